@@ -1,0 +1,4 @@
+use clap::Args;
+#[derive(Args)]
+pub struct BenchArgs {}
+pub fn run(_: BenchArgs) -> anyhow::Result<()> { Ok(()) }

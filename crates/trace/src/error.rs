@@ -1,0 +1,64 @@
+//! Errors of reading and writing traces. Input is parsed into types and never panics: every
+//! problem with a file's content is one of these.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A line that does not parse in the trace's format.
+    #[error("{path}:{line}: {reason}: {text:?}")]
+    Malformed {
+        path: PathBuf,
+        line: u64,
+        reason: &'static str,
+        text: String,
+    },
+
+    #[error("{path}: cannot tell the trace format from its content (first line {first_line:?}); pass --format")]
+    UnknownFormat { path: PathBuf, first_line: String },
+
+    /// A binary trace whose bytes are not what was written: bad magic, checksum mismatch,
+    /// truncation, an unsupported version.
+    #[error("{path}: corrupt binary trace at byte {offset}: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+
+    #[error("{path}: more than {max} volumes", max = crate::limits::VOLUMES_MAX)]
+    TooManyVolumes { path: PathBuf },
+
+    /// A record that the output format cannot express.
+    #[error("cannot write record {index}: {reason}")]
+    Unwritable { index: u64, reason: String },
+}
+
+impl TraceError {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> TraceError {
+        TraceError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Most readers truncate the quoted text of a malformed line to this many bytes so an error
+/// about a binary file fed as text stays readable.
+pub const QUOTED_TEXT_BYTES_MAX: usize = 200;
+
+pub(crate) fn quote(line: &[u8]) -> String {
+    let cut = &line[..line.len().min(QUOTED_TEXT_BYTES_MAX)];
+    let mut text = String::from_utf8_lossy(cut).into_owned();
+    if line.len() > QUOTED_TEXT_BYTES_MAX {
+        text.push('…');
+    }
+    text
+}

@@ -1,0 +1,175 @@
+//! Trace formats, their names on the command line, and detection from content.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::parse::{parse_line, Line, ParseOptions};
+
+/// Every trace format Cordillera reads. `../shared/traces/INVENTORY.md` and `docs/FORMATS.md`
+/// describe each line layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// MSR Cambridge: `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`.
+    Msr,
+    /// SPC / UMass: `ASU,LBA,Size,Opcode,Timestamp[,…]`.
+    Spc,
+    /// DiskSim / MQSim ASCII: `time dev lba sectors type`, time unit given separately.
+    Ascii5,
+    /// CloudPhysics vscsi CSV with header `version,time,op,size,lbn`.
+    CloudPhysics,
+    /// Tencent CBS: `Timestamp,Offset,Size,IOType,VolumeID`.
+    Tencent,
+    /// SYSTOR'17 VDI with header `Timestamp,Response,IOType,LUN,Offset,Size`.
+    Systor17,
+    /// ARC `.lis`: `start_block num_blocks ignore ignore`, no time, no direction.
+    Arc,
+    /// Linux `blkparse` default text output; dispatch (`D`) events are the I/Os.
+    Blkparse,
+    /// Cordillera's compact binary trace (`docs/FORMATS.md`).
+    Binary,
+}
+
+impl Format {
+    pub const ALL: [Format; 9] = [
+        Format::Msr,
+        Format::Spc,
+        Format::Ascii5,
+        Format::CloudPhysics,
+        Format::Tencent,
+        Format::Systor17,
+        Format::Arc,
+        Format::Blkparse,
+        Format::Binary,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Msr => "msr",
+            Format::Spc => "spc",
+            Format::Ascii5 => "ascii5",
+            Format::CloudPhysics => "cloudphysics",
+            Format::Tencent => "tencent",
+            Format::Systor17 => "systor17",
+            Format::Arc => "arc",
+            Format::Blkparse => "blkparse",
+            Format::Binary => "binary",
+        }
+    }
+
+    /// A stable one-byte tag, stored in binary trace headers.
+    pub fn tag(self) -> u8 {
+        Format::ALL.iter().position(|f| *f == self).unwrap() as u8
+    }
+
+    pub fn from_tag(tag: u8) -> Option<Format> {
+        Format::ALL.get(tag as usize).copied()
+    }
+
+    /// Whether lines carry wall-clock (Unix or FILETIME) timestamps.
+    pub fn has_wall_clock(self) -> bool {
+        matches!(self, Format::Msr | Format::Tencent | Format::Systor17)
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Format, String> {
+        Format::ALL
+            .iter()
+            .copied()
+            .find(|f| f.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                let names: Vec<_> = Format::ALL.iter().map(|f| f.name()).collect();
+                format!("unknown trace format {s:?}; one of {}", names.join(", "))
+            })
+    }
+}
+
+/// The unit of ASCII5 timestamps, which the format does not record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TimeUnit {
+    Ns,
+    Us,
+    /// DiskSim's convention, and the default.
+    #[default]
+    Ms,
+    S,
+}
+
+impl TimeUnit {
+    pub fn ns_per_unit(self) -> i64 {
+        match self {
+            TimeUnit::Ns => 1,
+            TimeUnit::Us => 1_000,
+            TimeUnit::Ms => 1_000_000,
+            TimeUnit::S => 1_000_000_000,
+        }
+    }
+}
+
+impl FromStr for TimeUnit {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<TimeUnit, String> {
+        match s {
+            "ns" => Ok(TimeUnit::Ns),
+            "us" => Ok(TimeUnit::Us),
+            "ms" => Ok(TimeUnit::Ms),
+            "s" => Ok(TimeUnit::S),
+            _ => Err(format!("unknown time unit {s:?}; one of ns, us, ms, s")),
+        }
+    }
+}
+
+/// Lines of a sample that detection looks at.
+const DETECT_LINES_MAX: usize = 64;
+
+/// The text format of a trace, judged from its first bytes (already decompressed): the first
+/// format, in a fixed order, under which the sampled lines hold at least one record and no
+/// malformed line. `at_eof` says whether `sample` is the whole input (so its last line is
+/// complete even without a newline).
+pub fn detect_text(sample: &[u8], at_eof: bool) -> Option<Format> {
+    const ORDER: [Format; 8] = [
+        Format::CloudPhysics,
+        Format::Systor17,
+        Format::Msr,
+        Format::Spc,
+        Format::Tencent,
+        Format::Blkparse,
+        Format::Ascii5,
+        Format::Arc,
+    ];
+    let complete = if at_eof {
+        sample
+    } else {
+        match memchr::memrchr(b'\n', sample) {
+            Some(end) => &sample[..end],
+            None => return None,
+        }
+    };
+    let lines: Vec<&[u8]> = complete
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.iter().all(|b| b.is_ascii_whitespace()))
+        .take(DETECT_LINES_MAX)
+        .collect();
+    let options = ParseOptions::default();
+    ORDER.into_iter().find(|format| {
+        let mut records = 0;
+        for line in &lines {
+            match parse_line(*format, line, &options) {
+                Ok(Line::Record(_)) => records += 1,
+                Ok(Line::Ignore) => {}
+                Ok(Line::End) => break,
+                Err(_) => return false,
+            }
+        }
+        records > 0
+    })
+}

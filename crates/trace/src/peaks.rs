@@ -1,0 +1,278 @@
+//! `trace peaks`: peak episodes (Everest §2, Table 1) and the writes in slow intervals
+//! (Everest Figure 2).
+//!
+//! Request rates are counted in windows of `rate_window` (1 min in Everest) aligned to the trace
+//! start. The trace is cut into segments of `segment` (15 min); an episode is the segment holding
+//! a rate peak plus the `following_segments` after it. Episodes are chosen from the highest window
+//! down, skipping windows whose episode would overlap one already chosen.
+//!
+//! Slow intervals: per volume, intervals of `rt_interval` (1 min) whose mean recorded response
+//! time exceeds `rt_threshold` (1 s); for each, the percentage of its requests that are writes.
+
+use cordillera_types::units::ns_to_s;
+use cordillera_types::Op;
+use serde::Serialize;
+
+use crate::record::{Record, VolumeId, VolumeTable};
+use crate::window::{window_of, WindowCounts};
+
+#[derive(Clone, Copy, Debug)]
+pub struct PeaksOptions {
+    pub rate_window_ns: i64,
+    pub segment_ns: i64,
+    pub following_segments: u32,
+    pub top: usize,
+    pub rt_interval_ns: i64,
+    pub rt_threshold_ns: i64,
+}
+
+impl Default for PeaksOptions {
+    /// Everest's choices: 1 min rates, 15 min segments, the peak segment plus one, top 3;
+    /// 1 min response-time intervals over 1 s.
+    fn default() -> PeaksOptions {
+        PeaksOptions {
+            rate_window_ns: 60_000_000_000,
+            segment_ns: 900_000_000_000,
+            following_segments: 1,
+            top: 3,
+            rt_interval_ns: 60_000_000_000,
+            rt_threshold_ns: 1_000_000_000,
+        }
+    }
+}
+
+impl PeaksOptions {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.rate_window_ns <= 0 || self.segment_ns <= 0 || self.rt_interval_ns <= 0 {
+            return Err("windows, segments and intervals must be positive".into());
+        }
+        if self.segment_ns % self.rate_window_ns != 0 {
+            return Err("the segment length must be a multiple of the rate window".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct EpisodeVolume {
+    pub volume: String,
+    pub requests: u64,
+    pub read_pct: Option<f64>,
+    pub peak_rate_per_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Episode {
+    pub rank: usize,
+    /// Seconds from the trace start.
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Wall-clock Unix ns of the start and end, when the trace has a wall clock.
+    pub start_unix_ns: Option<i64>,
+    pub end_unix_ns: Option<i64>,
+    pub requests: u64,
+    pub read_pct: Option<f64>,
+    /// The episode's highest window rate, all volumes together.
+    pub peak_rate_per_s: f64,
+    pub busiest_volume: String,
+    /// Share of the episode's requests on its busiest volume.
+    pub busiest_share_pct: f64,
+    /// Volumes with requests in the episode, most requests first. Everest replays the first
+    /// (maximum), the middle (median) and the last (minimum).
+    pub volumes: Vec<EpisodeVolume>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SlowIntervals {
+    pub interval_s: f64,
+    pub threshold_s: f64,
+    /// Volume-intervals with at least one recorded response time.
+    pub intervals_with_response: u64,
+    /// Of those, the ones whose mean response time exceeds the threshold.
+    pub slow_intervals: u64,
+    /// Percentiles p0, p10, …, p100 of the write percentage over the slow intervals.
+    pub write_pct_percentiles: Option<[f64; 11]>,
+    /// Percentage of slow intervals with fewer than 10 % writes.
+    pub below_10pct_writes_pct: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PeaksReport {
+    pub rate_window_s: f64,
+    pub segment_s: f64,
+    pub episodes: Vec<Episode>,
+    pub slow: SlowIntervals,
+}
+
+#[derive(Default)]
+struct VolumeWindows {
+    requests: WindowCounts,
+    reads: WindowCounts,
+    rt_requests: WindowCounts,
+    rt_writes: WindowCounts,
+    rt_sum_ns: WindowCounts,
+}
+
+/// Accumulates a [`PeaksReport`].
+pub struct PeaksBuilder {
+    options: PeaksOptions,
+    anchor_ns: Option<i64>,
+    last_ns: i64,
+    requests: WindowCounts,
+    reads: WindowCounts,
+    volumes: Vec<Option<VolumeWindows>>,
+}
+
+impl PeaksBuilder {
+    pub fn new(options: PeaksOptions) -> Result<PeaksBuilder, String> {
+        options.validate()?;
+        Ok(PeaksBuilder {
+            options,
+            anchor_ns: None,
+            last_ns: i64::MIN,
+            requests: WindowCounts::new(),
+            reads: WindowCounts::new(),
+            volumes: Vec::new(),
+        })
+    }
+
+    pub fn add(&mut self, record: &Record) {
+        let anchor = *self.anchor_ns.get_or_insert(record.time_ns);
+        self.last_ns = self.last_ns.max(record.time_ns);
+        let window = window_of(record.time_ns, anchor, self.options.rate_window_ns);
+        let is_read = (record.op == Op::Read) as u64;
+        self.requests.add(window, 1);
+        self.reads.add(window, is_read);
+        let index = record.volume.index();
+        if self.volumes.len() <= index {
+            self.volumes.resize_with(index + 1, || None);
+        }
+        let volume = self.volumes[index].get_or_insert_with(VolumeWindows::default);
+        volume.requests.add(window, 1);
+        volume.reads.add(window, is_read);
+        if let Some(response_ns) = record.response_ns {
+            let interval = window_of(record.time_ns, anchor, self.options.rt_interval_ns);
+            volume.rt_requests.add(interval, 1);
+            volume.rt_writes.add(interval, 1 - is_read);
+            volume.rt_sum_ns.add(interval, response_ns);
+        }
+    }
+
+    pub fn finish(self, names: &VolumeTable, origin_unix_ns: Option<i64>) -> PeaksReport {
+        let o = self.options;
+        let windows_per_segment = o.segment_ns / o.rate_window_ns;
+        let span_segments = 1 + o.following_segments as i64;
+        let mut by_rate: Vec<(i64, u64)> = self.requests.iter().collect();
+        by_rate.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut chosen: Vec<i64> = Vec::new();
+        for (window, _) in by_rate {
+            if chosen.len() == o.top {
+                break;
+            }
+            let segment = window.div_euclid(windows_per_segment);
+            if chosen.iter().all(|s| (segment - s).abs() >= span_segments) {
+                chosen.push(segment);
+            }
+        }
+        let anchor = self.anchor_ns.unwrap_or(0);
+        let episodes = chosen
+            .iter()
+            .enumerate()
+            .map(|(rank, segment)| {
+                let first = segment * windows_per_segment;
+                let windows = first..first + span_segments * windows_per_segment;
+                self.episode(rank + 1, windows, names, anchor, origin_unix_ns)
+            })
+            .collect();
+        PeaksReport {
+            rate_window_s: ns_to_s(o.rate_window_ns),
+            segment_s: ns_to_s(o.segment_ns),
+            episodes,
+            slow: self.slow_intervals(),
+        }
+    }
+
+    fn episode(
+        &self,
+        rank: usize,
+        windows: std::ops::Range<i64>,
+        names: &VolumeTable,
+        anchor_ns: i64,
+        origin_unix_ns: Option<i64>,
+    ) -> Episode {
+        let window_s = ns_to_s(self.options.rate_window_ns);
+        let sum = |counts: &WindowCounts| windows.clone().map(|w| counts.get(w)).sum::<u64>();
+        let peak = |counts: &WindowCounts| windows.clone().map(|w| counts.get(w)).max().unwrap_or(0);
+        let pct = |part: u64, whole: u64| (whole > 0).then(|| 100.0 * part as f64 / whole as f64);
+        let requests = sum(&self.requests);
+        let mut volumes: Vec<EpisodeVolume> = self
+            .volumes
+            .iter()
+            .enumerate()
+            .filter_map(|(index, v)| {
+                let v = v.as_ref()?;
+                let requests = sum(&v.requests);
+                (requests > 0).then(|| EpisodeVolume {
+                    volume: names.name(VolumeId(index as u32)).to_owned(),
+                    requests,
+                    read_pct: pct(sum(&v.reads), requests),
+                    peak_rate_per_s: peak(&v.requests) as f64 / window_s,
+                })
+            })
+            .collect();
+        volumes.sort_by(|a, b| b.requests.cmp(&a.requests).then(a.volume.cmp(&b.volume)));
+        let start_ns = anchor_ns + windows.start * self.options.rate_window_ns;
+        let end_ns = (anchor_ns + windows.end * self.options.rate_window_ns).min(self.last_ns.max(start_ns));
+        let busiest = volumes.first();
+        Episode {
+            rank,
+            start_s: ns_to_s(start_ns),
+            end_s: ns_to_s(end_ns),
+            start_unix_ns: origin_unix_ns.map(|o| o + start_ns),
+            end_unix_ns: origin_unix_ns.map(|o| o + end_ns),
+            requests,
+            read_pct: pct(sum(&self.reads), requests),
+            peak_rate_per_s: peak(&self.requests) as f64 / window_s,
+            busiest_volume: busiest.map(|v| v.volume.clone()).unwrap_or_default(),
+            busiest_share_pct: busiest
+                .and_then(|v| pct(v.requests, requests))
+                .unwrap_or(0.0),
+            volumes,
+        }
+    }
+
+    fn slow_intervals(&self) -> SlowIntervals {
+        let o = self.options;
+        let mut with_response = 0;
+        let mut write_pcts = Vec::new();
+        for volume in self.volumes.iter().flatten() {
+            for (interval, requests) in volume.rt_requests.iter() {
+                with_response += 1;
+                let mean_ns = volume.rt_sum_ns.get(interval) as f64 / requests as f64;
+                if mean_ns > o.rt_threshold_ns as f64 {
+                    write_pcts.push(100.0 * volume.rt_writes.get(interval) as f64 / requests as f64);
+                }
+            }
+        }
+        write_pcts.sort_by(f64::total_cmp);
+        let percentiles = (!write_pcts.is_empty()).then(|| {
+            let mut p = [0.0; 11];
+            for (i, slot) in p.iter_mut().enumerate() {
+                // Nearest rank.
+                let rank = ((i as f64 / 10.0) * write_pcts.len() as f64).ceil() as usize;
+                *slot = write_pcts[rank.clamp(1, write_pcts.len()) - 1];
+            }
+            p
+        });
+        let below = write_pcts.iter().filter(|p| **p < 10.0).count();
+        SlowIntervals {
+            interval_s: ns_to_s(o.rt_interval_ns),
+            threshold_s: ns_to_s(o.rt_threshold_ns),
+            intervals_with_response: with_response,
+            slow_intervals: write_pcts.len() as u64,
+            write_pct_percentiles: percentiles,
+            below_10pct_writes_pct: (!write_pcts.is_empty())
+                .then(|| 100.0 * below as f64 / write_pcts.len() as f64),
+        }
+    }
+}
