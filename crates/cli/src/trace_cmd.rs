@@ -1,4 +1,541 @@
-use clap::Args;
+//! `cordillera trace …`: read, convert and characterize block traces.
+
+use std::fs::File;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use cordillera_trace::binary::BinaryWriter;
+use cordillera_trace::parse::ParseOptions;
+use cordillera_trace::peaks::{PeaksBuilder, PeaksOptions, PeaksReport};
+use cordillera_trace::profile::{ProfileBuilder, ProfileReport};
+use cordillera_trace::reaccess::{ReaccessBuilder, ReaccessReport};
+use cordillera_trace::stats::{StatsBuilder, TraceStats};
+use cordillera_trace::write::{IologOptions, IologWriter, MsrWriter};
+use cordillera_trace::{open, Format, ReadOptions, Record, RecordReader, TimeUnit};
+use cordillera_types::units::{format_unix_ns, s_to_ns};
+
 #[derive(Args)]
-pub struct TraceArgs {}
-pub fn run(_: TraceArgs) -> anyhow::Result<()> { Ok(()) }
+pub struct TraceArgs {
+    #[command(subcommand)]
+    command: TraceCommand,
+}
+
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// Counts, bytes, rates, working set and reaccesses per volume and in total.
+    Stats(StatsArgs),
+    /// Convert a trace to the binary format, MSR CSV or a fio iolog.
+    Convert(ConvertArgs),
+    /// The top peak episodes by request rate (Everest §2, Table 1, Figure 2).
+    Peaks(PeaksArgs),
+    /// Temporal reaccess classes, reuse distance and spatial clustering (Bonfire §3).
+    Reaccess(ReaccessArgs),
+    /// Load per hour of day and per day, and time at each fraction of peak (Sierra §2).
+    Profile(ProfileArgs),
+}
+
+/// How to read the input trace; shared by every `trace` subcommand.
+#[derive(Args, Clone)]
+pub struct InputArgs {
+    /// The trace file (`-` for standard input); .gz, .bz2 and .zst are decompressed.
+    pub file: PathBuf,
+    /// The trace format; detected from content when absent.
+    #[arg(long, value_parser = clap::value_parser!(Format))]
+    pub format: Option<Format>,
+    /// Unit of ASCII5 timestamps (DiskSim uses ms, MQSim ns).
+    #[arg(long, default_value = "ms", value_parser = clap::value_parser!(TimeUnit))]
+    pub time_unit: TimeUnit,
+    /// Block size of ARC `.lis` traces, in bytes.
+    #[arg(long, default_value_t = 512)]
+    pub arc_block_bytes: u64,
+    /// Keep only these volumes (repeat, or separate with commas), e.g. `hm_0` for MSR.
+    #[arg(long = "volume", value_delimiter = ',')]
+    pub volumes: Vec<String>,
+    /// Skip malformed lines (and report how many) instead of stopping at the first.
+    #[arg(long)]
+    pub skip_invalid: bool,
+}
+
+impl InputArgs {
+    pub fn options(&self) -> ReadOptions {
+        ReadOptions {
+            format: self.format,
+            parse: ParseOptions {
+                ascii5_time_unit: self.time_unit,
+                arc_block_bytes: self.arc_block_bytes,
+            },
+            volumes: self.volumes.clone(),
+            skip_invalid: self.skip_invalid,
+        }
+    }
+}
+
+/// Opens the input and calls `each` on every record, with progress on a terminal and a summary
+/// of skipped lines on standard error. Returns the reader for its volume table and info.
+pub fn for_each_record(
+    input: &InputArgs,
+    mut each: impl FnMut(&dyn RecordReader, &Record),
+) -> Result<Box<dyn RecordReader>> {
+    let mut reader = open(&input.file, &input.options())?;
+    let progress = io::stderr().is_terminal();
+    let started = Instant::now();
+    let mut next_report = Duration::from_secs(2);
+    let mut count: u64 = 0;
+    while let Some(record) = reader.next_record()? {
+        each(reader.as_ref(), &record);
+        count += 1;
+        if progress && count % (1 << 20) == 0 && started.elapsed() >= next_report {
+            let elapsed = started.elapsed().as_secs_f64();
+            eprint!("\r{count} records, {:.1} M records/s", count as f64 / elapsed / 1e6);
+            next_report += Duration::from_secs(2);
+        }
+    }
+    if progress && started.elapsed() >= Duration::from_secs(2) {
+        eprintln!();
+    }
+    report_reading(input, reader.as_ref());
+    Ok(reader)
+}
+
+fn report_reading(input: &InputArgs, reader: &dyn RecordReader) {
+    let summary = reader.summary();
+    if summary.invalid_skipped > 0 {
+        eprintln!(
+            "cordillera: skipped {} malformed line(s) of {}; the first: {}",
+            summary.invalid_skipped,
+            summary.lines,
+            summary.first_invalid.as_deref().unwrap_or("")
+        );
+    }
+    for name in &input.volumes {
+        if reader.volumes().lookup(name).is_none() {
+            eprintln!("cordillera: warning: volume {name:?} does not appear in the trace");
+        }
+    }
+}
+
+pub fn run(args: TraceArgs) -> Result<()> {
+    match args.command {
+        TraceCommand::Stats(args) => stats(args),
+        TraceCommand::Convert(args) => convert(args),
+        TraceCommand::Peaks(args) => peaks(args),
+        TraceCommand::Reaccess(args) => reaccess(args),
+        TraceCommand::Profile(args) => profile(args),
+    }
+}
+
+fn positive_ns(seconds: f64, what: &str) -> Result<i64> {
+    match s_to_ns(seconds) {
+        Some(ns) if ns > 0 => Ok(ns),
+        _ => bail!("{what} must be a positive number of seconds, not {seconds}"),
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) -> Result<()> {
+    let stdout = io::stdout().lock();
+    let mut out = BufWriter::new(stdout);
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
+}
+
+fn opt(value: Option<f64>, decimals: usize) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}"))
+}
+
+fn utc(unix_ns: Option<i64>) -> String {
+    unix_ns.map_or_else(String::new, format_unix_ns)
+}
+
+// ---------------------------------------------------------------------------------------------
+// stats
+
+#[derive(Args)]
+struct StatsArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Window of the peak rate, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    window_s: f64,
+}
+
+fn stats(args: StatsArgs) -> Result<()> {
+    let mut builder = StatsBuilder::new(positive_ns(args.window_s, "--window-s")?);
+    let reader = for_each_record(&args.input, |_, record| builder.add(record))?;
+    let stats = builder.finish(reader.volumes());
+    if args.json {
+        print_json(&stats)
+    } else {
+        print_stats_table(&stats);
+        Ok(())
+    }
+}
+
+pub fn print_stats_table(stats: &TraceStats) {
+    println!(
+        "{:<14} {:>10} {:>6} {:>10} {:>10} {:>8} {:>9} {:>9} {:>7} {:>9} {:>7} {:>8}",
+        "volume", "records", "read%", "read_GiB", "write_GiB", "span_h", "mean/s", "peak/s",
+        "pk:mean", "wss_GiB", "reacc%", "mean_KiB"
+    );
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    for v in stats.volumes.iter().chain(std::iter::once(&stats.total)) {
+        println!(
+            "{:<14} {:>10} {:>6.1} {:>10.3} {:>10.3} {:>8.2} {:>9} {:>9.2} {:>7} {:>9.3} {:>7} {:>8}",
+            v.volume,
+            v.records,
+            if v.records > 0 { 100.0 * v.reads as f64 / v.records as f64 } else { 0.0 },
+            gib(v.read_bytes),
+            gib(v.write_bytes),
+            v.span_s / 3600.0,
+            opt(v.mean_rate_per_s, 2),
+            v.peak_rate_per_s,
+            opt(v.peak_to_mean, 1),
+            gib(v.wss_bytes),
+            opt(v.reaccess_pct, 1),
+            opt(v.mean_request_bytes.map(|b| b / 1024.0), 1),
+        );
+    }
+    println!("(peak rate over {} s windows)", stats.window_s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// convert
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OutputFormat {
+    Binary,
+    Msr,
+    FioIolog,
+}
+
+#[derive(Args)]
+struct ConvertArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// The output file (`-` for standard output).
+    output: PathBuf,
+    /// The output format.
+    #[arg(long)]
+    to: OutputFormat,
+    /// fio iolog: the file or device name the I/Os are addressed to.
+    #[arg(long, default_value = "cordillera.img")]
+    iolog_target: String,
+    /// fio iolog: take offsets modulo this many bytes, to replay on a smaller target.
+    #[arg(long)]
+    iolog_wrap_bytes: Option<u64>,
+    /// Binary: zstd compression level (1–19).
+    #[arg(long, default_value_t = cordillera_trace::binary::DEFAULT_ZSTD_LEVEL)]
+    zstd_level: i32,
+}
+
+fn create_output(path: &Path) -> Result<Box<dyn Write>> {
+    if path == Path::new("-") {
+        return Ok(Box::new(BufWriter::new(io::stdout().lock())));
+    }
+    let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    Ok(Box::new(BufWriter::with_capacity(1 << 20, file)))
+}
+
+fn convert(args: ConvertArgs) -> Result<()> {
+    // Write to a temporary name and rename at the end, so a failed conversion leaves no
+    // plausible-looking partial output.
+    let to_stdout = args.output == Path::new("-");
+    let partial = if to_stdout {
+        args.output.clone()
+    } else {
+        let mut name = args.output.clone().into_os_string();
+        name.push(".partial");
+        PathBuf::from(name)
+    };
+    let out = create_output(&partial)?;
+    let result = convert_into(&args, out, &partial);
+    if result.is_err() && !to_stdout {
+        let _ = std::fs::remove_file(&partial);
+    }
+    let written = result?;
+    if !to_stdout {
+        std::fs::rename(&partial, &args.output)
+            .with_context(|| format!("cannot rename {} to {}", partial.display(), args.output.display()))?;
+    }
+    eprintln!("cordillera: wrote {written} records to {}", args.output.display());
+    Ok(())
+}
+
+fn convert_into(args: &ConvertArgs, out: Box<dyn Write>, path: &Path) -> Result<u64> {
+    let mut written = 0u64;
+    let mut failure = None;
+    match args.to {
+        OutputFormat::Binary => {
+            let mut writer = BinaryWriter::with_level(out, path, args.zstd_level)?;
+            let reader = for_each_record(&args.input, |reader, record| {
+                if failure.is_none() {
+                    match writer.write(record, reader.volumes(), reader.info()) {
+                        Ok(()) => written += 1,
+                        Err(e) => failure = Some(e),
+                    }
+                }
+            })?;
+            if let Some(e) = failure {
+                return Err(e.into());
+            }
+            writer.finish(reader.info())?;
+        }
+        OutputFormat::Msr => {
+            let mut writer = MsrWriter::new(out, path);
+            for_each_record(&args.input, |reader, record| {
+                if failure.is_none() {
+                    match writer.write(record, reader.volumes(), reader.info()) {
+                        Ok(()) => written += 1,
+                        Err(e) => failure = Some(e),
+                    }
+                }
+            })?;
+            if let Some(e) = failure {
+                return Err(e.into());
+            }
+            writer.finish()?;
+        }
+        OutputFormat::FioIolog => {
+            let options = IologOptions {
+                target: args.iolog_target.clone(),
+                wrap_bytes: args.iolog_wrap_bytes,
+            };
+            let mut writer = IologWriter::new(out, path, options)?;
+            for_each_record(&args.input, |_, record| {
+                if failure.is_none() {
+                    match writer.write(record) {
+                        Ok(()) => written += 1,
+                        Err(e) => failure = Some(e),
+                    }
+                }
+            })?;
+            if let Some(e) = failure {
+                return Err(e.into());
+            }
+            if writer.skipped_empty > 0 {
+                eprintln!("cordillera: skipped {} zero-length records (fio rejects them)", writer.skipped_empty);
+                written -= writer.skipped_empty;
+            }
+            writer.finish()?;
+        }
+    }
+    Ok(written)
+}
+
+// ---------------------------------------------------------------------------------------------
+// peaks
+
+#[derive(Args)]
+struct PeaksArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    #[arg(long)]
+    json: bool,
+    /// Episodes to report.
+    #[arg(long, default_value_t = 3)]
+    top: usize,
+    /// Window over which request rates are measured, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    rate_window_s: f64,
+    /// Segment length; an episode is the peak's segment plus the following ones.
+    #[arg(long, default_value_t = 900.0)]
+    segment_s: f64,
+    /// Segments after the peak's segment included in its episode.
+    #[arg(long, default_value_t = 1)]
+    following_segments: u32,
+    /// Interval over which mean response times are measured (Figure 2), in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    rt_interval_s: f64,
+    /// Mean response time above which an interval is slow, in seconds.
+    #[arg(long, default_value_t = 1.0)]
+    rt_threshold_s: f64,
+}
+
+fn peaks(args: PeaksArgs) -> Result<()> {
+    let options = PeaksOptions {
+        rate_window_ns: positive_ns(args.rate_window_s, "--rate-window-s")?,
+        segment_ns: positive_ns(args.segment_s, "--segment-s")?,
+        following_segments: args.following_segments,
+        top: args.top,
+        rt_interval_ns: positive_ns(args.rt_interval_s, "--rt-interval-s")?,
+        rt_threshold_ns: positive_ns(args.rt_threshold_s, "--rt-threshold-s")?,
+    };
+    let mut builder = PeaksBuilder::new(options).map_err(anyhow::Error::msg)?;
+    let reader = for_each_record(&args.input, |_, record| builder.add(record))?;
+    if !reader.info().has_time {
+        bail!("{} has no timestamps: peaks need them", args.input.file.display());
+    }
+    let report = builder.finish(reader.volumes(), reader.info().origin_unix_ns);
+    if args.json {
+        return print_json(&report);
+    }
+    print_peaks(&report);
+    Ok(())
+}
+
+fn print_peaks(report: &PeaksReport) {
+    println!(
+        "Peak episodes (rates over {} s windows; episode = peak's {} s segment + following)",
+        report.rate_window_s, report.segment_s
+    );
+    println!(
+        "{:>2}  {:<41} {:>10} {:>6} {:>12}  {:<14} {:>7}",
+        "#", "time", "requests", "read%", "peak req/s", "busiest", "share%"
+    );
+    for e in &report.episodes {
+        let time = match (e.start_unix_ns, e.end_unix_ns) {
+            (Some(s), Some(t)) => format!("{} – {}", format_unix_ns(s), &format_unix_ns(t)[11..]),
+            _ => format!("{:.0} s – {:.0} s", e.start_s, e.end_s),
+        };
+        println!(
+            "{:>2}  {:<41} {:>10} {:>6} {:>12.1}  {:<14} {:>7.1}",
+            e.rank, time, e.requests, opt(e.read_pct, 1), e.peak_rate_per_s, e.busiest_volume, e.busiest_share_pct
+        );
+        for v in &e.volumes {
+            println!(
+                "      {:<14} {:>10} requests  read {:>6}%  peak {:>10.1} req/s",
+                v.volume, v.requests, opt(v.read_pct, 1), v.peak_rate_per_s
+            );
+        }
+    }
+    let s = &report.slow;
+    println!();
+    if s.intervals_with_response == 0 {
+        println!("Writes in slow intervals: the trace records no response times.");
+        return;
+    }
+    println!(
+        "Writes in slow intervals ({} s intervals per volume, mean response > {} s): {} of {} intervals slow",
+        s.interval_s, s.threshold_s, s.slow_intervals, s.intervals_with_response
+    );
+    if let Some(p) = s.write_pct_percentiles {
+        let text: Vec<String> = p.iter().enumerate().map(|(i, v)| format!("p{}={v:.1}", i * 10)).collect();
+        println!("  write % over slow intervals: {}", text.join(" "));
+        println!("  slow intervals with < 10 % writes: {}%", opt(s.below_10pct_writes_pct, 1));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// reaccess
+
+#[derive(Args)]
+struct ReaccessArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    #[arg(long)]
+    json: bool,
+    /// Hours added to UTC for the wall-clock hour of daily reaccesses.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    utc_offset_h: i64,
+}
+
+fn reaccess(args: ReaccessArgs) -> Result<()> {
+    let mut builder = ReaccessBuilder::new(args.utc_offset_h);
+    let reader = for_each_record(&args.input, |reader, record| builder.add(record, reader.info()))?;
+    let report = builder.finish(reader.volumes(), reader.info());
+    if args.json {
+        return print_json(&report);
+    }
+    print_reaccess(&report);
+    Ok(())
+}
+
+fn print_reaccess(report: &ReaccessReport) {
+    if !report.has_time {
+        println!("(this trace has no timestamps: temporal classes are not meaningful)");
+    }
+    println!("Temporal classes (% of reaccesses; % of reaccessed blocks), reuse distance (% of reaccesses), clustering (% of 1 MiB region)");
+    println!(
+        "{:<14} {:>11} {:>7} {:>13} {:>13} {:>13} {:>7} {:>9} {:>8} {:>7} {:>6} {:>6} {:>6}",
+        "volume", "accesses", "reacc%", "hourly", "daily", "other", "<10MiB", "<1GiB", "<10GiB", ">10GiB", "cl.h", "cl.d", "cl.o"
+    );
+    for v in report.volumes.iter().chain(std::iter::once(&report.total)) {
+        let class = |i: usize| {
+            let c = &v.classes[i];
+            format!("{}/{}", opt(c.reaccess_pct, 1), opt(c.block_pct, 1))
+        };
+        let reuse = |i: usize| opt(v.reuse_distance[i].pct, 1);
+        let cluster = |i: usize| opt(v.classes[i].clustering_pct, 1);
+        println!(
+            "{:<14} {:>11} {:>7} {:>13} {:>13} {:>13} {:>7} {:>9} {:>8} {:>7} {:>6} {:>6} {:>6}",
+            v.volume, v.block_accesses, opt(v.reaccess_pct, 1), class(0), class(1), class(2),
+            reuse(0), reuse(1), reuse(2), reuse(3), cluster(0), cluster(1), cluster(2)
+        );
+    }
+    let hours = &report.total.daily_by_hour;
+    if hours.iter().any(|h| *h > 0) {
+        let clock = if report.wall_clock { format!("UTC{:+}", report.utc_offset_h) } else { "since trace start".into() };
+        println!("Daily reaccesses by hour of day ({clock}):");
+        let text: Vec<String> = hours.iter().enumerate().filter(|(_, n)| **n > 0).map(|(h, n)| format!("{h:02}h:{n}")).collect();
+        println!("  {}", text.join(" "));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// profile
+
+#[derive(Args)]
+struct ProfileArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    #[arg(long)]
+    json: bool,
+    /// Bucket length in seconds (must divide a day).
+    #[arg(long, default_value_t = 3600.0)]
+    bucket_s: f64,
+    /// Hours added to UTC for hours of day and days.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    utc_offset_h: i64,
+}
+
+fn profile(args: ProfileArgs) -> Result<()> {
+    let mut builder = ProfileBuilder::new(positive_ns(args.bucket_s, "--bucket-s")?, args.utc_offset_h)
+        .map_err(anyhow::Error::msg)?;
+    let reader = for_each_record(&args.input, |reader, record| builder.add(record, reader.info()))?;
+    if !reader.info().has_time {
+        bail!("{} has no timestamps: a profile needs them", args.input.file.display());
+    }
+    let report = builder.finish(reader.info());
+    if args.json {
+        return print_json(&report);
+    }
+    print_profile(&report);
+    Ok(())
+}
+
+pub fn print_profile(report: &ProfileReport) {
+    let clock = if report.wall_clock { format!("UTC{:+}", report.utc_offset_h) } else { "hours since trace start".into() };
+    println!("Load by hour of day ({clock}; mean over days, normalized to the busiest hour):");
+    println!("{:>4} {:>6} {:>10} {:>12} {:>6}", "hour", "days", "IOPS", "MB/s", "norm");
+    for h in &report.hours_of_day {
+        println!(
+            "{:>4} {:>6} {:>10.2} {:>12.3} {:>6.2}",
+            h.hour, h.buckets, h.mean_iops, h.mean_bytes_per_s / 1e6, h.normalized
+        );
+    }
+    println!("Load by day:");
+    println!("{:>4} {:<20} {:>12} {:>14} {:>10} {:>12}", "day", "start", "requests", "bytes", "IOPS", "MB/s");
+    for d in &report.days {
+        println!(
+            "{:>4} {:<20} {:>12} {:>14} {:>10.2} {:>12.3}",
+            d.day, utc(d.start_unix_ns), d.requests, d.bytes, d.mean_iops, d.mean_bytes_per_s / 1e6
+        );
+    }
+    println!(
+        "Peak-to-mean (bytes, {} s buckets): {}",
+        report.bucket_s,
+        opt(report.peak_to_mean_bytes, 2)
+    );
+    println!("CDF of time at each fraction of peak ({} s buckets):", report.bucket_s);
+    println!("{:>9} {:>12} {:>12}", "≤ peak×", "time(bytes)", "time(reqs)");
+    for p in report.cdf.iter().step_by(2) {
+        println!("{:>9.2} {:>12.3} {:>12.3}", p.fraction_of_peak, p.time_fraction_bytes, p.time_fraction_requests);
+    }
+}

@@ -1,0 +1,116 @@
+//! Bad input never panics: a malformed line is an error naming the file, the line number and
+//! the text; `skip_invalid` skips and counts it. One case per reader.
+
+use std::io::Cursor;
+use std::path::Path;
+
+use cordillera_trace::read::{from_read, read_all};
+use cordillera_trace::{Format, ReadOptions, TraceError};
+
+/// (format, two good lines, one bad line). The bad line is put third.
+fn cases() -> Vec<(Format, &'static str, &'static str, &'static str)> {
+    vec![
+        (
+            Format::Msr,
+            "128166481075232275,rsrch,1,Write,281358336,45056,94872",
+            "128166481075232718,rsrch,1,Read,281292800,65536,94430",
+            "128166481075299367,rsrch,1,Write,281227264,65536",
+        ),
+        (Format::Spc, "0,20941264,8192,W,0.551706", "1,20939840,8192,R,0.554041", "0,xx,8192,W,0.6"),
+        (Format::Ascii5, "0.000 5 174224064 16 1", "0.221 5 162947904 16 1", "0.594 5 174933616 sixteen 1"),
+        (Format::CloudPhysics, "version,time,op,size,lbn", "1,5633898,2a,512,42932745", "1,5633898,2a,512"),
+        (Format::Tencent, "1538323200,4247200,128,1,1058", "1538323199,13896880,128,0,1063", "1538323199,13896880,128,7,1063"),
+        (
+            Format::Systor17,
+            "Timestamp,Response,IOType,LUN,Offset,Size",
+            "1456095145.133076000,0.000806000,R,0,899056122368,131072",
+            "1456095145.126285000,0.008044000,Q,0,4256049987072,122880",
+        ),
+        (Format::Arc, "230027 8 0 0", "1842745 64 0 1", "216082 8 0"),
+        (
+            Format::Blkparse,
+            "  8,0    3        1     0.000000000   697  Q  WS 3417048 + 8 [kjournald]",
+            "  8,0    3        3     0.000011000   697  D  WS 3417048 + 8 [kjournald]",
+            "  8,0    3        4     later   697  D  WS 3417048 + 8 [kjournald]",
+        ),
+    ]
+}
+
+fn read(format: Format, text: String, skip_invalid: bool) -> Result<(u64, u64), TraceError> {
+    let options = ReadOptions {
+        format: Some(format),
+        skip_invalid,
+        ..ReadOptions::default()
+    };
+    let mut reader = from_read(Path::new("bad.trace"), Box::new(Cursor::new(text.into_bytes())), &options)?;
+    let records = read_all(reader.as_mut())?;
+    Ok((records.len() as u64, reader.summary().invalid_skipped))
+}
+
+#[test]
+fn a_malformed_line_names_file_line_and_text() {
+    for (format, a, b, bad) in cases() {
+        let text = format!("{a}\n{b}\n{bad}\n{b}\n");
+        let err = read(format, text, false).expect_err("malformed line must fail");
+        let message = err.to_string();
+        assert!(
+            matches!(err, TraceError::Malformed { line: 3, .. }),
+            "{format}: {message}"
+        );
+        assert!(message.starts_with("bad.trace:3: "), "{format}: {message}");
+        assert!(message.contains(&bad[..bad.len().min(20)]), "{format}: {message}");
+    }
+}
+
+#[test]
+fn skip_invalid_skips_and_counts() {
+    for (format, a, b, bad) in cases() {
+        let text = format!("{a}\n{bad}\n{b}\n{bad}\n{b}");
+        let (records, skipped) = read(format, text.clone(), true).unwrap();
+        assert_eq!(skipped, 2, "{format}");
+        let (clean, _) = read(format, format!("{a}\n{b}\n{b}"), false).unwrap();
+        assert_eq!(records, clean, "{format}: skipping keeps every good record");
+        // Detection finds the same format from the good lines.
+        let options = ReadOptions::default();
+        let reader = from_read(Path::new("x"), Box::new(Cursor::new(format!("{a}\n{b}\n"))), &options).unwrap();
+        assert_eq!(reader.info().format, format);
+    }
+}
+
+#[test]
+fn an_overlong_line_is_malformed_not_a_memory_hog() {
+    let line = "1".repeat(200_000);
+    let text = format!("128166481075232275,rsrch,1,Write,281358336,45056,94872\n{line}\n");
+    let err = read(Format::Msr, text.clone(), false).unwrap_err();
+    assert!(err.to_string().contains("longer than 64 KiB"), "{err}");
+    assert!(err.to_string().len() < 1_000, "the quoted text is cut");
+    assert_eq!(read(Format::Msr, text, true).unwrap(), (1, 1));
+}
+
+#[test]
+fn unknown_content_is_a_clear_error() {
+    let options = ReadOptions::default();
+    let err = from_read(Path::new("mystery"), Box::new(Cursor::new(b"hello world\n".to_vec())), &options)
+        .err()
+        .expect("unknown format");
+    assert!(matches!(err, TraceError::UnknownFormat { .. }));
+    assert!(err.to_string().contains("--format"));
+    let empty = from_read(Path::new("empty"), Box::new(Cursor::new(Vec::new())), &options).err();
+    assert!(matches!(empty, Some(TraceError::UnknownFormat { .. })));
+}
+
+#[test]
+fn compressed_input_is_detected_by_magic() {
+    use std::io::Write;
+    let text = "128166481075232275,rsrch,1,Write,281358336,45056,94872\n128166481075232718,rsrch,1,Read,281292800,65536,94430\n";
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(text.as_bytes()).unwrap();
+    let mut bz = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::default());
+    bz.write_all(text.as_bytes()).unwrap();
+    let zst = zstd::encode_all(text.as_bytes(), 3).unwrap();
+    for bytes in [gz.finish().unwrap(), bz.finish().unwrap(), zst] {
+        let mut reader = from_read(Path::new("c"), Box::new(Cursor::new(bytes)), &ReadOptions::default()).unwrap();
+        assert_eq!(reader.info().format, Format::Msr);
+        assert_eq!(read_all(reader.as_mut()).unwrap().len(), 2);
+    }
+}
