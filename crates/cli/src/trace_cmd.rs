@@ -289,7 +289,7 @@ fn convert_into(args: &ConvertArgs, out: Box<dyn Write>, path: &Path) -> Result<
         }
         OutputFormat::Msr => {
             let mut writer = MsrWriter::new(out, path);
-            for_each_record(&args.input, |reader, record| {
+            let reader = for_each_record(&args.input, |reader, record| {
                 if failure.is_none() {
                     match writer.write(record, reader.volumes(), reader.info()) {
                         Ok(()) => written += 1,
@@ -300,7 +300,7 @@ fn convert_into(args: &ConvertArgs, out: Box<dyn Write>, path: &Path) -> Result<
             if let Some(e) = failure {
                 return Err(e.into());
             }
-            writer.finish()?;
+            writer.finish(reader.info())?;
         }
         OutputFormat::FioIolog => {
             let options = IologOptions {

@@ -10,7 +10,7 @@
 //! raw     = (varint:name_len name)*new_volumes record*records
 //! record  = zigzag:time_delta_ns varint:volume u8:flags varint:offset varint:size
 //!           [varint:response_ns if flags & 2]
-//! trailer = "CTE1" u64:total_records u32:crc32c(previous 12 bytes)
+//! trailer = "CTE1" u64:total_records u32:flags u32:crc32c(previous 16 bytes)
 //! ```
 //! All integers little-endian. Volumes are numbered in order of definition.
 
@@ -31,10 +31,13 @@ const BLOCK_MAGIC: &[u8; 4] = b"CTB1";
 const TRAILER_MAGIC: &[u8; 4] = b"CTE1";
 const HEADER_BYTES: usize = 32;
 const BLOCK_HEADER_BYTES: usize = 24;
-const TRAILER_BYTES: usize = 16;
+const TRAILER_BYTES: usize = 20;
 
 const FLAG_HAS_TIME: u16 = 1;
 const FLAG_HAS_ORIGIN: u16 = 2;
+const FLAGS_KNOWN: u16 = FLAG_HAS_TIME | FLAG_HAS_ORIGIN;
+/// Trailer flag: the source text's last line had no newline.
+const TRAILER_LAST_LINE_UNTERMINATED: u32 = 1;
 const RECORD_WRITE: u8 = 1;
 const RECORD_HAS_RESPONSE: u8 = 2;
 
@@ -190,6 +193,8 @@ impl<W: Write> BinaryWriter<W> {
         let mut trailer = Vec::with_capacity(TRAILER_BYTES);
         trailer.extend_from_slice(TRAILER_MAGIC);
         trailer.extend_from_slice(&self.total_records.to_le_bytes());
+        let flags = if info.last_line_unterminated { TRAILER_LAST_LINE_UNTERMINATED } else { 0 };
+        trailer.extend_from_slice(&flags.to_le_bytes());
         let crc = crc32c::crc32c(&trailer);
         trailer.extend_from_slice(&crc.to_le_bytes());
         let io = |e| TraceError::io(&self.path, e);
@@ -243,7 +248,7 @@ impl<R: Read> BinaryReader<R> {
             return Err(corrupt(8, &format!("unsupported version {version} (this build reads {VERSION})")));
         }
         let flags = u16::from_le_bytes([header[10], header[11]]);
-        if flags & !(FLAG_HAS_TIME | FLAG_HAS_ORIGIN) != 0 {
+        if flags & !FLAGS_KNOWN != 0 {
             return Err(corrupt(10, "unknown header flags"));
         }
         let format = Format::from_tag(header[12]).ok_or_else(|| corrupt(12, "unknown source format"))?;
@@ -255,6 +260,7 @@ impl<R: Read> BinaryReader<R> {
                 format,
                 origin_unix_ns: (flags & FLAG_HAS_ORIGIN != 0).then_some(origin),
                 has_time: flags & FLAG_HAS_TIME != 0,
+                last_line_unterminated: false,
             },
             volumes: VolumeTable::new(),
             selected: Vec::new(),
@@ -297,11 +303,16 @@ impl<R: Read> BinaryReader<R> {
                 .map_err(|e| TraceError::io(&self.path, e))?
                 .ok_or_else(|| self.corrupt("truncated trailer"))?;
             let total = u64::from_le_bytes(rest[0..8].try_into().unwrap());
-            let crc = u32::from_le_bytes(rest[8..12].try_into().unwrap());
-            let expected = crc32c::crc32c_append(crc32c::crc32c(TRAILER_MAGIC), &rest[0..8]);
+            let flags = u32::from_le_bytes(rest[8..12].try_into().unwrap());
+            let crc = u32::from_le_bytes(rest[12..16].try_into().unwrap());
+            let expected = crc32c::crc32c_append(crc32c::crc32c(TRAILER_MAGIC), &rest[0..12]);
             if crc != expected {
                 return Err(self.corrupt("trailer checksum mismatch"));
             }
+            if flags & !TRAILER_LAST_LINE_UNTERMINATED != 0 {
+                return Err(self.corrupt("unknown trailer flags"));
+            }
+            self.info.last_line_unterminated = flags & TRAILER_LAST_LINE_UNTERMINATED != 0;
             if total != self.records_seen {
                 return Err(self.corrupt(format!(
                     "trailer counts {total} records, the blocks hold {}",

@@ -131,9 +131,10 @@ impl FromStr for TimeUnit {
 /// Lines of a sample that detection looks at.
 const DETECT_LINES_MAX: usize = 64;
 
-/// The text format of a trace, judged from its first bytes (already decompressed): the first
-/// format, in a fixed order, under which the sampled lines hold at least one record and no
-/// malformed line. `at_eof` says whether `sample` is the whole input (so its last line is
+/// The text format of a trace, judged from its first bytes (already decompressed): the format
+/// under which the most sampled lines are records, provided malformed lines are fewer than a
+/// tenth of them (so one bad line does not hide the format); ties go to the earlier format in
+/// a fixed order. `at_eof` says whether `sample` is the whole input (so its last line is
 /// complete even without a newline).
 pub fn detect_text(sample: &[u8], at_eof: bool) -> Option<Format> {
     const ORDER: [Format; 8] = [
@@ -160,16 +161,21 @@ pub fn detect_text(sample: &[u8], at_eof: bool) -> Option<Format> {
         .take(DETECT_LINES_MAX)
         .collect();
     let options = ParseOptions::default();
-    ORDER.into_iter().find(|format| {
-        let mut records = 0;
+    let mut best: Option<(Format, usize)> = None;
+    for format in ORDER {
+        let (mut records, mut malformed) = (0, 0);
         for line in &lines {
-            match parse_line(*format, line, &options) {
+            match parse_line(format, line, &options) {
                 Ok(Line::Record(_)) => records += 1,
                 Ok(Line::Ignore) => {}
                 Ok(Line::End) => break,
-                Err(_) => return false,
+                Err(_) => malformed += 1,
             }
         }
-        records > 0
-    })
+        let plausible = records > 0 && malformed * 10 <= records;
+        if plausible && best.is_none_or(|(_, most)| records > most) {
+            best = Some((format, records));
+        }
+    }
+    best.map(|(format, _)| format)
 }

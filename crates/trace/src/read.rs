@@ -123,6 +123,7 @@ impl<R: BufRead> TextReader<R> {
                 format,
                 origin_unix_ns: None,
                 has_time: format != Format::Arc,
+                last_line_unterminated: false,
             },
             volumes: VolumeTable::new(),
             selected: Vec::new(),
@@ -185,6 +186,8 @@ impl<R: BufRead> TextReader<R> {
 /// The outcome of reading one line with a length bound.
 enum LineRead {
     Line,
+    /// The last line of the input, without a newline.
+    LastLine,
     TooLong,
     Eof,
 }
@@ -204,7 +207,7 @@ fn read_line_bounded(input: &mut impl BufRead, line: &mut Vec<u8>, max: usize) -
             return Ok(match (any, too_long) {
                 (false, _) => LineRead::Eof,
                 (true, true) => LineRead::TooLong,
-                (true, false) => LineRead::Line,
+                (true, false) => LineRead::LastLine,
             });
         }
         any = true;
@@ -251,9 +254,10 @@ impl<R: BufRead> RecordReader for TextReader<R> {
                     self.invalid("line longer than 64 KiB")?;
                     continue;
                 }
-                LineRead::Line => {
+                LineRead::Line | LineRead::LastLine => {
                     self.line_number += 1;
                     self.summary.lines += 1;
+                    self.info.last_line_unterminated = matches!(read, LineRead::LastLine);
                 }
             }
             let line = std::mem::take(&mut self.line);

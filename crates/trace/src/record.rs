@@ -91,6 +91,9 @@ pub struct TraceInfo {
     pub origin_unix_ns: Option<i64>,
     /// False for formats without timestamps (ARC `.lis`): every record then has time 0.
     pub has_time: bool,
+    /// The text trace's last line had no newline (so a conversion back to text can reproduce the
+    /// file byte for byte). Known at the end of the trace.
+    pub last_line_unterminated: bool,
 }
 
 /// Counts a reader keeps while it reads.

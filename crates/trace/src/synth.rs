@@ -111,6 +111,7 @@ pub fn generate(options: &SynthOptions) -> (TraceInfo, VolumeTable, Vec<Record>)
         format: Format::Binary,
         origin_unix_ns: Some(SYNTH_ORIGIN_UNIX_NS),
         has_time: true,
+        last_line_unterminated: false,
     };
     (info, volumes, records)
 }

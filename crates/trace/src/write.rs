@@ -15,6 +15,8 @@ use crate::record::{Record, TraceInfo, VolumeTable};
 /// A missing response time is written as 0.
 pub struct MsrWriter<W: Write> {
     out: W,
+    /// Every line but the last ends with a newline; the last one's is written by `finish`.
+    pending_newline: bool,
     path: PathBuf,
     written: u64,
     itoa: itoa::Buffer,
@@ -24,6 +26,7 @@ impl<W: Write> MsrWriter<W> {
     pub fn new(out: W, path: &Path) -> MsrWriter<W> {
         MsrWriter {
             out,
+            pending_newline: false,
             path: path.to_owned(),
             written: 0,
             itoa: itoa::Buffer::new(),
@@ -56,6 +59,10 @@ impl<W: Write> MsrWriter<W> {
             });
         }
         let line = &mut Vec::with_capacity(96);
+        if self.pending_newline {
+            line.push(b'\n');
+        }
+        self.pending_newline = true;
         line.extend_from_slice(self.itoa.format(ticks).as_bytes());
         line.push(b',');
         line.extend_from_slice(host.as_bytes());
@@ -70,14 +77,17 @@ impl<W: Write> MsrWriter<W> {
         line.extend_from_slice(self.itoa.format(record.size_bytes).as_bytes());
         line.push(b',');
         line.extend_from_slice(self.itoa.format(record.response_ns.unwrap_or(0) / 100).as_bytes());
-        line.push(b'\n');
         self.written += 1;
         self.out
             .write_all(line)
             .map_err(|e| TraceError::io(&self.path, e))
     }
 
-    pub fn finish(mut self) -> Result<W, TraceError> {
+    /// Ends the last line with a newline unless the source's last line had none.
+    pub fn finish(mut self, info: &TraceInfo) -> Result<W, TraceError> {
+        if self.pending_newline && !info.last_line_unterminated {
+            self.out.write_all(b"\n").map_err(|e| TraceError::io(&self.path, e))?;
+        }
         self.out.flush().map_err(|e| TraceError::io(&self.path, e))?;
         Ok(self.out)
     }

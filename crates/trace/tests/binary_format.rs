@@ -66,7 +66,7 @@ fn round_trip_is_lossless_across_blocks() {
 
 #[test]
 fn empty_trace_round_trips() {
-    let info = TraceInfo { format: Format::Arc, origin_unix_ns: None, has_time: false };
+    let info = TraceInfo { format: Format::Arc, origin_unix_ns: None, has_time: false, last_line_unterminated: true };
     let bytes = encode(&info, &VolumeTable::new(), &[]);
     let (read_info, names, records) = decode(bytes).unwrap();
     assert_eq!(read_info, info);

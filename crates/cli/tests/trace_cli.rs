@@ -1,0 +1,312 @@
+//! The `cordillera trace` commands end to end, on the shared MSR traces: `stats --json` against
+//! an independent recomputation, byte-identical MSR → binary → MSR, and fio replaying an iolog.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn cordillera() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cordillera"))
+}
+
+fn traces_dir(test: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("CORDILLERA_TRACES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces"));
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("SKIPPED {test}: real traces not found at {} (set CORDILLERA_TRACES)", dir.display());
+        None
+    }
+}
+
+fn msr_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for sub in ["msr", "msr/samples_writeonly"] {
+        for entry in std::fs::read_dir(dir.join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "csv") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    assert!(files.len() >= 9, "expected the MSR files of INVENTORY.md");
+    files
+}
+
+fn run_ok(command: &mut Command) -> Vec<u8> {
+    let out = command.output().expect("run cordillera");
+    assert!(
+        out.status.success(),
+        "{command:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// The definitions of `trace stats`, computed here from the CSV text alone.
+#[derive(Default)]
+struct Expected {
+    records: u64,
+    reads: u64,
+    writes: u64,
+    read_bytes: u64,
+    write_bytes: u64,
+    times: Vec<i128>,
+    blocks: HashSet<u64>,
+    /// Distinct (volume, block) pairs.
+    wss_blocks: u64,
+    block_accesses: u64,
+    reaccesses: u64,
+}
+
+fn recompute(path: &Path) -> (Vec<String>, HashMap<String, Expected>, Expected) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut order = Vec::new();
+    let mut volumes: HashMap<String, Expected> = HashMap::new();
+    let mut total = Expected::default();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f.len(), 7);
+        let name = format!("{}_{}", f[1], f[2]);
+        if !volumes.contains_key(&name) {
+            order.push(name.clone());
+        }
+        let v = volumes.entry(name).or_default();
+        let ticks: i128 = f[0].parse().unwrap();
+        let offset: u64 = f[4].parse().unwrap();
+        let size: u64 = f[5].parse().unwrap();
+        for e in [&mut *v, &mut total] {
+            e.records += 1;
+            e.times.push(ticks * 100);
+            if f[3] == "Read" {
+                e.reads += 1;
+                e.read_bytes += size;
+            } else {
+                e.writes += 1;
+                e.write_bytes += size;
+            }
+        }
+        if size > 0 {
+            for block in offset / 4096..=(offset + size - 1) / 4096 {
+                v.block_accesses += 1;
+                if !v.blocks.insert(block) {
+                    v.reaccesses += 1;
+                }
+            }
+        }
+    }
+    for v in volumes.values_mut() {
+        v.wss_blocks = v.blocks.len() as u64;
+        total.wss_blocks += v.wss_blocks;
+        total.block_accesses += v.block_accesses;
+        total.reaccesses += v.reaccesses;
+    }
+    (order, volumes, total)
+}
+
+fn close(got: &serde_json::Value, want: f64, what: &str) {
+    let got = got.as_f64().unwrap_or_else(|| panic!("{what}: {got}"));
+    let scale = want.abs().max(1e-12);
+    assert!(((got - want) / scale).abs() <= 1e-6, "{what}: got {got}, want {want}");
+}
+
+fn check(entry: &serde_json::Value, e: &Expected, window_s: f64, name: &str) {
+    assert_eq!(entry["volume"], name);
+    assert_eq!(entry["records"], e.records, "{name} records");
+    assert_eq!(entry["reads"], e.reads, "{name}");
+    assert_eq!(entry["writes"], e.writes, "{name}");
+    assert_eq!(entry["read_bytes"], e.read_bytes, "{name}");
+    assert_eq!(entry["write_bytes"], e.write_bytes, "{name}");
+    assert_eq!(entry["wss_bytes"], e.wss_blocks * 4096, "{name}");
+    let first = e.times[0];
+    let span_s = (e.times.iter().max().unwrap() - e.times.iter().min().unwrap()) as f64 / 1e9;
+    close(&entry["span_s"], span_s, "span_s");
+    let mean = e.records as f64 / span_s;
+    close(&entry["mean_rate_per_s"], mean, "mean_rate_per_s");
+    let window_ns = (window_s * 1e9) as i128;
+    let mut windows: HashMap<i128, u64> = HashMap::new();
+    for t in &e.times {
+        *windows.entry((t - first).div_euclid(window_ns)).or_default() += 1;
+    }
+    let peak = *windows.values().max().unwrap() as f64 / window_s;
+    close(&entry["peak_rate_per_s"], peak, "peak_rate_per_s");
+    close(&entry["peak_to_mean"], peak / mean, "peak_to_mean");
+    close(&entry["reaccess_pct"], 100.0 * e.reaccesses as f64 / e.block_accesses as f64, "reaccess_pct");
+    close(
+        &entry["mean_request_bytes"],
+        (e.read_bytes + e.write_bytes) as f64 / e.records as f64,
+        "mean_request_bytes",
+    );
+    let fields: Vec<&String> = entry.as_object().unwrap().keys().collect();
+    let mut want = vec![
+        "volume", "records", "reads", "writes", "read_bytes", "write_bytes", "span_s",
+        "mean_rate_per_s", "peak_rate_per_s", "peak_to_mean", "wss_bytes", "reaccess_pct",
+        "mean_request_bytes",
+    ];
+    want.sort();
+    let mut fields: Vec<&str> = fields.iter().map(|s| s.as_str()).collect();
+    fields.sort();
+    assert_eq!(fields, want);
+}
+
+#[test]
+fn stats_json_equals_an_independent_recomputation() {
+    let Some(dir) = traces_dir("stats_json_equals_an_independent_recomputation") else {
+        return;
+    };
+    for path in msr_files(&dir) {
+        for window_s in [60.0, 1.0] {
+            let out = run_ok(cordillera().args(["trace", "stats", "--json", "--window-s"]).arg(window_s.to_string()).arg(&path));
+            let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            let (order, volumes, total) = recompute(&path);
+            let listed = json["volumes"].as_array().unwrap();
+            assert_eq!(listed.len(), order.len());
+            for (entry, name) in listed.iter().zip(&order) {
+                check(entry, &volumes[name], window_s, name);
+            }
+            check(&json["total"], &total, window_s, "total");
+        }
+    }
+}
+
+#[test]
+fn msr_binary_msr_round_trips_byte_identically() {
+    let Some(dir) = traces_dir("msr_binary_msr_round_trips_byte_identically") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    for path in msr_files(&dir) {
+        let bin = tmp.path().join("t.cdt");
+        let back = tmp.path().join("t.csv");
+        run_ok(cordillera().args(["trace", "convert"]).arg(&path).arg(&bin).args(["--to", "binary"]));
+        run_ok(cordillera().args(["trace", "convert"]).arg(&bin).arg(&back).args(["--to", "msr"]));
+        let original = std::fs::read(&path).unwrap();
+        let round = std::fs::read(&back).unwrap();
+        assert!(original == round, "{} does not round-trip", path.display());
+        let bin_size = std::fs::metadata(&bin).unwrap().len();
+        assert!(bin_size * 3 < original.len() as u64, "binary is compact: {bin_size} vs {}", original.len());
+        assert!(!tmp.path().join("t.csv.partial").exists());
+    }
+}
+
+#[test]
+fn malformed_input_fails_with_file_line_and_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.csv");
+    std::fs::write(
+        &bad,
+        "128166481075232275,rsrch,1,Write,281358336,45056,94872\n128166481075232718,rsrch,1,Rite,281292800,65536,94430\n",
+    )
+    .unwrap();
+    let out = cordillera().args(["trace", "stats", "--format", "msr"]).arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bad.csv:2:") && stderr.contains("Rite"), "{stderr}");
+    let out = cordillera().args(["trace", "stats", "--json", "--skip-invalid", "--format", "msr"]).arg(&bad).output().unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("skipped 1 malformed line"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["total"]["records"], 1);
+    // A failed conversion leaves no output behind.
+    let out_path = tmp.path().join("out.cdt");
+    let out = cordillera().args(["trace", "convert"]).arg(&bad).arg(&out_path).args(["--to", "binary"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(!out_path.exists() && !tmp.path().join("out.cdt.partial").exists());
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+fn fio_totals(json_path: &Path) -> (u64, u64) {
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(json_path).unwrap()).unwrap();
+    let job = &json["jobs"][0];
+    assert_eq!(job["error"], 0, "fio job error");
+    (job["read"]["total_ios"].as_u64().unwrap(), job["write"]["total_ios"].as_u64().unwrap())
+}
+
+#[test]
+fn fio_replays_a_converted_iolog_on_a_file_and_over_nbd() {
+    let Some(dir) = traces_dir("fio_replays_a_converted_iolog_on_a_file_and_over_nbd") else {
+        return;
+    };
+    if !have("fio") {
+        eprintln!("SKIPPED fio_replays_a_converted_iolog_on_a_file_and_over_nbd: fio is not installed (scripts/test.sh installs it)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = dir.join("msr/hm_0.chunk_148s.csv");
+    let image = tmp.path().join("target.img");
+    let size: u64 = 64 << 20;
+    std::fs::File::create(&image).unwrap().set_len(size).unwrap();
+    let iolog = tmp.path().join("replay.iolog");
+    run_ok(
+        cordillera()
+            .args(["trace", "convert"])
+            .arg(&trace)
+            .arg(&iolog)
+            .args(["--to", "fio-iolog", "--iolog-wrap-bytes", &size.to_string(), "--iolog-target"])
+            .arg(&image),
+    );
+    let text = std::fs::read_to_string(&iolog).unwrap();
+    assert!(text.starts_with("fio version 2 iolog\n"));
+    let reads = text.lines().filter(|l| l.contains(" read ")).count() as u64;
+    let writes = text.lines().filter(|l| l.contains(" write ")).count() as u64;
+    assert_eq!(reads + writes, 7_016, "one line per record");
+    let out = tmp.path().join("fio-file.json");
+    let status = Command::new("fio")
+        .args(["--name=replay", "--ioengine=psync", "--output-format=json"])
+        .arg(format!("--read_iolog={}", iolog.display()))
+        .arg(format!("--output={}", out.display()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(fio_totals(&out), (reads, writes), "fio replays every I/O of the log on a file");
+
+    if !have("nbdkit") {
+        eprintln!("SKIPPED nbd part of fio_replays_a_converted_iolog_on_a_file_and_over_nbd: nbdkit is not installed");
+        return;
+    }
+    let socket = tmp.path().join("nbd.sock");
+    let pid_file = tmp.path().join("nbd.pid");
+    let status = Command::new("nbdkit")
+        .arg("-U")
+        .arg(&socket)
+        .arg("-P")
+        .arg(&pid_file)
+        .args(["memory", &size.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "nbdkit starts");
+    struct Kill(PathBuf);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            if let Ok(pid) = std::fs::read_to_string(&self.0) {
+                let _ = Command::new("kill").arg(pid.trim()).status();
+            }
+        }
+    }
+    let _kill = Kill(pid_file.clone());
+    for _ in 0..100 {
+        if socket.exists() && pid_file.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let nbd_log = tmp.path().join("nbd.iolog");
+    std::fs::write(&nbd_log, text.replace(image.to_str().unwrap(), "nbd")).unwrap();
+    let out = tmp.path().join("fio-nbd.json");
+    let status = Command::new("fio")
+        .args(["--name=replay", "--ioengine=nbd", "--output-format=json"])
+        .arg(format!("--uri=nbd+unix:///?socket={}", socket.display()))
+        .arg(format!("--read_iolog={}", nbd_log.display()))
+        .arg(format!("--output={}", out.display()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(fio_totals(&out), (reads, writes), "fio replays every I/O of the log over NBD");
+}
