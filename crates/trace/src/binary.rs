@@ -395,40 +395,45 @@ impl<R: Read> BinaryReader<R> {
     }
 
     fn decode_record(&mut self) -> Result<Record, TraceError> {
-        let delta = unzigzag(self.varint()?);
-        let time_ns = self
-            .previous_time_ns
-            .checked_add(delta)
-            .ok_or_else(|| self.corrupt("time out of range"))?;
-        self.previous_time_ns = time_ns;
-        let volume = self.varint()?;
-        if volume >= self.volumes.len() as u64 {
-            return Err(self.corrupt("record names an undefined volume"));
+        let volumes = self.volumes.len() as u64;
+        match decode_one(&self.raw, &mut self.position, &mut self.previous_time_ns, volumes) {
+            Some(record) => Ok(record),
+            None => Err(self.corrupt("malformed record (bad varint, time, volume or flags)")),
         }
-        let flags = *self
-            .raw
-            .get(self.position)
-            .ok_or_else(|| self.corrupt("record past the block end"))?;
-        self.position += 1;
-        if flags & !(RECORD_WRITE | RECORD_HAS_RESPONSE) != 0 {
-            return Err(self.corrupt("unknown record flags"));
-        }
-        let offset_bytes = self.varint()?;
-        let size_bytes = self.varint()?;
-        let response_ns = if flags & RECORD_HAS_RESPONSE != 0 {
-            Some(self.varint()?)
-        } else {
-            None
-        };
-        Ok(Record {
-            time_ns,
-            volume: VolumeId(volume as u32),
-            op: if flags & RECORD_WRITE != 0 { Op::Write } else { Op::Read },
-            offset_bytes,
-            size_bytes,
-            response_ns,
-        })
     }
+}
+
+/// Decodes one record at `position`; `None` for anything malformed. Kept free of error values so
+/// the hot loop stays small.
+#[inline]
+fn decode_one(raw: &[u8], position: &mut usize, previous_time_ns: &mut i64, volumes: u64) -> Option<Record> {
+    let delta = unzigzag(get_varint(raw, position)?);
+    let time_ns = previous_time_ns.checked_add(delta)?;
+    *previous_time_ns = time_ns;
+    let volume = get_varint(raw, position)?;
+    if volume >= volumes {
+        return None;
+    }
+    let flags = *raw.get(*position)?;
+    *position += 1;
+    if flags & !(RECORD_WRITE | RECORD_HAS_RESPONSE) != 0 {
+        return None;
+    }
+    let offset_bytes = get_varint(raw, position)?;
+    let size_bytes = get_varint(raw, position)?;
+    let response_ns = if flags & RECORD_HAS_RESPONSE != 0 {
+        Some(get_varint(raw, position)?)
+    } else {
+        None
+    };
+    Some(Record {
+        time_ns,
+        volume: VolumeId(volume as u32),
+        op: if flags & RECORD_WRITE != 0 { Op::Write } else { Op::Read },
+        offset_bytes,
+        size_bytes,
+        response_ns,
+    })
 }
 
 impl<R: Read> RecordReader for BinaryReader<R> {
@@ -501,6 +506,11 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 /// LEB128, at most 10 bytes, no overflow past 64 bits.
 #[inline]
 fn get_varint(buf: &[u8], position: &mut usize) -> Option<u64> {
+    let first = *buf.get(*position)?;
+    if first < 0x80 {
+        *position += 1;
+        return Some(first as u64);
+    }
     let mut value: u64 = 0;
     let mut shift = 0u32;
     loop {
