@@ -50,7 +50,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
 fn generate(count: u64) -> (TraceInfo, VolumeTable, Vec<Record>) {
     let mut volumes = VolumeTable::new();
     for v in 0..8 {
-        volumes.intern(format!("host{}_{v}", v / 2).as_bytes()).unwrap();
+        volumes
+            .intern(format!("host{}_{v}", v / 2).as_bytes())
+            .unwrap();
     }
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
@@ -65,7 +67,11 @@ fn generate(count: u64) -> (TraceInfo, VolumeTable, Vec<Record>) {
             Record {
                 time_ns: i as i64 * 50_000 + (r % 1000) as i64 * 100,
                 volume: VolumeId((r >> 10) as u32 % 8),
-                op: if (r >> 20) % 10 < 6 { Op::Read } else { Op::Write },
+                op: if (r >> 20) % 10 < 6 {
+                    Op::Read
+                } else {
+                    Op::Write
+                },
                 offset_bytes: ((r >> 24) % (64 << 20)) * 4096,
                 size_bytes: 4096 * (1 + (r >> 50) % 16),
                 response_ns: Some(((r >> 40) % 200_000) * 100),
@@ -94,8 +100,15 @@ fn best_of(repeat: u32, mut f: impl FnMut() -> Result<u64>, expected: u64) -> Re
 }
 
 fn count_records(bytes: &[u8], format: Format) -> Result<u64> {
-    let options = ReadOptions { format: Some(format), ..ReadOptions::default() };
-    let mut reader = from_read(Path::new("bench"), Box::new(Cursor::new(bytes.to_vec())), &options)?;
+    let options = ReadOptions {
+        format: Some(format),
+        ..ReadOptions::default()
+    };
+    let mut reader = from_read(
+        Path::new("bench"),
+        Box::new(Cursor::new(bytes.to_vec())),
+        &options,
+    )?;
     let mut n = 0;
     while reader.next_record()?.is_some() {
         n += 1;
@@ -104,8 +117,15 @@ fn count_records(bytes: &[u8], format: Format) -> Result<u64> {
 }
 
 fn stats_of(bytes: &[u8], format: Format) -> Result<u64> {
-    let options = ReadOptions { format: Some(format), ..ReadOptions::default() };
-    let mut reader = from_read(Path::new("bench"), Box::new(Cursor::new(bytes.to_vec())), &options)?;
+    let options = ReadOptions {
+        format: Some(format),
+        ..ReadOptions::default()
+    };
+    let mut reader = from_read(
+        Path::new("bench"),
+        Box::new(Cursor::new(bytes.to_vec())),
+        &options,
+    )?;
     let mut builder = StatsBuilder::new(60_000_000_000);
     while let Some(record) = reader.next_record()? {
         builder.add(&record);
@@ -132,7 +152,11 @@ fn trace(args: TraceBenchArgs) -> Result<()> {
     drop(records);
 
     // The copy into the reader's buffer is part of every measurement, baseline included.
-    let baseline_s = best_of(args.repeat, || Ok(memchr::memchr_iter(b'\n', &csv.to_vec()).count() as u64), n)?;
+    let baseline_s = best_of(
+        args.repeat,
+        || Ok(memchr::memchr_iter(b'\n', &csv.to_vec()).count() as u64),
+        n,
+    )?;
     let csv_s = best_of(args.repeat, || count_records(&csv, Format::Msr), n)?;
     let binary_s = best_of(args.repeat, || count_records(&binary, Format::Binary), n)?;
     let stats_csv_s = best_of(args.repeat, || stats_of(&csv, Format::Msr), n)?;
@@ -152,9 +176,12 @@ fn trace(args: TraceBenchArgs) -> Result<()> {
             .iter()
             .map(|(name, s)| serde_json::json!({"measurement": name, "seconds": s, "records_per_s": rate(*s), "vs_baseline": baseline_s / s}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({
-            "records": n, "csv_bytes": csv.len(), "binary_bytes": binary.len(), "results": json
-        }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "records": n, "csv_bytes": csv.len(), "binary_bytes": binary.len(), "results": json
+            }))?
+        );
         return Ok(());
     }
     println!(
@@ -164,7 +191,10 @@ fn trace(args: TraceBenchArgs) -> Result<()> {
         binary.len() as f64 / n as f64,
         args.repeat
     );
-    println!("{:<40} {:>14} {:>14}", "measurement", "records/s", "× baseline");
+    println!(
+        "{:<40} {:>14} {:>14}",
+        "measurement", "records/s", "× baseline"
+    );
     for (name, s) in rows {
         println!("{name:<40} {:>14.0} {:>14.3}", rate(s), baseline_s / s);
     }

@@ -87,9 +87,12 @@ pub fn for_each_record(
     while let Some(record) = reader.next_record()? {
         each(reader.as_ref(), &record);
         count += 1;
-        if progress && count % (1 << 20) == 0 && started.elapsed() >= next_report {
+        if progress && count.is_multiple_of(1 << 20) && started.elapsed() >= next_report {
             let elapsed = started.elapsed().as_secs_f64();
-            eprint!("\r{count} records, {:.1} M records/s", count as f64 / elapsed / 1e6);
+            eprint!(
+                "\r{count} records, {:.1} M records/s",
+                count as f64 / elapsed / 1e6
+            );
             next_report += Duration::from_secs(2);
         }
     }
@@ -181,8 +184,18 @@ fn stats(args: StatsArgs) -> Result<()> {
 pub fn print_stats_table(stats: &TraceStats) {
     println!(
         "{:<14} {:>10} {:>6} {:>10} {:>10} {:>8} {:>9} {:>9} {:>7} {:>9} {:>7} {:>8}",
-        "volume", "records", "read%", "read_GiB", "write_GiB", "span_h", "mean/s", "peak/s",
-        "pk:mean", "wss_GiB", "reacc%", "mean_KiB"
+        "volume",
+        "records",
+        "read%",
+        "read_GiB",
+        "write_GiB",
+        "span_h",
+        "mean/s",
+        "peak/s",
+        "pk:mean",
+        "wss_GiB",
+        "reacc%",
+        "mean_KiB"
     );
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     for v in stats.volumes.iter().chain(std::iter::once(&stats.total)) {
@@ -261,10 +274,18 @@ fn convert(args: ConvertArgs) -> Result<()> {
     }
     let written = result?;
     if !to_stdout {
-        std::fs::rename(&partial, &args.output)
-            .with_context(|| format!("cannot rename {} to {}", partial.display(), args.output.display()))?;
+        std::fs::rename(&partial, &args.output).with_context(|| {
+            format!(
+                "cannot rename {} to {}",
+                partial.display(),
+                args.output.display()
+            )
+        })?;
     }
-    eprintln!("cordillera: wrote {written} records to {}", args.output.display());
+    eprintln!(
+        "cordillera: wrote {written} records to {}",
+        args.output.display()
+    );
     Ok(())
 }
 
@@ -320,7 +341,10 @@ fn convert_into(args: &ConvertArgs, out: Box<dyn Write>, path: &Path) -> Result<
                 return Err(e.into());
             }
             if writer.skipped_empty > 0 {
-                eprintln!("cordillera: skipped {} zero-length records (fio rejects them)", writer.skipped_empty);
+                eprintln!(
+                    "cordillera: skipped {} zero-length records (fio rejects them)",
+                    writer.skipped_empty
+                );
                 written -= writer.skipped_empty;
             }
             writer.finish()?;
@@ -370,7 +394,10 @@ fn peaks(args: PeaksArgs) -> Result<()> {
     let mut builder = PeaksBuilder::new(options).map_err(anyhow::Error::msg)?;
     let reader = for_each_record(&args.input, |_, record| builder.add(record))?;
     if !reader.info().has_time {
-        bail!("{} has no timestamps: peaks need them", args.input.file.display());
+        bail!(
+            "{} has no timestamps: peaks need them",
+            args.input.file.display()
+        );
     }
     let report = builder.finish(reader.volumes(), reader.info().origin_unix_ns);
     if args.json {
@@ -380,7 +407,7 @@ fn peaks(args: PeaksArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_peaks(report: &PeaksReport) {
+pub fn print_peaks(report: &PeaksReport) {
     println!(
         "Peak episodes (rates over {} s windows; episode = peak's {} s segment + following)",
         report.rate_window_s, report.segment_s
@@ -396,12 +423,21 @@ fn print_peaks(report: &PeaksReport) {
         };
         println!(
             "{:>2}  {:<41} {:>10} {:>6} {:>12.1}  {:<14} {:>7.1}",
-            e.rank, time, e.requests, opt(e.read_pct, 1), e.peak_rate_per_s, e.busiest_volume, e.busiest_share_pct
+            e.rank,
+            time,
+            e.requests,
+            opt(e.read_pct, 1),
+            e.peak_rate_per_s,
+            e.busiest_volume,
+            e.busiest_share_pct
         );
         for v in &e.volumes {
             println!(
                 "      {:<14} {:>10} requests  read {:>6}%  peak {:>10.1} req/s",
-                v.volume, v.requests, opt(v.read_pct, 1), v.peak_rate_per_s
+                v.volume,
+                v.requests,
+                opt(v.read_pct, 1),
+                v.peak_rate_per_s
             );
         }
     }
@@ -416,9 +452,16 @@ fn print_peaks(report: &PeaksReport) {
         s.interval_s, s.threshold_s, s.slow_intervals, s.intervals_with_response
     );
     if let Some(p) = s.write_pct_percentiles {
-        let text: Vec<String> = p.iter().enumerate().map(|(i, v)| format!("p{}={v:.1}", i * 10)).collect();
+        let text: Vec<String> = p
+            .iter()
+            .enumerate()
+            .map(|(i, v)| format!("p{}={v:.1}", i * 10))
+            .collect();
         println!("  write % over slow intervals: {}", text.join(" "));
-        println!("  slow intervals with < 10 % writes: {}%", opt(s.below_10pct_writes_pct, 1));
+        println!(
+            "  slow intervals with < 10 % writes: {}%",
+            opt(s.below_10pct_writes_pct, 1)
+        );
     }
 }
 
@@ -438,7 +481,9 @@ struct ReaccessArgs {
 
 fn reaccess(args: ReaccessArgs) -> Result<()> {
     let mut builder = ReaccessBuilder::new(args.utc_offset_h);
-    let reader = for_each_record(&args.input, |reader, record| builder.add(record, reader.info()))?;
+    let reader = for_each_record(&args.input, |reader, record| {
+        builder.add(record, reader.info())
+    })?;
     let report = builder.finish(reader.volumes(), reader.info());
     if args.json {
         return print_json(&report);
@@ -447,14 +492,26 @@ fn reaccess(args: ReaccessArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_reaccess(report: &ReaccessReport) {
+pub fn print_reaccess(report: &ReaccessReport) {
     if !report.has_time {
         println!("(this trace has no timestamps: temporal classes are not meaningful)");
     }
     println!("Temporal classes (% of reaccesses; % of reaccessed blocks), reuse distance (% of reaccesses), clustering (% of 1 MiB region)");
     println!(
         "{:<14} {:>11} {:>7} {:>13} {:>13} {:>13} {:>7} {:>9} {:>8} {:>7} {:>6} {:>6} {:>6}",
-        "volume", "accesses", "reacc%", "hourly", "daily", "other", "<10MiB", "<1GiB", "<10GiB", ">10GiB", "cl.h", "cl.d", "cl.o"
+        "volume",
+        "accesses",
+        "reacc%",
+        "hourly",
+        "daily",
+        "other",
+        "<10MiB",
+        "<1GiB",
+        "<10GiB",
+        ">10GiB",
+        "cl.h",
+        "cl.d",
+        "cl.o"
     );
     for v in report.volumes.iter().chain(std::iter::once(&report.total)) {
         let class = |i: usize| {
@@ -465,15 +522,35 @@ fn print_reaccess(report: &ReaccessReport) {
         let cluster = |i: usize| opt(v.classes[i].clustering_pct, 1);
         println!(
             "{:<14} {:>11} {:>7} {:>13} {:>13} {:>13} {:>7} {:>9} {:>8} {:>7} {:>6} {:>6} {:>6}",
-            v.volume, v.block_accesses, opt(v.reaccess_pct, 1), class(0), class(1), class(2),
-            reuse(0), reuse(1), reuse(2), reuse(3), cluster(0), cluster(1), cluster(2)
+            v.volume,
+            v.block_accesses,
+            opt(v.reaccess_pct, 1),
+            class(0),
+            class(1),
+            class(2),
+            reuse(0),
+            reuse(1),
+            reuse(2),
+            reuse(3),
+            cluster(0),
+            cluster(1),
+            cluster(2)
         );
     }
     let hours = &report.total.daily_by_hour;
     if hours.iter().any(|h| *h > 0) {
-        let clock = if report.wall_clock { format!("UTC{:+}", report.utc_offset_h) } else { "since trace start".into() };
+        let clock = if report.wall_clock {
+            format!("UTC{:+}", report.utc_offset_h)
+        } else {
+            "since trace start".into()
+        };
         println!("Daily reaccesses by hour of day ({clock}):");
-        let text: Vec<String> = hours.iter().enumerate().filter(|(_, n)| **n > 0).map(|(h, n)| format!("{h:02}h:{n}")).collect();
+        let text: Vec<String> = hours
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(h, n)| format!("{h:02}h:{n}"))
+            .collect();
         println!("  {}", text.join(" "));
     }
 }
@@ -496,11 +573,17 @@ struct ProfileArgs {
 }
 
 fn profile(args: ProfileArgs) -> Result<()> {
-    let mut builder = ProfileBuilder::new(positive_ns(args.bucket_s, "--bucket-s")?, args.utc_offset_h)
-        .map_err(anyhow::Error::msg)?;
-    let reader = for_each_record(&args.input, |reader, record| builder.add(record, reader.info()))?;
+    let mut builder =
+        ProfileBuilder::new(positive_ns(args.bucket_s, "--bucket-s")?, args.utc_offset_h)
+            .map_err(anyhow::Error::msg)?;
+    let reader = for_each_record(&args.input, |reader, record| {
+        builder.add(record, reader.info())
+    })?;
     if !reader.info().has_time {
-        bail!("{} has no timestamps: a profile needs them", args.input.file.display());
+        bail!(
+            "{} has no timestamps: a profile needs them",
+            args.input.file.display()
+        );
     }
     let report = builder.finish(reader.info());
     if args.json {
@@ -511,21 +594,40 @@ fn profile(args: ProfileArgs) -> Result<()> {
 }
 
 pub fn print_profile(report: &ProfileReport) {
-    let clock = if report.wall_clock { format!("UTC{:+}", report.utc_offset_h) } else { "hours since trace start".into() };
+    let clock = if report.wall_clock {
+        format!("UTC{:+}", report.utc_offset_h)
+    } else {
+        "hours since trace start".into()
+    };
     println!("Load by hour of day ({clock}; mean over days, normalized to the busiest hour):");
-    println!("{:>4} {:>6} {:>10} {:>12} {:>6}", "hour", "days", "IOPS", "MB/s", "norm");
+    println!(
+        "{:>4} {:>6} {:>10} {:>12} {:>6}",
+        "hour", "days", "IOPS", "MB/s", "norm"
+    );
     for h in &report.hours_of_day {
         println!(
             "{:>4} {:>6} {:>10.2} {:>12.3} {:>6.2}",
-            h.hour, h.buckets, h.mean_iops, h.mean_bytes_per_s / 1e6, h.normalized
+            h.hour,
+            h.buckets,
+            h.mean_iops,
+            h.mean_bytes_per_s / 1e6,
+            h.normalized
         );
     }
     println!("Load by day:");
-    println!("{:>4} {:<20} {:>12} {:>14} {:>10} {:>12}", "day", "start", "requests", "bytes", "IOPS", "MB/s");
+    println!(
+        "{:>4} {:<20} {:>12} {:>14} {:>10} {:>12}",
+        "day", "start", "requests", "bytes", "IOPS", "MB/s"
+    );
     for d in &report.days {
         println!(
             "{:>4} {:<20} {:>12} {:>14} {:>10.2} {:>12.3}",
-            d.day, utc(d.start_unix_ns), d.requests, d.bytes, d.mean_iops, d.mean_bytes_per_s / 1e6
+            d.day,
+            utc(d.start_unix_ns),
+            d.requests,
+            d.bytes,
+            d.mean_iops,
+            d.mean_bytes_per_s / 1e6
         );
     }
     println!(
@@ -533,9 +635,18 @@ pub fn print_profile(report: &ProfileReport) {
         report.bucket_s,
         opt(report.peak_to_mean_bytes, 2)
     );
-    println!("CDF of time at each fraction of peak ({} s buckets):", report.bucket_s);
-    println!("{:>9} {:>12} {:>12}", "≤ peak×", "time(bytes)", "time(reqs)");
+    println!(
+        "CDF of time at each fraction of peak ({} s buckets):",
+        report.bucket_s
+    );
+    println!(
+        "{:>9} {:>12} {:>12}",
+        "≤ peak×", "time(bytes)", "time(reqs)"
+    );
     for p in report.cdf.iter().step_by(2) {
-        println!("{:>9.2} {:>12.3} {:>12.3}", p.fraction_of_peak, p.time_fraction_bytes, p.time_fraction_requests);
+        println!(
+            "{:>9.2} {:>12.3} {:>12.3}",
+            p.fraction_of_peak, p.time_fraction_bytes, p.time_fraction_requests
+        );
     }
 }

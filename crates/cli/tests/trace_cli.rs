@@ -12,11 +12,16 @@ fn cordillera() -> Command {
 fn traces_dir(test: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("CORDILLERA_TRACES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces"));
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces")
+        });
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!("SKIPPED {test}: real traces not found at {} (set CORDILLERA_TRACES)", dir.display());
+        eprintln!(
+            "SKIPPED {test}: real traces not found at {} (set CORDILLERA_TRACES)",
+            dir.display()
+        );
         None
     }
 }
@@ -110,7 +115,10 @@ fn recompute(path: &Path) -> (Vec<String>, HashMap<String, Expected>, Expected) 
 fn close(got: &serde_json::Value, want: f64, what: &str) {
     let got = got.as_f64().unwrap_or_else(|| panic!("{what}: {got}"));
     let scale = want.abs().max(1e-12);
-    assert!(((got - want) / scale).abs() <= 1e-6, "{what}: got {got}, want {want}");
+    assert!(
+        ((got - want) / scale).abs() <= 1e-6,
+        "{what}: got {got}, want {want}"
+    );
 }
 
 fn check(entry: &serde_json::Value, e: &Expected, window_s: f64, name: &str) {
@@ -129,12 +137,18 @@ fn check(entry: &serde_json::Value, e: &Expected, window_s: f64, name: &str) {
     let window_ns = (window_s * 1e9) as i128;
     let mut windows: HashMap<i128, u64> = HashMap::new();
     for t in &e.times {
-        *windows.entry((t - first).div_euclid(window_ns)).or_default() += 1;
+        *windows
+            .entry((t - first).div_euclid(window_ns))
+            .or_default() += 1;
     }
     let peak = *windows.values().max().unwrap() as f64 / window_s;
     close(&entry["peak_rate_per_s"], peak, "peak_rate_per_s");
     close(&entry["peak_to_mean"], peak / mean, "peak_to_mean");
-    close(&entry["reaccess_pct"], 100.0 * e.reaccesses as f64 / e.block_accesses as f64, "reaccess_pct");
+    close(
+        &entry["reaccess_pct"],
+        100.0 * e.reaccesses as f64 / e.block_accesses as f64,
+        "reaccess_pct",
+    );
     close(
         &entry["mean_request_bytes"],
         (e.read_bytes + e.write_bytes) as f64 / e.records as f64,
@@ -142,8 +156,18 @@ fn check(entry: &serde_json::Value, e: &Expected, window_s: f64, name: &str) {
     );
     let fields: Vec<&String> = entry.as_object().unwrap().keys().collect();
     let mut want = vec![
-        "volume", "records", "reads", "writes", "read_bytes", "write_bytes", "span_s",
-        "mean_rate_per_s", "peak_rate_per_s", "peak_to_mean", "wss_bytes", "reaccess_pct",
+        "volume",
+        "records",
+        "reads",
+        "writes",
+        "read_bytes",
+        "write_bytes",
+        "span_s",
+        "mean_rate_per_s",
+        "peak_rate_per_s",
+        "peak_to_mean",
+        "wss_bytes",
+        "reaccess_pct",
         "mean_request_bytes",
     ];
     want.sort();
@@ -159,7 +183,12 @@ fn stats_json_equals_an_independent_recomputation() {
     };
     for path in msr_files(&dir) {
         for window_s in [60.0, 1.0] {
-            let out = run_ok(cordillera().args(["trace", "stats", "--json", "--window-s"]).arg(window_s.to_string()).arg(&path));
+            let out = run_ok(
+                cordillera()
+                    .args(["trace", "stats", "--json", "--window-s"])
+                    .arg(window_s.to_string())
+                    .arg(&path),
+            );
             let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
             let (order, volumes, total) = recompute(&path);
             let listed = json["volumes"].as_array().unwrap();
@@ -181,13 +210,29 @@ fn msr_binary_msr_round_trips_byte_identically() {
     for path in msr_files(&dir) {
         let bin = tmp.path().join("t.cdt");
         let back = tmp.path().join("t.csv");
-        run_ok(cordillera().args(["trace", "convert"]).arg(&path).arg(&bin).args(["--to", "binary"]));
-        run_ok(cordillera().args(["trace", "convert"]).arg(&bin).arg(&back).args(["--to", "msr"]));
+        run_ok(
+            cordillera()
+                .args(["trace", "convert"])
+                .arg(&path)
+                .arg(&bin)
+                .args(["--to", "binary"]),
+        );
+        run_ok(
+            cordillera()
+                .args(["trace", "convert"])
+                .arg(&bin)
+                .arg(&back)
+                .args(["--to", "msr"]),
+        );
         let original = std::fs::read(&path).unwrap();
         let round = std::fs::read(&back).unwrap();
         assert!(original == round, "{} does not round-trip", path.display());
         let bin_size = std::fs::metadata(&bin).unwrap().len();
-        assert!(bin_size * 3 < original.len() as u64, "binary is compact: {bin_size} vs {}", original.len());
+        assert!(
+            bin_size * 3 < original.len() as u64,
+            "binary is compact: {bin_size} vs {}",
+            original.len()
+        );
         assert!(!tmp.path().join("t.csv.partial").exists());
     }
 }
@@ -201,11 +246,29 @@ fn malformed_input_fails_with_file_line_and_text() {
         "128166481075232275,rsrch,1,Write,281358336,45056,94872\n128166481075232718,rsrch,1,Rite,281292800,65536,94430\n",
     )
     .unwrap();
-    let out = cordillera().args(["trace", "stats", "--format", "msr"]).arg(&bad).output().unwrap();
+    let out = cordillera()
+        .args(["trace", "stats", "--format", "msr"])
+        .arg(&bad)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("bad.csv:2:") && stderr.contains("Rite"), "{stderr}");
-    let out = cordillera().args(["trace", "stats", "--json", "--skip-invalid", "--format", "msr"]).arg(&bad).output().unwrap();
+    assert!(
+        stderr.contains("bad.csv:2:") && stderr.contains("Rite"),
+        "{stderr}"
+    );
+    let out = cordillera()
+        .args([
+            "trace",
+            "stats",
+            "--json",
+            "--skip-invalid",
+            "--format",
+            "msr",
+        ])
+        .arg(&bad)
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("skipped 1 malformed line"), "{stderr}");
@@ -213,20 +276,33 @@ fn malformed_input_fails_with_file_line_and_text() {
     assert_eq!(json["total"]["records"], 1);
     // A failed conversion leaves no output behind.
     let out_path = tmp.path().join("out.cdt");
-    let out = cordillera().args(["trace", "convert"]).arg(&bad).arg(&out_path).args(["--to", "binary"]).output().unwrap();
+    let out = cordillera()
+        .args(["trace", "convert"])
+        .arg(&bad)
+        .arg(&out_path)
+        .args(["--to", "binary"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(!out_path.exists() && !tmp.path().join("out.cdt.partial").exists());
 }
 
 fn have(tool: &str) -> bool {
-    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 fn fio_totals(json_path: &Path) -> (u64, u64) {
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(json_path).unwrap()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(json_path).unwrap()).unwrap();
     let job = &json["jobs"][0];
     assert_eq!(job["error"], 0, "fio job error");
-    (job["read"]["total_ios"].as_u64().unwrap(), job["write"]["total_ios"].as_u64().unwrap())
+    (
+        job["read"]["total_ios"].as_u64().unwrap(),
+        job["write"]["total_ios"].as_u64().unwrap(),
+    )
 }
 
 #[test]
@@ -242,14 +318,23 @@ fn fio_replays_a_converted_iolog_on_a_file_and_over_nbd() {
     let trace = dir.join("msr/hm_0.chunk_148s.csv");
     let image = tmp.path().join("target.img");
     let size: u64 = 64 << 20;
-    std::fs::File::create(&image).unwrap().set_len(size).unwrap();
+    std::fs::File::create(&image)
+        .unwrap()
+        .set_len(size)
+        .unwrap();
     let iolog = tmp.path().join("replay.iolog");
     run_ok(
         cordillera()
             .args(["trace", "convert"])
             .arg(&trace)
             .arg(&iolog)
-            .args(["--to", "fio-iolog", "--iolog-wrap-bytes", &size.to_string(), "--iolog-target"])
+            .args([
+                "--to",
+                "fio-iolog",
+                "--iolog-wrap-bytes",
+                &size.to_string(),
+                "--iolog-target",
+            ])
             .arg(&image),
     );
     let text = std::fs::read_to_string(&iolog).unwrap();
@@ -265,7 +350,11 @@ fn fio_replays_a_converted_iolog_on_a_file_and_over_nbd() {
         .status()
         .unwrap();
     assert!(status.success());
-    assert_eq!(fio_totals(&out), (reads, writes), "fio replays every I/O of the log on a file");
+    assert_eq!(
+        fio_totals(&out),
+        (reads, writes),
+        "fio replays every I/O of the log on a file"
+    );
 
     if !have("nbdkit") {
         eprintln!("SKIPPED nbd part of fio_replays_a_converted_iolog_on_a_file_and_over_nbd: nbdkit is not installed");
@@ -308,5 +397,67 @@ fn fio_replays_a_converted_iolog_on_a_file_and_over_nbd() {
         .status()
         .unwrap();
     assert!(status.success());
-    assert_eq!(fio_totals(&out), (reads, writes), "fio replays every I/O of the log over NBD");
+    assert_eq!(
+        fio_totals(&out),
+        (reads, writes),
+        "fio replays every I/O of the log over NBD"
+    );
+}
+
+#[test]
+fn bench_trace_prints_its_figures() {
+    let out = run_ok(cordillera().args([
+        "bench",
+        "trace",
+        "--records",
+        "100000",
+        "--repeat",
+        "1",
+        "--json",
+    ]));
+    let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(json["records"], 100_000);
+    let results = json["results"].as_array().unwrap();
+    assert_eq!(results.len(), 6);
+    for r in results {
+        assert!(r["records_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+}
+
+#[test]
+fn demo_runs_on_the_built_in_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    let saved = tmp.path().join("synth.cdt");
+    let out = run_ok(
+        cordillera()
+            .args(["demo", "--days", "1", "--save"])
+            .arg(&saved),
+    );
+    let text = String::from_utf8(out).unwrap();
+    for section in [
+        "== trace stats ==",
+        "== trace peaks ==",
+        "== trace reaccess ==",
+        "== trace profile ==",
+    ] {
+        assert!(text.contains(section), "{section} missing");
+    }
+    // The saved trace reads back with the same record count as the demo printed.
+    let json: serde_json::Value = serde_json::from_slice(&run_ok(
+        cordillera().args(["trace", "stats", "--json"]).arg(&saved),
+    ))
+    .unwrap();
+    let records = json["total"]["records"].as_u64().unwrap();
+    assert!(
+        text.contains(&format!(" {records} records")),
+        "demo and saved trace agree on {records} records"
+    );
+    // Three peak episodes were planted, each on one volume at 25× its base rate.
+    let peaks: serde_json::Value = serde_json::from_slice(&run_ok(
+        cordillera().args(["trace", "peaks", "--json"]).arg(&saved),
+    ))
+    .unwrap();
+    for e in peaks["episodes"].as_array().unwrap() {
+        assert!(e["busiest_share_pct"].as_f64().unwrap() > 50.0, "{e}");
+    }
 }

@@ -193,7 +193,11 @@ impl<W: Write> BinaryWriter<W> {
         let mut trailer = Vec::with_capacity(TRAILER_BYTES);
         trailer.extend_from_slice(TRAILER_MAGIC);
         trailer.extend_from_slice(&self.total_records.to_le_bytes());
-        let flags = if info.last_line_unterminated { TRAILER_LAST_LINE_UNTERMINATED } else { 0 };
+        let flags = if info.last_line_unterminated {
+            TRAILER_LAST_LINE_UNTERMINATED
+        } else {
+            0
+        };
         trailer.extend_from_slice(&flags.to_le_bytes());
         let crc = crc32c::crc32c(&trailer);
         trailer.extend_from_slice(&crc.to_le_bytes());
@@ -226,7 +230,11 @@ pub struct BinaryReader<R: Read> {
 }
 
 impl<R: Read> BinaryReader<R> {
-    pub fn new(path: &Path, mut input: R, options: &ReadOptions) -> Result<BinaryReader<R>, TraceError> {
+    pub fn new(
+        path: &Path,
+        mut input: R,
+        options: &ReadOptions,
+    ) -> Result<BinaryReader<R>, TraceError> {
         let mut header = [0u8; HEADER_BYTES];
         let corrupt = |offset, reason: &str| TraceError::Corrupt {
             path: path.to_owned(),
@@ -245,13 +253,17 @@ impl<R: Read> BinaryReader<R> {
         }
         let version = u16::from_le_bytes([header[8], header[9]]);
         if version != VERSION {
-            return Err(corrupt(8, &format!("unsupported version {version} (this build reads {VERSION})")));
+            return Err(corrupt(
+                8,
+                &format!("unsupported version {version} (this build reads {VERSION})"),
+            ));
         }
         let flags = u16::from_le_bytes([header[10], header[11]]);
         if flags & !FLAGS_KNOWN != 0 {
             return Err(corrupt(10, "unknown header flags"));
         }
-        let format = Format::from_tag(header[12]).ok_or_else(|| corrupt(12, "unknown source format"))?;
+        let format =
+            Format::from_tag(header[12]).ok_or_else(|| corrupt(12, "unknown source format"))?;
         let origin = i64::from_le_bytes(header[16..24].try_into().unwrap());
         Ok(BinaryReader {
             input,
@@ -377,8 +389,8 @@ impl<R: Read> BinaryReader<R> {
                 .filter(|_| self.volumes.len() > before)
                 .ok_or_else(|| self.corrupt("volume name repeated, not UTF-8, or too many"))?;
             let name = String::from_utf8_lossy(&name);
-            let keep = self.options_volumes.is_empty()
-                || self.options_volumes.iter().any(|v| *v == name);
+            let keep =
+                self.options_volumes.is_empty() || self.options_volumes.iter().any(|v| *v == name);
             self.selected.push(keep);
         }
         self.block_records_left = records;
@@ -396,7 +408,12 @@ impl<R: Read> BinaryReader<R> {
 
     fn decode_record(&mut self) -> Result<Record, TraceError> {
         let volumes = self.volumes.len() as u64;
-        match decode_one(&self.raw, &mut self.position, &mut self.previous_time_ns, volumes) {
+        match decode_one(
+            &self.raw,
+            &mut self.position,
+            &mut self.previous_time_ns,
+            volumes,
+        ) {
             Some(record) => Ok(record),
             None => Err(self.corrupt("malformed record (bad varint, time, volume or flags)")),
         }
@@ -406,7 +423,12 @@ impl<R: Read> BinaryReader<R> {
 /// Decodes one record at `position`; `None` for anything malformed. Kept free of error values so
 /// the hot loop stays small.
 #[inline]
-fn decode_one(raw: &[u8], position: &mut usize, previous_time_ns: &mut i64, volumes: u64) -> Option<Record> {
+fn decode_one(
+    raw: &[u8],
+    position: &mut usize,
+    previous_time_ns: &mut i64,
+    volumes: u64,
+) -> Option<Record> {
     let delta = unzigzag(get_varint(raw, position)?);
     let time_ns = previous_time_ns.checked_add(delta)?;
     *previous_time_ns = time_ns;
@@ -429,7 +451,11 @@ fn decode_one(raw: &[u8], position: &mut usize, previous_time_ns: &mut i64, volu
     Some(Record {
         time_ns,
         volume: VolumeId(volume as u32),
-        op: if flags & RECORD_WRITE != 0 { Op::Write } else { Op::Read },
+        op: if flags & RECORD_WRITE != 0 {
+            Op::Write
+        } else {
+            Op::Read
+        },
         offset_bytes,
         size_bytes,
         response_ns,

@@ -245,7 +245,9 @@ fn parse_arc(line: &[u8], block_bytes: u64) -> Result<Line<'_>, Reason> {
         volume: b"0",
         volume_suffix: None,
         op: Op::Read,
-        offset_bytes: start.checked_mul(block_bytes).ok_or("offset out of range")?,
+        offset_bytes: start
+            .checked_mul(block_bytes)
+            .ok_or("offset out of range")?,
         size_bytes: count.checked_mul(block_bytes).ok_or("size out of range")?,
         response_ns: None,
     }))
@@ -264,8 +266,8 @@ fn parse_blkparse(line: &[u8]) -> Result<Line<'_>, Reason> {
     parse_u64(&dev[..comma]).ok_or("device major is not an integer")?;
     parse_u64(&dev[comma + 1..]).ok_or("device minor is not an integer")?;
     let _cpu = parse_u64(fields.next().ok_or("missing cpu")?).ok_or("cpu is not an integer")?;
-    let _seq = parse_u64(fields.next().ok_or("missing sequence")?)
-        .ok_or("sequence is not an integer")?;
+    let _seq =
+        parse_u64(fields.next().ok_or("missing sequence")?).ok_or("sequence is not an integer")?;
     let time_ns = parse_decimal_ns(fields.next().ok_or("missing time")?, NS_PER_S)
         .ok_or("time is not a number")?;
     let _pid = parse_u64(fields.next().ok_or("missing pid")?).ok_or("pid is not an integer")?;
@@ -459,8 +461,14 @@ mod tests {
         assert_eq!(r.size_bytes, 8192);
         assert_eq!(r.time_ns, 551_706_000);
         let r = record(Format::Spc, "2,1,512,r,10.5,extra,fields");
-        assert_eq!((r.volume, r.op, r.time_ns), (&b"2"[..], Op::Read, 10_500_000_000));
-        assert_eq!(invalid(Format::Spc, "0,1,512,x,1.0"), "opcode is neither r nor w");
+        assert_eq!(
+            (r.volume, r.op, r.time_ns),
+            (&b"2"[..], Op::Read, 10_500_000_000)
+        );
+        assert_eq!(
+            invalid(Format::Spc, "0,1,512,x,1.0"),
+            "opcode is neither r nor w"
+        );
         invalid(Format::Spc, "0,1,512,r");
         invalid(Format::Spc, "0,1,512,r,1.2.3");
     }
@@ -479,11 +487,9 @@ mod tests {
                 ascii5_time_unit: unit,
                 ..ParseOptions::default()
             };
-            let Ok(Line::Record(r)) = parse_line(
-                Format::Ascii5,
-                b"938513000 4 264719034 16 0",
-                &options,
-            ) else {
+            let Ok(Line::Record(r)) =
+                parse_line(Format::Ascii5, b"938513000 4 264719034 16 0", &options)
+            else {
                 panic!()
             };
             assert_eq!((r.time_ns, r.op), (ns, Op::Write));
@@ -496,11 +502,18 @@ mod tests {
     #[test]
     fn cloudphysics_line() {
         assert_eq!(
-            parse_line(Format::CloudPhysics, b"version,time,op,size,lbn", &Default::default()),
+            parse_line(
+                Format::CloudPhysics,
+                b"version,time,op,size,lbn",
+                &Default::default()
+            ),
             Ok(Line::Ignore)
         );
         let r = record(Format::CloudPhysics, "1,5633898,2a,512,42932745");
-        assert_eq!((r.op, r.size_bytes, r.offset_bytes), (Op::Write, 512, 42_932_745 * 512));
+        assert_eq!(
+            (r.op, r.size_bytes, r.offset_bytes),
+            (Op::Write, 512, 42_932_745 * 512)
+        );
         assert_eq!(r.time_ns, 5_633_898 * NS_PER_S);
         assert_eq!(record(Format::CloudPhysics, "1,1,28,4096,0").op, Op::Read);
         assert_eq!(
@@ -531,7 +544,10 @@ mod tests {
         );
         assert_eq!(r.time_ns, 1_456_095_145_133_076_000);
         assert_eq!(r.response_ns, Some(806_000));
-        assert_eq!((r.volume, r.op, r.size_bytes), (&b"0"[..], Op::Read, 131_072));
+        assert_eq!(
+            (r.volume, r.op, r.size_bytes),
+            (&b"0"[..], Op::Read, 131_072)
+        );
         invalid(Format::Systor17, "1456095145.1,0.1,X,0,1,1");
         invalid(Format::Systor17, "1456095145.1,-0.1,R,0,1,1");
     }
@@ -539,7 +555,10 @@ mod tests {
     #[test]
     fn arc_line() {
         let r = record(Format::Arc, "1842745 64 0 1");
-        assert_eq!((r.offset_bytes, r.size_bytes, r.op), (1_842_745 * 512, 64 * 512, Op::Read));
+        assert_eq!(
+            (r.offset_bytes, r.size_bytes, r.op),
+            (1_842_745 * 512, 64 * 512, Op::Read)
+        );
         invalid(Format::Arc, "1842745 64 0");
         invalid(Format::Arc, "1842745 64 0 x");
     }
@@ -550,13 +569,19 @@ mod tests {
             Format::Blkparse,
             "  8,0    3        3     0.000011000   697  D  WS 3417048 + 8 [kjournald]",
         );
-        assert_eq!((r.volume, r.op, r.time_ns), (&b"8,0"[..], Op::Write, 11_000));
+        assert_eq!(
+            (r.volume, r.op, r.time_ns),
+            (&b"8,0"[..], Op::Write, 11_000)
+        );
         assert_eq!((r.offset_bytes, r.size_bytes), (3_417_048 * 512, 4096));
         let r = record(
             Format::Blkparse,
             "259,0    1       10     1.500000000  1234  D   R 2048 + 256 [fio]",
         );
-        assert_eq!((r.op, r.size_bytes, r.time_ns), (Op::Read, 131_072, 1_500_000_000));
+        assert_eq!(
+            (r.op, r.size_bytes, r.time_ns),
+            (Op::Read, 131_072, 1_500_000_000)
+        );
         fn ignore(l: &str) -> Result<Line<'_>, Reason> {
             parse_line(Format::Blkparse, l.as_bytes(), &ParseOptions::default())
         }
@@ -580,7 +605,10 @@ mod tests {
 
     #[test]
     fn decimals_are_exact() {
-        assert_eq!(parse_decimal_ns(b"1456095145.133076000", NS_PER_S), Some(1_456_095_145_133_076_000));
+        assert_eq!(
+            parse_decimal_ns(b"1456095145.133076000", NS_PER_S),
+            Some(1_456_095_145_133_076_000)
+        );
         assert_eq!(parse_decimal_ns(b".5", NS_PER_S), Some(500_000_000));
         assert_eq!(parse_decimal_ns(b"3.", 1_000), Some(3_000));
         assert_eq!(parse_decimal_ns(b"0.0000000019", NS_PER_S), Some(1));

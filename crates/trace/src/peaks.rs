@@ -202,7 +202,8 @@ impl PeaksBuilder {
     ) -> Episode {
         let window_s = ns_to_s(self.options.rate_window_ns);
         let sum = |counts: &WindowCounts| windows.clone().map(|w| counts.get(w)).sum::<u64>();
-        let peak = |counts: &WindowCounts| windows.clone().map(|w| counts.get(w)).max().unwrap_or(0);
+        let peak =
+            |counts: &WindowCounts| windows.clone().map(|w| counts.get(w)).max().unwrap_or(0);
         let pct = |part: u64, whole: u64| (whole > 0).then(|| 100.0 * part as f64 / whole as f64);
         let requests = sum(&self.requests);
         let mut volumes: Vec<EpisodeVolume> = self
@@ -222,7 +223,8 @@ impl PeaksBuilder {
             .collect();
         volumes.sort_by(|a, b| b.requests.cmp(&a.requests).then(a.volume.cmp(&b.volume)));
         let start_ns = anchor_ns + windows.start * self.options.rate_window_ns;
-        let end_ns = (anchor_ns + windows.end * self.options.rate_window_ns).min(self.last_ns.max(start_ns));
+        let end_ns =
+            (anchor_ns + windows.end * self.options.rate_window_ns).min(self.last_ns.max(start_ns));
         let busiest = volumes.first();
         Episode {
             rank,
@@ -250,7 +252,8 @@ impl PeaksBuilder {
                 with_response += 1;
                 let mean_ns = volume.rt_sum_ns.get(interval) as f64 / requests as f64;
                 if mean_ns > o.rt_threshold_ns as f64 {
-                    write_pcts.push(100.0 * volume.rt_writes.get(interval) as f64 / requests as f64);
+                    write_pcts
+                        .push(100.0 * volume.rt_writes.get(interval) as f64 / requests as f64);
                 }
             }
         }
@@ -274,5 +277,95 @@ impl PeaksBuilder {
             below_10pct_writes_pct: (!write_pcts.is_empty())
                 .then(|| 100.0 * below as f64 / write_pcts.len() as f64),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: i64 = 60_000_000_000;
+
+    fn record(time_ns: i64, volume: u32, op: Op, response_ns: Option<u64>) -> Record {
+        Record {
+            time_ns,
+            volume: VolumeId(volume),
+            op,
+            offset_bytes: 0,
+            size_bytes: 4096,
+            response_ns,
+        }
+    }
+
+    #[test]
+    fn episodes_are_the_peak_segment_and_the_next() {
+        let mut names = VolumeTable::new();
+        names.intern(b"a").unwrap();
+        names.intern(b"b").unwrap();
+        let mut records = Vec::new();
+        // Background: one read per minute on each volume for three hours.
+        for m in 0..180 {
+            records.push(record(m * MIN, 0, Op::Read, None));
+            records.push(record(m * MIN + 1, 1, Op::Read, None));
+        }
+        // A burst of 100 writes on `a` in minute 40, of 50 writes on `b` in minute 125,
+        // and of 20 on `b` in minute 50 (inside the first episode: not an episode of its own).
+        records.extend((0..100).map(|i| record(40 * MIN + i * 1000, 0, Op::Write, None)));
+        records.extend((0..50).map(|i| record(125 * MIN + i * 1000, 1, Op::Write, None)));
+        records.extend((0..20).map(|i| record(50 * MIN + i * 1000, 1, Op::Write, None)));
+        records.sort_by_key(|r| r.time_ns);
+        let mut builder = PeaksBuilder::new(PeaksOptions::default()).unwrap();
+        for r in &records {
+            builder.add(r);
+        }
+        let report = builder.finish(&names, Some(1_000 * 1_000_000_000));
+        assert_eq!(report.episodes.len(), 3);
+        let first = &report.episodes[0];
+        // Minute 40 is in segment 2 (30–45 min); the episode covers 30–60 min.
+        assert_eq!((first.start_s, first.end_s), (1800.0, 3600.0));
+        assert_eq!(
+            first.start_unix_ns,
+            Some(1_000 * 1_000_000_000 + 1800 * 1_000_000_000)
+        );
+        assert_eq!(first.requests, 30 * 2 + 100 + 20);
+        assert_eq!(first.peak_rate_per_s, 102.0 / 60.0);
+        assert_eq!(first.busiest_volume, "a");
+        assert!((first.busiest_share_pct - 100.0 * 130.0 / 180.0).abs() < 1e-9);
+        assert!((first.read_pct.unwrap() - 100.0 * 60.0 / 180.0).abs() < 1e-9);
+        assert_eq!(first.volumes[0].peak_rate_per_s, 101.0 / 60.0);
+        let second = &report.episodes[1];
+        // Minute 125 is in segment 8 (120–135 min).
+        assert_eq!((second.start_s, second.end_s), (7200.0, 9000.0));
+        assert_eq!(second.busiest_volume, "b");
+        // The third is the next highest window outside both: background, ranked by time.
+        let third = &report.episodes[2];
+        assert!(
+            third.end_s <= 1800.0
+                || (3600.0..=7200.0).contains(&third.start_s)
+                || third.start_s >= 9000.0
+        );
+    }
+
+    #[test]
+    fn slow_intervals_report_their_write_share() {
+        let mut names = VolumeTable::new();
+        names.intern(b"a").unwrap();
+        let mut builder = PeaksBuilder::new(PeaksOptions::default()).unwrap();
+        // Minute 0: fast. Minute 1: slow (2 s), 3 writes of 10. Minute 2: slow, 1 write of 2.
+        for i in 0..10 {
+            builder.add(&record(i, 0, Op::Read, Some(1_000)));
+        }
+        for i in 0..10 {
+            let op = if i < 3 { Op::Write } else { Op::Read };
+            builder.add(&record(MIN + i, 0, op, Some(2_000_000_000)));
+        }
+        builder.add(&record(2 * MIN, 0, Op::Write, Some(3_000_000_000)));
+        builder.add(&record(2 * MIN + 1, 0, Op::Read, Some(3_000_000_000)));
+        builder.add(&record(3 * MIN, 0, Op::Write, None));
+        let slow = builder.finish(&names, None).slow;
+        assert_eq!((slow.intervals_with_response, slow.slow_intervals), (3, 2));
+        let p = slow.write_pct_percentiles.unwrap();
+        assert_eq!((p[0], p[5], p[10]), (30.0, 30.0, 50.0));
+        assert_eq!(slow.below_10pct_writes_pct, Some(0.0));
     }
 }

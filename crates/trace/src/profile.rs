@@ -139,26 +139,44 @@ impl ProfileBuilder {
             let start_ns = anchor + bucket * self.bucket_ns;
             let end_ns = start_ns + self.bucket_ns;
             // A trace that is one instant covers 1 ns, so its single bucket still has a rate.
-            let covered_ns = (end_ns.min(self.max_ns.max(self.min_ns + 1)) - start_ns.max(self.min_ns)).max(0);
+            let covered_ns =
+                (end_ns.min(self.max_ns.max(self.min_ns + 1)) - start_ns.max(self.min_ns)).max(0);
             let (requests, bytes) = (self.requests.get(bucket), self.bytes.get(bucket));
             let covered_s = ns_to_s(covered_ns);
             report.buckets.push(Bucket {
                 start_s: ns_to_s(start_ns),
                 start_unix_ns: info.origin_unix_ns.map(|o| o + start_ns),
-                hour_of_day: (bucket.rem_euclid(buckets_per_day) * self.bucket_ns / NS_PER_HOUR) as u32,
+                hour_of_day: (bucket.rem_euclid(buckets_per_day) * self.bucket_ns / NS_PER_HOUR)
+                    as u32,
                 day: bucket.div_euclid(buckets_per_day),
                 requests,
                 bytes,
                 covered_s,
-                iops: if covered_ns > 0 { requests as f64 / covered_s } else { 0.0 },
-                bytes_per_s: if covered_ns > 0 { bytes as f64 / covered_s } else { 0.0 },
+                iops: if covered_ns > 0 {
+                    requests as f64 / covered_s
+                } else {
+                    0.0
+                },
+                bytes_per_s: if covered_ns > 0 {
+                    bytes as f64 / covered_s
+                } else {
+                    0.0
+                },
                 utilization: 0.0,
             });
         }
-        let peak_bytes = report.buckets.iter().map(|b| b.bytes_per_s).fold(0.0, f64::max);
+        let peak_bytes = report
+            .buckets
+            .iter()
+            .map(|b| b.bytes_per_s)
+            .fold(0.0, f64::max);
         let peak_iops = report.buckets.iter().map(|b| b.iops).fold(0.0, f64::max);
         for b in &mut report.buckets {
-            b.utilization = if peak_bytes > 0.0 { b.bytes_per_s / peak_bytes } else { 0.0 };
+            b.utilization = if peak_bytes > 0.0 {
+                b.bytes_per_s / peak_bytes
+            } else {
+                0.0
+            };
         }
         let total_covered: f64 = report.buckets.iter().map(|b| b.covered_s).sum();
         let total_bytes: u64 = report.buckets.iter().map(|b| b.bytes).sum();
@@ -167,7 +185,11 @@ impl ProfileBuilder {
         }
         // By hour of day: means of the bucket rates, weighted by coverage.
         for hour in 0..24u32 {
-            let of_hour: Vec<&Bucket> = report.buckets.iter().filter(|b| b.hour_of_day == hour && b.covered_s > 0.0).collect();
+            let of_hour: Vec<&Bucket> = report
+                .buckets
+                .iter()
+                .filter(|b| b.hour_of_day == hour && b.covered_s > 0.0)
+                .collect();
             let covered: f64 = of_hour.iter().map(|b| b.covered_s).sum();
             if of_hour.is_empty() {
                 continue;
@@ -180,9 +202,17 @@ impl ProfileBuilder {
                 normalized: 0.0,
             });
         }
-        let busiest = report.hours_of_day.iter().map(|h| h.mean_bytes_per_s).fold(0.0, f64::max);
+        let busiest = report
+            .hours_of_day
+            .iter()
+            .map(|h| h.mean_bytes_per_s)
+            .fold(0.0, f64::max);
         for h in &mut report.hours_of_day {
-            h.normalized = if busiest > 0.0 { h.mean_bytes_per_s / busiest } else { 0.0 };
+            h.normalized = if busiest > 0.0 {
+                h.mean_bytes_per_s / busiest
+            } else {
+                0.0
+            };
         }
         for b in &report.buckets {
             match report.days.last_mut() {
@@ -219,6 +249,7 @@ impl ProfileBuilder {
                         .map(|b| b.covered_s)
                         .sum::<f64>()
                         / total_covered
+                        + 0.0 // an empty sum is -0.0
                 };
                 report.cdf.push(CdfPoint {
                     fraction_of_peak: fraction,
@@ -228,5 +259,79 @@ impl ProfileBuilder {
             }
         }
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Format;
+    use crate::record::VolumeId;
+    use cordillera_types::Op;
+
+    #[test]
+    fn hours_days_and_the_time_at_fraction_of_peak() {
+        // Starts at 22:00 UTC; 4 hours: 10, 30, 20, 40 requests of 1000 bytes, evenly spread.
+        let origin = 22 * NS_PER_HOUR;
+        let info = TraceInfo {
+            format: Format::Msr,
+            origin_unix_ns: Some(origin),
+            has_time: true,
+            last_line_unterminated: false,
+        };
+        let mut builder = ProfileBuilder::new(NS_PER_HOUR, 0).unwrap();
+        for (hour, count) in [10i64, 30, 20, 40].into_iter().enumerate() {
+            for i in 0..count {
+                let time_ns = hour as i64 * NS_PER_HOUR + i * (NS_PER_HOUR / count);
+                builder.add(
+                    &Record {
+                        time_ns,
+                        volume: VolumeId(0),
+                        op: Op::Read,
+                        offset_bytes: 0,
+                        size_bytes: 1000,
+                        response_ns: None,
+                    },
+                    &info,
+                );
+            }
+        }
+        // One last record exactly at the end, so the fourth hour is fully covered.
+        builder.add(
+            &Record {
+                time_ns: 4 * NS_PER_HOUR,
+                volume: VolumeId(0),
+                op: Op::Write,
+                offset_bytes: 0,
+                size_bytes: 0,
+                response_ns: None,
+            },
+            &info,
+        );
+        let report = builder.finish(&info);
+        let hours: Vec<u32> = report.buckets.iter().map(|b| b.hour_of_day).collect();
+        assert_eq!(hours, vec![22, 23, 0, 1, 2]);
+        let days: Vec<(i64, u64)> = report.days.iter().map(|d| (d.day, d.requests)).collect();
+        assert_eq!(days, vec![(0, 40), (1, 61)]);
+        assert_eq!(report.buckets[3].utilization, 1.0);
+        assert!((report.buckets[0].utilization - 0.25).abs() < 1e-12);
+        assert_eq!(report.buckets[0].iops, 10.0 / 3600.0);
+        // Four full hours at 0.25, 0.75, 0.5 and 1 of peak (the fifth bucket covers no time).
+        let at = |f: f64| {
+            report
+                .cdf
+                .iter()
+                .find(|p| (p.fraction_of_peak - f).abs() < 1e-9)
+                .unwrap()
+                .time_fraction_bytes
+        };
+        assert_eq!(at(0.2), 0.0);
+        assert_eq!(at(0.25), 0.25);
+        assert_eq!(at(0.5), 0.5);
+        assert_eq!(at(0.75), 0.75);
+        assert_eq!(at(1.0), 1.0);
+        assert!((report.peak_to_mean_bytes.unwrap() - 40.0 / 25.0).abs() < 1e-9);
+        let midnight = report.hours_of_day.iter().find(|h| h.hour == 0).unwrap();
+        assert_eq!(midnight.normalized, 0.5);
     }
 }

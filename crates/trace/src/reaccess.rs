@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::record::{Record, TraceInfo, VolumeId, VolumeTable};
 use crate::reuse::ReuseDistance;
 
-const BLOCKS_PER_REGION: u64 = (MIB / BLOCK_BYTES) as u64;
+const BLOCKS_PER_REGION: u64 = MIB / BLOCK_BYTES;
 const CLASSES: [&str; 3] = ["hourly", "daily", "other"];
 const HOURLY: usize = 0;
 const DAILY: usize = 1;
@@ -143,7 +143,10 @@ impl ReaccessBuilder {
                 volume.daily_by_hour[hour as usize] += 1;
             }
             let bytes = distance.saturating_mul(BLOCK_BYTES);
-            let bucket = REUSE_BOUNDS_BYTES.iter().take_while(|b| bytes >= **b).count();
+            let bucket = REUSE_BOUNDS_BYTES
+                .iter()
+                .take_while(|b| bytes >= **b)
+                .count();
             volume.reuse_buckets[bucket] += 1;
             let bit = block % BLOCKS_PER_REGION;
             let bitmap = volume.regions[class]
@@ -234,7 +237,10 @@ impl Totals {
                     blocks: self.class_blocks[c],
                     block_pct: pct(self.class_blocks[c], self.reaccessed_blocks),
                     regions: self.regions[c],
-                    clustering_pct: pct(self.region_block_sum[c], self.regions[c] * BLOCKS_PER_REGION),
+                    clustering_pct: pct(
+                        self.region_block_sum[c],
+                        self.regions[c] * BLOCKS_PER_REGION,
+                    ),
                 })
                 .collect(),
             daily_by_hour: self.daily_by_hour,
@@ -245,6 +251,70 @@ impl Totals {
                     pct: pct(self.reuse_buckets[b], self.reaccesses),
                 })
                 .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Format;
+    use cordillera_types::Op;
+
+    fn at(time_ns: i64, block: u64, blocks: u64) -> Record {
+        Record {
+            time_ns,
+            volume: VolumeId(0),
+            op: Op::Read,
+            offset_bytes: block * BLOCK_BYTES,
+            size_bytes: blocks * BLOCK_BYTES,
+            response_ns: None,
+        }
+    }
+
+    #[test]
+    fn classes_reuse_and_clustering() {
+        let mut names = VolumeTable::new();
+        names.intern(b"v").unwrap();
+        // Origin at 01:00 UTC.
+        let info = TraceInfo {
+            format: Format::Msr,
+            origin_unix_ns: Some(NS_PER_HOUR),
+            has_time: true,
+            last_line_unterminated: false,
+        };
+        let mut b = ReaccessBuilder::new(0);
+        let h = NS_PER_HOUR;
+        b.add(&at(0, 0, 1), &info); // block 0: first access
+        b.add(&at(1, 1, 3000), &info); // 3000 other blocks (≈ 11.7 MiB)
+        b.add(&at(h / 2, 0, 1), &info); // hourly, distance 3000 blocks
+        b.add(&at(h / 2 + 1, 0, 1), &info); // hourly, distance 0
+        b.add(&at(h / 2 + 24 * h, 0, 1), &info); // daily, at 01:30 + 24 h → hour 1
+        b.add(&at(h / 2 + 80 * h, 0, 1), &info); // other
+        let r = b.finish(&names, &info);
+        let v = &r.volumes[0];
+        assert_eq!(v.block_accesses, 3005);
+        assert_eq!(v.reaccesses, 4);
+        assert_eq!(v.reaccessed_blocks, 1);
+        let counts: Vec<u64> = v.classes.iter().map(|c| c.reaccesses).collect();
+        assert_eq!(counts, vec![2, 1, 1]);
+        // Block 0 shows all three classes.
+        assert!(v
+            .classes
+            .iter()
+            .all(|c| c.blocks == 1 && c.block_pct == Some(100.0)));
+        assert_eq!(v.daily_by_hour[1], 1);
+        assert_eq!(v.daily_by_hour.iter().sum::<u64>(), 1);
+        let reuse: Vec<u64> = v.reuse_distance.iter().map(|b| b.reaccesses).collect();
+        assert_eq!(
+            reuse,
+            vec![3, 1, 0, 0],
+            "3000 blocks is 11.7 MiB: the 10 MiB–1 GiB bucket"
+        );
+        // One region holds the reaccesses of each class, one block of 256 in it.
+        for c in &v.classes {
+            assert_eq!(c.regions, 1);
+            assert!((c.clustering_pct.unwrap() - 100.0 / 256.0).abs() < 1e-9);
         }
     }
 }

@@ -175,8 +175,8 @@ impl<R: BufRead> TextReader<R> {
             .ok_or("volume name is not UTF-8, or too many volumes")?;
         if self.volumes.len() > before {
             let name = self.volumes.name(id);
-            let keep = self.options.volumes.is_empty()
-                || self.options.volumes.iter().any(|v| v == name);
+            let keep =
+                self.options.volumes.is_empty() || self.options.volumes.iter().any(|v| v == name);
             self.selected.push(keep);
         }
         Ok(id)
@@ -193,7 +193,11 @@ enum LineRead {
 }
 
 /// Reads one line into `line` (without its `\n`), keeping at most `max` bytes of it.
-fn read_line_bounded(input: &mut impl BufRead, line: &mut Vec<u8>, max: usize) -> io::Result<LineRead> {
+fn read_line_bounded(
+    input: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<LineRead> {
     line.clear();
     let mut too_long = false;
     let mut any = false;
@@ -224,7 +228,11 @@ fn read_line_bounded(input: &mut impl BufRead, line: &mut Vec<u8>, max: usize) -
         }
         input.consume(used);
         if done {
-            return Ok(if too_long { LineRead::TooLong } else { LineRead::Line });
+            return Ok(if too_long {
+                LineRead::TooLong
+            } else {
+                LineRead::Line
+            });
         }
     }
 }

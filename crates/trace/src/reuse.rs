@@ -80,9 +80,7 @@ struct Fenwick {
 
 impl Fenwick {
     fn new(len: usize) -> Fenwick {
-        Fenwick {
-            sums: vec![0; len],
-        }
+        Fenwick { sums: vec![0; len] }
     }
 
     /// A tree whose first `ones` entries are 1, built in O(len).
@@ -134,7 +132,8 @@ mod tests {
         (0..accesses.len())
             .map(|i| {
                 let previous = accesses[..i].iter().rposition(|b| *b == accesses[i])?;
-                let between: std::collections::HashSet<_> = accesses[previous + 1..i].iter().collect();
+                let between: std::collections::HashSet<_> =
+                    accesses[previous + 1..i].iter().collect();
                 Some(between.len() as u64)
             })
             .collect()
@@ -150,7 +149,9 @@ mod tests {
 
     #[test]
     fn survives_many_compactions() {
-        let accesses: Vec<u64> = (0..50_000u64).map(|i| (i * 7919) % 3_000 + (i % 5)).collect();
+        let accesses: Vec<u64> = (0..50_000u64)
+            .map(|i| (i * 7919) % 3_000 + (i % 5))
+            .collect();
         let mut r = ReuseDistance::new();
         let got: Vec<_> = accesses.iter().map(|b| r.access(*b)).collect();
         let want = naive(&accesses[..2_000]);
@@ -159,7 +160,10 @@ mod tests {
         for i in (40_000..50_000).step_by(997) {
             let previous = accesses[..i].iter().rposition(|b| *b == accesses[i]);
             let expected = previous.map(|p| {
-                accesses[p + 1..i].iter().collect::<std::collections::HashSet<_>>().len() as u64
+                accesses[p + 1..i]
+                    .iter()
+                    .collect::<std::collections::HashSet<_>>()
+                    .len() as u64
             });
             assert_eq!(got[i], expected, "access {i}");
         }

@@ -93,7 +93,14 @@ impl Accumulator {
             .add(window_of(record.time_ns, self.first_ns, window_ns), 1);
     }
 
-    fn stats(&self, volume: String, window_ns: i64, wss_blocks: u64, accesses: u64, reaccesses: u64) -> VolumeStats {
+    fn stats(
+        &self,
+        volume: String,
+        window_ns: i64,
+        wss_blocks: u64,
+        accesses: u64,
+        reaccesses: u64,
+    ) -> VolumeStats {
         let span_s = if self.records == 0 {
             0.0
         } else {
@@ -160,7 +167,13 @@ impl StatsBuilder {
             wss += blocks;
             accesses += acc.block_accesses;
             reaccesses += acc.block_reaccesses;
-            volumes.push(acc.stats(name, window_ns, blocks, acc.block_accesses, acc.block_reaccesses));
+            volumes.push(acc.stats(
+                name,
+                window_ns,
+                blocks,
+                acc.block_accesses,
+                acc.block_reaccesses,
+            ));
         }
         let total = self
             .total

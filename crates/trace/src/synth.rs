@@ -46,53 +46,78 @@ pub const SYNTH_ORIGIN_UNIX_NS: i64 = 1_172_163_600 * NS_PER_S;
 
 const VOLUME_BYTES: u64 = 64 * GIB;
 const HOT_BYTES: u64 = 512 * MIB;
-const NIGHTLY_BYTES: u64 = 256 * MIB;
+const NIGHTLY_BYTES: u64 = 2 * GIB;
+const NIGHTLY_OFFSET_BYTES: u64 = 8 * GIB;
+const NIGHTLY_HOUR: u64 = 2;
+const NIGHTLY_RATE_PER_S: f64 = 4.0;
 
 /// Generates the trace in memory, in time order.
 pub fn generate(options: &SynthOptions) -> (TraceInfo, VolumeTable, Vec<Record>) {
     let mut rng = SplitMix64(options.seed);
     let mut volumes = VolumeTable::new();
     for v in 0..options.volumes {
-        volumes.intern(format!("synth_{v}").as_bytes()).expect("few volumes");
+        volumes
+            .intern(format!("synth_{v}").as_bytes())
+            .expect("few volumes");
     }
     let peaks: Vec<(u64, u32)> = (0..options.peaks)
         .map(|_| {
-            let start = rng.below(options.duration_s.saturating_sub(options.peak_duration_s).max(1));
+            let start = rng.below(
+                options
+                    .duration_s
+                    .saturating_sub(options.peak_duration_s)
+                    .max(1),
+            );
             (start, rng.below(options.volumes.max(1) as u64) as u32)
         })
         .collect();
     let mut records = Vec::new();
     let mut second_records = Vec::new();
-    let mut sequential = vec![0u64; options.volumes as usize];
     for second in 0..options.duration_s {
         let hour = ((SYNTH_ORIGIN_UNIX_NS / NS_PER_S) as u64 + second) / 3600 % 24;
         // Diurnal: lowest at 04:00, highest at 16:00.
-        let diurnal = 0.15 + 0.85 * (0.5 - 0.5 * (std::f64::consts::TAU * (hour as f64 - 4.0) / 24.0).cos());
+        let diurnal =
+            0.15 + 0.85 * (0.5 - 0.5 * (std::f64::consts::TAU * (hour as f64 - 4.0) / 24.0).cos());
         second_records.clear();
         for v in 0..options.volumes {
-            let in_peak = peaks
-                .iter()
-                .any(|(start, pv)| *pv == v && (*start..start + options.peak_duration_s).contains(&second));
-            let rate = options.base_rate_per_s * diurnal * if in_peak { options.peak_factor } else { 1.0 };
-            let nightly = v == 0 && hour == 2;
+            let in_peak = peaks.iter().any(|(start, pv)| {
+                *pv == v && (*start..start + options.peak_duration_s).contains(&second)
+            });
+            let rate =
+                options.base_rate_per_s * diurnal * if in_peak { options.peak_factor } else { 1.0 };
             for _ in 0..rng.poisson(rate) {
                 let time_ns = second as i64 * NS_PER_S + rng.below(NS_PER_S as u64) as i64;
-                let (op, offset, size) = if nightly && rng.unit() < 0.5 {
-                    // The nightly job rereads the same region every day, block by block.
-                    let at = sequential[0] % NIGHTLY_BYTES;
-                    sequential[0] += 64 * 1024;
-                    (Op::Read, 8 * GIB + at, 64 * 1024)
-                } else if in_peak {
-                    let op = if rng.unit() < 0.75 { Op::Write } else { Op::Read };
+                let (op, offset, size) = if in_peak {
+                    let op = if rng.unit() < 0.75 {
+                        Op::Write
+                    } else {
+                        Op::Read
+                    };
                     (op, 4096 * rng.below(VOLUME_BYTES / 4096), 8192)
                 } else if rng.unit() < 0.7 {
                     // Hot set, skewed towards its start.
                     let u = rng.unit();
-                    let op = if rng.unit() < 0.6 { Op::Read } else { Op::Write };
-                    (op, 4096 * ((u * u * (HOT_BYTES / 4096) as f64) as u64), 4096)
+                    let op = if rng.unit() < 0.6 {
+                        Op::Read
+                    } else {
+                        Op::Write
+                    };
+                    (
+                        op,
+                        4096 * ((u * u * (HOT_BYTES / 4096) as f64) as u64),
+                        4096,
+                    )
                 } else {
-                    let op = if rng.unit() < 0.5 { Op::Read } else { Op::Write };
-                    (op, 4096 * rng.below(VOLUME_BYTES / 4096), 4096 * (1 + rng.below(16)))
+                    let op = if rng.unit() < 0.5 {
+                        Op::Read
+                    } else {
+                        Op::Write
+                    };
+                    (
+                        op,
+                        4096 * rng.below(VOLUME_BYTES / 4096),
+                        4096 * (1 + rng.below(16)),
+                    )
                 };
                 second_records.push(Record {
                     time_ns,
@@ -100,6 +125,22 @@ pub fn generate(options: &SynthOptions) -> (TraceInfo, VolumeTable, Vec<Record>)
                     op,
                     offset_bytes: offset,
                     size_bytes: size,
+                    response_ns: None,
+                });
+            }
+        }
+        if hour == NIGHTLY_HOUR && options.volumes > 0 {
+            // The nightly job on the first volume reads the same region at the same time every
+            // day: reaccesses 24 h apart (Bonfire's daily class).
+            let position = (second % 3600) * (NIGHTLY_BYTES / 3600) / 65_536 * 65_536;
+            for _ in 0..rng.poisson(NIGHTLY_RATE_PER_S) {
+                let time_ns = second as i64 * NS_PER_S + rng.below(NS_PER_S as u64) as i64;
+                second_records.push(Record {
+                    time_ns,
+                    volume: VolumeId(0),
+                    op: Op::Read,
+                    offset_bytes: NIGHTLY_OFFSET_BYTES + position,
+                    size_bytes: 65_536,
                     response_ns: None,
                 });
             }
@@ -181,7 +222,10 @@ mod tests {
         for lambda in [0.5, 3.0, 75.0] {
             let n = 20_000;
             let mean = (0..n).map(|_| rng.poisson(lambda)).sum::<u64>() as f64 / n as f64;
-            assert!((mean - lambda).abs() < 0.05 * lambda, "lambda {lambda}: mean {mean}");
+            assert!(
+                (mean - lambda).abs() < 0.05 * lambda,
+                "lambda {lambda}: mean {mean}"
+            );
         }
     }
 }

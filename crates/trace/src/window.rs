@@ -31,7 +31,7 @@ impl WindowCounts {
                 return;
             }
             let grow = grow as usize;
-            self.dense.splice(0..0, std::iter::repeat(0).take(grow));
+            self.dense.splice(0..0, std::iter::repeat_n(0, grow));
             self.base = window;
         }
         let index = (window as i128 - self.base as i128) as u128;

@@ -76,7 +76,11 @@ impl<W: Write> MsrWriter<W> {
         line.push(b',');
         line.extend_from_slice(self.itoa.format(record.size_bytes).as_bytes());
         line.push(b',');
-        line.extend_from_slice(self.itoa.format(record.response_ns.unwrap_or(0) / 100).as_bytes());
+        line.extend_from_slice(
+            self.itoa
+                .format(record.response_ns.unwrap_or(0) / 100)
+                .as_bytes(),
+        );
         self.written += 1;
         self.out
             .write_all(line)
@@ -86,9 +90,13 @@ impl<W: Write> MsrWriter<W> {
     /// Ends the last line with a newline unless the source's last line had none.
     pub fn finish(mut self, info: &TraceInfo) -> Result<W, TraceError> {
         if self.pending_newline && !info.last_line_unterminated {
-            self.out.write_all(b"\n").map_err(|e| TraceError::io(&self.path, e))?;
+            self.out
+                .write_all(b"\n")
+                .map_err(|e| TraceError::io(&self.path, e))?;
         }
-        self.out.flush().map_err(|e| TraceError::io(&self.path, e))?;
+        self.out
+            .flush()
+            .map_err(|e| TraceError::io(&self.path, e))?;
         Ok(self.out)
     }
 }

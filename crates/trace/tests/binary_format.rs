@@ -17,10 +17,18 @@ fn encode(info: &TraceInfo, volumes: &VolumeTable, records: &[Record]) -> Vec<u8
 }
 
 fn decode(bytes: Vec<u8>) -> Result<(TraceInfo, Vec<String>, Vec<Record>), TraceError> {
-    let mut reader = BinaryReader::new(Path::new("mem"), Cursor::new(bytes), &ReadOptions::default())?;
+    let mut reader = BinaryReader::new(
+        Path::new("mem"),
+        Cursor::new(bytes),
+        &ReadOptions::default(),
+    )?;
     let records = read_all(&mut reader)?;
     use cordillera_trace::RecordReader;
-    let names = reader.volumes().names().map(|(_, n)| n.to_owned()).collect();
+    let names = reader
+        .volumes()
+        .names()
+        .map(|(_, n)| n.to_owned())
+        .collect();
     Ok((reader.info().clone(), names, records))
 }
 
@@ -56,17 +64,30 @@ fn round_trip_is_lossless_across_blocks() {
     assert_eq!(read_records.len(), records.len());
     for (read, written) in read_records.iter().zip(&records) {
         assert_eq!(names[read.volume.index()], volumes.name(written.volume));
-        let renamed = Record { volume: written.volume, ..*read };
+        let renamed = Record {
+            volume: written.volume,
+            ..*read
+        };
         assert_eq!(&renamed, written);
     }
     // Opening by content finds the binary format.
-    let mut reader = from_read(Path::new("mem"), Box::new(Cursor::new(bytes)), &ReadOptions::default()).unwrap();
+    let mut reader = from_read(
+        Path::new("mem"),
+        Box::new(Cursor::new(bytes)),
+        &ReadOptions::default(),
+    )
+    .unwrap();
     assert_eq!(read_all(reader.as_mut()).unwrap().len(), records.len());
 }
 
 #[test]
 fn empty_trace_round_trips() {
-    let info = TraceInfo { format: Format::Arc, origin_unix_ns: None, has_time: false, last_line_unterminated: true };
+    let info = TraceInfo {
+        format: Format::Arc,
+        origin_unix_ns: None,
+        has_time: false,
+        last_line_unterminated: true,
+    };
     let bytes = encode(&info, &VolumeTable::new(), &[]);
     let (read_info, names, records) = decode(bytes).unwrap();
     assert_eq!(read_info, info);
@@ -77,9 +98,16 @@ fn empty_trace_round_trips() {
 fn every_truncation_is_an_error() {
     let (info, volumes, records) = sample();
     let bytes = encode(&info, &volumes, &records[..3_000]);
-    for len in (0..bytes.len()).step_by(97).chain([bytes.len() - 1, bytes.len() - 16]) {
+    for len in (0..bytes.len())
+        .step_by(97)
+        .chain([bytes.len() - 1, bytes.len() - 16])
+    {
         let result = decode(bytes[..len].to_vec());
-        assert!(result.is_err(), "truncated at {len} of {} must not read as complete", bytes.len());
+        assert!(
+            result.is_err(),
+            "truncated at {len} of {} must not read as complete",
+            bytes.len()
+        );
     }
 }
 
@@ -97,7 +125,10 @@ fn every_flipped_byte_is_detected() {
             }
             match decode(bad) {
                 Err(TraceError::Corrupt { .. }) => {}
-                other => panic!("flip of bit {bit} at byte {at} not detected: {:?}", other.map(|r| r.2.len())),
+                other => panic!(
+                    "flip of bit {bit} at byte {at} not detected: {:?}",
+                    other.map(|r| r.2.len())
+                ),
             }
         }
     }

@@ -91,15 +91,24 @@ fn readers_never_panic_on_mutated_files() {
         let mut text = Vec::new();
         for _ in 0..1 + rng.below(8) {
             let seed = SEEDS[rng.below(SEEDS.len())].as_bytes();
-            text.extend(if rng.below(3) == 0 { mutate(&mut rng, seed) } else { seed.to_vec() });
+            text.extend(if rng.below(3) == 0 {
+                mutate(&mut rng, seed)
+            } else {
+                seed.to_vec()
+            });
             text.push(b'\n');
         }
         let options = ReadOptions {
-            format: if i % 2 == 0 { None } else { Some(Format::ALL[rng.below(8)]) },
+            format: if i % 2 == 0 {
+                None
+            } else {
+                Some(Format::ALL[rng.below(8)])
+            },
             skip_invalid: i % 3 == 0,
             ..ReadOptions::default()
         };
-        if let Ok(mut reader) = from_read(Path::new("fuzz"), Box::new(Cursor::new(text)), &options) {
+        if let Ok(mut reader) = from_read(Path::new("fuzz"), Box::new(Cursor::new(text)), &options)
+        {
             let _ = read_all(reader.as_mut());
         }
     }
@@ -109,7 +118,10 @@ fn readers_never_panic_on_mutated_files() {
 fn binary_reader_never_panics_on_mutated_files() {
     use cordillera_trace::binary::BinaryWriter;
     use cordillera_trace::synth::{generate, SynthOptions};
-    let (info, volumes, records) = generate(&SynthOptions { duration_s: 600, ..SynthOptions::default() });
+    let (info, volumes, records) = generate(&SynthOptions {
+        duration_s: 600,
+        ..SynthOptions::default()
+    });
     let mut writer = BinaryWriter::new(Vec::new(), Path::new("mem")).unwrap();
     for r in &records {
         writer.write(r, &volumes, &info).unwrap();
@@ -126,7 +138,10 @@ fn binary_reader_never_panics_on_mutated_files() {
                 _ => bad.insert(at, rng.next() as u8),
             }
         }
-        let options = ReadOptions { format: Some(Format::Binary), ..ReadOptions::default() };
+        let options = ReadOptions {
+            format: Some(Format::Binary),
+            ..ReadOptions::default()
+        };
         if let Ok(mut reader) = from_read(Path::new("fuzz"), Box::new(Cursor::new(bad)), &options) {
             let _ = read_all(reader.as_mut());
         }

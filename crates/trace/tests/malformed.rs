@@ -16,10 +16,30 @@ fn cases() -> Vec<(Format, &'static str, &'static str, &'static str)> {
             "128166481075232718,rsrch,1,Read,281292800,65536,94430",
             "128166481075299367,rsrch,1,Write,281227264,65536",
         ),
-        (Format::Spc, "0,20941264,8192,W,0.551706", "1,20939840,8192,R,0.554041", "0,xx,8192,W,0.6"),
-        (Format::Ascii5, "0.000 5 174224064 16 1", "0.221 5 162947904 16 1", "0.594 5 174933616 sixteen 1"),
-        (Format::CloudPhysics, "version,time,op,size,lbn", "1,5633898,2a,512,42932745", "1,5633898,2a,512"),
-        (Format::Tencent, "1538323200,4247200,128,1,1058", "1538323199,13896880,128,0,1063", "1538323199,13896880,128,7,1063"),
+        (
+            Format::Spc,
+            "0,20941264,8192,W,0.551706",
+            "1,20939840,8192,R,0.554041",
+            "0,xx,8192,W,0.6",
+        ),
+        (
+            Format::Ascii5,
+            "0.000 5 174224064 16 1",
+            "0.221 5 162947904 16 1",
+            "0.594 5 174933616 sixteen 1",
+        ),
+        (
+            Format::CloudPhysics,
+            "version,time,op,size,lbn",
+            "1,5633898,2a,512,42932745",
+            "1,5633898,2a,512",
+        ),
+        (
+            Format::Tencent,
+            "1538323200,4247200,128,1,1058",
+            "1538323199,13896880,128,0,1063",
+            "1538323199,13896880,128,7,1063",
+        ),
         (
             Format::Systor17,
             "Timestamp,Response,IOType,LUN,Offset,Size",
@@ -42,7 +62,11 @@ fn read(format: Format, text: String, skip_invalid: bool) -> Result<(u64, u64), 
         skip_invalid,
         ..ReadOptions::default()
     };
-    let mut reader = from_read(Path::new("bad.trace"), Box::new(Cursor::new(text.into_bytes())), &options)?;
+    let mut reader = from_read(
+        Path::new("bad.trace"),
+        Box::new(Cursor::new(text.into_bytes())),
+        &options,
+    )?;
     let records = read_all(reader.as_mut())?;
     Ok((records.len() as u64, reader.summary().invalid_skipped))
 }
@@ -58,7 +82,10 @@ fn a_malformed_line_names_file_line_and_text() {
             "{format}: {message}"
         );
         assert!(message.starts_with("bad.trace:3: "), "{format}: {message}");
-        assert!(message.contains(&bad[..bad.len().min(20)]), "{format}: {message}");
+        assert!(
+            message.contains(&bad[..bad.len().min(20)]),
+            "{format}: {message}"
+        );
     }
 }
 
@@ -72,7 +99,12 @@ fn skip_invalid_skips_and_counts() {
         assert_eq!(records, clean, "{format}: skipping keeps every good record");
         // Detection finds the same format from the good lines.
         let options = ReadOptions::default();
-        let reader = from_read(Path::new("x"), Box::new(Cursor::new(format!("{a}\n{b}\n"))), &options).unwrap();
+        let reader = from_read(
+            Path::new("x"),
+            Box::new(Cursor::new(format!("{a}\n{b}\n"))),
+            &options,
+        )
+        .unwrap();
         assert_eq!(reader.info().format, format);
     }
 }
@@ -90,12 +122,21 @@ fn an_overlong_line_is_malformed_not_a_memory_hog() {
 #[test]
 fn unknown_content_is_a_clear_error() {
     let options = ReadOptions::default();
-    let err = from_read(Path::new("mystery"), Box::new(Cursor::new(b"hello world\n".to_vec())), &options)
-        .err()
-        .expect("unknown format");
+    let err = from_read(
+        Path::new("mystery"),
+        Box::new(Cursor::new(b"hello world\n".to_vec())),
+        &options,
+    )
+    .err()
+    .expect("unknown format");
     assert!(matches!(err, TraceError::UnknownFormat { .. }));
     assert!(err.to_string().contains("--format"));
-    let empty = from_read(Path::new("empty"), Box::new(Cursor::new(Vec::new())), &options).err();
+    let empty = from_read(
+        Path::new("empty"),
+        Box::new(Cursor::new(Vec::new())),
+        &options,
+    )
+    .err();
     assert!(matches!(empty, Some(TraceError::UnknownFormat { .. })));
 }
 
@@ -109,7 +150,12 @@ fn compressed_input_is_detected_by_magic() {
     bz.write_all(text.as_bytes()).unwrap();
     let zst = zstd::encode_all(text.as_bytes(), 3).unwrap();
     for bytes in [gz.finish().unwrap(), bz.finish().unwrap(), zst] {
-        let mut reader = from_read(Path::new("c"), Box::new(Cursor::new(bytes)), &ReadOptions::default()).unwrap();
+        let mut reader = from_read(
+            Path::new("c"),
+            Box::new(Cursor::new(bytes)),
+            &ReadOptions::default(),
+        )
+        .unwrap();
         assert_eq!(reader.info().format, Format::Msr);
         assert_eq!(read_all(reader.as_mut()).unwrap().len(), 2);
     }

@@ -24,7 +24,14 @@ const H: f64 = 3600.0;
 
 fn inventory() -> Vec<Expected> {
     use Format::*;
-    let e = |path, format, time_unit, records, read_pct, read_pct_rounding, span_s, span_tolerance_s| Expected {
+    let e = |path,
+             format,
+             time_unit,
+             records,
+             read_pct,
+             read_pct_rounding,
+             span_s,
+             span_tolerance_s| Expected {
         path,
         format,
         time_unit,
@@ -35,19 +42,136 @@ fn inventory() -> Vec<Expected> {
         span_tolerance_s,
     };
     vec![
-        e("msr/rsrch_1.full.csv", Msr, None, 13_780, 0.3, 0.05, 160.0 * H, 0.5 * H),
-        e("msr/wdev_1.full.csv", Msr, None, 1_055, 0.0, 0.5, 165.0 * H, 0.5 * H),
-        e("msr/hm_1.writes_subset.csv", Msr, None, 13_069, 0.0, 0.5, 90.0 * H, 0.5 * H),
-        e("msr/hm_0.chunk_1000_caffeine.csv", Msr, None, 1_000, 51.0, 0.5, 127.0, 0.5),
-        e("msr/hm_0.chunk_148s.csv", Msr, None, 7_016, 83.0, 0.5, 148.0, 0.5),
-        e("msr/wdev_3.partial.csv", Msr, None, 200, 0.5, 0.05, 48.0 * H, 0.5 * H),
-        e("msr_production/msnfs_slice.ms.trace", Ascii5, Some(TimeUnit::Ms), 149_999, 87.0, 0.5, 143.0, 0.5),
-        e("umass/umass_websearch_small.mqsim.trace", Ascii5, Some(TimeUnit::Ns), 24_783, 100.0, 0.5, 60.0, 0.5),
-        e("umass/tpcc_small.mqsim.trace", Ascii5, Some(TimeUnit::Ns), 6_999, 63.0, 0.5, 0.14, 0.005),
-        e("cloudphysics/cloudphysics_vscsi_sample.csv", CloudPhysics, None, 113_872, 41.0, 0.5, 2.0 * H, 0.5 * H),
-        e("tencent/tencent_cbs_sample.csv.bz2", Tencent, None, 50_000, 49.0, 0.5, 2.0, 1.0),
-        e("systor17/systor17_vdi_sample1.csv.gz", Systor17, None, 999, 83.0, 0.5, 1.5, 1.0),
-        e("systor17/systor17_vdi_sample2.csv.gz", Systor17, None, 999, 70.0, 0.5, 1.5, 1.0),
+        e(
+            "msr/rsrch_1.full.csv",
+            Msr,
+            None,
+            13_780,
+            0.3,
+            0.05,
+            160.0 * H,
+            0.5 * H,
+        ),
+        e(
+            "msr/wdev_1.full.csv",
+            Msr,
+            None,
+            1_055,
+            0.0,
+            0.5,
+            165.0 * H,
+            0.5 * H,
+        ),
+        e(
+            "msr/hm_1.writes_subset.csv",
+            Msr,
+            None,
+            13_069,
+            0.0,
+            0.5,
+            90.0 * H,
+            0.5 * H,
+        ),
+        e(
+            "msr/hm_0.chunk_1000_caffeine.csv",
+            Msr,
+            None,
+            1_000,
+            51.0,
+            0.5,
+            127.0,
+            0.5,
+        ),
+        e(
+            "msr/hm_0.chunk_148s.csv",
+            Msr,
+            None,
+            7_016,
+            83.0,
+            0.5,
+            148.0,
+            0.5,
+        ),
+        e(
+            "msr/wdev_3.partial.csv",
+            Msr,
+            None,
+            200,
+            0.5,
+            0.05,
+            48.0 * H,
+            0.5 * H,
+        ),
+        e(
+            "msr_production/msnfs_slice.ms.trace",
+            Ascii5,
+            Some(TimeUnit::Ms),
+            149_999,
+            87.0,
+            0.5,
+            143.0,
+            0.5,
+        ),
+        e(
+            "umass/umass_websearch_small.mqsim.trace",
+            Ascii5,
+            Some(TimeUnit::Ns),
+            24_783,
+            100.0,
+            0.5,
+            60.0,
+            0.5,
+        ),
+        e(
+            "umass/tpcc_small.mqsim.trace",
+            Ascii5,
+            Some(TimeUnit::Ns),
+            6_999,
+            63.0,
+            0.5,
+            0.14,
+            0.005,
+        ),
+        e(
+            "cloudphysics/cloudphysics_vscsi_sample.csv",
+            CloudPhysics,
+            None,
+            113_872,
+            41.0,
+            0.5,
+            2.0 * H,
+            0.5 * H,
+        ),
+        e(
+            "tencent/tencent_cbs_sample.csv.bz2",
+            Tencent,
+            None,
+            50_000,
+            49.0,
+            0.5,
+            2.0,
+            1.0,
+        ),
+        e(
+            "systor17/systor17_vdi_sample1.csv.gz",
+            Systor17,
+            None,
+            999,
+            83.0,
+            0.5,
+            1.5,
+            1.0,
+        ),
+        e(
+            "systor17/systor17_vdi_sample2.csv.gz",
+            Systor17,
+            None,
+            999,
+            70.0,
+            0.5,
+            1.5,
+            1.0,
+        ),
     ]
 }
 
@@ -63,7 +187,12 @@ fn every_inventory_file_parses_with_its_listed_counts() {
             options.parse.ascii5_time_unit = unit;
         }
         let mut reader = open(&path, &options).unwrap_or_else(|err| panic!("{err}"));
-        assert_eq!(reader.info().format, e.format, "{}: detected format", e.path);
+        assert_eq!(
+            reader.info().format,
+            e.format,
+            "{}: detected format",
+            e.path
+        );
         let records = read_all(reader.as_mut()).unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(reader.summary().invalid_skipped, 0);
         assert_eq!(records.len() as u64, e.records, "{}: records", e.path);
@@ -123,7 +252,10 @@ fn arc_traces_parse() {
         }
         assert_eq!(reader.summary().invalid_skipped, 0);
         // INVENTORY: 0.24–0.91 M each, to two decimals.
-        assert!((235_000..915_000).contains(&count), "{name}: {count} records");
+        assert!(
+            (235_000..915_000).contains(&count),
+            "{name}: {count} records"
+        );
     }
 }
 
@@ -135,9 +267,15 @@ fn msr_first_record_matches_the_inventory_check() {
     let mut reader = open(&dir.join("msr/rsrch_1.full.csv"), &ReadOptions::default()).unwrap();
     let first = reader.next_record().unwrap().unwrap();
     assert_eq!(first.time_ns, 0);
-    assert_eq!((first.op, first.offset_bytes, first.size_bytes), (Op::Write, 281_358_336, 45_056));
+    assert_eq!(
+        (first.op, first.offset_bytes, first.size_bytes),
+        (Op::Write, 281_358_336, 45_056)
+    );
     let origin = reader.info().origin_unix_ns.unwrap();
-    assert_eq!(cordillera_types::units::format_unix_ns(origin), "2007-02-22 20:01:47");
+    assert_eq!(
+        cordillera_types::units::format_unix_ns(origin),
+        "2007-02-22 20:01:47"
+    );
 }
 
 #[test]

@@ -7,11 +7,16 @@ use std::path::PathBuf;
 pub fn traces_dir(test: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("CORDILLERA_TRACES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces"));
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces")
+        });
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!("SKIPPED {test}: real traces not found at {} (set CORDILLERA_TRACES)", dir.display());
+        eprintln!(
+            "SKIPPED {test}: real traces not found at {} (set CORDILLERA_TRACES)",
+            dir.display()
+        );
         None
     }
 }

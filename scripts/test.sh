@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs the Debian packages the tests drive
+# (fio, nbdkit, libnbd-bin, qemu-utils) when missing, then builds and runs every test.
+# Tests that need ../shared/traces/ say SKIPPED when it is absent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v fio >/dev/null 2>&1 || missing+=(fio)
+command -v nbdkit >/dev/null 2>&1 || missing+=(nbdkit)
+command -v nbdinfo >/dev/null 2>&1 || missing+=(libnbd-bin)
+command -v qemu-io >/dev/null 2>&1 || missing+=(qemu-utils)
+if ((${#missing[@]})); then
+  echo "== installing Debian packages: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -d ../shared/traces ] && [ -z "${CORDILLERA_TRACES:-}" ]; then
+  echo "== note: ../shared/traces/ is absent: the real-trace tests will report SKIPPED"
+fi
+
+echo "== build"
+cargo build --workspace --all-targets --locked 2>/dev/null || cargo build --workspace --all-targets
+
+echo "== tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast
+else
+  cargo test --workspace --no-fail-fast
+fi
