@@ -31,3 +31,13 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --no-fail-fast
 fi
+
+echo "== fuzz smoke (coverage-guided, a few seconds per target)"
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+  cargo install cargo-fuzz --locked --quiet || true
+fi
+if command -v cargo-fuzz >/dev/null 2>&1; then
+  scripts/fuzz.sh "${FUZZ_SECONDS:-3}"
+else
+  echo "SKIPPED coverage-guided fuzz smoke: cargo-fuzz could not be installed (the deterministic smoke run above still ran)"
+fi
