@@ -19,9 +19,12 @@ for target in $(cargo fuzz list); do
       tencent) bzcat "$traces/tencent/tencent_cbs_sample.csv.bz2" | head -c 4000 > "$corpus/seed" ;;
       systor17) zcat "$traces/systor17/systor17_vdi_sample1.csv.gz" | head -c 4000 > "$corpus/seed" ;;
       arc) zstdcat "$traces/arc/P3.lis.zst" 2>/dev/null | head -c 4000 > "$corpus/seed" || true ;;
-      binary) head -n 200 "$traces/msr/hm_0.chunk_148s.csv" |
-                cargo run -q --release -- trace convert - "$corpus/seed" --to binary 2>/dev/null ;;
     esac
+  fi
+  if [ "$format" = binary ] && [ -z "$(ls -A "$corpus")" ]; then
+    printf '%s\n' 128166481075232275,rsrch,1,Write,281358336,45056,94872 \
+      128166481075232718,rsrch,1,Read,281292800,65536,94430 128166481075299367,web,0,Write,0,512,7 |
+      cargo run -q --release -- trace convert - "$corpus/seed" --to binary
   fi
   echo "== $target ($seconds s)"
   log=fuzz/$target.log

@@ -25,13 +25,6 @@ fi
 echo "== build"
 cargo build --workspace --all-targets --locked 2>/dev/null || cargo build --workspace --all-targets
 
-echo "== tests"
-if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast
-else
-  cargo test --workspace --no-fail-fast
-fi
-
 echo "== fuzz smoke (coverage-guided, a few seconds per target)"
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked --quiet || true
@@ -39,5 +32,12 @@ fi
 if command -v cargo-fuzz >/dev/null 2>&1; then
   scripts/fuzz.sh "${FUZZ_SECONDS:-3}"
 else
-  echo "SKIPPED coverage-guided fuzz smoke: cargo-fuzz could not be installed (the deterministic smoke run above still ran)"
+  echo "SKIPPED coverage-guided fuzz smoke: cargo-fuzz could not be installed (the deterministic smoke run in the tests still runs)"
+fi
+
+echo "== tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast
+else
+  cargo test --workspace --no-fail-fast
 fi
