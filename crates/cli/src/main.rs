@@ -1,4 +1,13 @@
-//! `cordillera`: the command-line entry point. One module per subcommand.
+//! `cordillera`: the command-line entry point.
+//!
+//! # Layout
+//!
+//! One module per subcommand; each parses its arguments with clap, drives library code, and
+//! prints a table or JSON. Errors are `anyhow` here only (the edge), typed in the libraries.
+//!
+//! - `trace_cmd`: `trace stats|convert|peaks|reaccess|profile` and the shared input flags.
+//! - `bench`: `bench trace`, throughput figures against a baseline measured in the same run.
+//! - `demo`: the main job on a built-in synthetic trace.
 
 mod bench;
 mod demo;

@@ -17,6 +17,7 @@ pub struct MsrWriter<W: Write> {
     out: W,
     /// Every line but the last ends with a newline; the last one's is written by `finish`.
     pending_newline: bool,
+    line: Vec<u8>,
     path: PathBuf,
     written: u64,
     itoa: itoa::Buffer,
@@ -27,6 +28,7 @@ impl<W: Write> MsrWriter<W> {
         MsrWriter {
             out,
             pending_newline: false,
+            line: Vec::with_capacity(128),
             path: path.to_owned(),
             written: 0,
             itoa: itoa::Buffer::new(),
@@ -58,7 +60,8 @@ impl<W: Write> MsrWriter<W> {
                 reason: format!("volume name {name:?} cannot be an MSR hostname"),
             });
         }
-        let line = &mut Vec::with_capacity(96);
+        let line = &mut self.line;
+        line.clear();
         if self.pending_newline {
             line.push(b'\n');
         }
