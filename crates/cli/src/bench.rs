@@ -12,7 +12,9 @@ use cordillera_trace::binary::BinaryWriter;
 use cordillera_trace::read::from_read;
 use cordillera_trace::stats::StatsBuilder;
 use cordillera_trace::write::MsrWriter;
-use cordillera_trace::{Format, ReadOptions, Record, TraceInfo, VolumeId, VolumeTable};
+use cordillera_trace::{
+    Format, ReadOptions, Record, RecordReader, TraceInfo, VolumeId, VolumeTable,
+};
 use cordillera_types::Op;
 
 #[derive(Args)]
@@ -99,16 +101,18 @@ fn best_of(repeat: u32, mut f: impl FnMut() -> Result<u64>, expected: u64) -> Re
     Ok(best)
 }
 
-fn count_records(bytes: &[u8], format: Format) -> Result<u64> {
+/// A reader over a copy of `bytes` (the copy is part of every measurement, baseline included).
+fn reader_of(bytes: &[u8], format: Format) -> Result<Box<dyn RecordReader>> {
     let options = ReadOptions {
         format: Some(format),
         ..ReadOptions::default()
     };
-    let mut reader = from_read(
-        Path::new("bench"),
-        Box::new(Cursor::new(bytes.to_vec())),
-        &options,
-    )?;
+    let input = Box::new(Cursor::new(bytes.to_vec()));
+    Ok(from_read(Path::new("bench"), input, &options)?)
+}
+
+fn count_records(bytes: &[u8], format: Format) -> Result<u64> {
+    let mut reader = reader_of(bytes, format)?;
     let mut n = 0;
     while reader.next_record()?.is_some() {
         n += 1;
@@ -117,21 +121,12 @@ fn count_records(bytes: &[u8], format: Format) -> Result<u64> {
 }
 
 fn stats_of(bytes: &[u8], format: Format) -> Result<u64> {
-    let options = ReadOptions {
-        format: Some(format),
-        ..ReadOptions::default()
-    };
-    let mut reader = from_read(
-        Path::new("bench"),
-        Box::new(Cursor::new(bytes.to_vec())),
-        &options,
-    )?;
+    let mut reader = reader_of(bytes, format)?;
     let mut builder = StatsBuilder::new(60_000_000_000);
     while let Some(record) = reader.next_record()? {
         builder.add(&record);
     }
-    let stats = builder.finish(reader.volumes());
-    Ok(stats.total.records)
+    Ok(builder.finish(reader.volumes()).total.records)
 }
 
 fn trace(args: TraceBenchArgs) -> Result<()> {

@@ -14,7 +14,7 @@ use cordillera_trace::profile::{ProfileBuilder, ProfileReport};
 use cordillera_trace::reaccess::{ReaccessBuilder, ReaccessReport};
 use cordillera_trace::stats::{StatsBuilder, TraceStats};
 use cordillera_trace::write::{IologOptions, IologWriter, MsrWriter};
-use cordillera_trace::{open, Format, ReadOptions, Record, RecordReader, TimeUnit};
+use cordillera_trace::{open, Format, ReadOptions, Record, RecordReader, TimeUnit, TraceError};
 use cordillera_types::units::{format_unix_ns, s_to_ns};
 
 #[derive(Args)]
@@ -79,13 +79,24 @@ pub fn for_each_record(
     input: &InputArgs,
     mut each: impl FnMut(&dyn RecordReader, &Record),
 ) -> Result<Box<dyn RecordReader>> {
+    try_for_each_record(input, |reader, record| {
+        each(reader, record);
+        Ok(())
+    })
+}
+
+/// Like [`for_each_record`], stopping at the first error `each` returns.
+pub fn try_for_each_record(
+    input: &InputArgs,
+    mut each: impl FnMut(&dyn RecordReader, &Record) -> Result<(), TraceError>,
+) -> Result<Box<dyn RecordReader>> {
     let mut reader = open(&input.file, &input.options())?;
     let progress = io::stderr().is_terminal();
     let started = Instant::now();
     let mut next_report = Duration::from_secs(2);
     let mut count: u64 = 0;
     while let Some(record) = reader.next_record()? {
-        each(reader.as_ref(), &record);
+        each(reader.as_ref(), &record)?;
         count += 1;
         if progress && count.is_multiple_of(1 << 20) && started.elapsed() >= next_report {
             let elapsed = started.elapsed().as_secs_f64();
@@ -290,38 +301,23 @@ fn convert(args: ConvertArgs) -> Result<()> {
 }
 
 fn convert_into(args: &ConvertArgs, out: Box<dyn Write>, path: &Path) -> Result<u64> {
-    let mut written = 0u64;
-    let mut failure = None;
-    match args.to {
+    let input = &args.input;
+    let written = match args.to {
         OutputFormat::Binary => {
             let mut writer = BinaryWriter::with_level(out, path, args.zstd_level)?;
-            let reader = for_each_record(&args.input, |reader, record| {
-                if failure.is_none() {
-                    match writer.write(record, reader.volumes(), reader.info()) {
-                        Ok(()) => written += 1,
-                        Err(e) => failure = Some(e),
-                    }
-                }
+            let reader = try_for_each_record(input, |reader, record| {
+                writer.write(record, reader.volumes(), reader.info())
             })?;
-            if let Some(e) = failure {
-                return Err(e.into());
-            }
             writer.finish(reader.info())?;
+            reader.summary().records
         }
         OutputFormat::Msr => {
             let mut writer = MsrWriter::new(out, path);
-            let reader = for_each_record(&args.input, |reader, record| {
-                if failure.is_none() {
-                    match writer.write(record, reader.volumes(), reader.info()) {
-                        Ok(()) => written += 1,
-                        Err(e) => failure = Some(e),
-                    }
-                }
+            let reader = try_for_each_record(input, |reader, record| {
+                writer.write(record, reader.volumes(), reader.info())
             })?;
-            if let Some(e) = failure {
-                return Err(e.into());
-            }
             writer.finish(reader.info())?;
+            reader.summary().records
         }
         OutputFormat::FioIolog => {
             let options = IologOptions {
@@ -329,27 +325,15 @@ fn convert_into(args: &ConvertArgs, out: Box<dyn Write>, path: &Path) -> Result<
                 wrap_bytes: args.iolog_wrap_bytes,
             };
             let mut writer = IologWriter::new(out, path, options)?;
-            for_each_record(&args.input, |_, record| {
-                if failure.is_none() {
-                    match writer.write(record) {
-                        Ok(()) => written += 1,
-                        Err(e) => failure = Some(e),
-                    }
-                }
-            })?;
-            if let Some(e) = failure {
-                return Err(e.into());
-            }
-            if writer.skipped_empty > 0 {
-                eprintln!(
-                    "cordillera: skipped {} zero-length records (fio rejects them)",
-                    writer.skipped_empty
-                );
-                written -= writer.skipped_empty;
+            let reader = try_for_each_record(input, |_, record| writer.write(record))?;
+            let skipped = writer.skipped_empty;
+            if skipped > 0 {
+                eprintln!("cordillera: skipped {skipped} zero-length records (fio rejects them)");
             }
             writer.finish()?;
+            reader.summary().records - skipped
         }
-    }
+    };
     Ok(written)
 }
 

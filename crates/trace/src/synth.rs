@@ -157,11 +157,12 @@ pub fn generate(options: &SynthOptions) -> (TraceInfo, VolumeTable, Vec<Record>)
     (info, volumes, records)
 }
 
-/// SplitMix64: a small, fast, seedable generator; good enough for workload shapes.
-struct SplitMix64(u64);
+/// SplitMix64: a small, fast, seedable generator; good enough for workload shapes and test
+/// inputs (not for anything statistical beyond that).
+pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -170,18 +171,18 @@ impl SplitMix64 {
     }
 
     /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// Uniform in [0, n).
-    fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         assert!(n > 0);
-        ((self.next() as u128 * n as u128) >> 64) as u64
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
 
     /// Poisson with mean `lambda` (Knuth's method, split for large means).
-    fn poisson(&mut self, mut lambda: f64) -> u64 {
+    pub fn poisson(&mut self, mut lambda: f64) -> u64 {
         let mut count = 0;
         while lambda > 30.0 {
             count += self.poisson(30.0);

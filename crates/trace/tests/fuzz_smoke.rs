@@ -9,18 +9,14 @@ use cordillera_trace::read::{from_read, read_all};
 use cordillera_trace::Format;
 use cordillera_trace::ReadOptions;
 
-/// SplitMix64, so failures reproduce from the iteration number.
-struct Rng(u64);
+/// Seeded, so failures reproduce from the iteration number.
+struct Rng(cordillera_trace::synth::SplitMix64);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+    fn next_u64(&mut self) -> u64 {
+        self.0.next_u64()
     }
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        self.0.below(n.max(1) as u64) as usize
     }
 }
 
@@ -61,7 +57,7 @@ fn mutate(rng: &mut Rng, line: &[u8]) -> Vec<u8> {
                 let digits = "9".repeat(1 + rng.below(40));
                 out.splice(at..at, digits.bytes());
             }
-            _ => out = (0..rng.below(80)).map(|_| rng.next() as u8).collect(),
+            _ => out = (0..rng.below(80)).map(|_| rng.next_u64() as u8).collect(),
         }
     }
     out
@@ -70,7 +66,7 @@ fn mutate(rng: &mut Rng, line: &[u8]) -> Vec<u8> {
 #[test]
 fn line_parsers_never_panic() {
     let options = ParseOptions::default();
-    let mut rng = Rng(0xC0DE);
+    let mut rng = Rng(cordillera_trace::synth::SplitMix64(0xC0DE));
     let mut outcomes = [0u64; 2];
     for i in 0..40_000 {
         let seed = SEEDS[i % SEEDS.len()].as_bytes();
@@ -86,7 +82,7 @@ fn line_parsers_never_panic() {
 
 #[test]
 fn readers_never_panic_on_mutated_files() {
-    let mut rng = Rng(0xF11E);
+    let mut rng = Rng(cordillera_trace::synth::SplitMix64(0xF11E));
     for i in 0..2_000 {
         let mut text = Vec::new();
         for _ in 0..1 + rng.below(8) {
@@ -127,15 +123,15 @@ fn binary_reader_never_panics_on_mutated_files() {
         writer.write(r, &volumes, &info).unwrap();
     }
     let good = writer.finish(&info).unwrap();
-    let mut rng = Rng(0xB1B1);
+    let mut rng = Rng(cordillera_trace::synth::SplitMix64(0xB1B1));
     for _ in 0..3_000 {
         let mut bad = good.clone();
         for _ in 0..1 + rng.below(3) {
             let at = rng.below(bad.len());
             match rng.below(3) {
-                0 => bad[at] = rng.next() as u8,
+                0 => bad[at] = rng.next_u64() as u8,
                 1 => bad.truncate(at),
-                _ => bad.insert(at, rng.next() as u8),
+                _ => bad.insert(at, rng.next_u64() as u8),
             }
         }
         let options = ReadOptions {
