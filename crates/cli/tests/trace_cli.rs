@@ -461,3 +461,70 @@ fn demo_runs_on_the_built_in_default() {
         assert!(e["busiest_share_pct"].as_f64().unwrap() > 50.0, "{e}");
     }
 }
+
+/// The analyses are independent implementations over the same records: where their
+/// definitions meet, their figures must agree.
+#[test]
+fn analyses_agree_with_each_other_on_every_msr_file() {
+    let Some(dir) = traces_dir("analyses_agree_with_each_other_on_every_msr_file") else {
+        return;
+    };
+    let json = |args: &[&str], path: &Path| -> serde_json::Value {
+        serde_json::from_slice(&run_ok(cordillera().args(args).arg(path))).unwrap()
+    };
+    for path in msr_files(&dir) {
+        let stats = json(&["trace", "stats", "--json"], &path);
+        let reaccess = json(&["trace", "reaccess", "--json"], &path);
+        let profile = json(&["trace", "profile", "--json"], &path);
+        let peaks = json(&["trace", "peaks", "--json", "--top", "1000"], &path);
+        let total = &stats["total"];
+        // Reaccesses: a hash set (stats) and the reuse-distance tracker (reaccess).
+        assert_eq!(
+            reaccess["total"]["reaccess_pct"],
+            total["reaccess_pct"],
+            "{}",
+            path.display()
+        );
+        let classes: u64 = reaccess["total"]["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["reaccesses"].as_u64().unwrap())
+            .sum();
+        let buckets: u64 = reaccess["total"]["reuse_distance"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["reaccesses"].as_u64().unwrap())
+            .sum();
+        assert_eq!(classes, reaccess["total"]["reaccesses"].as_u64().unwrap());
+        assert_eq!(buckets, classes);
+        // Profile buckets and days hold every record and byte.
+        let records = total["records"].as_u64().unwrap();
+        let bytes = total["read_bytes"].as_u64().unwrap() + total["write_bytes"].as_u64().unwrap();
+        let sum = |key: &str, field: &str| -> u64 {
+            profile[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b[field].as_u64().unwrap())
+                .sum()
+        };
+        assert_eq!(sum("buckets", "requests"), records);
+        assert_eq!(sum("days", "requests"), records);
+        assert_eq!(sum("buckets", "bytes"), bytes);
+        // Disjoint episodes hold at most every record, and the first holds the busiest window.
+        let episodes = peaks["episodes"].as_array().unwrap();
+        let in_episodes: u64 = episodes
+            .iter()
+            .map(|e| e["requests"].as_u64().unwrap())
+            .sum();
+        assert!(in_episodes <= records);
+        assert_eq!(
+            episodes[0]["peak_rate_per_s"],
+            total["peak_rate_per_s"],
+            "{}",
+            path.display()
+        );
+    }
+}

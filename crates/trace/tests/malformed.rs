@@ -160,3 +160,40 @@ fn compressed_input_is_detected_by_magic() {
         assert_eq!(read_all(reader.as_mut()).unwrap().len(), 2);
     }
 }
+
+#[test]
+fn blkparse_keeps_dispatches_and_stops_at_the_summary() {
+    let text = "\
+  8,0    3        1     0.000000000   697  Q  WS 3417048 + 8 [kjournald]
+  8,0    3        2     0.000006000   697  G  WS 3417048 + 8 [kjournald]
+  8,0    3        3     0.000011000   697  D  WS 3417048 + 8 [kjournald]
+  8,0    3        4     0.000284000     0  C  WS 3417048 + 8 [0]
+  8,16   0        1     0.001000000  1234  D   R 2048 + 256 [fio]
+  8,16   0        2     0.001100000  1234  D   N 0 [fio]
+  8,0    3        5     0.002000000   697  D  FWS [kjournald]
+CPU0 (8,0):
+ Reads Queued:           0,        0KiB\t Writes Queued:           1,        4KiB
+Total (8,0):
+";
+    let mut reader = from_read(
+        Path::new("blk"),
+        Box::new(Cursor::new(text.as_bytes().to_vec())),
+        &ReadOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(reader.info().format, Format::Blkparse);
+    let records = read_all(reader.as_mut()).unwrap();
+    assert_eq!(records.len(), 2);
+    assert_eq!(reader.volumes().name(records[0].volume), "8,0");
+    assert_eq!((records[0].time_ns, records[0].size_bytes), (0, 4096));
+    assert_eq!(reader.volumes().name(records[1].volume), "8,16");
+    assert_eq!(
+        (
+            records[1].time_ns,
+            records[1].offset_bytes,
+            records[1].size_bytes
+        ),
+        (989_000, 2048 * 512, 131_072)
+    );
+    assert_eq!(reader.summary().invalid_skipped, 0);
+}
