@@ -45,9 +45,9 @@ pub struct InputArgs {
     /// The trace format; detected from content when absent.
     #[arg(long, value_parser = clap::value_parser!(Format))]
     pub format: Option<Format>,
-    /// Unit of ASCII5 timestamps (DiskSim uses ms, MQSim ns).
-    #[arg(long, default_value = "ms", value_parser = clap::value_parser!(TimeUnit))]
-    pub time_unit: TimeUnit,
+    /// Unit of ASCII5 timestamps (DiskSim uses ms, MQSim ns); ms when absent.
+    #[arg(long, value_parser = clap::value_parser!(TimeUnit))]
+    pub time_unit: Option<TimeUnit>,
     /// Block size of ARC `.lis` traces, in bytes.
     #[arg(long, default_value_t = 512)]
     pub arc_block_bytes: u64,
@@ -64,7 +64,7 @@ impl InputArgs {
         ReadOptions {
             format: self.format,
             parse: ParseOptions {
-                ascii5_time_unit: self.time_unit,
+                ascii5_time_unit: self.time_unit.unwrap_or_default(),
                 arc_block_bytes: self.arc_block_bytes,
             },
             volumes: self.volumes.clone(),
@@ -91,6 +91,9 @@ pub fn try_for_each_record(
     mut each: impl FnMut(&dyn RecordReader, &Record) -> Result<(), TraceError>,
 ) -> Result<Box<dyn RecordReader>> {
     let mut reader = open(&input.file, &input.options())?;
+    if reader.info().format == Format::Ascii5 && input.time_unit.is_none() {
+        eprintln!("cordillera: note: ASCII5 traces do not record their time unit; assuming ms (pass --time-unit)");
+    }
     let progress = io::stderr().is_terminal();
     let started = Instant::now();
     let mut next_report = Duration::from_secs(2);
