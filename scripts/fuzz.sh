@@ -12,14 +12,17 @@ for target in $(cargo fuzz list); do
   mkdir -p "$corpus"
   format=${target#read_}
   if [ -d "$traces" ] && [ -z "$(ls -A "$corpus")" ]; then
+    # `head` closes the pipe early: the decompressor's SIGPIPE is expected here.
+    set +o pipefail
     case $format in
       msr) head -c 4000 "$traces/msr/hm_0.chunk_148s.csv" > "$corpus/seed" ;;
       ascii5) head -c 4000 "$traces/msr_production/msnfs_slice.ms.trace" > "$corpus/seed" ;;
       cloudphysics) head -c 4000 "$traces/cloudphysics/cloudphysics_vscsi_sample.csv" > "$corpus/seed" ;;
       tencent) bzcat "$traces/tencent/tencent_cbs_sample.csv.bz2" | head -c 4000 > "$corpus/seed" ;;
       systor17) zcat "$traces/systor17/systor17_vdi_sample1.csv.gz" | head -c 4000 > "$corpus/seed" ;;
-      arc) zstdcat "$traces/arc/P3.lis.zst" 2>/dev/null | head -c 4000 > "$corpus/seed" || true ;;
+      arc) zstdcat "$traces/arc/P3.lis.zst" 2>/dev/null | head -c 4000 > "$corpus/seed" ;;
     esac
+    set -o pipefail
   fi
   if [ "$format" = binary ] && [ -z "$(ls -A "$corpus")" ]; then
     printf '%s\n' 128166481075232275,rsrch,1,Write,281358336,45056,94872 \
