@@ -66,7 +66,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     println!("\n== trace reaccess ==");
     crate::trace_cmd::print_reaccess(&reaccess.finish(&volumes, &info));
     println!("\n== trace profile ==");
-    crate::trace_cmd::print_profile(&profile.finish(&info));
+    crate::trace_cmd::print_profile(&profile.finish(&info).map_err(anyhow::Error::msg)?);
     if let Some(path) = args.save {
         let file = std::fs::File::create(&path)?;
         let mut writer = BinaryWriter::new(std::io::BufWriter::new(file), &path)?;

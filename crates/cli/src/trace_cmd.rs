@@ -572,7 +572,7 @@ fn profile(args: ProfileArgs) -> Result<()> {
             args.input.file.display()
         );
     }
-    let report = builder.finish(reader.info());
+    let report = builder.finish(reader.info()).map_err(anyhow::Error::msg)?;
     if args.json {
         return print_json(&report);
     }

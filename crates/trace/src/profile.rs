@@ -11,6 +11,9 @@ use serde::Serialize;
 use crate::record::{Record, TraceInfo};
 use crate::window::{window_of, WindowCounts};
 
+/// Buckets a report may hold: a year of 1 s buckets, or 3,000 years of 1 h buckets.
+pub const PROFILE_BUCKETS_MAX: i64 = 32 * 1024 * 1024;
+
 /// Fractions of the peak at which the CDF is reported: 0, 0.05, …, 1.
 const CDF_STEPS: usize = 20;
 
@@ -117,7 +120,9 @@ impl ProfileBuilder {
         self.bytes.add(bucket, record.size_bytes);
     }
 
-    pub fn finish(self, info: &TraceInfo) -> ProfileReport {
+    /// The report, or an error when the trace spans more than [`PROFILE_BUCKETS_MAX`] buckets
+    /// (a stray timestamp, or buckets too small for the span).
+    pub fn finish(self, info: &TraceInfo) -> Result<ProfileReport, String> {
         let wall_clock = info.origin_unix_ns.is_some();
         let mut report = ProfileReport {
             bucket_s: ns_to_s(self.bucket_ns),
@@ -130,10 +135,17 @@ impl ProfileBuilder {
             cdf: Vec::new(),
         };
         let Some(anchor) = self.anchor_ns else {
-            return report;
+            return Ok(report);
         };
         let first = window_of(self.min_ns, anchor, self.bucket_ns);
         let last = window_of(self.max_ns, anchor, self.bucket_ns);
+        if (last as i128 - first as i128) >= PROFILE_BUCKETS_MAX as i128 {
+            return Err(format!(
+                "the trace spans {} buckets of {} s (more than {PROFILE_BUCKETS_MAX}); use a larger --bucket-s",
+                last as i128 - first as i128 + 1,
+                ns_to_s(self.bucket_ns)
+            ));
+        }
         let buckets_per_day = NS_PER_DAY / self.bucket_ns;
         for bucket in first..=last {
             let start_ns = anchor + bucket * self.bucket_ns;
@@ -258,7 +270,7 @@ impl ProfileBuilder {
                 });
             }
         }
-        report
+        Ok(report)
     }
 }
 
@@ -308,7 +320,7 @@ mod tests {
             },
             &info,
         );
-        let report = builder.finish(&info);
+        let report = builder.finish(&info).unwrap();
         let hours: Vec<u32> = report.buckets.iter().map(|b| b.hour_of_day).collect();
         assert_eq!(hours, vec![22, 23, 0, 1, 2]);
         let days: Vec<(i64, u64)> = report.days.iter().map(|d| (d.day, d.requests)).collect();

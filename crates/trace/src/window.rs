@@ -1,5 +1,7 @@
 //! Counters over fixed-length time windows, for rates and episodes.
 
+use std::collections::VecDeque;
+
 use rustc_hash::FxHashMap;
 
 /// Windows kept in the dense vector; windows further away (a stray timestamp in a corrupt or
@@ -10,7 +12,8 @@ const DENSE_WINDOWS_MAX: usize = 1 << 24;
 #[derive(Clone, Debug, Default)]
 pub struct WindowCounts {
     base: i64,
-    dense: Vec<u64>,
+    /// Counts of windows `base..base + dense.len()`; grows at either end in amortized O(1).
+    dense: VecDeque<u64>,
     sparse: FxHashMap<i64, u64>,
 }
 
@@ -22,7 +25,7 @@ impl WindowCounts {
     pub fn add(&mut self, window: i64, n: u64) {
         if self.dense.is_empty() {
             self.base = window;
-            self.dense.push(0);
+            self.dense.push_back(0);
         }
         if window < self.base {
             let grow = (self.base - window) as u128;
@@ -31,7 +34,9 @@ impl WindowCounts {
                 return;
             }
             let grow = grow as usize;
-            self.dense.splice(0..0, std::iter::repeat_n(0, grow));
+            for _ in 0..grow {
+                self.dense.push_front(0);
+            }
             self.base = window;
         }
         let index = (window as i128 - self.base as i128) as u128;
