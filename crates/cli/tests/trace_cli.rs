@@ -357,7 +357,10 @@ fn fio_replays_a_converted_iolog_on_a_file_and_over_nbd() {
         "fio replays every I/O of the log on a file"
     );
     let written = std::fs::read(&image).unwrap();
-    assert!(written.iter().any(|b| *b != 0), "the replayed writes reached the file");
+    assert!(
+        written.iter().any(|b| *b != 0),
+        "the replayed writes reached the file"
+    );
 
     if !have("nbdkit") {
         eprintln!("SKIPPED nbd part of fio_replays_a_converted_iolog_on_a_file_and_over_nbd: nbdkit is not installed");

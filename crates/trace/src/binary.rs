@@ -357,10 +357,15 @@ impl<R: Read> BinaryReader<R> {
         if raw_len > BINARY_BLOCK_RAW_BYTES_MAX || compressed_len > BINARY_BLOCK_RAW_BYTES_MAX {
             return Err(self.corrupt("block larger than the format allows"));
         }
-        self.compressed.resize(compressed_len as usize, 0);
-        read_exact_or(&mut self.input, &mut self.compressed)
-            .map_err(|e| TraceError::io(&self.path, e))?
-            .ok_or_else(|| self.corrupt("truncated block"))?;
+        // Grow the buffer as bytes arrive: a corrupt length must not allocate 128 MiB up front.
+        self.compressed.clear();
+        (&mut self.input)
+            .take(compressed_len as u64)
+            .read_to_end(&mut self.compressed)
+            .map_err(|e| TraceError::io(&self.path, e))?;
+        if self.compressed.len() != compressed_len as usize {
+            return Err(self.corrupt("truncated block"));
+        }
         let expected = crc32c::crc32c_append(crc32c::crc32c(&header[..20]), &self.compressed);
         if crc != expected {
             return Err(self.corrupt("block checksum mismatch"));
