@@ -6,11 +6,13 @@
 //! prints a table or JSON. Errors are `anyhow` here only (the edge), typed in the libraries.
 //!
 //! - `trace_cmd`: `trace stats|convert|peaks|reaccess|profile` and the shared input flags.
-//! - `bench`: `bench trace`, throughput figures against a baseline measured in the same run.
+//! - `sim_cmd`: `sim disk|replay|calibrate`.
+//! - `bench`: `bench trace`, `bench sim`, throughput figures against a baseline measured in the same run.
 //! - `demo`: the main job on a built-in synthetic trace.
 
 mod bench;
 mod demo;
+mod sim_cmd;
 mod trace_cmd;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +29,8 @@ struct Cli {
 enum Command {
     /// Read, convert and characterize block traces.
     Trace(trace_cmd::TraceArgs),
+    /// The simulator: device microbenchmarks, trace replay, calibration.
+    Sim(sim_cmd::SimArgs),
     /// Benchmarks that print measured figures.
     Bench(bench::BenchArgs),
     /// Generate a built-in synthetic bursty trace and characterize it (no data needed).
@@ -37,6 +41,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Trace(args) => trace_cmd::run(args),
+        Command::Sim(args) => sim_cmd::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Demo(args) => demo::run(args),
     };

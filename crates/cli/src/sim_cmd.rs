@@ -1,0 +1,341 @@
+//! `cordillera sim …`: device microbenchmarks, trace replay and calibration on the simulator.
+
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use cordillera_sim::bench::{self, DiskBench, Pattern};
+use cordillera_sim::calibration;
+use cordillera_sim::presets::{self, parse_size, ArraySpec};
+use cordillera_sim::replay::{replay, ReplayReport};
+use cordillera_trace::{open, Record};
+use cordillera_types::Op;
+
+use crate::trace_cmd::InputArgs;
+
+#[derive(Args)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    command: SimCommand,
+}
+
+#[derive(Subcommand)]
+enum SimCommand {
+    /// Closed-loop microbenchmark of a simulated device (what calibration checks).
+    Disk(DiskArgs),
+    /// Replay a trace open-loop on a simulated device and report response times.
+    Replay(ReplayArgs),
+    /// Measure every preset against its published figures.
+    Calibrate(CalibrateArgs),
+}
+
+/// The simulated device: a preset, or an array of presets.
+#[derive(Args, Clone)]
+pub struct DeviceArgs {
+    /// Device preset: cheetah-15k, fujitsu-maj3182mc, sata-7200, sierra-1tb, ssd, nvme.
+    #[arg(long, default_value = "cheetah-15k")]
+    pub device: String,
+    /// An array of the preset: raid0:N, raid1:N, raid10:N or raid5:N, with an optional stripe
+    /// unit (raid5:5:64k; default 64k).
+    #[arg(long)]
+    pub array: Option<ArraySpec>,
+}
+
+impl DeviceArgs {
+    pub fn build(&self) -> Result<Box<dyn cordillera_sim::device::Device>> {
+        presets::build(&self.device, self.array).map_err(anyhow::Error::msg)
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PatternArg {
+    Seq,
+    Rand,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RwArg {
+    Read,
+    Write,
+}
+
+#[derive(Args)]
+struct DiskArgs {
+    #[command(flatten)]
+    device: DeviceArgs,
+    #[arg(long, value_enum, default_value = "rand")]
+    pattern: PatternArg,
+    #[arg(long, value_enum, default_value = "read")]
+    rw: RwArg,
+    /// Block size (4096, 64k, 1m).
+    #[arg(long, default_value = "64k")]
+    bs: String,
+    /// Requests kept outstanding.
+    #[arg(long, default_value_t = 1)]
+    qd: usize,
+    /// Requests to complete.
+    #[arg(long, default_value_t = 10_000)]
+    count: u64,
+    /// Random offsets within the first SPAN bytes (default: the whole device).
+    #[arg(long)]
+    span: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    /// The trace (any format `cordillera trace` reads).
+    #[arg(long)]
+    trace: std::path::PathBuf,
+    #[command(flatten)]
+    input: ReplayInputArgs,
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// Length of the intervals of the utilization and queue-length series, in seconds.
+    #[arg(long, default_value_t = 1.0)]
+    interval_s: f64,
+    /// Print the trace's recorded response times beside the simulated ones.
+    #[arg(long)]
+    compare_recorded: bool,
+    /// Print the interval series too (always in --json).
+    #[arg(long)]
+    intervals: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+/// The reading flags of `trace`, without its positional file (replay takes `--trace`).
+#[derive(Args, Clone)]
+struct ReplayInputArgs {
+    #[arg(long, value_parser = clap::value_parser!(cordillera_trace::Format))]
+    format: Option<cordillera_trace::Format>,
+    #[arg(long, value_parser = clap::value_parser!(cordillera_trace::TimeUnit))]
+    time_unit: Option<cordillera_trace::TimeUnit>,
+    #[arg(long = "volume", value_delimiter = ',')]
+    volumes: Vec<String>,
+    #[arg(long)]
+    skip_invalid: bool,
+}
+
+#[derive(Args)]
+struct CalibrateArgs {
+    /// Print the Markdown table of docs/SIMULATION.md.
+    #[arg(long)]
+    markdown: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: SimArgs) -> Result<()> {
+    match args.command {
+        SimCommand::Disk(args) => disk(args),
+        SimCommand::Replay(args) => replay_cmd(args),
+        SimCommand::Calibrate(args) => calibrate(args),
+    }
+}
+
+fn disk(args: DiskArgs) -> Result<()> {
+    let mut device = args.device.build()?;
+    let spec = DiskBench {
+        pattern: match args.pattern {
+            PatternArg::Seq => Pattern::Sequential,
+            PatternArg::Rand => Pattern::Random,
+        },
+        op: match args.rw {
+            RwArg::Read => Op::Read,
+            RwArg::Write => Op::Write,
+        },
+        block_bytes: parse_size(&args.bs).map_err(anyhow::Error::msg)?,
+        queue_depth: args.qd,
+        count: args.count,
+        span_bytes: args
+            .span
+            .as_deref()
+            .map(parse_size)
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
+        seed: args.seed,
+    };
+    let result = bench::run(device.as_mut(), &spec).map_err(anyhow::Error::msg)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+        return Ok(());
+    }
+    println!(
+        "{} requests in {:.3} s simulated: {:.2} MB/s, {:.1} IOPS; latency mean {:.3} ms, p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        result.count,
+        result.elapsed_s,
+        result.throughput_mb_per_s,
+        result.iops,
+        result.mean_latency_ms,
+        result.p50_latency_ms,
+        result.p99_latency_ms,
+        result.max_latency_ms
+    );
+    Ok(())
+}
+
+fn replay_cmd(args: ReplayArgs) -> Result<()> {
+    let input = InputArgs {
+        file: args.trace.clone(),
+        format: args.input.format,
+        time_unit: args.input.time_unit,
+        arc_block_bytes: 512,
+        volumes: args.input.volumes.clone(),
+        skip_invalid: args.input.skip_invalid,
+    };
+    let interval_ns = match cordillera_types::units::s_to_ns(args.interval_s) {
+        Some(ns) if ns > 0 => ns as u64,
+        _ => bail!("--interval-s must be positive"),
+    };
+    let mut device = args.device.build()?;
+    let mut reader = open(&input.file, &input.options())?;
+    if !reader.info().has_time {
+        bail!(
+            "{} has no timestamps: an open-loop replay needs them",
+            input.file.display()
+        );
+    }
+    let mut error = None;
+    let records = std::iter::from_fn(|| match reader.next_record() {
+        Ok(record) => record,
+        Err(e) => {
+            error = Some(e);
+            None
+        }
+    });
+    let report = replay(records, device.as_mut(), interval_ns);
+    if let Some(e) = error {
+        return Err(e.into());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    print_replay(&report, &args);
+    Ok(())
+}
+
+fn print_replay(r: &ReplayReport, args: &ReplayArgs) {
+    let device = match args.device.array {
+        Some(a) => format!(
+            "{:?} of {} × {}, {} KiB stripe unit",
+            a.level,
+            a.disks,
+            args.device.device,
+            a.stripe_unit_bytes / 1024
+        ),
+        None => args.device.device.clone(),
+    };
+    println!(
+        "Replayed {} records of {} on {device} (open loop, {:.1} s simulated)",
+        r.records,
+        args.trace.display(),
+        r.duration_s
+    );
+    if r.skipped_empty + r.wrapped + r.late > 0 {
+        println!(
+            "  skipped {} zero-length or oversized, wrapped {} beyond the device, {} out of order",
+            r.skipped_empty, r.wrapped, r.late
+        );
+    }
+    let opt = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
+    println!(
+        "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10}",
+        "response time (ms)", "count", "mean", "p50", "p99", "max"
+    );
+    let mut rows = vec![
+        ("simulated reads", &r.reads),
+        ("simulated writes", &r.writes),
+    ];
+    if args.compare_recorded {
+        if let Some(recorded) = &r.recorded_reads {
+            rows.push(("recorded reads", recorded));
+        }
+        if let Some(recorded) = &r.recorded_writes {
+            rows.push(("recorded writes", recorded));
+        }
+    }
+    for (name, s) in rows {
+        println!(
+            "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10}",
+            name,
+            s.count,
+            opt(s.mean_ms),
+            opt(s.p50_ms),
+            opt(s.p99_ms),
+            opt(s.max_ms)
+        );
+    }
+    if args.compare_recorded && r.recorded_reads.is_none() && r.recorded_writes.is_none() {
+        println!("  (the trace records no response times)");
+    }
+    println!(
+        "utilization {:.1} %, queue length mean {:.2}, max {}",
+        100.0 * r.utilization,
+        r.mean_queue,
+        r.max_queue
+    );
+    if args.intervals {
+        println!(
+            "{:>10} {:>12} {:>10} {:>8} {:>8}",
+            "start_s", "completions", "mean_q", "max_q", "util%"
+        );
+        for i in &r.intervals {
+            println!(
+                "{:>10.1} {:>12} {:>10.2} {:>8} {:>8.1}",
+                i.start_s,
+                i.completions,
+                i.mean_queue,
+                i.max_queue,
+                100.0 * i.utilization
+            );
+        }
+    }
+}
+
+fn calibrate(args: CalibrateArgs) -> Result<()> {
+    let rows = calibration::table();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else if args.markdown {
+        print!("{}", calibration::markdown(&rows));
+    } else {
+        println!(
+            "{:<18} {:<48} {:>10} {:>10} {:>8}",
+            "device", "metric", "published", "measured", "error"
+        );
+        for r in &rows {
+            println!(
+                "{:<18} {:<48} {:>10} {:>10.2} {:>+7.1}%",
+                r.device, r.metric, r.published, r.measured, r.error_pct
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Records of a replay benchmark: `count` MSR-like requests at `rate_per_s`, 64 % reads.
+pub fn bench_records(count: u64, rate_per_s: f64, capacity_bytes: u64, seed: u64) -> Vec<Record> {
+    let mut rng = cordillera_sim::rng::SimRng::new(seed, 0);
+    let mut time_ns = 0f64;
+    (0..count)
+        .map(|_| {
+            time_ns += rng.exponential(1e9 / rate_per_s);
+            let size_bytes = 4096 * (1 + rng.below(16));
+            Record {
+                time_ns: time_ns as i64,
+                volume: cordillera_trace::VolumeId(0),
+                op: if rng.chance(0.64) {
+                    Op::Read
+                } else {
+                    Op::Write
+                },
+                offset_bytes: rng.below((capacity_bytes - size_bytes) / 4096) * 4096,
+                size_bytes,
+                response_ns: None,
+            }
+        })
+        .collect()
+}

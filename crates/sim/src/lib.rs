@@ -1,0 +1,22 @@
+//! The deterministic discrete-event simulator: the virtual world in which the lab evaluates
+//! mechanisms on traces and the tests run seeded fault schedules.
+//!
+//! # Layout
+//!
+//! - [`kernel`]: virtual time ([`kernel::Nanos`]), the event queue with deterministic
+//!   tie-breaking, and the run hash that proves two runs identical.
+//! - [`rng`]: one seeded ChaCha8 stream per component.
+//! - [`device`]: the [`device::Device`] trait (its driver contract is written there) and the
+//!   models: [`device::hdd`], [`device::ssd`], [`device::nvram`], [`device::raid`].
+//! - [`presets`]: named, calibrated devices (`cheetah-15k`, `fujitsu-maj3182mc`, …) and array specs.
+//! - [`bench`]: closed-loop microbenchmarks (`sim disk`), the calibration targets.
+//! - [`replay`]: open-loop replay of a trace on a device (`sim replay`).
+
+pub mod bench;
+pub mod calibration;
+pub mod device;
+pub mod histogram;
+pub mod kernel;
+pub mod presets;
+pub mod replay;
+pub mod rng;
