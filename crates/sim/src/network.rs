@@ -1,0 +1,296 @@
+//! The network: per-node NICs (bandwidth, latency), nodes in racks, each rack's top-of-rack
+//! switch joined to the core by an uplink (Sierra §4.3: 1 Gbps ports, 10 Gbps uplinks). Links
+//! are FIFO and store-and-forward: a message occupies the sender's NIC, then (across racks) the
+//! source rack's uplink and the destination rack's downlink, then the receiver's NIC.
+//!
+//! Faults, all drawn from the network's own random stream and reported as [`Injected`]:
+//! drop, duplicate, extra delay (exponential), and partitions between sets of nodes for a time.
+
+use crate::kernel::Nanos;
+use crate::rng::SimRng;
+
+pub type NodeId = usize;
+
+#[derive(Clone, Debug)]
+pub struct NetworkParams {
+    /// Rack of each node.
+    pub racks_of_nodes: Vec<usize>,
+    pub nic_bits_per_s: f64,
+    pub uplink_bits_per_s: f64,
+    /// Propagation and switching latency, one way.
+    pub latency_ns: u64,
+}
+
+impl NetworkParams {
+    /// `racks` racks of `per_rack` nodes with Sierra's testbed links: 1 Gbps NICs, 10 Gbps
+    /// uplinks, 50 µs one-way latency.
+    pub fn sierra_testbed(racks: usize, per_rack: usize) -> NetworkParams {
+        NetworkParams {
+            racks_of_nodes: (0..racks * per_rack).map(|n| n / per_rack).collect(),
+            nic_bits_per_s: 1e9,
+            uplink_bits_per_s: 10e9,
+            latency_ns: 50_000,
+        }
+    }
+}
+
+/// Fault rates; all zero by default.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NetworkFaults {
+    pub drop: f64,
+    pub duplicate: f64,
+    pub delay: f64,
+    pub delay_mean_ns: f64,
+}
+
+/// A fault the simulator injected, so a checker never mistakes it for a bug.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Injected {
+    Dropped {
+        from: NodeId,
+        to: NodeId,
+        at: Nanos,
+    },
+    Duplicated {
+        from: NodeId,
+        to: NodeId,
+        at: Nanos,
+    },
+    Delayed {
+        from: NodeId,
+        to: NodeId,
+        at: Nanos,
+        by_ns: u64,
+    },
+    Partitioned {
+        from: NodeId,
+        to: NodeId,
+        at: Nanos,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Partition {
+    side_a: Vec<NodeId>,
+    side_b: Vec<NodeId>,
+    from: Nanos,
+    until: Nanos,
+}
+
+/// Traffic counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub messages: u64,
+    pub bytes: u64,
+    pub cross_rack_messages: u64,
+    pub cross_rack_bytes: u64,
+}
+
+pub struct Network {
+    params: NetworkParams,
+    faults: NetworkFaults,
+    rng: SimRng,
+    nic_tx_free: Vec<Nanos>,
+    nic_rx_free: Vec<Nanos>,
+    uplink_free: Vec<Nanos>,
+    downlink_free: Vec<Nanos>,
+    partitions: Vec<Partition>,
+    pub traffic: Traffic,
+    pub injected: Vec<Injected>,
+}
+
+impl Network {
+    pub fn new(params: NetworkParams, faults: NetworkFaults, rng: SimRng) -> Network {
+        let nodes = params.racks_of_nodes.len();
+        let racks = params.racks_of_nodes.iter().max().map_or(0, |r| r + 1);
+        Network {
+            params,
+            faults,
+            rng,
+            nic_tx_free: vec![0; nodes],
+            nic_rx_free: vec![0; nodes],
+            uplink_free: vec![0; racks],
+            downlink_free: vec![0; racks],
+            partitions: Vec::new(),
+            traffic: Traffic::default(),
+            injected: Vec::new(),
+        }
+    }
+
+    pub fn nodes(&self) -> usize {
+        self.nic_tx_free.len()
+    }
+
+    /// Cuts every path between `side_a` and `side_b` from `from` until `until`.
+    pub fn partition(
+        &mut self,
+        side_a: Vec<NodeId>,
+        side_b: Vec<NodeId>,
+        from: Nanos,
+        until: Nanos,
+    ) {
+        self.partitions.push(Partition {
+            side_a,
+            side_b,
+            from,
+            until,
+        });
+    }
+
+    fn partitioned(&self, a: NodeId, b: NodeId, at: Nanos) -> bool {
+        self.partitions.iter().any(|p| {
+            (p.from..p.until).contains(&at)
+                && ((p.side_a.contains(&a) && p.side_b.contains(&b))
+                    || (p.side_a.contains(&b) && p.side_b.contains(&a)))
+        })
+    }
+
+    /// Sends `bytes` from `from` to `to` at `now`; returns the delivery times (none if dropped or
+    /// partitioned, two if duplicated).
+    pub fn send(&mut self, now: Nanos, from: NodeId, to: NodeId, bytes: u64) -> Vec<Nanos> {
+        if self.partitioned(from, to, now) {
+            self.injected
+                .push(Injected::Partitioned { from, to, at: now });
+            return Vec::new();
+        }
+        if self.faults.drop > 0.0 && self.rng.chance(self.faults.drop) {
+            self.injected.push(Injected::Dropped { from, to, at: now });
+            return Vec::new();
+        }
+        let mut deliveries = vec![self.transmit(now, from, to, bytes)];
+        if self.faults.delay > 0.0 && self.rng.chance(self.faults.delay) {
+            let by_ns = self.rng.exponential(self.faults.delay_mean_ns) as u64;
+            deliveries[0] += by_ns;
+            self.injected.push(Injected::Delayed {
+                from,
+                to,
+                at: now,
+                by_ns,
+            });
+        }
+        if self.faults.duplicate > 0.0 && self.rng.chance(self.faults.duplicate) {
+            let again = self.transmit(now, from, to, bytes);
+            deliveries.push(again);
+            self.injected
+                .push(Injected::Duplicated { from, to, at: now });
+        }
+        deliveries
+    }
+
+    /// The arrival time of a message through the links, occupying them.
+    fn transmit(&mut self, now: Nanos, from: NodeId, to: NodeId, bytes: u64) -> Nanos {
+        let bits = bytes as f64 * 8.0;
+        let on = |rate: f64| (bits / rate * 1e9).ceil() as u64;
+        let nic = on(self.params.nic_bits_per_s);
+        let mut t = now.max(self.nic_tx_free[from]) + nic;
+        self.nic_tx_free[from] = t;
+        let (rack_from, rack_to) = (
+            self.params.racks_of_nodes[from],
+            self.params.racks_of_nodes[to],
+        );
+        self.traffic.messages += 1;
+        self.traffic.bytes += bytes;
+        if rack_from != rack_to {
+            let uplink = on(self.params.uplink_bits_per_s);
+            t = t.max(self.uplink_free[rack_from]) + uplink;
+            self.uplink_free[rack_from] = t;
+            t = t.max(self.downlink_free[rack_to]) + uplink;
+            self.downlink_free[rack_to] = t;
+            self.traffic.cross_rack_messages += 1;
+            self.traffic.cross_rack_bytes += bytes;
+        }
+        t = t.max(self.nic_rx_free[to]) + nic;
+        self.nic_rx_free[to] = t;
+        t + self.params.latency_ns
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(faults: NetworkFaults) -> Network {
+        Network::new(
+            NetworkParams::sierra_testbed(2, 3),
+            faults,
+            SimRng::new(1, 7),
+        )
+    }
+
+    #[test]
+    fn bandwidth_latency_and_cross_rack_accounting() {
+        let mut n = net(NetworkFaults::default());
+        // 125,000 bytes = 1 ms on a 1 Gbps NIC, twice (send and receive), plus latency.
+        assert_eq!(n.send(0, 0, 1, 125_000), vec![2_000_000 + 50_000]);
+        // Back to back on the same NIC: the second waits for the first.
+        assert_eq!(n.send(0, 0, 2, 125_000), vec![3_000_000 + 50_000]);
+        // Across racks: plus the 10 Gbps uplink and downlink (0.1 ms each).
+        assert_eq!(
+            n.send(10_000_000, 1, 4, 125_000),
+            vec![10_000_000 + 2_200_000 + 50_000]
+        );
+        assert_eq!(n.traffic.messages, 3);
+        assert_eq!(
+            (n.traffic.cross_rack_messages, n.traffic.cross_rack_bytes),
+            (1, 125_000)
+        );
+        // Many senders into one receiver queue on its NIC.
+        let mut n = net(NetworkFaults::default());
+        let arrivals: Vec<Nanos> = (1..6).map(|from| n.send(0, from, 0, 125_000)[0]).collect();
+        assert!(
+            arrivals.windows(2).all(|w| w[1] >= w[0] + 1_000_000),
+            "{arrivals:?}"
+        );
+    }
+
+    #[test]
+    fn faults_are_drawn_from_the_seed_and_tagged() {
+        let faults = NetworkFaults {
+            drop: 0.1,
+            duplicate: 0.1,
+            delay: 0.1,
+            delay_mean_ns: 1e6,
+        };
+        let run = || {
+            let mut n = net(faults);
+            let delivered: Vec<usize> = (0..2_000)
+                .map(|i| {
+                    n.send(i * 1_000_000, i as usize % 6, (i as usize + 1) % 6, 100)
+                        .len()
+                })
+                .collect();
+            (delivered, n.injected)
+        };
+        let (a, injected) = run();
+        assert_eq!(
+            (a.clone(), injected.clone()),
+            run(),
+            "same seed, same faults"
+        );
+        let dropped = a.iter().filter(|d| **d == 0).count();
+        let duplicated = a.iter().filter(|d| **d == 2).count();
+        assert!((120..280).contains(&dropped), "{dropped}");
+        assert!((120..280).contains(&duplicated), "{duplicated}");
+        assert_eq!(
+            injected
+                .iter()
+                .filter(|i| matches!(i, Injected::Dropped { .. }))
+                .count(),
+            dropped
+        );
+        assert!(injected
+            .iter()
+            .any(|i| matches!(i, Injected::Delayed { .. })));
+    }
+
+    #[test]
+    fn partitions_cut_both_ways_for_their_time() {
+        let mut n = net(NetworkFaults::default());
+        n.partition(vec![0, 1], vec![2], 1_000, 2_000);
+        assert!(n.send(1_500, 0, 2, 10).is_empty());
+        assert!(n.send(1_500, 2, 1, 10).is_empty());
+        assert_eq!(n.send(1_500, 0, 1, 10).len(), 1, "within a side");
+        assert_eq!(n.send(2_000, 0, 2, 10).len(), 1, "healed");
+        assert_eq!(n.injected.len(), 2);
+    }
+}

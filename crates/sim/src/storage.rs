@@ -1,0 +1,227 @@
+//! What a simulated disk holds, and what a crash does to it (the fault model of
+//! `docs/SIMULATION.md`):
+//!
+//! - a write is *unflushed* until a flush that was issued after it completes;
+//! - reads see every completed write, flushed or not (the drive's cache serves them);
+//! - on a crash, each unflushed write is independently kept whole, lost whole, or *torn*: a
+//!   random subset of its 512-byte sectors reaches the media and the rest does not;
+//! - flushed data is never lost or changed.
+//!
+//! Contents are stored by sector, only where written; unwritten sectors read as zeros.
+
+use std::collections::HashMap;
+
+use crate::rng::SimRng;
+
+pub const SECTOR_BYTES: u64 = 512;
+
+/// Probabilities of the fates of an unflushed write at a crash (the rest: lost whole).
+#[derive(Clone, Copy, Debug)]
+pub struct CrashModel {
+    pub kept: f64,
+    pub torn: f64,
+}
+
+impl Default for CrashModel {
+    fn default() -> CrashModel {
+        CrashModel {
+            kept: 0.3,
+            torn: 0.3,
+        }
+    }
+}
+
+/// What a crash did to one unflushed write: reported so tests can tell injected damage from bugs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteFate {
+    Kept,
+    Lost,
+    /// The sectors (indices within the write) that reached the media.
+    Torn(Vec<u64>),
+}
+
+#[derive(Clone, Debug)]
+struct Unflushed {
+    offset_bytes: u64,
+    data: Vec<u8>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct SimStorage {
+    durable: HashMap<u64, Box<[u8; SECTOR_BYTES as usize]>>,
+    unflushed: Vec<Unflushed>,
+}
+
+impl SimStorage {
+    pub fn new() -> SimStorage {
+        SimStorage::default()
+    }
+
+    /// A write that completed. `offset` and the length must be sector-aligned.
+    pub fn write(&mut self, offset_bytes: u64, data: &[u8]) {
+        assert!(
+            offset_bytes.is_multiple_of(SECTOR_BYTES) && (data.len() as u64).is_multiple_of(SECTOR_BYTES),
+            "unaligned write"
+        );
+        self.unflushed.push(Unflushed {
+            offset_bytes,
+            data: data.to_vec(),
+        });
+    }
+
+    /// A flush completed: every write before it is durable.
+    pub fn flush(&mut self) {
+        for w in std::mem::take(&mut self.unflushed) {
+            Self::apply(&mut self.durable, w.offset_bytes, &w.data, None);
+        }
+    }
+
+    /// The current contents (durable, overlaid with unflushed writes in order).
+    pub fn read(&self, offset_bytes: u64, len: usize) -> Vec<u8> {
+        let mut out = vec![0u8; len];
+        let end = offset_bytes + len as u64;
+        let first = offset_bytes / SECTOR_BYTES;
+        let last = end.div_ceil(SECTOR_BYTES);
+        for sector in first..last {
+            if let Some(bytes) = self.durable.get(&sector) {
+                copy_sector(&mut out, offset_bytes, sector, &bytes[..]);
+            }
+        }
+        for w in &self.unflushed {
+            let w_end = w.offset_bytes + w.data.len() as u64;
+            if w_end <= offset_bytes || w.offset_bytes >= end {
+                continue;
+            }
+            let from = w.offset_bytes.max(offset_bytes);
+            let to = w_end.min(end);
+            out[(from - offset_bytes) as usize..(to - offset_bytes) as usize].copy_from_slice(
+                &w.data[(from - w.offset_bytes) as usize..(to - w.offset_bytes) as usize],
+            );
+        }
+        out
+    }
+
+    /// Unflushed writes pending.
+    pub fn unflushed(&self) -> usize {
+        self.unflushed.len()
+    }
+
+    /// A crash: each unflushed write meets its fate, drawn from `rng`; returns the fates in
+    /// write order.
+    pub fn crash(&mut self, rng: &mut SimRng, model: CrashModel) -> Vec<WriteFate> {
+        let mut fates = Vec::new();
+        for w in std::mem::take(&mut self.unflushed) {
+            let draw = rng.unit();
+            let sectors = w.data.len() as u64 / SECTOR_BYTES;
+            let fate = if draw < model.kept {
+                Self::apply(&mut self.durable, w.offset_bytes, &w.data, None);
+                WriteFate::Kept
+            } else if draw < model.kept + model.torn && sectors > 0 {
+                let kept: Vec<u64> = (0..sectors).filter(|_| rng.chance(0.5)).collect();
+                Self::apply(&mut self.durable, w.offset_bytes, &w.data, Some(&kept));
+                WriteFate::Torn(kept)
+            } else {
+                WriteFate::Lost
+            };
+            fates.push(fate);
+        }
+        fates
+    }
+
+    fn apply(
+        durable: &mut HashMap<u64, Box<[u8; 512]>>,
+        offset: u64,
+        data: &[u8],
+        only: Option<&[u64]>,
+    ) {
+        let first = offset / SECTOR_BYTES;
+        for (i, chunk) in data.chunks_exact(SECTOR_BYTES as usize).enumerate() {
+            if only.is_some_and(|keep| !keep.contains(&(i as u64))) {
+                continue;
+            }
+            let mut sector = Box::new([0u8; 512]);
+            sector.copy_from_slice(chunk);
+            durable.insert(first + i as u64, sector);
+        }
+    }
+}
+
+fn copy_sector(out: &mut [u8], offset: u64, sector: u64, bytes: &[u8]) {
+    let s_start = sector * SECTOR_BYTES;
+    let from = s_start.max(offset);
+    let to = (s_start + SECTOR_BYTES).min(offset + out.len() as u64);
+    out[(from - offset) as usize..(to - offset) as usize]
+        .copy_from_slice(&bytes[(from - s_start) as usize..(to - s_start) as usize]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filled(byte: u8, sectors: usize) -> Vec<u8> {
+        vec![byte; sectors * 512]
+    }
+
+    #[test]
+    fn flushed_data_survives_every_crash() {
+        for seed in 0..200 {
+            let mut s = SimStorage::new();
+            s.write(0, &filled(1, 8));
+            s.flush();
+            s.write(4096, &filled(2, 8));
+            s.write(0, &filled(3, 2));
+            let mut rng = SimRng::new(seed, 9);
+            let fates = s.crash(&mut rng, CrashModel::default());
+            assert_eq!(fates.len(), 2);
+            assert_eq!(s.unflushed(), 0);
+            let after = s.read(0, 8192);
+            // Sectors 2..8 were only ever written by the flushed write.
+            assert!(after[1024..4096].iter().all(|b| *b == 1), "seed {seed}");
+            // Sectors 0..2: flushed 1s, or the unflushed 3s where that write reached the media.
+            for sector in 0..2 {
+                let bytes = &after[sector * 512..(sector + 1) * 512];
+                let expected = match &fates[1] {
+                    WriteFate::Kept => 3,
+                    WriteFate::Lost => 1,
+                    WriteFate::Torn(kept) => {
+                        if kept.contains(&(sector as u64)) {
+                            3
+                        } else {
+                            1
+                        }
+                    }
+                };
+                assert!(
+                    bytes.iter().all(|b| *b == expected),
+                    "seed {seed} sector {sector}"
+                );
+            }
+            // Sectors of the second write: whole sectors of 2s or zeros, never a mixed sector.
+            for sector in 8..16 {
+                let bytes = &after[sector * 512..(sector + 1) * 512];
+                assert!(
+                    bytes.iter().all(|b| *b == 2) || bytes.iter().all(|b| *b == 0),
+                    "torn within a sector"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_fate_occurs_and_reads_see_unflushed_writes() {
+        let mut seen = [false; 3];
+        for seed in 0..100 {
+            let mut s = SimStorage::new();
+            s.write(0, &filled(7, 4));
+            assert_eq!(s.read(512, 1024), vec![7; 1024]);
+            let mut rng = SimRng::new(seed, 1);
+            match &s.crash(&mut rng, CrashModel::default())[0] {
+                WriteFate::Kept => seen[0] = true,
+                WriteFate::Lost => seen[1] = true,
+                WriteFate::Torn(_) => seen[2] = true,
+            }
+        }
+        assert_eq!(seen, [true; 3]);
+        assert_eq!(SimStorage::new().read(100, 10), vec![0; 10]);
+    }
+}

@@ -1,0 +1,518 @@
+//! Nodes hosting sans-I/O cores, joined by the [`Network`], each with a disk ([`Device`] for
+//! timing, [`SimStorage`] for contents), driven in virtual time with injected crashes.
+//!
+//! # Driver contract (both drivers follow it)
+//!
+//! ```text
+//! after every handle_*(now, …) on a core:
+//!     while let Some(out) = core.poll_message() { network.send(out) → Deliver events }
+//!     while let Some(io)  = core.poll_io()      { disk.submit(io)   → IoDone later   }
+//!     if let Some(t) = core.poll_timeout()      { Timer event at t                  }
+//! ```
+//!
+//! A crash drops the core (its memory), everything in flight to or from the node, and each
+//! unflushed write meets the fate of [`SimStorage::crash`]. A restart builds a new core, which
+//! must recover from its disk, and calls `handle_start`.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+
+use cordillera_types::Op;
+
+use crate::device::{Completion, Device, IoRequest};
+use crate::kernel::{EventHash, EventQueue, Nanos};
+use crate::network::{Network, NodeId};
+use crate::rng::SimRng;
+use crate::storage::{CrashModel, SimStorage, WriteFate};
+
+/// A disk operation a core asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IoCommand {
+    Read {
+        id: u64,
+        offset_bytes: u64,
+        len_bytes: u64,
+    },
+    Write {
+        id: u64,
+        offset_bytes: u64,
+        data: Vec<u8>,
+    },
+    /// Makes every write completed before it durable.
+    Flush { id: u64 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IoDone {
+    Read { id: u64, data: Vec<u8> },
+    Written { id: u64 },
+    Flushed { id: u64 },
+}
+
+/// A message a core sends; `bytes` is its size on the wire.
+#[derive(Clone, Debug)]
+pub struct Outgoing<M> {
+    pub to: NodeId,
+    pub message: M,
+    pub bytes: u64,
+}
+
+/// A sans-I/O state machine hosted on a node.
+pub trait Core {
+    type Message: Clone + Hash + std::fmt::Debug;
+    /// The node starts (or restarts after a crash, with an empty memory and its disk as it was left).
+    fn handle_start(&mut self, now: Nanos);
+    fn handle_message(&mut self, now: Nanos, from: NodeId, message: Self::Message);
+    fn handle_timeout(&mut self, now: Nanos);
+    fn handle_io(&mut self, now: Nanos, done: IoDone);
+    fn poll_message(&mut self) -> Option<Outgoing<Self::Message>>;
+    fn poll_io(&mut self) -> Option<IoCommand>;
+    fn poll_timeout(&self) -> Option<Nanos>;
+}
+
+/// A fault the world injected into a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeFault {
+    Crashed {
+        node: NodeId,
+        at: Nanos,
+        unflushed_fates: Vec<WriteFate>,
+    },
+    Restarted {
+        node: NodeId,
+        at: Nanos,
+    },
+}
+
+enum Event<M> {
+    Deliver {
+        to: NodeId,
+        from: NodeId,
+        message: M,
+        epoch: u64,
+    },
+    Timer {
+        node: NodeId,
+        epoch: u64,
+    },
+    Disk {
+        node: NodeId,
+        epoch: u64,
+    },
+    Crash {
+        node: NodeId,
+    },
+    Restart {
+        node: NodeId,
+    },
+}
+
+struct Node<C> {
+    core: Option<C>,
+    device: Box<dyn Device>,
+    storage: SimStorage,
+    /// Incremented by each crash: events of an earlier life are ignored.
+    epoch: u64,
+    /// Device request id → the command.
+    in_flight: HashMap<u64, IoCommand>,
+    next_device_id: u64,
+    /// Flushes waiting for the writes issued before them: (core id, writes that must finish).
+    flushes: Vec<(u64, Vec<u64>)>,
+    /// Flushes whose writes are done, completing at their time.
+    flush_done: VecDeque<(Nanos, u64)>,
+    timer_at: Option<Nanos>,
+    disk_at: Option<Nanos>,
+}
+
+/// How a world is built: one core and one device per node.
+pub struct WorldBuilder<C> {
+    pub new_core: Box<dyn FnMut(NodeId) -> C>,
+    pub new_device: Box<dyn FnMut(NodeId) -> Box<dyn Device>>,
+    pub crash_model: CrashModel,
+    /// Time a flush takes once the writes before it are done.
+    pub flush_ns: Nanos,
+}
+
+pub struct World<C: Core> {
+    nodes: Vec<Node<C>>,
+    builder: WorldBuilder<C>,
+    pub network: Network,
+    queue: EventQueue<Event<C::Message>>,
+    rng: SimRng,
+    now: Nanos,
+    pub hash: EventHash,
+    pub faults: Vec<NodeFault>,
+    scratch: Vec<Completion>,
+}
+
+impl Hasher for EventHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+}
+
+impl<C: Core> World<C> {
+    /// A world of `network.nodes()` nodes, all started at time 0. `rng` drives node faults.
+    pub fn new(mut builder: WorldBuilder<C>, network: Network, rng: SimRng) -> World<C> {
+        let nodes = (0..network.nodes())
+            .map(|id| Node {
+                core: Some((builder.new_core)(id)),
+                device: (builder.new_device)(id),
+                storage: SimStorage::new(),
+                epoch: 0,
+                in_flight: HashMap::new(),
+                next_device_id: 0,
+                flushes: Vec::new(),
+                flush_done: VecDeque::new(),
+                timer_at: None,
+                disk_at: None,
+            })
+            .collect();
+        let mut world = World {
+            nodes,
+            builder,
+            network,
+            queue: EventQueue::new(),
+            rng,
+            now: 0,
+            hash: EventHash::default(),
+            faults: Vec::new(),
+            scratch: Vec::new(),
+        };
+        for id in 0..world.nodes.len() {
+            world.with_core(id, |core, now| core.handle_start(now));
+        }
+        world
+    }
+
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    pub fn core(&self, node: NodeId) -> Option<&C> {
+        self.nodes[node].core.as_ref()
+    }
+
+    pub fn storage(&self, node: NodeId) -> &SimStorage {
+        &self.nodes[node].storage
+    }
+
+    pub fn is_up(&self, node: NodeId) -> bool {
+        self.nodes[node].core.is_some()
+    }
+
+    /// Schedules a crash of `node` at `at` and, if `restart_after` is given, its restart.
+    pub fn schedule_crash(&mut self, node: NodeId, at: Nanos, restart_after: Option<Nanos>) {
+        self.queue.push(at, Event::Crash { node });
+        if let Some(after) = restart_after {
+            self.queue.push(at + after, Event::Restart { node });
+        }
+    }
+
+    /// Draws `count` crashes of nodes in `candidates` uniformly in `[from, until)`, each followed
+    /// by a restart after an exponential downtime, from the world's fault stream.
+    pub fn schedule_random_crashes(
+        &mut self,
+        candidates: &[NodeId],
+        count: usize,
+        from: Nanos,
+        until: Nanos,
+        mean_downtime_ns: f64,
+    ) {
+        for _ in 0..count {
+            let node = candidates[self.rng.below(candidates.len() as u64) as usize];
+            let at = from + self.rng.below((until - from).max(1));
+            let down = 1 + self.rng.exponential(mean_downtime_ns) as Nanos;
+            self.schedule_crash(node, at, Some(down));
+        }
+    }
+
+    /// Runs until no event is left or the next is after `until`; returns the events processed.
+    pub fn run_until(&mut self, until: Nanos) -> u64 {
+        let mut processed = 0;
+        while let Some(t) = self.queue.peek_time() {
+            if t > until {
+                break;
+            }
+            let (t, event) = self.queue.pop().expect("peeked");
+            self.now = t;
+            self.hash.add(t);
+            self.process(event);
+            processed += 1;
+        }
+        processed
+    }
+
+    fn process(&mut self, event: Event<C::Message>) {
+        match event {
+            Event::Deliver {
+                to,
+                from,
+                message,
+                epoch,
+            } => {
+                self.hash.add(1);
+                self.hash.add(to as u64);
+                self.hash.add(from as u64);
+                message.hash(&mut self.hash);
+                if self.nodes[to].epoch == epoch {
+                    self.with_core(to, |core, now| core.handle_message(now, from, message));
+                }
+            }
+            Event::Timer { node, epoch } => {
+                self.hash.add(2);
+                self.hash.add(node as u64);
+                // Only the timer event the node is waiting for counts; earlier plans are stale.
+                if self.nodes[node].epoch != epoch || self.nodes[node].timer_at != Some(self.now) {
+                    return;
+                }
+                self.nodes[node].timer_at = None;
+                let now = self.now;
+                let due = self.nodes[node]
+                    .core
+                    .as_ref()
+                    .and_then(|c| c.poll_timeout())
+                    .is_some_and(|t| t <= now);
+                if due {
+                    self.with_core(node, |core, now| core.handle_timeout(now));
+                } else {
+                    self.reschedule(node);
+                }
+            }
+            Event::Disk { node, epoch } => {
+                self.hash.add(3);
+                self.hash.add(node as u64);
+                if self.nodes[node].epoch == epoch && self.nodes[node].disk_at == Some(self.now) {
+                    self.nodes[node].disk_at = None;
+                    self.disk_progress(node);
+                }
+            }
+            Event::Crash { node } => {
+                self.hash.add(4);
+                self.hash.add(node as u64);
+                self.crash(node);
+            }
+            Event::Restart { node } => {
+                self.hash.add(5);
+                self.hash.add(node as u64);
+                if self.nodes[node].core.is_none() {
+                    self.faults
+                        .push(NodeFault::Restarted { node, at: self.now });
+                    let core = (self.builder.new_core)(node);
+                    self.nodes[node].core = Some(core);
+                    self.with_core(node, |core, now| core.handle_start(now));
+                }
+            }
+        }
+    }
+
+    fn crash(&mut self, node: NodeId) {
+        if self.nodes[node].core.is_none() {
+            return;
+        }
+        let new_device = (self.builder.new_device)(node);
+        let n = &mut self.nodes[node];
+        n.core = None;
+        n.epoch += 1;
+        n.in_flight.clear();
+        n.flushes.clear();
+        n.flush_done.clear();
+        n.timer_at = None;
+        n.disk_at = None;
+        n.device = new_device;
+        let fates = n.storage.crash(&mut self.rng, self.builder.crash_model);
+        for fate in &fates {
+            self.hash.add(match fate {
+                WriteFate::Kept => 1,
+                WriteFate::Lost => 2,
+                WriteFate::Torn(kept) => 3 + kept.len() as u64,
+            });
+        }
+        self.faults.push(NodeFault::Crashed {
+            node,
+            at: self.now,
+            unflushed_fates: fates,
+        });
+    }
+
+    /// Calls `f` on the node's core (if up), then drains its outputs.
+    fn with_core(&mut self, node: NodeId, f: impl FnOnce(&mut C, Nanos)) {
+        let now = self.now;
+        let Some(core) = self.nodes[node].core.as_mut() else {
+            return;
+        };
+        f(core, now);
+        self.drain(node);
+    }
+
+    fn drain(&mut self, node: NodeId) {
+        let now = self.now;
+        loop {
+            let Some(core) = self.nodes[node].core.as_mut() else {
+                return;
+            };
+            if let Some(out) = core.poll_message() {
+                let epoch = self.nodes[out.to].epoch;
+                for at in self.network.send(now, node, out.to, out.bytes) {
+                    self.queue.push(
+                        at,
+                        Event::Deliver {
+                            to: out.to,
+                            from: node,
+                            message: out.message.clone(),
+                            epoch,
+                        },
+                    );
+                }
+                continue;
+            }
+            if let Some(io) = core.poll_io() {
+                self.submit_io(node, io);
+                continue;
+            }
+            break;
+        }
+        self.reschedule(node);
+    }
+
+    fn submit_io(&mut self, node: NodeId, io: IoCommand) {
+        let now = self.now;
+        let n = &mut self.nodes[node];
+        if let IoCommand::Flush { id } = io {
+            let waiting: Vec<u64> = n
+                .in_flight
+                .iter()
+                .filter(|(_, c)| matches!(c, IoCommand::Write { .. }))
+                .map(|(device_id, _)| *device_id)
+                .collect();
+            n.flushes.push((id, waiting));
+            self.finish_flushes(node);
+            self.reschedule(node);
+            return;
+        }
+        let device_id = n.next_device_id;
+        n.next_device_id += 1;
+        let request = match &io {
+            IoCommand::Read {
+                offset_bytes,
+                len_bytes,
+                ..
+            } => IoRequest {
+                id: device_id,
+                op: Op::Read,
+                offset_bytes: *offset_bytes,
+                size_bytes: *len_bytes,
+            },
+            IoCommand::Write {
+                offset_bytes, data, ..
+            } => IoRequest {
+                id: device_id,
+                op: Op::Write,
+                offset_bytes: *offset_bytes,
+                size_bytes: data.len() as u64,
+            },
+            IoCommand::Flush { .. } => unreachable!(),
+        };
+        n.in_flight.insert(device_id, io);
+        n.device.submit(now, request);
+    }
+
+    /// Flushes whose writes are all done complete `flush_ns` later.
+    fn finish_flushes(&mut self, node: NodeId) {
+        let flush_ns = self.builder.flush_ns;
+        let now = self.now;
+        let n = &mut self.nodes[node];
+        let in_flight = &n.in_flight;
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut n.flushes)
+            .into_iter()
+            .partition(|(_, writes)| writes.iter().all(|w| !in_flight.contains_key(w)));
+        n.flushes = waiting;
+        for (id, _) in ready {
+            n.flush_done.push_back((now + flush_ns, id));
+        }
+    }
+
+    /// Processes the node's disk completions (device and flushes) due now.
+    fn disk_progress(&mut self, node: NodeId) {
+        let now = self.now;
+        let mut done = std::mem::take(&mut self.scratch);
+        self.nodes[node].device.advance(now, &mut done);
+        let mut results = Vec::new();
+        {
+            let n = &mut self.nodes[node];
+            for c in done.drain(..) {
+                let Some(command) = n.in_flight.remove(&c.id) else {
+                    continue;
+                };
+                results.push(match command {
+                    IoCommand::Read {
+                        id,
+                        offset_bytes,
+                        len_bytes,
+                    } => IoDone::Read {
+                        id,
+                        data: n.storage.read(offset_bytes, len_bytes as usize),
+                    },
+                    IoCommand::Write {
+                        id,
+                        offset_bytes,
+                        data,
+                    } => {
+                        n.storage.write(offset_bytes, &data);
+                        IoDone::Written { id }
+                    }
+                    IoCommand::Flush { .. } => unreachable!("flushes never reach the device"),
+                });
+            }
+            while n.flush_done.front().is_some_and(|(t, _)| *t <= now) {
+                let (_, id) = n.flush_done.pop_front().expect("due flush");
+                n.storage.flush();
+                results.push(IoDone::Flushed { id });
+            }
+        }
+        self.scratch = done;
+        self.finish_flushes(node);
+        for result in results {
+            self.hash.add(match &result {
+                IoDone::Read { id, .. } => *id << 2,
+                IoDone::Written { id } => *id << 2 | 1,
+                IoDone::Flushed { id } => *id << 2 | 2,
+            });
+            self.with_core(node, |core, now| core.handle_io(now, result));
+        }
+        self.reschedule(node);
+    }
+
+    /// Keeps one timer event and one disk event queued per node, at the earliest times needed.
+    fn reschedule(&mut self, node: NodeId) {
+        let n = &mut self.nodes[node];
+        let epoch = n.epoch;
+        if let Some(t) = n.core.as_ref().and_then(|c| c.poll_timeout()) {
+            let t = t.max(self.now);
+            if n.timer_at.is_none_or(|at| t < at) {
+                n.timer_at = Some(t);
+                self.queue.push(t, Event::Timer { node, epoch });
+            }
+        }
+        let device = n.device.poll_timeout();
+        let flush = n.flush_done.front().map(|(t, _)| *t);
+        let next = match (device, flush) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(t) = next {
+            let t = t.max(self.now);
+            if n.disk_at.is_none_or(|at| t < at) {
+                n.disk_at = Some(t);
+                self.queue.push(t, Event::Disk { node, epoch });
+            }
+        }
+    }
+}
