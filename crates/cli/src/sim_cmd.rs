@@ -6,7 +6,7 @@ use cordillera_sim::bench::{self, DiskBench, Pattern};
 use cordillera_sim::calibration;
 use cordillera_sim::presets::{self, parse_size, ArraySpec};
 use cordillera_sim::replay::{replay, ReplayReport};
-use cordillera_trace::{open, Record};
+use cordillera_trace::Record;
 use cordillera_types::Op;
 
 use crate::trace_cmd::InputArgs;
@@ -85,7 +85,7 @@ struct DiskArgs {
 
 #[derive(Args)]
 struct ReplayArgs {
-    /// The trace (any format `cordillera trace` reads).
+    /// The trace (any format `cordillera trace` reads, or gen:NAME[:key=value,…]).
     #[arg(long)]
     trace: std::path::PathBuf,
     #[command(flatten)]
@@ -190,7 +190,7 @@ fn replay_cmd(args: ReplayArgs) -> Result<()> {
         _ => bail!("--interval-s must be positive"),
     };
     let mut device = args.device.build()?;
-    let mut reader = open(&input.file, &input.options())?;
+    let mut reader = crate::trace_cmd::open_input(&input)?;
     if !reader.info().has_time {
         bail!(
             "{} has no timestamps: an open-loop replay needs them",

@@ -40,7 +40,8 @@ enum TraceCommand {
 /// How to read the input trace; shared by every `trace` subcommand.
 #[derive(Args, Clone)]
 pub struct InputArgs {
-    /// The trace file (`-` for standard input); .gz, .bz2 and .zst are decompressed.
+    /// The trace file (`-` for standard input; .gz, .bz2 and .zst are decompressed), or a
+    /// generated workload: gen:zipf, gen:diurnal, gen:bursty, gen:onoff [:key=value,…].
     pub file: PathBuf,
     /// The trace format; detected from content when absent.
     #[arg(long, value_parser = clap::value_parser!(Format))]
@@ -90,7 +91,7 @@ pub fn try_for_each_record(
     input: &InputArgs,
     mut each: impl FnMut(&dyn RecordReader, &Record) -> Result<(), TraceError>,
 ) -> Result<Box<dyn RecordReader>> {
-    let mut reader = open(&input.file, &input.options())?;
+    let mut reader = open_input(input)?;
     if reader.info().format == Format::Ascii5 && input.time_unit.is_none() {
         eprintln!("cordillera: note: ASCII5 traces do not record their time unit; assuming ms (pass --time-unit)");
     }
@@ -115,6 +116,19 @@ pub fn try_for_each_record(
     }
     report_reading(input, reader.as_ref());
     Ok(reader)
+}
+
+/// Opens a trace file, or a generated workload when the name is `gen:NAME[:key=value,…]`.
+pub fn open_input(input: &InputArgs) -> Result<Box<dyn RecordReader>> {
+    if let Some(spec) = input.file.to_str().filter(|s| s.starts_with("gen:")) {
+        if !input.volumes.is_empty() {
+            bail!("--volume does not apply to generated workloads");
+        }
+        return Ok(Box::new(
+            cordillera_sim::workload::open_spec(spec).map_err(anyhow::Error::msg)?,
+        ));
+    }
+    Ok(open(&input.file, &input.options())?)
 }
 
 fn report_reading(input: &InputArgs, reader: &dyn RecordReader) {

@@ -23,4 +23,5 @@ pub mod presets;
 pub mod replay;
 pub mod rng;
 pub mod storage;
+pub mod workload;
 pub mod world;

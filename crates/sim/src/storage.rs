@@ -60,7 +60,8 @@ impl SimStorage {
     /// A write that completed. `offset` and the length must be sector-aligned.
     pub fn write(&mut self, offset_bytes: u64, data: &[u8]) {
         assert!(
-            offset_bytes.is_multiple_of(SECTOR_BYTES) && (data.len() as u64).is_multiple_of(SECTOR_BYTES),
+            offset_bytes.is_multiple_of(SECTOR_BYTES)
+                && (data.len() as u64).is_multiple_of(SECTOR_BYTES),
             "unaligned write"
         );
         self.unflushed.push(Unflushed {
