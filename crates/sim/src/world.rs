@@ -14,7 +14,7 @@
 //! unflushed write meets the fate of [`SimStorage::crash`]. A restart builds a new core, which
 //! must recover from its disk, and calls `handle_start`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::hash::{Hash, Hasher};
 
 use cordillera_types::Op;
@@ -113,8 +113,8 @@ struct Node<C> {
     storage: SimStorage,
     /// Incremented by each crash: events of an earlier life are ignored.
     epoch: u64,
-    /// Device request id → the command.
-    in_flight: HashMap<u64, IoCommand>,
+    /// Device request id → the command (ordered, so crashes treat them in a fixed order).
+    in_flight: BTreeMap<u64, IoCommand>,
     next_device_id: u64,
     /// Flushes waiting for the writes issued before them: (core id, writes that must finish).
     flushes: Vec<(u64, Vec<u64>)>,
@@ -167,7 +167,7 @@ impl<C: Core> World<C> {
                 device: (builder.new_device)(id),
                 storage: SimStorage::new(),
                 epoch: 0,
-                in_flight: HashMap::new(),
+                in_flight: BTreeMap::new(),
                 next_device_id: 0,
                 flushes: Vec::new(),
                 flush_done: VecDeque::new(),
@@ -321,7 +321,13 @@ impl<C: Core> World<C> {
         let n = &mut self.nodes[node];
         n.core = None;
         n.epoch += 1;
-        n.in_flight.clear();
+        // Writes in flight may have reached the media in part: they meet the fates of
+        // unflushed writes (kept, lost, or torn at sector granularity).
+        for command in std::mem::take(&mut n.in_flight).into_values() {
+            if let IoCommand::Write { offset_bytes, data, .. } = command {
+                n.storage.write(offset_bytes, &data);
+            }
+        }
         n.flushes.clear();
         n.flush_done.clear();
         n.timer_at = None;
