@@ -229,7 +229,7 @@ impl Diurnal {
         let mut rng = SimRng::new(self.seed, 0);
         let max_rate = self.mean_rate_per_s
             * (1.0 + (self.peak_to_trough - 1.0) / (self.peak_to_trough + 1.0));
-        let end_ns = (self.days * 24 * NS_PER_HOUR as u64) as f64;
+        let end_ns = self.days as f64 * 24.0 * NS_PER_HOUR as f64;
         let origin_hour = 17.0; // the generated trace starts at 17:00 UTC
         let mut t = 0.0;
         std::iter::from_fn(move || loop {
@@ -587,6 +587,10 @@ impl StreamCursor {
 
 // ---------------------------------------------------------------------------------------------
 
+/// Generated workloads are bounded so a mistyped parameter cannot exhaust the machine.
+pub const GENERATED_VOLUMES_MAX: u32 = 4096;
+pub const GENERATED_RATE_MAX_PER_S: f64 = 10_000_000.0;
+
 /// Opens a generated workload from a specification such as
 /// `gen:zipf:alpha=1,count=100000` or `gen:bursty:peak_to_mean=10`. Names: `zipf`, `diurnal`,
 /// `bursty`, `onoff`; keys are the fields of each generator (sizes accept `64k`, `50g`).
@@ -608,9 +612,9 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
             .map(|i| kv.remove(i).1)
     };
     let num = |v: Option<String>, default: f64| -> Result<f64, String> {
-        v.map_or(Ok(default), |s| {
-            s.parse::<f64>()
-                .map_err(|_| format!("{s:?} is not a number"))
+        v.map_or(Ok(default), |s| match s.parse::<f64>() {
+            Ok(x) if x.is_finite() => Ok(x),
+            _ => Err(format!("{s:?} is not a finite number")),
         })
     };
     let size = |v: Option<String>, default: u64| -> Result<u64, String> {
@@ -626,8 +630,8 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
                 rate_per_s: num(take("rate"), d.rate_per_s)?,
                 seed: num(take("seed"), d.seed as f64)? as u64,
             };
-            if z.alpha <= 0.0 || z.rate_per_s <= 0.0 || z.span_bytes < 4096 {
-                return Err("zipf needs alpha > 0, rate > 0 and a span of at least 4k".into());
+            if !(z.alpha > 0.0 && z.alpha <= 10.0) || !(z.rate_per_s > 0.0) || z.span_bytes < 4096 {
+                return Err("zipf needs 0 < alpha ≤ 10, rate > 0 and a span of at least 4k".into());
             }
             Generated::new(&["zipf".to_owned()], Box::new(z.records()))
         }
@@ -642,8 +646,14 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
                 span_bytes: size(take("span"), 100 * GIB)?,
                 seed: num(take("seed"), 1.0)? as u64,
             };
-            if g.peak_to_trough < 1.0 || g.mean_rate_per_s <= 0.0 || g.request_bytes == 0 {
-                return Err("diurnal needs peak_to_trough ≥ 1, rate > 0 and bs > 0".into());
+            if !(g.peak_to_trough >= 1.0)
+                || !(g.mean_rate_per_s > 0.0)
+                || g.mean_rate_per_s * g.peak_to_trough > GENERATED_RATE_MAX_PER_S
+                || g.request_bytes == 0
+                || g.span_bytes < g.request_bytes
+                || !(0.0..=1.0).contains(&g.read_fraction)
+            {
+                return Err("diurnal needs peak_to_trough ≥ 1, rate > 0, 0 < bs ≤ span and read_fraction in [0, 1]".into());
             }
             Generated::new(&["diurnal".to_owned()], Box::new(g.records()))
         }
@@ -662,21 +672,57 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
                 span_bytes: size(take("span"), d.span_bytes)?,
                 seed: num(take("seed"), d.seed as f64)? as u64,
             };
-            if g.volumes == 0 || g.peak_s == 0 || !(0.0..=1.0).contains(&g.concentration) {
+            if g.volumes == 0
+                || g.peak_s == 0
+                || g.duration_s == 0
+                || g.span_bytes < 8 * KIB
+                || !(0.0..=1.0).contains(&g.concentration)
+            {
+                return Err("bursty needs volumes > 0, peak_s > 0, duration_s > 0, span ≥ 8k and concentration in [0, 1]".into());
+            }
+            if !(g.base_rate_per_s > 0.0)
+                || !(g.peak_to_mean >= 1.0)
+                || !(0.0..=1.0).contains(&g.peak_read_fraction)
+                || !(0.0..=1.0).contains(&g.base_read_fraction)
+            {
                 return Err(
-                    "bursty needs volumes > 0, peak_s > 0 and concentration in [0, 1]".into(),
+                    "bursty needs rate > 0, peak_to_mean ≥ 1 and read fractions in [0, 1]".into(),
                 );
+            }
+            if g.volumes > GENERATED_VOLUMES_MAX
+                || g.base_rate_per_s * g.volumes as f64 * g.peak_to_mean > GENERATED_RATE_MAX_PER_S
+            {
+                return Err(format!("bursty: at most {GENERATED_VOLUMES_MAX} volumes and {GENERATED_RATE_MAX_PER_S} requests/s at peak"));
+            }
+            let d = (g.peak_schedule().len() as u64 * g.peak_s) as f64 / g.duration_s as f64;
+            if g.peak_to_mean * d >= 1.0 {
+                return Err(format!(
+                    "peaks covering {:.1} % of the time cannot reach a peak-to-mean of {}: use fewer or shorter peaks",
+                    100.0 * d,
+                    g.peak_to_mean
+                ));
             }
             Generated::new(&g.volume_names(), Box::new(g.records()))
         }
         "onoff" => {
             let pairs = num(take("pairs"), 2.0)? as usize;
             let correlation = num(take("correlation"), 0.0)?;
-            if !(-1.0..=1.0).contains(&correlation) || pairs == 0 {
-                return Err("onoff needs pairs > 0 and correlation in [-1, 1]".into());
+            if !(-1.0..=1.0).contains(&correlation)
+                || pairs == 0
+                || pairs > GENERATED_VOLUMES_MAX as usize / 2
+            {
+                return Err(format!(
+                    "onoff needs 1 to {} pairs and correlation in [-1, 1]",
+                    GENERATED_VOLUMES_MAX / 2
+                ));
             }
             let large_rate = num(take("large_rate"), 20.0)?;
             let small_rate = num(take("small_rate"), 100.0)?;
+            if !(large_rate > 0.0 && small_rate > 0.0)
+                || (large_rate + small_rate) * pairs as f64 > GENERATED_RATE_MAX_PER_S
+            {
+                return Err(format!("onoff needs positive rates, at most {GENERATED_RATE_MAX_PER_S} requests/s in all"));
+            }
             let g = OnOff {
                 pairs: (0..pairs)
                     .map(|_| {
@@ -692,6 +738,15 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
                 span_bytes: size(take("span"), 64 * GIB)?,
                 seed: num(take("seed"), 1.0)? as u64,
             };
+            // ON periods are laid out up front: bound their number.
+            if !(g.mean_on_s > 0.0 && g.duration_s > 0.0)
+                || g.duration_s / g.mean_on_s > 1e6
+                || g.span_bytes < 2 * 1024 * 1024
+            {
+                return Err(
+                    "onoff needs mean_on_s > 0, 0 < duration_s ≤ 10^6 × mean_on_s and a span of at least 2m".into(),
+                );
+            }
             Generated::new(&g.volume_names(), Box::new(g.records()))
         }
         other => {

@@ -324,7 +324,10 @@ impl<C: Core> World<C> {
         // Writes in flight may have reached the media in part: they meet the fates of
         // unflushed writes (kept, lost, or torn at sector granularity).
         for command in std::mem::take(&mut n.in_flight).into_values() {
-            if let IoCommand::Write { offset_bytes, data, .. } = command {
+            if let IoCommand::Write {
+                offset_bytes, data, ..
+            } = command
+            {
                 n.storage.write(offset_bytes, &data);
             }
         }

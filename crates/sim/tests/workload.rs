@@ -179,7 +179,7 @@ fn specs_open_as_readers_and_reject_nonsense() {
         n += 1;
     }
     assert_eq!(n, 1000);
-    assert!(open_spec("gen:bursty:volumes=2,duration_s=3600").is_ok());
+    assert!(open_spec("gen:bursty:volumes=2,duration_s=7200").is_ok());
     assert!(open_spec("gen:onoff:correlation=-1").is_ok());
     assert!(open_spec("gen:diurnal:days=1").is_ok());
     for bad in [
@@ -191,5 +191,58 @@ fn specs_open_as_readers_and_reject_nonsense() {
         "gen:zipf:count",
     ] {
         assert!(open_spec(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn random_specs_never_panic() {
+    let keys = [
+        "count",
+        "alpha",
+        "span",
+        "rate",
+        "days",
+        "peak_to_trough",
+        "bs",
+        "volumes",
+        "duration_s",
+        "peaks",
+        "peak_s",
+        "peak_to_mean",
+        "concentration",
+        "pairs",
+        "correlation",
+        "mean_on_s",
+        "large_rate",
+        "read_fraction",
+    ];
+    let values = [
+        "0", "1", "-1", "0.5", "1e9", "nan", "inf", "2", "64k", "x", "", "100",
+    ];
+    let mut rng = SimRng::new(11, 0);
+    for i in 0..3_000 {
+        let name = ["zipf", "diurnal", "bursty", "onoff"][i % 4];
+        let params: Vec<String> = (0..rng.below(4))
+            .map(|_| {
+                format!(
+                    "{}={}",
+                    keys[rng.below(keys.len() as u64) as usize],
+                    values[rng.below(values.len() as u64) as usize]
+                )
+            })
+            .collect();
+        let spec = format!("gen:{name}:{}", params.join(","));
+        let started = std::time::Instant::now();
+        if let Ok(mut reader) = open_spec(&spec) {
+            // A few records, not the whole (possibly huge) workload.
+            for _ in 0..50 {
+                if reader.next_record().unwrap().is_none() {
+                    break;
+                }
+            }
+        }
+        if started.elapsed().as_millis() > 100 {
+            eprintln!("SLOW {spec} {:?}", started.elapsed());
+        }
     }
 }
