@@ -611,6 +611,7 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
             .position(|(k, _)| k == key)
             .map(|i| kv.remove(i).1)
     };
+    // Every number parsed below is finite, so plain comparisons validate them.
     let num = |v: Option<String>, default: f64| -> Result<f64, String> {
         v.map_or(Ok(default), |s| match s.parse::<f64>() {
             Ok(x) if x.is_finite() => Ok(x),
@@ -630,7 +631,7 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
                 rate_per_s: num(take("rate"), d.rate_per_s)?,
                 seed: num(take("seed"), d.seed as f64)? as u64,
             };
-            if !(z.alpha > 0.0 && z.alpha <= 10.0) || !(z.rate_per_s > 0.0) || z.span_bytes < 4096 {
+            if z.alpha <= 0.0 || z.alpha > 10.0 || z.rate_per_s <= 0.0 || z.span_bytes < 4096 {
                 return Err("zipf needs 0 < alpha ≤ 10, rate > 0 and a span of at least 4k".into());
             }
             Generated::new(&["zipf".to_owned()], Box::new(z.records()))
@@ -646,8 +647,8 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
                 span_bytes: size(take("span"), 100 * GIB)?,
                 seed: num(take("seed"), 1.0)? as u64,
             };
-            if !(g.peak_to_trough >= 1.0)
-                || !(g.mean_rate_per_s > 0.0)
+            if g.peak_to_trough < 1.0
+                || g.mean_rate_per_s <= 0.0
                 || g.mean_rate_per_s * g.peak_to_trough > GENERATED_RATE_MAX_PER_S
                 || g.request_bytes == 0
                 || g.span_bytes < g.request_bytes
@@ -680,8 +681,8 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
             {
                 return Err("bursty needs volumes > 0, peak_s > 0, duration_s > 0, span ≥ 8k and concentration in [0, 1]".into());
             }
-            if !(g.base_rate_per_s > 0.0)
-                || !(g.peak_to_mean >= 1.0)
+            if g.base_rate_per_s <= 0.0
+                || g.peak_to_mean < 1.0
                 || !(0.0..=1.0).contains(&g.peak_read_fraction)
                 || !(0.0..=1.0).contains(&g.base_read_fraction)
             {
