@@ -124,6 +124,9 @@ impl SeekCurve {
 #[derive(Clone, Copy, Debug)]
 struct Pending {
     request: IoRequest,
+    /// Where the request starts, precomputed for the scheduler's scans.
+    cylinder: u64,
+    angle_ns: u64,
     /// Whether the request's completion is reported (destages of the cache are internal).
     reported: bool,
     seq: u64,
@@ -202,30 +205,41 @@ impl Hdd {
 
     /// Time from `start` until the head is over the first byte of `request` and may transfer.
     /// Rotation is integer arithmetic on ns (floating-point remainder is slow).
-    fn positioning_ns(&self, start: Nanos, request: &IoRequest) -> u64 {
-        if request.offset_bytes == self.head_end_bytes {
+    fn positioning_ns(&self, start: Nanos, target: &Pending) -> u64 {
+        if target.request.offset_bytes == self.head_end_bytes {
             return 0;
         }
-        let cylinder = self.cylinder_of(request.offset_bytes);
-        let moved =
-            self.overhead_ns + self.seek.seek_ns(cylinder.abs_diff(self.head_cylinder)) as u64;
+        let moved = self.overhead_ns
+            + self
+                .seek
+                .seek_ns(target.cylinder.abs_diff(self.head_cylinder)) as u64;
         let angle_now = (start + moved) % self.rotation_ns;
-        // A track is under a megabyte and a rotation under 10^8 ns: the product fits in u64.
-        let angle_target =
-            (request.offset_bytes % self.track_bytes) * self.rotation_ns / self.track_bytes;
-        moved + (angle_target + self.rotation_ns - angle_now) % self.rotation_ns
+        // Both angles are below one rotation: one conditional subtraction wraps the difference.
+        let wait = target.angle_ns + self.rotation_ns - angle_now;
+        moved
+            + if wait >= self.rotation_ns {
+                wait - self.rotation_ns
+            } else {
+                wait
+            }
     }
 
-    fn service_ns(&self, start: Nanos, request: &IoRequest) -> u64 {
-        let transfer = (request.size_bytes as f64 * self.ns_per_byte).ceil() as u64;
-        (self.positioning_ns(start, request) + transfer).max(1)
+    /// The angular position (ns into a rotation) at which `offset_bytes` passes under the head.
+    fn angle_of(&self, offset_bytes: u64) -> u64 {
+        // A track is under 16 MiB and a rotation under 10^9 ns: the product fits in u64.
+        (offset_bytes % self.track_bytes) * self.rotation_ns / self.track_bytes
+    }
+
+    fn service_ns(&self, start: Nanos, pending: &Pending) -> u64 {
+        let transfer = (pending.request.size_bytes as f64 * self.ns_per_byte).ceil() as u64;
+        (self.positioning_ns(start, pending) + transfer).max(1)
     }
 
     fn enqueue(&mut self, pending: Pending) {
         match self.params.scheduler {
             Scheduler::CLook => {
-                let cylinder = self.cylinder_of(pending.request.offset_bytes);
-                self.by_cylinder.insert((cylinder, pending.seq), pending);
+                self.by_cylinder
+                    .insert((pending.cylinder, pending.seq), pending);
             }
             _ => self.fifo.push_back(pending),
         }
@@ -255,7 +269,7 @@ impl Hdd {
                         }
                         host_seen += 1;
                     }
-                    let t = self.positioning_ns(now, &pending.request);
+                    let t = self.positioning_ns(now, pending);
                     if best.is_none_or(|(_, b)| t < b) {
                         best = Some((i, t));
                     }
@@ -268,7 +282,7 @@ impl Hdd {
     fn start_next(&mut self, now: Nanos) {
         debug_assert!(self.in_service.is_none());
         if let Some(pending) = self.next_pending(now) {
-            let service = self.service_ns(now, &pending.request);
+            let service = self.service_ns(now, &pending);
             self.busy_ns += service;
             self.in_service = Some((now + service, pending));
         }
@@ -300,6 +314,8 @@ impl Device for Hdd {
             self.cache_acks.push_back((ack, request.id));
         }
         self.enqueue(Pending {
+            cylinder: self.cylinder_of(request.offset_bytes),
+            angle_ns: self.angle_of(request.offset_bytes),
             request,
             reported: !cached,
             seq,

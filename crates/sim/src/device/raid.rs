@@ -444,7 +444,9 @@ impl<D: Device> Device for Raid<D> {
                 break;
             }
             for member in &mut self.members {
-                member.advance(t, &mut done);
+                if member.poll_timeout() == Some(t) {
+                    member.advance(t, &mut done);
+                }
             }
             for completion in done.drain(..) {
                 self.member_done(completion, completions);
