@@ -38,6 +38,22 @@ impl SimRng {
         -mean * (1.0 - self.unit()).ln()
     }
 
+    /// Poisson with mean `lambda` (Knuth's method, in steps of 30 for large means).
+    pub fn poisson(&mut self, mut lambda: f64) -> u64 {
+        let mut count = 0;
+        while lambda > 30.0 {
+            count += self.poisson(30.0);
+            lambda -= 30.0;
+        }
+        let limit = (-lambda).exp();
+        let mut product = self.unit();
+        while product > limit {
+            count += 1;
+            product *= self.unit();
+        }
+        count
+    }
+
     /// True with probability `p`.
     pub fn chance(&mut self, p: f64) -> bool {
         self.unit() < p

@@ -372,7 +372,7 @@ impl Bursty {
                         (total * share, spec.peak_read_fraction)
                     }
                 };
-                for _ in 0..rng_poisson(&mut rng, rate) {
+                for _ in 0..rng.poisson(rate) {
                     let op = if rng.chance(reads) {
                         Op::Read
                     } else {
@@ -394,20 +394,6 @@ impl Bursty {
     }
 }
 
-fn rng_poisson(rng: &mut SimRng, mut lambda: f64) -> u64 {
-    let mut count = 0;
-    while lambda > 30.0 {
-        count += rng_poisson(rng, 30.0);
-        lambda -= 30.0;
-    }
-    let limit = (-lambda).exp();
-    let mut product = rng.unit();
-    while product > limit {
-        count += 1;
-        product *= rng.unit();
-    }
-    count
-}
 
 // ---------------------------------------------------------------------------------------------
 
