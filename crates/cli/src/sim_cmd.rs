@@ -4,6 +4,7 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use cordillera_sim::bench::{self, DiskBench, Pattern};
 use cordillera_sim::calibration;
+use cordillera_sim::device::nvram::{Nvram, NvramParams};
 use cordillera_sim::presets::{self, parse_size, ArraySpec};
 use cordillera_sim::replay::{replay, ReplayReport};
 use cordillera_trace::Record;
@@ -37,11 +38,32 @@ pub struct DeviceArgs {
     /// unit (raid5:5:64k; default 64k).
     #[arg(long)]
     pub array: Option<ArraySpec>,
+    /// Battery-backed NVRAM in front of the device (Everest Figure 8): SIZE[:WRITE_FRACTION],
+    /// e.g. 512m:0.5 (half buffers writes, half caches reads; 0.05 ms per hit).
+    #[arg(long)]
+    pub nvram: Option<String>,
 }
 
 impl DeviceArgs {
     pub fn build(&self) -> Result<Box<dyn cordillera_sim::device::Device>> {
-        presets::build(&self.device, self.array).map_err(anyhow::Error::msg)
+        let device = presets::build(&self.device, self.array).map_err(anyhow::Error::msg)?;
+        let Some(spec) = &self.nvram else {
+            return Ok(device);
+        };
+        let (size, fraction) = spec.split_once(':').unwrap_or((spec, "0.5"));
+        let capacity_bytes = parse_size(size).map_err(anyhow::Error::msg)?;
+        let write_fraction: f64 = fraction
+            .parse()
+            .ok()
+            .filter(|f| (0.0..=1.0).contains(f))
+            .ok_or_else(|| anyhow::anyhow!("--nvram: the write fraction must be in [0, 1]"))?;
+        let params = NvramParams {
+            capacity_bytes,
+            write_fraction,
+            latency_ms: 0.05,
+            destage_depth_max: 8,
+        };
+        Ok(Box::new(Nvram::new(params, device)))
     }
 }
 
@@ -218,7 +240,7 @@ fn replay_cmd(args: ReplayArgs) -> Result<()> {
 }
 
 fn print_replay(r: &ReplayReport, args: &ReplayArgs) {
-    let device = match args.device.array {
+    let mut device = match args.device.array {
         Some(a) => format!(
             "{:?} of {} × {}, {} KiB stripe unit",
             a.level,
@@ -228,6 +250,9 @@ fn print_replay(r: &ReplayReport, args: &ReplayArgs) {
         ),
         None => args.device.device.clone(),
     };
+    if let Some(nvram) = &args.device.nvram {
+        device = format!("{device} behind {nvram} of NVRAM");
+    }
     println!(
         "Replayed {} records of {} on {device} (open loop, {:.1} s simulated)",
         r.records,

@@ -149,6 +149,19 @@ fn sim_replay_on_hm_0_gives_sensible_figures() {
         json["recorded_reads"]["count"] == 5_820,
         "the MSR trace's own response times are kept"
     );
+    // NVRAM in front absorbs the writes: acknowledged at its 0.05 ms latency.
+    let nvram = cordillera(&[
+        "sim",
+        "replay",
+        "--trace",
+        trace,
+        "--device",
+        "cheetah-15k",
+        "--nvram",
+        "512m:0.5",
+        "--json",
+    ]);
+    assert_eq!(nvram["writes"]["max_ms"].as_f64().unwrap(), 0.05);
     // Four disks serve the burst faster than one.
     let single = cordillera(&[
         "sim",

@@ -394,7 +394,6 @@ impl Bursty {
     }
 }
 
-
 // ---------------------------------------------------------------------------------------------
 
 /// One Poisson ON-OFF request stream: during ON periods requests arrive at `rate_on_per_s` with
