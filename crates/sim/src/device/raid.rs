@@ -294,6 +294,9 @@ const MEMBER_BITS: u32 = 20;
 pub struct Raid<D: Device> {
     layout: Layout,
     members: Vec<D>,
+    /// Each member's `poll_timeout()` (`Nanos::MAX` for none), refreshed whenever the array
+    /// submits to or advances it: members change only through the array.
+    member_next: Vec<Nanos>,
     /// Requests in progress, by slot; freed slots are reused.
     parents: Vec<Option<Parent>>,
     free_slots: Vec<usize>,
@@ -317,8 +320,13 @@ impl<D: Device> Raid<D> {
             .min()
             .unwrap_or(0);
         let layout = Layout::new(level, members.len(), stripe_unit_bytes, disk_bytes)?;
+        let member_next = members
+            .iter()
+            .map(|m| m.poll_timeout().unwrap_or(Nanos::MAX))
+            .collect();
         Ok(Raid {
             layout,
+            member_next,
             members,
             parents: Vec::new(),
             free_slots: Vec::new(),
@@ -338,7 +346,16 @@ impl<D: Device> Raid<D> {
         &self.members
     }
 
-    fn issue(members: &mut [D], now: Nanos, slot: usize, ios: &[MemberIo]) {
+    /// The earliest pending member event, from the cached per-member times.
+    fn next_member_event(&self) -> Option<Nanos> {
+        self.member_next
+            .iter()
+            .copied()
+            .min()
+            .filter(|t| *t != Nanos::MAX)
+    }
+
+    fn issue(members: &mut [D], next: &mut [Nanos], now: Nanos, slot: usize, ios: &[MemberIo]) {
         assert!(
             ios.len() < 1 << MEMBER_BITS,
             "one request spans too many member I/Os"
@@ -354,6 +371,7 @@ impl<D: Device> Raid<D> {
                     size_bytes: io.size_bytes,
                 },
             );
+            next[io.disk] = members[io.disk].poll_timeout().unwrap_or(Nanos::MAX);
         }
     }
 
@@ -378,7 +396,13 @@ impl<D: Device> Raid<D> {
         }
         let writes = std::mem::take(&mut parent.writes);
         parent.pending = writes.len();
-        Self::issue(&mut self.members, completion.time_ns, slot, &writes);
+        Self::issue(
+            &mut self.members,
+            &mut self.member_next,
+            completion.time_ns,
+            slot,
+            &writes,
+        );
     }
 }
 
@@ -424,11 +448,11 @@ impl<D: Device> Device for Raid<D> {
             writes: later,
         });
         self.in_progress += 1;
-        Self::issue(&mut self.members, now, slot, first);
+        Self::issue(&mut self.members, &mut self.member_next, now, slot, first);
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
-        let members = self.members.iter().filter_map(|m| m.poll_timeout()).min();
+        let members = self.next_member_event();
         match (members, self.immediate.first()) {
             (Some(a), Some(b)) => Some(a.min(b.time_ns)),
             (a, b) => a.or(b.map(|c| c.time_ns)),
@@ -439,13 +463,14 @@ impl<D: Device> Device for Raid<D> {
         completions.append(&mut self.immediate);
         let mut done = std::mem::take(&mut self.scratch);
         // Instant by instant, so the writes that follow a stripe's reads start at their time.
-        while let Some(t) = self.members.iter().filter_map(|m| m.poll_timeout()).min() {
+        while let Some(t) = self.next_member_event() {
             if t > now {
                 break;
             }
-            for member in &mut self.members {
-                if member.poll_timeout() == Some(t) {
+            for (member, next) in self.members.iter_mut().zip(self.member_next.iter_mut()) {
+                if *next == t {
                     member.advance(t, &mut done);
+                    *next = member.poll_timeout().unwrap_or(Nanos::MAX);
                 }
             }
             for completion in done.drain(..) {
