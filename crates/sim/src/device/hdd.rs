@@ -206,6 +206,12 @@ impl Hdd {
     /// Time from `start` until the head is over the first byte of `request` and may transfer.
     /// Rotation is integer arithmetic on ns (floating-point remainder is slow).
     fn positioning_ns(&self, start: Nanos, target: &Pending) -> u64 {
+        self.positioning_ns_below(start, target, u64::MAX)
+    }
+
+    /// [`Self::positioning_ns`], or any value ≥ `bound` when it is at least `bound`: the
+    /// rotational wait is only computed for candidates whose overhead and seek beat the best.
+    fn positioning_ns_below(&self, start: Nanos, target: &Pending, bound: u64) -> u64 {
         if target.request.offset_bytes == self.head_end_bytes {
             return 0;
         }
@@ -213,8 +219,10 @@ impl Hdd {
             + self
                 .seek
                 .seek_ns(target.cylinder.abs_diff(self.head_cylinder)) as u64;
+        if moved >= bound {
+            return moved;
+        }
         let angle_now = (start + moved) % self.rotation_ns;
-        // Both angles are below one rotation: one conditional subtraction wraps the difference.
         let wait = target.angle_ns + self.rotation_ns - angle_now;
         moved
             + if wait >= self.rotation_ns {
@@ -269,7 +277,8 @@ impl Hdd {
                         }
                         host_seen += 1;
                     }
-                    let t = self.positioning_ns(now, pending);
+                    let t =
+                        self.positioning_ns_below(now, pending, best.map_or(u64::MAX, |(_, b)| b));
                     if best.is_none_or(|(_, b)| t < b) {
                         best = Some((i, t));
                     }
