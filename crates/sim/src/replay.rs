@@ -5,6 +5,8 @@
 //! counted; zero-length records are skipped; a record earlier than the previous one (traces stored
 //! by completion) is submitted at the previous one's time and counted as late.
 
+use std::collections::VecDeque;
+
 use cordillera_trace::Record;
 use cordillera_types::Op;
 use serde::Serialize;
@@ -59,9 +61,13 @@ pub fn replay(
     let mut last_arrival: Nanos = 0;
     let mut pending = records.peekable();
     let mut completions: Vec<Completion> = Vec::new();
-    // Submit times by request id; ids are dense, so a ring of slots would do, but a Vec indexed
-    // by id keeps it simple and is freed as the run ends. Bounded by the number of records.
-    let mut submitted: Vec<(Nanos, Op)> = Vec::new();
+    // Submit time and direction of requests from id `first_id` on; `None` once completed. The
+    // front is trimmed as requests complete, so memory follows the requests in flight, not the
+    // length of the trace.
+    let mut submitted: std::collections::VecDeque<Option<(Nanos, Op)>> =
+        std::collections::VecDeque::new();
+    let mut first_id: u64 = 0;
+    let mut next_id: u64 = 0;
     let mut hash = EventHash::default();
     loop {
         // The next arrival, mapped onto the device.
@@ -93,7 +99,13 @@ pub fn replay(
                 r.advance_to(t, device);
                 device.advance(t, &mut completions);
                 for c in completions.drain(..) {
-                    let (at, op) = submitted[c.id as usize];
+                    let (at, op) = submitted[(c.id - first_id) as usize]
+                        .take()
+                        .expect("one completion per request");
+                    while submitted.front().is_some_and(Option::is_none) {
+                        submitted.pop_front();
+                        first_id += 1;
+                    }
                     let latency = c.time_ns - at;
                     hash.add(c.id);
                     hash.add(c.time_ns);
@@ -113,8 +125,9 @@ pub fn replay(
                     offset = offset % (capacity - record.size_bytes + 1) / 512 * 512;
                     r.wrapped += 1;
                 }
-                let id = submitted.len() as u64;
-                submitted.push((at, record.op));
+                let id = next_id;
+                next_id += 1;
+                submitted.push_back(Some((at, record.op)));
                 hash.add(id);
                 hash.add(at);
                 device.submit(
