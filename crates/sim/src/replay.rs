@@ -64,8 +64,7 @@ pub fn replay(
     // Submit time and direction of requests from id `first_id` on; `None` once completed. The
     // front is trimmed as requests complete, so memory follows the requests in flight, not the
     // length of the trace.
-    let mut submitted: std::collections::VecDeque<Option<(Nanos, Op)>> =
-        std::collections::VecDeque::new();
+    let mut submitted: VecDeque<Option<(Nanos, Op)>> = VecDeque::new();
     let mut first_id: u64 = 0;
     let mut next_id: u64 = 0;
     let mut hash = EventHash::default();
