@@ -75,13 +75,20 @@ pub fn record_total_bytes(payload_bytes: u64) -> u64 {
 
 impl RecordHeader {
     /// The whole record: header, payload and padding, with its checksum.
+    /// A wrap record's `total_bytes` covers the rest of the log, but only its first 512 bytes
+    /// are written.
     pub fn encode(&self, payload: &[u8]) -> Vec<u8> {
         assert_eq!(payload.len(), self.payload_bytes as usize);
-        assert_eq!(
-            self.total_bytes as u64,
-            record_total_bytes(payload.len() as u64)
-        );
-        let mut out = vec![0u8; self.total_bytes as usize];
+        let written = record_total_bytes(payload.len() as u64);
+        if self.kind == RecordKind::Wrap {
+            assert!(
+                self.total_bytes as u64 >= written
+                    && (self.total_bytes as u64).is_multiple_of(RECORD_ALIGN)
+            );
+        } else {
+            assert_eq!(self.total_bytes as u64, written);
+        }
+        let mut out = vec![0u8; written as usize];
         let h = &mut out[..HEADER_BYTES];
         h[0..4].copy_from_slice(&RECORD_MAGIC.to_le_bytes());
         h[4] = FORMAT_VERSION;

@@ -1,0 +1,1137 @@
+//! The store core: a sans-I/O state machine over a circular log.
+//!
+//! # Driver contract
+//!
+//! ```text
+//! let mut store = Store::format(config, store_id, seed)   // or Store::recover(config, seed)
+//! loop {
+//!     while let Some(op) = store.poll_disk()  { device.submit(op) }     // writes at any offset, flushes
+//!     while let Some((id, reply)) = store.poll_reply() { send(id, reply) }
+//!     wait for: a request → store.handle_request(now, id, request)
+//!               a disk completion → store.handle_disk(now, done)
+//!               store.poll_timeout() → store.handle_timeout(now)
+//! }
+//! ```
+//!
+//! Guarantees: a write or delete is acknowledged only when its record and every earlier record
+//! are durable (a flush issued after their writes completed); concurrent records are written
+//! concurrently and flushes are shared (group commit). The index reflects durable records only,
+//! so a record becomes stale (and the tail may pass it) only when what supersedes it is durable.
+//! The head never passes the durable tail pointer.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use crate::format::{
+    record_total_bytes, RecordHeader, RecordKind, Superblock, HEADER_BYTES, LOG_OFFSET,
+    PAYLOAD_BYTES_MAX, RECORD_ALIGN, SUPERBLOCK_SLOT_BYTES,
+};
+use crate::index::{ClientIndex, LiveDelta};
+
+pub type Nanos = u64;
+
+/// Store settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Size of the circular log (a multiple of 512).
+    pub log_bytes: u64,
+    /// Space kept free for delete records: writes are refused when less remains.
+    pub reserve_bytes: u64,
+    /// The tail pointer is written after the store has been idle this long.
+    pub tail_idle_ns: Nanos,
+    /// Bytes read per recovery read.
+    pub scan_chunk_bytes: u64,
+}
+
+impl Config {
+    pub fn new(log_bytes: u64) -> Config {
+        assert!(
+            log_bytes >= 4 * RECORD_ALIGN && log_bytes.is_multiple_of(RECORD_ALIGN),
+            "log size"
+        );
+        Config {
+            log_bytes,
+            reserve_bytes: (log_bytes / 64).clamp(RECORD_ALIGN * 4, 16 << 20) / RECORD_ALIGN
+                * RECORD_ALIGN,
+            tail_idle_ns: 100_000_000,
+            scan_chunk_bytes: 1 << 20,
+        }
+    }
+}
+
+/// What a client asks of the store.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Request {
+    Write {
+        client: u64,
+        volume: u64,
+        offset_bytes: u64,
+        version: u64,
+        data: Vec<u8>,
+    },
+    Read {
+        client: u64,
+        offset_bytes: u64,
+        length_bytes: u64,
+    },
+    ReadAny {
+        client: u64,
+    },
+    Delete {
+        client: u64,
+        volume: u64,
+        offset_bytes: u64,
+        length_bytes: u64,
+        version: u64,
+    },
+    /// The client's valid ranges and versions (for client recovery, Everest §3.2.1).
+    Metadata {
+        client: u64,
+    },
+}
+
+/// A valid range and where it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Extent {
+    pub volume: u64,
+    pub offset_bytes: u64,
+    pub length_bytes: u64,
+    pub version: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Reply {
+    /// The write or delete is durable.
+    Done,
+    /// The valid pieces of the range read, in order, with their data; gaps hold nothing here.
+    Read(Vec<(Extent, Vec<u8>)>),
+    /// Some valid range of the client, the one in the record closest to the tail; `None` if the
+    /// store holds nothing for the client.
+    ReadAny(Option<(Extent, Vec<u8>)>),
+    Metadata(Vec<Extent>),
+    Error(StoreError),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum StoreError {
+    #[error("the store is full: writes are refused until deletes free space")]
+    Full,
+    #[error("the store is formatting or recovering")]
+    Recovering,
+    #[error("no valid superblock: the device holds no store, or a damaged one")]
+    NoStore,
+    #[error("bad request: zero length, too large, or beyond the address space")]
+    BadRequest,
+}
+
+/// A disk operation, on byte offsets of the store's file or device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DiskOp {
+    Read {
+        id: u64,
+        offset_bytes: u64,
+        length_bytes: u64,
+    },
+    Write {
+        id: u64,
+        offset_bytes: u64,
+        data: Vec<u8>,
+    },
+    Flush {
+        id: u64,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DiskDone {
+    Read { id: u64, data: Vec<u8> },
+    Written { id: u64 },
+    Flushed { id: u64 },
+}
+
+/// Counters for reports and load figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub records_scanned: u64,
+    pub bytes_scanned: u64,
+    pub valid_data_bytes: u64,
+    pub recovery_ns: Nanos,
+    pub requests_in_flight: u64,
+    pub flushes: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RecordState {
+    Writing,
+    Written,
+    Durable,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct RecordInfo {
+    position: u64,
+    total_bytes: u64,
+    header: RecordHeader,
+    state: RecordState,
+    live_bytes: u64,
+    /// The request to acknowledge when durable.
+    request: Option<u64>,
+}
+
+enum Phase {
+    /// Writing the superblocks of a new store.
+    Formatting,
+    /// No valid superblock: the device holds no store, or a damaged one. Nothing is served.
+    Failed,
+    /// Reading the two superblock slots.
+    Superblocks {
+        pending: u32,
+        best: Option<Superblock>,
+    },
+    /// Scanning the log from the tail.
+    Scanning(Scan),
+    Ready,
+}
+
+struct Scan {
+    sb: Superblock,
+    /// Log position of `buffer[0]`.
+    buffer_position: u64,
+    buffer: Vec<u8>,
+    /// Bytes of the log consumed from the tail.
+    consumed: u64,
+    expected_seq: u64,
+    expected_prev_epoch: u128,
+    expected_epoch: Option<u128>,
+    reading: bool,
+    started: Nanos,
+}
+
+/// Pending reads of a client request.
+struct PendingRead {
+    request: u64,
+    pieces: Vec<(Extent, Option<Vec<u8>>)>,
+    outstanding: usize,
+    any: bool,
+}
+
+/// The store.
+pub struct Store {
+    config: Config,
+    store_id: u128,
+    phase: Phase,
+    rng: u64,
+    /// Records from the in-memory tail to the head, by sequence number.
+    records: BTreeMap<u64, RecordInfo>,
+    /// Records the in-memory tail has passed that the durable tail pointer has not: (seq, bytes).
+    passed: VecDeque<(u64, u64)>,
+    indexes: HashMap<u64, ClientIndex>,
+    /// Live data records per client, by sequence number (for read_any).
+    live_by_client: HashMap<u64, BTreeSet<u64>>,
+    head: u64,
+    next_seq: u64,
+    epoch: u128,
+    last_epoch: u128,
+    /// Bytes from the durable tail to the head.
+    used_bytes: u64,
+    durable: Superblock,
+    superblock_in_flight: Option<Superblock>,
+    superblock_flushing: Option<(u64, Superblock)>,
+    /// Requests waiting for space (the tail pointer must be persisted first).
+    waiting: VecDeque<(u64, Request)>,
+    io_records: HashMap<u64, u64>,
+    io_reads: HashMap<u64, (u64, usize)>,
+    reads: HashMap<u64, PendingRead>,
+    written_unflushed: Vec<u64>,
+    flush_in_flight: Option<(u64, Vec<u64>)>,
+    ack_cursor: u64,
+    next_io: u64,
+    next_read: u64,
+    disk: VecDeque<DiskOp>,
+    replies: VecDeque<(u64, Reply)>,
+    last_activity: Nanos,
+    stats: Stats,
+}
+
+impl Store {
+    fn empty(config: Config, store_id: u128, seed: u64) -> Store {
+        Store {
+            config,
+            store_id,
+            phase: Phase::Ready,
+            rng: seed ^ 0x9e37_79b9_7f4a_7c15,
+            records: BTreeMap::new(),
+            passed: VecDeque::new(),
+            indexes: HashMap::new(),
+            live_by_client: HashMap::new(),
+            head: 0,
+            next_seq: 0,
+            epoch: 0,
+            last_epoch: 0,
+            used_bytes: 0,
+            durable: Superblock {
+                store_id,
+                generation: 0,
+                log_bytes: config.log_bytes,
+                tail: 0,
+                tail_seq: 0,
+                tail_epoch: 0,
+                tail_prev_epoch: 0,
+            },
+            superblock_in_flight: None,
+            superblock_flushing: None,
+            waiting: VecDeque::new(),
+            io_records: HashMap::new(),
+            io_reads: HashMap::new(),
+            reads: HashMap::new(),
+            written_unflushed: Vec::new(),
+            flush_in_flight: None,
+            ack_cursor: 0,
+            next_io: 0,
+            next_read: 0,
+            disk: VecDeque::new(),
+            replies: VecDeque::new(),
+            last_activity: 0,
+            stats: Stats::default(),
+        }
+    }
+
+    /// A new, empty store: writes both superblock slots. `seed` drives the epoch identifiers.
+    pub fn format(config: Config, store_id: u128, seed: u64) -> Store {
+        let mut s = Store::empty(config, store_id, seed);
+        s.epoch = s.random_epoch();
+        s.last_epoch = s.epoch;
+        let sb = Superblock {
+            store_id,
+            generation: 1,
+            log_bytes: config.log_bytes,
+            tail: 0,
+            tail_seq: 0,
+            tail_epoch: s.epoch,
+            tail_prev_epoch: s.epoch,
+        };
+        // Slot 1 holds generation 1; slot 0 a copy at generation 0 so both are valid.
+        let sb0 = Superblock {
+            generation: 0,
+            ..sb
+        };
+        s.write_superblock_now(sb0);
+        s.write_superblock_now(sb);
+        s.durable = sb;
+        s.phase = Phase::Formatting;
+        s
+    }
+
+    /// Whether recovery found no valid superblock (the device holds no store, or a damaged one).
+    pub fn failed(&self) -> bool {
+        matches!(self.phase, Phase::Failed)
+    }
+
+    /// Recovers a store from its disk: reads the superblocks, scans the log from the tail, and
+    /// rebuilds every client's index. Requests are refused (`Recovering`) until it is done.
+    pub fn recover(config: Config, seed: u64, now: Nanos) -> Store {
+        let mut s = Store::empty(config, 0, seed);
+        s.phase = Phase::Superblocks {
+            pending: 2,
+            best: None,
+        };
+        for slot in 0..2 {
+            let id = s.io_id();
+            s.io_reads.insert(id, (u64::MAX, slot));
+            s.disk.push_back(DiskOp::Read {
+                id,
+                offset_bytes: slot as u64 * SUPERBLOCK_SLOT_BYTES,
+                length_bytes: SUPERBLOCK_SLOT_BYTES,
+            });
+        }
+        s.last_activity = now;
+        s.stats.recovery_ns = now;
+        s
+    }
+
+    pub fn is_ready(&self) -> bool {
+        matches!(self.phase, Phase::Ready)
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    pub fn store_id(&self) -> u128 {
+        self.store_id
+    }
+
+    /// A one-line summary of the log's state, for diagnostics.
+    pub fn describe(&self) -> String {
+        format!(
+            "head {} tail {} durable tail {} (seq {}) next seq {} ack cursor {} kept {} passed {} waiting {} reads {} superblock in flight {}",
+            self.head,
+            self.tail_position(),
+            self.durable.tail,
+            self.durable.tail_seq,
+            self.next_seq,
+            self.ack_cursor,
+            self.records.len(),
+            self.passed.len(),
+            self.waiting.len(),
+            self.reads.len(),
+            self.superblock_in_flight.is_some()
+        )
+    }
+
+    /// Bytes of the log in use, from the durable tail to the head.
+    pub fn used_bytes(&self) -> u64 {
+        self.used_bytes
+    }
+
+    fn io_id(&mut self) -> u64 {
+        self.next_io += 1;
+        self.next_io
+    }
+
+    fn random_epoch(&mut self) -> u128 {
+        let mut next = || {
+            // SplitMix64 over the seed: epochs must differ between laps and stores, not be secret.
+            self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.rng;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        ((next() as u128) << 64) | next() as u128
+    }
+
+    fn write_superblock_now(&mut self, sb: Superblock) {
+        let id = self.io_id();
+        self.disk.push_back(DiskOp::Write {
+            id,
+            offset_bytes: sb.slot() * SUPERBLOCK_SLOT_BYTES,
+            data: sb.encode(),
+        });
+        let flush = self.io_id();
+        self.disk.push_back(DiskOp::Flush { id: flush });
+        self.superblock_in_flight = Some(sb);
+        self.superblock_flushing = Some((flush, sb));
+        let _ = id;
+    }
+
+    pub fn poll_disk(&mut self) -> Option<DiskOp> {
+        self.disk.pop_front()
+    }
+
+    pub fn poll_reply(&mut self) -> Option<(u64, Reply)> {
+        self.replies.pop_front()
+    }
+
+    /// When the store wants `handle_timeout`: to write the tail pointer once idle.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        (self.is_ready()
+            && self.superblock_in_flight.is_none()
+            && self.tail_position() != self.durable.tail)
+            .then_some(self.last_activity + self.config.tail_idle_ns)
+    }
+
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        let idle = self
+            .records
+            .values()
+            .all(|r| r.state == RecordState::Durable)
+            && self.reads.is_empty();
+        if idle && now >= self.last_activity + self.config.tail_idle_ns {
+            self.persist_tail();
+        } else {
+            self.last_activity = now;
+        }
+    }
+
+    /// The in-memory tail: the oldest record kept, or the head when none is.
+    fn tail_position(&self) -> u64 {
+        self.records
+            .values()
+            .next()
+            .map_or(self.head, |r| r.position)
+    }
+
+    fn persist_tail(&mut self) {
+        // Reads in flight may target records behind the tail: their space is not reused until
+        // they are done.
+        if self.superblock_in_flight.is_some() || !self.reads.is_empty() {
+            return;
+        }
+        let (tail, tail_seq, tail_epoch, tail_prev_epoch) = match self.records.values().next() {
+            Some(r) => (
+                r.position,
+                r.header.seq,
+                r.header.epoch,
+                r.header.prev_epoch,
+            ),
+            None => (self.head, self.next_seq, self.epoch, self.last_epoch),
+        };
+        if tail == self.durable.tail && tail_seq == self.durable.tail_seq {
+            return;
+        }
+        let sb = Superblock {
+            store_id: self.store_id,
+            generation: self.durable.generation + 1,
+            log_bytes: self.config.log_bytes,
+            tail,
+            tail_seq,
+            tail_epoch,
+            tail_prev_epoch,
+        };
+        self.write_superblock_now(sb);
+    }
+
+    pub fn handle_request(&mut self, now: Nanos, id: u64, request: Request) {
+        self.last_activity = now;
+        if !self.is_ready() {
+            let error = if self.failed() {
+                StoreError::NoStore
+            } else {
+                StoreError::Recovering
+            };
+            self.replies.push_back((id, Reply::Error(error)));
+            return;
+        }
+        match request {
+            Request::Write { .. } | Request::Delete { .. } => {
+                if !self.waiting.is_empty() {
+                    self.waiting.push_back((id, request));
+                } else {
+                    self.append(id, request);
+                }
+            }
+            Request::Read {
+                client,
+                offset_bytes,
+                length_bytes,
+            } => {
+                let Some(end) = offset_bytes.checked_add(length_bytes) else {
+                    self.replies
+                        .push_back((id, Reply::Error(StoreError::BadRequest)));
+                    return;
+                };
+                let ranges = self
+                    .indexes
+                    .get(&client)
+                    .map(|ix| ix.lookup(offset_bytes, end))
+                    .unwrap_or_default();
+                self.start_read(id, ranges, false);
+            }
+            Request::ReadAny { client } => {
+                let first = self
+                    .live_by_client
+                    .get(&client)
+                    .and_then(|s| s.iter().next().copied());
+                let range = first.and_then(|seq| {
+                    self.indexes
+                        .get(&client)?
+                        .ranges()
+                        .find(|r| r.record == seq)
+                });
+                self.start_read(id, range.into_iter().collect(), true);
+            }
+            Request::Metadata { client } => {
+                let extents = self
+                    .indexes
+                    .get(&client)
+                    .map(|ix| ix.ranges().map(|r| self.extent_of(r)).collect())
+                    .unwrap_or_default();
+                self.replies.push_back((id, Reply::Metadata(extents)));
+            }
+        }
+    }
+
+    fn extent_of(&self, r: crate::index::Range) -> Extent {
+        let volume = self.records.get(&r.record).map_or(0, |i| i.header.volume);
+        Extent {
+            volume,
+            offset_bytes: r.start,
+            length_bytes: r.end - r.start,
+            version: r.version,
+        }
+    }
+
+    fn start_read(&mut self, request: u64, ranges: Vec<crate::index::Range>, any: bool) {
+        if ranges.is_empty() {
+            self.replies.push_back((
+                request,
+                if any {
+                    Reply::ReadAny(None)
+                } else {
+                    Reply::Read(Vec::new())
+                },
+            ));
+            return;
+        }
+        let key = self.next_read;
+        self.next_read += 1;
+        let mut pieces = Vec::new();
+        for (i, r) in ranges.iter().enumerate() {
+            let info = self.records[&r.record];
+            let within = r.start - info.header.offset_bytes;
+            let id = self.io_id();
+            self.io_reads.insert(id, (key, i));
+            self.disk.push_back(DiskOp::Read {
+                id,
+                offset_bytes: LOG_OFFSET + info.position + HEADER_BYTES as u64 + within,
+                length_bytes: r.end - r.start,
+            });
+            pieces.push((self.extent_of(*r), None));
+        }
+        let outstanding = pieces.len();
+        self.reads.insert(
+            key,
+            PendingRead {
+                request,
+                pieces,
+                outstanding,
+                any,
+            },
+        );
+    }
+
+    /// Free bytes between the head and the durable tail.
+    fn free_bytes(&self) -> u64 {
+        self.config.log_bytes - self.used_bytes
+    }
+
+    /// Appends the record of a write or delete, or queues / refuses it when space is short.
+    fn append(&mut self, id: u64, request: Request) {
+        let (kind, client, volume, offset_bytes, length_bytes, version, payload) = match request {
+            Request::Write {
+                client,
+                volume,
+                offset_bytes,
+                version,
+                data,
+            } => (
+                RecordKind::Data,
+                client,
+                volume,
+                offset_bytes,
+                data.len() as u64,
+                version,
+                data,
+            ),
+            Request::Delete {
+                client,
+                volume,
+                offset_bytes,
+                length_bytes,
+                version,
+            } => (
+                RecordKind::Delete,
+                client,
+                volume,
+                offset_bytes,
+                length_bytes,
+                version,
+                Vec::new(),
+            ),
+            _ => unreachable!("only writes and deletes append"),
+        };
+        let bad = length_bytes == 0
+            || payload.len() as u64 > PAYLOAD_BYTES_MAX as u64
+            || offset_bytes.checked_add(length_bytes).is_none()
+            || record_total_bytes(payload.len() as u64) + self.config.reserve_bytes
+                > self.config.log_bytes;
+        if bad {
+            self.replies
+                .push_back((id, Reply::Error(StoreError::BadRequest)));
+            return;
+        }
+        let total = record_total_bytes(payload.len() as u64);
+        let filler = if self.head + total > self.config.log_bytes {
+            self.config.log_bytes - self.head
+        } else {
+            0
+        };
+        let need = total + filler;
+        let reserve = if kind == RecordKind::Data {
+            self.config.reserve_bytes
+        } else {
+            0
+        };
+        if need + reserve > self.free_bytes() {
+            let reclaimable: u64 = self.passed.iter().map(|(_, b)| b).sum();
+            if need + reserve <= self.free_bytes() + reclaimable
+                || self.superblock_in_flight.is_some()
+            {
+                // Space comes back once the tail pointer is durable.
+                self.waiting.push_back((
+                    id,
+                    Request::rebuild(
+                        kind,
+                        client,
+                        volume,
+                        offset_bytes,
+                        length_bytes,
+                        version,
+                        payload,
+                    ),
+                ));
+                self.persist_tail();
+            } else if kind == RecordKind::Data {
+                self.replies.push_back((id, Reply::Error(StoreError::Full)));
+            } else {
+                // Deletes wait for space rather than fail: reclaim always makes progress.
+                self.waiting.push_back((
+                    id,
+                    Request::rebuild(
+                        kind,
+                        client,
+                        volume,
+                        offset_bytes,
+                        length_bytes,
+                        version,
+                        payload,
+                    ),
+                ));
+            }
+            return;
+        }
+        if filler > 0 {
+            self.push_record(RecordKind::Wrap, 0, 0, 0, 0, 0, &[], filler, None);
+        }
+        self.push_record(
+            kind,
+            client,
+            volume,
+            offset_bytes,
+            length_bytes,
+            version,
+            &payload,
+            total,
+            Some(id),
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push_record(
+        &mut self,
+        kind: RecordKind,
+        client: u64,
+        volume: u64,
+        offset_bytes: u64,
+        length_bytes: u64,
+        version: u64,
+        payload: &[u8],
+        total: u64,
+        request: Option<u64>,
+    ) {
+        debug_assert!(self.head + total <= self.config.log_bytes);
+        let header = RecordHeader {
+            kind,
+            seq: self.next_seq,
+            client,
+            volume,
+            offset_bytes,
+            length_bytes,
+            version,
+            payload_bytes: payload.len() as u32,
+            total_bytes: total as u32,
+            epoch: self.epoch,
+            prev_epoch: self.last_epoch,
+        };
+        let bytes = header.encode(payload);
+        let id = self.io_id();
+        self.io_records.insert(id, header.seq);
+        self.disk.push_back(DiskOp::Write {
+            id,
+            offset_bytes: LOG_OFFSET + self.head,
+            data: bytes,
+        });
+        self.records.insert(
+            header.seq,
+            RecordInfo {
+                position: self.head,
+                total_bytes: total,
+                header,
+                state: RecordState::Writing,
+                live_bytes: 0,
+                request,
+            },
+        );
+        self.stats.requests_in_flight += request.is_some() as u64;
+        self.next_seq += 1;
+        self.last_epoch = self.epoch;
+        self.used_bytes += total;
+        self.head += total;
+        if self.head == self.config.log_bytes {
+            self.head = 0;
+            self.epoch = self.random_epoch();
+        }
+    }
+
+    pub fn handle_disk(&mut self, now: Nanos, done: DiskDone) {
+        self.last_activity = now;
+        match done {
+            DiskDone::Written { id } => {
+                if let Some(seq) = self.io_records.remove(&id) {
+                    let r = self.records.get_mut(&seq).expect("record being written");
+                    r.state = RecordState::Written;
+                    self.written_unflushed.push(seq);
+                    self.start_flush();
+                }
+            }
+            DiskDone::Flushed { id } => {
+                if self.superblock_flushing.is_some_and(|(f, _)| f == id) {
+                    let (_, sb) = self.superblock_flushing.take().expect("superblock flush");
+                    if matches!(self.phase, Phase::Formatting) {
+                        self.phase = Phase::Ready;
+                    }
+                    self.superblock_durable(sb);
+                } else if self.flush_in_flight.as_ref().is_some_and(|(f, _)| *f == id) {
+                    let (_, covered) = self.flush_in_flight.take().expect("flush");
+                    self.stats.flushes += 1;
+                    for seq in covered {
+                        self.records.get_mut(&seq).expect("flushed record").state =
+                            RecordState::Durable;
+                    }
+                    self.acknowledge();
+                    self.start_flush();
+                }
+            }
+            DiskDone::Read { id, data } => {
+                if let Some((key, index)) = self.io_reads.remove(&id) {
+                    if key == u64::MAX {
+                        self.superblock_read(now, data);
+                    } else if key == u64::MAX - 1 {
+                        self.scan_read(now, data);
+                    } else {
+                        self.piece_read(key, index, data);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Group commit: one flush at a time covers every record written before it.
+    fn start_flush(&mut self) {
+        if self.flush_in_flight.is_some() || self.written_unflushed.is_empty() {
+            return;
+        }
+        let id = self.io_id();
+        let covered = std::mem::take(&mut self.written_unflushed);
+        self.flush_in_flight = Some((id, covered));
+        self.disk.push_back(DiskOp::Flush { id });
+    }
+
+    /// Acknowledges durable records in log order, applies them to the index, and moves the tail
+    /// over stale records.
+    fn acknowledge(&mut self) {
+        while let Some(info) = self.records.get(&self.ack_cursor).copied() {
+            if info.state != RecordState::Durable {
+                break;
+            }
+            self.apply(info.header);
+            if let Some(request) = info.request {
+                self.replies.push_back((request, Reply::Done));
+                self.stats.requests_in_flight -= 1;
+            }
+            self.ack_cursor += 1;
+        }
+        self.advance_tail();
+    }
+
+    /// Applies a durable record to its client's index.
+    fn apply(&mut self, h: RecordHeader) {
+        let deltas = match h.kind {
+            RecordKind::Data => self.indexes.entry(h.client).or_default().write(
+                h.offset_bytes,
+                h.offset_bytes + h.length_bytes,
+                h.version,
+                h.seq,
+            ),
+            RecordKind::Delete => self.indexes.entry(h.client).or_default().delete(
+                h.offset_bytes,
+                h.offset_bytes + h.length_bytes,
+                h.version,
+            ),
+            RecordKind::Wrap => Vec::new(),
+        };
+        for LiveDelta { record, bytes } in deltas {
+            let info = self
+                .records
+                .get_mut(&record)
+                .expect("index names a kept record");
+            info.live_bytes = (info.live_bytes as i64 + bytes) as u64;
+            let set = self.live_by_client.entry(info.header.client).or_default();
+            if info.live_bytes > 0 {
+                set.insert(record);
+            } else {
+                set.remove(&record);
+            }
+        }
+    }
+
+    fn advance_tail(&mut self) {
+        while let Some((&seq, info)) = self.records.iter().next() {
+            let stale = seq < self.ack_cursor
+                && (info.header.kind != RecordKind::Data || info.live_bytes == 0);
+            if !stale {
+                break;
+            }
+            self.passed.push_back((seq, info.total_bytes));
+            self.records.remove(&seq);
+        }
+    }
+
+    fn superblock_durable(&mut self, sb: Superblock) {
+        self.superblock_in_flight = None;
+        while self
+            .passed
+            .front()
+            .is_some_and(|(seq, _)| *seq < sb.tail_seq)
+        {
+            let (_, bytes) = self.passed.pop_front().expect("passed record");
+            self.used_bytes -= bytes;
+        }
+        if sb.generation > self.durable.generation {
+            self.durable = sb;
+        }
+        // Space may have come back: retry waiting requests in order.
+        let waiting = std::mem::take(&mut self.waiting);
+        for (id, request) in waiting {
+            if self.waiting.is_empty() {
+                self.append(id, request);
+            } else {
+                self.waiting.push_back((id, request));
+            }
+        }
+        if !self.waiting.is_empty() && self.tail_position() != self.durable.tail {
+            self.persist_tail();
+        }
+    }
+
+    fn piece_read(&mut self, key: u64, index: usize, data: Vec<u8>) {
+        let pending = self.reads.get_mut(&key).expect("read");
+        pending.pieces[index].1 = Some(data);
+        pending.outstanding -= 1;
+        if pending.outstanding > 0 {
+            return;
+        }
+        let pending = self.reads.remove(&key).expect("read");
+        let pieces: Vec<(Extent, Vec<u8>)> = pending
+            .pieces
+            .into_iter()
+            .map(|(e, d)| (e, d.expect("piece read")))
+            .collect();
+        let reply = if pending.any {
+            Reply::ReadAny(pieces.into_iter().next())
+        } else {
+            Reply::Read(pieces)
+        };
+        self.replies.push_back((pending.request, reply));
+        if self.reads.is_empty() && !self.waiting.is_empty() {
+            self.persist_tail();
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Recovery
+
+    fn superblock_read(&mut self, now: Nanos, data: Vec<u8>) {
+        let Phase::Superblocks { pending, best } = &mut self.phase else {
+            return;
+        };
+        *pending -= 1;
+        if let Ok(sb) = Superblock::decode(&data) {
+            if best.is_none_or(|b| sb.generation > b.generation) {
+                *best = Some(sb);
+            }
+        }
+        if *pending > 0 {
+            return;
+        }
+        let Some(sb) = *best else {
+            // Never reformat implicitly: that would discard a damaged store's records.
+            self.phase = Phase::Failed;
+            return;
+        };
+        self.store_id = sb.store_id;
+        self.durable = sb;
+        self.config.log_bytes = sb.log_bytes;
+        self.phase = Phase::Scanning(Scan {
+            sb,
+            buffer_position: sb.tail,
+            buffer: Vec::new(),
+            consumed: 0,
+            expected_seq: sb.tail_seq,
+            expected_prev_epoch: sb.tail_prev_epoch,
+            expected_epoch: Some(sb.tail_epoch),
+            reading: false,
+            started: now,
+        });
+        self.scan_next(now);
+    }
+
+    fn request_scan_read(&mut self) {
+        let Phase::Scanning(scan) = &mut self.phase else {
+            return;
+        };
+        let position = (scan.buffer_position + scan.buffer.len() as u64) % self.config.log_bytes;
+        let length = self
+            .config
+            .scan_chunk_bytes
+            .min(self.config.log_bytes - position);
+        scan.reading = true;
+        let id = self.next_io + 1;
+        self.next_io = id;
+        self.io_reads.insert(id, (u64::MAX - 1, 0));
+        self.disk.push_back(DiskOp::Read {
+            id,
+            offset_bytes: LOG_OFFSET + position,
+            length_bytes: length,
+        });
+    }
+
+    fn scan_read(&mut self, now: Nanos, data: Vec<u8>) {
+        let Phase::Scanning(scan) = &mut self.phase else {
+            return;
+        };
+        scan.reading = false;
+        scan.buffer.extend_from_slice(&data);
+        self.scan_next(now);
+    }
+
+    /// Parses records from the scan buffer; asks for more bytes or finishes.
+    fn scan_next(&mut self, now: Nanos) {
+        loop {
+            let log_bytes = self.config.log_bytes;
+            let Phase::Scanning(scan) = &mut self.phase else {
+                return;
+            };
+            if scan.consumed >= log_bytes {
+                break;
+            }
+            let available = scan.buffer.len();
+            if available < HEADER_BYTES {
+                if scan.buffer_position + available as u64 >= log_bytes {
+                    // A partial header before the end cannot be a record: the scan ends.
+                    break;
+                }
+                self.request_scan_read();
+                return;
+            }
+            let Ok(h) = RecordHeader::decode(&scan.buffer[..HEADER_BYTES]) else {
+                break;
+            };
+            // The chain: consecutive sequence numbers, each record naming its predecessor's epoch.
+            // A new epoch starts at every wrap and after every recovery, so bytes left past the
+            // head by an earlier lap or an earlier life never chain on.
+            let chained = h.seq == scan.expected_seq
+                && h.prev_epoch == scan.expected_prev_epoch
+                && scan.expected_epoch.is_none_or(|e| h.epoch == e)
+                && if h.kind == RecordKind::Wrap {
+                    scan.buffer_position + h.total_bytes as u64 == log_bytes
+                } else {
+                    scan.buffer_position + h.total_bytes as u64 <= log_bytes
+                };
+            if !chained {
+                break;
+            }
+            let need = if h.kind == RecordKind::Wrap {
+                RECORD_ALIGN as usize
+            } else {
+                h.total_bytes as usize
+            };
+            if available < need {
+                if scan.buffer_position + available as u64 >= log_bytes {
+                    break;
+                }
+                self.request_scan_read();
+                return;
+            }
+            let payload = &scan.buffer[HEADER_BYTES..HEADER_BYTES + h.payload_bytes as usize];
+            if RecordHeader::verify(&scan.buffer[..HEADER_BYTES], payload).is_err() {
+                break;
+            }
+            // A valid record: keep it, durable.
+            let position = scan.buffer_position;
+            let total = h.total_bytes as u64;
+            if h.kind == RecordKind::Wrap {
+                scan.buffer.clear();
+                scan.buffer_position = log_bytes;
+            } else {
+                scan.buffer.drain(..need);
+                scan.buffer_position += total;
+            }
+            scan.consumed += total;
+            scan.expected_seq = h.seq + 1;
+            scan.expected_prev_epoch = h.epoch;
+            scan.expected_epoch = None;
+            if scan.buffer_position == log_bytes {
+                scan.buffer_position = 0;
+                scan.buffer.clear();
+            }
+            self.stats.records_scanned += 1;
+            self.stats.bytes_scanned += total;
+            self.records.insert(
+                h.seq,
+                RecordInfo {
+                    position,
+                    total_bytes: total,
+                    header: h,
+                    state: RecordState::Durable,
+                    live_bytes: 0,
+                    request: None,
+                },
+            );
+        }
+        self.finish_recovery(now);
+    }
+
+    fn finish_recovery(&mut self, now: Nanos) {
+        let Phase::Scanning(scan) = std::mem::replace(&mut self.phase, Phase::Ready) else {
+            return;
+        };
+        let sb = scan.sb;
+        self.next_seq = scan.expected_seq;
+        self.ack_cursor = sb.tail_seq;
+        self.head = scan.buffer_position % self.config.log_bytes;
+        self.last_epoch = scan.expected_prev_epoch;
+        // A new life starts a new epoch (see the scan's chain rule).
+        self.epoch = self.random_epoch();
+        self.used_bytes = scan.consumed;
+        // Replay in log order; every record is durable.
+        let headers: Vec<RecordHeader> = self.records.values().map(|r| r.header).collect();
+        for h in headers {
+            self.apply(h);
+            self.ack_cursor = h.seq + 1;
+        }
+        self.advance_tail();
+        self.stats.valid_data_bytes = self.records.values().map(|r| r.live_bytes).sum();
+        self.stats.recovery_ns = now - scan.started;
+        self.last_activity = now;
+    }
+}
+
+impl Request {
+    fn rebuild(
+        kind: RecordKind,
+        client: u64,
+        volume: u64,
+        offset_bytes: u64,
+        length_bytes: u64,
+        version: u64,
+        data: Vec<u8>,
+    ) -> Request {
+        match kind {
+            RecordKind::Data => Request::Write {
+                client,
+                volume,
+                offset_bytes,
+                version,
+                data,
+            },
+            _ => Request::Delete {
+                client,
+                volume,
+                offset_bytes,
+                length_bytes,
+                version,
+            },
+        }
+    }
+}
