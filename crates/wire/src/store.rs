@@ -1,0 +1,501 @@
+//! The store protocol, version 1: length-prefixed frames over TCP, each carrying a request id so
+//! requests can be pipelined and answered out of order. Every reply carries the store's load
+//! figures; the server also sends them unprompted (request id 0) every broadcast interval.
+//!
+//! ```text
+//! frame   = u32:length(of what follows) u8:version u8:type u64:request_id body
+//! types   = 1 write, 2 read, 3 read_any, 4 delete, 5 metadata            (client → store)
+//!           64 reply, 65 load broadcast                                    (store → client)
+//! reply   = load u8:status body-by-status
+//! load    = u32:queue_length u32:requests_per_s u32:mean_response_us u64:used_bytes u64:log_bytes
+//! ```
+//!
+//! All integers little-endian. A frame longer than [`FRAME_BYTES_MAX`] or of an unknown version
+//! or type is an error; the decoder never panics and never allocates more than a frame's length.
+
+use cordillera_vstore::store::{Extent, Reply, Request, StoreError};
+use thiserror::Error;
+
+pub const VERSION: u8 = 1;
+/// A write's payload is at most 16 MiB (the store's record limit) plus headers.
+pub const FRAME_BYTES_MAX: u32 = 17 * 1024 * 1024;
+
+const T_WRITE: u8 = 1;
+const T_READ: u8 = 2;
+const T_READ_ANY: u8 = 3;
+const T_DELETE: u8 = 4;
+const T_METADATA: u8 = 5;
+const T_REPLY: u8 = 64;
+const T_LOAD: u8 = 65;
+
+/// The load figures a store publishes (Everest §3.2: clients pick the least-loaded store).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Load {
+    /// Requests in progress.
+    pub queue_length: u32,
+    pub requests_per_s: u32,
+    pub mean_response_us: u32,
+    pub used_bytes: u64,
+    pub log_bytes: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Frame {
+    Request { id: u64, request: Request },
+    Reply { id: u64, load: Load, reply: Reply },
+    Load(Load),
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum WireError {
+    #[error("frame of {0} bytes exceeds the limit")]
+    TooLong(u32),
+    #[error("protocol version {0} is not supported (this build speaks {VERSION})")]
+    Version(u8),
+    #[error("unknown message type {0}")]
+    Type(u8),
+    #[error("malformed {0}")]
+    Malformed(&'static str),
+}
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.u32(b.len() as u32);
+        self.0.extend_from_slice(b);
+    }
+    fn extent(&mut self, e: &Extent) {
+        self.u64(e.volume);
+        self.u64(e.offset_bytes);
+        self.u64(e.length_bytes);
+        self.u64(e.version);
+    }
+    fn load(&mut self, l: &Load) {
+        self.u32(l.queue_length);
+        self.u32(l.requests_per_s);
+        self.u32(l.mean_response_us);
+        self.u64(l.used_bytes);
+        self.u64(l.log_bytes);
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], WireError> {
+        if self.0.len() < n {
+            return Err(WireError::Malformed(what));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u8(&mut self, what: &'static str) -> Result<u8, WireError> {
+        Ok(self.take(1, what)?[0])
+    }
+    fn u32(&mut self, what: &'static str) -> Result<u32, WireError> {
+        Ok(u32::from_le_bytes(self.take(4, what)?.try_into().unwrap()))
+    }
+    fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
+        Ok(u64::from_le_bytes(self.take(8, what)?.try_into().unwrap()))
+    }
+    fn bytes(&mut self, what: &'static str) -> Result<Vec<u8>, WireError> {
+        let n = self.u32(what)? as usize;
+        Ok(self.take(n, what)?.to_vec())
+    }
+    fn extent(&mut self) -> Result<Extent, WireError> {
+        Ok(Extent {
+            volume: self.u64("extent")?,
+            offset_bytes: self.u64("extent")?,
+            length_bytes: self.u64("extent")?,
+            version: self.u64("extent")?,
+        })
+    }
+    fn load(&mut self) -> Result<Load, WireError> {
+        Ok(Load {
+            queue_length: self.u32("load")?,
+            requests_per_s: self.u32("load")?,
+            mean_response_us: self.u32("load")?,
+            used_bytes: self.u64("load")?,
+            log_bytes: self.u64("load")?,
+        })
+    }
+    fn end(&self) -> Result<(), WireError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(WireError::Malformed("trailing bytes"))
+        }
+    }
+}
+
+/// Appends the encoding of `frame` to `out`.
+pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
+    let mut w = Writer(Vec::new());
+    let (kind, id) = match frame {
+        Frame::Request { id, request } => match request {
+            Request::Write {
+                client,
+                volume,
+                offset_bytes,
+                version,
+                data,
+            } => {
+                w.u64(*client);
+                w.u64(*volume);
+                w.u64(*offset_bytes);
+                w.u64(*version);
+                w.bytes(data);
+                (T_WRITE, *id)
+            }
+            Request::Read {
+                client,
+                offset_bytes,
+                length_bytes,
+            } => {
+                w.u64(*client);
+                w.u64(*offset_bytes);
+                w.u64(*length_bytes);
+                (T_READ, *id)
+            }
+            Request::ReadAny { client } => {
+                w.u64(*client);
+                (T_READ_ANY, *id)
+            }
+            Request::Delete {
+                client,
+                volume,
+                offset_bytes,
+                length_bytes,
+                version,
+            } => {
+                w.u64(*client);
+                w.u64(*volume);
+                w.u64(*offset_bytes);
+                w.u64(*length_bytes);
+                w.u64(*version);
+                (T_DELETE, *id)
+            }
+            Request::Metadata { client } => {
+                w.u64(*client);
+                (T_METADATA, *id)
+            }
+        },
+        Frame::Reply { id, load, reply } => {
+            w.load(load);
+            match reply {
+                Reply::Done => w.u8(0),
+                Reply::Read(pieces) => {
+                    w.u8(1);
+                    w.u32(pieces.len() as u32);
+                    for (e, data) in pieces {
+                        w.extent(e);
+                        w.bytes(data);
+                    }
+                }
+                Reply::ReadAny(piece) => {
+                    w.u8(2);
+                    match piece {
+                        None => w.u8(0),
+                        Some((e, data)) => {
+                            w.u8(1);
+                            w.extent(e);
+                            w.bytes(data);
+                        }
+                    }
+                }
+                Reply::Metadata(extents) => {
+                    w.u8(3);
+                    w.u32(extents.len() as u32);
+                    for e in extents {
+                        w.extent(e);
+                    }
+                }
+                Reply::Error(e) => {
+                    w.u8(4);
+                    w.u8(match e {
+                        StoreError::Full => 1,
+                        StoreError::Recovering => 2,
+                        StoreError::NoStore => 3,
+                        StoreError::BadRequest => 4,
+                    });
+                }
+            }
+            (T_REPLY, *id)
+        }
+        Frame::Load(load) => {
+            w.load(load);
+            (T_LOAD, 0)
+        }
+    };
+    let body = w.0;
+    out.extend_from_slice(&((body.len() + 10) as u32).to_le_bytes());
+    out.push(VERSION);
+    out.push(kind);
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&body);
+}
+
+/// Decodes one frame from the front of `buf`: `Ok(None)` if more bytes are needed, or the frame
+/// and the bytes it used.
+pub fn decode(buf: &[u8]) -> Result<Option<(Frame, usize)>, WireError> {
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let length = u32::from_le_bytes(buf[..4].try_into().unwrap());
+    if length > FRAME_BYTES_MAX {
+        return Err(WireError::TooLong(length));
+    }
+    if length < 10 {
+        return Err(WireError::Malformed("frame header"));
+    }
+    let total = 4 + length as usize;
+    if buf.len() < total {
+        return Ok(None);
+    }
+    let frame = &buf[4..total];
+    if frame[0] != VERSION {
+        return Err(WireError::Version(frame[0]));
+    }
+    let kind = frame[1];
+    let id = u64::from_le_bytes(frame[2..10].try_into().unwrap());
+    let mut r = Reader(&frame[10..]);
+    let decoded = match kind {
+        T_WRITE => Frame::Request {
+            id,
+            request: Request::Write {
+                client: r.u64("write")?,
+                volume: r.u64("write")?,
+                offset_bytes: r.u64("write")?,
+                version: r.u64("write")?,
+                data: r.bytes("write data")?,
+            },
+        },
+        T_READ => Frame::Request {
+            id,
+            request: Request::Read {
+                client: r.u64("read")?,
+                offset_bytes: r.u64("read")?,
+                length_bytes: r.u64("read")?,
+            },
+        },
+        T_READ_ANY => Frame::Request {
+            id,
+            request: Request::ReadAny {
+                client: r.u64("read_any")?,
+            },
+        },
+        T_DELETE => Frame::Request {
+            id,
+            request: Request::Delete {
+                client: r.u64("delete")?,
+                volume: r.u64("delete")?,
+                offset_bytes: r.u64("delete")?,
+                length_bytes: r.u64("delete")?,
+                version: r.u64("delete")?,
+            },
+        },
+        T_METADATA => Frame::Request {
+            id,
+            request: Request::Metadata {
+                client: r.u64("metadata")?,
+            },
+        },
+        T_REPLY => {
+            let load = r.load()?;
+            let reply = match r.u8("reply status")? {
+                0 => Reply::Done,
+                1 => {
+                    let n = r.u32("read pieces")?;
+                    let mut pieces = Vec::new();
+                    for _ in 0..n {
+                        pieces.push((r.extent()?, r.bytes("piece data")?));
+                    }
+                    Reply::Read(pieces)
+                }
+                2 => match r.u8("read_any")? {
+                    0 => Reply::ReadAny(None),
+                    1 => Reply::ReadAny(Some((r.extent()?, r.bytes("read_any data")?))),
+                    _ => return Err(WireError::Malformed("read_any flag")),
+                },
+                3 => {
+                    let n = r.u32("metadata")?;
+                    let mut extents = Vec::new();
+                    for _ in 0..n {
+                        extents.push(r.extent()?);
+                    }
+                    Reply::Metadata(extents)
+                }
+                4 => Reply::Error(match r.u8("error")? {
+                    1 => StoreError::Full,
+                    2 => StoreError::Recovering,
+                    3 => StoreError::NoStore,
+                    4 => StoreError::BadRequest,
+                    _ => return Err(WireError::Malformed("error code")),
+                }),
+                _ => return Err(WireError::Malformed("reply status")),
+            };
+            Frame::Reply { id, load, reply }
+        }
+        T_LOAD if id == 0 => Frame::Load(r.load()?),
+        T_LOAD => return Err(WireError::Malformed("load broadcast with a request id")),
+        other => return Err(WireError::Type(other)),
+    };
+    r.end()?;
+    Ok(Some((decoded, total)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frames() -> Vec<Frame> {
+        let e = Extent {
+            volume: 1,
+            offset_bytes: 4096,
+            length_bytes: 3,
+            version: 9,
+        };
+        let load = Load {
+            queue_length: 3,
+            requests_per_s: 1000,
+            mean_response_us: 250,
+            used_bytes: 1 << 20,
+            log_bytes: 1 << 30,
+        };
+        vec![
+            Frame::Request {
+                id: 1,
+                request: Request::Write {
+                    client: 2,
+                    volume: 3,
+                    offset_bytes: 4,
+                    version: 5,
+                    data: vec![1, 2, 3],
+                },
+            },
+            Frame::Request {
+                id: 2,
+                request: Request::Read {
+                    client: 2,
+                    offset_bytes: 0,
+                    length_bytes: 8192,
+                },
+            },
+            Frame::Request {
+                id: 3,
+                request: Request::ReadAny { client: 2 },
+            },
+            Frame::Request {
+                id: 4,
+                request: Request::Delete {
+                    client: 2,
+                    volume: 3,
+                    offset_bytes: 0,
+                    length_bytes: 10,
+                    version: 7,
+                },
+            },
+            Frame::Request {
+                id: 5,
+                request: Request::Metadata { client: 2 },
+            },
+            Frame::Reply {
+                id: 1,
+                load,
+                reply: Reply::Done,
+            },
+            Frame::Reply {
+                id: 2,
+                load,
+                reply: Reply::Read(vec![(e.clone(), vec![7, 8, 9])]),
+            },
+            Frame::Reply {
+                id: 3,
+                load,
+                reply: Reply::ReadAny(Some((e.clone(), vec![1, 1, 1]))),
+            },
+            Frame::Reply {
+                id: 3,
+                load,
+                reply: Reply::ReadAny(None),
+            },
+            Frame::Reply {
+                id: 5,
+                load,
+                reply: Reply::Metadata(vec![e.clone(), e]),
+            },
+            Frame::Reply {
+                id: 6,
+                load,
+                reply: Reply::Error(StoreError::Full),
+            },
+            Frame::Load(load),
+        ]
+    }
+
+    #[test]
+    fn every_frame_round_trips_and_streams() {
+        let mut stream = Vec::new();
+        for f in frames() {
+            encode(&f, &mut stream);
+        }
+        let mut at = 0;
+        let mut decoded = Vec::new();
+        // Fed a byte at a time, the decoder waits, then yields each frame whole.
+        let mut window = 0;
+        while at < stream.len() {
+            window = (window + 1).min(stream.len() - at);
+            match decode(&stream[at..at + window]).unwrap() {
+                None => continue,
+                Some((f, used)) => {
+                    decoded.push(f);
+                    at += used;
+                    window = 0;
+                }
+            }
+        }
+        assert_eq!(decoded, frames());
+    }
+
+    #[test]
+    fn bad_frames_are_typed_errors() {
+        let mut ok = Vec::new();
+        encode(&frames()[0], &mut ok);
+        let mut v = ok.clone();
+        v[4] = 2;
+        assert_eq!(decode(&v), Err(WireError::Version(2)));
+        let mut t = ok.clone();
+        t[5] = 99;
+        assert_eq!(decode(&t), Err(WireError::Type(99)));
+        assert_eq!(
+            decode(&u32::MAX.to_le_bytes()),
+            Err(WireError::TooLong(u32::MAX))
+        );
+        let mut short = ok.clone();
+        short[0] -= 1; // the declared length now ends inside the data
+        assert!(matches!(decode(&short), Err(WireError::Malformed(_))));
+        let mut long = ok.clone();
+        long[0] += 1;
+        long.push(0);
+        assert_eq!(decode(&long), Err(WireError::Malformed("trailing bytes")));
+    }
+
+    proptest! {
+        #[test]
+        fn decoder_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode(&bytes);
+        }
+    }
+}
