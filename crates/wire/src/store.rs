@@ -494,8 +494,12 @@ mod tests {
 
     proptest! {
         #[test]
-        fn decoder_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
-            let _ = decode(&bytes);
+        fn decoder_never_panics_and_is_canonical(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            if let Ok(Some((frame, used))) = decode(&bytes) {
+                let mut again = Vec::new();
+                encode(&frame, &mut again);
+                prop_assert_eq!(&again[..], &bytes[..used]);
+            }
         }
     }
 }
