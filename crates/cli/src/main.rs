@@ -7,12 +7,14 @@
 //!
 //! - `trace_cmd`: `trace stats|convert|peaks|reaccess|profile` and the shared input flags.
 //! - `sim_cmd`: `sim disk|replay|calibrate`.
+//! - `store_cmd`: `store format|serve|inspect`.
 //! - `bench`: `bench trace`, `bench sim`, throughput figures against a baseline measured in the same run.
 //! - `demo`: the main job on a built-in synthetic trace.
 
 mod bench;
 mod demo;
 mod sim_cmd;
+mod store_cmd;
 mod trace_cmd;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +33,8 @@ enum Command {
     Trace(trace_cmd::TraceArgs),
     /// The simulator: device microbenchmarks, trace replay, calibration.
     Sim(sim_cmd::SimArgs),
+    /// The versioned store: format, serve, inspect.
+    Store(store_cmd::StoreArgs),
     /// Benchmarks that print measured figures.
     Bench(bench::BenchArgs),
     /// Generate a built-in synthetic bursty trace and characterize it (no data needed).
@@ -42,6 +46,7 @@ fn main() {
     let result = match cli.command {
         Command::Trace(args) => trace_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
+        Command::Store(args) => store_cmd::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Demo(args) => demo::run(args),
     };

@@ -383,6 +383,27 @@ impl Store {
         self.used_bytes
     }
 
+    pub fn log_bytes(&self) -> u64 {
+        self.config.log_bytes
+    }
+
+    /// The superblock last made durable.
+    pub fn superblock(&self) -> Superblock {
+        self.durable
+    }
+
+    /// Every client's valid ranges, by client.
+    pub fn clients(&self) -> Vec<(u64, Vec<Extent>)> {
+        let mut out: Vec<(u64, Vec<Extent>)> = self
+            .indexes
+            .iter()
+            .filter(|(_, ix)| !ix.is_empty())
+            .map(|(client, ix)| (*client, ix.ranges().map(|r| self.extent_of(r)).collect()))
+            .collect();
+        out.sort_by_key(|(client, _)| *client);
+        out
+    }
+
     fn io_id(&mut self) -> u64 {
         self.next_io += 1;
         self.next_io

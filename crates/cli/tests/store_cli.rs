@@ -1,0 +1,213 @@
+//! `cordillera store` as real processes: acknowledged writes survive SIGKILL during a write burst;
+//! a client speaking garbage is dropped without disturbing others; `inspect` verifies the log.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use cordillera_runtime::store_server::StoreClient;
+use cordillera_vstore::store::{Reply, Request};
+
+const BLOCK: u64 = 4096;
+
+fn pattern(block: u64, version: u64) -> Vec<u8> {
+    let mut data = vec![(block ^ version) as u8; BLOCK as usize];
+    data[..8].copy_from_slice(&version.to_le_bytes());
+    data
+}
+
+/// Starts `store serve` on a free port; returns the child and its address.
+fn serve(path: &Path) -> (Child, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args([
+            "store",
+            "serve",
+            "--size",
+            "64m",
+            "--listen",
+            "127.0.0.1:0",
+            "--path",
+        ])
+        .arg(path)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines.next().expect("store serve exited early").unwrap();
+        if let Some(addr) = line.strip_prefix("cordillera store: listening on ") {
+            break addr.parse().unwrap();
+        }
+    };
+    // Keep draining stderr so the server never blocks on it.
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr)
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill_during_a_burst() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let (mut child, addr) = serve(&path);
+    let mut client = StoreClient::connect(addr).unwrap();
+    let mut acked: HashMap<u64, u64> = HashMap::new();
+    let mut issued: HashMap<u64, (u64, u64)> = HashMap::new(); // request id → (block, version)
+    let mut version = 0;
+    let mut outstanding = 0;
+    let mut acks = 0;
+    // A pipelined burst with 32 writes in flight; the store is killed mid-burst.
+    let killed = loop {
+        while outstanding < 32 {
+            version += 1;
+            let block = version * 7 % 256;
+            let request = Request::Write {
+                client: 1,
+                volume: 1,
+                offset_bytes: block * BLOCK,
+                version,
+                data: pattern(block, version),
+            };
+            match client.send(request) {
+                Ok(id) => {
+                    issued.insert(id, (block, version));
+                    outstanding += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        if acks == 3_000 {
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+            break true;
+        }
+        match client.receive() {
+            Ok((id, Reply::Done)) => {
+                let (block, v) = issued[&id];
+                let best = acked.entry(block).or_default();
+                *best = (*best).max(v);
+                outstanding -= 1;
+                acks += 1;
+            }
+            Ok((_, other)) => panic!("unexpected reply {other:?}"),
+            Err(_) => break false,
+        }
+    };
+    assert!(killed && acks == 3_000);
+    // Restart on the same file: every acknowledged write is there, at its version or a later one.
+    let (mut child, addr) = serve(&path);
+    let mut client = StoreClient::connect(addr).unwrap();
+    let mut checked = 0;
+    for (block, &want) in &acked {
+        let reply = client
+            .call(Request::Read {
+                client: 1,
+                offset_bytes: block * BLOCK,
+                length_bytes: BLOCK,
+            })
+            .unwrap();
+        let Reply::Read(pieces) = reply else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(
+            pieces.len(),
+            1,
+            "block {block}: acknowledged version {want} lost"
+        );
+        let (extent, data) = &pieces[0];
+        assert!(
+            extent.version >= want,
+            "block {block}: version {} older than acknowledged {want}",
+            extent.version
+        );
+        assert!(
+            extent.version <= version,
+            "block {block}: version {} never written",
+            extent.version
+        );
+        assert!(
+            data == &pattern(*block, extent.version),
+            "block {block}: wrong bytes"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 256.min(acked.len()));
+    // The load figures come back on every reply.
+    let load = client.last_load.expect("load figures");
+    assert!(load.log_bytes == 64 << 20 && load.used_bytes > 0);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Offline inspection verifies the log the burst left.
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args(["store", "inspect", "--json", "--path"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json["records_verified"].as_u64().unwrap() >= 3_000);
+    assert_eq!(
+        json["clients"][0]["ranges"].as_array().unwrap().len(),
+        acked.len().min(256)
+    );
+}
+
+#[test]
+fn garbage_drops_one_connection_not_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = serve(&dir.path().join("store"));
+    let mut good = StoreClient::connect(addr).unwrap();
+    assert_eq!(
+        good.call(Request::Write {
+            client: 3,
+            volume: 1,
+            offset_bytes: 0,
+            version: 1,
+            data: vec![9; 512]
+        })
+        .unwrap(),
+        Reply::Done
+    );
+    let mut bad = std::net::TcpStream::connect(addr).unwrap();
+    bad.write_all(&[0xff; 64]).unwrap();
+    let mut buf = [0u8; 16];
+    use std::io::Read;
+    assert_eq!(
+        bad.read(&mut buf).unwrap_or(0),
+        0,
+        "the garbage connection is closed"
+    );
+    // The good connection and the data are unaffected; a zero-length write is refused cleanly.
+    let reply = good
+        .call(Request::Read {
+            client: 3,
+            offset_bytes: 0,
+            length_bytes: 512,
+        })
+        .unwrap();
+    assert!(
+        matches!(&reply, Reply::Read(p) if p.len() == 1 && p[0].1 == vec![9; 512]),
+        "{reply:?}"
+    );
+    let refused = good
+        .call(Request::Write {
+            client: 3,
+            volume: 1,
+            offset_bytes: 0,
+            version: 2,
+            data: Vec::new(),
+        })
+        .unwrap();
+    assert_eq!(
+        refused,
+        Reply::Error(cordillera_vstore::store::StoreError::BadRequest)
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

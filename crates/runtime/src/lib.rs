@@ -1,0 +1,10 @@
+//! The real driver of the sans-I/O cores: files and block devices, TCP.
+//!
+//! # Layout
+//!
+//! - [`disk`]: a file or block device executing the cores' disk operations with positional I/O
+//!   on worker threads (`pwrite`, `pread`, `fdatasync`), and a synchronous driver for offline use.
+//! - [`store_server`]: `cordillera store serve`: the store core behind the store protocol.
+
+pub mod disk;
+pub mod store_server;

@@ -1,0 +1,387 @@
+//! `cordillera store serve`: the store core on a file or block device, behind the store protocol
+//! over TCP. One task owns the core; connections feed it requests and receive replies (in any
+//! order, by request id); disk operations run on worker threads.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use cordillera_vstore::format::LOG_OFFSET;
+use cordillera_vstore::store::{Config, DiskDone, Reply, Request, Store};
+use cordillera_wire::store::{decode, encode, Frame, Load};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use crate::disk::{run_to_quiet, Disk, DiskError};
+
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub path: PathBuf,
+    /// Log size of a store created by `serve` when the file does not exist.
+    pub log_bytes: u64,
+    pub listen: SocketAddr,
+    /// Interval of unprompted load broadcasts.
+    pub broadcast: Duration,
+}
+
+/// Opens the store at `path`, creating and formatting it with a log of `log_bytes` if the file
+/// does not exist. Returns the file and the ready store core.
+pub fn open_store(path: &std::path::Path, log_bytes: u64, seed: u64) -> Result<(File, Store)> {
+    let exists = path.exists();
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(!exists)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let mut store = if exists {
+        let size = file.metadata()?.len();
+        if size <= LOG_OFFSET {
+            bail!(
+                "{}: {size} bytes is too small to hold a store",
+                path.display()
+            );
+        }
+        let mut store = Store::recover(
+            Config::new(((size - LOG_OFFSET) / 512 * 512).max(2048)),
+            seed,
+            0,
+        );
+        run_to_quiet(&mut store, &file, 0).map_err(io_error)?;
+        if store.failed() {
+            bail!(
+                "{}: no valid store superblock (not a store, or damaged); refusing to reformat",
+                path.display()
+            );
+        }
+        store
+    } else {
+        if log_bytes < 64 * 1024 || !log_bytes.is_multiple_of(512) {
+            bail!("the log size must be a multiple of 512 bytes and at least 64 KiB");
+        }
+        file.set_len(LOG_OFFSET + log_bytes)?;
+        let store_id = ((seed as u128) << 64) | std::process::id() as u128;
+        Store::format(Config::new(log_bytes), store_id, seed)
+    };
+    run_to_quiet(&mut store, &file, 0).map_err(io_error)?;
+    assert!(store.is_ready(), "formatted or recovered");
+    Ok((file, store))
+}
+
+fn io_error(e: DiskError) -> anyhow::Error {
+    anyhow::anyhow!("disk {} failed: {}", e.op, e.error)
+}
+
+enum Event {
+    Request {
+        connection: u64,
+        id: u64,
+        request: Request,
+    },
+    Disk(Result<DiskDone, DiskError>),
+    Connected {
+        connection: u64,
+        sender: mpsc::UnboundedSender<Vec<u8>>,
+    },
+    Closed {
+        connection: u64,
+    },
+}
+
+/// Serves until the process is stopped. Calls `ready` with the bound address once listening.
+pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    let (file, mut store) = open_store(&options.path, options.log_bytes, seed)?;
+    let stats = store.stats();
+    eprintln!(
+        "cordillera store: {} ready: {} records scanned ({} bytes, {} bytes of valid data), {} bytes of log in use",
+        options.path.display(),
+        stats.records_scanned,
+        stats.bytes_scanned,
+        stats.valid_data_bytes,
+        store.used_bytes()
+    );
+    let listener = TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.listen))?;
+    ready(listener.local_addr()?);
+    let (events, mut inbox) = mpsc::unbounded_channel::<Event>();
+    let disk_events = events.clone();
+    let disk = Disk::start(file, move |done| {
+        let _ = disk_events.send(Event::Disk(done));
+    });
+    let accept_events = events.clone();
+    tokio::spawn(async move {
+        let mut next = 1u64;
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(connection(next, stream, accept_events.clone()));
+            next += 1;
+        }
+    });
+
+    let started = Instant::now();
+    let now = || started.elapsed().as_nanos() as u64;
+    let mut connections: HashMap<u64, mpsc::UnboundedSender<Vec<u8>>> = HashMap::new();
+    // Store request id → (connection, the client's request id, arrival).
+    let mut requests: HashMap<u64, (u64, u64, Instant)> = HashMap::new();
+    let mut next_request = 1u64;
+    let mut load = LoadMeter::default();
+    let mut broadcast = tokio::time::interval(options.broadcast);
+    loop {
+        let timeout = store
+            .poll_timeout()
+            .map(|t| started + Duration::from_nanos(t));
+        tokio::select! {
+            event = inbox.recv() => {
+                let Some(event) = event else { break };
+                match event {
+                    Event::Request { connection, id, request } => {
+                        let internal = next_request;
+                        next_request += 1;
+                        requests.insert(internal, (connection, id, Instant::now()));
+                        store.handle_request(now(), internal, request);
+                    }
+                    Event::Disk(Ok(done)) => store.handle_disk(now(), done),
+                    Event::Disk(Err(e)) => {
+                        // The device failed: stop before acknowledging anything more.
+                        disk.stop();
+                        return Err(io_error(e));
+                    }
+                    Event::Connected { connection, sender } => {
+                        connections.insert(connection, sender);
+                    }
+                    Event::Closed { connection } => {
+                        connections.remove(&connection);
+                    }
+                }
+            }
+            _ = async { tokio::time::sleep_until(timeout.expect("guarded").into()).await }, if timeout.is_some() => {
+                store.handle_timeout(now());
+            }
+            _ = broadcast.tick() => {
+                let figures = load.figures(requests.len(), &store);
+                let mut frame = Vec::new();
+                encode(&Frame::Load(figures), &mut frame);
+                for sender in connections.values() {
+                    let _ = sender.send(frame.clone());
+                }
+            }
+        }
+        while let Some(op) = store.poll_disk() {
+            disk.submit(op);
+        }
+        while let Some((internal, reply)) = store.poll_reply() {
+            let Some((connection, id, arrived)) = requests.remove(&internal) else {
+                continue;
+            };
+            load.completed(arrived.elapsed());
+            let figures = load.figures(requests.len(), &store);
+            let mut frame = Vec::new();
+            encode(
+                &Frame::Reply {
+                    id,
+                    load: figures,
+                    reply,
+                },
+                &mut frame,
+            );
+            if let Some(sender) = connections.get(&connection) {
+                let _ = sender.send(frame);
+            }
+        }
+    }
+    disk.stop();
+    Ok(())
+}
+
+/// One connection: frames in, frames out.
+async fn connection(id: u64, stream: TcpStream, events: mpsc::UnboundedSender<Event>) {
+    let (mut reader, mut writer) = stream.into_split();
+    let (sender, mut outbox) = mpsc::unbounded_channel::<Vec<u8>>();
+    let _ = events.send(Event::Connected {
+        connection: id,
+        sender,
+    });
+    let writing = tokio::spawn(async move {
+        while let Some(frame) = outbox.recv().await {
+            if writer.write_all(&frame).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut chunk = vec![0u8; 1 << 16];
+    'read: loop {
+        match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+        let mut at = 0;
+        loop {
+            match decode(&buffer[at..]) {
+                Ok(None) => break,
+                Ok(Some((
+                    Frame::Request {
+                        id: request_id,
+                        request,
+                    },
+                    used,
+                ))) => {
+                    at += used;
+                    let _ = events.send(Event::Request {
+                        connection: id,
+                        id: request_id,
+                        request,
+                    });
+                }
+                Ok(Some((_, _))) | Err(_) => {
+                    // A client that sends replies or garbage is not speaking the protocol:
+                    // drop the connection (the store and other clients are unaffected).
+                    break 'read;
+                }
+            }
+        }
+        buffer.drain(..at);
+    }
+    let _ = events.send(Event::Closed { connection: id });
+    writing.abort();
+}
+
+/// Request rate and response time, for the load figures.
+#[derive(Default)]
+struct LoadMeter {
+    recent: VecDeque<Instant>,
+    mean_response_us: f64,
+}
+
+impl LoadMeter {
+    fn completed(&mut self, response: Duration) {
+        let now = Instant::now();
+        self.recent.push_back(now);
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > Duration::from_secs(1))
+        {
+            self.recent.pop_front();
+        }
+        let us = response.as_secs_f64() * 1e6;
+        self.mean_response_us = if self.mean_response_us == 0.0 {
+            us
+        } else {
+            0.9 * self.mean_response_us + 0.1 * us
+        };
+    }
+
+    fn figures(&mut self, queue_length: usize, store: &Store) -> Load {
+        let now = Instant::now();
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > Duration::from_secs(1))
+        {
+            self.recent.pop_front();
+        }
+        Load {
+            queue_length: queue_length as u32,
+            requests_per_s: self.recent.len() as u32,
+            mean_response_us: self.mean_response_us as u32,
+            used_bytes: store.used_bytes(),
+            log_bytes: store.log_bytes(),
+        }
+    }
+}
+
+/// A blocking client of the store protocol, for tools and tests: pipelined sends, replies
+/// matched by request id, load broadcasts kept.
+pub struct StoreClient {
+    stream: std::net::TcpStream,
+    buffer: Vec<u8>,
+    next_id: u64,
+    pub last_load: Option<Load>,
+    /// Replies that arrived while waiting for another.
+    early: HashMap<u64, Reply>,
+}
+
+impl StoreClient {
+    pub fn connect(addr: SocketAddr) -> std::io::Result<StoreClient> {
+        let stream = std::net::TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        Ok(StoreClient {
+            stream,
+            buffer: Vec::new(),
+            next_id: 1,
+            last_load: None,
+            early: HashMap::new(),
+        })
+    }
+
+    /// Sends a request without waiting; returns its id.
+    pub fn send(&mut self, request: Request) -> std::io::Result<u64> {
+        use std::io::Write;
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut frame = Vec::new();
+        encode(&Frame::Request { id, request }, &mut frame);
+        self.stream.write_all(&frame)?;
+        Ok(id)
+    }
+
+    /// The next reply, whichever request it answers.
+    pub fn receive(&mut self) -> std::io::Result<(u64, Reply)> {
+        if let Some(id) = self.early.keys().next().copied() {
+            return Ok((id, self.early.remove(&id).expect("early reply")));
+        }
+        self.read_reply()
+    }
+
+    fn read_reply(&mut self) -> std::io::Result<(u64, Reply)> {
+        use std::io::Read;
+        loop {
+            match decode(&self.buffer) {
+                Ok(Some((frame, used))) => {
+                    self.buffer.drain(..used);
+                    match frame {
+                        Frame::Reply { id, load, reply } => {
+                            self.last_load = Some(load);
+                            return Ok((id, reply));
+                        }
+                        Frame::Load(load) => self.last_load = Some(load),
+                        Frame::Request { .. } => {
+                            return Err(std::io::Error::other("the store sent a request"))
+                        }
+                    }
+                }
+                Ok(None) => {
+                    let mut chunk = [0u8; 65536];
+                    let n = self.stream.read(&mut chunk)?;
+                    if n == 0 {
+                        return Err(std::io::ErrorKind::UnexpectedEof.into());
+                    }
+                    self.buffer.extend_from_slice(&chunk[..n]);
+                }
+                Err(e) => return Err(std::io::Error::other(e.to_string())),
+            }
+        }
+    }
+
+    /// Sends a request and waits for its reply.
+    pub fn call(&mut self, request: Request) -> std::io::Result<Reply> {
+        let id = self.send(request)?;
+        loop {
+            let (got, reply) = self.read_reply()?;
+            if got == id {
+                return Ok(reply);
+            }
+            self.early.insert(got, reply);
+        }
+    }
+}
