@@ -1,6 +1,6 @@
 //! The versioned short-term log store: the Everest store (Everest §3.1) and the Sierra logger
-//! (Sierra §3.6). Work in progress: format, index and the sans-I/O core are here; the real
-//! and simulated drivers follow.
+//! (Sierra §3.6). The real driver is `cordillera-runtime`'s store server; the simulated
+//! driver is the sim `World` (see `tests/durability.rs`).
 //!
 //! # Layout
 //!
