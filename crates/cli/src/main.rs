@@ -14,6 +14,7 @@
 mod bench;
 mod demo;
 mod sim_cmd;
+mod store_bench;
 mod store_cmd;
 mod trace_cmd;
 

@@ -24,6 +24,8 @@ enum StoreCommand {
     /// Print the superblock, the log extent and every client's valid ranges, verifying every
     /// record from the tail to the head.
     Inspect(InspectArgs),
+    /// Measure the store against fio on the same file system (four ratios).
+    Bench(crate::store_bench::StoreBenchArgs),
 }
 
 #[derive(Args)]
@@ -82,6 +84,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
                 log_bytes: parse_size(&a.size).map_err(anyhow::Error::msg)?,
                 listen: a.listen,
                 broadcast: Duration::from_millis(a.broadcast_ms.max(1)),
+                stats: None,
             };
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -91,6 +94,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
             }))
         }
         StoreCommand::Inspect(a) => inspect(a),
+        StoreCommand::Bench(a) => crate::store_bench::run(a),
     }
 }
 

@@ -211,3 +211,57 @@ fn garbage_drops_one_connection_not_the_store() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn store_bench_prints_the_four_ratios() {
+    if Command::new("fio").arg("--version").output().is_err() {
+        eprintln!("SKIPPED store_bench_prints_the_four_ratios: fio is not installed (scripts/test.sh installs it)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args([
+            "store",
+            "bench",
+            "--bytes",
+            "32m",
+            "--latency-requests",
+            "200",
+            "--json",
+            "--keep",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for ratio in [
+        "ratio_64k_throughput",
+        "ratio_4k_throughput",
+        "ratio_p99_ack_latency",
+        "ratio_recovery_scan",
+    ] {
+        let value = json[ratio].as_f64().unwrap_or(f64::NAN);
+        assert!(value.is_finite() && value > 0.0, "{ratio}: {value}");
+    }
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    // `inspect` verifies the log the benchmark wrote: 32 MiB of 64 KiB records.
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args(["store", "inspect", "--json", "--path"])
+        .arg(dir.path().join("bench-65536.store"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["records_verified"], 512);
+    assert_eq!(json["valid_data_bytes"], 32 << 20);
+}

@@ -111,3 +111,17 @@ pub fn run_to_quiet(store: &mut Store, file: &File, now: u64) -> Result<(), Disk
     }
     Ok(())
 }
+
+/// Asks the kernel to drop `file`'s cached pages (after writing them back), so the next reads
+/// come from the device: `fdatasync` then `posix_fadvise(DONTNEED)`.
+pub fn drop_cached_pages(file: &File) -> std::io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    file.sync_data()?;
+    // SAFETY: a valid descriptor and a whole-file range; the call only changes cache state.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::from_raw_os_error(rc))
+    }
+}

@@ -26,6 +26,8 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Interval of unprompted load broadcasts.
     pub broadcast: Duration,
+    /// When set, the core's counters are published here after every event (for benchmarks).
+    pub stats: Option<std::sync::Arc<std::sync::Mutex<cordillera_vstore::store::Stats>>>,
 }
 
 /// Opens the store at `path`, creating and formatting it with a log of `log_bytes` if the file
@@ -177,6 +179,9 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
         }
         while let Some(op) = store.poll_disk() {
             disk.submit(op);
+        }
+        if let Some(shared) = &options.stats {
+            *shared.lock().expect("stats") = store.stats();
         }
         while let Some((internal, reply)) = store.poll_reply() {
             let Some((connection, id, arrived)) = requests.remove(&internal) else {

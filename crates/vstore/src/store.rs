@@ -157,6 +157,8 @@ pub struct Stats {
     pub recovery_ns: Nanos,
     pub requests_in_flight: u64,
     pub flushes: u64,
+    /// Records written in this life (data, delete and wrap records).
+    pub records_written: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,9 +196,10 @@ enum Phase {
 
 struct Scan {
     sb: Superblock,
-    /// Log position of `buffer[0]`.
+    /// Log position of `buffer[cursor]`, the first byte not yet consumed.
     buffer_position: u64,
     buffer: Vec<u8>,
+    cursor: usize,
     /// Bytes of the log consumed from the tail.
     consumed: u64,
     expected_seq: u64,
@@ -774,6 +777,7 @@ impl Store {
             },
         );
         self.stats.requests_in_flight += request.is_some() as u64;
+        self.stats.records_written += 1;
         self.next_seq += 1;
         self.last_epoch = self.epoch;
         self.used_bytes += total;
@@ -977,6 +981,7 @@ impl Store {
             sb,
             buffer_position: sb.tail,
             buffer: Vec::new(),
+            cursor: 0,
             consumed: 0,
             expected_seq: sb.tail_seq,
             expected_prev_epoch: sb.tail_prev_epoch,
@@ -991,6 +996,9 @@ impl Store {
         let Phase::Scanning(scan) = &mut self.phase else {
             return;
         };
+        // Consumed bytes go before more are read: one move per read, not one per record.
+        scan.buffer.drain(..scan.cursor);
+        scan.cursor = 0;
         let position = (scan.buffer_position + scan.buffer.len() as u64) % self.config.log_bytes;
         let length = self
             .config
@@ -1026,7 +1034,8 @@ impl Store {
             if scan.consumed >= log_bytes {
                 break;
             }
-            let available = scan.buffer.len();
+            let available = scan.buffer.len() - scan.cursor;
+            let at = scan.cursor;
             if available < HEADER_BYTES {
                 if scan.buffer_position + available as u64 >= log_bytes {
                     // A partial header before the end cannot be a record: the scan ends.
@@ -1035,7 +1044,7 @@ impl Store {
                 self.request_scan_read();
                 return;
             }
-            let Ok(h) = RecordHeader::decode(&scan.buffer[..HEADER_BYTES]) else {
+            let Ok(h) = RecordHeader::decode(&scan.buffer[at..at + HEADER_BYTES]) else {
                 break;
             };
             // The chain: consecutive sequence numbers, each record naming its predecessor's epoch.
@@ -1064,8 +1073,9 @@ impl Store {
                 self.request_scan_read();
                 return;
             }
-            let payload = &scan.buffer[HEADER_BYTES..HEADER_BYTES + h.payload_bytes as usize];
-            if RecordHeader::verify(&scan.buffer[..HEADER_BYTES], payload).is_err() {
+            let payload =
+                &scan.buffer[at + HEADER_BYTES..at + HEADER_BYTES + h.payload_bytes as usize];
+            if RecordHeader::verify(&scan.buffer[at..at + HEADER_BYTES], payload).is_err() {
                 break;
             }
             // A valid record: keep it, durable.
@@ -1073,9 +1083,10 @@ impl Store {
             let total = h.total_bytes as u64;
             if h.kind == RecordKind::Wrap {
                 scan.buffer.clear();
+                scan.cursor = 0;
                 scan.buffer_position = log_bytes;
             } else {
-                scan.buffer.drain(..need);
+                scan.cursor += need;
                 scan.buffer_position += total;
             }
             scan.consumed += total;
@@ -1085,6 +1096,7 @@ impl Store {
             if scan.buffer_position == log_bytes {
                 scan.buffer_position = 0;
                 scan.buffer.clear();
+                scan.cursor = 0;
             }
             self.stats.records_scanned += 1;
             self.stats.bytes_scanned += total;

@@ -1,0 +1,325 @@
+//! `cordillera store bench --dir DIR`: the store against the device it runs on, measured in one
+//! run on the same file system, as ratios to fio with matched durability:
+//!
+//! 1. 64 KiB durable writes, 16 outstanding: store MB/s ÷ fio sequential 64 KiB writes at depth 16
+//!    (`--direct=1 --fdatasync=N`, N = the store's records per flush in the same run);
+//! 2. 4 KiB durable writes, 32 outstanding: the same with 4 KiB;
+//! 3. p99 acknowledgement latency at 1 outstanding (4 KiB) ÷ fio's p99 write + p99 fdatasync
+//!    latency at depth 1 with `--fdatasync=1`;
+//! 4. recovery scan MB/s ÷ fio sequential 1 MiB reads of the same file; page caches dropped
+//!    before both.
+//!
+//! Ratios ≥ 1 favour the store, except latency, where ≤ 1 does.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cordillera_runtime::disk::drop_cached_pages;
+use cordillera_runtime::store_server::{open_store, serve, ServeOptions, StoreClient};
+use cordillera_vstore::store::{Reply, Request, Stats};
+use serde::Serialize;
+
+#[derive(Args)]
+pub struct StoreBenchArgs {
+    /// Directory on the file system to measure (files are created and removed there).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Bytes written by each throughput test (and scanned by the recovery test).
+    #[arg(long, default_value = "256m")]
+    bytes: String,
+    /// Requests of the latency test.
+    #[arg(long, default_value_t = 2000)]
+    latency_requests: u64,
+    #[arg(long)]
+    json: bool,
+    /// Keep the 64 KiB test's store file (DIR/bench-65536.store), e.g. for `store inspect`.
+    #[arg(long)]
+    keep: bool,
+}
+
+#[derive(Serialize)]
+struct Figures {
+    store_64k_mb_per_s: f64,
+    fio_64k_mb_per_s: f64,
+    store_64k_records_per_flush: f64,
+    store_4k_mb_per_s: f64,
+    fio_4k_mb_per_s: f64,
+    store_4k_records_per_flush: f64,
+    store_p99_ack_latency_us: f64,
+    fio_p99_write_plus_fdatasync_us: f64,
+    store_recovery_scan_mb_per_s: f64,
+    fio_sequential_read_mb_per_s: f64,
+    ratio_64k_throughput: f64,
+    ratio_4k_throughput: f64,
+    ratio_p99_ack_latency: f64,
+    ratio_recovery_scan: f64,
+}
+
+pub fn run(args: StoreBenchArgs) -> Result<()> {
+    if Command::new("fio").arg("--version").output().is_err() {
+        bail!("fio is not installed (apt-get install fio); the benchmark measures against it");
+    }
+    std::fs::create_dir_all(&args.dir)?;
+    let bytes = cordillera_sim::presets::parse_size(&args.bytes).map_err(anyhow::Error::msg)?;
+    let dir = &args.dir;
+    let progress = |what: &str| eprintln!("store bench: {what}");
+
+    progress("64 KiB writes, 16 outstanding");
+    let (store_64k, flush_64k, store_file) = store_writes(dir, 65536, 16, bytes)?;
+    let fio_64k = fio_write(dir, "64k", 16, flush_64k.round().max(1.0) as u64, bytes)?;
+    progress("recovery scan");
+    let (scan, scanned_bytes) = recovery_scan(&store_file)?;
+    let fio_read = fio_read(&store_file, scanned_bytes)?;
+    if !args.keep {
+        std::fs::remove_file(&store_file).ok();
+    }
+
+    progress("4 KiB writes, 32 outstanding");
+    let small = (bytes / 8).max(16 << 20);
+    let (store_4k, flush_4k, file_4k) = store_writes(dir, 4096, 32, small)?;
+    std::fs::remove_file(&file_4k).ok();
+    let fio_4k = fio_write(dir, "4k", 32, flush_4k.round().max(1.0) as u64, small)?;
+
+    progress("acknowledgement latency, 1 outstanding");
+    let store_p99 = store_latency(dir, args.latency_requests)?;
+    let fio_p99 = fio_latency(dir, args.latency_requests)?;
+
+    let f = Figures {
+        store_64k_mb_per_s: store_64k,
+        fio_64k_mb_per_s: fio_64k,
+        store_64k_records_per_flush: flush_64k,
+        store_4k_mb_per_s: store_4k,
+        fio_4k_mb_per_s: fio_4k,
+        store_4k_records_per_flush: flush_4k,
+        store_p99_ack_latency_us: store_p99,
+        fio_p99_write_plus_fdatasync_us: fio_p99,
+        store_recovery_scan_mb_per_s: scan,
+        fio_sequential_read_mb_per_s: fio_read,
+        ratio_64k_throughput: store_64k / fio_64k,
+        ratio_4k_throughput: store_4k / fio_4k,
+        ratio_p99_ack_latency: store_p99 / fio_p99,
+        ratio_recovery_scan: scan / fio_read,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&f)?);
+        return Ok(());
+    }
+    println!(
+        "{:<44} {:>12} {:>12} {:>8}  target",
+        "measurement", "store", "fio", "ratio"
+    );
+    println!(
+        "{:<44} {:>12.1} {:>12.1} {:>8.3}  ≥ 0.9",
+        "64 KiB writes, 16 outstanding (MB/s)",
+        f.store_64k_mb_per_s,
+        f.fio_64k_mb_per_s,
+        f.ratio_64k_throughput
+    );
+    println!(
+        "{:<44} {:>12.1} {:>12.1} {:>8.3}  ≥ 0.8",
+        "4 KiB writes, 32 outstanding (MB/s)",
+        f.store_4k_mb_per_s,
+        f.fio_4k_mb_per_s,
+        f.ratio_4k_throughput
+    );
+    println!(
+        "{:<44} {:>12.1} {:>12.1} {:>8.3}  ≤ 1.5",
+        "p99 ack latency, 1 outstanding (µs)",
+        f.store_p99_ack_latency_us,
+        f.fio_p99_write_plus_fdatasync_us,
+        f.ratio_p99_ack_latency
+    );
+    println!(
+        "{:<44} {:>12.1} {:>12.1} {:>8.3}  ≥ 0.8",
+        "recovery scan vs sequential read (MB/s)",
+        f.store_recovery_scan_mb_per_s,
+        f.fio_sequential_read_mb_per_s,
+        f.ratio_recovery_scan
+    );
+    println!("(fio fdatasync every {:.0} writes at 64 KiB and {:.0} at 4 KiB: the store's records per flush)", f.store_64k_records_per_flush.round(), f.store_4k_records_per_flush.round());
+    Ok(())
+}
+
+/// A store server on a fresh file in `dir`, on its own runtime thread.
+fn start_store(
+    dir: &Path,
+    name: &str,
+    log_bytes: u64,
+) -> Result<(std::net::SocketAddr, Arc<Mutex<Stats>>, PathBuf)> {
+    let path = dir.join(name);
+    std::fs::remove_file(&path).ok();
+    let stats = Arc::new(Mutex::new(Stats::default()));
+    let options = ServeOptions {
+        path: path.clone(),
+        log_bytes,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        broadcast: Duration::from_secs(1),
+        stats: Some(stats.clone()),
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let result = runtime.block_on(serve(options, |addr| {
+            let _ = tx.send(addr);
+        }));
+        if let Err(e) = result {
+            eprintln!("store bench: server failed: {e:#}");
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(30))
+        .context("the store server did not start")?;
+    Ok((addr, stats, path))
+}
+
+/// Writes `total` bytes in `size`-byte writes with `depth` outstanding; MB/s and records/flush.
+fn store_writes(dir: &Path, size: u64, depth: usize, total: u64) -> Result<(f64, f64, PathBuf)> {
+    let log = (total + total / 4 + (64 << 20)) / 512 * 512;
+    let (addr, stats, path) = start_store(dir, &format!("bench-{size}.store"), log)?;
+    let mut client = StoreClient::connect(addr)?;
+    let count = total / size;
+    let data = vec![0x5a; size as usize];
+    let started = Instant::now();
+    let (mut sent, mut done) = (0u64, 0u64);
+    while done < count {
+        while sent < count && sent - done < depth as u64 {
+            client.send(Request::Write {
+                client: 1,
+                volume: 1,
+                offset_bytes: sent * size,
+                version: sent + 1,
+                data: data.clone(),
+            })?;
+            sent += 1;
+        }
+        match client.receive()? {
+            (_, Reply::Done) => done += 1,
+            (_, other) => bail!("store bench: unexpected reply {other:?}"),
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let s = *stats.lock().unwrap();
+    let per_flush = s.records_written as f64 / s.flushes.max(1) as f64;
+    Ok(((count * size) as f64 / 1e6 / seconds, per_flush, path))
+}
+
+fn store_latency(dir: &Path, requests: u64) -> Result<f64> {
+    let (addr, _, path) = start_store(dir, "bench-latency.store", 256 << 20)?;
+    let mut client = StoreClient::connect(addr)?;
+    let data = vec![0xa5; 4096];
+    let mut latencies = Vec::with_capacity(requests as usize);
+    for i in 0..requests {
+        let started = Instant::now();
+        let reply = client.call(Request::Write {
+            client: 1,
+            volume: 1,
+            offset_bytes: i * 4096,
+            version: i + 1,
+            data: data.clone(),
+        })?;
+        latencies.push(started.elapsed().as_secs_f64() * 1e6);
+        if reply != Reply::Done {
+            bail!("store bench: unexpected reply {reply:?}");
+        }
+    }
+    std::fs::remove_file(path).ok();
+    latencies.sort_by(f64::total_cmp);
+    Ok(latencies[((latencies.len() as f64 * 0.99).ceil() as usize).clamp(1, latencies.len()) - 1])
+}
+
+/// MB/s of recovery, and the bytes of log it scanned.
+fn recovery_scan(path: &Path) -> Result<(f64, u64)> {
+    let file = std::fs::File::open(path)?;
+    drop_cached_pages(&file).context("dropping cached pages")?;
+    drop(file);
+    let started = Instant::now();
+    let (_, store) = open_store(path, 0, 1)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let scanned = store.stats().bytes_scanned;
+    Ok((scanned as f64 / 1e6 / seconds, scanned))
+}
+
+fn fio_json(args: &[String]) -> Result<serde_json::Value> {
+    let out = Command::new("fio")
+        .args(args)
+        .arg("--output-format=json")
+        .output()?;
+    if !out.status.success() {
+        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    // fio may print notes before the JSON object.
+    let start = text.find('{').context("no JSON from fio")?;
+    Ok(serde_json::from_str(&text[start..])?)
+}
+
+fn fio_write(dir: &Path, bs: &str, depth: usize, fdatasync: u64, total: u64) -> Result<f64> {
+    let file = dir.join("bench-fio.dat");
+    let json = fio_json(&[
+        "--name=write".into(),
+        format!("--filename={}", file.display()),
+        "--rw=write".into(),
+        format!("--bs={bs}"),
+        format!("--size={total}"),
+        "--ioengine=libaio".into(),
+        format!("--iodepth={depth}"),
+        "--direct=1".into(),
+        format!("--fdatasync={fdatasync}"),
+    ])?;
+    std::fs::remove_file(file).ok();
+    Ok(json["jobs"][0]["write"]["bw_bytes"]
+        .as_f64()
+        .context("fio bw")?
+        / 1e6)
+}
+
+fn fio_latency(dir: &Path, requests: u64) -> Result<f64> {
+    let file = dir.join("bench-fio-lat.dat");
+    let json = fio_json(&[
+        "--name=latency".into(),
+        format!("--filename={}", file.display()),
+        "--rw=write".into(),
+        "--bs=4k".into(),
+        format!("--size={}", requests * 4096),
+        "--ioengine=psync".into(),
+        "--direct=1".into(),
+        "--fdatasync=1".into(),
+    ])?;
+    std::fs::remove_file(file).ok();
+    let job = &json["jobs"][0];
+    let write = job["write"]["clat_ns"]["percentile"]["99.000000"]
+        .as_f64()
+        .context("fio write p99")?;
+    let sync = job["sync"]["lat_ns"]["percentile"]["99.000000"]
+        .as_f64()
+        .context("fio sync p99")?;
+    Ok((write + sync) / 1e3)
+}
+
+/// Sequential 1 MiB reads of exactly the log bytes recovery scanned (the rest of the file is
+/// unwritten, and reading holes would flatter fio).
+fn fio_read(path: &Path, bytes: u64) -> Result<f64> {
+    let file = std::fs::File::open(path)?;
+    drop_cached_pages(&file)?;
+    let json = fio_json(&[
+        "--name=read".into(),
+        format!("--filename={}", path.display()),
+        "--rw=read".into(),
+        "--bs=1m".into(),
+        format!("--offset={}", cordillera_vstore::format::LOG_OFFSET),
+        format!("--size={bytes}"),
+        "--ioengine=psync".into(),
+        "--readonly".into(),
+    ])?;
+    Ok(json["jobs"][0]["read"]["bw_bytes"]
+        .as_f64()
+        .context("fio read bw")?
+        / 1e6)
+}
