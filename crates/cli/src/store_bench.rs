@@ -6,8 +6,8 @@
 //! 2. 4 KiB durable writes, 32 outstanding: the same with 4 KiB;
 //! 3. p99 acknowledgement latency at 1 outstanding (4 KiB) ÷ fio's p99 write + p99 fdatasync
 //!    latency at depth 1 with `--fdatasync=1`;
-//! 4. recovery scan MB/s ÷ fio sequential 1 MiB reads of the same file; page caches dropped
-//!    before both.
+//! 4. recovery scan MB/s ÷ fio sequential 1 MiB reads of the same log bytes; page caches dropped
+//!    before each, both run twice alternately, best of each.
 //!
 //! Ratios ≥ 1 favour the store, except latency, where ≤ 1 does.
 
@@ -72,8 +72,13 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
     let (store_64k, flush_64k, store_file) = store_writes(dir, 65536, 16, bytes)?;
     let fio_64k = fio_write(dir, "64k", 16, flush_64k.round().max(1.0) as u64, bytes)?;
     progress("recovery scan");
-    let (scan, scanned_bytes) = recovery_scan(&store_file)?;
-    let fio_read = fio_read(&store_file, scanned_bytes)?;
+    // Alternate twice and keep each side's best: whichever reads first also warms caches below
+    // the page cache (a virtual disk's host cache), which would favour the second.
+    let (first_scan, scanned_bytes) = recovery_scan(&store_file)?;
+    let first_read = fio_read(&store_file, scanned_bytes)?;
+    let (second_scan, _) = recovery_scan(&store_file)?;
+    let second_read = fio_read(&store_file, scanned_bytes)?;
+    let (scan, fio_read) = (first_scan.max(second_scan), first_read.max(second_read));
     if !args.keep {
         std::fs::remove_file(&store_file).ok();
     }

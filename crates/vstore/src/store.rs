@@ -53,7 +53,7 @@ impl Config {
             reserve_bytes: (log_bytes / 64).clamp(RECORD_ALIGN * 4, 16 << 20) / RECORD_ALIGN
                 * RECORD_ALIGN,
             tail_idle_ns: 100_000_000,
-            scan_chunk_bytes: 1 << 20,
+            scan_chunk_bytes: 4 << 20,
         }
     }
 }
@@ -1020,7 +1020,13 @@ impl Store {
             return;
         };
         scan.reading = false;
-        scan.buffer.extend_from_slice(&data);
+        if scan.cursor == scan.buffer.len() {
+            // Nothing left over: take the read's buffer instead of copying it.
+            scan.buffer = data;
+            scan.cursor = 0;
+        } else {
+            scan.buffer.extend_from_slice(&data);
+        }
         self.scan_next(now);
     }
 
