@@ -36,6 +36,9 @@ pub struct StoreBenchArgs {
     latency_requests: u64,
     #[arg(long)]
     json: bool,
+    /// Run the store with O_DIRECT (`store serve --direct`).
+    #[arg(long)]
+    direct: bool,
     /// Keep the 64 KiB test's store file (DIR/bench-65536.store), e.g. for `store inspect`.
     #[arg(long)]
     keep: bool,
@@ -69,14 +72,14 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
     let progress = |what: &str| eprintln!("store bench: {what}");
 
     progress("64 KiB writes, 16 outstanding");
-    let (store_64k, flush_64k, store_file) = store_writes(dir, 65536, 16, bytes)?;
+    let (store_64k, flush_64k, store_file) = store_writes(dir, 65536, 16, bytes, args.direct)?;
     let fio_64k = fio_write(dir, "64k", 16, flush_64k.round().max(1.0) as u64, bytes)?;
     progress("recovery scan");
     // Alternate twice and keep each side's best: whichever reads first also warms caches below
     // the page cache (a virtual disk's host cache), which would favour the second.
-    let (first_scan, scanned_bytes) = recovery_scan(&store_file)?;
+    let (first_scan, scanned_bytes) = recovery_scan(&store_file, args.direct)?;
     let first_read = fio_read(&store_file, scanned_bytes)?;
-    let (second_scan, _) = recovery_scan(&store_file)?;
+    let (second_scan, _) = recovery_scan(&store_file, args.direct)?;
     let second_read = fio_read(&store_file, scanned_bytes)?;
     let (scan, fio_read) = (first_scan.max(second_scan), first_read.max(second_read));
     if !args.keep {
@@ -85,12 +88,12 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
 
     progress("4 KiB writes, 32 outstanding");
     let small = (bytes / 8).max(16 << 20);
-    let (store_4k, flush_4k, file_4k) = store_writes(dir, 4096, 32, small)?;
+    let (store_4k, flush_4k, file_4k) = store_writes(dir, 4096, 32, small, args.direct)?;
     std::fs::remove_file(&file_4k).ok();
     let fio_4k = fio_write(dir, "4k", 32, flush_4k.round().max(1.0) as u64, small)?;
 
     progress("acknowledgement latency, 1 outstanding");
-    let store_p99 = store_latency(dir, args.latency_requests)?;
+    let store_p99 = store_latency(dir, args.latency_requests, args.direct)?;
     let fio_p99 = fio_latency(dir, args.latency_requests)?;
 
     let f = Figures {
@@ -154,6 +157,7 @@ fn start_store(
     dir: &Path,
     name: &str,
     log_bytes: u64,
+    direct: bool,
 ) -> Result<(std::net::SocketAddr, Arc<Mutex<Stats>>, PathBuf)> {
     let path = dir.join(name);
     std::fs::remove_file(&path).ok();
@@ -163,6 +167,7 @@ fn start_store(
         log_bytes,
         listen: "127.0.0.1:0".parse().unwrap(),
         broadcast: Duration::from_secs(1),
+        direct,
         stats: Some(stats.clone()),
     };
     let (tx, rx) = std::sync::mpsc::channel();
@@ -185,9 +190,15 @@ fn start_store(
 }
 
 /// Writes `total` bytes in `size`-byte writes with `depth` outstanding; MB/s and records/flush.
-fn store_writes(dir: &Path, size: u64, depth: usize, total: u64) -> Result<(f64, f64, PathBuf)> {
+fn store_writes(
+    dir: &Path,
+    size: u64,
+    depth: usize,
+    total: u64,
+    direct: bool,
+) -> Result<(f64, f64, PathBuf)> {
     let log = (total + total / 4 + (64 << 20)) / 512 * 512;
-    let (addr, stats, path) = start_store(dir, &format!("bench-{size}.store"), log)?;
+    let (addr, stats, path) = start_store(dir, &format!("bench-{size}.store"), log, direct)?;
     let mut client = StoreClient::connect(addr)?;
     let count = total / size;
     let data = vec![0x5a; size as usize];
@@ -215,8 +226,8 @@ fn store_writes(dir: &Path, size: u64, depth: usize, total: u64) -> Result<(f64,
     Ok(((count * size) as f64 / 1e6 / seconds, per_flush, path))
 }
 
-fn store_latency(dir: &Path, requests: u64) -> Result<f64> {
-    let (addr, _, path) = start_store(dir, "bench-latency.store", 256 << 20)?;
+fn store_latency(dir: &Path, requests: u64, direct: bool) -> Result<f64> {
+    let (addr, _, path) = start_store(dir, "bench-latency.store", 256 << 20, direct)?;
     let mut client = StoreClient::connect(addr)?;
     let data = vec![0xa5; 4096];
     let mut latencies = Vec::with_capacity(requests as usize);
@@ -240,12 +251,12 @@ fn store_latency(dir: &Path, requests: u64) -> Result<f64> {
 }
 
 /// MB/s of recovery, and the bytes of log it scanned.
-fn recovery_scan(path: &Path) -> Result<(f64, u64)> {
+fn recovery_scan(path: &Path, direct: bool) -> Result<(f64, u64)> {
     let file = std::fs::File::open(path)?;
     drop_cached_pages(&file).context("dropping cached pages")?;
     drop(file);
     let started = Instant::now();
-    let (_, store) = open_store(path, 0, 1)?;
+    let (_, store) = open_store(path, 0, 1, direct)?;
     let seconds = started.elapsed().as_secs_f64();
     let scanned = store.stats().bytes_scanned;
     Ok((scanned as f64 / 1e6 / seconds, scanned))

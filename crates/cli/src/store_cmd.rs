@@ -49,6 +49,9 @@ struct ServeArgs {
     /// Interval of unprompted load broadcasts to connected clients, in ms.
     #[arg(long, default_value_t = 1000)]
     broadcast_ms: u64,
+    /// Open the store with O_DIRECT (bypass the page cache).
+    #[arg(long)]
+    direct: bool,
 }
 
 #[derive(Args)]
@@ -69,7 +72,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
                 );
             }
             let log_bytes = parse_size(&a.size).map_err(anyhow::Error::msg)?;
-            let (_, store) = open_store(&a.path, log_bytes, 1)?;
+            let (_, store) = open_store(&a.path, log_bytes, 1, false)?;
             println!(
                 "formatted {}: store {:032x}, log {} bytes",
                 a.path.display(),
@@ -84,6 +87,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
                 log_bytes: parse_size(&a.size).map_err(anyhow::Error::msg)?,
                 listen: a.listen,
                 broadcast: Duration::from_millis(a.broadcast_ms.max(1)),
+                direct: a.direct,
                 stats: None,
             };
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -103,7 +107,7 @@ fn inspect(a: InspectArgs) -> Result<()> {
         bail!("{} does not exist", a.path.display());
     }
     let started = std::time::Instant::now();
-    let (_, store) = open_store(&a.path, 0, 1)?;
+    let (_, store) = open_store(&a.path, 0, 1, false)?;
     let elapsed = started.elapsed();
     let sb = store.superblock();
     let stats = store.stats();

@@ -20,6 +20,10 @@ fn pattern(block: u64, version: u64) -> Vec<u8> {
 
 /// Starts `store serve` on a free port; returns the child and its address.
 fn serve(path: &Path) -> (Child, SocketAddr) {
+    serve_with(path, &[])
+}
+
+fn serve_with(path: &Path, extra: &[&str]) -> (Child, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cordillera"))
         .args([
             "store",
@@ -31,6 +35,7 @@ fn serve(path: &Path) -> (Child, SocketAddr) {
             "--path",
         ])
         .arg(path)
+        .args(extra)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -264,4 +269,72 @@ fn store_bench_prints_the_four_ratios() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["records_verified"], 512);
     assert_eq!(json["valid_data_bytes"], 32 << 20);
+}
+
+#[test]
+fn o_direct_store_survives_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    // O_DIRECT needs a file system that supports it (tmpfs does not).
+    let probe = dir.path().join("probe");
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        if std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc_o_direct())
+            .open(&probe)
+            .is_err()
+        {
+            eprintln!(
+                "SKIPPED o_direct_store_survives_sigkill: {} does not support O_DIRECT",
+                dir.path().display()
+            );
+            return;
+        }
+    }
+    let path = dir.path().join("store");
+    let (mut child, addr) = serve_with(&path, &["--direct"]);
+    let mut client = StoreClient::connect(addr).unwrap();
+    for block in 0..64u64 {
+        let reply = client
+            .call(Request::Write {
+                client: 2,
+                volume: 1,
+                offset_bytes: block * BLOCK + 100,
+                version: block + 1,
+                data: pattern(block, block + 1)[..1000].to_vec(),
+            })
+            .unwrap();
+        assert_eq!(reply, Reply::Done);
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (mut child, addr) = serve_with(&path, &["--direct"]);
+    let mut client = StoreClient::connect(addr).unwrap();
+    for block in 0..64u64 {
+        // Unaligned ranges read back exactly through aligned O_DIRECT transfers.
+        let reply = client
+            .call(Request::Read {
+                client: 2,
+                offset_bytes: block * BLOCK + 100,
+                length_bytes: 1000,
+            })
+            .unwrap();
+        let Reply::Read(pieces) = reply else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(pieces.len(), 1);
+        assert_eq!(pieces[0].1, pattern(block, block + 1)[..1000].to_vec());
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// `O_DIRECT` on Linux (x86-64 and aarch64 differ: read it from the C library's headers).
+fn libc_o_direct() -> i32 {
+    #[cfg(target_arch = "aarch64")]
+    return 0o200000;
+    #[cfg(not(target_arch = "aarch64"))]
+    return 0o40000;
 }

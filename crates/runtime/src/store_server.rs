@@ -3,7 +3,6 @@
 //! order, by request id); disk operations run on worker threads.
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::{File, OpenOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -16,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-use crate::disk::{run_to_quiet, Disk, DiskError};
+use crate::disk::{run_to_quiet, Disk, DiskError, DiskFile};
 
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -26,21 +25,24 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Interval of unprompted load broadcasts.
     pub broadcast: Duration,
+    /// Open the file with `O_DIRECT` (transfers bypass the page cache).
+    pub direct: bool,
     /// When set, the core's counters are published here after every event (for benchmarks).
     pub stats: Option<std::sync::Arc<std::sync::Mutex<cordillera_vstore::store::Stats>>>,
 }
 
 /// Opens the store at `path`, creating and formatting it with a log of `log_bytes` if the file
 /// does not exist. Returns the file and the ready store core.
-pub fn open_store(path: &std::path::Path, log_bytes: u64, seed: u64) -> Result<(File, Store)> {
+pub fn open_store(
+    path: &std::path::Path,
+    log_bytes: u64,
+    seed: u64,
+    direct: bool,
+) -> Result<(DiskFile, Store)> {
     let exists = path.exists();
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(!exists)
-        .truncate(false)
-        .open(path)
+    let disk_file = DiskFile::open(path, !exists, direct)
         .with_context(|| format!("cannot open {}", path.display()))?;
+    let file = &disk_file.file;
     let mut store = if exists {
         let size = file.metadata()?.len();
         if size <= LOG_OFFSET {
@@ -54,7 +56,7 @@ pub fn open_store(path: &std::path::Path, log_bytes: u64, seed: u64) -> Result<(
             seed,
             0,
         );
-        run_to_quiet(&mut store, &file, 0).map_err(io_error)?;
+        run_to_quiet(&mut store, &disk_file, 0).map_err(io_error)?;
         if store.failed() {
             bail!(
                 "{}: no valid store superblock (not a store, or damaged); refusing to reformat",
@@ -70,9 +72,9 @@ pub fn open_store(path: &std::path::Path, log_bytes: u64, seed: u64) -> Result<(
         let store_id = ((seed as u128) << 64) | std::process::id() as u128;
         Store::format(Config::new(log_bytes), store_id, seed)
     };
-    run_to_quiet(&mut store, &file, 0).map_err(io_error)?;
+    run_to_quiet(&mut store, &disk_file, 0).map_err(io_error)?;
     assert!(store.is_ready(), "formatted or recovered");
-    Ok((file, store))
+    Ok((disk_file, store))
 }
 
 fn io_error(e: DiskError) -> anyhow::Error {
@@ -100,7 +102,7 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64);
-    let (file, mut store) = open_store(&options.path, options.log_bytes, seed)?;
+    let (file, mut store) = open_store(&options.path, options.log_bytes, seed, options.direct)?;
     let stats = store.stats();
     eprintln!(
         "cordillera store: {} ready: {} records scanned ({} bytes, {} bytes of valid data), {} bytes of log in use",
