@@ -621,50 +621,32 @@ impl Store {
 
     /// Appends the record of a write or delete, or queues / refuses it when space is short.
     fn append(&mut self, id: u64, request: Request) {
-        let (kind, client, volume, offset_bytes, length_bytes, version, payload) = match request {
+        let (kind, offset_bytes, length_bytes, payload_bytes) = match &request {
             Request::Write {
-                client,
-                volume,
-                offset_bytes,
-                version,
-                data,
+                offset_bytes, data, ..
             } => (
                 RecordKind::Data,
-                client,
-                volume,
-                offset_bytes,
+                *offset_bytes,
                 data.len() as u64,
-                version,
-                data,
+                data.len() as u64,
             ),
             Request::Delete {
-                client,
-                volume,
                 offset_bytes,
                 length_bytes,
-                version,
-            } => (
-                RecordKind::Delete,
-                client,
-                volume,
-                offset_bytes,
-                length_bytes,
-                version,
-                Vec::new(),
-            ),
+                ..
+            } => (RecordKind::Delete, *offset_bytes, *length_bytes, 0),
             _ => unreachable!("only writes and deletes append"),
         };
+        let total = record_total_bytes(payload_bytes);
         let bad = length_bytes == 0
-            || payload.len() as u64 > PAYLOAD_BYTES_MAX as u64
+            || payload_bytes > PAYLOAD_BYTES_MAX as u64
             || offset_bytes.checked_add(length_bytes).is_none()
-            || record_total_bytes(payload.len() as u64) + self.config.reserve_bytes
-                > self.config.log_bytes;
+            || total + self.config.reserve_bytes > self.config.log_bytes;
         if bad {
             self.replies
                 .push_back((id, Reply::Error(StoreError::BadRequest)));
             return;
         }
-        let total = record_total_bytes(payload.len() as u64);
         let filler = if self.head + total > self.config.log_bytes {
             self.config.log_bytes - self.head
         } else {
@@ -678,56 +660,62 @@ impl Store {
         };
         if need + reserve > self.free_bytes() {
             let reclaimable: u64 = self.passed.iter().map(|(_, b)| b).sum();
-            if need + reserve <= self.free_bytes() + reclaimable
-                || self.superblock_in_flight.is_some()
-            {
-                // Space comes back once the tail pointer is durable.
-                self.waiting.push_back((
-                    id,
-                    Request::rebuild(
-                        kind,
-                        client,
-                        volume,
-                        offset_bytes,
-                        length_bytes,
-                        version,
-                        payload,
-                    ),
-                ));
+            let space_will_come = need + reserve <= self.free_bytes() + reclaimable
+                || self.superblock_in_flight.is_some();
+            if space_will_come || kind == RecordKind::Delete {
+                // Space comes back once the tail pointer is durable; deletes always wait rather
+                // than fail, so reclaim always makes progress.
+                self.waiting.push_back((id, request));
                 self.persist_tail();
-            } else if kind == RecordKind::Data {
-                self.replies.push_back((id, Reply::Error(StoreError::Full)));
             } else {
-                // Deletes wait for space rather than fail: reclaim always makes progress.
-                self.waiting.push_back((
-                    id,
-                    Request::rebuild(
-                        kind,
-                        client,
-                        volume,
-                        offset_bytes,
-                        length_bytes,
-                        version,
-                        payload,
-                    ),
-                ));
+                self.replies.push_back((id, Reply::Error(StoreError::Full)));
             }
             return;
         }
         if filler > 0 {
             self.push_record(RecordKind::Wrap, 0, 0, 0, 0, 0, &[], filler, None);
         }
-        self.push_record(
-            kind,
-            client,
-            volume,
-            offset_bytes,
-            length_bytes,
-            version,
-            &payload,
-            total,
-            Some(id),
-        );
+        match request {
+            Request::Write {
+                client,
+                volume,
+                offset_bytes,
+                version,
+                data,
+            } => {
+                self.push_record(
+                    kind,
+                    client,
+                    volume,
+                    offset_bytes,
+                    length_bytes,
+                    version,
+                    &data,
+                    total,
+                    Some(id),
+                );
+            }
+            Request::Delete {
+                client,
+                volume,
+                offset_bytes,
+                length_bytes,
+                version,
+            } => {
+                self.push_record(
+                    kind,
+                    client,
+                    volume,
+                    offset_bytes,
+                    length_bytes,
+                    version,
+                    &[],
+                    total,
+                    Some(id),
+                );
+            }
+            _ => unreachable!("only writes and deletes append"),
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1143,34 +1131,5 @@ impl Store {
         self.stats.valid_data_bytes = self.records.values().map(|r| r.live_bytes).sum();
         self.stats.recovery_ns = now - scan.started;
         self.last_activity = now;
-    }
-}
-
-impl Request {
-    fn rebuild(
-        kind: RecordKind,
-        client: u64,
-        volume: u64,
-        offset_bytes: u64,
-        length_bytes: u64,
-        version: u64,
-        data: Vec<u8>,
-    ) -> Request {
-        match kind {
-            RecordKind::Data => Request::Write {
-                client,
-                volume,
-                offset_bytes,
-                version,
-                data,
-            },
-            _ => Request::Delete {
-                client,
-                volume,
-                offset_bytes,
-                length_bytes,
-                version,
-            },
-        }
     }
 }
