@@ -18,6 +18,17 @@ fn pattern(block: u64, version: u64) -> Vec<u8> {
     data
 }
 
+/// Runs `command` (a `cordillera` invocation printing JSON), which must succeed; its JSON.
+fn cordillera_json(command: &mut Command) -> serde_json::Value {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Starts `store serve` on a free port; returns the child and its address.
 fn serve(path: &Path) -> (Child, SocketAddr) {
     serve_with(path, &[])
@@ -145,17 +156,11 @@ fn acknowledged_writes_survive_sigkill_during_a_burst() {
     child.kill().unwrap();
     child.wait().unwrap();
     // Offline inspection verifies the log the burst left.
-    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
-        .args(["store", "inspect", "--json", "--path"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let json = cordillera_json(
+        Command::new(env!("CARGO_BIN_EXE_cordillera"))
+            .args(["store", "inspect", "--json", "--path"])
+            .arg(&path),
     );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(json["records_verified"].as_u64().unwrap() >= 3_000);
     assert_eq!(
         json["clients"][0]["ranges"].as_array().unwrap().len(),
@@ -224,27 +229,21 @@ fn store_bench_prints_the_four_ratios() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
-        .args([
-            "store",
-            "bench",
-            "--bytes",
-            "32m",
-            "--latency-requests",
-            "200",
-            "--json",
-            "--keep",
-            "--dir",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let json = cordillera_json(
+        Command::new(env!("CARGO_BIN_EXE_cordillera"))
+            .args([
+                "store",
+                "bench",
+                "--bytes",
+                "32m",
+                "--latency-requests",
+                "200",
+                "--json",
+                "--keep",
+                "--dir",
+            ])
+            .arg(dir.path()),
     );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for ratio in [
         "ratio_64k_throughput",
         "ratio_4k_throughput",
@@ -254,19 +253,13 @@ fn store_bench_prints_the_four_ratios() {
         let value = json[ratio].as_f64().unwrap_or(f64::NAN);
         assert!(value.is_finite() && value > 0.0, "{ratio}: {value}");
     }
-    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    eprintln!("{json:#}");
     // `inspect` verifies the log the benchmark wrote: 32 MiB of 64 KiB records.
-    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
-        .args(["store", "inspect", "--json", "--path"])
-        .arg(dir.path().join("bench-65536.store"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let json = cordillera_json(
+        Command::new(env!("CARGO_BIN_EXE_cordillera"))
+            .args(["store", "inspect", "--json", "--path"])
+            .arg(dir.path().join("bench-65536.store")),
     );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["records_verified"], 512);
     assert_eq!(json["valid_data_bytes"], 32 << 20);
 }
@@ -282,7 +275,7 @@ fn o_direct_store_survives_sigkill() {
             .write(true)
             .create(true)
             .truncate(true)
-            .custom_flags(libc_o_direct())
+            .custom_flags(libc::O_DIRECT)
             .open(&probe)
             .is_err()
         {
@@ -329,12 +322,4 @@ fn o_direct_store_survives_sigkill() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-}
-
-/// `O_DIRECT` on Linux (x86-64 and aarch64 differ: read it from the C library's headers).
-fn libc_o_direct() -> i32 {
-    #[cfg(target_arch = "aarch64")]
-    return 0o200000;
-    #[cfg(not(target_arch = "aarch64"))]
-    return 0o40000;
 }
