@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use cordillera_runtime::disk::drop_cached_pages;
+use cordillera_runtime::disk::{drop_cached_pages, IoMode};
 use cordillera_runtime::store_server::{open_store, serve, ServeOptions, StoreClient};
 use cordillera_vstore::store::{Reply, Request, Stats};
 use serde::Serialize;
@@ -36,9 +36,12 @@ pub struct StoreBenchArgs {
     latency_requests: u64,
     #[arg(long)]
     json: bool,
-    /// Run the store with O_DIRECT (`store serve --direct`).
-    #[arg(long)]
-    direct: bool,
+    /// The store's I/O mode, as `store serve --io`.
+    #[arg(long, default_value = "auto")]
+    io: IoMode,
+    /// Rounds of every measurement (store and fio alternately); the figures are medians.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
     /// Keep the 64 KiB test's store file (DIR/bench-65536.store), e.g. for `store inspect`.
     #[arg(long)]
     keep: bool,
@@ -52,6 +55,8 @@ struct Figures {
     store_4k_mb_per_s: f64,
     fio_4k_mb_per_s: f64,
     store_4k_records_per_flush: f64,
+    store_p50_ack_latency_us: f64,
+    fio_p50_write_plus_fdatasync_us: f64,
     store_p99_ack_latency_us: f64,
     fio_p99_write_plus_fdatasync_us: f64,
     store_recovery_scan_mb_per_s: f64,
@@ -71,30 +76,73 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
     let dir = &args.dir;
     let progress = |what: &str| eprintln!("store bench: {what}");
 
-    progress("64 KiB writes, 16 outstanding");
-    let (store_64k, flush_64k, store_file) = store_writes(dir, 65536, 16, bytes, args.direct)?;
-    let fio_64k = fio_write(dir, "64k", 16, flush_64k.round().max(1.0) as u64, bytes)?;
-    progress("recovery scan");
-    // Alternate twice and keep each side's best: whichever reads first also warms caches below
-    // the page cache (a virtual disk's host cache), which would favour the second.
-    let (first_scan, scanned_bytes) = recovery_scan(&store_file, args.direct)?;
-    let first_read = fio_read(&store_file, scanned_bytes)?;
-    let (second_scan, _) = recovery_scan(&store_file, args.direct)?;
-    let second_read = fio_read(&store_file, scanned_bytes)?;
-    let (scan, fio_read) = (first_scan.max(second_scan), first_read.max(second_read));
-    if !args.keep {
-        std::fs::remove_file(&store_file).ok();
-    }
-
-    progress("4 KiB writes, 32 outstanding");
+    let rounds = args.repeat.max(1);
+    let (mut w64, mut f64k, mut per64) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut w4, mut f4k, mut per4) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut scans, mut reads) = (Vec::new(), Vec::new());
+    let (mut lat, mut fio_lat) = (Vec::new(), Vec::new());
+    let (mut lat50, mut fio_lat50) = (Vec::new(), Vec::new());
     let small = (bytes / 8).max(16 << 20);
-    let (store_4k, flush_4k, file_4k) = store_writes(dir, 4096, 32, small, args.direct)?;
-    std::fs::remove_file(&file_4k).ok();
-    let fio_4k = fio_write(dir, "4k", 32, flush_4k.round().max(1.0) as u64, small)?;
+    // Each round measures the store and then fio, alternately, so that slow phases of a shared
+    // machine fall on both; the figures are the medians over the rounds.
+    for round in 1..=rounds {
+        progress(&format!(
+            "round {round}/{rounds}: 64 KiB writes, 16 outstanding"
+        ));
+        let (store_64k, flush_64k, store_file) = store_writes(dir, 65536, 16, bytes, args.io)?;
+        w64.push(store_64k);
+        per64.push(flush_64k);
+        f64k.push(fio_write(
+            dir,
+            "64k",
+            16,
+            flush_64k.round().max(1.0) as u64,
+            bytes,
+        )?);
 
-    progress("acknowledgement latency, 1 outstanding");
-    let store_p99 = store_latency(dir, args.latency_requests, args.direct)?;
-    let fio_p99 = fio_latency(dir, args.latency_requests)?;
+        progress(&format!("round {round}/{rounds}: recovery scan"));
+        // Whichever reads first also warms caches below the page cache (a virtual disk's host
+        // cache): scan, read, read, scan, and the best of each.
+        let (first_scan, scanned) = recovery_scan(&store_file, args.io)?;
+        let first_read = fio_read(&store_file, scanned)?;
+        let second_read = fio_read(&store_file, scanned)?;
+        let (second_scan, _) = recovery_scan(&store_file, args.io)?;
+        let scan = first_scan.max(second_scan);
+        reads.push(first_read.max(second_read));
+        scans.push(scan);
+        if !args.keep || round < rounds {
+            std::fs::remove_file(&store_file).ok();
+        }
+
+        progress(&format!(
+            "round {round}/{rounds}: 4 KiB writes, 32 outstanding"
+        ));
+        let (store_4k, flush_4k, file_4k) = store_writes(dir, 4096, 32, small, args.io)?;
+        std::fs::remove_file(&file_4k).ok();
+        w4.push(store_4k);
+        per4.push(flush_4k);
+        f4k.push(fio_write(
+            dir,
+            "4k",
+            32,
+            flush_4k.round().max(1.0) as u64,
+            small,
+        )?);
+
+        progress(&format!(
+            "round {round}/{rounds}: acknowledgement latency, 1 outstanding"
+        ));
+        let (p50, p99) = store_latency(dir, args.latency_requests, args.io)?;
+        lat.push(p99);
+        lat50.push(p50);
+        let (p50, p99) = fio_latency(dir, args.latency_requests)?;
+        fio_lat.push(p99);
+        fio_lat50.push(p50);
+    }
+    let (store_64k, fio_64k, flush_64k) = (median(&mut w64), median(&mut f64k), median(&mut per64));
+    let (store_4k, fio_4k, flush_4k) = (median(&mut w4), median(&mut f4k), median(&mut per4));
+    let (scan, fio_read) = (median(&mut scans), median(&mut reads));
+    let (store_p99, fio_p99) = (median(&mut lat), median(&mut fio_lat));
 
     let f = Figures {
         store_64k_mb_per_s: store_64k,
@@ -103,6 +151,8 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         store_4k_mb_per_s: store_4k,
         fio_4k_mb_per_s: fio_4k,
         store_4k_records_per_flush: flush_4k,
+        store_p50_ack_latency_us: median(&mut lat50),
+        fio_p50_write_plus_fdatasync_us: median(&mut fio_lat50),
         store_p99_ack_latency_us: store_p99,
         fio_p99_write_plus_fdatasync_us: fio_p99,
         store_recovery_scan_mb_per_s: scan,
@@ -152,12 +202,22 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
     Ok(())
 }
 
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
 /// A store server on a fresh file in `dir`, on its own runtime thread.
 fn start_store(
     dir: &Path,
     name: &str,
     log_bytes: u64,
-    direct: bool,
+    io: IoMode,
 ) -> Result<(std::net::SocketAddr, Arc<Mutex<Stats>>, PathBuf)> {
     let path = dir.join(name);
     std::fs::remove_file(&path).ok();
@@ -167,12 +227,12 @@ fn start_store(
         log_bytes,
         listen: "127.0.0.1:0".parse().unwrap(),
         broadcast: Duration::from_secs(1),
-        direct,
+        io,
         stats: Some(stats.clone()),
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
@@ -195,10 +255,10 @@ fn store_writes(
     size: u64,
     depth: usize,
     total: u64,
-    direct: bool,
+    io: IoMode,
 ) -> Result<(f64, f64, PathBuf)> {
     let log = (total + total / 4 + (64 << 20)) / 512 * 512;
-    let (addr, stats, path) = start_store(dir, &format!("bench-{size}.store"), log, direct)?;
+    let (addr, stats, path) = start_store(dir, &format!("bench-{size}.store"), log, io)?;
     let mut client = StoreClient::connect(addr)?;
     let count = total / size;
     let data = vec![0x5a; size as usize];
@@ -226,8 +286,9 @@ fn store_writes(
     Ok(((count * size) as f64 / 1e6 / seconds, per_flush, path))
 }
 
-fn store_latency(dir: &Path, requests: u64, direct: bool) -> Result<f64> {
-    let (addr, _, path) = start_store(dir, "bench-latency.store", 256 << 20, direct)?;
+/// Median and 99th percentile acknowledgement latency (µs) at one outstanding write.
+fn store_latency(dir: &Path, requests: u64, io: IoMode) -> Result<(f64, f64)> {
+    let (addr, _, path) = start_store(dir, "bench-latency.store", 256 << 20, io)?;
     let mut client = StoreClient::connect(addr)?;
     let data = vec![0xa5; 4096];
     let mut latencies = Vec::with_capacity(requests as usize);
@@ -247,16 +308,19 @@ fn store_latency(dir: &Path, requests: u64, direct: bool) -> Result<f64> {
     }
     std::fs::remove_file(path).ok();
     latencies.sort_by(f64::total_cmp);
-    Ok(latencies[((latencies.len() as f64 * 0.99).ceil() as usize).clamp(1, latencies.len()) - 1])
+    let at = |q: f64| {
+        latencies[((latencies.len() as f64 * q).ceil() as usize).clamp(1, latencies.len()) - 1]
+    };
+    Ok((at(0.5), at(0.99)))
 }
 
 /// MB/s of recovery, and the bytes of log it scanned.
-fn recovery_scan(path: &Path, direct: bool) -> Result<(f64, u64)> {
+fn recovery_scan(path: &Path, io: IoMode) -> Result<(f64, u64)> {
     let file = std::fs::File::open(path)?;
     drop_cached_pages(&file).context("dropping cached pages")?;
     drop(file);
     let started = Instant::now();
-    let (_, store) = open_store(path, 0, 1, direct)?;
+    let (_, store) = open_store(path, 0, 1, io)?;
     let seconds = started.elapsed().as_secs_f64();
     let scanned = store.stats().bytes_scanned;
     Ok((scanned as f64 / 1e6 / seconds, scanned))
@@ -296,7 +360,8 @@ fn fio_write(dir: &Path, bs: &str, depth: usize, fdatasync: u64, total: u64) -> 
         / 1e6)
 }
 
-fn fio_latency(dir: &Path, requests: u64) -> Result<f64> {
+/// fio's median and 99th percentile write latency plus fdatasync latency (µs) at depth 1.
+fn fio_latency(dir: &Path, requests: u64) -> Result<(f64, f64)> {
     let file = dir.join("bench-fio-lat.dat");
     let json = fio_json(&[
         "--name=latency".into(),
@@ -310,13 +375,16 @@ fn fio_latency(dir: &Path, requests: u64) -> Result<f64> {
     ])?;
     std::fs::remove_file(file).ok();
     let job = &json["jobs"][0];
-    let write = job["write"]["clat_ns"]["percentile"]["99.000000"]
-        .as_f64()
-        .context("fio write p99")?;
-    let sync = job["sync"]["lat_ns"]["percentile"]["99.000000"]
-        .as_f64()
-        .context("fio sync p99")?;
-    Ok((write + sync) / 1e3)
+    let sum = |q: &str| -> Result<f64> {
+        let write = job["write"]["clat_ns"]["percentile"][q]
+            .as_f64()
+            .context("fio write percentile")?;
+        let sync = job["sync"]["lat_ns"]["percentile"][q]
+            .as_f64()
+            .context("fio sync percentile")?;
+        Ok((write + sync) / 1e3)
+    };
+    Ok((sum("50.000000")?, sum("99.000000")?))
 }
 
 /// Sequential 1 MiB reads of exactly the log bytes recovery scanned (the rest of the file is

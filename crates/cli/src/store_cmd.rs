@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
+use cordillera_runtime::disk::IoMode;
 use cordillera_runtime::store_server::{open_store, serve, ServeOptions};
 use cordillera_sim::presets::parse_size;
 
@@ -49,9 +50,10 @@ struct ServeArgs {
     /// Interval of unprompted load broadcasts to connected clients, in ms.
     #[arg(long, default_value_t = 1000)]
     broadcast_ms: u64,
-    /// Open the store with O_DIRECT (bypass the page cache).
-    #[arg(long)]
-    direct: bool,
+    /// I/O to the file or device: `direct` (O_DIRECT), `buffered` (page cache), or `auto`
+    /// (O_DIRECT where the file system supports it).
+    #[arg(long, default_value = "auto")]
+    io: IoMode,
 }
 
 #[derive(Args)]
@@ -72,7 +74,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
                 );
             }
             let log_bytes = parse_size(&a.size).map_err(anyhow::Error::msg)?;
-            let (_, store) = open_store(&a.path, log_bytes, 1, false)?;
+            let (_, store) = open_store(&a.path, log_bytes, 1, IoMode::Buffered)?;
             println!(
                 "formatted {}: store {:032x}, log {} bytes",
                 a.path.display(),
@@ -87,10 +89,12 @@ pub fn run(args: StoreArgs) -> Result<()> {
                 log_bytes: parse_size(&a.size).map_err(anyhow::Error::msg)?,
                 listen: a.listen,
                 broadcast: Duration::from_millis(a.broadcast_ms.max(1)),
-                direct: a.direct,
+                io: a.io,
                 stats: None,
             };
-            let runtime = tokio::runtime::Builder::new_multi_thread()
+            // One event thread: the store core is a single task, and hand-offs between runtime
+            // threads would only add wake-ups to every request (disk I/O has its own threads).
+            let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             runtime.block_on(serve(options, |addr| {
@@ -107,7 +111,7 @@ fn inspect(a: InspectArgs) -> Result<()> {
         bail!("{} does not exist", a.path.display());
     }
     let started = std::time::Instant::now();
-    let (_, store) = open_store(&a.path, 0, 1, false)?;
+    let (_, store) = open_store(&a.path, 0, 1, IoMode::Buffered)?;
     let elapsed = started.elapsed();
     let sb = store.superblock();
     let stats = store.stats();

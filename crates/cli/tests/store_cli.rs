@@ -65,9 +65,16 @@ fn serve_with(path: &Path, extra: &[&str]) -> (Child, SocketAddr) {
 
 #[test]
 fn acknowledged_writes_survive_sigkill_during_a_burst() {
+    // The default (`auto`: O_DIRECT where supported) and the page cache.
+    for io in ["auto", "buffered"] {
+        sigkill_during_a_burst(io);
+    }
+}
+
+fn sigkill_during_a_burst(io: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store");
-    let (mut child, addr) = serve(&path);
+    let (mut child, addr) = serve_with(&path, &["--io", io]);
     let mut client = StoreClient::connect(addr).unwrap();
     let mut acked: HashMap<u64, u64> = HashMap::new();
     let mut issued: HashMap<u64, (u64, u64)> = HashMap::new(); // request id → (block, version)
@@ -113,7 +120,7 @@ fn acknowledged_writes_survive_sigkill_during_a_burst() {
     };
     assert!(killed && acks == 3_000);
     // Restart on the same file: every acknowledged write is there, at its version or a later one.
-    let (mut child, addr) = serve(&path);
+    let (mut child, addr) = serve_with(&path, &["--io", io]);
     let mut client = StoreClient::connect(addr).unwrap();
     let mut checked = 0;
     for (block, &want) in &acked {
@@ -287,7 +294,7 @@ fn o_direct_store_survives_sigkill() {
         }
     }
     let path = dir.path().join("store");
-    let (mut child, addr) = serve_with(&path, &["--direct"]);
+    let (mut child, addr) = serve_with(&path, &["--io", "direct"]);
     let mut client = StoreClient::connect(addr).unwrap();
     for block in 0..64u64 {
         let reply = client
@@ -303,7 +310,7 @@ fn o_direct_store_survives_sigkill() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let (mut child, addr) = serve_with(&path, &["--direct"]);
+    let (mut child, addr) = serve_with(&path, &["--io", "direct"]);
     let mut client = StoreClient::connect(addr).unwrap();
     for block in 0..64u64 {
         // Unaligned ranges read back exactly through aligned O_DIRECT transfers.

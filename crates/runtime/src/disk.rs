@@ -10,13 +10,33 @@ use std::thread;
 use cordillera_vstore::store::{DiskDone, DiskOp, Store};
 
 /// Worker threads: enough to keep a device's queue busy with the store's concurrent records.
-pub const DISK_WORKERS: usize = 8;
+pub const DISK_WORKERS: usize = 32;
 
 /// A disk shared by worker threads; completions (or I/O errors) come back on a channel.
 pub struct Disk {
-    jobs: mpsc::Sender<DiskOp>,
+    jobs: mpsc::Sender<Job>,
     workers: Vec<thread::JoinHandle<()>>,
 }
+
+/// Work for one worker: one operation, or writes to consecutive offsets done as one transfer.
+enum Job {
+    One(DiskOp),
+    /// A read into a buffer allocated by the submitting thread: large buffers freed there
+    /// too are then reused by the allocator instead of being mapped and faulted in afresh.
+    Read {
+        id: u64,
+        offset_bytes: u64,
+        length_bytes: u64,
+        buffer: Vec<u8>,
+    },
+    Writes {
+        offset_bytes: u64,
+        writes: Vec<(u64, Vec<u8>)>,
+    },
+}
+
+/// The largest transfer a batch of consecutive writes is merged into.
+pub const MAX_BATCH_BYTES: usize = 4 << 20;
 
 /// A disk operation that failed: the store cannot continue safely.
 #[derive(Debug)]
@@ -28,11 +48,10 @@ pub struct DiskError {
 impl Disk {
     /// Starts the workers; each completion is passed to `done`.
     pub fn start(
-        file: DiskFile,
+        file: Arc<DiskFile>,
         done: impl Fn(Result<DiskDone, DiskError>) + Send + Sync + 'static,
     ) -> Disk {
-        let file = Arc::new(file);
-        let (jobs, receiver) = mpsc::channel::<DiskOp>();
+        let (jobs, receiver) = mpsc::channel::<Job>();
         let receiver = Arc::new(Mutex::new(receiver));
         let done = Arc::new(done);
         let workers = (0..DISK_WORKERS)
@@ -40,8 +59,30 @@ impl Disk {
                 let (file, receiver, done) = (file.clone(), receiver.clone(), done.clone());
                 thread::spawn(move || loop {
                     let job = receiver.lock().expect("disk queue").recv();
-                    let Ok(op) = job else { return };
-                    done(file.execute(op));
+                    match job {
+                        Err(_) => return,
+                        Ok(Job::One(op)) => done(file.execute(op)),
+                        Ok(Job::Read {
+                            id,
+                            offset_bytes,
+                            length_bytes,
+                            buffer,
+                        }) => done(
+                            file.read(offset_bytes, length_bytes, buffer)
+                                .map(|data| DiskDone::Read { id, data }),
+                        ),
+                        Ok(Job::Writes {
+                            offset_bytes,
+                            writes,
+                        }) => match file.write_batch(offset_bytes, &writes) {
+                            Ok(()) => {
+                                for (id, _) in writes {
+                                    done(Ok(DiskDone::Written { id }));
+                                }
+                            }
+                            Err(e) => done(Err(e)),
+                        },
+                    }
                 })
             })
             .collect();
@@ -50,7 +91,57 @@ impl Disk {
 
     pub fn submit(&self, op: DiskOp) {
         // The workers outlive every submitter (they stop when the sender is dropped).
-        let _ = self.jobs.send(op);
+        let job = match op {
+            DiskOp::Read {
+                id,
+                offset_bytes,
+                length_bytes,
+            } => Job::Read {
+                id,
+                offset_bytes,
+                length_bytes,
+                buffer: Vec::with_capacity(length_bytes as usize),
+            },
+            op => Job::One(op),
+        };
+        let _ = self.jobs.send(job);
+    }
+
+    /// Submits operations in order, merging writes to consecutive offsets (the log's records
+    /// at its head) into single transfers of up to [`MAX_BATCH_BYTES`]: fewer, larger device
+    /// writes. Each write still completes individually, so the core's contract is unchanged.
+    pub fn submit_all(&self, ops: impl IntoIterator<Item = DiskOp>) {
+        let mut batch: Option<WriteBatch> = None;
+        for op in ops {
+            match op {
+                DiskOp::Write {
+                    id,
+                    offset_bytes,
+                    data,
+                    durable: false,
+                } => {
+                    if let Some(b) = &mut batch {
+                        if b.end == offset_bytes && b.bytes + data.len() <= MAX_BATCH_BYTES {
+                            b.push(id, data);
+                            continue;
+                        }
+                    }
+                    if let Some(full) = batch.replace(WriteBatch::new(offset_bytes)) {
+                        let _ = self.jobs.send(full.into_job());
+                    }
+                    batch.as_mut().expect("a batch").push(id, data);
+                }
+                other => {
+                    if let Some(b) = batch.take() {
+                        let _ = self.jobs.send(b.into_job());
+                    }
+                    self.submit(other);
+                }
+            }
+        }
+        if let Some(b) = batch {
+            let _ = self.jobs.send(b.into_job());
+        }
     }
 
     /// Stops the workers after the queued operations.
@@ -62,9 +153,76 @@ impl Disk {
     }
 }
 
+/// Writes to consecutive offsets being gathered into one transfer.
+struct WriteBatch {
+    offset_bytes: u64,
+    end: u64,
+    bytes: usize,
+    writes: Vec<(u64, Vec<u8>)>,
+}
+
+impl WriteBatch {
+    fn new(offset_bytes: u64) -> WriteBatch {
+        WriteBatch {
+            offset_bytes,
+            end: offset_bytes,
+            bytes: 0,
+            writes: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, id: u64, data: Vec<u8>) {
+        self.end += data.len() as u64;
+        self.bytes += data.len();
+        self.writes.push((id, data));
+    }
+
+    fn into_job(mut self) -> Job {
+        if self.writes.len() == 1 {
+            let (id, data) = self.writes.pop().expect("one write");
+            return Job::One(DiskOp::Write {
+                id,
+                offset_bytes: self.offset_bytes,
+                data,
+                durable: false,
+            });
+        }
+        Job::Writes {
+            offset_bytes: self.offset_bytes,
+            writes: self.writes,
+        }
+    }
+}
+
+/// How a store opens its file or device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoMode {
+    /// `O_DIRECT` where the file system supports it, buffered I/O elsewhere.
+    #[default]
+    Auto,
+    /// `O_DIRECT`: transfers bypass the page cache; an error where unsupported.
+    Direct,
+    /// Through the page cache; `fdatasync` writes it back.
+    Buffered,
+}
+
+impl std::str::FromStr for IoMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<IoMode, String> {
+        match s {
+            "auto" => Ok(IoMode::Auto),
+            "direct" => Ok(IoMode::Direct),
+            "buffered" => Ok(IoMode::Buffered),
+            _ => Err(format!("unknown I/O mode {s:?} (auto, direct or buffered)")),
+        }
+    }
+}
+
 /// A store's file or device, opened for buffered I/O or with `O_DIRECT`.
 pub struct DiskFile {
     pub file: File,
+    /// With `O_DIRECT`, a second, buffered descriptor for reads.
+    reader: Option<File>,
     /// With `O_DIRECT`, transfers go through 4 KiB-aligned buffers at 512-byte-aligned offsets.
     pub direct: bool,
 }
@@ -75,89 +233,160 @@ const DIRECT_ALIGN: u64 = 512;
 const DIRECT_MEMORY_ALIGN: usize = 4096;
 
 impl DiskFile {
-    pub fn open(path: &std::path::Path, create: bool, direct: bool) -> std::io::Result<DiskFile> {
+    pub fn open(path: &std::path::Path, create: bool, mode: IoMode) -> std::io::Result<DiskFile> {
         use std::os::unix::fs::OpenOptionsExt;
-        let mut options = std::fs::OpenOptions::new();
-        options
-            .read(true)
-            .write(true)
-            .create(create)
-            .truncate(false);
-        if direct {
-            options.custom_flags(libc::O_DIRECT);
+        let open = |direct: bool| {
+            let mut options = std::fs::OpenOptions::new();
+            options
+                .read(true)
+                .write(true)
+                .create(create)
+                .truncate(false);
+            if direct {
+                options.custom_flags(libc::O_DIRECT);
+            }
+            let file = options.open(path)?;
+            let reader = if direct {
+                Some(std::fs::File::open(path)?)
+            } else {
+                None
+            };
+            Ok(DiskFile {
+                file,
+                reader,
+                direct,
+            })
+        };
+        match mode {
+            IoMode::Direct => open(true),
+            IoMode::Buffered => open(false),
+            // File systems without O_DIRECT (tmpfs, some FUSE) refuse the flag with EINVAL.
+            IoMode::Auto => match open(true) {
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => open(false),
+                other => other,
+            },
         }
-        Ok(DiskFile {
-            file: options.open(path)?,
-            direct,
-        })
+    }
+
+    /// Writes `writes` back to back from `offset_bytes` in one transfer.
+    pub fn write_batch(
+        &self,
+        offset_bytes: u64,
+        writes: &[(u64, Vec<u8>)],
+    ) -> Result<(), DiskError> {
+        let total: usize = writes.iter().map(|(_, d)| d.len()).sum();
+        if self.direct {
+            if !offset_bytes.is_multiple_of(DIRECT_ALIGN)
+                || !(total as u64).is_multiple_of(DIRECT_ALIGN)
+            {
+                let error = std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "unaligned write with O_DIRECT",
+                );
+                return Err(DiskError {
+                    op: "write (O_DIRECT)",
+                    error,
+                });
+            }
+            let mut buffer = AlignedBuffer::new(total);
+            let mut at = 0;
+            for (_, data) in writes {
+                buffer.as_mut()[at..at + data.len()].copy_from_slice(data);
+                at += data.len();
+            }
+            return self
+                .file
+                .write_all_at(buffer.as_mut(), offset_bytes)
+                .map_err(|error| DiskError {
+                    op: "write (O_DIRECT)",
+                    error,
+                });
+        }
+        let slices: Vec<&[u8]> = writes.iter().map(|(_, d)| d.as_slice()).collect();
+        write_all_vectored_at(&self.file, &slices, offset_bytes)
+            .map_err(|error| DiskError { op: "write", error })
     }
 
     /// Runs one operation.
     pub fn execute(&self, op: DiskOp) -> Result<DiskDone, DiskError> {
-        if !self.direct {
-            return execute(&self.file, op);
-        }
         match op {
             DiskOp::Read {
                 id,
                 offset_bytes,
                 length_bytes,
-            } => {
-                let start = offset_bytes / DIRECT_ALIGN * DIRECT_ALIGN;
-                let end = (offset_bytes + length_bytes).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
-                let mut buffer = AlignedBuffer::new((end - start) as usize);
-                let mut filled = 0;
-                while filled < buffer.len() {
-                    match self
-                        .file
-                        .read_at(&mut buffer.as_mut()[filled..], start + filled as u64)
-                    {
-                        Ok(0) => break,
-                        Ok(n) => filled += n,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(error) => {
-                            return Err(DiskError {
-                                op: "read (O_DIRECT)",
-                                error,
-                            })
-                        }
-                    }
-                }
-                let from = (offset_bytes - start) as usize;
-                Ok(DiskDone::Read {
-                    id,
-                    data: buffer.as_mut()[from..from + length_bytes as usize].to_vec(),
-                })
-            }
+            } => Ok(DiskDone::Read {
+                id,
+                data: self.read(offset_bytes, length_bytes, Vec::new())?,
+            }),
             DiskOp::Write {
                 id,
                 offset_bytes,
                 data,
+                durable,
             } => {
-                if !offset_bytes.is_multiple_of(DIRECT_ALIGN)
-                    || !(data.len() as u64).is_multiple_of(DIRECT_ALIGN)
-                {
-                    let error = std::io::Error::new(
-                        std::io::ErrorKind::InvalidInput,
-                        "unaligned write with O_DIRECT",
-                    );
-                    return Err(DiskError {
-                        op: "write (O_DIRECT)",
-                        error,
-                    });
+                self.write_batch(offset_bytes, &[(id, data)])?;
+                if durable {
+                    self.sync()?;
                 }
-                let mut buffer = AlignedBuffer::new(data.len());
-                buffer.as_mut().copy_from_slice(&data);
-                self.file
-                    .write_all_at(buffer.as_mut(), offset_bytes)
-                    .map_err(|error| DiskError {
-                        op: "write (O_DIRECT)",
-                        error,
-                    })?;
                 Ok(DiskDone::Written { id })
             }
-            DiskOp::Flush { .. } => execute(&self.file, op),
+            DiskOp::Flush { id } => {
+                self.sync()?;
+                Ok(DiskDone::Flushed { id })
+            }
         }
+    }
+
+    /// `fdatasync`: every completed write becomes durable.
+    fn sync(&self) -> Result<(), DiskError> {
+        self.file.sync_data().map_err(|error| DiskError {
+            op: "fdatasync",
+            error,
+        })
+    }
+
+    /// Reads `length_bytes` at `offset_bytes` into `buffer` (its capacity reused, its
+    /// contents replaced); past the end of the file reads as zeros. Reads always go through
+    /// the page cache (the buffered descriptor): the kernel keeps it coherent with `O_DIRECT`
+    /// writes, and recovery and reclaim read sequentially, where read-ahead helps.
+    fn read(
+        &self,
+        offset_bytes: u64,
+        length_bytes: u64,
+        mut buffer: Vec<u8>,
+    ) -> Result<Vec<u8>, DiskError> {
+        use std::os::unix::io::AsRawFd;
+        let length = length_bytes as usize;
+        buffer.clear();
+        buffer.reserve_exact(length);
+        let fd = self.reader.as_ref().unwrap_or(&self.file).as_raw_fd();
+        let mut filled = 0;
+        while filled < length {
+            // SAFETY: reads into the buffer's spare capacity, which holds `length` bytes.
+            let n = unsafe {
+                libc::pread(
+                    fd,
+                    buffer.as_mut_ptr().add(filled) as *mut libc::c_void,
+                    length - filled,
+                    (offset_bytes + filled as u64) as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let error = std::io::Error::last_os_error();
+                if error.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(DiskError { op: "read", error });
+            }
+            if n == 0 {
+                break;
+            }
+            filled += n as usize;
+        }
+        // SAFETY: the first `filled` bytes were written by the reads above.
+        unsafe { buffer.set_len(filled) };
+        buffer.resize(length, 0);
+        Ok(buffer)
     }
 }
 
@@ -178,10 +407,6 @@ impl AlignedBuffer {
         AlignedBuffer { pointer, layout }
     }
 
-    fn len(&self) -> usize {
-        self.layout.size()
-    }
-
     fn as_mut(&mut self) -> &mut [u8] {
         // SAFETY: the allocation is `len` initialized (zeroed) bytes owned by this buffer.
         unsafe { std::slice::from_raw_parts_mut(self.pointer.as_ptr(), self.layout.size()) }
@@ -198,44 +423,89 @@ impl Drop for AlignedBuffer {
 // SAFETY: the buffer owns its allocation exclusively.
 unsafe impl Send for AlignedBuffer {}
 
-/// Runs one operation (buffered I/O).
-pub fn execute(file: &File, op: DiskOp) -> Result<DiskDone, DiskError> {
-    match op {
-        DiskOp::Read {
-            id,
-            offset_bytes,
-            length_bytes,
-        } => {
-            let mut data = vec![0u8; length_bytes as usize];
-            let mut filled = 0;
-            while filled < data.len() {
-                match file.read_at(&mut data[filled..], offset_bytes + filled as u64) {
-                    // Past the end of a file reads as zeros (never written).
-                    Ok(0) => break,
-                    Ok(n) => filled += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(error) => return Err(DiskError { op: "read", error }),
+/// `pwritev` of every slice, back to back from `offset`, retried until all is written.
+fn write_all_vectored_at(file: &File, slices: &[&[u8]], mut offset: u64) -> std::io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    let mut first = 0;
+    let mut skip = 0;
+    while first < slices.len() {
+        let iovecs: Vec<libc::iovec> = slices[first..]
+            .iter()
+            .take(libc::UIO_MAXIOV as usize)
+            .enumerate()
+            .map(|(i, s)| {
+                let s = if i == 0 { &s[skip..] } else { s };
+                libc::iovec {
+                    iov_base: s.as_ptr() as *mut libc::c_void,
+                    iov_len: s.len(),
                 }
+            })
+            .collect();
+        // SAFETY: every iovec points into a live slice for the duration of the call.
+        let n = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                iovecs.as_ptr(),
+                iovecs.len() as libc::c_int,
+                offset as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
             }
-            Ok(DiskDone::Read { id, data })
+            return Err(e);
         }
-        DiskOp::Write {
-            id,
-            offset_bytes,
-            data,
-        } => {
-            file.write_all_at(&data, offset_bytes)
-                .map_err(|error| DiskError { op: "write", error })?;
-            Ok(DiskDone::Written { id })
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
         }
-        DiskOp::Flush { id } => {
-            file.sync_data().map_err(|error| DiskError {
-                op: "fdatasync",
-                error,
-            })?;
-            Ok(DiskDone::Flushed { id })
+        let mut n = n as usize;
+        offset += n as u64;
+        while n > 0 {
+            let left = slices[first].len() - skip;
+            if n >= left {
+                n -= left;
+                first += 1;
+                skip = 0;
+            } else {
+                skip += n;
+                n = 0;
+            }
         }
     }
+    Ok(())
+}
+
+/// Drives `store` until it asks for nothing more and every operation has completed, with
+/// operations running concurrently on worker threads: recovery reads ahead while it verifies.
+pub fn run_to_quiet_concurrently(
+    store: &mut Store,
+    file: Arc<DiskFile>,
+    now: impl Fn() -> u64,
+) -> Result<(), DiskError> {
+    let (sender, completions) = mpsc::channel();
+    let disk = Disk::start(file, move |done| {
+        let _ = sender.send(done);
+    });
+    let mut outstanding = 0usize;
+    let result = loop {
+        let ops: Vec<DiskOp> = std::iter::from_fn(|| store.poll_disk()).collect();
+        outstanding += ops.len();
+        disk.submit_all(ops);
+        if outstanding == 0 {
+            break Ok(());
+        }
+        match completions.recv().expect("workers are running") {
+            Ok(done) => {
+                outstanding -= 1;
+                store.handle_disk(now(), done);
+            }
+            Err(e) => break Err(e),
+        }
+    };
+    disk.stop();
+    result
 }
 
 /// Drives `store` synchronously until it asks for nothing more: for formatting and offline
@@ -259,5 +529,118 @@ pub fn drop_cached_pages(file: &File) -> std::io::Result<()> {
         Ok(())
     } else {
         Err(std::io::Error::from_raw_os_error(rc))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ops_complete(mode: IoMode) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("disk");
+        let file = DiskFile::open(&path, true, mode);
+        let Ok(file) = file else {
+            eprintln!(
+                "SKIPPED {mode:?}: {} does not support it",
+                dir.path().display()
+            );
+            return;
+        };
+        file.file.set_len(1 << 20).unwrap();
+        let (sender, receiver) = mpsc::channel();
+        let disk = Disk::start(Arc::new(file), move |done| sender.send(done).unwrap());
+        // Consecutive writes (merged), a gap, a durable write, a flush, then reads.
+        let block = |i: u64| vec![i as u8 + 1; 4096];
+        let mut ops: Vec<DiskOp> = (0..40)
+            .map(|i| DiskOp::Write {
+                id: i,
+                offset_bytes: i * 4096,
+                data: block(i),
+                durable: false,
+            })
+            .collect();
+        ops.push(DiskOp::Write {
+            id: 100,
+            offset_bytes: 100 * 4096,
+            data: block(100),
+            durable: false,
+        });
+        ops.push(DiskOp::Write {
+            id: 101,
+            offset_bytes: 101 * 4096,
+            data: block(101),
+            durable: true,
+        });
+        disk.submit_all(ops);
+        let mut written: Vec<u64> = (0..42)
+            .map(|_| match receiver.recv().unwrap().unwrap() {
+                DiskDone::Written { id } => id,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        written.sort();
+        let want: Vec<u64> = (0..40).chain([100, 101]).collect();
+        assert_eq!(written, want, "every write completes once");
+        disk.submit_all([
+            DiskOp::Flush { id: 200 },
+            DiskOp::Read {
+                id: 201,
+                offset_bytes: 0,
+                length_bytes: 40 * 4096,
+            },
+            // Unaligned, and running past the end of the file (zeros).
+            DiskOp::Read {
+                id: 202,
+                offset_bytes: 101 * 4096 + 7,
+                length_bytes: (1 << 20) - 101 * 4096,
+            },
+        ]);
+        let mut seen = 0;
+        for _ in 0..3 {
+            match receiver.recv().unwrap().unwrap() {
+                DiskDone::Flushed { id } => assert_eq!(id, 200),
+                DiskDone::Read { id: 201, data } => {
+                    let want: Vec<u8> = (0..40).flat_map(block).collect();
+                    assert!(data == want, "merged writes read back");
+                }
+                DiskDone::Read { id: 202, data } => {
+                    assert_eq!(data.len() as u64, (1 << 20) - 101 * 4096);
+                    assert!(data[..4089].iter().all(|&b| b == 102));
+                    assert!(data[4089..].iter().all(|&b| b == 0));
+                }
+                other => panic!("{other:?}"),
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, 3);
+        disk.stop();
+    }
+
+    #[test]
+    fn buffered_operations_complete_with_merged_writes() {
+        ops_complete(IoMode::Buffered);
+    }
+
+    #[test]
+    fn direct_operations_complete_with_merged_writes() {
+        ops_complete(IoMode::Direct);
+    }
+
+    #[test]
+    fn vectored_writes_cover_every_slice() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = File::create(dir.path().join("v")).unwrap();
+        let slices: Vec<Vec<u8>> = (0..3000)
+            .map(|i| vec![(i % 251) as u8; 1 + i % 7])
+            .collect();
+        let refs: Vec<&[u8]> = slices.iter().map(|s| s.as_slice()).collect();
+        write_all_vectored_at(&file, &refs, 10).unwrap();
+        let back = std::fs::read(dir.path().join("v")).unwrap();
+        assert_eq!(&back[..10], &[0u8; 10]);
+        assert!(
+            back[10..] == slices.concat()[..],
+            "more slices than one pwritev takes"
+        );
     }
 }

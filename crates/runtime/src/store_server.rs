@@ -5,17 +5,18 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use cordillera_vstore::format::LOG_OFFSET;
-use cordillera_vstore::store::{Config, DiskDone, Reply, Request, Store};
+use cordillera_vstore::store::{Config, DiskDone, DiskOp, Reply, Request, Store};
 use cordillera_wire::store::{decode, encode, Frame, Load};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-use crate::disk::{run_to_quiet, Disk, DiskError, DiskFile};
+use crate::disk::{run_to_quiet, run_to_quiet_concurrently, Disk, DiskError, DiskFile, IoMode};
 
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -25,8 +26,8 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Interval of unprompted load broadcasts.
     pub broadcast: Duration,
-    /// Open the file with `O_DIRECT` (transfers bypass the page cache).
-    pub direct: bool,
+    /// `O_DIRECT` or buffered I/O.
+    pub io: IoMode,
     /// When set, the core's counters are published here after every event (for benchmarks).
     pub stats: Option<std::sync::Arc<std::sync::Mutex<cordillera_vstore::store::Stats>>>,
 }
@@ -37,11 +38,13 @@ pub fn open_store(
     path: &std::path::Path,
     log_bytes: u64,
     seed: u64,
-    direct: bool,
-) -> Result<(DiskFile, Store)> {
+    io: IoMode,
+) -> Result<(Arc<DiskFile>, Store)> {
     let exists = path.exists();
-    let disk_file = DiskFile::open(path, !exists, direct)
-        .with_context(|| format!("cannot open {}", path.display()))?;
+    let disk_file = Arc::new(
+        DiskFile::open(path, !exists, io)
+            .with_context(|| format!("cannot open {}", path.display()))?,
+    );
     let file = &disk_file.file;
     let mut store = if exists {
         let size = file.metadata()?.len();
@@ -56,7 +59,12 @@ pub fn open_store(
             seed,
             0,
         );
-        run_to_quiet(&mut store, &disk_file, 0).map_err(io_error)?;
+        // Concurrently: the scan verifies one chunk while the next ones are read.
+        let started = Instant::now();
+        run_to_quiet_concurrently(&mut store, disk_file.clone(), || {
+            started.elapsed().as_nanos() as u64
+        })
+        .map_err(io_error)?;
         if store.failed() {
             bail!(
                 "{}: no valid store superblock (not a store, or damaged); refusing to reformat",
@@ -102,7 +110,7 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64);
-    let (file, mut store) = open_store(&options.path, options.log_bytes, seed, options.direct)?;
+    let (file, mut store) = open_store(&options.path, options.log_bytes, seed, options.io)?;
     let stats = store.stats();
     eprintln!(
         "cordillera store: {} ready: {} records scanned ({} bytes, {} bytes of valid data), {} bytes of log in use",
@@ -118,7 +126,7 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
     ready(listener.local_addr()?);
     let (events, mut inbox) = mpsc::unbounded_channel::<Event>();
     let disk_events = events.clone();
-    let disk = Disk::start(file, move |done| {
+    let disk = Disk::start(file.clone(), move |done| {
         let _ = disk_events.send(Event::Disk(done));
     });
     let accept_events = events.clone();
@@ -145,25 +153,33 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
             .map(|t| started + Duration::from_nanos(t));
         tokio::select! {
             event = inbox.recv() => {
-                let Some(event) = event else { break };
-                match event {
-                    Event::Request { connection, id, request } => {
-                        let internal = next_request;
-                        next_request += 1;
-                        requests.insert(internal, (connection, id, Instant::now()));
-                        store.handle_request(now(), internal, request);
+                let Some(mut event) = event else { break };
+                // Take every event already waiting before polling the core, so that requests
+                // arriving together become consecutive records submitted as one transfer.
+                for _ in 0..1024 {
+                    match event {
+                        Event::Request { connection, id, request } => {
+                            let internal = next_request;
+                            next_request += 1;
+                            requests.insert(internal, (connection, id, Instant::now()));
+                            store.handle_request(now(), internal, request);
+                        }
+                        Event::Disk(Ok(done)) => store.handle_disk(now(), done),
+                        Event::Disk(Err(e)) => {
+                            // The device failed: stop before acknowledging anything more.
+                            disk.stop();
+                            return Err(io_error(e));
+                        }
+                        Event::Connected { connection, sender } => {
+                            connections.insert(connection, sender);
+                        }
+                        Event::Closed { connection } => {
+                            connections.remove(&connection);
+                        }
                     }
-                    Event::Disk(Ok(done)) => store.handle_disk(now(), done),
-                    Event::Disk(Err(e)) => {
-                        // The device failed: stop before acknowledging anything more.
-                        disk.stop();
-                        return Err(io_error(e));
-                    }
-                    Event::Connected { connection, sender } => {
-                        connections.insert(connection, sender);
-                    }
-                    Event::Closed { connection } => {
-                        connections.remove(&connection);
+                    match inbox.try_recv() {
+                        Ok(next) => event = next,
+                        Err(_) => break,
                     }
                 }
             }
@@ -179,8 +195,25 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
                 }
             }
         }
-        while let Some(op) = store.poll_disk() {
-            disk.submit(op);
+        loop {
+            let ops: Vec<DiskOp> = std::iter::from_fn(|| store.poll_disk()).collect();
+            // A durable write step is asked for only when the store is otherwise idle: do it
+            // here, without the two thread hand-offs to and from a worker (they cost more than
+            // the write itself on small machines). Requests arriving meanwhile wait at most
+            // one write and flush, and are then taken together.
+            if let [DiskOp::Write { durable: true, .. }] = ops.as_slice() {
+                let op = ops.into_iter().next().expect("one operation");
+                match file.execute(op) {
+                    Ok(done) => store.handle_disk(now(), done),
+                    Err(e) => {
+                        disk.stop();
+                        return Err(io_error(e));
+                    }
+                }
+                continue;
+            }
+            disk.submit_all(ops);
+            break;
         }
         if let Some(shared) = &options.stats {
             *shared.lock().expect("stats") = store.stats();

@@ -40,6 +40,11 @@ pub struct Config {
     pub tail_idle_ns: Nanos,
     /// Bytes read per recovery read.
     pub scan_chunk_bytes: u64,
+    /// Recovery reads kept in flight (the scan verifies one chunk while the next are read).
+    pub scan_reads_ahead: usize,
+    /// Ask for a durable write step (write + flush) for a record written while the store is
+    /// otherwise idle, instead of a write and then a separate flush.
+    pub durable_lone_writes: bool,
 }
 
 impl Config {
@@ -53,7 +58,9 @@ impl Config {
             reserve_bytes: (log_bytes / 64).clamp(RECORD_ALIGN * 4, 16 << 20) / RECORD_ALIGN
                 * RECORD_ALIGN,
             tail_idle_ns: 100_000_000,
-            scan_chunk_bytes: 4 << 20,
+            scan_chunk_bytes: 1 << 20,
+            scan_reads_ahead: 2,
+            durable_lone_writes: true,
         }
     }
 }
@@ -135,6 +142,9 @@ pub enum DiskOp {
         id: u64,
         offset_bytes: u64,
         data: Vec<u8>,
+        /// Complete only once durable: a write followed by a flush in the same step (the store
+        /// asks for this when it is otherwise idle, saving a round trip for a lone write).
+        durable: bool,
     },
     Flush {
         id: u64,
@@ -205,8 +215,85 @@ struct Scan {
     expected_seq: u64,
     expected_prev_epoch: u128,
     expected_epoch: Option<u128>,
-    reading: bool,
+    /// Reads in flight, in log order, with their data once it has arrived.
+    reads: VecDeque<(u64, Option<Vec<u8>>)>,
+    /// Log position of the next byte to read, and bytes asked for so far (at most one lap).
+    next_read: u64,
+    requested: u64,
+    /// The chunk after `buffer`, while a record spanning the two is assembled in `buffer`:
+    /// its bytes and the offset of the first not yet moved.
+    spill: Option<(Vec<u8>, usize)>,
+    /// Bytes of arriving data to drop: the rest of the lap after a wrap record.
+    discard: u64,
     started: Nanos,
+}
+
+impl Scan {
+    /// Makes at least `wanted` unconsumed bytes contiguous in `buffer`, moving as few as
+    /// possible: a chunk becomes the buffer when nothing is left over, and otherwise only the
+    /// bytes a spanning record needs are copied after the leftover. False until they arrive.
+    fn make_available(&mut self, wanted: usize) -> bool {
+        loop {
+            let have = self.buffer.len() - self.cursor;
+            if have >= wanted {
+                return true;
+            }
+            if self.spill.is_none() {
+                if !self.reads.front().is_some_and(|(_, d)| d.is_some()) {
+                    return false;
+                }
+                let (_, data) = self.reads.pop_front().expect("an arrived read");
+                let data = data.expect("arrived");
+                let skip = self.discard.min(data.len() as u64);
+                self.discard -= skip;
+                self.spill = Some((data, skip as usize));
+            }
+            let (chunk, offset) = self.spill.as_mut().expect("a chunk");
+            if have == 0 {
+                // Nothing left over: the chunk becomes the buffer, without a copy.
+                self.buffer = std::mem::take(chunk);
+                self.cursor = *offset;
+                self.spill = None;
+                continue;
+            }
+            let take = (wanted - have).min(chunk.len() - *offset);
+            self.buffer.drain(..self.cursor);
+            self.cursor = 0;
+            self.buffer
+                .extend_from_slice(&chunk[*offset..*offset + take]);
+            *offset += take;
+            if *offset == chunk.len() {
+                self.spill = None;
+            }
+        }
+    }
+
+    /// No more bytes will come: the whole lap has been read, and every read consumed.
+    fn exhausted(&self, log_bytes: u64) -> bool {
+        self.requested >= log_bytes && self.reads.is_empty() && self.spill.is_none()
+    }
+
+    /// Consumes `bytes` (the rest of the lap after a wrap record): from the buffer, the chunk
+    /// after it, and data still to arrive.
+    fn skip(&mut self, bytes: u64) {
+        let held = (self.buffer.len() - self.cursor) as u64;
+        if bytes <= held {
+            self.cursor += bytes as usize;
+            return;
+        }
+        let mut left = bytes - held;
+        self.buffer.clear();
+        self.cursor = 0;
+        if let Some((chunk, offset)) = &mut self.spill {
+            let skip = left.min((chunk.len() - *offset) as u64);
+            *offset += skip as usize;
+            left -= skip;
+            if *offset == chunk.len() {
+                self.spill = None;
+            }
+        }
+        self.discard += left;
+    }
 }
 
 /// Pending reads of a client request.
@@ -241,7 +328,8 @@ pub struct Store {
     superblock_flushing: Option<(u64, Superblock)>,
     /// Requests waiting for space (the tail pointer must be persisted first).
     waiting: VecDeque<(u64, Request)>,
-    io_records: HashMap<u64, u64>,
+    /// Record writes in flight: id → (sequence number, written durably).
+    io_records: HashMap<u64, (u64, bool)>,
     io_reads: HashMap<u64, (u64, usize)>,
     reads: HashMap<u64, PendingRead>,
     written_unflushed: Vec<u64>,
@@ -430,6 +518,7 @@ impl Store {
             id,
             offset_bytes: sb.slot() * SUPERBLOCK_SLOT_BYTES,
             data: sb.encode(),
+            durable: false,
         });
         let flush = self.io_id();
         self.disk.push_back(DiskOp::Flush { id: flush });
@@ -747,11 +836,18 @@ impl Store {
         };
         let bytes = header.encode(payload);
         let id = self.io_id();
-        self.io_records.insert(id, header.seq);
+        // A record written while nothing else is being written or waiting for a flush is made
+        // durable by its own write step; under concurrency, flushes are shared instead.
+        let durable = self.config.durable_lone_writes
+            && self.io_records.is_empty()
+            && self.written_unflushed.is_empty()
+            && self.flush_in_flight.is_none();
+        self.io_records.insert(id, (header.seq, durable));
         self.disk.push_back(DiskOp::Write {
             id,
             offset_bytes: LOG_OFFSET + self.head,
             data: bytes,
+            durable,
         });
         self.records.insert(
             header.seq,
@@ -780,10 +876,16 @@ impl Store {
         self.last_activity = now;
         match done {
             DiskDone::Written { id } => {
-                if let Some(seq) = self.io_records.remove(&id) {
+                if let Some((seq, durable)) = self.io_records.remove(&id) {
                     let r = self.records.get_mut(&seq).expect("record being written");
-                    r.state = RecordState::Written;
-                    self.written_unflushed.push(seq);
+                    if durable {
+                        r.state = RecordState::Durable;
+                        self.stats.flushes += 1;
+                        self.acknowledge();
+                    } else {
+                        r.state = RecordState::Written;
+                        self.written_unflushed.push(seq);
+                    }
                     self.start_flush();
                 }
             }
@@ -810,7 +912,7 @@ impl Store {
                     if key == u64::MAX {
                         self.superblock_read(now, data);
                     } else if key == u64::MAX - 1 {
-                        self.scan_read(now, data);
+                        self.scan_read(now, id, data);
                     } else {
                         self.piece_read(key, index, data);
                     }
@@ -974,48 +1076,55 @@ impl Store {
             expected_seq: sb.tail_seq,
             expected_prev_epoch: sb.tail_prev_epoch,
             expected_epoch: Some(sb.tail_epoch),
-            reading: false,
+            reads: VecDeque::new(),
+            next_read: sb.tail,
+            requested: 0,
+            spill: None,
+            discard: 0,
             started: now,
         });
+        self.request_scan_reads();
         self.scan_next(now);
     }
 
-    fn request_scan_read(&mut self) {
+    /// Keeps `scan_reads_ahead` reads of the log in flight, in order from the tail, wrapping
+    /// at the end of the log, never more than one lap.
+    fn request_scan_reads(&mut self) {
         let Phase::Scanning(scan) = &mut self.phase else {
             return;
         };
-        // Consumed bytes go before more are read: one move per read, not one per record.
-        scan.buffer.drain(..scan.cursor);
-        scan.cursor = 0;
-        let position = (scan.buffer_position + scan.buffer.len() as u64) % self.config.log_bytes;
-        let length = self
-            .config
-            .scan_chunk_bytes
-            .min(self.config.log_bytes - position);
-        scan.reading = true;
-        let id = self.next_io + 1;
-        self.next_io = id;
-        self.io_reads.insert(id, (u64::MAX - 1, 0));
-        self.disk.push_back(DiskOp::Read {
-            id,
-            offset_bytes: LOG_OFFSET + position,
-            length_bytes: length,
-        });
-    }
-
-    fn scan_read(&mut self, now: Nanos, data: Vec<u8>) {
-        let Phase::Scanning(scan) = &mut self.phase else {
-            return;
-        };
-        scan.reading = false;
-        if scan.cursor == scan.buffer.len() {
-            // Nothing left over: take the read's buffer instead of copying it.
-            scan.buffer = data;
-            scan.cursor = 0;
-        } else {
-            scan.buffer.extend_from_slice(&data);
+        let log_bytes = self.config.log_bytes;
+        while scan.reads.len() < self.config.scan_reads_ahead.max(1) && scan.requested < log_bytes {
+            let length = self
+                .config
+                .scan_chunk_bytes
+                .min(log_bytes - scan.next_read)
+                .min(log_bytes - scan.requested);
+            let id = self.next_io + 1;
+            self.next_io = id;
+            self.io_reads.insert(id, (u64::MAX - 1, 0));
+            self.disk.push_back(DiskOp::Read {
+                id,
+                offset_bytes: LOG_OFFSET + scan.next_read,
+                length_bytes: length,
+            });
+            scan.reads.push_back((id, None));
+            scan.requested += length;
+            scan.next_read = (scan.next_read + length) % log_bytes;
         }
-        self.scan_next(now);
+    }
+
+    fn scan_read(&mut self, now: Nanos, id: u64, data: Vec<u8>) {
+        let Phase::Scanning(scan) = &mut self.phase else {
+            return;
+        };
+        if let Some(slot) = scan.reads.iter_mut().find(|(i, _)| *i == id) {
+            slot.1 = Some(data);
+        }
+        if scan.reads.front().is_some_and(|(_, d)| d.is_some()) {
+            self.scan_next(now);
+            self.request_scan_reads();
+        }
     }
 
     /// Parses records from the scan buffer; asks for more bytes or finishes.
@@ -1028,16 +1137,18 @@ impl Store {
             if scan.consumed >= log_bytes {
                 break;
             }
-            let available = scan.buffer.len() - scan.cursor;
-            let at = scan.cursor;
-            if available < HEADER_BYTES {
-                if scan.buffer_position + available as u64 >= log_bytes {
-                    // A partial header before the end cannot be a record: the scan ends.
+            // A record never crosses the end of the log.
+            let room = log_bytes - scan.buffer_position;
+            if room < HEADER_BYTES as u64 {
+                break;
+            }
+            if !scan.make_available(HEADER_BYTES) {
+                if scan.exhausted(log_bytes) {
                     break;
                 }
-                self.request_scan_read();
-                return;
+                return; // until more of the log has been read
             }
+            let at = scan.cursor;
             let Ok(h) = RecordHeader::decode(&scan.buffer[at..at + HEADER_BYTES]) else {
                 break;
             };
@@ -1060,13 +1171,13 @@ impl Store {
             } else {
                 h.total_bytes as usize
             };
-            if available < need {
-                if scan.buffer_position + available as u64 >= log_bytes {
+            if !scan.make_available(need) {
+                if scan.exhausted(log_bytes) {
                     break;
                 }
-                self.request_scan_read();
                 return;
             }
+            let at = scan.cursor;
             let payload =
                 &scan.buffer[at + HEADER_BYTES..at + HEADER_BYTES + h.payload_bytes as usize];
             if RecordHeader::verify(&scan.buffer[at..at + HEADER_BYTES], payload).is_err() {
@@ -1076,8 +1187,7 @@ impl Store {
             let position = scan.buffer_position;
             let total = h.total_bytes as u64;
             if h.kind == RecordKind::Wrap {
-                scan.buffer.clear();
-                scan.cursor = 0;
+                scan.skip(total);
                 scan.buffer_position = log_bytes;
             } else {
                 scan.cursor += need;
@@ -1088,9 +1198,8 @@ impl Store {
             scan.expected_prev_epoch = h.epoch;
             scan.expected_epoch = None;
             if scan.buffer_position == log_bytes {
+                // The buffer runs on from the start of the log.
                 scan.buffer_position = 0;
-                scan.buffer.clear();
-                scan.cursor = 0;
             }
             self.stats.records_scanned += 1;
             self.stats.bytes_scanned += total;
