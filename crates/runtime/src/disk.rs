@@ -337,6 +337,21 @@ impl DiskFile {
         }
     }
 
+    /// Tells the kernel that reads will be sequential (a larger read-ahead window, as for
+    /// recovery's scan of the log), or back to the default for the random reads of serving.
+    pub fn advise_sequential(&self, sequential: bool) {
+        use std::os::unix::io::AsRawFd;
+        let advice = if sequential {
+            libc::POSIX_FADV_SEQUENTIAL
+        } else {
+            libc::POSIX_FADV_NORMAL
+        };
+        let fd = self.reader.as_ref().unwrap_or(&self.file).as_raw_fd();
+        // SAFETY: a valid descriptor; the call only changes read-ahead policy. Advice is a
+        // hint: a failure changes nothing that matters for correctness.
+        unsafe { libc::posix_fadvise(fd, 0, 0, advice) };
+    }
+
     /// `fdatasync`: every completed write becomes durable.
     fn sync(&self) -> Result<(), DiskError> {
         self.file.sync_data().map_err(|error| DiskError {

@@ -61,10 +61,12 @@ pub fn open_store(
         );
         // Concurrently: the scan verifies one chunk while the next ones are read.
         let started = Instant::now();
+        disk_file.advise_sequential(true);
         run_to_quiet_concurrently(&mut store, disk_file.clone(), || {
             started.elapsed().as_nanos() as u64
         })
         .map_err(io_error)?;
+        disk_file.advise_sequential(false);
         if store.failed() {
             bail!(
                 "{}: no valid store superblock (not a store, or damaged); refusing to reformat",
