@@ -260,11 +260,12 @@ async fn connection(id: u64, stream: TcpStream, events: mpsc::UnboundedSender<Ev
         }
     });
     let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
-    let mut chunk = vec![0u8; 1 << 16];
     'read: loop {
-        match reader.read(&mut chunk).await {
+        // Straight into the frame buffer's spare capacity: no intermediate copy.
+        buffer.reserve(1 << 16);
+        match reader.read_buf(&mut buffer).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+            Ok(_) => {}
         }
         let mut at = 0;
         loop {
