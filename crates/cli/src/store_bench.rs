@@ -77,12 +77,8 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
     let progress = |what: &str| eprintln!("store bench: {what}");
 
     let rounds = args.repeat.max(1);
-    let (mut w64, mut f64k, mut per64) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut w4, mut f4k, mut per4) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut scans, mut reads) = (Vec::new(), Vec::new());
-    let (mut lat, mut fio_lat) = (Vec::new(), Vec::new());
-    let (mut lat50, mut fio_lat50) = (Vec::new(), Vec::new());
     let small = (bytes / 8).max(16 << 20);
+    let mut samples: Vec<Round> = Vec::new();
     // Each round measures the store and then fio, alternately, so that slow phases of a shared
     // machine fall on both; the figures are the medians over the rounds.
     for round in 1..=rounds {
@@ -90,15 +86,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
             "round {round}/{rounds}: 64 KiB writes, 16 outstanding"
         ));
         let (store_64k, flush_64k, store_file) = store_writes(dir, 65536, 16, bytes, args.io)?;
-        w64.push(store_64k);
-        per64.push(flush_64k);
-        f64k.push(fio_write(
-            dir,
-            "64k",
-            16,
-            flush_64k.round().max(1.0) as u64,
-            bytes,
-        )?);
+        let fio_64k = fio_write(dir, "64k", 16, flush_64k.round().max(1.0) as u64, bytes)?;
 
         progress(&format!("round {round}/{rounds}: recovery scan"));
         // Whichever reads first also warms caches below the page cache (a virtual disk's host
@@ -107,9 +95,6 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         let first_read = fio_read(&store_file, scanned)?;
         let second_read = fio_read(&store_file, scanned)?;
         let (second_scan, _) = recovery_scan(&store_file, args.io)?;
-        let scan = first_scan.max(second_scan);
-        reads.push(first_read.max(second_read));
-        scans.push(scan);
         if !args.keep || round < rounds {
             std::fs::remove_file(&store_file).ok();
         }
@@ -119,40 +104,52 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         ));
         let (store_4k, flush_4k, file_4k) = store_writes(dir, 4096, 32, small, args.io)?;
         std::fs::remove_file(&file_4k).ok();
-        w4.push(store_4k);
-        per4.push(flush_4k);
-        f4k.push(fio_write(
-            dir,
-            "4k",
-            32,
-            flush_4k.round().max(1.0) as u64,
-            small,
-        )?);
+        let fio_4k = fio_write(dir, "4k", 32, flush_4k.round().max(1.0) as u64, small)?;
 
         progress(&format!(
             "round {round}/{rounds}: acknowledgement latency, 1 outstanding"
         ));
-        let (p50, p99) = store_latency(dir, args.latency_requests, args.io)?;
-        lat.push(p99);
-        lat50.push(p50);
-        let (p50, p99) = fio_latency(dir, args.latency_requests)?;
-        fio_lat.push(p99);
-        fio_lat50.push(p50);
+        let (store_p50, store_p99) = store_latency(dir, args.latency_requests, args.io)?;
+        let (fio_p50, fio_p99) = fio_latency(dir, args.latency_requests)?;
+        samples.push(Round {
+            store_64k,
+            fio_64k,
+            flush_64k,
+            store_4k,
+            fio_4k,
+            flush_4k,
+            store_p50,
+            fio_p50,
+            store_p99,
+            fio_p99,
+            scan: first_scan.max(second_scan),
+            read: first_read.max(second_read),
+        });
     }
-    let (store_64k, fio_64k, flush_64k) = (median(&mut w64), median(&mut f64k), median(&mut per64));
-    let (store_4k, fio_4k, flush_4k) = (median(&mut w4), median(&mut f4k), median(&mut per4));
-    let (scan, fio_read) = (median(&mut scans), median(&mut reads));
-    let (store_p99, fio_p99) = (median(&mut lat), median(&mut fio_lat));
+    let median = |field: fn(&Round) -> f64| {
+        let mut values: Vec<f64> = samples.iter().map(field).collect();
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        if n % 2 == 1 {
+            values[n / 2]
+        } else {
+            (values[n / 2 - 1] + values[n / 2]) / 2.0
+        }
+    };
+    let (store_64k, fio_64k) = (median(|r| r.store_64k), median(|r| r.fio_64k));
+    let (store_4k, fio_4k) = (median(|r| r.store_4k), median(|r| r.fio_4k));
+    let (scan, fio_read) = (median(|r| r.scan), median(|r| r.read));
+    let (store_p99, fio_p99) = (median(|r| r.store_p99), median(|r| r.fio_p99));
 
     let f = Figures {
         store_64k_mb_per_s: store_64k,
         fio_64k_mb_per_s: fio_64k,
-        store_64k_records_per_flush: flush_64k,
+        store_64k_records_per_flush: median(|r| r.flush_64k),
         store_4k_mb_per_s: store_4k,
         fio_4k_mb_per_s: fio_4k,
-        store_4k_records_per_flush: flush_4k,
-        store_p50_ack_latency_us: median(&mut lat50),
-        fio_p50_write_plus_fdatasync_us: median(&mut fio_lat50),
+        store_4k_records_per_flush: median(|r| r.flush_4k),
+        store_p50_ack_latency_us: median(|r| r.store_p50),
+        fio_p50_write_plus_fdatasync_us: median(|r| r.fio_p50),
         store_p99_ack_latency_us: store_p99,
         fio_p99_write_plus_fdatasync_us: fio_p99,
         store_recovery_scan_mb_per_s: scan,
@@ -202,14 +199,20 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
     Ok(())
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
+/// One round's figures (MB/s, records per flush, µs).
+struct Round {
+    store_64k: f64,
+    fio_64k: f64,
+    flush_64k: f64,
+    store_4k: f64,
+    fio_4k: f64,
+    flush_4k: f64,
+    store_p50: f64,
+    fio_p50: f64,
+    store_p99: f64,
+    fio_p99: f64,
+    scan: f64,
+    read: f64,
 }
 
 /// A store server on a fresh file in `dir`, on its own runtime thread.

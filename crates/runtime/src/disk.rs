@@ -74,14 +74,18 @@ impl Disk {
                         Ok(Job::Writes {
                             offset_bytes,
                             writes,
-                        }) => match file.write_batch(offset_bytes, &writes) {
-                            Ok(()) => {
-                                for (id, _) in writes {
-                                    done(Ok(DiskDone::Written { id }));
+                        }) => {
+                            let slices: Vec<&[u8]> =
+                                writes.iter().map(|(_, d)| d.as_slice()).collect();
+                            match file.write_batch(offset_bytes, &slices) {
+                                Ok(()) => {
+                                    for (id, _) in writes {
+                                        done(Ok(DiskDone::Written { id }));
+                                    }
                                 }
+                                Err(e) => done(Err(e)),
                             }
-                            Err(e) => done(Err(e)),
-                        },
+                        }
                     }
                 })
             })
@@ -223,7 +227,7 @@ pub struct DiskFile {
     pub file: File,
     /// With `O_DIRECT`, a second, buffered descriptor for reads.
     reader: Option<File>,
-    /// With `O_DIRECT`, transfers go through 4 KiB-aligned buffers at 512-byte-aligned offsets.
+    /// With `O_DIRECT`, writes go through 4 KiB-aligned buffers at 512-byte-aligned offsets.
     pub direct: bool,
 }
 
@@ -268,13 +272,9 @@ impl DiskFile {
         }
     }
 
-    /// Writes `writes` back to back from `offset_bytes` in one transfer.
-    pub fn write_batch(
-        &self,
-        offset_bytes: u64,
-        writes: &[(u64, Vec<u8>)],
-    ) -> Result<(), DiskError> {
-        let total: usize = writes.iter().map(|(_, d)| d.len()).sum();
+    /// Writes `slices` back to back from `offset_bytes` in one transfer.
+    pub fn write_batch(&self, offset_bytes: u64, slices: &[&[u8]]) -> Result<(), DiskError> {
+        let total: usize = slices.iter().map(|d| d.len()).sum();
         if self.direct {
             if !offset_bytes.is_multiple_of(DIRECT_ALIGN)
                 || !(total as u64).is_multiple_of(DIRECT_ALIGN)
@@ -290,7 +290,7 @@ impl DiskFile {
             }
             let mut buffer = AlignedBuffer::new(total);
             let mut at = 0;
-            for (_, data) in writes {
+            for data in slices {
                 buffer.as_mut()[at..at + data.len()].copy_from_slice(data);
                 at += data.len();
             }
@@ -302,8 +302,7 @@ impl DiskFile {
                     error,
                 });
         }
-        let slices: Vec<&[u8]> = writes.iter().map(|(_, d)| d.as_slice()).collect();
-        write_all_vectored_at(&self.file, &slices, offset_bytes)
+        write_all_vectored_at(&self.file, slices, offset_bytes)
             .map_err(|error| DiskError { op: "write", error })
     }
 
@@ -324,7 +323,7 @@ impl DiskFile {
                 data,
                 durable,
             } => {
-                self.write_batch(offset_bytes, &[(id, data)])?;
+                self.write_batch(offset_bytes, &[&data])?;
                 if durable {
                     self.sync()?;
                 }
