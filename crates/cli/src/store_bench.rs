@@ -10,6 +10,10 @@
 //!    before each, both run twice alternately, best of each.
 //!
 //! Ratios ≥ 1 favour the store, except latency, where ≤ 1 does.
+//!
+//! The store's log is filled with zeros when it is created (untimed, as `store format` does), so
+//! its writes overwrite allocated blocks; fio writes over a file laid out the same way (untimed),
+//! so that neither side pays the file system's block allocation in the timed part.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -45,6 +49,11 @@ pub struct StoreBenchArgs {
     /// Keep the 64 KiB test's store file (DIR/bench-65536.store), e.g. for `store inspect`.
     #[arg(long)]
     keep: bool,
+    /// Also measure the store's write throughput with its log on this memory file system
+    /// (e.g. /dev/shm), where a flush costs nothing: the ceiling that the protocol, the copies
+    /// and the CPU set on this machine, with no device at all.
+    #[arg(long)]
+    memory_dir: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -65,6 +74,9 @@ struct Figures {
     ratio_4k_throughput: f64,
     ratio_p99_ack_latency: f64,
     ratio_recovery_scan: f64,
+    /// With `--memory-dir`: the same write tests with the log in memory (no device).
+    store_64k_memory_mb_per_s: Option<f64>,
+    store_4k_memory_mb_per_s: Option<f64>,
 }
 
 pub fn run(args: StoreBenchArgs) -> Result<()> {
@@ -111,6 +123,18 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         ));
         let (store_p50, store_p99) = store_latency(dir, args.latency_requests, args.io)?;
         let (fio_p50, fio_p99) = fio_latency(dir, args.latency_requests)?;
+        let mut memory = (f64::NAN, f64::NAN);
+        if let Some(memory_dir) = &args.memory_dir {
+            progress(&format!(
+                "round {round}/{rounds}: writes with the log in {}",
+                memory_dir.display()
+            ));
+            let (m64, _, f64k) = store_writes(memory_dir, 65536, 16, bytes, IoMode::Buffered)?;
+            std::fs::remove_file(f64k).ok();
+            let (m4, _, f4k) = store_writes(memory_dir, 4096, 32, small, IoMode::Buffered)?;
+            std::fs::remove_file(f4k).ok();
+            memory = (m64, m4);
+        }
         samples.push(Round {
             store_64k,
             fio_64k,
@@ -124,6 +148,8 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
             fio_p99,
             scan: first_scan.max(second_scan),
             read: first_read.max(second_read),
+            memory_64k: memory.0,
+            memory_4k: memory.1,
         });
     }
     let median = |field: fn(&Round) -> f64| {
@@ -158,6 +184,8 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         ratio_4k_throughput: store_4k / fio_4k,
         ratio_p99_ack_latency: store_p99 / fio_p99,
         ratio_recovery_scan: scan / fio_read,
+        store_64k_memory_mb_per_s: args.memory_dir.as_ref().map(|_| median(|r| r.memory_64k)),
+        store_4k_memory_mb_per_s: args.memory_dir.as_ref().map(|_| median(|r| r.memory_4k)),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&f)?);
@@ -196,6 +224,9 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         f.ratio_recovery_scan
     );
     println!("(fio fdatasync every {:.0} writes at 64 KiB and {:.0} at 4 KiB: the store's records per flush)", f.store_64k_records_per_flush.round(), f.store_4k_records_per_flush.round());
+    if let (Some(m64), Some(m4)) = (f.store_64k_memory_mb_per_s, f.store_4k_memory_mb_per_s) {
+        println!("store with its log in memory (no device): {m64:.1} MB/s at 64 KiB, {m4:.1} MB/s at 4 KiB");
+    }
     Ok(())
 }
 
@@ -213,6 +244,8 @@ struct Round {
     fio_p99: f64,
     scan: f64,
     read: f64,
+    memory_64k: f64,
+    memory_4k: f64,
 }
 
 /// A store server on a fresh file in `dir`, on its own runtime thread.
@@ -231,6 +264,7 @@ fn start_store(
         listen: "127.0.0.1:0".parse().unwrap(),
         broadcast: Duration::from_secs(1),
         io,
+        sparse: false,
         stats: Some(stats.clone()),
     };
     let (tx, rx) = std::sync::mpsc::channel();
@@ -323,7 +357,7 @@ fn recovery_scan(path: &Path, io: IoMode) -> Result<(f64, u64)> {
     drop_cached_pages(&file).context("dropping cached pages")?;
     drop(file);
     let started = Instant::now();
-    let (_, store) = open_store(path, 0, 1, io)?;
+    let (_, store) = open_store(path, 0, 1, io, false)?;
     let seconds = started.elapsed().as_secs_f64();
     let scanned = store.stats().bytes_scanned;
     Ok((scanned as f64 / 1e6 / seconds, scanned))
@@ -343,8 +377,25 @@ fn fio_json(args: &[String]) -> Result<serde_json::Value> {
     Ok(serde_json::from_str(&text[start..])?)
 }
 
+/// A file of `bytes` zeros, written and made durable, its pages dropped from the cache: fio's
+/// target, laid out as the store's log is.
+fn laid_out(path: &Path, bytes: u64) -> Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path)?;
+    let zeros = vec![0u8; 1 << 20];
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(zeros.len() as u64) as usize;
+        file.write_all(&zeros[..n])?;
+        left -= n as u64;
+    }
+    drop_cached_pages(&file)?;
+    Ok(())
+}
+
 fn fio_write(dir: &Path, bs: &str, depth: usize, fdatasync: u64, total: u64) -> Result<f64> {
     let file = dir.join("bench-fio.dat");
+    laid_out(&file, total)?;
     let json = fio_json(&[
         "--name=write".into(),
         format!("--filename={}", file.display()),
@@ -366,6 +417,7 @@ fn fio_write(dir: &Path, bs: &str, depth: usize, fdatasync: u64, total: u64) -> 
 /// fio's median and 99th percentile write latency plus fdatasync latency (µs) at depth 1.
 fn fio_latency(dir: &Path, requests: u64) -> Result<(f64, f64)> {
     let file = dir.join("bench-fio-lat.dat");
+    laid_out(&file, requests * 4096)?;
     let json = fio_json(&[
         "--name=latency".into(),
         format!("--filename={}", file.display()),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use cordillera_runtime::disk::IoMode;
-use cordillera_runtime::store_server::{open_store, serve, ServeOptions};
+use cordillera_runtime::store_server::{create_store, open_store, serve, ServeOptions};
 use cordillera_sim::presets::parse_size;
 
 #[derive(Args)]
@@ -36,6 +36,11 @@ struct FormatArgs {
     /// Size of the log (e.g. 1g, 256m).
     #[arg(long)]
     size: String,
+    /// Do not fill the log with zeros: creating is instant, but the file system allocates blocks
+    /// during the first lap of writes (slower durable writes), and a full file system can then
+    /// refuse a write to the log.
+    #[arg(long)]
+    sparse: bool,
 }
 
 #[derive(Args)]
@@ -54,6 +59,9 @@ struct ServeArgs {
     /// (O_DIRECT where the file system supports it).
     #[arg(long, default_value = "auto")]
     io: IoMode,
+    /// Leave the log of a new store sparse instead of filling it with zeros (as `format --sparse`).
+    #[arg(long)]
+    sparse: bool,
 }
 
 #[derive(Args)]
@@ -74,7 +82,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
                 );
             }
             let log_bytes = parse_size(&a.size).map_err(anyhow::Error::msg)?;
-            let (_, store) = open_store(&a.path, log_bytes, 1, IoMode::Buffered)?;
+            let (_, store) = create_store(&a.path, log_bytes, 1, IoMode::Buffered, a.sparse)?;
             println!(
                 "formatted {}: store {:032x}, log {} bytes",
                 a.path.display(),
@@ -90,6 +98,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
                 listen: a.listen,
                 broadcast: Duration::from_millis(a.broadcast_ms.max(1)),
                 io: a.io,
+                sparse: a.sparse,
                 stats: None,
             };
             // One event thread: the store core is a single task, and hand-offs between runtime
@@ -111,7 +120,7 @@ fn inspect(a: InspectArgs) -> Result<()> {
         bail!("{} does not exist", a.path.display());
     }
     let started = std::time::Instant::now();
-    let (_, store) = open_store(&a.path, 0, 1, IoMode::Buffered)?;
+    let (_, store) = open_store(&a.path, 0, 1, IoMode::Buffered, false)?;
     let elapsed = started.elapsed();
     let sb = store.superblock();
     let stats = store.stats();

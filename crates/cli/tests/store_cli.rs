@@ -236,11 +236,16 @@ fn store_bench_prints_the_four_ratios() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
+    // The memory-file-system ceiling, where there is one.
+    let memory = tempfile::tempdir_in("/dev/shm").ok();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cordillera"));
+    command.args(["store", "bench"]);
+    if let Some(m) = &memory {
+        command.arg("--memory-dir").arg(m.path());
+    }
     let json = cordillera_json(
-        Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        command
             .args([
-                "store",
-                "bench",
                 "--bytes",
                 "32m",
                 "--latency-requests",
@@ -259,6 +264,15 @@ fn store_bench_prints_the_four_ratios() {
     ] {
         let value = json[ratio].as_f64().unwrap_or(f64::NAN);
         assert!(value.is_finite() && value > 0.0, "{ratio}: {value}");
+    }
+    for figure in ["store_64k_memory_mb_per_s", "store_4k_memory_mb_per_s"] {
+        match &memory {
+            Some(_) => {
+                let value = json[figure].as_f64().unwrap_or(f64::NAN);
+                assert!(value.is_finite() && value > 0.0, "{figure}: {value}");
+            }
+            None => assert!(json[figure].is_null(), "{figure} without --memory-dir"),
+        }
     }
     eprintln!("{json:#}");
     // `inspect` verifies the log the benchmark wrote: 32 MiB of 64 KiB records.

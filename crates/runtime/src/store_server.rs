@@ -28,63 +28,130 @@ pub struct ServeOptions {
     pub broadcast: Duration,
     /// `O_DIRECT` or buffered I/O.
     pub io: IoMode,
+    /// Leave a new store's log sparse instead of filling it with zeros ([`create_store`]).
+    pub sparse: bool,
     /// When set, the core's counters are published here after every event (for benchmarks).
     pub stats: Option<std::sync::Arc<std::sync::Mutex<cordillera_vstore::store::Stats>>>,
 }
 
 /// Opens the store at `path`, creating and formatting it with a log of `log_bytes` if the file
-/// does not exist. Returns the file and the ready store core.
+/// does not exist (see [`create_store`]; `sparse` as there). Returns the file and the ready
+/// store core.
 pub fn open_store(
     path: &std::path::Path,
     log_bytes: u64,
     seed: u64,
     io: IoMode,
+    sparse: bool,
 ) -> Result<(Arc<DiskFile>, Store)> {
-    let exists = path.exists();
+    if !path.exists() {
+        return create_store(path, log_bytes, seed, io, sparse);
+    }
     let disk_file = Arc::new(
-        DiskFile::open(path, !exists, io)
+        DiskFile::open(path, false, io)
             .with_context(|| format!("cannot open {}", path.display()))?,
     );
-    let file = &disk_file.file;
-    let mut store = if exists {
-        let size = file.metadata()?.len();
-        if size <= LOG_OFFSET {
-            bail!(
-                "{}: {size} bytes is too small to hold a store",
-                path.display()
-            );
-        }
-        let mut store = Store::recover(
-            Config::new(((size - LOG_OFFSET) / 512 * 512).max(2048)),
-            seed,
-            0,
+    let size = disk_file.file.metadata()?.len();
+    if size <= LOG_OFFSET {
+        bail!(
+            "{}: {size} bytes is too small to hold a store",
+            path.display()
         );
-        // Concurrently: the scan verifies one chunk while the next ones are read.
-        let started = Instant::now();
-        disk_file.advise_sequential(true);
-        run_to_quiet_concurrently(&mut store, disk_file.clone(), || {
-            started.elapsed().as_nanos() as u64
-        })
-        .map_err(io_error)?;
-        disk_file.advise_sequential(false);
-        if store.failed() {
-            bail!(
-                "{}: no valid store superblock (not a store, or damaged); refusing to reformat",
-                path.display()
+    }
+    let mut store = Store::recover(
+        Config::new(((size - LOG_OFFSET) / 512 * 512).max(2048)),
+        seed,
+        0,
+    );
+    // Concurrently: the scan verifies one chunk while the next ones are read.
+    let started = Instant::now();
+    disk_file.advise_sequential(true);
+    run_to_quiet_concurrently(&mut store, disk_file.clone(), || {
+        started.elapsed().as_nanos() as u64
+    })
+    .map_err(io_error)?;
+    disk_file.advise_sequential(false);
+    if store.failed() {
+        bail!(
+            "{}: no valid store superblock (not a store, or damaged); refusing to reformat",
+            path.display()
+        );
+    }
+    run_to_quiet(&mut store, &disk_file, 0).map_err(io_error)?;
+    assert!(store.is_ready(), "recovered");
+    Ok((disk_file, store))
+}
+
+/// Creates a store file at `path` (which must not exist) with a log of `log_bytes`, formatted
+/// and durable. Unless `sparse`, the log is first filled with zeros, as databases fill their
+/// write-ahead logs: every block is then allocated, so that a full file system can never refuse
+/// a write to the log, and writes in the first lap are overwrites that `fdatasync` makes
+/// durable without a file-system journal commit. The file is built under a temporary name and
+/// renamed into place once formatted, so a crash while creating it leaves no half-made store.
+pub fn create_store(
+    path: &std::path::Path,
+    log_bytes: u64,
+    seed: u64,
+    io: IoMode,
+    sparse: bool,
+) -> Result<(Arc<DiskFile>, Store)> {
+    if log_bytes < 64 * 1024 || !log_bytes.is_multiple_of(512) {
+        bail!("the log size must be a multiple of 512 bytes and at least 64 KiB");
+    }
+    let mut building = path.as_os_str().to_owned();
+    building.push(".creating");
+    let building = PathBuf::from(building);
+    // A leftover from a crash while creating: never a store, safe to replace.
+    std::fs::remove_file(&building).ok();
+    let disk_file = Arc::new(
+        DiskFile::open(&building, true, io)
+            .with_context(|| format!("cannot create {}", building.display()))?,
+    );
+    disk_file.file.set_len(LOG_OFFSET + log_bytes)?;
+    if !sparse {
+        zero_fill(&disk_file, LOG_OFFSET, log_bytes)
+            .with_context(|| format!("filling the log of {} with zeros", path.display()))?;
+    }
+    let store_id = ((seed as u128) << 64) | std::process::id() as u128;
+    let mut store = Store::format(Config::new(log_bytes), store_id, seed);
+    run_to_quiet(&mut store, &disk_file, 0).map_err(io_error)?;
+    disk_file.file.sync_all()?;
+    std::fs::rename(&building, path)
+        .with_context(|| format!("cannot rename {} to {}", building.display(), path.display()))?;
+    let directory = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    std::fs::File::open(directory)?.sync_all()?;
+    assert!(store.is_ready(), "formatted");
+    Ok((disk_file, store))
+}
+
+/// Writes zeros over `bytes` bytes from `offset`, then makes them durable; reports progress on
+/// standard error when it takes more than a few seconds.
+fn zero_fill(file: &DiskFile, offset: u64, bytes: u64) -> Result<()> {
+    const CHUNK: u64 = 4 << 20;
+    let zeros = vec![0u8; CHUNK as usize];
+    let started = Instant::now();
+    let mut reported = started;
+    let mut done = 0;
+    while done < bytes {
+        let n = CHUNK.min(bytes - done);
+        file.write_batch(offset + done, &[&zeros[..n as usize]])
+            .map_err(io_error)?;
+        done += n;
+        if reported.elapsed() >= Duration::from_secs(5) {
+            reported = Instant::now();
+            eprintln!(
+                "cordillera store: filling the log with zeros: {} of {} MiB ({:.0} MB/s)",
+                done >> 20,
+                bytes >> 20,
+                done as f64 / 1e6 / started.elapsed().as_secs_f64()
             );
         }
-        store
-    } else {
-        if log_bytes < 64 * 1024 || !log_bytes.is_multiple_of(512) {
-            bail!("the log size must be a multiple of 512 bytes and at least 64 KiB");
-        }
-        file.set_len(LOG_OFFSET + log_bytes)?;
-        let store_id = ((seed as u128) << 64) | std::process::id() as u128;
-        Store::format(Config::new(log_bytes), store_id, seed)
-    };
-    run_to_quiet(&mut store, &disk_file, 0).map_err(io_error)?;
-    assert!(store.is_ready(), "formatted or recovered");
-    Ok((disk_file, store))
+    }
+    file.sync().map_err(io_error)?;
+    Ok(())
 }
 
 fn io_error(e: DiskError) -> anyhow::Error {
@@ -112,7 +179,13 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64);
-    let (file, mut store) = open_store(&options.path, options.log_bytes, seed, options.io)?;
+    let (file, mut store) = open_store(
+        &options.path,
+        options.log_bytes,
+        seed,
+        options.io,
+        options.sparse,
+    )?;
     let stats = store.stats();
     eprintln!(
         "cordillera store: {} ready: {} records scanned ({} bytes, {} bytes of valid data), {} bytes of log in use",
@@ -253,8 +326,19 @@ async fn connection(id: u64, stream: TcpStream, events: mpsc::UnboundedSender<Ev
         sender,
     });
     let writing = tokio::spawn(async move {
+        // Every frame already waiting goes out in one write: replies completed together (a
+        // group commit acknowledges many) cost one system call, not one each.
+        let mut out: Vec<u8> = Vec::new();
         while let Some(frame) = outbox.recv().await {
-            if writer.write_all(&frame).await.is_err() {
+            out.clear();
+            out.extend_from_slice(&frame);
+            while out.len() < (1 << 20) {
+                match outbox.try_recv() {
+                    Ok(more) => out.extend_from_slice(&more),
+                    Err(_) => break,
+                }
+            }
+            if writer.write_all(&out).await.is_err() {
                 break;
             }
         }
@@ -348,6 +432,8 @@ impl LoadMeter {
 pub struct StoreClient {
     stream: std::net::TcpStream,
     buffer: Vec<u8>,
+    /// Requests sent but not yet written to the socket (written before waiting for a reply).
+    outgoing: Vec<u8>,
     next_id: u64,
     pub last_load: Option<Load>,
     /// Replies that arrived while waiting for another.
@@ -361,21 +447,33 @@ impl StoreClient {
         Ok(StoreClient {
             stream,
             buffer: Vec::new(),
+            outgoing: Vec::new(),
             next_id: 1,
             last_load: None,
             early: HashMap::new(),
         })
     }
 
-    /// Sends a request without waiting; returns its id.
+    /// Sends a request without waiting for its reply; returns its id. Requests are gathered
+    /// and written together when the client next waits for a reply (or [`StoreClient::flush`]).
     pub fn send(&mut self, request: Request) -> std::io::Result<u64> {
-        use std::io::Write;
         let id = self.next_id;
         self.next_id += 1;
-        let mut frame = Vec::new();
-        encode(&Frame::Request { id, request }, &mut frame);
-        self.stream.write_all(&frame)?;
+        encode(&Frame::Request { id, request }, &mut self.outgoing);
+        if self.outgoing.len() >= 1 << 20 {
+            self.flush()?;
+        }
         Ok(id)
+    }
+
+    /// Writes every request sent so far to the socket.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        if !self.outgoing.is_empty() {
+            self.stream.write_all(&self.outgoing)?;
+            self.outgoing.clear();
+        }
+        Ok(())
     }
 
     /// The next reply, whichever request it answers.
@@ -388,6 +486,7 @@ impl StoreClient {
 
     fn read_reply(&mut self) -> std::io::Result<(u64, Reply)> {
         use std::io::Read;
+        self.flush()?;
         loop {
             match decode(&self.buffer) {
                 Ok(Some((frame, used))) => {
@@ -426,5 +525,69 @@ impl StoreClient {
             }
             self.early.insert(got, reply);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn a_new_store_has_its_log_filled_unless_sparse() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = 8 << 20;
+        for (name, sparse) in [("filled", false), ("sparse", true)] {
+            let path = dir.path().join(name);
+            let (_, store) = open_store(&path, log, 7, IoMode::Auto, sparse).unwrap();
+            assert!(store.is_ready());
+            let allocated = std::fs::metadata(&path).unwrap().blocks() * 512;
+            if sparse {
+                assert!(allocated < log / 2, "{name}: {allocated} bytes allocated");
+            } else {
+                assert!(
+                    allocated >= LOG_OFFSET + log,
+                    "{name}: {allocated} bytes allocated"
+                );
+            }
+            let mut creating = path.clone().into_os_string();
+            creating.push(".creating");
+            assert!(
+                !PathBuf::from(creating).exists(),
+                "{name}: temporary file left"
+            );
+            // It opens again as the same store.
+            let (_, again) = open_store(&path, 0, 8, IoMode::Auto, false).unwrap();
+            assert_eq!(again.store_id(), store.store_id());
+        }
+    }
+
+    #[test]
+    fn a_half_created_store_is_never_opened_and_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        // What a crash while creating leaves: a temporary file, nothing at the store's path.
+        std::fs::write(dir.path().join("s.creating"), vec![0u8; 70_000]).unwrap();
+        let (_, store) = open_store(&path, 1 << 20, 3, IoMode::Auto, false).unwrap();
+        assert!(store.is_ready());
+        assert!(!dir.path().join("s.creating").exists());
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            LOG_OFFSET + (1 << 20)
+        );
+    }
+
+    #[test]
+    fn bad_log_sizes_are_refused_without_leaving_files() {
+        let dir = tempfile::tempdir().unwrap();
+        for size in [1000, 4096, (1 << 20) + 1] {
+            let path = dir.path().join(format!("s{size}"));
+            let Err(e) = open_store(&path, size, 1, IoMode::Auto, false) else {
+                panic!("log size {size} accepted");
+            };
+            assert!(e.to_string().contains("log size"), "{e}");
+            assert!(!path.exists());
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -528,6 +528,7 @@ impl Store {
     }
 
     pub fn poll_disk(&mut self) -> Option<DiskOp> {
+        self.start_flush();
         self.disk.pop_front()
     }
 
@@ -886,7 +887,6 @@ impl Store {
                         r.state = RecordState::Written;
                         self.written_unflushed.push(seq);
                     }
-                    self.start_flush();
                 }
             }
             DiskDone::Flushed { id } => {
@@ -904,7 +904,6 @@ impl Store {
                             RecordState::Durable;
                     }
                     self.acknowledge();
-                    self.start_flush();
                 }
             }
             DiskDone::Read { id, data } => {
@@ -921,7 +920,9 @@ impl Store {
         }
     }
 
-    /// Group commit: one flush at a time covers every record written before it.
+    /// Group commit: one flush at a time covers every record whose write completed before it
+    /// was issued. Called when the driver polls, so that writes completing together (a merged
+    /// transfer) share one flush.
     fn start_flush(&mut self) {
         if self.flush_in_flight.is_some() || self.written_unflushed.is_empty() {
             return;

@@ -58,9 +58,9 @@ pub enum WireError {
     Malformed(&'static str),
 }
 
-struct Writer(Vec<u8>);
+struct Writer<'a>(&'a mut Vec<u8>);
 
-impl Writer {
+impl Writer<'_> {
     fn u8(&mut self, v: u8) {
         self.0.push(v);
     }
@@ -141,7 +141,10 @@ impl<'a> Reader<'a> {
 
 /// Appends the encoding of `frame` to `out`.
 pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
-    let mut w = Writer(Vec::new());
+    // The header (length, version, kind, id) is filled in once the body is written after it.
+    let start = out.len();
+    out.extend_from_slice(&[0; 14]);
+    let mut w = Writer(out);
     let (kind, id) = match frame {
         Frame::Request { id, request } => match request {
             Request::Write {
@@ -238,12 +241,11 @@ pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
             (T_LOAD, 0)
         }
     };
-    let body = w.0;
-    out.extend_from_slice(&((body.len() + 10) as u32).to_le_bytes());
-    out.push(VERSION);
-    out.push(kind);
-    out.extend_from_slice(&id.to_le_bytes());
-    out.extend_from_slice(&body);
+    let length = (out.len() - start - 4) as u32;
+    out[start..start + 4].copy_from_slice(&length.to_le_bytes());
+    out[start + 4] = VERSION;
+    out[start + 5] = kind;
+    out[start + 6..start + 14].copy_from_slice(&id.to_le_bytes());
 }
 
 /// Decodes one frame from the front of `buf`: `Ok(None)` if more bytes are needed, or the frame
