@@ -13,7 +13,8 @@
 //!
 //! The store's log is filled with zeros when it is created (untimed, as `store format` does), so
 //! its writes overwrite allocated blocks; fio writes over a file laid out the same way (untimed),
-//! so that neither side pays the file system's block allocation in the timed part.
+//! so that neither side pays the file system's block allocation in the timed part. With
+//! `--sparse`, both pay it: the store's log is left sparse and fio writes a new file.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -54,6 +55,11 @@ pub struct StoreBenchArgs {
     /// and the CPU set on this machine, with no device at all.
     #[arg(long)]
     memory_dir: Option<PathBuf>,
+    /// Leave the store's log sparse and let fio write a new file: both then pay the file
+    /// system's block allocation during the timed writes (the store's first lap on a log made
+    /// with `--sparse`).
+    #[arg(long)]
+    sparse: bool,
 }
 
 #[derive(Serialize)]
@@ -97,8 +103,16 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         progress(&format!(
             "round {round}/{rounds}: 64 KiB writes, 16 outstanding"
         ));
-        let (store_64k, flush_64k, store_file) = store_writes(dir, 65536, 16, bytes, args.io)?;
-        let fio_64k = fio_write(dir, "64k", 16, flush_64k.round().max(1.0) as u64, bytes)?;
+        let (store_64k, flush_64k, store_file) =
+            store_writes(dir, 65536, 16, bytes, args.io, args.sparse)?;
+        let fio_64k = fio_write(
+            dir,
+            "64k",
+            16,
+            flush_64k.round().max(1.0) as u64,
+            bytes,
+            args.sparse,
+        )?;
 
         progress(&format!("round {round}/{rounds}: recovery scan"));
         // Whichever reads first also warms caches below the page cache (a virtual disk's host
@@ -114,24 +128,34 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         progress(&format!(
             "round {round}/{rounds}: 4 KiB writes, 32 outstanding"
         ));
-        let (store_4k, flush_4k, file_4k) = store_writes(dir, 4096, 32, small, args.io)?;
+        let (store_4k, flush_4k, file_4k) =
+            store_writes(dir, 4096, 32, small, args.io, args.sparse)?;
         std::fs::remove_file(&file_4k).ok();
-        let fio_4k = fio_write(dir, "4k", 32, flush_4k.round().max(1.0) as u64, small)?;
+        let fio_4k = fio_write(
+            dir,
+            "4k",
+            32,
+            flush_4k.round().max(1.0) as u64,
+            small,
+            args.sparse,
+        )?;
 
         progress(&format!(
             "round {round}/{rounds}: acknowledgement latency, 1 outstanding"
         ));
-        let (store_p50, store_p99) = store_latency(dir, args.latency_requests, args.io)?;
-        let (fio_p50, fio_p99) = fio_latency(dir, args.latency_requests)?;
+        let (store_p50, store_p99) =
+            store_latency(dir, args.latency_requests, args.io, args.sparse)?;
+        let (fio_p50, fio_p99) = fio_latency(dir, args.latency_requests, args.sparse)?;
         let mut memory = (f64::NAN, f64::NAN);
         if let Some(memory_dir) = &args.memory_dir {
             progress(&format!(
                 "round {round}/{rounds}: writes with the log in {}",
                 memory_dir.display()
             ));
-            let (m64, _, f64k) = store_writes(memory_dir, 65536, 16, bytes, IoMode::Buffered)?;
+            let (m64, _, f64k) =
+                store_writes(memory_dir, 65536, 16, bytes, IoMode::Buffered, false)?;
             std::fs::remove_file(f64k).ok();
-            let (m4, _, f4k) = store_writes(memory_dir, 4096, 32, small, IoMode::Buffered)?;
+            let (m4, _, f4k) = store_writes(memory_dir, 4096, 32, small, IoMode::Buffered, false)?;
             std::fs::remove_file(f4k).ok();
             memory = (m64, m4);
         }
@@ -254,6 +278,7 @@ fn start_store(
     name: &str,
     log_bytes: u64,
     io: IoMode,
+    sparse: bool,
 ) -> Result<(std::net::SocketAddr, Arc<Mutex<Stats>>, PathBuf)> {
     let path = dir.join(name);
     std::fs::remove_file(&path).ok();
@@ -264,7 +289,7 @@ fn start_store(
         listen: "127.0.0.1:0".parse().unwrap(),
         broadcast: Duration::from_secs(1),
         io,
-        sparse: false,
+        sparse,
         stats: Some(stats.clone()),
     };
     let (tx, rx) = std::sync::mpsc::channel();
@@ -293,9 +318,10 @@ fn store_writes(
     depth: usize,
     total: u64,
     io: IoMode,
+    sparse: bool,
 ) -> Result<(f64, f64, PathBuf)> {
     let log = (total + total / 4 + (64 << 20)) / 512 * 512;
-    let (addr, stats, path) = start_store(dir, &format!("bench-{size}.store"), log, io)?;
+    let (addr, stats, path) = start_store(dir, &format!("bench-{size}.store"), log, io, sparse)?;
     let mut client = StoreClient::connect(addr)?;
     let count = total / size;
     let data = vec![0x5a; size as usize];
@@ -324,8 +350,8 @@ fn store_writes(
 }
 
 /// Median and 99th percentile acknowledgement latency (µs) at one outstanding write.
-fn store_latency(dir: &Path, requests: u64, io: IoMode) -> Result<(f64, f64)> {
-    let (addr, _, path) = start_store(dir, "bench-latency.store", 256 << 20, io)?;
+fn store_latency(dir: &Path, requests: u64, io: IoMode, sparse: bool) -> Result<(f64, f64)> {
+    let (addr, _, path) = start_store(dir, "bench-latency.store", 256 << 20, io, sparse)?;
     let mut client = StoreClient::connect(addr)?;
     let data = vec![0xa5; 4096];
     let mut latencies = Vec::with_capacity(requests as usize);
@@ -393,9 +419,18 @@ fn laid_out(path: &Path, bytes: u64) -> Result<()> {
     Ok(())
 }
 
-fn fio_write(dir: &Path, bs: &str, depth: usize, fdatasync: u64, total: u64) -> Result<f64> {
+fn fio_write(
+    dir: &Path,
+    bs: &str,
+    depth: usize,
+    fdatasync: u64,
+    total: u64,
+    new_file: bool,
+) -> Result<f64> {
     let file = dir.join("bench-fio.dat");
-    laid_out(&file, total)?;
+    if !new_file {
+        laid_out(&file, total)?;
+    }
     let json = fio_json(&[
         "--name=write".into(),
         format!("--filename={}", file.display()),
@@ -415,9 +450,11 @@ fn fio_write(dir: &Path, bs: &str, depth: usize, fdatasync: u64, total: u64) -> 
 }
 
 /// fio's median and 99th percentile write latency plus fdatasync latency (µs) at depth 1.
-fn fio_latency(dir: &Path, requests: u64) -> Result<(f64, f64)> {
+fn fio_latency(dir: &Path, requests: u64, new_file: bool) -> Result<(f64, f64)> {
     let file = dir.join("bench-fio-lat.dat");
-    laid_out(&file, requests * 4096)?;
+    if !new_file {
+        laid_out(&file, requests * 4096)?;
+    }
     let json = fio_json(&[
         "--name=latency".into(),
         format!("--filename={}", file.display()),
