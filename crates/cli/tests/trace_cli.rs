@@ -423,6 +423,25 @@ fn bench_trace_prints_its_figures() {
 }
 
 #[test]
+fn bench_rangemap_prints_its_figures() {
+    let out = run_ok(cordillera().args([
+        "bench", "rangemap", "--ranges", "20000", "--ops", "20000", "--repeat", "1", "--json",
+    ]));
+    let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(json["ranges"], 20_000);
+    for figure in [
+        "range_map_lookup_update_ns",
+        "btreemap_get_insert_ns",
+        "pieces_per_lookup",
+    ] {
+        assert!(json[figure].as_f64().unwrap() > 0.0, "{figure}: {json}");
+    }
+    // 20,000 random writes of 4–64 KiB over 20,000 ranges 16 KiB apart merge and split ranges.
+    let after = json["ranges_after"].as_u64().unwrap();
+    assert!(after > 1000 && after != 20_000, "{after}");
+}
+
+#[test]
 fn demo_runs_on_the_built_in_default() {
     let tmp = tempfile::tempdir().unwrap();
     let saved = tmp.path().join("synth.cdt");

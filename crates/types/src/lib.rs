@@ -8,6 +8,7 @@
 //!
 //! Every other crate speaks in these types; nothing here does I/O.
 
+pub mod rangemap;
 pub mod units;
 
 use serde::{Deserialize, Serialize};

@@ -5,7 +5,7 @@
 //! Versions, not arrival order, decide: a write never displaces a higher version, and a delete
 //! removes only versions at or below its own.
 
-use std::collections::BTreeMap;
+use cordillera_types::rangemap::RangeMap;
 
 /// One valid range: bytes `[start, end)` hold `version`, stored in record `record`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,8 +25,8 @@ pub struct LiveDelta {
 
 #[derive(Clone, Debug, Default)]
 pub struct ClientIndex {
-    /// start → (end, version, record)
-    ranges: BTreeMap<u64, (u64, u64, u64)>,
+    /// (version, record) of every valid range.
+    ranges: RangeMap<(u64, u64)>,
 }
 
 impl ClientIndex {
@@ -44,146 +44,74 @@ impl ClientIndex {
 
     /// Every valid range, in order.
     pub fn ranges(&self) -> impl Iterator<Item = Range> + '_ {
-        self.ranges.iter().map(|(s, (e, v, r))| Range {
-            start: *s,
-            end: *e,
-            version: *v,
-            record: *r,
-        })
+        self.ranges
+            .iter()
+            .map(|(start, end, &(version, record))| Range {
+                start,
+                end,
+                version,
+                record,
+            })
     }
 
     /// The valid ranges within `[start, end)`, clipped to it, in order (gaps are not stored).
     pub fn lookup(&self, start: u64, end: u64) -> Vec<Range> {
-        self.overlapping(start, end)
+        self.ranges
+            .lookup(start, end)
             .into_iter()
-            .map(|r| Range {
-                start: r.start.max(start),
-                end: r.end.min(end),
-                ..r
+            .filter_map(|p| {
+                p.value.map(|&(version, record)| Range {
+                    start: p.start,
+                    end: p.end,
+                    version,
+                    record,
+                })
             })
             .collect()
-    }
-
-    fn overlapping(&self, start: u64, end: u64) -> Vec<Range> {
-        let mut out = Vec::new();
-        if start >= end {
-            return out;
-        }
-        if let Some((s, (e, v, r))) = self.ranges.range(..start).next_back() {
-            if *e > start {
-                out.push(Range {
-                    start: *s,
-                    end: *e,
-                    version: *v,
-                    record: *r,
-                });
-            }
-        }
-        for (s, (e, v, r)) in self.ranges.range(start..end) {
-            out.push(Range {
-                start: *s,
-                end: *e,
-                version: *v,
-                record: *r,
-            });
-        }
-        out
-    }
-
-    fn put(&mut self, r: Range) {
-        debug_assert!(r.start < r.end);
-        self.ranges.insert(r.start, (r.end, r.version, r.record));
     }
 
     /// Records `[start, end)` = `version` in `record`. Returns how many bytes each record gained
     /// or lost (the new record gains what it wins; displaced records lose it).
     pub fn write(&mut self, start: u64, end: u64, version: u64, record: u64) -> Vec<LiveDelta> {
         let mut deltas = Vec::new();
-        if start >= end {
-            return deltas;
-        }
-        // Pieces of [start, end) kept by higher versions.
-        let mut kept: Vec<(u64, u64)> = Vec::new();
-        for old in self.overlapping(start, end) {
-            self.ranges.remove(&old.start);
-            if old.start < start {
-                self.put(Range { end: start, ..old });
-            }
-            if old.end > end {
-                self.put(Range { start: end, ..old });
-            }
-            let (lo, hi) = (old.start.max(start), old.end.min(end));
-            if old.version > version {
-                self.put(Range {
-                    start: lo,
-                    end: hi,
-                    ..old
-                });
-                kept.push((lo, hi));
-            } else {
-                deltas.push(LiveDelta {
-                    record: old.record,
-                    bytes: -((hi - lo) as i64),
-                });
-            }
-        }
         let mut gained = 0;
-        let mut at = start;
-        for (lo, hi) in kept.into_iter().chain(std::iter::once((end, end))) {
-            if lo > at {
-                self.put(Range {
-                    start: at,
-                    end: lo,
-                    version,
-                    record,
-                });
-                gained += lo - at;
+        self.ranges.update(start, end, |lo, hi, old| match old {
+            // A higher version keeps its bytes.
+            Some(&(v, r)) if v > version => Some((v, r)),
+            old => {
+                if let Some(&(_, r)) = old {
+                    deltas.push(LiveDelta {
+                        record: r,
+                        bytes: -((hi - lo) as i64),
+                    });
+                }
+                gained += hi - lo;
+                Some((version, record))
             }
-            at = at.max(hi);
-        }
+        });
         if gained > 0 {
             deltas.push(LiveDelta {
                 record,
                 bytes: gained as i64,
             });
         }
-        self.debug_check();
         deltas
     }
 
     /// Removes every version ≤ `version` within `[start, end)`; returns the bytes records lost.
     pub fn delete(&mut self, start: u64, end: u64, version: u64) -> Vec<LiveDelta> {
         let mut deltas = Vec::new();
-        for old in self.overlapping(start, end) {
-            if old.version > version {
-                continue;
+        self.ranges.update(start, end, |lo, hi, old| match old {
+            Some(&(v, r)) if v <= version => {
+                deltas.push(LiveDelta {
+                    record: r,
+                    bytes: -((hi - lo) as i64),
+                });
+                None
             }
-            self.ranges.remove(&old.start);
-            if old.start < start {
-                self.put(Range { end: start, ..old });
-            }
-            if old.end > end {
-                self.put(Range { start: end, ..old });
-            }
-            let (lo, hi) = (old.start.max(start), old.end.min(end));
-            deltas.push(LiveDelta {
-                record: old.record,
-                bytes: -((hi - lo) as i64),
-            });
-        }
-        self.debug_check();
+            old => old.copied(),
+        });
         deltas
-    }
-
-    fn debug_check(&self) {
-        if cfg!(debug_assertions) {
-            let mut last_end = 0;
-            for (s, (e, _, _)) in &self.ranges {
-                assert!(s < e, "empty range");
-                assert!(*s >= last_end, "overlapping ranges");
-                last_end = *e;
-            }
-        }
     }
 }
 
