@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use cordillera_runtime::disk::{drop_cached_pages, IoMode};
-use cordillera_runtime::store_server::{open_store, serve, ServeOptions, StoreClient};
+use cordillera_runtime::disk::{drop_cached_pages, DiskFile, IoMode};
+use cordillera_runtime::store_server::{open_store, serve, zero_fill, ServeOptions, StoreClient};
 use cordillera_vstore::store::{Reply, Request, Stats};
 use serde::Serialize;
 
@@ -406,16 +406,11 @@ fn fio_json(args: &[String]) -> Result<serde_json::Value> {
 /// A file of `bytes` zeros, written and made durable, its pages dropped from the cache: fio's
 /// target, laid out as the store's log is.
 fn laid_out(path: &Path, bytes: u64) -> Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::File::create(path)?;
-    let zeros = vec![0u8; 1 << 20];
-    let mut left = bytes;
-    while left > 0 {
-        let n = left.min(zeros.len() as u64) as usize;
-        file.write_all(&zeros[..n])?;
-        left -= n as u64;
-    }
-    drop_cached_pages(&file)?;
+    std::fs::remove_file(path).ok();
+    let file = DiskFile::open(path, true, IoMode::Buffered)?;
+    file.file.set_len(bytes)?;
+    zero_fill(&file, 0, bytes)?;
+    drop_cached_pages(&file.file)?;
     Ok(())
 }
 

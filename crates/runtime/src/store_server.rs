@@ -127,9 +127,10 @@ pub fn create_store(
     Ok((disk_file, store))
 }
 
-/// Writes zeros over `bytes` bytes from `offset`, then makes them durable; reports progress on
+/// Writes zeros over `bytes` bytes from `offset`, then makes them durable (a new store's log;
+/// `store bench` lays out fio's files with it too); reports progress on
 /// standard error when it takes more than a few seconds.
-fn zero_fill(file: &DiskFile, offset: u64, bytes: u64) -> Result<()> {
+pub fn zero_fill(file: &DiskFile, offset: u64, bytes: u64) -> Result<()> {
     const CHUNK: u64 = 4 << 20;
     let zeros = vec![0u8; CHUNK as usize];
     let started = Instant::now();
@@ -328,17 +329,15 @@ async fn connection(id: u64, stream: TcpStream, events: mpsc::UnboundedSender<Ev
     let writing = tokio::spawn(async move {
         // Every frame already waiting goes out in one write: replies completed together (a
         // group commit acknowledges many) cost one system call, not one each.
-        let mut out: Vec<u8> = Vec::new();
-        while let Some(frame) = outbox.recv().await {
-            out.clear();
-            out.extend_from_slice(&frame);
-            while out.len() < (1 << 20) {
+        // Later frames are appended to the first; a lone frame is written without a copy.
+        while let Some(mut frame) = outbox.recv().await {
+            while frame.len() < (1 << 20) {
                 match outbox.try_recv() {
-                    Ok(more) => out.extend_from_slice(&more),
+                    Ok(more) => frame.extend_from_slice(&more),
                     Err(_) => break,
                 }
             }
-            if writer.write_all(&out).await.is_err() {
+            if writer.write_all(&frame).await.is_err() {
                 break;
             }
         }

@@ -66,13 +66,6 @@ impl<V: Clone + PartialEq> RangeMap<V> {
             .map(|(s, (e, v))| (*s, *e, v))
     }
 
-    /// The stored ranges that overlap `[start, end)`, unclipped, in order.
-    pub fn overlapping(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, u64, &V)> + '_ {
-        let mut found: Vec<_> = self.overlapping_rev(start, end).collect();
-        found.reverse();
-        found.into_iter()
-    }
-
     /// Whether any stored range overlaps `[start, end)`.
     pub fn overlaps(&self, start: u64, end: u64) -> bool {
         self.overlapping_rev(start, end).next().is_some()
