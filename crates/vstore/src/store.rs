@@ -111,8 +111,9 @@ pub enum Reply {
     Done,
     /// The valid pieces of the range read, in order, with their data; gaps hold nothing here.
     Read(Vec<(Extent, Vec<u8>)>),
-    /// Some valid range of the client, the one in the record closest to the tail; `None` if the
-    /// store holds nothing for the client.
+    /// A valid range of the client's oldest live record not yet offered by an earlier read_any
+    /// (once all were, offering starts again from the oldest); `None` if the store holds
+    /// nothing for the client.
     ReadAny(Option<(Extent, Vec<u8>)>),
     Metadata(Vec<Extent>),
     Error(StoreError),
@@ -317,6 +318,9 @@ pub struct Store {
     indexes: HashMap<u64, ClientIndex>,
     /// Live data records per client, by sequence number (for read_any).
     live_by_client: HashMap<u64, BTreeSet<u64>>,
+    /// Live records already offered by read_any, per client: concurrent read_any requests get
+    /// different records (reclaim runs many in parallel) until every live record was offered.
+    offered: HashMap<u64, BTreeSet<u64>>,
     head: u64,
     next_seq: u64,
     epoch: u128,
@@ -328,6 +332,9 @@ pub struct Store {
     superblock_flushing: Option<(u64, Superblock)>,
     /// Requests waiting for space (the tail pointer must be persisted first).
     waiting: VecDeque<(u64, Request)>,
+    /// Reads held back while requests wait for space and the reads in flight keep the tail
+    /// pointer from moving (a steady stream of reads would otherwise starve it).
+    deferred_reads: VecDeque<(u64, Request)>,
     /// Record writes in flight: id → (sequence number, written durably).
     io_records: HashMap<u64, (u64, bool)>,
     io_reads: HashMap<u64, (u64, usize)>,
@@ -354,6 +361,7 @@ impl Store {
             passed: VecDeque::new(),
             indexes: HashMap::new(),
             live_by_client: HashMap::new(),
+            offered: HashMap::new(),
             head: 0,
             next_seq: 0,
             epoch: 0,
@@ -371,6 +379,7 @@ impl Store {
             superblock_in_flight: None,
             superblock_flushing: None,
             waiting: VecDeque::new(),
+            deferred_reads: VecDeque::new(),
             io_records: HashMap::new(),
             io_reads: HashMap::new(),
             reads: HashMap::new(),
@@ -454,7 +463,7 @@ impl Store {
     /// A one-line summary of the log's state, for diagnostics.
     pub fn describe(&self) -> String {
         format!(
-            "head {} tail {} durable tail {} (seq {}) next seq {} ack cursor {} kept {} passed {} waiting {} reads {} superblock in flight {}",
+            "head {} tail {} durable tail {} (seq {}) next seq {} ack cursor {} kept {} passed {} waiting {} reads {} (disk reads {}) superblock in flight {}",
             self.head,
             self.tail_position(),
             self.durable.tail,
@@ -465,6 +474,7 @@ impl Store {
             self.passed.len(),
             self.waiting.len(),
             self.reads.len(),
+            self.io_reads.len(),
             self.superblock_in_flight.is_some()
         )
     }
@@ -608,11 +618,22 @@ impl Store {
         }
         match request {
             Request::Write { .. } | Request::Delete { .. } => {
-                if !self.waiting.is_empty() {
-                    self.waiting.push_back((id, request));
+                if self.waiting.is_empty() {
+                    if let Some(wait) = self.append(id, request) {
+                        self.waiting.push_back(wait);
+                        self.persist_tail();
+                    }
                 } else {
-                    self.append(id, request);
+                    self.waiting.push_back((id, request));
+                    self.drain_waiting();
                 }
+            }
+            Request::Read { .. } | Request::ReadAny { .. }
+                if !self.waiting.is_empty()
+                    && !self.reads.is_empty()
+                    && self.tail_position() != self.durable.tail =>
+            {
+                self.deferred_reads.push_back((id, request));
             }
             Request::Read {
                 client,
@@ -632,14 +653,21 @@ impl Store {
                 self.start_read(id, ranges, false);
             }
             Request::ReadAny { client } => {
-                let first = self
-                    .live_by_client
-                    .get(&client)
-                    .and_then(|s| s.iter().next().copied());
-                let range = first.and_then(|seq| {
+                // The oldest live record not yet offered; once all were, offering starts over.
+                let offered = self.offered.entry(client).or_default();
+                let live = self.live_by_client.get(&client);
+                let mut pick = live.and_then(|s| s.iter().find(|seq| !offered.contains(seq)));
+                if pick.is_none() {
+                    offered.clear();
+                    pick = live.and_then(|s| s.iter().next());
+                }
+                let range = pick.and_then(|&seq| {
+                    offered.insert(seq);
+                    let h = self.records.get(&seq)?.header;
                     self.indexes
                         .get(&client)?
-                        .ranges()
+                        .lookup(h.offset_bytes, h.offset_bytes + h.length_bytes)
+                        .into_iter()
                         .find(|r| r.record == seq)
                 });
                 self.start_read(id, range.into_iter().collect(), true);
@@ -709,8 +737,51 @@ impl Store {
         self.config.log_bytes - self.used_bytes
     }
 
-    /// Appends the record of a write or delete, or queues / refuses it when space is short.
-    fn append(&mut self, id: u64, request: Request) {
+    /// Retries requests waiting for space. Deletes commute with one another, so a delete may
+    /// pass waiting deletes, but never a waiting write (it may be what the delete removes).
+    /// Writes may pass anything: a client never writes a version at or below one it has asked
+    /// to delete.
+    fn drain_waiting(&mut self) {
+        let waiting = std::mem::take(&mut self.waiting);
+        let mut write_waits = false;
+        for (id, request) in waiting {
+            let is_write = matches!(request, Request::Write { .. });
+            if !is_write && write_waits {
+                self.waiting.push_back((id, request));
+                continue;
+            }
+            if let Some(wait) = self.append(id, request) {
+                write_waits |= is_write;
+                self.waiting.push_back(wait);
+            }
+        }
+        if !self.waiting.is_empty() {
+            self.persist_tail();
+        }
+    }
+
+    /// Whether a delete removes live bytes of the oldest record, bringing the moment the tail
+    /// can pass it closer: such deletes may use the last of the reserve, so that reclaim (which
+    /// deletes in log order) can always make room.
+    fn frees_tail(&self, client: u64, start: u64, end: u64, version: u64) -> bool {
+        let Some((&seq, info)) = self.records.iter().next() else {
+            return false;
+        };
+        let h = info.header;
+        if h.kind != RecordKind::Data || h.client != client {
+            return false;
+        }
+        self.indexes.get(&client).is_some_and(|ix| {
+            ix.lookup(h.offset_bytes, h.offset_bytes + h.length_bytes)
+                .iter()
+                .filter(|r| r.record == seq)
+                .any(|r| r.start < end && start < r.end && r.version <= version)
+        })
+    }
+
+    /// Appends the record of a write or delete, or refuses it, or gives it back to wait for
+    /// space (the tail pointer must move first).
+    fn append(&mut self, id: u64, request: Request) -> Option<(u64, Request)> {
         let (kind, offset_bytes, length_bytes, payload_bytes) = match &request {
             Request::Write {
                 offset_bytes, data, ..
@@ -735,7 +806,7 @@ impl Store {
         if bad {
             self.replies
                 .push_back((id, Reply::Error(StoreError::BadRequest)));
-            return;
+            return None;
         }
         let filler = if self.head + total > self.config.log_bytes {
             self.config.log_bytes - self.head
@@ -743,10 +814,29 @@ impl Store {
             0
         };
         let need = total + filler;
-        let reserve = if kind == RecordKind::Data {
-            self.config.reserve_bytes
-        } else {
-            0
+        // Writes leave the reserve to deletes; deletes leave its last quarter to deletes that
+        // free the tail record.
+        let reserve = match &request {
+            Request::Write { .. } => self.config.reserve_bytes,
+            Request::Delete {
+                client,
+                offset_bytes,
+                length_bytes,
+                version,
+                ..
+            } => {
+                if self.frees_tail(
+                    *client,
+                    *offset_bytes,
+                    offset_bytes + length_bytes,
+                    *version,
+                ) {
+                    0
+                } else {
+                    self.config.reserve_bytes / 4 / RECORD_ALIGN * RECORD_ALIGN
+                }
+            }
+            _ => unreachable!("only writes and deletes append"),
         };
         if need + reserve > self.free_bytes() {
             let reclaimable: u64 = self.passed.iter().map(|(_, b)| b).sum();
@@ -755,12 +845,10 @@ impl Store {
             if space_will_come || kind == RecordKind::Delete {
                 // Space comes back once the tail pointer is durable; deletes always wait rather
                 // than fail, so reclaim always makes progress.
-                self.waiting.push_back((id, request));
-                self.persist_tail();
-            } else {
-                self.replies.push_back((id, Reply::Error(StoreError::Full)));
+                return Some((id, request));
             }
-            return;
+            self.replies.push_back((id, Reply::Error(StoreError::Full)));
+            return None;
         }
         if filler > 0 {
             self.push_record(RecordKind::Wrap, 0, 0, 0, 0, 0, &[], filler, None);
@@ -806,6 +894,7 @@ impl Store {
             }
             _ => unreachable!("only writes and deletes append"),
         }
+        None
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -977,6 +1066,9 @@ impl Store {
                 set.insert(record);
             } else {
                 set.remove(&record);
+                if let Some(offered) = self.offered.get_mut(&info.header.client) {
+                    offered.remove(&record);
+                }
             }
         }
     }
@@ -1006,17 +1098,11 @@ impl Store {
         if sb.generation > self.durable.generation {
             self.durable = sb;
         }
-        // Space may have come back: retry waiting requests in order.
-        let waiting = std::mem::take(&mut self.waiting);
-        for (id, request) in waiting {
-            if self.waiting.is_empty() {
-                self.append(id, request);
-            } else {
-                self.waiting.push_back((id, request));
-            }
-        }
-        if !self.waiting.is_empty() && self.tail_position() != self.durable.tail {
-            self.persist_tail();
+        // Space may have come back.
+        self.drain_waiting();
+        let deferred = std::mem::take(&mut self.deferred_reads);
+        for (id, request) in deferred {
+            self.handle_request(self.last_activity, id, request);
         }
     }
 

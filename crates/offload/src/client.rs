@@ -1,0 +1,2076 @@
+//! The off-loading client core (Everest §3.2): a sans-I/O state machine between an upper layer
+//! issuing block reads and writes, its base volume, and the stores of its store set.
+//!
+//! # Driver contract
+//!
+//! ```text
+//! let mut c = Client::format(config, stores, now)    // new volume: writes the store set
+//!          or Client::recover(config, now)           // restart: reads it, asks every store
+//! loop {
+//!     while let Some(op) = c.poll_base()   { base volume ← op }        // reads, writes (durable?)
+//!     while let Some((store, id, request)) = c.poll_store() { send to store }
+//!     while let Some((id, reply)) = c.poll_upward() { answer the upper layer }
+//!     wait for: an upward request      → c.handle_upward(now, id, request)
+//!               a base completion      → c.handle_base(now, done)
+//!               a store reply          → c.handle_store(now, store, id, reply, load)
+//!               a load broadcast       → c.handle_load(store, load)
+//!               c.poll_timeout()       → c.handle_timeout(now)
+//! }
+//! ```
+//!
+//! # What it guarantees
+//!
+//! - A read returns, for every byte, the last acknowledged write or one issued concurrently.
+//! - A write is acknowledged upward only once its data is durable: on the base volume (when
+//!   asked for durability) or on every store it was sent to that did not fail; the range map is
+//!   updated before the acknowledgement.
+//! - The three invariants of Everest §3.2.3 hold and are asserted: a version is deleted only once
+//!   it is on the base volume or a higher version is on a store; a write overlapping off-loaded
+//!   data is off-loaded with a higher version; the highest off-loaded version of a range is
+//!   deleted only once every older copy is deleted (or a deletion record for it is durable).
+//! - Versions are `generation << 40 | counter`, the generation being bumped and persisted on
+//!   every start, so versions never repeat across crashes.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use cordillera_types::rangemap::RangeMap;
+use cordillera_vstore::store::{Extent, Reply, Request, StoreError};
+
+use crate::records::{companion, DeletionRecord, ENTRIES_MAX, SLOT_SHIFT};
+use crate::superblock::{Superblock, SuperblockError, STORES_MAX, SUPERBLOCK_BYTES};
+
+pub type Nanos = u64;
+/// A store's position in the client's store set.
+pub type StoreIdx = usize;
+/// A range a store returned, with its bytes.
+type Piece = (Extent, Vec<u8>);
+/// `(start, end, version)`.
+type Span = (u64, u64, u64);
+
+const VERSION_BITS: u32 = 40;
+/// The client id used for probes of stores that are down (it never owns data).
+const PROBE_CLIENT: u64 = u64::MAX;
+/// Deletes in flight per store at most.
+const DELETES_IN_FLIGHT_MAX: u64 = 256;
+
+/// When writes are off-loaded (Everest §4.1's three configurations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Never off-load.
+    Baseline,
+    /// Off-load every write; never reclaim.
+    Always,
+    /// Off-load while the base volume is loaded (T_base, T_store); reclaim when it is not.
+    Peak,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub client: u64,
+    pub volume: u64,
+    /// Size of the base volume; the last [`SUPERBLOCK_BYTES`] hold the store set.
+    pub volume_bytes: u64,
+    pub policy: Policy,
+    /// Copies of each off-loaded write, on stores of different servers.
+    pub n_way: usize,
+    /// Off-load only when the base volume has more requests than this in flight.
+    pub t_base: u64,
+    /// Off-load only to stores with fewer requests than this in flight.
+    pub t_store: u64,
+    /// Reclaim operations in flight at most.
+    pub n_reclaim: usize,
+    /// A store request unanswered this long marks the store failed (`None`: never).
+    pub request_timeout_ns: Option<Nanos>,
+    /// How often a failed store is probed, and a recovering one asked again.
+    pub probe_interval_ns: Nanos,
+    /// A store down this long is removed from the store set (`None`: only by hand).
+    pub remove_after_ns: Option<Nanos>,
+}
+
+impl Config {
+    /// Everest's defaults: peak off-load, T_base = T_store = 32, N_reclaim = 256, one copy.
+    pub fn new(client: u64, volume: u64, volume_bytes: u64) -> Config {
+        Config {
+            client,
+            volume,
+            volume_bytes,
+            policy: Policy::Peak,
+            n_way: 1,
+            t_base: 32,
+            t_store: 32,
+            n_reclaim: 256,
+            request_timeout_ns: Some(2_000_000_000),
+            probe_interval_ns: 100_000_000,
+            remove_after_ns: None,
+        }
+    }
+
+    /// Bytes the upper layer can address.
+    pub fn usable_bytes(&self) -> u64 {
+        self.volume_bytes - SUPERBLOCK_BYTES
+    }
+}
+
+/// A store in the store set: its identity and the server it lives on (N copies go to N servers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StoreInfo {
+    pub id: u64,
+    pub server: u64,
+}
+
+/// What the upper layer asks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Upward {
+    Read {
+        offset_bytes: u64,
+        length_bytes: u64,
+    },
+    /// `durable`: on the base volume, acknowledge only once the write is durable (FUA).
+    /// Off-loaded writes are always durable when acknowledged.
+    Write {
+        offset_bytes: u64,
+        data: Vec<u8>,
+        durable: bool,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpReply {
+    Read(Vec<u8>),
+    Written,
+    Error(ClientError),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    #[error("bad request: zero length or beyond the end of the volume")]
+    BadRequest,
+    #[error("the client cannot start: {0}")]
+    NoStoreSet(#[from] SuperblockError),
+}
+
+/// An operation on the base volume.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BaseOp {
+    Read {
+        id: u64,
+        offset_bytes: u64,
+        length_bytes: u64,
+    },
+    /// `durable`: complete only once the write is durable (a write and a flush).
+    Write {
+        id: u64,
+        offset_bytes: u64,
+        data: Vec<u8>,
+        durable: bool,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BaseDone {
+    Read { id: u64, data: Vec<u8> },
+    Written { id: u64 },
+}
+
+/// Where the latest version of a range is: its version, the stores holding it (a bit per store
+/// index) and whether it has been reclaimed to the base volume (its copies are being deleted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loc {
+    pub version: u64,
+    pub stores: u64,
+    pub on_base: bool,
+}
+
+/// A stale copy on one store, waiting for its delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stale {
+    /// Delete versions up to this one.
+    version: u64,
+    /// A delete is in flight.
+    sent: bool,
+    /// A deletion record for it is being written.
+    recording: bool,
+    /// The durable deletion record naming it: it no longer blocks invariant 3.
+    slot: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Bytes whose latest version is off-loaded now.
+    pub offloaded_bytes: u64,
+    pub offloaded_writes: u64,
+    pub offloaded_write_bytes: u64,
+    pub base_writes: u64,
+    pub base_reads: u64,
+    pub store_reads: u64,
+    pub reclaimed_bytes: u64,
+    pub reclaim_reads: u64,
+    pub deletes_sent: u64,
+    pub deletion_records_written: u64,
+    pub deletion_records_collected: u64,
+    pub store_failures: u64,
+    /// Off-loaded bytes lost when a store holding their only copy was removed.
+    pub lost_bytes: u64,
+    pub recoveries: u64,
+}
+
+struct StoreState {
+    info: StoreInfo,
+    removed: bool,
+    up: bool,
+    down_since: Nanos,
+    next_probe: Nanos,
+    probing: bool,
+    reported_load: u64,
+    in_flight: u64,
+    /// Deletes in flight (capped, so a store short of space is not flooded).
+    deletes_in_flight: u64,
+    /// When the store last answered anything, and when it last went from idle to busy: a
+    /// store silent for the timeout while requests are outstanding has failed (a slow answer
+    /// to one request, e.g. a delete waiting for log space, is not a failure).
+    last_heard: Nanos,
+    busy_since: Nanos,
+    /// read_any may find data for us.
+    may_hold: bool,
+    /// Successful writes so far (a read_any answering "nothing" clears `may_hold` only if no
+    /// write succeeded since it was sent).
+    writes_acked: u64,
+    stale: RangeMap<Stale>,
+    stale_dirty: bool,
+}
+
+enum Pending {
+    Write { op: u64 },
+    Read { read: u64, start: u64, end: u64 },
+    ReclaimAny { writes_acked: u64 },
+    ReclaimRead,
+    Delete { start: u64, end: u64, version: u64 },
+    RecordWrite { slot: u64 },
+    RecordGc { slot: u64 },
+    Metadata,
+    Records,
+    Probe,
+}
+
+struct Outstanding {
+    store: StoreIdx,
+    pending: Pending,
+}
+
+struct WriteOp {
+    up_id: u64,
+    start: u64,
+    data: Vec<u8>,
+    durable: bool,
+    version: u64,
+    /// Stores asked and not yet answered, answered with success, and failed (not retried).
+    waiting: u32,
+    succeeded: u64,
+    tried: u64,
+}
+
+struct ReadOp {
+    up_id: u64,
+    start: u64,
+    buf: Vec<u8>,
+    outstanding: u32,
+}
+
+enum BaseKind {
+    UpWrite { up_id: u64 },
+    UpRead { read: u64, start: u64 },
+    Reclaim { job: u64 },
+    Superblock,
+}
+
+/// A reclaim whose base write is done, waiting for older copies to go, then for its own copies.
+struct Settle {
+    start: u64,
+    end: u64,
+    version: u64,
+    deleting: bool,
+}
+
+struct DelRecordInfo {
+    target: StoreIdx,
+    version: u64,
+    /// Length of the record's payload (the range it occupies in the companion's space).
+    bytes: u64,
+    holders: u64,
+    /// Holders still to acknowledge the write (while being written).
+    writing: u64,
+    entries: Vec<(u64, u64, u64)>,
+    /// Being garbage-collected: holders with a delete in flight.
+    collecting: u64,
+    collect: bool,
+}
+
+enum Phase {
+    /// Writing the store set of a new volume.
+    Formatting,
+    /// Reading the store set.
+    ReadingSuperblock,
+    /// Asking every store for its metadata and deletion records.
+    Fetching(Fetch),
+    Ready,
+    Failed(SuperblockError),
+}
+
+struct Fetch {
+    superblock_written: bool,
+    metadata: Vec<Option<Vec<Extent>>>,
+    records: Vec<Option<Vec<Piece>>>,
+    retry_at: Vec<Option<Nanos>>,
+}
+
+pub struct Client {
+    config: Config,
+    phase: Phase,
+    generation: u64,
+    next_counter: u64,
+    stores: Vec<StoreState>,
+    map: RangeMap<Loc>,
+    next_id: u64,
+    outstanding: BTreeMap<u64, Outstanding>,
+    writes: HashMap<u64, WriteOp>,
+    reads: HashMap<u64, ReadOp>,
+    base_pending: HashMap<u64, BaseKind>,
+    /// Base I/Os in flight from the upper layer and from reclaim.
+    base_in_flight: u64,
+    /// Load on the base volume that is not ours (a co-hosted store), told by the driver.
+    external_base_load: u64,
+    queued_upward: VecDeque<(u64, Upward)>,
+    parked_reads: Vec<(u64, u64, u64)>,
+    parked_writes: Vec<u64>,
+    /// Parked writes are tried again then (stores may have room, or the range may no longer
+    /// need to be off-loaded).
+    parked_retry_at: Option<Nanos>,
+    reclaim_jobs: usize,
+    /// Reclaim jobs writing to the base volume: the spans written and writes left.
+    reclaim_writes: HashMap<u64, (Vec<Span>, u32)>,
+    settling: Vec<Settle>,
+    vulnerable: VecDeque<(u64, u64)>,
+    next_reclaim_store: usize,
+    records: BTreeMap<u64, DelRecordInfo>,
+    next_slot: u64,
+    base_out: VecDeque<BaseOp>,
+    store_out: VecDeque<(StoreIdx, u64, Request)>,
+    upward_out: VecDeque<(u64, UpReply)>,
+    stats: Stats,
+    now: Nanos,
+}
+
+fn bit(s: StoreIdx) -> u64 {
+    1u64 << s
+}
+
+fn indices(mask: u64) -> impl Iterator<Item = StoreIdx> {
+    (0..64).filter(move |&i| mask & (1 << i) != 0)
+}
+
+impl Client {
+    fn empty(config: Config, stores: Vec<StoreInfo>, phase: Phase, now: Nanos) -> Client {
+        assert!(config.n_way >= 1, "n_way ≥ 1");
+        assert!(config.volume_bytes > SUPERBLOCK_BYTES, "volume too small");
+        let stores = stores
+            .into_iter()
+            .map(|info| new_store_state(info, now))
+            .collect();
+        Client {
+            config,
+            phase,
+            generation: 1,
+            next_counter: 1,
+            stores,
+            map: RangeMap::new(),
+            next_id: 1,
+            outstanding: BTreeMap::new(),
+            writes: HashMap::new(),
+            reads: HashMap::new(),
+            base_pending: HashMap::new(),
+            base_in_flight: 0,
+            external_base_load: 0,
+            queued_upward: VecDeque::new(),
+            parked_reads: Vec::new(),
+            parked_writes: Vec::new(),
+            parked_retry_at: None,
+            reclaim_jobs: 0,
+            reclaim_writes: HashMap::new(),
+            settling: Vec::new(),
+            vulnerable: VecDeque::new(),
+            next_reclaim_store: 0,
+            records: BTreeMap::new(),
+            next_slot: 0,
+            base_out: VecDeque::new(),
+            store_out: VecDeque::new(),
+            upward_out: VecDeque::new(),
+            stats: Stats::default(),
+            now,
+        }
+    }
+
+    /// A client for a new volume: writes the store set (generation 1) to the base volume.
+    pub fn format(config: Config, stores: Vec<StoreInfo>, now: Nanos) -> Client {
+        assert!(stores.len() <= STORES_MAX, "at most 64 stores");
+        let mut c = Client::empty(config, stores, Phase::Formatting, now);
+        c.write_superblock();
+        c
+    }
+
+    /// A client restarting on an existing volume: reads the store set, then rebuilds its soft
+    /// state from every store's metadata (waiting for stores that are recovering themselves).
+    pub fn recover(config: Config, now: Nanos) -> Client {
+        let mut c = Client::empty(config, Vec::new(), Phase::ReadingSuperblock, now);
+        let id = c.id();
+        c.base_pending.insert(id, BaseKind::Superblock);
+        c.base_out.push_back(BaseOp::Read {
+            id,
+            offset_bytes: c.config.usable_bytes(),
+            length_bytes: SUPERBLOCK_BYTES,
+        });
+        c.stats.recoveries += 1;
+        c
+    }
+
+    pub fn is_ready(&self) -> bool {
+        matches!(self.phase, Phase::Ready)
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The store set (removed stores excluded), by index.
+    pub fn stores(&self) -> Vec<(StoreIdx, StoreInfo, bool)> {
+        self.stores
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.removed)
+            .map(|(i, s)| (i, s.info, s.up))
+            .collect()
+    }
+
+    /// The range map: every off-loaded range and where its latest version is.
+    pub fn ranges(&self) -> impl Iterator<Item = (u64, u64, &Loc)> + '_ {
+        self.map.iter()
+    }
+
+    /// Nothing off-loaded, nothing owed to any store, no deletion record left.
+    pub fn is_quiescent(&self) -> bool {
+        self.map.is_empty()
+            && self.stores.iter().all(|s| s.stale.is_empty())
+            && self.records.is_empty()
+            && self.settling.is_empty()
+            && self.reclaim_jobs == 0
+    }
+
+    /// A one-line account of the client's state, for diagnostics.
+    pub fn describe(&self) -> String {
+        let phase = match &self.phase {
+            Phase::Formatting => "formatting",
+            Phase::ReadingSuperblock => "reading the store set",
+            Phase::Fetching(_) => "fetching metadata",
+            Phase::Ready => "ready",
+            Phase::Failed(_) => "failed",
+        };
+        let stores: Vec<String> = self
+            .stores
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}{}(load {}, in flight {}, stale {})",
+                    s.info.id,
+                    if s.removed {
+                        "x"
+                    } else if s.up {
+                        ""
+                    } else {
+                        "↓"
+                    },
+                    s.reported_load,
+                    s.in_flight,
+                    s.stale.len()
+                )
+            })
+            .collect();
+        format!(
+            "{phase}; ranges {}; writes {} (parked {}); reads {} (parked {}); queued {}; base in flight {}; store requests {}; reclaim jobs {}; settling {}; records {}; vulnerable {}; stores {}",
+            self.map.len(),
+            self.writes.len(),
+            self.parked_writes.len(),
+            self.reads.len(),
+            self.parked_reads.len(),
+            self.queued_upward.len(),
+            self.base_in_flight,
+            self.outstanding.len(),
+            self.reclaim_jobs,
+            self.settling.len(),
+            self.records.len(),
+            self.vulnerable.len(),
+            stores.join(" ")
+        )
+    }
+
+    /// Requests in flight on the base volume (ours plus what the driver reports).
+    pub fn base_load(&self) -> u64 {
+        self.base_in_flight + self.external_base_load
+    }
+
+    /// Load on the base volume from others (a store co-hosted on it).
+    pub fn set_external_base_load(&mut self, load: u64) {
+        self.external_base_load = load;
+    }
+
+    pub fn poll_base(&mut self) -> Option<BaseOp> {
+        self.base_out.pop_front()
+    }
+
+    pub fn poll_store(&mut self) -> Option<(StoreIdx, u64, Request)> {
+        self.store_out.pop_front()
+    }
+
+    pub fn poll_upward(&mut self) -> Option<(u64, UpReply)> {
+        self.upward_out.pop_front()
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn next_version(&mut self) -> u64 {
+        let v = (self.generation << VERSION_BITS) | self.next_counter;
+        self.next_counter += 1;
+        assert!(
+            self.next_counter < 1 << VERSION_BITS,
+            "version counter exhausted"
+        );
+        v
+    }
+
+    /// A request left the outstanding set.
+    fn settle_outstanding(&mut self, out: &Outstanding) {
+        let st = &mut self.stores[out.store];
+        st.in_flight -= 1;
+        if matches!(out.pending, Pending::Delete { .. }) {
+            st.deletes_in_flight -= 1;
+        }
+    }
+
+    /// When a busy store that stays silent is deemed failed.
+    fn silence_deadline(&self, s: StoreIdx) -> Option<Nanos> {
+        let st = &self.stores[s];
+        let timeout = self.config.request_timeout_ns?;
+        (st.in_flight > 0 && !st.removed).then(|| st.last_heard.max(st.busy_since) + timeout)
+    }
+
+    fn store_load(&self, s: StoreIdx) -> u64 {
+        let st = &self.stores[s];
+        st.reported_load.max(st.in_flight)
+    }
+
+    fn send(&mut self, store: StoreIdx, request: Request, pending: Pending) {
+        let id = self.id();
+        let st = &mut self.stores[store];
+        if st.in_flight == 0 {
+            st.busy_since = self.now;
+        }
+        st.in_flight += 1;
+        if matches!(pending, Pending::Delete { .. }) {
+            st.deletes_in_flight += 1;
+        }
+        self.outstanding.insert(id, Outstanding { store, pending });
+        self.store_out.push_back((store, id, request));
+    }
+
+    fn superblock(&self) -> Superblock {
+        Superblock {
+            generation: self.generation,
+            stores: self
+                .stores
+                .iter()
+                .filter(|s| !s.removed)
+                .map(|s| s.info)
+                .collect(),
+        }
+    }
+
+    fn write_superblock(&mut self) {
+        let id = self.id();
+        self.base_pending.insert(id, BaseKind::Superblock);
+        self.base_out.push_back(BaseOp::Write {
+            id,
+            offset_bytes: self.config.usable_bytes(),
+            data: self.superblock().encode(),
+            durable: true,
+        });
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Upward requests
+
+    pub fn handle_upward(&mut self, now: Nanos, id: u64, request: Upward) {
+        self.now = now;
+        let (offset, len) = match &request {
+            Upward::Read {
+                offset_bytes,
+                length_bytes,
+            } => (*offset_bytes, *length_bytes),
+            Upward::Write {
+                offset_bytes, data, ..
+            } => (*offset_bytes, data.len() as u64),
+        };
+        let in_range = len > 0
+            && offset
+                .checked_add(len)
+                .is_some_and(|end| end <= self.config.usable_bytes());
+        if !in_range {
+            self.upward_out
+                .push_back((id, UpReply::Error(ClientError::BadRequest)));
+            return;
+        }
+        match &self.phase {
+            Phase::Ready => self.start_upward(id, request),
+            Phase::Failed(e) => self
+                .upward_out
+                .push_back((id, UpReply::Error(ClientError::NoStoreSet(*e)))),
+            _ => self.queued_upward.push_back((id, request)),
+        }
+        self.pump();
+    }
+
+    fn start_upward(&mut self, id: u64, request: Upward) {
+        match request {
+            Upward::Read {
+                offset_bytes,
+                length_bytes,
+            } => {
+                let key = self.id();
+                self.reads.insert(
+                    key,
+                    ReadOp {
+                        up_id: id,
+                        start: offset_bytes,
+                        buf: vec![0; length_bytes as usize],
+                        outstanding: 0,
+                    },
+                );
+                self.read_piece(key, offset_bytes, offset_bytes + length_bytes);
+            }
+            Upward::Write {
+                offset_bytes,
+                data,
+                durable,
+            } => self.start_write(id, offset_bytes, data, durable),
+        }
+    }
+
+    /// Whether a store may hold a copy of some byte of the range that is not deleted for sure:
+    /// then a new write there must be off-loaded (invariant 2, extended to copies whose fate is
+    /// unknown, e.g. writes that timed out).
+    fn blocking_stale(&self, start: u64, end: u64) -> bool {
+        self.stores.iter().any(|s| {
+            !s.stale.is_empty()
+                && s.stale
+                    .lookup(start, end)
+                    .iter()
+                    .any(|p| p.value.is_some_and(|v| v.slot.is_none()))
+        })
+    }
+
+    fn start_write(&mut self, up_id: u64, start: u64, data: Vec<u8>, durable: bool) {
+        let end = start + data.len() as u64;
+        let must = self.map.overlaps(start, end) || self.blocking_stale(start, end);
+        let offload = match self.config.policy {
+            Policy::Baseline => must,
+            Policy::Always => true,
+            Policy::Peak => {
+                must || {
+                    let base = self.base_load();
+                    base > self.config.t_base
+                        && self
+                            .least_loaded_store()
+                            .is_some_and(|(_, load)| load < self.config.t_store && load < base)
+                }
+            }
+        };
+        if !offload {
+            self.write_base(up_id, start, data, durable);
+            return;
+        }
+        let version = self.next_version();
+        // Invariant 2: the new version is above every version off-loaded in the range.
+        debug_assert!(self
+            .map
+            .lookup(start, end)
+            .iter()
+            .all(|p| p.value.is_none_or(|l| l.version < version)));
+        let key = self.id();
+        self.writes.insert(
+            key,
+            WriteOp {
+                up_id,
+                start,
+                data,
+                durable,
+                version,
+                waiting: 0,
+                succeeded: 0,
+                tried: 0,
+            },
+        );
+        self.place_write(key);
+    }
+
+    fn least_loaded_store(&self) -> Option<(StoreIdx, u64)> {
+        self.stores
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.up && !s.removed)
+            .map(|(i, _)| (i, self.store_load(i)))
+            .min_by_key(|&(i, load)| (load, i))
+    }
+
+    /// Up to `n` available stores on different servers, least loaded first, not in `exclude`.
+    fn choose_stores(&self, n: usize, exclude: u64) -> Vec<StoreIdx> {
+        let mut candidates: Vec<(u64, StoreIdx)> = self
+            .stores
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| s.up && !s.removed && exclude & bit(*i) == 0)
+            .map(|(i, _)| (self.store_load(i), i))
+            .collect();
+        candidates.sort_unstable();
+        let mut chosen: Vec<StoreIdx> = Vec::with_capacity(n);
+        for (_, i) in candidates {
+            if chosen.len() == n {
+                break;
+            }
+            let server = self.stores[i].info.server;
+            if chosen.iter().all(|&c| self.stores[c].info.server != server) {
+                chosen.push(i);
+            }
+        }
+        chosen
+    }
+
+    fn write_base(&mut self, up_id: u64, start: u64, data: Vec<u8>, durable: bool) {
+        let id = self.id();
+        self.base_pending.insert(id, BaseKind::UpWrite { up_id });
+        self.base_in_flight += 1;
+        self.stats.base_writes += 1;
+        self.base_out.push_back(BaseOp::Write {
+            id,
+            offset_bytes: start,
+            data,
+            durable,
+        });
+    }
+
+    /// Sends an off-loaded write to N stores (fewer if fewer are available). With none: to the
+    /// base volume if nothing forces the range to stay off-loaded, else parked until a store
+    /// returns.
+    fn place_write(&mut self, key: u64) {
+        let op = &self.writes[&key];
+        let targets = self.choose_stores(self.config.n_way, op.tried);
+        if targets.is_empty() {
+            let (start, end) = (op.start, op.start + op.data.len() as u64);
+            if self.map.overlaps(start, end) || self.blocking_stale(start, end) {
+                self.parked_writes.push(key);
+                self.parked_retry_at
+                    .get_or_insert(self.now + self.config.probe_interval_ns);
+            } else {
+                let op = self.writes.remove(&key).expect("write");
+                self.write_base(op.up_id, op.start, op.data, op.durable);
+            }
+            return;
+        }
+        let (start, version, data) = (op.start, op.version, op.data.clone());
+        for &s in &targets {
+            let request = Request::Write {
+                client: self.config.client,
+                volume: self.config.volume,
+                offset_bytes: start,
+                version,
+                data: data.clone(),
+            };
+            self.send(s, request, Pending::Write { op: key });
+        }
+        self.writes.get_mut(&key).expect("write").waiting = targets.len() as u32;
+    }
+
+    /// One store answered (or failed) a write of an off-loaded op.
+    fn write_answered(&mut self, key: u64, store: StoreIdx, outcome: WriteOutcome) {
+        let Some(op) = self.writes.get_mut(&key) else {
+            return;
+        };
+        op.waiting -= 1;
+        match outcome {
+            WriteOutcome::Done => op.succeeded |= bit(store),
+            WriteOutcome::NotWritten => op.tried |= bit(store),
+            WriteOutcome::Unknown => {
+                op.tried |= bit(store);
+                let (start, end, version) = (op.start, op.start + op.data.len() as u64, op.version);
+                self.add_stale(store, start, end, version);
+            }
+        }
+        let op = &self.writes[&key];
+        if op.waiting > 0 {
+            return;
+        }
+        if op.succeeded == 0 {
+            // Every copy failed. The retry takes a fresh version, so that deletes owed for the
+            // failed attempt (versions at or below the old one) can never touch it.
+            let version = self.next_version();
+            self.writes.get_mut(&key).expect("write").version = version;
+            self.place_write(key);
+            return;
+        }
+        let op = self.writes.remove(&key).expect("write");
+        let (start, end) = (op.start, op.start + op.data.len() as u64);
+        self.apply_offloaded(start, end, op.version, op.succeeded);
+        if (op.succeeded.count_ones() as usize) < self.config.n_way {
+            self.vulnerable.push_back((start, end));
+        }
+        self.stats.offloaded_writes += 1;
+        self.stats.offloaded_write_bytes += end - start;
+        for s in indices(op.succeeded) {
+            self.stores[s].may_hold = true;
+            self.stores[s].writes_acked += 1;
+        }
+        self.upward_out.push_back((op.up_id, UpReply::Written));
+    }
+
+    /// Records that `[start, end)` now has `version` on `stores`; older copies elsewhere become
+    /// stale (deleted later); a newer version already there keeps its place.
+    fn apply_offloaded(&mut self, start: u64, end: u64, version: u64, stores: u64) {
+        let mut stale: Vec<(StoreIdx, u64, u64, u64)> = Vec::new();
+        let mut gained = 0u64;
+        self.map.update(start, end, |lo, hi, old| match old {
+            Some(o) if o.version > version => {
+                stale.extend(indices(stores & !o.stores).map(|s| (s, lo, hi, version)));
+                Some(*o)
+            }
+            Some(o) if o.version == version => Some(Loc {
+                stores: o.stores | stores,
+                ..*o
+            }),
+            Some(o) => {
+                stale.extend(indices(o.stores & !stores).map(|s| (s, lo, hi, o.version)));
+                Some(Loc {
+                    version,
+                    stores,
+                    on_base: false,
+                })
+            }
+            None => {
+                gained += hi - lo;
+                Some(Loc {
+                    version,
+                    stores,
+                    on_base: false,
+                })
+            }
+        });
+        self.stats.offloaded_bytes += gained;
+        for (s, lo, hi, v) in stale {
+            self.add_stale(s, lo, hi, v);
+        }
+    }
+
+    /// Resolves `[start, end)` of a read by the range map: base pieces, store pieces (least
+    /// loaded replica), parked pieces (no replica available).
+    fn read_piece(&mut self, read: u64, start: u64, end: u64) {
+        let pieces: Vec<(u64, u64, Option<Loc>)> = self
+            .map
+            .lookup(start, end)
+            .into_iter()
+            .map(|p| (p.start, p.end, p.value.copied()))
+            .collect();
+        for (lo, hi, loc) in pieces {
+            match loc {
+                None | Some(Loc { on_base: true, .. }) => {
+                    let id = self.id();
+                    self.base_pending
+                        .insert(id, BaseKind::UpRead { read, start: lo });
+                    self.base_in_flight += 1;
+                    self.stats.base_reads += 1;
+                    self.base_out.push_back(BaseOp::Read {
+                        id,
+                        offset_bytes: lo,
+                        length_bytes: hi - lo,
+                    });
+                }
+                Some(l) => {
+                    let replica = indices(l.stores)
+                        .filter(|&s| self.stores[s].up && !self.stores[s].removed)
+                        .min_by_key(|&s| (self.store_load(s), s));
+                    match replica {
+                        Some(s) => {
+                            self.stats.store_reads += 1;
+                            let request = Request::Read {
+                                client: self.config.client,
+                                offset_bytes: lo,
+                                length_bytes: hi - lo,
+                            };
+                            self.send(
+                                s,
+                                request,
+                                Pending::Read {
+                                    read,
+                                    start: lo,
+                                    end: hi,
+                                },
+                            );
+                        }
+                        None => self.parked_reads.push((read, lo, hi)),
+                    }
+                }
+            }
+            self.reads.get_mut(&read).expect("read").outstanding += 1;
+        }
+    }
+
+    /// A piece of a read arrived (or, with `data` None, must be resolved again).
+    fn read_piece_done(&mut self, read: u64, start: u64, data: &[u8]) {
+        let op = self.reads.get_mut(&read).expect("read");
+        let at = (start - op.start) as usize;
+        op.buf[at..at + data.len()].copy_from_slice(data);
+    }
+
+    fn read_piece_finished(&mut self, read: u64) {
+        let op = self.reads.get_mut(&read).expect("read");
+        op.outstanding -= 1;
+        if op.outstanding == 0 {
+            let op = self.reads.remove(&read).expect("read");
+            self.upward_out.push_back((op.up_id, UpReply::Read(op.buf)));
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Base completions
+
+    pub fn handle_base(&mut self, now: Nanos, done: BaseDone) {
+        self.now = now;
+        let id = match &done {
+            BaseDone::Read { id, .. } | BaseDone::Written { id } => *id,
+        };
+        let Some(kind) = self.base_pending.remove(&id) else {
+            return;
+        };
+        match (kind, done) {
+            (BaseKind::UpWrite { up_id }, _) => {
+                self.base_in_flight -= 1;
+                self.upward_out.push_back((up_id, UpReply::Written));
+            }
+            (BaseKind::UpRead { read, start }, BaseDone::Read { data, .. }) => {
+                self.base_in_flight -= 1;
+                self.read_piece_done(read, start, &data);
+                self.read_piece_finished(read);
+            }
+            (BaseKind::Reclaim { job }, _) => {
+                self.base_in_flight -= 1;
+                self.reclaim_written(job);
+            }
+            (BaseKind::Superblock, BaseDone::Read { data, .. }) => self.superblock_read(&data),
+            (BaseKind::Superblock, BaseDone::Written { .. }) => match &mut self.phase {
+                Phase::Formatting => self.become_ready(),
+                Phase::Fetching(f) => {
+                    f.superblock_written = true;
+                    self.maybe_finish_fetch();
+                }
+                _ => {}
+            },
+            (BaseKind::UpRead { .. }, BaseDone::Written { .. }) => {
+                unreachable!("a read completed as a write")
+            }
+        }
+        self.pump();
+    }
+
+    fn become_ready(&mut self) {
+        self.phase = Phase::Ready;
+        while let Some((id, request)) = self.queued_upward.pop_front() {
+            self.start_upward(id, request);
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Store replies and failures
+
+    /// A store answered request `id`; `load` is the load it piggy-backed (requests in flight
+    /// on its volume), if any.
+    pub fn handle_store(
+        &mut self,
+        now: Nanos,
+        store: StoreIdx,
+        id: u64,
+        reply: Reply,
+        load: Option<u64>,
+    ) {
+        self.now = now;
+        if store >= self.stores.len() {
+            return;
+        }
+        if let Some(load) = load {
+            self.stores[store].reported_load = load;
+        }
+        self.stores[store].last_heard = now;
+        let Some(out) = self.outstanding.remove(&id) else {
+            return; // Late: the request was already given up.
+        };
+        if out.store != store {
+            self.outstanding.insert(id, out);
+            return;
+        }
+        self.settle_outstanding(&out);
+        if matches!(
+            reply,
+            Reply::Error(StoreError::Recovering) | Reply::Error(StoreError::NoStore)
+        ) {
+            // Nothing was done: fail this request and the store with it.
+            self.request_failed(store, out.pending, false);
+            self.store_failed(store);
+        } else {
+            if !self.stores[store].up && !self.stores[store].removed {
+                self.store_recovered(store);
+            }
+            self.store_replied(store, out.pending, reply);
+        }
+        self.pump();
+    }
+
+    /// The connection to a store broke (the store restarted, or the network failed): every
+    /// request outstanding there may or may not have been carried out, and the store counts as
+    /// failed until a probe gets an answer.
+    pub fn connection_lost(&mut self, now: Nanos, store: StoreIdx) {
+        self.now = now;
+        if store >= self.stores.len() {
+            return;
+        }
+        if matches!(self.phase, Phase::Ready) && self.stores[store].up {
+            self.store_failed(store);
+        } else {
+            self.fail_outstanding(store);
+        }
+        self.pump();
+    }
+
+    /// A periodic load broadcast from a store.
+    pub fn handle_load(&mut self, store: StoreIdx, load: u64) {
+        if let Some(s) = self.stores.get_mut(store) {
+            s.reported_load = load;
+        }
+    }
+
+    fn store_replied(&mut self, store: StoreIdx, pending: Pending, reply: Reply) {
+        match pending {
+            Pending::Write { op } => {
+                let outcome = match reply {
+                    Reply::Done => WriteOutcome::Done,
+                    _ => WriteOutcome::NotWritten,
+                };
+                self.write_answered(op, store, outcome);
+            }
+            Pending::Read { read, start, end } => {
+                let mut covered = start;
+                let mut gaps = Vec::new();
+                if let Reply::Read(pieces) = reply {
+                    for (e, data) in pieces {
+                        let lo = e.offset_bytes.max(start);
+                        let hi = (e.offset_bytes + e.length_bytes).min(end);
+                        if lo >= hi || data.len() as u64 != e.length_bytes {
+                            continue;
+                        }
+                        if lo > covered {
+                            gaps.push((covered, lo));
+                        }
+                        let skip = (lo - e.offset_bytes) as usize;
+                        self.read_piece_done(read, lo, &data[skip..skip + (hi - lo) as usize]);
+                        covered = hi;
+                    }
+                } else {
+                    gaps.push((start, start));
+                    covered = start;
+                }
+                if covered < end {
+                    gaps.push((covered, end));
+                }
+                // Gaps: the copy was deleted meanwhile (reclaimed); resolve them again.
+                for (lo, hi) in gaps {
+                    if lo < hi {
+                        self.read_piece(read, lo, hi);
+                    }
+                }
+                self.read_piece_finished(read);
+            }
+            Pending::ReclaimAny { writes_acked } => {
+                match reply {
+                    Reply::ReadAny(Some((extent, data))) => {
+                        self.reclaim_got(store, vec![(extent, data)]);
+                        return;
+                    }
+                    Reply::ReadAny(None) if self.stores[store].writes_acked == writes_acked => {
+                        self.stores[store].may_hold = false;
+                    }
+                    _ => {}
+                }
+                self.reclaim_jobs -= 1;
+            }
+            Pending::ReclaimRead => match reply {
+                Reply::Read(pieces) => self.reclaim_got(store, pieces),
+                _ => self.reclaim_jobs -= 1,
+            },
+            Pending::Delete {
+                start,
+                end,
+                version,
+            } => {
+                let ok = reply == Reply::Done;
+                self.stores[store]
+                    .stale
+                    .update(start, end, |_, _, old| match old {
+                        Some(v) if ok && v.version <= version => None,
+                        Some(v) => Some(Stale { sent: false, ..*v }),
+                        None => None,
+                    });
+                if !ok {
+                    self.stores[store].stale_dirty = true;
+                }
+                self.maybe_collect_records(store);
+            }
+            Pending::RecordWrite { slot } => {
+                let ok = reply == Reply::Done;
+                self.record_written(store, slot, ok);
+            }
+            Pending::RecordGc { slot } => {
+                if let Some(r) = self.records.get_mut(&slot) {
+                    r.collecting &= !bit(store);
+                    if reply == Reply::Done {
+                        r.holders &= !bit(store);
+                    }
+                    if r.holders == 0 {
+                        self.records.remove(&slot);
+                        self.stats.deletion_records_collected += 1;
+                    }
+                }
+            }
+            Pending::Metadata => {
+                if let (Phase::Fetching(f), Reply::Metadata(extents)) = (&mut self.phase, reply) {
+                    f.metadata[store] = Some(extents);
+                    self.maybe_finish_fetch();
+                }
+            }
+            Pending::Records => {
+                if let (Phase::Fetching(f), Reply::Read(pieces)) = (&mut self.phase, reply) {
+                    f.records[store] = Some(pieces);
+                    self.maybe_finish_fetch();
+                }
+            }
+            Pending::Probe => self.stores[store].probing = false,
+        }
+    }
+
+    /// A request that got no answer (`unknown`: it may or may not have been carried out) or a
+    /// refusal.
+    fn request_failed(&mut self, store: StoreIdx, pending: Pending, unknown: bool) {
+        match pending {
+            Pending::Write { op } => {
+                let outcome = if unknown {
+                    WriteOutcome::Unknown
+                } else {
+                    WriteOutcome::NotWritten
+                };
+                self.write_answered(op, store, outcome);
+            }
+            Pending::Read { read, start, end } => {
+                self.read_piece(read, start, end);
+                self.read_piece_finished(read);
+            }
+            Pending::ReclaimAny { .. } | Pending::ReclaimRead => self.reclaim_jobs -= 1,
+            Pending::Delete { start, end, .. } => {
+                self.stores[store].stale.update(start, end, |_, _, old| {
+                    old.map(|v| Stale { sent: false, ..*v })
+                });
+                self.stores[store].stale_dirty = true;
+            }
+            Pending::RecordWrite { slot } => self.record_written(store, slot, false),
+            Pending::RecordGc { slot } => {
+                if let Some(r) = self.records.get_mut(&slot) {
+                    r.collecting &= !bit(store);
+                }
+            }
+            Pending::Metadata | Pending::Records => {
+                if let Phase::Fetching(f) = &mut self.phase {
+                    f.retry_at[store] = Some(self.now + self.config.probe_interval_ns);
+                }
+            }
+            Pending::Probe => self.stores[store].probing = false,
+        }
+    }
+
+    /// Marks a store failed: its outstanding requests fail, its data becomes vulnerable (and is
+    /// reclaimed first), deletes owed to it are recorded on other stores.
+    fn store_failed(&mut self, store: StoreIdx) {
+        let st = &mut self.stores[store];
+        if !st.up {
+            return;
+        }
+        st.up = false;
+        st.down_since = self.now;
+        st.next_probe = self.now + self.config.probe_interval_ns;
+        st.stale_dirty = true;
+        self.stats.store_failures += 1;
+        self.fail_outstanding(store);
+        let st = &mut self.stores[store];
+        st.stale.update(0, u64::MAX, |_, _, old| {
+            old.map(|v| Stale { sent: false, ..*v })
+        });
+        let vulnerable: Vec<(u64, u64)> = self
+            .map
+            .iter()
+            .filter(|(_, _, l)| !l.on_base && l.stores & bit(store) != 0)
+            .map(|(s, e, _)| (s, e))
+            .collect();
+        self.vulnerable.extend(vulnerable);
+    }
+
+    /// Every request outstanding at a store fails with an unknown outcome.
+    fn fail_outstanding(&mut self, store: StoreIdx) {
+        let ids: Vec<u64> = self
+            .outstanding
+            .iter()
+            .filter(|(_, o)| o.store == store)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            let out = self.outstanding.remove(&id).expect("outstanding");
+            self.settle_outstanding(&out);
+            self.request_failed(store, out.pending, true);
+        }
+    }
+
+    fn store_recovered(&mut self, store: StoreIdx) {
+        let st = &mut self.stores[store];
+        st.up = true;
+        st.may_hold = true;
+        st.stale_dirty = true;
+        let parked_reads = std::mem::take(&mut self.parked_reads);
+        for (read, lo, hi) in parked_reads {
+            self.read_piece(read, lo, hi);
+            self.read_piece_finished(read);
+        }
+        self.retry_parked_writes();
+    }
+
+    fn retry_parked_writes(&mut self) {
+        self.parked_retry_at = None;
+        let parked_writes = std::mem::take(&mut self.parked_writes);
+        for key in parked_writes {
+            let version = self.next_version();
+            if let Some(op) = self.writes.get_mut(&key) {
+                op.tried = 0;
+                op.version = version;
+            }
+            self.place_write(key);
+        }
+    }
+
+    /// Removes a store from the store set (decommissioned, or down for too long). Off-loaded
+    /// data whose only copies were there is lost (counted in [`Stats::lost_bytes`]).
+    pub fn remove_store(&mut self, now: Nanos, store: StoreIdx) {
+        self.now = now;
+        if store >= self.stores.len() || self.stores[store].removed {
+            return;
+        }
+        let ids: Vec<u64> = self
+            .outstanding
+            .iter()
+            .filter(|(_, o)| o.store == store)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            let out = self.outstanding.remove(&id).expect("outstanding");
+            self.settle_outstanding(&out);
+            self.request_failed(store, out.pending, true);
+        }
+        let st = &mut self.stores[store];
+        st.removed = true;
+        st.up = false;
+        st.stale = RangeMap::new();
+        let mut lost = 0;
+        let mut removed_bytes = 0;
+        self.map.update(0, u64::MAX, |lo, hi, old| {
+            let o = old?;
+            if o.stores & bit(store) == 0 {
+                return Some(*o);
+            }
+            let stores = o.stores & !bit(store);
+            if stores == 0 {
+                removed_bytes += hi - lo;
+                if !o.on_base {
+                    lost += hi - lo;
+                }
+                None
+            } else {
+                Some(Loc { stores, ..*o })
+            }
+        });
+        self.stats.lost_bytes += lost;
+        self.stats.offloaded_bytes -= removed_bytes;
+        for r in self.records.values_mut() {
+            if r.target == store {
+                r.collect = true;
+            }
+            r.holders &= !bit(store);
+        }
+        self.records.retain(|_, r| r.holders != 0 || r.writing != 0);
+        // Writes waiting for this store try others.
+        for op in self.writes.values_mut() {
+            op.tried |= bit(store);
+        }
+        if let Phase::Fetching(f) = &mut self.phase {
+            f.metadata[store] = Some(Vec::new());
+            f.records[store] = Some(Vec::new());
+            f.retry_at[store] = None;
+            self.maybe_finish_fetch();
+        }
+        self.write_superblock();
+        self.pump();
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Timeouts
+
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        let mut at: Option<Nanos> = None;
+        let mut consider = |t: Nanos| at = Some(at.map_or(t, |a| a.min(t)));
+        for s in 0..self.stores.len() {
+            if let Some(t) = self.silence_deadline(s) {
+                consider(t);
+            }
+        }
+        for s in &self.stores {
+            if !s.up && !s.removed {
+                if !s.probing && matches!(self.phase, Phase::Ready) {
+                    consider(s.next_probe);
+                }
+                if let Some(after) = self.config.remove_after_ns {
+                    consider(s.down_since + after);
+                }
+            }
+        }
+        if let Phase::Fetching(f) = &self.phase {
+            for t in f.retry_at.iter().flatten() {
+                consider(*t);
+            }
+        }
+        if let Some(t) = self.parked_retry_at {
+            consider(t);
+        }
+        at
+    }
+
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        self.now = now;
+        if self.parked_retry_at.is_some_and(|t| t <= now) {
+            self.retry_parked_writes();
+        }
+        for store in 0..self.stores.len() {
+            if self.silence_deadline(store).is_none_or(|t| t > now) {
+                continue;
+            }
+            if matches!(self.phase, Phase::Ready) && self.stores[store].up {
+                self.store_failed(store);
+            } else {
+                // Not serving (down, or the client is recovering): give up what is outstanding.
+                self.fail_outstanding(store);
+            }
+        }
+        for s in 0..self.stores.len() {
+            let st = &self.stores[s];
+            if st.up || st.removed {
+                continue;
+            }
+            if let Some(after) = self.config.remove_after_ns {
+                if now >= st.down_since + after {
+                    self.remove_store(now, s);
+                    continue;
+                }
+            }
+            let st = &mut self.stores[s];
+            if matches!(self.phase, Phase::Ready) && !st.probing && now >= st.next_probe {
+                st.probing = true;
+                st.next_probe = now + self.config.probe_interval_ns;
+                self.send(
+                    s,
+                    Request::Metadata {
+                        client: PROBE_CLIENT,
+                    },
+                    Pending::Probe,
+                );
+            }
+        }
+        if let Phase::Fetching(f) = &mut self.phase {
+            let due: Vec<StoreIdx> = (0..f.retry_at.len())
+                .filter(|&s| f.retry_at[s].is_some_and(|t| t <= now))
+                .collect();
+            for s in due {
+                if let Phase::Fetching(f) = &mut self.phase {
+                    f.retry_at[s] = None;
+                }
+                self.fetch_from(s);
+            }
+        }
+        self.pump();
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Stale copies and deletion records
+
+    fn add_stale(&mut self, store: StoreIdx, start: u64, end: u64, version: u64) {
+        let st = &mut self.stores[store];
+        if st.removed {
+            return;
+        }
+        st.stale.update(start, end, |_, _, old| {
+            Some(match old {
+                Some(v) if v.version >= version => *v,
+                _ => Stale {
+                    version,
+                    sent: false,
+                    recording: false,
+                    slot: None,
+                },
+            })
+        });
+        st.stale_dirty = true;
+    }
+
+    /// Sends the deletes owed to available stores; writes deletion records for failed ones.
+    fn pump_stale(&mut self) {
+        for s in 0..self.stores.len() {
+            if !self.stores[s].stale_dirty || self.stores[s].removed {
+                continue;
+            }
+            self.stores[s].stale_dirty = false;
+            if self.stores[s].up {
+                let todo: Vec<(u64, u64, u64)> = self.stores[s]
+                    .stale
+                    .iter()
+                    .filter(|(_, _, v)| !v.sent)
+                    .map(|(lo, hi, v)| (lo, hi, v.version))
+                    .collect();
+                for (lo, hi, version) in todo {
+                    if self.stores[s].deletes_in_flight >= DELETES_IN_FLIGHT_MAX {
+                        self.stores[s].stale_dirty = true;
+                        break;
+                    }
+                    self.check_delete_allowed(s, lo, hi, version);
+                    self.stores[s]
+                        .stale
+                        .update(lo, hi, |_, _, old| old.map(|v| Stale { sent: true, ..*v }));
+                    self.stats.deletes_sent += 1;
+                    let request = Request::Delete {
+                        client: self.config.client,
+                        volume: self.config.volume,
+                        offset_bytes: lo,
+                        length_bytes: hi - lo,
+                        version,
+                    };
+                    self.send(
+                        s,
+                        request,
+                        Pending::Delete {
+                            start: lo,
+                            end: hi,
+                            version,
+                        },
+                    );
+                }
+            } else {
+                self.record_deletions(s);
+            }
+        }
+        self.pump_record_gc();
+    }
+
+    /// Invariant 1: a version is deleted from a store only once it is on the base volume, or a
+    /// higher version is on some store, or the copy there was never the acknowledged one.
+    fn check_delete_allowed(&self, store: StoreIdx, start: u64, end: u64, version: u64) {
+        for p in self.map.lookup(start, end) {
+            if let Some(l) = p.value {
+                assert!(
+                    l.version != version || l.on_base || l.stores & bit(store) == 0,
+                    "invariant 1: deleting version {version} of [{}, {}) from store {store}, its only place",
+                    p.start,
+                    p.end
+                );
+            }
+        }
+    }
+
+    /// Writes a deletion record of the unrecorded stale copies on a failed store to N other
+    /// stores.
+    fn record_deletions(&mut self, target: StoreIdx) {
+        let entries: Vec<(u64, u64, u64)> = self.stores[target]
+            .stale
+            .iter()
+            .filter(|(_, _, v)| v.slot.is_none() && !v.recording)
+            .take(ENTRIES_MAX)
+            .map(|(lo, hi, v)| (lo, hi, v.version))
+            .collect();
+        if entries.is_empty() {
+            return;
+        }
+        let holders = self.choose_stores(self.config.n_way, bit(target));
+        if holders.len() < self.config.n_way {
+            // Not enough stores to hold it: the copies stay blocking until the store returns
+            // or more stores are up.
+            self.stores[target].stale_dirty = true;
+            return;
+        }
+        for &(lo, hi, _) in &entries {
+            self.stores[target].stale.update(lo, hi, |_, _, old| {
+                old.map(|v| Stale {
+                    recording: true,
+                    ..*v
+                })
+            });
+        }
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        let version = self.next_version();
+        let payload = DeletionRecord {
+            target: self.stores[target].info.id,
+            entries: entries.clone(),
+        }
+        .encode();
+        let mut mask = 0;
+        for &h in &holders {
+            mask |= bit(h);
+            let request = Request::Write {
+                client: companion(self.config.client),
+                volume: self.config.volume,
+                offset_bytes: slot << SLOT_SHIFT,
+                version,
+                data: payload.clone(),
+            };
+            self.send(h, request, Pending::RecordWrite { slot });
+        }
+        self.records.insert(
+            slot,
+            DelRecordInfo {
+                target,
+                version,
+                bytes: payload.len() as u64,
+                holders: 0,
+                writing: mask,
+                entries,
+                collecting: 0,
+                collect: false,
+            },
+        );
+        self.stats.deletion_records_written += 1;
+        // More entries than fit in one record: the rest go in the next.
+        self.stores[target].stale_dirty = true;
+    }
+
+    fn record_written(&mut self, store: StoreIdx, slot: u64, ok: bool) {
+        let Some(r) = self.records.get_mut(&slot) else {
+            return;
+        };
+        r.writing &= !bit(store);
+        if ok {
+            r.holders |= bit(store);
+        } else {
+            // One holder failed: the record is not durable on N stores. Its entries are
+            // recorded again; this record is collected.
+            r.collect = true;
+        }
+        if r.writing != 0 {
+            return;
+        }
+        let (target, entries, failed) = (r.target, r.entries.clone(), r.collect);
+        let st = &mut self.stores[target];
+        for (lo, hi, version) in entries {
+            st.stale.update(lo, hi, |_, _, old| {
+                old.map(|v| {
+                    if !failed && v.version <= version {
+                        Stale {
+                            recording: false,
+                            slot: Some(slot),
+                            ..*v
+                        }
+                    } else {
+                        Stale {
+                            recording: false,
+                            ..*v
+                        }
+                    }
+                })
+            });
+        }
+        st.stale_dirty = true;
+        self.maybe_collect_records(target);
+    }
+
+    /// Once no stale copy on `target` needs a record any more, its records are deleted.
+    fn maybe_collect_records(&mut self, target: StoreIdx) {
+        if !self
+            .records
+            .values()
+            .any(|r| r.target == target && !r.collect)
+        {
+            return;
+        }
+        let st = &self.stores[target];
+        let needed: Vec<u64> = st.stale.iter().filter_map(|(_, _, v)| v.slot).collect();
+        for (slot, r) in self.records.iter_mut() {
+            if r.target == target && r.writing == 0 && !needed.contains(slot) {
+                r.collect = true;
+            }
+        }
+    }
+
+    fn pump_record_gc(&mut self) {
+        let todo: Vec<(u64, StoreIdx, u64, u64)> = self
+            .records
+            .iter()
+            .filter(|(_, r)| r.collect && r.writing == 0)
+            .flat_map(|(&slot, r)| {
+                indices(r.holders & !r.collecting).map(move |h| (slot, h, r.version, 0))
+            })
+            .filter(|&(_, h, _, _)| self.stores[h].up)
+            .collect();
+        for (slot, h, version, _) in todo {
+            let len = self.records[&slot].bytes;
+            self.records.get_mut(&slot).expect("record").collecting |= bit(h);
+            let request = Request::Delete {
+                client: companion(self.config.client),
+                volume: self.config.volume,
+                offset_bytes: slot << SLOT_SHIFT,
+                length_bytes: len,
+                version,
+            };
+            self.send(h, request, Pending::RecordGc { slot });
+        }
+        let empty: Vec<u64> = self
+            .records
+            .iter()
+            .filter(|(_, r)| r.collect && r.holders == 0 && r.writing == 0)
+            .map(|(&s, _)| s)
+            .collect();
+        for slot in empty {
+            self.records.remove(&slot);
+            self.stats.deletion_records_collected += 1;
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Reclaim
+
+    fn pump_reclaim(&mut self) {
+        if self.config.policy != Policy::Peak || !self.is_ready() {
+            return;
+        }
+        while self.reclaim_jobs < self.config.n_reclaim && self.base_load() < self.config.t_base {
+            // Vulnerable data (fewer than N copies available) first.
+            if let Some((lo, hi)) = self.vulnerable.pop_front() {
+                let pieces: Vec<(u64, u64, Loc)> = self
+                    .map
+                    .lookup(lo, hi)
+                    .into_iter()
+                    .filter_map(|p| p.value.map(|l| (p.start, p.end, *l)))
+                    .filter(|(_, _, l)| !l.on_base)
+                    .collect();
+                for (plo, phi, l) in pieces {
+                    let replica = indices(l.stores)
+                        .filter(|&s| self.stores[s].up)
+                        .min_by_key(|&s| (self.store_load(s), s));
+                    if let Some(s) = replica {
+                        self.reclaim_jobs += 1;
+                        self.stats.reclaim_reads += 1;
+                        let request = Request::Read {
+                            client: self.config.client,
+                            offset_bytes: plo,
+                            length_bytes: phi - plo,
+                        };
+                        self.send(s, request, Pending::ReclaimRead);
+                    }
+                }
+                continue;
+            }
+            let n = self.stores.len();
+            let pick = (0..n)
+                .map(|k| (self.next_reclaim_store + k) % n)
+                .find(|&s| self.stores[s].up && self.stores[s].may_hold);
+            let Some(s) = pick else {
+                break;
+            };
+            self.next_reclaim_store = (s + 1) % n;
+            self.reclaim_jobs += 1;
+            self.stats.reclaim_reads += 1;
+            let writes_acked = self.stores[s].writes_acked;
+            self.send(
+                s,
+                Request::ReadAny {
+                    client: self.config.client,
+                },
+                Pending::ReclaimAny { writes_acked },
+            );
+        }
+    }
+
+    /// Data read back for reclaim: the parts that are still the latest version are written to
+    /// the base volume; the others are stale on this store and deleted.
+    fn reclaim_got(&mut self, store: StoreIdx, pieces: Vec<(Extent, Vec<u8>)>) {
+        let mut runs: Vec<(u64, u64, u64, Vec<u8>)> = Vec::new();
+        for (e, data) in pieces {
+            let (lo, hi, v) = (e.offset_bytes, e.offset_bytes + e.length_bytes, e.version);
+            if data.len() as u64 != e.length_bytes {
+                continue;
+            }
+            let parts: Vec<(u64, u64, Option<Loc>)> = self
+                .map
+                .lookup(lo, hi)
+                .into_iter()
+                .map(|p| (p.start, p.end, p.value.copied()))
+                .collect();
+            for (plo, phi, loc) in parts {
+                match loc {
+                    Some(l) if l.version == v && l.stores & bit(store) != 0 => {
+                        if l.on_base {
+                            continue; // Another reclaim got here first.
+                        }
+                        let bytes = &data[(plo - lo) as usize..(phi - lo) as usize];
+                        match runs.last_mut() {
+                            Some(run) if run.1 == plo && run.2 == v => {
+                                run.1 = phi;
+                                run.3.extend_from_slice(bytes);
+                            }
+                            _ => runs.push((plo, phi, v, bytes.to_vec())),
+                        }
+                    }
+                    _ => self.add_stale(store, plo, phi, v),
+                }
+            }
+        }
+        if runs.is_empty() {
+            self.reclaim_jobs -= 1;
+            return;
+        }
+        let job = self.id();
+        let count = runs.len() as u32;
+        let mut done = Vec::with_capacity(runs.len());
+        for (lo, hi, v, data) in runs {
+            let id = self.id();
+            self.base_pending.insert(id, BaseKind::Reclaim { job });
+            self.base_in_flight += 1;
+            self.base_out.push_back(BaseOp::Write {
+                id,
+                offset_bytes: lo,
+                data,
+                durable: true,
+            });
+            done.push((lo, hi, v));
+        }
+        self.reclaim_writes.insert(job, (done, count));
+    }
+
+    /// A reclaim write reached the base volume (durably): the range reads from the base from now
+    /// on, and its copies are deleted once every older copy is (invariant 3).
+    fn reclaim_written(&mut self, job: u64) {
+        let entry = self.reclaim_writes.get_mut(&job).expect("reclaim job");
+        entry.1 -= 1;
+        if entry.1 > 0 {
+            return;
+        }
+        let (runs, _) = self.reclaim_writes.remove(&job).expect("reclaim job");
+        self.reclaim_jobs -= 1;
+        for (lo, hi, v) in runs {
+            let mut written = 0;
+            self.map.update(lo, hi, |a, b, old| {
+                old.map(|l| {
+                    if l.version == v && !l.on_base {
+                        written += b - a;
+                        Loc {
+                            on_base: true,
+                            ..*l
+                        }
+                    } else {
+                        *l
+                    }
+                })
+            });
+            self.stats.reclaimed_bytes += written;
+            if written > 0 {
+                self.settling.push(Settle {
+                    start: lo,
+                    end: hi,
+                    version: v,
+                    deleting: false,
+                });
+            }
+        }
+    }
+
+    /// Advances reclaims waiting on deletes: once no older copy remains, the copies of the
+    /// reclaimed version are deleted; once those are gone too, the range leaves the map.
+    fn pump_settle(&mut self) {
+        let mut i = 0;
+        while i < self.settling.len() {
+            let Settle {
+                start,
+                end,
+                version,
+                deleting,
+            } = self.settling[i];
+            if self.blocking_stale(start, end) {
+                i += 1;
+                continue;
+            }
+            if !deleting {
+                // Invariant 3: every older copy is gone; the highest version may go now.
+                let parts: Vec<(u64, u64, u64)> = self
+                    .map
+                    .lookup(start, end)
+                    .into_iter()
+                    .filter_map(|p| {
+                        p.value
+                            .filter(|l| l.version == version && l.on_base)
+                            .map(|l| (p.start, p.end, l.stores))
+                    })
+                    .collect();
+                for (lo, hi, stores) in parts {
+                    for s in indices(stores) {
+                        self.add_stale(s, lo, hi, version);
+                    }
+                }
+                self.settling[i].deleting = true;
+                i += 1;
+                continue;
+            }
+            let mut removed = 0;
+            self.map.update(start, end, |lo, hi, old| match old {
+                Some(l) if l.version == version && l.on_base => {
+                    removed += hi - lo;
+                    None
+                }
+                old => old.copied(),
+            });
+            self.stats.offloaded_bytes -= removed;
+            self.settling.swap_remove(i);
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Recovery
+
+    fn superblock_read(&mut self, data: &[u8]) {
+        match Superblock::decode(data) {
+            Err(e) => {
+                self.phase = Phase::Failed(e);
+                while let Some((id, _)) = self.queued_upward.pop_front() {
+                    self.upward_out
+                        .push_back((id, UpReply::Error(ClientError::NoStoreSet(e))));
+                }
+            }
+            Ok(sb) => {
+                self.generation = sb.generation + 1;
+                self.next_counter = 1;
+                self.stores = sb
+                    .stores
+                    .into_iter()
+                    .map(|info| new_store_state(info, self.now))
+                    .collect();
+                let n = self.stores.len();
+                self.phase = Phase::Fetching(Fetch {
+                    superblock_written: false,
+                    metadata: vec![None; n],
+                    records: vec![None; n],
+                    retry_at: vec![None; n],
+                });
+                self.write_superblock();
+                for s in 0..n {
+                    self.fetch_from(s);
+                }
+                self.maybe_finish_fetch();
+            }
+        }
+    }
+
+    fn fetch_from(&mut self, s: StoreIdx) {
+        let Phase::Fetching(f) = &self.phase else {
+            return;
+        };
+        let (need_meta, need_records) = (f.metadata[s].is_none(), f.records[s].is_none());
+        let waiting = self
+            .outstanding
+            .values()
+            .any(|o| o.store == s && matches!(o.pending, Pending::Metadata | Pending::Records));
+        if waiting {
+            return;
+        }
+        if need_meta {
+            self.send(
+                s,
+                Request::Metadata {
+                    client: self.config.client,
+                },
+                Pending::Metadata,
+            );
+        }
+        if need_records {
+            self.send(
+                s,
+                Request::Read {
+                    client: companion(self.config.client),
+                    offset_bytes: 0,
+                    length_bytes: u64::MAX >> 1,
+                },
+                Pending::Records,
+            );
+        }
+    }
+
+    fn maybe_finish_fetch(&mut self) {
+        let Phase::Fetching(f) = &self.phase else {
+            return;
+        };
+        let complete = f.superblock_written
+            && f.metadata.iter().all(Option::is_some)
+            && f.records.iter().all(Option::is_some);
+        if !complete {
+            return;
+        }
+        let Phase::Fetching(f) = std::mem::replace(&mut self.phase, Phase::Ready) else {
+            unreachable!()
+        };
+        self.merge(f);
+        self.become_ready();
+    }
+
+    /// Rebuilds the soft state: deletion records first (what is owed to whom), then every
+    /// store's valid ranges merged by version.
+    fn merge(&mut self, f: Fetch) {
+        let n = self.stores.len();
+        let mut owed: Vec<RangeMap<(u64, u64)>> = vec![RangeMap::new(); n];
+        for (holder, pieces) in f.records.into_iter().enumerate() {
+            for (e, data) in pieces.unwrap_or_default() {
+                let slot = e.offset_bytes >> SLOT_SHIFT;
+                self.next_slot = self.next_slot.max(slot + 1);
+                let Some(record) = DeletionRecord::decode(&data) else {
+                    continue;
+                };
+                let target = self
+                    .stores
+                    .iter()
+                    .position(|s| !s.removed && s.info.id == record.target);
+                let info = self.records.entry(slot).or_insert(DelRecordInfo {
+                    target: target.unwrap_or(usize::MAX),
+                    version: e.version,
+                    bytes: e.length_bytes,
+                    holders: 0,
+                    writing: 0,
+                    entries: record.entries.clone(),
+                    collecting: 0,
+                    collect: target.is_none(),
+                });
+                info.holders |= bit(holder);
+                info.version = info.version.max(e.version);
+                if let Some(t) = target {
+                    for &(lo, hi, v) in &record.entries {
+                        owed[t].update(lo, hi, |_, _, old| match old {
+                            Some(&(ov, os)) if ov >= v => Some((ov, os)),
+                            _ => Some((v, slot)),
+                        });
+                    }
+                }
+            }
+        }
+        for (s, extents) in f.metadata.into_iter().enumerate() {
+            let extents = extents.unwrap_or_default();
+            self.stores[s].may_hold = !extents.is_empty();
+            for e in extents {
+                let (lo, hi, v) = (e.offset_bytes, e.offset_bytes + e.length_bytes, e.version);
+                // (start, end, the (version, slot) of a deletion record covering it).
+                type Owed = (u64, u64, Option<(u64, u64)>);
+                let parts: Vec<Owed> = owed[s]
+                    .lookup(lo, hi)
+                    .into_iter()
+                    .map(|p| (p.start, p.end, p.value.copied()))
+                    .collect();
+                for (plo, phi, del) in parts {
+                    match del {
+                        Some((dv, slot)) if dv >= v => {
+                            self.stores[s].stale.update(plo, phi, |_, _, _| {
+                                Some(Stale {
+                                    version: v,
+                                    sent: false,
+                                    recording: false,
+                                    slot: Some(slot),
+                                })
+                            });
+                        }
+                        _ => self.apply_offloaded(plo, phi, v, bit(s)),
+                    }
+                }
+            }
+            self.stores[s].stale_dirty = true;
+        }
+        for s in 0..n {
+            self.maybe_collect_records(s);
+        }
+        let vulnerable: Vec<(u64, u64)> = self
+            .map
+            .iter()
+            .filter(|(_, _, l)| (l.stores.count_ones() as usize) < self.config.n_way)
+            .map(|(a, b, _)| (a, b))
+            .collect();
+        self.vulnerable.extend(vulnerable);
+    }
+
+    // -----------------------------------------------------------------------------------------
+
+    /// Work every event may unblock.
+    fn pump(&mut self) {
+        if !self.is_ready() {
+            return;
+        }
+        self.pump_stale();
+        self.pump_settle();
+        self.pump_stale();
+        self.pump_reclaim();
+    }
+}
+
+enum WriteOutcome {
+    Done,
+    NotWritten,
+    Unknown,
+}
+
+fn new_store_state(info: StoreInfo, now: Nanos) -> StoreState {
+    StoreState {
+        info,
+        removed: false,
+        up: true,
+        down_since: now,
+        next_probe: now,
+        probing: false,
+        reported_load: 0,
+        in_flight: 0,
+        deletes_in_flight: 0,
+        last_heard: now,
+        busy_since: now,
+        may_hold: false,
+        writes_acked: 0,
+        stale: RangeMap::new(),
+        stale_dirty: false,
+    }
+}

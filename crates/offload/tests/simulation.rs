@@ -1,0 +1,943 @@
+//! The off-loading client on the simulator: two clients, each on the base volume of its node,
+//! off-load to stores on the other nodes (every node's disk also holds a store's log, so volumes
+//! host a client, a store, or both). Random reads, writes and overwrites arrive in load peaks
+//! and calm spells; clients and stores crash and restart at random instants. A reference model
+//! checks every read: each block must hold the last acknowledged write or one issued
+//! concurrently. After a quiet period every off-loaded byte must be reclaimed, every store must
+//! hold nothing for either client, and every base volume must hold the data the model allows.
+//!
+//! `OFFLOAD_SEED=S` runs one schedule (`OFFLOAD_TRACE=1` prints its events);
+//! `OFFLOAD_SCHEDULES=N` sets how many the main test runs.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
+
+use cordillera_offload::client::{BaseDone, BaseOp, Client, Config, Policy, UpReply, Upward};
+use cordillera_offload::records::companion;
+use cordillera_offload::superblock::SUPERBLOCK_BYTES;
+use cordillera_offload::StoreInfo;
+use cordillera_sim::kernel::Nanos;
+use cordillera_sim::network::{Network, NetworkFaults, NetworkParams, NodeId};
+use cordillera_sim::presets;
+use cordillera_sim::rng::SimRng;
+use cordillera_sim::storage::CrashModel;
+use cordillera_sim::world::{Core, IoCommand, IoDone, NodeFault, Outgoing, World, WorldBuilder};
+use cordillera_vstore::store::{Config as StoreConfig, DiskDone, DiskOp, Reply, Request, Store};
+
+const BLOCK: u64 = 4096;
+const BLOCKS: u64 = 96;
+const NODES: usize = 4;
+const CLIENTS: usize = 2;
+const VOLUME_BYTES: u64 = BLOCKS * BLOCK + SUPERBLOCK_BYTES;
+/// The store's partition starts here on every node's disk.
+const STORE_OFFSET: u64 = 64 << 20;
+const LOG_BYTES: u64 = 2 << 20;
+const ACTIVE_NS: Nanos = 2_000_000_000;
+const SWEEP_AT: Nanos = ACTIVE_NS + 6_000_000_000;
+const END_NS: Nanos = ACTIVE_NS + 20_000_000_000;
+const PHASE_NS: Nanos = 250_000_000;
+
+#[derive(Clone, Debug, Hash)]
+enum Msg {
+    Request {
+        id: u64,
+        request: Request,
+    },
+    /// `life`: the store's incarnation (a new one after each restart), standing in for the
+    /// connection a real client would see reset.
+    Reply {
+        id: u64,
+        reply: Reply,
+        load: u64,
+        life: u64,
+    },
+}
+
+const SECTOR: u64 = 512;
+
+/// The bytes write `write` puts in a block: every sector names its block, sector and write, so
+/// that a block torn by a crash (sectors of different writes) is still told apart.
+fn pattern(block: u64, write: u64) -> Vec<u8> {
+    let mut data = Vec::with_capacity(BLOCK as usize);
+    for sector in 0..BLOCK / SECTOR {
+        data.extend_from_slice(&sector_pattern(block, sector, write));
+    }
+    data
+}
+
+fn sector_pattern(block: u64, sector: u64, write: u64) -> Vec<u8> {
+    let mut data = vec![(block * 31 + sector * 5 + write * 7) as u8; SECTOR as usize];
+    data[..8].copy_from_slice(&block.to_le_bytes());
+    data[8..16].copy_from_slice(&sector.to_le_bytes());
+    data[16..24].copy_from_slice(&write.to_le_bytes());
+    data
+}
+
+/// Which write produced each sector of a block (0: never written; `None`: foreign bytes).
+fn writers_of(block: u64, bytes: &[u8]) -> Vec<Option<u64>> {
+    bytes
+        .chunks(SECTOR as usize)
+        .enumerate()
+        .map(|(sector, s)| {
+            if s.iter().all(|&b| b == 0) {
+                return Some(0);
+            }
+            let write = u64::from_le_bytes(s[16..24].try_into().unwrap());
+            (s == sector_pattern(block, sector as u64, write).as_slice()).then_some(write)
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reference model of one client's volume; it outlives crashes of the client's node.
+
+#[derive(Clone, Copy, Debug)]
+struct WriteRec {
+    id: u64,
+    issued: Nanos,
+    /// When it was acknowledged.
+    acked: Option<Nanos>,
+    /// Acknowledged, or lost unacknowledged in a crash (it may or may not have happened then).
+    ended: Option<Nanos>,
+}
+
+#[derive(Default)]
+struct Model {
+    blocks: Vec<Vec<WriteRec>>,
+    in_flight: HashSet<u64>,
+    /// Issue times of reads in flight (history a read may still return is kept).
+    reads_open: BTreeMap<Nanos, u32>,
+    writes_of: HashMap<u64, (u64, u64)>,
+    next_write: u64,
+    starts: u64,
+    reads_checked: u64,
+    blocks_checked: u64,
+    writes_acked: u64,
+    violations: Vec<String>,
+}
+
+impl Model {
+    fn new() -> Model {
+        Model {
+            blocks: vec![Vec::new(); BLOCKS as usize],
+            next_write: 1,
+            ..Model::default()
+        }
+    }
+
+    fn write_issued(&mut self, now: Nanos, first: u64, count: u64) -> u64 {
+        let id = self.next_write;
+        self.next_write += 1;
+        for b in first..first + count {
+            self.blocks[b as usize].push(WriteRec {
+                id,
+                issued: now,
+                acked: None,
+                ended: None,
+            });
+        }
+        self.in_flight.insert(id);
+        self.writes_of.insert(id, (first, count));
+        id
+    }
+
+    fn write_ended(&mut self, now: Nanos, id: u64, acked: bool) {
+        self.in_flight.remove(&id);
+        let (first, count) = self.writes_of.remove(&id).expect("a write in flight");
+        for b in first..first + count {
+            let history = &mut self.blocks[b as usize];
+            let w = history.iter_mut().find(|w| w.id == id).expect("recorded");
+            w.ended = Some(now);
+            if acked {
+                w.acked = Some(now);
+            }
+            if history.len() > 32 {
+                let oldest_read = self.reads_open.keys().next().copied().unwrap_or(now);
+                Model::prune(history, now.min(oldest_read));
+            }
+        }
+        if acked {
+            self.writes_acked += 1;
+        }
+    }
+
+    /// Drops writes no read issued from `now` on may return.
+    fn prune(history: &mut Vec<WriteRec>, now: Nanos) {
+        let snapshot = history.clone();
+        history.retain(|w| !Model::stale(&snapshot, w, now));
+    }
+
+    /// Whether a later write, issued after `w` ended and acknowledged before `at`, hides `w`.
+    fn stale(history: &[WriteRec], w: &WriteRec, at: Nanos) -> bool {
+        let Some(ended) = w.ended else {
+            return false;
+        };
+        history
+            .iter()
+            .any(|o| o.issued > ended && o.acked.is_some_and(|a| a < at))
+    }
+
+    fn acceptable(&self, block: u64, issued: Nanos, completed: Nanos, writer: u64) -> bool {
+        let history = &self.blocks[block as usize];
+        if writer == 0 {
+            // Never written, or only by writes not yet acknowledged when the read was issued.
+            return !history.iter().any(|o| o.acked.is_some_and(|a| a < issued));
+        }
+        history
+            .iter()
+            .find(|w| w.id == writer)
+            .is_some_and(|w| w.issued < completed && !Model::stale(history, w, issued))
+    }
+
+    fn read_issued(&mut self, at: Nanos) {
+        *self.reads_open.entry(at).or_default() += 1;
+    }
+
+    fn read_ended(&mut self, at: Nanos) {
+        let n = self.reads_open.get_mut(&at).expect("a read in flight");
+        *n -= 1;
+        if *n == 0 {
+            self.reads_open.remove(&at);
+        }
+    }
+
+    fn check_read(&mut self, client: usize, first: u64, issued: Nanos, now: Nanos, data: &[u8]) {
+        self.read_ended(issued);
+        self.reads_checked += 1;
+        for (i, bytes) in data.chunks(BLOCK as usize).enumerate() {
+            let block = first + i as u64;
+            self.blocks_checked += 1;
+            let writers = writers_of(block, bytes);
+            let ok = writers
+                .iter()
+                .all(|w| w.is_some_and(|w| self.acceptable(block, issued, now, w)));
+            if !ok && self.violations.len() < 8 {
+                self.violations.push(format!(
+                    "client {client}: read of block {block} issued at {issued} ns, completed at {now} ns, returned writes {writers:?}; history {:?}",
+                    self.blocks[block as usize]
+                ));
+            }
+        }
+    }
+
+    /// The client's node crashed (noticed at its restart): writes in flight end unacknowledged.
+    fn crashed(&mut self, now: Nanos) {
+        self.reads_open.clear();
+        let lost: Vec<u64> = self.in_flight.iter().copied().collect();
+        for id in lost {
+            self.write_ended(now, id, false);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A node: an optional client (on the base volume) and a store (on a partition of the same disk).
+
+const OWNER_STORE: u64 = 1 << 62;
+const FLUSH_AFTER: u64 = 1 << 61;
+
+enum Op {
+    Read { first: u64, issued: Nanos },
+    Write { write: u64 },
+}
+
+struct ClientSide {
+    index: usize,
+    client: Client,
+    model: Rc<RefCell<Model>>,
+    rng: SimRng,
+    /// Store index in the store set → node.
+    store_nodes: Vec<NodeId>,
+    ops: HashMap<u64, Op>,
+    next_op: u64,
+    wake_at: Option<Nanos>,
+    sweep: Option<u64>,
+    /// This life follows a crash: the model learns it at start.
+    restarted: bool,
+    /// The incarnation of each store last heard from.
+    store_lives: HashMap<NodeId, u64>,
+}
+
+struct StoreSide {
+    store: Store,
+    life: u64,
+    /// Requests received and not answered: the load reported with each reply.
+    open: u64,
+    durable_writes: HashSet<u64>,
+}
+
+struct Node {
+    id: NodeId,
+    client: Option<ClientSide>,
+    store: StoreSide,
+    out: Vec<Outgoing<Msg>>,
+    io: Vec<IoCommand>,
+    durable_base: HashSet<u64>,
+    trace: bool,
+    /// Store disk reads in flight (for diagnostics).
+    store_reads: HashMap<u64, (Nanos, u64, u64)>,
+}
+
+impl ClientSide {
+    /// Issues work: peaks of many concurrent requests, calm spells of one, then nothing but a
+    /// sweep that reads every block back.
+    fn issue(&mut self, now: Nanos) {
+        let peak = (now / PHASE_NS).is_multiple_of(2);
+        let target = if now >= ACTIVE_NS {
+            0
+        } else if peak {
+            24
+        } else {
+            2
+        };
+        while self.ops.len() < target {
+            let count = 1 + self.rng.below(6);
+            let first = self.rng.below(BLOCKS - count + 1);
+            let id = self.next_op;
+            self.next_op += 1;
+            if self.rng.chance(0.6) {
+                let write = self.model.borrow_mut().write_issued(now, first, count);
+                let mut data = Vec::with_capacity((count * BLOCK) as usize);
+                for b in first..first + count {
+                    data.extend_from_slice(&pattern(b, write));
+                }
+                self.ops.insert(id, Op::Write { write });
+                self.client.handle_upward(
+                    now,
+                    id,
+                    Upward::Write {
+                        offset_bytes: first * BLOCK,
+                        data,
+                        durable: true,
+                    },
+                );
+            } else {
+                self.model.borrow_mut().read_issued(now);
+                self.ops.insert(id, Op::Read { first, issued: now });
+                self.client.handle_upward(
+                    now,
+                    id,
+                    Upward::Read {
+                        offset_bytes: first * BLOCK,
+                        length_bytes: count * BLOCK,
+                    },
+                );
+            }
+        }
+        if now >= SWEEP_AT && self.sweep.is_none() {
+            // Read every block back once the peak is long over.
+            self.sweep = Some(0);
+            for first in (0..BLOCKS).step_by(8) {
+                let id = self.next_op;
+                self.next_op += 1;
+                self.model.borrow_mut().read_issued(now);
+                self.ops.insert(id, Op::Read { first, issued: now });
+                self.client.handle_upward(
+                    now,
+                    id,
+                    Upward::Read {
+                        offset_bytes: first * BLOCK,
+                        length_bytes: 8 * BLOCK,
+                    },
+                );
+            }
+        }
+        self.wake_at = if now < ACTIVE_NS {
+            Some(now + 1_000_000)
+        } else if self.sweep.is_none() {
+            Some(SWEEP_AT)
+        } else {
+            None
+        };
+    }
+
+    fn upward_done(&mut self, now: Nanos, id: u64, reply: UpReply) {
+        let Some(op) = self.ops.remove(&id) else {
+            return;
+        };
+        let mut model = self.model.borrow_mut();
+        match (op, reply) {
+            (Op::Write { write }, UpReply::Written) => model.write_ended(now, write, true),
+            (Op::Read { first, issued }, UpReply::Read(data)) => {
+                model.check_read(self.index, first, issued, now, &data)
+            }
+            (_, other) => model
+                .violations
+                .push(format!("client {}: unexpected reply {other:?}", self.index)),
+        }
+    }
+}
+
+impl Node {
+    fn pump(&mut self, now: Nanos) {
+        if let Some(c) = &mut self.client {
+            loop {
+                let mut progress = false;
+                while let Some(op) = c.client.poll_base() {
+                    progress = true;
+                    self.io.push(match op {
+                        BaseOp::Read {
+                            id,
+                            offset_bytes,
+                            length_bytes,
+                        } => IoCommand::Read {
+                            id,
+                            offset_bytes,
+                            len_bytes: length_bytes,
+                        },
+                        BaseOp::Write {
+                            id,
+                            offset_bytes,
+                            data,
+                            durable,
+                        } => {
+                            if durable {
+                                self.durable_base.insert(id);
+                            }
+                            IoCommand::Write {
+                                id,
+                                offset_bytes,
+                                data,
+                            }
+                        }
+                    });
+                }
+                while let Some((store, id, request)) = c.client.poll_store() {
+                    progress = true;
+                    if self.trace {
+                        eprintln!(
+                            "{now} node {} → store {store}: {id} {}",
+                            self.id,
+                            describe(&request)
+                        );
+                    }
+                    let bytes = 200 + request_bytes(&request);
+                    self.out.push(Outgoing {
+                        to: c.store_nodes[store],
+                        message: Msg::Request { id, request },
+                        bytes,
+                    });
+                }
+                while let Some((id, reply)) = c.client.poll_upward() {
+                    progress = true;
+                    c.upward_done(now, id, reply);
+                    c.issue(now);
+                }
+                if !progress {
+                    break;
+                }
+            }
+        }
+        let s = &mut self.store;
+        while let Some(op) = s.store.poll_disk() {
+            self.io.push(match op {
+                DiskOp::Read {
+                    id,
+                    offset_bytes,
+                    length_bytes,
+                } => {
+                    self.store_reads
+                        .insert(id, (now, offset_bytes, length_bytes));
+                    IoCommand::Read {
+                        id: OWNER_STORE | id,
+                        offset_bytes: STORE_OFFSET + offset_bytes,
+                        len_bytes: length_bytes,
+                    }
+                }
+                DiskOp::Write {
+                    id,
+                    offset_bytes,
+                    data,
+                    durable,
+                } => {
+                    if durable {
+                        s.durable_writes.insert(id);
+                    }
+                    IoCommand::Write {
+                        id: OWNER_STORE | id,
+                        offset_bytes: STORE_OFFSET + offset_bytes,
+                        data,
+                    }
+                }
+                DiskOp::Flush { id } => IoCommand::Flush {
+                    id: OWNER_STORE | id,
+                },
+            });
+        }
+        while let Some((tagged, reply)) = s.store.poll_reply() {
+            s.open -= 1;
+            let to = (tagged >> 48) as NodeId;
+            let id = tagged & ((1 << 48) - 1);
+            let bytes = 200 + reply_bytes(&reply);
+            self.out.push(Outgoing {
+                to,
+                message: Msg::Reply {
+                    id,
+                    reply,
+                    load: s.open,
+                    life: s.life,
+                },
+                bytes,
+            });
+        }
+    }
+}
+
+fn describe(r: &Request) -> String {
+    match r {
+        Request::Write {
+            client,
+            offset_bytes,
+            version,
+            data,
+            ..
+        } => format!(
+            "write c{client:x} [{offset_bytes}, +{}) v{version:x}",
+            data.len()
+        ),
+        Request::Delete {
+            client,
+            offset_bytes,
+            length_bytes,
+            version,
+            ..
+        } => format!("delete c{client:x} [{offset_bytes}, +{length_bytes}) ≤v{version:x}"),
+        other => format!("{other:?}"),
+    }
+}
+
+fn request_bytes(r: &Request) -> u64 {
+    match r {
+        Request::Write { data, .. } => data.len() as u64,
+        _ => 0,
+    }
+}
+
+fn reply_bytes(r: &Reply) -> u64 {
+    match r {
+        Reply::Read(pieces) => pieces.iter().map(|(_, d)| d.len() as u64).sum(),
+        Reply::ReadAny(Some((_, d))) => d.len() as u64,
+        Reply::Metadata(e) => 32 * e.len() as u64,
+        _ => 0,
+    }
+}
+
+impl Core for Node {
+    type Message = Msg;
+
+    fn handle_start(&mut self, now: Nanos) {
+        if let Some(c) = &mut self.client {
+            if c.restarted {
+                // Writes in flight when the node crashed ended then, acknowledged or not.
+                c.model.borrow_mut().crashed(now);
+            }
+            c.issue(now);
+        }
+        self.pump(now);
+    }
+
+    fn handle_message(&mut self, now: Nanos, from: NodeId, message: Msg) {
+        match message {
+            Msg::Request { id, request } => {
+                self.store.open += 1;
+                self.store
+                    .store
+                    .handle_request(now, ((from as u64) << 48) | id, request);
+            }
+            Msg::Reply {
+                id,
+                reply,
+                load,
+                life,
+            } => {
+                if let Some(c) = &mut self.client {
+                    if let Some(store) = c.store_nodes.iter().position(|&n| n == from) {
+                        let known = c.store_lives.insert(from, life);
+                        if known.is_some_and(|l| l != life) {
+                            // The store restarted: its old connection is gone.
+                            c.client.connection_lost(now, store);
+                        }
+                        if self.trace {
+                            eprintln!("{now} node {} ← store {store}: {id} {reply:?}", self.id);
+                        }
+                        c.client.handle_store(now, store, id, reply, Some(load));
+                    }
+                }
+            }
+        }
+        self.pump(now);
+    }
+
+    fn handle_timeout(&mut self, now: Nanos) {
+        if let Some(c) = &mut self.client {
+            if c.client.poll_timeout().is_some_and(|t| t <= now) {
+                c.client.handle_timeout(now);
+            }
+            if c.wake_at.is_some_and(|t| t <= now) {
+                c.issue(now);
+            }
+        }
+        if self.store.store.poll_timeout().is_some_and(|t| t <= now) {
+            self.store.store.handle_timeout(now);
+        }
+        self.pump(now);
+    }
+
+    fn handle_io(&mut self, now: Nanos, done: IoDone) {
+        let id = match &done {
+            IoDone::Read { id, .. } | IoDone::Written { id } | IoDone::Flushed { id } => *id,
+        };
+        if id & OWNER_STORE != 0 {
+            let s = &mut self.store;
+            let raw = id & !OWNER_STORE;
+            let done = match done {
+                IoDone::Read { data, .. } => {
+                    self.store_reads.remove(&raw);
+                    DiskDone::Read { id: raw, data }
+                }
+                IoDone::Written { .. } if s.durable_writes.contains(&raw) => {
+                    self.io.push(IoCommand::Flush {
+                        id: id | FLUSH_AFTER,
+                    });
+                    return;
+                }
+                IoDone::Written { .. } => DiskDone::Written { id: raw },
+                IoDone::Flushed { .. } if raw & FLUSH_AFTER != 0 => {
+                    let raw = raw & !FLUSH_AFTER;
+                    s.durable_writes.remove(&raw);
+                    DiskDone::Written { id: raw }
+                }
+                IoDone::Flushed { .. } => DiskDone::Flushed { id: raw },
+            };
+            s.store.handle_disk(now, done);
+        } else if let Some(c) = &mut self.client {
+            let done = match done {
+                IoDone::Read { data, .. } => BaseDone::Read { id, data },
+                IoDone::Written { .. } if self.durable_base.contains(&id) => {
+                    self.io.push(IoCommand::Flush {
+                        id: id | FLUSH_AFTER,
+                    });
+                    return;
+                }
+                IoDone::Written { .. } => BaseDone::Written { id },
+                IoDone::Flushed { .. } => {
+                    let raw = id & !FLUSH_AFTER;
+                    self.durable_base.remove(&raw);
+                    BaseDone::Written { id: raw }
+                }
+            };
+            c.client.handle_base(now, done);
+        }
+        self.pump(now);
+    }
+
+    fn poll_message(&mut self) -> Option<Outgoing<Msg>> {
+        // In order: links are FIFO, like a TCP connection.
+        (!self.out.is_empty()).then(|| self.out.remove(0))
+    }
+
+    fn poll_io(&mut self) -> Option<IoCommand> {
+        (!self.io.is_empty()).then(|| self.io.remove(0))
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        let mut at = self.store.store.poll_timeout();
+        if let Some(c) = &self.client {
+            for t in [c.client.poll_timeout(), c.wake_at].into_iter().flatten() {
+                at = Some(at.map_or(t, |a| a.min(t)));
+            }
+        }
+        at
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct Outcome {
+    n_way: usize,
+    crashes: usize,
+    writes_acked: u64,
+    offloaded_writes: u64,
+    reclaimed_bytes: u64,
+    deletion_records: u64,
+    store_failures: u64,
+    reads_checked: u64,
+    blocks_checked: u64,
+    hash: u64,
+}
+
+fn run(seed: u64) -> Result<Outcome, String> {
+    let trace = std::env::var("OFFLOAD_TRACE").is_ok();
+    let n_way = 1 + (seed % 3) as usize;
+    let models: Vec<Rc<RefCell<Model>>> = (0..CLIENTS)
+        .map(|_| Rc::new(RefCell::new(Model::new())))
+        .collect();
+    let store_config = StoreConfig {
+        tail_idle_ns: 20_000_000,
+        scan_chunk_bytes: 64 * 1024,
+        ..StoreConfig::new(LOG_BYTES)
+    };
+    let mut started = [false; NODES];
+    let mut lives = 0u64;
+    let builder_models = models.clone();
+    let builder = WorldBuilder {
+        new_core: Box::new(move |id: NodeId| {
+            let restart = started[id];
+            started[id] = true;
+            let store = if restart {
+                Store::recover(store_config, seed ^ (id as u64) << 8, 0)
+            } else {
+                Store::format(store_config, 100 + id as u128, seed ^ id as u64)
+            };
+            lives += 1;
+            let client = (id < CLIENTS).then(|| {
+                let model = builder_models[id].clone();
+                let store_nodes: Vec<NodeId> = (0..NODES).filter(|&n| n != id).collect();
+                let config = Config {
+                    policy: Policy::Peak,
+                    n_way,
+                    t_base: 4,
+                    t_store: 8,
+                    n_reclaim: 1 + (seed % 16) as usize,
+                    request_timeout_ns: Some(400_000_000),
+                    probe_interval_ns: 50_000_000,
+                    ..Config::new(id as u64 + 1, 1, VOLUME_BYTES)
+                };
+                let client = if restart {
+                    let mut m = model.borrow_mut();
+                    m.starts += 1;
+                    Client::recover(config, 0)
+                } else {
+                    model.borrow_mut().starts += 1;
+                    let stores = store_nodes
+                        .iter()
+                        .map(|&n| StoreInfo {
+                            id: 100 + n as u64,
+                            server: n as u64,
+                        })
+                        .collect();
+                    Client::format(config, stores, 0)
+                };
+                ClientSide {
+                    index: id,
+                    client,
+                    model,
+                    rng: SimRng::new(seed, 100 + lives),
+                    store_nodes,
+                    ops: HashMap::new(),
+                    next_op: 1,
+                    wake_at: None,
+                    sweep: None,
+                    restarted: restart,
+                    store_lives: HashMap::new(),
+                }
+            });
+            Node {
+                id,
+                client,
+                store: StoreSide {
+                    store,
+                    life: lives,
+                    open: 0,
+                    durable_writes: HashSet::new(),
+                },
+                out: Vec::new(),
+                io: Vec::new(),
+                durable_base: HashSet::new(),
+                trace,
+                store_reads: HashMap::new(),
+            }
+        }),
+        new_device: Box::new(|_| presets::device("cheetah-15k").unwrap()),
+        crash_model: CrashModel::default(),
+        flush_ns: 200_000,
+    };
+    let network = Network::new(
+        NetworkParams::sierra_testbed(1, NODES),
+        NetworkFaults::default(),
+        SimRng::new(seed, 1),
+    );
+    let mut world = World::new(builder, network, SimRng::new(seed, 2));
+    let crash_count = (seed % 5) as usize;
+    let nodes: Vec<NodeId> = (0..NODES).collect();
+    world.schedule_random_crashes(&nodes, crash_count, 100_000_000, ACTIVE_NS, 150e6);
+    world.run_until(END_NS);
+    let crashes = world
+        .faults
+        .iter()
+        .filter(|f| matches!(f, NodeFault::Crashed { .. }))
+        .count();
+    let mut outcome = Outcome {
+        n_way,
+        crashes,
+        writes_acked: 0,
+        offloaded_writes: 0,
+        reclaimed_bytes: 0,
+        deletion_records: 0,
+        store_failures: 0,
+        reads_checked: 0,
+        blocks_checked: 0,
+        hash: world.hash.0,
+    };
+    let mut problems = Vec::new();
+    for (i, model) in models.iter().enumerate() {
+        let m = model.borrow();
+        problems.extend(m.violations.iter().cloned());
+        outcome.writes_acked += m.writes_acked;
+        outcome.reads_checked += m.reads_checked;
+        outcome.blocks_checked += m.blocks_checked;
+        let Some(node) = world.core(i) else {
+            problems.push(format!("client {i}'s node is down at the end"));
+            continue;
+        };
+        let c = node.client.as_ref().expect("a client");
+        let stats = c.client.stats();
+        outcome.offloaded_writes += stats.offloaded_writes;
+        outcome.reclaimed_bytes += stats.reclaimed_bytes;
+        outcome.deletion_records += stats.deletion_records_written;
+        outcome.store_failures += stats.store_failures;
+        if !c.client.is_ready() {
+            problems.push(format!("client {i} never finished recovering"));
+        }
+        if !c.ops.is_empty() {
+            problems.push(format!(
+                "client {i}: {} requests never answered; client: {}",
+                c.ops.len(),
+                c.client.describe()
+            ));
+        }
+        // Liveness: everything reclaimed, nothing owed.
+        if !c.client.is_quiescent() {
+            problems.push(format!(
+                "client {i}: not quiescent after the quiet period: {} off-loaded ranges {:?}, stats {:?}",
+                c.client.ranges().count(),
+                c.client.ranges().take(4).collect::<Vec<_>>(),
+                stats
+            ));
+        }
+        // The base volume holds, for every block, a version the model allows now.
+        let storage = world.storage(i);
+        for b in 0..BLOCKS {
+            let bytes = storage.read(b * BLOCK, BLOCK as usize);
+            let writers = writers_of(b, &bytes);
+            let ok = writers
+                .iter()
+                .all(|w| w.is_some_and(|w| m.acceptable(b, END_NS, END_NS, w)));
+            if !ok {
+                problems.push(format!(
+                    "client {i}: block {b} on the base volume holds writes {writers:?}; history {:?}",
+                    m.blocks[b as usize]
+                ));
+                break;
+            }
+        }
+    }
+    for n in 0..NODES {
+        let Some(node) = world.core(n) else {
+            problems.push(format!("node {n} is down at the end"));
+            continue;
+        };
+        if std::env::var("OFFLOAD_TRACE").is_ok() {
+            eprintln!(
+                "store on node {n}: {}; disk reads {:?}",
+                node.store.store.describe(),
+                node.store_reads
+            );
+        }
+        for (client, extents) in node.store.store.clients() {
+            let ours = (1..=CLIENTS as u64).any(|c| client == c || client == companion(c));
+            if ours && !extents.is_empty() {
+                problems.push(format!(
+                    "store on node {n} still holds {} ranges of client {client:#x}: {:?}",
+                    extents.len(),
+                    &extents[..extents.len().min(4)]
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(outcome)
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+fn schedules() -> u64 {
+    std::env::var("OFFLOAD_SCHEDULES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(600)
+}
+
+// Not yet passing: some schedules still fail (an invariant-1 assertion after a client recovery
+// with N = 3; liveness when a store's log fills with copies waiting for deletes). Run it with
+// `cargo nextest run -p cordillera-offload --test simulation --run-ignored all`.
+#[test]
+#[ignore = "work in progress: some seeds still fail (see the notes on issue 5)"]
+fn offloaded_writes_survive_crashes_and_are_reclaimed() {
+    let only = std::env::var("OFFLOAD_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let seeds: Vec<u64> = match only {
+        Some(seed) => vec![seed],
+        None => (0..schedules()).collect(),
+    };
+    let mut totals = [0u64; 9];
+    let mut by_n = [0u64; 4];
+    for &seed in &seeds {
+        let outcome = std::panic::catch_unwind(|| run(seed))
+            .unwrap_or_else(|e| {
+                let what = e
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                Err(format!("panicked: {what}"))
+            })
+            .unwrap_or_else(|problem| {
+                panic!(
+                    "schedule {seed} failed:\n{problem}\nreproduce: OFFLOAD_SEED={seed} cargo nextest run -p cordillera-offload --test simulation --no-capture"
+                )
+            });
+        by_n[outcome.n_way] += 1;
+        for (t, v) in totals.iter_mut().zip([
+            outcome.crashes as u64,
+            outcome.writes_acked,
+            outcome.offloaded_writes,
+            outcome.reclaimed_bytes,
+            outcome.deletion_records,
+            outcome.store_failures,
+            outcome.reads_checked,
+            outcome.blocks_checked,
+            1,
+        ]) {
+            *t += v;
+        }
+    }
+    let [crashes, acked, offloaded, reclaimed, records, failures, reads, blocks, n] = totals;
+    println!(
+        "offload simulation: {n} schedules (N=1: {}, N=2: {}, N=3: {}), {crashes} crashes, {failures} store failures detected, {acked} writes acknowledged ({offloaded} off-loaded), {reclaimed} bytes reclaimed, {records} deletion records, {reads} reads ({blocks} blocks) checked",
+        by_n[1], by_n[2], by_n[3]
+    );
+    if only.is_none() {
+        // The schedules exercise what they claim: off-load, reclaim, crashes, failures, records.
+        assert!(offloaded > n * 20, "{offloaded} off-loaded writes");
+        assert!(
+            reclaimed > 0 && crashes > n && failures > n / 4,
+            "{totals:?}"
+        );
+        assert!(records > 0, "no deletion record was ever written");
+        assert!(reads > n * 50, "{reads} reads");
+    }
+}
+
+#[test]
+fn a_schedule_replays_event_for_event() {
+    // Schedules 0 (N = 1, no crash) and 1 (N = 2, a crash) pass every check.
+    let a = run(1).expect("schedule 1");
+    let b = run(1).expect("schedule 1");
+    assert_eq!(a.hash, b.hash);
+    assert!(a.offloaded_writes > 0 && a.reclaimed_bytes > 0 && a.crashes > 0);
+    assert_ne!(a.hash, run(0).expect("schedule 0").hash);
+}
