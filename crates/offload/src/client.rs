@@ -935,7 +935,7 @@ impl Client {
         }
     }
 
-    /// A piece of a read arrived (or, with `data` None, must be resolved again).
+    /// Bytes of a read arrived: copied into its buffer at their place.
     fn read_piece_done(&mut self, read: u64, start: u64, data: &[u8]) {
         let op = self.reads.get_mut(&read).expect("read");
         let at = (start - op.start) as usize;
@@ -1093,9 +1093,6 @@ impl Client {
                         self.read_piece_done(read, lo, &data[skip..skip + (hi - lo) as usize]);
                         covered = hi;
                     }
-                } else {
-                    gaps.push((start, start));
-                    covered = start;
                 }
                 if covered < end {
                     gaps.push((covered, end));
@@ -1287,17 +1284,7 @@ impl Client {
         if store >= self.stores.len() || self.stores[store].removed {
             return;
         }
-        let ids: Vec<u64> = self
-            .outstanding
-            .iter()
-            .filter(|(_, o)| o.store == store)
-            .map(|(&id, _)| id)
-            .collect();
-        for id in ids {
-            let out = self.outstanding.remove(&id).expect("outstanding");
-            self.settle_outstanding(&out);
-            self.request_failed(store, out.pending, true);
-        }
+        self.fail_outstanding(store);
         let st = &mut self.stores[store];
         st.removed = true;
         st.up = false;
@@ -1638,17 +1625,15 @@ impl Client {
     }
 
     fn pump_record_gc(&mut self) {
-        let todo: Vec<(u64, StoreIdx, u64, u64)> = self
+        let todo: Vec<(u64, StoreIdx)> = self
             .records
             .iter()
             .filter(|(_, r)| r.collect && r.writing == 0)
-            .flat_map(|(&slot, r)| {
-                indices(r.holders & !r.collecting).map(move |h| (slot, h, r.version, 0))
-            })
-            .filter(|&(_, h, _, _)| self.stores[h].up)
+            .flat_map(|(&slot, r)| indices(r.holders & !r.collecting).map(move |h| (slot, h)))
+            .filter(|&(_, h)| self.stores[h].up)
             .collect();
-        for (slot, h, version, _) in todo {
-            let len = self.records[&slot].bytes;
+        for (slot, h) in todo {
+            let (len, version) = (self.records[&slot].bytes, self.records[&slot].version);
             self.records.get_mut(&slot).expect("record").collecting |= bit(h);
             let request = Request::Delete {
                 client: companion(self.config.client),

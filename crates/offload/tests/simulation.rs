@@ -275,8 +275,6 @@ struct Node {
     io: Vec<IoCommand>,
     durable_base: HashSet<u64>,
     trace: bool,
-    /// Store disk reads in flight (for diagnostics).
-    store_reads: HashMap<u64, (Nanos, u64, u64)>,
 }
 
 impl ClientSide {
@@ -436,15 +434,11 @@ impl Node {
                     id,
                     offset_bytes,
                     length_bytes,
-                } => {
-                    self.store_reads
-                        .insert(id, (now, offset_bytes, length_bytes));
-                    IoCommand::Read {
-                        id: OWNER_STORE | id,
-                        offset_bytes: STORE_OFFSET + offset_bytes,
-                        len_bytes: length_bytes,
-                    }
-                }
+                } => IoCommand::Read {
+                    id: OWNER_STORE | id,
+                    offset_bytes: STORE_OFFSET + offset_bytes,
+                    len_bytes: length_bytes,
+                },
                 DiskOp::Write {
                     id,
                     offset_bytes,
@@ -592,10 +586,7 @@ impl Core for Node {
             let s = &mut self.store;
             let raw = id & !OWNER_STORE;
             let done = match done {
-                IoDone::Read { data, .. } => {
-                    self.store_reads.remove(&raw);
-                    DiskDone::Read { id: raw, data }
-                }
+                IoDone::Read { data, .. } => DiskDone::Read { id: raw, data },
                 IoDone::Written { .. } if s.durable_writes.contains(&raw) => {
                     self.io.push(IoCommand::Flush {
                         id: id | FLUSH_AFTER,
@@ -746,7 +737,6 @@ fn run(seed: u64) -> Result<Outcome, String> {
                 io: Vec::new(),
                 durable_base: HashSet::new(),
                 trace,
-                store_reads: HashMap::new(),
             }
         }),
         new_device: Box::new(|_| presets::device("cheetah-15k").unwrap()),
@@ -839,11 +829,7 @@ fn run(seed: u64) -> Result<Outcome, String> {
             continue;
         };
         if std::env::var("OFFLOAD_TRACE").is_ok() {
-            eprintln!(
-                "store on node {n}: {}; disk reads {:?}",
-                node.store.store.describe(),
-                node.store_reads
-            );
+            eprintln!("store on node {n}: {}", node.store.store.describe());
         }
         for (client, extents) in node.store.store.clients() {
             let ours = (1..=CLIENTS as u64).any(|c| client == c || client == companion(c));

@@ -763,7 +763,7 @@ impl Store {
     /// Whether a delete removes live bytes of the oldest record, bringing the moment the tail
     /// can pass it closer: such deletes may use the last of the reserve, so that reclaim (which
     /// deletes in log order) can always make room.
-    fn frees_tail(&self, client: u64, start: u64, end: u64, version: u64) -> bool {
+    fn shrinks_tail(&self, client: u64, start: u64, end: u64, version: u64) -> bool {
         let Some((&seq, info)) = self.records.iter().next() else {
             return false;
         };
@@ -825,7 +825,7 @@ impl Store {
                 version,
                 ..
             } => {
-                if self.frees_tail(
+                if self.shrinks_tail(
                     *client,
                     *offset_bytes,
                     offset_bytes + length_bytes,
