@@ -232,6 +232,9 @@ struct StoreState {
     busy_since: Nanos,
     /// read_any may find data for us.
     may_hold: bool,
+    /// No read_any before this: the last one found only data being settled or still being
+    /// written, which the store offers again until that work is done.
+    reclaim_after: Nanos,
     /// Successful writes so far (a read_any answering "nothing" clears `may_hold` only if no
     /// write succeeded since it was sent).
     writes_acked: u64,
@@ -267,6 +270,9 @@ struct WriteOp {
     waiting: u32,
     succeeded: u64,
     tried: u64,
+    /// Parts overwritten by a later off-loaded write issued while this one was in flight:
+    /// the later one wins there (deletes owed for older versions may remove this copy).
+    superseded: Vec<(u64, u64)>,
 }
 
 struct ReadOp {
@@ -348,6 +354,9 @@ pub struct Client {
     reclaim_jobs: usize,
     /// Reclaim jobs writing to the base volume: the spans written and writes left.
     reclaim_writes: HashMap<u64, (Vec<Span>, u32)>,
+    /// Ranges with a reclaim write to the base volume in flight (by job). A newer version of
+    /// an overlapping range waits for it: the disk may complete concurrent writes in any order.
+    reclaiming: RangeMap<u64>,
     settling: Vec<Settle>,
     vulnerable: VecDeque<(u64, u64)>,
     next_reclaim_store: usize,
@@ -396,6 +405,7 @@ impl Client {
             parked_retry_at: None,
             reclaim_jobs: 0,
             reclaim_writes: HashMap::new(),
+            reclaiming: RangeMap::new(),
             settling: Vec::new(),
             vulnerable: VecDeque::new(),
             next_reclaim_store: 0,
@@ -682,6 +692,19 @@ impl Client {
         })
     }
 
+    /// Whether a copy in `[start, end)` that is not deleted for sure stays behind when
+    /// `version` is deleted from `holders`: one on another store, or a newer one.
+    fn older_copies_elsewhere(&self, start: u64, end: u64, version: u64, holders: u64) -> bool {
+        self.stores.iter().enumerate().any(|(i, s)| {
+            !s.stale.is_empty()
+                && s.stale.lookup(start, end).iter().any(|p| {
+                    p.value.is_some_and(|v| {
+                        v.slot.is_none() && (holders & bit(i) == 0 || v.version > version)
+                    })
+                })
+        })
+    }
+
     fn start_write(&mut self, up_id: u64, start: u64, data: Vec<u8>, durable: bool) {
         let end = start + data.len() as u64;
         let must = self.map.overlaps(start, end) || self.blocking_stale(start, end);
@@ -721,9 +744,28 @@ impl Client {
                 waiting: 0,
                 succeeded: 0,
                 tried: 0,
+                superseded: Vec::new(),
             },
         );
         self.place_write(key);
+    }
+
+    /// A write of `version` over `[start, end)` is in the range map: off-loaded writes with
+    /// older versions still in flight there lose those bytes to it (it may be reclaimed and
+    /// leave the map before they complete; deletes owed for it may remove their copies).
+    fn supersede(&mut self, start: u64, end: u64, version: u64) {
+        for op in self.writes.values_mut() {
+            if op.version > version {
+                continue;
+            }
+            let (lo, hi) = (
+                op.start.max(start),
+                (op.start + op.data.len() as u64).min(end),
+            );
+            if lo < hi {
+                op.superseded.push((lo, hi));
+            }
+        }
     }
 
     fn least_loaded_store(&self) -> Option<(StoreIdx, u64)> {
@@ -824,18 +866,30 @@ impl Client {
         }
         if op.succeeded == 0 {
             // Every copy failed. The retry takes a fresh version, so that deletes owed for the
-            // failed attempt (versions at or below the old one) can never touch it.
-            let version = self.next_version();
-            self.writes.get_mut(&key).expect("write").version = version;
-            self.place_write(key);
+            // failed attempt (versions at or below the old one) can never touch it; being the
+            // newest, it supersedes the writes in flight it overlaps.
+            self.retry_write(key);
             return;
         }
         let op = self.writes.remove(&key).expect("write");
         let (start, end) = (op.start, op.start + op.data.len() as u64);
-        self.apply_offloaded(start, end, op.version, op.succeeded);
-        if (op.succeeded.count_ones() as usize) < self.config.n_way {
-            self.vulnerable.push_back((start, end));
+        // The parts a later write superseded are stale on every store that took them.
+        let mut kept: RangeMap<()> = RangeMap::new();
+        kept.insert(start, end, ());
+        for &(lo, hi) in &op.superseded {
+            kept.remove(lo, hi);
+            for s in indices(op.succeeded) {
+                self.add_stale(s, lo, hi, op.version);
+            }
         }
+        let vulnerable = (op.succeeded.count_ones() as usize) < self.config.n_way;
+        for (lo, hi, _) in kept.iter() {
+            self.apply_offloaded(lo, hi, op.version, op.succeeded);
+            if vulnerable {
+                self.vulnerable.push_back((lo, hi));
+            }
+        }
+        self.supersede(start, end, op.version);
         self.stats.offloaded_writes += 1;
         self.stats.offloaded_write_bytes += end - start;
         for s in indices(op.succeeded) {
@@ -1108,7 +1162,10 @@ impl Client {
             Pending::ReclaimAny { writes_acked } => {
                 match reply {
                     Reply::ReadAny(Some((extent, data))) => {
-                        self.reclaim_got(store, vec![(extent, data)]);
+                        if !self.reclaim_got(store, vec![(extent, data)]) {
+                            let st = &mut self.stores[store];
+                            st.reclaim_after = self.now + self.config.probe_interval_ns;
+                        }
                         return;
                     }
                     Reply::ReadAny(None) if self.stores[store].writes_acked == writes_acked => {
@@ -1119,7 +1176,9 @@ impl Client {
                 self.reclaim_jobs -= 1;
             }
             Pending::ReclaimRead => match reply {
-                Reply::Read(pieces) => self.reclaim_got(store, pieces),
+                Reply::Read(pieces) => {
+                    self.reclaim_got(store, pieces);
+                }
                 _ => self.reclaim_jobs -= 1,
             },
             Pending::Delete {
@@ -1141,8 +1200,11 @@ impl Client {
                 self.maybe_collect_records(store);
             }
             Pending::RecordWrite { slot } => {
-                let ok = reply == Reply::Done;
-                self.record_written(store, slot, ok);
+                let outcome = match reply {
+                    Reply::Done => WriteOutcome::Done,
+                    _ => WriteOutcome::NotWritten,
+                };
+                self.record_written(store, slot, outcome);
             }
             Pending::RecordGc { slot } => {
                 if let Some(r) = self.records.get_mut(&slot) {
@@ -1195,7 +1257,14 @@ impl Client {
                 });
                 self.stores[store].stale_dirty = true;
             }
-            Pending::RecordWrite { slot } => self.record_written(store, slot, false),
+            Pending::RecordWrite { slot } => {
+                let outcome = if unknown {
+                    WriteOutcome::Unknown
+                } else {
+                    WriteOutcome::NotWritten
+                };
+                self.record_written(store, slot, outcome);
+            }
             Pending::RecordGc { slot } => {
                 if let Some(r) = self.records.get_mut(&slot) {
                     r.collecting &= !bit(store);
@@ -1268,13 +1337,23 @@ impl Client {
         self.parked_retry_at = None;
         let parked_writes = std::mem::take(&mut self.parked_writes);
         for key in parked_writes {
-            let version = self.next_version();
             if let Some(op) = self.writes.get_mut(&key) {
                 op.tried = 0;
-                op.version = version;
             }
-            self.place_write(key);
+            self.retry_write(key);
         }
+    }
+
+    /// Sends a write again under a fresh version: the newest now, nothing completed before
+    /// supersedes it.
+    fn retry_write(&mut self, key: u64) {
+        let version = self.next_version();
+        let Some(op) = self.writes.get_mut(&key) else {
+            return;
+        };
+        op.version = version;
+        op.superseded.clear();
+        self.place_write(key);
     }
 
     /// Removes a store from the store set (decommissioned, or down for too long). Off-loaded
@@ -1358,6 +1437,13 @@ impl Client {
         }
         if let Some(t) = self.parked_retry_at {
             consider(t);
+        }
+        if self.config.policy == Policy::Peak && self.is_ready() {
+            for s in &self.stores {
+                if s.up && s.may_hold && s.reclaim_after > self.now {
+                    consider(s.reclaim_after);
+                }
+            }
         }
         at
     }
@@ -1567,17 +1653,20 @@ impl Client {
         self.stores[target].stale_dirty = true;
     }
 
-    fn record_written(&mut self, store: StoreIdx, slot: u64, ok: bool) {
+    fn record_written(&mut self, store: StoreIdx, slot: u64, outcome: WriteOutcome) {
         let Some(r) = self.records.get_mut(&slot) else {
             return;
         };
         r.writing &= !bit(store);
-        if ok {
-            r.holders |= bit(store);
-        } else {
+        match outcome {
+            WriteOutcome::Done => r.holders |= bit(store),
             // One holder failed: the record is not durable on N stores. Its entries are
-            // recorded again; this record is collected.
-            r.collect = true;
+            // recorded again; this record is collected, also from a store that may hold it.
+            WriteOutcome::Unknown => {
+                r.holders |= bit(store);
+                r.collect = true;
+            }
+            WriteOutcome::NotWritten => r.collect = true,
         }
         if r.writing != 0 {
             return;
@@ -1693,7 +1782,10 @@ impl Client {
             let n = self.stores.len();
             let pick = (0..n)
                 .map(|k| (self.next_reclaim_store + k) % n)
-                .find(|&s| self.stores[s].up && self.stores[s].may_hold);
+                .find(|&s| {
+                    let st = &self.stores[s];
+                    st.up && st.may_hold && st.reclaim_after <= self.now
+                });
             let Some(s) = pick else {
                 break;
             };
@@ -1712,12 +1804,20 @@ impl Client {
     }
 
     /// Data read back for reclaim: the parts that are still the latest version are written to
-    /// the base volume; the others are stale on this store and deleted.
-    fn reclaim_got(&mut self, store: StoreIdx, pieces: Vec<(Extent, Vec<u8>)>) {
+    /// the base volume; the others are stale on this store and deleted. Returns whether any
+    /// of it needed work (false: all of it is being settled or written already).
+    fn reclaim_got(&mut self, store: StoreIdx, pieces: Vec<(Extent, Vec<u8>)>) -> bool {
+        let mut useful = false;
         let mut runs: Vec<(u64, u64, u64, Vec<u8>)> = Vec::new();
         for (e, data) in pieces {
             let (lo, hi, v) = (e.offset_bytes, e.offset_bytes + e.length_bytes, e.version);
             if data.len() as u64 != e.length_bytes {
+                continue;
+            }
+            if self.writes.values().any(|op| op.version == v) {
+                // A write of ours still waiting for its other copies: the store answered it
+                // already, the range map learns of it only once every copy is in. Neither
+                // reclaimed nor stale yet; read_any offers it again later.
                 continue;
             }
             let parts: Vec<(u64, u64, Option<Loc>)> = self
@@ -1729,8 +1829,10 @@ impl Client {
             for (plo, phi, loc) in parts {
                 match loc {
                     Some(l) if l.version == v && l.stores & bit(store) != 0 => {
-                        if l.on_base {
-                            continue; // Another reclaim got here first.
+                        if l.on_base || self.reclaiming.overlaps(plo, phi) {
+                            // Another reclaim got here first, or an older version's reclaim
+                            // write is still in flight there.
+                            continue;
                         }
                         let bytes = &data[(plo - lo) as usize..(phi - lo) as usize];
                         match runs.last_mut() {
@@ -1741,19 +1843,23 @@ impl Client {
                             _ => runs.push((plo, phi, v, bytes.to_vec())),
                         }
                     }
-                    _ => self.add_stale(store, plo, phi, v),
+                    _ => {
+                        useful = true;
+                        self.add_stale(store, plo, phi, v);
+                    }
                 }
             }
         }
         if runs.is_empty() {
             self.reclaim_jobs -= 1;
-            return;
+            return useful;
         }
         let job = self.id();
         let count = runs.len() as u32;
         let mut done = Vec::with_capacity(runs.len());
         for (lo, hi, v, data) in runs {
             let id = self.id();
+            self.reclaiming.insert(lo, hi, job);
             self.base_pending.insert(id, BaseKind::Reclaim { job });
             self.base_in_flight += 1;
             self.base_out.push_back(BaseOp::Write {
@@ -1765,6 +1871,7 @@ impl Client {
             done.push((lo, hi, v));
         }
         self.reclaim_writes.insert(job, (done, count));
+        true
     }
 
     /// A reclaim write reached the base volume (durably): the range reads from the base from now
@@ -1778,6 +1885,7 @@ impl Client {
         let (runs, _) = self.reclaim_writes.remove(&job).expect("reclaim job");
         self.reclaim_jobs -= 1;
         for (lo, hi, v) in runs {
+            self.reclaiming.remove(lo, hi);
             let mut written = 0;
             self.map.update(lo, hi, |a, b, old| {
                 old.map(|l| {
@@ -1815,12 +1923,10 @@ impl Client {
                 version,
                 deleting,
             } = self.settling[i];
-            if self.blocking_stale(start, end) {
-                i += 1;
-                continue;
-            }
             if !deleting {
-                // Invariant 3: every older copy is gone; the highest version may go now.
+                // Invariant 3: every older copy is gone (or goes with this version's own
+                // delete: on a store holding this version, deleting it deletes every older
+                // copy there too); the highest version may go now.
                 let parts: Vec<(u64, u64, u64)> = self
                     .map
                     .lookup(start, end)
@@ -1831,12 +1937,21 @@ impl Client {
                             .map(|l| (p.start, p.end, l.stores))
                     })
                     .collect();
+                let holders = parts.iter().fold(0, |m, p| m | p.2);
+                if self.older_copies_elsewhere(start, end, version, holders) {
+                    i += 1;
+                    continue;
+                }
                 for (lo, hi, stores) in parts {
                     for s in indices(stores) {
                         self.add_stale(s, lo, hi, version);
                     }
                 }
                 self.settling[i].deleting = true;
+                i += 1;
+                continue;
+            }
+            if self.blocking_stale(start, end) {
                 i += 1;
                 continue;
             }
@@ -2054,6 +2169,7 @@ fn new_store_state(info: StoreInfo, now: Nanos) -> StoreState {
         last_heard: now,
         busy_since: now,
         may_hold: false,
+        reclaim_after: 0,
         writes_acked: 0,
         stale: RangeMap::new(),
         stale_dirty: false,

@@ -374,6 +374,22 @@ impl Node {
                 let mut progress = false;
                 while let Some(op) = c.client.poll_base() {
                     progress = true;
+                    if self.trace {
+                        let (id, kind, at, len) = match &op {
+                            BaseOp::Read {
+                                id,
+                                offset_bytes,
+                                length_bytes,
+                            } => (id, "read", offset_bytes, *length_bytes),
+                            BaseOp::Write {
+                                id,
+                                offset_bytes,
+                                data,
+                                ..
+                            } => (id, "write", offset_bytes, data.len() as u64),
+                        };
+                        eprintln!("{now} node {} → base: {id} {kind} [{at}, +{len})", self.id);
+                    }
                     self.io.push(match op {
                         BaseOp::Read {
                             id,
@@ -501,6 +517,22 @@ fn describe(r: &Request) -> String {
     }
 }
 
+/// A reply without its bytes.
+fn describe_reply(r: &Reply) -> String {
+    let extent = |e: &cordillera_vstore::store::Extent| {
+        format!("[{}, +{}) v{:x}", e.offset_bytes, e.length_bytes, e.version)
+    };
+    match r {
+        Reply::Read(pieces) => {
+            let parts: Vec<String> = pieces.iter().map(|(e, _)| extent(e)).collect();
+            format!("Read {}", parts.join(" "))
+        }
+        Reply::ReadAny(Some((e, _))) => format!("ReadAny {}", extent(e)),
+        Reply::Metadata(extents) => format!("Metadata ({} extents)", extents.len()),
+        other => format!("{other:?}"),
+    }
+}
+
 fn request_bytes(r: &Request) -> u64 {
     match r {
         Request::Write { data, .. } => data.len() as u64,
@@ -553,7 +585,11 @@ impl Core for Node {
                             c.client.connection_lost(now, store);
                         }
                         if self.trace {
-                            eprintln!("{now} node {} ← store {store}: {id} {reply:?}", self.id);
+                            eprintln!(
+                                "{now} node {} ← store {store}: {id} {}",
+                                self.id,
+                                describe_reply(&reply)
+                            );
                         }
                         c.client.handle_store(now, store, id, reply, Some(load));
                     }
@@ -618,6 +654,12 @@ impl Core for Node {
                     BaseDone::Written { id: raw }
                 }
             };
+            if self.trace {
+                let id = match &done {
+                    BaseDone::Read { id, .. } | BaseDone::Written { id } => id,
+                };
+                eprintln!("{now} node {} ← base: {id}", self.id);
+            }
             c.client.handle_base(now, done);
         }
         self.pump(now);

@@ -462,8 +462,19 @@ impl Store {
 
     /// A one-line summary of the log's state, for diagnostics.
     pub fn describe(&self) -> String {
+        let oldest = self
+            .records
+            .iter()
+            .next()
+            .map_or(String::new(), |(seq, r)| {
+                let h = r.header;
+                format!(
+                    "; oldest record {seq}: {:?} client {:#x} [{}, +{}) v{:x}, {} live bytes",
+                    h.kind, h.client, h.offset_bytes, h.length_bytes, h.version, r.live_bytes
+                )
+            });
         format!(
-            "head {} tail {} durable tail {} (seq {}) next seq {} ack cursor {} kept {} passed {} waiting {} reads {} (disk reads {}) superblock in flight {}",
+            "head {} tail {} durable tail {} (seq {}) next seq {} ack cursor {} kept {} passed {} waiting {} reads {} (disk reads {}) superblock in flight {}{oldest}",
             self.head,
             self.tail_position(),
             self.durable.tail,

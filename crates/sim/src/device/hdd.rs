@@ -30,7 +30,8 @@ pub enum Scheduler {
     Fcfs,
     /// Elevator sweeping upward, jumping back to the lowest cylinder (C-LOOK).
     CLook,
-    /// Shortest positioning (seek + rotation) time first among the oldest `window` requests.
+    /// Shortest positioning (seek + rotation) time first among the oldest `window` requests;
+    /// a request waiting [`SPTF_MAX_WAIT_NS`] goes first.
     Sptf { window: usize },
 }
 
@@ -130,7 +131,12 @@ struct Pending {
     /// Whether the request's completion is reported (destages of the cache are internal).
     reported: bool,
     seq: u64,
+    arrived: Nanos,
 }
+
+/// A host request waiting this long is served next whatever its position: drives age their
+/// command queues so that shortest-positioning-first cannot starve a request far from the head.
+pub const SPTF_MAX_WAIT_NS: Nanos = 500_000_000;
 
 /// The disk model.
 pub struct Hdd {
@@ -268,6 +274,11 @@ impl Hdd {
             Scheduler::Sptf { window } => {
                 // The host's queue is `window` deep (NCQ); the drive's own cache destages are
                 // all candidates, wherever they sit in the queue.
+                if let Some(i) = self.fifo.iter().position(|p| p.reported) {
+                    if now.saturating_sub(self.fifo[i].arrived) >= SPTF_MAX_WAIT_NS {
+                        return self.fifo.remove(i);
+                    }
+                }
                 let mut host_seen = 0;
                 let mut best: Option<(usize, u64)> = None;
                 for (i, pending) in self.fifo.iter().enumerate() {
@@ -328,6 +339,7 @@ impl Device for Hdd {
             request,
             reported: !cached,
             seq,
+            arrived: now,
         });
         if self.in_service.is_none() {
             self.start_next(now);
