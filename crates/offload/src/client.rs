@@ -243,14 +243,32 @@ struct StoreState {
 }
 
 enum Pending {
-    Write { op: u64 },
-    Read { read: u64, start: u64, end: u64 },
-    ReclaimAny { writes_acked: u64 },
+    Write {
+        op: u64,
+    },
+    Read {
+        read: u64,
+        start: u64,
+        end: u64,
+    },
+    ReclaimAny {
+        writes_acked: u64,
+    },
     ReclaimRead,
-    Delete { start: u64, end: u64, version: u64 },
-    RecordWrite { slot: u64 },
-    RecordGc { slot: u64 },
+    Delete {
+        start: u64,
+        end: u64,
+        version: u64,
+    },
+    RecordWrite {
+        slot: u64,
+    },
+    RecordGc {
+        slot: u64,
+    },
     Metadata,
+    /// The companion's metadata: which deletion records to read.
+    RecordsMeta,
     Records,
     Probe,
 }
@@ -1224,6 +1242,33 @@ impl Client {
                     self.maybe_finish_fetch();
                 }
             }
+            Pending::RecordsMeta => {
+                if let (Phase::Fetching(_), Reply::Metadata(extents)) = (&self.phase, reply) {
+                    // Metadata is answered once every earlier write is durable, so the records
+                    // listed include those the previous incarnation was still writing.
+                    let end = extents
+                        .iter()
+                        .map(|e| e.offset_bytes + e.length_bytes)
+                        .max();
+                    match end {
+                        None => {
+                            if let Phase::Fetching(f) = &mut self.phase {
+                                f.records[store] = Some(Vec::new());
+                            }
+                            self.maybe_finish_fetch();
+                        }
+                        Some(end) => self.send(
+                            store,
+                            Request::Read {
+                                client: companion(self.config.client),
+                                offset_bytes: 0,
+                                length_bytes: end,
+                            },
+                            Pending::Records,
+                        ),
+                    }
+                }
+            }
             Pending::Records => {
                 if let (Phase::Fetching(f), Reply::Read(pieces)) = (&mut self.phase, reply) {
                     f.records[store] = Some(pieces);
@@ -1270,7 +1315,7 @@ impl Client {
                     r.collecting &= !bit(store);
                 }
             }
-            Pending::Metadata | Pending::Records => {
+            Pending::Metadata | Pending::RecordsMeta | Pending::Records => {
                 if let Phase::Fetching(f) = &mut self.phase {
                     f.retry_at[store] = Some(self.now + self.config.probe_interval_ns);
                 }
@@ -1481,8 +1526,10 @@ impl Client {
                 st.next_probe = now + self.config.probe_interval_ns;
                 self.send(
                     s,
-                    Request::Metadata {
+                    Request::Read {
                         client: PROBE_CLIENT,
+                        offset_bytes: 0,
+                        length_bytes: 1,
                     },
                     Pending::Probe,
                 );
@@ -1923,26 +1970,29 @@ impl Client {
                 version,
                 deleting,
             } = self.settling[i];
+            // The parts still holding this version (newer writes may have taken the rest).
+            let parts: Vec<(u64, u64, u64)> = self
+                .map
+                .lookup(start, end)
+                .into_iter()
+                .filter_map(|p| {
+                    p.value
+                        .filter(|l| l.version == version && l.on_base)
+                        .map(|l| (p.start, p.end, l.stores))
+                })
+                .collect();
             if !deleting {
                 // Invariant 3: every older copy is gone (or goes with this version's own
                 // delete: on a store holding this version, deleting it deletes every older
                 // copy there too); the highest version may go now.
-                let parts: Vec<(u64, u64, u64)> = self
-                    .map
-                    .lookup(start, end)
-                    .into_iter()
-                    .filter_map(|p| {
-                        p.value
-                            .filter(|l| l.version == version && l.on_base)
-                            .map(|l| (p.start, p.end, l.stores))
-                    })
-                    .collect();
-                let holders = parts.iter().fold(0, |m, p| m | p.2);
-                if self.older_copies_elsewhere(start, end, version, holders) {
+                if parts
+                    .iter()
+                    .any(|&(lo, hi, stores)| self.older_copies_elsewhere(lo, hi, version, stores))
+                {
                     i += 1;
                     continue;
                 }
-                for (lo, hi, stores) in parts {
+                for &(lo, hi, stores) in &parts {
                     for s in indices(stores) {
                         self.add_stale(s, lo, hi, version);
                     }
@@ -1951,18 +2001,20 @@ impl Client {
                 i += 1;
                 continue;
             }
-            if self.blocking_stale(start, end) {
+            if parts.iter().any(|&(lo, hi, _)| self.blocking_stale(lo, hi)) {
                 i += 1;
                 continue;
             }
             let mut removed = 0;
-            self.map.update(start, end, |lo, hi, old| match old {
-                Some(l) if l.version == version && l.on_base => {
-                    removed += hi - lo;
-                    None
-                }
-                old => old.copied(),
-            });
+            for &(lo, hi, _) in &parts {
+                self.map.update(lo, hi, |a, b, old| match old {
+                    Some(l) if l.version == version && l.on_base => {
+                        removed += b - a;
+                        None
+                    }
+                    old => old.copied(),
+                });
+            }
             self.stats.offloaded_bytes -= removed;
             self.settling.swap_remove(i);
         }
@@ -2009,10 +2061,13 @@ impl Client {
             return;
         };
         let (need_meta, need_records) = (f.metadata[s].is_none(), f.records[s].is_none());
-        let waiting = self
-            .outstanding
-            .values()
-            .any(|o| o.store == s && matches!(o.pending, Pending::Metadata | Pending::Records));
+        let waiting = self.outstanding.values().any(|o| {
+            o.store == s
+                && matches!(
+                    o.pending,
+                    Pending::Metadata | Pending::RecordsMeta | Pending::Records
+                )
+        });
         if waiting {
             return;
         }
@@ -2028,12 +2083,10 @@ impl Client {
         if need_records {
             self.send(
                 s,
-                Request::Read {
+                Request::Metadata {
                     client: companion(self.config.client),
-                    offset_bytes: 0,
-                    length_bytes: u64::MAX >> 1,
                 },
-                Pending::Records,
+                Pending::RecordsMeta,
             );
         }
     }

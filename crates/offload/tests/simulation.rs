@@ -40,17 +40,20 @@ const PHASE_NS: Nanos = 250_000_000;
 
 #[derive(Clone, Debug, Hash)]
 enum Msg {
+    /// `life`: the sender's incarnation; its reply is addressed to that incarnation only.
     Request {
         id: u64,
+        life: u64,
         request: Request,
     },
     /// `life`: the store's incarnation (a new one after each restart), standing in for the
-    /// connection a real client would see reset.
+    /// connection a real client would see reset; `to_life`: the incarnation that asked.
     Reply {
         id: u64,
         reply: Reply,
         load: u64,
         life: u64,
+        to_life: u64,
     },
 }
 
@@ -264,6 +267,9 @@ struct StoreSide {
     life: u64,
     /// Requests received and not answered: the load reported with each reply.
     open: u64,
+    /// Request tag → (sender, its id, its incarnation).
+    senders: HashMap<u64, (NodeId, u64, u64)>,
+    next_tag: u64,
     durable_writes: HashSet<u64>,
 }
 
@@ -429,7 +435,11 @@ impl Node {
                     let bytes = 200 + request_bytes(&request);
                     self.out.push(Outgoing {
                         to: c.store_nodes[store],
-                        message: Msg::Request { id, request },
+                        message: Msg::Request {
+                            id,
+                            life: self.store.life,
+                            request,
+                        },
                         bytes,
                     });
                 }
@@ -475,10 +485,9 @@ impl Node {
                 },
             });
         }
-        while let Some((tagged, reply)) = s.store.poll_reply() {
+        while let Some((tag, reply)) = s.store.poll_reply() {
             s.open -= 1;
-            let to = (tagged >> 48) as NodeId;
-            let id = tagged & ((1 << 48) - 1);
+            let (to, id, to_life) = s.senders.remove(&tag).expect("a request's sender");
             let bytes = 200 + reply_bytes(&reply);
             self.out.push(Outgoing {
                 to,
@@ -487,6 +496,7 @@ impl Node {
                     reply,
                     load: s.open,
                     life: s.life,
+                    to_life,
                 },
                 bytes,
             });
@@ -565,19 +575,23 @@ impl Core for Node {
 
     fn handle_message(&mut self, now: Nanos, from: NodeId, message: Msg) {
         match message {
-            Msg::Request { id, request } => {
-                self.store.open += 1;
-                self.store
-                    .store
-                    .handle_request(now, ((from as u64) << 48) | id, request);
+            Msg::Request { id, life, request } => {
+                let s = &mut self.store;
+                s.open += 1;
+                s.next_tag += 1;
+                s.senders.insert(s.next_tag, (from, id, life));
+                s.store.handle_request(now, s.next_tag, request);
             }
             Msg::Reply {
                 id,
                 reply,
                 load,
                 life,
+                to_life,
             } => {
-                if let Some(c) = &mut self.client {
+                if to_life != self.store.life {
+                    // For this node's previous incarnation, whose connections are gone.
+                } else if let Some(c) = &mut self.client {
                     if let Some(store) = c.store_nodes.iter().position(|&n| n == from) {
                         let known = c.store_lives.insert(from, life);
                         if known.is_some_and(|l| l != life) {
@@ -773,6 +787,8 @@ fn run(seed: u64) -> Result<Outcome, String> {
                     store,
                     life: lives,
                     open: 0,
+                    senders: HashMap::new(),
+                    next_tag: 0,
                     durable_writes: HashSet::new(),
                 },
                 out: Vec::new(),
@@ -842,10 +858,11 @@ fn run(seed: u64) -> Result<Outcome, String> {
         // Liveness: everything reclaimed, nothing owed.
         if !c.client.is_quiescent() {
             problems.push(format!(
-                "client {i}: not quiescent after the quiet period: {} off-loaded ranges {:?}, stats {:?}",
+                "client {i}: not quiescent after the quiet period: {} off-loaded ranges {:?}, stats {:?}; client: {}",
                 c.client.ranges().count(),
                 c.client.ranges().take(4).collect::<Vec<_>>(),
-                stats
+                stats,
+                c.client.describe()
             ));
         }
         // The base volume holds, for every block, a version the model allows now.

@@ -90,7 +90,10 @@ pub enum Request {
         length_bytes: u64,
         version: u64,
     },
-    /// The client's valid ranges and versions (for client recovery, Everest §3.2.1).
+    /// The client's valid ranges and versions (for client recovery, Everest §3.2.1). The
+    /// client's requests still waiting for space are refused (`Full`), and the answer waits
+    /// until every record appended before it is durable: a restarting client sees everything
+    /// its previous incarnation got into the log, and nothing of it lands later.
     Metadata {
         client: u64,
     },
@@ -335,6 +338,9 @@ pub struct Store {
     /// Reads held back while requests wait for space and the reads in flight keep the tail
     /// pointer from moving (a steady stream of reads would otherwise starve it).
     deferred_reads: VecDeque<(u64, Request)>,
+    /// Metadata requests waiting for the records appended before them to be durable: (id,
+    /// client, sequence number every earlier record is below).
+    barriers: Vec<(u64, u64, u64)>,
     /// Record writes in flight: id → (sequence number, written durably).
     io_records: HashMap<u64, (u64, bool)>,
     io_reads: HashMap<u64, (u64, usize)>,
@@ -380,6 +386,7 @@ impl Store {
             superblock_flushing: None,
             waiting: VecDeque::new(),
             deferred_reads: VecDeque::new(),
+            barriers: Vec::new(),
             io_records: HashMap::new(),
             io_reads: HashMap::new(),
             reads: HashMap::new(),
@@ -684,13 +691,42 @@ impl Store {
                 self.start_read(id, range.into_iter().collect(), true);
             }
             Request::Metadata { client } => {
-                let extents = self
-                    .indexes
-                    .get(&client)
-                    .map(|ix| ix.ranges().map(|r| self.extent_of(r)).collect())
-                    .unwrap_or_default();
-                self.replies.push_back((id, Reply::Metadata(extents)));
+                let waiting = std::mem::take(&mut self.waiting);
+                for (wid, request) in waiting {
+                    let theirs = match &request {
+                        Request::Write { client: c, .. } | Request::Delete { client: c, .. } => {
+                            *c == client
+                        }
+                        _ => false,
+                    };
+                    if theirs {
+                        self.replies
+                            .push_back((wid, Reply::Error(StoreError::Full)));
+                    } else {
+                        self.waiting.push_back((wid, request));
+                    }
+                }
+                self.barriers.push((id, client, self.next_seq));
+                self.drain_waiting();
             }
+        }
+    }
+
+    /// Answers the metadata requests whose earlier writes and deletes are all settled.
+    fn answer_barriers(&mut self) {
+        let mut i = 0;
+        while i < self.barriers.len() {
+            if self.ack_cursor < self.barriers[i].2 {
+                i += 1;
+                continue;
+            }
+            let (id, client, _) = self.barriers.remove(i);
+            let extents = self
+                .indexes
+                .get(&client)
+                .map(|ix| ix.ranges().map(|r| self.extent_of(r)).collect())
+                .unwrap_or_default();
+            self.replies.push_back((id, Reply::Metadata(extents)));
         }
     }
 
@@ -769,6 +805,7 @@ impl Store {
         if !self.waiting.is_empty() {
             self.persist_tail();
         }
+        self.answer_barriers();
     }
 
     /// Whether a delete removes live bytes of the oldest record, bringing the moment the tail
@@ -1048,6 +1085,7 @@ impl Store {
             self.ack_cursor += 1;
         }
         self.advance_tail();
+        self.answer_barriers();
     }
 
     /// Applies a durable record to its client's index.
