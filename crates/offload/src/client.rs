@@ -240,6 +240,9 @@ struct StoreState {
     writes_acked: u64,
     stale: RangeMap<Stale>,
     stale_dirty: bool,
+    /// No deletion record for this (failed) store before this: the last one was refused by a
+    /// holder (e.g. a full log), and writing it again at once would only be refused again.
+    record_after: Nanos,
 }
 
 enum Pending {
@@ -1490,6 +1493,11 @@ impl Client {
                 }
             }
         }
+        for s in &self.stores {
+            if !s.up && !s.removed && s.record_after > self.now && !s.stale.is_empty() {
+                consider(s.record_after);
+            }
+        }
         at
     }
 
@@ -1584,6 +1592,7 @@ impl Client {
                     .iter()
                     .filter(|(_, _, v)| !v.sent)
                     .map(|(lo, hi, v)| (lo, hi, v.version))
+                    .filter(|&(lo, hi, v)| self.delete_allowed(s, lo, hi, v))
                     .collect();
                 for (lo, hi, version) in todo {
                     if self.stores[s].deletes_in_flight >= DELETES_IN_FLIGHT_MAX {
@@ -1619,19 +1628,24 @@ impl Client {
         self.pump_record_gc();
     }
 
-    /// Invariant 1: a version is deleted from a store only once it is on the base volume, or a
-    /// higher version is on some store, or the copy there was never the acknowledged one.
+    /// Invariant 1: a delete of versions up to `version` may go to a store only where the
+    /// store holds no current copy at or below it that is not yet on the base volume (a
+    /// current copy is deleted once it is on the base volume or a higher version replaced it).
+    /// A copy whose write failed with an unknown outcome, over a current older copy on the same
+    /// store, waits: its delete would remove the current copy too.
+    fn delete_allowed(&self, store: StoreIdx, start: u64, end: u64, version: u64) -> bool {
+        self.map.lookup(start, end).iter().all(|p| {
+            p.value
+                .is_none_or(|l| l.on_base || l.stores & bit(store) == 0 || l.version > version)
+        })
+    }
+
     fn check_delete_allowed(&self, store: StoreIdx, start: u64, end: u64, version: u64) {
-        for p in self.map.lookup(start, end) {
-            if let Some(l) = p.value {
-                assert!(
-                    l.version != version || l.on_base || l.stores & bit(store) == 0,
-                    "invariant 1: deleting version {version} of [{}, {}) from store {store}, its only place",
-                    p.start,
-                    p.end
-                );
-            }
-        }
+        assert!(
+            self.delete_allowed(store, start, end, version),
+            "invariant 1: deleting versions up to {version} of [{start}, {end}) from store {store} removes a current copy: {:?}",
+            self.map.lookup(start, end)
+        );
     }
 
     /// Writes a deletion record of the unrecorded stale copies on a failed store to N other
@@ -1641,10 +1655,15 @@ impl Client {
             .stale
             .iter()
             .filter(|(_, _, v)| v.slot.is_none() && !v.recording)
-            .take(ENTRIES_MAX)
             .map(|(lo, hi, v)| (lo, hi, v.version))
+            .filter(|&(lo, hi, v)| self.delete_allowed(target, lo, hi, v))
+            .take(ENTRIES_MAX)
             .collect();
         if entries.is_empty() {
+            return;
+        }
+        if self.stores[target].record_after > self.now {
+            self.stores[target].stale_dirty = true;
             return;
         }
         let holders = self.choose_stores(self.config.n_way, bit(target));
@@ -1720,6 +1739,9 @@ impl Client {
         }
         let (target, entries, failed) = (r.target, r.entries.clone(), r.collect);
         let st = &mut self.stores[target];
+        if failed {
+            st.record_after = self.now + self.config.probe_interval_ns;
+        }
         for (lo, hi, version) in entries {
             st.stale.update(lo, hi, |_, _, old| {
                 old.map(|v| {
@@ -1949,6 +1971,10 @@ impl Client {
             });
             self.stats.reclaimed_bytes += written;
             if written > 0 {
+                // Deletes held back by this copy may go now.
+                for st in &mut self.stores {
+                    st.stale_dirty |= !st.stale.is_empty();
+                }
                 self.settling.push(Settle {
                     start: lo,
                     end: hi,
@@ -2226,5 +2252,6 @@ fn new_store_state(info: StoreInfo, now: Nanos) -> StoreState {
         writes_acked: 0,
         stale: RangeMap::new(),
         stale_dirty: false,
+        record_after: 0,
     }
 }

@@ -23,6 +23,7 @@ use cordillera_sim::presets;
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{Core, IoCommand, IoDone, NodeFault, Outgoing, World, WorldBuilder};
+use cordillera_vstore::index::ClientIndex;
 use cordillera_vstore::store::{Config as StoreConfig, DiskDone, DiskOp, Reply, Request, Store};
 
 const BLOCK: u64 = 4096;
@@ -262,13 +263,27 @@ struct ClientSide {
     store_lives: HashMap<NodeId, u64>,
 }
 
+/// What a node's store acknowledged, checked after each of its recoveries.
+#[derive(Default)]
+struct StoreShadow {
+    acked: HashMap<u64, ClientIndex>,
+    /// Deletes received and not acknowledged, by (store life, tag): (client, start, end,
+    /// version).
+    maybe_deleted: HashMap<(u64, u64), (u64, u64, u64, u64)>,
+    lost: Vec<String>,
+}
+
 struct StoreSide {
     store: Store,
     life: u64,
     /// Requests received and not answered: the load reported with each reply.
     open: u64,
-    /// Request tag → (sender, its id, its incarnation).
-    senders: HashMap<u64, (NodeId, u64, u64)>,
+    /// Request tag → (sender, its id, its incarnation, the write or delete asked).
+    senders: HashMap<u64, (NodeId, u64, u64, Option<Request>)>,
+    /// What the store acknowledged; it outlives crashes of the node.
+    shadow: Rc<RefCell<StoreShadow>>,
+    /// The store was recovering: its contents are checked against `acked` once it is ready.
+    check_when_ready: bool,
     next_tag: u64,
     durable_writes: HashSet<u64>,
 }
@@ -454,6 +469,49 @@ impl Node {
             }
         }
         let s = &mut self.store;
+        if s.check_when_ready && s.store.is_ready() {
+            s.check_when_ready = false;
+            if self.trace {
+                eprintln!(
+                    "{now} store on node {} recovered: {:?}; {}",
+                    self.id,
+                    s.store.stats(),
+                    s.store.describe()
+                );
+            }
+            let have: HashMap<u64, Vec<cordillera_vstore::store::Extent>> =
+                s.store.clients().into_iter().collect();
+            let mut shadow = s.shadow.borrow_mut();
+            let mut lost = Vec::new();
+            for (client, ix) in shadow.acked.iter() {
+                for r in ix.ranges() {
+                    let covered: u64 = have
+                        .get(client)
+                        .map(|extents| {
+                            extents
+                                .iter()
+                                .filter(|e| e.version >= r.version)
+                                .map(|e| {
+                                    let lo = e.offset_bytes.max(r.start);
+                                    let hi = (e.offset_bytes + e.length_bytes).min(r.end);
+                                    hi.saturating_sub(lo)
+                                })
+                                .sum()
+                        })
+                        .unwrap_or(0);
+                    let deleted = shadow.maybe_deleted.values().any(|&(c, lo, hi, v)| {
+                        c == *client && lo < r.end && r.start < hi && v >= r.version
+                    });
+                    if covered < r.end - r.start && !deleted {
+                        lost.push(format!(
+                            "{now} ns: the store on node {} recovered without acknowledged {client:#x} [{}, {}) v{:x}",
+                            self.id, r.start, r.end, r.version
+                        ));
+                    }
+                }
+            }
+            shadow.lost.extend(lost);
+        }
         while let Some(op) = s.store.poll_disk() {
             self.io.push(match op {
                 DiskOp::Read {
@@ -487,7 +545,42 @@ impl Node {
         }
         while let Some((tag, reply)) = s.store.poll_reply() {
             s.open -= 1;
-            let (to, id, to_life) = s.senders.remove(&tag).expect("a request's sender");
+            let (to, id, to_life, asked) = s.senders.remove(&tag).expect("a request's sender");
+            if reply == Reply::Done {
+                let mut shadow = s.shadow.borrow_mut();
+                shadow.maybe_deleted.remove(&(s.life, tag));
+                let acked = &mut shadow.acked;
+                match asked {
+                    Some(Request::Write {
+                        client,
+                        offset_bytes,
+                        version,
+                        data,
+                        ..
+                    }) => {
+                        acked.entry(client).or_default().write(
+                            offset_bytes,
+                            offset_bytes + data.len() as u64,
+                            version,
+                            0,
+                        );
+                    }
+                    Some(Request::Delete {
+                        client,
+                        offset_bytes,
+                        length_bytes,
+                        version,
+                        ..
+                    }) => {
+                        acked.entry(client).or_default().delete(
+                            offset_bytes,
+                            offset_bytes + length_bytes,
+                            version,
+                        );
+                    }
+                    _ => {}
+                }
+            }
             let bytes = 200 + reply_bytes(&reply);
             self.out.push(Outgoing {
                 to,
@@ -579,7 +672,23 @@ impl Core for Node {
                 let s = &mut self.store;
                 s.open += 1;
                 s.next_tag += 1;
-                s.senders.insert(s.next_tag, (from, id, life));
+                let asked = matches!(request, Request::Write { .. } | Request::Delete { .. })
+                    .then(|| request.clone());
+                if let Request::Delete {
+                    client,
+                    offset_bytes,
+                    length_bytes,
+                    version,
+                    ..
+                } = request
+                {
+                    // Until acknowledged, it may or may not take effect (a crash may come).
+                    s.shadow.borrow_mut().maybe_deleted.insert(
+                        (s.life, s.next_tag),
+                        (client, offset_bytes, offset_bytes + length_bytes, version),
+                    );
+                }
+                s.senders.insert(s.next_tag, (from, id, life, asked));
                 s.store.handle_request(now, s.next_tag, request);
             }
             Msg::Reply {
@@ -728,6 +837,10 @@ fn run(seed: u64) -> Result<Outcome, String> {
     let mut started = [false; NODES];
     let mut lives = 0u64;
     let builder_models = models.clone();
+    let shadows: Vec<Rc<RefCell<StoreShadow>>> = (0..NODES)
+        .map(|_| Rc::new(RefCell::new(StoreShadow::default())))
+        .collect();
+    let builder_shadows = shadows.clone();
     let builder = WorldBuilder {
         new_core: Box::new(move |id: NodeId| {
             let restart = started[id];
@@ -788,6 +901,8 @@ fn run(seed: u64) -> Result<Outcome, String> {
                     life: lives,
                     open: 0,
                     senders: HashMap::new(),
+                    shadow: builder_shadows[id].clone(),
+                    check_when_ready: restart,
                     next_tag: 0,
                     durable_writes: HashSet::new(),
                 },
@@ -881,6 +996,9 @@ fn run(seed: u64) -> Result<Outcome, String> {
                 break;
             }
         }
+    }
+    for shadow in &shadows {
+        problems.extend(shadow.borrow().lost.iter().take(4).cloned());
     }
     for n in 0..NODES {
         let Some(node) = world.core(n) else {

@@ -341,6 +341,9 @@ pub struct Store {
     /// Metadata requests waiting for the records appended before them to be durable: (id,
     /// client, sequence number every earlier record is below).
     barriers: Vec<(u64, u64, u64)>,
+    /// After a recovery that found no record, until a superblock naming this life's epoch is
+    /// durable: records are not acknowledged (see `finish_recovery`).
+    epoch_unrecorded: bool,
     /// Record writes in flight: id → (sequence number, written durably).
     io_records: HashMap<u64, (u64, bool)>,
     io_reads: HashMap<u64, (u64, usize)>,
@@ -387,6 +390,7 @@ impl Store {
             waiting: VecDeque::new(),
             deferred_reads: VecDeque::new(),
             barriers: Vec::new(),
+            epoch_unrecorded: false,
             io_records: HashMap::new(),
             io_reads: HashMap::new(),
             reads: HashMap::new(),
@@ -1073,6 +1077,9 @@ impl Store {
     /// Acknowledges durable records in log order, applies them to the index, and moves the tail
     /// over stale records.
     fn acknowledge(&mut self) {
+        if self.epoch_unrecorded {
+            return;
+        }
         while let Some(info) = self.records.get(&self.ack_cursor).copied() {
             if info.state != RecordState::Durable {
                 break;
@@ -1136,6 +1143,10 @@ impl Store {
 
     fn superblock_durable(&mut self, sb: Superblock) {
         self.superblock_in_flight = None;
+        if self.epoch_unrecorded && sb.tail_epoch == self.epoch {
+            self.epoch_unrecorded = false;
+            self.acknowledge();
+        }
         while self
             .passed
             .front()
@@ -1373,6 +1384,23 @@ impl Store {
             self.ack_cursor = h.seq + 1;
         }
         self.advance_tail();
+        if scan.consumed == 0 {
+            // No record at the tail: the superblock names the epoch of a record that never
+            // became durable, and a new record at the tail (of this life's epoch) would not
+            // chain on at the next recovery. Record this life's epoch first; records are
+            // acknowledged only once it is durable.
+            self.epoch_unrecorded = true;
+            let sb = Superblock {
+                store_id: self.store_id,
+                generation: self.durable.generation + 1,
+                log_bytes: self.config.log_bytes,
+                tail: self.head,
+                tail_seq: self.next_seq,
+                tail_epoch: self.epoch,
+                tail_prev_epoch: self.last_epoch,
+            };
+            self.write_superblock_now(sb);
+        }
         self.stats.valid_data_bytes = self.records.values().map(|r| r.live_bytes).sum();
         self.stats.recovery_ns = now - scan.started;
         self.last_activity = now;
