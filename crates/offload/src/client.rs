@@ -1912,8 +1912,24 @@ impl Client {
                             _ => runs.push((plo, phi, v, bytes.to_vec())),
                         }
                     }
-                    _ => {
+                    Some(l) if l.stores & bit(store) != 0 && l.version < v && !l.on_base => {
+                        // A newer copy the map does not know of (a write whose outcome was
+                        // unknown, still being retried or never acknowledged) hides the
+                        // current one on this store, which will never be offered: adopt it,
+                        // as recovery would. Reads may return it: its write is concurrent.
                         useful = true;
+                        self.stores[store]
+                            .stale
+                            .update(plo, phi, |_, _, old| match old {
+                                Some(x) if x.version <= v && !x.sent => None,
+                                other => other.copied(),
+                            });
+                        self.apply_offloaded(plo, phi, v, bit(store));
+                        self.vulnerable.push_back((plo, phi));
+                    }
+                    _ => {
+                        // Work only if its delete may go (else read_any backs off).
+                        useful |= self.delete_allowed(store, plo, phi, v);
                         self.add_stale(store, plo, phi, v);
                     }
                 }
