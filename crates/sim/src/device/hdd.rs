@@ -136,7 +136,7 @@ struct Pending {
 
 /// A host request waiting this long is served next whatever its position: drives age their
 /// command queues so that shortest-positioning-first cannot starve a request far from the head.
-pub const SPTF_MAX_WAIT_NS: Nanos = 500_000_000;
+pub const SPTF_MAX_WAIT_NS: Nanos = 4_000_000_000;
 
 /// The disk model.
 pub struct Hdd {
