@@ -291,8 +291,8 @@ struct WriteOp {
     waiting: u32,
     succeeded: u64,
     tried: u64,
-    /// Parts overwritten by a later off-loaded write issued while this one was in flight:
-    /// the later one wins there (deletes owed for older versions may remove this copy).
+    /// Parts a newer write took while this one was in flight (it completed first, see
+    /// `supersede`): the newer one wins there (deletes owed for it may remove this copy).
     superseded: Vec<(u64, u64)>,
 }
 
@@ -704,13 +704,8 @@ impl Client {
     /// then a new write there must be off-loaded (invariant 2, extended to copies whose fate is
     /// unknown, e.g. writes that timed out).
     fn blocking_stale(&self, start: u64, end: u64) -> bool {
-        self.stores.iter().any(|s| {
-            !s.stale.is_empty()
-                && s.stale
-                    .lookup(start, end)
-                    .iter()
-                    .any(|p| p.value.is_some_and(|v| v.slot.is_none()))
-        })
+        // No holder: every copy not deleted for sure stays behind.
+        self.older_copies_elsewhere(start, end, u64::MAX, 0)
     }
 
     /// Whether a copy in `[start, end)` that is not deleted for sure stays behind when
@@ -895,16 +890,21 @@ impl Client {
         let op = self.writes.remove(&key).expect("write");
         let (start, end) = (op.start, op.start + op.data.len() as u64);
         // The parts a later write superseded are stale on every store that took them.
-        let mut kept: RangeMap<()> = RangeMap::new();
-        kept.insert(start, end, ());
-        for &(lo, hi) in &op.superseded {
-            kept.remove(lo, hi);
-            for s in indices(op.succeeded) {
-                self.add_stale(s, lo, hi, op.version);
+        let kept: Vec<(u64, u64)> = if op.superseded.is_empty() {
+            vec![(start, end)]
+        } else {
+            let mut kept: RangeMap<()> = RangeMap::new();
+            kept.insert(start, end, ());
+            for &(lo, hi) in &op.superseded {
+                kept.remove(lo, hi);
+                for s in indices(op.succeeded) {
+                    self.add_stale(s, lo, hi, op.version);
+                }
             }
-        }
+            kept.iter().map(|(lo, hi, _)| (lo, hi)).collect()
+        };
         let vulnerable = (op.succeeded.count_ones() as usize) < self.config.n_way;
-        for (lo, hi, _) in kept.iter() {
+        for (lo, hi) in kept {
             self.apply_offloaded(lo, hi, op.version, op.succeeded);
             if vulnerable {
                 self.vulnerable.push_back((lo, hi));
@@ -957,15 +957,19 @@ impl Client {
         }
     }
 
-    /// Resolves `[start, end)` of a read by the range map: base pieces, store pieces (least
-    /// loaded replica), parked pieces (no replica available).
-    fn read_piece(&mut self, read: u64, start: u64, end: u64) {
-        let pieces: Vec<(u64, u64, Option<Loc>)> = self
-            .map
+    /// The range map over `[start, end)`, piece by piece (`None`: on the base volume only).
+    fn map_pieces(&self, start: u64, end: u64) -> Vec<(u64, u64, Option<Loc>)> {
+        self.map
             .lookup(start, end)
             .into_iter()
             .map(|p| (p.start, p.end, p.value.copied()))
-            .collect();
+            .collect()
+    }
+
+    /// Resolves `[start, end)` of a read by the range map: base pieces, store pieces (least
+    /// loaded replica), parked pieces (no replica available).
+    fn read_piece(&mut self, read: u64, start: u64, end: u64) {
+        let pieces: Vec<(u64, u64, Option<Loc>)> = self.map_pieces(start, end);
         for (lo, hi, loc) in pieces {
             match loc {
                 None | Some(Loc { on_base: true, .. }) => {
@@ -1889,12 +1893,7 @@ impl Client {
                 // reclaimed nor stale yet; read_any offers it again later.
                 continue;
             }
-            let parts: Vec<(u64, u64, Option<Loc>)> = self
-                .map
-                .lookup(lo, hi)
-                .into_iter()
-                .map(|p| (p.start, p.end, p.value.copied()))
-                .collect();
+            let parts: Vec<(u64, u64, Option<Loc>)> = self.map_pieces(lo, hi);
             for (plo, phi, loc) in parts {
                 match loc {
                     Some(l) if l.version == v && l.stores & bit(store) != 0 => {
@@ -1971,11 +1970,12 @@ impl Client {
         self.reclaim_jobs -= 1;
         for (lo, hi, v) in runs {
             self.reclaiming.remove(lo, hi);
-            let mut written = 0;
+            let (mut written, mut holders) = (0, 0);
             self.map.update(lo, hi, |a, b, old| {
                 old.map(|l| {
                     if l.version == v && !l.on_base {
                         written += b - a;
+                        holders |= l.stores;
                         Loc {
                             on_base: true,
                             ..*l
@@ -1987,8 +1987,9 @@ impl Client {
             });
             self.stats.reclaimed_bytes += written;
             if written > 0 {
-                // Deletes held back by this copy may go now.
-                for st in &mut self.stores {
+                // Deletes held back by this copy (on the stores holding it) may go now.
+                for s in indices(holders) {
+                    let st = &mut self.stores[s];
                     st.stale_dirty |= !st.stale.is_empty();
                 }
                 self.settling.push(Settle {
