@@ -9,10 +9,13 @@
 //! - `sim_cmd`: `sim disk|replay|calibrate`.
 //! - `store_cmd`: `store format|serve|inspect`.
 //! - `bench`: `bench trace`, `bench sim`, throughput figures against a baseline measured in the same run.
+//! - `lab_cmd`, `lab_plots`: `lab everest`, its tables, CSV and SVG output.
 //! - `demo`: the main job on a built-in synthetic trace.
 
 mod bench;
 mod demo;
+mod lab_cmd;
+mod lab_plots;
 mod sim_cmd;
 mod store_bench;
 mod store_cmd;
@@ -38,6 +41,8 @@ enum Command {
     Store(store_cmd::StoreArgs),
     /// Benchmarks that print measured figures.
     Bench(bench::BenchArgs),
+    /// The papers' experiments on the simulator with the real cores.
+    Lab(lab_cmd::LabArgs),
     /// Generate a built-in synthetic bursty trace and characterize it (no data needed).
     Demo(demo::DemoArgs),
 }
@@ -49,6 +54,7 @@ fn main() {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Store(args) => store_cmd::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Lab(args) => lab_cmd::run(args),
         Command::Demo(args) => demo::run(args),
     };
     if let Err(error) = result {

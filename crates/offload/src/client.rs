@@ -379,6 +379,9 @@ pub struct Client {
     /// an overlapping range waits for it: the disk may complete concurrent writes in any order.
     reclaiming: RangeMap<u64>,
     settling: Vec<Settle>,
+    /// Something a settling reclaim waits for may have changed (a stale list, a deletion
+    /// record, the range map): `pump_settle` looks at every entry again only then.
+    settle_dirty: bool,
     vulnerable: VecDeque<(u64, u64)>,
     next_reclaim_store: usize,
     records: BTreeMap<u64, DelRecordInfo>,
@@ -428,6 +431,7 @@ impl Client {
             reclaim_writes: HashMap::new(),
             reclaiming: RangeMap::new(),
             settling: Vec::new(),
+            settle_dirty: false,
             vulnerable: VecDeque::new(),
             next_reclaim_store: 0,
             records: BTreeMap::new(),
@@ -473,6 +477,12 @@ impl Client {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Changes when writes are off-loaded from now on (e.g. "always" for a burst, then "peak"
+    /// so that the data is reclaimed). Data already off-loaded stays correct under any policy.
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.config.policy = policy;
     }
 
     /// The store set (removed stores excluded), by index.
@@ -925,6 +935,7 @@ impl Client {
     fn apply_offloaded(&mut self, start: u64, end: u64, version: u64, stores: u64) {
         let mut stale: Vec<(StoreIdx, u64, u64, u64)> = Vec::new();
         let mut gained = 0u64;
+        self.settle_dirty |= !self.settling.is_empty();
         self.map.update(start, end, |lo, hi, old| match old {
             Some(o) if o.version > version => {
                 stale.extend(indices(stores & !o.stores).map(|s| (s, lo, hi, version)));
@@ -1219,6 +1230,8 @@ impl Client {
                         Some(v) => Some(Stale { sent: false, ..*v }),
                         None => None,
                     });
+                // A settling reclaim may have waited for this delete.
+                self.settle_dirty = true;
                 if !ok {
                     self.stores[store].stale_dirty = true;
                 }
@@ -1239,6 +1252,7 @@ impl Client {
                     }
                     if r.holders == 0 {
                         self.records.remove(&slot);
+                        self.settle_dirty = true;
                         self.stats.deletion_records_collected += 1;
                     }
                 }
@@ -1420,6 +1434,7 @@ impl Client {
         st.removed = true;
         st.up = false;
         st.stale = RangeMap::new();
+        self.settle_dirty = true;
         let mut lost = 0;
         let mut removed_bytes = 0;
         self.map.update(0, u64::MAX, |lo, hi, old| {
@@ -1814,6 +1829,7 @@ impl Client {
             .collect();
         for slot in empty {
             self.records.remove(&slot);
+            self.settle_dirty = true;
             self.stats.deletion_records_collected += 1;
         }
     }
@@ -1998,6 +2014,7 @@ impl Client {
                     version: v,
                     deleting: false,
                 });
+                self.settle_dirty = true;
             }
         }
     }
@@ -2005,6 +2022,7 @@ impl Client {
     /// Advances reclaims waiting on deletes: once no older copy remains, the copies of the
     /// reclaimed version are deleted; once those are gone too, the range leaves the map.
     fn pump_settle(&mut self) {
+        let mut changed = false;
         let mut i = 0;
         while i < self.settling.len() {
             let Settle {
@@ -2041,6 +2059,7 @@ impl Client {
                     }
                 }
                 self.settling[i].deleting = true;
+                changed = true;
                 i += 1;
                 continue;
             }
@@ -2060,7 +2079,10 @@ impl Client {
             }
             self.stats.offloaded_bytes -= removed;
             self.settling.swap_remove(i);
+            changed = true;
         }
+        // What changed here may unblock other entries: look once more at the next pump.
+        self.settle_dirty |= changed;
     }
 
     // -----------------------------------------------------------------------------------------
@@ -2238,8 +2260,28 @@ impl Client {
         if !self.is_ready() {
             return;
         }
+        if self.stores.iter().any(|s| s.stale_dirty) {
+            self.settle_dirty = true;
+        }
         self.pump_stale();
-        self.pump_settle();
+        if std::mem::take(&mut self.settle_dirty) {
+            self.pump_settle();
+        } else if cfg!(debug_assertions) {
+            // Checks that `settle_dirty` follows every change a settling entry waits for: a
+            // pass now must change nothing.
+            let state = |c: &Client| -> Vec<(u64, bool)> {
+                c.settling.iter().map(|s| (s.version, s.deleting)).collect()
+            };
+            let before = state(self);
+            self.pump_settle();
+            assert_eq!(
+                before,
+                state(self),
+                "a settling reclaim progressed without settle_dirty: {}",
+                self.describe()
+            );
+            self.settle_dirty = false;
+        }
         self.pump_stale();
         self.pump_reclaim();
     }

@@ -65,6 +65,19 @@ impl Histogram {
         self.count
     }
 
+    /// Adds every value of `other` (the result is the histogram of both sets of values).
+    pub fn merge(&mut self, other: &Histogram) {
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
+        self.count += other.count;
+        self.sum_ns += other.sum_ns;
+        self.max_ns = self.max_ns.max(other.max_ns);
+    }
+
     pub fn mean_ns(&self) -> Option<f64> {
         (self.count > 0).then(|| self.sum_ns as f64 / self.count as f64)
     }
@@ -100,6 +113,23 @@ impl Histogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merging_equals_recording_both() {
+        let (mut a, mut b, mut both) = (Histogram::new(), Histogram::new(), Histogram::new());
+        for v in 1..5_000u64 {
+            let value = v * v * 37;
+            if v % 3 == 0 {
+                a.record(value)
+            } else {
+                b.record(value)
+            }
+            both.record(value);
+        }
+        a.merge(&b);
+        assert_eq!(a.summary(), both.summary());
+        assert_eq!(a.count(), 4_999);
+    }
 
     #[test]
     fn quantiles_within_bucket_precision() {

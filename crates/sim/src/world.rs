@@ -14,7 +14,7 @@
 //! unflushed write meets the fate of [`SimStorage::crash`]. A restart builds a new core, which
 //! must recover from its disk, and calls `handle_start`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
 
 use cordillera_types::Op;
@@ -116,8 +116,12 @@ struct Node<C> {
     /// Device request id → the command (ordered, so crashes treat them in a fixed order).
     in_flight: BTreeMap<u64, IoCommand>,
     next_device_id: u64,
-    /// Flushes waiting for the writes issued before them: (core id, writes that must finish).
-    flushes: Vec<(u64, Vec<u64>)>,
+    /// Flushes waiting for the writes issued before them, in issue order: (core id, the device
+    /// id of the next request when the flush was issued). Device ids only grow, so a flush is
+    /// ready once no write below its bound is in flight.
+    flushes: VecDeque<(u64, u64)>,
+    /// Device ids of the writes in flight.
+    writes_in_flight: BTreeSet<u64>,
     /// Flushes whose writes are done, completing at their time.
     flush_done: VecDeque<(Nanos, u64)>,
     timer_at: Option<Nanos>,
@@ -169,7 +173,8 @@ impl<C: Core> World<C> {
                 epoch: 0,
                 in_flight: BTreeMap::new(),
                 next_device_id: 0,
-                flushes: Vec::new(),
+                flushes: VecDeque::new(),
+                writes_in_flight: BTreeSet::new(),
                 flush_done: VecDeque::new(),
                 timer_at: None,
                 disk_at: None,
@@ -332,6 +337,7 @@ impl<C: Core> World<C> {
             }
         }
         n.flushes.clear();
+        n.writes_in_flight.clear();
         n.flush_done.clear();
         n.timer_at = None;
         n.disk_at = None;
@@ -395,13 +401,7 @@ impl<C: Core> World<C> {
         let now = self.now;
         let n = &mut self.nodes[node];
         if let IoCommand::Flush { id } = io {
-            let waiting: Vec<u64> = n
-                .in_flight
-                .iter()
-                .filter(|(_, c)| matches!(c, IoCommand::Write { .. }))
-                .map(|(device_id, _)| *device_id)
-                .collect();
-            n.flushes.push((id, waiting));
+            n.flushes.push_back((id, n.next_device_id));
             self.finish_flushes(node);
             self.reschedule(node);
             return;
@@ -429,6 +429,9 @@ impl<C: Core> World<C> {
             },
             IoCommand::Flush { .. } => unreachable!(),
         };
+        if matches!(io, IoCommand::Write { .. }) {
+            n.writes_in_flight.insert(device_id);
+        }
         n.in_flight.insert(device_id, io);
         n.device.submit(now, request);
     }
@@ -438,12 +441,12 @@ impl<C: Core> World<C> {
         let flush_ns = self.builder.flush_ns;
         let now = self.now;
         let n = &mut self.nodes[node];
-        let in_flight = &n.in_flight;
-        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut n.flushes)
-            .into_iter()
-            .partition(|(_, writes)| writes.iter().all(|w| !in_flight.contains_key(w)));
-        n.flushes = waiting;
-        for (id, _) in ready {
+        let oldest_write = n.writes_in_flight.first().copied().unwrap_or(u64::MAX);
+        while let Some(&(id, bound)) = n.flushes.front() {
+            if oldest_write < bound {
+                break;
+            }
+            n.flushes.pop_front();
             n.flush_done.push_back((now + flush_ns, id));
         }
     }
@@ -460,6 +463,7 @@ impl<C: Core> World<C> {
                 let Some(command) = n.in_flight.remove(&c.id) else {
                     continue;
                 };
+                n.writes_in_flight.remove(&c.id);
                 results.push(match command {
                     IoCommand::Read {
                         id,

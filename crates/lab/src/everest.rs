@@ -1,0 +1,773 @@
+//! `cordillera lab everest`: Everest §4.1 on any trace or generated workload, and the
+//! micro-benchmarks of §4.3.
+//!
+//! 1. Find the top peak episodes (Table 1): 1-minute request rates, 15-minute segments, the
+//!    peak's segment and the next one.
+//! 2. In each episode, take the volumes with the maximum, median and minimum request counts.
+//!    Each becomes a RAID-0 of four `cheetah-15k` disks hosting a client and, on the last 2.9 %,
+//!    a store; every client off-loads to the other two volumes' stores (1-way, one server).
+//! 3. Replay the episode open-loop from its timestamps under three configurations: baseline (no
+//!    off-load), always off-load, peak off-load (T_base = T_store = 32, N_reclaim = 256).
+//!
+//! Then: off-loaded data over time (Figure 6), sensitivity to T_base, T_store and N_reclaim
+//! (Figure 7), NVRAM with and without off-load (Figure 8), worst-case recovery (Table 3), the
+//! client core's CPU time per off-loaded write, and the §4.3 micro-benchmarks.
+
+use cordillera_offload::client::Policy;
+use cordillera_sim::device::nvram::NvramParams;
+use cordillera_sim::histogram::{Histogram, LatencySummary};
+use cordillera_sim::kernel::Nanos;
+use cordillera_trace::peaks::{Episode, PeaksBuilder, PeaksOptions};
+use cordillera_trace::RecordReader;
+use cordillera_types::units::{KIB, MIB};
+use cordillera_types::Op;
+use serde::Serialize;
+
+use crate::volumes::{self, IoReq, Load, Outcome, Setup, VolumeSpec};
+
+/// The parts of the experiment (`--parts`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Parts {
+    pub sensitivity: bool,
+    pub nvram: bool,
+    pub recovery: bool,
+    pub micro: bool,
+}
+
+impl Parts {
+    pub fn all() -> Parts {
+        Parts {
+            sensitivity: true,
+            nvram: true,
+            recovery: true,
+            micro: true,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub peaks: PeaksOptions,
+    pub t_base: u64,
+    pub t_store: u64,
+    pub n_reclaim: usize,
+    /// Sensitivity values (Figure 7).
+    pub t_base_values: Vec<u64>,
+    pub t_store_values: Vec<u64>,
+    pub n_reclaim_values: Vec<usize>,
+    /// NVRAM shared by the three volumes (Figure 8: 128 MB, half for writes).
+    pub nvram_bytes: u64,
+    pub nvram_write_fraction: f64,
+    /// Micro-benchmark run length (§4.3: 20 s) and queue depth.
+    pub micro_s: u64,
+    pub micro_depth: usize,
+    pub parts: Parts,
+    /// Off-loaded data is sampled this often (Figure 6).
+    pub sample_ns: Nanos,
+    pub seed: u64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            peaks: PeaksOptions::default(),
+            t_base: 32,
+            t_store: 32,
+            n_reclaim: 256,
+            t_base_values: vec![4, 16, 32, 64, 128],
+            t_store_values: vec![4, 16, 32, 64, 128],
+            n_reclaim_values: vec![16, 64, 256, 1024],
+            nvram_bytes: 128 * MIB,
+            nvram_write_fraction: 0.5,
+            micro_s: 20,
+            micro_depth: 32,
+            parts: Parts::all(),
+            sample_ns: 10_000_000_000,
+            seed: 1,
+        }
+    }
+}
+
+/// Response times of one configuration on one episode (all three volumes together).
+#[derive(Clone, Debug, Serialize)]
+pub struct ConfigResult {
+    pub requests: u64,
+    pub mean_ms: Option<f64>,
+    pub read_mean_ms: Option<f64>,
+    pub write_mean_ms: Option<f64>,
+    pub read_p99_ms: Option<f64>,
+    pub write_p99_ms: Option<f64>,
+    pub reads: LatencySummary,
+    pub writes: LatencySummary,
+    /// Per volume (maximum, median, minimum): mean response time, ms.
+    pub volume_mean_ms: Vec<Option<f64>>,
+    pub offloaded_writes: u64,
+    pub offloaded_write_bytes: u64,
+    pub reclaimed_bytes: u64,
+    /// Reads served (in part) by stores.
+    pub store_reads: u64,
+    /// Off-loaded bytes, summed over the clients, at each sample (Figure 6).
+    pub offloaded_bytes: Vec<u64>,
+    pub offloaded_max_bytes: u64,
+    /// Time-average of the off-loaded bytes over the episode.
+    pub offloaded_mean_bytes: f64,
+    /// When the last request was answered (s from the episode start).
+    pub last_answer_s: f64,
+    /// Off-loaded bytes left when the run ended.
+    pub offloaded_at_end_bytes: u64,
+    /// The client core's time per off-loaded write and per request, µs (measured wall time of
+    /// the client's calls on this machine; the simulator is single-threaded).
+    pub client_us_per_offloaded_write: Option<f64>,
+    pub client_us_per_request: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct EpisodeVolumeInfo {
+    pub volume: String,
+    pub requests: u64,
+    pub read_pct: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Configs {
+    pub baseline: ConfigResult,
+    pub always: ConfigResult,
+    pub peak: ConfigResult,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct EpisodeReport {
+    pub rank: usize,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// All volumes of the episode (Table 1).
+    pub requests: u64,
+    pub read_pct: Option<f64>,
+    pub peak_rate_per_s: f64,
+    /// The three replayed volumes.
+    pub volumes: Vec<EpisodeVolumeInfo>,
+    pub replayed_requests: u64,
+    pub replayed_read_pct: Option<f64>,
+    pub configs: Configs,
+    /// Mean response time, baseline over peak off-load.
+    pub peak_speedup: Option<f64>,
+    pub always_speedup: Option<f64>,
+    /// Figure 8.
+    pub nvram: Option<NvramResult>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct NvramResult {
+    pub baseline: ConfigResult,
+    pub peak: ConfigResult,
+}
+
+/// One point of Figure 7: mean response time and mean off-loaded data across all episodes.
+#[derive(Clone, Debug, Serialize)]
+pub struct SensitivityPoint {
+    pub parameter: &'static str,
+    pub value: u64,
+    pub mean_ms: Option<f64>,
+    pub offloaded_mean_mb: f64,
+    /// Fraction of reads that went (in part) to a store.
+    pub offloaded_read_pct: f64,
+}
+
+/// Table 3: a crash of the server when the off-loaded data is largest.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecoveryReport {
+    pub episode: usize,
+    pub crash_at_s: f64,
+    pub max_log_bytes: u64,
+    pub max_log_records: u64,
+    pub max_valid_bytes: u64,
+    pub max_store_recovery_s: f64,
+    pub max_client_recovery_s: f64,
+    pub metadata_bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MicroPoint {
+    pub x: f64,
+    pub offload_mb_per_s: f64,
+    /// The same load without off-load (Figures 13a and 13c), or `None`.
+    pub baseline_mb_per_s: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Micro {
+    /// Figure 13(a): throughput vs read fraction, one store, always off-load, random 64 KiB.
+    pub read_ratio: Vec<MicroPoint>,
+    /// Figure 13(b): reclaim throughput vs reclaim concurrency.
+    pub reclaim_random: Vec<MicroPoint>,
+    pub reclaim_streaming: Vec<MicroPoint>,
+    /// Figure 13(c): write throughput vs number of stores.
+    pub stores: Vec<MicroPoint>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub source: String,
+    pub device: String,
+    pub array: String,
+    pub store_partition_pct: f64,
+    pub t_base: u64,
+    pub t_store: u64,
+    pub n_reclaim: usize,
+    pub sample_s: f64,
+    pub episodes: Vec<EpisodeReport>,
+    pub sensitivity: Vec<SensitivityPoint>,
+    pub recovery: Option<RecoveryReport>,
+    /// Client core time per off-loaded write over every peak off-load run, µs.
+    pub client_us_per_offloaded_write: Option<f64>,
+    pub micro: Option<Micro>,
+}
+
+/// A replayable episode: the three volumes' requests from the episode start.
+struct Replay {
+    info: Episode,
+    volumes: Vec<EpisodeVolumeInfo>,
+    loads: Vec<Vec<IoReq>>,
+    duration_ns: Nanos,
+}
+
+/// Progress lines go to this callback (the CLI prints them on standard error).
+pub type Progress<'a> = &'a mut dyn FnMut(&str);
+
+/// Runs the experiment. `open` opens the trace (it is read twice: once for the peaks, once for
+/// the episodes' requests).
+pub fn run(
+    open: &mut dyn FnMut() -> Result<Box<dyn RecordReader>, String>,
+    source: &str,
+    options: &Options,
+    progress: Progress,
+) -> Result<Report, String> {
+    let replays = episodes(open, options, progress)?;
+    if replays.is_empty() {
+        return Err("the trace holds no request: no peak episode to replay".into());
+    }
+    let base = Setup::everest(Vec::new());
+    let layout = base.layout();
+    let mut report = Report {
+        source: source.to_owned(),
+        device: base.device.clone(),
+        array: "raid0:4".into(),
+        store_partition_pct: 100.0 * (layout.capacity_bytes - layout.store_offset) as f64
+            / layout.capacity_bytes as f64,
+        t_base: options.t_base,
+        t_store: options.t_store,
+        n_reclaim: options.n_reclaim,
+        sample_s: options.sample_ns as f64 / 1e9,
+        episodes: Vec::new(),
+        sensitivity: Vec::new(),
+        recovery: None,
+        client_us_per_offloaded_write: None,
+        micro: None,
+    };
+    let mut cpu = (0u64, 0u64);
+    for r in &replays {
+        let run = |policy: Policy, nvram: bool, progress: &mut dyn FnMut(&str)| {
+            progress(&format!(
+                "episode {}: {} off-load{}",
+                r.info.rank,
+                policy_name(policy),
+                if nvram { ", NVRAM" } else { "" }
+            ));
+            let mut setup = setup_for(r, options, policy);
+            setup.time_client = policy == Policy::Peak && !nvram;
+            if nvram {
+                setup.nvram = Some(NvramParams {
+                    capacity_bytes: options.nvram_bytes / 3,
+                    write_fraction: options.nvram_write_fraction,
+                    latency_ms: 0.05,
+                    destage_depth_max: 8,
+                });
+            }
+            let outcome = volumes::run(&setup);
+            config_result(&outcome, r.duration_ns)
+        };
+        let baseline = run(Policy::Baseline, false, progress);
+        let always = run(Policy::Always, false, progress);
+        let peak = run(Policy::Peak, false, progress);
+        if let (Some(us), w) = (peak.client_us_per_offloaded_write, peak.offloaded_writes) {
+            cpu.0 += (us * 1000.0 * w as f64) as u64;
+            cpu.1 += w;
+        }
+        let nvram = options.parts.nvram.then(|| NvramResult {
+            baseline: run(Policy::Baseline, true, progress),
+            peak: run(Policy::Peak, true, progress),
+        });
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        let replayed = r.loads.iter().map(|l| l.len() as u64).sum::<u64>();
+        let reads = r
+            .loads
+            .iter()
+            .flatten()
+            .filter(|q| q.op == Op::Read)
+            .count() as u64;
+        report.episodes.push(EpisodeReport {
+            rank: r.info.rank,
+            start_s: r.info.start_s,
+            end_s: r.info.end_s,
+            requests: r.info.requests,
+            read_pct: r.info.read_pct,
+            peak_rate_per_s: r.info.peak_rate_per_s,
+            volumes: r.volumes.clone(),
+            replayed_requests: replayed,
+            replayed_read_pct: (replayed > 0).then(|| 100.0 * reads as f64 / replayed as f64),
+            peak_speedup: ratio(baseline.mean_ms, peak.mean_ms),
+            always_speedup: ratio(baseline.mean_ms, always.mean_ms),
+            configs: Configs {
+                baseline,
+                always,
+                peak,
+            },
+            nvram,
+        });
+    }
+    report.client_us_per_offloaded_write =
+        (cpu.1 > 0).then(|| cpu.0 as f64 / 1000.0 / cpu.1 as f64);
+    if options.parts.sensitivity {
+        report.sensitivity = sensitivity(&replays, options, progress);
+    }
+    if options.parts.recovery {
+        report.recovery = recovery(&replays, &report, options, progress);
+    }
+    if options.parts.micro {
+        report.micro = Some(micro(options, progress));
+    }
+    Ok(report)
+}
+
+fn policy_name(p: Policy) -> &'static str {
+    match p {
+        Policy::Baseline => "no",
+        Policy::Always => "always",
+        Policy::Peak => "peak",
+    }
+}
+
+/// The three volumes of an episode on one server, each off-loading to the other two.
+fn setup_for(r: &Replay, options: &Options, policy: Policy) -> Setup {
+    let n = r.loads.len();
+    let volumes = r
+        .loads
+        .iter()
+        .enumerate()
+        .map(|(i, load)| VolumeSpec {
+            load: Load::Open(load.clone()),
+            client: true,
+            store: true,
+            store_set: (0..n).filter(|&j| j != i).collect(),
+        })
+        .collect();
+    Setup {
+        policy,
+        t_base: options.t_base,
+        t_store: options.t_store,
+        n_reclaim: options.n_reclaim,
+        sample_ns: options.sample_ns,
+        end_ns: r.duration_ns,
+        seed: options.seed,
+        ..Setup::everest(volumes)
+    }
+}
+
+fn config_result(o: &Outcome, duration_ns: Nanos) -> ConfigResult {
+    let mut reads = Histogram::new();
+    let mut writes = Histogram::new();
+    let mut all = Histogram::new();
+    let mut r = ConfigResult {
+        requests: 0,
+        mean_ms: None,
+        read_mean_ms: None,
+        write_mean_ms: None,
+        read_p99_ms: None,
+        write_p99_ms: None,
+        reads: Histogram::new().summary(),
+        writes: Histogram::new().summary(),
+        volume_mean_ms: Vec::new(),
+        offloaded_writes: 0,
+        offloaded_write_bytes: 0,
+        reclaimed_bytes: 0,
+        store_reads: 0,
+        offloaded_bytes: Vec::new(),
+        offloaded_max_bytes: 0,
+        offloaded_mean_bytes: 0.0,
+        last_answer_s: o.last_answer_ns as f64 / 1e9,
+        offloaded_at_end_bytes: 0,
+        client_us_per_offloaded_write: None,
+        client_us_per_request: None,
+    };
+    let mut cpu_ns = 0;
+    for v in &o.volumes {
+        reads.merge(&v.reads);
+        writes.merge(&v.writes);
+        let mut both = v.reads.clone();
+        both.merge(&v.writes);
+        r.volume_mean_ms.push(both.mean_ns().map(|n| n / 1e6));
+        all.merge(&both);
+        cpu_ns += v.client_cpu_ns;
+        if let Some(s) = v.client {
+            r.offloaded_writes += s.offloaded_writes;
+            r.offloaded_write_bytes += s.offloaded_write_bytes;
+            r.reclaimed_bytes += s.reclaimed_bytes;
+            r.store_reads += s.store_reads;
+            r.offloaded_at_end_bytes += s.offloaded_bytes;
+        }
+        for (i, b) in v.offloaded.iter().enumerate() {
+            if r.offloaded_bytes.len() <= i {
+                r.offloaded_bytes.push(0);
+            }
+            r.offloaded_bytes[i] += b;
+        }
+    }
+    r.requests = all.count();
+    r.mean_ms = all.mean_ns().map(|n| n / 1e6);
+    r.reads = reads.summary();
+    r.writes = writes.summary();
+    r.read_mean_ms = r.reads.mean_ms;
+    r.write_mean_ms = r.writes.mean_ms;
+    r.read_p99_ms = r.reads.p99_ms;
+    r.write_p99_ms = r.writes.p99_ms;
+    r.offloaded_max_bytes = r.offloaded_bytes.iter().copied().max().unwrap_or(0);
+    // The time-average over the episode (samples beyond it, while the backlog drains, excluded).
+    let within = ((duration_ns / o.sample_ns.max(1)) as usize + 1).min(r.offloaded_bytes.len());
+    if within > 0 {
+        r.offloaded_mean_bytes =
+            r.offloaded_bytes[..within].iter().sum::<u64>() as f64 / within as f64;
+    }
+    if cpu_ns > 0 {
+        r.client_us_per_offloaded_write =
+            (r.offloaded_writes > 0).then(|| cpu_ns as f64 / 1e3 / r.offloaded_writes as f64);
+        r.client_us_per_request = (r.requests > 0).then(|| cpu_ns as f64 / 1e3 / r.requests as f64);
+    }
+    r
+}
+
+/// Peak episodes and their three volumes' requests.
+fn episodes(
+    open: &mut dyn FnMut() -> Result<Box<dyn RecordReader>, String>,
+    options: &Options,
+    progress: Progress,
+) -> Result<Vec<Replay>, String> {
+    progress("finding the peak episodes");
+    let mut reader = open()?;
+    let mut peaks = PeaksBuilder::new(options.peaks)?;
+    let mut anchor = None;
+    while let Some(record) = reader.next_record().map_err(|e| e.to_string())? {
+        anchor.get_or_insert(record.time_ns);
+        peaks.add(&record);
+    }
+    let report = peaks.finish(reader.volumes(), None);
+    let anchor = anchor.unwrap_or(0);
+    let names = reader.volumes().clone();
+    let mut replays: Vec<Replay> = Vec::new();
+    let mut wanted: Vec<(i64, i64, Vec<Option<usize>>)> = Vec::new();
+    for e in &report.episodes {
+        // Maximum, median and minimum request counts (Everest §4.1); fewer volumes are
+        // replayed as they are, beside idle volumes, so every client has two stores.
+        let vols = &e.volumes;
+        let mut picks: Vec<usize> = match vols.len() {
+            0 => Vec::new(),
+            1 => vec![0],
+            2 => vec![0, 1],
+            n => vec![0, n / 2, n - 1],
+        };
+        picks.dedup();
+        let mut ids: Vec<Option<usize>> = picks
+            .iter()
+            .map(|&p| names.lookup(&vols[p].volume).map(|v| v.index()))
+            .collect();
+        let mut infos: Vec<EpisodeVolumeInfo> = picks
+            .iter()
+            .map(|&p| EpisodeVolumeInfo {
+                volume: vols[p].volume.clone(),
+                requests: vols[p].requests,
+                read_pct: vols[p].read_pct,
+            })
+            .collect();
+        while ids.len() < 3 {
+            ids.push(None);
+            infos.push(EpisodeVolumeInfo {
+                volume: "(idle)".into(),
+                requests: 0,
+                read_pct: None,
+            });
+        }
+        let start = anchor + (e.start_s * 1e9) as i64;
+        let end = anchor + (e.end_s * 1e9) as i64;
+        wanted.push((start, end, ids));
+        replays.push(Replay {
+            info: e.clone(),
+            volumes: infos,
+            loads: vec![Vec::new(); 3],
+            duration_ns: (end - start).max(0) as Nanos,
+        });
+    }
+    progress("reading the episodes' requests");
+    let mut reader = open()?;
+    while let Some(record) = reader.next_record().map_err(|e| e.to_string())? {
+        for (i, (start, end, ids)) in wanted.iter().enumerate() {
+            if record.time_ns < *start || record.time_ns >= *end {
+                continue;
+            }
+            if let Some(slot) = ids.iter().position(|v| *v == Some(record.volume.index())) {
+                replays[i].loads[slot].push(IoReq {
+                    at_ns: (record.time_ns - start) as Nanos,
+                    op: record.op,
+                    offset_bytes: record.offset_bytes,
+                    length_bytes: record.size_bytes.max(1),
+                });
+            }
+        }
+    }
+    for r in &mut replays {
+        for load in &mut r.loads {
+            // Traces ordered by completion may hold a request slightly out of order.
+            load.sort_by_key(|q| q.at_ns);
+        }
+        // A short trace's episode ends with its last request.
+        let last = r.loads.iter().flatten().map(|q| q.at_ns).max().unwrap_or(0);
+        r.duration_ns = r.duration_ns.min(last + 1);
+    }
+    Ok(replays)
+}
+
+/// Figure 7: one parameter varied at a time, the others at their defaults; peak off-load.
+fn sensitivity(replays: &[Replay], options: &Options, progress: Progress) -> Vec<SensitivityPoint> {
+    let mut points = Vec::new();
+    let mut variants: Vec<(&'static str, u64, Options)> = Vec::new();
+    for &v in &options.t_base_values {
+        variants.push((
+            "t_base",
+            v,
+            Options {
+                t_base: v,
+                ..options.clone()
+            },
+        ));
+    }
+    for &v in &options.t_store_values {
+        variants.push((
+            "t_store",
+            v,
+            Options {
+                t_store: v,
+                ..options.clone()
+            },
+        ));
+    }
+    for &v in &options.n_reclaim_values {
+        variants.push((
+            "n_reclaim",
+            v as u64,
+            Options {
+                n_reclaim: v,
+                ..options.clone()
+            },
+        ));
+    }
+    for (parameter, value, o) in variants {
+        progress(&format!("sensitivity: {parameter} = {value}"));
+        let mut all = Histogram::new();
+        let mut offloaded = 0.0;
+        let (mut reads, mut store_reads) = (0u64, 0u64);
+        for r in replays {
+            let outcome = volumes::run(&setup_for(r, &o, Policy::Peak));
+            let c = config_result(&outcome, r.duration_ns);
+            for v in &outcome.volumes {
+                all.merge(&v.reads);
+                all.merge(&v.writes);
+                reads += v.reads.count();
+            }
+            store_reads += c.store_reads;
+            offloaded += c.offloaded_mean_bytes;
+        }
+        points.push(SensitivityPoint {
+            parameter,
+            value,
+            mean_ms: all.mean_ns().map(|n| n / 1e6),
+            offloaded_mean_mb: offloaded / replays.len() as f64 / MIB as f64,
+            offloaded_read_pct: if reads > 0 {
+                100.0 * store_reads as f64 / reads as f64
+            } else {
+                0.0
+            },
+        });
+    }
+    points
+}
+
+/// Table 3: the server crashes when the off-loaded data is largest (in the episode where it is
+/// largest), and every store and client recovers.
+fn recovery(
+    replays: &[Replay],
+    report: &Report,
+    options: &Options,
+    progress: Progress,
+) -> Option<RecoveryReport> {
+    let (index, at_sample) = report
+        .episodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            let o = &e.configs.peak.offloaded_bytes;
+            let (k, max) = o
+                .iter()
+                .enumerate()
+                .max_by_key(|(k, b)| (**b, usize::MAX - k))?;
+            (*max > 0).then_some((i, k, *max))
+        })
+        .max_by_key(|&(_, _, max)| max)
+        .map(|(i, k, _)| (i, k))?;
+    let r = &replays[index];
+    let crash_at = at_sample as Nanos * options.sample_ns;
+    progress(&format!(
+        "recovery: crash in episode {} at {} s",
+        r.info.rank,
+        crash_at / 1_000_000_000
+    ));
+    let mut setup = setup_for(r, options, Policy::Peak);
+    // Logs at their largest: sample every second up to the crash.
+    setup.sample_ns = 1_000_000_000;
+    setup.track_logs = true;
+    setup.crash_at = Some(crash_at.max(1_000_000_000));
+    setup.end_ns = 0;
+    let o = volumes::run(&setup);
+    let mut rec = RecoveryReport {
+        episode: r.info.rank,
+        crash_at_s: crash_at as f64 / 1e9,
+        max_log_bytes: 0,
+        max_log_records: 0,
+        max_valid_bytes: 0,
+        max_store_recovery_s: 0.0,
+        max_client_recovery_s: 0.0,
+        metadata_bytes: 0,
+    };
+    for v in &o.volumes {
+        if let Some(s) = v.store_stats {
+            rec.max_log_bytes = rec.max_log_bytes.max(s.bytes_scanned);
+            rec.max_log_records = rec.max_log_records.max(s.records_scanned);
+            rec.max_valid_bytes = rec.max_valid_bytes.max(s.valid_data_bytes);
+        }
+        rec.max_store_recovery_s = rec
+            .max_store_recovery_s
+            .max(v.store_recovery_ns.unwrap_or(0) as f64 / 1e9);
+        rec.max_client_recovery_s = rec
+            .max_client_recovery_s
+            .max(v.client_recovery_ns.unwrap_or(0) as f64 / 1e9);
+        rec.metadata_bytes += v.metadata_bytes;
+    }
+    Some(rec)
+}
+
+/// §4.3: a client on one Cheetah disk, stores on one Cheetah disk each, 64 KiB requests.
+fn micro(options: &Options, progress: Progress) -> Micro {
+    let run_ns = options.micro_s * 1_000_000_000;
+    let depth = options.micro_depth;
+    let bytes = 64 * KIB;
+    let closed = |read_fraction: f64, sequential: bool, until_ns: Nanos| Load::Closed {
+        depth,
+        read_fraction,
+        sequential,
+        request_bytes: bytes,
+        span_bytes: 64 << 30,
+        from_ns: 0,
+        until_ns,
+    };
+    let single = |load: Load, stores: usize, policy: Policy| {
+        let mut volumes = vec![VolumeSpec {
+            load,
+            client: true,
+            store: false,
+            store_set: (1..=stores).collect(),
+        }];
+        for _ in 0..stores {
+            volumes.push(VolumeSpec {
+                load: Load::Idle,
+                client: false,
+                store: true,
+                store_set: Vec::new(),
+            });
+        }
+        Setup {
+            array: None,
+            policy,
+            t_base: options.t_base,
+            t_store: options.t_store,
+            n_reclaim: options.n_reclaim,
+            sample_ns: 100_000_000,
+            end_ns: run_ns,
+            seed: options.seed,
+            ..Setup::everest(volumes)
+        }
+    };
+    let mb_per_s = |o: &Outcome| o.volumes[0].bytes_done as f64 / 1e6 / (run_ns as f64 / 1e9);
+    let mut m = Micro {
+        read_ratio: Vec::new(),
+        reclaim_random: Vec::new(),
+        reclaim_streaming: Vec::new(),
+        stores: Vec::new(),
+    };
+    for read_pct in [0u32, 25, 50, 75, 100] {
+        progress(&format!("micro-benchmark: {read_pct} % reads"));
+        let f = read_pct as f64 / 100.0;
+        let off = volumes::run(&single(closed(f, false, run_ns), 1, Policy::Always));
+        let base = volumes::run(&single(closed(f, false, run_ns), 1, Policy::Baseline));
+        m.read_ratio.push(MicroPoint {
+            x: read_pct as f64,
+            offload_mb_per_s: mb_per_s(&off),
+            baseline_mb_per_s: Some(mb_per_s(&base)),
+        });
+    }
+    // Reclaim: off-load for a quarter of the run, then reclaim with nothing else to do.
+    let fill_ns = run_ns / 4;
+    for sequential in [false, true] {
+        for n in [1usize, 4, 16, 64, 256] {
+            progress(&format!(
+                "micro-benchmark: reclaim {} writes, N_reclaim = {n}",
+                if sequential { "streaming" } else { "random" }
+            ));
+            let mut setup = single(closed(0.0, sequential, fill_ns), 1, Policy::Always);
+            setup.n_reclaim = n;
+            setup.switch_policy = Some((fill_ns, Policy::Peak));
+            setup.end_ns = fill_ns;
+            setup.stop_ns = fill_ns + 3600 * 1_000_000_000;
+            setup.until_reclaimed = true;
+            let o = volumes::run(&setup);
+            let v = &o.volumes[0];
+            let reclaimed = v.client.map_or(0, |s| s.reclaimed_bytes);
+            // The first sample after the switch with nothing left off-loaded.
+            let first = (fill_ns / setup.sample_ns) as usize;
+            let done = v.offloaded[first.min(v.offloaded.len())..]
+                .iter()
+                .position(|&b| b == 0)
+                .map(|k| (k as u64).max(1) * setup.sample_ns);
+            let point = MicroPoint {
+                x: n as f64,
+                offload_mb_per_s: done.map_or(0.0, |ns| reclaimed as f64 / 1e6 / (ns as f64 / 1e9)),
+                baseline_mb_per_s: None,
+            };
+            if sequential {
+                m.reclaim_streaming.push(point);
+            } else {
+                m.reclaim_random.push(point);
+            }
+        }
+    }
+    let base = volumes::run(&single(closed(0.0, false, run_ns), 1, Policy::Baseline));
+    for stores in 1..=3 {
+        progress(&format!("micro-benchmark: {stores} stores"));
+        let off = volumes::run(&single(closed(0.0, false, run_ns), stores, Policy::Always));
+        m.stores.push(MicroPoint {
+            x: stores as f64,
+            offload_mb_per_s: mb_per_s(&off),
+            baseline_mb_per_s: Some(mb_per_s(&base)),
+        });
+    }
+    m
+}

@@ -1,0 +1,902 @@
+//! Volumes of one server on the simulator, each hosting an off-loading client on its base
+//! volume, an Everest store on a partition at its end, or both (Everest §4.1: "each volume also
+//! hosted an Everest store on a small partition at the end of the volume").
+//!
+//! The client and the store are the real cores (`cordillera-offload`, `cordillera-vstore`); this
+//! module is only their driver on the simulated world:
+//!
+//! - **Load.** A volume's load is its block device's queue length (Everest §3.2.2): every disk
+//!   I/O in flight on the volume, the client's and the store's. The client sees its own base I/Os
+//!   plus the co-hosted store's ([`Client::set_external_base_load`]); a store reports the whole
+//!   queue, piggy-backed on every reply and broadcast every 100 ms.
+//! - **Disks are write-through.** The Cheetah model has no write cache (enterprise SCSI arrays
+//!   run with it disabled), so a completed write is durable and a flush has nothing to wait for:
+//!   the driver answers flushes at once instead of queueing them behind other writes.
+//! - **Messages.** Clients and stores of one server talk through shared memory (Everest's
+//!   single-machine configuration): 5 µs, 100 Gbps.
+//! - **Data.** Writes carry zeros; the simulated disks keep nothing for zero sectors, so long
+//!   replays cost memory only for the stores' record headers.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::time::Instant;
+
+use cordillera_offload::client::{BaseDone, BaseOp, Client, Config, Policy, UpReply, Upward};
+use cordillera_offload::superblock::SUPERBLOCK_BYTES;
+use cordillera_offload::StoreInfo;
+use cordillera_sim::device::nvram::{Nvram, NvramParams};
+use cordillera_sim::device::Device;
+use cordillera_sim::histogram::Histogram;
+use cordillera_sim::kernel::Nanos;
+use cordillera_sim::network::{Network, NetworkFaults, NetworkParams, NodeId};
+use cordillera_sim::presets::{self, ArraySpec};
+use cordillera_sim::rng::SimRng;
+use cordillera_sim::storage::CrashModel;
+use cordillera_sim::world::{Core, IoCommand, IoDone, Outgoing, World, WorldBuilder};
+use cordillera_types::Op;
+use cordillera_vstore::format::RECORD_ALIGN;
+use cordillera_vstore::store::{Config as StoreConfig, DiskDone, DiskOp, Reply, Request, Store};
+
+/// Store disk I/O ids carry this bit; the driver's own flushes carry [`HOUSEKEEPING`].
+const OWNER_STORE: u64 = 1 << 62;
+const HOUSEKEEPING: u64 = 1 << 61;
+/// Load broadcasts, flushes that bound the simulated disk's unflushed list, and samples.
+const TICK_NS: Nanos = 100_000_000;
+/// The cores start (format) this long before the first request.
+pub const LEAD_NS: Nanos = 1_000_000_000;
+const SECTOR: u64 = 512;
+
+/// One request of an open-loop load, at its arrival time (from the run's start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoReq {
+    pub at_ns: Nanos,
+    pub op: Op,
+    pub offset_bytes: u64,
+    pub length_bytes: u64,
+}
+
+/// What a volume's upper layer issues.
+#[derive(Clone, Debug)]
+pub enum Load {
+    /// Requests at their arrival times (trace replay).
+    Open(Vec<IoReq>),
+    /// `depth` requests always in flight from `from_ns` until `until_ns` (micro-benchmarks).
+    Closed {
+        depth: usize,
+        read_fraction: f64,
+        sequential: bool,
+        request_bytes: u64,
+        span_bytes: u64,
+        from_ns: Nanos,
+        until_ns: Nanos,
+    },
+    Idle,
+}
+
+/// One volume: its load and whether it hosts a client (which off-loads to the stores of the
+/// volumes listed in `store_set`) and a store.
+#[derive(Clone, Debug)]
+pub struct VolumeSpec {
+    pub load: Load,
+    pub client: bool,
+    pub store: bool,
+    pub store_set: Vec<usize>,
+}
+
+/// The server: identical volumes, one per [`VolumeSpec`].
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub device: String,
+    pub array: Option<ArraySpec>,
+    /// NVRAM in front of each volume.
+    pub nvram: Option<NvramParams>,
+    /// The store's partition, as a fraction of the volume (at its end).
+    pub store_fraction: f64,
+    pub policy: Policy,
+    pub t_base: u64,
+    pub t_store: u64,
+    pub n_reclaim: usize,
+    pub volumes: Vec<VolumeSpec>,
+    /// Off-loaded data is sampled this often.
+    pub sample_ns: Nanos,
+    /// The run lasts at least this long (from the first request) and ends once every request
+    /// is answered, or at `stop_ns` whatever remains.
+    pub end_ns: Nanos,
+    pub stop_ns: Nanos,
+    /// At this instant (from the first request) the policy of every client becomes this one.
+    pub switch_policy: Option<(Nanos, Policy)>,
+    /// Every volume's server crashes at this instant and restarts 1 ms later; no request is
+    /// issued after the crash (Everest Table 3).
+    pub crash_at: Option<Nanos>,
+    /// Time each client call (CPU cost of the client core).
+    pub time_client: bool,
+    /// Track the stores' logs at their largest at every sample (costs a pass over each index).
+    pub track_logs: bool,
+    /// The run also waits (until `stop_ns`) for every client to have reclaimed everything.
+    pub until_reclaimed: bool,
+    pub seed: u64,
+}
+
+impl Setup {
+    /// Everest §4.1's testbed volume: a RAID-0 of four Cheetah 15K disks with a store on the
+    /// last 3 % (strictly less), peak off-load with T_base = T_store = 32 and N_reclaim = 256.
+    pub fn everest(volumes: Vec<VolumeSpec>) -> Setup {
+        Setup {
+            device: "cheetah-15k".into(),
+            array: Some("raid0:4".parse().expect("a valid array")),
+            nvram: None,
+            store_fraction: 0.029,
+            policy: Policy::Peak,
+            t_base: 32,
+            t_store: 32,
+            n_reclaim: 256,
+            volumes,
+            sample_ns: 10_000_000_000,
+            end_ns: 0,
+            stop_ns: u64::MAX / 4,
+            switch_policy: None,
+            crash_at: None,
+            time_client: false,
+            track_logs: false,
+            until_reclaimed: false,
+            seed: 1,
+        }
+    }
+
+    fn new_device(&self) -> Box<dyn Device> {
+        let device = presets::build(&self.device, self.array).expect("a valid device");
+        match &self.nvram {
+            None => device,
+            Some(params) => Box::new(Nvram::new(params.clone(), device)),
+        }
+    }
+
+    /// Where the store's partition starts, the log size, and the client's volume size.
+    pub fn layout(&self) -> Layout {
+        let capacity = self.new_device().capacity_bytes();
+        let partition = ((capacity as f64 * self.store_fraction) as u64) / (1 << 20) * (1 << 20);
+        let store_offset = capacity - partition;
+        let log_bytes = (partition - (1 << 20)) / RECORD_ALIGN * RECORD_ALIGN;
+        Layout {
+            capacity_bytes: capacity,
+            store_offset,
+            log_bytes,
+            volume_bytes: store_offset,
+            usable_bytes: store_offset - SUPERBLOCK_BYTES,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    pub capacity_bytes: u64,
+    pub store_offset: u64,
+    pub log_bytes: u64,
+    /// The client's base volume (its store set at the end).
+    pub volume_bytes: u64,
+    /// Bytes the upper layer addresses.
+    pub usable_bytes: u64,
+}
+
+/// What one volume saw.
+#[derive(Clone, Debug, Default)]
+pub struct VolumeResult {
+    pub reads: Histogram,
+    pub writes: Histogram,
+    pub issued: u64,
+    pub answered: u64,
+    pub errors: u64,
+    pub bytes_done: u64,
+    /// The client's off-loaded bytes at each sample (from the first request).
+    pub offloaded: Vec<u64>,
+    pub client: Option<cordillera_offload::client::Stats>,
+    /// The client core's time (when timed), in ns, and the calls timed.
+    pub client_cpu_ns: u64,
+    /// The store's log at its largest (bytes used, records, valid bytes).
+    pub log_max_bytes: u64,
+    pub log_max_records: u64,
+    pub valid_max_bytes: u64,
+    /// After a restart: when the store and the client were ready (ns after the restart), what
+    /// the store's recovery scanned, and the store's metadata size (32 bytes an extent).
+    pub store_recovery_ns: Option<Nanos>,
+    pub client_recovery_ns: Option<Nanos>,
+    pub store_stats: Option<cordillera_vstore::store::Stats>,
+    pub metadata_bytes: u64,
+    /// Time the device was busy, ns.
+    pub busy_ns: u64,
+}
+
+/// The whole run.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub volumes: Vec<VolumeResult>,
+    pub sample_ns: Nanos,
+    /// When the last request was answered (from the first request).
+    pub last_answer_ns: Nanos,
+    /// When the run stopped (from the first request).
+    pub stopped_ns: Nanos,
+    pub layout: Layout,
+}
+
+#[derive(Clone, Debug)]
+enum Msg {
+    Request { id: u64, request: Request },
+    Reply { id: u64, reply: Reply, load: u64 },
+    Load { load: u64 },
+}
+
+/// Only what identifies a message enters the run hash (not the zeros it carries).
+impl Hash for Msg {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match self {
+            Msg::Request { id, request } => {
+                0u8.hash(state);
+                id.hash(state);
+                std::mem::discriminant(request).hash(state);
+                if let Request::Write {
+                    offset_bytes,
+                    version,
+                    data,
+                    ..
+                } = request
+                {
+                    (offset_bytes, version, data.len()).hash(state);
+                }
+            }
+            Msg::Reply { id, load, .. } => (1u8, id, load).hash(state),
+            Msg::Load { load } => (2u8, load).hash(state),
+        }
+    }
+}
+
+struct Upper {
+    load: Load,
+    next: usize,
+    in_flight: HashMap<u64, (Nanos, Op, u64)>,
+    next_id: u64,
+    rng: SimRng,
+    seq_offset: u64,
+    usable_bytes: u64,
+}
+
+struct Node {
+    id: NodeId,
+    start_ns: Nanos,
+    /// This core is a restart after a crash; it restarted then.
+    restart: bool,
+    restarted_at: Option<Nanos>,
+    client: Option<Client>,
+    store_nodes: Vec<NodeId>,
+    store: Option<Store>,
+    store_offset: u64,
+    upper: Upper,
+    time_client: bool,
+    track_logs: bool,
+    switch_policy: Option<(Nanos, Policy)>,
+    sample_ns: Nanos,
+    next_tick: Nanos,
+    /// Store requests: tag → (sender, id).
+    senders: HashMap<u64, (NodeId, u64)>,
+    next_tag: u64,
+    base_io: u64,
+    store_io: u64,
+    store_done: VecDeque<DiskDone>,
+    next_housekeeping: u64,
+    out: VecDeque<Outgoing<Msg>>,
+    io: VecDeque<IoCommand>,
+    result: VolumeResult,
+    last_answer_ns: Nanos,
+}
+
+impl Node {
+    fn load(&self) -> u64 {
+        self.base_io + self.store_io
+    }
+
+    fn timed<R>(&mut self, f: impl FnOnce(&mut Client) -> R) -> Option<R> {
+        let client = self.client.as_mut()?;
+        if !self.time_client {
+            return Some(f(client));
+        }
+        let t = Instant::now();
+        let r = f(client);
+        self.result.client_cpu_ns += t.elapsed().as_nanos() as u64;
+        Some(r)
+    }
+
+    /// Issues what the upper layer has due at `now`.
+    fn issue(&mut self, now: Nanos) {
+        if self.client.is_none() {
+            return;
+        }
+        let mut due: Vec<(u64, Upward)> = Vec::new();
+        let u = &mut self.upper;
+        match &u.load {
+            Load::Open(reqs) => {
+                while let Some(r) = reqs.get(u.next) {
+                    if self.start_ns + r.at_ns > now {
+                        break;
+                    }
+                    u.next += 1;
+                    u.next_id += 1;
+                    let (offset, len) = fit(r.offset_bytes, r.length_bytes, u.usable_bytes);
+                    u.in_flight
+                        .insert(u.next_id, (self.start_ns + r.at_ns, r.op, len));
+                    due.push((u.next_id, upward(r.op, offset, len)));
+                }
+            }
+            Load::Closed {
+                depth,
+                read_fraction,
+                sequential,
+                request_bytes,
+                span_bytes,
+                from_ns,
+                until_ns,
+            } => {
+                let active = now >= self.start_ns + from_ns && now < self.start_ns + until_ns;
+                while active && u.in_flight.len() < *depth {
+                    let op = if u.rng.chance(*read_fraction) {
+                        Op::Read
+                    } else {
+                        Op::Write
+                    };
+                    let span = (*span_bytes).min(u.usable_bytes) / request_bytes * request_bytes;
+                    let offset = if *sequential {
+                        let o = u.seq_offset % span;
+                        u.seq_offset = o + request_bytes;
+                        o
+                    } else {
+                        u.rng.below(span / request_bytes) * request_bytes
+                    };
+                    u.next_id += 1;
+                    u.in_flight.insert(u.next_id, (now, op, *request_bytes));
+                    due.push((u.next_id, upward(op, offset, *request_bytes)));
+                }
+            }
+            Load::Idle => {}
+        }
+        for (id, request) in due {
+            self.result.issued += 1;
+            self.timed(|c| c.handle_upward(now, id, request));
+        }
+    }
+
+    fn next_arrival(&self) -> Option<Nanos> {
+        self.client.as_ref()?;
+        match &self.upper.load {
+            Load::Open(reqs) => reqs.get(self.upper.next).map(|r| self.start_ns + r.at_ns),
+            Load::Closed {
+                from_ns, until_ns, ..
+            } => (self.upper.next_id == 0 && from_ns < until_ns).then_some(self.start_ns + from_ns),
+            Load::Idle => None,
+        }
+    }
+
+    fn answered(&mut self, now: Nanos, id: u64, reply: UpReply) {
+        let Some((issued, op, len)) = self.upper.in_flight.remove(&id) else {
+            return;
+        };
+        self.result.answered += 1;
+        self.last_answer_ns = now;
+        if matches!(reply, UpReply::Error(_)) {
+            self.result.errors += 1;
+            return;
+        }
+        self.result.bytes_done += len;
+        match op {
+            Op::Read => self.result.reads.record(now - issued),
+            Op::Write => self.result.writes.record(now - issued),
+        }
+    }
+
+    fn pump(&mut self, now: Nanos) {
+        loop {
+            let mut progress = false;
+            if let Some(store) = &mut self.store {
+                while let Some(done) = self.store_done.pop_front() {
+                    progress = true;
+                    store.handle_disk(now, done);
+                }
+                while let Some(op) = store.poll_disk() {
+                    progress = true;
+                    match op {
+                        DiskOp::Read {
+                            id,
+                            offset_bytes,
+                            length_bytes,
+                        } => {
+                            self.store_io += 1;
+                            self.io.push_back(IoCommand::Read {
+                                id: OWNER_STORE | id,
+                                offset_bytes: self.store_offset + offset_bytes,
+                                len_bytes: length_bytes,
+                            });
+                        }
+                        DiskOp::Write {
+                            id,
+                            offset_bytes,
+                            data,
+                            ..
+                        } => {
+                            // Write-through: durable once written.
+                            self.store_io += 1;
+                            self.io.push_back(IoCommand::Write {
+                                id: OWNER_STORE | id,
+                                offset_bytes: self.store_offset + offset_bytes,
+                                data,
+                            });
+                        }
+                        DiskOp::Flush { id } => self.store_done.push_back(DiskDone::Flushed { id }),
+                    }
+                }
+                let mut local = Vec::new();
+                while let Some((tag, reply)) = store.poll_reply() {
+                    progress = true;
+                    let (to, id) = self.senders.remove(&tag).expect("a request's sender");
+                    let load = self.base_io + self.store_io;
+                    if to == self.id {
+                        // The co-hosted client: no message needed (same process).
+                        local.push((id, reply, load));
+                    } else {
+                        self.out.push_back(Outgoing {
+                            to,
+                            message: Msg::Reply { id, reply, load },
+                            bytes: 64,
+                        });
+                    }
+                }
+                for (id, reply, load) in local {
+                    self.deliver_reply(now, self.id, id, reply, load);
+                }
+            }
+            let store_io = self.store_io;
+            if let Some(c) = &mut self.client {
+                c.set_external_base_load(store_io);
+                while let Some(op) = c.poll_base() {
+                    progress = true;
+                    self.base_io += 1;
+                    self.io.push_back(match op {
+                        BaseOp::Read {
+                            id,
+                            offset_bytes,
+                            length_bytes,
+                        } => IoCommand::Read {
+                            id,
+                            offset_bytes,
+                            len_bytes: length_bytes,
+                        },
+                        BaseOp::Write {
+                            id,
+                            offset_bytes,
+                            data,
+                            ..
+                        } => IoCommand::Write {
+                            id,
+                            offset_bytes,
+                            data,
+                        },
+                    });
+                }
+                while let Some((store, id, request)) = c.poll_store() {
+                    progress = true;
+                    let bytes = 64
+                        + match &request {
+                            Request::Write { data, .. } => data.len() as u64,
+                            _ => 0,
+                        };
+                    self.out.push_back(Outgoing {
+                        to: self.store_nodes[store],
+                        message: Msg::Request { id, request },
+                        bytes,
+                    });
+                }
+                let mut replies = Vec::new();
+                while let Some(r) = c.poll_upward() {
+                    replies.push(r);
+                }
+                if !replies.is_empty() {
+                    progress = true;
+                    for (id, reply) in replies {
+                        self.answered(now, id, reply);
+                    }
+                    self.issue(now);
+                }
+            }
+            // Requests to our own store stay in the process.
+            while let Some(i) = self.out.iter().position(|o| o.to == self.id) {
+                progress = true;
+                let o = self.out.remove(i).expect("found");
+                if let Msg::Request { id, request } = o.message {
+                    self.store_request(now, self.id, id, request);
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+    }
+
+    fn store_request(&mut self, now: Nanos, from: NodeId, id: u64, request: Request) {
+        let Some(store) = &mut self.store else {
+            return;
+        };
+        self.next_tag += 1;
+        self.senders.insert(self.next_tag, (from, id));
+        store.handle_request(now, self.next_tag, request);
+    }
+
+    fn deliver_reply(&mut self, now: Nanos, from: NodeId, id: u64, reply: Reply, load: u64) {
+        let Some(store) = self.store_nodes.iter().position(|&n| n == from) else {
+            return;
+        };
+        self.timed(|c| c.handle_store(now, store, id, reply, Some(load)));
+    }
+
+    fn tick(&mut self, now: Nanos) {
+        while self.next_tick <= now {
+            let t = self.next_tick;
+            self.next_tick += TICK_NS;
+            // Bounds the simulated disk's list of unflushed writes (durability is write-through).
+            self.next_housekeeping += 1;
+            self.io.push_back(IoCommand::Flush {
+                id: HOUSEKEEPING | self.next_housekeeping,
+            });
+            if self.store.is_some() {
+                let load = self.load();
+                for to in 0..self.peers() {
+                    if to != self.id {
+                        self.out.push_back(Outgoing {
+                            to,
+                            message: Msg::Load { load },
+                            bytes: 64,
+                        });
+                    }
+                }
+            }
+            if let Some((at, policy)) = self.switch_policy {
+                if t >= self.start_ns + at {
+                    self.switch_policy = None;
+                    if let Some(c) = &mut self.client {
+                        c.set_policy(policy);
+                        // Starts what the new policy does (e.g. reclaim) at once.
+                        c.handle_timeout(t);
+                    }
+                }
+            }
+            if t >= self.start_ns && (t - self.start_ns).is_multiple_of(self.sample_ns) {
+                self.sample();
+            }
+        }
+    }
+
+    fn peers(&self) -> usize {
+        self.store_nodes
+            .iter()
+            .max()
+            .map_or(0, |m| m + 1)
+            .max(self.id + 1)
+    }
+
+    fn sample(&mut self) {
+        if let Some(c) = &self.client {
+            self.result.offloaded.push(c.stats().offloaded_bytes);
+        }
+        if let Some(s) = self.store.as_ref().filter(|_| self.track_logs) {
+            let r = &mut self.result;
+            r.log_max_bytes = r.log_max_bytes.max(s.used_bytes());
+            r.log_max_records = r.log_max_records.max(s.records_in_log());
+            let valid: u64 = s
+                .clients()
+                .iter()
+                .flat_map(|(_, extents)| extents.iter().map(|e| e.length_bytes))
+                .sum();
+            r.valid_max_bytes = r.valid_max_bytes.max(valid);
+        }
+    }
+
+    fn note_recovery(&mut self, now: Nanos) {
+        let Some(at) = self.restarted_at else {
+            return;
+        };
+        if let Some(s) = &self.store {
+            if s.is_ready() && self.result.store_recovery_ns.is_none() {
+                self.result.store_recovery_ns = Some(now - at);
+                self.result.store_stats = Some(s.stats());
+                self.result.metadata_bytes =
+                    32 * s.clients().iter().map(|(_, e)| e.len() as u64).sum::<u64>();
+            }
+        }
+        if let Some(c) = &self.client {
+            if c.is_ready() && self.result.client_recovery_ns.is_none() {
+                self.result.client_recovery_ns = Some(now - at);
+            }
+        }
+    }
+}
+
+fn upward(op: Op, offset_bytes: u64, length_bytes: u64) -> Upward {
+    match op {
+        Op::Read => Upward::Read {
+            offset_bytes,
+            length_bytes,
+        },
+        Op::Write => Upward::Write {
+            offset_bytes,
+            data: vec![0; length_bytes as usize],
+            durable: false,
+        },
+    }
+}
+
+/// A trace request made to fit the volume: sector-aligned, at most 16 MiB, and wrapped into
+/// the addressable bytes (a trace volume larger than the simulated one folds onto it).
+fn fit(offset: u64, len: u64, usable: u64) -> (u64, u64) {
+    let len = len.clamp(SECTOR, 16 << 20).div_ceil(SECTOR) * SECTOR;
+    let room = usable.saturating_sub(len) / SECTOR;
+    let offset = (offset / SECTOR) % room.max(1) * SECTOR;
+    (offset, len)
+}
+
+impl Core for Node {
+    type Message = Msg;
+
+    fn handle_start(&mut self, now: Nanos) {
+        if self.restart {
+            self.restarted_at = Some(now);
+            self.next_tick = now.div_ceil(TICK_NS) * TICK_NS;
+        }
+        self.tick(now);
+        self.issue(now);
+        self.pump(now);
+        self.note_recovery(now);
+    }
+
+    fn handle_message(&mut self, now: Nanos, from: NodeId, message: Msg) {
+        match message {
+            Msg::Request { id, request } => self.store_request(now, from, id, request),
+            Msg::Reply { id, reply, load } => self.deliver_reply(now, from, id, reply, load),
+            Msg::Load { load } => {
+                if let Some(store) = self.store_nodes.iter().position(|&n| n == from) {
+                    self.timed(|c| c.handle_load(store, load));
+                }
+            }
+        }
+        self.pump(now);
+        self.note_recovery(now);
+    }
+
+    fn handle_timeout(&mut self, now: Nanos) {
+        self.tick(now);
+        if self
+            .client
+            .as_ref()
+            .and_then(|c| c.poll_timeout())
+            .is_some_and(|t| t <= now)
+        {
+            self.timed(|c| c.handle_timeout(now));
+        }
+        if let Some(s) = &mut self.store {
+            if s.poll_timeout().is_some_and(|t| t <= now) {
+                s.handle_timeout(now);
+            }
+        }
+        self.issue(now);
+        self.pump(now);
+        self.note_recovery(now);
+    }
+
+    fn handle_io(&mut self, now: Nanos, done: IoDone) {
+        let id = match &done {
+            IoDone::Read { id, .. } | IoDone::Written { id } | IoDone::Flushed { id } => *id,
+        };
+        if id & HOUSEKEEPING != 0 {
+            return;
+        }
+        if id & OWNER_STORE != 0 {
+            self.store_io -= 1;
+            let raw = id & !OWNER_STORE;
+            self.store_done.push_back(match done {
+                IoDone::Read { data, .. } => DiskDone::Read { id: raw, data },
+                _ => DiskDone::Written { id: raw },
+            });
+        } else {
+            self.base_io -= 1;
+            let done = match done {
+                IoDone::Read { data, .. } => BaseDone::Read { id, data },
+                _ => BaseDone::Written { id },
+            };
+            self.timed(|c| c.handle_base(now, done));
+        }
+        self.pump(now);
+        self.note_recovery(now);
+    }
+
+    fn poll_message(&mut self) -> Option<Outgoing<Msg>> {
+        self.out.pop_front()
+    }
+
+    fn poll_io(&mut self) -> Option<IoCommand> {
+        self.io.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        let mut at = self.next_tick;
+        for t in [
+            self.client.as_ref().and_then(|c| c.poll_timeout()),
+            self.store.as_ref().and_then(|s| s.poll_timeout()),
+            self.next_arrival(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            at = at.min(t);
+        }
+        Some(at)
+    }
+}
+
+/// Runs `setup` to its end and reports what every volume saw.
+pub fn run(setup: &Setup) -> Outcome {
+    let layout = setup.layout();
+    let n = setup.volumes.len();
+    let store_config = StoreConfig::new(layout.log_bytes);
+    let start_ns = LEAD_NS;
+    let mut started = vec![false; n];
+    let specs = setup.volumes.clone();
+    let s = setup.clone();
+    let builder = WorldBuilder {
+        new_core: Box::new(move |id: NodeId| {
+            let restart = started[id];
+            started[id] = true;
+            let spec = &specs[id];
+            let store = spec.store.then(|| {
+                if restart {
+                    Store::recover(store_config, s.seed ^ id as u64, 0)
+                } else {
+                    Store::format(store_config, 1000 + id as u128, s.seed ^ id as u64)
+                }
+            });
+            let store_nodes = spec.store_set.clone();
+            let client = spec.client.then(|| {
+                let config = Config {
+                    policy: s.policy,
+                    t_base: s.t_base,
+                    t_store: s.t_store,
+                    n_reclaim: s.n_reclaim,
+                    request_timeout_ns: None,
+                    ..Config::new(id as u64 + 1, id as u64 + 1, layout.volume_bytes)
+                };
+                if restart {
+                    Client::recover(config, 0)
+                } else {
+                    let stores = store_nodes
+                        .iter()
+                        .map(|&n| StoreInfo {
+                            id: 1000 + n as u64,
+                            server: n as u64,
+                        })
+                        .collect();
+                    Client::format(config, stores, 0)
+                }
+            });
+            Node {
+                id,
+                start_ns,
+                restart,
+                restarted_at: None,
+                client,
+                store_nodes,
+                store,
+                store_offset: layout.store_offset,
+                upper: Upper {
+                    load: if restart {
+                        Load::Idle
+                    } else {
+                        spec.load.clone()
+                    },
+                    next: 0,
+                    in_flight: HashMap::new(),
+                    next_id: 0,
+                    rng: SimRng::new(s.seed, 10 + id as u64),
+                    seq_offset: 0,
+                    usable_bytes: layout.usable_bytes,
+                },
+                time_client: s.time_client,
+                track_logs: s.track_logs,
+                switch_policy: s.switch_policy,
+                sample_ns: s.sample_ns,
+                next_tick: 0,
+                senders: HashMap::new(),
+                next_tag: 0,
+                base_io: 0,
+                store_io: 0,
+                store_done: VecDeque::new(),
+                next_housekeeping: 0,
+                out: VecDeque::new(),
+                io: VecDeque::new(),
+                result: VolumeResult::default(),
+                last_answer_ns: 0,
+            }
+        }),
+        new_device: Box::new({
+            let s = setup.clone();
+            move |_| s.new_device()
+        }),
+        crash_model: CrashModel {
+            kept: 1.0,
+            torn: 0.0,
+        },
+        flush_ns: 0,
+    };
+    let network = Network::new(
+        NetworkParams {
+            racks_of_nodes: vec![0; n],
+            nic_bits_per_s: 100e9,
+            uplink_bits_per_s: 100e9,
+            latency_ns: 5_000,
+        },
+        NetworkFaults::default(),
+        SimRng::new(setup.seed, 1),
+    );
+    let mut world = World::new(builder, network, SimRng::new(setup.seed, 2));
+    let mut crashed = false;
+    let step: Nanos = 1_000_000_000;
+    let mut t = start_ns;
+    loop {
+        t += step;
+        if let Some(at) = setup.crash_at {
+            if !crashed && start_ns + at <= t {
+                crashed = true;
+                world.run_until(start_ns + at - 1);
+                for node in 0..n {
+                    world.schedule_crash(node, start_ns + at, Some(1_000_000));
+                }
+            }
+        }
+        world.run_until(t);
+        let everything_answered = (0..n).all(|i| {
+            world
+                .core(i)
+                .is_none_or(|node| node.upper.in_flight.is_empty() && node.next_arrival().is_none())
+        });
+        let recovered = !crashed
+            || (0..n).all(|i| {
+                world.core(i).is_none_or(|node| {
+                    node.store.as_ref().is_none_or(|s| s.is_ready())
+                        && node.client.as_ref().is_none_or(|c| c.is_ready())
+                })
+            });
+        let reclaimed = !setup.until_reclaimed
+            || (0..n).all(|i| {
+                world.core(i).is_none_or(|node| {
+                    node.client
+                        .as_ref()
+                        .is_none_or(|c| c.stats().offloaded_bytes == 0)
+                })
+            });
+        let done = t >= start_ns + setup.end_ns && everything_answered && recovered && reclaimed;
+        if done || t >= start_ns.saturating_add(setup.stop_ns) {
+            break;
+        }
+    }
+    let mut volumes = Vec::new();
+    let mut last_answer_ns = 0;
+    for i in 0..n {
+        let Some(node) = world.core(i) else {
+            volumes.push(VolumeResult::default());
+            continue;
+        };
+        let mut r = node.result.clone();
+        r.client = node.client.as_ref().map(|c| c.stats());
+        last_answer_ns = last_answer_ns.max(node.last_answer_ns.saturating_sub(start_ns));
+        volumes.push(r);
+    }
+    Outcome {
+        volumes,
+        sample_ns: setup.sample_ns,
+        last_answer_ns,
+        stopped_ns: t - start_ns,
+        layout,
+    }
+}
