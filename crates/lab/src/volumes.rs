@@ -202,8 +202,11 @@ pub struct VolumeResult {
     pub client_recovery_ns: Option<Nanos>,
     pub store_stats: Option<cordillera_vstore::store::Stats>,
     pub metadata_bytes: u64,
-    /// Time the device was busy, ns.
-    pub busy_ns: u64,
+    /// Disk I/Os on the volume: the client's (base) and the store's.
+    pub base_ios: u64,
+    pub store_read_ios: u64,
+    pub store_write_ios: u64,
+    pub store_write_bytes: u64,
 }
 
 /// The whole run.
@@ -407,6 +410,7 @@ impl Node {
                             length_bytes,
                         } => {
                             self.store_io += 1;
+                            self.result.store_read_ios += 1;
                             self.io.push_back(IoCommand::Read {
                                 id: OWNER_STORE | id,
                                 offset_bytes: self.store_offset + offset_bytes,
@@ -421,6 +425,8 @@ impl Node {
                         } => {
                             // Write-through: durable once written.
                             self.store_io += 1;
+                            self.result.store_write_ios += 1;
+                            self.result.store_write_bytes += data.len() as u64;
                             self.io.push_back(IoCommand::Write {
                                 id: OWNER_STORE | id,
                                 offset_bytes: self.store_offset + offset_bytes,
@@ -456,6 +462,7 @@ impl Node {
                 while let Some(op) = c.poll_base() {
                     progress = true;
                     self.base_io += 1;
+                    self.result.base_ios += 1;
                     self.io.push_back(match op {
                         BaseOp::Read {
                             id,

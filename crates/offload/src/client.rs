@@ -232,6 +232,12 @@ struct StoreState {
     busy_since: Nanos,
     /// read_any may find data for us.
     may_hold: bool,
+    /// read_any requests in flight, and how many may be: a store offers its records in turn
+    /// and offers them again once all were, so more requests than it has records to offer only
+    /// read the same records again. The window doubles (up to N_reclaim) while answers bring
+    /// new work and falls back to one when one does not.
+    any_in_flight: u64,
+    any_window: u64,
     /// No read_any before this: the last one found only data being settled or still being
     /// written, which the store offers again until that work is done.
     reclaim_after: Nanos,
@@ -597,8 +603,10 @@ impl Client {
     fn settle_outstanding(&mut self, out: &Outstanding) {
         let st = &mut self.stores[out.store];
         st.in_flight -= 1;
-        if matches!(out.pending, Pending::Delete { .. }) {
-            st.deletes_in_flight -= 1;
+        match out.pending {
+            Pending::Delete { .. } => st.deletes_in_flight -= 1,
+            Pending::ReclaimAny { .. } => st.any_in_flight -= 1,
+            _ => {}
         }
     }
 
@@ -621,8 +629,10 @@ impl Client {
             st.busy_since = self.now;
         }
         st.in_flight += 1;
-        if matches!(pending, Pending::Delete { .. }) {
-            st.deletes_in_flight += 1;
+        match pending {
+            Pending::Delete { .. } => st.deletes_in_flight += 1,
+            Pending::ReclaimAny { .. } => st.any_in_flight += 1,
+            _ => {}
         }
         self.outstanding.insert(id, Outstanding { store, pending });
         self.store_out.push_back((store, id, request));
@@ -1198,16 +1208,22 @@ impl Client {
             Pending::ReclaimAny { writes_acked } => {
                 match reply {
                     Reply::ReadAny(Some((extent, data))) => {
-                        if !self.reclaim_got(store, vec![(extent, data)]) {
-                            let st = &mut self.stores[store];
+                        let useful = self.reclaim_got(store, vec![(extent, data)]);
+                        let n_reclaim = self.config.n_reclaim as u64;
+                        let st = &mut self.stores[store];
+                        if useful {
+                            st.any_window = (st.any_window * 2).min(n_reclaim.max(1));
+                        } else {
+                            st.any_window = 1;
                             st.reclaim_after = self.now + self.config.probe_interval_ns;
                         }
                         return;
                     }
                     Reply::ReadAny(None) if self.stores[store].writes_acked == writes_acked => {
                         self.stores[store].may_hold = false;
+                        self.stores[store].any_window = 1;
                     }
-                    _ => {}
+                    _ => self.stores[store].any_window = 1,
                 }
                 self.reclaim_jobs -= 1;
             }
@@ -1873,7 +1889,10 @@ impl Client {
                 .map(|k| (self.next_reclaim_store + k) % n)
                 .find(|&s| {
                     let st = &self.stores[s];
-                    st.up && st.may_hold && st.reclaim_after <= self.now
+                    st.up
+                        && st.may_hold
+                        && st.reclaim_after <= self.now
+                        && st.any_in_flight < st.any_window
                 });
             let Some(s) = pick else {
                 break;
@@ -2307,6 +2326,8 @@ fn new_store_state(info: StoreInfo, now: Nanos) -> StoreState {
         last_heard: now,
         busy_since: now,
         may_hold: false,
+        any_in_flight: 0,
+        any_window: 1,
         reclaim_after: 0,
         writes_acked: 0,
         stale: RangeMap::new(),

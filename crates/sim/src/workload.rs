@@ -445,7 +445,7 @@ impl ExchangeLike {
     pub fn everest() -> ExchangeLike {
         ExchangeLike {
             duration_s: 6 * 3600,
-            peak_rate_per_s: 3000.0,
+            peak_rate_per_s: 2550.0,
             peak_to_mean: 13.5,
             weights: vec![1.6, 1.4, 1.2, 1.0, 0.9, 0.8, 0.6, 0.5],
             base_read_fraction: 0.6,
@@ -462,10 +462,10 @@ impl ExchangeLike {
                 },
                 ExchangePeak {
                     start_s: 3 * 3600 + 16 * 60,
-                    duration_s: 240,
+                    duration_s: 840,
                     rate_factor: 0.97,
                     read_fraction: 0.91,
-                    concentration: 0.45,
+                    concentration: 0.2,
                     hot: 5,
                 },
                 ExchangePeak {
