@@ -780,7 +780,7 @@ pub const GENERATED_RATE_MAX_PER_S: f64 = 10_000_000.0;
 
 /// Opens a generated workload from a specification such as
 /// `gen:zipf:alpha=1,count=100000` or `gen:bursty:peak_to_mean=10`. Names: `zipf`, `diurnal`,
-/// `bursty`, `onoff`; keys are the fields of each generator (sizes accept `64k`, `50g`).
+/// `bursty`, `onoff`, `exchange-like`; keys are the fields of each generator (sizes accept `64k`, `50g`).
 pub fn open_spec(spec: &str) -> Result<Generated, String> {
     let body = spec
         .strip_prefix("gen:")
