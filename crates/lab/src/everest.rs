@@ -284,18 +284,6 @@ pub fn run(
                 });
             }
             let outcome = volumes::run(&setup);
-            if std::env::var_os("LAB_DEBUG").is_some() {
-                for v in &outcome.volumes {
-                    eprintln!(
-                        "  base ios {} store reads {} writes {} ({} MB) client {:?}",
-                        v.base_ios,
-                        v.store_read_ios,
-                        v.store_write_ios,
-                        v.store_write_bytes >> 20,
-                        v.client
-                    );
-                }
-            }
             config_result(&outcome, r.duration_ns)
         };
         let baseline = run(Policy::Baseline, false, progress);

@@ -869,7 +869,8 @@ pub fn run(setup: &Setup) -> Outcome {
         });
         let recovered = !crashed
             || (0..n).all(|i| {
-                world.core(i).is_none_or(|node| {
+                // A crashed node is down until its restart: not recovered yet.
+                world.core(i).is_some_and(|node| {
                     node.store.as_ref().is_none_or(|s| s.is_ready())
                         && node.client.as_ref().is_none_or(|c| c.is_ready())
                 })

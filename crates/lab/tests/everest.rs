@@ -228,7 +228,9 @@ fn the_experiment_runs_end_to_end_on_a_generated_trace() {
             Box::new(w.records()),
         )))
     };
-    let report = everest::run(&mut open, "small", &small_options(), &mut |_| {}).unwrap();
+    let mut options = small_options();
+    options.parts.recovery = true;
+    let report = everest::run(&mut open, "small", &options, &mut |_| {}).unwrap();
     assert_eq!(report.episodes.len(), 1);
     let e = &report.episodes[0];
     assert_eq!(
@@ -261,6 +263,17 @@ fn the_experiment_runs_end_to_end_on_a_generated_trace() {
     );
     assert!(speedup > 10.0, "peak off-load speed-up {speedup}");
     assert_eq!(e.configs.peak.offloaded_at_end_bytes, 0);
+    // Table 3: the crash came when the most data was off-loaded; the stores scanned their logs.
+    let rec = report.recovery.as_ref().expect("a recovery run");
+    println!("recovery: {rec:?}");
+    assert!(
+        rec.max_log_records > 0 && rec.max_valid_bytes > 0,
+        "{rec:?}"
+    );
+    assert!(
+        rec.max_store_recovery_s > 0.0 && rec.max_client_recovery_s >= rec.max_store_recovery_s
+    );
+    assert!(rec.metadata_bytes >= 32);
 }
 
 #[test]
