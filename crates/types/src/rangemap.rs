@@ -6,8 +6,6 @@
 //! caller's rule to every piece, gaps included. Adjacent ranges with equal values are merged, so
 //! memory is linear in the number of distinct ranges, never in blocks.
 
-use std::collections::BTreeMap;
-
 /// One piece of a lookup: bytes `[start, end)` and the value there (`None` for a gap).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Piece<V> {
@@ -19,19 +17,55 @@ pub struct Piece<V> {
 /// `(start, end, value)`.
 type Span<V> = (u64, u64, V);
 
+/// Ranges per chunk at most (a chunk twice this size is split).
+const CHUNK_MAX: usize = 16;
+
+/// The ranges in order, cut into chunks of consecutive ranges (a two-level sorted array, like a
+/// B+ tree of height two): a search is a binary search over the chunks' first starts, then one
+/// inside a chunk, both over contiguous memory; an update splices one chunk (rarely two).
 #[derive(Clone, Debug)]
 pub struct RangeMap<V> {
-    /// start → (end, value); ranges are non-empty and do not overlap.
-    ranges: BTreeMap<u64, (u64, V)>,
+    /// Non-empty chunks; ranges are non-empty, ordered and do not overlap.
+    chunks: Vec<Vec<Span<V>>>,
+    /// The start of each chunk's first range.
+    firsts: Vec<u64>,
+    len: usize,
+    chunk_max: usize,
     /// Working space of `update`, kept to spare an allocation per call.
-    scratch: (Vec<Span<V>>, Vec<Span<V>>),
+    scratch: Vec<Span<V>>,
+}
+
+/// Walks the ranges from a position, across chunks.
+struct Cursor<'a, V> {
+    chunks: &'a [Vec<Span<V>>],
+    c: usize,
+    i: usize,
+}
+
+impl<'a, V> Iterator for Cursor<'a, V> {
+    type Item = (u64, u64, &'a V);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let chunk = self.chunks.get(self.c)?;
+            if let Some((s, e, v)) = chunk.get(self.i) {
+                self.i += 1;
+                return Some((*s, *e, v));
+            }
+            self.c += 1;
+            self.i = 0;
+        }
+    }
 }
 
 impl<V> Default for RangeMap<V> {
     fn default() -> Self {
         RangeMap {
-            ranges: BTreeMap::new(),
-            scratch: (Vec::new(), Vec::new()),
+            chunks: Vec::new(),
+            firsts: Vec::new(),
+            len: 0,
+            chunk_max: CHUNK_MAX,
+            scratch: Vec::new(),
         }
     }
 }
@@ -41,34 +75,72 @@ impl<V: Clone + PartialEq> RangeMap<V> {
         RangeMap::default()
     }
 
+    /// A map with small chunks, so that tests exercise splits and merges.
+    #[cfg(test)]
+    fn with_chunk_max(chunk_max: usize) -> RangeMap<V> {
+        RangeMap {
+            chunk_max,
+            ..RangeMap::default()
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
+        self.len == 0
     }
 
     /// Number of stored ranges.
     pub fn len(&self) -> usize {
-        self.ranges.len()
+        self.len
     }
 
     /// Every range, in order: `(start, end, value)`.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64, &V)> + '_ {
-        self.ranges.iter().map(|(s, (e, v))| (*s, *e, v))
+        self.chunks.iter().flatten().map(|(s, e, v)| (*s, *e, v))
     }
 
-    /// The stored ranges that overlap `[start, end)`, unclipped, from the last to the first
-    /// (one search of the tree).
-    fn overlapping_rev(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, u64, &V)> + '_ {
-        let upper = if start < end { end } else { 0 };
-        self.ranges
-            .range(..upper)
-            .rev()
-            .take_while(move |(_, (e, _))| *e > start)
-            .map(|(s, (e, v))| (*s, *e, v))
+    /// The position (chunk, index) of the first range whose end is at least `at` (touching
+    /// counts when `touch`), or the end.
+    fn first_ending_after(&self, at: u64, touch: bool) -> (usize, usize) {
+        if self.chunks.is_empty() {
+            return (0, 0);
+        }
+        // The candidate is the last range starting before `at` (at or before, without
+        // `touch`), in the last chunk starting there, or else the range after it.
+        let c = self
+            .firsts
+            .partition_point(|&f| if touch { f < at } else { f <= at })
+            .saturating_sub(1);
+        let chunk = &self.chunks[c];
+        let i = chunk.partition_point(|&(_, e, _)| if touch { e < at } else { e <= at });
+        if i == chunk.len() {
+            (c + 1, 0)
+        } else {
+            (c, i)
+        }
+    }
+
+    /// Ranges from position `(c, i)` on, in order.
+    fn from(&self, c: usize, i: usize) -> Cursor<'_, V> {
+        Cursor {
+            chunks: &self.chunks,
+            c,
+            i,
+        }
+    }
+
+    /// The stored ranges that overlap `[start, end)`, unclipped, in order.
+    fn overlapping(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, u64, &V)> + '_ {
+        let (c, i) = if start < end {
+            self.first_ending_after(start, false)
+        } else {
+            (self.chunks.len(), 0)
+        };
+        self.from(c, i).take_while(move |(s, _, _)| *s < end)
     }
 
     /// Whether any stored range overlaps `[start, end)`.
     pub fn overlaps(&self, start: u64, end: u64) -> bool {
-        self.overlapping_rev(start, end).next().is_some()
+        self.overlapping(start, end).next().is_some()
     }
 
     /// `[start, end)` cut into stored pieces and gaps, clipped to it, in order.
@@ -77,14 +149,13 @@ impl<V: Clone + PartialEq> RangeMap<V> {
         if start >= end {
             return out;
         }
-        // Built from the end backwards (one search), then put in order.
-        let mut at = end;
-        for (s, e, v) in self.overlapping_rev(start, end) {
+        let mut at = start;
+        for (s, e, v) in self.overlapping(start, end) {
             let (lo, hi) = (s.max(start), e.min(end));
-            if hi < at {
+            if lo > at {
                 out.push(Piece {
-                    start: hi,
-                    end: at,
+                    start: at,
+                    end: lo,
                     value: None,
                 });
             }
@@ -93,16 +164,15 @@ impl<V: Clone + PartialEq> RangeMap<V> {
                 end: hi,
                 value: Some(v),
             });
-            at = lo;
+            at = hi;
         }
-        if at > start {
+        if at < end {
             out.push(Piece {
-                start,
-                end: at,
+                start: at,
+                end,
                 value: None,
             });
         }
-        out.reverse();
         out
     }
 
@@ -110,8 +180,8 @@ impl<V: Clone + PartialEq> RangeMap<V> {
     /// between them — by what `rule(piece_start, piece_end, old_value)` returns (`None` leaves
     /// or makes a gap). Parts of ranges outside `[start, end)` keep their values.
     ///
-    /// One search of the tree finds every range touching `[start, end]` (the overlapping ones
-    /// and the neighbours that may merge); only entries that change are written back.
+    /// One search finds every range touching `[start, end]` (the overlapping ones and the
+    /// neighbours that may merge); they are replaced, in place, by the new layout.
     pub fn update(
         &mut self,
         start: u64,
@@ -121,21 +191,11 @@ impl<V: Clone + PartialEq> RangeMap<V> {
         if start >= end {
             return;
         }
-        let (mut old, mut new) = std::mem::take(&mut self.scratch);
-        old.clear();
+        let (c0, i0) = self.first_ending_after(start, true);
+        let mut new = std::mem::take(&mut self.scratch);
         new.clear();
-        for (s, (e, v)) in self.ranges.range(..=end).rev() {
-            if *e < start {
-                break;
-            }
-            old.push((*s, *e, v.clone()));
-            if *s < start {
-                break;
-            }
-        }
-        old.reverse();
         // The new layout of everything the old ranges and [start, end) cover, coalesced.
-        let mut push = |s: u64, e: u64, v: V| {
+        let push = |new: &mut Vec<Span<V>>, s: u64, e: u64, v: V| {
             if let Some(last) = new.last_mut() {
                 if last.1 == s && last.2 == v {
                     last.1 = e;
@@ -145,56 +205,139 @@ impl<V: Clone + PartialEq> RangeMap<V> {
             new.push((s, e, v));
         };
         let mut at = start;
-        for (s, e, v) in &old {
-            let (s, e) = (*s, *e);
+        let mut old_count = 0;
+        for (s, e, v) in self.from(c0, i0) {
+            if s > end {
+                break;
+            }
+            old_count += 1;
             if s < start {
-                push(s, e.min(start), v.clone());
+                push(&mut new, s, e.min(start), v.clone());
             }
             let (lo, hi) = (s.max(start), e.min(end));
             if lo < hi {
                 if lo > at {
                     if let Some(n) = rule(at, lo, None) {
-                        push(at, lo, n);
+                        push(&mut new, at, lo, n);
                     }
                 }
                 if let Some(n) = rule(lo, hi, Some(v)) {
-                    push(lo, hi, n);
+                    push(&mut new, lo, hi, n);
                 }
                 at = hi;
             }
             if e > end {
                 if at < end {
                     if let Some(n) = rule(at, end, None) {
-                        push(at, end, n);
+                        push(&mut new, at, end, n);
                     }
                     at = end;
                 }
-                push(s.max(end), e, v.clone());
+                push(&mut new, s.max(end), e, v.clone());
             }
         }
         if at < end {
             if let Some(n) = rule(at, end, None) {
-                push(at, end, n);
+                push(&mut new, at, end, n);
             }
         }
-        // Write back what changed: a new entry at an old start replaces it in place.
-        for (s, _, _) in &old {
-            if !new.iter().any(|(ns, _, _)| ns == s) {
-                self.ranges.remove(s);
-            }
-        }
-        for (s, e, v) in new.drain(..) {
-            if old
-                .iter()
-                .any(|(os, oe, ov)| *os == s && *oe == e && *ov == v)
-            {
-                continue;
-            }
-            self.ranges.insert(s, (e, v));
-        }
-        old.clear();
-        self.scratch = (old, new);
+        self.replace(c0, i0, old_count, &mut new);
+        self.scratch = new;
         self.debug_check();
+    }
+
+    /// Replaces `count` ranges from position `(c, i)` by `new` (drained).
+    fn replace(&mut self, c: usize, i: usize, count: usize, new: &mut Vec<Span<V>>) {
+        self.len = self.len + new.len() - count;
+        if self.chunks.is_empty() {
+            if !new.is_empty() {
+                self.chunks.push(std::mem::take(new));
+                self.firsts.push(self.chunks[0][0].0);
+                self.split(0);
+            }
+            return;
+        }
+        // Insertions at the very end go into the last chunk.
+        let (c, i) = if c == self.chunks.len() {
+            (c - 1, self.chunks[c - 1].len())
+        } else {
+            (c, i)
+        };
+        let here = self.chunks[c].len() - i;
+        if count <= here {
+            // Overwrite in place, then move the chunk's tail once (if the count changed).
+            let chunk = &mut self.chunks[c];
+            let same = count.min(new.len());
+            let mut fresh = new.drain(..);
+            for slot in &mut chunk[i..i + same] {
+                *slot = fresh.next().expect("counted");
+            }
+            if count > same {
+                chunk.drain(i + same..i + count);
+            } else {
+                chunk.splice(i + same..i + same, fresh);
+            }
+        } else {
+            // The old ranges run into the next chunks: take them off there, then splice here.
+            let mut left = count - here;
+            let mut k = c + 1;
+            while left > 0 {
+                let take = left.min(self.chunks[k].len());
+                self.chunks[k].drain(..take);
+                left -= take;
+                k += 1;
+            }
+            self.chunks[c].splice(i.., new.drain(..));
+            for k in c + 1..k {
+                if let Some(&(s, _, _)) = self.chunks[k].first() {
+                    self.firsts[k] = s;
+                }
+            }
+        }
+        // Drop emptied chunks, refresh this chunk's first start, keep sizes in bounds.
+        let mut k = c;
+        while k < self.chunks.len() && k <= c + count {
+            if self.chunks[k].is_empty() {
+                self.chunks.remove(k);
+                self.firsts.remove(k);
+            } else {
+                k += 1;
+            }
+        }
+        if c < self.chunks.len() {
+            self.firsts[c] = self.chunks[c][0].0;
+            self.split(c);
+            self.merge(c);
+        }
+    }
+
+    /// Cuts chunks of the chunk size off the end of chunk `c` while it is over twice that.
+    fn split(&mut self, c: usize) {
+        while self.chunks[c].len() > 2 * self.chunk_max {
+            let at = self.chunks[c].len() - self.chunk_max;
+            // Room to grow to the split size without reallocating.
+            let mut tail = Vec::with_capacity(2 * self.chunk_max + 2);
+            tail.extend(self.chunks[c].drain(at..));
+            self.firsts.insert(c + 1, tail[0].0);
+            self.chunks.insert(c + 1, tail);
+        }
+    }
+
+    /// Merges chunk `c` into a neighbour when it has become small.
+    fn merge(&mut self, c: usize) {
+        if self.chunks[c].len() >= self.chunk_max / 4 || self.chunks.len() < 2 {
+            return;
+        }
+        let (a, b) = if c + 1 < self.chunks.len() {
+            (c, c + 1)
+        } else {
+            (c - 1, c)
+        };
+        if self.chunks[a].len() + self.chunks[b].len() <= 2 * self.chunk_max {
+            let moved = self.chunks.remove(b);
+            self.firsts.remove(b);
+            self.chunks[a].extend(moved);
+        }
     }
 
     /// Sets `[start, end)` to `value`.
@@ -208,18 +351,21 @@ impl<V: Clone + PartialEq> RangeMap<V> {
     }
 
     fn debug_check(&self) {
-        if cfg!(debug_assertions) && self.ranges.len() < 4096 {
+        if cfg!(debug_assertions) && self.len < 4096 {
+            assert_eq!(self.chunks.len(), self.firsts.len());
+            assert_eq!(self.len, self.chunks.iter().map(Vec::len).sum::<usize>());
+            for (chunk, first) in self.chunks.iter().zip(&self.firsts) {
+                assert!(!chunk.is_empty() && chunk[0].0 == *first, "chunk index");
+                assert!(chunk.len() <= 2 * self.chunk_max, "chunk too large");
+            }
             let mut last: Option<(u64, &V)> = None;
-            for (s, (e, v)) in &self.ranges {
+            for (s, e, v) in self.iter() {
                 assert!(s < e, "empty range");
                 if let Some((last_end, last_v)) = last {
-                    assert!(*s >= last_end, "overlapping ranges");
-                    assert!(
-                        !(*s == last_end && last_v == v),
-                        "unmerged equal neighbours"
-                    );
+                    assert!(s >= last_end, "overlapping ranges");
+                    assert!(!(s == last_end && last_v == v), "unmerged equal neighbours");
                 }
-                last = Some((*e, v));
+                last = Some((e, v));
             }
         }
     }
@@ -304,8 +450,11 @@ mod tests {
         /// Against a per-byte model: every lookup agrees, ranges never overlap, equal neighbours
         /// are always merged (so the map is as small as the model allows).
         #[test]
-        fn matches_a_per_byte_model(steps in proptest::collection::vec(step(), 1..60)) {
-            let mut m = RangeMap::new();
+        fn matches_a_per_byte_model(
+            steps in proptest::collection::vec(step(), 1..60),
+            chunk_max in prop_oneof![Just(1usize), Just(2), Just(3), Just(CHUNK_MAX)],
+        ) {
+            let mut m = RangeMap::with_chunk_max(chunk_max);
             let mut model: Vec<Option<u8>> = vec![None; 400];
             for st in steps {
                 match st {
