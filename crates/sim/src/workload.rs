@@ -343,57 +343,80 @@ impl Bursty {
     pub fn records(&self) -> impl Iterator<Item = Record> {
         let spec = self.clone();
         let peaks = self.peak_schedule();
-        let mut rng = SimRng::new(self.seed, 2);
-        let mut second = 0u64;
-        let mut batch: Vec<Record> = Vec::new();
-        let mut at = 0;
-        std::iter::from_fn(move || loop {
-            if at < batch.len() {
-                at += 1;
-                return Some(batch[at - 1]);
-            }
-            if second >= spec.duration_s {
-                return None;
-            }
-            batch.clear();
-            at = 0;
+        let peak_total = spec.peak_total_rate_per_s(peaks.len());
+        let rates = move |second: u64, v: u32| {
             let peak = peaks
                 .iter()
                 .find(|(start, _)| (*start..start + spec.peak_s).contains(&second));
-            let peak_total = spec.peak_total_rate_per_s(peaks.len());
-            for v in 0..spec.volumes {
-                let (rate, reads) = match peak {
-                    None => (spec.base_rate_per_s, spec.base_read_fraction),
-                    Some((_, hot)) => {
-                        let total = peak_total;
-                        let share = if v == *hot {
-                            spec.concentration
-                        } else {
-                            (1.0 - spec.concentration) / (spec.volumes - 1).max(1) as f64
-                        };
-                        (total * share, spec.peak_read_fraction)
-                    }
-                };
-                for _ in 0..rng.poisson(rate) {
-                    let op = if rng.chance(reads) {
-                        Op::Read
+            match peak {
+                None => (spec.base_rate_per_s, spec.base_read_fraction),
+                Some((_, hot)) => {
+                    let share = if v == *hot {
+                        spec.concentration
                     } else {
-                        Op::Write
+                        (1.0 - spec.concentration) / (spec.volumes - 1).max(1) as f64
                     };
-                    batch.push(Record {
-                        time_ns: (second * NS_PER_S as u64 + rng.below(NS_PER_S as u64)) as i64,
-                        volume: VolumeId(v),
-                        op,
-                        offset_bytes: rng.below(spec.span_bytes / (8 * KIB)) * 8 * KIB,
-                        size_bytes: 8 * KIB,
-                        response_ns: None,
-                    });
+                    (peak_total * share, spec.peak_read_fraction)
                 }
             }
-            batch.sort_by_key(|r| (r.time_ns, r.volume));
-            second += 1;
-        })
+        };
+        poisson_volumes(
+            self.volumes,
+            self.duration_s,
+            8 * KIB,
+            self.span_bytes,
+            SimRng::new(self.seed, 2),
+            rates,
+        )
     }
+}
+
+/// Requests of `request_bytes` at uniformly random aligned offsets within `span_bytes`, Poisson
+/// second by second on each volume at the rate and read fraction `rates(second, volume)` gives,
+/// in time order.
+fn poisson_volumes(
+    volumes: u32,
+    duration_s: u64,
+    request_bytes: u64,
+    span_bytes: u64,
+    mut rng: SimRng,
+    rates: impl Fn(u64, u32) -> (f64, f64) + 'static,
+) -> impl Iterator<Item = Record> {
+    let slots = span_bytes / request_bytes;
+    let mut second = 0u64;
+    let mut batch: Vec<Record> = Vec::new();
+    let mut at = 0;
+    std::iter::from_fn(move || loop {
+        if at < batch.len() {
+            at += 1;
+            return Some(batch[at - 1]);
+        }
+        if second >= duration_s {
+            return None;
+        }
+        batch.clear();
+        at = 0;
+        for v in 0..volumes {
+            let (rate, reads) = rates(second, v);
+            for _ in 0..rng.poisson(rate) {
+                let op = if rng.chance(reads) {
+                    Op::Read
+                } else {
+                    Op::Write
+                };
+                batch.push(Record {
+                    time_ns: (second * NS_PER_S as u64 + rng.below(NS_PER_S as u64)) as i64,
+                    volume: VolumeId(v),
+                    op,
+                    offset_bytes: rng.below(slots) * request_bytes,
+                    size_bytes: request_bytes,
+                    response_ns: None,
+                });
+            }
+        }
+        batch.sort_by_key(|r| (r.time_ns, r.volume));
+        second += 1;
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -539,60 +562,37 @@ impl ExchangeLike {
         let base_total = self.base_total_rate_per_s();
         let weight_sum: f64 = self.weights.iter().sum();
         let volumes = self.weights.len() as u32;
-        let mut rng = SimRng::new(self.seed, 3);
-        let mut second = 0u64;
-        let mut batch: Vec<Record> = Vec::new();
-        let mut at = 0;
-        std::iter::from_fn(move || loop {
-            if at < batch.len() {
-                at += 1;
-                return Some(batch[at - 1]);
-            }
-            if second >= spec.duration_s {
-                return None;
-            }
-            batch.clear();
-            at = 0;
+        let rates = move |second: u64, v: u32| {
             let peak = spec
                 .peaks
                 .iter()
                 .find(|p| (p.start_s..p.start_s + p.duration_s).contains(&second));
-            for v in 0..volumes {
-                let (rate, reads) = match peak {
-                    None => (
-                        base_total * spec.weights[v as usize] / weight_sum,
-                        spec.base_read_fraction,
-                    ),
-                    Some(p) => {
-                        let total = p.rate_factor * spec.peak_rate_per_s;
-                        let share = if v == p.hot {
-                            p.concentration
-                        } else {
-                            (1.0 - p.concentration) / (volumes - 1).max(1) as f64
-                        };
-                        (total * share, p.read_fraction)
-                    }
-                };
-                let slots = spec.span_bytes / spec.request_bytes;
-                for _ in 0..rng.poisson(rate) {
-                    let op = if rng.chance(reads) {
-                        Op::Read
+            match peak {
+                None => (
+                    base_total * spec.weights[v as usize] / weight_sum,
+                    spec.base_read_fraction,
+                ),
+                Some(p) => {
+                    let share = if v == p.hot {
+                        p.concentration
                     } else {
-                        Op::Write
+                        (1.0 - p.concentration) / (volumes - 1).max(1) as f64
                     };
-                    batch.push(Record {
-                        time_ns: (second * NS_PER_S as u64 + rng.below(NS_PER_S as u64)) as i64,
-                        volume: VolumeId(v),
-                        op,
-                        offset_bytes: rng.below(slots) * spec.request_bytes,
-                        size_bytes: spec.request_bytes,
-                        response_ns: None,
-                    });
+                    (
+                        p.rate_factor * spec.peak_rate_per_s * share,
+                        p.read_fraction,
+                    )
                 }
             }
-            batch.sort_by_key(|r| (r.time_ns, r.volume));
-            second += 1;
-        })
+        };
+        poisson_volumes(
+            volumes,
+            self.duration_s,
+            self.request_bytes,
+            self.span_bytes,
+            SimRng::new(self.seed, 3),
+            rates,
+        )
     }
 }
 
