@@ -5,6 +5,8 @@
 //! - [`disk`]: a file or block device executing the cores' disk operations with positional I/O
 //!   on worker threads (`pwrite`, `pread`, `fdatasync`), and a synchronous driver for offline use.
 //! - [`store_server`]: `cordillera store serve`: the store core behind the store protocol.
+//! - [`nbd_server`]: an NBD server exporting a [`nbd_server::Backend`] (a file or block device).
 
 pub mod disk;
+pub mod nbd_server;
 pub mod store_server;

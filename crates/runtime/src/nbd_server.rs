@@ -1,0 +1,351 @@
+//! An NBD server (the protocol of the NetworkBlockDevice/nbd repository's `doc/proto.md`;
+//! messages in `cordillera_wire::nbd`): fixed newstyle handshake with `NBD_OPT_EXPORT_NAME`,
+//! `ABORT`, `LIST`, `INFO` and `GO`; then READ, WRITE, FLUSH, TRIM, WRITE_ZEROES and DISC with
+//! the FUA flag, many requests in flight per connection, answered as they complete (out of
+//! order). Bad requests get the protocol's error replies and the connection goes on; a stream
+//! that can no longer be followed (bad magic, truncated frame, an oversized write) closes that
+//! connection only.
+//!
+//! The export is a [`Backend`]: a file or block device today ([`FileBackend`]), the
+//! off-loading volume next.
+
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use cordillera_wire::nbd::{self, Command, Limits, NbdError, Request};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+
+/// What an export does; called on blocking worker threads.
+pub trait Backend: Send + Sync + 'static {
+    fn size_bytes(&self) -> u64;
+    fn read(&self, offset: u64, length: usize) -> io::Result<Vec<u8>>;
+    /// `fua`: durable before returning.
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()>;
+    /// Every write completed before the call is durable when it returns.
+    fn flush(&self) -> io::Result<()>;
+    /// The range reads as zeroes afterwards.
+    fn write_zeroes(&self, offset: u64, length: u64, fua: bool) -> io::Result<()>;
+    /// A hint that the range is unused; doing nothing is allowed.
+    fn trim(&self, _offset: u64, _length: u64, _fua: bool) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A file or block device, with positional I/O; one file handle shared by every connection,
+/// so a flush on one covers writes completed on all (`NBD_FLAG_CAN_MULTI_CONN`).
+pub struct FileBackend {
+    file: std::fs::File,
+    size_bytes: u64,
+}
+
+impl FileBackend {
+    pub fn open(path: &std::path::Path) -> io::Result<FileBackend> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)?;
+        let size_bytes = file.metadata()?.len();
+        Ok(FileBackend { file, size_bytes })
+    }
+}
+
+impl Backend for FileBackend {
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    fn read(&self, offset: u64, length: usize) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; length];
+        self.file.read_exact_at(&mut buf, offset)?;
+        Ok(buf)
+    }
+
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
+        self.file.write_all_at(data, offset)?;
+        if fua {
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn write_zeroes(&self, offset: u64, length: u64, fua: bool) -> io::Result<()> {
+        let zeroes = vec![0u8; length.min(1 << 20) as usize];
+        let mut at = 0;
+        while at < length {
+            let n = (length - at).min(zeroes.len() as u64) as usize;
+            self.file.write_all_at(&zeroes[..n], offset + at)?;
+            at += n as u64;
+        }
+        if fua {
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+}
+
+/// How the export is offered.
+#[derive(Clone, Debug)]
+pub struct ExportConfig {
+    pub name: String,
+    pub read_only: bool,
+    /// Offsets and lengths are multiples of this (advertised as the minimum block size).
+    pub minimum_block: u32,
+    pub preferred_block: u32,
+    pub maximum_payload: u32,
+    /// Requests in flight per connection at most (more wait to be read).
+    pub in_flight_max: usize,
+}
+
+impl Default for ExportConfig {
+    fn default() -> ExportConfig {
+        ExportConfig {
+            name: String::new(),
+            read_only: false,
+            minimum_block: 512,
+            preferred_block: 4096,
+            maximum_payload: 32 << 20,
+            in_flight_max: 128,
+        }
+    }
+}
+
+/// Accepts connections until the listener fails; each connection runs on its own task.
+pub async fn serve(
+    listener: TcpListener,
+    backend: Arc<dyn Backend>,
+    config: ExportConfig,
+) -> io::Result<()> {
+    let config = Arc::new(config);
+    loop {
+        let (stream, peer) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        let (backend, config) = (backend.clone(), config.clone());
+        tokio::spawn(async move {
+            if let Err(e) = connection(stream, backend, config).await {
+                eprintln!("cordillera: nbd connection from {peer} closed: {e}");
+            }
+        });
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ConnectionError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("protocol violation: {0}")]
+    Protocol(#[from] NbdError),
+    #[error("unknown export {0:?}")]
+    UnknownExport(String),
+    #[error("write of {0} bytes is over the {1}-byte limit")]
+    OversizedWrite(u32, u32),
+}
+
+fn transmission_flags(config: &ExportConfig) -> u16 {
+    let mut flags = nbd::FLAG_HAS_FLAGS
+        | nbd::FLAG_SEND_FLUSH
+        | nbd::FLAG_SEND_FUA
+        | nbd::FLAG_SEND_TRIM
+        | nbd::FLAG_SEND_WRITE_ZEROES
+        | nbd::FLAG_CAN_MULTI_CONN;
+    if config.read_only {
+        flags |= nbd::FLAG_READ_ONLY;
+    }
+    flags
+}
+
+async fn connection(
+    mut stream: TcpStream,
+    backend: Arc<dyn Backend>,
+    config: Arc<ExportConfig>,
+) -> Result<(), ConnectionError> {
+    stream.write_all(&nbd::greeting()).await?;
+    let mut flags = [0u8; 4];
+    stream.read_exact(&mut flags).await?;
+    let client = nbd::parse_client_flags(flags)?;
+    let size = backend.size_bytes();
+    let tflags = transmission_flags(&config);
+    // Option haggling.
+    loop {
+        let mut header = [0u8; nbd::OPTION_HEADER_BYTES];
+        stream.read_exact(&mut header).await?;
+        let h = nbd::parse_option_header(header)?;
+        let mut payload = vec![0u8; h.length as usize];
+        stream.read_exact(&mut payload).await?;
+        let reply = |kind: u32, data: &[u8]| nbd::option_reply(h.option, kind, data);
+        match h.option {
+            nbd::OPT_EXPORT_NAME => {
+                let name = nbd::parse_export_name(&payload)?;
+                if !name.is_empty() && name != config.name {
+                    // This option cannot be answered with an error: close.
+                    return Err(ConnectionError::UnknownExport(name));
+                }
+                stream
+                    .write_all(&nbd::export_name_reply(size, tflags, client.no_zeroes))
+                    .await?;
+                break;
+            }
+            nbd::OPT_ABORT => {
+                stream.write_all(&reply(nbd::REP_ACK, &[])).await?;
+                return Ok(());
+            }
+            nbd::OPT_LIST => {
+                if !payload.is_empty() {
+                    stream.write_all(&reply(nbd::REP_ERR_INVALID, &[])).await?;
+                    continue;
+                }
+                let mut out = reply(nbd::REP_SERVER, &nbd::server_entry(&config.name));
+                out.extend(reply(nbd::REP_ACK, &[]));
+                stream.write_all(&out).await?;
+            }
+            nbd::OPT_INFO | nbd::OPT_GO => {
+                let request = match nbd::parse_info_request(&payload) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        stream
+                            .write_all(&reply(nbd::REP_ERR_INVALID, e.to_string().as_bytes()))
+                            .await?;
+                        continue;
+                    }
+                };
+                if !request.name.is_empty() && request.name != config.name {
+                    let msg = format!("no export named {:?}", request.name);
+                    stream
+                        .write_all(&reply(nbd::REP_ERR_UNKNOWN, msg.as_bytes()))
+                        .await?;
+                    continue;
+                }
+                let mut out = reply(nbd::REP_INFO, &nbd::info_export(size, tflags));
+                out.extend(reply(
+                    nbd::REP_INFO,
+                    &nbd::info_block_size(
+                        config.minimum_block,
+                        config.preferred_block,
+                        config.maximum_payload,
+                    ),
+                ));
+                out.extend(reply(nbd::REP_ACK, &[]));
+                stream.write_all(&out).await?;
+                if h.option == nbd::OPT_GO {
+                    break;
+                }
+            }
+            _ => {
+                // STARTTLS, STRUCTURED_REPLY and anything else: not offered here.
+                stream.write_all(&reply(nbd::REP_ERR_UNSUP, &[])).await?;
+            }
+        }
+    }
+    transmission(stream, backend, config).await
+}
+
+async fn transmission(
+    stream: TcpStream,
+    backend: Arc<dyn Backend>,
+    config: Arc<ExportConfig>,
+) -> Result<(), ConnectionError> {
+    let limits = Limits {
+        size_bytes: backend.size_bytes(),
+        minimum_block: config.minimum_block,
+        maximum_payload: config.maximum_payload,
+        read_only: config.read_only,
+    };
+    let (mut reader, mut writer) = stream.into_split();
+    // Replies, in the order requests complete.
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(config.in_flight_max);
+    let writer_task = tokio::spawn(async move {
+        while let Some(bytes) = rx.recv().await {
+            writer.write_all(&bytes).await?;
+        }
+        writer.shutdown().await
+    });
+    let slots = Arc::new(Semaphore::new(config.in_flight_max));
+    let result = loop {
+        let mut header = [0u8; nbd::REQUEST_HEADER_BYTES];
+        if let Err(e) = reader.read_exact(&mut header).await {
+            break Err(e.into());
+        }
+        let request = match nbd::parse_request(header) {
+            Ok(r) => r,
+            Err(e) => break Err(e.into()),
+        };
+        if nbd::must_disconnect(&request, &limits) {
+            break Err(ConnectionError::OversizedWrite(
+                request.length,
+                limits.maximum_payload,
+            ));
+        }
+        let mut data = Vec::new();
+        if request.command == Command::Write {
+            data = vec![0u8; request.length as usize];
+            if let Err(e) = reader.read_exact(&mut data).await {
+                break Err(e.into());
+            }
+        }
+        if request.command == Command::Disc {
+            break Ok(());
+        }
+        if let Err(error) = nbd::check_request(&request, &limits) {
+            if tx
+                .send(nbd::simple_reply(request.handle, error).to_vec())
+                .await
+                .is_err()
+            {
+                break Ok(());
+            }
+            continue;
+        }
+        let permit = slots.clone().acquire_owned().await.expect("never closed");
+        let (backend, tx) = (backend.clone(), tx.clone());
+        tokio::spawn(async move {
+            let reply = tokio::task::spawn_blocking(move || execute(&*backend, &request, data))
+                .await
+                .unwrap_or_else(|_| nbd::simple_reply(request.handle, nbd::EIO).to_vec());
+            let _ = tx.send(reply).await;
+            drop(permit);
+        });
+    };
+    // Requests in flight are answered before the connection closes (NBD_CMD_DISC).
+    let _ = slots.acquire_many(config.in_flight_max as u32).await;
+    drop(tx);
+    let _ = writer_task.await;
+    result
+}
+
+/// Carries out a checked request; returns the whole reply (header, and data for a read).
+fn execute(backend: &dyn Backend, r: &Request, data: Vec<u8>) -> Vec<u8> {
+    let fua = r.flags & nbd::CMD_FLAG_FUA != 0;
+    let outcome: io::Result<Option<Vec<u8>>> = match r.command {
+        Command::Read => backend.read(r.offset, r.length as usize).map(Some),
+        Command::Write => backend.write(r.offset, &data, fua).map(|_| None),
+        Command::Flush => backend.flush().map(|_| None),
+        Command::Trim => backend.trim(r.offset, r.length as u64, fua).map(|_| None),
+        Command::WriteZeroes => backend
+            .write_zeroes(r.offset, r.length as u64, fua)
+            .map(|_| None),
+        Command::Disc | Command::Other(_) => Ok(None),
+    };
+    match outcome {
+        Ok(read) => {
+            let mut out = nbd::simple_reply(r.handle, 0).to_vec();
+            if let Some(bytes) = read {
+                out.extend_from_slice(&bytes);
+            }
+            out
+        }
+        Err(e) => {
+            let error = match e.raw_os_error() {
+                Some(libc::ENOSPC) | Some(libc::EDQUOT) | Some(libc::EFBIG) => nbd::ENOSPC,
+                Some(libc::ENOMEM) => nbd::ENOMEM,
+                _ => nbd::EIO,
+            };
+            nbd::simple_reply(r.handle, error).to_vec()
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! The NBD server against unmodified clients (nbdinfo, qemu-io, nbdcopy) and against a raw
+//! socket sending bad requests. Tests that need a client program say SKIPPED when it is absent
+//! (`scripts/test.sh` installs them).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::sync::Arc;
+
+use cordillera_runtime::nbd_server::{serve, Backend, ExportConfig, FileBackend};
+use cordillera_wire::nbd;
+
+const EXPORT_BYTES: u64 = 64 << 20;
+
+/// A server on a fresh file, on its own runtime thread; returns its address and the file.
+fn start() -> (SocketAddr, tempfile::NamedTempFile) {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    file.as_file().set_len(EXPORT_BYTES).unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(FileBackend::open(file.path()).unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            let config = ExportConfig {
+                name: "vol".into(),
+                ..ExportConfig::default()
+            };
+            serve(listener, backend, config).await.unwrap();
+        });
+    });
+    (rx.recv().unwrap(), file)
+}
+
+fn have(program: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        println!("SKIPPED: {program} is not installed (scripts/test.sh installs it)");
+    }
+    found
+}
+
+#[test]
+fn nbdinfo_lists_the_export() {
+    if !have("nbdinfo") {
+        return;
+    }
+    let (addr, _file) = start();
+    let out = Command::new("nbdinfo")
+        .args(["--json", &format!("nbd://{addr}/vol")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("\"export-size\": {EXPORT_BYTES}")),
+        "{text}"
+    );
+    assert!(text.contains("\"block_size_minimum\": 512"), "{text}");
+    let list = Command::new("nbdinfo")
+        .args(["--list", &format!("nbd://{addr}")])
+        .output()
+        .unwrap();
+    assert!(list.status.success());
+    assert!(String::from_utf8_lossy(&list.stdout).contains("export=\"vol\""));
+}
+
+#[test]
+fn qemu_io_patterns_read_back_at_many_offsets() {
+    if !have("qemu-io") {
+        return;
+    }
+    let (addr, _file) = start();
+    let mut args = vec!["-f".to_string(), "raw".into(), format!("nbd://{addr}/vol")];
+    let places: Vec<(u64, u64, u8)> = (0..24)
+        .map(|i| {
+            (
+                (i * 2_654_435_761u64) % (EXPORT_BYTES / 4096 - 16) * 4096,
+                4096 * (1 + i % 16),
+                0x10 + i as u8,
+            )
+        })
+        .collect();
+    for &(at, len, p) in &places {
+        args.extend(["-c".into(), format!("write -P {p} {at} {len}")]);
+    }
+    args.extend(["-c".into(), "flush".into()]);
+    // Later writes win where places overlap: read back only what nothing later overwrote.
+    for (k, &(at, len, p)) in places.iter().enumerate() {
+        let later = places[k + 1..]
+            .iter()
+            .any(|&(a, l, _)| a < at + len && at < a + l);
+        if !later {
+            args.extend(["-c".into(), format!("read -P {p} {at} {len}")]);
+        }
+    }
+    let out = Command::new("qemu-io").args(&args).output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains("fail"), "{text}");
+    assert!(text.matches("read ").count() >= 10, "{text}");
+}
+
+#[test]
+fn nbdcopy_copies_in_and_out_byte_identically() {
+    if !have("nbdcopy") {
+        return;
+    }
+    let (addr, _file) = start();
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.img");
+    let output = dir.path().join("out.img");
+    let data: Vec<u8> = (0..EXPORT_BYTES)
+        .map(|i| (i * 7 + i / 4096) as u8)
+        .collect();
+    std::fs::write(&input, &data).unwrap();
+    let url = format!("nbd://{addr}/vol");
+    for (from, to) in [
+        (input.to_str().unwrap(), url.as_str()),
+        (url.as_str(), output.to_str().unwrap()),
+    ] {
+        let out = Command::new("nbdcopy").args([from, to]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "nbdcopy {from} {to}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        std::fs::read(&output).unwrap() == data,
+        "the copy out equals the copy in"
+    );
+}
+
+/// Connects and negotiates with NBD_OPT_GO by hand.
+fn raw_connect(addr: SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut greeting = [0u8; 18];
+    s.read_exact(&mut greeting).unwrap();
+    assert_eq!(greeting, nbd::greeting());
+    s.write_all(&(nbd::FLAG_C_FIXED_NEWSTYLE | nbd::FLAG_C_NO_ZEROES).to_be_bytes())
+        .unwrap();
+    // An unknown option first: answered NBD_REP_ERR_UNSUP, and haggling goes on.
+    let option = |s: &mut TcpStream, opt: u32, payload: &[u8]| {
+        let mut h = nbd::IHAVEOPT.to_be_bytes().to_vec();
+        h.extend_from_slice(&opt.to_be_bytes());
+        h.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        h.extend_from_slice(payload);
+        s.write_all(&h).unwrap();
+    };
+    let reply = |s: &mut TcpStream| -> (u32, Vec<u8>) {
+        let mut h = [0u8; 20];
+        s.read_exact(&mut h).unwrap();
+        let kind = u32::from_be_bytes(h[12..16].try_into().unwrap());
+        let mut data = vec![0u8; u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize];
+        s.read_exact(&mut data).unwrap();
+        (kind, data)
+    };
+    option(&mut s, 99, b"");
+    assert_eq!(reply(&mut s).0, nbd::REP_ERR_UNSUP);
+    option(&mut s, nbd::OPT_GO, &[0, 0, 0, 200]);
+    assert_eq!(
+        reply(&mut s).0,
+        nbd::REP_ERR_INVALID,
+        "a truncated GO payload"
+    );
+    option(&mut s, nbd::OPT_GO, &[0, 0, 0, 3, b'v', b'o', b'l', 0, 0]);
+    loop {
+        let (kind, _) = reply(&mut s);
+        if kind == nbd::REP_ACK {
+            break s;
+        }
+        assert_eq!(kind, nbd::REP_INFO);
+    }
+}
+
+fn send(
+    s: &mut TcpStream,
+    command: nbd::Command,
+    flags: u16,
+    handle: u64,
+    offset: u64,
+    data: &[u8],
+    length: u32,
+) {
+    let r = nbd::Request {
+        flags,
+        command,
+        handle,
+        offset,
+        length,
+    };
+    s.write_all(&nbd::encode_request(&r)).unwrap();
+    s.write_all(data).unwrap();
+}
+
+fn receive(s: &mut TcpStream) -> (u64, u32) {
+    let mut h = [0u8; 16];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(
+        u32::from_be_bytes(h[..4].try_into().unwrap()),
+        nbd::SIMPLE_REPLY_MAGIC
+    );
+    (
+        u64::from_be_bytes(h[8..16].try_into().unwrap()),
+        u32::from_be_bytes(h[4..8].try_into().unwrap()),
+    )
+}
+
+#[test]
+fn bad_requests_get_error_replies_and_the_connection_and_data_survive() {
+    let (addr, _file) = start();
+    let mut s = raw_connect(addr);
+    let block = vec![0x5au8; 4096];
+    send(
+        &mut s,
+        nbd::Command::Write,
+        nbd::CMD_FLAG_FUA,
+        1,
+        8192,
+        &block,
+        4096,
+    );
+    assert_eq!(receive(&mut s), (1, 0));
+    // Beyond the end, misaligned, unknown command, unknown flag, zero length.
+    send(
+        &mut s,
+        nbd::Command::Read,
+        0,
+        2,
+        EXPORT_BYTES - 512,
+        &[],
+        1024,
+    );
+    send(&mut s, nbd::Command::Read, 0, 3, 100, &[], 512);
+    send(&mut s, nbd::Command::Other(42), 0, 4, 0, &[], 512);
+    send(&mut s, nbd::Command::Read, 1 << 12, 5, 0, &[], 512);
+    send(
+        &mut s,
+        nbd::Command::Write,
+        0,
+        6,
+        EXPORT_BYTES,
+        &block,
+        4096,
+    );
+    let mut errors: Vec<(u64, u32)> = (0..5).map(|_| receive(&mut s)).collect();
+    errors.sort();
+    assert_eq!(
+        errors,
+        vec![
+            (2, nbd::EINVAL),
+            (3, nbd::EINVAL),
+            (4, nbd::EINVAL),
+            (5, nbd::EINVAL),
+            (6, nbd::ENOSPC)
+        ]
+    );
+    // Many requests in flight: all answered, the data is intact.
+    for h in 10..74u64 {
+        send(&mut s, nbd::Command::Read, 0, h, 8192, &[], 4096);
+    }
+    let mut seen = Vec::new();
+    for _ in 10..74 {
+        let (handle, error) = receive(&mut s);
+        assert_eq!(error, 0);
+        let mut data = vec![0u8; 4096];
+        s.read_exact(&mut data).unwrap();
+        assert_eq!(data, block);
+        seen.push(handle);
+    }
+    seen.sort();
+    assert_eq!(seen, (10..74).collect::<Vec<_>>());
+    send(&mut s, nbd::Command::Flush, 0, 80, 0, &[], 0);
+    assert_eq!(receive(&mut s), (80, 0));
+    // A frame with a bad magic number ends this connection only.
+    s.write_all(&[0xde; 28]).unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(rest.is_empty());
+    // A truncated write, then the peer goes away: the server carries on.
+    let mut t = raw_connect(addr);
+    send(&mut t, nbd::Command::Write, 0, 1, 0, &block[..100], 4096);
+    drop(t);
+    let mut u = raw_connect(addr);
+    send(&mut u, nbd::Command::Read, 0, 9, 8192, &[], 4096);
+    assert_eq!(receive(&mut u), (9, 0));
+    let mut data = vec![0u8; 4096];
+    u.read_exact(&mut data).unwrap();
+    assert_eq!(
+        data, block,
+        "acknowledged data survives bad requests and broken connections"
+    );
+    send(&mut u, nbd::Command::Disc, 0, 10, 0, &[], 0);
+    let mut rest = Vec::new();
+    let _ = u.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "no reply to NBD_CMD_DISC");
+}
