@@ -55,52 +55,49 @@ fn chart(
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70);
+    // The same drawing on either kind of y axis (their coordinate types differ).
+    macro_rules! draw {
+        ($chart:expr) => {{
+            let mut c = $chart;
+            c.configure_mesh()
+                .x_desc(x_label)
+                .y_desc(y_label)
+                .draw()
+                .map_err(err)?;
+            for (i, s) in series.iter().enumerate() {
+                let color = COLORS[i % COLORS.len()];
+                // A log axis cannot show zero or less.
+                let pts: Vec<(f64, f64)> = s
+                    .points
+                    .iter()
+                    .copied()
+                    .filter(|p| !log_y || p.1 > 0.0)
+                    .collect();
+                c.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                    .map_err(err)?
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+                if log_y {
+                    c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                        .map_err(err)?;
+                }
+            }
+            c.configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()
+                .map_err(err)?;
+        }};
+    }
     if log_y {
         let lo = (y0 / 2.0).max(1e-3);
         let hi = (y1 * 2.0).max(lo * 10.0);
-        let mut c = builder
+        draw!(builder
             .build_cartesian_2d(x0..x1, (lo..hi).log_scale())
-            .map_err(err)?;
-        c.configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .draw()
-            .map_err(err)?;
-        for (i, s) in series.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
-            let pts: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| p.1 > 0.0).collect();
-            c.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                .map_err(err)?
-                .label(s.name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
-            c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                .map_err(err)?;
-        }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+            .map_err(err)?);
     } else {
         let hi = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
-        let mut c = builder.build_cartesian_2d(x0..x1, 0f64..hi).map_err(err)?;
-        c.configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .draw()
-            .map_err(err)?;
-        for (i, s) in series.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
-            c.draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
-                .map_err(err)?
-                .label(s.name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
-        }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        draw!(builder.build_cartesian_2d(x0..x1, 0f64..hi).map_err(err)?);
     }
     root.present()
         .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;

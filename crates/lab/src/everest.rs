@@ -119,6 +119,8 @@ pub struct ConfigResult {
     /// the client's calls on this machine; the simulator is single-threaded).
     pub client_us_per_offloaded_write: Option<f64>,
     pub client_us_per_request: Option<f64>,
+    /// The client core's time over the run, ns (0 when not timed).
+    pub client_cpu_ns: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -289,9 +291,10 @@ pub fn run(
         let baseline = run(Policy::Baseline, false, progress);
         let always = run(Policy::Always, false, progress);
         let peak = run(Policy::Peak, false, progress);
-        if let (Some(us), w) = (peak.client_us_per_offloaded_write, peak.offloaded_writes) {
-            cpu.0 += (us * 1000.0 * w as f64) as u64;
-            cpu.1 += w;
+        if peak.offloaded_writes > 0 {
+            // Runs that off-loaded nothing have no per-write cost to add.
+            cpu.0 += peak.client_cpu_ns;
+            cpu.1 += peak.offloaded_writes;
         }
         let nvram = options.parts.nvram.then(|| NvramResult {
             baseline: run(Policy::Baseline, true, progress),
@@ -329,7 +332,7 @@ pub fn run(
         });
     }
     report.client_us_per_offloaded_write =
-        (cpu.1 > 0).then(|| cpu.0 as f64 / 1000.0 / cpu.1 as f64);
+        (cpu.1 > 0 && cpu.0 > 0).then(|| cpu.0 as f64 / 1000.0 / cpu.1 as f64);
     if options.parts.sensitivity {
         report.sensitivity = sensitivity(&replays, options, progress);
     }
@@ -401,6 +404,7 @@ fn config_result(o: &Outcome, duration_ns: Nanos) -> ConfigResult {
         offloaded_at_end_bytes: 0,
         client_us_per_offloaded_write: None,
         client_us_per_request: None,
+        client_cpu_ns: 0,
     };
     let mut cpu_ns = 0;
     for v in &o.volumes {
@@ -440,6 +444,7 @@ fn config_result(o: &Outcome, duration_ns: Nanos) -> ConfigResult {
         r.offloaded_mean_bytes =
             r.offloaded_bytes[..within].iter().sum::<u64>() as f64 / within as f64;
     }
+    r.client_cpu_ns = cpu_ns;
     if cpu_ns > 0 {
         r.client_us_per_offloaded_write =
             (r.offloaded_writes > 0).then(|| cpu_ns as f64 / 1e3 / r.offloaded_writes as f64);
@@ -632,9 +637,6 @@ fn recovery(
         crash_at / 1_000_000_000
     ));
     let mut setup = setup_for(r, options, Policy::Peak);
-    // Logs at their largest: sample every second up to the crash.
-    setup.sample_ns = 1_000_000_000;
-    setup.track_logs = true;
     setup.crash_at = Some(crash_at.max(1_000_000_000));
     setup.end_ns = 0;
     let o = volumes::run(&setup);

@@ -110,8 +110,6 @@ pub struct Setup {
     pub crash_at: Option<Nanos>,
     /// Time each client call (CPU cost of the client core).
     pub time_client: bool,
-    /// Track the stores' logs at their largest at every sample (costs a pass over each index).
-    pub track_logs: bool,
     /// The run also waits (until `stop_ns`) for every client to have reclaimed everything.
     pub until_reclaimed: bool,
     pub seed: u64,
@@ -137,7 +135,6 @@ impl Setup {
             switch_policy: None,
             crash_at: None,
             time_client: false,
-            track_logs: false,
             until_reclaimed: false,
             seed: 1,
         }
@@ -190,12 +187,8 @@ pub struct VolumeResult {
     /// The client's off-loaded bytes at each sample (from the first request).
     pub offloaded: Vec<u64>,
     pub client: Option<cordillera_offload::client::Stats>,
-    /// The client core's time (when timed), in ns, and the calls timed.
+    /// The client core's time (when timed), in ns.
     pub client_cpu_ns: u64,
-    /// The store's log at its largest (bytes used, records, valid bytes).
-    pub log_max_bytes: u64,
-    pub log_max_records: u64,
-    pub valid_max_bytes: u64,
     /// After a restart: when the store and the client were ready (ns after the restart), what
     /// the store's recovery scanned, and the store's metadata size (32 bytes an extent).
     pub store_recovery_ns: Option<Nanos>,
@@ -264,6 +257,8 @@ struct Upper {
 
 struct Node {
     id: NodeId,
+    /// Volumes on the server (every one gets this store's load broadcasts).
+    nodes: usize,
     start_ns: Nanos,
     /// This core is a restart after a crash; it restarted then.
     restart: bool,
@@ -274,7 +269,6 @@ struct Node {
     store_offset: u64,
     upper: Upper,
     time_client: bool,
-    track_logs: bool,
     switch_policy: Option<(Nanos, Policy)>,
     sample_ns: Nanos,
     next_tick: Nanos,
@@ -551,7 +545,7 @@ impl Node {
             });
             if self.store.is_some() {
                 let load = self.load();
-                for to in 0..self.peers() {
+                for to in 0..self.nodes {
                     if to != self.id {
                         self.out.push_back(Outgoing {
                             to,
@@ -577,28 +571,9 @@ impl Node {
         }
     }
 
-    fn peers(&self) -> usize {
-        self.store_nodes
-            .iter()
-            .max()
-            .map_or(0, |m| m + 1)
-            .max(self.id + 1)
-    }
-
     fn sample(&mut self) {
         if let Some(c) = &self.client {
             self.result.offloaded.push(c.stats().offloaded_bytes);
-        }
-        if let Some(s) = self.store.as_ref().filter(|_| self.track_logs) {
-            let r = &mut self.result;
-            r.log_max_bytes = r.log_max_bytes.max(s.used_bytes());
-            r.log_max_records = r.log_max_records.max(s.records_in_log());
-            let valid: u64 = s
-                .clients()
-                .iter()
-                .flat_map(|(_, extents)| extents.iter().map(|e| e.length_bytes))
-                .sum();
-            r.valid_max_bytes = r.valid_max_bytes.max(valid);
         }
     }
 
@@ -789,6 +764,7 @@ pub fn run(setup: &Setup) -> Outcome {
             });
             Node {
                 id,
+                nodes: n,
                 start_ns,
                 restart,
                 restarted_at: None,
@@ -810,7 +786,6 @@ pub fn run(setup: &Setup) -> Outcome {
                     usable_bytes: layout.usable_bytes,
                 },
                 time_client: s.time_client,
-                track_logs: s.track_logs,
                 switch_policy: s.switch_policy,
                 sample_ns: s.sample_ns,
                 next_tick: 0,

@@ -17,7 +17,8 @@ pub struct Piece<V> {
 /// `(start, end, value)`.
 type Span<V> = (u64, u64, V);
 
-/// Ranges per chunk at most (a chunk twice this size is split).
+/// The chunk size: a chunk over twice this many ranges has chunks of this size cut off its end,
+/// and one under a quarter of it joins a neighbour when both fit.
 const CHUNK_MAX: usize = 16;
 
 /// The ranges in order, cut into chunks of consecutive ranges (a two-level sorted array, like a

@@ -506,11 +506,6 @@ impl Store {
         self.used_bytes
     }
 
-    /// Records in the log, from the in-memory tail to the head.
-    pub fn records_in_log(&self) -> u64 {
-        self.records.len() as u64
-    }
-
     pub fn log_bytes(&self) -> u64 {
         self.config.log_bytes
     }
