@@ -8,6 +8,7 @@
 //! - `trace_cmd`: `trace stats|convert|peaks|reaccess|profile` and the shared input flags.
 //! - `sim_cmd`: `sim disk|replay|calibrate`.
 //! - `store_cmd`: `store format|serve|inspect`.
+//! - `volume_cmd`: `volume serve|status`, the off-loading NBD volume server.
 //! - `bench`: `bench trace`, `bench sim`, throughput figures against a baseline measured in the same run.
 //! - `lab_cmd`, `lab_plots`: `lab everest`, its tables, CSV and SVG output.
 //! - `demo`: the main job on a built-in synthetic trace.
@@ -20,6 +21,7 @@ mod sim_cmd;
 mod store_bench;
 mod store_cmd;
 mod trace_cmd;
+mod volume_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -41,6 +43,8 @@ enum Command {
     Store(store_cmd::StoreArgs),
     /// Benchmarks that print measured figures.
     Bench(bench::BenchArgs),
+    /// An off-loading block device: a base volume exported over NBD (Everest on real I/O).
+    Volume(volume_cmd::VolumeArgs),
     /// The papers' experiments on the simulator with the real cores.
     Lab(lab_cmd::LabArgs),
     /// Generate a built-in synthetic bursty trace and characterize it (no data needed).
@@ -54,6 +58,7 @@ fn main() {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Store(args) => store_cmd::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Volume(args) => volume_cmd::run(args),
         Command::Lab(args) => lab_cmd::run(args),
         Command::Demo(args) => demo::run(args),
     };

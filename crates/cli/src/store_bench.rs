@@ -291,6 +291,7 @@ fn start_store(
         io,
         sparse,
         stats: Some(stats.clone()),
+        emulate: None,
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -62,6 +62,10 @@ struct ServeArgs {
     /// Leave the log of a new store sparse instead of filling it with zeros (as `format --sparse`).
     #[arg(long)]
     sparse: bool,
+    /// Take, in real time, as long as this modeled device would for every read and write
+    /// (`cheetah-15k`, any `sim` preset, or an array: `cheetah-15k@raid0:4`). See docs/USAGE.md.
+    #[arg(long)]
+    emulate: Option<cordillera_runtime::emulate::EmulateSpec>,
 }
 
 #[derive(Args)]
@@ -100,6 +104,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
                 io: a.io,
                 sparse: a.sparse,
                 stats: None,
+                emulate: a.emulate,
             };
             // One event thread: the store core is a single task, and hand-offs between runtime
             // threads would only add wake-ups to every request (disk I/O has its own threads).

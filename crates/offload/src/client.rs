@@ -194,6 +194,17 @@ struct Stale {
     slot: Option<u64>,
 }
 
+/// One store as the client sees it ([`Client::store_figures`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreFigures {
+    pub info: StoreInfo,
+    pub up: bool,
+    pub removed: bool,
+    pub in_flight: u64,
+    pub reported_load: u64,
+    pub offloaded_bytes: u64,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Bytes whose latest version is off-loaded now.
@@ -479,6 +490,43 @@ impl Client {
 
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// Per store in the store set (by index, removed ones included): whether it is up, its
+    /// requests in flight, its last reported load, and the bytes whose latest version it holds
+    /// and that are not yet on the base volume. Walks the range map: for reports, not per I/O.
+    pub fn store_figures(&self) -> Vec<StoreFigures> {
+        let mut out: Vec<StoreFigures> = self
+            .stores
+            .iter()
+            .map(|s| StoreFigures {
+                info: s.info,
+                up: s.up,
+                removed: s.removed,
+                in_flight: s.in_flight,
+                reported_load: s.reported_load,
+                offloaded_bytes: 0,
+            })
+            .collect();
+        for (start, end, loc) in self.map.iter() {
+            if loc.on_base {
+                continue;
+            }
+            for (i, f) in out.iter_mut().enumerate() {
+                if loc.stores & (1 << i) != 0 {
+                    f.offloaded_bytes += end - start;
+                }
+            }
+        }
+        out
+    }
+
+    /// Why the client cannot start (its store set is missing or damaged), if it cannot.
+    pub fn failure(&self) -> Option<ClientError> {
+        match &self.phase {
+            Phase::Failed(e) => Some(ClientError::NoStoreSet(*e)),
+            _ => None,
+        }
     }
 
     pub fn config(&self) -> &Config {

@@ -232,6 +232,8 @@ pub struct DiskFile {
     /// Aligned buffers kept for reuse: a fresh multi-megabyte allocation per write would cost
     /// a page fault and a page clearing for every 4 KiB it covers.
     buffers: BufferPool,
+    /// When set, operations also take the modeled device's time ([`DiskFile::emulate`]).
+    emulator: std::sync::OnceLock<crate::emulate::Emulator>,
 }
 
 /// `O_DIRECT` alignment of offsets and lengths (the logical block size of common devices).
@@ -263,6 +265,7 @@ impl DiskFile {
                 reader,
                 direct,
                 buffers: BufferPool::default(),
+                emulator: std::sync::OnceLock::new(),
             })
         };
         match mode {
@@ -276,9 +279,40 @@ impl DiskFile {
         }
     }
 
+    /// From now on, every read and write also takes the time `emulator`'s device model
+    /// gives it (see [`crate::emulate`]); a second call changes nothing.
+    pub fn emulate(&self, emulator: crate::emulate::Emulator) {
+        let _ = self.emulator.set(emulator);
+    }
+
+    fn emulated(
+        &self,
+        op: cordillera_types::Op,
+        offset_bytes: u64,
+        bytes: u64,
+    ) -> Option<crate::emulate::Ticket> {
+        self.emulator
+            .get()
+            .map(|e| e.begin(op, offset_bytes, bytes))
+    }
+
     /// Writes `slices` back to back from `offset_bytes` in one transfer.
     pub fn write_batch(&self, offset_bytes: u64, slices: &[&[u8]]) -> Result<(), DiskError> {
         let total: usize = slices.iter().map(|d| d.len()).sum();
+        let ticket = self.emulated(cordillera_types::Op::Write, offset_bytes, total as u64);
+        let result = self.write_batch_now(offset_bytes, slices, total);
+        if let Some(t) = ticket {
+            t.wait();
+        }
+        result
+    }
+
+    fn write_batch_now(
+        &self,
+        offset_bytes: u64,
+        slices: &[&[u8]],
+        total: usize,
+    ) -> Result<(), DiskError> {
         if self.direct {
             if !offset_bytes.is_multiple_of(DIRECT_ALIGN)
                 || !(total as u64).is_multiple_of(DIRECT_ALIGN)
@@ -358,7 +392,7 @@ impl DiskFile {
     }
 
     /// `fdatasync`: every completed write becomes durable.
-    pub(crate) fn sync(&self) -> Result<(), DiskError> {
+    pub fn sync(&self) -> Result<(), DiskError> {
         self.file.sync_data().map_err(|error| DiskError {
             op: "fdatasync",
             error,
@@ -369,7 +403,21 @@ impl DiskFile {
     /// contents replaced); past the end of the file reads as zeros. Reads always go through
     /// the page cache (the buffered descriptor): the kernel keeps it coherent with `O_DIRECT`
     /// writes, and recovery and reclaim read sequentially, where read-ahead helps.
-    fn read(
+    pub fn read(
+        &self,
+        offset_bytes: u64,
+        length_bytes: u64,
+        buffer: Vec<u8>,
+    ) -> Result<Vec<u8>, DiskError> {
+        let ticket = self.emulated(cordillera_types::Op::Read, offset_bytes, length_bytes);
+        let result = self.read_now(offset_bytes, length_bytes, buffer);
+        if let Some(t) = ticket {
+            t.wait();
+        }
+        result
+    }
+
+    fn read_now(
         &self,
         offset_bytes: u64,
         length_bytes: u64,

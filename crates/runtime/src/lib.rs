@@ -6,7 +6,12 @@
 //!   on worker threads (`pwrite`, `pread`, `fdatasync`), and a synchronous driver for offline use.
 //! - [`store_server`]: `cordillera store serve`: the store core behind the store protocol.
 //! - [`nbd_server`]: an NBD server exporting a [`nbd_server::Backend`] (a file or block device).
+//! - [`volume_server`]: `cordillera volume serve`: a base volume exported over NBD with the
+//!   off-loading client core between, sending writes to stores when the base volume is loaded.
+//! - [`emulate`]: real-time disk emulation with the simulator's device models.
 
 pub mod disk;
+pub mod emulate;
 pub mod nbd_server;
 pub mod store_server;
+pub mod volume_server;

@@ -6,38 +6,64 @@
 //! that can no longer be followed (bad magic, truncated frame, an oversized write) closes that
 //! connection only.
 //!
-//! The export is a [`Backend`]: a file or block device today ([`FileBackend`]), the
-//! off-loading volume next.
+//! The export is a [`Backend`]: a file or block device ([`FileBackend`]), or the off-loading
+//! volume (`volume_server`).
 
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use cordillera_wire::nbd::{self, Command, Limits, NbdError, Request};
+use cordillera_wire::nbd::{self, Command, Limits, NbdError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 
-/// What an export does; called on blocking worker threads.
-pub trait Backend: Send + Sync + 'static {
-    fn size_bytes(&self) -> u64;
-    fn read(&self, offset: u64, length: usize) -> io::Result<Vec<u8>>;
-    /// `fua`: durable before returning.
-    fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()>;
-    /// Every write completed before the call is durable when it returns.
-    fn flush(&self) -> io::Result<()>;
+/// One request to an export, checked against its limits.
+#[derive(Debug)]
+pub enum Op {
+    Read {
+        offset: u64,
+        length: u32,
+    },
+    /// `fua`: durable before the reply.
+    Write {
+        offset: u64,
+        data: Vec<u8>,
+        fua: bool,
+    },
+    /// Every write completed before it is durable when it completes.
+    Flush,
     /// The range reads as zeroes afterwards.
-    fn write_zeroes(&self, offset: u64, length: u64, fua: bool) -> io::Result<()>;
+    WriteZeroes {
+        offset: u64,
+        length: u32,
+        fua: bool,
+    },
     /// A hint that the range is unused; doing nothing is allowed.
-    fn trim(&self, _offset: u64, _length: u64, _fua: bool) -> io::Result<()> {
-        Ok(())
-    }
+    Trim {
+        offset: u64,
+        length: u32,
+        fua: bool,
+    },
 }
 
-/// A file or block device, with positional I/O; one file handle shared by every connection,
-/// so a flush on one covers writes completed on all (`NBD_FLAG_CAN_MULTI_CONN`).
+/// What an operation yields: the bytes of a read, nothing otherwise.
+pub type Outcome = io::Result<Option<Vec<u8>>>;
+
+/// A pending [`Outcome`].
+pub type OutcomeFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>;
+
+/// What an export does. Operations may complete in any order.
+pub trait Backend: Send + Sync + 'static {
+    fn size_bytes(&self) -> u64;
+    fn submit(&self, op: Op) -> OutcomeFuture;
+}
+
+/// A file or block device, with positional I/O on blocking worker threads; one file handle
+/// shared by every connection, so a flush on one covers writes completed on all
+/// (`NBD_FLAG_CAN_MULTI_CONN`).
 pub struct FileBackend {
-    file: std::fs::File,
+    file: Arc<std::fs::File>,
     size_bytes: u64,
 }
 
@@ -48,7 +74,10 @@ impl FileBackend {
             .write(true)
             .open(path)?;
         let size_bytes = file.metadata()?.len();
-        Ok(FileBackend { file, size_bytes })
+        Ok(FileBackend {
+            file: Arc::new(file),
+            size_bytes,
+        })
     }
 }
 
@@ -57,37 +86,50 @@ impl Backend for FileBackend {
         self.size_bytes
     }
 
-    fn read(&self, offset: u64, length: usize) -> io::Result<Vec<u8>> {
-        let mut buf = vec![0u8; length];
-        self.file.read_exact_at(&mut buf, offset)?;
-        Ok(buf)
+    fn submit(&self, op: Op) -> OutcomeFuture {
+        let file = self.file.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || execute_on_file(&file, op))
+                .await
+                .unwrap_or_else(|e| Err(io::Error::other(e)))
+        })
     }
+}
 
-    fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
-        self.file.write_all_at(data, offset)?;
-        if fua {
-            self.file.sync_data()?;
+/// Carries out `op` on a file (positional I/O, `fdatasync` for FLUSH and FUA).
+pub fn execute_on_file(file: &std::fs::File, op: Op) -> Outcome {
+    match op {
+        Op::Read { offset, length } => {
+            let mut buf = vec![0u8; length as usize];
+            file.read_exact_at(&mut buf, offset)?;
+            return Ok(Some(buf));
         }
-        Ok(())
-    }
-
-    fn flush(&self) -> io::Result<()> {
-        self.file.sync_data()
-    }
-
-    fn write_zeroes(&self, offset: u64, length: u64, fua: bool) -> io::Result<()> {
-        let zeroes = vec![0u8; length.min(1 << 20) as usize];
-        let mut at = 0;
-        while at < length {
-            let n = (length - at).min(zeroes.len() as u64) as usize;
-            self.file.write_all_at(&zeroes[..n], offset + at)?;
-            at += n as u64;
+        Op::Write { offset, data, fua } => {
+            file.write_all_at(&data, offset)?;
+            if fua {
+                file.sync_data()?;
+            }
         }
-        if fua {
-            self.file.sync_data()?;
+        Op::Flush => file.sync_data()?,
+        Op::WriteZeroes {
+            offset,
+            length,
+            fua,
+        } => {
+            let zeroes = vec![0u8; length.min(1 << 20) as usize];
+            let mut at = 0u64;
+            while at < length as u64 {
+                let n = (length as u64 - at).min(zeroes.len() as u64) as usize;
+                file.write_all_at(&zeroes[..n], offset + at)?;
+                at += n as u64;
+            }
+            if fua {
+                file.sync_data()?;
+            }
         }
-        Ok(())
+        Op::Trim { .. } => {}
     }
+    Ok(None)
 }
 
 /// How the export is offered.
@@ -302,11 +344,28 @@ async fn transmission(
             continue;
         }
         let permit = slots.clone().acquire_owned().await.expect("never closed");
-        let (backend, tx) = (backend.clone(), tx.clone());
+        let fua = request.flags & nbd::CMD_FLAG_FUA != 0;
+        let (offset, length) = (request.offset, request.length);
+        let op = match request.command {
+            Command::Read => Op::Read { offset, length },
+            Command::Write => Op::Write { offset, data, fua },
+            Command::Flush => Op::Flush,
+            Command::Trim => Op::Trim {
+                offset,
+                length,
+                fua,
+            },
+            Command::WriteZeroes => Op::WriteZeroes {
+                offset,
+                length,
+                fua,
+            },
+            Command::Disc | Command::Other(_) => unreachable!("refused by check_request"),
+        };
+        let pending = backend.submit(op);
+        let tx = tx.clone();
         tokio::spawn(async move {
-            let reply = tokio::task::spawn_blocking(move || execute(&*backend, &request, data))
-                .await
-                .unwrap_or_else(|_| nbd::simple_reply(request.handle, nbd::EIO).to_vec());
+            let reply = encode_reply(request.handle, pending.await);
             let _ = tx.send(reply).await;
             drop(permit);
         });
@@ -318,22 +377,11 @@ async fn transmission(
     result
 }
 
-/// Carries out a checked request; returns the whole reply (header, and data for a read).
-fn execute(backend: &dyn Backend, r: &Request, data: Vec<u8>) -> Vec<u8> {
-    let fua = r.flags & nbd::CMD_FLAG_FUA != 0;
-    let outcome: io::Result<Option<Vec<u8>>> = match r.command {
-        Command::Read => backend.read(r.offset, r.length as usize).map(Some),
-        Command::Write => backend.write(r.offset, &data, fua).map(|_| None),
-        Command::Flush => backend.flush().map(|_| None),
-        Command::Trim => backend.trim(r.offset, r.length as u64, fua).map(|_| None),
-        Command::WriteZeroes => backend
-            .write_zeroes(r.offset, r.length as u64, fua)
-            .map(|_| None),
-        Command::Disc | Command::Other(_) => Ok(None),
-    };
+/// The whole reply to a request: header, and data for a read.
+fn encode_reply(handle: u64, outcome: Outcome) -> Vec<u8> {
     match outcome {
         Ok(read) => {
-            let mut out = nbd::simple_reply(r.handle, 0).to_vec();
+            let mut out = nbd::simple_reply(handle, 0).to_vec();
             if let Some(bytes) = read {
                 out.extend_from_slice(&bytes);
             }
@@ -345,7 +393,7 @@ fn execute(backend: &dyn Backend, r: &Request, data: Vec<u8>) -> Vec<u8> {
                 Some(libc::ENOMEM) => nbd::ENOMEM,
                 _ => nbd::EIO,
             };
-            nbd::simple_reply(r.handle, error).to_vec()
+            nbd::simple_reply(handle, error).to_vec()
         }
     }
 }

@@ -32,6 +32,9 @@ pub struct ServeOptions {
     pub sparse: bool,
     /// When set, the core's counters are published here after every event (for benchmarks).
     pub stats: Option<std::sync::Arc<std::sync::Mutex<cordillera_vstore::store::Stats>>>,
+    /// Serve with the timing of this modeled device ([`crate::emulate`]); recovery's scan of
+    /// the log runs at the file's own speed.
+    pub emulate: Option<crate::emulate::EmulateSpec>,
 }
 
 /// Opens the store at `path`, creating and formatting it with a log of `log_bytes` if the file
@@ -187,6 +190,10 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
         options.io,
         options.sparse,
     )?;
+    if let Some(spec) = &options.emulate {
+        file.emulate(crate::emulate::Emulator::start(spec).map_err(anyhow::Error::msg)?);
+        eprintln!("cordillera store: emulating {}", spec.preset);
+    }
     let stats = store.stats();
     eprintln!(
         "cordillera store: {} ready: {} records scanned ({} bytes, {} bytes of valid data), {} bytes of log in use",

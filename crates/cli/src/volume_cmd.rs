@@ -1,0 +1,300 @@
+//! `cordillera volume serve|status`: a base volume exported over NBD, off-loading writes to
+//! stores in a peak (Everest), and a look at a running one.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use cordillera_offload::Policy;
+use cordillera_runtime::disk::IoMode;
+use cordillera_runtime::emulate::EmulateSpec;
+use cordillera_runtime::volume_server::{serve, VolumeOptions};
+use serde::Deserialize;
+
+#[derive(Args)]
+pub struct VolumeArgs {
+    #[command(subcommand)]
+    command: VolumeCommand,
+}
+
+#[derive(Subcommand)]
+enum VolumeCommand {
+    /// Export a base volume over NBD, off-loading writes to stores while it is loaded.
+    Serve(Box<ServeArgs>),
+    /// Show a running volume server's off-loaded data and how long reclaiming it will take.
+    Status(StatusArgs),
+}
+
+/// Every flag of `volume serve` can also be given in a TOML file (`--config`), under the same
+/// names with `-` written `_`: `base = "/dev/sdb"`, `store = ["10.0.0.2:7300"]`, `n_way = 2`.
+/// Flags given on the command line win.
+#[derive(Args, Default)]
+struct ServeArgs {
+    /// A TOML file with any of the flags below.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The base volume: a file or block device.
+    #[arg(long)]
+    base: Option<PathBuf>,
+    /// Where to listen for NBD clients [default: 127.0.0.1:10809].
+    #[arg(long)]
+    nbd: Option<SocketAddr>,
+    /// A store (`cordillera store serve`) to off-load to, HOST:PORT; repeat for several. Needed
+    /// to format; on a restart the volume's own list is used (and must match if given).
+    #[arg(long = "store")]
+    store: Vec<String>,
+    /// Make a base volume without a volume label an off-loading volume (its last 8 KiB are
+    /// reserved for the label and the store set). Never needed again for that volume.
+    #[arg(long)]
+    format: bool,
+    /// Copies of each off-loaded write, on different stores [default: 1]. Fixed at format.
+    #[arg(long)]
+    n_way: Option<usize>,
+    /// Off-load only while the base volume has more than this many requests in flight
+    /// [default: 32].
+    #[arg(long)]
+    t_base: Option<u64>,
+    /// Off-load only to stores with fewer than this many requests in flight [default: 32].
+    #[arg(long)]
+    t_store: Option<u64>,
+    /// Reclaim operations in flight at most [default: 256].
+    #[arg(long)]
+    n_reclaim: Option<usize>,
+    /// When to off-load: `peak` (Everest), `always` (every write, never reclaimed) or
+    /// `baseline` (never) [default: peak].
+    #[arg(long)]
+    policy: Option<String>,
+    /// Give the base volume, in real time, the timing of this modeled device
+    /// (`cheetah-15k`, any `sim` preset, or an array: `cheetah-15k@raid0:4`).
+    #[arg(long)]
+    emulate: Option<String>,
+    /// I/O to the base volume: `buffered` (page cache; FLUSH and FUA call fdatasync),
+    /// `direct` (O_DIRECT) or `auto` [default: buffered].
+    #[arg(long)]
+    io: Option<String>,
+    /// Serve Prometheus metrics (`/metrics`) and a status document (`/status`) here.
+    #[arg(long)]
+    metrics: Option<SocketAddr>,
+    /// The export's name (clients asking for another name are refused) [default: ""].
+    #[arg(long)]
+    export_name: Option<String>,
+}
+
+/// The TOML file: the same fields, all optional.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ServeFile {
+    base: Option<PathBuf>,
+    nbd: Option<SocketAddr>,
+    #[serde(default)]
+    store: Vec<String>,
+    #[serde(default)]
+    format: bool,
+    n_way: Option<usize>,
+    t_base: Option<u64>,
+    t_store: Option<u64>,
+    n_reclaim: Option<usize>,
+    policy: Option<String>,
+    emulate: Option<String>,
+    io: Option<String>,
+    metrics: Option<SocketAddr>,
+    export_name: Option<String>,
+}
+
+#[derive(Args)]
+struct StatusArgs {
+    /// The server's `--metrics` address.
+    #[arg(long)]
+    metrics: SocketAddr,
+    /// Print the status document as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: VolumeArgs) -> Result<()> {
+    match args.command {
+        VolumeCommand::Serve(a) => {
+            let options = options(*a)?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            runtime.block_on(serve(options, |l| {
+                eprintln!("cordillera volume: NBD export at nbd://{}", l.nbd);
+                if let Some(m) = l.metrics {
+                    eprintln!("cordillera volume: metrics at http://{m}/metrics");
+                }
+            }))
+        }
+        VolumeCommand::Status(a) => status(a),
+    }
+}
+
+fn parse_policy(text: &str) -> Result<Policy> {
+    Ok(match text {
+        "peak" => Policy::Peak,
+        "always" => Policy::Always,
+        "baseline" => Policy::Baseline,
+        other => bail!("unknown policy {other:?} (peak, always or baseline)"),
+    })
+}
+
+fn options(a: ServeArgs) -> Result<VolumeOptions> {
+    let file = match &a.config {
+        None => ServeFile::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            toml::from_str(&text).with_context(|| format!("{}", path.display()))?
+        }
+    };
+    let base = a
+        .base
+        .or(file.base)
+        .ok_or_else(|| anyhow!("--base is required (or `base` in the config file)"))?;
+    let nbd = a
+        .nbd
+        .or(file.nbd)
+        .unwrap_or_else(|| "127.0.0.1:10809".parse().expect("address"));
+    let mut o = VolumeOptions::new(base, nbd);
+    o.stores = if a.store.is_empty() {
+        file.store
+    } else {
+        a.store
+    };
+    o.format = a.format || file.format;
+    o.n_way = a.n_way.or(file.n_way).unwrap_or(1);
+    o.t_base = a.t_base.or(file.t_base).unwrap_or(o.t_base);
+    o.t_store = a.t_store.or(file.t_store).unwrap_or(o.t_store);
+    o.n_reclaim = a.n_reclaim.or(file.n_reclaim).unwrap_or(o.n_reclaim).max(1);
+    if let Some(p) = a.policy.or(file.policy) {
+        o.policy = parse_policy(&p)?;
+    }
+    if let Some(e) = a.emulate.or(file.emulate) {
+        o.emulate = Some(e.parse::<EmulateSpec>().map_err(|e| anyhow!(e))?);
+    }
+    if let Some(io) = a.io.or(file.io) {
+        o.io = io.parse::<IoMode>().map_err(|e| anyhow!(e))?;
+    }
+    o.metrics = a.metrics.or(file.metrics);
+    o.export_name = a.export_name.or(file.export_name).unwrap_or_default();
+    Ok(o)
+}
+
+/// `GET path` from a volume server's metrics address.
+pub fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
+    let mut stream =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).with_context(|| {
+            format!("cannot reach {addr} (is `volume serve --metrics {addr}` running?)")
+        })?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("{addr}: malformed HTTP response"))?;
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!(
+            "{addr}{path}: {}",
+            head.lines().next().unwrap_or("no status line")
+        );
+    }
+    Ok(body.to_string())
+}
+
+fn status(a: StatusArgs) -> Result<()> {
+    let body = http_get(a.metrics, "/status")?;
+    if a.json {
+        println!("{body}");
+        return Ok(());
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).context("status document")?;
+    let mib = |x: &serde_json::Value| x.as_f64().unwrap_or(0.0) / (1 << 20) as f64;
+    println!(
+        "volume client {}: {}, policy {}, n-way {}",
+        v["client"].as_str().unwrap_or("?"),
+        if v["ready"].as_bool() == Some(true) {
+            "ready"
+        } else {
+            "starting"
+        },
+        v["policy"].as_str().unwrap_or("?"),
+        v["n_way"]
+    );
+    println!(
+        "off-loaded now: {:.1} MiB; base queue {}; reclaimed so far {:.1} MiB at {:.1} MiB/s (last minute)",
+        mib(&v["offloaded_bytes"]),
+        v["base_queue_length"],
+        mib(&v["reclaimed_bytes"]),
+        mib(&v["reclaim_bytes_per_second"]),
+    );
+    match v["reclaim_eta_seconds"].as_f64() {
+        Some(0.0) => println!("reclaim: nothing to reclaim"),
+        Some(s) => println!("reclaim: about {s:.0} s to finish at the current rate"),
+        None => println!(
+            "reclaim: not progressing now (the base volume is busy, or off-load is always on)"
+        ),
+    }
+    println!(
+        "{:<24} {:>4} {:>14} {:>10} {:>8}",
+        "store", "up", "off-loaded MiB", "in flight", "load"
+    );
+    for s in v["stores"].as_array().into_iter().flatten() {
+        println!(
+            "{:<24} {:>4} {:>14.1} {:>10} {:>8}",
+            s["address"].as_str().unwrap_or("?"),
+            if s["up"].as_bool() == Some(true) {
+                "yes"
+            } else {
+                "no"
+            },
+            mib(&s["offloaded_bytes"]),
+            s["in_flight"],
+            s["reported_load"]
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_file_fills_what_flags_leave_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("volume.toml");
+        std::fs::write(
+            &path,
+            "base = \"/tmp/base.img\"\nstore = [\"127.0.0.1:7001\", \"127.0.0.1:7002\"]\nn_way = 2\nt_base = 4\npolicy = \"always\"\nemulate = \"cheetah-15k\"\n",
+        )
+        .unwrap();
+        let o = options(ServeArgs {
+            config: Some(path.clone()),
+            t_base: Some(8),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(o.base, PathBuf::from("/tmp/base.img"));
+        assert_eq!(o.stores.len(), 2);
+        assert_eq!(o.n_way, 2);
+        assert_eq!(o.t_base, 8, "the flag wins");
+        assert_eq!(o.policy, Policy::Always);
+        assert_eq!(o.emulate.unwrap().preset, "cheetah-15k");
+        std::fs::write(&path, "base = \"/x\"\nn_wya = 2\n").unwrap();
+        let e = options(ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        })
+        .expect_err("an unknown key is refused");
+        assert!(format!("{e:#}").contains("n_wya"), "{e:#}");
+        assert!(options(ServeArgs::default()).is_err(), "no base");
+    }
+}

@@ -1,0 +1,612 @@
+//! `cordillera volume serve` as a real process with real `store serve` processes: unmodified NBD
+//! clients (nbdinfo, qemu-io, fio with verify, nbdcopy) against an export whose writes all go
+//! to a store; SIGKILL of the volume server, and of one store of three with `--n-way 2`, during
+//! a burst that an emulated 15k RPM base volume cannot absorb; every acknowledged write is read
+//! back, and once the load is gone every off-loaded byte is reclaimed and every store's log is
+//! empty. Tests needing a client program say SKIPPED when it is absent (`scripts/test.sh`
+//! installs them).
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cordillera_wire::nbd;
+
+const BIN: &str = env!("CARGO_BIN_EXE_cordillera");
+const BLOCK: u64 = 4096;
+
+fn have(program: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        println!("SKIPPED: {program} is not installed (scripts/test.sh installs it)");
+    }
+    found
+}
+
+/// A server process; its standard error is kept for failure messages.
+struct Server {
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// Starts `cordillera args…` and waits for a line starting with each of `wanted`; returns
+    /// the rest of each such line.
+    fn start(args: &[String], wanted: &[&str]) -> (Server, Vec<String>) {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut found = Vec::new();
+        for prefix in wanted {
+            loop {
+                let Some(Ok(line)) = lines.next() else {
+                    panic!(
+                        "cordillera {args:?} exited before {prefix:?}:\n{}",
+                        log.lock().unwrap().join("\n")
+                    )
+                };
+                log.lock().unwrap().push(line.clone());
+                if let Some(rest) = line.strip_prefix(prefix) {
+                    found.push(rest.to_string());
+                    break;
+                }
+            }
+        }
+        let keep = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                keep.lock().unwrap().push(line);
+            }
+        });
+        (Server { child, log }, found)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn start_store(path: &Path, listen: &str) -> (Server, SocketAddr) {
+    let args: Vec<String> = [
+        "store",
+        "serve",
+        "--size",
+        "128m",
+        "--io",
+        "buffered",
+        "--listen",
+        listen,
+        "--path",
+        path.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (server, found) = Server::start(&args, &["cordillera store: listening on "]);
+    (server, found[0].parse().unwrap())
+}
+
+struct Volume {
+    server: Server,
+    nbd: SocketAddr,
+    metrics: SocketAddr,
+}
+
+fn start_volume(base: &Path, extra: &[String]) -> Volume {
+    let mut args: Vec<String> = [
+        "volume",
+        "serve",
+        "--base",
+        base.to_str().unwrap(),
+        "--nbd",
+        "127.0.0.1:0",
+        "--metrics",
+        "127.0.0.1:0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend_from_slice(extra);
+    let (server, found) = Server::start(
+        &args,
+        &[
+            "cordillera volume: NBD export at nbd://",
+            "cordillera volume: metrics at http://",
+        ],
+    );
+    Volume {
+        server,
+        nbd: found[0].parse().unwrap(),
+        metrics: found[1].trim_end_matches("/metrics").parse().unwrap(),
+    }
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+fn status(metrics: SocketAddr) -> serde_json::Value {
+    let out = Command::new(BIN)
+        .args([
+            "volume",
+            "status",
+            "--json",
+            "--metrics",
+            &metrics.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn sparse_file(path: &Path, bytes: u64) {
+    std::fs::File::create(path).unwrap().set_len(bytes).unwrap();
+}
+
+fn run(program: &str, args: &[String]) -> String {
+    let out = Command::new(program).args(args).output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{program} {args:?}:\n{text}");
+    text
+}
+
+#[test]
+fn unmodified_clients_work_on_a_volume_whose_writes_all_go_to_a_store() {
+    let tools = ["nbdinfo", "qemu-io", "fio", "nbdcopy"];
+    if !tools.iter().all(|t| have(t)) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, store_addr) = start_store(&dir.path().join("s1"), "127.0.0.1:0");
+    let base = dir.path().join("base.img");
+    let base_bytes = (64 << 20) + 8192;
+    sparse_file(&base, base_bytes);
+    let v = start_volume(
+        &base,
+        &strings(&[
+            "--format",
+            "--store",
+            &store_addr.to_string(),
+            "--policy",
+            "always",
+        ]),
+    );
+    let url = format!("nbd://{}", v.nbd);
+    let export_bytes: u64 = 64 << 20;
+
+    let info = run("nbdinfo", &strings(&["--json", &url]));
+    assert!(
+        info.contains(&format!("\"export-size\": {export_bytes}")),
+        "{info}"
+    );
+
+    // qemu-io: patterns at many offsets and lengths, read back.
+    let mut args = strings(&["-f", "raw", &url]);
+    let places: Vec<(u64, u64, u8)> = (0..24)
+        .map(|i| {
+            (
+                (i * 2_654_435_761u64) % (export_bytes / 4096 - 16) * 4096,
+                4096 * (1 + i % 16),
+                0x10 + i as u8,
+            )
+        })
+        .collect();
+    for &(at, len, p) in &places {
+        args.extend(["-c".into(), format!("write -P {p} {at} {len}")]);
+    }
+    for (k, &(at, len, p)) in places.iter().enumerate() {
+        let later = places[k + 1..]
+            .iter()
+            .any(|&(a, l, _)| a < at + len && at < a + l);
+        if !later {
+            args.extend(["-c".into(), format!("read -P {p} {at} {len}")]);
+        }
+    }
+    let text = run("qemu-io", &args);
+    assert!(!text.contains("fail"), "{text}");
+
+    // fio with verification, random and sequential.
+    for (rw, bs) in [("randwrite", "4k"), ("write", "128k")] {
+        let text = run(
+            "fio",
+            &strings(&[
+                "--name=verify",
+                "--ioengine=nbd",
+                &format!("--uri={url}"),
+                &format!("--rw={rw}"),
+                &format!("--bs={bs}"),
+                "--size=16m",
+                "--iodepth=16",
+                "--verify=crc32c",
+                "--do_verify=1",
+                "--verify_fatal=1",
+            ]),
+        );
+        assert!(text.contains("verify"), "{text}");
+        assert!(!text.contains("verify: bad"), "{text}");
+    }
+
+    // nbdcopy in and out.
+    let input = dir.path().join("in.img");
+    let output = dir.path().join("out.img");
+    let data: Vec<u8> = (0..export_bytes)
+        .map(|i| (i * 7 + i / 4096) as u8)
+        .collect();
+    std::fs::write(&input, &data).unwrap();
+    run("nbdcopy", &[input.to_str().unwrap().into(), url.clone()]);
+    run("nbdcopy", &[url.clone(), output.to_str().unwrap().into()]);
+    assert!(
+        std::fs::read(&output).unwrap() == data,
+        "{}",
+        v.server.log()
+    );
+
+    let s = status(v.metrics);
+    assert!(
+        s["offloaded_writes"].as_u64().unwrap() > 1000,
+        "the writes went to the store: {s}"
+    );
+    assert_eq!(s["base_writes"].as_u64().unwrap(), 0, "{s}");
+}
+
+/// A blocking NBD client: fixed newstyle, `NBD_OPT_GO` on the default export.
+struct Nbd {
+    s: TcpStream,
+}
+
+impl Nbd {
+    fn connect(addr: SocketAddr) -> Nbd {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut greeting = [0u8; 18];
+        s.read_exact(&mut greeting).unwrap();
+        s.write_all(&(nbd::FLAG_C_FIXED_NEWSTYLE | nbd::FLAG_C_NO_ZEROES).to_be_bytes())
+            .unwrap();
+        let mut h = nbd::IHAVEOPT.to_be_bytes().to_vec();
+        h.extend_from_slice(&nbd::OPT_GO.to_be_bytes());
+        h.extend_from_slice(&6u32.to_be_bytes());
+        h.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        s.write_all(&h).unwrap();
+        loop {
+            let mut h = [0u8; 20];
+            s.read_exact(&mut h).unwrap();
+            let kind = u32::from_be_bytes(h[12..16].try_into().unwrap());
+            let mut data = vec![0u8; u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize];
+            s.read_exact(&mut data).unwrap();
+            if kind == nbd::REP_ACK {
+                return Nbd { s };
+            }
+            assert_eq!(kind, nbd::REP_INFO);
+        }
+    }
+
+    fn send(
+        &mut self,
+        command: nbd::Command,
+        handle: u64,
+        offset: u64,
+        data: &[u8],
+        length: u32,
+    ) -> std::io::Result<()> {
+        let r = nbd::Request {
+            flags: 0,
+            command,
+            handle,
+            offset,
+            length,
+        };
+        self.s.write_all(&nbd::encode_request(&r))?;
+        self.s.write_all(data)
+    }
+
+    /// The next reply header: (handle, error).
+    fn receive(&mut self) -> std::io::Result<(u64, u32)> {
+        let mut h = [0u8; 16];
+        self.s.read_exact(&mut h)?;
+        assert_eq!(
+            u32::from_be_bytes(h[..4].try_into().unwrap()),
+            nbd::SIMPLE_REPLY_MAGIC
+        );
+        Ok((
+            u64::from_be_bytes(h[8..16].try_into().unwrap()),
+            u32::from_be_bytes(h[4..8].try_into().unwrap()),
+        ))
+    }
+
+    fn read(&mut self, offset: u64, length: u32) -> Vec<u8> {
+        self.send(nbd::Command::Read, 1, offset, &[], length)
+            .unwrap();
+        let (_, error) = self.receive().unwrap();
+        assert_eq!(error, 0, "read at {offset}");
+        let mut data = vec![0u8; length as usize];
+        self.s.read_exact(&mut data).unwrap();
+        data
+    }
+}
+
+fn pattern(block: u64, version: u64) -> Vec<u8> {
+    let mut data = vec![(block.wrapping_mul(31) ^ version) as u8; BLOCK as usize];
+    data[..8].copy_from_slice(&version.to_le_bytes());
+    data[8..16].copy_from_slice(&block.to_le_bytes());
+    data
+}
+
+/// What a burst of writes left: per block, the last acknowledged version and every version
+/// sent (a write in flight when the server died may or may not have landed).
+#[derive(Default)]
+struct Ledger {
+    acked: HashMap<u64, u64>,
+    sent: HashMap<u64, Vec<u64>>,
+    acknowledged: u64,
+}
+
+impl Ledger {
+    /// Checks every block of the region through `nbd`; returns how many held data.
+    fn verify(&self, nbd: &mut Nbd, blocks: u64) -> u64 {
+        let mut written = 0;
+        for block in 0..blocks {
+            let data = nbd.read(block * BLOCK, BLOCK as u32);
+            let version = u64::from_le_bytes(data[..8].try_into().unwrap());
+            let acked = self.acked.get(&block).copied().unwrap_or(0);
+            if version == 0 {
+                assert!(
+                    data.iter().all(|b| *b == 0),
+                    "block {block}: neither zeros nor a pattern"
+                );
+                assert_eq!(acked, 0, "block {block}: acknowledged version {acked} lost");
+                continue;
+            }
+            written += 1;
+            assert_eq!(
+                data,
+                pattern(block, version),
+                "block {block}: torn or foreign data"
+            );
+            let sent = self.sent.get(&block).map_or(&[][..], |v| v.as_slice());
+            assert!(
+                sent.contains(&version),
+                "block {block}: version {version} never written"
+            );
+            assert!(
+                version >= acked,
+                "block {block}: acknowledged version {acked} lost (read {version})"
+            );
+        }
+        written
+    }
+}
+
+/// Random 4 KiB writes over `blocks` blocks, `depth` in flight (never two to one block), until `stop` says so or the
+/// connection breaks (the server was killed). Versions increase with every write.
+fn burst(
+    addr: SocketAddr,
+    blocks: u64,
+    depth: usize,
+    ledger: &mut Ledger,
+    mut stop: impl FnMut(u64) -> bool,
+) {
+    let mut nbd = Nbd::connect(addr);
+    let mut next_version = ledger.sent.values().flatten().max().copied().unwrap_or(0) + 1;
+    let mut in_flight: HashMap<u64, (u64, u64)> = HashMap::new();
+    let mut x = next_version.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    loop {
+        while in_flight.len() < depth && !stop(ledger.acknowledged) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let block = x % blocks;
+            // Concurrent writes to one block may land in either order (as on any disk): one
+            // write in flight per block, so that the last acknowledged one is what must be read.
+            if in_flight.values().any(|(b, _)| *b == block) {
+                continue;
+            }
+            let version = next_version;
+            next_version += 1;
+            ledger.sent.entry(block).or_default().push(version);
+            if nbd
+                .send(
+                    nbd::Command::Write,
+                    version,
+                    block * BLOCK,
+                    &pattern(block, version),
+                    BLOCK as u32,
+                )
+                .is_err()
+            {
+                return;
+            }
+            in_flight.insert(version, (block, version));
+        }
+        if in_flight.is_empty() {
+            return;
+        }
+        let Ok((handle, error)) = nbd.receive() else {
+            return;
+        };
+        assert_eq!(error, 0, "write {handle} failed");
+        let (block, version) = in_flight.remove(&handle).expect("a write in flight");
+        let e = ledger.acked.entry(block).or_insert(0);
+        *e = (*e).max(version);
+        ledger.acknowledged += 1;
+    }
+}
+
+/// Waits until the volume has nothing off-loaded and owes nothing to any store.
+fn wait_quiescent(v: &Volume, limit: Duration) -> serde_json::Value {
+    let started = Instant::now();
+    loop {
+        let s = status(v.metrics);
+        if s["quiescent"] == true && s["offloaded_bytes"] == 0 {
+            return s;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "not reclaimed after {limit:?}: {s}\n{}",
+            v.server.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn store_used_bytes(path: &Path) -> u64 {
+    let out = Command::new(BIN)
+        .args([
+            "store",
+            "inspect",
+            "--json",
+            "--path",
+            path.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["used_bytes"].as_u64().unwrap()
+}
+
+/// The base volume emulates a 15k RPM disk and off-loads above 4 requests in flight: a burst
+/// of 32 random writes in flight is mostly off-loaded.
+fn peak_flags(stores: &[SocketAddr], n_way: usize) -> Vec<String> {
+    let mut flags = strings(&[
+        "--format",
+        "--emulate",
+        "cheetah-15k",
+        "--t-base",
+        "4",
+        "--n-way",
+        &n_way.to_string(),
+    ]);
+    for s in stores {
+        flags.extend(["--store".into(), s.to_string()]);
+    }
+    flags
+}
+
+const REGION_BLOCKS: u64 = 2048;
+
+#[test]
+fn sigkill_of_the_volume_server_loses_no_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_path = dir.path().join("s1");
+    let (mut store, store_addr) = start_store(&store_path, "127.0.0.1:0");
+    let base = dir.path().join("base.img");
+    sparse_file(&base, (256 << 20) + 8192);
+    let mut v = start_volume(&base, &peak_flags(&[store_addr], 1));
+    let mut ledger = Ledger::default();
+    // Kill in the middle of the burst, with writes in flight.
+    let metrics = v.metrics;
+    let mut checked = false;
+    let mut killer: Option<std::thread::JoinHandle<()>> = None;
+    let pid = v.server.child.id();
+    burst(v.nbd, REGION_BLOCKS, 32, &mut ledger, |acked| {
+        if acked >= 3000 && !checked {
+            checked = true;
+            let s = status(metrics);
+            assert!(s["offloaded_bytes"].as_u64().unwrap() > 0, "a peak: {s}");
+            killer = Some(std::thread::spawn(move || {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }));
+        }
+        false
+    });
+    killer.expect("killed mid-burst").join().unwrap();
+    v.server.kill();
+    assert!(ledger.acknowledged >= 3000);
+
+    let v = start_volume(&base, &[]);
+    let mut nbd = Nbd::connect(v.nbd);
+    let written = ledger.verify(&mut nbd, REGION_BLOCKS);
+    let s = wait_quiescent(&v, Duration::from_secs(120));
+    // Still intact after the reclaim moved it to the base volume.
+    assert_eq!(ledger.verify(&mut nbd, REGION_BLOCKS), written);
+    println!(
+        "volume SIGKILL: {} writes acknowledged, {written} blocks verified after restart and after reclaim; {} bytes reclaimed",
+        ledger.acknowledged, s["reclaimed_bytes"]
+    );
+    drop(nbd);
+    drop(v);
+    store.kill();
+    assert_eq!(store_used_bytes(&store_path), 0, "the store's log is empty");
+}
+
+#[test]
+fn n_way_2_survives_a_store_sigkill_during_the_burst_and_reclaims_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = (1..=3).map(|i| dir.path().join(format!("s{i}"))).collect();
+    let mut stores: Vec<(Server, SocketAddr)> = paths
+        .iter()
+        .map(|p| start_store(p, "127.0.0.1:0"))
+        .collect();
+    let addrs: Vec<SocketAddr> = stores.iter().map(|(_, a)| *a).collect();
+    let base = dir.path().join("base.img");
+    sparse_file(&base, (256 << 20) + 8192);
+    let v = start_volume(&base, &peak_flags(&addrs, 2));
+    let mut ledger = Ledger::default();
+    let mut killed = false;
+    let (victim, _) = &mut stores[1];
+    burst(v.nbd, REGION_BLOCKS, 32, &mut ledger, |acked| {
+        if acked >= 2000 && !killed {
+            killed = true;
+            victim.kill();
+        }
+        acked >= 5000
+    });
+    assert!(killed);
+    let mut nbd = Nbd::connect(v.nbd);
+    let written = ledger.verify(&mut nbd, REGION_BLOCKS);
+    let s = status(v.metrics);
+    assert!(s["offloaded_writes"].as_u64().unwrap() > 1000, "{s}");
+    assert_eq!(s["stores"][1]["up"], false, "{s}");
+
+    // The store comes back where it was; the volume deletes what it holds that is stale.
+    stores[1] = start_store(&paths[1], &addrs[1].to_string());
+    let s = wait_quiescent(&v, Duration::from_secs(120));
+    assert_eq!(ledger.verify(&mut nbd, REGION_BLOCKS), written);
+    println!(
+        "store SIGKILL, n-way 2: {} writes acknowledged, {written} blocks verified; {} bytes reclaimed",
+        ledger.acknowledged, s["reclaimed_bytes"]
+    );
+    drop(nbd);
+    drop(v);
+    for ((mut server, _), path) in stores.into_iter().zip(&paths) {
+        server.kill();
+        assert_eq!(
+            store_used_bytes(path),
+            0,
+            "{}: the log is empty",
+            path.display()
+        );
+    }
+}

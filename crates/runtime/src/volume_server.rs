@@ -1,0 +1,1183 @@
+//! `cordillera volume serve`: a base volume (a file or block device) exported over NBD, with the
+//! off-loading client core (`cordillera_offload::Client`) between the export and the base
+//! volume, sending writes to `cordillera store serve` processes over TCP when the base volume
+//! is loaded (Everest §3.2).
+//!
+//! # Layout of the base volume
+//!
+//! ```text
+//! [0, size − 8 KiB)            the export (what NBD clients see)
+//! [size − 8 KiB, size − 4 KiB)  the client core's store set (`cordillera_offload::superblock`)
+//! [size − 4 KiB, size)          the volume label ([`Label`]): identity and store addresses
+//! ```
+//!
+//! The label is written last when a volume is formatted, so a volume with a label is complete.
+//!
+//! # Tasks
+//!
+//! One task owns the client core; NBD connections, the base volume's worker threads and one
+//! link per store feed it events and receive what it produces. Writes the core sends to the
+//! base volume run on worker threads ([`Disk`]); FLUSH is an `fdatasync` of the base volume:
+//! off-loaded writes are acknowledged only once durable on their stores, so after it every
+//! acknowledged write is durable somewhere.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use cordillera_offload::superblock::SUPERBLOCK_BYTES;
+use cordillera_offload::{
+    BaseDone, BaseOp, Client, ClientError, Config, Policy, StoreInfo, UpReply, Upward,
+};
+use cordillera_vstore::store::{DiskDone, DiskOp};
+use cordillera_wire::store::{decode, encode, Frame};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::disk::{Disk, DiskError, DiskFile, IoMode};
+use crate::emulate::{EmulateSpec, Emulator};
+use crate::nbd_server::{self, Backend, ExportConfig, Op, Outcome, OutcomeFuture};
+
+/// Bytes at the end of the base volume holding the [`Label`].
+pub const LABEL_BYTES: u64 = 4096;
+/// Bytes at the end of the base volume not exported: the label and the store set.
+pub const RESERVED_BYTES: u64 = LABEL_BYTES + SUPERBLOCK_BYTES;
+/// Upward requests are cut into pieces of at most this (a store record holds at most 16 MiB).
+const PIECE_BYTES: u64 = 4 << 20;
+/// A store request unanswered this long marks the store failed.
+const STORE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long to wait for the stores at start before going on without those not reached.
+const CONNECT_GRACE: Duration = Duration::from_secs(5);
+
+/// The volume label: which client this volume is to its stores, and where they are.
+///
+/// ```text
+/// offset  size  field
+/// 0       8     magic "CDVOLLB1"
+/// 8       8     client id (random at format; the stores key records by it)
+/// 16      8     volume id
+/// 24      4     n_way
+/// 28      4     store count n (≤ 64)
+/// 32      …     n × (u16 length, address bytes "host:port")
+/// …       4     CRC32C of the bytes before it
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Label {
+    pub client: u64,
+    pub volume: u64,
+    pub n_way: u32,
+    /// Store `i` of the store set (id `i + 1`) is at `stores[i]`.
+    pub stores: Vec<String>,
+}
+
+const LABEL_MAGIC: &[u8; 8] = b"CDVOLLB1";
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LabelError {
+    #[error("no volume label (not formatted for off-loading)")]
+    Missing,
+    #[error("the volume label is damaged (checksum mismatch or bad lengths)")]
+    Damaged,
+    #[error("the store addresses do not fit in the label")]
+    TooLarge,
+}
+
+impl Label {
+    pub fn encode(&self) -> Result<Vec<u8>, LabelError> {
+        let mut out = Vec::with_capacity(LABEL_BYTES as usize);
+        out.extend_from_slice(LABEL_MAGIC);
+        out.extend_from_slice(&self.client.to_le_bytes());
+        out.extend_from_slice(&self.volume.to_le_bytes());
+        out.extend_from_slice(&self.n_way.to_le_bytes());
+        out.extend_from_slice(&(self.stores.len() as u32).to_le_bytes());
+        for a in &self.stores {
+            let bytes = a.as_bytes();
+            if bytes.len() > u16::MAX as usize {
+                return Err(LabelError::TooLarge);
+            }
+            out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+            out.extend_from_slice(bytes);
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        if out.len() > LABEL_BYTES as usize || self.stores.len() > 64 {
+            return Err(LabelError::TooLarge);
+        }
+        out.resize(LABEL_BYTES as usize, 0);
+        Ok(out)
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Label, LabelError> {
+        if bytes.len() < 32 || &bytes[..8] != LABEL_MAGIC {
+            return Err(LabelError::Missing);
+        }
+        let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8"));
+        let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4"));
+        let n = u32_at(28) as usize;
+        if n > 64 {
+            return Err(LabelError::Damaged);
+        }
+        let mut at = 32;
+        let mut stores = Vec::with_capacity(n);
+        for _ in 0..n {
+            if at + 2 > bytes.len() {
+                return Err(LabelError::Damaged);
+            }
+            let len = u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+            at += 2;
+            if at + len > bytes.len() {
+                return Err(LabelError::Damaged);
+            }
+            let address =
+                String::from_utf8(bytes[at..at + len].to_vec()).map_err(|_| LabelError::Damaged)?;
+            stores.push(address);
+            at += len;
+        }
+        if at + 4 > bytes.len() || u32_at(at) != crc32c::crc32c(&bytes[..at]) {
+            return Err(LabelError::Damaged);
+        }
+        Ok(Label {
+            client: u64_at(8),
+            volume: u64_at(16),
+            n_way: u32_at(24),
+            stores,
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct VolumeOptions {
+    pub base: PathBuf,
+    pub nbd: SocketAddr,
+    /// Store addresses: required to format; on restart, if given, must be the label's.
+    pub stores: Vec<String>,
+    /// Make the base volume an off-loading volume if it has no label (its last 8 KiB are
+    /// taken). Without it, a volume with no label is refused.
+    pub format: bool,
+    pub n_way: usize,
+    pub t_base: u64,
+    pub t_store: u64,
+    pub n_reclaim: usize,
+    pub policy: Policy,
+    pub emulate: Option<EmulateSpec>,
+    pub io: IoMode,
+    pub metrics: Option<SocketAddr>,
+    pub export_name: String,
+}
+
+impl VolumeOptions {
+    pub fn new(base: PathBuf, nbd: SocketAddr) -> VolumeOptions {
+        VolumeOptions {
+            base,
+            nbd,
+            stores: Vec::new(),
+            format: false,
+            n_way: 1,
+            t_base: 32,
+            t_store: 32,
+            n_reclaim: 256,
+            policy: Policy::Peak,
+            emulate: None,
+            io: IoMode::Buffered,
+            metrics: None,
+            export_name: String::new(),
+        }
+    }
+}
+
+/// Addresses the server is listening on, once it accepts I/O.
+#[derive(Clone, Copy, Debug)]
+pub struct Listening {
+    pub nbd: SocketAddr,
+    pub metrics: Option<SocketAddr>,
+}
+
+fn disk_error(e: DiskError) -> anyhow::Error {
+    anyhow!("base volume: {} failed: {}", e.op, e.error)
+}
+
+fn random_id() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    // splitmix64 of the time and process id: distinct per format in practice.
+    let mut z = nanos ^ ((std::process::id() as u64) << 32);
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    // Below 2^63: the companion id (bit 63 set) and the probe id stay distinct.
+    (z >> 1).max(1)
+}
+
+/// Serves until the process is stopped. Calls `ready` once the export accepts I/O (after the
+/// soft state has been rebuilt from the stores, on a restart).
+pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Result<()> {
+    let file = Arc::new(
+        DiskFile::open(&options.base, false, options.io)
+            .with_context(|| format!("cannot open the base volume {}", options.base.display()))?,
+    );
+    let size = base_size(&file)
+        .with_context(|| format!("cannot size the base volume {}", options.base.display()))?;
+    if size < RESERVED_BYTES + (1 << 20) {
+        bail!(
+            "{}: {size} bytes is too small for a volume (at least 1 MiB plus {RESERVED_BYTES} reserved bytes)",
+            options.base.display()
+        );
+    }
+    let label_at = size - LABEL_BYTES;
+    let existing = file
+        .read(label_at, LABEL_BYTES, Vec::new())
+        .map_err(disk_error)?;
+    let (label, formatting) = match Label::decode(&existing) {
+        Ok(label) => {
+            if !options.stores.is_empty() {
+                let mut given = options.stores.clone();
+                let mut known = label.stores.clone();
+                given.sort();
+                known.sort();
+                if given != known {
+                    bail!(
+                        "{}: the volume's stores are {:?}; --store gave {:?} (a volume's store set is fixed when it is formatted)",
+                        options.base.display(),
+                        label.stores,
+                        options.stores
+                    );
+                }
+            }
+            (label, false)
+        }
+        Err(LabelError::Missing) if options.format => {
+            if options.stores.is_empty() {
+                bail!("formatting a volume needs at least one --store");
+            }
+            if options.n_way == 0 || options.n_way > options.stores.len() {
+                bail!(
+                    "--n-way {} needs at least that many stores (have {})",
+                    options.n_way,
+                    options.stores.len()
+                );
+            }
+            let label = Label {
+                client: random_id(),
+                volume: 1,
+                n_way: options.n_way as u32,
+                stores: options.stores.clone(),
+            };
+            label.encode().map_err(|e| anyhow!("{e}"))?;
+            (label, true)
+        }
+        Err(LabelError::Missing) => bail!(
+            "{}: no volume label; pass --format to make it an off-loading volume (its last {RESERVED_BYTES} bytes are then reserved)",
+            options.base.display()
+        ),
+        Err(e) => bail!("{}: {e}; refusing to start", options.base.display()),
+    };
+    let emulator = match &options.emulate {
+        None => None,
+        Some(spec) => Some(Emulator::start(spec).map_err(|e| anyhow!(e))?),
+    };
+    if let Some(e) = emulator {
+        file.emulate(e);
+    }
+
+    let mut config = Config::new(label.client, label.volume, size - LABEL_BYTES);
+    config.policy = options.policy;
+    config.n_way = label.n_way as usize;
+    config.t_base = options.t_base;
+    config.t_store = options.t_store;
+    config.n_reclaim = options.n_reclaim;
+    config.request_timeout_ns = Some(STORE_TIMEOUT.as_nanos() as u64);
+    let export_bytes = config.usable_bytes();
+
+    let (events, inbox) = mpsc::unbounded_channel::<Event>();
+    for (i, address) in label.stores.iter().enumerate() {
+        tokio::spawn(store_link(i, address.clone(), events.clone()));
+    }
+    let disk_events = events.clone();
+    let disk = Disk::start(file.clone(), move |done| {
+        let _ = disk_events.send(Event::Base(done));
+    });
+    let (ready_tx, ready_rx) = oneshot::channel::<Result<(), String>>();
+    let core = Core::new(label.clone(), disk);
+    let started = Instant::now();
+    let mut core_task = tokio::spawn(core.run(config, inbox, started, ready_tx, formatting));
+    let became_ready = tokio::select! {
+        r = ready_rx => r.unwrap_or_else(|_| Err("the volume stopped while starting".into())),
+        r = &mut core_task => return r.context("volume core")?,
+    };
+    if let Err(e) = became_ready {
+        bail!("{}: {e}", options.base.display());
+    }
+    if formatting {
+        // The store set is durable; the label makes the volume complete.
+        let bytes = label.encode().map_err(|e| anyhow!("{e}"))?;
+        file.write_batch(label_at, &[&bytes]).map_err(disk_error)?;
+        file.sync().map_err(disk_error)?;
+    }
+    eprintln!(
+        "cordillera volume: {} ready: client {:016x}, {} bytes exported, stores {:?}, n-way {}{}",
+        options.base.display(),
+        label.client,
+        export_bytes,
+        label.stores,
+        label.n_way,
+        options
+            .emulate
+            .as_ref()
+            .map_or(String::new(), |e| format!(", emulating {}", e.preset))
+    );
+    let listener = TcpListener::bind(options.nbd)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.nbd))?;
+    let metrics_listener = match options.metrics {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} for metrics"))?,
+        ),
+        None => None,
+    };
+    ready(Listening {
+        nbd: listener.local_addr()?,
+        metrics: metrics_listener.as_ref().and_then(|l| l.local_addr().ok()),
+    });
+    if let Some(l) = metrics_listener {
+        tokio::spawn(serve_metrics(l, events.clone()));
+    }
+    let backend = Arc::new(VolumeBackend {
+        events: events.clone(),
+        file: file.clone(),
+        size_bytes: export_bytes,
+    });
+    let export = ExportConfig {
+        name: options.export_name.clone(),
+        ..ExportConfig::default()
+    };
+    tokio::select! {
+        r = nbd_server::serve(listener, backend, export) => r.context("NBD listener")?,
+        r = &mut core_task => r.context("volume core")??,
+    }
+    Ok(())
+}
+
+fn base_size(file: &DiskFile) -> std::io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    // A block device's metadata length is 0: its size is where seeking to the end lands.
+    let mut f = &file.file;
+    let size = f.seek(SeekFrom::End(0))?;
+    Ok(size / 512 * 512)
+}
+
+/// What reaches the core task.
+enum Event {
+    Upward {
+        op: Op,
+        reply: oneshot::Sender<Outcome>,
+    },
+    Base(Result<DiskDone, DiskError>),
+    StoreUp {
+        store: usize,
+        link: u64,
+        sender: mpsc::UnboundedSender<Vec<u8>>,
+    },
+    StoreFrame {
+        store: usize,
+        link: u64,
+        frame: Frame,
+    },
+    StoreDown {
+        store: usize,
+        link: u64,
+    },
+    /// A metrics or status request: `json` for the status document.
+    Report {
+        json: bool,
+        reply: oneshot::Sender<String>,
+    },
+}
+
+/// The export as the NBD server sees it.
+struct VolumeBackend {
+    events: mpsc::UnboundedSender<Event>,
+    file: Arc<DiskFile>,
+    size_bytes: u64,
+}
+
+impl Backend for VolumeBackend {
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    fn submit(&self, op: Op) -> OutcomeFuture {
+        if let Op::Flush = op {
+            let file = self.file.clone();
+            return Box::pin(async move {
+                tokio::task::spawn_blocking(move || file.sync().map(|_| None).map_err(|e| e.error))
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+            });
+        }
+        if let Op::Trim { .. } = op {
+            // A hint; the data stays (reads return what was written).
+            return Box::pin(async { Ok(None) });
+        }
+        let (reply, answer) = oneshot::channel();
+        let sent = self.events.send(Event::Upward { op, reply });
+        Box::pin(async move {
+            if sent.is_err() {
+                return Err(std::io::Error::other("the volume has stopped"));
+            }
+            answer
+                .await
+                .unwrap_or_else(|_| Err(std::io::Error::other("the volume has stopped")))
+        })
+    }
+}
+
+/// One NBD request, cut into pieces for the core.
+struct Parent {
+    reply: oneshot::Sender<Outcome>,
+    /// For a read: the pieces' bytes, in order.
+    pieces: Vec<Vec<u8>>,
+    remaining: usize,
+    error: Option<std::io::Error>,
+    arrived: Instant,
+    read: bool,
+}
+
+/// Latency buckets of the histograms, in seconds (Prometheus `le`).
+const BUCKETS_S: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+#[derive(Default)]
+struct LatencyHistogram {
+    counts: [u64; BUCKETS_S.len() + 1],
+    sum_s: f64,
+    count: u64,
+}
+
+impl LatencyHistogram {
+    fn record(&mut self, seconds: f64) {
+        let i = BUCKETS_S
+            .iter()
+            .position(|b| seconds <= *b)
+            .unwrap_or(BUCKETS_S.len());
+        self.counts[i] += 1;
+        self.sum_s += seconds;
+        self.count += 1;
+    }
+
+    fn render(&self, name: &str, help: &str, out: &mut String) {
+        use std::fmt::Write;
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, b) in BUCKETS_S.iter().enumerate() {
+            cumulative += self.counts[i];
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum {}", self.sum_s);
+        let _ = writeln!(out, "{name}_count {}", self.count);
+    }
+}
+
+struct Core {
+    label: Label,
+    disk: Disk,
+    links: Vec<Option<(u64, mpsc::UnboundedSender<Vec<u8>>)>>,
+    parents: HashMap<u64, Parent>,
+    /// Core upward id → (parent, piece index).
+    pieces: HashMap<u64, (u64, usize)>,
+    next_parent: u64,
+    next_upward: u64,
+    reads: LatencyHistogram,
+    writes: LatencyHistogram,
+    /// (time, reclaimed bytes so far), one sample a second for the last minute.
+    reclaim_samples: VecDeque<(Instant, u64)>,
+}
+
+impl Core {
+    fn new(label: Label, disk: Disk) -> Core {
+        let n = label.stores.len();
+        Core {
+            label,
+            disk,
+            links: vec![None; n],
+            parents: HashMap::new(),
+            pieces: HashMap::new(),
+            next_parent: 0,
+            next_upward: 0,
+            reads: LatencyHistogram::default(),
+            writes: LatencyHistogram::default(),
+            reclaim_samples: VecDeque::new(),
+        }
+    }
+
+    async fn run(
+        mut self,
+        config: Config,
+        mut inbox: mpsc::UnboundedReceiver<Event>,
+        started: Instant,
+        ready: oneshot::Sender<Result<(), String>>,
+        formatting: bool,
+    ) -> Result<()> {
+        let now = || started.elapsed().as_nanos() as u64;
+        // Give the stores a moment to be reached, so that recovery asks them all at once.
+        let grace = tokio::time::sleep(CONNECT_GRACE);
+        tokio::pin!(grace);
+        let mut early = Vec::new();
+        while self.links.iter().any(Option::is_none) {
+            tokio::select! {
+                event = inbox.recv() => match event {
+                    Some(e @ Event::StoreUp { .. }) | Some(e @ Event::StoreDown { .. }) => self.link_event(e),
+                    Some(other) => early.push(other),
+                    None => return Ok(()),
+                },
+                _ = &mut grace => break,
+            }
+        }
+        let mut client = if formatting {
+            let stores = (0..self.label.stores.len())
+                .map(|i| StoreInfo {
+                    id: i as u64 + 1,
+                    server: i as u64 + 1,
+                })
+                .collect();
+            Client::format(config, stores, now())
+        } else {
+            Client::recover(config, now())
+        };
+        let mut ready = Some(ready);
+        for e in early {
+            self.handle(&mut client, e, now())?;
+        }
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            self.drive(&mut client, now());
+            if ready.is_some() {
+                if client.is_ready() {
+                    self.check_store_ids(&client)?;
+                    let _ = ready.take().expect("some").send(Ok(()));
+                } else if let Some(e) = client.failure() {
+                    let message = match e {
+                        ClientError::NoStoreSet(e) => format!("{e}"),
+                        other => format!("{other}"),
+                    };
+                    let _ = ready.take().expect("some").send(Err(message));
+                    return Ok(());
+                }
+            }
+            let timeout = client
+                .poll_timeout()
+                .map(|t| started + Duration::from_nanos(t));
+            tokio::select! {
+                event = inbox.recv() => {
+                    let Some(mut event) = event else { return Ok(()) };
+                    for _ in 0..1024 {
+                        self.handle(&mut client, event, now())?;
+                        match inbox.try_recv() {
+                            Ok(next) => event = next,
+                            Err(_) => break,
+                        }
+                    }
+                }
+                _ = async { tokio::time::sleep_until(timeout.expect("guarded").into()).await }, if timeout.is_some() => {
+                    client.handle_timeout(now());
+                }
+                _ = tick.tick() => {
+                    let at = Instant::now();
+                    self.reclaim_samples.push_back((at, client.stats().reclaimed_bytes));
+                    while self.reclaim_samples.len() > 61 {
+                        self.reclaim_samples.pop_front();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The store set's ids are their positions in the label (id `i + 1` at `stores[i]`).
+    fn check_store_ids(&self, client: &Client) -> Result<()> {
+        for (i, info, _) in client.stores() {
+            if info.id != i as u64 + 1 || i >= self.label.stores.len() {
+                bail!("the store set on the base volume does not match its label (store {i} has id {})", info.id);
+            }
+        }
+        Ok(())
+    }
+
+    fn link_event(&mut self, event: Event) {
+        match event {
+            Event::StoreUp {
+                store,
+                link,
+                sender,
+            } => self.links[store] = Some((link, sender)),
+            Event::StoreDown { store, link }
+                if self.links[store].as_ref().is_some_and(|(l, _)| *l == link) =>
+            {
+                self.links[store] = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn handle(&mut self, client: &mut Client, event: Event, now: u64) -> Result<()> {
+        match event {
+            Event::Upward { op, reply } => self.upward(client, op, reply, now),
+            Event::Base(Ok(done)) => {
+                let done = match done {
+                    DiskDone::Read { id, data } => BaseDone::Read { id, data },
+                    DiskDone::Written { id } | DiskDone::Flushed { id } => BaseDone::Written { id },
+                };
+                client.handle_base(now, done);
+            }
+            // The base volume failed: stop before acknowledging anything more.
+            Event::Base(Err(e)) => return Err(disk_error(e)),
+            Event::StoreUp { store, .. } => {
+                let was_down = self.links[store].is_none();
+                self.link_event(event);
+                if was_down {
+                    eprintln!(
+                        "cordillera volume: store {} ({}) connected",
+                        store + 1,
+                        self.label.stores[store]
+                    );
+                }
+            }
+            Event::StoreDown { store, link } => {
+                let current = self.links[store].as_ref().is_some_and(|(l, _)| *l == link);
+                self.link_event(Event::StoreDown { store, link });
+                if current {
+                    eprintln!(
+                        "cordillera volume: store {} ({}) disconnected",
+                        store + 1,
+                        self.label.stores[store]
+                    );
+                    client.connection_lost(now, store);
+                }
+            }
+            Event::StoreFrame { store, link, frame } => {
+                if self.links[store].as_ref().is_none_or(|(l, _)| *l != link) {
+                    return Ok(());
+                }
+                match frame {
+                    Frame::Reply { id, load, reply } => {
+                        client.handle_store(now, store, id, reply, Some(load.queue_length as u64))
+                    }
+                    Frame::Load(load) => client.handle_load(store, load.queue_length as u64),
+                    Frame::Request { .. } => {}
+                }
+            }
+            Event::Report { json, reply } => {
+                let text = if json {
+                    self.status(client)
+                } else {
+                    self.metrics(client)
+                };
+                let _ = reply.send(text);
+            }
+        }
+        Ok(())
+    }
+
+    fn upward(&mut self, client: &mut Client, op: Op, reply: oneshot::Sender<Outcome>, now: u64) {
+        let parent = self.next_parent;
+        self.next_parent += 1;
+        let mut requests: Vec<Upward> = Vec::new();
+        let mut read = false;
+        match op {
+            Op::Read { offset, length } => {
+                read = true;
+                let mut at = 0u64;
+                while at < length as u64 {
+                    let n = (length as u64 - at).min(PIECE_BYTES);
+                    requests.push(Upward::Read {
+                        offset_bytes: offset + at,
+                        length_bytes: n,
+                    });
+                    at += n;
+                }
+            }
+            Op::Write { offset, data, fua } => {
+                if data.len() as u64 <= PIECE_BYTES {
+                    requests.push(Upward::Write {
+                        offset_bytes: offset,
+                        data,
+                        durable: fua,
+                    });
+                } else {
+                    for (i, chunk) in data.chunks(PIECE_BYTES as usize).enumerate() {
+                        requests.push(Upward::Write {
+                            offset_bytes: offset + i as u64 * PIECE_BYTES,
+                            data: chunk.to_vec(),
+                            durable: fua,
+                        });
+                    }
+                }
+            }
+            Op::WriteZeroes {
+                offset,
+                length,
+                fua,
+            } => {
+                let mut at = 0u64;
+                while at < length as u64 {
+                    let n = (length as u64 - at).min(PIECE_BYTES);
+                    requests.push(Upward::Write {
+                        offset_bytes: offset + at,
+                        data: vec![0u8; n as usize],
+                        durable: fua,
+                    });
+                    at += n;
+                }
+            }
+            Op::Flush | Op::Trim { .. } => {
+                let _ = reply.send(Ok(None));
+                return;
+            }
+        }
+        self.parents.insert(
+            parent,
+            Parent {
+                reply,
+                pieces: vec![Vec::new(); if read { requests.len() } else { 0 }],
+                remaining: requests.len(),
+                error: None,
+                arrived: Instant::now(),
+                read,
+            },
+        );
+        for (i, request) in requests.into_iter().enumerate() {
+            self.next_upward += 1;
+            self.pieces.insert(self.next_upward, (parent, i));
+            client.handle_upward(now, self.next_upward, request);
+        }
+    }
+
+    /// Hands out everything the core produced, until it produces nothing more.
+    fn drive(&mut self, client: &mut Client, now: u64) {
+        loop {
+            let mut progress = false;
+            let ops: Vec<DiskOp> = std::iter::from_fn(|| client.poll_base())
+                .map(|op| match op {
+                    BaseOp::Read {
+                        id,
+                        offset_bytes,
+                        length_bytes,
+                    } => DiskOp::Read {
+                        id,
+                        offset_bytes,
+                        length_bytes,
+                    },
+                    BaseOp::Write {
+                        id,
+                        offset_bytes,
+                        data,
+                        durable,
+                    } => DiskOp::Write {
+                        id,
+                        offset_bytes,
+                        data,
+                        durable,
+                    },
+                })
+                .collect();
+            if !ops.is_empty() {
+                progress = true;
+                self.disk.submit_all(ops);
+            }
+            let mut lost = Vec::new();
+            while let Some((store, id, request)) = client.poll_store() {
+                progress = true;
+                let mut frame = Vec::new();
+                encode(&Frame::Request { id, request }, &mut frame);
+                let sent = self
+                    .links
+                    .get(store)
+                    .and_then(|l| l.as_ref())
+                    .is_some_and(|(_, sender)| sender.send(frame).is_ok());
+                if !sent && !lost.contains(&store) {
+                    lost.push(store);
+                }
+            }
+            for store in lost {
+                client.connection_lost(now, store);
+            }
+            while let Some((id, reply)) = client.poll_upward() {
+                progress = true;
+                self.answered(id, reply);
+            }
+            if !progress {
+                return;
+            }
+        }
+    }
+
+    fn answered(&mut self, id: u64, reply: UpReply) {
+        let Some((parent_id, piece)) = self.pieces.remove(&id) else {
+            return;
+        };
+        let Some(parent) = self.parents.get_mut(&parent_id) else {
+            return;
+        };
+        match reply {
+            UpReply::Read(data) => parent.pieces[piece] = data,
+            UpReply::Written => {}
+            UpReply::Error(e) => {
+                let kind = match e {
+                    ClientError::BadRequest => std::io::ErrorKind::InvalidInput,
+                    _ => std::io::ErrorKind::Other,
+                };
+                parent.error = Some(std::io::Error::new(kind, e.to_string()));
+            }
+        }
+        parent.remaining -= 1;
+        if parent.remaining > 0 {
+            return;
+        }
+        let parent = self.parents.remove(&parent_id).expect("present");
+        let seconds = parent.arrived.elapsed().as_secs_f64();
+        if parent.read {
+            self.reads.record(seconds);
+        } else {
+            self.writes.record(seconds);
+        }
+        let outcome = match parent.error {
+            Some(e) => Err(e),
+            None if parent.read => Ok(Some(parent.pieces.concat())),
+            None => Ok(None),
+        };
+        let _ = parent.reply.send(outcome);
+    }
+
+    /// Reclaimed bytes per second over the last minute's samples.
+    fn reclaim_rate(&self) -> f64 {
+        match (self.reclaim_samples.front(), self.reclaim_samples.back()) {
+            (Some((t0, b0)), Some((t1, b1))) if t1 > t0 => {
+                (b1 - b0) as f64 / t1.duration_since(*t0).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+
+    fn metrics(&self, client: &Client) -> String {
+        use std::fmt::Write;
+        let stats = client.stats();
+        let mut out = String::new();
+        let mut gauge = |name: &str, help: &str, kind: &str, value: f64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        };
+        gauge(
+            "cordillera_volume_ready",
+            "1 once the export accepts I/O.",
+            "gauge",
+            client.is_ready() as u8 as f64,
+        );
+        gauge(
+            "cordillera_volume_base_queue_length",
+            "Requests in flight on the base volume.",
+            "gauge",
+            client.base_load() as f64,
+        );
+        gauge(
+            "cordillera_volume_offloaded_bytes",
+            "Bytes whose latest version is on stores, not yet reclaimed.",
+            "gauge",
+            stats.offloaded_bytes as f64,
+        );
+        gauge(
+            "cordillera_volume_offloaded_writes_total",
+            "Writes sent to stores.",
+            "counter",
+            stats.offloaded_writes as f64,
+        );
+        gauge(
+            "cordillera_volume_offloaded_write_bytes_total",
+            "Bytes written to stores.",
+            "counter",
+            stats.offloaded_write_bytes as f64,
+        );
+        gauge(
+            "cordillera_volume_base_writes_total",
+            "Writes sent to the base volume.",
+            "counter",
+            stats.base_writes as f64,
+        );
+        gauge(
+            "cordillera_volume_reclaimed_bytes_total",
+            "Bytes reclaimed from stores to the base volume.",
+            "counter",
+            stats.reclaimed_bytes as f64,
+        );
+        gauge(
+            "cordillera_volume_reclaim_bytes_per_second",
+            "Reclaim rate over the last minute.",
+            "gauge",
+            self.reclaim_rate(),
+        );
+        gauge(
+            "cordillera_volume_store_failures_total",
+            "Stores marked failed.",
+            "counter",
+            stats.store_failures as f64,
+        );
+        let figures = client.store_figures();
+        let _ = writeln!(out, "# HELP cordillera_volume_store_up 1 when the store answers.\n# TYPE cordillera_volume_store_up gauge");
+        for (i, f) in figures.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "cordillera_volume_store_up{{store=\"{}\"}} {}",
+                self.label.stores.get(i).map_or("?", |s| s.as_str()),
+                f.up as u8
+            );
+        }
+        let _ = writeln!(out, "# HELP cordillera_volume_store_queue_length Requests in flight to the store.\n# TYPE cordillera_volume_store_queue_length gauge");
+        for (i, f) in figures.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "cordillera_volume_store_queue_length{{store=\"{}\"}} {}",
+                self.label.stores.get(i).map_or("?", |s| s.as_str()),
+                f.in_flight
+            );
+        }
+        let _ = writeln!(out, "# HELP cordillera_volume_store_offloaded_bytes Bytes whose latest version the store holds.\n# TYPE cordillera_volume_store_offloaded_bytes gauge");
+        for (i, f) in figures.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "cordillera_volume_store_offloaded_bytes{{store=\"{}\"}} {}",
+                self.label.stores.get(i).map_or("?", |s| s.as_str()),
+                f.offloaded_bytes
+            );
+        }
+        self.reads.render(
+            "cordillera_volume_read_seconds",
+            "Read response time at the export.",
+            &mut out,
+        );
+        self.writes.render(
+            "cordillera_volume_write_seconds",
+            "Write response time at the export.",
+            &mut out,
+        );
+        out
+    }
+
+    fn status(&self, client: &Client) -> String {
+        let stats = client.stats();
+        let rate = self.reclaim_rate();
+        let stores: Vec<serde_json::Value> = client
+            .store_figures()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                serde_json::json!({
+                    "address": self.label.stores.get(i),
+                    "up": f.up,
+                    "removed": f.removed,
+                    "offloaded_bytes": f.offloaded_bytes,
+                    "in_flight": f.in_flight,
+                    "reported_load": f.reported_load,
+                })
+            })
+            .collect();
+        let eta = if stats.offloaded_bytes == 0 {
+            Some(0.0)
+        } else if rate > 0.0 {
+            Some(stats.offloaded_bytes as f64 / rate)
+        } else {
+            None
+        };
+        serde_json::json!({
+            "ready": client.is_ready(),
+            "client": format!("{:016x}", self.label.client),
+            "policy": format!("{:?}", client.config().policy),
+            "n_way": client.config().n_way,
+            "base_queue_length": client.base_load(),
+            "offloaded_bytes": stats.offloaded_bytes,
+            "offloaded_writes": stats.offloaded_writes,
+            "base_writes": stats.base_writes,
+            "reclaimed_bytes": stats.reclaimed_bytes,
+            "reclaim_bytes_per_second": rate,
+            "reclaim_eta_seconds": eta,
+            "quiescent": client.is_quiescent(),
+            "stores": stores,
+            "state": client.describe(),
+        })
+        .to_string()
+    }
+}
+
+/// One store: connects (again and again), forwards frames both ways.
+async fn store_link(store: usize, address: String, events: mpsc::UnboundedSender<Event>) {
+    let mut link = 0u64;
+    let mut reported_failure = false;
+    loop {
+        match TcpStream::connect(&address).await {
+            Ok(stream) => {
+                reported_failure = false;
+                link += 1;
+                let _ = stream.set_nodelay(true);
+                let (mut reader, mut writer) = stream.into_split();
+                let (sender, mut outbox) = mpsc::unbounded_channel::<Vec<u8>>();
+                if events
+                    .send(Event::StoreUp {
+                        store,
+                        link,
+                        sender,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+                let writing = tokio::spawn(async move {
+                    while let Some(mut frame) = outbox.recv().await {
+                        while frame.len() < (1 << 20) {
+                            match outbox.try_recv() {
+                                Ok(more) => frame.extend_from_slice(&more),
+                                Err(_) => break,
+                            }
+                        }
+                        if writer.write_all(&frame).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
+                'read: loop {
+                    buffer.reserve(1 << 16);
+                    match reader.read_buf(&mut buffer).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                    let mut at = 0;
+                    loop {
+                        match decode(&buffer[at..]) {
+                            Ok(None) => break,
+                            Ok(Some((frame, used))) => {
+                                at += used;
+                                if events
+                                    .send(Event::StoreFrame { store, link, frame })
+                                    .is_err()
+                                {
+                                    writing.abort();
+                                    return;
+                                }
+                            }
+                            Err(e) => {
+                                eprintln!("cordillera volume: store {address}: {e}; reconnecting");
+                                break 'read;
+                            }
+                        }
+                    }
+                    buffer.drain(..at);
+                }
+                writing.abort();
+                if events.send(Event::StoreDown { store, link }).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                if !reported_failure {
+                    eprintln!("cordillera volume: store {address} unreachable: {e}; retrying");
+                    reported_failure = true;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `GET /metrics` (Prometheus text) and `GET /status` (JSON) over plain HTTP/1.
+async fn serve_metrics(listener: TcpListener, events: mpsc::UnboundedSender<Event>) {
+    while let Ok((mut stream, _)) = listener.accept().await {
+        let events = events.clone();
+        tokio::spawn(async move {
+            let mut request = Vec::new();
+            let mut chunk = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => request.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let line = String::from_utf8_lossy(&request);
+            let path = line.split_whitespace().nth(1).unwrap_or("");
+            let (status, kind, body) = match path {
+                "/metrics" | "/status" => {
+                    let (reply, answer) = oneshot::channel();
+                    let json = path == "/status";
+                    let _ = events.send(Event::Report { json, reply });
+                    match answer.await {
+                        Ok(body) => (
+                            "200 OK",
+                            if json {
+                                "application/json"
+                            } else {
+                                "text/plain; version=0.0.4"
+                            },
+                            body,
+                        ),
+                        Err(_) => ("503 Service Unavailable", "text/plain", "stopping\n".into()),
+                    }
+                }
+                _ => (
+                    "404 Not Found",
+                    "text/plain",
+                    "try /metrics or /status\n".into(),
+                ),
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(body.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_round_trip_and_damage_is_detected() {
+        let label = Label {
+            client: 0x1234_5678_9abc,
+            volume: 1,
+            n_way: 2,
+            stores: vec!["127.0.0.1:7001".into(), "store-b:7002".into()],
+        };
+        let bytes = label.encode().unwrap();
+        assert_eq!(bytes.len() as u64, LABEL_BYTES);
+        assert_eq!(Label::decode(&bytes).unwrap(), label);
+        assert_eq!(
+            Label::decode(&vec![0u8; 4096]).unwrap_err(),
+            LabelError::Missing
+        );
+        for at in [8, 24, 30, 40, 50] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x40;
+            assert_eq!(
+                Label::decode(&bad).unwrap_err(),
+                LabelError::Damaged,
+                "{at}"
+            );
+        }
+        let huge = Label {
+            stores: vec!["x".repeat(5000)],
+            ..label
+        };
+        assert_eq!(huge.encode().unwrap_err(), LabelError::TooLarge);
+    }
+}
