@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs the Debian packages the tests drive
-# (fio, nbdkit, libnbd-bin, qemu-utils) when missing, then builds and runs every test.
+# (fio, nbdkit, libnbd-bin with nbdfuse, qemu-utils, e2fsprogs, postgresql) when missing, then builds and runs every test.
 # Tests that need ../shared/traces/ say SKIPPED when it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,9 @@ command -v fio >/dev/null 2>&1 || missing+=(fio)
 command -v nbdkit >/dev/null 2>&1 || missing+=(nbdkit)
 command -v nbdinfo >/dev/null 2>&1 || missing+=(libnbd-bin)
 command -v qemu-io >/dev/null 2>&1 || missing+=(qemu-utils)
+command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || missing+=(e2fsprogs)
+# PostgreSQL's programs live under /usr/lib/postgresql/VERSION/bin (pgbench for the benchmark).
+compgen -G "/usr/lib/postgresql/*/bin/pgbench" >/dev/null || missing+=(postgresql)
 if ((${#missing[@]})); then
   echo "== installing Debian packages: ${missing[*]}"
   sudo=""
@@ -40,4 +43,12 @@ if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
 else
   cargo test --workspace --no-fail-fast
+fi
+
+echo "== volume benchmark (figures, not pass/fail: the machine is shared and noisy)"
+if command -v fio >/dev/null 2>&1 && command -v nbdkit >/dev/null 2>&1; then
+  cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
+  target/release/cordillera volume bench --seconds 5 --repeat 3
+else
+  echo "SKIPPED volume benchmark: fio or nbdkit is not installed"
 fi

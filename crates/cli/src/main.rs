@@ -21,6 +21,7 @@ mod sim_cmd;
 mod store_bench;
 mod store_cmd;
 mod trace_cmd;
+mod volume_bench;
 mod volume_cmd;
 
 use clap::{Parser, Subcommand};

@@ -610,3 +610,181 @@ fn n_way_2_survives_a_store_sigkill_during_the_burst_and_reclaims_everything() {
         );
     }
 }
+
+/// A mounted ext4 file system on the export: `nbdfuse` makes the export a file, `losetup` a
+/// block device. Dropping it unmounts and detaches everything, even after a failed assertion.
+struct Ext4 {
+    fuse_dir: PathBuf,
+    mount_dir: PathBuf,
+    fuse: Option<Child>,
+    loop_device: Option<String>,
+    mounted: bool,
+}
+
+impl Ext4 {
+    /// Attaches the export at `addr`; `None` (with the reason printed) where this machine
+    /// cannot (no root, no FUSE or loop devices).
+    fn attach(addr: SocketAddr, dir: &Path) -> Option<Ext4> {
+        let fuse_dir = dir.join("fuse");
+        let mount_dir = dir.join("mnt");
+        std::fs::create_dir_all(&fuse_dir).unwrap();
+        std::fs::create_dir_all(&mount_dir).unwrap();
+        let fuse = Command::new("nbdfuse")
+            .arg(&fuse_dir)
+            .arg(format!("nbd://{addr}"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut e = Ext4 {
+            fuse_dir,
+            mount_dir,
+            fuse: Some(fuse),
+            loop_device: None,
+            mounted: false,
+        };
+        let file = e.fuse_dir.join("nbd");
+        let started = Instant::now();
+        while !file.exists() {
+            if started.elapsed() > Duration::from_secs(10) {
+                println!("SKIPPED: nbdfuse did not mount (no FUSE here?)");
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            println!(
+                "SKIPPED: losetup cannot attach a loop device here: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            return None;
+        }
+        e.loop_device = Some(String::from_utf8_lossy(&out.stdout).trim().to_string());
+        Some(e)
+    }
+
+    fn device(&self) -> &str {
+        self.loop_device.as_deref().unwrap()
+    }
+
+    fn mount(&mut self) {
+        run(
+            "mount",
+            &[
+                self.device().into(),
+                self.mount_dir.to_str().unwrap().into(),
+            ],
+        );
+        self.mounted = true;
+    }
+
+    fn unmount(&mut self) {
+        if self.mounted {
+            run("umount", &[self.mount_dir.to_str().unwrap().into()]);
+            self.mounted = false;
+        }
+    }
+
+    /// SHA-256 of every file written by the test, by name.
+    fn checksums(&self) -> String {
+        let mut names: Vec<String> = std::fs::read_dir(&self.mount_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with("file"))
+            .collect();
+        names.sort();
+        assert!(!names.is_empty());
+        let paths: Vec<String> = names
+            .iter()
+            .map(|n| self.mount_dir.join(n).to_str().unwrap().to_string())
+            .collect();
+        run("sha256sum", &paths)
+    }
+}
+
+impl Drop for Ext4 {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(&self.mount_dir).status();
+        }
+        if let Some(d) = &self.loop_device {
+            let _ = Command::new("losetup").args(["-d", d]).status();
+        }
+        let _ = Command::new("umount").arg(&self.fuse_dir).status();
+        if let Some(mut f) = self.fuse.take() {
+            let _ = f.kill();
+            let _ = f.wait();
+        }
+    }
+}
+
+#[test]
+fn ext4_on_the_export_keeps_its_files_across_remounts_and_a_volume_server_sigkill() {
+    if !["nbdfuse", "losetup", "mkfs.ext4", "mount", "sha256sum"]
+        .iter()
+        .all(|t| have(t))
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, store_addr) = start_store(&dir.path().join("s1"), "127.0.0.1:0");
+    let base = dir.path().join("base.img");
+    sparse_file(&base, (128 << 20) + 8192);
+    // Every write goes to the store while the file system is made and filled.
+    let v = start_volume(
+        &base,
+        &strings(&[
+            "--format",
+            "--store",
+            &store_addr.to_string(),
+            "--policy",
+            "always",
+        ]),
+    );
+    let Some(mut fs) = Ext4::attach(v.nbd, dir.path()) else {
+        return;
+    };
+    run("mkfs.ext4", &strings(&["-q", fs.device()]));
+    fs.mount();
+    let mut seed = 7u64;
+    for i in 0..6 {
+        let bytes: Vec<u8> = (0..(1 << 20) * (i + 1))
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect();
+        std::fs::write(fs.mount_dir.join(format!("file{i}")), bytes).unwrap();
+    }
+    let before = fs.checksums();
+    fs.unmount();
+    fs.mount();
+    assert_eq!(fs.checksums(), before, "after a remount");
+    fs.unmount();
+    drop(fs);
+    let offloaded = status(v.metrics)["offloaded_bytes"].as_u64().unwrap();
+    assert!(
+        offloaded > 20 << 20,
+        "the files are on the store: {offloaded}"
+    );
+
+    // SIGKILL; the restarted server (peak policy) reclaims while the file system is read.
+    drop(v);
+    let v = start_volume(&base, &[]);
+    let mut fs = Ext4::attach(v.nbd, dir.path()).expect("attached before");
+    fs.mount();
+    assert_eq!(fs.checksums(), before, "after a SIGKILL and restart");
+    fs.unmount();
+    drop(fs);
+    let s = wait_quiescent(&v, Duration::from_secs(120));
+    println!(
+        "ext4: 21 MiB in 6 files, checksums equal after remount and after SIGKILL; {offloaded} bytes were off-loaded, {} reclaimed",
+        s["reclaimed_bytes"]
+    );
+}

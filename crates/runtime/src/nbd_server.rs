@@ -325,8 +325,22 @@ async fn transmission(
         }
         let mut data = Vec::new();
         if request.command == Command::Write {
-            data = vec![0u8; request.length as usize];
-            if let Err(e) = reader.read_exact(&mut data).await {
+            // Into the buffer's spare capacity: a large payload is neither zeroed first nor
+            // copied again.
+            let length = request.length as usize;
+            data = Vec::with_capacity(length);
+            let mut payload = (&mut reader).take(length as u64);
+            let read: io::Result<()> = loop {
+                if data.len() == length {
+                    break Ok(());
+                }
+                match payload.read_buf(&mut data).await {
+                    Ok(0) => break Err(io::ErrorKind::UnexpectedEof.into()),
+                    Ok(_) => {}
+                    Err(e) => break Err(e),
+                }
+            };
+            if let Err(e) = read {
                 break Err(e.into());
             }
         }

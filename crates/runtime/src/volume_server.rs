@@ -303,7 +303,13 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         let _ = disk_events.send(Event::Base(done));
     });
     let (ready_tx, ready_rx) = oneshot::channel::<Result<(), String>>();
-    let core = Core::new(label.clone(), disk);
+    let mut core = Core::new(label.clone(), disk);
+    if options.emulate.is_none() && !file.direct {
+        // A write that need not be durable, to a buffered base volume, is a copy into the
+        // page cache: done on the core's task it saves two thread hand-offs (a third more
+        // 4 KiB writes per second, measured by `volume bench`).
+        core.inline = Some(file.clone());
+    }
     let started = Instant::now();
     let mut core_task = tokio::spawn(core.run(config, inbox, started, ready_tx, formatting));
     let became_ready = tokio::select! {
@@ -500,6 +506,10 @@ struct Core {
     writes: LatencyHistogram,
     /// (time, reclaimed bytes so far), one sample a second for the last minute.
     reclaim_samples: VecDeque<(Instant, u64)>,
+    /// Where non-durable base writes are done in place (see `serve`).
+    inline: Option<Arc<DiskFile>>,
+    /// A base write done in place failed: the core stops.
+    failed: Option<DiskError>,
 }
 
 impl Core {
@@ -516,6 +526,8 @@ impl Core {
             reads: LatencyHistogram::default(),
             writes: LatencyHistogram::default(),
             reclaim_samples: VecDeque::new(),
+            inline: None,
+            failed: None,
         }
     }
 
@@ -560,6 +572,9 @@ impl Core {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             self.drive(&mut client, now());
+            if let Some(e) = self.failed.take() {
+                return Err(disk_error(e));
+            }
             if ready.is_some() {
                 if client.is_ready() {
                     self.check_store_ids(&client)?;
@@ -790,7 +805,22 @@ impl Core {
                 .collect();
             if !ops.is_empty() {
                 progress = true;
-                self.disk.submit_all(ops);
+                let mut rest = Vec::new();
+                for op in ops {
+                    match (&self.inline, op) {
+                        (Some(file), op @ DiskOp::Write { durable: false, .. }) => {
+                            match file.execute(op) {
+                                Ok(DiskDone::Written { id }) => {
+                                    client.handle_base(now, BaseDone::Written { id })
+                                }
+                                Ok(_) => unreachable!("a write"),
+                                Err(e) => self.failed = Some(e),
+                            }
+                        }
+                        (_, op) => rest.push(op),
+                    }
+                }
+                self.disk.submit_all(rest);
             }
             let mut lost = Vec::new();
             while let Some((store, id, request)) = client.poll_store() {
