@@ -327,65 +327,78 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
 
 /// One connection: frames in, frames out.
 async fn connection(id: u64, stream: TcpStream, events: mpsc::UnboundedSender<Event>) {
-    let (mut reader, mut writer) = stream.into_split();
-    let (sender, mut outbox) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (mut reader, writer) = stream.into_split();
+    let (sender, outbox) = mpsc::unbounded_channel::<Vec<u8>>();
     let _ = events.send(Event::Connected {
         connection: id,
         sender,
     });
-    let writing = tokio::spawn(async move {
-        // Every frame already waiting goes out in one write: replies completed together (a
-        // group commit acknowledges many) cost one system call, not one each.
-        // Later frames are appended to the first; a lone frame is written without a copy.
-        while let Some(mut frame) = outbox.recv().await {
-            while frame.len() < (1 << 20) {
-                match outbox.try_recv() {
-                    Ok(more) => frame.extend_from_slice(&more),
-                    Err(_) => break,
-                }
-            }
-            if writer.write_all(&frame).await.is_err() {
-                break;
+    let writing = tokio::spawn(write_frames(writer, outbox));
+    // A client that sends replies or garbage is not speaking the protocol: its connection is
+    // dropped (the store and other clients are unaffected).
+    let _ = read_frames(&mut reader, |frame| match frame {
+        Frame::Request {
+            id: request_id,
+            request,
+        } => {
+            let _ = events.send(Event::Request {
+                connection: id,
+                id: request_id,
+                request,
+            });
+            true
+        }
+        _ => false,
+    })
+    .await;
+    let _ = events.send(Event::Closed { connection: id });
+    writing.abort();
+}
+
+/// Writes the frames sent on `outbox` to `writer` until either closes. Every frame already
+/// waiting goes out in one write: replies completed together (a group commit acknowledges
+/// many) cost one system call, not one each. Later frames are appended to the first; a lone
+/// frame is written without a copy.
+pub(crate) async fn write_frames(
+    mut writer: tokio::net::tcp::OwnedWriteHalf,
+    mut outbox: mpsc::UnboundedReceiver<Vec<u8>>,
+) {
+    while let Some(mut frame) = outbox.recv().await {
+        while frame.len() < (1 << 20) {
+            match outbox.try_recv() {
+                Ok(more) => frame.extend_from_slice(&more),
+                Err(_) => break,
             }
         }
-    });
+        if writer.write_all(&frame).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// Reads frames from `reader` and gives each to `each` until the stream ends or fails (`Ok`),
+/// `each` returns false (`Ok`), or a frame does not decode (`Err`).
+pub(crate) async fn read_frames(
+    reader: &mut tokio::net::tcp::OwnedReadHalf,
+    mut each: impl FnMut(Frame) -> bool,
+) -> Result<(), cordillera_wire::store::WireError> {
     let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
-    'read: loop {
+    loop {
         // Straight into the frame buffer's spare capacity: no intermediate copy.
         buffer.reserve(1 << 16);
         match reader.read_buf(&mut buffer).await {
-            Ok(0) | Err(_) => break,
+            Ok(0) | Err(_) => return Ok(()),
             Ok(_) => {}
         }
         let mut at = 0;
-        loop {
-            match decode(&buffer[at..]) {
-                Ok(None) => break,
-                Ok(Some((
-                    Frame::Request {
-                        id: request_id,
-                        request,
-                    },
-                    used,
-                ))) => {
-                    at += used;
-                    let _ = events.send(Event::Request {
-                        connection: id,
-                        id: request_id,
-                        request,
-                    });
-                }
-                Ok(Some((_, _))) | Err(_) => {
-                    // A client that sends replies or garbage is not speaking the protocol:
-                    // drop the connection (the store and other clients are unaffected).
-                    break 'read;
-                }
+        while let Some((frame, used)) = decode(&buffer[at..])? {
+            at += used;
+            if !each(frame) {
+                return Ok(());
             }
         }
         buffer.drain(..at);
     }
-    let _ = events.send(Event::Closed { connection: id });
-    writing.abort();
 }
 
 /// Request rate and response time, for the load figures.

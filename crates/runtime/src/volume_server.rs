@@ -33,7 +33,7 @@ use cordillera_offload::{
     BaseDone, BaseOp, Client, ClientError, Config, Policy, StoreInfo, UpReply, Upward,
 };
 use cordillera_vstore::store::{DiskDone, DiskOp};
-use cordillera_wire::store::{decode, encode, Frame};
+use cordillera_wire::store::{encode, Frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
@@ -41,6 +41,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::disk::{Disk, DiskError, DiskFile, IoMode};
 use crate::emulate::{EmulateSpec, Emulator};
 use crate::nbd_server::{self, Backend, ExportConfig, Op, Outcome, OutcomeFuture};
+use crate::store_server::{read_frames, write_frames};
 
 /// Bytes at the end of the base volume holding the [`Label`].
 pub const LABEL_BYTES: u64 = 4096;
@@ -1056,8 +1057,8 @@ async fn store_link(store: usize, address: String, events: mpsc::UnboundedSender
                 reported_failure = false;
                 link += 1;
                 let _ = stream.set_nodelay(true);
-                let (mut reader, mut writer) = stream.into_split();
-                let (sender, mut outbox) = mpsc::unbounded_channel::<Vec<u8>>();
+                let (mut reader, writer) = stream.into_split();
+                let (sender, outbox) = mpsc::unbounded_channel::<Vec<u8>>();
                 if events
                     .send(Event::StoreUp {
                         store,
@@ -1068,47 +1069,21 @@ async fn store_link(store: usize, address: String, events: mpsc::UnboundedSender
                 {
                     return;
                 }
-                let writing = tokio::spawn(async move {
-                    while let Some(mut frame) = outbox.recv().await {
-                        while frame.len() < (1 << 20) {
-                            match outbox.try_recv() {
-                                Ok(more) => frame.extend_from_slice(&more),
-                                Err(_) => break,
-                            }
-                        }
-                        if writer.write_all(&frame).await.is_err() {
-                            break;
-                        }
-                    }
-                });
-                let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
-                'read: loop {
-                    buffer.reserve(1 << 16);
-                    match reader.read_buf(&mut buffer).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {}
-                    }
-                    let mut at = 0;
-                    loop {
-                        match decode(&buffer[at..]) {
-                            Ok(None) => break,
-                            Ok(Some((frame, used))) => {
-                                at += used;
-                                if events
-                                    .send(Event::StoreFrame { store, link, frame })
-                                    .is_err()
-                                {
-                                    writing.abort();
-                                    return;
-                                }
-                            }
-                            Err(e) => {
-                                eprintln!("cordillera volume: store {address}: {e}; reconnecting");
-                                break 'read;
-                            }
-                        }
-                    }
-                    buffer.drain(..at);
+                let writing = tokio::spawn(write_frames(writer, outbox));
+                let mut stopped = false;
+                let read = read_frames(&mut reader, |frame| {
+                    stopped = events
+                        .send(Event::StoreFrame { store, link, frame })
+                        .is_err();
+                    !stopped
+                })
+                .await;
+                if stopped {
+                    writing.abort();
+                    return;
+                }
+                if let Err(e) = read {
+                    eprintln!("cordillera volume: store {address}: {e}; reconnecting");
                 }
                 writing.abort();
                 if events.send(Event::StoreDown { store, link }).is_err() {
