@@ -9,6 +9,7 @@
 //! - `sim_cmd`: `sim disk|replay|calibrate`.
 //! - `store_cmd`: `store format|serve|inspect`.
 //! - `volume_cmd`: `volume serve|status`, the off-loading NBD volume server.
+//! - `replay_cmd`: `replay`, a trace against a live NBD export.
 //! - `bench`: `bench trace`, `bench sim`, throughput figures against a baseline measured in the same run.
 //! - `lab_cmd`, `lab_plots`: `lab everest`, its tables, CSV and SVG output.
 //! - `demo`: the main job on a built-in synthetic trace.
@@ -17,6 +18,7 @@ mod bench;
 mod demo;
 mod lab_cmd;
 mod lab_plots;
+mod replay_cmd;
 mod sim_cmd;
 mod store_bench;
 mod store_cmd;
@@ -46,6 +48,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// An off-loading block device: a base volume exported over NBD (Everest on real I/O).
     Volume(volume_cmd::VolumeArgs),
+    /// Replay a trace against a live NBD export and report response times (as `sim replay`).
+    Replay(replay_cmd::ReplayArgs),
     /// The papers' experiments on the simulator with the real cores.
     Lab(lab_cmd::LabArgs),
     /// Generate a built-in synthetic bursty trace and characterize it (no data needed).
@@ -60,6 +64,7 @@ fn main() {
         Command::Store(args) => store_cmd::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Volume(args) => volume_cmd::run(args),
+        Command::Replay(args) => replay_cmd::run(args),
         Command::Lab(args) => lab_cmd::run(args),
         Command::Demo(args) => demo::run(args),
     };

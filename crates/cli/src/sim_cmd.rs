@@ -5,6 +5,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use cordillera_sim::bench::{self, DiskBench, Pattern};
 use cordillera_sim::calibration;
 use cordillera_sim::device::nvram::{Nvram, NvramParams};
+use cordillera_sim::histogram::LatencySummary;
 use cordillera_sim::presets::{self, parse_size, ArraySpec};
 use cordillera_sim::replay::{replay, ReplayReport};
 use cordillera_trace::Record;
@@ -123,21 +124,39 @@ struct ReplayArgs {
     /// Print the interval series too (always in --json).
     #[arg(long)]
     intervals: bool,
+    /// Divide the trace's times by this (2 = twice as fast), as `cordillera replay --speed`.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
     #[arg(long)]
     json: bool,
 }
 
 /// The reading flags of `trace`, without its positional file (replay takes `--trace`).
 #[derive(Args, Clone)]
-struct ReplayInputArgs {
+pub struct ReplayInputArgs {
     #[arg(long, value_parser = clap::value_parser!(cordillera_trace::Format))]
-    format: Option<cordillera_trace::Format>,
+    pub format: Option<cordillera_trace::Format>,
     #[arg(long, value_parser = clap::value_parser!(cordillera_trace::TimeUnit))]
-    time_unit: Option<cordillera_trace::TimeUnit>,
+    pub time_unit: Option<cordillera_trace::TimeUnit>,
+    /// Replay only these volumes of the trace (names as the trace spells them).
     #[arg(long = "volume", value_delimiter = ',')]
-    volumes: Vec<String>,
+    pub volumes: Vec<String>,
     #[arg(long)]
-    skip_invalid: bool,
+    pub skip_invalid: bool,
+}
+
+impl ReplayInputArgs {
+    /// The reading flags for the trace at `file` (`gen:NAME` for a generated one).
+    pub fn input(&self, file: &std::path::Path) -> InputArgs {
+        InputArgs {
+            file: file.to_owned(),
+            format: self.format,
+            time_unit: self.time_unit,
+            arc_block_bytes: 512,
+            volumes: self.volumes.clone(),
+            skip_invalid: self.skip_invalid,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -199,14 +218,7 @@ fn disk(args: DiskArgs) -> Result<()> {
 }
 
 fn replay_cmd(args: ReplayArgs) -> Result<()> {
-    let input = InputArgs {
-        file: args.trace.clone(),
-        format: args.input.format,
-        time_unit: args.input.time_unit,
-        arc_block_bytes: 512,
-        volumes: args.input.volumes.clone(),
-        skip_invalid: args.input.skip_invalid,
-    };
+    let input = args.input.input(&args.trace);
     let interval_ns = match cordillera_types::units::s_to_ns(args.interval_s) {
         Some(ns) if ns > 0 => ns as u64,
         _ => bail!("--interval-s must be positive"),
@@ -219,6 +231,10 @@ fn replay_cmd(args: ReplayArgs) -> Result<()> {
             input.file.display()
         );
     }
+    if !(args.speed > 0.0 && args.speed.is_finite()) {
+        bail!("--speed must be positive");
+    }
+    let speed = args.speed;
     let mut error = None;
     let records = std::iter::from_fn(|| match reader.next_record() {
         Ok(record) => record,
@@ -226,6 +242,12 @@ fn replay_cmd(args: ReplayArgs) -> Result<()> {
             error = Some(e);
             None
         }
+    })
+    .map(|mut record| {
+        if speed != 1.0 {
+            record.time_ns = (record.time_ns as f64 / speed) as i64;
+        }
+        record
     });
     let report = replay(records, device.as_mut(), interval_ns);
     if let Some(e) = error {
@@ -265,11 +287,6 @@ fn print_replay(r: &ReplayReport, args: &ReplayArgs) {
             r.skipped_empty, r.wrapped, r.late
         );
     }
-    let opt = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
-    println!(
-        "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10}",
-        "response time (ms)", "count", "mean", "p50", "p99", "max"
-    );
     let mut rows = vec![
         ("simulated reads", &r.reads),
         ("simulated writes", &r.writes),
@@ -282,17 +299,7 @@ fn print_replay(r: &ReplayReport, args: &ReplayArgs) {
             rows.push(("recorded writes", recorded));
         }
     }
-    for (name, s) in rows {
-        println!(
-            "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10}",
-            name,
-            s.count,
-            opt(s.mean_ms),
-            opt(s.p50_ms),
-            opt(s.p99_ms),
-            opt(s.max_ms)
-        );
-    }
+    print_latencies(&rows);
     if args.compare_recorded && r.recorded_reads.is_none() && r.recorded_writes.is_none() {
         println!("  (the trace records no response times)");
     }
@@ -317,6 +324,26 @@ fn print_replay(r: &ReplayReport, args: &ReplayArgs) {
                 100.0 * i.utilization
             );
         }
+    }
+}
+
+/// The response-time table of `sim replay` and `replay`.
+pub fn print_latencies(rows: &[(&str, &LatencySummary)]) {
+    let opt = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
+    println!(
+        "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10}",
+        "response time (ms)", "count", "mean", "p50", "p99", "max"
+    );
+    for (name, s) in rows {
+        println!(
+            "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10}",
+            name,
+            s.count,
+            opt(s.mean_ms),
+            opt(s.p50_ms),
+            opt(s.p99_ms),
+            opt(s.max_ms)
+        );
     }
 }
 

@@ -788,3 +788,95 @@ fn ext4_on_the_export_keeps_its_files_across_remounts_and_a_volume_server_sigkil
         s["reclaimed_bytes"]
     );
 }
+
+fn json_of(args: &[String]) -> serde_json::Value {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "cordillera {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_real_trace_replays_on_the_live_export_as_in_the_simulator() {
+    let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/traces/msr/hm_0.chunk_1000_caffeine.csv");
+    if !trace.exists() {
+        println!(
+            "SKIPPED: {} is absent (the shared traces folder is not beside the repository)",
+            trace.display()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, store_addr) = start_store(&dir.path().join("s1"), "127.0.0.1:0");
+    let base = dir.path().join("base.img");
+    sparse_file(&base, (1 << 30) + 8192);
+    let v = start_volume(
+        &base,
+        &strings(&["--format", "--store", &store_addr.to_string()]),
+    );
+    let trace = trace.to_str().unwrap();
+    let url = format!("nbd://{}", v.nbd);
+
+    // The simulator's replay of the same trace, for the same records and mapping.
+    let simulated = json_of(&strings(&[
+        "sim", "replay", "--trace", trace, "--volume", "hm_0", "--json",
+    ]));
+    // Open loop at 20× (127 s of trace in about 6 s), then closed loop at depth 8.
+    let open = json_of(&strings(&[
+        "replay", "--trace", trace, "--volume", "hm_0", "--nbd", &url, "--speed", "20", "--json",
+    ]));
+    let closed = json_of(&strings(&[
+        "replay", "--trace", trace, "--nbd", &url, "--depth", "8", "--json",
+    ]));
+    for live in [&open, &closed] {
+        assert_eq!(live["records"], 1000, "{live}");
+        assert_eq!(live["errors"], 0, "{live}");
+        assert_eq!(
+            live["reads"]["count"], simulated["reads"]["count"],
+            "{live}"
+        );
+        assert_eq!(
+            live["writes"]["count"], simulated["writes"]["count"],
+            "{live}"
+        );
+        assert_eq!(live["late"], simulated["late"]);
+    }
+    let trace_s = simulated["duration_s"].as_f64().unwrap();
+    let open_s = open["duration_s"].as_f64().unwrap();
+    assert!(
+        open_s >= 0.95 * trace_s / 20.0,
+        "open loop at 20× took {open_s} s of a {trace_s} s trace"
+    );
+    assert_eq!(open["send_lag"]["count"], 1000);
+    assert!(
+        closed["max_outstanding_seen"].as_u64().unwrap() == 8,
+        "{closed}"
+    );
+    println!(
+        "hm_0 (1000 records): simulated cheetah-15k writes {:.3} ms mean; live open loop {:.3} ms, \
+         closed loop depth 8 {:.3} ms ({:.0} IOPS)",
+        simulated["writes"]["mean_ms"].as_f64().unwrap(),
+        open["writes"]["mean_ms"].as_f64().unwrap(),
+        closed["writes"]["mean_ms"].as_f64().unwrap(),
+        closed["iops"].as_f64().unwrap()
+    );
+    // The writes went through the volume server.
+    let s = status(v.metrics);
+    let writes = s["base_writes"].as_u64().unwrap() + s["offloaded_writes"].as_u64().unwrap();
+    assert!(
+        writes >= 2 * simulated["writes"]["count"].as_u64().unwrap(),
+        "{s}"
+    );
+
+    // A bad address is a clear error, not a hang.
+    let out = Command::new(BIN)
+        .args(["replay", "--trace", trace, "--nbd", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect"));
+}

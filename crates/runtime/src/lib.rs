@@ -8,10 +8,13 @@
 //! - [`nbd_server`]: an NBD server exporting a [`nbd_server::Backend`] (a file or block device).
 //! - [`volume_server`]: `cordillera volume serve`: a base volume exported over NBD with the
 //!   off-loading client core between, sending writes to stores when the base volume is loaded.
+//! - [`nbd_client`], [`replay`]: `cordillera replay`, a trace replayed against a live NBD export.
 //! - [`emulate`]: real-time disk emulation with the simulator's device models.
 
 pub mod disk;
 pub mod emulate;
+pub mod nbd_client;
 pub mod nbd_server;
+pub mod replay;
 pub mod store_server;
 pub mod volume_server;

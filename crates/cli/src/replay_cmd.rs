@@ -1,0 +1,162 @@
+//! `cordillera replay`: a trace replayed against a live NBD export, open loop from its
+//! timestamps or closed loop at a fixed depth, with the response-time table of `sim replay`.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cordillera_runtime::nbd_client::NbdUrl;
+use cordillera_runtime::replay::{replay, LiveReplayReport, Mode, ReplayOptions};
+
+use crate::sim_cmd::{print_latencies, ReplayInputArgs};
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// The trace (any format `cordillera trace` reads, or gen:NAME[:key=value,…]).
+    #[arg(long)]
+    trace: std::path::PathBuf,
+    /// The export: nbd://HOST:PORT[/EXPORT] (or HOST:PORT).
+    #[arg(long)]
+    nbd: NbdUrl,
+    #[command(flatten)]
+    input: ReplayInputArgs,
+    /// Open loop: divide the trace's inter-arrival times by this (2 = twice as fast).
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// Closed loop instead: keep this many requests in flight, ignoring timestamps.
+    #[arg(long, conflicts_with = "speed")]
+    depth: Option<usize>,
+    /// Open loop: the most requests in flight; arrivals beyond wait and are counted.
+    #[arg(long, default_value_t = 4096)]
+    max_outstanding: usize,
+    /// Stop after this many records.
+    #[arg(long)]
+    max_records: Option<u64>,
+    /// Length of the intervals of the series, in seconds.
+    #[arg(long, default_value_t = 1.0)]
+    interval_s: f64,
+    /// Print the trace's recorded response times beside the measured ones.
+    #[arg(long)]
+    compare_recorded: bool,
+    /// Print the interval series too (always in --json).
+    #[arg(long)]
+    intervals: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: ReplayArgs) -> Result<()> {
+    let input = args.input.input(&args.trace);
+    let mut reader = crate::trace_cmd::open_input(&input)?;
+    let mode = match args.depth {
+        Some(depth) => Mode::Closed { depth },
+        None => {
+            if !reader.info().has_time {
+                bail!(
+                    "{} has no timestamps: replay it closed-loop with --depth N",
+                    input.file.display()
+                );
+            }
+            Mode::Open { speed: args.speed }
+        }
+    };
+    let options = ReplayOptions {
+        mode,
+        interval_s: args.interval_s,
+        max_outstanding: args.max_outstanding,
+        max_records: args.max_records,
+        progress_every: Some(Duration::from_secs(10)),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the event loop")?;
+    let mut error = None;
+    let records = std::iter::from_fn(|| match reader.next_record() {
+        Ok(record) => record,
+        Err(e) => {
+            error = Some(e);
+            None
+        }
+    });
+    let report = runtime
+        .block_on(replay(&args.nbd, records, &options))
+        .with_context(|| format!("replaying on {}", args.nbd))?;
+    if let Some(e) = error {
+        return Err(anyhow::Error::from(e).context("the trace ended early"));
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report, &args);
+    }
+    if report.errors > 0 {
+        bail!(
+            "{} requests failed (first error value {})",
+            report.errors,
+            report.first_error.unwrap_or(0)
+        );
+    }
+    Ok(())
+}
+
+fn print_report(r: &LiveReplayReport, args: &ReplayArgs) {
+    let mode = match (r.speed, r.depth) {
+        (Some(speed), _) => format!("open loop at {speed}× trace speed"),
+        (_, Some(depth)) => format!("closed loop, {depth} in flight"),
+        _ => unreachable!("a replay is open or closed"),
+    };
+    println!(
+        "Replayed {} records of {} on {} ({:.1} GiB; {mode}) in {:.1} s: {:.0} IOPS, {:.1} MB/s",
+        r.records,
+        args.trace.display(),
+        r.target,
+        r.export_bytes as f64 / (1u64 << 30) as f64,
+        r.duration_s,
+        r.iops,
+        r.mb_per_s
+    );
+    if r.skipped_empty + r.wrapped + r.late > 0 {
+        println!(
+            "  skipped {} zero-length or oversized, wrapped {} beyond the export, {} out of order",
+            r.skipped_empty, r.wrapped, r.late
+        );
+    }
+    let mut rows = vec![("measured reads", &r.reads), ("measured writes", &r.writes)];
+    if args.compare_recorded {
+        if let Some(recorded) = &r.recorded_reads {
+            rows.push(("recorded reads", recorded));
+        }
+        if let Some(recorded) = &r.recorded_writes {
+            rows.push(("recorded writes", recorded));
+        }
+    }
+    if let Some(lag) = &r.send_lag {
+        rows.push(("send lag", lag));
+    }
+    print_latencies(&rows);
+    if args.compare_recorded && r.recorded_reads.is_none() && r.recorded_writes.is_none() {
+        println!("  (the trace records no response times)");
+    }
+    println!(
+        "most in flight {}, arrivals that waited for a slot {}",
+        r.max_outstanding_seen, r.throttled
+    );
+    if args.intervals {
+        println!(
+            "{:>10} {:>12} {:>14} {:>14}",
+            "start_s", "completions", "read_mean_ms", "write_mean_ms"
+        );
+        let opt = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
+        for i in &r.intervals {
+            println!(
+                "{:>10.1} {:>12} {:>14} {:>14}",
+                i.start_s,
+                i.completions,
+                opt(i.reads_mean_ms),
+                opt(i.writes_mean_ms)
+            );
+        }
+    }
+}
