@@ -147,6 +147,11 @@ pub enum ClientError {
     BadRequest,
     #[error("the client cannot start: {0}")]
     NoStoreSet(#[from] SuperblockError),
+    /// A write overlapping off-loaded data (so it must be off-loaded too) was refused by every
+    /// store, all of them up, and the always policy never reclaims to make room: the stores are
+    /// full. The write is not acknowledged; nothing acknowledged is lost.
+    #[error("no space: every store refused a write that must be off-loaded (the stores are full and the always policy never reclaims)")]
+    NoSpace,
 }
 
 /// An operation on the base volume.
@@ -223,6 +228,8 @@ pub struct Stats {
     /// Off-loaded bytes lost when a store holding their only copy was removed.
     pub lost_bytes: u64,
     pub recoveries: u64,
+    /// Writes answered [`ClientError::NoSpace`].
+    pub refused_writes: u64,
 }
 
 struct StoreState {
@@ -905,7 +912,15 @@ impl Client {
         let targets = self.choose_stores(self.config.n_way, op.tried);
         if targets.is_empty() {
             let (start, end) = (op.start, op.start + op.data.len() as u64);
-            if self.map.overlaps(start, end) || self.blocking_stale(start, end) {
+            let refused_by_live_stores = op.tried != 0
+                && indices(op.tried).all(|i| self.stores[i].up && !self.stores[i].removed);
+            let must_offload = self.map.overlaps(start, end) || self.blocking_stale(start, end);
+            if must_offload && self.config.policy == Policy::Always && refused_by_live_stores {
+                let op = self.writes.remove(&key).expect("write");
+                self.stats.refused_writes += 1;
+                self.upward_out
+                    .push_back((op.up_id, UpReply::Error(ClientError::NoSpace)));
+            } else if must_offload {
                 self.parked_writes.push(key);
                 self.parked_retry_at
                     .get_or_insert(self.now + self.config.probe_interval_ns);
@@ -2381,5 +2396,123 @@ fn new_store_state(info: StoreInfo, now: Nanos) -> StoreState {
         stale: RangeMap::new(),
         stale_dirty: false,
         record_after: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A formatted client with one store, its superblock written; ready.
+    fn ready(policy: Policy) -> Client {
+        let mut config = Config::new(7, 1, 1 << 20);
+        config.policy = policy;
+        let mut c = Client::format(config, vec![StoreInfo { id: 1, server: 1 }], 0);
+        let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+            panic!("the superblock is written first");
+        };
+        c.handle_base(1, BaseDone::Written { id });
+        assert!(c.is_ready());
+        c
+    }
+
+    fn write(c: &mut Client, up_id: u64, offset_bytes: u64) {
+        c.handle_upward(
+            2,
+            up_id,
+            Upward::Write {
+                offset_bytes,
+                data: vec![up_id as u8; 4096],
+                durable: false,
+            },
+        );
+    }
+
+    /// The store's answer to the one write request waiting.
+    fn answer(c: &mut Client, reply: Reply) {
+        let (store, id, request) = c.poll_store().expect("a store request");
+        assert!(matches!(request, Request::Write { .. }), "{request:?}");
+        c.handle_store(3, store, id, reply, Some(0));
+    }
+
+    #[test]
+    fn a_full_store_under_the_always_policy_refuses_only_writes_that_must_stay_off_loaded() {
+        let mut c = ready(Policy::Always);
+        write(&mut c, 1, 0);
+        answer(&mut c, Reply::Done);
+        assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+
+        // The store is now full. A write over the off-loaded block cannot go to the base volume
+        // (the store's older copy would shadow it after a restart), and is never retried into a
+        // hang: it is refused.
+        write(&mut c, 2, 0);
+        answer(&mut c, Reply::Error(StoreError::Full));
+        assert_eq!(
+            c.poll_upward(),
+            Some((2, UpReply::Error(ClientError::NoSpace)))
+        );
+        assert_eq!(c.stats().refused_writes, 1);
+        // A write elsewhere falls back to the base volume.
+        write(&mut c, 3, 65536);
+        answer(&mut c, Reply::Error(StoreError::Full));
+        let Some(BaseOp::Write {
+            id, offset_bytes, ..
+        }) = c.poll_base()
+        else {
+            panic!("the write goes to the base volume");
+        };
+        assert_eq!(offset_bytes, 65536);
+        c.handle_base(4, BaseDone::Written { id });
+        assert_eq!(c.poll_upward(), Some((3, UpReply::Written)));
+        // The refused write changed nothing: the block still reads as the first write.
+        c.handle_upward(
+            5,
+            4,
+            Upward::Read {
+                offset_bytes: 0,
+                length_bytes: 4096,
+            },
+        );
+        let (store, id, request) = c.poll_store().expect("read from the store");
+        let Request::Read { .. } = request else {
+            panic!("{request:?}");
+        };
+        let extent = Extent {
+            volume: 1,
+            offset_bytes: 0,
+            length_bytes: 4096,
+            version: match c.ranges().next() {
+                Some((_, _, loc)) => loc.version,
+                None => panic!("the block is off-loaded"),
+            },
+        };
+        c.handle_store(
+            6,
+            store,
+            id,
+            Reply::Read(vec![(extent, vec![1u8; 4096])]),
+            None,
+        );
+        assert_eq!(c.poll_upward(), Some((4, UpReply::Read(vec![1u8; 4096]))));
+    }
+
+    #[test]
+    fn a_full_store_under_the_peak_policy_parks_the_write_until_a_retry() {
+        let mut c = ready(Policy::Peak);
+        c.set_external_base_load(1000); // loaded: writes are off-loaded
+        write(&mut c, 1, 0);
+        answer(&mut c, Reply::Done);
+        assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+        write(&mut c, 2, 0);
+        answer(&mut c, Reply::Error(StoreError::Full));
+        assert_eq!(
+            c.poll_upward(),
+            None,
+            "parked, not refused: reclaim makes room"
+        );
+        let retry = c.poll_timeout().expect("a retry is scheduled");
+        c.handle_timeout(retry);
+        answer(&mut c, Reply::Done);
+        assert_eq!(c.poll_upward(), Some((2, UpReply::Written)));
     }
 }

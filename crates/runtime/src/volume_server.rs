@@ -861,11 +861,14 @@ impl Core {
             UpReply::Read(data) => parent.pieces[piece] = data,
             UpReply::Written => {}
             UpReply::Error(e) => {
-                let kind = match e {
-                    ClientError::BadRequest => std::io::ErrorKind::InvalidInput,
-                    _ => std::io::ErrorKind::Other,
-                };
-                parent.error = Some(std::io::Error::new(kind, e.to_string()));
+                parent.error = Some(match e {
+                    ClientError::BadRequest => {
+                        std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
+                    }
+                    // Answered ENOSPC on the wire.
+                    ClientError::NoSpace => std::io::Error::from_raw_os_error(libc::ENOSPC),
+                    _ => std::io::Error::other(e.to_string()),
+                });
             }
         }
         parent.remaining -= 1;
