@@ -52,3 +52,12 @@ if command -v fio >/dev/null 2>&1 && command -v nbdkit >/dev/null 2>&1; then
 else
   echo "SKIPPED volume benchmark: fio or nbdkit is not installed"
 fi
+
+echo "== pgbench on ext4 on the volume (figures, not pass/fail)"
+if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ] || ! command -v nbdfuse >/dev/null 2>&1 \
+   || ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1; then
+  echo "SKIPPED pgbench benchmark: needs root, /dev/fuse, nbdfuse and PostgreSQL"
+else
+  cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
+  target/release/cordillera volume pgbench
+fi

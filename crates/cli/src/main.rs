@@ -8,7 +8,8 @@
 //! - `trace_cmd`: `trace stats|convert|peaks|reaccess|profile` and the shared input flags.
 //! - `sim_cmd`: `sim disk|replay|calibrate`.
 //! - `store_cmd`: `store format|serve|inspect`.
-//! - `volume_cmd`: `volume serve|status`, the off-loading NBD volume server.
+//! - `volume_cmd`: `volume serve|status`, the off-loading NBD volume server; `volume_bench` and
+//!   `volume_pgbench`: its benchmarks.
 //! - `replay_cmd`: `replay`, a trace against a live NBD export.
 //! - `bench`: `bench trace`, `bench sim`, throughput figures against a baseline measured in the same run.
 //! - `lab_cmd`, `lab_plots`: `lab everest`, its tables, CSV and SVG output.
@@ -25,6 +26,7 @@ mod store_cmd;
 mod trace_cmd;
 mod volume_bench;
 mod volume_cmd;
+mod volume_pgbench;
 
 use clap::{Parser, Subcommand};
 

@@ -56,7 +56,7 @@ struct Figures {
 }
 
 /// A child process killed when dropped.
-struct Proc(Child);
+pub(crate) struct Proc(Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -97,7 +97,7 @@ fn spawn_until(program: &Path, args: &[String], wanted: &[&str]) -> Result<(Proc
     Ok((proc, found))
 }
 
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
@@ -139,10 +139,10 @@ fn fio(uri: &str, rw: &str, bs: &str, depth: u32, seconds: u64, region: u64) -> 
     })
 }
 
-struct Setup<'a> {
-    me: PathBuf,
-    dir: &'a Path,
-    region: u64,
+pub(crate) struct Setup<'a> {
+    pub me: PathBuf,
+    pub dir: &'a Path,
+    pub region: u64,
 }
 
 impl Setup<'_> {
@@ -180,7 +180,7 @@ impl Setup<'_> {
     }
 
     /// A freshly formatted volume with one store; returns (processes, NBD URI, metrics addr).
-    fn volume(
+    pub(crate) fn volume(
         &self,
         name: &str,
         extra: &[&str],
@@ -251,7 +251,7 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-fn offloaded_fraction(metrics: &str) -> Result<f64> {
+pub(crate) fn offloaded_fraction(metrics: &str) -> Result<f64> {
     let addr = metrics.parse().context("metrics address")?;
     let v: serde_json::Value =
         serde_json::from_str(&crate::volume_cmd::http_get(addr, "/status")?)?;

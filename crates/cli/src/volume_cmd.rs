@@ -28,6 +28,9 @@ enum VolumeCommand {
     Status(StatusArgs),
     /// Measure the volume server against `nbdkit file` and against itself without off-load.
     Bench(crate::volume_bench::VolumeBenchArgs),
+    /// PostgreSQL pgbench on ext4 on the volume (emulated base and store): TPS with off-load
+    /// against without. Needs root, FUSE and PostgreSQL.
+    Pgbench(crate::volume_pgbench::PgbenchArgs),
 }
 
 /// Every flag of `volume serve` can also be given in a TOML file (`--config`), under the same
@@ -136,6 +139,7 @@ pub fn run(args: VolumeArgs) -> Result<()> {
         }
         VolumeCommand::Status(a) => status(a),
         VolumeCommand::Bench(a) => crate::volume_bench::run(a),
+        VolumeCommand::Pgbench(a) => crate::volume_pgbench::run_pgbench(a),
     }
 }
 

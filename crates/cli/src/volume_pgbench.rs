@@ -1,0 +1,360 @@
+//! `cordillera volume pgbench`: PostgreSQL's pgbench on ext4 on the off-loading volume, the
+//! base volume and one idle store each emulating `cheetah-15k`, transactions per second with
+//! off-load ÷ without, measured in the same run.
+//!
+//! The stack, per configuration, from fresh files: `store serve --emulate` and `volume serve
+//! --emulate` (one of `--policy baseline`, the peak policy with `--t-base`, `--policy always`),
+//! `nbdfuse` exposing the export as a file, `losetup --direct-io=on` (so the loop device keeps
+//! several requests in flight and adds no page cache of its own), `mkfs.ext4`, `mount`, then
+//! `initdb`, `pg_ctl start`, `pgbench -i` and a timed `pgbench` run as the `postgres` user. The
+//! database runs with small shared buffers and frequent checkpoints so that the disk, not the
+//! two CPUs, limits it. Needs root (loop devices and mounts), FUSE, and PostgreSQL's binaries.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+
+use crate::volume_bench::{offloaded_fraction, Setup};
+
+#[derive(Args)]
+pub struct PgbenchArgs {
+    /// Directory for the base volumes, stores and mount points (created; files removed after).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Seconds of each timed pgbench run.
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+    /// pgbench scale factor (about 15 MB per unit).
+    #[arg(long, default_value_t = 10)]
+    scale: u32,
+    /// pgbench clients.
+    #[arg(long, default_value_t = 8)]
+    clients: u32,
+    /// T_base of the peak-policy configuration (0: off-load whenever the base volume is busy;
+    /// writes reach it one at a time through FUSE, so its queue rarely grows past 1).
+    #[arg(long, default_value_t = 0)]
+    t_base: u64,
+    /// Bytes of the base volume.
+    #[arg(long, default_value = "4g")]
+    size: String,
+    /// PostgreSQL's binaries (default: the newest /usr/lib/postgresql/*/bin).
+    #[arg(long)]
+    pg_bin: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Case {
+    name: &'static str,
+    tps: f64,
+    latency_ms: f64,
+    offloaded_write_fraction: f64,
+}
+
+#[derive(Serialize)]
+struct PgFigures {
+    scale: u32,
+    clients: u32,
+    seconds: u64,
+    cases: Vec<Case>,
+    peak_ratio: f64,
+    always_ratio: f64,
+}
+
+fn pg_bin(given: &Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p.clone());
+    }
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .context("PostgreSQL is not installed (apt-get install postgresql)")?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let version = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("pgbench").exists().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found
+        .pop()
+        .map(|(_, bin)| bin)
+        .ok_or_else(|| anyhow!("no /usr/lib/postgresql/*/bin/pgbench"))
+}
+
+/// Runs a command, failing with its output.
+fn run(program: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run {program}"))?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        bail!("{program} {args:?} failed: {}", text.trim());
+    }
+    Ok(text)
+}
+
+/// Runs a PostgreSQL binary as the `postgres` user.
+fn as_postgres(bin: &Path, program: &str, args: &[&str]) -> Result<String> {
+    let path = bin.join(program);
+    let mut full = vec!["-u", "postgres", "--", path.to_str().expect("UTF-8 path")];
+    full.extend_from_slice(args);
+    run("runuser", &full)
+}
+
+/// Everything mounted and started for one configuration, torn down in reverse when dropped.
+struct Stack {
+    fuse_dir: PathBuf,
+    mount_dir: PathBuf,
+    data_dir: PathBuf,
+    pg_bin: PathBuf,
+    fuse: Option<Child>,
+    loop_device: Option<String>,
+    mounted: bool,
+    postgres: bool,
+}
+
+impl Stack {
+    fn attach(uri: &str, dir: &Path, pg_bin: &Path) -> Result<Stack> {
+        let fuse_dir = dir.join("fuse");
+        let mount_dir = dir.join("mnt");
+        std::fs::create_dir_all(&fuse_dir)?;
+        std::fs::create_dir_all(&mount_dir)?;
+        let fuse = Command::new("nbdfuse")
+            .arg(&fuse_dir)
+            .arg(uri)
+            .stderr(Stdio::null())
+            .spawn()
+            .context("cannot run nbdfuse (apt-get install libnbd-bin)")?;
+        let mut stack = Stack {
+            data_dir: mount_dir.join("pgdata"),
+            fuse_dir,
+            mount_dir,
+            pg_bin: pg_bin.to_owned(),
+            fuse: Some(fuse),
+            loop_device: None,
+            mounted: false,
+            postgres: false,
+        };
+        let file = stack.fuse_dir.join("nbd");
+        let started = Instant::now();
+        while !file.exists() {
+            if started.elapsed() > Duration::from_secs(10) {
+                bail!("nbdfuse did not mount the export (is FUSE available?)");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let device = run(
+            "losetup",
+            &[
+                "-f",
+                "--show",
+                "--direct-io=on",
+                file.to_str().expect("UTF-8"),
+            ],
+        )?;
+        stack.loop_device = Some(device.trim().to_owned());
+        let device = stack.loop_device.clone().expect("set");
+        run("mkfs.ext4", &["-q", &device])?;
+        run(
+            "mount",
+            &[&device, stack.mount_dir.to_str().expect("UTF-8")],
+        )?;
+        stack.mounted = true;
+        run(
+            "chown",
+            &["postgres", stack.mount_dir.to_str().expect("UTF-8")],
+        )?;
+        Ok(stack)
+    }
+
+    fn start_postgres(&mut self, socket_dir: &Path, port: u16) -> Result<()> {
+        let data = self.data_dir.to_str().expect("UTF-8").to_owned();
+        as_postgres(&self.pg_bin, "initdb", &["-D", &data, "--no-sync"])?;
+        let log = self.mount_dir.join("postgres.log");
+        let options = format!(
+            "-p {port} -k {} -c listen_addresses='' -c shared_buffers=16MB \
+             -c max_wal_size=64MB -c checkpoint_timeout=30s",
+            socket_dir.display()
+        );
+        as_postgres(
+            &self.pg_bin,
+            "pg_ctl",
+            &[
+                "-D",
+                &data,
+                "-o",
+                &options,
+                "-w",
+                "-l",
+                log.to_str().expect("UTF-8"),
+                "start",
+            ],
+        )?;
+        self.postgres = true;
+        Ok(())
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if self.postgres {
+            let data = self.data_dir.to_str().expect("UTF-8").to_owned();
+            let _ = as_postgres(
+                &self.pg_bin,
+                "pg_ctl",
+                &["-D", &data, "-m", "immediate", "-w", "stop"],
+            );
+        }
+        if self.mounted {
+            let _ = Command::new("umount").arg(&self.mount_dir).status();
+        }
+        if let Some(d) = &self.loop_device {
+            let _ = Command::new("losetup").args(["-d", d]).status();
+        }
+        let _ = Command::new("umount").arg(&self.fuse_dir).status();
+        if let Some(mut f) = self.fuse.take() {
+            let _ = f.kill();
+            let _ = f.wait();
+        }
+    }
+}
+
+/// `tps = 374.1 (without initial connection time)` and `latency average = 10.69 ms`.
+fn parse_pgbench(text: &str) -> Result<(f64, f64)> {
+    let number_after = |key: &str| -> Option<f64> {
+        let line = text.lines().find(|l| l.starts_with(key))?;
+        line[key.len()..].split_whitespace().next()?.parse().ok()
+    };
+    let tps = number_after("tps = ").ok_or_else(|| anyhow!("no tps in pgbench's output"))?;
+    let latency = number_after("latency average = ").unwrap_or(f64::NAN);
+    Ok((tps, latency))
+}
+
+pub fn run_pgbench(a: PgbenchArgs) -> Result<()> {
+    if run("id", &["-u"])?.trim() != "0" {
+        bail!("volume pgbench needs root (loop devices and mounts)");
+    }
+    let pg_bin = pg_bin(&a.pg_bin)?;
+    let size = cordillera_sim::presets::parse_size(&a.size).map_err(anyhow::Error::msg)?;
+    let scratch;
+    let dir = match &a.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)?;
+            d.clone()
+        }
+        None => {
+            scratch = tempfile::Builder::new()
+                .prefix("cordillera-pgbench")
+                .tempdir_in("/var/tmp")?;
+            scratch.path().to_path_buf()
+        }
+    };
+    let socket_dir = dir.join("socket");
+    std::fs::create_dir_all(&socket_dir)?;
+    run("chmod", &["777", socket_dir.to_str().expect("UTF-8")])?;
+    let setup = Setup {
+        me: std::env::current_exe()?,
+        dir: &dir,
+        region: size,
+    };
+    let t_base = a.t_base.to_string();
+    let configurations: [(&'static str, Vec<&str>); 3] = [
+        ("no off-load", vec!["--policy", "baseline"]),
+        ("peak off-load", vec!["--t-base", &t_base]),
+        ("always off-load", vec!["--policy", "always"]),
+    ];
+    let mut cases = Vec::new();
+    for (name, flags) in configurations {
+        eprintln!(
+            "volume pgbench: {name}: initializing scale {} on emulated cheetah-15k",
+            a.scale
+        );
+        let (_procs, uri, metrics) = setup.volume("pgbench", &flags, true)?;
+        let mut stack = Stack::attach(&uri, &dir, &pg_bin)?;
+        let port = crate::volume_bench::free_port()?;
+        stack.start_postgres(&socket_dir, port)?;
+        let host = socket_dir.to_str().expect("UTF-8").to_owned();
+        let port = port.to_string();
+        let scale = a.scale.to_string();
+        as_postgres(
+            &pg_bin,
+            "pgbench",
+            &[
+                "-h", &host, "-p", &port, "-i", "-q", "-s", &scale, "postgres",
+            ],
+        )?;
+        eprintln!(
+            "volume pgbench: {name}: {} clients for {} s",
+            a.clients, a.seconds
+        );
+        let clients = a.clients.to_string();
+        let seconds = a.seconds.to_string();
+        let out = as_postgres(
+            &pg_bin,
+            "pgbench",
+            &[
+                "-h", &host, "-p", &port, "-c", &clients, "-j", "2", "-T", &seconds, "postgres",
+            ],
+        )?;
+        let (tps, latency_ms) = parse_pgbench(&out)?;
+        cases.push(Case {
+            name,
+            tps,
+            latency_ms,
+            offloaded_write_fraction: offloaded_fraction(&metrics)?,
+        });
+    }
+    for name in ["pgbench.base", "pgbench.store"] {
+        let _ = std::fs::remove_file(dir.join(name));
+    }
+    let figures = PgFigures {
+        scale: a.scale,
+        clients: a.clients,
+        seconds: a.seconds,
+        peak_ratio: cases[1].tps / cases[0].tps,
+        always_ratio: cases[2].tps / cases[0].tps,
+        cases,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&figures)?);
+        return Ok(());
+    }
+    println!(
+        "volume pgbench: scale {}, {} clients, {} s, ext4 on nbdfuse + loop, base and store emulating cheetah-15k",
+        figures.scale, figures.clients, figures.seconds
+    );
+    for c in &figures.cases {
+        println!(
+            "  {:<16} {:>8.1} TPS   latency {:>7.2} ms   {:>3.0} % of writes off-loaded",
+            c.name,
+            c.tps,
+            c.latency_ms,
+            100.0 * c.offloaded_write_fraction
+        );
+    }
+    println!(
+        "  ratio to no off-load: peak (T_base {}) {:.2}, always {:.2} (target ≥ 2)",
+        a.t_base, figures.peak_ratio, figures.always_ratio
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pgbench_output_is_parsed() {
+        let text = "number of failed transactions: 0 (0.000%)\nlatency average = 10.692 ms\n\
+                    initial connection time = 6.052 ms\ntps = 374.104609 (without initial connection time)\n";
+        assert_eq!(parse_pgbench(text).unwrap(), (374.104609, 10.692));
+        assert!(parse_pgbench("pgbench: error: connection refused").is_err());
+    }
+}
