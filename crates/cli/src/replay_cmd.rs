@@ -123,22 +123,13 @@ fn print_report(r: &LiveReplayReport, args: &ReplayArgs) {
             r.skipped_empty, r.wrapped, r.late
         );
     }
-    let mut rows = vec![("measured reads", &r.reads), ("measured writes", &r.writes)];
-    if args.compare_recorded {
-        if let Some(recorded) = &r.recorded_reads {
-            rows.push(("recorded reads", recorded));
-        }
-        if let Some(recorded) = &r.recorded_writes {
-            rows.push(("recorded writes", recorded));
-        }
-    }
-    if let Some(lag) = &r.send_lag {
-        rows.push(("send lag", lag));
-    }
-    print_latencies(&rows);
-    if args.compare_recorded && r.recorded_reads.is_none() && r.recorded_writes.is_none() {
-        println!("  (the trace records no response times)");
-    }
+    let lag: Vec<(&str, &_)> = r.send_lag.iter().map(|lag| ("send lag", lag)).collect();
+    print_latencies(
+        &[("measured reads", &r.reads), ("measured writes", &r.writes)],
+        args.compare_recorded
+            .then_some([r.recorded_reads.as_ref(), r.recorded_writes.as_ref()]),
+        &lag,
+    );
     println!(
         "most in flight {}, arrivals that waited for a slot {}",
         r.max_outstanding_seen, r.throttled

@@ -287,22 +287,15 @@ fn print_replay(r: &ReplayReport, args: &ReplayArgs) {
             r.skipped_empty, r.wrapped, r.late
         );
     }
-    let mut rows = vec![
-        ("simulated reads", &r.reads),
-        ("simulated writes", &r.writes),
-    ];
-    if args.compare_recorded {
-        if let Some(recorded) = &r.recorded_reads {
-            rows.push(("recorded reads", recorded));
-        }
-        if let Some(recorded) = &r.recorded_writes {
-            rows.push(("recorded writes", recorded));
-        }
-    }
-    print_latencies(&rows);
-    if args.compare_recorded && r.recorded_reads.is_none() && r.recorded_writes.is_none() {
-        println!("  (the trace records no response times)");
-    }
+    print_latencies(
+        &[
+            ("simulated reads", &r.reads),
+            ("simulated writes", &r.writes),
+        ],
+        args.compare_recorded
+            .then_some([r.recorded_reads.as_ref(), r.recorded_writes.as_ref()]),
+        &[],
+    );
     println!(
         "utilization {:.1} %, queue length mean {:.2}, max {}",
         100.0 * r.utilization,
@@ -327,14 +320,29 @@ fn print_replay(r: &ReplayReport, args: &ReplayArgs) {
     }
 }
 
-/// The response-time table of `sim replay` and `replay`.
-pub fn print_latencies(rows: &[(&str, &LatencySummary)]) {
+/// The response-time table of `sim replay` and `replay`: `rows`, then the trace's recorded
+/// reads and writes when asked for (`recorded`), then `after`.
+pub fn print_latencies(
+    rows: &[(&str, &LatencySummary)],
+    recorded: Option<[Option<&LatencySummary>; 2]>,
+    after: &[(&str, &LatencySummary)],
+) {
     let opt = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
     println!(
         "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10}",
         "response time (ms)", "count", "mean", "p50", "p99", "max"
     );
-    for (name, s) in rows {
+    let [recorded_reads, recorded_writes] = recorded.unwrap_or([None, None]);
+    let recorded_rows = [
+        recorded_reads.map(|s| ("recorded reads", s)),
+        recorded_writes.map(|s| ("recorded writes", s)),
+    ];
+    let all = rows
+        .iter()
+        .copied()
+        .chain(recorded_rows.into_iter().flatten())
+        .chain(after.iter().copied());
+    for (name, s) in all {
         println!(
             "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10}",
             name,
@@ -344,6 +352,9 @@ pub fn print_latencies(rows: &[(&str, &LatencySummary)]) {
             opt(s.p99_ms),
             opt(s.max_ms)
         );
+    }
+    if recorded.is_some() && recorded_reads.is_none() && recorded_writes.is_none() {
+        println!("  (the trace records no response times)");
     }
 }
 

@@ -246,6 +246,21 @@ impl Setup<'_> {
     }
 }
 
+/// The benchmark's directory: `given` (created if missing), else a fresh one under `parent`,
+/// removed when the returned guard drops.
+pub(crate) fn work_dir(
+    given: &Option<PathBuf>,
+    parent: &Path,
+    prefix: &str,
+) -> Result<(PathBuf, Option<tempfile::TempDir>)> {
+    if let Some(d) = given {
+        std::fs::create_dir_all(d)?;
+        return Ok((d.clone(), None));
+    }
+    let scratch = tempfile::Builder::new().prefix(prefix).tempdir_in(parent)?;
+    Ok((scratch.path().to_path_buf(), Some(scratch)))
+}
+
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
     xs[xs.len() / 2]
@@ -266,17 +281,7 @@ pub(crate) fn offloaded_fraction(metrics: &str) -> Result<f64> {
 
 pub fn run(a: VolumeBenchArgs) -> Result<()> {
     let region = cordillera_sim::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
-    let scratch;
-    let dir = match &a.dir {
-        Some(d) => {
-            std::fs::create_dir_all(d)?;
-            d.clone()
-        }
-        None => {
-            scratch = tempfile::tempdir()?;
-            scratch.path().to_path_buf()
-        }
-    };
+    let (dir, _scratch) = work_dir(&a.dir, &std::env::temp_dir(), "cordillera-volume-bench")?;
     let setup = Setup {
         me: std::env::current_exe()?,
         dir: &dir,

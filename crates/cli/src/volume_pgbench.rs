@@ -18,7 +18,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 
-use crate::volume_bench::{offloaded_fraction, Setup};
+use crate::volume_bench::{offloaded_fraction, work_dir, Setup};
 
 #[derive(Args)]
 pub struct PgbenchArgs {
@@ -243,19 +243,7 @@ pub fn run_pgbench(a: PgbenchArgs) -> Result<()> {
     }
     let pg_bin = pg_bin(&a.pg_bin)?;
     let size = cordillera_sim::presets::parse_size(&a.size).map_err(anyhow::Error::msg)?;
-    let scratch;
-    let dir = match &a.dir {
-        Some(d) => {
-            std::fs::create_dir_all(d)?;
-            d.clone()
-        }
-        None => {
-            scratch = tempfile::Builder::new()
-                .prefix("cordillera-pgbench")
-                .tempdir_in("/var/tmp")?;
-            scratch.path().to_path_buf()
-        }
-    };
+    let (dir, _scratch) = work_dir(&a.dir, Path::new("/var/tmp"), "cordillera-pgbench")?;
     let socket_dir = dir.join("socket");
     std::fs::create_dir_all(&socket_dir)?;
     run("chmod", &["777", socket_dir.to_str().expect("UTF-8")])?;

@@ -85,7 +85,6 @@ pub struct ExportInfo {
 pub enum Kind {
     Read,
     Write,
-    Flush,
 }
 
 #[derive(Clone, Copy)]
@@ -275,16 +274,9 @@ impl Sender {
     }
 
     /// Queues a write of `data`; returns its handle.
-    pub async fn write(&mut self, offset: u64, data: &[u8], fua: bool) -> std::io::Result<u64> {
-        let flags = if fua { wire::CMD_FLAG_FUA } else { 0 };
+    pub async fn write(&mut self, offset: u64, data: &[u8]) -> std::io::Result<u64> {
         let length = u32::try_from(data.len()).expect("payload under 4 GiB");
-        self.request(Command::Write, flags, offset, length, Kind::Write, data)
-            .await
-    }
-
-    /// Queues a flush; returns its handle.
-    pub async fn flush_request(&mut self) -> std::io::Result<u64> {
-        self.request(Command::Flush, 0, 0, 0, Kind::Flush, &[])
+        self.request(Command::Write, 0, offset, length, Kind::Write, data)
             .await
     }
 

@@ -239,7 +239,10 @@ pub async fn replay(
         match slots.try_acquire() {
             Ok(permit) => permit.forget(),
             Err(_) => {
-                throttled += 1;
+                // In a closed loop, waiting for a slot is the loop itself.
+                if let Mode::Open { .. } = options.mode {
+                    throttled += 1;
+                }
                 if let Err(e) = sender.flush().await {
                     failure = Some(e);
                     break;
@@ -265,9 +268,7 @@ pub async fn replay(
                         *byte = pattern as u8;
                     }
                 }
-                sender
-                    .write(offset, &payload[..length as usize], false)
-                    .await
+                sender.write(offset, &payload[..length as usize]).await
             }
         };
         if let Err(e) = sent {
@@ -429,7 +430,6 @@ async fn receive(
                     g.writes.record(latency);
                     g.intervals[index].2.record(latency);
                 }
-                Kind::Flush => {}
             }
             g.completions += 1;
             g.bytes += u64::from(reply.length);

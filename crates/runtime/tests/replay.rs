@@ -113,6 +113,18 @@ fn open_loop_sends_every_record_no_earlier_than_its_time_and_the_writes_land() {
     let report = run(&url, records, &fast).unwrap();
     assert!(report.duration_s >= 0.199 / 4.0, "{}", report.duration_s);
     assert_eq!(report.reads.count, 200);
+
+    // Arrivals beyond --max-outstanding wait and are counted.
+    let capped = ReplayOptions {
+        max_outstanding: 1,
+        ..ReplayOptions::default()
+    };
+    let burst: Vec<Record> = (0..50)
+        .map(|i| record(0, Op::Read, i * 4096, 4096))
+        .collect();
+    let report = run(&url, burst, &capped).unwrap();
+    assert_eq!(report.max_outstanding_seen, 1);
+    assert!(report.throttled > 0, "50 simultaneous arrivals, one slot");
 }
 
 #[test]
@@ -132,6 +144,7 @@ fn closed_loop_keeps_exactly_the_depth_in_flight() {
         assert_eq!(report.writes.count, 2000);
         assert_eq!(report.max_outstanding_seen, depth as u64);
         assert!(report.send_lag.is_none());
+        assert_eq!(report.throttled, 0, "only open-loop arrivals are throttled");
         assert!(report.iops > 0.0 && report.mb_per_s > 0.0);
     }
 }
