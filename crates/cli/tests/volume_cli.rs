@@ -248,6 +248,8 @@ fn unmodified_clients_work_on_a_volume_whose_writes_all_go_to_a_store() {
                 "--verify=crc32c",
                 "--do_verify=1",
                 "--verify_fatal=1",
+                // fio otherwise leaves its verify state file in the working directory.
+                "--verify_state_save=0",
             ]),
         );
         assert!(text.contains("verify"), "{text}");
