@@ -354,6 +354,116 @@ impl Nbd {
     }
 }
 
+/// Waits for a JSON log line whose message is `message`; returns it parsed.
+fn wait_for_event(server: &Server, message: &str, limit: Duration) -> serde_json::Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        let found = server
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["message"] == message);
+        if let Some(v) = found {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {message:?} event within {limit:?}:\n{}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn json_logs_record_readiness_off_loading_and_a_lost_store_with_their_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_path = dir.path().join("s1");
+    let (mut store, found) = Server::start(
+        &strings(&[
+            "--log-format",
+            "json",
+            "store",
+            "serve",
+            "--size",
+            "64m",
+            "--io",
+            "buffered",
+            "--listen",
+            "127.0.0.1:0",
+            "--path",
+            store_path.to_str().unwrap(),
+        ]),
+        &["cordillera store: listening on "],
+    );
+    let store_addr: SocketAddr = found[0].parse().unwrap();
+    let ready = wait_for_event(&store, "store ready", Duration::from_secs(10));
+    assert_eq!(ready["level"], "INFO");
+    assert_eq!(ready["records_scanned"], 0, "{ready}");
+
+    let base = dir.path().join("base.img");
+    sparse_file(&base, (16 << 20) + 8192);
+    let v = start_volume(
+        &base,
+        &strings(&[
+            "--log-format",
+            "json",
+            "--format",
+            "--store",
+            &store_addr.to_string(),
+            "--policy",
+            "always",
+        ]),
+    );
+    let ready = wait_for_event(&v.server, "volume ready", Duration::from_secs(10));
+    assert_eq!(ready["n_way"], 1, "{ready}");
+    assert_eq!(ready["export_bytes"], 16 << 20, "{ready}");
+    assert_eq!(ready["formatted"], true, "{ready}");
+    wait_for_event(&store, "client connected", Duration::from_secs(10));
+
+    let mut nbd = Nbd::connect(v.nbd);
+    for block in 0..16 {
+        nbd.send(
+            nbd::Command::Write,
+            block,
+            block * BLOCK,
+            &pattern(block, 1),
+            BLOCK as u32,
+        )
+        .unwrap();
+    }
+    for _ in 0..16 {
+        assert_eq!(nbd.receive().unwrap().1, 0);
+    }
+    let offloading = wait_for_event(
+        &v.server,
+        "off-loading: data is on stores",
+        Duration::from_secs(10),
+    );
+    assert_eq!(offloading["offloaded_bytes"], 16 * BLOCK, "{offloading}");
+
+    store.kill();
+    let lost = wait_for_event(&v.server, "store disconnected", Duration::from_secs(10));
+    assert_eq!(lost["level"], "WARN");
+    assert_eq!(lost["store"], 1, "{lost}");
+    assert_eq!(lost["offloaded_bytes"], 16 * BLOCK, "{lost}");
+    // Every line but the fixed announcements is one JSON object with a time and a level.
+    let log = v.server.log();
+    for line in log
+        .lines()
+        .filter(|l| !l.starts_with("cordillera volume: "))
+    {
+        let event: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(
+            event["timestamp"].is_string() && event["level"].is_string(),
+            "{line}"
+        );
+    }
+}
+
 fn pattern(block: u64, version: u64) -> Vec<u8> {
     let mut data = vec![(block.wrapping_mul(31) ^ version) as u8; BLOCK as usize];
     data[..8].copy_from_slice(&version.to_le_bytes());

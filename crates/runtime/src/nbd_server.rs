@@ -169,9 +169,10 @@ pub async fn serve(
         let (stream, peer) = listener.accept().await?;
         let _ = stream.set_nodelay(true);
         let (backend, config) = (backend.clone(), config.clone());
+        tracing::debug!(%peer, "nbd connection accepted");
         tokio::spawn(async move {
             if let Err(e) = connection(stream, backend, config).await {
-                eprintln!("cordillera: nbd connection from {peer} closed: {e}");
+                tracing::info!(%peer, error = %e, "nbd connection closed");
             }
         });
     }

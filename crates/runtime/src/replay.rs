@@ -297,9 +297,11 @@ pub async fn replay(
         if let (Some(at), Some(every)) = (next_progress, options.progress_every) {
             if Instant::now() >= at {
                 let done = gathered.lock().expect("stats lock").completions;
-                eprintln!(
-                    "replay: {records_sent} records sent, {done} answered, {:.0} s",
-                    start.elapsed().as_secs_f64()
+                tracing::info!(
+                    records_sent,
+                    answered = done,
+                    elapsed_s = format_args!("{:.0}", start.elapsed().as_secs_f64()),
+                    "replay progress"
                 );
                 next_progress = Some(at + every);
             }

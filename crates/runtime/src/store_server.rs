@@ -146,11 +146,12 @@ pub fn zero_fill(file: &DiskFile, offset: u64, bytes: u64) -> Result<()> {
         done += n;
         if reported.elapsed() >= Duration::from_secs(5) {
             reported = Instant::now();
-            eprintln!(
-                "cordillera store: filling the log with zeros: {} of {} MiB ({:.0} MB/s)",
-                done >> 20,
-                bytes >> 20,
-                done as f64 / 1e6 / started.elapsed().as_secs_f64()
+            tracing::info!(
+                done_mib = done >> 20,
+                total_mib = bytes >> 20,
+                mb_per_s =
+                    format_args!("{:.0}", done as f64 / 1e6 / started.elapsed().as_secs_f64()),
+                "filling the log with zeros"
             );
         }
     }
@@ -192,16 +193,16 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
     )?;
     if let Some(spec) = &options.emulate {
         file.emulate(crate::emulate::Emulator::start(spec).map_err(anyhow::Error::msg)?);
-        eprintln!("cordillera store: emulating {}", spec.preset);
+        tracing::info!(preset = %spec.preset, "store emulating a device");
     }
     let stats = store.stats();
-    eprintln!(
-        "cordillera store: {} ready: {} records scanned ({} bytes, {} bytes of valid data), {} bytes of log in use",
-        options.path.display(),
-        stats.records_scanned,
-        stats.bytes_scanned,
-        stats.valid_data_bytes,
-        store.used_bytes()
+    tracing::info!(
+        path = %options.path.display(),
+        records_scanned = stats.records_scanned,
+        bytes_scanned = stats.bytes_scanned,
+        valid_data_bytes = stats.valid_data_bytes,
+        log_bytes_in_use = store.used_bytes(),
+        "store ready"
     );
     let listener = TcpListener::bind(options.listen)
         .await
@@ -215,8 +216,9 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
     let accept_events = events.clone();
     tokio::spawn(async move {
         let mut next = 1u64;
-        while let Ok((stream, _)) = listener.accept().await {
+        while let Ok((stream, peer)) = listener.accept().await {
             let _ = stream.set_nodelay(true);
+            tracing::info!(connection = next, %peer, "client connected");
             tokio::spawn(connection(next, stream, accept_events.clone()));
             next += 1;
         }
@@ -336,7 +338,7 @@ async fn connection(id: u64, stream: TcpStream, events: mpsc::UnboundedSender<Ev
     let writing = tokio::spawn(write_frames(writer, outbox));
     // A client that sends replies or garbage is not speaking the protocol: its connection is
     // dropped (the store and other clients are unaffected).
-    let _ = read_frames(&mut reader, |frame| match frame {
+    let read = read_frames(&mut reader, |frame| match frame {
         Frame::Request {
             id: request_id,
             request,
@@ -351,6 +353,10 @@ async fn connection(id: u64, stream: TcpStream, events: mpsc::UnboundedSender<Ev
         _ => false,
     })
     .await;
+    match read {
+        Ok(()) => tracing::info!(connection = id, "client disconnected"),
+        Err(e) => tracing::info!(connection = id, error = %e, "client connection closed"),
+    }
     let _ = events.send(Event::Closed { connection: id });
     writing.abort();
 }

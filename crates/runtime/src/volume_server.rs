@@ -326,17 +326,15 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         file.write_batch(label_at, &[&bytes]).map_err(disk_error)?;
         file.sync().map_err(disk_error)?;
     }
-    eprintln!(
-        "cordillera volume: {} ready: client {:016x}, {} bytes exported, stores {:?}, n-way {}{}",
-        options.base.display(),
-        label.client,
+    tracing::info!(
+        base = %options.base.display(),
+        client = format_args!("{:016x}", label.client),
         export_bytes,
-        label.stores,
-        label.n_way,
-        options
-            .emulate
-            .as_ref()
-            .map_or(String::new(), |e| format!(", emulating {}", e.preset))
+        stores = ?label.stores,
+        n_way = label.n_way,
+        emulate = options.emulate.as_ref().map(|e| e.preset.as_str()),
+        formatted = formatting,
+        "volume ready"
     );
     let listener = TcpListener::bind(options.nbd)
         .await
@@ -571,6 +569,8 @@ impl Core {
             self.handle(&mut client, e, now())?;
         }
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        // Logged on change, checked once a second: whether data is off-loaded.
+        let mut offloading = false;
         loop {
             self.drive(&mut client, now());
             if let Some(e) = self.failed.take() {
@@ -579,6 +579,12 @@ impl Core {
             if ready.is_some() {
                 if client.is_ready() {
                     self.check_store_ids(&client)?;
+                    let stats = client.stats();
+                    tracing::info!(
+                        offloaded_bytes = stats.offloaded_bytes,
+                        stores_up = self.links.iter().filter(|l| l.is_some()).count(),
+                        "soft state rebuilt from the stores"
+                    );
                     let _ = ready.take().expect("some").send(Ok(()));
                 } else if let Some(e) = client.failure() {
                     let message = match e {
@@ -608,7 +614,24 @@ impl Core {
                 }
                 _ = tick.tick() => {
                     let at = Instant::now();
-                    self.reclaim_samples.push_back((at, client.stats().reclaimed_bytes));
+                    let stats = client.stats();
+                    self.reclaim_samples.push_back((at, stats.reclaimed_bytes));
+                    if offloading != (stats.offloaded_bytes > 0) {
+                        offloading = !offloading;
+                        if offloading {
+                            tracing::info!(
+                                offloaded_bytes = stats.offloaded_bytes,
+                                offloaded_writes = stats.offloaded_writes,
+                                "off-loading: data is on stores"
+                            );
+                        } else {
+                            tracing::info!(
+                                reclaimed_bytes = stats.reclaimed_bytes,
+                                offloaded_writes = stats.offloaded_writes,
+                                "reclaim finished: no data off-loaded"
+                            );
+                        }
+                    }
                     while self.reclaim_samples.len() > 61 {
                         self.reclaim_samples.pop_front();
                     }
@@ -659,10 +682,10 @@ impl Core {
                 let was_down = self.links[store].is_none();
                 self.link_event(event);
                 if was_down {
-                    eprintln!(
-                        "cordillera volume: store {} ({}) connected",
-                        store + 1,
-                        self.label.stores[store]
+                    tracing::info!(
+                        store = store + 1,
+                        address = %self.label.stores[store],
+                        "store connected"
                     );
                 }
             }
@@ -670,10 +693,11 @@ impl Core {
                 let current = self.links[store].as_ref().is_some_and(|(l, _)| *l == link);
                 self.link_event(Event::StoreDown { store, link });
                 if current {
-                    eprintln!(
-                        "cordillera volume: store {} ({}) disconnected",
-                        store + 1,
-                        self.label.stores[store]
+                    tracing::warn!(
+                        store = store + 1,
+                        address = %self.label.stores[store],
+                        offloaded_bytes = client.stats().offloaded_bytes,
+                        "store disconnected"
                     );
                     client.connection_lost(now, store);
                 }
@@ -1086,7 +1110,7 @@ async fn store_link(store: usize, address: String, events: mpsc::UnboundedSender
                     return;
                 }
                 if let Err(e) = read {
-                    eprintln!("cordillera volume: store {address}: {e}; reconnecting");
+                    tracing::warn!(%address, error = %e, "store connection failed; reconnecting");
                 }
                 writing.abort();
                 if events.send(Event::StoreDown { store, link }).is_err() {
@@ -1095,7 +1119,7 @@ async fn store_link(store: usize, address: String, events: mpsc::UnboundedSender
             }
             Err(e) => {
                 if !reported_failure {
-                    eprintln!("cordillera volume: store {address} unreachable: {e}; retrying");
+                    tracing::warn!(%address, error = %e, "store unreachable; retrying");
                     reported_failure = true;
                 }
             }
