@@ -9,7 +9,11 @@
 //!    with `--policy baseline` (Everest §4.3 reports about 3× for OLTP with one idle store).
 //!
 //! Each volume case starts from fresh files, so that nothing off-loaded by one is reclaimed
-//! during another. Figures are medians of `--repeat` rounds, the cases alternating.
+//! during another. Before every fio run the page cache's dirty data is written back (`sync`),
+//! so that no run pays for the previous one's writeback, and in the comparisons with nbdkit
+//! the server that goes first alternates from round to round. Figures are medians of
+//! `--repeat` rounds; each ratio is the median of the rounds' ratios (the two runs of a round
+//! are measured back to back, so a slow spell of a shared machine weighs on both).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -53,6 +57,19 @@ struct Figures {
     emulated_randwrite_64k_iops_baseline: f64,
     emulated_randwrite_64k_ratio: f64,
     emulated_offloaded_write_fraction: f64,
+    /// Each round's ratio (volume ÷ nbdkit, off-load ÷ none), for the spread behind the medians.
+    rounds_4k_ratio: Vec<f64>,
+    rounds_1m_ratio: Vec<f64>,
+    rounds_emulated_ratio: Vec<f64>,
+}
+
+fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).map(|(x, y)| x / y).collect()
+}
+
+fn spread(ratios: &[f64]) -> String {
+    let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+    format!("rounds {}", each.join(" "))
 }
 
 /// A child process killed when dropped.
@@ -109,6 +126,8 @@ struct Fio {
 }
 
 fn fio(uri: &str, rw: &str, bs: &str, depth: u32, seconds: u64, region: u64) -> Result<Fio> {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
     let out = Command::new("fio")
         .args([
             "--name=bench",
@@ -301,25 +320,28 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
             "volume bench: round {}/{rounds}: 4 KiB random writes, depth 32",
             round + 1
         );
-        {
-            let (_k, uri) = setup.nbdkit("nbdkit.base")?;
-            k4k.push(fio(&uri, "randwrite", "4k", 32, s, region)?.iops);
-        }
-        {
-            let (_v, uri, _) = setup.volume("plain", &[], false)?;
-            v4k.push(fio(&uri, "randwrite", "4k", 32, s, region)?.iops);
+        let nbdkit_first = round % 2 == 0;
+        for nbdkit in [nbdkit_first, !nbdkit_first] {
+            if nbdkit {
+                let (_k, uri) = setup.nbdkit("nbdkit.base")?;
+                k4k.push(fio(&uri, "randwrite", "4k", 32, s, region)?.iops);
+            } else {
+                let (_v, uri, _) = setup.volume("plain", &[], false)?;
+                v4k.push(fio(&uri, "randwrite", "4k", 32, s, region)?.iops);
+            }
         }
         eprintln!(
             "volume bench: round {}/{rounds}: 1 MiB sequential writes, depth 8",
             round + 1
         );
-        {
-            let (_k, uri) = setup.nbdkit("nbdkit.base")?;
-            k1m.push(fio(&uri, "write", "1m", 8, s, region)?.bytes_per_s / 1e6);
-        }
-        {
-            let (_v, uri, _) = setup.volume("plain", &[], false)?;
-            v1m.push(fio(&uri, "write", "1m", 8, s, region)?.bytes_per_s / 1e6);
+        for nbdkit in [nbdkit_first, !nbdkit_first] {
+            if nbdkit {
+                let (_k, uri) = setup.nbdkit("nbdkit.base")?;
+                k1m.push(fio(&uri, "write", "1m", 8, s, region)?.bytes_per_s / 1e6);
+            } else {
+                let (_v, uri, _) = setup.volume("plain", &[], false)?;
+                v1m.push(fio(&uri, "write", "1m", 8, s, region)?.bytes_per_s / 1e6);
+            }
         }
         eprintln!(
             "volume bench: round {}/{rounds}: emulated cheetah-15k, 64 KiB random writes, depth 32",
@@ -346,6 +368,9 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         let _ = std::fs::remove_file(dir.join(name));
     }
     let mut f = Figures {
+        rounds_4k_ratio: ratios(&v4k, &k4k),
+        rounds_1m_ratio: ratios(&v1m, &k1m),
+        rounds_emulated_ratio: ratios(&e_off, &e_base),
         randwrite_4k_iops_volume: median(v4k),
         randwrite_4k_iops_nbdkit: median(k4k),
         seqwrite_1m_mb_per_s_volume: median(v1m),
@@ -355,29 +380,39 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         emulated_offloaded_write_fraction: median(fraction),
         ..Figures::default()
     };
-    f.randwrite_4k_ratio = f.randwrite_4k_iops_volume / f.randwrite_4k_iops_nbdkit;
-    f.seqwrite_1m_ratio = f.seqwrite_1m_mb_per_s_volume / f.seqwrite_1m_mb_per_s_nbdkit;
-    f.emulated_randwrite_64k_ratio =
-        f.emulated_randwrite_64k_iops_offload / f.emulated_randwrite_64k_iops_baseline;
+    // The ratio is the median of each round's ratio: the two runs of a round are measured
+    // back to back, so a slow spell of the machine weighs on both.
+    f.randwrite_4k_ratio = median(f.rounds_4k_ratio.clone());
+    f.seqwrite_1m_ratio = median(f.rounds_1m_ratio.clone());
+    f.emulated_randwrite_64k_ratio = median(f.rounds_emulated_ratio.clone());
     if a.json {
         println!("{}", serde_json::to_string_pretty(&f)?);
         return Ok(());
     }
-    println!("volume bench: {s} s per run, {rounds} round(s), medians; region {region} bytes");
     println!(
-        "  4 KiB random write, depth 32:   volume {:>9.0} IOPS   nbdkit file {:>9.0} IOPS   ratio {:.2} (target ≥ 1.0)",
-        f.randwrite_4k_iops_volume, f.randwrite_4k_iops_nbdkit, f.randwrite_4k_ratio
+        "volume bench: {s} s per run, {rounds} round(s); figures are medians, ratios the median of the rounds' ratios; region {region} bytes"
     );
     println!(
-        "  1 MiB sequential write, depth 8: volume {:>9.0} MB/s   nbdkit file {:>9.0} MB/s   ratio {:.2} (target ≥ 0.9)",
-        f.seqwrite_1m_mb_per_s_volume, f.seqwrite_1m_mb_per_s_nbdkit, f.seqwrite_1m_ratio
+        "  4 KiB random write, depth 32:   volume {:>9.0} IOPS   nbdkit file {:>9.0} IOPS   ratio {:.2} (target ≥ 1.0; {})",
+        f.randwrite_4k_iops_volume,
+        f.randwrite_4k_iops_nbdkit,
+        f.randwrite_4k_ratio,
+        spread(&f.rounds_4k_ratio)
     );
     println!(
-        "  emulated cheetah-15k, 64 KiB random write, depth 32: off-load {:>6.0} IOPS ({:.0} % of writes off-loaded)   no off-load {:>6.0} IOPS   ratio {:.2} (target ≥ 2.5)",
+        "  1 MiB sequential write, depth 8: volume {:>9.0} MB/s   nbdkit file {:>9.0} MB/s   ratio {:.2} (target ≥ 0.9; {})",
+        f.seqwrite_1m_mb_per_s_volume,
+        f.seqwrite_1m_mb_per_s_nbdkit,
+        f.seqwrite_1m_ratio,
+        spread(&f.rounds_1m_ratio)
+    );
+    println!(
+        "  emulated cheetah-15k, 64 KiB random write, depth 32: off-load {:>6.0} IOPS ({:.0} % of writes off-loaded)   no off-load {:>6.0} IOPS   ratio {:.2} (target ≥ 2.5; {})",
         f.emulated_randwrite_64k_iops_offload,
         f.emulated_offloaded_write_fraction * 100.0,
         f.emulated_randwrite_64k_iops_baseline,
-        f.emulated_randwrite_64k_ratio
+        f.emulated_randwrite_64k_ratio,
+        spread(&f.rounds_emulated_ratio)
     );
     Ok(())
 }

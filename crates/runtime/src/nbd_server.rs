@@ -16,7 +16,7 @@ use std::sync::Arc;
 use cordillera_wire::nbd::{self, Command, Limits, NbdError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 /// One request to an export, checked against its limits.
 #[derive(Debug)]
@@ -50,13 +50,67 @@ pub enum Op {
 /// What an operation yields: the bytes of a read, nothing otherwise.
 pub type Outcome = io::Result<Option<Vec<u8>>>;
 
-/// A pending [`Outcome`].
-pub type OutcomeFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>;
-
 /// What an export does. Operations may complete in any order.
 pub trait Backend: Send + Sync + 'static {
     fn size_bytes(&self) -> u64;
-    fn submit(&self, op: Op) -> OutcomeFuture;
+    /// Starts `op`; its outcome goes to `done`, from any thread, when it completes.
+    fn submit(&self, op: Op, done: Completion);
+}
+
+/// Where one request's outcome goes: straight to its connection's reply writer (no task
+/// hand-off in between), freeing its in-flight slot. Dropped without an outcome, it answers
+/// EIO, so a request is never left unanswered.
+pub struct Completion {
+    handle: u64,
+    replies: Option<mpsc::UnboundedSender<Reply>>,
+    _slot: Option<OwnedSemaphorePermit>,
+}
+
+impl Completion {
+    pub fn complete(mut self, outcome: Outcome) {
+        if let Some(replies) = self.replies.take() {
+            let _ = replies.send(Reply::new(self.handle, outcome));
+        }
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if let Some(replies) = self.replies.take() {
+            let _ = replies.send(Reply::new(
+                self.handle,
+                Err(io::Error::other("request dropped unanswered")),
+            ));
+        }
+    }
+}
+
+/// One encoded reply: the header, and a read's bytes (not copied behind the header).
+struct Reply {
+    header: [u8; 16],
+    data: Option<Vec<u8>>,
+}
+
+impl Reply {
+    fn new(handle: u64, outcome: Outcome) -> Reply {
+        match outcome {
+            Ok(data) => Reply {
+                header: nbd::simple_reply(handle, 0),
+                data,
+            },
+            Err(e) => {
+                let error = match e.raw_os_error() {
+                    Some(libc::ENOSPC) | Some(libc::EDQUOT) | Some(libc::EFBIG) => nbd::ENOSPC,
+                    Some(libc::ENOMEM) => nbd::ENOMEM,
+                    _ => nbd::EIO,
+                };
+                Reply {
+                    header: nbd::simple_reply(handle, error),
+                    data: None,
+                }
+            }
+        }
+    }
 }
 
 /// A file or block device, with positional I/O on blocking worker threads; one file handle
@@ -86,13 +140,9 @@ impl Backend for FileBackend {
         self.size_bytes
     }
 
-    fn submit(&self, op: Op) -> OutcomeFuture {
+    fn submit(&self, op: Op, done: Completion) {
         let file = self.file.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || execute_on_file(&file, op))
-                .await
-                .unwrap_or_else(|e| Err(io::Error::other(e)))
-        })
+        tokio::task::spawn_blocking(move || done.complete(execute_on_file(&file, op)));
     }
 }
 
@@ -299,15 +349,11 @@ async fn transmission(
         maximum_payload: config.maximum_payload,
         read_only: config.read_only,
     };
-    let (mut reader, mut writer) = stream.into_split();
-    // Replies, in the order requests complete.
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(config.in_flight_max);
-    let writer_task = tokio::spawn(async move {
-        while let Some(bytes) = rx.recv().await {
-            writer.write_all(&bytes).await?;
-        }
-        writer.shutdown().await
-    });
+    let (mut reader, writer) = stream.into_split();
+    // Replies, in the order requests complete (at most `in_flight_max` plus the errors
+    // answered directly are waiting: every request holds a slot until answered).
+    let (tx, rx) = mpsc::unbounded_channel::<Reply>();
+    let writer_task = tokio::spawn(write_replies(writer, rx));
     let slots = Arc::new(Semaphore::new(config.in_flight_max));
     let result = loop {
         let mut header = [0u8; nbd::REQUEST_HEADER_BYTES];
@@ -349,11 +395,11 @@ async fn transmission(
             break Ok(());
         }
         if let Err(error) = nbd::check_request(&request, &limits) {
-            if tx
-                .send(nbd::simple_reply(request.handle, error).to_vec())
-                .await
-                .is_err()
-            {
+            let reply = Reply {
+                header: nbd::simple_reply(request.handle, error),
+                data: None,
+            };
+            if tx.send(reply).is_err() {
                 break Ok(());
             }
             continue;
@@ -377,13 +423,12 @@ async fn transmission(
             },
             Command::Disc | Command::Other(_) => unreachable!("refused by check_request"),
         };
-        let pending = backend.submit(op);
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            let reply = encode_reply(request.handle, pending.await);
-            let _ = tx.send(reply).await;
-            drop(permit);
-        });
+        let done = Completion {
+            handle: request.handle,
+            replies: Some(tx.clone()),
+            _slot: Some(permit),
+        };
+        backend.submit(op, done);
     };
     // Requests in flight are answered before the connection closes (NBD_CMD_DISC).
     let _ = slots.acquire_many(config.in_flight_max as u32).await;
@@ -392,23 +437,36 @@ async fn transmission(
     result
 }
 
-/// The whole reply to a request: header, and data for a read.
-fn encode_reply(handle: u64, outcome: Outcome) -> Vec<u8> {
-    match outcome {
-        Ok(read) => {
-            let mut out = nbd::simple_reply(handle, 0).to_vec();
-            if let Some(bytes) = read {
-                out.extend_from_slice(&bytes);
+/// Replies waiting together go out in one write: headers and small reads are gathered
+/// (up to `GATHER_BYTES`); a large read's bytes are written from their own buffer.
+async fn write_replies(
+    mut writer: tokio::net::tcp::OwnedWriteHalf,
+    mut replies: mpsc::UnboundedReceiver<Reply>,
+) -> io::Result<()> {
+    const GATHER_BYTES: usize = 64 << 10;
+    let mut out: Vec<u8> = Vec::with_capacity(GATHER_BYTES);
+    while let Some(first) = replies.recv().await {
+        let mut next = Some(first);
+        while let Some(reply) = next.take() {
+            out.extend_from_slice(&reply.header);
+            match reply.data {
+                Some(data) if data.len() > GATHER_BYTES / 4 => {
+                    writer.write_all(&out).await?;
+                    out.clear();
+                    writer.write_all(&data).await?;
+                }
+                Some(data) => out.extend_from_slice(&data),
+                None => {}
             }
-            out
+            if out.len() >= GATHER_BYTES {
+                break;
+            }
+            next = replies.try_recv().ok();
         }
-        Err(e) => {
-            let error = match e.raw_os_error() {
-                Some(libc::ENOSPC) | Some(libc::EDQUOT) | Some(libc::EFBIG) => nbd::ENOSPC,
-                Some(libc::ENOMEM) => nbd::ENOMEM,
-                _ => nbd::EIO,
-            };
-            nbd::simple_reply(handle, error).to_vec()
+        if !out.is_empty() {
+            writer.write_all(&out).await?;
+            out.clear();
         }
     }
+    writer.shutdown().await
 }

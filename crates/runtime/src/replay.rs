@@ -325,9 +325,11 @@ pub async fn replay(
     let g = std::mem::take(&mut *gathered.lock().expect("stats lock"));
     if !all_in {
         let in_flight = records_sent.saturating_sub(g.completions) as usize;
-        let reason = match (failure, g.lost) {
-            (Some(e), _) => e.to_string(),
-            (None, Some(reason)) => reason,
+        // The receiving side knows best why the connection ended (a send then fails with
+        // a broken pipe).
+        let reason = match (g.lost, failure) {
+            (Some(reason), _) => reason,
+            (None, Some(e)) => e.to_string(),
             (None, None) => "unknown".to_owned(),
         };
         return Err(ReplayError::Lost { in_flight, reason });
@@ -402,10 +404,12 @@ async fn receive(
         let reply = match receiver.next().await {
             Ok(Some(reply)) => reply,
             Ok(None) => {
-                if receiver.in_flight() > 0 {
-                    gathered.lock().expect("stats lock").lost =
-                        Some("the server closed the connection".to_owned());
-                }
+                // Before the replay's DISC (after it, this is not looked at): even with
+                // nothing in flight at this moment, records were still to be sent.
+                gathered.lock().expect("stats lock").lost = Some(format!(
+                    "the server closed the connection ({} requests in flight)",
+                    receiver.in_flight()
+                ));
                 break;
             }
             Err(e) => {

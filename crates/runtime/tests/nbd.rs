@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::sync::Arc;
 
-use cordillera_runtime::nbd_server::{serve, Backend, ExportConfig, FileBackend};
+use cordillera_runtime::nbd_server::{serve, Backend, Completion, ExportConfig, FileBackend, Op};
 use cordillera_wire::nbd;
 
 const EXPORT_BYTES: u64 = 64 << 20;
@@ -17,6 +17,11 @@ fn start() -> (SocketAddr, tempfile::NamedTempFile) {
     let file = tempfile::NamedTempFile::new().unwrap();
     file.as_file().set_len(EXPORT_BYTES).unwrap();
     let backend: Arc<dyn Backend> = Arc::new(FileBackend::open(file.path()).unwrap());
+    (start_backend(backend), file)
+}
+
+/// A server for `backend` on its own runtime thread.
+fn start_backend(backend: Arc<dyn Backend>) -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -34,7 +39,7 @@ fn start() -> (SocketAddr, tempfile::NamedTempFile) {
             serve(listener, backend, config).await.unwrap();
         });
     });
-    (rx.recv().unwrap(), file)
+    rx.recv().unwrap()
 }
 
 fn have(program: &str) -> bool {
@@ -308,4 +313,78 @@ fn bad_requests_get_error_replies_and_the_connection_and_data_survive() {
     let mut rest = Vec::new();
     let _ = u.read_to_end(&mut rest);
     assert!(rest.is_empty(), "no reply to NBD_CMD_DISC");
+}
+
+/// A file export that loses every read of the first block: it drops the request's completion.
+struct Forgetful(FileBackend);
+
+impl Backend for Forgetful {
+    fn size_bytes(&self) -> u64 {
+        self.0.size_bytes()
+    }
+
+    fn submit(&self, op: Op, done: Completion) {
+        match op {
+            Op::Read { offset: 0, .. } => drop(done),
+            op => self.0.submit(op, done),
+        }
+    }
+}
+
+#[test]
+fn a_dropped_request_is_answered_eio_and_large_and_small_replies_interleave_intact() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    file.as_file().set_len(EXPORT_BYTES).unwrap();
+    let addr = start_backend(Arc::new(Forgetful(FileBackend::open(file.path()).unwrap())));
+    let mut s = raw_connect(addr);
+    // 1 MiB of a pattern at 1 MiB, written in 4 KiB pieces with 32 in flight.
+    let image: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    for (i, piece) in image.chunks(4096).enumerate() {
+        send(
+            &mut s,
+            nbd::Command::Write,
+            0,
+            i as u64,
+            (1 << 20) + i as u64 * 4096,
+            piece,
+            4096,
+        );
+        if i >= 32 {
+            assert_eq!(receive(&mut s).1, 0);
+        }
+    }
+    for _ in 0..32 {
+        assert_eq!(receive(&mut s).1, 0);
+    }
+    // Large and small reads in flight together, and one the backend drops.
+    let mut expected = std::collections::HashMap::new();
+    for h in 0..40u64 {
+        let (offset, length) = if h % 4 == 0 {
+            (1u64 << 20, 1u32 << 20)
+        } else {
+            ((1 << 20) + h * 4096, 4096)
+        };
+        send(&mut s, nbd::Command::Read, 0, h, offset, &[], length);
+        let at = (offset - (1 << 20)) as usize;
+        expected.insert(h, image[at..at + length as usize].to_vec());
+    }
+    send(&mut s, nbd::Command::Read, 0, 99, 0, &[], 4096);
+    let mut eio = false;
+    for _ in 0..41 {
+        let (handle, error) = receive(&mut s);
+        if handle == 99 {
+            assert_eq!(error, nbd::EIO, "the dropped request is answered");
+            eio = true;
+            continue;
+        }
+        assert_eq!(error, 0);
+        let want = expected.remove(&handle).expect("each handle answered once");
+        let mut data = vec![0u8; want.len()];
+        s.read_exact(&mut data).unwrap();
+        assert!(data == want, "read {handle} intact");
+    }
+    assert!(eio && expected.is_empty());
+    // The connection goes on.
+    send(&mut s, nbd::Command::Flush, 0, 100, 0, &[], 0);
+    assert_eq!(receive(&mut s), (100, 0));
 }

@@ -219,8 +219,14 @@ fn a_server_that_goes_away_mid_replay_is_a_typed_error_not_a_hang() {
         ..ReplayOptions::default()
     };
     match run(&url, records, &options) {
+        // The server may close between two replies, with nothing in flight at that moment.
         Err(ReplayError::Lost { in_flight, reason }) => {
-            assert!(in_flight > 0, "{reason}");
+            assert!(in_flight <= 4, "at most the depth: {in_flight}");
+            // Closed, or reset when the server closed with requests unread.
+            assert!(
+                reason.contains("closed the connection") || reason.contains("reset"),
+                "{reason}"
+            );
         }
         other => panic!("expected a lost connection, got {other:?}"),
     }
