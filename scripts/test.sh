@@ -48,7 +48,7 @@ fi
 echo "== volume benchmark (figures, not pass/fail: the machine is shared and noisy)"
 if command -v fio >/dev/null 2>&1 && command -v nbdkit >/dev/null 2>&1; then
   cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
-  target/release/cordillera volume bench --seconds 5 --repeat 5
+  target/release/cordillera volume bench --seconds 4 --repeat 5
 else
   echo "SKIPPED volume benchmark: fio or nbdkit is not installed"
 fi
@@ -59,5 +59,5 @@ if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ] || ! command -v nbdfuse >/dev/null 
   echo "SKIPPED pgbench benchmark: needs root, /dev/fuse, nbdfuse and PostgreSQL"
 else
   cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
-  target/release/cordillera volume pgbench
+  target/release/cordillera volume pgbench --seconds 15 --repeat 3
 fi

@@ -280,7 +280,7 @@ pub(crate) fn work_dir(
     Ok((scratch.path().to_path_buf(), Some(scratch)))
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
+pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
     xs[xs.len() / 2]
 }
