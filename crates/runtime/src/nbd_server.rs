@@ -58,57 +58,64 @@ pub trait Backend: Send + Sync + 'static {
 }
 
 /// Where one request's outcome goes: straight to its connection's reply writer (no task
-/// hand-off in between), freeing its in-flight slot. Dropped without an outcome, it answers
-/// EIO, so a request is never left unanswered.
+/// hand-off in between). Dropped without an outcome, it answers EIO, so a request is never
+/// left unanswered.
 pub struct Completion {
     handle: u64,
     replies: Option<mpsc::UnboundedSender<Reply>>,
-    _slot: Option<OwnedSemaphorePermit>,
+    slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Completion {
     pub fn complete(mut self, outcome: Outcome) {
+        self.send(outcome);
+    }
+
+    fn send(&mut self, outcome: Outcome) {
         if let Some(replies) = self.replies.take() {
-            let _ = replies.send(Reply::new(self.handle, outcome));
+            let _ = replies.send(Reply::new(self.handle, outcome, self.slot.take()));
         }
     }
 }
 
 impl Drop for Completion {
     fn drop(&mut self) {
-        if let Some(replies) = self.replies.take() {
-            let _ = replies.send(Reply::new(
-                self.handle,
-                Err(io::Error::other("request dropped unanswered")),
-            ));
-        }
+        self.send(Err(io::Error::other("request dropped unanswered")));
     }
 }
 
-/// One encoded reply: the header, and a read's bytes (not copied behind the header).
+/// One encoded reply: the header, and a read's bytes (not copied behind the header). It holds
+/// its request's in-flight slot until written, so a client that does not read its replies
+/// stops being read from once `in_flight_max` replies wait: the server's memory stays bounded.
 struct Reply {
     header: [u8; 16],
     data: Option<Vec<u8>>,
+    _slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Reply {
-    fn new(handle: u64, outcome: Outcome) -> Reply {
-        match outcome {
-            Ok(data) => Reply {
-                header: nbd::simple_reply(handle, 0),
-                data,
+    fn new(handle: u64, outcome: Outcome, slot: Option<OwnedSemaphorePermit>) -> Reply {
+        let (error, data) = match outcome {
+            Ok(data) => (0, data),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::ENOSPC) | Some(libc::EDQUOT) | Some(libc::EFBIG) => (nbd::ENOSPC, None),
+                Some(libc::ENOMEM) => (nbd::ENOMEM, None),
+                _ => (nbd::EIO, None),
             },
-            Err(e) => {
-                let error = match e.raw_os_error() {
-                    Some(libc::ENOSPC) | Some(libc::EDQUOT) | Some(libc::EFBIG) => nbd::ENOSPC,
-                    Some(libc::ENOMEM) => nbd::ENOMEM,
-                    _ => nbd::EIO,
-                };
-                Reply {
-                    header: nbd::simple_reply(handle, error),
-                    data: None,
-                }
-            }
+        };
+        Reply::error(handle, error, data, slot)
+    }
+
+    fn error(
+        handle: u64,
+        error: u32,
+        data: Option<Vec<u8>>,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Reply {
+        Reply {
+            header: nbd::simple_reply(handle, error),
+            data,
+            _slot: slot,
         }
     }
 }
@@ -350,8 +357,8 @@ async fn transmission(
         read_only: config.read_only,
     };
     let (mut reader, writer) = stream.into_split();
-    // Replies, in the order requests complete (at most `in_flight_max` plus the errors
-    // answered directly are waiting: every request holds a slot until answered).
+    // Replies, in the order requests complete; every request, bad ones too, holds a slot until
+    // its reply is written, so at most `in_flight_max` are in flight or waiting.
     let (tx, rx) = mpsc::unbounded_channel::<Reply>();
     let writer_task = tokio::spawn(write_replies(writer, rx));
     let slots = Arc::new(Semaphore::new(config.in_flight_max));
@@ -394,17 +401,16 @@ async fn transmission(
         if request.command == Command::Disc {
             break Ok(());
         }
+        let permit = slots.clone().acquire_owned().await.expect("never closed");
         if let Err(error) = nbd::check_request(&request, &limits) {
-            let reply = Reply {
-                header: nbd::simple_reply(request.handle, error),
-                data: None,
-            };
-            if tx.send(reply).is_err() {
+            if tx
+                .send(Reply::error(request.handle, error, None, Some(permit)))
+                .is_err()
+            {
                 break Ok(());
             }
             continue;
         }
-        let permit = slots.clone().acquire_owned().await.expect("never closed");
         let fua = request.flags & nbd::CMD_FLAG_FUA != 0;
         let (offset, length) = (request.offset, request.length);
         let op = match request.command {
@@ -426,7 +432,7 @@ async fn transmission(
         let done = Completion {
             handle: request.handle,
             replies: Some(tx.clone()),
-            _slot: Some(permit),
+            slot: Some(permit),
         };
         backend.submit(op, done);
     };
@@ -445,19 +451,23 @@ async fn write_replies(
 ) -> io::Result<()> {
     const GATHER_BYTES: usize = 64 << 10;
     let mut out: Vec<u8> = Vec::with_capacity(GATHER_BYTES);
+    // The gathered replies' slots, freed once their bytes are written.
+    let mut written: Vec<Reply> = Vec::new();
     while let Some(first) = replies.recv().await {
         let mut next = Some(first);
-        while let Some(reply) = next.take() {
+        while let Some(mut reply) = next.take() {
             out.extend_from_slice(&reply.header);
-            match reply.data {
+            match reply.data.take() {
                 Some(data) if data.len() > GATHER_BYTES / 4 => {
                     writer.write_all(&out).await?;
                     out.clear();
                     writer.write_all(&data).await?;
+                    written.clear();
                 }
                 Some(data) => out.extend_from_slice(&data),
                 None => {}
             }
+            written.push(reply);
             if out.len() >= GATHER_BYTES {
                 break;
             }
@@ -467,6 +477,7 @@ async fn write_replies(
             writer.write_all(&out).await?;
             out.clear();
         }
+        written.clear();
     }
     writer.shutdown().await
 }

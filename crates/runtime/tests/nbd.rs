@@ -17,11 +17,14 @@ fn start() -> (SocketAddr, tempfile::NamedTempFile) {
     let file = tempfile::NamedTempFile::new().unwrap();
     file.as_file().set_len(EXPORT_BYTES).unwrap();
     let backend: Arc<dyn Backend> = Arc::new(FileBackend::open(file.path()).unwrap());
-    (start_backend(backend), file)
+    (
+        start_backend(backend, ExportConfig::default().in_flight_max),
+        file,
+    )
 }
 
 /// A server for `backend` on its own runtime thread.
-fn start_backend(backend: Arc<dyn Backend>) -> SocketAddr {
+fn start_backend(backend: Arc<dyn Backend>, in_flight_max: usize) -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -34,6 +37,7 @@ fn start_backend(backend: Arc<dyn Backend>) -> SocketAddr {
             tx.send(listener.local_addr().unwrap()).unwrap();
             let config = ExportConfig {
                 name: "vol".into(),
+                in_flight_max,
                 ..ExportConfig::default()
             };
             serve(listener, backend, config).await.unwrap();
@@ -335,7 +339,10 @@ impl Backend for Forgetful {
 fn a_dropped_request_is_answered_eio_and_large_and_small_replies_interleave_intact() {
     let file = tempfile::NamedTempFile::new().unwrap();
     file.as_file().set_len(EXPORT_BYTES).unwrap();
-    let addr = start_backend(Arc::new(Forgetful(FileBackend::open(file.path()).unwrap())));
+    let addr = start_backend(
+        Arc::new(Forgetful(FileBackend::open(file.path()).unwrap())),
+        ExportConfig::default().in_flight_max,
+    );
     let mut s = raw_connect(addr);
     // 1 MiB of a pattern at 1 MiB, written in 4 KiB pieces with 32 in flight.
     let image: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
@@ -387,4 +394,60 @@ fn a_dropped_request_is_answered_eio_and_large_and_small_replies_interleave_inta
     // The connection goes on.
     send(&mut s, nbd::Command::Flush, 0, 100, 0, &[], 0);
     assert_eq!(receive(&mut s), (100, 0));
+}
+
+/// Resident memory of this process (each test is its own process under nextest).
+fn resident_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 1024
+}
+
+#[test]
+fn a_client_that_does_not_read_its_replies_is_not_read_from_past_the_in_flight_limit() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    file.as_file().set_len(EXPORT_BYTES).unwrap();
+    let addr = start_backend(Arc::new(FileBackend::open(file.path()).unwrap()), 4);
+    let mut s = raw_connect(addr);
+    let before = resident_bytes();
+    // 256 reads of 1 MiB sent without reading a reply: answered all at once, they would be
+    // 256 MiB waiting in the server.
+    for h in 0..256u64 {
+        send(
+            &mut s,
+            nbd::Command::Read,
+            0,
+            h,
+            (h % 32) << 20,
+            &[],
+            1 << 20,
+        );
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let grown = resident_bytes().saturating_sub(before);
+    assert!(
+        grown < 64 << 20,
+        "the server holds {} MiB of unread replies",
+        grown >> 20
+    );
+    // Every request is still answered, in full.
+    let mut seen = Vec::new();
+    for _ in 0..256 {
+        let (handle, error) = receive(&mut s);
+        assert_eq!(error, 0);
+        let mut data = vec![0u8; 1 << 20];
+        s.read_exact(&mut data).unwrap();
+        seen.push(handle);
+    }
+    seen.sort();
+    assert_eq!(seen, (0..256).collect::<Vec<_>>());
+    println!(
+        "resident memory grew {} MiB with 256 unread 1 MiB replies",
+        grown >> 20
+    );
 }
