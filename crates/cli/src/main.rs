@@ -14,6 +14,7 @@
 //! - `bench`: `bench trace`, `bench sim`, throughput figures against a baseline measured in the same run.
 //! - `lab_cmd`, `lab_plots`: `lab everest`, its tables, CSV and SVG output.
 //! - `demo`: the main job on a built-in synthetic trace.
+//! - `warmup_cmd`: `warmup simulate`, the block cache simulator (Bonfire).
 
 mod bench;
 mod demo;
@@ -27,6 +28,7 @@ mod trace_cmd;
 mod volume_bench;
 mod volume_cmd;
 mod volume_pgbench;
+mod warmup_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -86,6 +88,8 @@ enum Command {
     Lab(lab_cmd::LabArgs),
     /// Generate a built-in synthetic bursty trace and characterize it (no data needed).
     Demo(demo::DemoArgs),
+    /// Storage-level cache warm-up (Bonfire): the cache simulator.
+    Warmup(warmup_cmd::WarmupArgs),
 }
 
 fn main() {
@@ -100,6 +104,7 @@ fn main() {
         Command::Replay(args) => replay_cmd::run(args),
         Command::Lab(args) => lab_cmd::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Warmup(args) => warmup_cmd::run(args),
     };
     if let Err(error) = result {
         eprintln!("cordillera: error: {error:#}");

@@ -1,0 +1,348 @@
+//! Block caches. A cache holds at most `capacity` block numbers; [`Cache::access`] touches a
+//! block (a hit refreshes it as the policy says, a miss inserts it, evicting one block when
+//! full) and tells whether it was present.
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::collections::VecDeque;
+
+/// A replacement policy over block numbers.
+pub trait Cache {
+    /// Touches `block`; returns whether it was cached before.
+    fn access(&mut self, block: u64) -> bool;
+    fn contains(&self, block: u64) -> bool;
+    fn len(&self) -> usize;
+    fn capacity(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The policies, by name (`lru`, `fifo`, `clock`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    Lru,
+    Fifo,
+    Clock,
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Policy, String> {
+        match s {
+            "lru" => Ok(Policy::Lru),
+            "fifo" => Ok(Policy::Fifo),
+            "clock" => Ok(Policy::Clock),
+            other => Err(format!("unknown cache policy {other:?} (lru, fifo, clock)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Policy::Lru => "lru",
+            Policy::Fifo => "fifo",
+            Policy::Clock => "clock",
+        })
+    }
+}
+
+const NIL: u32 = u32::MAX;
+
+/// Least recently used. Entries live in parallel arrays linked into a recency list by index
+/// (no allocation per access); a hash map finds a block's entry.
+pub struct Lru {
+    capacity: usize,
+    map: FxHashMap<u64, u32>,
+    blocks: Vec<u64>,
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    /// Most and least recently used entries.
+    head: u32,
+    tail: u32,
+}
+
+impl Lru {
+    /// A cache of `capacity` blocks; more than `u32::MAX - 1` is refused.
+    pub fn new(capacity: usize) -> Lru {
+        assert!(
+            capacity < NIL as usize,
+            "capacity {capacity} blocks is too large"
+        );
+        let reserve = capacity.min(1 << 24);
+        let mut map = FxHashMap::default();
+        map.reserve(reserve);
+        Lru {
+            capacity,
+            map,
+            blocks: Vec::with_capacity(reserve),
+            prev: Vec::with_capacity(reserve),
+            next: Vec::with_capacity(reserve),
+            head: NIL,
+            tail: NIL,
+        }
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (p, n) = (self.prev[i as usize], self.next[i as usize]);
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.next[p as usize] = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.prev[n as usize] = p;
+        }
+    }
+
+    fn push_front(&mut self, i: u32) {
+        self.prev[i as usize] = NIL;
+        self.next[i as usize] = self.head;
+        if self.head != NIL {
+            self.prev[self.head as usize] = i;
+        }
+        self.head = i;
+        if self.tail == NIL {
+            self.tail = i;
+        }
+    }
+
+    /// Blocks from most to least recently used.
+    pub fn recency_order(&self) -> Vec<u64> {
+        let mut out = Vec::with_capacity(self.map.len());
+        let mut i = self.head;
+        while i != NIL {
+            out.push(self.blocks[i as usize]);
+            i = self.next[i as usize];
+        }
+        out
+    }
+}
+
+impl Cache for Lru {
+    #[inline]
+    fn access(&mut self, block: u64) -> bool {
+        if let Some(&i) = self.map.get(&block) {
+            if self.head != i {
+                self.unlink(i);
+                self.push_front(i);
+            }
+            return true;
+        }
+        if self.capacity == 0 {
+            return false;
+        }
+        let i = if self.blocks.len() < self.capacity {
+            self.blocks.push(block);
+            self.prev.push(NIL);
+            self.next.push(NIL);
+            (self.blocks.len() - 1) as u32
+        } else {
+            // Reuse the least recent entry's slot.
+            let victim = self.tail;
+            self.unlink(victim);
+            self.map.remove(&self.blocks[victim as usize]);
+            self.blocks[victim as usize] = block;
+            victim
+        };
+        self.map.insert(block, i);
+        self.push_front(i);
+        false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.map.contains_key(&block)
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+/// First in, first out: a hit changes nothing; a miss evicts the oldest insertion.
+pub struct Fifo {
+    capacity: usize,
+    map: rustc_hash::FxHashSet<u64>,
+    order: VecDeque<u64>,
+}
+
+impl Fifo {
+    pub fn new(capacity: usize) -> Fifo {
+        Fifo {
+            capacity,
+            map: Default::default(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
+impl Cache for Fifo {
+    #[inline]
+    fn access(&mut self, block: u64) -> bool {
+        if self.map.contains(&block) {
+            return true;
+        }
+        if self.capacity == 0 {
+            return false;
+        }
+        if self.order.len() == self.capacity {
+            let oldest = self.order.pop_front().expect("full");
+            self.map.remove(&oldest);
+        }
+        self.order.push_back(block);
+        self.map.insert(block);
+        false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.map.contains(&block)
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+/// CLOCK (second chance): blocks sit in a ring with a reference bit, set by a hit. A miss on a
+/// full cache advances the hand, clearing set bits, to the first block whose bit is clear and
+/// replaces it; a new block starts with its bit clear.
+pub struct Clock {
+    capacity: usize,
+    map: FxHashMap<u64, u32>,
+    blocks: Vec<u64>,
+    referenced: Vec<bool>,
+    hand: usize,
+}
+
+impl Clock {
+    pub fn new(capacity: usize) -> Clock {
+        assert!(
+            capacity < NIL as usize,
+            "capacity {capacity} blocks is too large"
+        );
+        Clock {
+            capacity,
+            map: FxHashMap::default(),
+            blocks: Vec::new(),
+            referenced: Vec::new(),
+            hand: 0,
+        }
+    }
+}
+
+impl Cache for Clock {
+    #[inline]
+    fn access(&mut self, block: u64) -> bool {
+        if let Some(&i) = self.map.get(&block) {
+            self.referenced[i as usize] = true;
+            return true;
+        }
+        if self.capacity == 0 {
+            return false;
+        }
+        if self.blocks.len() < self.capacity {
+            self.map.insert(block, self.blocks.len() as u32);
+            self.blocks.push(block);
+            self.referenced.push(false);
+            return false;
+        }
+        while self.referenced[self.hand] {
+            self.referenced[self.hand] = false;
+            self.hand = (self.hand + 1) % self.capacity;
+        }
+        let i = self.hand;
+        self.map.remove(&self.blocks[i]);
+        self.blocks[i] = block;
+        self.map.insert(block, i as u32);
+        self.hand = (self.hand + 1) % self.capacity;
+        false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.map.contains_key(&block)
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+/// A cache of `policy` holding `capacity` blocks.
+pub fn build(policy: Policy, capacity: usize) -> Box<dyn Cache> {
+    match policy {
+        Policy::Lru => Box::new(Lru::new(capacity)),
+        Policy::Fifo => Box::new(Fifo::new(capacity)),
+        Policy::Clock => Box::new(Clock::new(capacity)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_evicts_the_least_recent_and_a_hit_refreshes() {
+        let mut c = Lru::new(2);
+        assert!(!c.access(1));
+        assert!(!c.access(2));
+        assert!(c.access(1)); // 1 is now the most recent
+        assert!(!c.access(3)); // evicts 2
+        assert!(!c.contains(2));
+        assert_eq!(c.recency_order(), vec![3, 1]);
+        assert!(c.access(1));
+        assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn fifo_ignores_hits_when_evicting() {
+        let mut c = Fifo::new(2);
+        c.access(1);
+        c.access(2);
+        assert!(c.access(1));
+        c.access(3); // evicts 1, the oldest insertion, despite its hit
+        assert!(!c.contains(1) && c.contains(2) && c.contains(3));
+    }
+
+    #[test]
+    fn clock_gives_a_referenced_block_a_second_chance() {
+        let mut c = Clock::new(2);
+        c.access(1);
+        c.access(2);
+        assert!(c.access(1)); // 1's bit set
+        c.access(3); // hand clears 1, evicts 2
+        assert!(c.contains(1) && !c.contains(2) && c.contains(3));
+        c.access(4); // 1's bit is clear now: evicted
+        assert!(!c.contains(1) && c.contains(3) && c.contains(4));
+    }
+
+    #[test]
+    fn a_zero_capacity_cache_never_hits() {
+        for policy in [Policy::Lru, Policy::Fifo, Policy::Clock] {
+            let mut c = build(policy, 0);
+            assert!(!c.access(7) && !c.access(7), "{policy}");
+            assert!(c.is_empty());
+        }
+    }
+
+    #[test]
+    fn policies_parse_by_name() {
+        assert_eq!("clock".parse::<Policy>().unwrap(), Policy::Clock);
+        assert!("arc".parse::<Policy>().is_err());
+    }
+}
