@@ -51,17 +51,23 @@ impl std::fmt::Display for Policy {
 
 const NIL: u32 = u32::MAX;
 
-/// Least recently used. Entries live in parallel arrays linked into a recency list by index
-/// (no allocation per access); a hash map finds a block's entry.
+/// Least recently used. Entries live in one array, linked into a recency list by index (no
+/// allocation per access; a hit touches one entry and its two neighbours); a hash map finds a
+/// block's entry.
 pub struct Lru {
     capacity: usize,
     map: FxHashMap<u64, u32>,
-    blocks: Vec<u64>,
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    entries: Vec<Entry>,
     /// Most and least recently used entries.
     head: u32,
     tail: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    block: u64,
+    prev: u32,
+    next: u32,
 }
 
 impl Lru {
@@ -73,37 +79,40 @@ impl Lru {
         );
         let reserve = capacity.min(1 << 24);
         let mut map = FxHashMap::default();
-        map.reserve(reserve);
+        // One more than the capacity: a miss inserts the new block before removing the victim.
+        map.reserve(reserve + 1);
         Lru {
             capacity,
             map,
-            blocks: Vec::with_capacity(reserve),
-            prev: Vec::with_capacity(reserve),
-            next: Vec::with_capacity(reserve),
+            entries: Vec::with_capacity(reserve),
             head: NIL,
             tail: NIL,
         }
     }
 
+    #[inline]
     fn unlink(&mut self, i: u32) {
-        let (p, n) = (self.prev[i as usize], self.next[i as usize]);
-        if p == NIL {
-            self.head = n;
+        let Entry { prev, next, .. } = self.entries[i as usize];
+        if prev == NIL {
+            self.head = next;
         } else {
-            self.next[p as usize] = n;
+            self.entries[prev as usize].next = next;
         }
-        if n == NIL {
-            self.tail = p;
+        if next == NIL {
+            self.tail = prev;
         } else {
-            self.prev[n as usize] = p;
+            self.entries[next as usize].prev = prev;
         }
     }
 
+    #[inline]
     fn push_front(&mut self, i: u32) {
-        self.prev[i as usize] = NIL;
-        self.next[i as usize] = self.head;
-        if self.head != NIL {
-            self.prev[self.head as usize] = i;
+        let head = self.head;
+        let e = &mut self.entries[i as usize];
+        e.prev = NIL;
+        e.next = head;
+        if head != NIL {
+            self.entries[head as usize].prev = i;
         }
         self.head = i;
         if self.tail == NIL {
@@ -111,13 +120,20 @@ impl Lru {
         }
     }
 
+    /// Bytes the cache's structures hold: the hash table's slots (key, entry index and one
+    /// control byte each, hashbrown's layout) and the entries, by their capacities.
+    pub fn memory_bytes(&self) -> usize {
+        let slot = std::mem::size_of::<(u64, u32)>() + 1;
+        self.map.capacity() * slot + self.entries.capacity() * std::mem::size_of::<Entry>()
+    }
+
     /// Blocks from most to least recently used.
     pub fn recency_order(&self) -> Vec<u64> {
         let mut out = Vec::with_capacity(self.map.len());
         let mut i = self.head;
         while i != NIL {
-            out.push(self.blocks[i as usize]);
-            i = self.next[i as usize];
+            out.push(self.entries[i as usize].block);
+            i = self.entries[i as usize].next;
         }
         out
     }
@@ -126,30 +142,42 @@ impl Lru {
 impl Cache for Lru {
     #[inline]
     fn access(&mut self, block: u64) -> bool {
-        if let Some(&i) = self.map.get(&block) {
-            if self.head != i {
-                self.unlink(i);
-                self.push_front(i);
-            }
-            return true;
-        }
+        use std::collections::hash_map::Entry as Slot;
         if self.capacity == 0 {
             return false;
         }
-        let i = if self.blocks.len() < self.capacity {
-            self.blocks.push(block);
-            self.prev.push(NIL);
-            self.next.push(NIL);
-            (self.blocks.len() - 1) as u32
+        // One probe of the table for a hit and for the new block's insertion.
+        let full = self.entries.len() == self.capacity;
+        let i = if full {
+            self.tail
         } else {
-            // Reuse the least recent entry's slot.
-            let victim = self.tail;
-            self.unlink(victim);
-            self.map.remove(&self.blocks[victim as usize]);
-            self.blocks[victim as usize] = block;
-            victim
+            self.entries.len() as u32
         };
-        self.map.insert(block, i);
+        match self.map.entry(block) {
+            Slot::Occupied(o) => {
+                let i = *o.get();
+                if self.head != i {
+                    self.unlink(i);
+                    self.push_front(i);
+                }
+                return true;
+            }
+            Slot::Vacant(v) => {
+                v.insert(i);
+            }
+        }
+        if full {
+            // Reuse the least recent entry's slot.
+            self.unlink(i);
+            let old = std::mem::replace(&mut self.entries[i as usize].block, block);
+            self.map.remove(&old);
+        } else {
+            self.entries.push(Entry {
+                block,
+                prev: NIL,
+                next: NIL,
+            });
+        }
         self.push_front(i);
         false
     }

@@ -67,7 +67,7 @@ fn record(op: Op, offset_bytes: u64, size_bytes: u64) -> Record {
 
 fn check(capacity: usize, records: &[Record]) -> Counts {
     let mut lru = Lru::new(capacity);
-    let counts = simulate(&mut lru, records.iter().cloned());
+    let counts = simulate(&mut lru, records.iter().copied());
     assert_eq!(
         (counts.read_block_accesses, counts.read_block_hits),
         reference_counts(capacity, records),
