@@ -6,5 +6,7 @@
 //! - [`sim`]: a trace or generated workload driven through a cache at 4 KiB block granularity;
 //!   reads and writes both insert or refresh the blocks they touch, hits are counted for reads.
 
+pub mod algorithms;
 pub mod cache;
+pub mod schemes;
 pub mod sim;
