@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
+use cordillera_warmup::algorithms::{self, Algorithm};
 use cordillera_warmup::cache::{Cache, Clock, Fifo, Lru, Policy};
+use cordillera_warmup::schemes::{self, Interval, Scheme, Timeline};
 use cordillera_warmup::sim::{apply, Counts, BLOCK_BYTES};
 use serde::Serialize;
 
@@ -22,6 +24,71 @@ enum WarmupCommand {
     /// Drive a trace through a block cache (4 KiB blocks) that starts empty; count read block
     /// accesses and hits (reads and writes both insert or refresh the blocks they touch).
     Simulate(SimulateArgs),
+    /// Bonfire's three schemes side by side: a new cache created at T, cold (empty) and warmed
+    /// (pre-loaded by a warm-up algorithm from the 24 hours before T), against a cache running
+    /// since the trace start; read hit rate per interval, T_converge (Eq. 1) and server load
+    /// reduction (Eq. 2). The trace is held in memory (about 40 bytes per request).
+    Schemes(SchemesArgs),
+}
+
+#[derive(Clone, Copy, clap::ValueEnum, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Axis {
+    /// Trace time, in seconds.
+    Time,
+    /// Requests, counted from the first (for traces without timestamps, and Figure 10).
+    Requests,
+}
+
+#[derive(Args)]
+struct SchemesArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// Replacement policy of all three caches.
+    #[arg(long, default_value = "lru")]
+    policy: Policy,
+    /// Cache size: bytes (k, m, g suffixes) or a percentage of the working set (e.g. 50%).
+    #[arg(long, default_value = "50%")]
+    cache_size: String,
+    /// Warm-up size: bytes or a percentage of the working set.
+    #[arg(long, default_value = "10%")]
+    warmup_size: String,
+    /// Warm-up algorithm: last-k, first-k, top-k, random-k.
+    #[arg(long, default_value = "last-k")]
+    algorithm: Algorithm,
+    /// Warm-up region size in bytes (the paper's are 4k and 1m).
+    #[arg(long, default_value = "1m")]
+    region: String,
+    /// What T, intervals and the history window are measured in.
+    #[arg(long, value_enum, default_value_t = Axis::Time)]
+    axis: Axis,
+    /// T, when the new caches are created (seconds or requests from the start; default half-way).
+    #[arg(long)]
+    start: Option<f64>,
+    /// Interval length (seconds, or requests); default 600 s, or 1 % of the trace in requests.
+    #[arg(long)]
+    interval: Option<f64>,
+    /// The history the algorithms choose from: this much before T (seconds, or requests;
+    /// default 24 hours, or everything before T in requests).
+    #[arg(long)]
+    history: Option<f64>,
+    /// Disk read-ahead in bytes (0: none; the paper's is 128k).
+    #[arg(long, default_value = "0")]
+    readahead: String,
+    /// Violation threshold Th_V of Equation 1.
+    #[arg(long, default_value_t = 0.8)]
+    th_v: f64,
+    /// Convergence threshold Th_N of Equation 1.
+    #[arg(long, default_value_t = 0.03)]
+    th_n: f64,
+    /// Sequential bandwidth for the pre-load time estimate, MB/s.
+    #[arg(long, default_value_t = 100.0)]
+    preload_mb_per_s: f64,
+    /// Seed of Random-K.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -53,6 +120,7 @@ struct Simulated {
 pub fn run(args: WarmupArgs) -> Result<()> {
     match args.command {
         WarmupCommand::Simulate(a) => simulate(a),
+        WarmupCommand::Schemes(a) => schemes(a),
     }
 }
 
@@ -115,4 +183,253 @@ fn simulate(a: SimulateArgs) -> Result<()> {
         out.requests_per_s / 1e6
     );
     Ok(())
+}
+
+/// Bytes, or a percentage of `whole_blocks` blocks, in blocks.
+fn blocks_of(text: &str, whole_blocks: u64, flag: &str) -> Result<u64> {
+    if let Some(p) = text.strip_suffix('%') {
+        let p: f64 = p
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{flag}: bad percentage {text:?}"))?;
+        if !(0.0..=1000.0).contains(&p) {
+            bail!("{flag}: percentage {p} out of 0–1000");
+        }
+        return Ok((whole_blocks as f64 * p / 100.0).round() as u64);
+    }
+    let bytes =
+        cordillera_sim::presets::parse_size(text).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+    Ok(bytes / BLOCK_BYTES)
+}
+
+#[derive(Serialize)]
+struct SchemeRow {
+    name: &'static str,
+    converge_intervals: usize,
+    converge: f64,
+    server_load_reduction: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct SchemesReport {
+    policy: Policy,
+    algorithm: Algorithm,
+    axis: Axis,
+    requests: usize,
+    working_set_blocks: u64,
+    cache_blocks: u64,
+    warmup_blocks: u64,
+    region_bytes: u64,
+    start: f64,
+    interval: f64,
+    th_v: f64,
+    th_n: f64,
+    preload_s: f64,
+    /// Per the paper: (cold − (warmed + pre-load)) ÷ cold, in percent; `None` when cold is 0.
+    converge_improvement_percent: Option<f64>,
+    schemes: Vec<SchemeRow>,
+    /// Per interval from T: read hit rates of always-warm, cold, warmed.
+    intervals: Vec<[Option<f64>; 3]>,
+}
+
+fn schemes(a: SchemesArgs) -> Result<()> {
+    let mut records = Vec::new();
+    for_each_record(&a.input, |_, r| records.push(*r))?;
+    if records.is_empty() {
+        bail!("the trace has no records");
+    }
+    if a.axis == Axis::Requests {
+        for (i, r) in records.iter_mut().enumerate() {
+            r.time_ns = i as i64;
+        }
+    } else if records.iter().all(|r| r.time_ns == records[0].time_ns) {
+        bail!("the trace has no timestamps: use --axis requests");
+    }
+    // The axis unit in ns (time) or 1 (requests).
+    let unit = if a.axis == Axis::Time { 1e9 } else { 1.0 };
+    let first = records.iter().map(|r| r.time_ns).min().expect("records");
+    let last = records.iter().map(|r| r.time_ns).max().expect("records");
+    let start_ns = match a.start {
+        Some(s) if s >= 0.0 => first + (s * unit) as i64,
+        Some(_) => bail!("--start must not be negative"),
+        None => first + (last - first) / 2,
+    };
+    let interval_ns = match a.interval {
+        Some(i) if i > 0.0 => (i * unit) as i64,
+        Some(_) => bail!("--interval must be positive"),
+        None if a.axis == Axis::Time => 600_000_000_000,
+        None => ((records.len() / 100).max(1)) as i64,
+    }
+    .max(1);
+    let history_from = match a.history {
+        Some(h) if h > 0.0 => start_ns - (h * unit) as i64,
+        Some(_) => bail!("--history must be positive"),
+        None if a.axis == Axis::Time => start_ns - 86_400_000_000_000,
+        None => i64::MIN,
+    };
+    let region_bytes =
+        cordillera_sim::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
+    if region_bytes == 0 || region_bytes % BLOCK_BYTES != 0 {
+        bail!("--region must be a positive multiple of 4 KiB");
+    }
+    let readahead_bytes =
+        cordillera_sim::presets::parse_size(&a.readahead).map_err(anyhow::Error::msg)?;
+    if !(a.th_v > 0.0 && a.th_v <= 1.0 && a.th_n >= 0.0 && a.th_n < 1.0) {
+        bail!("Equation 1 needs 0 < Th_V ≤ 1 and 0 ≤ Th_N < 1");
+    }
+    let wss = algorithms::working_set_blocks(&records);
+    let cache_blocks = blocks_of(&a.cache_size, wss, "--cache-size")?;
+    let warmup_blocks = blocks_of(&a.warmup_size, wss, "--warmup-size")?;
+    if cache_blocks >= u64::from(u32::MAX) {
+        bail!("--cache-size is over the simulator's limit of 2^32 - 1 blocks");
+    }
+    let history: Vec<_> = records
+        .iter()
+        .filter(|r| r.time_ns >= history_from && r.time_ns < start_ns)
+        .copied()
+        .collect();
+    let preload = algorithms::select(
+        &history,
+        a.algorithm,
+        region_bytes,
+        warmup_blocks * BLOCK_BYTES,
+        a.seed,
+    );
+    let timeline = Timeline {
+        start_ns,
+        interval_ns,
+        readahead_bytes,
+    };
+    let capacity = cache_blocks as usize;
+    let n = records.len();
+    let series = match a.policy {
+        Policy::Lru => three(records, timeline, &preload, || Lru::new(capacity)),
+        Policy::Fifo => three(records, timeline, &preload, || Fifo::new(capacity)),
+        Policy::Clock => three(records, timeline, &preload, || Clock::new(capacity)),
+    };
+    let [always, cold, warmed] = &series;
+    let cold_t = schemes::convergence(cold, always, a.th_v, a.th_n);
+    let warmed_t = schemes::convergence(warmed, always, a.th_v, a.th_n);
+    let interval = interval_ns as f64 / unit;
+    let preload_s = preload.len() as f64 * BLOCK_BYTES as f64 / (a.preload_mb_per_s * 1e6);
+    let preload_axis = if a.axis == Axis::Time { preload_s } else { 0.0 };
+    let cold_converge = cold_t as f64 * interval;
+    let warmed_converge = warmed_t as f64 * interval;
+    let report = SchemesReport {
+        policy: a.policy,
+        algorithm: a.algorithm,
+        axis: a.axis,
+        requests: n,
+        working_set_blocks: wss,
+        cache_blocks,
+        warmup_blocks: preload.len() as u64,
+        region_bytes,
+        start: (start_ns - first) as f64 / unit,
+        interval,
+        th_v: a.th_v,
+        th_n: a.th_n,
+        preload_s,
+        converge_improvement_percent: (cold_converge > 0.0)
+            .then(|| 100.0 * (cold_converge - (warmed_converge + preload_axis)) / cold_converge),
+        schemes: vec![
+            SchemeRow {
+                name: "always-warm",
+                converge_intervals: 0,
+                converge: 0.0,
+                server_load_reduction: schemes::server_load_reduction(always, cold_t),
+            },
+            SchemeRow {
+                name: "cold",
+                converge_intervals: cold_t,
+                converge: cold_converge,
+                server_load_reduction: schemes::server_load_reduction(cold, cold_t),
+            },
+            SchemeRow {
+                name: "warmed",
+                converge_intervals: warmed_t,
+                converge: warmed_converge,
+                server_load_reduction: schemes::server_load_reduction(warmed, cold_t),
+            },
+        ],
+        intervals: (0..always.len())
+            .map(|i| {
+                [
+                    always[i].hit_rate(),
+                    cold[i].hit_rate(),
+                    warmed[i].hit_rate(),
+                ]
+            })
+            .collect(),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    let unit_name = if a.axis == Axis::Time {
+        "s"
+    } else {
+        "requests"
+    };
+    println!(
+        "{} requests; working set {} blocks; {} cache of {} blocks; {} warmed {} blocks ({} B regions) from the history before T = {:.0} {unit_name}; pre-load {:.1} s at {} MB/s",
+        report.requests,
+        wss,
+        report.policy,
+        cache_blocks,
+        report.algorithm,
+        report.warmup_blocks,
+        region_bytes,
+        report.start,
+        preload_s,
+        a.preload_mb_per_s
+    );
+    println!(
+        "{:>12} {:>12} {:>12} {:>12}",
+        format!("from T, {unit_name}"),
+        "always-warm",
+        "cold",
+        "warmed"
+    );
+    let pct = |h: Option<f64>| h.map_or("-".to_owned(), |h| format!("{:.1} %", h * 100.0));
+    for (i, row) in report.intervals.iter().enumerate() {
+        println!(
+            "{:>12.0} {:>12} {:>12} {:>12}",
+            i as f64 * interval,
+            pct(row[0]),
+            pct(row[1]),
+            pct(row[2])
+        );
+    }
+    println!(
+        "T_converge (Th_V {}, Th_N {}): cold {:.0} {unit_name}, warmed {:.0} {unit_name}; improvement {}",
+        a.th_v,
+        a.th_n,
+        cold_converge,
+        warmed_converge,
+        report
+            .converge_improvement_percent
+            .map_or("- (cold converges at once)".to_owned(), |p| format!("{p:.0} %"))
+    );
+    println!(
+        "server load reduction over cold's T_converge: always-warm {}, cold {}, warmed {}",
+        pct(report.schemes[0].server_load_reduction),
+        pct(report.schemes[1].server_load_reduction),
+        pct(report.schemes[2].server_load_reduction)
+    );
+    Ok(())
+}
+
+/// Always-warm, cold and warmed (pre-loaded with `preload`) over the records.
+fn three<C: Cache>(
+    records: Vec<cordillera_trace::record::Record>,
+    timeline: Timeline,
+    preload: &[u64],
+    make: impl Fn() -> C,
+) -> [Vec<Interval>; 3] {
+    let mut always = Scheme::new(make());
+    let mut cold = Scheme::new(make());
+    let mut warmed = Scheme::new(make());
+    warmed.preload(preload.iter().copied());
+    schemes::drive(records, timeline, &mut always, &mut cold, &mut warmed);
+    [always.intervals, cold.intervals, warmed.intervals]
 }

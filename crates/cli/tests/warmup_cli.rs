@@ -61,3 +61,78 @@ fn a_bad_policy_or_size_is_a_clear_error() {
         assert!(err.contains(expected), "{policy} {size}: {err}");
     }
 }
+
+#[test]
+fn schemes_show_a_warmed_cache_ahead_of_a_cold_one_on_a_skewed_workload() {
+    let out = Command::new(BIN)
+        .args([
+            "warmup",
+            "schemes",
+            SPEC,
+            "--axis",
+            "requests",
+            "--interval",
+            "2500",
+            "--cache-size",
+            "25%",
+            "--warmup-size",
+            "25%",
+            "--region",
+            "4k",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["requests"], 50_000);
+    // Half-way between the first request (0) and the last (49,999) by default.
+    assert_eq!(v["start"], 24_999.0);
+    let intervals = v["intervals"].as_array().unwrap();
+    assert_eq!(intervals.len(), 11, "25,001 requests from T, 2,500 an interval");
+    let rate = |i: usize, scheme: usize| intervals[i][scheme].as_f64().unwrap();
+    // In the first interval after T: always-warm and warmed ahead of cold.
+    assert!(
+        rate(0, 0) > rate(0, 1) && rate(0, 2) > rate(0, 1),
+        "{:?}",
+        intervals[0]
+    );
+    let schemes = v["schemes"].as_array().unwrap();
+    let (cold, warmed) = (&schemes[1], &schemes[2]);
+    assert!(
+        warmed["converge"].as_f64() <= cold["converge"].as_f64(),
+        "{v}"
+    );
+    assert!(
+        warmed["server_load_reduction"].as_f64() >= cold["server_load_reduction"].as_f64(),
+        "{v}"
+    );
+    // A working set of 25 % is what was loaded (4 KiB regions: exactly the block count).
+    let wss = v["working_set_blocks"].as_u64().unwrap();
+    let loaded = v["warmup_blocks"].as_u64().unwrap();
+    assert!(loaded <= (wss + 3) / 4 && loaded > 0, "{loaded} of {wss}");
+}
+
+#[test]
+fn schemes_run_on_the_time_axis_and_refuse_an_empty_interval() {
+    let out = Command::new(BIN)
+        .args(["warmup", "schemes", SPEC, "--axis", "time"])
+        .output()
+        .unwrap();
+    // The generated Zipf workload has timestamps: it runs on the time axis.
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(BIN)
+        .args(["warmup", "schemes", SPEC, "--interval", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--interval must be positive"));
+}

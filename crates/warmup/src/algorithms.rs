@@ -79,7 +79,10 @@ pub fn select_regions(
     k: usize,
     seed: u64,
 ) -> Vec<u64> {
-    assert!(region_bytes > 0 && region_bytes % BLOCK_BYTES == 0, "whole blocks");
+    assert!(
+        region_bytes > 0 && region_bytes % BLOCK_BYTES == 0,
+        "whole blocks"
+    );
     if k == 0 {
         return Vec::new();
     }
@@ -200,15 +203,28 @@ mod tests {
     fn each_algorithm_chooses_as_the_paper_says() {
         // Accesses: 1 2 3 2 4 2 5 3
         let h: Vec<Record> = [1, 2, 3, 2, 4, 2, 5, 3].iter().map(|&b| at(b)).collect();
-        assert_eq!(select_regions(&h, Algorithm::LastK, 4096, 3, 0), vec![2, 5, 3]);
-        assert_eq!(select_regions(&h, Algorithm::FirstK, 4096, 3, 0), vec![3, 2, 1]);
+        assert_eq!(
+            select_regions(&h, Algorithm::LastK, 4096, 3, 0),
+            vec![2, 5, 3]
+        );
+        assert_eq!(
+            select_regions(&h, Algorithm::FirstK, 4096, 3, 0),
+            vec![3, 2, 1]
+        );
         // 2 three times, 3 twice; then 5, 4, 1 once each, 5 the most recent.
-        assert_eq!(select_regions(&h, Algorithm::TopK, 4096, 3, 0), vec![5, 3, 2]);
+        assert_eq!(
+            select_regions(&h, Algorithm::TopK, 4096, 3, 0),
+            vec![5, 3, 2]
+        );
         let random = select_regions(&h, Algorithm::RandomK, 4096, 3, 7);
         let distinct: FxHashSet<u64> = random.iter().copied().collect();
         assert_eq!(distinct.len(), 3);
         assert!(random.iter().all(|b| [1, 2, 3, 4, 5].contains(b)));
-        assert_eq!(random, select_regions(&h, Algorithm::RandomK, 4096, 3, 7), "seeded");
+        assert_eq!(
+            random,
+            select_regions(&h, Algorithm::RandomK, 4096, 3, 7),
+            "seeded"
+        );
         // More than there are: all of them.
         assert_eq!(select_regions(&h, Algorithm::LastK, 4096, 99, 0).len(), 5);
         assert_eq!(select_regions(&h, Algorithm::RandomK, 4096, 99, 0).len(), 5);
