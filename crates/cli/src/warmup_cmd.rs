@@ -269,7 +269,7 @@ fn schemes(a: SchemesArgs) -> Result<()> {
     };
     let region_bytes =
         cordillera_sim::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
-    if region_bytes == 0 || region_bytes % BLOCK_BYTES != 0 {
+    if region_bytes == 0 || !region_bytes.is_multiple_of(BLOCK_BYTES) {
         bail!("--region must be a positive multiple of 4 KiB");
     }
     let readahead_bytes =

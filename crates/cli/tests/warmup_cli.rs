@@ -93,7 +93,11 @@ fn schemes_show_a_warmed_cache_ahead_of_a_cold_one_on_a_skewed_workload() {
     // Half-way between the first request (0) and the last (49,999) by default.
     assert_eq!(v["start"], 24_999.0);
     let intervals = v["intervals"].as_array().unwrap();
-    assert_eq!(intervals.len(), 11, "25,001 requests from T, 2,500 an interval");
+    assert_eq!(
+        intervals.len(),
+        11,
+        "25,001 requests from T, 2,500 an interval"
+    );
     let rate = |i: usize, scheme: usize| intervals[i][scheme].as_f64().unwrap();
     // In the first interval after T: always-warm and warmed ahead of cold.
     assert!(
@@ -114,7 +118,7 @@ fn schemes_show_a_warmed_cache_ahead_of_a_cold_one_on_a_skewed_workload() {
     // A working set of 25 % is what was loaded (4 KiB regions: exactly the block count).
     let wss = v["working_set_blocks"].as_u64().unwrap();
     let loaded = v["warmup_blocks"].as_u64().unwrap();
-    assert!(loaded <= (wss + 3) / 4 && loaded > 0, "{loaded} of {wss}");
+    assert!(loaded <= wss.div_ceil(4) && loaded > 0, "{loaded} of {wss}");
 }
 
 #[test]

@@ -80,7 +80,7 @@ pub fn select_regions(
     seed: u64,
 ) -> Vec<u64> {
     assert!(
-        region_bytes > 0 && region_bytes % BLOCK_BYTES == 0,
+        region_bytes > 0 && region_bytes.is_multiple_of(BLOCK_BYTES),
         "whole blocks"
     );
     if k == 0 {
