@@ -84,6 +84,10 @@ struct SchemesArgs {
     /// Sequential bandwidth for the pre-load time estimate, MB/s.
     #[arg(long, default_value_t = 100.0)]
     preload_mb_per_s: f64,
+    /// Also measure the pre-load on this simulator device (a preset, e.g. cheetah-15k): in
+    /// place (metadata-only) and from a snapshot (metadata+data), 32 reads outstanding.
+    #[arg(long)]
+    preload_device: Option<String>,
     /// Seed of Random-K.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -225,6 +229,10 @@ struct SchemesReport {
     th_v: f64,
     th_n: f64,
     preload_s: f64,
+    /// Measured on `--preload-device`: reading the blocks in place, and from a snapshot.
+    preload_device: Option<String>,
+    preload_metadata_only_s: Option<f64>,
+    preload_snapshot_s: Option<f64>,
     /// Per the paper: (cold − (warmed + pre-load)) ÷ cold, in percent; `None` when cold is 0.
     converge_improvement_percent: Option<f64>,
     schemes: Vec<SchemeRow>,
@@ -313,6 +321,19 @@ fn schemes(a: SchemesArgs) -> Result<()> {
     let interval = interval_ns as f64 / unit;
     let preload_s = preload.len() as f64 * BLOCK_BYTES as f64 / (a.preload_mb_per_s * 1e6);
     let preload_axis = if a.axis == Axis::Time { preload_s } else { 0.0 };
+    let (mut metadata_only_s, mut snapshot_s) = (None, None);
+    if let Some(name) = &a.preload_device {
+        let mut device = cordillera_sim::presets::build(name, None).map_err(anyhow::Error::msg)?;
+        metadata_only_s = Some(
+            cordillera_warmup::preload::metadata_only_s(device.as_mut(), &preload, 32)
+                .map_err(anyhow::Error::msg)?,
+        );
+        let mut device = cordillera_sim::presets::build(name, None).map_err(anyhow::Error::msg)?;
+        snapshot_s = Some(
+            cordillera_warmup::preload::snapshot_s(device.as_mut(), &preload, 32)
+                .map_err(anyhow::Error::msg)?,
+        );
+    }
     let cold_converge = cold_t as f64 * interval;
     let warmed_converge = warmed_t as f64 * interval;
     let report = SchemesReport {
@@ -329,6 +350,9 @@ fn schemes(a: SchemesArgs) -> Result<()> {
         th_v: a.th_v,
         th_n: a.th_n,
         preload_s,
+        preload_device: a.preload_device.clone(),
+        preload_metadata_only_s: metadata_only_s,
+        preload_snapshot_s: snapshot_s,
         converge_improvement_percent: (cold_converge > 0.0)
             .then(|| 100.0 * (cold_converge - (warmed_converge + preload_axis)) / cold_converge),
         schemes: vec![
@@ -410,6 +434,9 @@ fn schemes(a: SchemesArgs) -> Result<()> {
             .converge_improvement_percent
             .map_or("- (cold converges at once)".to_owned(), |p| format!("{p:.0} %"))
     );
+    if let (Some(name), Some(m), Some(s)) = (&report.preload_device, metadata_only_s, snapshot_s) {
+        println!("pre-load on {name}: in place (metadata-only) {m:.2} s, from a snapshot (metadata+data) {s:.2} s");
+    }
     println!(
         "server load reduction over cold's T_converge: always-warm {}, cold {}, warmed {}",
         pct(report.schemes[0].server_load_reduction),

@@ -80,6 +80,8 @@ fn schemes_show_a_warmed_cache_ahead_of_a_cold_one_on_a_skewed_workload() {
             "--region",
             "4k",
             "--json",
+            "--preload-device",
+            "cheetah-15k",
         ])
         .output()
         .unwrap();
@@ -119,6 +121,13 @@ fn schemes_show_a_warmed_cache_ahead_of_a_cold_one_on_a_skewed_workload() {
     let wss = v["working_set_blocks"].as_u64().unwrap();
     let loaded = v["warmup_blocks"].as_u64().unwrap();
     assert!(loaded <= wss.div_ceil(4) && loaded > 0, "{loaded} of {wss}");
+    // Scattered 4 KiB blocks: reading them in place seeks for each run; a snapshot streams.
+    let in_place = v["preload_metadata_only_s"].as_f64().unwrap();
+    let snapshot = v["preload_snapshot_s"].as_f64().unwrap();
+    assert!(
+        snapshot > 0.0 && in_place > 2.0 * snapshot,
+        "{in_place} s against {snapshot} s"
+    );
 }
 
 #[test]

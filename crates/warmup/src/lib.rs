@@ -8,5 +8,6 @@
 
 pub mod algorithms;
 pub mod cache;
+pub mod preload;
 pub mod schemes;
 pub mod sim;
