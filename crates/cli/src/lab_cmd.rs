@@ -26,6 +26,9 @@ pub struct LabArgs {
 enum LabCommand {
     /// Everest §4.1 (Figures 5–8, Table 3) and §4.3 (Figure 13) on a trace or generated workload.
     Everest(EverestArgs),
+    /// Bonfire §4.3 (Tables 2–3, Figures 6–8) on a multi-day trace, days warmed from the day
+    /// before, and §6.1 (Figure 10) on the Zipf workload.
+    Bonfire(crate::lab_bonfire::BonfireArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -101,6 +104,7 @@ struct EverestArgs {
 pub fn run(args: LabArgs) -> Result<()> {
     match args.command {
         LabCommand::Everest(a) => run_everest(a),
+        LabCommand::Bonfire(a) => crate::lab_bonfire::run(a),
     }
 }
 

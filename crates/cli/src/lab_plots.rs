@@ -7,9 +7,9 @@ use cordillera_lab::everest::Report;
 use plotters::prelude::*;
 
 /// One line of a chart: its name and points.
-struct Series {
-    name: String,
-    points: Vec<(f64, f64)>,
+pub(crate) struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
 }
 
 const COLORS: [RGBColor; 6] = [
@@ -21,7 +21,7 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-fn chart(
+pub(crate) fn chart(
     path: &Path,
     title: &str,
     x_label: &str,
@@ -99,6 +99,70 @@ fn chart(
         let hi = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
         draw!(builder.build_cartesian_2d(x0..x1, 0f64..hi).map_err(err)?);
     }
+    root.present()
+        .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+    Ok(())
+}
+
+/// A grouped bar chart: one group per entry of `groups`, one bar per series in each (a
+/// missing value draws no bar).
+pub(crate) fn bars(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    groups: &[String],
+    series: &[(String, Vec<Option<f64>>)],
+) -> Result<()> {
+    let y1 = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().flatten())
+        .fold(0.0f64, |m, v| m.max(*v));
+    let hi = if y1 > 0.0 { y1 * 1.15 } else { 1.0 };
+    let width = (120 + groups.len() * (series.len() * 14 + 30)).max(720) as u32;
+    let root = SVGBackend::new(path, (width, 440)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let err = |e: DrawingAreaErrorKind<_>| anyhow!("plotting {}: {e}", path.display());
+    let n = groups.len().max(1);
+    let mut c = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..n as f64, 0f64..hi)
+        .map_err(err)?;
+    let labels = groups.to_vec();
+    c.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n * 2 + 1)
+        .x_label_formatter(&move |x: &f64| {
+            let i = x.floor() as usize;
+            if (x - i as f64 - 0.5).abs() < 1e-6 {
+                labels.get(i).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc(y_label)
+        .draw()
+        .map_err(err)?;
+    let slot = 0.8 / series.len().max(1) as f64;
+    for (k, (name, values)) in series.iter().enumerate() {
+        let color = COLORS[k % COLORS.len()];
+        c.draw_series(values.iter().enumerate().filter_map(|(g, v)| {
+            v.map(|v| {
+                let x0 = g as f64 + 0.1 + k as f64 * slot;
+                Rectangle::new([(x0, 0.0), (x0 + slot * 0.9, v)], color.filled())
+            })
+        }))
+        .map_err(err)?
+        .label(name.clone())
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
     root.present()
         .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
     Ok(())

@@ -12,12 +12,14 @@
 //!   `volume_pgbench`: its benchmarks.
 //! - `replay_cmd`: `replay`, a trace against a live NBD export.
 //! - `bench`: `bench trace`, `bench sim`, throughput figures against a baseline measured in the same run.
-//! - `lab_cmd`, `lab_plots`: `lab everest`, its tables, CSV and SVG output.
+//! - `lab_cmd`, `lab_plots`: `lab everest`, its tables, CSV and SVG output; `lab_bonfire`:
+//!   `lab bonfire`.
 //! - `demo`: the main job on a built-in synthetic trace.
 //! - `warmup_cmd`: `warmup simulate`, the block cache simulator (Bonfire).
 
 mod bench;
 mod demo;
+mod lab_bonfire;
 mod lab_cmd;
 mod lab_plots;
 mod replay_cmd;

@@ -41,7 +41,7 @@ enum TraceCommand {
 #[derive(Args, Clone)]
 pub struct InputArgs {
     /// The trace file (`-` for standard input; .gz, .bz2 and .zst are decompressed), or a
-    /// generated workload: gen:zipf, gen:diurnal, gen:bursty, gen:onoff, gen:exchange-like [:key=value,…].
+    /// generated workload: gen:zipf, gen:diurnal, gen:bursty, gen:onoff, gen:exchange-like, gen:reaccess [:key=value,…].
     pub file: PathBuf,
     /// The trace format; detected from content when absent.
     #[arg(long, value_parser = clap::value_parser!(Format))]

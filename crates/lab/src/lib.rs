@@ -3,6 +3,8 @@
 //! - [`volumes`]: volumes of one server hosting off-loading clients and stores, driven by
 //!   open-loop trace replay or closed-loop load.
 //! - [`everest`]: `cordillera lab everest`, Everest §4.1 and §4.3.
+//! - [`bonfire`]: `cordillera lab bonfire`, Bonfire §4.3 and §6.1 on the cache simulator.
 
+pub mod bonfire;
 pub mod everest;
 pub mod volumes;

@@ -73,6 +73,20 @@ impl<C: Cache> Scheme<C> {
     }
 }
 
+impl<C: Cache> Scheme<C> {
+    /// Drives `records` through this scheme alone: those before `timeline.start_ns` warm the
+    /// cache without being counted (pass only the records after it for a cache created at T).
+    pub fn run<'a>(&mut self, records: impl IntoIterator<Item = &'a Record>, timeline: Timeline) {
+        assert!(timeline.interval_ns > 0, "an interval must be positive");
+        let readahead = timeline.readahead_bytes / BLOCK_BYTES;
+        for record in records {
+            let i = (record.time_ns >= timeline.start_ns)
+                .then(|| ((record.time_ns - timeline.start_ns) / timeline.interval_ns) as usize);
+            self.apply(record, i, readahead);
+        }
+    }
+}
+
 /// When the new caches are created and how counts are grouped.
 #[derive(Clone, Copy, Debug)]
 pub struct Timeline {
