@@ -86,6 +86,9 @@ pub struct BonfireArgs {
     /// Requests of the Zipf workload (the paper's: five million).
     #[arg(long, default_value_t = 5_000_000)]
     zipf_count: u64,
+    /// Zipf exponent (the paper's: 0.4).
+    #[arg(long, default_value_t = 0.4)]
+    zipf_alpha: f64,
     /// The Zipf caches' size, % of its working set (the paper's 256 GB cache holds all of it).
     #[arg(long, default_value_t = 100.0)]
     zipf_cache_pct: f64,
@@ -228,6 +231,7 @@ pub fn run(a: BonfireArgs) -> Result<()> {
         let z = ZipfOptions {
             workload: cordillera_sim::workload::Zipf {
                 count: a.zipf_count,
+                alpha: a.zipf_alpha,
                 seed: a.seed,
                 ..cordillera_sim::workload::Zipf::bonfire()
             },
@@ -297,9 +301,13 @@ fn days_text(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "Bonfire §4.3 on {}: days of {:.0} h, each warmed from the day before; hit rates per {:.0} s; LRU caches{}\n",
+        "Bonfire §4.3 on {}: {}, each warmed from the one before; hit rates per {:.0} s; LRU caches{}\n",
         r.source,
-        r.day_s / 3600.0,
+        if r.day_s == 86_400.0 {
+            "days of 24 h".to_owned()
+        } else {
+            format!("periods (\"days\") of {} s", r.day_s)
+        },
         r.interval_s,
         if r.readahead_bytes > 0 {
             format!(", {} KiB read-ahead", r.readahead_bytes >> 10)
@@ -336,13 +344,18 @@ fn days_text(r: &Report) -> String {
         if let Some(rec) = &v.recommendation {
             let _ = writeln!(s, "      recommended: {} — {}", rec.algorithm, rec.because);
         }
-        let _ = writeln!(
-            s,
-            "      measured best at the middle setting: {} ({} of {} days)",
-            v.measured_best.map_or("-".into(), |a| a.to_string()),
-            v.measured_best_days,
-            v.warmed_days
-        );
+        let _ = match v.measured_best {
+            Some(best) => writeln!(
+                s,
+                "      measured best at the middle setting: {best} ({} of {} days)",
+                v.measured_best_days, v.warmed_days
+            ),
+            None => writeln!(
+                s,
+                "      measured best at the middle setting: none (the top is shared over {} days)",
+                v.warmed_days
+            ),
+        };
     }
     let m = &r.middle;
     let _ = writeln!(

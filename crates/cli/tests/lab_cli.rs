@@ -100,3 +100,175 @@ fn lab_everest_refuses_bad_flags() {
         assert!(err.starts_with("cordillera: error:"), "{args:?}: {err}");
     }
 }
+
+/// `lab bonfire` on three days of gen:reaccess with a small grid and a small Zipf workload:
+/// the documented JSON and files, and the paper's headline comparisons on this workload
+/// (Last-K best on the hourly-reaccess volume; warmed caches reduce more load than cold).
+#[test]
+fn lab_bonfire_on_three_days_of_reaccess_and_a_small_zipf() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args(["lab", "bonfire", "--days", "3", "--cache-pct", "50,100"])
+        .args(["--warmup-pct", "10", "--region", "4k,1m", "--th-v", "0.8"])
+        .args([
+            "--th-n",
+            "0.03",
+            "--zipf-count",
+            "200000",
+            "--json",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let days = &json["days"];
+    let volumes = days["volumes"].as_array().unwrap();
+    assert_eq!(volumes.len(), 2);
+    let hourly = &volumes[0];
+    assert_eq!(hourly["volume"], "hourly");
+    assert_eq!(hourly["days"], 3);
+    assert_eq!(hourly["recommendation"]["algorithm"], "last-k");
+    assert_eq!(hourly["measured_best"], "last-k", "{hourly}");
+    let daily = &volumes[1];
+    assert_eq!(daily["recommendation"]["algorithm"], "first-k");
+    assert_eq!(daily["recommendation"]["start_at_hour"], 2);
+    // Two cache sizes × two regions × one of everything else.
+    let table = days["table"].as_array().unwrap();
+    assert_eq!(table.len(), 4);
+    for row in table {
+        // Two volumes × days 2 and 3.
+        assert_eq!(row["cases"], 4, "{row}");
+        assert!(row["preload_min"].as_f64().unwrap() > 0.0);
+    }
+    // Warmed beats cold at the middle setting: every algorithm converges no later than cold,
+    // and Last-K reduces more load than cold on every (volume, day) where cold takes time.
+    let headline = &days["headline"];
+    assert_eq!(headline["cases"], 4);
+    for t in headline["algorithms"].as_array().unwrap() {
+        assert_eq!(t["converges_no_later_than_cold"], 4, "{t}");
+    }
+    let last_k = &headline["algorithms"][0];
+    assert_eq!(last_k["algorithm"], "last-k");
+    assert!(
+        last_k["reduces_more_load_than_cold"].as_u64().unwrap() >= 3,
+        "{last_k}"
+    );
+    // The daily volume again with days from 02:00: First-K reduces the most load there (the
+    // median over days; the first such day follows a partial day without the nightly job).
+    let shifted = &days["shifted_daily"][0];
+    assert_eq!(shifted["volume"], "daily");
+    assert_eq!(shifted["day_start_hour"], 2);
+    let algs = shifted["headline"]["algorithms"].as_array().unwrap();
+    assert_eq!(algs[1]["algorithm"], "first-k");
+    let median = |a: &serde_json::Value| a["median_load_reduction_pct"].as_f64().unwrap();
+    for (i, a) in algs.iter().enumerate() {
+        if i != 1 {
+            assert!(median(&algs[1]) > median(a) + 5.0, "{shifted}");
+        }
+    }
+    // Zipf: more warm-up, more hits; 100 % of the working set equals always-warm.
+    let series = json["zipf"]["series"].as_array().unwrap();
+    let names: Vec<&str> = series
+        .iter()
+        .map(|s| s["scheme"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "always-warm",
+            "cold",
+            "bonfire 25 %",
+            "bonfire 50 %",
+            "bonfire 75 %",
+            "bonfire 100 %"
+        ]
+    );
+    let rate = |i: usize| series[i]["hit_rate"].as_f64().unwrap();
+    assert!(rate(1) < rate(2) && rate(2) < rate(3) && rate(3) <= rate(4));
+    assert_eq!(rate(5), rate(0));
+    for file in [
+        "report.json",
+        "cases.csv",
+        "table3.csv",
+        "fig6_7_algorithms.csv",
+        "fig8_recommendations.csv",
+        "fig10_zipf.csv",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        assert!(text.lines().count() > 1, "{file} is empty");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("table3.csv"))
+            .unwrap()
+            .lines()
+            .count(),
+        5
+    );
+    for svg in [
+        "fig6_convergence.svg",
+        "fig7_load_reduction.svg",
+        "fig10_zipf.svg",
+        "hit_rate_hourly_day3.svg",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(svg)).unwrap();
+        assert!(text.starts_with("<svg"), "{svg}");
+    }
+}
+
+#[test]
+fn lab_bonfire_refuses_bad_flags_and_short_traces() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+            .args(["lab", "bonfire"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(run(&["--interval-s", "7"]).contains("divide"));
+    assert!(run(&["--cache-pct", "0"]).contains("percentages"));
+    assert!(run(&["--parts", "days", "--volume", "nope"]).contains("no such volume"));
+    assert!(run(&["--parts", "days", "--days", "1"]).contains("two days"));
+    assert!(run(&["--parts", "zipf", "--zipf-alpha", "0"]).contains("α"));
+}
+
+/// A real fragment: the two-hour CloudPhysics sample in half-hour periods, each warmed from the
+/// one before. Checks the method runs on real data and that warming never delays convergence.
+#[test]
+fn lab_bonfire_on_the_cloudphysics_sample_in_half_hours() {
+    let Some(dir) = cordillera_testkit::traces_dir("lab_bonfire_on_the_cloudphysics_sample") else {
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args(["lab", "bonfire", "--parts", "days", "--trace"])
+        .arg(dir.join("cloudphysics/cloudphysics_vscsi_sample.csv"))
+        .args(["--day-s", "1800", "--interval-s", "60", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let days = &json["days"];
+    assert_eq!(days["volumes"][0]["days"], 5);
+    assert_eq!(days["volumes"][0]["requests"], 113_872);
+    // 4 cache × 3 warm-up × 2 region × 3 Th_V × 3 Th_N points.
+    assert_eq!(days["table"].as_array().unwrap().len(), 216);
+    let h = &days["headline"];
+    assert_eq!(h["cases"], 4);
+    let last_k = &h["algorithms"][0];
+    assert_eq!(last_k["converges_no_later_than_cold"], 4, "{h}");
+    assert!(
+        last_k["reduces_more_load_than_cold"].as_u64().unwrap() >= 2,
+        "{h}"
+    );
+}

@@ -9,22 +9,7 @@ fn cordillera() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cordillera"))
 }
 
-fn traces_dir(test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("CORDILLERA_TRACES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces")
-        });
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "SKIPPED {test}: real traces not found at {} (set CORDILLERA_TRACES)",
-            dir.display()
-        );
-        None
-    }
-}
+use cordillera_testkit::traces_dir;
 
 fn msr_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();

@@ -161,8 +161,8 @@ pub struct VolumeSummary {
     pub skipped: Option<String>,
     pub reaccess: Option<ReaccessClasses>,
     pub recommendation: Option<Recommendation>,
-    /// The algorithm best at the middle setting on most days (ties: the earlier in
-    /// Last-K, First-K, Top-K, Random-K), and on how many of the warmed days.
+    /// The algorithm best (ties included) at the middle setting on more days than any other,
+    /// and on how many of the warmed days; `None` when the top is shared.
     pub measured_best: Option<Algorithm>,
     pub measured_best_days: usize,
     pub warmed_days: usize,
@@ -933,7 +933,9 @@ pub fn run(
         }
         let top = (0..4).max_by_key(|i| (wins[*i], std::cmp::Reverse(*i)));
         summary.warmed_days = groups.len();
-        if let Some(i) = top.filter(|i| wins[*i] > 0) {
+        // Only a single best counts: when the top is shared, there is none.
+        let unique = top.filter(|t| wins[*t] > 0 && (0..4).all(|i| i == *t || wins[i] < wins[*t]));
+        if let Some(i) = unique {
             summary.measured_best = Some(ALGORITHMS[i]);
             summary.measured_best_days = wins[i];
         }
@@ -1062,6 +1064,9 @@ pub struct ZipfReport {
 pub fn zipf(o: &ZipfOptions) -> Result<ZipfReport, String> {
     if o.workload.count < 2 || !(o.cache_pct > 0.0) || o.warmup_pcts.iter().any(|p| !(*p > 0.0)) {
         return Err("the Zipf lab needs at least 2 requests and positive sizes".into());
+    }
+    if !(o.workload.alpha > 0.0 && o.workload.alpha <= 10.0) || o.workload.span_bytes < 4096 {
+        return Err("Zipf needs 0 < α ≤ 10 and a span of at least 4 KiB".into());
     }
     let mut records: Vec<Record> = o.workload.records().collect();
     for (i, r) in records.iter_mut().enumerate() {

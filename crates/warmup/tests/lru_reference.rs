@@ -3,8 +3,6 @@
 //! workloads and on real trace fragments from `../shared/traces/` (skipped, with a message,
 //! when that folder is absent).
 
-use std::path::PathBuf;
-
 use cordillera_trace::read::{open, ReadOptions, RecordReader};
 use cordillera_trace::record::Record;
 use cordillera_types::Op;
@@ -93,22 +91,7 @@ proptest! {
     }
 }
 
-fn traces_dir(test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("CORDILLERA_TRACES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces")
-        });
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        println!(
-            "SKIPPED {test}: real traces not found at {} (set CORDILLERA_TRACES)",
-            dir.display()
-        );
-        None
-    }
-}
+use cordillera_testkit::traces_dir;
 
 fn first_records(path: &std::path::Path, n: usize) -> Vec<Record> {
     let mut reader = open(path, &ReadOptions::default()).unwrap();
