@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use cordillera_lab::bonfire::{self, Options, Report, Setting, ZipfOptions, ZipfReport};
+use cordillera_lab::bonfire_overheads::{Overhead, OverheadOptions};
 use cordillera_sim::presets::parse_size;
 use cordillera_sim::workload::{Generated, Reaccess};
 use cordillera_trace::RecordReader;
@@ -92,6 +93,18 @@ pub struct BonfireArgs {
     /// The Zipf caches' size, % of its working set (the paper's 256 GB cache holds all of it).
     #[arg(long, default_value_t = 100.0)]
     zipf_cache_pct: f64,
+    /// Table 4: the metadata staging buffer.
+    #[arg(long, default_value = "256k")]
+    metadata_buffer: String,
+    /// Table 4: the data staging buffer (metadata+data).
+    #[arg(long, default_value = "128m")]
+    data_buffer: String,
+    /// Table 4: disk model of the data and logging disks (the paper's: 7,200 rpm SATA).
+    #[arg(long, default_value = "sata-7200")]
+    disk: String,
+    /// Table 4: the Zipf foreground speed, MB/s (the paper assumes 1 Gbps).
+    #[arg(long, default_value_t = 125.0)]
+    zipf_foreground_mb_per_s: f64,
     /// Worker threads (default: the cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -142,6 +155,19 @@ pub fn run(a: BonfireArgs) -> Result<()> {
         .map(|r| parse_size(r).map_err(|e| anyhow::anyhow!("--region {r}: {e}")))
         .collect::<Result<Vec<u64>>>()?;
     let readahead_bytes = parse_size(&a.readahead).map_err(anyhow::Error::msg)?;
+    let overhead = OverheadOptions {
+        metadata_buffer_bytes: parse_size(&a.metadata_buffer)
+            .map_err(|e| anyhow::anyhow!("--metadata-buffer: {e}"))?,
+        data_buffer_bytes: parse_size(&a.data_buffer)
+            .map_err(|e| anyhow::anyhow!("--data-buffer: {e}"))?,
+        device: a.disk.clone(),
+        ..OverheadOptions::default()
+    };
+    if overhead.metadata_buffer_bytes == 0 || overhead.data_buffer_bytes == 0 {
+        bail!("--metadata-buffer and --data-buffer must be positive");
+    }
+    cordillera_sim::presets::build(&a.disk, None)
+        .map_err(|e| anyhow::anyhow!("--disk: {e}"))?;
     if a.day_s == 0 || a.interval_s == 0 {
         bail!("--day-s and --interval-s must be positive");
     }
@@ -165,6 +191,7 @@ pub fn run(a: BonfireArgs) -> Result<()> {
         preload_mb_per_s: a.preload_mb_per_s,
         readahead_bytes,
         seed: a.seed,
+        overhead: overhead.clone(),
         threads: a
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
@@ -236,6 +263,8 @@ pub fn run(a: BonfireArgs) -> Result<()> {
                 ..cordillera_sim::workload::Zipf::bonfire()
             },
             cache_pct: a.zipf_cache_pct,
+            foreground_bytes_per_s: a.zipf_foreground_mb_per_s * 1e6,
+            overhead,
             ..ZipfOptions::default()
         };
         progress(&format!("Zipf workload: {} reads", a.zipf_count));
@@ -253,6 +282,7 @@ pub fn run(a: BonfireArgs) -> Result<()> {
         if let Some(z) = &full.zipf {
             print!("{}", zipf_text(z));
         }
+        print!("{}", overheads_text(&full));
         if let Some(dir) = &a.out {
             println!(
                 "\nreport.json, CSV files and SVG plots in {}",
@@ -522,6 +552,65 @@ fn zipf_text(z: &ZipfReport) -> String {
     s
 }
 
+/// Every Table 4 column the run measured.
+fn all_overheads(r: &FullReport) -> Vec<&Overhead> {
+    let mut all: Vec<&Overhead> = r.zipf.iter().map(|z| &z.overhead).collect();
+    if let Some(d) = &r.days {
+        all.extend(d.overheads.iter());
+    }
+    all
+}
+
+fn bytes_text(b: f64) -> String {
+    if b >= 1e9 {
+        format!("{:.1} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} KB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+fn overheads_text(r: &FullReport) -> String {
+    let all = all_overheads(r);
+    let mut s = String::new();
+    if all.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "\nOverheads (Table 4): monitoring a window, then pre-loading Last-K on {} disk models; metadata-only / metadata+data",
+        all[0].device
+    );
+    for o in all {
+        let _ = writeln!(
+            s,
+            "  {}: {} requests over {:.0} s, {} warm-up blocks",
+            o.workload, o.window_requests, o.window_s, o.warmup_blocks
+        );
+        let _ = writeln!(
+            s,
+            "      log space      {:>10} / {:>10}",
+            bytes_text(o.metadata_only.log_bytes as f64),
+            bytes_text(o.metadata_data.log_bytes as f64)
+        );
+        let _ = writeln!(
+            s,
+            "      log bandwidth  {:>8}/s / {:>8}/s",
+            bytes_text(o.metadata_only.log_bytes_per_s),
+            bytes_text(o.metadata_data.log_bytes_per_s)
+        );
+        let _ = writeln!(
+            s,
+            "      pre-warm time  {:>8.1} s / {:>8.1} s",
+            o.metadata_only.prewarm_s, o.metadata_data.prewarm_s
+        );
+    }
+    s
+}
+
 fn cell(v: Option<f64>) -> String {
     v.map_or(String::new(), |v| format!("{v:.4}"))
 }
@@ -533,6 +622,30 @@ fn write_outputs(dir: &Path, r: &FullReport) -> Result<()> {
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
     };
     write("report.json", serde_json::to_string_pretty(r)?)?;
+    let mut t4 = String::from(
+        "workload,scheme,window_requests,window_s,warmup_blocks,log_bytes,log_writes,log_bytes_per_s,preload_log_read_bytes,prewarm_s\n",
+    );
+    for o in all_overheads(r) {
+        for (scheme, x) in [
+            ("metadata-only", &o.metadata_only),
+            ("metadata+data", &o.metadata_data),
+        ] {
+            let _ = writeln!(
+                t4,
+                "{},{scheme},{},{:.3},{},{},{},{:.1},{},{:.3}",
+                o.workload,
+                o.window_requests,
+                o.window_s,
+                o.warmup_blocks,
+                x.log_bytes,
+                x.log_writes,
+                x.log_bytes_per_s,
+                x.preload_log_read_bytes,
+                x.prewarm_s
+            );
+        }
+    }
+    write("table4_overheads.csv", t4)?;
     if let Some(d) = &r.days {
         let mut cases = String::from(
             "volume,day,cache_pct,warmup_pct,region_bytes,algorithm,th_v,th_n,preload_blocks,preload_s,cold_converge_h,warmed_converge_h,converge_improvement_pct,load_reduction_cold_pct,load_reduction_always_pct,load_reduction_warmed_pct\n",

@@ -32,6 +32,8 @@ use cordillera_warmup::schemes::{self, Interval, Scheme, Timeline};
 use cordillera_warmup::sim::BLOCK_BYTES;
 use serde::Serialize;
 
+use crate::bonfire_overheads::{self, Overhead, OverheadOptions};
+
 /// One point of the grid that Figures 6–7 use (the paper's middle setting).
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Setting {
@@ -67,6 +69,8 @@ pub struct Options {
     pub seed: u64,
     /// Worker threads.
     pub threads: usize,
+    /// Table 4: staging buffers and disk models.
+    pub overhead: OverheadOptions,
 }
 
 impl Default for Options {
@@ -92,6 +96,7 @@ impl Default for Options {
             readahead_bytes: 0,
             seed: 1,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            overhead: OverheadOptions::default(),
         }
     }
 }
@@ -387,6 +392,9 @@ pub struct Report {
     pub figures: Vec<FigureDay>,
     pub headline: Headline,
     pub shifted_daily: Vec<ShiftedDaily>,
+    /// Table 4 per volume: monitoring the day before the figure day, pre-loading Last-K of
+    /// 4 KiB blocks of the middle warm-up size.
+    pub overheads: Vec<Overhead>,
     #[serde(skip)]
     pub cases: Vec<Case>,
 }
@@ -917,6 +925,28 @@ pub fn run(
                 .collect(),
         });
     }
+    // Table 4: each volume's monitoring of the day before its figure day.
+    let mut overheads = Vec::new();
+    for vol in &volumes {
+        let day = o.figure_day.map_or(vol.days(), |d| d.clamp(2, vol.days()));
+        let window = vol.day(day - 2);
+        let warmup = algorithms::select(
+            window,
+            Algorithm::LastK,
+            BLOCK_BYTES,
+            vol.blocks(m.warmup_pct) * BLOCK_BYTES,
+            o.seed,
+        );
+        let name = format!("{} day {}", vol.name, day - 1);
+        overheads.push(bonfire_overheads::measure(
+            &name,
+            window,
+            o.day_ns as f64 / 1e9,
+            &warmup,
+            &o.overhead,
+        )?);
+        progress(&format!("overheads of {name} measured"));
+    }
     // The measured best algorithm per volume at the middle setting.
     for summary in summaries.iter_mut().filter(|s| s.skipped.is_none()) {
         let groups = by_volume_day(at_middle(&cases, m).filter(|c| c.volume == summary.volume));
@@ -1000,6 +1030,7 @@ pub fn run(
         figures,
         headline: headline(at_middle(&cases, m)),
         shifted_daily,
+        overheads,
         cases,
     })
 }
@@ -1015,6 +1046,10 @@ pub struct ZipfOptions {
     pub interval_ios: Option<u64>,
     pub th_v: f64,
     pub th_n: f64,
+    /// Table 4: the foreground speed that times the monitored half (the paper assumes an
+    /// intense 1 Gbps), in bytes per second.
+    pub foreground_bytes_per_s: f64,
+    pub overhead: OverheadOptions,
 }
 
 impl Default for ZipfOptions {
@@ -1026,6 +1061,8 @@ impl Default for ZipfOptions {
             interval_ios: None,
             th_v: 0.9,
             th_n: 0.03,
+            foreground_bytes_per_s: 125e6,
+            overhead: OverheadOptions::default(),
         }
     }
 }
@@ -1057,6 +1094,8 @@ pub struct ZipfReport {
     pub th_v: f64,
     pub th_n: f64,
     pub series: Vec<ZipfSeries>,
+    /// Table 4: monitoring the first half, pre-loading the largest warm-up.
+    pub overhead: Overhead,
 }
 
 /// Generates the workload, creates the new caches half-way, and warms them with Last-K of
@@ -1064,6 +1103,9 @@ pub struct ZipfReport {
 pub fn zipf(o: &ZipfOptions) -> Result<ZipfReport, String> {
     if o.workload.count < 2 || !(o.cache_pct > 0.0) || o.warmup_pcts.iter().any(|p| !(*p > 0.0)) {
         return Err("the Zipf lab needs at least 2 requests and positive sizes".into());
+    }
+    if !(o.foreground_bytes_per_s > 0.0) {
+        return Err("the foreground speed must be positive".into());
     }
     if !(o.workload.alpha > 0.0 && o.workload.alpha <= 10.0) || o.workload.span_bytes < 4096 {
         return Err("Zipf needs 0 < α ≤ 10 and a span of at least 4 KiB".into());
@@ -1102,6 +1144,22 @@ pub fn zipf(o: &ZipfOptions) -> Result<ZipfReport, String> {
             s.intervals,
         ));
     }
+    let largest = o.warmup_pcts.iter().copied().fold(0.0, f64::max);
+    let warmup = algorithms::select(
+        first_half,
+        Algorithm::LastK,
+        BLOCK_BYTES,
+        ((wss as f64 * largest / 100.0).round() as u64) * BLOCK_BYTES,
+        0,
+    );
+    let half_bytes: u64 = first_half.iter().map(|r| r.size_bytes).sum();
+    let overhead = bonfire_overheads::measure(
+        &format!("zipf, first half at {:.0} MB/s", o.foreground_bytes_per_s / 1e6),
+        first_half,
+        half_bytes as f64 / o.foreground_bytes_per_s,
+        &warmup,
+        &o.overhead,
+    )?;
     let len = always.intervals.len();
     let mut series = vec![summarize(
         "always-warm".into(),
@@ -1137,6 +1195,7 @@ pub fn zipf(o: &ZipfOptions) -> Result<ZipfReport, String> {
         th_v: o.th_v,
         th_n: o.th_n,
         series,
+        overhead,
     })
 }
 

@@ -3,8 +3,10 @@
 //! - [`volumes`]: volumes of one server hosting off-loading clients and stores, driven by
 //!   open-loop trace replay or closed-loop load.
 //! - [`everest`]: `cordillera lab everest`, Everest §4.1 and §4.3.
-//! - [`bonfire`]: `cordillera lab bonfire`, Bonfire §4.3 and §6.1 on the cache simulator.
+//! - [`bonfire`]: `cordillera lab bonfire`, Bonfire §4.3 and §6.1 on the cache simulator;
+//!   [`bonfire_overheads`]: its §6.3 (Table 4).
 
 pub mod bonfire;
+pub mod bonfire_overheads;
 pub mod everest;
 pub mod volumes;
