@@ -166,8 +166,7 @@ pub fn run(a: BonfireArgs) -> Result<()> {
     if overhead.metadata_buffer_bytes == 0 || overhead.data_buffer_bytes == 0 {
         bail!("--metadata-buffer and --data-buffer must be positive");
     }
-    cordillera_sim::presets::build(&a.disk, None)
-        .map_err(|e| anyhow::anyhow!("--disk: {e}"))?;
+    cordillera_sim::presets::build(&a.disk, None).map_err(|e| anyhow::anyhow!("--disk: {e}"))?;
     if a.day_s == 0 || a.interval_s == 0 {
         bail!("--day-s and --interval-s must be positive");
     }
@@ -195,7 +194,6 @@ pub fn run(a: BonfireArgs) -> Result<()> {
         threads: a
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-        ..Options::default()
     };
     o.validate().map_err(anyhow::Error::msg)?;
     let started = Instant::now();
@@ -320,7 +318,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 }
 
 fn region_name(bytes: u64) -> String {
-    if bytes % (1 << 20) == 0 {
+    if bytes.is_multiple_of(1 << 20) {
         format!("{} MB", bytes >> 20)
     } else {
         format!("{} KB", bytes >> 10)

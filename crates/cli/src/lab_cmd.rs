@@ -28,7 +28,7 @@ enum LabCommand {
     Everest(EverestArgs),
     /// Bonfire §4.3 (Tables 2–3, Figures 6–8) on a multi-day trace, days warmed from the day
     /// before, and §6.1 (Figure 10) on the Zipf workload.
-    Bonfire(crate::lab_bonfire::BonfireArgs),
+    Bonfire(Box<crate::lab_bonfire::BonfireArgs>),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -104,7 +104,7 @@ struct EverestArgs {
 pub fn run(args: LabArgs) -> Result<()> {
     match args.command {
         LabCommand::Everest(a) => run_everest(a),
-        LabCommand::Bonfire(a) => crate::lab_bonfire::run(a),
+        LabCommand::Bonfire(a) => crate::lab_bonfire::run(*a),
     }
 }
 

@@ -12,6 +12,7 @@ use cordillera_offload::Policy;
 use cordillera_runtime::disk::IoMode;
 use cordillera_runtime::emulate::EmulateSpec;
 use cordillera_runtime::volume_server::{serve, VolumeOptions};
+use cordillera_runtime::warm_cache::CacheOptions;
 use serde::Deserialize;
 
 #[derive(Args)]
@@ -86,6 +87,29 @@ struct ServeArgs {
     /// The export's name (clients asking for another name are refused) [default: ""].
     #[arg(long)]
     export_name: Option<String>,
+    /// A DRAM block cache of this size above the volume (k, m, g suffixes) [default: none].
+    #[arg(long)]
+    cache_size: Option<String>,
+    /// Bonfire's warm-up log (a file or device, created at --warmup-log-size if absent): every
+    /// I/O below the cache is logged, and a new cache is pre-loaded from it at start.
+    #[arg(long)]
+    warmup_log: Option<PathBuf>,
+    /// Size of a new warm-up log [default: 64m].
+    #[arg(long)]
+    warmup_log_size: Option<String>,
+    /// Log the data too (the performance snapshot: metadata+data), so that a pre-load after a
+    /// clean stop reads the log sequentially instead of the volume.
+    #[arg(long)]
+    warmup_data: bool,
+    /// How much to pre-load: bytes, or a percentage of the cache [default: 25%].
+    #[arg(long)]
+    warmup_size: Option<String>,
+    /// The metadata staging buffer [default: 256k].
+    #[arg(long)]
+    staging_metadata: Option<String>,
+    /// The data staging buffer (with --warmup-data) [default: 128m].
+    #[arg(long)]
+    staging_data: Option<String>,
 }
 
 /// The TOML file: the same fields, all optional.
@@ -107,6 +131,14 @@ struct ServeFile {
     io: Option<String>,
     metrics: Option<SocketAddr>,
     export_name: Option<String>,
+    cache_size: Option<String>,
+    warmup_log: Option<PathBuf>,
+    warmup_log_size: Option<String>,
+    #[serde(default)]
+    warmup_data: bool,
+    warmup_size: Option<String>,
+    staging_metadata: Option<String>,
+    staging_data: Option<String>,
 }
 
 #[derive(Args)]
@@ -191,6 +223,58 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
     }
     o.metrics = a.metrics.or(file.metrics);
     o.export_name = a.export_name.or(file.export_name).unwrap_or_default();
+    let size = |flag: &str, v: Option<String>| -> Result<Option<u64>> {
+        v.map(|t| cordillera_sim::presets::parse_size(&t).map_err(|e| anyhow!("--{flag}: {e}")))
+            .transpose()
+    };
+    let warmup_log = a.warmup_log.or(file.warmup_log);
+    let warmup_size = a.warmup_size.or(file.warmup_size);
+    match size("cache-size", a.cache_size.or(file.cache_size))? {
+        None => {
+            if warmup_log.is_some() || warmup_size.is_some() {
+                bail!("--warmup-log and --warmup-size need --cache-size");
+            }
+        }
+        Some(bytes) => {
+            if bytes < 4096 {
+                bail!("--cache-size must be at least 4k");
+            }
+            let mut c = CacheOptions::new(bytes);
+            c.log = warmup_log;
+            c.log_data = a.warmup_data || file.warmup_data;
+            if let Some(b) = size(
+                "warmup-log-size",
+                a.warmup_log_size.or(file.warmup_log_size),
+            )? {
+                c.log_bytes = b;
+            }
+            if let Some(w) = warmup_size {
+                c.warmup_bytes = match w.strip_suffix('%') {
+                    Some(p) => {
+                        let p: f64 = p
+                            .trim()
+                            .parse()
+                            .map_err(|_| anyhow!("--warmup-size: bad percentage {w:?}"))?;
+                        if !(0.0..=100.0).contains(&p) {
+                            bail!("--warmup-size: a percentage of the cache, 0–100");
+                        }
+                        (bytes as f64 * p / 100.0) as u64
+                    }
+                    None => size("warmup-size", Some(w))?.expect("given"),
+                };
+            }
+            if let Some(b) = size(
+                "staging-metadata",
+                a.staging_metadata.or(file.staging_metadata),
+            )? {
+                c.metadata_buffer_bytes = b as usize;
+            }
+            if let Some(b) = size("staging-data", a.staging_data.or(file.staging_data))? {
+                c.data_buffer_bytes = b as usize;
+            }
+            o.cache = Some(c);
+        }
+    }
     Ok(o)
 }
 
@@ -269,6 +353,54 @@ fn status(a: StatusArgs) -> Result<()> {
             s["in_flight"],
             s["reported_load"]
         );
+    }
+    let c = &v["cache"];
+    if c.is_object() {
+        let pct = |x: &serde_json::Value| {
+            x.as_f64()
+                .map_or("-".to_owned(), |r| format!("{:.1} %", r * 100.0))
+        };
+        println!(
+            "cache: {:.1} of {:.1} MiB held; read hit rate {} ({} of {} blocks)",
+            c["cached_blocks"].as_f64().unwrap_or(0.0) * 4096.0 / (1 << 20) as f64,
+            mib(&c["capacity_bytes"]),
+            pct(&c["hit_rate"]),
+            c["hit_blocks"],
+            c["read_blocks"]
+        );
+        let w = &c["warmup"];
+        println!(
+            "warm-up: {}; {} of {} planned blocks loaded ({:.1} MiB){}",
+            w["source"].as_str().unwrap_or("?"),
+            w["loaded_blocks"],
+            w["planned_blocks"],
+            mib(&w["loaded_bytes"]),
+            match w["seconds"].as_f64() {
+                Some(s) => format!(" in {s:.2} s"),
+                None => ", still loading".into(),
+            }
+        );
+        let recent: Vec<String> = c["hit_rates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .rev()
+            .take(6)
+            .map(pct)
+            .collect();
+        if !recent.is_empty() {
+            println!(
+                "hit rate per {} s, newest first: {}",
+                c["hit_rate_samples_s"],
+                recent.join(", ")
+            );
+        }
+        if c["log_failed"].as_bool() == Some(true) {
+            println!(
+                "warm-up log FAILED: {} (monitoring continues in memory only)",
+                c["log_error"].as_str().unwrap_or("?")
+            );
+        }
     }
     Ok(())
 }

@@ -143,7 +143,7 @@ impl Options {
         {
             return Err("the middle setting must be a point of the grid".into());
         }
-        if !(self.preload_mb_per_s > 0.0) || self.threads == 0 {
+        if self.preload_mb_per_s.is_nan() || self.preload_mb_per_s <= 0.0 || self.threads == 0 {
             return Err("the pre-load bandwidth and the threads must be positive".into());
         }
         Ok(())
@@ -1101,10 +1101,14 @@ pub struct ZipfReport {
 /// Generates the workload, creates the new caches half-way, and warms them with Last-K of
 /// 4 KiB blocks from the first half (the prototype's log of recent blocks).
 pub fn zipf(o: &ZipfOptions) -> Result<ZipfReport, String> {
-    if o.workload.count < 2 || !(o.cache_pct > 0.0) || o.warmup_pcts.iter().any(|p| !(*p > 0.0)) {
+    if o.workload.count < 2
+        || o.cache_pct.is_nan()
+        || o.cache_pct <= 0.0
+        || o.warmup_pcts.iter().any(|p| p.is_nan() || *p <= 0.0)
+    {
         return Err("the Zipf lab needs at least 2 requests and positive sizes".into());
     }
-    if !(o.foreground_bytes_per_s > 0.0) {
+    if o.foreground_bytes_per_s.is_nan() || o.foreground_bytes_per_s <= 0.0 {
         return Err("the foreground speed must be positive".into());
     }
     if !(o.workload.alpha > 0.0 && o.workload.alpha <= 10.0) || o.workload.span_bytes < 4096 {
@@ -1154,7 +1158,10 @@ pub fn zipf(o: &ZipfOptions) -> Result<ZipfReport, String> {
     );
     let half_bytes: u64 = first_half.iter().map(|r| r.size_bytes).sum();
     let overhead = bonfire_overheads::measure(
-        &format!("zipf, first half at {:.0} MB/s", o.foreground_bytes_per_s / 1e6),
+        &format!(
+            "zipf, first half at {:.0} MB/s",
+            o.foreground_bytes_per_s / 1e6
+        ),
         first_half,
         half_bytes as f64 / o.foreground_bytes_per_s,
         &warmup,

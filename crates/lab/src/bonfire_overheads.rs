@@ -78,7 +78,11 @@ pub fn measure(
     warmup: &[u64],
     o: &OverheadOptions,
 ) -> Result<Overhead, String> {
-    if !(window_s > 0.0) || o.metadata_buffer_bytes == 0 || o.data_buffer_bytes == 0 {
+    if window_s.is_nan()
+        || window_s <= 0.0
+        || o.metadata_buffer_bytes == 0
+        || o.data_buffer_bytes == 0
+    {
         return Err("the window and the staging buffers must be positive".into());
     }
     let requests = window.len() as u64;
@@ -174,11 +178,17 @@ mod tests {
             r.metadata_data.log_bytes,
             1100 * METADATA_ENTRY_BYTES + 1100 * 4096
         );
-        assert_eq!(r.metadata_data.log_bytes_per_s, r.metadata_data.log_bytes as f64 / 100.0);
+        assert_eq!(
+            r.metadata_data.log_bytes_per_s,
+            r.metadata_data.log_bytes as f64 / 100.0
+        );
         // The warm-up blocks are the newest 100 requests: only those are read back.
         assert_eq!(r.metadata_data.preload_log_read_bytes, 100 * (16 + 4096));
         // Scattered blocks read in place take longer than 400 KiB read sequentially.
-        assert!(r.metadata_only.prewarm_s > 5.0 * r.metadata_data.prewarm_s, "{r:?}");
+        assert!(
+            r.metadata_only.prewarm_s > 5.0 * r.metadata_data.prewarm_s,
+            "{r:?}"
+        );
         assert!(measure("t", &window, 0.0, &warmup, &o).is_err());
     }
 }

@@ -10,6 +10,7 @@
 //!   off-loading client core between, sending writes to stores when the base volume is loaded.
 //! - [`nbd_client`], [`replay`]: `cordillera replay`, a trace replayed against a live NBD export.
 //! - [`emulate`]: real-time disk emulation with the simulator's device models.
+//! - [`warm_cache`]: the volume server's DRAM cache with Bonfire's monitoring log and pre-load.
 
 pub mod disk;
 pub mod emulate;
@@ -18,3 +19,4 @@ pub mod nbd_server;
 pub mod replay;
 pub mod store_server;
 pub mod volume_server;
+pub mod warm_cache;

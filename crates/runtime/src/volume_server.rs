@@ -42,6 +42,7 @@ use crate::disk::{Disk, DiskError, DiskFile, IoMode};
 use crate::emulate::{EmulateSpec, Emulator};
 use crate::nbd_server::{self, Backend, Completion, ExportConfig, Op};
 use crate::store_server::{read_frames, write_frames};
+use crate::warm_cache::{CacheOptions, Ticket, WarmCache};
 
 /// Bytes at the end of the base volume holding the [`Label`].
 pub const LABEL_BYTES: u64 = 4096;
@@ -168,6 +169,8 @@ pub struct VolumeOptions {
     pub io: IoMode,
     pub metrics: Option<SocketAddr>,
     pub export_name: String,
+    /// A DRAM cache above the volume, with Bonfire's warm-up log (`crate::warm_cache`).
+    pub cache: Option<CacheOptions>,
 }
 
 impl VolumeOptions {
@@ -186,6 +189,7 @@ impl VolumeOptions {
             io: IoMode::Buffered,
             metrics: None,
             export_name: String::new(),
+            cache: None,
         }
     }
 }
@@ -305,6 +309,18 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     });
     let (ready_tx, ready_rx) = oneshot::channel::<Result<(), String>>();
     let mut core = Core::new(label.clone(), disk);
+    if let Some(c) = &options.cache {
+        // Before serving: the log is marked not clean durably here.
+        let warm = WarmCache::open(c)?;
+        tracing::info!(
+            cache_bytes = c.cache_bytes,
+            log = c.log.as_ref().map(|p| p.display().to_string()),
+            source = %warm.source(),
+            planned_blocks = warm.preload_planned_blocks,
+            "cache ready"
+        );
+        core.warm = Some(warm);
+    }
     if options.emulate.is_none() && !file.direct {
         // A write that need not be durable, to a buffered base volume, is a copy into the
         // page cache: done on the core's task it saves two thread hand-offs (a third more
@@ -365,11 +381,30 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         name: options.export_name.clone(),
         ..ExportConfig::default()
     };
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("SIGTERM handler")?;
     tokio::select! {
         r = nbd_server::serve(listener, backend, export) => r.context("NBD listener")?,
         r = &mut core_task => r.context("volume core")??,
+        _ = terminate.recv() => stop(&events).await,
+        _ = tokio::signal::ctrl_c() => stop(&events).await,
     }
     Ok(())
+}
+
+/// Stops the core after the requests in flight, closing the warm-up log cleanly.
+async fn stop(events: &mpsc::UnboundedSender<Event>) {
+    let (done, answer) = oneshot::channel();
+    if events.send(Event::Shutdown { done }).is_err() {
+        return;
+    }
+    match tokio::time::timeout(Duration::from_secs(30), answer).await {
+        Ok(Ok(Ok(()))) => tracing::info!("volume stopped"),
+        Ok(Ok(Err(e))) => {
+            tracing::warn!(error = %e, "volume stopped; the warm-up log was not closed cleanly")
+        }
+        _ => tracing::warn!("volume stopped without finishing the requests in flight"),
+    }
 }
 
 fn base_size(file: &DiskFile) -> std::io::Result<u64> {
@@ -405,6 +440,10 @@ enum Event {
     Report {
         json: bool,
         reply: oneshot::Sender<String>,
+    },
+    /// SIGTERM or SIGINT: close the warm-up log cleanly and stop.
+    Shutdown {
+        done: oneshot::Sender<Result<(), String>>,
     },
 }
 
@@ -450,6 +489,17 @@ struct Parent {
     error: Option<std::io::Error>,
     arrived: Instant,
     read: bool,
+    /// What the cache does when the request is answered.
+    cache: Option<CacheParent>,
+}
+
+enum CacheParent {
+    /// A read that missed: fill the cache.
+    Read { offset: u64, ticket: Ticket },
+    /// A write: the cache takes its data once the volume has it.
+    Write { offset: u64, data: Vec<u8> },
+    /// Zeroes written: the cache forgets the blocks.
+    Zeroes { offset: u64, length: u64 },
 }
 
 /// Latency buckets of the histograms, in seconds (Prometheus `le`).
@@ -506,6 +556,11 @@ struct Core {
     inline: Option<Arc<DiskFile>>,
     /// A base write done in place failed: the core stops.
     failed: Option<DiskError>,
+    warm: Option<WarmCache>,
+    /// Pre-load reads in flight: upward id → (offset, ticket).
+    preloads: HashMap<u64, (u64, Ticket)>,
+    /// Stopping: answered once the requests in flight are.
+    stopping: Option<oneshot::Sender<Result<(), String>>>,
 }
 
 impl Core {
@@ -524,6 +579,9 @@ impl Core {
             reclaim_samples: VecDeque::new(),
             inline: None,
             failed: None,
+            warm: None,
+            preloads: HashMap::new(),
+            stopping: None,
         }
     }
 
@@ -536,6 +594,10 @@ impl Core {
         formatting: bool,
     ) -> Result<()> {
         let now = || started.elapsed().as_nanos() as u64;
+        if let Some(w) = self.warm.as_mut() {
+            // Before any request: the snapshot's pages are the blocks' latest contents.
+            w.load_snapshot();
+        }
         // Give the stores a moment to be reached, so that recovery asks them all at once.
         let grace = tokio::time::sleep(CONNECT_GRACE);
         tokio::pin!(grace);
@@ -569,9 +631,20 @@ impl Core {
         // Logged on change, checked once a second: whether data is off-loaded.
         let mut offloading = false;
         loop {
+            if client.is_ready() && self.stopping.is_none() {
+                self.preload(&mut client, now());
+            }
             self.drive(&mut client, now());
             if let Some(e) = self.failed.take() {
                 return Err(disk_error(e));
+            }
+            if self.stopping.is_some() && self.parents.is_empty() {
+                let closed = match self.warm.as_mut() {
+                    Some(w) => w.close().map_err(|e| format!("{e:#}")),
+                    None => Ok(()),
+                };
+                let _ = self.stopping.take().expect("some").send(closed);
+                return Ok(());
             }
             if ready.is_some() {
                 if client.is_ready() {
@@ -610,6 +683,9 @@ impl Core {
                     client.handle_timeout(now());
                 }
                 _ = tick.tick() => {
+                    if let Some(w) = self.warm.as_mut() {
+                        w.tick(started.elapsed().as_secs());
+                    }
                     let at = Instant::now();
                     let stats = client.stats();
                     self.reclaim_samples.push_back((at, stats.reclaimed_bytes));
@@ -719,15 +795,72 @@ impl Core {
                 };
                 let _ = reply.send(text);
             }
+            // New requests are refused from here; the log is closed once every request in
+            // flight is answered (`run`), so no acknowledged write is missing from it.
+            Event::Shutdown { done } => self.stopping = Some(done),
         }
         Ok(())
     }
 
+    /// Issues the pre-load's next reads from the volume.
+    fn preload(&mut self, client: &mut Client, now: u64) {
+        let Some(w) = self.warm.as_mut() else { return };
+        for (offset, length, ticket) in w.next_preload_reads() {
+            self.next_upward += 1;
+            self.preloads.insert(self.next_upward, (offset, ticket));
+            client.handle_upward(
+                now,
+                self.next_upward,
+                Upward::Read {
+                    offset_bytes: offset,
+                    length_bytes: length,
+                },
+            );
+        }
+    }
+
     fn upward(&mut self, client: &mut Client, op: Op, reply: Completion, now: u64) {
+        if self.stopping.is_some() {
+            reply.complete(Err(std::io::Error::other("the volume is stopping")));
+            return;
+        }
         let parent = self.next_parent;
         self.next_parent += 1;
         let mut requests: Vec<Upward> = Vec::new();
         let mut read = false;
+        let mut cache = None;
+        if let Some(w) = self.warm.as_mut() {
+            match &op {
+                Op::Read { offset, length } => match w.read(*offset, *length as u64) {
+                    Ok(data) => {
+                        self.reads.record(0.0);
+                        reply.complete(Ok(Some(data)));
+                        return;
+                    }
+                    Err(ticket) => {
+                        cache = Some(CacheParent::Read {
+                            offset: *offset,
+                            ticket,
+                        })
+                    }
+                },
+                Op::Write { offset, data, .. } => {
+                    w.write_arrived(*offset, data.len() as u64);
+                    cache = Some(CacheParent::Write {
+                        offset: *offset,
+                        data: data.clone(),
+                    });
+                }
+                Op::WriteZeroes { offset, length, .. } => {
+                    w.write_arrived(*offset, *length as u64);
+                    cache = Some(CacheParent::Zeroes {
+                        offset: *offset,
+                        length: *length as u64,
+                    });
+                }
+                Op::Flush | Op::Trim { .. } => {}
+            }
+        }
         match op {
             Op::Read { offset, length } => {
                 read = true;
@@ -788,6 +921,7 @@ impl Core {
                 error: None,
                 arrived: Instant::now(),
                 read,
+                cache,
             },
         );
         for (i, request) in requests.into_iter().enumerate() {
@@ -872,6 +1006,16 @@ impl Core {
     }
 
     fn answered(&mut self, id: u64, reply: UpReply) {
+        if let Some((offset, ticket)) = self.preloads.remove(&id) {
+            if let Some(w) = self.warm.as_mut() {
+                let data = match &reply {
+                    UpReply::Read(d) => Some(d.as_slice()),
+                    _ => None,
+                };
+                w.preload_done(offset, data, ticket);
+            }
+            return;
+        }
         let Some((parent_id, piece)) = self.pieces.remove(&id) else {
             return;
         };
@@ -908,6 +1052,18 @@ impl Core {
             None if parent.read => Ok(Some(parent.pieces.concat())),
             None => Ok(None),
         };
+        if let (Some(w), Some(c)) = (self.warm.as_mut(), parent.cache) {
+            match c {
+                CacheParent::Read { offset, ticket } => {
+                    let data = outcome.as_ref().ok().and_then(|d| d.as_deref());
+                    w.read_done(offset, data, ticket);
+                }
+                CacheParent::Write { offset, data } => {
+                    w.write_done(offset, &data, outcome.is_ok());
+                }
+                CacheParent::Zeroes { offset, length } => w.zeroes_done(offset, length),
+            }
+        }
         parent.reply.complete(outcome);
     }
 
@@ -1023,6 +1179,9 @@ impl Core {
             "Write response time at the export.",
             &mut out,
         );
+        if let Some(w) = &self.warm {
+            w.metrics(&mut out);
+        }
         out
     }
 
@@ -1066,6 +1225,7 @@ impl Core {
             "quiescent": client.is_quiescent(),
             "stores": stores,
             "state": client.describe(),
+            "cache": self.warm.as_ref().map(|w| w.status_json()),
         })
         .to_string()
     }

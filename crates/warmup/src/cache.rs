@@ -139,13 +139,20 @@ impl Lru {
     }
 }
 
-impl Cache for Lru {
+impl Lru {
+    /// The entry slot holding `block`, without touching its recency. Slots are dense
+    /// (`0..capacity`) and a block keeps its slot while it stays cached, so callers can keep
+    /// per-block data in an array indexed by slot.
+    pub fn peek_slot(&self, block: u64) -> Option<u32> {
+        self.map.get(&block).copied()
+    }
+
+    /// [`Cache::access`], also returning the block's slot: on a miss the slot is the evicted
+    /// block's (or a new one while the cache fills). `capacity` must be positive.
     #[inline]
-    fn access(&mut self, block: u64) -> bool {
+    pub fn access_slot(&mut self, block: u64) -> (u32, bool) {
         use std::collections::hash_map::Entry as Slot;
-        if self.capacity == 0 {
-            return false;
-        }
+        assert!(self.capacity > 0, "a cache of no blocks has no slots");
         // One probe of the table for a hit and for the new block's insertion.
         let full = self.entries.len() == self.capacity;
         let i = if full {
@@ -160,7 +167,7 @@ impl Cache for Lru {
                     self.unlink(i);
                     self.push_front(i);
                 }
-                return true;
+                return (i, true);
             }
             Slot::Vacant(v) => {
                 v.insert(i);
@@ -179,7 +186,17 @@ impl Cache for Lru {
             });
         }
         self.push_front(i);
-        false
+        (i, false)
+    }
+}
+
+impl Cache for Lru {
+    #[inline]
+    fn access(&mut self, block: u64) -> bool {
+        if self.capacity == 0 {
+            return false;
+        }
+        self.access_slot(block).1
     }
 
     fn contains(&self, block: u64) -> bool {

@@ -1,0 +1,140 @@
+//! The DRAM block cache of the volume server (Bonfire's storage-level cache): the same LRU as
+//! the simulator's [`Lru`], with each block's 4 KiB of data in an array indexed by the LRU's
+//! slot. Sans I/O: the volume server decides when to look up, fill and invalidate.
+//!
+//! A cached block may be marked invalid (a partial write changed it): it then misses, and the
+//! next fill of that block reuses its slot.
+
+use crate::cache::Lru;
+use crate::sim::BLOCK_BYTES;
+
+pub struct DataCache {
+    lru: Lru,
+    data: Vec<u8>,
+    valid: Vec<bool>,
+}
+
+impl DataCache {
+    /// A cache of `blocks` 4 KiB blocks (at least one). The data array is allocated zeroed,
+    /// which the operating system maps lazily.
+    pub fn new(blocks: usize) -> DataCache {
+        let blocks = blocks.max(1);
+        DataCache {
+            lru: Lru::new(blocks),
+            data: vec![0u8; blocks * BLOCK_BYTES as usize],
+            valid: vec![false; blocks],
+        }
+    }
+
+    pub fn capacity_blocks(&self) -> usize {
+        self.valid.len()
+    }
+
+    /// Valid cached blocks.
+    pub fn len(&self) -> usize {
+        use crate::cache::Cache;
+        self.lru.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn slot_bytes(&mut self, slot: u32) -> &mut [u8] {
+        let at = slot as usize * BLOCK_BYTES as usize;
+        &mut self.data[at..at + BLOCK_BYTES as usize]
+    }
+
+    /// Whether every block of `first..first + n` is cached and valid (no recency change).
+    pub fn holds(&self, first: u64, n: u64) -> bool {
+        (first..first + n).all(|b| {
+            self.lru
+                .peek_slot(b)
+                .is_some_and(|s| self.valid[s as usize])
+        })
+    }
+
+    /// Copies `n` blocks from `first` into `out` and makes them the most recent; `false` (and
+    /// nothing copied) unless all are cached and valid.
+    pub fn read(&mut self, first: u64, n: u64, out: &mut Vec<u8>) -> bool {
+        if !self.holds(first, n) {
+            return false;
+        }
+        for b in first..first + n {
+            let (slot, hit) = self.lru.access_slot(b);
+            debug_assert!(hit);
+            let at = slot as usize * BLOCK_BYTES as usize;
+            out.extend_from_slice(&self.data[at..at + BLOCK_BYTES as usize]);
+        }
+        true
+    }
+
+    /// Stores `data` (whole blocks) from block `first`, replacing what was cached.
+    pub fn fill(&mut self, first: u64, data: &[u8]) {
+        for (k, page) in data.chunks_exact(BLOCK_BYTES as usize).enumerate() {
+            let (slot, _) = self.lru.access_slot(first + k as u64);
+            self.slot_bytes(slot).copy_from_slice(page);
+            self.valid[slot as usize] = true;
+        }
+    }
+
+    /// Stores a block only if it is not cached (a pre-load must not replace newer contents).
+    pub fn fill_if_absent(&mut self, block: u64, page: &[u8]) -> bool {
+        if self
+            .lru
+            .peek_slot(block)
+            .is_some_and(|s| self.valid[s as usize])
+        {
+            return false;
+        }
+        self.fill(block, page);
+        true
+    }
+
+    /// Marks `first..first + n` invalid where cached.
+    pub fn invalidate(&mut self, first: u64, n: u64) {
+        for b in first..first + n {
+            if let Some(s) = self.lru.peek_slot(b) {
+                self.valid[s as usize] = false;
+            }
+        }
+    }
+
+    /// Cached and valid blocks.
+    pub fn valid_blocks(&self) -> usize {
+        self.valid.iter().filter(|v| **v).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_read_back_evicted_in_lru_order_and_invalidated() {
+        let mut c = DataCache::new(2);
+        let page = |v: u8| vec![v; 4096];
+        c.fill(10, &page(1));
+        c.fill(11, &page(2));
+        let mut out = Vec::new();
+        assert!(c.read(10, 1, &mut out));
+        assert_eq!(out, page(1));
+        // 11 is now the least recent: filling 12 evicts it.
+        c.fill(12, &page(3));
+        assert!(!c.holds(11, 1));
+        assert!(c.holds(10, 1) && c.holds(12, 1));
+        out.clear();
+        assert!(!c.read(10, 2, &mut out), "11 is gone");
+        assert!(out.is_empty());
+        c.invalidate(12, 1);
+        assert!(!c.holds(12, 1));
+        assert_eq!(c.valid_blocks(), 1);
+        // A pre-load does not replace a cached block, but fills an invalid one.
+        assert!(!c.fill_if_absent(10, &page(9)));
+        assert!(c.fill_if_absent(12, &page(4)));
+        out.clear();
+        assert!(c.read(10, 1, &mut out) && out == page(1));
+        out.clear();
+        assert!(c.read(12, 1, &mut out) && out == page(4));
+    }
+}

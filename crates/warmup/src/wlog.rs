@@ -1,0 +1,512 @@
+//! Bonfire's monitoring log (§5), sans I/O: what the volume server writes to its warm-up log file
+//! and how it reads it back to pre-load a new cache.
+//!
+//! Monitoring records every block I/O below the cache (cache loads after read misses, and
+//! writes) as an entry in an in-memory staging buffer. When the metadata buffer (default
+//! 256 KiB) or, with data logging, the data buffer (default 128 MiB) is full, the staged
+//! entries, and their data, become one **chunk**, appended to a circular log.
+//!
+//! The log file:
+//! - **superblock**, the first 4 KiB: magic `CRDWLOG1`, version, flags (bit 0: closed
+//!   cleanly, bit 1: data logged), the log instance (a random id every chunk repeats), the
+//!   capacity, then a CRC32C of the preceding bytes;
+//! - **chunks** from offset 4096 on, each starting on a 4 KiB boundary: a 40-byte header (magic
+//!   `CWLC`, version, the instance, a sequence number growing by one per chunk, the entry count,
+//!   the data block count, the CRC32C of the header with this field zero followed by the rest of
+//!   the chunk), the entries (16 bytes: the 4 KiB block number, the block count, flags — bit 0:
+//!   a write, bit 1: its data follows), zero padding to 4 KiB, then the data of the entries
+//!   with data, in order. A chunk that does not fit before the end of the file goes to offset
+//!   4096 (the log wraps), overwriting the oldest chunks.
+//!
+//! Reading back ([`scan`]) finds every chunk whose header and CRC are intact and whose instance
+//! is the log's; a chunk partly overwritten by a newer one, or torn by a crash, fails its CRC and
+//! is skipped. [`plan`] walks the chunks newest first and keeps each block's newest entry, until
+//! the warm-up size is reached.
+//!
+//! **Never stale.** A block's data in the log is trusted only when the log was closed cleanly:
+//! every write the volume acknowledged then went through the staging buffer into a chunk, so
+//! the newest copy in the log is the block's contents. After a crash, writes staged but not yet
+//! written are lost from the log, so the plan reads every block from the volume instead
+//! (metadata-only), which always has the acknowledged contents.
+
+use crate::sim::BLOCK_BYTES;
+
+pub const PAGE: u64 = 4096;
+pub const SUPERBLOCK_MAGIC: &[u8; 8] = b"CRDWLOG1";
+pub const CHUNK_MAGIC: &[u8; 4] = b"CWLC";
+pub const VERSION: u32 = 1;
+pub const ENTRY_BYTES: usize = 16;
+pub const HEADER_BYTES: usize = 40;
+const FLAG_CLEAN: u32 = 1;
+const FLAG_DATA: u32 = 2;
+const ENTRY_WRITE: u32 = 1;
+const ENTRY_DATA: u32 = 2;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    pub instance: u64,
+    pub capacity: u64,
+    pub clean: bool,
+    pub data: bool,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum LogError {
+    /// No superblock: a new or foreign file.
+    NoSuperblock,
+    /// The superblock's CRC or fields are wrong.
+    Corrupt(String),
+    TooSmall {
+        capacity: u64,
+    },
+}
+
+impl std::fmt::Display for LogError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LogError::NoSuperblock => f.write_str("no warm-up log superblock"),
+            LogError::Corrupt(why) => write!(f, "the warm-up log superblock is damaged: {why}"),
+            LogError::TooSmall { capacity } => write!(
+                f,
+                "a warm-up log of {capacity} bytes is too small (at least 64 KiB)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LogError {}
+
+impl Superblock {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; PAGE as usize];
+        b[0..8].copy_from_slice(SUPERBLOCK_MAGIC);
+        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        let flags = (self.clean as u32 * FLAG_CLEAN) | (self.data as u32 * FLAG_DATA);
+        b[12..16].copy_from_slice(&flags.to_le_bytes());
+        b[16..24].copy_from_slice(&self.instance.to_le_bytes());
+        b[24..32].copy_from_slice(&self.capacity.to_le_bytes());
+        let crc = crc32c::crc32c(&b[0..32]);
+        b[32..36].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Superblock, LogError> {
+        if b.len() < 36 || &b[0..8] != SUPERBLOCK_MAGIC {
+            return Err(LogError::NoSuperblock);
+        }
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4"));
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8"));
+        if crc32c::crc32c(&b[0..32]) != u32_at(32) {
+            return Err(LogError::Corrupt("CRC mismatch".into()));
+        }
+        if u32_at(8) != VERSION {
+            return Err(LogError::Corrupt(format!("version {}", u32_at(8))));
+        }
+        let capacity = u64_at(24);
+        if capacity < 16 * PAGE || !capacity.is_multiple_of(PAGE) {
+            return Err(LogError::Corrupt(format!("capacity {capacity}")));
+        }
+        let flags = u32_at(12);
+        Ok(Superblock {
+            instance: u64_at(16),
+            capacity,
+            clean: flags & FLAG_CLEAN != 0,
+            data: flags & FLAG_DATA != 0,
+        })
+    }
+}
+
+/// One monitored I/O below the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// First 4 KiB block.
+    pub block: u64,
+    pub blocks: u32,
+    pub write: bool,
+}
+
+/// The staging buffers and the log's write position.
+pub struct Monitor {
+    instance: u64,
+    capacity: u64,
+    data: bool,
+    metadata_limit: usize,
+    data_limit: usize,
+    entries: Vec<(Entry, bool)>,
+    staged_data: Vec<u8>,
+    next_seq: u64,
+    /// Where the next chunk goes.
+    position: u64,
+}
+
+/// A chunk ready to be written at `offset`.
+pub struct ChunkWrite {
+    pub offset: u64,
+    pub bytes: Vec<u8>,
+}
+
+impl Monitor {
+    /// `after`: the sequence number and end offset of the newest chunk already in the log.
+    pub fn new(
+        superblock: Superblock,
+        metadata_buffer_bytes: usize,
+        data_buffer_bytes: usize,
+        after: Option<(u64, u64)>,
+    ) -> Monitor {
+        // A chunk must fit in the log with room to spare: at most half of it.
+        let room = ((superblock.capacity - PAGE) / 2) as usize;
+        let metadata_limit = metadata_buffer_bytes.clamp(ENTRY_BYTES, room / 2) / ENTRY_BYTES;
+        let data_limit = data_buffer_bytes.clamp(BLOCK_BYTES as usize, room / 2);
+        let (next_seq, position) = after.map_or((1, PAGE), |(seq, end)| (seq + 1, end));
+        Monitor {
+            instance: superblock.instance,
+            capacity: superblock.capacity,
+            data: superblock.data,
+            metadata_limit,
+            data_limit,
+            entries: Vec::new(),
+            staged_data: Vec::new(),
+            next_seq,
+            position,
+        }
+    }
+
+    /// Records an I/O; `data` (whole blocks) is kept when the log holds data. Returns a chunk
+    /// to write when a staging buffer is full.
+    pub fn record(&mut self, entry: Entry, data: Option<&[u8]>) -> Option<ChunkWrite> {
+        if entry.blocks == 0 {
+            return None;
+        }
+        let with_data = match data {
+            Some(d) if self.data && d.len() as u64 == entry.blocks as u64 * BLOCK_BYTES => {
+                if d.len() > self.data_limit {
+                    // Larger than the data buffer: its metadata only.
+                    false
+                } else {
+                    if self.staged_data.len() + d.len() > self.data_limit {
+                        let chunk = self.flush();
+                        self.entries.push((entry, true));
+                        self.staged_data.extend_from_slice(d);
+                        return chunk;
+                    }
+                    self.staged_data.extend_from_slice(d);
+                    true
+                }
+            }
+            _ => false,
+        };
+        self.entries.push((entry, with_data));
+        if self.entries.len() >= self.metadata_limit {
+            return self.flush();
+        }
+        None
+    }
+
+    /// The staged entries, newest last (for a pre-load within the same process).
+    pub fn staged(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().map(|(e, _)| e)
+    }
+
+    pub fn staged_entries(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Makes a chunk of everything staged (`None` when nothing is).
+    pub fn flush(&mut self) -> Option<ChunkWrite> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        let entries_bytes = HEADER_BYTES + self.entries.len() * ENTRY_BYTES;
+        let data_at = entries_bytes.next_multiple_of(PAGE as usize);
+        let total = (data_at + self.staged_data.len()).next_multiple_of(PAGE as usize);
+        let mut b = vec![0u8; total];
+        b[0..4].copy_from_slice(CHUNK_MAGIC);
+        b[4..8].copy_from_slice(&VERSION.to_le_bytes());
+        b[8..16].copy_from_slice(&self.instance.to_le_bytes());
+        b[16..24].copy_from_slice(&self.next_seq.to_le_bytes());
+        b[24..28].copy_from_slice(&(self.entries.len() as u32).to_le_bytes());
+        b[28..32]
+            .copy_from_slice(&((self.staged_data.len() as u64 / BLOCK_BYTES) as u32).to_le_bytes());
+        // 32..36: CRC; 36..40: chunk length in pages.
+        b[36..40].copy_from_slice(&((total as u64 / PAGE) as u32).to_le_bytes());
+        for (i, (e, with_data)) in self.entries.iter().enumerate() {
+            let at = HEADER_BYTES + i * ENTRY_BYTES;
+            b[at..at + 8].copy_from_slice(&e.block.to_le_bytes());
+            b[at + 8..at + 12].copy_from_slice(&e.blocks.to_le_bytes());
+            let flags = (e.write as u32 * ENTRY_WRITE) | (*with_data as u32 * ENTRY_DATA);
+            b[at + 12..at + 16].copy_from_slice(&flags.to_le_bytes());
+        }
+        b[data_at..data_at + self.staged_data.len()].copy_from_slice(&self.staged_data);
+        let crc = chunk_crc(&b);
+        b[32..36].copy_from_slice(&crc.to_le_bytes());
+        if self.position + total as u64 > self.capacity {
+            self.position = PAGE;
+        }
+        let offset = self.position;
+        self.position += total as u64;
+        self.next_seq += 1;
+        self.entries.clear();
+        self.staged_data.clear();
+        Some(ChunkWrite { offset, bytes: b })
+    }
+}
+
+fn chunk_crc(b: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(&b[..32]);
+    let crc = crc32c::crc32c_append(crc, &[0u8; 4]);
+    crc32c::crc32c_append(crc, &b[36..])
+}
+
+/// A chunk found in the log.
+#[derive(Clone, Debug)]
+pub struct Chunk {
+    pub offset: u64,
+    pub seq: u64,
+    pub length: u64,
+    /// Entries, and for each the offset of its data in the log when logged.
+    pub entries: Vec<(Entry, Option<u64>)>,
+}
+
+/// Every intact chunk of `instance` in `log` (the whole file, superblock included), oldest
+/// first.
+pub fn scan(log: &[u8], instance: u64) -> Vec<Chunk> {
+    let mut out = Vec::new();
+    let mut at = PAGE as usize;
+    while at + HEADER_BYTES <= log.len() {
+        match parse_chunk(log, at, instance) {
+            Some(chunk) => {
+                at += chunk.length as usize;
+                out.push(chunk);
+            }
+            None => at += PAGE as usize,
+        }
+    }
+    out.sort_by_key(|c| c.seq);
+    out
+}
+
+fn parse_chunk(log: &[u8], at: usize, instance: u64) -> Option<Chunk> {
+    let b = &log[at..];
+    if &b[0..4] != CHUNK_MAGIC {
+        return None;
+    }
+    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4"));
+    let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8"));
+    if u32_at(4) != VERSION || u64_at(8) != instance {
+        return None;
+    }
+    let entries = u32_at(24) as usize;
+    let data_blocks = u32_at(28) as u64;
+    let length = u32_at(36) as u64 * PAGE;
+    let data_at = (HEADER_BYTES + entries * ENTRY_BYTES).next_multiple_of(PAGE as usize);
+    if length == 0
+        || length as usize > b.len()
+        || (data_at as u64 + data_blocks * BLOCK_BYTES) > length
+    {
+        return None;
+    }
+    let chunk = &b[..length as usize];
+    if chunk_crc(chunk) != u32_at(32) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(entries);
+    let mut data = (at + data_at) as u64;
+    for i in 0..entries {
+        let e = HEADER_BYTES + i * ENTRY_BYTES;
+        let entry = Entry {
+            block: u64_at(e),
+            blocks: u32_at(e + 8),
+            write: u32_at(e + 12) & ENTRY_WRITE != 0,
+        };
+        let where_data = (u32_at(e + 12) & ENTRY_DATA != 0).then_some(data);
+        if where_data.is_some() {
+            data += entry.blocks as u64 * BLOCK_BYTES;
+        }
+        out.push((entry, where_data));
+    }
+    if data > (at as u64 + length) {
+        return None;
+    }
+    Some(Chunk {
+        offset: at as u64,
+        seq: u64_at(16),
+        length,
+        entries: out,
+    })
+}
+
+/// The newest chunk's sequence number and end, where the monitor continues.
+pub fn resume_point(chunks: &[Chunk]) -> Option<(u64, u64)> {
+    chunks.last().map(|c| (c.seq, c.offset + c.length))
+}
+
+/// What to pre-load: blocks newest first, each with the log offset of its newest data when
+/// that may be used.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub blocks: Vec<(u64, Option<u64>)>,
+}
+
+impl Plan {
+    /// The blocks to read from the volume (no usable data in the log), sorted.
+    pub fn from_volume(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .blocks
+            .iter()
+            .filter(|(_, d)| d.is_none())
+            .map(|(b, _)| *b)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// (block, log offset) of the blocks loaded from the snapshot, by log offset.
+    pub fn from_snapshot(&self) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = self
+            .blocks
+            .iter()
+            .filter_map(|(b, d)| d.map(|d| (*b, d)))
+            .collect();
+        v.sort_unstable_by_key(|(_, d)| *d);
+        v
+    }
+}
+
+/// Newest first over the chunks then `staged` (entries newer than every chunk, newest last),
+/// each block once, up to `limit` blocks. Data offsets are kept only if `use_data` (the log was
+/// closed cleanly) and the block's newest entry carries data.
+pub fn plan(chunks: &[Chunk], staged: &[Entry], limit: usize, use_data: bool) -> Plan {
+    let mut seen = rustc_hash::FxHashSet::default();
+    let mut blocks = Vec::new();
+    let newest_first = staged.iter().rev().map(|e| (*e, None)).chain(
+        chunks
+            .iter()
+            .rev()
+            .flat_map(|c| c.entries.iter().rev().copied()),
+    );
+    'all: for (entry, data) in newest_first {
+        // The entry's blocks, last first (the newest-first order within one I/O is moot).
+        for k in (0..entry.blocks as u64).rev() {
+            if blocks.len() >= limit {
+                break 'all;
+            }
+            let block = entry.block + k;
+            if seen.insert(block) {
+                let d = data.filter(|_| use_data).map(|d| d + k * BLOCK_BYTES);
+                blocks.push((block, d));
+            }
+        }
+    }
+    Plan { blocks }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sb(data: bool) -> Superblock {
+        Superblock {
+            instance: 0xfeed,
+            capacity: 64 * PAGE,
+            clean: false,
+            data,
+        }
+    }
+
+    fn write_into(log: &mut [u8], c: &ChunkWrite) {
+        log[c.offset as usize..c.offset as usize + c.bytes.len()].copy_from_slice(&c.bytes);
+    }
+
+    fn entry(block: u64, blocks: u32, write: bool) -> Entry {
+        Entry {
+            block,
+            blocks,
+            write,
+        }
+    }
+
+    #[test]
+    fn superblocks_round_trip_and_damage_is_detected() {
+        let s = Superblock {
+            clean: true,
+            ..sb(true)
+        };
+        let mut b = s.encode();
+        assert_eq!(Superblock::decode(&b), Ok(s));
+        b[20] ^= 1;
+        assert!(matches!(Superblock::decode(&b), Err(LogError::Corrupt(_))));
+        assert_eq!(
+            Superblock::decode(&[0u8; 4096]),
+            Err(LogError::NoSuperblock)
+        );
+    }
+
+    #[test]
+    fn chunks_round_trip_wrap_and_torn_ones_are_skipped() {
+        let mut log = vec![0u8; 64 * 4096];
+        log[..4096].copy_from_slice(&sb(false).encode());
+        // 256 entries per 4 KiB metadata buffer.
+        let mut m = Monitor::new(sb(false), 4096, 0, None);
+        let mut writes = Vec::new();
+        for i in 0..10_000u64 {
+            if let Some(c) = m.record(entry(i, 1, i % 2 == 0), None) {
+                writes.push(c);
+            }
+        }
+        writes.extend(m.flush());
+        // Entries fill two pages per chunk (40 + 255 × 16 bytes > 4096).
+        assert!(writes.len() >= 39);
+        for c in &writes {
+            write_into(&mut log, c);
+        }
+        let chunks = scan(&log, 0xfeed);
+        // The log holds 63 pages; the chunks wrapped and the newest are kept, in order.
+        assert!(chunks.windows(2).all(|w| w[0].seq < w[1].seq));
+        let newest = chunks.last().unwrap();
+        assert_eq!(newest.seq, writes.len() as u64);
+        assert_eq!(newest.entries.last().unwrap().0, entry(9_999, 1, false));
+        // Tear the newest chunk: it is skipped, the one before is the newest.
+        let torn = newest.offset as usize + 100;
+        log[torn] ^= 0xff;
+        let after = scan(&log, 0xfeed);
+        assert_eq!(after.last().unwrap().seq, writes.len() as u64 - 1);
+        // Another instance's chunks are not ours.
+        assert!(scan(&log, 0xbeef).is_empty());
+        // The monitor resumes after the newest intact chunk.
+        let (seq, end) = resume_point(&after).unwrap();
+        let mut m2 = Monitor::new(sb(false), 4096, 0, Some((seq, end)));
+        m2.record(entry(1, 1, true), None);
+        let c = m2.flush().unwrap();
+        assert_eq!(c.offset, end);
+    }
+
+    #[test]
+    fn the_plan_is_newest_first_and_uses_data_only_when_clean() {
+        let mut log = vec![0u8; 64 * 4096];
+        let s = sb(true);
+        let mut m = Monitor::new(s, 1 << 20, 1 << 20, None);
+        let page = |v: u8| vec![v; 4096];
+        // Block 7 written with 1, then block 8, then block 7 with 2.
+        assert!(m.record(entry(7, 1, true), Some(&page(1))).is_none());
+        m.record(entry(8, 1, false), Some(&page(3)));
+        write_into(&mut log, &m.flush().unwrap());
+        m.record(entry(7, 1, true), Some(&page(2)));
+        write_into(&mut log, &m.flush().unwrap());
+        let chunks = scan(&log, s.instance);
+        assert_eq!(chunks.len(), 2);
+        let p = plan(&chunks, &[], 10, true);
+        assert_eq!(p.blocks.len(), 2);
+        assert_eq!(p.blocks[0].0, 7);
+        // Block 7's data is its newest: 2.
+        let at = p.blocks[0].1.unwrap() as usize;
+        assert_eq!(log[at], 2);
+        assert_eq!(log[p.blocks[1].1.unwrap() as usize], 3);
+        // After a crash, no data is used.
+        let crashed = plan(&chunks, &[], 10, false);
+        assert!(crashed.blocks.iter().all(|(_, d)| d.is_none()));
+        assert_eq!(crashed.from_volume(), vec![7, 8]);
+        // Staged entries are newer than every chunk; the limit counts blocks.
+        let staged = plan(&chunks, &[entry(100, 4, false)], 3, true);
+        assert_eq!(staged.blocks, vec![(103, None), (102, None), (101, None)]);
+    }
+}
