@@ -30,7 +30,7 @@ impl DataCache {
         self.valid.len()
     }
 
-    /// Valid cached blocks.
+    /// Blocks with a slot, valid or not.
     pub fn len(&self) -> usize {
         use crate::cache::Cache;
         self.lru.len()
