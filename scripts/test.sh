@@ -53,6 +53,16 @@ else
   echo "SKIPPED volume benchmark: fio or nbdkit is not installed"
 fi
 
+echo "== cache simulator speed and Bonfire's overheads on real I/O (figures, not pass/fail)"
+cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
+if [ -f ../shared/traces/arc/P12.lis.zst ]; then
+  target/release/cordillera bench cache --trace ../shared/traces/arc/P12.lis.zst --cache-size 256m --repeat 3
+else
+  echo "SKIPPED cache benchmark on ARC P12: ../shared/traces is absent; on the generated Zipf workload instead"
+  target/release/cordillera bench cache --repeat 3
+fi
+target/release/cordillera volume warmup-bench
+
 echo "== pgbench on ext4 on the volume (figures, not pass/fail)"
 if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ] || ! command -v nbdfuse >/dev/null 2>&1 \
    || ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1; then

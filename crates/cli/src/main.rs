@@ -30,6 +30,7 @@ mod trace_cmd;
 mod volume_bench;
 mod volume_cmd;
 mod volume_pgbench;
+mod volume_warmup_bench;
 mod warmup_cmd;
 
 use clap::{Parser, Subcommand};

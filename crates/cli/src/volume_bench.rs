@@ -75,6 +75,24 @@ fn spread(ratios: &[f64]) -> String {
 /// A child process killed when dropped.
 pub(crate) struct Proc(Child);
 
+impl Proc {
+    /// SIGTERM, then waits up to `limit` for the exit; whether it exited successfully.
+    pub(crate) fn terminate(&mut self, limit: Duration) -> Result<bool> {
+        let pid = self.0.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status()?;
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.0.try_wait()? {
+                return Ok(status.success());
+            }
+            if std::time::Instant::now() > deadline {
+                bail!("process {pid} did not exit within {limit:?} of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -84,7 +102,11 @@ impl Drop for Proc {
 
 /// Runs `program args…` and waits for each line starting with one of `wanted` on its standard
 /// error; returns the rest of each.
-fn spawn_until(program: &Path, args: &[String], wanted: &[&str]) -> Result<(Proc, Vec<String>)> {
+pub(crate) fn spawn_until(
+    program: &Path,
+    args: &[String],
+    wanted: &[&str],
+) -> Result<(Proc, Vec<String>)> {
     let mut child = Command::new(program)
         .args(args)
         .stderr(Stdio::piped())
@@ -165,7 +187,7 @@ pub(crate) struct Setup<'a> {
 }
 
 impl Setup<'_> {
-    fn base(&self, name: &str) -> Result<PathBuf> {
+    pub(crate) fn base(&self, name: &str) -> Result<PathBuf> {
         let path = self.dir.join(name);
         let _ = std::fs::remove_file(&path);
         std::fs::File::create(&path)?.set_len(self.region + (64 << 10))?;

@@ -29,6 +29,9 @@ enum VolumeCommand {
     Status(StatusArgs),
     /// Measure the volume server against `nbdkit file` and against itself without off-load.
     Bench(crate::volume_bench::VolumeBenchArgs),
+    /// Bonfire's overheads on real I/O (Table 4): log space, logging bandwidth and pre-warm
+    /// time for metadata-only and metadata+data, on a replayed trace.
+    WarmupBench(crate::volume_warmup_bench::WarmupBenchArgs),
     /// PostgreSQL pgbench on ext4 on the volume (emulated base and store): TPS with off-load
     /// against without. Needs root, FUSE and PostgreSQL.
     Pgbench(crate::volume_pgbench::PgbenchArgs),
@@ -171,6 +174,7 @@ pub fn run(args: VolumeArgs) -> Result<()> {
         }
         VolumeCommand::Status(a) => status(a),
         VolumeCommand::Bench(a) => crate::volume_bench::run(a),
+        VolumeCommand::WarmupBench(a) => crate::volume_warmup_bench::run(a),
         VolumeCommand::Pgbench(a) => crate::volume_pgbench::run_pgbench(a),
     }
 }

@@ -21,6 +21,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
@@ -188,6 +189,9 @@ pub struct WarmCache {
     preload_started: Instant,
     preload_seconds: Option<f64>,
     log_path: Option<PathBuf>,
+    /// Chunks and bytes handed to the log writer since start.
+    log_chunks: u64,
+    log_bytes: u64,
 }
 
 fn blocks_of(offset: u64, length: u64) -> (u64, u64) {
@@ -246,6 +250,8 @@ impl WarmCache {
             preload_started: Instant::now(),
             preload_seconds: None,
             log_path: o.log.clone(),
+            log_chunks: 0,
+            log_bytes: 0,
         };
         let Some(path) = &o.log else {
             c.preload_seconds = Some(0.0);
@@ -294,21 +300,58 @@ impl WarmCache {
         let warm_blocks = (o.warmup_bytes / BLOCK) as usize;
         let (sb, after) = match existing {
             Some(sb) => {
-                let mut log = vec![0u8; sb.capacity as usize];
-                file.read_exact_at(&mut log, 0)
+                let read = |offset: u64, length: usize| -> std::io::Result<Vec<u8>> {
+                    let mut buf = vec![0u8; length];
+                    file.read_exact_at(&mut buf, offset)?;
+                    Ok(buf)
+                };
+                let fd = file.as_raw_fd();
+                let next_data = |offset: u64| -> u64 {
+                    // SAFETY: lseek on an open descriptor; SEEK_DATA past the last data fails
+                    // (ENXIO), which means no more chunks: the end.
+                    let r = unsafe { libc::lseek(fd, offset as libc::off_t, libc::SEEK_DATA) };
+                    if r < 0 {
+                        match std::io::Error::last_os_error().raw_os_error() {
+                            Some(libc::ENXIO) => u64::MAX / 2,
+                            _ => offset,
+                        }
+                    } else {
+                        r as u64
+                    }
+                };
+                let chunks = wlog::scan(sb.capacity, sb.instance, read, next_data)
                     .with_context(|| format!("reading {}", path.display()))?;
-                let chunks = wlog::scan(&log, sb.instance);
                 let use_data = sb.clean && sb.data;
                 let plan = wlog::plan(&chunks, &[], warm_blocks, use_data);
-                self.preload_blocks = plan.from_volume();
-                self.snapshot = plan
-                    .from_snapshot()
-                    .into_iter()
-                    .map(|(b, at)| {
-                        let at = at as usize;
-                        (b, log[at..at + BLOCK as usize].to_vec())
-                    })
-                    .collect();
+                let mut from_volume = plan.from_volume();
+                // The snapshot's blocks: each chunk's data read once, in log order, and used
+                // only if its CRC holds.
+                let wanted = plan.from_snapshot();
+                let mut k = 0;
+                for c in &chunks_by_offset(&chunks) {
+                    let end = c.data_offset + c.data_blocks * BLOCK;
+                    let first = k;
+                    while k < wanted.len() && wanted[k].1 < end {
+                        k += 1;
+                    }
+                    if first == k {
+                        continue;
+                    }
+                    let data = read(c.data_offset, (c.data_blocks * BLOCK) as usize)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    if c.data_intact(&data) {
+                        for &(b, at) in &wanted[first..k] {
+                            let at = (at - c.data_offset) as usize;
+                            self.snapshot
+                                .push((b, data[at..at + BLOCK as usize].to_vec()));
+                        }
+                    } else {
+                        tracing::warn!(log = %path.display(), chunk = c.seq, "warm-up log chunk data damaged; its blocks are read from the volume");
+                        from_volume.extend(wanted[first..k].iter().map(|(b, _)| *b));
+                    }
+                }
+                from_volume.sort_unstable();
+                self.preload_blocks = from_volume;
                 self.preload_planned_blocks = plan.blocks.len() as u64;
                 self.source = if use_data {
                     WarmupSource::LogWithData
@@ -377,6 +420,8 @@ impl WarmCache {
         };
         if let Some(chunk) = m.record(entry, data) {
             if let Some(w) = &self.writer {
+                self.log_chunks += 1;
+                self.log_bytes += chunk.bytes.len() as u64;
                 let _ = w.tx.send(LogCommand::Write(chunk));
             }
         }
@@ -605,6 +650,8 @@ impl WarmCache {
             return Ok(());
         };
         if let Some(chunk) = m.flush() {
+            self.log_chunks += 1;
+            self.log_bytes += chunk.bytes.len() as u64;
             let _ = w.tx.send(LogCommand::Write(chunk));
         }
         let (done, answer) = std_mpsc::channel();
@@ -639,6 +686,8 @@ impl WarmCache {
             "log_failed": self.writer.as_ref().is_some_and(|w| w.failed.load(Ordering::Relaxed)),
             "log_error": log_error,
             "staged_entries": self.monitor.as_ref().map_or(0, |m| m.staged_entries()),
+            "log_chunks_written": self.log_chunks,
+            "log_bytes_written": self.log_bytes,
             "warmup": {
                 "source": self.source.to_string(),
                 "planned_blocks": self.preload_planned_blocks,
@@ -696,6 +745,13 @@ impl WarmCache {
             self.preload_seconds.unwrap_or(-1.0),
         );
     }
+}
+
+/// Chunks ordered by where they lie in the log.
+fn chunks_by_offset(chunks: &[wlog::Chunk]) -> Vec<&wlog::Chunk> {
+    let mut v: Vec<&wlog::Chunk> = chunks.iter().collect();
+    v.sort_by_key(|c| c.offset);
+    v
 }
 
 fn rand_id() -> u64 {

@@ -10,18 +10,20 @@
 //! - **superblock**, the first 4 KiB: magic `CRDWLOG1`, version, flags (bit 0: closed
 //!   cleanly, bit 1: data logged), the log instance (a random id every chunk repeats), the
 //!   capacity, then a CRC32C of the preceding bytes;
-//! - **chunks** from offset 4096 on, each starting on a 4 KiB boundary: a 40-byte header (magic
+//! - **chunks** from offset 4096 on, each starting on a 4 KiB boundary: a 48-byte header (magic
 //!   `CWLC`, version, the instance, a sequence number growing by one per chunk, the entry count,
-//!   the data block count, the CRC32C of the header with this field zero followed by the rest of
-//!   the chunk), the entries (16 bytes: the 4 KiB block number, the block count, flags — bit 0:
+//!   the data block count, the length in pages, a CRC32C of the header and entries, a CRC32C of
+//!   the data), the entries (16 bytes: the 4 KiB block number, the block count, flags — bit 0:
 //!   a write, bit 1: its data follows), zero padding to 4 KiB, then the data of the entries
 //!   with data, in order. A chunk that does not fit before the end of the file goes to offset
 //!   4096 (the log wraps), overwriting the oldest chunks.
 //!
-//! Reading back ([`scan`]) finds every chunk whose header and CRC are intact and whose instance
-//! is the log's; a chunk partly overwritten by a newer one, or torn by a crash, fails its CRC and
-//! is skipped. [`plan`] walks the chunks newest first and keeps each block's newest entry, until
-//! the warm-up size is reached.
+//! Reading back ([`scan`]) reads headers and entries only, jumping from chunk to chunk, and keeps
+//! every chunk whose metadata CRC is intact and whose instance is the log's; a chunk partly
+//! overwritten by a newer one, or torn by a crash, fails a CRC and is skipped. [`plan`] walks the
+//! chunks newest first and keeps each block's newest entry, until the warm-up size is reached.
+//! A chunk's data is read (and its data CRC checked, [`Chunk::data_intact`]) only when the
+//! pre-load uses it.
 //!
 //! **Never stale.** A block's data in the log is trusted only when the log was closed cleanly:
 //! every write the volume acknowledged then went through the staging buffer into a chunk, so
@@ -36,7 +38,7 @@ pub const SUPERBLOCK_MAGIC: &[u8; 8] = b"CRDWLOG1";
 pub const CHUNK_MAGIC: &[u8; 4] = b"CWLC";
 pub const VERSION: u32 = 1;
 pub const ENTRY_BYTES: usize = 16;
-pub const HEADER_BYTES: usize = 40;
+pub const HEADER_BYTES: usize = 48;
 const FLAG_CLEAN: u32 = 1;
 const FLAG_DATA: u32 = 2;
 const ENTRY_WRITE: u32 = 1;
@@ -227,8 +229,8 @@ impl Monitor {
         b[24..28].copy_from_slice(&(self.entries.len() as u32).to_le_bytes());
         b[28..32]
             .copy_from_slice(&((self.staged_data.len() as u64 / BLOCK_BYTES) as u32).to_le_bytes());
-        // 32..36: CRC; 36..40: chunk length in pages.
-        b[36..40].copy_from_slice(&((total as u64 / PAGE) as u32).to_le_bytes());
+        b[32..36].copy_from_slice(&((total as u64 / PAGE) as u32).to_le_bytes());
+        // 36..40: metadata CRC; 40..44: data CRC; 44..48: zero.
         for (i, (e, with_data)) in self.entries.iter().enumerate() {
             let at = HEADER_BYTES + i * ENTRY_BYTES;
             b[at..at + 8].copy_from_slice(&e.block.to_le_bytes());
@@ -237,8 +239,10 @@ impl Monitor {
             b[at + 12..at + 16].copy_from_slice(&flags.to_le_bytes());
         }
         b[data_at..data_at + self.staged_data.len()].copy_from_slice(&self.staged_data);
-        let crc = chunk_crc(&b);
-        b[32..36].copy_from_slice(&crc.to_le_bytes());
+        let data_crc = crc32c::crc32c(&self.staged_data);
+        b[40..44].copy_from_slice(&data_crc.to_le_bytes());
+        let crc = metadata_crc(&b[..entries_bytes]);
+        b[36..40].copy_from_slice(&crc.to_le_bytes());
         if self.position + total as u64 > self.capacity {
             self.position = PAGE;
         }
@@ -251,10 +255,11 @@ impl Monitor {
     }
 }
 
-fn chunk_crc(b: &[u8]) -> u32 {
-    let crc = crc32c::crc32c(&b[..32]);
+/// CRC32C of the header (its metadata CRC field taken as zero) and the entries.
+fn metadata_crc(b: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(&b[..36]);
     let crc = crc32c::crc32c_append(crc, &[0u8; 4]);
-    crc32c::crc32c_append(crc, &b[36..])
+    crc32c::crc32c_append(crc, &b[40..])
 }
 
 /// A chunk found in the log.
@@ -263,76 +268,138 @@ pub struct Chunk {
     pub offset: u64,
     pub seq: u64,
     pub length: u64,
+    /// Where its data starts, how many blocks, and their CRC32C.
+    pub data_offset: u64,
+    pub data_blocks: u64,
+    pub data_crc: u32,
     /// Entries, and for each the offset of its data in the log when logged.
     pub entries: Vec<(Entry, Option<u64>)>,
 }
 
-/// Every intact chunk of `instance` in `log` (the whole file, superblock included), oldest
-/// first.
-pub fn scan(log: &[u8], instance: u64) -> Vec<Chunk> {
+impl Chunk {
+    /// Whether `data` (this chunk's data region, read from the log) is what was written.
+    pub fn data_intact(&self, data: &[u8]) -> bool {
+        data.len() as u64 == self.data_blocks * BLOCK_BYTES && crc32c::crc32c(data) == self.data_crc
+    }
+}
+
+/// Every intact chunk of `instance` in a log of `capacity` bytes, oldest first. `read(offset,
+/// length)` reads the log; only headers and entries are read. `next_data(offset)` may return
+/// where data resumes at or after `offset` (skipping a sparse file's holes), or `offset`.
+pub fn scan<E>(
+    capacity: u64,
+    instance: u64,
+    mut read: impl FnMut(u64, usize) -> Result<Vec<u8>, E>,
+    mut next_data: impl FnMut(u64) -> u64,
+) -> Result<Vec<Chunk>, E> {
+    // Pages are read a window at a time (where no chunk is, e.g. a log not yet written to the
+    // end, each page would otherwise be a read).
+    const WINDOW: u64 = 1 << 20;
     let mut out = Vec::new();
-    let mut at = PAGE as usize;
-    while at + HEADER_BYTES <= log.len() {
-        match parse_chunk(log, at, instance) {
+    let mut window: (u64, Vec<u8>) = (0, Vec::new());
+    let mut at = PAGE;
+    while at + PAGE <= capacity {
+        let inside = at >= window.0 && at + PAGE <= window.0 + window.1.len() as u64;
+        if !inside {
+            // Holes hold no chunk: go to the next page with data.
+            let resume = next_data(at).max(at).next_multiple_of(PAGE);
+            if resume != at {
+                at = resume;
+                continue;
+            }
+            let length = WINDOW.min(capacity - at) as usize;
+            window = (at, read(at, length)?);
+            if window.1.len() < PAGE as usize {
+                break;
+            }
+        }
+        let from = (at - window.0) as usize;
+        let head = &window.1[from..from + PAGE as usize];
+        match parse_chunk(head, at, capacity, instance, &mut read)? {
             Some(chunk) => {
-                at += chunk.length as usize;
+                at += chunk.length;
                 out.push(chunk);
             }
-            None => at += PAGE as usize,
+            None => at += PAGE,
         }
     }
     out.sort_by_key(|c| c.seq);
-    out
+    Ok(out)
 }
 
-fn parse_chunk(log: &[u8], at: usize, instance: u64) -> Option<Chunk> {
-    let b = &log[at..];
-    if &b[0..4] != CHUNK_MAGIC {
-        return None;
+fn parse_chunk<E>(
+    head: &[u8],
+    at: u64,
+    capacity: u64,
+    instance: u64,
+    read: &mut impl FnMut(u64, usize) -> Result<Vec<u8>, E>,
+) -> Result<Option<Chunk>, E> {
+    if head.len() < HEADER_BYTES || &head[0..4] != CHUNK_MAGIC {
+        return Ok(None);
     }
-    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4"));
-    let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8"));
-    if u32_at(4) != VERSION || u64_at(8) != instance {
-        return None;
+    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4"));
+    let u64_at = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8"));
+    if u32_at(head, 4) != VERSION || u64_at(head, 8) != instance {
+        return Ok(None);
     }
-    let entries = u32_at(24) as usize;
-    let data_blocks = u32_at(28) as u64;
-    let length = u32_at(36) as u64 * PAGE;
-    let data_at = (HEADER_BYTES + entries * ENTRY_BYTES).next_multiple_of(PAGE as usize);
-    if length == 0
-        || length as usize > b.len()
-        || (data_at as u64 + data_blocks * BLOCK_BYTES) > length
-    {
-        return None;
+    let entries = u32_at(head, 24) as usize;
+    let data_blocks = u32_at(head, 28) as u64;
+    let length = u32_at(head, 32) as u64 * PAGE;
+    let entries_bytes = HEADER_BYTES + entries * ENTRY_BYTES;
+    let data_at = entries_bytes.next_multiple_of(PAGE as usize) as u64;
+    if length == 0 || at + length > capacity || data_at + data_blocks * BLOCK_BYTES > length {
+        return Ok(None);
     }
-    let chunk = &b[..length as usize];
-    if chunk_crc(chunk) != u32_at(32) {
-        return None;
+    let meta = if entries_bytes <= head.len() {
+        head[..entries_bytes].to_vec()
+    } else {
+        let m = read(at, entries_bytes)?;
+        if m.len() < entries_bytes {
+            return Ok(None);
+        }
+        m
+    };
+    if metadata_crc(&meta) != u32_at(&meta, 36) {
+        return Ok(None);
     }
     let mut out = Vec::with_capacity(entries);
-    let mut data = (at + data_at) as u64;
+    let mut data = at + data_at;
     for i in 0..entries {
         let e = HEADER_BYTES + i * ENTRY_BYTES;
         let entry = Entry {
-            block: u64_at(e),
-            blocks: u32_at(e + 8),
-            write: u32_at(e + 12) & ENTRY_WRITE != 0,
+            block: u64_at(&meta, e),
+            blocks: u32_at(&meta, e + 8),
+            write: u32_at(&meta, e + 12) & ENTRY_WRITE != 0,
         };
-        let where_data = (u32_at(e + 12) & ENTRY_DATA != 0).then_some(data);
+        let where_data = (u32_at(&meta, e + 12) & ENTRY_DATA != 0).then_some(data);
         if where_data.is_some() {
             data += entry.blocks as u64 * BLOCK_BYTES;
         }
         out.push((entry, where_data));
     }
-    if data > (at as u64 + length) {
-        return None;
+    if data != at + data_at + data_blocks * BLOCK_BYTES {
+        return Ok(None);
     }
-    Some(Chunk {
-        offset: at as u64,
-        seq: u64_at(16),
+    Ok(Some(Chunk {
+        offset: at,
+        seq: u64_at(&meta, 16),
         length,
+        data_offset: at + data_at,
+        data_blocks,
+        data_crc: u32_at(&meta, 40),
         entries: out,
-    })
+    }))
+}
+
+/// A reader over a log held in memory (tests, small logs).
+pub fn read_from(
+    log: &[u8],
+) -> impl FnMut(u64, usize) -> Result<Vec<u8>, std::convert::Infallible> + '_ {
+    move |offset, length| {
+        let start = (offset as usize).min(log.len());
+        let end = (start + length).min(log.len());
+        Ok(log[start..end].to_vec())
+    }
 }
 
 /// The newest chunk's sequence number and end, where the monitor continues.
@@ -413,6 +480,10 @@ mod tests {
         }
     }
 
+    fn scan_mem(log: &[u8], instance: u64) -> Vec<Chunk> {
+        scan(log.len() as u64, instance, read_from(log), |o| o).unwrap()
+    }
+
     fn write_into(log: &mut [u8], c: &ChunkWrite) {
         log[c.offset as usize..c.offset as usize + c.bytes.len()].copy_from_slice(&c.bytes);
     }
@@ -459,7 +530,7 @@ mod tests {
         for c in &writes {
             write_into(&mut log, c);
         }
-        let chunks = scan(&log, 0xfeed);
+        let chunks = scan_mem(&log, 0xfeed);
         // The log holds 63 pages; the chunks wrapped and the newest are kept, in order.
         assert!(chunks.windows(2).all(|w| w[0].seq < w[1].seq));
         let newest = chunks.last().unwrap();
@@ -468,10 +539,10 @@ mod tests {
         // Tear the newest chunk: it is skipped, the one before is the newest.
         let torn = newest.offset as usize + 100;
         log[torn] ^= 0xff;
-        let after = scan(&log, 0xfeed);
+        let after = scan_mem(&log, 0xfeed);
         assert_eq!(after.last().unwrap().seq, writes.len() as u64 - 1);
         // Another instance's chunks are not ours.
-        assert!(scan(&log, 0xbeef).is_empty());
+        assert!(scan_mem(&log, 0xbeef).is_empty());
         // The monitor resumes after the newest intact chunk.
         let (seq, end) = resume_point(&after).unwrap();
         let mut m2 = Monitor::new(sb(false), 4096, 0, Some((seq, end)));
@@ -492,7 +563,7 @@ mod tests {
         write_into(&mut log, &m.flush().unwrap());
         m.record(entry(7, 1, true), Some(&page(2)));
         write_into(&mut log, &m.flush().unwrap());
-        let chunks = scan(&log, s.instance);
+        let chunks = scan_mem(&log, s.instance);
         assert_eq!(chunks.len(), 2);
         let p = plan(&chunks, &[], 10, true);
         assert_eq!(p.blocks.len(), 2);
@@ -501,6 +572,12 @@ mod tests {
         let at = p.blocks[0].1.unwrap() as usize;
         assert_eq!(log[at], 2);
         assert_eq!(log[p.blocks[1].1.unwrap() as usize], 3);
+        // A chunk's data is checked against its CRC when used.
+        let c = &chunks[1];
+        let region = c.data_offset as usize..(c.data_offset + c.data_blocks * 4096) as usize;
+        assert!(c.data_intact(&log[region.clone()]));
+        log[region.start + 5] ^= 1;
+        assert!(!c.data_intact(&log[region]));
         // After a crash, no data is used.
         let crashed = plan(&chunks, &[], 10, false);
         assert!(crashed.blocks.iter().all(|(_, d)| d.is_none()));
