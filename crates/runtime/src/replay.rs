@@ -165,7 +165,7 @@ pub async fn replay(
     let gathered = Arc::new(Mutex::new(Gathered::default()));
     let start = Instant::now();
     let interval = Duration::from_secs_f64(options.interval_s);
-    let receiving = tokio::spawn(receive(
+    let mut receiving = tokio::spawn(receive(
         receiver,
         Arc::clone(&slots),
         Arc::clone(&gathered),
@@ -320,6 +320,11 @@ pub async fn replay(
         let _ = tokio::time::timeout(Duration::from_secs(5), receiving).await;
     } else {
         drop(sender);
+        // A send that failed (a broken pipe) means the connection is gone: the receiving
+        // side sees why soon after. Give it a moment to record that before stopping it.
+        if failure.is_some() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), &mut receiving).await;
+        }
         receiving.abort();
     }
     let g = std::mem::take(&mut *gathered.lock().expect("stats lock"));
