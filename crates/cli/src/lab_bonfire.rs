@@ -16,8 +16,9 @@ use cordillera_trace::RecordReader;
 use cordillera_types::units::NS_PER_S;
 use serde::Serialize;
 
+use crate::lab_cmd::{trace_input, writer};
 use crate::lab_plots::{bars, chart, Series};
-use crate::trace_cmd::{for_each_record, InputArgs};
+use crate::trace_cmd::for_each_record;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum PartArg {
@@ -210,14 +211,7 @@ pub fn run(a: BonfireArgs) -> Result<()> {
     if parts.contains(&PartArg::Days) {
         let (source, records, names, info) = match &a.trace {
             Some(path) => {
-                let input = InputArgs {
-                    file: path.clone(),
-                    format: a.format,
-                    time_unit: a.time_unit,
-                    arc_block_bytes: 512,
-                    volumes: Vec::new(),
-                    skip_invalid: a.skip_invalid,
-                };
+                let input = trace_input(path, a.format, a.time_unit, a.skip_invalid);
                 let mut records = Vec::new();
                 let reader = for_each_record(&input, |_, r| records.push(*r))?;
                 progress(&format!("{} requests read", records.len()));
@@ -615,10 +609,7 @@ fn cell(v: Option<f64>) -> String {
 
 fn write_outputs(dir: &Path, r: &FullReport) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let write = |name: &str, text: String| -> Result<()> {
-        let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
-    };
+    let write = writer(dir);
     write("report.json", serde_json::to_string_pretty(r)?)?;
     let mut t4 = String::from(
         "workload,scheme,window_requests,window_s,warmup_blocks,log_bytes,log_writes,log_bytes_per_s,preload_log_read_bytes,prewarm_s\n",

@@ -149,14 +149,7 @@ fn run_everest(a: EverestArgs) -> Result<()> {
     };
     let (source, mut open): (String, Box<Opener>) = match &a.trace {
         Some(path) => {
-            let input = InputArgs {
-                file: path.clone(),
-                format: a.format,
-                time_unit: a.time_unit,
-                arc_block_bytes: 512,
-                volumes: Vec::new(),
-                skip_invalid: a.skip_invalid,
-            };
+            let input = trace_input(path, a.format, a.time_unit, a.skip_invalid);
             (
                 path.display().to_string(),
                 Box::new(move || open_input(&input).map_err(|e| format!("{e:#}"))),
@@ -415,12 +408,34 @@ fn table(r: &Report) -> String {
     s
 }
 
-fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let write = |name: &str, text: String| -> Result<()> {
+/// A lab's `--trace` file, all volumes.
+pub(crate) fn trace_input(
+    path: &Path,
+    format: Option<cordillera_trace::Format>,
+    time_unit: Option<cordillera_trace::TimeUnit>,
+    skip_invalid: bool,
+) -> InputArgs {
+    InputArgs {
+        file: path.to_path_buf(),
+        format,
+        time_unit,
+        arc_block_bytes: 512,
+        volumes: Vec::new(),
+        skip_invalid,
+    }
+}
+
+/// Writes a named file into the lab's output folder.
+pub(crate) fn writer(dir: &Path) -> impl Fn(&str, String) -> Result<()> + '_ {
+    move |name, text| {
         let path = dir.join(name);
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
-    };
+    }
+}
+
+fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write = writer(dir);
     write("report.json", serde_json::to_string_pretty(r)?)?;
     let mut fig5 = String::from(
         "episode,read_pct,config,requests,mean_ms,read_mean_ms,write_mean_ms,read_p99_ms,write_p99_ms,offloaded_write_bytes\n",

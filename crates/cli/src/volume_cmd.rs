@@ -27,6 +27,9 @@ enum VolumeCommand {
     Serve(Box<ServeArgs>),
     /// Show a running volume server's off-loaded data and how long reclaiming it will take.
     Status(StatusArgs),
+    /// Replace a running server's cache with a new, empty one and warm it up from the warm-up
+    /// log and staging buffer (Bonfire §5.2); prints the cache's status.
+    CacheReset(CacheResetArgs),
     /// Measure the volume server against `nbdkit file` and against itself without off-load.
     Bench(crate::volume_bench::VolumeBenchArgs),
     /// Bonfire's overheads on real I/O (Table 4): log space, logging bandwidth and pre-warm
@@ -145,6 +148,13 @@ struct ServeFile {
 }
 
 #[derive(Args)]
+struct CacheResetArgs {
+    /// The server's `--metrics` address.
+    #[arg(long)]
+    metrics: SocketAddr,
+}
+
+#[derive(Args)]
 struct StatusArgs {
     /// The server's `--metrics` address.
     #[arg(long)]
@@ -173,6 +183,10 @@ pub fn run(args: VolumeArgs) -> Result<()> {
             }))
         }
         VolumeCommand::Status(a) => status(a),
+        VolumeCommand::CacheReset(a) => {
+            println!("{}", http_request(a.metrics, "POST", "/cache/reset")?);
+            Ok(())
+        }
         VolumeCommand::Bench(a) => crate::volume_bench::run(a),
         VolumeCommand::WarmupBench(a) => crate::volume_warmup_bench::run(a),
         VolumeCommand::Pgbench(a) => crate::volume_pgbench::run_pgbench(a),
@@ -284,6 +298,11 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
 
 /// `GET path` from a volume server's metrics address.
 pub fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
+    http_request(addr, "GET", path)
+}
+
+/// `METHOD path` to a volume server's metrics address; the body of a 200 answer.
+pub fn http_request(addr: SocketAddr, method: &str, path: &str) -> Result<String> {
     let mut stream =
         TcpStream::connect_timeout(&addr, Duration::from_secs(5)).with_context(|| {
             format!("cannot reach {addr} (is `volume serve --metrics {addr}` running?)")
@@ -291,7 +310,7 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;

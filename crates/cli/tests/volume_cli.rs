@@ -1126,6 +1126,17 @@ fn a_restarted_cache_is_warmed_from_the_log_and_never_serves_stale_data() {
     assert!(fio_generation(&url(&v), "8m", "16m", 1, false));
     assert!(fio_generation(&url(&v), "24m", "16m", 1, false));
     let before = hit_rate_of_a_read_pass(&v);
+    // A new cache while running (`volume cache-reset`): warmed from the staged entries, the
+    // blocks read from the volume.
+    let reset = run(
+        BIN,
+        &strings(&["volume", "cache-reset", "--metrics", &v.metrics.to_string()]),
+    );
+    assert!(reset.contains("\"warmup\""), "{reset}");
+    let c = wait_warmed(&v);
+    assert_eq!(c["warmup"]["loaded_blocks"], 8192, "{c}");
+    let after_reset = hit_rate_of_a_read_pass(&v);
+    assert!(after_reset > 0.95, "after a cache reset: {after_reset}");
     stop_cleanly(v);
 
     // Clean stop: the snapshot pre-loads the cache.
@@ -1211,8 +1222,9 @@ fn a_restarted_cache_is_warmed_from_the_log_and_never_serves_stale_data() {
         crash_hits > 0.95,
         "served by the warmed cache: {crash_hits}"
     );
+    let after_reset_pct = after_reset * 100.0;
     println!(
-        "bonfire: read hit rate before a restart {:.1} %, right after it with warm-up {:.1} %, without {:.1} %; after a clean stop {} blocks pre-loaded from the snapshot and checked {:.1} % from the cache; after a SIGKILL ({} writes acknowledged) {loaded} blocks pre-loaded from the volume, {written} burst blocks verified and 32 MiB of fio data verified, {:.1} % of it from the cache",
+        "bonfire: read hit rate before a restart {:.1} %, after a cache reset while running {after_reset_pct:.1} %, right after a restart with warm-up {:.1} %, without {:.1} %; after a clean stop {} blocks pre-loaded from the snapshot and checked {:.1} % from the cache; after a SIGKILL ({} writes acknowledged) {loaded} blocks pre-loaded from the volume, {written} burst blocks verified and 32 MiB of fio data verified, {:.1} % of it from the cache",
         before * 100.0,
         after * 100.0,
         cold * 100.0,

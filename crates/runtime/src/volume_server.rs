@@ -445,6 +445,10 @@ enum Event {
     Shutdown {
         done: oneshot::Sender<Result<(), String>>,
     },
+    /// Replace the cache with a new, empty one and warm it up (`POST /cache/reset`).
+    CacheReset {
+        reply: oneshot::Sender<Option<String>>,
+    },
 }
 
 /// The export as the NBD server sees it.
@@ -798,6 +802,13 @@ impl Core {
             // New requests are refused from here; the log is closed once every request in
             // flight is answered (`run`), so no acknowledged write is missing from it.
             Event::Shutdown { done } => self.stopping = Some(done),
+            Event::CacheReset { reply } => {
+                let answer = self.warm.as_mut().map(|w| {
+                    w.reset(w.warmup_bytes);
+                    w.status_json().to_string()
+                });
+                let _ = reply.send(answer);
+            }
         }
         Ok(())
     }
@@ -1299,8 +1310,22 @@ async fn serve_metrics(listener: TcpListener, events: mpsc::UnboundedSender<Even
                 }
             }
             let line = String::from_utf8_lossy(&request);
+            let method = line.split_whitespace().next().unwrap_or("");
             let path = line.split_whitespace().nth(1).unwrap_or("");
             let (status, kind, body) = match path {
+                "/cache/reset" if method == "POST" => {
+                    let (reply, answer) = oneshot::channel();
+                    let _ = events.send(Event::CacheReset { reply });
+                    match answer.await {
+                        Ok(Some(body)) => ("200 OK", "application/json", body),
+                        Ok(None) => (
+                            "409 Conflict",
+                            "text/plain",
+                            "this volume has no cache (--cache-size)\n".into(),
+                        ),
+                        Err(_) => ("503 Service Unavailable", "text/plain", "stopping\n".into()),
+                    }
+                }
                 "/metrics" | "/status" => {
                     let (reply, answer) = oneshot::channel();
                     let json = path == "/status";
@@ -1321,7 +1346,7 @@ async fn serve_metrics(listener: TcpListener, events: mpsc::UnboundedSender<Even
                 _ => (
                     "404 Not Found",
                     "text/plain",
-                    "try /metrics or /status\n".into(),
+                    "try /metrics, /status or POST /cache/reset\n".into(),
                 ),
             };
             let head = format!(

@@ -83,7 +83,7 @@ struct LogWriter {
 }
 
 impl LogWriter {
-    fn start(file: File) -> LogWriter {
+    fn start(file: Arc<File>) -> LogWriter {
         let (tx, rx) = std_mpsc::channel::<LogCommand>();
         let failed = Arc::new(AtomicBool::new(false));
         let error = Arc::new(Mutex::new(None));
@@ -124,6 +124,8 @@ impl LogWriter {
 /// Where the pre-load comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WarmupSource {
+    /// A cache replaced while running, the log unavailable: the staging buffer's entries.
+    StagingOnly(String),
     /// No log configured.
     None,
     /// A new log (nothing to pre-load yet).
@@ -146,6 +148,12 @@ impl std::fmt::Display for WarmupSource {
                 f.write_str("log with data (metadata+data: the performance snapshot)")
             }
             WarmupSource::Fallback(why) => write!(f, "on-demand ({why})"),
+            WarmupSource::StagingOnly(why) => {
+                write!(
+                    f,
+                    "staging buffer only ({why}): blocks read from the volume"
+                )
+            }
         }
     }
 }
@@ -192,6 +200,10 @@ pub struct WarmCache {
     /// Chunks and bytes handed to the log writer since start.
     log_chunks: u64,
     log_bytes: u64,
+    /// The log, for reading it again when the cache is replaced while running.
+    log_file: Option<Arc<File>>,
+    /// The configured warm-up size.
+    pub warmup_bytes: u64,
 }
 
 fn blocks_of(offset: u64, length: u64) -> (u64, u64) {
@@ -252,6 +264,8 @@ impl WarmCache {
             log_path: o.log.clone(),
             log_chunks: 0,
             log_bytes: 0,
+            log_file: None,
+            warmup_bytes: o.warmup_bytes,
         };
         let Some(path) = &o.log else {
             c.preload_seconds = Some(0.0);
@@ -406,6 +420,8 @@ impl WarmCache {
             o.data_buffer_bytes,
             after,
         ));
+        let file = Arc::new(file);
+        self.log_file = Some(file.clone());
         self.writer = Some(LogWriter::start(file));
         Ok(())
     }
@@ -641,6 +657,62 @@ impl WarmCache {
                 self.samples.pop_front();
             }
         }
+    }
+
+    /// Replaces the cache with an empty one of the same size and pre-loads it while running
+    /// (a new cache, §5.2): from the log and the staging buffer, or the staging buffer only when
+    /// the log is unavailable, or on demand without either. The blocks are read from the
+    /// volume: logged data is not known to be current while the server runs. Blocking (it
+    /// reads the log's headers and entries).
+    pub fn reset(&mut self, warmup_bytes: u64) {
+        self.cache = DataCache::new(self.cache.capacity_blocks());
+        let limit = (warmup_bytes / BLOCK) as usize;
+        let staged: Vec<Entry> = self
+            .monitor
+            .as_ref()
+            .map(|m| m.staged().copied().collect())
+            .unwrap_or_default();
+        let failed = self
+            .writer
+            .as_ref()
+            .is_none_or(|w| w.failed.load(Ordering::Relaxed));
+        let mut chunks = Vec::new();
+        let mut why = None;
+        match (&self.log_file, self.superblock, failed) {
+            (Some(file), Some(sb), false) => {
+                let read = |offset: u64, length: usize| -> std::io::Result<Vec<u8>> {
+                    let mut buf = vec![0u8; length];
+                    file.read_exact_at(&mut buf, offset)?;
+                    Ok(buf)
+                };
+                match wlog::scan(sb.capacity, sb.instance, read, |o| o) {
+                    Ok(c) => chunks = c,
+                    Err(e) => why = Some(format!("the log cannot be read: {e}")),
+                }
+            }
+            (Some(_), _, true) => why = Some("the log failed".into()),
+            _ => why = Some("no log".into()),
+        }
+        let plan = wlog::plan(&chunks, &staged, limit, false);
+        self.source = match (&why, staged.is_empty() && chunks.is_empty()) {
+            (None, _) => WarmupSource::Log,
+            (Some(w), false) => WarmupSource::StagingOnly(w.clone()),
+            (Some(w), true) => WarmupSource::Fallback(w.clone()),
+        };
+        self.preload_blocks = plan.from_volume();
+        self.preload_next = 0;
+        self.snapshot.clear();
+        self.preload_planned_blocks = plan.blocks.len() as u64;
+        self.preload_loaded_blocks = 0;
+        self.preload_skipped_blocks = 0;
+        self.preload_started = Instant::now();
+        self.preload_seconds = None;
+        tracing::info!(
+            source = %self.source,
+            planned_blocks = self.preload_planned_blocks,
+            "cache replaced; pre-loading"
+        );
+        self.finish_preload_if_done();
     }
 
     /// Flushes the staging buffer and closes the log cleanly (blocking until it is synced).
@@ -881,6 +953,48 @@ mod tests {
         );
         let reads = c.next_preload_reads();
         assert_eq!((reads[0].0, reads[0].1), (0, 3 * BLOCK));
+    }
+
+    #[test]
+    fn a_cache_replaced_while_running_is_warmed_from_the_log_or_the_staging_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        // A metadata buffer of 16 entries: the first 16 writes reach the log, the rest stay
+        // staged.
+        let o = CacheOptions {
+            metadata_buffer_bytes: 16 * 16,
+            ..options(dir.path(), false)
+        };
+        let mut c = WarmCache::open(&o).unwrap();
+        for b in 0..20u64 {
+            c.write_done(b * BLOCK, &page(b as u8), true);
+        }
+        // Let the writer thread write the chunk.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        c.reset(64 * BLOCK);
+        assert_eq!(c.source(), &WarmupSource::Log);
+        assert_eq!(c.preload_planned_blocks, 20, "16 from the log, 4 staged");
+        assert!(c.read(0, BLOCK).is_err(), "the new cache starts empty");
+        let reads = c.next_preload_reads();
+        assert_eq!((reads[0].0, reads[0].1), (0, 20 * BLOCK));
+        // The log fails: only the staged entries are left.
+        c.writer
+            .as_ref()
+            .unwrap()
+            .failed
+            .store(true, Ordering::Relaxed);
+        c.preload_done(0, None, reads[0].2);
+        c.reset(64 * BLOCK);
+        assert!(
+            matches!(c.source(), WarmupSource::StagingOnly(_)),
+            "{:?}",
+            c.source()
+        );
+        assert_eq!(c.preload_planned_blocks, 4);
+        // Without a log at all: on demand.
+        let mut bare = WarmCache::open(&CacheOptions::new(64 * BLOCK)).unwrap();
+        bare.reset(64 * BLOCK);
+        assert!(matches!(bare.source(), WarmupSource::Fallback(_)));
+        assert_eq!(bare.status_json()["warmup"]["done"], true);
     }
 
     #[test]
