@@ -20,7 +20,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::io::Seek;
+use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -292,7 +293,9 @@ impl WarmCache {
             .truncate(false)
             .open(path)
             .with_context(|| format!("opening {}", path.display()))?;
-        let len = file.metadata()?.len();
+        // A block device's size is where its end is (its metadata says 0).
+        let device = file.metadata()?.file_type().is_block_device();
+        let len = (&file).seek(std::io::SeekFrom::End(0))?;
         let mut head = vec![0u8; wlog::PAGE as usize];
         let existing = if len >= wlog::PAGE {
             file.read_exact_at(&mut head, 0)?;
@@ -390,13 +393,17 @@ impl WarmCache {
                 )
             }
             None => {
-                let capacity = o.log_bytes / wlog::PAGE * wlog::PAGE;
+                // A device is used whole; a file is sized to --warmup-log-size.
+                let bytes = if device { len } else { o.log_bytes };
+                let capacity = bytes / wlog::PAGE * wlog::PAGE;
                 anyhow::ensure!(
                     capacity >= 16 * wlog::PAGE,
-                    "--warmup-log-size must be at least 64 KiB"
+                    "the warm-up log must be at least 64 KiB (--warmup-log-size, or the device)"
                 );
-                file.set_len(capacity)
-                    .with_context(|| format!("sizing {}", path.display()))?;
+                if !device {
+                    file.set_len(capacity)
+                        .with_context(|| format!("sizing {}", path.display()))?;
+                }
                 self.source = WarmupSource::NewLog;
                 (
                     Superblock {
