@@ -550,10 +550,8 @@ impl WarmCache {
             let skip = (offset - first * BLOCK) as usize;
             return Ok(out[skip..skip + length as usize].to_vec());
         }
-        // Partial hits are counted as the blocks the cache holds.
-        self.hit_blocks += (first..first + n)
-            .filter(|b| self.cache.holds(*b, 1))
-            .count() as u64;
+        // A read the cache holds only part of is read whole from the volume: no block of it
+        // counts as a hit.
         Err(self.issue())
     }
 
