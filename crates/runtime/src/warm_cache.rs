@@ -1002,6 +1002,138 @@ mod tests {
         assert_eq!(bare.status_json()["warmup"]["done"], true);
     }
 
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// A whole-block write of `blocks` blocks at `block`.
+        Write {
+            block: u64,
+            blocks: u64,
+        },
+        /// A write of part of a block.
+        Partial {
+            block: u64,
+        },
+        Zeroes {
+            block: u64,
+        },
+        /// A read that misses, answered after the next `delay` steps.
+        Read {
+            block: u64,
+            delay: usize,
+        },
+        FailedWrite {
+            block: u64,
+        },
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (0u64..12, 1u64..4).prop_map(|(block, blocks)| Step::Write { block, blocks }),
+            1 => (0u64..12).prop_map(|block| Step::Partial { block }),
+            1 => (0u64..12).prop_map(|block| Step::Zeroes { block }),
+            3 => (0u64..12, 0usize..6).prop_map(|(block, delay)| Step::Read { block, delay }),
+            1 => (0u64..12).prop_map(|block| Step::FailedWrite { block }),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Whatever the I/O and however the server stops (cleanly or by a crash), what the next
+        /// start puts in the cache (from the snapshot, or read from the volume) is each block's
+        /// current contents.
+        #[test]
+        fn a_restart_never_preloads_stale_contents(
+            steps in proptest::collection::vec(step(), 1..120),
+            clean: bool,
+            data: bool,
+            small_buffers: bool,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let o = CacheOptions {
+                metadata_buffer_bytes: if small_buffers { 8 * 16 } else { 256 << 10 },
+                data_buffer_bytes: if small_buffers { 4 * BLOCK as usize } else { 128 << 20 },
+                log_bytes: 64 * BLOCK,
+                warmup_bytes: 64 * BLOCK,
+                ..options(dir.path(), data)
+            };
+            // The volume: block → contents (a version byte); absent blocks are zeros.
+            let mut volume: HashMap<u64, u8> = HashMap::new();
+            let mut version = 0u8;
+            let contents = |v: &HashMap<u64, u8>, b: u64| vec![*v.get(&b).unwrap_or(&0); BLOCK as usize];
+            let mut c = WarmCache::open(&o).unwrap();
+            // Reads in flight: (answer at step, block, ticket, contents when read).
+            let mut reads: Vec<(usize, u64, Ticket, Vec<u8>)> = Vec::new();
+            for (at, s) in steps.iter().enumerate() {
+                let due: Vec<_> = reads.iter().filter(|r| r.0 <= at).cloned().collect();
+                reads.retain(|r| r.0 > at);
+                for (_, b, t, old) in due {
+                    c.read_done(b * BLOCK, Some(&old), t);
+                }
+                version = version.wrapping_add(1).max(1);
+                match *s {
+                    Step::Write { block, blocks } => {
+                        c.write_arrived(block * BLOCK, blocks * BLOCK);
+                        for b in block..block + blocks {
+                            volume.insert(b, version);
+                        }
+                        c.write_done(block * BLOCK, &vec![version; (blocks * BLOCK) as usize], true);
+                    }
+                    Step::Partial { block } => {
+                        c.write_arrived(block * BLOCK + 100, 10);
+                        // The model keeps whole-block contents: the partial write makes the
+                        // block's contents a new version (as if those bytes changed).
+                        volume.insert(block, version);
+                        c.write_done(block * BLOCK + 100, &[version; 10], true);
+                    }
+                    Step::Zeroes { block } => {
+                        c.write_arrived(block * BLOCK, BLOCK);
+                        volume.insert(block, 0);
+                        c.zeroes_done(block * BLOCK, BLOCK);
+                    }
+                    Step::FailedWrite { block } => {
+                        // The volume may or may not have it: say it does (the worse case).
+                        c.write_arrived(block * BLOCK, BLOCK);
+                        volume.insert(block, version);
+                        c.write_done(block * BLOCK, &vec![version; BLOCK as usize], false);
+                    }
+                    Step::Read { block, delay } => {
+                        if let Err(t) = c.read(block * BLOCK, BLOCK) {
+                            reads.push((at + delay, block, t, contents(&volume, block)));
+                        }
+                    }
+                }
+            }
+            for (_, b, t, old) in reads.drain(..) {
+                c.read_done(b * BLOCK, Some(&old), t);
+            }
+            if clean {
+                c.close().unwrap();
+            }
+            drop(c);
+            let mut c = WarmCache::open(&o).unwrap();
+            c.load_snapshot();
+            loop {
+                let next = c.next_preload_reads();
+                if next.is_empty() {
+                    break;
+                }
+                for (offset, length, t) in next {
+                    let data: Vec<u8> = (offset / BLOCK..(offset + length) / BLOCK)
+                        .flat_map(|b| contents(&volume, b))
+                        .collect();
+                    c.preload_done(offset, Some(&data), t);
+                }
+            }
+            for b in 0..16u64 {
+                if let Ok(got) = c.read(b * BLOCK, BLOCK) {
+                    proptest::prop_assert_eq!(got[0], contents(&volume, b)[0], "block {}", b);
+                }
+            }
+        }
+    }
+
     #[test]
     fn an_unusable_log_falls_back_to_on_demand() {
         let dir = tempfile::tempdir().unwrap();
