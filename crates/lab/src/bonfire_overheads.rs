@@ -115,8 +115,9 @@ pub fn measure(
         cordillera_sim::presets::build(&o.device, None).map_err(|e| format!("{what}: {e}"))
     };
     let sequential = |bytes: u64| -> Result<f64, String> {
-        let blocks: Vec<u64> = (0..bytes.div_ceil(BLOCK_BYTES)).collect();
-        preload::snapshot_s(device("logging disk")?.as_mut(), &blocks, o.depth)
+        // Whole 4 KiB pages of the log.
+        let bytes = bytes.next_multiple_of(BLOCK_BYTES);
+        preload::sequential_s(device("logging disk")?.as_mut(), bytes, o.depth)
     };
     let in_place = preload::metadata_only_s(device("data disk")?.as_mut(), warmup, o.depth)?;
     let metadata_read = suffix_requests * METADATA_ENTRY_BYTES;

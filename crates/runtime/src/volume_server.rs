@@ -837,6 +837,7 @@ impl Core {
         }
         let parent = self.next_parent;
         self.next_parent += 1;
+        let arrived = Instant::now();
         let mut requests: Vec<Upward> = Vec::new();
         let mut read = false;
         let mut cache = None;
@@ -844,7 +845,7 @@ impl Core {
             match &op {
                 Op::Read { offset, length } => match w.read(*offset, *length as u64) {
                     Ok(data) => {
-                        self.reads.record(0.0);
+                        self.reads.record(arrived.elapsed().as_secs_f64());
                         reply.complete(Ok(Some(data)));
                         return;
                     }
@@ -930,7 +931,7 @@ impl Core {
                 pieces: vec![Vec::new(); if read { requests.len() } else { 0 }],
                 remaining: requests.len(),
                 error: None,
-                arrived: Instant::now(),
+                arrived,
                 read,
                 cache,
             },

@@ -317,27 +317,8 @@ impl WarmCache {
         let warm_blocks = (o.warmup_bytes / BLOCK) as usize;
         let (sb, after) = match existing {
             Some(sb) => {
-                let read = |offset: u64, length: usize| -> std::io::Result<Vec<u8>> {
-                    let mut buf = vec![0u8; length];
-                    file.read_exact_at(&mut buf, offset)?;
-                    Ok(buf)
-                };
-                let fd = file.as_raw_fd();
-                let next_data = |offset: u64| -> u64 {
-                    // SAFETY: lseek on an open descriptor; SEEK_DATA past the last data fails
-                    // (ENXIO), which means no more chunks: the end.
-                    let r = unsafe { libc::lseek(fd, offset as libc::off_t, libc::SEEK_DATA) };
-                    if r < 0 {
-                        match std::io::Error::last_os_error().raw_os_error() {
-                            Some(libc::ENXIO) => u64::MAX / 2,
-                            _ => offset,
-                        }
-                    } else {
-                        r as u64
-                    }
-                };
-                let chunks = wlog::scan(sb.capacity, sb.instance, read, next_data)
-                    .with_context(|| format!("reading {}", path.display()))?;
+                let chunks =
+                    scan_log(&file, sb).with_context(|| format!("reading {}", path.display()))?;
                 let use_data = sb.clean && sb.data;
                 let plan = wlog::plan(&chunks, &[], warm_blocks, use_data);
                 let mut from_volume = plan.from_volume();
@@ -354,7 +335,7 @@ impl WarmCache {
                     if first == k {
                         continue;
                     }
-                    let data = read(c.data_offset, (c.data_blocks * BLOCK) as usize)
+                    let data = read_at(&file, c.data_offset, (c.data_blocks * BLOCK) as usize)
                         .with_context(|| format!("reading {}", path.display()))?;
                     if c.data_intact(&data) {
                         for &(b, at) in &wanted[first..k] {
@@ -543,12 +524,16 @@ impl WarmCache {
         let (first, n) = blocks_of(offset, length);
         self.read_requests += 1;
         self.read_blocks += n;
-        let mut out = Vec::with_capacity((n * BLOCK) as usize);
-        if n > 0 && self.cache.read(first, n, &mut out) {
+        if n > 0 && self.cache.holds(first, n) {
+            let mut out = Vec::with_capacity((n * BLOCK) as usize);
+            self.cache.read(first, n, &mut out);
             self.read_hits += 1;
             self.hit_blocks += n;
+            // An unaligned read: its bytes of the whole blocks.
             let skip = (offset - first * BLOCK) as usize;
-            return Ok(out[skip..skip + length as usize].to_vec());
+            out.truncate(skip + length as usize);
+            out.drain(..skip);
+            return Ok(out);
         }
         // A read the cache holds only part of is read whole from the volume: no block of it
         // counts as a hit.
@@ -684,17 +669,10 @@ impl WarmCache {
         let mut chunks = Vec::new();
         let mut why = None;
         match (&self.log_file, self.superblock, failed) {
-            (Some(file), Some(sb), false) => {
-                let read = |offset: u64, length: usize| -> std::io::Result<Vec<u8>> {
-                    let mut buf = vec![0u8; length];
-                    file.read_exact_at(&mut buf, offset)?;
-                    Ok(buf)
-                };
-                match wlog::scan(sb.capacity, sb.instance, read, |o| o) {
-                    Ok(c) => chunks = c,
-                    Err(e) => why = Some(format!("the log cannot be read: {e}")),
-                }
-            }
+            (Some(file), Some(sb), false) => match scan_log(file, sb) {
+                Ok(c) => chunks = c,
+                Err(e) => why = Some(format!("the log cannot be read: {e}")),
+            },
             (Some(_), _, true) => why = Some("the log failed".into()),
             _ => why = Some("no log".into()),
         }
@@ -822,6 +800,36 @@ impl WarmCache {
             self.preload_seconds.unwrap_or(-1.0),
         );
     }
+}
+
+fn read_at(file: &File, offset: u64, length: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; length];
+    file.read_exact_at(&mut buf, offset)?;
+    Ok(buf)
+}
+
+/// The log's intact chunks; holes of a sparse file are skipped (`SEEK_DATA`).
+fn scan_log(file: &File, sb: Superblock) -> std::io::Result<Vec<wlog::Chunk>> {
+    let fd = file.as_raw_fd();
+    let next_data = |offset: u64| -> u64 {
+        // SAFETY: lseek on an open descriptor; SEEK_DATA past the last data fails (ENXIO),
+        // which means no more chunks: the end.
+        let r = unsafe { libc::lseek(fd, offset as libc::off_t, libc::SEEK_DATA) };
+        if r < 0 {
+            match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::ENXIO) => u64::MAX / 2,
+                _ => offset,
+            }
+        } else {
+            r as u64
+        }
+    };
+    wlog::scan(
+        sb.capacity,
+        sb.instance,
+        |offset, length| read_at(file, offset, length),
+        next_data,
+    )
 }
 
 /// Chunks ordered by where they lie in the log.

@@ -103,7 +103,12 @@ pub fn snapshot_s(device: &mut dyn Device, blocks: &[u64], depth: usize) -> Resu
     let mut distinct = blocks.to_vec();
     distinct.sort_unstable();
     distinct.dedup();
-    let total = distinct.len() as u64 * BLOCK_BYTES;
+    sequential_s(device, distinct.len() as u64 * BLOCK_BYTES, depth)
+}
+
+/// Seconds to read `total` bytes from the device's start in reads of up to 1 MiB, `depth`
+/// outstanding.
+pub fn sequential_s(device: &mut dyn Device, total: u64, depth: usize) -> Result<f64, String> {
     let reads: Vec<(u64, u64)> = (0..total.div_ceil(MAX_READ_BYTES))
         .map(|i| {
             let at = i * MAX_READ_BYTES;
