@@ -1726,24 +1726,53 @@ impl Client {
         self.pump_record_gc();
     }
 
-    /// Invariant 1: a delete of versions up to `version` may go to a store only where the
-    /// store holds no current copy at or below it that is not yet on the base volume (a
-    /// current copy is deleted once it is on the base volume or a higher version replaced it).
-    /// A copy whose write failed with an unknown outcome, over a current older copy on the same
-    /// store, waits: its delete would remove the current copy too.
+    /// Whether a delete of versions up to `version` over `[start, end)` may go to `store` (or
+    /// be recorded for it while it is down): a delete removes every copy at or below its
+    /// version, so where the store holds the current copy at or below it, that copy goes too.
+    ///
+    /// - Invariant 1: the current copy is removed only once it is on the base volume (a copy
+    ///   whose write failed with an unknown outcome, over a current older copy on the same
+    ///   store, waits for the current copy's reclaim).
+    /// - Invariant 3: the current copy is removed only once no older copy that is not deleted
+    ///   for sure remains on a store that does not hold the current version — otherwise a
+    ///   restart would find that older copy as the latest and reclaim it over newer data.
+    ///   (On a holder, deleting the current copy deletes its older copies too.)
     fn delete_allowed(&self, store: StoreIdx, start: u64, end: u64, version: u64) -> bool {
-        self.map.lookup(start, end).iter().all(|p| {
-            p.value
-                .is_none_or(|l| l.on_base || l.stores & bit(store) == 0 || l.version > version)
-        })
+        self.delete_refusal(store, start, end, version).is_none()
+    }
+
+    /// Why a delete may not go yet (see [`Client::delete_allowed`]), or `None`.
+    fn delete_refusal(
+        &self,
+        store: StoreIdx,
+        start: u64,
+        end: u64,
+        version: u64,
+    ) -> Option<&'static str> {
+        for p in self.map.lookup(start, end) {
+            let Some(l) = p.value else { continue };
+            if l.stores & bit(store) == 0 || l.version > version {
+                continue;
+            }
+            if !l.on_base {
+                return Some("invariant 1: it removes a current copy not yet on the base volume");
+            }
+            if self.older_copies_elsewhere(p.start, p.end, u64::MAX, l.stores) {
+                return Some(
+                    "invariant 3: it removes the current copy while an older copy remains on a store that does not hold it",
+                );
+            }
+        }
+        None
     }
 
     fn check_delete_allowed(&self, store: StoreIdx, start: u64, end: u64, version: u64) {
-        assert!(
-            self.delete_allowed(store, start, end, version),
-            "invariant 1: deleting versions up to {version} of [{start}, {end}) from store {store} removes a current copy: {:?}",
-            self.map.lookup(start, end)
-        );
+        if let Some(why) = self.delete_refusal(store, start, end, version) {
+            panic!(
+                "{why}: deleting versions up to {version} of [{start}, {end}) from store {store}; map {:?}",
+                self.map.lookup(start, end)
+            );
+        }
     }
 
     /// Writes a deletion record of the unrecorded stale copies on a failed store to N other
@@ -1759,6 +1788,10 @@ impl Client {
             .collect();
         if entries.is_empty() {
             return;
+        }
+        for &(lo, hi, v) in &entries {
+            // A durable deletion record counts as the delete itself at recovery.
+            self.check_delete_allowed(target, lo, hi, v);
         }
         if self.stores[target].record_after > self.now {
             self.stores[target].stale_dirty = true;
