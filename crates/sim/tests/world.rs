@@ -217,16 +217,16 @@ fn check(seed: u64) -> (u64, usize) {
 
 #[test]
 fn acknowledged_records_survive_seeded_faults() {
-    if let Some(seed) = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()) {
-        check(seed);
-        return;
-    }
+    let schedules = cordillera_testkit::Schedules::from_env("SIM", &[], 300, 100);
     let mut crashes = 0;
-    for seed in 0..300 {
+    for &seed in &schedules.seeds {
         crashes += check(seed).1;
     }
+    if schedules.single {
+        return;
+    }
     assert!(
-        crashes >= 300 * 4,
+        crashes >= schedules.len() * 4,
         "crashes and restarts were injected: {crashes}"
     );
 }

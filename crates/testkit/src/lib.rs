@@ -27,3 +27,80 @@ pub fn traces_dir(test: &str) -> Option<PathBuf> {
         None
     }
 }
+
+/// The schedules a seeded simulation test runs: a fixed regression set (every seed that
+/// ever failed, plus the first `fixed` seeds) and `fresh` schedules from a base seed drawn
+/// anew on every run, so that each run explores schedules no earlier run tried.
+///
+/// Environment, with `PREFIX` the test's own prefix:
+/// - `PREFIX_SEED=S` runs schedule `S` alone;
+/// - `PREFIX_SCHEDULES=N` runs `N` fresh schedules (default `fresh`);
+/// - `PREFIX_BASE_SEED=B` starts the fresh schedules at `B` (to replay a run).
+#[derive(Clone, Debug)]
+pub struct Schedules {
+    /// Every seed to run, regressions first.
+    pub seeds: Vec<u64>,
+    /// The first fresh seed (`None` when one seed runs alone).
+    pub base: Option<u64>,
+    /// Whether one seed runs alone (`PREFIX_SEED`).
+    pub single: bool,
+}
+
+/// Fresh bases start here, far above any fixed seed.
+const FRESH_FLOOR: u64 = 1 << 32;
+
+impl Schedules {
+    pub fn from_env(prefix: &str, regressions: &[u64], fixed: u64, fresh: u64) -> Schedules {
+        let var = |name: &str| -> Option<u64> {
+            let key = format!("{prefix}_{name}");
+            std::env::var(&key).ok().map(|v| {
+                v.trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{key}={v}: not a number"))
+            })
+        };
+        if let Some(seed) = var("SEED") {
+            return Schedules {
+                seeds: vec![seed],
+                base: None,
+                single: true,
+            };
+        }
+        let fresh = var("SCHEDULES").unwrap_or(fresh);
+        let base = var("BASE_SEED").unwrap_or_else(random_base);
+        let mut seeds: Vec<u64> = regressions.to_vec();
+        seeds.extend((0..fixed).filter(|s| !regressions.contains(s)));
+        seeds.extend((0..fresh).map(|i| base.wrapping_add(i)));
+        println!(
+            "{prefix}: {} regression seeds, {fixed} fixed (0..{fixed}), {fresh} fresh from base seed {base}; replay this run with {prefix}_BASE_SEED={base}, one schedule with {prefix}_SEED=<seed>",
+            regressions.len()
+        );
+        Schedules {
+            seeds,
+            base: Some(base),
+            single: false,
+        }
+    }
+
+    /// How many schedules run.
+    pub fn len(&self) -> usize {
+        self.seeds.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seeds.is_empty()
+    }
+}
+
+/// A base seed no earlier run is likely to have used: the clock and the process id, mixed.
+fn random_base() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut x = nanos ^ (u64::from(std::process::id()) << 32);
+    // splitmix64 finaliser
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    FRESH_FLOOR + x % (u64::MAX / 2)
+}

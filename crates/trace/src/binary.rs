@@ -295,6 +295,14 @@ impl<R: Read> BinaryReader<R> {
         self.info.format
     }
 
+    fn read_error(&self, e: std::io::Error) -> TraceError {
+        TraceError::Read {
+            path: self.path.clone(),
+            records: self.records_seen,
+            message: e.to_string(),
+        }
+    }
+
     fn corrupt(&self, reason: impl Into<String>) -> TraceError {
         TraceError::Corrupt {
             path: self.path.clone(),
@@ -307,12 +315,12 @@ impl<R: Read> BinaryReader<R> {
     fn load_block(&mut self) -> Result<bool, TraceError> {
         let mut magic = [0u8; 4];
         read_exact_or(&mut self.input, &mut magic)
-            .map_err(|e| TraceError::io(&self.path, e))?
+            .map_err(|e| self.read_error(e))?
             .ok_or_else(|| self.corrupt("truncated: no trailer"))?;
         if &magic == TRAILER_MAGIC {
             let mut rest = [0u8; TRAILER_BYTES - 4];
             read_exact_or(&mut self.input, &mut rest)
-                .map_err(|e| TraceError::io(&self.path, e))?
+                .map_err(|e| self.read_error(e))?
                 .ok_or_else(|| self.corrupt("truncated trailer"))?;
             let total = u64::from_le_bytes(rest[0..8].try_into().unwrap());
             let flags = u32::from_le_bytes(rest[8..12].try_into().unwrap());
@@ -333,7 +341,7 @@ impl<R: Read> BinaryReader<R> {
             }
             let mut extra = [0u8; 1];
             if read_exact_or(&mut self.input, &mut extra)
-                .map_err(|e| TraceError::io(&self.path, e))?
+                .map_err(|e| self.read_error(e))?
                 .is_some()
             {
                 return Err(self.corrupt("bytes after the trailer"));
@@ -346,7 +354,7 @@ impl<R: Read> BinaryReader<R> {
         let mut header = [0u8; BLOCK_HEADER_BYTES];
         header[0..4].copy_from_slice(&magic);
         read_exact_or(&mut self.input, &mut header[4..])
-            .map_err(|e| TraceError::io(&self.path, e))?
+            .map_err(|e| self.read_error(e))?
             .ok_or_else(|| self.corrupt("truncated block header"))?;
         let field = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().unwrap());
         let (records, new_volumes, raw_len, compressed_len, crc) =
@@ -362,7 +370,7 @@ impl<R: Read> BinaryReader<R> {
         (&mut self.input)
             .take(compressed_len as u64)
             .read_to_end(&mut self.compressed)
-            .map_err(|e| TraceError::io(&self.path, e))?;
+            .map_err(|e| self.read_error(e))?;
         if self.compressed.len() != compressed_len as usize {
             return Err(self.corrupt("truncated block"));
         }

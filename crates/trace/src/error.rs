@@ -12,6 +12,15 @@ pub enum TraceError {
         source: std::io::Error,
     },
 
+    /// Reading failed part-way: an I/O error, or a compressed stream that is truncated or
+    /// corrupt. What was read before is not a complete trace.
+    #[error("{path}: {message} (after {records} records)")]
+    Read {
+        path: PathBuf,
+        records: u64,
+        message: String,
+    },
+
     /// A line that does not parse in the trace's format.
     #[error("{path}:{line}: {reason}: {text:?}")]
     Malformed {

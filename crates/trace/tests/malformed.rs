@@ -197,3 +197,82 @@ Total (8,0):
     );
     assert_eq!(reader.summary().invalid_skipped, 0);
 }
+
+/// A truncated or corrupt compressed trace is an error naming the file and the records read
+/// before it, never a short trace read silently.
+#[test]
+fn truncated_or_corrupt_compressed_traces_are_errors() {
+    use std::io::Write;
+    let mut text = String::new();
+    for i in 0..20_000u64 {
+        text.push_str(&format!(
+            "{},rsrch,1,Write,{},4096,94872\n",
+            128166481075232275 + i * 1000,
+            i * 4096
+        ));
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(text.as_bytes()).unwrap();
+    let mut bz = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::default());
+    bz.write_all(text.as_bytes()).unwrap();
+    let zst = zstd::encode_all(text.as_bytes(), 3).unwrap();
+    // Concatenated members (as `cat a.gz b.gz` makes): a cut in the second member's header
+    // must not read as the end of the trace.
+    // Members end at line ends, as when traces are compressed in parts.
+    let (first, second) =
+        text.split_at(text[text.len() / 2..].find('\n').unwrap() + text.len() / 2 + 1);
+    let mut members = Vec::new();
+    let mut boundary = 0;
+    for part in [first, second] {
+        boundary = members.len();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(part.as_bytes()).unwrap();
+        members.extend(gz.finish().unwrap());
+    }
+    for (name, whole) in [
+        ("m.csv.gz", members),
+        ("t.csv.gz", gz.finish().unwrap()),
+        ("t.csv.bz2", bz.finish().unwrap()),
+        ("t.csv.zst", zst),
+    ] {
+        let read = |bytes: Vec<u8>| {
+            let mut reader = from_read(
+                Path::new(name),
+                Box::new(Cursor::new(bytes)),
+                &ReadOptions::default(),
+            )?;
+            read_all(reader.as_mut())
+        };
+        assert_eq!(read(whole.clone()).unwrap().len(), 20_000, "{name}: whole");
+        // Cut anywhere, including just before the end (only the trailer missing).
+        let cuts = (1..whole.len())
+            .step_by(997)
+            .chain(whole.len() - 9..whole.len())
+            .chain(boundary - 12..boundary + 24)
+            // A cut exactly between members leaves a whole gzip file: nothing can tell.
+            .filter(|&cut| cut != boundary || name != "m.csv.gz");
+        for cut in cuts {
+            let err = read(whole[..cut].to_vec())
+                .err()
+                .unwrap_or_else(|| panic!("{name} cut at {cut} of {}: accepted", whole.len()));
+            let message = err.to_string();
+            // Past the magic number the decompressor itself must report the truncation.
+            assert!(
+                cut < 16
+                    || (message.contains(name)
+                        && message.contains("stream truncated or corrupt")
+                        && message.contains("records)")),
+                "{name} cut at {cut}: {message}"
+            );
+        }
+        // Corrupt: flip bytes in the middle.
+        let mut bad = whole.clone();
+        let mid = bad.len() / 2;
+        for b in &mut bad[mid..mid + 16] {
+            *b ^= 0x5a;
+        }
+        let err = read(bad).err();
+        assert!(err.is_some(), "{name}: corrupt stream accepted");
+        println!("{name}: {}", err.unwrap());
+    }
+}

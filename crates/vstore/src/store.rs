@@ -173,6 +173,13 @@ pub struct Stats {
     pub flushes: u64,
     /// Records written in this life (data, delete and wrap records).
     pub records_written: u64,
+    /// Live records at the tail copied forward by cleaning, and the bytes copied.
+    pub cleaned_records: u64,
+    pub cleaned_bytes: u64,
+    /// Deletes answered without a record: the store held nothing they remove.
+    pub empty_deletes: u64,
+    /// Writes refused because the log's valid data leaves no room.
+    pub full_refusals: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -306,6 +313,8 @@ struct PendingRead {
     pieces: Vec<(Extent, Option<Vec<u8>>)>,
     outstanding: usize,
     any: bool,
+    /// A cleaning read of the live pieces of this record (no client request).
+    clean: Option<u64>,
 }
 
 /// The store.
@@ -357,6 +366,16 @@ pub struct Store {
     replies: VecDeque<(u64, Reply)>,
     last_activity: Nanos,
     stats: Stats,
+    /// Sizes of the data records kept (size → count): the largest is the room cleaning needs
+    /// to copy the tail record forward.
+    data_sizes: BTreeMap<u64, u64>,
+    /// What copying every live piece forward would take: Σ over data records of the size of a
+    /// record holding their live bytes.
+    live_cost: u64,
+    /// The record whose live pieces a cleaning read is fetching.
+    cleaning: Option<u64>,
+    /// Cleaning waits until its copies (sequence numbers below this) are applied.
+    clean_until: u64,
 }
 
 impl Store {
@@ -403,6 +422,10 @@ impl Store {
             replies: VecDeque::new(),
             last_activity: 0,
             stats: Stats::default(),
+            data_sizes: BTreeMap::new(),
+            live_cost: 0,
+            cleaning: None,
+            clean_until: 0,
         }
     }
 
@@ -649,6 +672,7 @@ impl Store {
                     self.waiting.push_back((id, request));
                     self.drain_waiting();
                 }
+                self.clean();
             }
             Request::Read { .. } | Request::ReadAny { .. }
                 if !self.waiting.is_empty()
@@ -745,6 +769,16 @@ impl Store {
     }
 
     fn start_read(&mut self, request: u64, ranges: Vec<crate::index::Range>, any: bool) {
+        self.start_pieces(request, ranges, any, None);
+    }
+
+    fn start_pieces(
+        &mut self,
+        request: u64,
+        ranges: Vec<crate::index::Range>,
+        any: bool,
+        clean: Option<u64>,
+    ) {
         if ranges.is_empty() {
             self.replies.push_back((
                 request,
@@ -779,6 +813,7 @@ impl Store {
                 pieces,
                 outstanding,
                 any,
+                clean,
             },
         );
     }
@@ -786,6 +821,187 @@ impl Store {
     /// Free bytes between the head and the durable tail.
     fn free_bytes(&self) -> u64 {
         self.config.log_bytes - self.used_bytes
+    }
+
+    /// The room cleaning needs to copy any kept data record forward: writes and deletes leave
+    /// it free, so that space pressure can always move the tail.
+    fn clean_room(&self) -> u64 {
+        self.data_sizes.keys().next_back().copied().unwrap_or(0)
+    }
+
+    /// Bytes the tail passed that a durable tail pointer gives back.
+    fn passed_bytes(&self) -> u64 {
+        self.passed.iter().map(|(_, b)| b).sum()
+    }
+
+    /// Garbage ahead of the tail that cleaning can give back: bytes kept that neither hold live
+    /// data nor belong to records not yet applied.
+    fn cleanable_bytes(&self) -> u64 {
+        let unapplied: u64 = self
+            .records
+            .range(self.ack_cursor..)
+            .map(|(_, r)| r.total_bytes)
+            .sum();
+        self.used_bytes
+            .saturating_sub(self.passed_bytes() + self.live_cost + unapplied)
+    }
+
+    /// Cleaning is worth a pass only when it gives back at least this much (less is churn).
+    fn clean_threshold(&self) -> u64 {
+        (self.config.reserve_bytes / 2).max(2 * RECORD_ALIGN)
+    }
+
+    /// Whether space runs short: requests wait for it, or writes would soon be refused.
+    fn space_short(&self) -> bool {
+        !self.waiting.is_empty()
+            || self.free_bytes() < 2 * self.config.reserve_bytes + self.clean_room()
+    }
+
+    /// Copies the live pieces of the tail record forward when space runs short and the log
+    /// holds garbage, so the tail can pass it (Everest's stores are logs: a record still
+    /// holding a few live bytes would otherwise pin the whole log behind it). The copies keep
+    /// client, volume, range and version; a copy replaces its source in the index (an equal
+    /// version from a later record wins), so reads, deletes and recovery see the same data.
+    /// When cleaning cannot make room, waiting writes are refused (`Full`).
+    fn clean(&mut self) {
+        if !self.is_ready() || self.cleaning.is_some() || self.ack_cursor < self.clean_until {
+            return;
+        }
+        if !self.space_short() {
+            return;
+        }
+        if !self.passed.is_empty() {
+            self.persist_tail();
+        }
+        let Some((&seq, info)) = self.records.iter().next() else {
+            return;
+        };
+        if seq >= self.ack_cursor {
+            return; // the log is all in flight: it drains by itself
+        }
+        debug_assert!(info.header.kind == RecordKind::Data && info.live_bytes > 0);
+        if self.cleanable_bytes() < self.clean_threshold() {
+            self.refuse_waiting_writes();
+            return;
+        }
+        let h = info.header;
+        let ranges: Vec<crate::index::Range> = self
+            .indexes
+            .get(&h.client)
+            .map(|ix| ix.lookup(h.offset_bytes, h.offset_bytes + h.length_bytes))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.record == seq)
+            .collect();
+        if ranges.is_empty() {
+            return;
+        }
+        self.cleaning = Some(seq);
+        self.start_pieces(u64::MAX, ranges, false, Some(seq));
+    }
+
+    /// Space cannot come back for writes: the waiting ones are refused (deletes keep waiting,
+    /// as reclaim must always make progress).
+    fn refuse_waiting_writes(&mut self) {
+        if self.superblock_in_flight.is_some() || !self.passed.is_empty() {
+            return; // space still comes back
+        }
+        let waiting = std::mem::take(&mut self.waiting);
+        for (id, request) in waiting {
+            if matches!(request, Request::Write { .. }) {
+                self.stats.full_refusals += 1;
+                self.replies.push_back((id, Reply::Error(StoreError::Full)));
+            } else {
+                self.waiting.push_back((id, request));
+            }
+        }
+    }
+
+    /// The cleaning read of record `source` is back: appends copies of the pieces still live
+    /// in it. Pieces that a record not yet applied overlaps stay (that record may remove
+    /// them; a copy appended after it would bring them back).
+    fn finish_clean(&mut self, source: u64, pieces: Vec<(Extent, Vec<u8>)>) {
+        self.cleaning = None;
+        let Some(info) = self.records.get(&source).copied() else {
+            return;
+        };
+        let h = info.header;
+        let Some(ix) = self.indexes.get(&h.client) else {
+            return;
+        };
+        let live: Vec<crate::index::Range> = ix
+            .lookup(h.offset_bytes, h.offset_bytes + h.length_bytes)
+            .into_iter()
+            .filter(|r| r.record == source)
+            .collect();
+        let busy: Vec<(u64, u64)> = self
+            .records
+            .range(self.ack_cursor..)
+            .map(|(_, r)| r.header)
+            .filter(|o| o.client == h.client && o.kind != RecordKind::Wrap)
+            .map(|o| (o.offset_bytes, o.offset_bytes + o.length_bytes))
+            .collect();
+        let mut copies: Vec<(u64, u64, u64, &[u8])> = Vec::new();
+        for r in &live {
+            for (start, end) in subtract(r.start, r.end, &busy) {
+                // Bytes only ever leave a record, so a live piece lies within one read.
+                let Some((e, data)) = pieces.iter().find(|(e, _)| {
+                    e.offset_bytes <= start && end <= e.offset_bytes + e.length_bytes
+                }) else {
+                    continue;
+                };
+                let at = (start - e.offset_bytes) as usize;
+                copies.push((
+                    start,
+                    end,
+                    r.version,
+                    &data[at..at + (end - start) as usize],
+                ));
+            }
+        }
+        // All copies or none: the source passes only when every live piece has moved.
+        let mut head = self.head;
+        let mut need = 0;
+        for (start, end, _, _) in &copies {
+            let total = record_total_bytes(end - start);
+            if head + total > self.config.log_bytes {
+                need += self.config.log_bytes - head;
+                head = 0;
+            }
+            need += total;
+            head += total;
+        }
+        if copies.is_empty() || need > self.free_bytes() {
+            if need > self.free_bytes() {
+                self.refuse_waiting_writes();
+            }
+            return;
+        }
+        let copies: Vec<(u64, u64, u64, Vec<u8>)> = copies
+            .into_iter()
+            .map(|(s, e, v, d)| (s, e, v, d.to_vec()))
+            .collect();
+        for (start, end, version, data) in copies {
+            let total = record_total_bytes(end - start);
+            if self.head + total > self.config.log_bytes {
+                let filler = self.config.log_bytes - self.head;
+                self.push_record(RecordKind::Wrap, 0, 0, 0, 0, 0, &[], filler, None);
+            }
+            self.push_record(
+                RecordKind::Data,
+                h.client,
+                h.volume,
+                start,
+                end - start,
+                version,
+                &data,
+                total,
+                None,
+            );
+            self.stats.cleaned_bytes += end - start;
+        }
+        self.stats.cleaned_records += 1;
+        self.clean_until = self.next_seq;
     }
 
     /// Retries requests waiting for space. Deletes commute with one another, so a delete may
@@ -810,6 +1026,7 @@ impl Store {
             self.persist_tail();
         }
         self.answer_barriers();
+        self.clean();
     }
 
     /// Whether a delete removes live bytes of the oldest record, bringing the moment the tail
@@ -829,6 +1046,24 @@ impl Store {
                 .filter(|r| r.record == seq)
                 .any(|r| r.start < end && start < r.end && r.version <= version)
         })
+    }
+
+    /// Whether a delete of versions ≤ `version` in `[start, end)` would remove nothing: the
+    /// index holds no such version there and no record of the client not yet applied overlaps
+    /// it. Such a delete needs no record (recovery replays the same records to the same index).
+    fn removes_nothing(&self, client: u64, start: u64, end: u64, version: u64) -> bool {
+        let held = self
+            .indexes
+            .get(&client)
+            .is_some_and(|ix| ix.lookup(start, end).iter().any(|r| r.version <= version));
+        let pending = self.records.range(self.ack_cursor..).any(|(_, r)| {
+            let o = r.header;
+            o.kind != RecordKind::Wrap
+                && o.client == client
+                && o.offset_bytes < end
+                && start < o.offset_bytes + o.length_bytes
+        });
+        !held && !pending
     }
 
     /// Appends the record of a write or delete, or refuses it, or gives it back to wait for
@@ -860,6 +1095,16 @@ impl Store {
                 .push_back((id, Reply::Error(StoreError::BadRequest)));
             return None;
         }
+        if let Request::Delete {
+            client, version, ..
+        } = &request
+        {
+            if self.removes_nothing(*client, offset_bytes, offset_bytes + length_bytes, *version) {
+                self.stats.empty_deletes += 1;
+                self.replies.push_back((id, Reply::Done));
+                return None;
+            }
+        }
         let filler = if self.head + total > self.config.log_bytes {
             self.config.log_bytes - self.head
         } else {
@@ -867,9 +1112,9 @@ impl Store {
         };
         let need = total + filler;
         // Writes leave the reserve to deletes; deletes leave its last quarter to deletes that
-        // free the tail record.
+        // free the tail record. Both leave cleaning the room to copy the tail forward.
         let reserve = match &request {
-            Request::Write { .. } => self.config.reserve_bytes,
+            Request::Write { .. } => self.config.reserve_bytes + self.clean_room().max(total),
             Request::Delete {
                 client,
                 offset_bytes,
@@ -885,20 +1130,23 @@ impl Store {
                 ) {
                     0
                 } else {
-                    self.config.reserve_bytes / 4 / RECORD_ALIGN * RECORD_ALIGN
+                    self.config.reserve_bytes / 4 / RECORD_ALIGN * RECORD_ALIGN + self.clean_room()
                 }
             }
             _ => unreachable!("only writes and deletes append"),
         };
         if need + reserve > self.free_bytes() {
-            let reclaimable: u64 = self.passed.iter().map(|(_, b)| b).sum();
-            let space_will_come = need + reserve <= self.free_bytes() + reclaimable
-                || self.superblock_in_flight.is_some();
+            let cleanable = self.cleanable_bytes();
+            let space_will_come = need + reserve <= self.free_bytes() + self.passed_bytes()
+                || self.superblock_in_flight.is_some()
+                || (cleanable >= self.clean_threshold()
+                    && need + reserve <= self.free_bytes() + cleanable);
             if space_will_come || kind == RecordKind::Delete {
                 // Space comes back once the tail pointer is durable; deletes always wait rather
                 // than fail, so reclaim always makes progress.
                 return Some((id, request));
             }
+            self.stats.full_refusals += 1;
             self.replies.push_back((id, Reply::Error(StoreError::Full)));
             return None;
         }
@@ -1002,6 +1250,9 @@ impl Store {
                 request,
             },
         );
+        if kind == RecordKind::Data {
+            *self.data_sizes.entry(total).or_default() += 1;
+        }
         self.stats.requests_in_flight += request.is_some() as u64;
         self.stats.records_written += 1;
         self.next_seq += 1;
@@ -1093,6 +1344,7 @@ impl Store {
         }
         self.advance_tail();
         self.answer_barriers();
+        self.clean();
     }
 
     /// Applies a durable record to its client's index.
@@ -1116,7 +1368,9 @@ impl Store {
                 .records
                 .get_mut(&record)
                 .expect("index names a kept record");
+            let before = info.live_bytes;
             info.live_bytes = (info.live_bytes as i64 + bytes) as u64;
+            self.live_cost = self.live_cost - live_cost(before) + live_cost(info.live_bytes);
             let set = self.live_by_client.entry(info.header.client).or_default();
             if info.live_bytes > 0 {
                 set.insert(record);
@@ -1130,7 +1384,7 @@ impl Store {
     }
 
     fn advance_tail(&mut self) {
-        while let Some((&seq, info)) = self.records.iter().next() {
+        while let Some((seq, info)) = self.records.iter().next().map(|(s, i)| (*s, *i)) {
             let stale = seq < self.ack_cursor
                 && (info.header.kind != RecordKind::Data || info.live_bytes == 0);
             if !stale {
@@ -1138,6 +1392,16 @@ impl Store {
             }
             self.passed.push_back((seq, info.total_bytes));
             self.records.remove(&seq);
+            if info.header.kind == RecordKind::Data {
+                let count = self
+                    .data_sizes
+                    .get_mut(&info.total_bytes)
+                    .expect("a kept data record's size");
+                *count -= 1;
+                if *count == 0 {
+                    self.data_sizes.remove(&info.total_bytes);
+                }
+            }
         }
     }
 
@@ -1179,6 +1443,13 @@ impl Store {
             .into_iter()
             .map(|(e, d)| (e, d.expect("piece read")))
             .collect();
+        if let Some(source) = pending.clean {
+            self.finish_clean(source, pieces);
+            if self.reads.is_empty() && !self.waiting.is_empty() {
+                self.persist_tail();
+            }
+            return;
+        }
         let reply = if pending.any {
             Reply::ReadAny(pieces.into_iter().next())
         } else {
@@ -1350,6 +1621,9 @@ impl Store {
             }
             self.stats.records_scanned += 1;
             self.stats.bytes_scanned += total;
+            if h.kind == RecordKind::Data {
+                *self.data_sizes.entry(total).or_default() += 1;
+            }
             self.records.insert(
                 h.seq,
                 RecordInfo {
@@ -1404,5 +1678,36 @@ impl Store {
         self.stats.valid_data_bytes = self.records.values().map(|r| r.live_bytes).sum();
         self.stats.recovery_ns = now - scan.started;
         self.last_activity = now;
+        self.clean();
     }
+}
+
+/// The size of a record holding `live` bytes (none when nothing is live).
+fn live_cost(live: u64) -> u64 {
+    if live == 0 {
+        0
+    } else {
+        record_total_bytes(live)
+    }
+}
+
+/// `[start, end)` minus the ranges `holes`, as ordered pieces.
+fn subtract(start: u64, end: u64, holes: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut pieces = vec![(start, end)];
+    for &(hs, he) in holes {
+        pieces = pieces
+            .into_iter()
+            .flat_map(|(s, e)| {
+                if he <= s || e <= hs {
+                    vec![(s, e)]
+                } else {
+                    [(s, hs.max(s)), (he.min(e), e)]
+                        .into_iter()
+                        .filter(|(a, b)| a < b)
+                        .collect()
+                }
+            })
+            .collect();
+    }
+    pieces
 }

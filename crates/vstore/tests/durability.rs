@@ -53,6 +53,8 @@ const DURABLE_FLUSH: u64 = 1 << 62;
 
 /// Durable write steps completed, over every schedule (to show that they are exercised).
 static DURABLE_STEPS: AtomicU64 = AtomicU64::new(0);
+/// Live tail records copied forward by cleaning, over every schedule and store life.
+static CLEANED: AtomicU64 = AtomicU64::new(0);
 
 impl StoreNode {
     fn pump(&mut self) {
@@ -375,6 +377,7 @@ impl Core for Node {
         let Node::Store(s) = self else {
             panic!("the client does no I/O")
         };
+        let cleaned = s.store.stats().cleaned_records;
         let done = match done {
             IoDone::Read { id, data } => DiskDone::Read { id, data },
             IoDone::Written { id } if s.durable_writes.contains(&id) => {
@@ -393,6 +396,7 @@ impl Core for Node {
             IoDone::Flushed { id } => DiskDone::Flushed { id },
         };
         s.store.handle_disk(now, done);
+        CLEANED.fetch_add(s.store.stats().cleaned_records - cleaned, Ordering::Relaxed);
         s.pump();
     }
 
@@ -503,31 +507,26 @@ fn run_with(seed: u64, crash_count: usize) -> Outcome {
     }
 }
 
-fn schedules() -> u64 {
-    std::env::var("VSTORE_SCHEDULES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2_000)
-}
-
 #[test]
 fn acknowledged_writes_survive_crashes_and_wraps() {
-    if let Some(seed) = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()) {
-        run(seed);
+    let schedules = cordillera_testkit::Schedules::from_env("VSTORE", &[], 2_000, 400);
+    if schedules.single {
+        run(schedules.seeds[0]);
         return;
     }
-    let n = schedules();
+    let n = schedules.len() as u64;
     let (mut acked, mut reads, mut crashes) = (0, 0, 0);
-    for seed in 0..n {
+    for &seed in &schedules.seeds {
         let outcome = std::panic::catch_unwind(|| run(seed)).unwrap_or_else(|_| {
-            panic!("schedule {seed} failed; reproduce: SIM_SEED={seed} cargo test -p cordillera-vstore --test durability")
+            panic!("schedule {seed} failed; reproduce: VSTORE_SEED={seed} cargo nextest run -p cordillera-vstore --test durability --no-capture")
         });
         acked += outcome.acked;
         reads += outcome.checked_reads;
         crashes += outcome.crashes;
     }
     let durable_steps = DURABLE_STEPS.load(Ordering::Relaxed);
-    println!("vstore durability: {n} schedules, {crashes} crashes, {acked} acknowledged writes and deletes ({durable_steps} by durable write steps), {reads} reads checked");
+    let cleaned = CLEANED.load(Ordering::Relaxed);
+    println!("vstore durability: {n} schedules, {crashes} crashes, {acked} acknowledged writes and deletes ({durable_steps} by durable write steps), {reads} reads checked, {cleaned} live tail records cleaned");
     // The schedules exercise what they claim to: many crashes, wraps (log ≪ data written), reads.
     assert!(crashes as u64 >= 2 * n, "{crashes} crashes");
     assert!(
@@ -535,6 +534,7 @@ fn acknowledged_writes_survive_crashes_and_wraps() {
         "{acked} acks, {reads} reads"
     );
     assert!(durable_steps > n, "{durable_steps} durable write steps");
+    assert!(cleaned > n, "{cleaned} records cleaned");
 }
 
 #[test]
