@@ -56,7 +56,10 @@ pub fn from_read(
     let io_err = |e| TraceError::io(path, e);
     let (head, input) = peek(input, 8).map_err(io_err)?;
     let decoded: Box<dyn Read> = if head.starts_with(&[0x1f, 0x8b]) {
-        Box::new(Decompressed::new("gzip", GzMembers::new(input)))
+        Box::new(Decompressed::new(
+            "gzip",
+            flate2::read::MultiGzDecoder::new(input),
+        ))
     } else if head.starts_with(b"BZh") {
         Box::new(Decompressed::new(
             "bzip2",
@@ -122,147 +125,6 @@ impl<R: Read> Read for Decompressed<R> {
     }
 }
 
-/// Concatenated gzip members (what `cat a.gz b.gz` makes), read one after the other (RFC
-/// 1952). Every member must be whole: its header, a deflate stream that reaches its end, and a
-/// trailer whose CRC-32 and length match. flate2's readers end quietly when input stops in a
-/// member's header or early in its deflate stream, which would read a truncated trace as a
-/// short one.
-struct GzMembers {
-    input: BufReader<Box<dyn Read>>,
-    inflate: flate2::Decompress,
-    crc: flate2::Crc,
-    /// Inside a member's deflate stream (else between members).
-    in_member: bool,
-}
-
-impl GzMembers {
-    fn new(input: Box<dyn Read>) -> GzMembers {
-        GzMembers {
-            input: BufReader::with_capacity(64 * 1024, input),
-            inflate: flate2::Decompress::new(false),
-            crc: flate2::Crc::new(),
-            in_member: false,
-        }
-    }
-
-    fn truncated(what: &str) -> io::Error {
-        io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("input ends inside a member's {what}"),
-        )
-    }
-
-    fn exact(&mut self, buf: &mut [u8], what: &str) -> io::Result<()> {
-        self.input.read_exact(buf).map_err(|e| {
-            if e.kind() == io::ErrorKind::UnexpectedEof {
-                Self::truncated(what)
-            } else {
-                e
-            }
-        })
-    }
-
-    fn skip_zero_terminated(&mut self) -> io::Result<()> {
-        let mut byte = [0u8; 1];
-        loop {
-            self.exact(&mut byte, "header")?;
-            if byte[0] == 0 {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Reads a member header; `false` at the end of the input.
-    fn header(&mut self) -> io::Result<bool> {
-        if self.input.fill_buf()?.is_empty() {
-            return Ok(false);
-        }
-        let mut fixed = [0u8; 10];
-        self.exact(&mut fixed, "header")?;
-        if fixed[0..3] != [0x1f, 0x8b, 8] {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "not a gzip member (bad magic or method)",
-            ));
-        }
-        let flags = fixed[3];
-        if flags & 0xe0 != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "reserved gzip header flags set",
-            ));
-        }
-        if flags & 0x04 != 0 {
-            let mut len = [0u8; 2];
-            self.exact(&mut len, "header")?;
-            let mut extra = vec![0u8; u16::from_le_bytes(len) as usize];
-            self.exact(&mut extra, "header")?;
-        }
-        if flags & 0x08 != 0 {
-            self.skip_zero_terminated()?;
-        }
-        if flags & 0x10 != 0 {
-            self.skip_zero_terminated()?;
-        }
-        if flags & 0x02 != 0 {
-            let mut hcrc = [0u8; 2];
-            self.exact(&mut hcrc, "header")?;
-        }
-        self.inflate.reset(false);
-        self.crc.reset();
-        self.in_member = true;
-        Ok(true)
-    }
-
-    fn trailer(&mut self) -> io::Result<()> {
-        let mut trailer = [0u8; 8];
-        self.exact(&mut trailer, "trailer")?;
-        let crc = u32::from_le_bytes(trailer[0..4].try_into().expect("4 bytes"));
-        let size = u32::from_le_bytes(trailer[4..8].try_into().expect("4 bytes"));
-        if crc != self.crc.sum() || size != self.crc.amount() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "member checksum or length mismatch",
-            ));
-        }
-        self.in_member = false;
-        Ok(())
-    }
-}
-
-impl Read for GzMembers {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        loop {
-            if !self.in_member && !self.header()? {
-                return Ok(0);
-            }
-            let input = self.input.fill_buf()?;
-            let at_eof = input.is_empty();
-            let (before_in, before_out) = (self.inflate.total_in(), self.inflate.total_out());
-            let status = self
-                .inflate
-                .decompress(input, buf, flate2::FlushDecompress::None)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            let consumed = (self.inflate.total_in() - before_in) as usize;
-            let produced = (self.inflate.total_out() - before_out) as usize;
-            self.input.consume(consumed);
-            self.crc.update(&buf[..produced]);
-            if status == flate2::Status::StreamEnd {
-                self.trailer()?;
-            } else if at_eof && produced == 0 {
-                return Err(Self::truncated("deflate stream"));
-            }
-            if produced > 0 {
-                return Ok(produced);
-            }
-        }
-    }
-}
-
-/// Reads up to `n` bytes and returns them with a stream that still yields them first.
 /// A stream that fails while the sample is read (a truncated compressed trace shorter than
 /// the sample) yields the bytes it gave and then the error, so that the error is reported with
 /// the records read before it.
