@@ -22,6 +22,7 @@ mod demo;
 mod lab_bonfire;
 mod lab_cmd;
 mod lab_plots;
+mod limit_args;
 mod replay_cmd;
 mod sim_cmd;
 mod store_bench;

@@ -292,6 +292,7 @@ fn start_store(
         sparse,
         stats: Some(stats.clone()),
         emulate: None,
+        limits: Default::default(),
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -66,6 +66,8 @@ struct ServeArgs {
     /// (`cheetah-15k`, any `sim` preset, or an array: `cheetah-15k@raid0:4`). See docs/USAGE.md.
     #[arg(long)]
     emulate: Option<cordillera_runtime::emulate::EmulateSpec>,
+    #[command(flatten)]
+    limits: crate::limit_args::LimitArgs,
 }
 
 #[derive(Args)]
@@ -105,6 +107,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
                 sparse: a.sparse,
                 stats: None,
                 emulate: a.emulate,
+                limits: a.limits.limits()?,
             };
             // One event thread: the store core is a single task, and hand-offs between runtime
             // threads would only add wake-ups to every request (disk I/O has its own threads).

@@ -344,3 +344,214 @@ fn o_direct_store_survives_sigkill() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Resident memory of a process, from `/proc`.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS");
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 1024
+}
+
+/// A well-behaved client's write and read, which must be answered promptly.
+fn served(good: &mut StoreClient, version: u64) {
+    let started = std::time::Instant::now();
+    assert_eq!(
+        good.call(Request::Write {
+            client: 9,
+            volume: 1,
+            offset_bytes: 0,
+            version,
+            data: pattern(0, version)
+        })
+        .unwrap(),
+        Reply::Done
+    );
+    let reply = good
+        .call(Request::Read {
+            client: 9,
+            offset_bytes: 0,
+            length_bytes: BLOCK,
+        })
+        .unwrap();
+    assert!(
+        matches!(&reply, Reply::Read(p) if p.len() == 1 && p[0].1 == pattern(0, version)),
+        "{reply:?}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "a well-behaved client waited {:?}",
+        started.elapsed()
+    );
+}
+
+/// A client that sends thousands of 16 MiB reads and never reads the replies: the store keeps
+/// serving others, and its memory stays within its budgets (it grew to 15 GiB before).
+#[test]
+fn a_client_that_never_reads_its_replies_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = serve_with(&dir.path().join("store"), &["--sparse"]);
+    let mut good = StoreClient::connect(addr).unwrap();
+    // 16 MiB of live data for the reads to return.
+    for i in 0..16u64 {
+        assert_eq!(
+            good.call(Request::Write {
+                client: 3,
+                volume: 1,
+                offset_bytes: i << 20,
+                version: 1,
+                data: vec![i as u8; 1 << 20],
+            })
+            .unwrap(),
+            Reply::Done
+        );
+    }
+    let before = rss_bytes(child.id());
+    let mut bad = std::net::TcpStream::connect(addr).unwrap();
+    let mut frames = Vec::new();
+    for id in 0..2_700u64 {
+        cordillera_wire::store::encode(
+            &cordillera_wire::store::Frame::Request {
+                id: id + 1,
+                request: Request::Read {
+                    client: 3,
+                    offset_bytes: 0,
+                    length_bytes: 16 << 20,
+                },
+            },
+            &mut frames,
+        );
+    }
+    bad.set_nonblocking(true).unwrap();
+    // Whatever the socket takes; the rest would wait in the client (it never reads anyway).
+    let mut sent = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while sent < frames.len() && std::time::Instant::now() < deadline {
+        match bad.write(&frames[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let mut peak = 0;
+    for round in 0..20 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        served(&mut good, 10 + round);
+        peak = peak.max(rss_bytes(child.id()));
+    }
+    println!(
+        "store memory: {} MiB before, peak {} MiB with {sent} of {} request bytes sent by a client that never reads",
+        before >> 20,
+        peak >> 20,
+        frames.len()
+    );
+    // 64 MiB connection budget, one reply over it at most, buffers: far below unbounded.
+    assert!(
+        peak < before + (192 << 20),
+        "store grew from {before} to {peak} bytes"
+    );
+    drop(bad);
+    served(&mut good, 100);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Out of file descriptors: the store stays alive, and once the idle connections close it
+/// serves a new client (it used to stop accepting for good).
+#[test]
+fn descriptor_exhaustion_leaves_the_store_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let mut child = Command::new("sh")
+        .args([
+            "-c",
+            "ulimit -n 256 && exec \"$0\" \"$@\"",
+            env!("CARGO_BIN_EXE_cordillera"),
+            "store",
+            "serve",
+            "--size",
+            "64m",
+            "--sparse",
+            "--listen",
+            "127.0.0.1:0",
+            "--path",
+        ])
+        .arg(&path)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let addr: SocketAddr = loop {
+        let line = lines.next().expect("store serve exited early").unwrap();
+        if let Some(addr) = line.strip_prefix("cordillera store: listening on ") {
+            break addr.parse().unwrap();
+        }
+    };
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    let idle: Vec<std::net::TcpStream> = (0..300)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "the store exited");
+    drop(idle);
+    // Descriptors free up: a new client is served within the backoff (≤ 1 s) and then some.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut good = StoreClient::connect(addr).unwrap();
+    served(&mut good, 1);
+    let warned = log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("cannot accept connections"));
+    assert!(
+        warned,
+        "no warning about descriptors: {:?}",
+        log.lock().unwrap()
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Beyond `--max-connections`, new connections are closed at once; the others are served.
+#[test]
+fn connections_beyond_the_limit_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = serve_with(
+        &dir.path().join("store"),
+        &["--sparse", "--max-connections", "3"],
+    );
+    let mut clients: Vec<StoreClient> = (0..3)
+        .map(|_| StoreClient::connect(addr).unwrap())
+        .collect();
+    served(&mut clients[0], 1);
+    let mut extra = std::net::TcpStream::connect(addr).unwrap();
+    extra
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    use std::io::Read;
+    assert_eq!(extra.read(&mut buf).unwrap_or(0), 0, "the fourth is closed");
+    served(&mut clients[2], 2);
+    drop(clients.pop());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut again = StoreClient::connect(addr).unwrap();
+    served(&mut again, 3);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -9,11 +9,14 @@
 //! - [`volume_server`]: `cordillera volume serve`: a base volume exported over NBD with the
 //!   off-loading client core between, sending writes to stores when the base volume is loaded.
 //! - [`nbd_client`], [`replay`]: `cordillera replay`, a trace replayed against a live NBD export.
+//! - [`limits`]: connections and memory one client can take from a daemon; `accept` that
+//!   backs off when descriptors run out.
 //! - [`emulate`]: real-time disk emulation with the simulator's device models.
 //! - [`warm_cache`]: the volume server's DRAM cache with Bonfire's monitoring log and pre-load.
 
 pub mod disk;
 pub mod emulate;
+pub mod limits;
 pub mod nbd_client;
 pub mod nbd_server;
 pub mod replay;

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use crate::disk::{run_to_quiet, run_to_quiet_concurrently, Disk, DiskError, DiskFile, IoMode};
+use crate::limits::{Admission, Charge, ConnectionBudget, Limits};
 
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -35,6 +37,8 @@ pub struct ServeOptions {
     /// Serve with the timing of this modeled device ([`crate::emulate`]); recovery's scan of
     /// the log runs at the file's own speed.
     pub emulate: Option<crate::emulate::EmulateSpec>,
+    /// Connections, and memory per connection and in total ([`crate::limits`]).
+    pub limits: Limits,
 }
 
 /// Opens the store at `path`, creating and formatting it with a log of `log_bytes` if the file
@@ -168,11 +172,14 @@ enum Event {
         connection: u64,
         id: u64,
         request: Request,
+        charge: Charge,
     },
     Disk(Result<DiskDone, DiskError>),
     Connected {
         connection: u64,
-        sender: mpsc::UnboundedSender<Vec<u8>>,
+        sender: mpsc::UnboundedSender<Outgoing>,
+        /// Frames sent and not yet written.
+        unwritten: Arc<AtomicUsize>,
     },
     Closed {
         connection: u64,
@@ -214,21 +221,42 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
         let _ = disk_events.send(Event::Disk(done));
     });
     let accept_events = events.clone();
+    let admission = Admission::new(options.limits.clone());
+    // The largest record the store keeps: what a `read_any` reply may hold.
+    let largest_record = Arc::new(AtomicU64::new(store.largest_record_bytes()));
+    let accept_largest = largest_record.clone();
     tokio::spawn(async move {
         let mut next = 1u64;
-        while let Ok((stream, peer)) = listener.accept().await {
+        let mut refused = 0u64;
+        loop {
+            let (stream, peer) = crate::limits::accept(&listener, "store").await;
+            let Some(budget) = admission.connection() else {
+                refused += 1;
+                if refused.is_power_of_two() {
+                    tracing::warn!(%peer, refused, limit = admission.limits().connections, "too many connections; closing new ones");
+                }
+                drop(stream);
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             tracing::info!(connection = next, %peer, "client connected");
-            tokio::spawn(connection(next, stream, accept_events.clone()));
+            tokio::spawn(connection(
+                next,
+                stream,
+                budget,
+                accept_largest.clone(),
+                accept_events.clone(),
+            ));
             next += 1;
         }
     });
 
     let started = Instant::now();
     let now = || started.elapsed().as_nanos() as u64;
-    let mut connections: HashMap<u64, mpsc::UnboundedSender<Vec<u8>>> = HashMap::new();
-    // Store request id → (connection, the client's request id, arrival).
-    let mut requests: HashMap<u64, (u64, u64, Instant)> = HashMap::new();
+    let mut connections: HashMap<u64, (mpsc::UnboundedSender<Outgoing>, Arc<AtomicUsize>)> =
+        HashMap::new();
+    // Store request id → (connection, the client's request id, arrival, what it holds).
+    let mut requests: HashMap<u64, (u64, u64, Instant, Charge)> = HashMap::new();
     let mut next_request = 1u64;
     let mut load = LoadMeter::default();
     let mut broadcast = tokio::time::interval(options.broadcast);
@@ -243,10 +271,10 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
                 // arriving together become consecutive records submitted as one transfer.
                 for _ in 0..1024 {
                     match event {
-                        Event::Request { connection, id, request } => {
+                        Event::Request { connection, id, request, charge } => {
                             let internal = next_request;
                             next_request += 1;
-                            requests.insert(internal, (connection, id, Instant::now()));
+                            requests.insert(internal, (connection, id, Instant::now(), charge));
                             store.handle_request(now(), internal, request);
                         }
                         Event::Disk(Ok(done)) => store.handle_disk(now(), done),
@@ -255,8 +283,8 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
                             disk.stop();
                             return Err(io_error(e));
                         }
-                        Event::Connected { connection, sender } => {
-                            connections.insert(connection, sender);
+                        Event::Connected { connection, sender, unwritten } => {
+                            connections.insert(connection, (sender, unwritten));
                         }
                         Event::Closed { connection } => {
                             connections.remove(&connection);
@@ -275,8 +303,12 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
                 let figures = load.figures(requests.len(), &store);
                 let mut frame = Vec::new();
                 encode(&Frame::Load(figures), &mut frame);
-                for sender in connections.values() {
-                    let _ = sender.send(frame.clone());
+                // Not to a client that leaves its replies unread: they carry the figures too.
+                for (sender, unwritten) in connections.values() {
+                    if unwritten.load(Ordering::Relaxed) == 0 {
+                        unwritten.fetch_add(1, Ordering::Relaxed);
+                        let _ = sender.send(Outgoing { frame: frame.clone(), _charge: None, unwritten: unwritten.clone() });
+                    }
                 }
             }
         }
@@ -303,8 +335,9 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
         if let Some(shared) = &options.stats {
             *shared.lock().expect("stats") = store.stats();
         }
+        largest_record.store(store.largest_record_bytes(), Ordering::Relaxed);
         while let Some((internal, reply)) = store.poll_reply() {
-            let Some((connection, id, arrived)) = requests.remove(&internal) else {
+            let Some((connection, id, arrived, mut charge)) = requests.remove(&internal) else {
                 continue;
             };
             load.completed(arrived.elapsed());
@@ -318,8 +351,15 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
                 },
                 &mut frame,
             );
-            if let Some(sender) = connections.get(&connection) {
-                let _ = sender.send(frame);
+            // The reply holds its request's charge until it is written.
+            charge.shrink_to(frame.len() as u64);
+            if let Some((sender, unwritten)) = connections.get(&connection) {
+                unwritten.fetch_add(1, Ordering::Relaxed);
+                let _ = sender.send(Outgoing {
+                    frame,
+                    _charge: Some(charge),
+                    unwritten: unwritten.clone(),
+                });
             }
         }
     }
@@ -327,32 +367,103 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
     Ok(())
 }
 
-/// One connection: frames in, frames out.
-async fn connection(id: u64, stream: TcpStream, events: mpsc::UnboundedSender<Event>) {
+/// A frame on its way to a client, with what its request holds until it is written.
+pub(crate) struct Outgoing {
+    frame: Vec<u8>,
+    /// Released when the frame is dropped, after it is written.
+    _charge: Option<Charge>,
+    unwritten: Arc<AtomicUsize>,
+}
+
+impl AsRef<[u8]> for Outgoing {
+    fn as_ref(&self) -> &[u8] {
+        &self.frame
+    }
+}
+
+impl Drop for Outgoing {
+    fn drop(&mut self) {
+        self.unwritten.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What a request is charged when read: its own bytes and the most its reply may hold.
+fn request_charge(request: &Request, largest_record: u64) -> u64 {
+    const OVERHEAD: u64 = 4096;
+    OVERHEAD
+        + match request {
+            Request::Write { data, .. } => data.len() as u64,
+            Request::Read { length_bytes, .. } => {
+                (*length_bytes).min(cordillera_vstore::format::PAYLOAD_BYTES_MAX as u64 + 4096)
+            }
+            Request::ReadAny { .. } => largest_record,
+            Request::Delete { .. } => 0,
+            Request::Metadata { .. } => 64 << 10,
+        }
+}
+
+/// One connection: frames in, frames out. Each request is charged to the connection's budget
+/// before it goes to the core, and the charge is released once its reply is written: a client
+/// that never reads its replies is no longer read from once its budget is used.
+async fn connection(
+    id: u64,
+    stream: TcpStream,
+    budget: ConnectionBudget,
+    largest_record: Arc<AtomicU64>,
+    events: mpsc::UnboundedSender<Event>,
+) {
     let (mut reader, writer) = stream.into_split();
-    let (sender, outbox) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (sender, outbox) = mpsc::unbounded_channel::<Outgoing>();
     let _ = events.send(Event::Connected {
         connection: id,
         sender,
+        unwritten: Arc::new(AtomicUsize::new(0)),
     });
     let writing = tokio::spawn(write_frames(writer, outbox));
     // A client that sends replies or garbage is not speaking the protocol: its connection is
     // dropped (the store and other clients are unaffected).
-    let read = read_frames(&mut reader, |frame| match frame {
-        Frame::Request {
-            id: request_id,
-            request,
-        } => {
-            let _ = events.send(Event::Request {
-                connection: id,
+    let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
+    let read: Result<(), cordillera_wire::store::WireError> = 'read: loop {
+        buffer.reserve(1 << 16);
+        match reader.read_buf(&mut buffer).await {
+            Ok(0) | Err(_) => break Ok(()),
+            Ok(_) => {}
+        }
+        let mut at = 0;
+        loop {
+            let (frame, used) = match decode(&buffer[at..]) {
+                Ok(Some(decoded)) => decoded,
+                Ok(None) => break,
+                Err(e) => break 'read Err(e),
+            };
+            at += used;
+            let Frame::Request {
                 id: request_id,
                 request,
-            });
-            true
+            } = frame
+            else {
+                break 'read Ok(());
+            };
+            let charge = budget
+                .charge(request_charge(
+                    &request,
+                    largest_record.load(Ordering::Relaxed),
+                ))
+                .await;
+            if events
+                .send(Event::Request {
+                    connection: id,
+                    id: request_id,
+                    request,
+                    charge,
+                })
+                .is_err()
+            {
+                break 'read Ok(());
+            }
         }
-        _ => false,
-    })
-    .await;
+        buffer.drain(..at);
+    };
     match read {
         Ok(()) => tracing::info!(connection = id, "client disconnected"),
         Err(e) => tracing::info!(connection = id, error = %e, "client connection closed"),
@@ -363,20 +474,37 @@ async fn connection(id: u64, stream: TcpStream, events: mpsc::UnboundedSender<Ev
 
 /// Writes the frames sent on `outbox` to `writer` until either closes. Every frame already
 /// waiting goes out in one write: replies completed together (a group commit acknowledges
-/// many) cost one system call, not one each. Later frames are appended to the first; a lone
-/// frame is written without a copy.
-pub(crate) async fn write_frames(
+/// many) cost one system call, not one each. A lone frame is written without a copy. Frames
+/// are dropped (releasing what they hold) only once written.
+pub(crate) async fn write_frames<T: AsRef<[u8]>>(
     mut writer: tokio::net::tcp::OwnedWriteHalf,
-    mut outbox: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut outbox: mpsc::UnboundedReceiver<T>,
 ) {
-    while let Some(mut frame) = outbox.recv().await {
-        while frame.len() < (1 << 20) {
+    let mut gathered: Vec<u8> = Vec::new();
+    let mut held: Vec<T> = Vec::new();
+    while let Some(first) = outbox.recv().await {
+        let mut bytes = first.as_ref().len();
+        held.push(first);
+        while bytes < (1 << 20) {
             match outbox.try_recv() {
-                Ok(more) => frame.extend_from_slice(&more),
+                Ok(more) => {
+                    bytes += more.as_ref().len();
+                    held.push(more);
+                }
                 Err(_) => break,
             }
         }
-        if writer.write_all(&frame).await.is_err() {
+        let written = if held.len() == 1 {
+            writer.write_all(held[0].as_ref()).await
+        } else {
+            gathered.clear();
+            for frame in &held {
+                gathered.extend_from_slice(frame.as_ref());
+            }
+            writer.write_all(&gathered).await
+        };
+        held.clear();
+        if written.is_err() {
             break;
         }
     }

@@ -524,6 +524,12 @@ impl Store {
         )
     }
 
+    /// The largest data record kept (bytes, header and padding included): the most a
+    /// `read_any` reply can hold.
+    pub fn largest_record_bytes(&self) -> u64 {
+        self.clean_room()
+    }
+
     /// Bytes of the log in use, from the durable tail to the head.
     pub fn used_bytes(&self) -> u64 {
         self.used_bytes
