@@ -46,3 +46,15 @@ impl LimitArgs {
         })
     }
 }
+
+impl Default for LimitArgs {
+    /// The same as the flags' defaults.
+    fn default() -> LimitArgs {
+        LimitArgs {
+            connection_memory: "64m".into(),
+            total_memory: "1g".into(),
+            connection_requests: 1024,
+            max_connections: 512,
+        }
+    }
+}

@@ -93,6 +93,8 @@ struct ServeArgs {
     /// The export's name (clients asking for another name are refused) [default: ""].
     #[arg(long)]
     export_name: Option<String>,
+    #[command(flatten)]
+    limits: crate::limit_args::LimitArgs,
     /// A DRAM block cache of this size above the volume (k, m, g suffixes) [default: none].
     #[arg(long)]
     cache_size: Option<String>,
@@ -241,6 +243,7 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
     }
     o.metrics = a.metrics.or(file.metrics);
     o.export_name = a.export_name.or(file.export_name).unwrap_or_default();
+    o.limits = a.limits.limits()?;
     let size = |flag: &str, v: Option<String>| -> Result<Option<u64>> {
         v.map(|t| cordillera_sim::presets::parse_size(&t).map_err(|e| anyhow!("--{flag}: {e}")))
             .transpose()

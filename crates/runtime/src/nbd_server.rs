@@ -18,6 +18,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
+use crate::limits::{Admission, Charge, ConnectionBudget, Limits as ServerLimits};
+
 /// One request to an export, checked against its limits.
 #[derive(Debug)]
 pub enum Op {
@@ -64,6 +66,7 @@ pub struct Completion {
     handle: u64,
     replies: Option<mpsc::UnboundedSender<Reply>>,
     slot: Option<OwnedSemaphorePermit>,
+    charge: Option<Charge>,
 }
 
 impl Completion {
@@ -73,7 +76,9 @@ impl Completion {
 
     fn send(&mut self, outcome: Outcome) {
         if let Some(replies) = self.replies.take() {
-            let _ = replies.send(Reply::new(self.handle, outcome, self.slot.take()));
+            let mut reply = Reply::new(self.handle, outcome, self.slot.take());
+            reply._charge = self.charge.take();
+            let _ = replies.send(reply);
         }
     }
 }
@@ -91,6 +96,8 @@ struct Reply {
     header: [u8; 16],
     data: Option<Vec<u8>>,
     _slot: Option<OwnedSemaphorePermit>,
+    /// The request's memory charge ([`crate::limits`]), also released once written.
+    _charge: Option<Charge>,
 }
 
 impl Reply {
@@ -116,6 +123,7 @@ impl Reply {
             header: nbd::simple_reply(handle, error),
             data,
             _slot: slot,
+            _charge: None,
         }
     }
 }
@@ -200,6 +208,9 @@ pub struct ExportConfig {
     pub maximum_payload: u32,
     /// Requests in flight per connection at most (more wait to be read).
     pub in_flight_max: usize,
+    /// Connections, and memory (write payloads read, read replies not yet written) per
+    /// connection and in total.
+    pub limits: ServerLimits,
 }
 
 impl Default for ExportConfig {
@@ -211,6 +222,7 @@ impl Default for ExportConfig {
             preferred_block: 4096,
             maximum_payload: 32 << 20,
             in_flight_max: 128,
+            limits: ServerLimits::default(),
         }
     }
 }
@@ -222,13 +234,23 @@ pub async fn serve(
     config: ExportConfig,
 ) -> io::Result<()> {
     let config = Arc::new(config);
+    let admission = Admission::new(config.limits.clone());
+    let mut refused = 0u64;
     loop {
-        let (stream, peer) = listener.accept().await?;
+        let (stream, peer) = crate::limits::accept(&listener, "nbd").await;
+        let Some(budget) = admission.connection() else {
+            refused += 1;
+            if refused.is_power_of_two() {
+                tracing::warn!(%peer, refused, limit = config.limits.connections, "too many NBD connections; closing new ones");
+            }
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let (backend, config) = (backend.clone(), config.clone());
         tracing::debug!(%peer, "nbd connection accepted");
         tokio::spawn(async move {
-            if let Err(e) = connection(stream, backend, config).await {
+            if let Err(e) = connection(stream, backend, config, budget).await {
                 tracing::info!(%peer, error = %e, "nbd connection closed");
             }
         });
@@ -264,6 +286,7 @@ async fn connection(
     mut stream: TcpStream,
     backend: Arc<dyn Backend>,
     config: Arc<ExportConfig>,
+    budget: ConnectionBudget,
 ) -> Result<(), ConnectionError> {
     stream.write_all(&nbd::greeting()).await?;
     let mut flags = [0u8; 4];
@@ -342,13 +365,14 @@ async fn connection(
             }
         }
     }
-    transmission(stream, backend, config).await
+    transmission(stream, backend, config, budget).await
 }
 
 async fn transmission(
     stream: TcpStream,
     backend: Arc<dyn Backend>,
     config: Arc<ExportConfig>,
+    budget: ConnectionBudget,
 ) -> Result<(), ConnectionError> {
     let limits = Limits {
         size_bytes: backend.size_bytes(),
@@ -377,6 +401,13 @@ async fn transmission(
                 limits.maximum_payload,
             ));
         }
+        // Charged before a write's payload is read: what it brings, or what a read's reply
+        // will hold; released once the reply is written.
+        let bytes = match request.command {
+            Command::Write | Command::Read => request.length as u64,
+            _ => 0,
+        };
+        let charge = budget.charge(bytes).await;
         let mut data = Vec::new();
         if request.command == Command::Write {
             // Into the buffer's spare capacity: a large payload is neither zeroed first nor
@@ -403,10 +434,9 @@ async fn transmission(
         }
         let permit = slots.clone().acquire_owned().await.expect("never closed");
         if let Err(error) = nbd::check_request(&request, &limits) {
-            if tx
-                .send(Reply::error(request.handle, error, None, Some(permit)))
-                .is_err()
-            {
+            let mut reply = Reply::error(request.handle, error, None, Some(permit));
+            reply._charge = Some(charge);
+            if tx.send(reply).is_err() {
                 break Ok(());
             }
             continue;
@@ -433,6 +463,7 @@ async fn transmission(
             handle: request.handle,
             replies: Some(tx.clone()),
             slot: Some(permit),
+            charge: Some(charge),
         };
         backend.submit(op, done);
     };

@@ -171,6 +171,8 @@ pub struct VolumeOptions {
     pub export_name: String,
     /// A DRAM cache above the volume, with Bonfire's warm-up log (`crate::warm_cache`).
     pub cache: Option<CacheOptions>,
+    /// What NBD clients can take: connections and memory ([`crate::limits`]).
+    pub limits: crate::limits::Limits,
 }
 
 impl VolumeOptions {
@@ -190,6 +192,7 @@ impl VolumeOptions {
             metrics: None,
             export_name: String::new(),
             cache: None,
+            limits: crate::limits::Limits::default(),
         }
     }
 }
@@ -379,6 +382,7 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     });
     let export = ExportConfig {
         name: options.export_name.clone(),
+        limits: options.limits.clone(),
         ..ExportConfig::default()
     };
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -1299,7 +1303,8 @@ async fn store_link(store: usize, address: String, events: mpsc::UnboundedSender
 
 /// `GET /metrics` (Prometheus text) and `GET /status` (JSON) over plain HTTP/1.
 async fn serve_metrics(listener: TcpListener, events: mpsc::UnboundedSender<Event>) {
-    while let Ok((mut stream, _)) = listener.accept().await {
+    loop {
+        let (mut stream, _) = crate::limits::accept(&listener, "metrics").await;
         let events = events.clone();
         tokio::spawn(async move {
             let mut request = Vec::new();

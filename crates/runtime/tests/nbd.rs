@@ -451,3 +451,53 @@ fn a_client_that_does_not_read_its_replies_is_not_read_from_past_the_in_flight_l
         grown >> 20
     );
 }
+
+/// Bytes count as well as requests: 128 reads of 16 MiB fit the in-flight limit but not the
+/// connection's 64 MiB memory budget, so the server stops reading the client instead of
+/// holding 2 GiB of replies; another client is served meanwhile.
+#[test]
+fn large_unread_replies_are_bounded_by_bytes_and_others_are_served() {
+    let (addr, _file) = start();
+    let mut s = raw_connect(addr);
+    let before = resident_bytes();
+    for h in 0..128u64 {
+        send(
+            &mut s,
+            nbd::Command::Read,
+            0,
+            h,
+            (h % 4) << 24,
+            &[],
+            16 << 20,
+        );
+    }
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let grown = resident_bytes().saturating_sub(before);
+    let mut good = raw_connect(addr);
+    let started = std::time::Instant::now();
+    send(
+        &mut good,
+        nbd::Command::Write,
+        0,
+        7,
+        4096,
+        &[5u8; 4096],
+        4096,
+    );
+    assert_eq!(receive(&mut good), (7, 0));
+    send(&mut good, nbd::Command::Read, 0, 8, 4096, &[], 4096);
+    assert_eq!(receive(&mut good), (8, 0));
+    let mut data = vec![0u8; 4096];
+    good.read_exact(&mut data).unwrap();
+    assert_eq!(data, vec![5u8; 4096]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    println!(
+        "resident memory grew {} MiB with 128 unread 16 MiB replies",
+        grown >> 20
+    );
+    assert!(
+        grown < 160 << 20,
+        "the server holds {} MiB of unread replies",
+        grown >> 20
+    );
+}
