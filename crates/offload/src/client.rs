@@ -85,6 +85,10 @@ pub struct Config {
     pub probe_interval_ns: Nanos,
     /// A store down this long is removed from the store set (`None`: only by hand).
     pub remove_after_ns: Option<Nanos>,
+    /// A write that must be off-loaded and that every store, all up, refuses as full waits
+    /// this long (reclaim runs meanwhile whatever the base volume's load) before it is
+    /// answered [`ClientError::NoSpace`] (ENOSPC): a full store never stalls a volume.
+    pub full_timeout_ns: Nanos,
 }
 
 impl Config {
@@ -102,6 +106,7 @@ impl Config {
             request_timeout_ns: Some(2_000_000_000),
             probe_interval_ns: 100_000_000,
             remove_after_ns: None,
+            full_timeout_ns: 5_000_000_000,
         }
     }
 
@@ -148,9 +153,10 @@ pub enum ClientError {
     #[error("the client cannot start: {0}")]
     NoStoreSet(#[from] SuperblockError),
     /// A write overlapping off-loaded data (so it must be off-loaded too) was refused by every
-    /// store, all of them up, and the always policy never reclaims to make room: the stores are
-    /// full. The write is not acknowledged; nothing acknowledged is lost.
-    #[error("no space: every store refused a write that must be off-loaded (the stores are full and the always policy never reclaims)")]
+    /// store, all of them up: the stores are full, and reclaim did not make room in time (or
+    /// never does, under the always policy). The write is not acknowledged; nothing
+    /// acknowledged is lost.
+    #[error("no space: every store refused a write that must be off-loaded (the stores are full)")]
     NoSpace,
 }
 
@@ -318,6 +324,8 @@ struct WriteOp {
     /// Parts a newer write took while this one was in flight (it completed first, see
     /// `supersede`): the newer one wins there (deletes owed for it may remove this copy).
     superseded: Vec<(u64, u64)>,
+    /// When every store first refused it as full.
+    full_since: Option<Nanos>,
 }
 
 struct ReadOp {
@@ -393,6 +401,9 @@ pub struct Client {
     queued_upward: VecDeque<(u64, Upward)>,
     parked_reads: Vec<(u64, u64, u64)>,
     parked_writes: Vec<u64>,
+    /// Since when the stores refuse writes as full (cleared by a write a store accepts):
+    /// reclaim then runs whatever the base volume's load.
+    stores_full_since: Option<Nanos>,
     /// Parked writes are tried again then (stores may have room, or the range may no longer
     /// need to be off-loaded).
     parked_retry_at: Option<Nanos>,
@@ -450,6 +461,7 @@ impl Client {
             queued_upward: VecDeque::new(),
             parked_reads: Vec::new(),
             parked_writes: Vec::new(),
+            stores_full_since: None,
             parked_retry_at: None,
             reclaim_jobs: 0,
             reclaim_writes: HashMap::new(),
@@ -493,6 +505,12 @@ impl Client {
 
     pub fn is_ready(&self) -> bool {
         matches!(self.phase, Phase::Ready)
+    }
+
+    /// Since when every store refuses the writes that must be off-loaded as full (`None`
+    /// when they are not full): the runtime reports it (WARN, metric).
+    pub fn stores_full_since(&self) -> Option<Nanos> {
+        self.stores_full_since
     }
 
     pub fn stats(&self) -> Stats {
@@ -836,6 +854,7 @@ impl Client {
                 succeeded: 0,
                 tried: 0,
                 superseded: Vec::new(),
+                full_since: None,
             },
         );
         self.place_write(key);
@@ -915,7 +934,23 @@ impl Client {
             let refused_by_live_stores = op.tried != 0
                 && indices(op.tried).all(|i| self.stores[i].up && !self.stores[i].removed);
             let must_offload = self.map.overlaps(start, end) || self.blocking_stale(start, end);
-            if must_offload && self.config.policy == Policy::Always && refused_by_live_stores {
+            let now = self.now;
+            let full_since = if must_offload && refused_by_live_stores {
+                self.stores_full_since.get_or_insert(now);
+                *self
+                    .writes
+                    .get_mut(&key)
+                    .expect("write")
+                    .full_since
+                    .get_or_insert(now)
+            } else {
+                now
+            };
+            let waited_enough = now.saturating_sub(full_since) >= self.config.full_timeout_ns;
+            if must_offload
+                && refused_by_live_stores
+                && (self.config.policy == Policy::Always || waited_enough)
+            {
                 let op = self.writes.remove(&key).expect("write");
                 self.stats.refused_writes += 1;
                 self.upward_out
@@ -1234,7 +1269,11 @@ impl Client {
         match pending {
             Pending::Write { op } => {
                 let outcome = match reply {
-                    Reply::Done => WriteOutcome::Done,
+                    Reply::Done => {
+                        // A store took a write: the stores are not full (any more).
+                        self.stores_full_since = None;
+                        WriteOutcome::Done
+                    }
                     _ => WriteOutcome::NotWritten,
                 };
                 self.write_answered(op, store, outcome);
@@ -1953,7 +1992,11 @@ impl Client {
         if self.config.policy != Policy::Peak || !self.is_ready() {
             return;
         }
-        while self.reclaim_jobs < self.config.n_reclaim && self.base_load() < self.config.t_base {
+        // Full stores are reclaimed under load too: waiting for a quiet base volume would
+        // stall every write that must be off-loaded.
+        while self.reclaim_jobs < self.config.n_reclaim
+            && (self.base_load() < self.config.t_base || self.stores_full_since.is_some())
+        {
             // Vulnerable data (fewer than N copies available) first.
             if let Some((lo, hi)) = self.vulnerable.pop_front() {
                 let pieces: Vec<(u64, u64, Loc)> = self
@@ -2462,8 +2505,11 @@ mod tests {
     }
 
     /// The store's answer to the one write request waiting.
+    /// (Reclaim requests before it — full stores are reclaimed under load — stay unanswered.)
     fn answer(c: &mut Client, reply: Reply) {
-        let (store, id, request) = c.poll_store().expect("a store request");
+        let (store, id, request) = std::iter::from_fn(|| c.poll_store())
+            .find(|(_, _, r)| !matches!(r, Request::ReadAny { .. } | Request::Read { .. }))
+            .expect("a store request");
         assert!(matches!(request, Request::Write { .. }), "{request:?}");
         c.handle_store(3, store, id, reply, Some(0));
     }
@@ -2527,6 +2573,54 @@ mod tests {
             None,
         );
         assert_eq!(c.poll_upward(), Some((4, UpReply::Read(vec![1u8; 4096]))));
+    }
+
+    #[test]
+    fn full_stores_are_reclaimed_under_load_and_a_write_that_cannot_wait_gets_enospc() {
+        let mut c = ready(Policy::Peak);
+        c.set_external_base_load(1000); // loaded: no reclaim unless the stores are full
+        write(&mut c, 1, 0);
+        answer(&mut c, Reply::Done);
+        assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+        assert!(c.stores_full_since().is_none());
+        write(&mut c, 2, 0);
+        answer(&mut c, Reply::Error(StoreError::Full));
+        assert_eq!(c.stores_full_since(), Some(3));
+        let (mut reclaim_requests, mut refused_at) = (0, None);
+        let mut now = 3;
+        while now < 20_000_000_000 && refused_at.is_none() {
+            while let Some((store, id, request)) = c.poll_store() {
+                let reply = match request {
+                    Request::Write { .. } => Reply::Error(StoreError::Full),
+                    Request::ReadAny { .. } => {
+                        reclaim_requests += 1;
+                        Reply::ReadAny(None)
+                    }
+                    Request::Read { .. } => {
+                        reclaim_requests += 1;
+                        Reply::Read(Vec::new())
+                    }
+                    other => panic!("{other:?}"),
+                };
+                c.handle_store(now, store, id, reply, Some(0));
+            }
+            if let Some(up) = c.poll_upward() {
+                assert_eq!(up, (2, UpReply::Error(ClientError::NoSpace)));
+                refused_at = Some(now);
+            }
+            now = c.poll_timeout().unwrap_or(now + 100_000_000).max(now + 1);
+            c.handle_timeout(now);
+        }
+        assert!(
+            reclaim_requests > 0,
+            "reclaim runs under load when the stores are full"
+        );
+        let refused_at = refused_at.expect("the write is answered ENOSPC");
+        assert!(
+            (5_000_000_000..6_000_000_000).contains(&refused_at),
+            "answered at {refused_at} ns"
+        );
+        assert_eq!(c.stats().refused_writes, 1);
     }
 
     #[test]

@@ -560,6 +560,8 @@ struct Core {
     writes: LatencyHistogram,
     /// (time, reclaimed bytes so far), one sample a second for the last minute.
     reclaim_samples: VecDeque<(Instant, u64)>,
+    /// Whether the stores were full at the last pump (for one WARN per episode).
+    stores_full: bool,
     /// Where non-durable base writes are done in place (see `serve`).
     inline: Option<Arc<DiskFile>>,
     /// A base write done in place failed: the core stops.
@@ -585,6 +587,7 @@ impl Core {
             reads: LatencyHistogram::default(),
             writes: LatencyHistogram::default(),
             reclaim_samples: VecDeque::new(),
+            stores_full: false,
             inline: None,
             failed: None,
             warm: None,
@@ -1015,6 +1018,18 @@ impl Core {
                 progress = true;
                 self.answered(id, reply);
             }
+            let full = client.stores_full_since().is_some();
+            if full != self.stores_full {
+                self.stores_full = full;
+                if full {
+                    tracing::warn!(
+                        timeout_ms = client.config().full_timeout_ns / 1_000_000,
+                        "stores are full: reclaiming under load; writes that must be off-loaded wait, then fail with ENOSPC"
+                    );
+                } else {
+                    tracing::info!("stores take writes again");
+                }
+            }
             if !progress {
                 return;
             }
@@ -1152,6 +1167,18 @@ impl Core {
             self.reclaim_rate(),
         );
         gauge(
+            "cordillera_volume_stores_full",
+            "1 while every store refuses the writes that must be off-loaded as full.",
+            "gauge",
+            client.stores_full_since().is_some() as u8 as f64,
+        );
+        gauge(
+            "cordillera_volume_refused_writes_total",
+            "Writes answered ENOSPC because the stores were full.",
+            "counter",
+            stats.refused_writes as f64,
+        );
+        gauge(
             "cordillera_volume_store_failures_total",
             "Stores marked failed.",
             "counter",
@@ -1232,6 +1259,8 @@ impl Core {
             "policy": format!("{:?}", client.config().policy),
             "n_way": client.config().n_way,
             "base_queue_length": client.base_load(),
+            "stores_full": client.stores_full_since().is_some(),
+            "refused_writes": stats.refused_writes,
             "offloaded_bytes": stats.offloaded_bytes,
             "offloaded_writes": stats.offloaded_writes,
             "base_writes": stats.base_writes,
