@@ -1352,6 +1352,21 @@ impl Client {
                 self.settle_dirty = true;
                 if !ok {
                     self.stores[store].stale_dirty = true;
+                } else {
+                    // Deletes of current copies on other stores may have waited for this older
+                    // copy to go (invariant 3): look at them again.
+                    for (i, st) in self.stores.iter_mut().enumerate() {
+                        if i != store
+                            && !st.stale.is_empty()
+                            && st
+                                .stale
+                                .lookup(start, end)
+                                .iter()
+                                .any(|p| p.value.is_some_and(|v| !v.sent))
+                        {
+                            st.stale_dirty = true;
+                        }
+                    }
                 }
                 self.maybe_collect_records(store);
             }
@@ -1931,6 +1946,14 @@ impl Client {
             });
         }
         st.stale_dirty = true;
+        if !failed {
+            // Recorded copies no longer hold back deletes on other stores (invariant 3).
+            for st in &mut self.stores {
+                if !st.stale.is_empty() {
+                    st.stale_dirty = true;
+                }
+            }
+        }
         self.maybe_collect_records(target);
     }
 
