@@ -183,6 +183,28 @@ pub async fn accept(listener: &TcpListener, daemon: &'static str) -> (TcpStream,
     }
 }
 
+/// Accepts the next connection that fits the daemon's connection limit ([`accept`], then
+/// [`Admission::connection`]); connections over the limit are closed at once, with a WARN at
+/// the 1st, 2nd, 4th, … refusal.
+pub async fn accept_admitted(
+    listener: &TcpListener,
+    admission: &Admission,
+    daemon: &'static str,
+    refused: &mut u64,
+) -> (TcpStream, SocketAddr, ConnectionBudget) {
+    loop {
+        let (stream, peer) = accept(listener, daemon).await;
+        if let Some(budget) = admission.connection() {
+            let _ = stream.set_nodelay(true);
+            return (stream, peer, budget);
+        }
+        *refused += 1;
+        if refused.is_power_of_two() {
+            tracing::warn!(daemon, %peer, refused = *refused, limit = admission.limits().connections, "too many connections; closing new ones");
+        }
+    }
+}
+
 fn is_resource_error(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),

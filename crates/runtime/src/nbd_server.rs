@@ -237,16 +237,8 @@ pub async fn serve(
     let admission = Admission::new(config.limits.clone());
     let mut refused = 0u64;
     loop {
-        let (stream, peer) = crate::limits::accept(&listener, "nbd").await;
-        let Some(budget) = admission.connection() else {
-            refused += 1;
-            if refused.is_power_of_two() {
-                tracing::warn!(%peer, refused, limit = config.limits.connections, "too many NBD connections; closing new ones");
-            }
-            drop(stream);
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
+        let (stream, peer, budget) =
+            crate::limits::accept_admitted(&listener, &admission, "nbd", &mut refused).await;
         let (backend, config) = (backend.clone(), config.clone());
         tracing::debug!(%peer, "nbd connection accepted");
         tokio::spawn(async move {

@@ -229,16 +229,8 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
         let mut next = 1u64;
         let mut refused = 0u64;
         loop {
-            let (stream, peer) = crate::limits::accept(&listener, "store").await;
-            let Some(budget) = admission.connection() else {
-                refused += 1;
-                if refused.is_power_of_two() {
-                    tracing::warn!(%peer, refused, limit = admission.limits().connections, "too many connections; closing new ones");
-                }
-                drop(stream);
-                continue;
-            };
-            let _ = stream.set_nodelay(true);
+            let (stream, peer, budget) =
+                crate::limits::accept_admitted(&listener, &admission, "store", &mut refused).await;
             tracing::info!(connection = next, %peer, "client connected");
             tokio::spawn(connection(
                 next,
