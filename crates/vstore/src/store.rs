@@ -350,9 +350,11 @@ pub struct Store {
     /// Metadata requests waiting for the records appended before them to be durable: (id,
     /// client, sequence number every earlier record is below).
     barriers: Vec<(u64, u64, u64)>,
-    /// After a recovery that found no record, until a superblock naming this life's epoch is
-    /// durable: records are not acknowledged (see `finish_recovery`).
-    epoch_unrecorded: bool,
+    /// After a recovery that found no record, this life's first epoch until a superblock naming
+    /// it is durable: records are not acknowledged meanwhile (see `finish_recovery`). Kept as the
+    /// epoch itself, not compared with `epoch`: records written meanwhile may wrap the log and
+    /// start the next lap's epoch before the superblock lands.
+    unrecorded_epoch: Option<u128>,
     /// Record writes in flight: id → (sequence number, written durably).
     io_records: HashMap<u64, (u64, bool)>,
     io_reads: HashMap<u64, (u64, usize)>,
@@ -409,7 +411,7 @@ impl Store {
             waiting: VecDeque::new(),
             deferred_reads: VecDeque::new(),
             barriers: Vec::new(),
-            epoch_unrecorded: false,
+            unrecorded_epoch: None,
             io_records: HashMap::new(),
             io_reads: HashMap::new(),
             reads: HashMap::new(),
@@ -486,6 +488,13 @@ impl Store {
         matches!(self.phase, Phase::Ready)
     }
 
+    /// Requests accepted but not yet answered: records written or being written that are not
+    /// acknowledged, and requests waiting for space. A store left alone answers all of them, so
+    /// a quiet store with any left is stuck (the simulation tests check this).
+    pub fn unanswered(&self) -> u64 {
+        self.next_seq.saturating_sub(self.ack_cursor) + self.waiting.len() as u64
+    }
+
     pub fn stats(&self) -> Stats {
         self.stats
     }
@@ -508,7 +517,7 @@ impl Store {
                 )
             });
         format!(
-            "head {} tail {} durable tail {} (seq {}) next seq {} ack cursor {} kept {} passed {} waiting {} reads {} (disk reads {}) superblock in flight {}{oldest}",
+            "head {} tail {} durable tail {} (seq {}) next seq {} ack cursor {} kept {} passed {} waiting {} reads {} (disk reads {}) superblock in flight {}; epoch unrecorded {}; at ack cursor {:?}; disk writes {} flush {:?} unflushed {}{oldest}",
             self.head,
             self.tail_position(),
             self.durable.tail,
@@ -520,7 +529,12 @@ impl Store {
             self.waiting.len(),
             self.reads.len(),
             self.io_reads.len(),
-            self.superblock_in_flight.is_some()
+            self.superblock_in_flight.is_some(),
+            self.unrecorded_epoch.is_some(),
+            self.records.get(&self.ack_cursor).map(|r| r.state),
+            self.io_records.len(),
+            self.flush_in_flight.as_ref().map(|(id, c)| (*id, c.len())),
+            self.written_unflushed.len(),
         )
     }
 
@@ -1334,7 +1348,7 @@ impl Store {
     /// Acknowledges durable records in log order, applies them to the index, and moves the tail
     /// over stale records.
     fn acknowledge(&mut self) {
-        if self.epoch_unrecorded {
+        if self.unrecorded_epoch.is_some() {
             return;
         }
         while let Some(info) = self.records.get(&self.ack_cursor).copied() {
@@ -1413,8 +1427,8 @@ impl Store {
 
     fn superblock_durable(&mut self, sb: Superblock) {
         self.superblock_in_flight = None;
-        if self.epoch_unrecorded && sb.tail_epoch == self.epoch {
-            self.epoch_unrecorded = false;
+        if self.unrecorded_epoch == Some(sb.tail_epoch) {
+            self.unrecorded_epoch = None;
             self.acknowledge();
         }
         while self
@@ -1669,7 +1683,7 @@ impl Store {
             // became durable, and a new record at the tail (of this life's epoch) would not
             // chain on at the next recovery. Record this life's epoch first; records are
             // acknowledged only once it is durable.
-            self.epoch_unrecorded = true;
+            self.unrecorded_epoch = Some(self.epoch);
             let sb = Superblock {
                 store_id: self.store_id,
                 generation: self.durable.generation + 1,

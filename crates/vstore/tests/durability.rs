@@ -491,9 +491,24 @@ fn run_with(seed: u64, crash_count: usize) -> Outcome {
     let mut world = World::new(builder, network, SimRng::new(seed, 2));
     world.schedule_random_crashes(&[STORE], crash_count, 50_000_000, 1_400_000_000, 20e6);
     world.run_until(3_000_000_000);
+    // Liveness: the quiet store (no crash after 1.4 s, no request after 1.5 s) has answered
+    // every request it accepted; the client has nothing outstanding.
+    if let Some(Node::Store(s)) = world.core(STORE) {
+        assert!(
+            s.store.is_ready() && s.store.unanswered() == 0,
+            "schedule {seed}: the quiet store still has {} requests unanswered: {}",
+            s.store.unanswered(),
+            s.store.describe()
+        );
+    }
     let Node::Client(client) = world.core(0).unwrap() else {
         unreachable!()
     };
+    assert!(
+        client.pending.is_empty(),
+        "schedule {seed}: {} requests still outstanding at the end",
+        client.pending.len()
+    );
     let crashes = world
         .faults
         .iter()

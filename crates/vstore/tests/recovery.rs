@@ -118,3 +118,108 @@ fn records_survive_two_recoveries_in_a_row() {
         vec![(0, 4096, 5), (4096, 4096, 6), (8192, 4096, 7)]
     );
 }
+
+/// Lets the store write its tail pointer (it does so once idle).
+fn persist_tail(store: &mut Store, disk: &mut Vec<u8>) {
+    if let Some(at) = store.poll_timeout() {
+        store.handle_timeout(at);
+    }
+    settle(store, disk);
+}
+
+/// A recovery that finds no record holds acknowledgements until a superblock naming the new
+/// life's epoch is durable. When the log's end is near, the writes queued meanwhile wrap the log
+/// and start the next lap's epoch before that superblock lands: the store must still acknowledge
+/// them (it used to compare with the current epoch and never acknowledged again).
+#[test]
+fn writes_that_wrap_the_log_before_an_empty_recovery_is_recorded_are_acknowledged() {
+    let mut disk = Vec::new();
+    let mut store = Store::format(Config::new(LOG_BYTES), 9, 1);
+    settle(&mut store, &mut disk);
+    // Overwrite one block until the head is near the log's end; every older record is dead, so
+    // the tail follows the head and the tail pointer names an empty log.
+    let mut version = 1;
+    loop {
+        write(&mut store, &mut disk, version, 0, version);
+        version += 1;
+        persist_tail(&mut store, &mut disk);
+        if store.superblock().tail + 6 * 8192 > LOG_BYTES {
+            break;
+        }
+    }
+    store.handle_request(
+        0,
+        version,
+        Request::Delete {
+            client: 7,
+            volume: 1,
+            offset_bytes: 0,
+            length_bytes: 4096,
+            version,
+        },
+    );
+    settle(&mut store, &mut disk);
+    persist_tail(&mut store, &mut disk);
+    let near_end = store.superblock().tail;
+    assert!(near_end + 6 * 8192 > LOG_BYTES, "{}", store.describe());
+
+    // Crash; the next life finds no record at the tail and queues its epoch's superblock.
+    let mut store = Store::recover(Config::new(LOG_BYTES), 3, 0);
+    while !store.is_ready() {
+        let op = store.poll_disk().expect("recovery reads");
+        let DiskOp::Read {
+            id,
+            offset_bytes,
+            length_bytes,
+        } = op
+        else {
+            panic!("recovery writes before it is ready: {op:?}")
+        };
+        let (lo, hi) = (
+            offset_bytes as usize,
+            (offset_bytes + length_bytes) as usize,
+        );
+        disk.resize(disk.len().max(hi), 0);
+        store.handle_disk(
+            0,
+            DiskDone::Read {
+                id,
+                data: disk[lo..hi].to_vec(),
+            },
+        );
+    }
+    // Writes arrive before that superblock is durable, enough to wrap the log.
+    let first = version + 1;
+    let count = 12;
+    for i in 0..count {
+        store.handle_request(
+            0,
+            first + i,
+            Request::Write {
+                client: 7,
+                volume: 1,
+                offset_bytes: 4096 * (i + 1),
+                version: first + i,
+                data: vec![i as u8; 4096],
+            },
+        );
+    }
+    let replies = settle(&mut store, &mut disk);
+    let expected: Vec<(u64, Reply)> = (0..count).map(|i| (first + i, Reply::Done)).collect();
+    assert_eq!(replies, expected, "{}", store.describe());
+    let head: u64 = store
+        .describe()
+        .strip_prefix("head ")
+        .and_then(|s| s.split(' ').next())
+        .and_then(|h| h.parse().ok())
+        .expect("describe starts with the head");
+    assert!(
+        head < near_end,
+        "the writes wrapped the log: {}",
+        store.describe()
+    );
+    // And the next recovery finds every acknowledged write.
+    let store = recover(&mut disk);
+    let found = extents(&store);
+    assert_eq!(found.len(), count as usize, "{found:?}");
+}
