@@ -89,6 +89,11 @@ pub struct Config {
     /// this long (reclaim runs meanwhile whatever the base volume's load) before it is
     /// answered [`ClientError::NoSpace`] (ENOSPC): a full store never stalls a volume.
     pub full_timeout_ns: Nanos,
+    /// A restarting client waits this long for every store of its set. After it, it serves
+    /// without the stores that failed to answer, if they are at most `n_way - 1` (so that
+    /// every acknowledged write still has a copy among those that answered), treating them as
+    /// failed; with more missing it keeps waiting ([`Client::recovery_wait`] says for what).
+    pub recovery_grace_ns: Nanos,
 }
 
 impl Config {
@@ -107,6 +112,7 @@ impl Config {
             probe_interval_ns: 100_000_000,
             remove_after_ns: None,
             full_timeout_ns: 5_000_000_000,
+            recovery_grace_ns: 1_000_000_000,
         }
     }
 
@@ -380,6 +386,24 @@ struct Fetch {
     metadata: Vec<Option<Vec<Extent>>>,
     records: Vec<Option<Vec<Piece>>>,
     retry_at: Vec<Option<Nanos>>,
+    /// Stores that failed a fetch request (down, refusing, recovering, silent) at least once.
+    failed: Vec<bool>,
+    started: Nanos,
+}
+
+/// What a recovering client waits for ([`Client::recovery_wait`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryWait {
+    /// Stores of the set (not removed) that answered, and how many there are.
+    pub answered: usize,
+    pub stores: usize,
+    /// Answers needed to serve without the others (`stores - (n_way - 1)`).
+    pub needed: usize,
+    /// Ids of the stores not answered yet that have failed at least once.
+    pub failed: Vec<u64>,
+    /// Ids of the stores not answered yet that have not failed (yet): slow, or unreachable
+    /// without an error so far.
+    pub silent: Vec<u64>,
 }
 
 pub struct Client {
@@ -1472,7 +1496,9 @@ impl Client {
             Pending::Metadata | Pending::RecordsMeta | Pending::Records => {
                 if let Phase::Fetching(f) = &mut self.phase {
                     f.retry_at[store] = Some(self.now + self.config.probe_interval_ns);
+                    f.failed[store] = true;
                 }
+                self.maybe_finish_fetch();
             }
             Pending::Probe => self.stores[store].probing = false,
         }
@@ -1634,6 +1660,11 @@ impl Client {
             for t in f.retry_at.iter().flatten() {
                 consider(*t);
             }
+            // Past it, failed fetches (retried every probe interval) decide.
+            let graced = f.started + self.config.recovery_grace_ns;
+            if graced > self.now && f.failed.iter().any(|&x| x) {
+                consider(graced);
+            }
         }
         if let Some(t) = self.parked_retry_at {
             consider(t);
@@ -1705,6 +1736,7 @@ impl Client {
                 }
                 self.fetch_from(s);
             }
+            self.maybe_finish_fetch();
         }
         self.pump();
     }
@@ -1967,6 +1999,12 @@ impl Client {
             return;
         }
         let st = &self.stores[target];
+        // While a stale copy there is not recorded, the records of older copies it replaced
+        // (or, after a recovery without the store, of copies it may still hold) stay: a restart
+        // would otherwise find those copies unrecorded, with the newer ones they hid gone.
+        if st.stale.iter().any(|(_, _, v)| v.slot.is_none()) {
+            return;
+        }
         let needed: Vec<u64> = st.stale.iter().filter_map(|(_, _, v)| v.slot).collect();
         for (slot, r) in self.records.iter_mut() {
             if r.target == target && r.writing == 0 && !needed.contains(slot) {
@@ -2292,6 +2330,8 @@ impl Client {
                     metadata: vec![None; n],
                     records: vec![None; n],
                     retry_at: vec![None; n],
+                    failed: vec![false; n],
+                    started: self.now,
                 });
                 self.write_superblock();
                 for s in 0..n {
@@ -2337,15 +2377,25 @@ impl Client {
         }
     }
 
+    /// Finishes recovery once every store answered, or once the grace period is over and the
+    /// stores that did not answer (each failed at least once) are few enough that every
+    /// acknowledged write has a copy among those that did.
     fn maybe_finish_fetch(&mut self) {
         let Phase::Fetching(f) = &self.phase else {
             return;
         };
-        let complete = f.superblock_written
-            && f.metadata.iter().all(Option::is_some)
-            && f.records.iter().all(Option::is_some);
-        if !complete {
+        if !f.superblock_written {
             return;
+        }
+        let missing: Vec<StoreIdx> = (0..self.stores.len())
+            .filter(|&s| f.metadata[s].is_none() || f.records[s].is_none())
+            .collect();
+        if !missing.is_empty() {
+            let graced = self.now >= f.started + self.config.recovery_grace_ns;
+            let tolerable = missing.len() < self.config.n_way;
+            if !(graced && tolerable && missing.iter().all(|&s| f.failed[s])) {
+                return;
+            }
         }
         let Phase::Fetching(f) = std::mem::replace(&mut self.phase, Phase::Ready) else {
             unreachable!()
@@ -2354,10 +2404,50 @@ impl Client {
         self.become_ready();
     }
 
+    /// While recovering (fetching every store's ranges): who answered and who is missing.
+    pub fn recovery_wait(&self) -> Option<RecoveryWait> {
+        let Phase::Fetching(f) = &self.phase else {
+            return None;
+        };
+        let live: Vec<StoreIdx> = (0..self.stores.len())
+            .filter(|&s| !self.stores[s].removed)
+            .collect();
+        let missing: Vec<StoreIdx> = live
+            .iter()
+            .copied()
+            .filter(|&s| f.metadata[s].is_none() || f.records[s].is_none())
+            .collect();
+        let id = |s: &StoreIdx| self.stores[*s].info.id;
+        Some(RecoveryWait {
+            answered: live.len() - missing.len(),
+            stores: live.len(),
+            needed: live.len().saturating_sub(self.config.n_way - 1).max(1),
+            failed: missing.iter().filter(|&&s| f.failed[s]).map(id).collect(),
+            silent: missing.iter().filter(|&&s| !f.failed[s]).map(id).collect(),
+        })
+    }
+
     /// Rebuilds the soft state: deletion records first (what is owed to whom), then every
     /// store's valid ranges merged by version.
-    fn merge(&mut self, f: Fetch) {
+    ///
+    /// A store that did not answer is failed from the start, and everything it may hold from
+    /// earlier lives is stale: the map is built without it (every acknowledged write has a copy
+    /// elsewhere), so any copy there is older than the map's or was never acknowledged. One
+    /// stale entry over the whole volume, up to the last version of earlier lives, stands for
+    /// it: until a deletion record of it is durable (written at once, like any failed store's)
+    /// it blocks deletes of current copies and sends writes to stores (invariants 2 and 3), and
+    /// when the store returns one delete clears it.
+    fn merge(&mut self, mut f: Fetch) {
         let n = self.stores.len();
+        let missing: Vec<bool> = (0..n)
+            .map(|s| f.metadata[s].is_none() || f.records[s].is_none())
+            .collect();
+        for s in 0..n {
+            if missing[s] {
+                f.metadata[s] = None;
+                f.records[s] = None;
+            }
+        }
         let mut owed: Vec<RangeMap<(u64, u64)>> = vec![RangeMap::new(); n];
         for (holder, pieces) in f.records.into_iter().enumerate() {
             for (e, data) in pieces.unwrap_or_default() {
@@ -2392,8 +2482,22 @@ impl Client {
                 }
             }
         }
+        let earlier_lives = (self.generation << VERSION_BITS) - 1;
+        let usable = self.config.usable_bytes();
+        for (s, missing) in missing.iter().enumerate() {
+            if !missing || self.stores[s].removed {
+                continue;
+            }
+            let st = &mut self.stores[s];
+            st.up = false;
+            st.down_since = self.now;
+            st.next_probe = self.now;
+            st.may_hold = true;
+            self.stats.store_failures += 1;
+            self.add_stale(s, 0, usable, earlier_lives);
+        }
         for (s, extents) in f.metadata.into_iter().enumerate() {
-            let extents = extents.unwrap_or_default();
+            let Some(extents) = extents else { continue };
             self.stores[s].may_hold = !extents.is_empty();
             for e in extents {
                 let (lo, hi, v) = (e.offset_bytes, e.offset_bytes + e.length_bytes, e.version);

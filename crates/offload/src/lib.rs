@@ -17,6 +17,6 @@ pub mod records;
 pub mod superblock;
 
 pub use client::{
-    BaseDone, BaseOp, Client, ClientError, Config, Loc, Policy, Stats, StoreFigures, StoreIdx,
-    StoreInfo, UpReply, Upward,
+    BaseDone, BaseOp, Client, ClientError, Config, Loc, Policy, RecoveryWait, Stats, StoreFigures,
+    StoreIdx, StoreInfo, UpReply, Upward,
 };

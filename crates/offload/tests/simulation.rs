@@ -117,6 +117,8 @@ struct Model {
     writes_of: HashMap<u64, (u64, u64)>,
     next_write: u64,
     starts: u64,
+    /// When each life of the client became ready.
+    ready_at: Vec<Nanos>,
     reads_checked: u64,
     blocks_checked: u64,
     writes_acked: u64,
@@ -261,6 +263,8 @@ struct ClientSide {
     sweep: Option<u64>,
     /// This life follows a crash: the model learns it at start.
     restarted: bool,
+    /// This life's readiness was noted in the model.
+    ready_seen: bool,
     /// The incarnation of each store last heard from.
     store_lives: HashMap<NodeId, u64>,
 }
@@ -393,6 +397,10 @@ impl ClientSide {
 impl Node {
     fn pump(&mut self, now: Nanos) {
         if let Some(c) = &mut self.client {
+            if !c.ready_seen && c.client.is_ready() {
+                c.ready_seen = true;
+                c.model.borrow_mut().ready_at.push(now);
+            }
             loop {
                 let mut progress = false;
                 while let Some(op) = c.client.poll_base() {
@@ -823,9 +831,19 @@ struct Outcome {
     reads_checked: u64,
     blocks_checked: u64,
     hash: u64,
+    /// Per client, when each of its lives became ready.
+    ready_at: Vec<Vec<Nanos>>,
 }
 
+/// Crashes at chosen instants: (node, at, restart after).
+type Plan = [(NodeId, Nanos, Nanos)];
+
 fn run(seed: u64) -> Result<Outcome, String> {
+    run_planned(seed, None)
+}
+
+/// One schedule: random crashes drawn from the seed, or the crashes planned.
+fn run_planned(seed: u64, plan: Option<&Plan>) -> Result<Outcome, String> {
     let trace = std::env::var("OFFLOAD_TRACE").is_ok();
     let n_way = 1 + (seed % 3) as usize;
     let models: Vec<Rc<RefCell<Model>>> = (0..CLIENTS)
@@ -892,6 +910,7 @@ fn run(seed: u64) -> Result<Outcome, String> {
                     wake_at: None,
                     sweep: None,
                     restarted: restart,
+                    ready_seen: false,
                     store_lives: HashMap::new(),
                 }
             });
@@ -926,7 +945,14 @@ fn run(seed: u64) -> Result<Outcome, String> {
     let mut world = World::new(builder, network, SimRng::new(seed, 2));
     let crash_count = (seed % 5) as usize;
     let nodes: Vec<NodeId> = (0..NODES).collect();
-    world.schedule_random_crashes(&nodes, crash_count, 100_000_000, ACTIVE_NS, 150e6);
+    match plan {
+        None => world.schedule_random_crashes(&nodes, crash_count, 100_000_000, ACTIVE_NS, 150e6),
+        Some(plan) => {
+            for &(node, at, after) in plan {
+                world.schedule_crash(node, at, Some(after));
+            }
+        }
+    }
     world.run_until(END_NS);
     let crashes = world
         .faults
@@ -944,6 +970,7 @@ fn run(seed: u64) -> Result<Outcome, String> {
         reads_checked: 0,
         blocks_checked: 0,
         hash: world.hash.0,
+        ready_at: models.iter().map(|m| m.borrow().ready_at.clone()).collect(),
     };
     let mut problems = Vec::new();
     for (i, model) in models.iter().enumerate() {
@@ -1076,7 +1103,15 @@ fn offloaded_writes_survive_crashes_and_are_reclaimed() {
                 let mine: Vec<u64> = seeds.iter().copied().skip(t).step_by(threads).collect();
                 scope.spawn(move || {
                     mine.into_iter()
-                        .map(|seed| (seed, run_caught(seed)))
+                        .map(|seed| {
+                            let started = std::time::Instant::now();
+                            let result = run_caught(seed);
+                            let took = started.elapsed();
+                            if took > std::time::Duration::from_secs(10) {
+                                eprintln!("schedule {seed} took {took:.1?}");
+                            }
+                            (seed, result)
+                        })
                         .collect::<Vec<_>>()
                 })
             })
@@ -1145,4 +1180,63 @@ fn a_schedule_replays_event_for_event() {
     assert_eq!(a.hash, b.hash);
     assert!(a.offloaded_writes > 0 && a.reclaimed_bytes > 0 && a.crashes > 0);
     assert_ne!(a.hash, run(0).expect("schedule 0").hash);
+}
+
+/// A client restarted while stores of its set are down serves before they return when at most
+/// N-1 of them are missing (each acknowledged write still has a copy among the others), and
+/// waits for them when more are; the stores' stale contents are deleted when they return, and
+/// every read, before and after, returns the latest acknowledged write.
+#[test]
+fn a_client_restarted_while_stores_are_down_serves_if_n_minus_1_at_most_are_missing() {
+    const CRASH: Nanos = 600_000_000;
+    const STORES_BACK: Nanos = CRASH + 4_000_000_000;
+    let mut checked = [0; 4];
+    // Slowest readiness after the restart (N = 2, 3) and after the stores' return (N = 1).
+    let (mut served, mut waited) = (0, 0);
+    for k in 0..4u64 {
+        for n_way in 1..=3u64 {
+            // The seed picks N (1 + seed % 3); client 1's stores are on nodes 0, 2 and 3.
+            let seed = 3 * (1000 + k) + (n_way - 1);
+            // Node 1 (client 1 and a store of client 0) comes back at once; one or two stores
+            // of client 1 stay down for 4 s.
+            let mut plan = vec![(1, CRASH, 50_000_000), (2, CRASH, STORES_BACK - CRASH)];
+            let missing = if n_way == 3 { 2 } else { 1 };
+            if missing == 2 {
+                plan.push((3, CRASH, STORES_BACK - CRASH));
+            }
+            let outcome = run_planned(seed, Some(&plan))
+                .unwrap_or_else(|e| panic!("n_way {n_way}, seed {seed}, plan {plan:?}: {e}"));
+            let lives = &outcome.ready_at[1];
+            assert_eq!(
+                lives.len(),
+                2,
+                "client 1 became ready in two lives: {lives:?}"
+            );
+            let restarted_ready = lives[1];
+            if missing < n_way {
+                assert!(
+                    restarted_ready < CRASH + 2_000_000_000,
+                    "n_way {n_way}, {missing} store(s) down: ready at {restarted_ready} ns, not within 2 s of the restart"
+                );
+            } else {
+                assert!(
+                    restarted_ready >= STORES_BACK,
+                    "n_way {n_way}, {missing} store(s) down: ready at {restarted_ready} ns, before its only copies returned"
+                );
+            }
+            assert!(outcome.writes_acked > 0 && outcome.reads_checked > 0);
+            checked[n_way as usize] += 1;
+            if missing < n_way {
+                served = served.max(restarted_ready - CRASH);
+            } else {
+                waited = waited.max(restarted_ready - STORES_BACK);
+            }
+        }
+    }
+    println!(
+        "restart with stores down: {:?} schedules by N = 1, 2, 3; N = 2, 3 served without the missing stores within {} ms of the crash (stores back after 4 s); N = 1 waited, ready within {} ms of the store's return",
+        &checked[1..],
+        served / 1_000_000,
+        waited / 1_000_000
+    );
 }

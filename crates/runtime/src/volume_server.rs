@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use cordillera_offload::superblock::SUPERBLOCK_BYTES;
 use cordillera_offload::{
-    BaseDone, BaseOp, Client, ClientError, Config, Policy, StoreInfo, UpReply, Upward,
+    BaseDone, BaseOp, Client, ClientError, Config, Policy, RecoveryWait, StoreInfo, UpReply, Upward,
 };
 use cordillera_vstore::store::{DiskDone, DiskOp};
 use cordillera_wire::store::{encode, Frame};
@@ -641,6 +641,8 @@ impl Core {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         // Logged on change, checked once a second: whether data is off-loaded.
         let mut offloading = false;
+        // While recovering: what the client waits for, logged on change and every 10 s.
+        let mut waiting: Option<(RecoveryWait, Instant)> = None;
         loop {
             if client.is_ready() && self.stopping.is_none() {
                 self.preload(&mut client, now());
@@ -661,11 +663,24 @@ impl Core {
                 if client.is_ready() {
                     self.check_store_ids(&client)?;
                     let stats = client.stats();
+                    let missing: Vec<u64> = client
+                        .stores()
+                        .into_iter()
+                        .filter(|(_, _, up)| !up)
+                        .map(|(_, info, _)| info.id)
+                        .collect();
                     tracing::info!(
                         offloaded_bytes = stats.offloaded_bytes,
                         stores_up = self.links.iter().filter(|l| l.is_some()).count(),
+                        ?missing,
                         "soft state rebuilt from the stores"
                     );
+                    if !missing.is_empty() {
+                        tracing::warn!(
+                            ?missing,
+                            "serving without stores that did not answer: they count as failed, and what they hold is deleted when they return"
+                        );
+                    }
                     let _ = ready.take().expect("some").send(Ok(()));
                 } else if let Some(e) = client.failure() {
                     let message = match e {
@@ -694,6 +709,22 @@ impl Core {
                     client.handle_timeout(now());
                 }
                 _ = tick.tick() => {
+                    if let Some(w) = client.recovery_wait() {
+                        let due = waiting.as_ref().is_none_or(|(last, at)| {
+                            *last != w || at.elapsed() >= Duration::from_secs(10)
+                        });
+                        if due && started.elapsed() >= Duration::from_secs(1) {
+                            tracing::warn!(
+                                answered = w.answered,
+                                stores = w.stores,
+                                needed = w.needed,
+                                failed = ?w.failed,
+                                silent = ?w.silent,
+                                "recovering: waiting for stores (serving needs every store, or all but N-1 once the others have failed)"
+                            );
+                            waiting = Some((w, Instant::now()));
+                        }
+                    }
                     if let Some(w) = self.warm.as_mut() {
                         w.tick(started.elapsed().as_secs());
                     }
@@ -1253,8 +1284,18 @@ impl Core {
         } else {
             None
         };
+        let recovery = client.recovery_wait().map(|w| {
+            serde_json::json!({
+                "answered": w.answered,
+                "stores": w.stores,
+                "needed": w.needed,
+                "failed": w.failed,
+                "silent": w.silent,
+            })
+        });
         serde_json::json!({
             "ready": client.is_ready(),
+            "recovery": recovery,
             "client": format!("{:016x}", self.label.client),
             "policy": format!("{:?}", client.config().policy),
             "n_way": client.config().n_way,
