@@ -16,8 +16,10 @@
 //!   `lab bonfire`.
 //! - `demo`: the main job on a built-in synthetic trace.
 //! - `warmup_cmd`: `warmup simulate`, the block cache simulator (Bonfire).
+//! - `chaos`: `chaos`, SIGKILL campaigns against real volume servers and stores.
 
 mod bench;
+mod chaos;
 mod demo;
 mod lab_bonfire;
 mod lab_cmd;
@@ -94,6 +96,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Storage-level cache warm-up (Bonfire): the cache simulator.
     Warmup(warmup_cmd::WarmupArgs),
+    /// A kill campaign on real processes: SIGKILLs volume servers and stores under load and
+    /// checks every acknowledged write after each kill.
+    Chaos(chaos::ChaosArgs),
 }
 
 fn main() {
@@ -109,6 +114,7 @@ fn main() {
         Command::Lab(args) => lab_cmd::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Warmup(args) => warmup_cmd::run(args),
+        Command::Chaos(args) => chaos::run(args),
     };
     if let Err(error) = result {
         eprintln!("cordillera: error: {error:#}");

@@ -237,8 +237,11 @@ pub struct Stats {
     pub deletion_records_written: u64,
     pub deletion_records_collected: u64,
     pub store_failures: u64,
-    /// Off-loaded bytes lost when a store holding their only copy was removed.
+    /// Off-loaded bytes lost: a store holding their only copy was removed or lost them.
     pub lost_bytes: u64,
+    /// Reads that found a store without a copy it had acknowledged (a damaged log): the copy
+    /// is dropped from the range map and read elsewhere.
+    pub lost_copies: u64,
     pub recoveries: u64,
     /// Writes answered [`ClientError::NoSpace`].
     pub refused_writes: u64,
@@ -289,6 +292,8 @@ enum Pending {
         read: u64,
         start: u64,
         end: u64,
+        /// The version the range map named for the range when the read was sent.
+        version: u64,
     },
     ReclaimAny {
         writes_acked: u64,
@@ -1146,6 +1151,7 @@ impl Client {
                                     read,
                                     start: lo,
                                     end: hi,
+                                    version: l.version,
                                 },
                             );
                         }
@@ -1302,7 +1308,12 @@ impl Client {
                 };
                 self.write_answered(op, store, outcome);
             }
-            Pending::Read { read, start, end } => {
+            Pending::Read {
+                read,
+                start,
+                end,
+                version,
+            } => {
                 let mut covered = start;
                 let mut gaps = Vec::new();
                 if let Reply::Read(pieces) = reply {
@@ -1315,17 +1326,25 @@ impl Client {
                         if lo > covered {
                             gaps.push((covered, lo));
                         }
+                        covered = hi;
+                        if e.version < version {
+                            // Older than the copy acknowledged there: the store lost it.
+                            gaps.push((lo, hi));
+                            continue;
+                        }
+                        // The version read, or a newer one being written (concurrent).
                         let skip = (lo - e.offset_bytes) as usize;
                         self.read_piece_done(read, lo, &data[skip..skip + (hi - lo) as usize]);
-                        covered = hi;
                     }
                 }
                 if covered < end {
                     gaps.push((covered, end));
                 }
-                // Gaps: the copy was deleted meanwhile (reclaimed); resolve them again.
+                // Gaps: the copy was deleted meanwhile (reclaimed), or the store lost it (its
+                // log was damaged); resolve them again, elsewhere in the second case.
                 for (lo, hi) in gaps {
                     if lo < hi {
+                        self.copy_lost(store, lo, hi, version);
                         self.read_piece(read, lo, hi);
                     }
                 }
@@ -1469,7 +1488,9 @@ impl Client {
                 };
                 self.write_answered(op, store, outcome);
             }
-            Pending::Read { read, start, end } => {
+            Pending::Read {
+                read, start, end, ..
+            } => {
                 self.read_piece(read, start, end);
                 self.read_piece_finished(read);
             }
@@ -1502,6 +1523,37 @@ impl Client {
             }
             Pending::Probe => self.stores[store].probing = false,
         }
+    }
+
+    /// A read found no copy of `version` in `[start, end)` on `store`, where the range map still
+    /// says one is: the store lost it (a damaged log). Its other copies become the only ones
+    /// (re-protected first, as after a store failure); without another copy the bytes are lost
+    /// (counted in [`Stats::lost_bytes`]) and the base volume's older contents are what remain.
+    fn copy_lost(&mut self, store: StoreIdx, start: u64, end: u64, version: u64) {
+        let (mut lost, mut dropped, mut vulnerable) = (0, 0, Vec::new());
+        self.map.update(start, end, |lo, hi, old| {
+            let o = old?;
+            if o.version != version || o.on_base || o.stores & bit(store) == 0 {
+                return Some(*o);
+            }
+            let stores = o.stores & !bit(store);
+            if stores == 0 {
+                lost += hi - lo;
+                dropped += hi - lo;
+                None
+            } else {
+                vulnerable.push((lo, hi));
+                Some(Loc { stores, ..*o })
+            }
+        });
+        if lost + vulnerable.len() as u64 == 0 {
+            return;
+        }
+        self.stats.lost_bytes += lost;
+        self.stats.offloaded_bytes -= dropped;
+        self.stats.lost_copies += 1;
+        self.vulnerable.extend(vulnerable);
+        self.settle_dirty = true;
     }
 
     /// Marks a store failed: its outstanding requests fail, its data becomes vulnerable (and is
@@ -2700,6 +2752,89 @@ mod tests {
             None,
         );
         assert_eq!(c.poll_upward(), Some((4, UpReply::Read(vec![1u8; 4096]))));
+    }
+
+    /// A store whose log was damaged answers a read with an older copy (or none) of a range it
+    /// acknowledged: the read is served from the other copy, never from the older one, and the
+    /// damaged store is dropped from the range's holders.
+    #[test]
+    fn a_store_that_lost_an_acknowledged_copy_is_read_around() {
+        let mut config = Config::new(7, 1, 1 << 20);
+        config.policy = Policy::Always;
+        config.n_way = 2;
+        let stores = vec![
+            StoreInfo { id: 1, server: 1 },
+            StoreInfo { id: 2, server: 2 },
+        ];
+        let mut c = Client::format(config, stores, 0);
+        let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+            panic!("the superblock is written first");
+        };
+        c.handle_base(1, BaseDone::Written { id });
+        for (up_id, fill) in [(1, 1u8), (2, 2u8)] {
+            c.handle_upward(
+                2,
+                up_id,
+                Upward::Write {
+                    offset_bytes: 0,
+                    data: vec![fill; 4096],
+                    durable: false,
+                },
+            );
+            let sent: Vec<_> = std::iter::from_fn(|| c.poll_store()).collect();
+            assert_eq!(sent.len(), 2, "{sent:?}");
+            for (store, id, _) in sent {
+                c.handle_store(3, store, id, Reply::Done, Some(0));
+            }
+            assert_eq!(c.poll_upward(), Some((up_id, UpReply::Written)));
+        }
+        let current = c.ranges().next().expect("off-loaded").2.version;
+        for bad in [Some(current - 1), None] {
+            c.handle_upward(
+                4,
+                9,
+                Upward::Read {
+                    offset_bytes: 0,
+                    length_bytes: 4096,
+                },
+            );
+            let (store, id, _) = c.poll_store().expect("a read");
+            let pieces = bad.map_or(Vec::new(), |version| {
+                let e = Extent {
+                    volume: 1,
+                    offset_bytes: 0,
+                    length_bytes: 4096,
+                    version,
+                };
+                vec![(e, vec![1u8; 4096])]
+            });
+            c.handle_store(5, store, id, Reply::Read(pieces), Some(0));
+            let (other, id, request) = c.poll_store().expect("read again elsewhere");
+            assert_ne!(other, store, "{request:?}");
+            let e = Extent {
+                volume: 1,
+                offset_bytes: 0,
+                length_bytes: 4096,
+                version: current,
+            };
+            c.handle_store(
+                6,
+                other,
+                id,
+                Reply::Read(vec![(e, vec![2u8; 4096])]),
+                Some(0),
+            );
+            assert_eq!(c.poll_upward(), Some((9, UpReply::Read(vec![2u8; 4096]))));
+            assert_eq!(
+                c.ranges().next().expect("still off-loaded").2.stores,
+                bit(other)
+            );
+            // The next damage is found on the remaining holder: start over with both.
+            c.map
+                .update(0, 4096, |_, _, o| o.map(|l| Loc { stores: 0b11, ..*l }));
+        }
+        assert_eq!(c.stats().lost_copies, 2);
+        assert_eq!(c.stats().lost_bytes, 0);
     }
 
     #[test]

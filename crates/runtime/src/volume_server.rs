@@ -332,6 +332,21 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         // reached 0.6 of the bandwidth of writes done here.
         core.inline = Some(file.clone());
     }
+    // Metrics and status are served from the start: while recovering, the status says what the
+    // volume waits for.
+    let metrics_listener = match options.metrics {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} for metrics"))?,
+        ),
+        None => None,
+    };
+    let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+    if let Some(l) = metrics_listener {
+        tracing::info!(metrics = %l.local_addr()?, "metrics and status served while the volume starts");
+        tokio::spawn(serve_metrics(l, events.clone()));
+    }
     let started = Instant::now();
     let mut core_task = tokio::spawn(core.run(config, inbox, started, ready_tx, formatting));
     let became_ready = tokio::select! {
@@ -360,21 +375,10 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     let listener = TcpListener::bind(options.nbd)
         .await
         .with_context(|| format!("cannot listen on {}", options.nbd))?;
-    let metrics_listener = match options.metrics {
-        Some(addr) => Some(
-            TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr} for metrics"))?,
-        ),
-        None => None,
-    };
     ready(Listening {
         nbd: listener.local_addr()?,
-        metrics: metrics_listener.as_ref().and_then(|l| l.local_addr().ok()),
+        metrics: metrics_addr,
     });
-    if let Some(l) = metrics_listener {
-        tokio::spawn(serve_metrics(l, events.clone()));
-    }
     let backend = Arc::new(VolumeBackend {
         events: events.clone(),
         file: file.clone(),
@@ -1302,6 +1306,8 @@ impl Core {
             "base_queue_length": client.base_load(),
             "stores_full": client.stores_full_since().is_some(),
             "refused_writes": stats.refused_writes,
+            "lost_copies": stats.lost_copies,
+            "lost_bytes": stats.lost_bytes,
             "offloaded_bytes": stats.offloaded_bytes,
             "offloaded_writes": stats.offloaded_writes,
             "base_writes": stats.base_writes,
