@@ -1275,3 +1275,169 @@ fn an_overwrite_heavy_load_on_a_small_store_keeps_completing() {
         s["offloaded_bytes"]
     );
 }
+
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// Issue 19, item 5. N-way 2 over three stores: the volume server and a store are SIGKILLed
+/// together mid-burst, and the volume restarted at once serves from the other copies within
+/// seconds, every acknowledged write intact; when the store returns, what it held is deleted
+/// and every log ends empty. N-way 1: a volume whose only store is down waits, and its log and
+/// status say for what; it serves once the store is back.
+#[test]
+fn a_volume_restarted_while_a_store_is_down_serves_if_another_copy_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = (1..=3).map(|i| dir.path().join(format!("s{i}"))).collect();
+    let mut stores: Vec<(Server, SocketAddr)> = paths
+        .iter()
+        .map(|p| start_store(p, "127.0.0.1:0"))
+        .collect();
+    let addrs: Vec<SocketAddr> = stores.iter().map(|(_, a)| *a).collect();
+    let base = dir.path().join("base.img");
+    sparse_file(&base, (256 << 20) + 8192);
+    let mut v = start_volume(&base, &peak_flags(&addrs, 2));
+    let mut ledger = Ledger::default();
+    let mut killed = false;
+    let pid = v.server.child.id();
+    let store_pid = stores[2].0.child.id();
+    burst(v.nbd, REGION_BLOCKS, 32, &mut ledger, |acked| {
+        if acked >= 3000 && !killed {
+            killed = true;
+            for p in [pid, store_pid] {
+                let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
+            }
+        }
+        false
+    });
+    assert!(killed);
+    v.server.kill();
+    stores[2].0.kill();
+
+    let started = Instant::now();
+    let v = start_volume(&base, &[]);
+    let serving = started.elapsed();
+    assert!(
+        serving < Duration::from_secs(10),
+        "exported after {serving:?}:\n{}",
+        v.server.log()
+    );
+    assert!(
+        v.server
+            .log()
+            .contains("serving without stores that did not answer"),
+        "{}",
+        v.server.log()
+    );
+    let mut nbd = Nbd::connect(v.nbd);
+    let written = ledger.verify(&mut nbd, REGION_BLOCKS);
+    let s = status(v.metrics);
+    assert_eq!(s["stores"][2]["up"], false, "{s}");
+    // More writes while the store is down, then it returns where it was.
+    burst(v.nbd, REGION_BLOCKS, 32, &mut ledger, |acked| acked >= 5000);
+    stores[2] = start_store(&paths[2], &addrs[2].to_string());
+    let s = wait_quiescent(&v, Duration::from_secs(120));
+    let after = ledger.verify(&mut nbd, REGION_BLOCKS);
+    assert!(after >= written);
+    println!(
+        "restart with a store down, n-way 2: exported after {:.2} s; {} writes acknowledged, {after} blocks verified; {} bytes reclaimed once the store returned",
+        serving.as_secs_f64(),
+        ledger.acknowledged,
+        s["reclaimed_bytes"]
+    );
+    drop(nbd);
+    drop(v);
+    for ((mut server, _), path) in stores.into_iter().zip(&paths) {
+        server.kill();
+        assert_eq!(
+            store_used_bytes(path),
+            0,
+            "{}: the log is empty",
+            path.display()
+        );
+    }
+
+    // N-way 1: the only store is down; the volume waits and says so.
+    let path = dir.path().join("single");
+    let (mut store, store_addr) = start_store(&path, "127.0.0.1:0");
+    let base = dir.path().join("base1.img");
+    sparse_file(&base, (64 << 20) + 8192);
+    let v = start_volume(&base, &peak_flags(&[store_addr], 1));
+    let mut ledger = Ledger::default();
+    burst(v.nbd, REGION_BLOCKS, 32, &mut ledger, |acked| acked >= 2000);
+    drop(v);
+    store.kill();
+    let metrics = free_addr();
+    let args = strings(&[
+        "volume",
+        "serve",
+        "--base",
+        base.to_str().unwrap(),
+        "--nbd",
+        "127.0.0.1:0",
+        "--metrics",
+        &metrics.to_string(),
+    ]);
+    let (waiting, _) = Server::start(&args, &[]);
+    let started = Instant::now();
+    let s = loop {
+        let out = Command::new(BIN)
+            .args([
+                "volume",
+                "status",
+                "--json",
+                "--metrics",
+                &metrics.to_string(),
+            ])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if s["recovery"]["failed"] == serde_json::json!([1]) {
+                break s;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no status saying what the volume waits for:\n{}",
+            waiting.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(s["ready"], false, "{s}");
+    assert_eq!(s["recovery"]["needed"], 1, "{s}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        waiting.log().contains("recovering: waiting for stores"),
+        "{}",
+        waiting.log()
+    );
+    let (_store, _) = start_store(&path, &store_addr.to_string());
+    let started = Instant::now();
+    loop {
+        if status(metrics)["ready"] == true {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "not ready after the store returned:\n{}",
+            waiting.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let nbd_addr: SocketAddr = waiting
+        .log()
+        .lines()
+        .find_map(|l| l.strip_prefix("cordillera volume: NBD export at nbd://"))
+        .expect("the export line once ready")
+        .parse()
+        .unwrap();
+    let verified = ledger.verify(&mut Nbd::connect(nbd_addr), REGION_BLOCKS);
+    println!(
+        "restart with the only store down, n-way 1: waited (status {}), served once it returned; {verified} blocks verified",
+        s["recovery"]
+    );
+}

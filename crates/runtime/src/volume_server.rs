@@ -52,7 +52,8 @@ pub const RESERVED_BYTES: u64 = LABEL_BYTES + SUPERBLOCK_BYTES;
 const PIECE_BYTES: u64 = 4 << 20;
 /// A store request unanswered this long marks the store failed.
 const STORE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long to wait for the stores at start before going on without those not reached.
+/// How long to wait at start for the stores to be reached (or refuse) before recovery asks them:
+/// recovery starts at once when every store has connected or refused a connection.
 const CONNECT_GRACE: Duration = Duration::from_secs(5);
 
 /// The volume label: which client this volume is to its stores, and where they are.
@@ -444,6 +445,10 @@ enum Event {
         store: usize,
         link: u64,
     },
+    /// A connection attempt to a store failed (refused, unreachable).
+    StoreUnreachable {
+        store: usize,
+    },
     /// A metrics or status request: `json` for the status document.
     Report {
         json: bool,
@@ -617,10 +622,12 @@ impl Core {
         let grace = tokio::time::sleep(CONNECT_GRACE);
         tokio::pin!(grace);
         let mut early = Vec::new();
-        while self.links.iter().any(Option::is_none) {
+        let mut refused = vec![false; self.links.len()];
+        while (0..self.links.len()).any(|s| self.links[s].is_none() && !refused[s]) {
             tokio::select! {
                 event = inbox.recv() => match event {
                     Some(e @ Event::StoreUp { .. }) | Some(e @ Event::StoreDown { .. }) => self.link_event(e),
+                    Some(Event::StoreUnreachable { store }) => refused[store] = true,
                     Some(other) => early.push(other),
                     None => return Ok(()),
                 },
@@ -788,6 +795,8 @@ impl Core {
     fn handle(&mut self, client: &mut Client, event: Event, now: u64) -> Result<()> {
         match event {
             Event::Upward { op, reply } => self.upward(client, op, reply, now),
+            // The core learns it when a request to the store cannot be sent.
+            Event::StoreUnreachable { .. } => {}
             Event::Base(Ok(done)) => {
                 let done = match done {
                     DiskDone::Read { id, data } => BaseDone::Read { id, data },
@@ -1370,6 +1379,9 @@ async fn store_link(store: usize, address: String, events: mpsc::UnboundedSender
                 if !reported_failure {
                     tracing::warn!(%address, error = %e, "store unreachable; retrying");
                     reported_failure = true;
+                    if events.send(Event::StoreUnreachable { store }).is_err() {
+                        return;
+                    }
                 }
             }
         }
