@@ -45,6 +45,10 @@ else
   cargo test --workspace --no-fail-fast
 fi
 
+echo "== chaos campaign: SIGKILLs of real volume servers and stores under load (fails on any loss)"
+cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
+target/release/cordillera chaos --minutes "${CHAOS_MINUTES:-1}"
+
 echo "== volume benchmark (figures, not pass/fail: the machine is shared and noisy)"
 if command -v fio >/dev/null 2>&1 && command -v nbdkit >/dev/null 2>&1; then
   cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli

@@ -35,6 +35,8 @@ pub fn traces_dir(test: &str) -> Option<PathBuf> {
 /// Environment, with `PREFIX` the test's own prefix:
 /// - `PREFIX_SEED=S` runs schedule `S` alone;
 /// - `PREFIX_SCHEDULES=N` runs `N` fresh schedules (default `fresh`);
+/// - `PREFIX_FIXED=K` runs the first `K` fixed seeds instead of `fixed` (0 for a long campaign
+///   of fresh schedules in chunks, the regressions still first);
 /// - `PREFIX_BASE_SEED=B` starts the fresh schedules at `B` (to replay a run).
 #[derive(Clone, Debug)]
 pub struct Schedules {
@@ -67,6 +69,7 @@ impl Schedules {
             };
         }
         let fresh = var("SCHEDULES").unwrap_or(fresh);
+        let fixed = var("FIXED").unwrap_or(fixed);
         let base = var("BASE_SEED").unwrap_or_else(random_base);
         let mut seeds: Vec<u64> = regressions.to_vec();
         seeds.extend((0..fixed).filter(|s| !regressions.contains(s)));
