@@ -95,6 +95,14 @@ struct ServeArgs {
     export_name: Option<String>,
     #[command(flatten)]
     limits: crate::limit_args::LimitArgs,
+    /// A write that every store refuses as full (and that must stay off-loaded) is answered
+    /// ENOSPC after this many milliseconds; reclaim runs meanwhile [default: 5000].
+    #[arg(long)]
+    full_timeout_ms: Option<u64>,
+    /// At a restart, how long to wait for every store before serving without those that
+    /// failed to answer, if they are at most N-1 [default: 1000].
+    #[arg(long)]
+    recovery_grace_ms: Option<u64>,
     /// A DRAM block cache of this size above the volume (k, m, g suffixes) [default: none].
     #[arg(long)]
     cache_size: Option<String>,
@@ -139,6 +147,8 @@ struct ServeFile {
     io: Option<String>,
     metrics: Option<SocketAddr>,
     export_name: Option<String>,
+    full_timeout_ms: Option<u64>,
+    recovery_grace_ms: Option<u64>,
     cache_size: Option<String>,
     warmup_log: Option<PathBuf>,
     warmup_log_size: Option<String>,
@@ -244,6 +254,12 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
     o.metrics = a.metrics.or(file.metrics);
     o.export_name = a.export_name.or(file.export_name).unwrap_or_default();
     o.limits = a.limits.limits()?;
+    if let Some(ms) = a.full_timeout_ms.or(file.full_timeout_ms) {
+        o.full_timeout = std::time::Duration::from_millis(ms);
+    }
+    if let Some(ms) = a.recovery_grace_ms.or(file.recovery_grace_ms) {
+        o.recovery_grace = std::time::Duration::from_millis(ms);
+    }
     let size = |flag: &str, v: Option<String>| -> Result<Option<u64>> {
         v.map(|t| cordillera_sim::presets::parse_size(&t).map_err(|e| anyhow!("--{flag}: {e}")))
             .transpose()
@@ -441,15 +457,18 @@ mod tests {
         let path = dir.path().join("volume.toml");
         std::fs::write(
             &path,
-            "base = \"/tmp/base.img\"\nstore = [\"127.0.0.1:7001\", \"127.0.0.1:7002\"]\nn_way = 2\nt_base = 4\npolicy = \"always\"\nemulate = \"cheetah-15k\"\n",
+            "base = \"/tmp/base.img\"\nstore = [\"127.0.0.1:7001\", \"127.0.0.1:7002\"]\nn_way = 2\nt_base = 4\npolicy = \"always\"\nemulate = \"cheetah-15k\"\nfull_timeout_ms = 2500\n",
         )
         .unwrap();
         let o = options(ServeArgs {
             config: Some(path.clone()),
             t_base: Some(8),
+            recovery_grace_ms: Some(300),
             ..ServeArgs::default()
         })
         .unwrap();
+        assert_eq!(o.full_timeout, std::time::Duration::from_millis(2500));
+        assert_eq!(o.recovery_grace, std::time::Duration::from_millis(300));
         assert_eq!(o.base, PathBuf::from("/tmp/base.img"));
         assert_eq!(o.stores.len(), 2);
         assert_eq!(o.n_way, 2);

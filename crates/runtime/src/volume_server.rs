@@ -174,6 +174,11 @@ pub struct VolumeOptions {
     pub cache: Option<CacheOptions>,
     /// What NBD clients can take: connections and memory ([`crate::limits`]).
     pub limits: crate::limits::Limits,
+    /// A write every store refuses as full is answered ENOSPC after this.
+    pub full_timeout: Duration,
+    /// At a restart, how long to wait for every store before serving without those that
+    /// failed to answer (at most N-1).
+    pub recovery_grace: Duration,
 }
 
 impl VolumeOptions {
@@ -194,6 +199,8 @@ impl VolumeOptions {
             export_name: String::new(),
             cache: None,
             limits: crate::limits::Limits::default(),
+            full_timeout: Duration::from_secs(5),
+            recovery_grace: Duration::from_secs(1),
         }
     }
 }
@@ -301,6 +308,8 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     config.t_store = options.t_store;
     config.n_reclaim = options.n_reclaim;
     config.request_timeout_ns = Some(STORE_TIMEOUT.as_nanos() as u64);
+    config.full_timeout_ns = options.full_timeout.as_nanos() as u64;
+    config.recovery_grace_ns = options.recovery_grace.as_nanos() as u64;
     let export_bytes = config.usable_bytes();
 
     let (events, inbox) = mpsc::unbounded_channel::<Event>();
