@@ -1441,3 +1441,29 @@ fn a_volume_restarted_while_a_store_is_down_serves_if_another_copy_exists() {
         s["recovery"]
     );
 }
+
+/// `cordillera chaos` (issue 19, item 6): a short campaign kills processes, checks every block
+/// and reports in JSON; a bad flag is refused.
+#[test]
+fn a_short_chaos_campaign_kills_and_checks() {
+    let out = Command::new(BIN)
+        .args(["chaos", "--minutes", "0.15", "--seed", "11", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["seed"], 11);
+    assert!(s["kills"]["total"].as_u64().unwrap() >= 2, "{s}");
+    assert!(s["writes_acknowledged"].as_u64().unwrap() > 1000, "{s}");
+    assert!(s["blocks_verified"].as_u64().unwrap() >= 4096, "{s}");
+    assert!(s["loss"].is_null(), "{s}");
+    assert!(stderr.contains("cordillera chaos --seed 11"), "{stderr}");
+    println!("chaos, 9 s: {s}");
+    let bad = Command::new(BIN)
+        .args(["chaos", "--minutes", "0"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--minutes must be positive"));
+}

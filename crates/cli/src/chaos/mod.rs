@@ -183,7 +183,9 @@ pub fn run(args: ChaosArgs) -> Result<()> {
     }
     match outcome {
         Ok(()) => {
-            println!("no acknowledged write lost");
+            if !args.json {
+                println!("no acknowledged write lost");
+            }
             Ok(())
         }
         Err(e) => {
