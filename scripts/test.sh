@@ -25,10 +25,10 @@ if [ ! -d ../shared/traces ] && [ -z "${CORDILLERA_TRACES:-}" ]; then
   echo "== note: ../shared/traces/ is absent: the real-trace tests will report SKIPPED"
 fi
 
-echo "== build"
+echo "== $(date +%T) build"
 cargo build --workspace --all-targets --locked 2>/dev/null || cargo build --workspace --all-targets
 
-echo "== fuzz smoke (coverage-guided, a few seconds per target)"
+echo "== $(date +%T) fuzz smoke (coverage-guided, a few seconds per target)"
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked --quiet || true
 fi
@@ -38,26 +38,26 @@ else
   echo "SKIPPED coverage-guided fuzz smoke: cargo-fuzz could not be installed (the deterministic smoke run in the tests still runs)"
 fi
 
-echo "== tests"
+echo "== $(date +%T) tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
 else
   cargo test --workspace --no-fail-fast
 fi
 
-echo "== chaos campaign: SIGKILLs of real volume servers and stores under load (fails on any loss)"
+echo "== $(date +%T) chaos campaign: SIGKILLs of real volume servers and stores under load (fails on any loss)"
 cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
 target/release/cordillera chaos --minutes "${CHAOS_MINUTES:-1}"
 
-echo "== volume benchmark (figures, not pass/fail: the machine is shared and noisy)"
+echo "== $(date +%T) volume benchmark (figures, not pass/fail: the machine is shared and noisy)"
 if command -v fio >/dev/null 2>&1 && command -v nbdkit >/dev/null 2>&1; then
   cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
-  target/release/cordillera volume bench --seconds 4 --repeat 5
+  target/release/cordillera volume bench --seconds 4 --repeat 3
 else
   echo "SKIPPED volume benchmark: fio or nbdkit is not installed"
 fi
 
-echo "== cache simulator speed and Bonfire's overheads on real I/O (figures, not pass/fail)"
+echo "== $(date +%T) cache simulator speed and Bonfire's overheads on real I/O (figures, not pass/fail)"
 cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
 if [ -f ../shared/traces/arc/P12.lis.zst ]; then
   target/release/cordillera bench cache --trace ../shared/traces/arc/P12.lis.zst --cache-size 256m --repeat 3
@@ -67,11 +67,11 @@ else
 fi
 target/release/cordillera volume warmup-bench
 
-echo "== pgbench on ext4 on the volume (figures, not pass/fail)"
+echo "== $(date +%T) pgbench on ext4 on the volume (figures, not pass/fail)"
 if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ] || ! command -v nbdfuse >/dev/null 2>&1 \
    || ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1; then
   echo "SKIPPED pgbench benchmark: needs root, /dev/fuse, nbdfuse and PostgreSQL"
 else
   cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
-  target/release/cordillera volume pgbench --seconds 15 --repeat 3
+  target/release/cordillera volume pgbench --seconds 12 --repeat 2
 fi
