@@ -282,6 +282,10 @@ struct StoreState {
     /// No deletion record for this (failed) store before this: the last one was refused by a
     /// holder (e.g. a full log), and writing it again at once would only be refused again.
     record_after: Nanos,
+    /// Missed at a recovery: the deletion records it holds from earlier lives (copies of
+    /// records also held by stores that answered) are deleted when it returns, up to this
+    /// version; `true` while that delete is in flight.
+    old_records: Option<(u64, bool)>,
 }
 
 enum Pending {
@@ -315,6 +319,8 @@ enum Pending {
     RecordsMeta,
     Records,
     Probe,
+    /// Deletes a returning store's deletion records from earlier lives.
+    ClearRecords,
 }
 
 struct Outstanding {
@@ -613,6 +619,10 @@ impl Client {
         self.map.is_empty()
             && self.stores.iter().all(|s| s.stale.is_empty())
             && self.records.is_empty()
+            && self
+                .stores
+                .iter()
+                .all(|s| s.removed || s.old_records.is_none())
             && self.settling.is_empty()
             && self.reclaim_jobs == 0
     }
@@ -1473,6 +1483,14 @@ impl Client {
                 }
             }
             Pending::Probe => self.stores[store].probing = false,
+            Pending::ClearRecords => {
+                let st = &mut self.stores[store];
+                st.old_records = if reply == Reply::Done {
+                    None
+                } else {
+                    st.old_records.map(|(v, _)| (v, false))
+                };
+            }
         }
     }
 
@@ -1522,6 +1540,11 @@ impl Client {
                 self.maybe_finish_fetch();
             }
             Pending::Probe => self.stores[store].probing = false,
+            Pending::ClearRecords => {
+                if let Some((_, sent)) = self.stores[store].old_records.as_mut() {
+                    *sent = false;
+                }
+            }
         }
     }
 
@@ -1862,6 +1885,30 @@ impl Client {
             }
         }
         self.pump_record_gc();
+    }
+
+    /// A store missed at a recovery is back: the deletion records it holds from earlier lives
+    /// go. Each is a copy: a record is relied on only once durable on N stores, so another copy
+    /// was read from a store that answered (at most N-1 were missed).
+    fn pump_old_records(&mut self) {
+        for s in 0..self.stores.len() {
+            let st = &self.stores[s];
+            let Some((version, false)) = st.old_records else {
+                continue;
+            };
+            if !st.up || st.removed {
+                continue;
+            }
+            self.stores[s].old_records = Some((version, true));
+            let request = Request::Delete {
+                client: companion(self.config.client),
+                volume: self.config.volume,
+                offset_bytes: 0,
+                length_bytes: 1 << 62,
+                version,
+            };
+            self.send(s, request, Pending::ClearRecords);
+        }
     }
 
     /// Whether a delete of versions up to `version` over `[start, end)` may go to `store` (or
@@ -2546,6 +2593,7 @@ impl Client {
             st.next_probe = self.now;
             st.may_hold = true;
             self.stats.store_failures += 1;
+            st.old_records = Some((earlier_lives, false));
             self.add_stale(s, 0, usable, earlier_lives);
         }
         for (s, extents) in f.metadata.into_iter().enumerate() {
@@ -2601,6 +2649,7 @@ impl Client {
             self.settle_dirty = true;
         }
         self.pump_stale();
+        self.pump_old_records();
         if std::mem::take(&mut self.settle_dirty) {
             self.pump_settle();
         } else if cfg!(debug_assertions) {
@@ -2651,6 +2700,7 @@ fn new_store_state(info: StoreInfo, now: Nanos) -> StoreState {
         stale: RangeMap::new(),
         stale_dirty: false,
         record_after: 0,
+        old_records: None,
     }
 }
 
