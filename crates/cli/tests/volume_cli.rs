@@ -628,6 +628,30 @@ fn peak_flags(stores: &[SocketAddr], n_way: usize) -> Vec<String> {
 
 const REGION_BLOCKS: u64 = 2048;
 
+/// Three stores in `dir` (s1, s2, s3): their paths, servers and addresses.
+fn three_stores(dir: &Path) -> (Vec<PathBuf>, Vec<(Server, SocketAddr)>, Vec<SocketAddr>) {
+    let paths: Vec<PathBuf> = (1..=3).map(|i| dir.join(format!("s{i}"))).collect();
+    let stores: Vec<(Server, SocketAddr)> = paths
+        .iter()
+        .map(|p| start_store(p, "127.0.0.1:0"))
+        .collect();
+    let addrs = stores.iter().map(|(_, a)| *a).collect();
+    (paths, stores, addrs)
+}
+
+/// Stops the stores and checks that every log is empty (everything reclaimed and deleted).
+fn stop_with_empty_logs(stores: Vec<(Server, SocketAddr)>, paths: &[PathBuf]) {
+    for ((mut server, _), path) in stores.into_iter().zip(paths) {
+        server.kill();
+        assert_eq!(
+            store_used_bytes(path),
+            0,
+            "{}: the log is empty",
+            path.display()
+        );
+    }
+}
+
 #[test]
 fn sigkill_of_the_volume_server_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().unwrap();
@@ -676,12 +700,7 @@ fn sigkill_of_the_volume_server_loses_no_acknowledged_write() {
 #[test]
 fn n_way_2_survives_a_store_sigkill_during_the_burst_and_reclaims_everything() {
     let dir = tempfile::tempdir().unwrap();
-    let paths: Vec<PathBuf> = (1..=3).map(|i| dir.path().join(format!("s{i}"))).collect();
-    let mut stores: Vec<(Server, SocketAddr)> = paths
-        .iter()
-        .map(|p| start_store(p, "127.0.0.1:0"))
-        .collect();
-    let addrs: Vec<SocketAddr> = stores.iter().map(|(_, a)| *a).collect();
+    let (paths, mut stores, addrs) = three_stores(dir.path());
     let base = dir.path().join("base.img");
     sparse_file(&base, (256 << 20) + 8192);
     let v = start_volume(&base, &peak_flags(&addrs, 2));
@@ -712,15 +731,7 @@ fn n_way_2_survives_a_store_sigkill_during_the_burst_and_reclaims_everything() {
     );
     drop(nbd);
     drop(v);
-    for ((mut server, _), path) in stores.into_iter().zip(&paths) {
-        server.kill();
-        assert_eq!(
-            store_used_bytes(path),
-            0,
-            "{}: the log is empty",
-            path.display()
-        );
-    }
+    stop_with_empty_logs(stores, &paths);
 }
 
 /// A mounted ext4 file system on the export: `nbdfuse` makes the export a file, `losetup` a
@@ -1291,12 +1302,7 @@ fn free_addr() -> SocketAddr {
 #[test]
 fn a_volume_restarted_while_a_store_is_down_serves_if_another_copy_exists() {
     let dir = tempfile::tempdir().unwrap();
-    let paths: Vec<PathBuf> = (1..=3).map(|i| dir.path().join(format!("s{i}"))).collect();
-    let mut stores: Vec<(Server, SocketAddr)> = paths
-        .iter()
-        .map(|p| start_store(p, "127.0.0.1:0"))
-        .collect();
-    let addrs: Vec<SocketAddr> = stores.iter().map(|(_, a)| *a).collect();
+    let (paths, mut stores, addrs) = three_stores(dir.path());
     let base = dir.path().join("base.img");
     sparse_file(&base, (256 << 20) + 8192);
     let mut v = start_volume(&base, &peak_flags(&addrs, 2));
@@ -1350,15 +1356,7 @@ fn a_volume_restarted_while_a_store_is_down_serves_if_another_copy_exists() {
     );
     drop(nbd);
     drop(v);
-    for ((mut server, _), path) in stores.into_iter().zip(&paths) {
-        server.kill();
-        assert_eq!(
-            store_used_bytes(path),
-            0,
-            "{}: the log is empty",
-            path.display()
-        );
-    }
+    stop_with_empty_logs(stores, &paths);
 
     // N-way 1: the only store is down; the volume waits and says so.
     let path = dir.path().join("single");
