@@ -1073,6 +1073,9 @@ impl Client {
         for s in indices(op.succeeded) {
             self.stores[s].may_hold = true;
             self.stores[s].writes_acked += 1;
+            // Deletes held back while this write was in flight (see `delete_refusal`) are
+            // looked at again.
+            self.stores[s].stale_dirty = true;
         }
         self.upward_out.push_back((op.up_id, UpReply::Written));
     }
@@ -1934,6 +1937,18 @@ impl Client {
         end: u64,
         version: u64,
     ) -> Option<&'static str> {
+        // A write still in flight counts on the copies stores have acknowledged; it is not in
+        // the map yet, so its copies are looked at here.
+        if self.writes.values().any(|op| {
+            op.succeeded & bit(store) != 0
+                && op.version <= version
+                && op.start < end
+                && start < op.start + op.data.len() as u64
+        }) {
+            return Some(
+                "invariant 1: it removes a copy that a write in flight counts on (acknowledged by the store, not yet in the map)",
+            );
+        }
         for p in self.map.lookup(start, end) {
             let Some(l) = p.value else { continue };
             if l.stores & bit(store) == 0 || l.version > version {
