@@ -1920,7 +1920,9 @@ impl Client {
     ///
     /// - Invariant 1: the current copy is removed only once it is on the base volume (a copy
     ///   whose write failed with an unknown outcome, over a current older copy on the same
-    ///   store, waits for the current copy's reclaim).
+    ///   store, waits for the current copy's reclaim). A copy that a write still in flight
+    ///   counts on (the store acknowledged it) is current in the same sense before the write
+    ///   reaches the map.
     /// - Invariant 3: the current copy is removed only once no older copy that is not deleted
     ///   for sure remains on a store that does not hold the current version — otherwise a
     ///   restart would find that older copy as the latest and reclaim it over newer data.
