@@ -394,6 +394,9 @@ enum Phase {
 
 struct Fetch {
     superblock_written: bool,
+    /// The superblock says "degraded": some acknowledged data may have fewer than N copies,
+    /// so every store must answer.
+    all_needed: bool,
     metadata: Vec<Option<Vec<Extent>>>,
     records: Vec<Option<Vec<Piece>>>,
     retry_at: Vec<Option<Nanos>>,
@@ -408,7 +411,9 @@ pub struct RecoveryWait {
     /// Stores of the set (not removed) that answered, and how many there are.
     pub answered: usize,
     pub stores: usize,
-    /// Answers needed to serve without the others (`stores - (n_way - 1)`).
+    /// Answers needed to serve without the others: `stores - (n_way - 1)`, or every store
+    /// when the superblock says "degraded" (some acknowledged data may have fewer than N
+    /// copies).
     pub needed: usize,
     /// Ids of the stores not answered yet that have failed at least once.
     pub failed: Vec<u64>,
@@ -453,6 +458,19 @@ pub struct Client {
     /// record, the range map): `pump_settle` looks at every entry again only then.
     settle_dirty: bool,
     vulnerable: VecDeque<(u64, u64)>,
+    /// Some acknowledged data may have fewer than N copies on stores (see
+    /// [`Superblock::degraded`]): wanted in the superblock, and what the last superblock write
+    /// that completed holds. Writes acknowledged with fewer than N copies wait in `held_acks`
+    /// until the flag is durable; it is cleared (checked at most every probe interval, once
+    /// the vulnerable ranges are reclaimed) when no range in the map has fewer than N.
+    degraded: bool,
+    degraded_durable: bool,
+    held_acks: Vec<u64>,
+    degraded_check_at: Nanos,
+    /// One superblock write at a time (the disk may complete concurrent writes in any
+    /// order): the flag it carries, and whether the superblock changed since it was sent.
+    superblock_in_flight: Option<bool>,
+    superblock_dirty: bool,
     next_reclaim_store: usize,
     records: BTreeMap<u64, DelRecordInfo>,
     next_slot: u64,
@@ -504,6 +522,12 @@ impl Client {
             settling: Vec::new(),
             settle_dirty: false,
             vulnerable: VecDeque::new(),
+            degraded: false,
+            degraded_durable: false,
+            held_acks: Vec::new(),
+            degraded_check_at: now,
+            superblock_in_flight: None,
+            superblock_dirty: false,
             next_reclaim_store: 0,
             records: BTreeMap::new(),
             next_slot: 0,
@@ -625,6 +649,8 @@ impl Client {
                 .all(|s| s.removed || s.old_records.is_none())
             && self.settling.is_empty()
             && self.reclaim_jobs == 0
+            && !self.degraded
+            && self.superblock_in_flight.is_none()
     }
 
     /// A one-line account of the client's state, for diagnostics.
@@ -657,7 +683,13 @@ impl Client {
             })
             .collect();
         format!(
-            "{phase}; ranges {}; writes {} (parked {}); reads {} (parked {}); queued {}; base in flight {}; store requests {}; reclaim jobs {}; settling {}; records {}; vulnerable {}; stores {}",
+            "{phase}{}; ranges {}; writes {} (parked {}); reads {} (parked {}); queued {}; base in flight {}; store requests {}; reclaim jobs {}; settling {}; records {}; vulnerable {}; stores {}",
+            match (self.degraded, self.degraded_durable) {
+                (false, false) => "",
+                (true, true) => " (degraded)",
+                (true, false) => " (degraded, not durable yet)",
+                (false, true) => " (degraded, clearing)",
+            },
             self.map.len(),
             self.writes.len(),
             self.parked_writes.len(),
@@ -753,6 +785,7 @@ impl Client {
     fn superblock(&self) -> Superblock {
         Superblock {
             generation: self.generation,
+            degraded: self.degraded,
             stores: self
                 .stores
                 .iter()
@@ -762,7 +795,14 @@ impl Client {
         }
     }
 
+    /// The superblock changed: written now, or once the write in flight completes.
     fn write_superblock(&mut self) {
+        self.superblock_dirty = true;
+        if self.superblock_in_flight.is_some() {
+            return;
+        }
+        self.superblock_dirty = false;
+        self.superblock_in_flight = Some(self.degraded);
         let id = self.id();
         self.base_pending.insert(id, BaseKind::Superblock);
         self.base_out.push_back(BaseOp::Write {
@@ -771,6 +811,58 @@ impl Client {
             data: self.superblock().encode(),
             durable: true,
         });
+    }
+
+    fn superblock_written(&mut self) {
+        let degraded = self
+            .superblock_in_flight
+            .take()
+            .expect("a superblock write in flight");
+        self.degraded_durable = degraded;
+        if self.degraded_is_durable() {
+            for up_id in std::mem::take(&mut self.held_acks) {
+                self.upward_out.push_back((up_id, UpReply::Written));
+            }
+        }
+        if std::mem::take(&mut self.superblock_dirty) {
+            self.write_superblock();
+        }
+    }
+
+    /// The base volume says "degraded" whatever happens to writes in flight.
+    fn degraded_is_durable(&self) -> bool {
+        self.degraded_durable && self.superblock_in_flight != Some(false)
+    }
+
+    /// Some acknowledged data may have fewer than N copies from now on.
+    fn set_degraded(&mut self) {
+        if !self.degraded {
+            self.degraded = true;
+            self.write_superblock();
+        }
+    }
+
+    /// Clears "degraded" once no range in the map has fewer than N copies (the ranges that
+    /// had are reclaimed first; checked at most every probe interval: a scan of the map).
+    fn pump_degraded(&mut self) {
+        if !self.degraded
+            || !self.vulnerable.is_empty()
+            || !self.held_acks.is_empty()
+            || self.now < self.degraded_check_at
+        {
+            return;
+        }
+        self.degraded_check_at = self.now + self.config.probe_interval_ns;
+        let n = self.config.n_way;
+        if self
+            .map
+            .iter()
+            .any(|(_, _, l)| !l.on_base && (l.stores.count_ones() as usize) < n)
+        {
+            return;
+        }
+        self.degraded = false;
+        self.write_superblock();
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1061,6 +1153,10 @@ impl Client {
             kept.iter().map(|(lo, hi, _)| (lo, hi)).collect()
         };
         let vulnerable = (op.succeeded.count_ones() as usize) < self.config.n_way;
+        if vulnerable {
+            // A restart must not go on without the stores holding its copies.
+            self.set_degraded();
+        }
         for (lo, hi) in kept {
             self.apply_offloaded(lo, hi, op.version, op.succeeded);
             if vulnerable {
@@ -1077,7 +1173,11 @@ impl Client {
             // looked at again.
             self.stores[s].stale_dirty = true;
         }
-        self.upward_out.push_back((op.up_id, UpReply::Written));
+        if vulnerable && !self.degraded_is_durable() {
+            self.held_acks.push(op.up_id);
+        } else {
+            self.upward_out.push_back((op.up_id, UpReply::Written));
+        }
     }
 
     /// Records that `[start, end)` now has `version` on `stores`; older copies elsewhere become
@@ -1218,14 +1318,17 @@ impl Client {
                 self.reclaim_written(job);
             }
             (BaseKind::Superblock, BaseDone::Read { data, .. }) => self.superblock_read(&data),
-            (BaseKind::Superblock, BaseDone::Written { .. }) => match &mut self.phase {
-                Phase::Formatting => self.become_ready(),
-                Phase::Fetching(f) => {
-                    f.superblock_written = true;
-                    self.maybe_finish_fetch();
+            (BaseKind::Superblock, BaseDone::Written { .. }) => {
+                self.superblock_written();
+                match &mut self.phase {
+                    Phase::Formatting => self.become_ready(),
+                    Phase::Fetching(f) => {
+                        f.superblock_written = true;
+                        self.maybe_finish_fetch();
+                    }
+                    _ => {}
                 }
-                _ => {}
-            },
+            }
             (BaseKind::UpRead { .. }, BaseDone::Written { .. }) => {
                 unreachable!("a read completed as a write")
             }
@@ -1578,6 +1681,9 @@ impl Client {
         self.stats.lost_bytes += lost;
         self.stats.offloaded_bytes -= dropped;
         self.stats.lost_copies += 1;
+        if !vulnerable.is_empty() {
+            self.set_degraded();
+        }
         self.vulnerable.extend(vulnerable);
         self.settle_dirty = true;
     }
@@ -1746,6 +1852,13 @@ impl Client {
         }
         if let Some(t) = self.parked_retry_at {
             consider(t);
+        }
+        if self.degraded
+            && self.vulnerable.is_empty()
+            && self.held_acks.is_empty()
+            && self.is_ready()
+        {
+            consider(self.degraded_check_at);
         }
         if self.config.policy == Policy::Peak && self.is_ready() {
             for s in &self.stores {
@@ -2434,6 +2547,8 @@ impl Client {
             }
             Ok(sb) => {
                 self.generation = sb.generation + 1;
+                self.degraded = sb.degraded;
+                self.degraded_durable = sb.degraded;
                 self.next_counter = 1;
                 self.stores = sb
                     .stores
@@ -2443,6 +2558,7 @@ impl Client {
                 let n = self.stores.len();
                 self.phase = Phase::Fetching(Fetch {
                     superblock_written: false,
+                    all_needed: sb.degraded,
                     metadata: vec![None; n],
                     records: vec![None; n],
                     retry_at: vec![None; n],
@@ -2508,8 +2624,14 @@ impl Client {
             .collect();
         if !missing.is_empty() {
             let graced = self.now >= f.started + self.config.recovery_grace_ns;
-            let tolerable = missing.len() < self.config.n_way;
+            let tolerable = !f.all_needed && missing.len() < self.config.n_way;
             if !(graced && tolerable && missing.iter().all(|&s| f.failed[s])) {
+                return;
+            }
+            // Their copies become stale: ranges they held have fewer than N copies until
+            // reclaimed, so a later restart must not go on without the others.
+            if !self.degraded_is_durable() {
+                self.set_degraded();
                 return;
             }
         }
@@ -2537,7 +2659,11 @@ impl Client {
         Some(RecoveryWait {
             answered: live.len() - missing.len(),
             stores: live.len(),
-            needed: live.len().saturating_sub(self.config.n_way - 1).max(1),
+            needed: if f.all_needed {
+                live.len()
+            } else {
+                live.len().saturating_sub(self.config.n_way - 1).max(1)
+            },
             failed: missing.iter().filter(|&&s| f.failed[s]).map(id).collect(),
             silent: missing.iter().filter(|&&s| !f.failed[s]).map(id).collect(),
         })
@@ -2687,6 +2813,7 @@ impl Client {
         }
         self.pump_stale();
         self.pump_reclaim();
+        self.pump_degraded();
     }
 }
 
@@ -2902,6 +3029,67 @@ mod tests {
         }
         assert_eq!(c.stats().lost_copies, 2);
         assert_eq!(c.stats().lost_bytes, 0);
+    }
+
+    /// A write acknowledged with fewer than N copies waits until the superblock says
+    /// "degraded"; a restart then waits for every store instead of going on without N−1.
+    #[test]
+    fn a_write_left_with_fewer_than_n_copies_makes_a_restart_wait_for_every_store() {
+        let mut config = Config::new(7, 1, 1 << 20);
+        config.policy = Policy::Always;
+        config.n_way = 2;
+        let stores = vec![
+            StoreInfo { id: 1, server: 1 },
+            StoreInfo { id: 2, server: 2 },
+        ];
+        let mut c = Client::format(config.clone(), stores, 0);
+        let Some(BaseOp::Write { id, data, .. }) = c.poll_base() else {
+            panic!("the superblock is written first");
+        };
+        assert!(!Superblock::decode(&data).expect("superblock").degraded);
+        c.handle_base(1, BaseDone::Written { id });
+        write(&mut c, 1, 0);
+        let sent: Vec<_> = std::iter::from_fn(|| c.poll_store()).collect();
+        assert_eq!(sent.len(), 2, "{sent:?}");
+        c.handle_store(3, sent[0].0, sent[0].1, Reply::Done, Some(0));
+        c.handle_store(3, sent[1].0, sent[1].1, Reply::Error(StoreError::Full), Some(0));
+        // One copy: not acknowledged before the flag is durable.
+        assert_eq!(c.poll_upward(), None);
+        let Some(BaseOp::Write { id, data, .. }) = c.poll_base() else {
+            panic!("the superblock is written again");
+        };
+        let degraded = Superblock::decode(&data).expect("superblock");
+        assert!(degraded.degraded);
+        c.handle_base(4, BaseDone::Written { id });
+        assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+
+        // The client restarts; store 2 answers only "recovering".
+        let mut r = Client::recover(config, 10);
+        let Some(BaseOp::Read { id, .. }) = r.poll_base() else {
+            panic!("the superblock is read first");
+        };
+        r.handle_base(11, BaseDone::Read { id, data });
+        let Some(BaseOp::Write { id, .. }) = r.poll_base() else {
+            panic!("the next generation is written");
+        };
+        r.handle_base(12, BaseDone::Written { id });
+        let mut now = 13;
+        while now < 3 * r.config.recovery_grace_ns {
+            while let Some((store, id, request)) = r.poll_store() {
+                assert!(matches!(request, Request::Metadata { .. }), "{request:?}");
+                let reply = if store == 0 {
+                    Reply::Metadata(Vec::new())
+                } else {
+                    Reply::Error(StoreError::Recovering)
+                };
+                r.handle_store(now, store, id, reply, Some(0));
+            }
+            now = r.poll_timeout().expect("a retry").max(now + 1);
+            r.handle_timeout(now);
+        }
+        assert!(!r.is_ready(), "{}", r.describe());
+        let wait = r.recovery_wait().expect("recovering");
+        assert_eq!((wait.answered, wait.needed, wait.failed), (1, 2, vec![2]));
     }
 
     #[test]

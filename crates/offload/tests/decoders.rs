@@ -12,6 +12,7 @@ proptest! {
     #[test]
     fn mutated_encodings_decode_or_are_refused(
         generation in any::<u64>(),
+        degraded in any::<bool>(),
         stores in prop::collection::vec((any::<u64>(), any::<u64>()), 0..8),
         ranges in prop::collection::vec((0u64..1 << 62, 1u64..1 << 40, any::<u64>()), 0..8),
         flips in prop::collection::vec((any::<usize>(), any::<u8>()), 0..4),
@@ -19,6 +20,7 @@ proptest! {
     ) {
         let sb = Superblock {
             generation,
+            degraded,
             stores: stores.iter().map(|&(id, server)| StoreInfo { id, server }).collect(),
         };
         // Entries are non-empty ranges (the decoder drops empty ones).
