@@ -93,6 +93,9 @@ pub struct Config {
     /// without the stores that failed to answer, if they are at most `n_way - 1` (so that
     /// every acknowledged write still has a copy among those that answered), treating them as
     /// failed; with more missing it keeps waiting ([`Client::recovery_wait`] says for what).
+    /// If the superblock is marked degraded (a write was acknowledged with fewer than
+    /// `n_way` copies since the last time every copy was whole), no store may be missing: the
+    /// client waits for every store, however long.
     pub recovery_grace_ns: Nanos,
 }
 
