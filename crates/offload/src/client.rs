@@ -3055,7 +3055,13 @@ mod tests {
         let sent: Vec<_> = std::iter::from_fn(|| c.poll_store()).collect();
         assert_eq!(sent.len(), 2, "{sent:?}");
         c.handle_store(3, sent[0].0, sent[0].1, Reply::Done, Some(0));
-        c.handle_store(3, sent[1].0, sent[1].1, Reply::Error(StoreError::Full), Some(0));
+        c.handle_store(
+            3,
+            sent[1].0,
+            sent[1].1,
+            Reply::Error(StoreError::Full),
+            Some(0),
+        );
         // One copy: not acknowledged before the flag is durable.
         assert_eq!(c.poll_upward(), None);
         let Some(BaseOp::Write { id, data, .. }) = c.poll_base() else {

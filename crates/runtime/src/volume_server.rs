@@ -140,7 +140,12 @@ impl Label {
             stores.push(address);
             at += len;
         }
-        if at + 4 > bytes.len() || u32_at(at) != crc32c::crc32c(&bytes[..at]) {
+        // A label is one LABEL_BYTES area: contents running past it (only possible when more
+        // bytes than the area are given) are not a label `encode` could have written.
+        if at + 4 > bytes.len()
+            || at + 4 > LABEL_BYTES as usize
+            || u32_at(at) != crc32c::crc32c(&bytes[..at])
+        {
             return Err(LabelError::Damaged);
         }
         Ok(Label {
@@ -210,6 +215,13 @@ impl VolumeOptions {
 pub struct Listening {
     pub nbd: SocketAddr,
     pub metrics: Option<SocketAddr>,
+}
+
+/// A recovery that may not go on without any store of its set: with N-way > 1 it would
+/// normally tolerate N - 1 missing, so needing all of them means the superblock is marked
+/// degraded.
+fn waits_for_every_store(w: &RecoveryWait, n_way: usize) -> bool {
+    n_way > 1 && w.needed == w.stores
 }
 
 fn disk_error(e: DiskError) -> anyhow::Error {
@@ -734,14 +746,25 @@ impl Core {
                             *last != w || at.elapsed() >= Duration::from_secs(10)
                         });
                         if due && started.elapsed() >= Duration::from_secs(1) {
-                            tracing::warn!(
-                                answered = w.answered,
-                                stores = w.stores,
-                                needed = w.needed,
-                                failed = ?w.failed,
-                                silent = ?w.silent,
-                                "recovering: waiting for stores (serving needs every store, or all but N-1 once the others have failed)"
-                            );
+                            if waits_for_every_store(&w, client.config().n_way) {
+                                tracing::warn!(
+                                    answered = w.answered,
+                                    stores = w.stores,
+                                    needed = w.needed,
+                                    failed = ?w.failed,
+                                    silent = ?w.silent,
+                                    "recovering: waiting for every store: the superblock is marked degraded (a write was acknowledged with fewer than N copies before the restart), so no store may be missing"
+                                );
+                            } else {
+                                tracing::warn!(
+                                    answered = w.answered,
+                                    stores = w.stores,
+                                    needed = w.needed,
+                                    failed = ?w.failed,
+                                    silent = ?w.silent,
+                                    "recovering: waiting for stores (serving needs every store, or all but N-1 once the others have failed)"
+                                );
+                            }
                             waiting = Some((w, Instant::now()));
                         }
                     }
@@ -1311,6 +1334,7 @@ impl Core {
                 "answered": w.answered,
                 "stores": w.stores,
                 "needed": w.needed,
+                "degraded": waits_for_every_store(&w, client.config().n_way),
                 "failed": w.failed,
                 "silent": w.silent,
             })
@@ -1496,5 +1520,25 @@ mod tests {
             ..label
         };
         assert_eq!(huge.encode().unwrap_err(), LabelError::TooLarge);
+    }
+
+    /// Found by the fuzz target: given more bytes than the label area, a checksummed label
+    /// whose addresses run past the area decoded, and could not be encoded again.
+    #[test]
+    fn a_label_running_past_its_area_is_damaged() {
+        let mut out = Vec::new();
+        out.extend_from_slice(LABEL_MAGIC);
+        out.extend_from_slice(&7u64.to_le_bytes());
+        out.extend_from_slice(&1u64.to_le_bytes());
+        out.extend_from_slice(&2u32.to_le_bytes());
+        out.extend_from_slice(&2u32.to_le_bytes());
+        for _ in 0..2 {
+            out.extend_from_slice(&5000u16.to_le_bytes());
+            out.extend_from_slice(&[b'a'; 5000]);
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        assert!(out.len() > LABEL_BYTES as usize);
+        assert_eq!(Label::decode(&out).unwrap_err(), LabelError::Damaged);
     }
 }

@@ -26,6 +26,24 @@ impl Proc {
     /// Starts `cordillera args…`, its standard error appended to `log`; waits for a line
     /// starting with `wanted` and returns the rest of it.
     pub(super) fn start(args: &[String], log: &Path, wanted: &str) -> Result<(Proc, String)> {
+        let (proc, rx) = Proc::spawn(args, log, wanted)?;
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(rest) => Ok((proc, rest)),
+            Err(_) => bail!(
+                "cordillera {} did not start (see {})",
+                args.join(" "),
+                log.display()
+            ),
+        }
+    }
+
+    /// Starts `cordillera args…` as [`Proc::start`] does, without waiting: the line starting
+    /// with `wanted` (its rest) arrives on the channel.
+    pub(super) fn spawn(
+        args: &[String],
+        log: &Path,
+        wanted: &str,
+    ) -> Result<(Proc, mpsc::Receiver<String>)> {
         let exe = std::env::current_exe().context("locating this program")?;
         let mut child = Command::new(exe)
             .args(args)
@@ -49,15 +67,7 @@ impl Proc {
                 }
             }
         });
-        let proc = Proc { child };
-        match rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(rest) => Ok((proc, rest)),
-            Err(_) => bail!(
-                "cordillera {} did not start (see {})",
-                args.join(" "),
-                log.display()
-            ),
-        }
+        Ok((Proc { child }, rx))
     }
 
     pub(super) fn pid(&self) -> u32 {
@@ -86,6 +96,9 @@ pub(super) fn kill_later(pid: u32, after: Duration) -> std::thread::JoinHandle<(
         }
     })
 }
+
+/// The volume server's line once it exports.
+const VOLUME_READY: &str = "cordillera volume: NBD export at nbd://";
 
 pub(super) fn free_port() -> Result<SocketAddr> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
@@ -192,6 +205,19 @@ impl Cluster {
 
     /// Starts the volume server; returns how long it took to export.
     pub(super) fn start_volume(&mut self, extra: &[String]) -> Result<Duration> {
+        let args = self.volume_args(extra);
+        let started = Instant::now();
+        let log = self.dir.join("volume.stderr");
+        let (p, rest) = Proc::start(&args, &log, VOLUME_READY)?;
+        let addr: SocketAddr = rest
+            .trim()
+            .parse()
+            .map_err(|e| anyhow!("NBD address {rest:?}: {e}"))?;
+        self.volume = Some((p, addr));
+        Ok(started.elapsed())
+    }
+
+    fn volume_args(&self, extra: &[String]) -> Vec<String> {
         let mut args: Vec<String> = [
             "volume",
             "serve",
@@ -204,15 +230,54 @@ impl Cluster {
         .map(|s| s.to_string())
         .collect();
         args.extend_from_slice(extra);
+        args
+    }
+
+    /// Restarts the volume server while store `down` is stopped. It must export within
+    /// `within` serving from the other copies, unless its log says the superblock is marked
+    /// degraded (a write was acknowledged with fewer than N copies, so the down store may hold
+    /// the only one): then the store is started and the volume must export after it. Returns
+    /// the time to export and whether the store had to be started first.
+    pub(super) fn start_volume_with_store_down(
+        &mut self,
+        down: usize,
+        within: Duration,
+    ) -> Result<(Duration, bool)> {
+        let args = self.volume_args(&[]);
         let started = Instant::now();
         let log = self.dir.join("volume.stderr");
-        let (p, rest) = Proc::start(&args, &log, "cordillera volume: NBD export at nbd://")?;
+        let log_before = std::fs::metadata(&log).map_or(0, |m| m.len());
+        let (p, rx) = Proc::spawn(&args, &log, VOLUME_READY)?;
+        let (rest, needed_store) = match rx.recv_timeout(within) {
+            Ok(rest) => (rest, false),
+            Err(_) => {
+                let text = std::fs::read(&log).unwrap_or_default();
+                let since = String::from_utf8_lossy(&text[(log_before as usize).min(text.len())..])
+                    .into_owned();
+                if !since.contains("the superblock is marked degraded") {
+                    bail!(
+                        "the volume did not export within {within:?} with store {} down, and its log does not say it must wait for every store (see {})",
+                        down + 1,
+                        log.display()
+                    );
+                }
+                self.start_store(down)?;
+                match rx.recv_timeout(Duration::from_secs(120)) {
+                    Ok(rest) => (rest, true),
+                    Err(_) => bail!(
+                        "the volume did not export after store {} returned (see {})",
+                        down + 1,
+                        log.display()
+                    ),
+                }
+            }
+        };
         let addr: SocketAddr = rest
             .trim()
             .parse()
             .map_err(|e| anyhow!("NBD address {rest:?}: {e}"))?;
         self.volume = Some((p, addr));
-        Ok(started.elapsed())
+        Ok((started.elapsed(), needed_store))
     }
 
     pub(super) fn nbd(&self) -> SocketAddr {

@@ -4,7 +4,8 @@
 //! SIGKILLs a volume server or a store at random moments, restarts it, and after every kill
 //! reads the whole region back and checks every block against the ledger of acknowledged
 //! writes. With N-way 2 it also restarts the volume while a store is down (the volume must serve
-//! within seconds) and damages a stopped store's log (flipped bytes, a zeroed range, a cut tail)
+//! within seconds from the other copies, unless its superblock is marked degraded — a write was
+//! acknowledged with fewer than N copies — when it must wait for that store) and damages a stopped store's log (flipped bytes, a zeroed range, a cut tail)
 //! before restarting it (reads must stay correct from the other copy).
 //!
 //! The seed fixes the plan (clusters, events, their timing, the requests); the processes'
@@ -58,6 +59,9 @@ struct Campaign {
     figures: Figures,
     /// Seconds from restarting the volume to its export, with a store down (N-way 2).
     restart_with_store_down: Vec<f64>,
+    /// The same restarts that had to wait for the down store (the superblock was marked
+    /// degraded: some acknowledged write had fewer than N copies), timed to the export.
+    restart_waited_for_store: Vec<f64>,
     restart: Vec<f64>,
 }
 
@@ -154,6 +158,7 @@ pub fn run(args: ChaosArgs) -> Result<()> {
                 "blocks_verified": f.blocks_verified,
                 "restarts": mean_max(&c.restart),
                 "restarts_with_a_store_down": mean_max(&c.restart_with_store_down),
+                "restarts_that_waited_for_the_down_store": mean_max(&c.restart_waited_for_store),
                 "loss": outcome.as_ref().err().map(|e| format!("{e:#}")),
             }))?
         );
@@ -179,6 +184,10 @@ pub fn run(args: ChaosArgs) -> Result<()> {
         println!(
             "  volume restarts with a store down (N-way 2): {}",
             stat(&c.restart_with_store_down)
+        );
+        println!(
+            "  volume restarts with a store down that waited for it (superblock degraded): {}",
+            stat(&c.restart_waited_for_store)
         );
     }
     match outcome {
@@ -287,7 +296,16 @@ fn campaign_cluster(
                 cluster.volume.take().expect("volume").0.kill();
                 cluster.stores[s].take().expect("store").kill();
                 c.kills_both += 1;
-                let took = cluster.start_volume(&[])?;
+                let (took, needed_store) =
+                    cluster.start_volume_with_store_down(s, Duration::from_secs(15))?;
+                if needed_store {
+                    // The superblock was marked degraded: the down store may hold the only copy
+                    // of a write, so the volume waited for it.
+                    c.restart_waited_for_store.push(took.as_secs_f64());
+                    verify(cluster.nbd(), &mut ledger, &mut c.figures)
+                        .context("after a restart that waited for the down store")?;
+                    continue;
+                }
                 c.restart_with_store_down.push(took.as_secs_f64());
                 verify(cluster.nbd(), &mut ledger, &mut c.figures)
                     .context("after a restart with a store down")?;
