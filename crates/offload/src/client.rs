@@ -351,6 +351,9 @@ struct WriteOp {
 struct ReadOp {
     up_id: u64,
     start: u64,
+    len: u64,
+    /// Empty until the first piece arrives: a piece covering the whole read becomes the
+    /// buffer as it is (no copy); otherwise the pieces are copied into `len` bytes.
     buf: Vec<u8>,
     outstanding: u32,
 }
@@ -913,7 +916,8 @@ impl Client {
                     ReadOp {
                         up_id: id,
                         start: offset_bytes,
-                        buf: vec![0; length_bytes as usize],
+                        len: length_bytes,
+                        buf: Vec::new(),
                         outstanding: 0,
                     },
                 );
@@ -1279,18 +1283,38 @@ impl Client {
         }
     }
 
-    /// Bytes of a read arrived: copied into its buffer at their place.
-    fn read_piece_done(&mut self, read: u64, start: u64, data: &[u8]) {
+    /// Bytes of a read arrived, `data[skip..skip + len]` for `[start, start + len)`: `data`
+    /// becomes the read's buffer when it is exactly the whole read (no copy), else the bytes
+    /// are copied into the buffer at their place (a larger `data` is not kept alive).
+    fn read_piece_done(&mut self, read: u64, start: u64, data: Vec<u8>, skip: usize, len: usize) {
         let op = self.reads.get_mut(&read).expect("read");
+        if op.buf.is_empty()
+            && start == op.start
+            && skip == 0
+            && len as u64 == op.len
+            && data.len() == len
+        {
+            op.buf = data;
+            return;
+        }
+        if op.buf.is_empty() {
+            op.buf = vec![0; op.len as usize];
+        }
         let at = (start - op.start) as usize;
-        op.buf[at..at + data.len()].copy_from_slice(data);
+        op.buf[at..at + len].copy_from_slice(&data[skip..skip + len]);
     }
 
     fn read_piece_finished(&mut self, read: u64) {
         let op = self.reads.get_mut(&read).expect("read");
         op.outstanding -= 1;
         if op.outstanding == 0 {
-            let op = self.reads.remove(&read).expect("read");
+            let mut op = self.reads.remove(&read).expect("read");
+            debug_assert_eq!(
+                op.buf.len() as u64,
+                op.len,
+                "every byte of a read is a piece's"
+            );
+            op.buf.resize(op.len as usize, 0);
             self.upward_out.push_back((op.up_id, UpReply::Read(op.buf)));
         }
     }
@@ -1313,7 +1337,8 @@ impl Client {
             }
             (BaseKind::UpRead { read, start }, BaseDone::Read { data, .. }) => {
                 self.base_in_flight -= 1;
-                self.read_piece_done(read, start, &data);
+                let len = data.len();
+                self.read_piece_done(read, start, data, 0, len);
                 self.read_piece_finished(read);
             }
             (BaseKind::Reclaim { job }, _) => {
@@ -1453,7 +1478,7 @@ impl Client {
                         }
                         // The version read, or a newer one being written (concurrent).
                         let skip = (lo - e.offset_bytes) as usize;
-                        self.read_piece_done(read, lo, &data[skip..skip + (hi - lo) as usize]);
+                        self.read_piece_done(read, lo, data, skip, (hi - lo) as usize);
                     }
                 }
                 if covered < end {
@@ -2888,6 +2913,60 @@ mod tests {
             .expect("a store request");
         assert!(matches!(request, Request::Write { .. }), "{request:?}");
         c.handle_store(3, store, id, reply, Some(0));
+    }
+
+    /// A volume formatted without stores (a plain volume) writes to the base volume under any
+    /// policy, reads from it, and restarts without waiting for anything.
+    #[test]
+    fn a_client_without_stores_is_a_plain_volume() {
+        for policy in [Policy::Peak, Policy::Always, Policy::Baseline] {
+            let mut config = Config::new(7, 1, 1 << 20);
+            config.policy = policy;
+            config.t_base = 0;
+            let mut c = Client::format(config.clone(), Vec::new(), 0);
+            let Some(BaseOp::Write {
+                id,
+                data: superblock,
+                ..
+            }) = c.poll_base()
+            else {
+                panic!("the superblock is written first");
+            };
+            c.handle_base(1, BaseDone::Written { id });
+            assert!(c.is_ready());
+            write(&mut c, 1, 8192);
+            assert!(c.poll_store().is_none(), "no store to off-load to");
+            let Some(BaseOp::Write {
+                id, offset_bytes, ..
+            }) = c.poll_base()
+            else {
+                panic!("the write goes to the base volume");
+            };
+            assert_eq!(offset_bytes, 8192);
+            c.handle_base(2, BaseDone::Written { id });
+            assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+            assert!(c.is_quiescent());
+
+            // A restart reads the (empty) store set and serves at once.
+            let mut r = Client::recover(config, 10);
+            let Some(BaseOp::Read { id, .. }) = r.poll_base() else {
+                panic!("the superblock is read first");
+            };
+            r.handle_base(
+                11,
+                BaseDone::Read {
+                    id,
+                    data: superblock,
+                },
+            );
+            while let Some(op) = r.poll_base() {
+                if let BaseOp::Write { id, .. } = op {
+                    r.handle_base(12, BaseDone::Written { id });
+                }
+            }
+            assert!(r.poll_store().is_none());
+            assert!(r.is_ready(), "{policy:?}: {:?}", r.recovery_wait());
+        }
     }
 
     #[test]

@@ -417,6 +417,35 @@ impl DiskFile {
         result
     }
 
+    /// Reads `[offset_bytes, offset_bytes + length_bytes)` at once if the page cache holds
+    /// all of it: `preadv2` with `RWF_NOWAIT` never waits for the device, so the calling
+    /// thread (a server's event loop) can do it in place of a hand-off to a worker and back.
+    /// `None` when the cache does not hold it all, when the file is emulated (the model must
+    /// take its time), past the end of the file, or on any error: the caller then reads
+    /// through the workers, which report errors.
+    pub fn read_cached(&self, offset_bytes: u64, length_bytes: u64) -> Option<Vec<u8>> {
+        use std::os::unix::io::AsRawFd;
+        if self.emulator.get().is_some() || length_bytes == 0 {
+            return None;
+        }
+        let length = usize::try_from(length_bytes).ok()?;
+        let offset = libc::off_t::try_from(offset_bytes).ok()?;
+        let mut buffer: Vec<u8> = Vec::with_capacity(length);
+        let iov = libc::iovec {
+            iov_base: buffer.as_mut_ptr() as *mut libc::c_void,
+            iov_len: length,
+        };
+        let fd = self.reader.as_ref().unwrap_or(&self.file).as_raw_fd();
+        // SAFETY: one iovec over the buffer's spare capacity of `length` bytes.
+        let n = unsafe { libc::preadv2(fd, &iov, 1, offset, libc::RWF_NOWAIT) };
+        if n < 0 || n as usize != length {
+            return None;
+        }
+        // SAFETY: the read above wrote all `length` bytes.
+        unsafe { buffer.set_len(length) };
+        Some(buffer)
+    }
+
     fn read_now(
         &self,
         offset_bytes: u64,

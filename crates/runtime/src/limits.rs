@@ -212,6 +212,23 @@ fn is_resource_error(e: &io::Error) -> bool {
     )
 }
 
+/// Keeps freed request and reply buffers in the process's heap for the next request, instead
+/// of returning their pages to the kernel at once: with glibc's defaults a buffer of 128 KiB
+/// or more is an `mmap` of its own, or the heap is trimmed with `madvise` as soon as it frees,
+/// so every large request paid page faults on fresh pages (a third of the CPU time of 1 MiB
+/// NBD reads). Freed memory then stays with the process up to the trim threshold (512 MiB)
+/// instead of going back to the kernel at once; what requests hold at any moment is still
+/// bounded by the daemon's budgets. Called once as a daemon starts; a no-op off glibc.
+pub fn keep_freed_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator parameters; called before the daemon's threads
+    // allocate heavily, and glibc serialises it with its own locks in any case.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 512 << 20);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -188,6 +188,7 @@ enum Event {
 
 /// Serves until the process is stopped. Calls `ready` with the bound address once listening.
 pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+    crate::limits::keep_freed_buffers();
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64);
