@@ -2,18 +2,28 @@
 //! itself without off-load, driven by fio's NBD engine, every figure measured in the same run:
 //!
 //! 1. no emulation, off-load idle (peak policy, one store, nothing off-loaded at depth 32 with
-//!    T_base = 32): 4 KiB random writes at depth 32, IOPS ÷ `nbdkit file` on the same file;
-//! 2. the same, 1 MiB sequential writes at depth 8, bandwidth ÷ nbdkit;
+//!    T_base = 32), each against `nbdkit file` on an equal file in the same round:
+//!    - 4 KiB random writes at depth 32 (IOPS) and 1 MiB sequential writes at depth 8 (MB/s),
+//!      on fresh sparse files;
+//!    - 4 KiB random reads at depth 32, a 4 KiB random 70/30 read/write mix at depth 32 (IOPS)
+//!      and 1 MiB sequential reads at depth 8 (MB/s), on a file whose region is filled with
+//!      data first (reads of a sparse file would measure holes);
+//! 2. the same three read loads on a volume whose data sits partly on a store: the filled file,
+//!    then random 4 KiB writes over a quarter of the region's bytes off-loaded with
+//!    `--policy always` (never reclaimed), so that reads are cut between the base volume and
+//!    the store; against the round's nbdkit figures on the same file and loads;
 //! 3. base volume and one idle store each emulating `cheetah-15k` (`--emulate`): 64 KiB random
 //!    writes at depth 32, throughput with peak off-load (T_base as `--t-base`) ÷ the same volume
 //!    with `--policy baseline` (Everest §4.3 reports about 3× for OLTP with one idle store).
 //!
-//! Each volume case starts from fresh files, so that nothing off-loaded by one is reclaimed
-//! during another. Before every fio run the page cache's dirty data is written back (`sync`),
-//! so that no run pays for the previous one's writeback, and in the comparisons with nbdkit
-//! the server that goes first alternates from round to round. Figures are medians of
-//! `--repeat` rounds; each ratio is the median of the rounds' ratios (the two runs of a round
-//! are measured back to back, so a slow spell of a shared machine weighs on both).
+//! Each write case starts from fresh files, so that nothing off-loaded by one is reclaimed
+//! during another; the read cases share one filled file (the volume's label is wiped before
+//! each, so each formats afresh with a new store). Before every fio run the page cache's dirty
+//! data is written back (`sync`), so that no run pays for the previous one's writeback, and in
+//! the comparisons with nbdkit the server that goes first alternates from round to round.
+//! Figures are medians of `--repeat` rounds; each ratio is the median of the rounds' ratios
+//! (the two runs of a round are measured back to back, so a slow spell of a shared machine
+//! weighs on both).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -53,6 +63,24 @@ struct Figures {
     seqwrite_1m_mb_per_s_volume: f64,
     seqwrite_1m_mb_per_s_nbdkit: f64,
     seqwrite_1m_ratio: f64,
+    randread_4k_iops_volume: f64,
+    randread_4k_iops_nbdkit: f64,
+    randread_4k_ratio: f64,
+    randrw_70_30_4k_iops_volume: f64,
+    randrw_70_30_4k_iops_nbdkit: f64,
+    randrw_70_30_4k_ratio: f64,
+    seqread_1m_mb_per_s_volume: f64,
+    seqread_1m_mb_per_s_nbdkit: f64,
+    seqread_1m_ratio: f64,
+    /// The volume whose data sits partly on a store (ratios against the same round's nbdkit).
+    partly_offloaded_randread_4k_iops: f64,
+    partly_offloaded_randread_4k_ratio: f64,
+    partly_offloaded_randrw_70_30_4k_iops: f64,
+    partly_offloaded_randrw_70_30_4k_ratio: f64,
+    partly_offloaded_seqread_1m_mb_per_s: f64,
+    partly_offloaded_seqread_1m_ratio: f64,
+    /// Bytes of the region whose latest data is on the store when the reads start ÷ region.
+    partly_offloaded_fraction_of_region: f64,
     emulated_randwrite_64k_iops_offload: f64,
     emulated_randwrite_64k_iops_baseline: f64,
     emulated_randwrite_64k_ratio: f64,
@@ -61,6 +89,12 @@ struct Figures {
     rounds_4k_ratio: Vec<f64>,
     rounds_1m_ratio: Vec<f64>,
     rounds_emulated_ratio: Vec<f64>,
+    rounds_randread_4k_ratio: Vec<f64>,
+    rounds_randrw_70_30_4k_ratio: Vec<f64>,
+    rounds_seqread_1m_ratio: Vec<f64>,
+    rounds_partly_offloaded_randread_4k_ratio: Vec<f64>,
+    rounds_partly_offloaded_randrw_70_30_4k_ratio: Vec<f64>,
+    rounds_partly_offloaded_seqread_1m_ratio: Vec<f64>,
 }
 
 fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
@@ -147,7 +181,32 @@ struct Fio {
     bytes_per_s: f64,
 }
 
-fn fio(uri: &str, rw: &str, bs: &str, depth: u32, seconds: u64, region: u64) -> Result<Fio> {
+/// A time-based fio run of `rw` (fio's `--rw`: `randread`, `randrw`, `write`, …) over the
+/// first `region` bytes; `extra` adds fio options (e.g. `--rwmixread=70`).
+fn fio(
+    uri: &str,
+    rw: &str,
+    bs: &str,
+    depth: u32,
+    seconds: u64,
+    region: u64,
+    extra: &[&str],
+) -> Result<Fio> {
+    let mut args = vec![
+        format!("--rw={rw}"),
+        format!("--bs={bs}"),
+        format!("--iodepth={depth}"),
+        format!("--size={region}"),
+        format!("--runtime={seconds}"),
+        "--time_based".into(),
+        "--ramp_time=1".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    fio_run(uri, &args)
+}
+
+/// Runs fio's NBD engine on `uri` with `args`; reads and writes are summed.
+fn fio_run(uri: &str, args: &[String]) -> Result<Fio> {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     let out = Command::new("fio")
@@ -155,15 +214,9 @@ fn fio(uri: &str, rw: &str, bs: &str, depth: u32, seconds: u64, region: u64) -> 
             "--name=bench",
             "--ioengine=nbd",
             &format!("--uri={uri}"),
-            &format!("--rw={rw}"),
-            &format!("--bs={bs}"),
-            &format!("--iodepth={depth}"),
-            &format!("--size={region}"),
-            &format!("--runtime={seconds}"),
-            "--time_based",
-            "--ramp_time=1",
             "--output-format=json",
         ])
+        .args(args)
         .output()
         .context("cannot run fio (install it: apt-get install fio)")?;
     if !out.status.success() {
@@ -173,10 +226,16 @@ fn fio(uri: &str, rw: &str, bs: &str, depth: u32, seconds: u64, region: u64) -> 
     // fio may print notes before the JSON document.
     let json = &text[text.find('{').ok_or_else(|| anyhow!("no JSON from fio"))?..];
     let v: serde_json::Value = serde_json::from_str(json).context("fio's JSON")?;
-    let w = &v["jobs"][0]["write"];
+    let job = &v["jobs"][0];
+    if job["error"].as_i64().unwrap_or(0) != 0 {
+        bail!("fio reported error {} on {uri}", job["error"]);
+    }
+    let sum = |field: &str| {
+        job["read"][field].as_f64().unwrap_or(0.0) + job["write"][field].as_f64().unwrap_or(0.0)
+    };
     Ok(Fio {
-        iops: w["iops"].as_f64().unwrap_or(0.0),
-        bytes_per_s: w["bw_bytes"].as_f64().unwrap_or(0.0),
+        iops: sum("iops"),
+        bytes_per_s: sum("bw_bytes"),
     })
 }
 
@@ -191,6 +250,46 @@ impl Setup<'_> {
         let path = self.dir.join(name);
         let _ = std::fs::remove_file(&path);
         std::fs::File::create(&path)?.set_len(self.region + (64 << 10))?;
+        Ok(path)
+    }
+
+    /// The file the read cases share: its region filled with data on first use (written
+    /// through the page cache, as a volume's data would be after use), its last 8 KiB (a
+    /// volume's label and store set) zeroed on every use so that a volume formats it afresh.
+    fn filled(&self, name: &str) -> Result<PathBuf> {
+        use std::io::{Seek, SeekFrom, Write};
+        let path = self.dir.join(name);
+        let size = self.region + (64 << 10);
+        let fresh = std::fs::metadata(&path).map_or(true, |m| m.len() != size);
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(fresh)
+            .write(true)
+            .open(&path)?;
+        if fresh {
+            eprintln!(
+                "volume bench: filling {} bytes of {} for the read cases",
+                self.region,
+                path.display()
+            );
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            let mut chunk = vec![0u8; 1 << 20];
+            let mut done = 0;
+            while done < self.region {
+                for word in chunk.chunks_exact_mut(8) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    word.copy_from_slice(&x.to_le_bytes());
+                }
+                let n = (self.region - done).min(chunk.len() as u64) as usize;
+                f.write_all(&chunk[..n])?;
+                done += n as u64;
+            }
+            f.set_len(size)?;
+        }
+        f.seek(SeekFrom::Start(size - 8192))?;
+        f.write_all(&[0u8; 8192])?;
         Ok(path)
     }
 
@@ -227,8 +326,19 @@ impl Setup<'_> {
         extra: &[&str],
         emulate: bool,
     ) -> Result<(Vec<Proc>, String, String)> {
-        let (store, store_addr) = self.store(&format!("{name}.store"), emulate)?;
         let base = self.base(&format!("{name}.base"))?;
+        self.volume_on(name, &base, extra, emulate)
+    }
+
+    /// A volume formatted on `base` (which must have no label) with a fresh store `NAME.store`.
+    pub(crate) fn volume_on(
+        &self,
+        name: &str,
+        base: &Path,
+        extra: &[&str],
+        emulate: bool,
+    ) -> Result<(Vec<Proc>, String, String)> {
+        let (store, store_addr) = self.store(&format!("{name}.store"), emulate)?;
         let mut args: Vec<String> = [
             "volume",
             "serve",
@@ -263,6 +373,11 @@ impl Setup<'_> {
 
     fn nbdkit(&self, name: &str) -> Result<(Proc, String)> {
         let base = self.base(name)?;
+        self.nbdkit_on(&base)
+    }
+
+    /// `nbdkit file` serving `base` as it is.
+    fn nbdkit_on(&self, base: &Path) -> Result<(Proc, String)> {
         let port = free_port()?;
         let child = Command::new("nbdkit")
             .args([
@@ -272,7 +387,7 @@ impl Setup<'_> {
                 &port.to_string(),
                 "file",
             ])
-            .arg(&base)
+            .arg(base)
             .stderr(Stdio::null())
             .spawn()
             .context("cannot run nbdkit (install it: apt-get install nbdkit)")?;
@@ -307,6 +422,16 @@ pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
+/// The bytes whose latest version is off-loaded, from the volume's status.
+fn offloaded_bytes(metrics: &str) -> Result<u64> {
+    let addr = metrics.parse().context("metrics address")?;
+    let v: serde_json::Value =
+        serde_json::from_str(&crate::volume_cmd::http_get(addr, "/status")?)?;
+    v["offloaded_bytes"]
+        .as_u64()
+        .ok_or_else(|| anyhow!("no offloaded_bytes in the volume's status"))
+}
+
 pub(crate) fn offloaded_fraction(metrics: &str) -> Result<f64> {
     let addr = metrics.parse().context("metrics address")?;
     let v: serde_json::Value =
@@ -318,6 +443,65 @@ pub(crate) fn offloaded_fraction(metrics: &str) -> Result<f64> {
     } else {
         0.0
     })
+}
+
+/// One read load of the read cases: fio's `--rw`, block size, depth, extra options, and
+/// whether the figure is MB/s (else IOPS).
+struct ReadLoad {
+    label: &'static str,
+    rw: &'static str,
+    bs: &'static str,
+    depth: u32,
+    extra: &'static [&'static str],
+    bandwidth: bool,
+}
+
+const READ_LOADS: [ReadLoad; 3] = [
+    ReadLoad {
+        label: "4 KiB random reads, depth 32",
+        rw: "randread",
+        bs: "4k",
+        depth: 32,
+        extra: &[],
+        bandwidth: false,
+    },
+    ReadLoad {
+        label: "4 KiB random 70/30 read/write, depth 32",
+        rw: "randrw",
+        bs: "4k",
+        depth: 32,
+        extra: &["--rwmixread=70"],
+        bandwidth: false,
+    },
+    ReadLoad {
+        label: "1 MiB sequential reads, depth 8",
+        rw: "read",
+        bs: "1m",
+        depth: 8,
+        extra: &[],
+        bandwidth: true,
+    },
+];
+
+impl ReadLoad {
+    fn measure(&self, uri: &str, seconds: u64, region: u64) -> Result<f64> {
+        let f = fio(
+            uri, self.rw, self.bs, self.depth, seconds, region, self.extra,
+        )?;
+        Ok(if self.bandwidth {
+            f.bytes_per_s / 1e6
+        } else {
+            f.iops
+        })
+    }
+}
+
+/// Per read load: the volume's, nbdkit's and the partly off-loaded volume's figure per round.
+#[derive(Default, Clone)]
+struct ReadRounds {
+    volume: Vec<f64>,
+    nbdkit: Vec<f64>,
+    partly: Vec<f64>,
 }
 
 pub fn run(a: VolumeBenchArgs) -> Result<()> {
@@ -334,6 +518,8 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
     let mut k4k = Vec::new();
     let mut v1m = Vec::new();
     let mut k1m = Vec::new();
+    let mut reads = vec![ReadRounds::default(); READ_LOADS.len()];
+    let mut partly_fraction = Vec::new();
     let mut e_off = Vec::new();
     let mut e_base = Vec::new();
     let mut fraction = Vec::new();
@@ -346,10 +532,10 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         for nbdkit in [nbdkit_first, !nbdkit_first] {
             if nbdkit {
                 let (_k, uri) = setup.nbdkit("nbdkit.base")?;
-                k4k.push(fio(&uri, "randwrite", "4k", 32, s, region)?.iops);
+                k4k.push(fio(&uri, "randwrite", "4k", 32, s, region, &[])?.iops);
             } else {
                 let (_v, uri, _) = setup.volume("plain", &[], false)?;
-                v4k.push(fio(&uri, "randwrite", "4k", 32, s, region)?.iops);
+                v4k.push(fio(&uri, "randwrite", "4k", 32, s, region, &[])?.iops);
             }
         }
         eprintln!(
@@ -359,10 +545,62 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         for nbdkit in [nbdkit_first, !nbdkit_first] {
             if nbdkit {
                 let (_k, uri) = setup.nbdkit("nbdkit.base")?;
-                k1m.push(fio(&uri, "write", "1m", 8, s, region)?.bytes_per_s / 1e6);
+                k1m.push(fio(&uri, "write", "1m", 8, s, region, &[])?.bytes_per_s / 1e6);
             } else {
                 let (_v, uri, _) = setup.volume("plain", &[], false)?;
-                v1m.push(fio(&uri, "write", "1m", 8, s, region)?.bytes_per_s / 1e6);
+                v1m.push(fio(&uri, "write", "1m", 8, s, region, &[])?.bytes_per_s / 1e6);
+            }
+        }
+        for nbdkit in [nbdkit_first, !nbdkit_first] {
+            let filled = setup.filled("filled.base")?;
+            if nbdkit {
+                let (_k, uri) = setup.nbdkit_on(&filled)?;
+                for (load, r) in READ_LOADS.iter().zip(reads.iter_mut()) {
+                    eprintln!(
+                        "volume bench: round {}/{rounds}: {} (nbdkit)",
+                        round + 1,
+                        load.label
+                    );
+                    r.nbdkit.push(load.measure(&uri, s, region)?);
+                }
+            } else {
+                let (_v, uri, _) = setup.volume_on("reads", &filled, &[], false)?;
+                for (load, r) in READ_LOADS.iter().zip(reads.iter_mut()) {
+                    eprintln!(
+                        "volume bench: round {}/{rounds}: {} (volume)",
+                        round + 1,
+                        load.label
+                    );
+                    r.volume.push(load.measure(&uri, s, region)?);
+                }
+            }
+        }
+        {
+            let filled = setup.filled("filled.base")?;
+            let (_v, uri, metrics) =
+                setup.volume_on("partly", &filled, &["--policy", "always"], false)?;
+            eprintln!(
+                "volume bench: round {}/{rounds}: off-loading random 4 KiB writes over a quarter of the region",
+                round + 1
+            );
+            fio_run(
+                &uri,
+                &[
+                    "--rw=randwrite".into(),
+                    "--bs=4k".into(),
+                    "--iodepth=32".into(),
+                    format!("--size={region}"),
+                    format!("--io_size={}", region / 4 / 4096 * 4096),
+                ],
+            )?;
+            partly_fraction.push(offloaded_bytes(&metrics)? as f64 / region as f64);
+            for (load, r) in READ_LOADS.iter().zip(reads.iter_mut()) {
+                eprintln!(
+                    "volume bench: round {}/{rounds}: {} (volume partly on a store)",
+                    round + 1,
+                    load.label
+                );
+                r.partly.push(load.measure(&uri, s, region)?);
             }
         }
         eprintln!(
@@ -372,31 +610,51 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         {
             let t_base = a.t_base.to_string();
             let (_v, uri, metrics) = setup.volume("emulated", &["--t-base", &t_base], true)?;
-            e_off.push(fio(&uri, "randwrite", "64k", 32, s, region)?.iops);
+            e_off.push(fio(&uri, "randwrite", "64k", 32, s, region, &[])?.iops);
             fraction.push(offloaded_fraction(&metrics)?);
         }
         {
             let (_v, uri, _) = setup.volume("emulated", &["--policy", "baseline"], true)?;
-            e_base.push(fio(&uri, "randwrite", "64k", 32, s, region)?.iops);
+            e_base.push(fio(&uri, "randwrite", "64k", 32, s, region, &[])?.iops);
         }
     }
     for name in [
         "nbdkit.base",
         "plain.base",
         "plain.store",
+        "filled.base",
+        "reads.store",
+        "partly.store",
         "emulated.base",
         "emulated.store",
     ] {
         let _ = std::fs::remove_file(dir.join(name));
     }
+    let [rr, rw, sr] = [0, 1, 2].map(|i| reads[i].clone());
     let mut f = Figures {
         rounds_4k_ratio: ratios(&v4k, &k4k),
         rounds_1m_ratio: ratios(&v1m, &k1m),
         rounds_emulated_ratio: ratios(&e_off, &e_base),
+        rounds_randread_4k_ratio: ratios(&rr.volume, &rr.nbdkit),
+        rounds_randrw_70_30_4k_ratio: ratios(&rw.volume, &rw.nbdkit),
+        rounds_seqread_1m_ratio: ratios(&sr.volume, &sr.nbdkit),
+        rounds_partly_offloaded_randread_4k_ratio: ratios(&rr.partly, &rr.nbdkit),
+        rounds_partly_offloaded_randrw_70_30_4k_ratio: ratios(&rw.partly, &rw.nbdkit),
+        rounds_partly_offloaded_seqread_1m_ratio: ratios(&sr.partly, &sr.nbdkit),
         randwrite_4k_iops_volume: median(v4k),
         randwrite_4k_iops_nbdkit: median(k4k),
         seqwrite_1m_mb_per_s_volume: median(v1m),
         seqwrite_1m_mb_per_s_nbdkit: median(k1m),
+        randread_4k_iops_volume: median(rr.volume),
+        randread_4k_iops_nbdkit: median(rr.nbdkit),
+        randrw_70_30_4k_iops_volume: median(rw.volume),
+        randrw_70_30_4k_iops_nbdkit: median(rw.nbdkit),
+        seqread_1m_mb_per_s_volume: median(sr.volume),
+        seqread_1m_mb_per_s_nbdkit: median(sr.nbdkit),
+        partly_offloaded_randread_4k_iops: median(rr.partly),
+        partly_offloaded_randrw_70_30_4k_iops: median(rw.partly),
+        partly_offloaded_seqread_1m_mb_per_s: median(sr.partly),
+        partly_offloaded_fraction_of_region: median(partly_fraction),
         emulated_randwrite_64k_iops_offload: median(e_off),
         emulated_randwrite_64k_iops_baseline: median(e_base),
         emulated_offloaded_write_fraction: median(fraction),
@@ -407,6 +665,15 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
     f.randwrite_4k_ratio = median(f.rounds_4k_ratio.clone());
     f.seqwrite_1m_ratio = median(f.rounds_1m_ratio.clone());
     f.emulated_randwrite_64k_ratio = median(f.rounds_emulated_ratio.clone());
+    f.randread_4k_ratio = median(f.rounds_randread_4k_ratio.clone());
+    f.randrw_70_30_4k_ratio = median(f.rounds_randrw_70_30_4k_ratio.clone());
+    f.seqread_1m_ratio = median(f.rounds_seqread_1m_ratio.clone());
+    f.partly_offloaded_randread_4k_ratio =
+        median(f.rounds_partly_offloaded_randread_4k_ratio.clone());
+    f.partly_offloaded_randrw_70_30_4k_ratio =
+        median(f.rounds_partly_offloaded_randrw_70_30_4k_ratio.clone());
+    f.partly_offloaded_seqread_1m_ratio =
+        median(f.rounds_partly_offloaded_seqread_1m_ratio.clone());
     if a.json {
         println!("{}", serde_json::to_string_pretty(&f)?);
         return Ok(());
@@ -414,19 +681,87 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
     println!(
         "volume bench: {s} s per run, {rounds} round(s); figures are medians, ratios the median of the rounds' ratios; region {region} bytes"
     );
-    println!(
-        "  4 KiB random write, depth 32:   volume {:>9.0} IOPS   nbdkit file {:>9.0} IOPS   ratio {:.2} (target ≥ 1.0; {})",
+    let line = |what: &str, unit: &str, v: f64, k: f64, ratio: f64, target: &str, r: &[f64]| {
+        println!(
+            "  {what:<42} volume {v:>9.0} {unit:<4}  nbdkit file {k:>9.0} {unit:<4}  ratio {ratio:.2} ({target}{})",
+            spread(r)
+        );
+    };
+    line(
+        "4 KiB random write, depth 32:",
+        "IOPS",
         f.randwrite_4k_iops_volume,
         f.randwrite_4k_iops_nbdkit,
         f.randwrite_4k_ratio,
-        spread(&f.rounds_4k_ratio)
+        "target ≥ 1.0; ",
+        &f.rounds_4k_ratio,
     );
-    println!(
-        "  1 MiB sequential write, depth 8: volume {:>9.0} MB/s   nbdkit file {:>9.0} MB/s   ratio {:.2} (target ≥ 0.9; {})",
+    line(
+        "1 MiB sequential write, depth 8:",
+        "MB/s",
         f.seqwrite_1m_mb_per_s_volume,
         f.seqwrite_1m_mb_per_s_nbdkit,
         f.seqwrite_1m_ratio,
-        spread(&f.rounds_1m_ratio)
+        "target ≥ 0.9; ",
+        &f.rounds_1m_ratio,
+    );
+    line(
+        "4 KiB random read, depth 32:",
+        "IOPS",
+        f.randread_4k_iops_volume,
+        f.randread_4k_iops_nbdkit,
+        f.randread_4k_ratio,
+        "target ≥ 1.0; ",
+        &f.rounds_randread_4k_ratio,
+    );
+    line(
+        "4 KiB random 70/30 read/write, depth 32:",
+        "IOPS",
+        f.randrw_70_30_4k_iops_volume,
+        f.randrw_70_30_4k_iops_nbdkit,
+        f.randrw_70_30_4k_ratio,
+        "",
+        &f.rounds_randrw_70_30_4k_ratio,
+    );
+    line(
+        "1 MiB sequential read, depth 8:",
+        "MB/s",
+        f.seqread_1m_mb_per_s_volume,
+        f.seqread_1m_mb_per_s_nbdkit,
+        f.seqread_1m_ratio,
+        "",
+        &f.rounds_seqread_1m_ratio,
+    );
+    println!(
+        "  a volume with {:.1} % of its region's bytes on a store (random 4 KiB writes, --policy always):",
+        f.partly_offloaded_fraction_of_region * 100.0
+    );
+    line(
+        "  4 KiB random read, depth 32:",
+        "IOPS",
+        f.partly_offloaded_randread_4k_iops,
+        f.randread_4k_iops_nbdkit,
+        f.partly_offloaded_randread_4k_ratio,
+        "",
+        &f.rounds_partly_offloaded_randread_4k_ratio,
+    );
+    line(
+        "  4 KiB random 70/30 read/write, depth 32:",
+        "IOPS",
+        f.partly_offloaded_randrw_70_30_4k_iops,
+        f.randrw_70_30_4k_iops_nbdkit,
+        f.partly_offloaded_randrw_70_30_4k_ratio,
+        "",
+        &f.rounds_partly_offloaded_randrw_70_30_4k_ratio,
+    );
+    line(
+        "  1 MiB sequential read, depth 8:",
+        "MB/s",
+        f.partly_offloaded_seqread_1m_mb_per_s,
+        f.seqread_1m_mb_per_s_nbdkit,
+        f.partly_offloaded_seqread_1m_ratio,
+        "",
+        &f.rounds_partly_offloaded_seqread_1m_ratio,
     );
     println!(
         "  emulated cheetah-15k, 64 KiB random write, depth 32: off-load {:>6.0} IOPS ({:.0} % of writes off-loaded)   no off-load {:>6.0} IOPS   ratio {:.2} (target ≥ 2.5; {})",

@@ -54,12 +54,14 @@ struct ServeArgs {
     /// Where to listen for NBD clients [default: 127.0.0.1:10809].
     #[arg(long)]
     nbd: Option<SocketAddr>,
-    /// A store (`cordillera store serve`) to off-load to, HOST:PORT; repeat for several. Needed
-    /// to format; on a restart the volume's own list is used (and must match if given).
+    /// A store (`cordillera store serve`) to off-load to, HOST:PORT; repeat for several.
+    /// Without any, `--format` makes a plain volume (no off-loading); stores given later to a
+    /// plain volume are added to it. On a restart of a volume with stores, the volume's own
+    /// list is used (and must match if given).
     #[arg(long = "store")]
     store: Vec<String>,
-    /// Make a base volume without a volume label an off-loading volume (its last 8 KiB are
-    /// reserved for the label and the store set). Never needed again for that volume.
+    /// Make a base volume without a volume label a volume (its last 8 KiB are reserved for
+    /// the label and the store set). Never needed again for that volume.
     #[arg(long)]
     format: bool,
     /// Copies of each off-loaded write, on different stores [default: 1]. Fixed at format.

@@ -588,6 +588,32 @@ fn wait_quiescent(v: &Volume, limit: Duration) -> serde_json::Value {
     }
 }
 
+/// Waits until a running store's log is durably empty (its tail pointer, written once the
+/// store has been idle for 100 ms, has caught up with its head), then stops it.
+fn stop_when_empty(mut store: Server, path: &Path, limit: Duration) {
+    let started = Instant::now();
+    loop {
+        let used = store_used_bytes(path);
+        if used == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "{}: {used} bytes still used after {limit:?}\n{}",
+            path.display(),
+            store.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    store.kill();
+    assert_eq!(
+        store_used_bytes(path),
+        0,
+        "{}: the log is empty",
+        path.display()
+    );
+}
+
 fn store_used_bytes(path: &Path) -> u64 {
     let out = Command::new(BIN)
         .args([
@@ -641,14 +667,8 @@ fn three_stores(dir: &Path) -> (Vec<PathBuf>, Vec<(Server, SocketAddr)>, Vec<Soc
 
 /// Stops the stores and checks that every log is empty (everything reclaimed and deleted).
 fn stop_with_empty_logs(stores: Vec<(Server, SocketAddr)>, paths: &[PathBuf]) {
-    for ((mut server, _), path) in stores.into_iter().zip(paths) {
-        server.kill();
-        assert_eq!(
-            store_used_bytes(path),
-            0,
-            "{}: the log is empty",
-            path.display()
-        );
+    for ((server, _), path) in stores.into_iter().zip(paths) {
+        stop_when_empty(server, path, Duration::from_secs(10));
     }
 }
 
@@ -656,7 +676,7 @@ fn stop_with_empty_logs(stores: Vec<(Server, SocketAddr)>, paths: &[PathBuf]) {
 fn sigkill_of_the_volume_server_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().unwrap();
     let store_path = dir.path().join("s1");
-    let (mut store, store_addr) = start_store(&store_path, "127.0.0.1:0");
+    let (store, store_addr) = start_store(&store_path, "127.0.0.1:0");
     let base = dir.path().join("base.img");
     sparse_file(&base, (256 << 20) + 8192);
     let mut v = start_volume(&base, &peak_flags(&[store_addr], 1));
@@ -693,8 +713,7 @@ fn sigkill_of_the_volume_server_loses_no_acknowledged_write() {
     );
     drop(nbd);
     drop(v);
-    store.kill();
-    assert_eq!(store_used_bytes(&store_path), 0, "the store's log is empty");
+    stop_when_empty(store, &store_path, Duration::from_secs(10));
 }
 
 #[test]
@@ -1578,4 +1597,69 @@ fn a_short_chaos_campaign_kills_and_checks() {
         .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--minutes must be positive"));
+}
+
+/// `--format` without `--store` makes a plain volume: with the cache on and even under
+/// `--policy always`, every write goes to the base volume; it survives a SIGKILL; a restart
+/// with `--store` adds the store (same data, off-loading from then on), and a later restart
+/// without `--store` keeps using it.
+#[test]
+fn a_plain_volume_serves_without_stores_and_takes_stores_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.img");
+    sparse_file(&base, (256 << 20) + 8192);
+    let flags = strings(&["--policy", "always", "--cache-size", "16m"]);
+    let mut format = strings(&["--format"]);
+    format.extend(flags.clone());
+    let mut v = start_volume(&base, &format);
+    let mut ledger = Ledger::default();
+    burst(v.nbd, REGION_BLOCKS, 32, &mut ledger, |acked| acked >= 3000);
+    let s = status(v.metrics);
+    assert_eq!(s["offloaded_writes"], 0, "{s}");
+    assert!(s["base_writes"].as_u64().unwrap() >= 3000, "{s}");
+    assert_eq!(s["stores"].as_array().map_or(0, |a| a.len()), 0, "{s}");
+    v.server.kill();
+
+    // SIGKILL, then a restart of the plain volume: nothing to wait for.
+    let started = Instant::now();
+    let mut v = start_volume(&base, &flags);
+    let plain_restart = started.elapsed();
+    let mut nbd = Nbd::connect(v.nbd);
+    let written = ledger.verify(&mut nbd, REGION_BLOCKS);
+    assert!(written > 1000);
+    drop(nbd);
+    v.server.kill();
+
+    // Adding a store: a restart with --store.
+    let store_path = dir.path().join("s1");
+    let (mut store, store_addr) = start_store(&store_path, "127.0.0.1:0");
+    let mut with_store = flags.clone();
+    with_store.extend(["--store".into(), store_addr.to_string()]);
+    let mut v = start_volume(&base, &with_store);
+    let mut nbd = Nbd::connect(v.nbd);
+    assert_eq!(ledger.verify(&mut nbd, REGION_BLOCKS), written);
+    drop(nbd);
+    burst(v.nbd, REGION_BLOCKS, 32, &mut ledger, |acked| acked >= 6000);
+    let s = status(v.metrics);
+    let offloaded = s["offloaded_writes"].as_u64().unwrap();
+    assert!(
+        offloaded >= 2000,
+        "off-loading once the store is added: {s}"
+    );
+    v.server.kill();
+
+    // The volume now has a store: a restart without --store recovers from it.
+    let v = start_volume(&base, &flags);
+    let mut nbd = Nbd::connect(v.nbd);
+    let after = ledger.verify(&mut nbd, REGION_BLOCKS);
+    assert!(after >= written);
+    let s = status(v.metrics);
+    assert!(s["offloaded_bytes"].as_u64().unwrap() > 0, "{s}");
+    println!(
+        "plain volume: 3000 writes acknowledged, none off-loaded, restarted in {plain_restart:?}; store added: {offloaded} writes off-loaded, {} bytes still off-loaded and {after} blocks verified after a SIGKILL",
+        s["offloaded_bytes"]
+    );
+    drop(nbd);
+    drop(v);
+    store.kill();
 }

@@ -50,6 +50,10 @@ pub const LABEL_BYTES: u64 = 4096;
 pub const RESERVED_BYTES: u64 = LABEL_BYTES + SUPERBLOCK_BYTES;
 /// Upward requests are cut into pieces of at most this (a store record holds at most 16 MiB).
 const PIECE_BYTES: u64 = 4 << 20;
+/// Base reads up to this size are tried in place when the page cache holds them
+/// ([`DiskFile::read_cached`]); larger ones always go to the disk's workers, so that the core's
+/// task never spends long on one copy.
+const CACHED_READ_MAX: u64 = 128 << 10;
 /// A store request unanswered this long marks the store failed.
 const STORE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long to wait at start for the stores to be reached (or refuse) before recovery asks them:
@@ -245,6 +249,7 @@ fn random_id() -> u64 {
 /// Serves until the process is stopped. Calls `ready` once the export accepts I/O (after the
 /// soft state has been rebuilt from the stores, on a restart).
 pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Result<()> {
+    crate::limits::keep_freed_buffers();
     let file = Arc::new(
         DiskFile::open(&options.base, false, options.io)
             .with_context(|| format!("cannot open the base volume {}", options.base.display()))?,
@@ -262,6 +267,30 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         .read(label_at, LABEL_BYTES, Vec::new())
         .map_err(disk_error)?;
     let (label, formatting) = match Label::decode(&existing) {
+        // A plain volume (formatted without stores) has never off-loaded a write: its label is
+        // written before it serves, and it names stores once any were given. So its superblock
+        // is written anew at every start, with the stores given now if any: this is how stores
+        // are added to a plain volume.
+        Ok(label) if label.stores.is_empty() => {
+            if options.n_way > options.stores.len().max(1) {
+                bail!(
+                    "--n-way {} needs at least that many stores (have {})",
+                    options.n_way,
+                    options.stores.len()
+                );
+            }
+            if !options.stores.is_empty() {
+                tracing::info!(stores = ?options.stores, n_way = options.n_way, "adding stores to a plain volume");
+            }
+            let label = Label {
+                client: label.client,
+                volume: label.volume,
+                n_way: options.n_way as u32,
+                stores: options.stores.clone(),
+            };
+            label.encode().map_err(|e| anyhow!("{e}"))?;
+            (label, true)
+        }
         Ok(label) => {
             if !options.stores.is_empty() {
                 let mut given = options.stores.clone();
@@ -280,10 +309,7 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
             (label, false)
         }
         Err(LabelError::Missing) if options.format => {
-            if options.stores.is_empty() {
-                bail!("formatting a volume needs at least one --store");
-            }
-            if options.n_way == 0 || options.n_way > options.stores.len() {
+            if options.n_way == 0 || options.n_way > options.stores.len().max(1) {
                 bail!(
                     "--n-way {} needs at least that many stores (have {})",
                     options.n_way,
@@ -300,7 +326,7 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
             (label, true)
         }
         Err(LabelError::Missing) => bail!(
-            "{}: no volume label; pass --format to make it an off-loading volume (its last {RESERVED_BYTES} bytes are then reserved)",
+            "{}: no volume label; pass --format to make it a volume (its last {RESERVED_BYTES} bytes are then reserved)",
             options.base.display()
         ),
         Err(e) => bail!("{}: {e}; refusing to start", options.base.display()),
@@ -353,6 +379,12 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         // writes handed to the disk's worker threads (which contend for the file's lock)
         // reached 0.6 of the bandwidth of writes done here.
         core.inline = Some(file.clone());
+    }
+    if options.emulate.is_none() {
+        // A read of data in the page cache is a copy: done on the core's task (without
+        // waiting for the device, see `DiskFile::read_cached`), it saves a worker thread's
+        // wake-up and the hand-off back, which cost more than the copy for small reads.
+        core.cached_reads = Some(file.clone());
     }
     // Metrics and status are served from the start: while recovering, the status says what the
     // volume waits for.
@@ -594,6 +626,8 @@ struct Core {
     stores_full: bool,
     /// Where non-durable base writes are done in place (see `serve`).
     inline: Option<Arc<DiskFile>>,
+    /// Where base reads the page cache holds are done in place (see `serve`).
+    cached_reads: Option<Arc<DiskFile>>,
     /// A base write done in place failed: the core stops.
     failed: Option<DiskError>,
     warm: Option<WarmCache>,
@@ -619,6 +653,7 @@ impl Core {
             reclaim_samples: VecDeque::new(),
             stores_full: false,
             inline: None,
+            cached_reads: None,
             failed: None,
             warm: None,
             preloads: HashMap::new(),
@@ -1059,6 +1094,27 @@ impl Core {
                 let mut rest = Vec::new();
                 for op in ops {
                     match (&self.inline, op) {
+                        (
+                            _,
+                            DiskOp::Read {
+                                id,
+                                offset_bytes,
+                                length_bytes,
+                            },
+                        ) if length_bytes <= CACHED_READ_MAX => {
+                            match self
+                                .cached_reads
+                                .as_ref()
+                                .and_then(|f| f.read_cached(offset_bytes, length_bytes))
+                            {
+                                Some(data) => client.handle_base(now, BaseDone::Read { id, data }),
+                                None => rest.push(DiskOp::Read {
+                                    id,
+                                    offset_bytes,
+                                    length_bytes,
+                                }),
+                            }
+                        }
                         (Some(file), op @ DiskOp::Write { durable: false, .. }) => {
                             match file.execute(op) {
                                 Ok(DiskDone::Written { id }) => {
@@ -1147,7 +1203,7 @@ impl Core {
         if parent.remaining > 0 {
             return;
         }
-        let parent = self.parents.remove(&parent_id).expect("present");
+        let mut parent = self.parents.remove(&parent_id).expect("present");
         let seconds = parent.arrived.elapsed().as_secs_f64();
         if parent.read {
             self.reads.record(seconds);
@@ -1156,7 +1212,11 @@ impl Core {
         }
         let outcome = match parent.error {
             Some(e) => Err(e),
-            None if parent.read => Ok(Some(parent.pieces.concat())),
+            None if parent.read => Ok(Some(if parent.pieces.len() == 1 {
+                parent.pieces.pop().expect("one piece")
+            } else {
+                parent.pieces.concat()
+            })),
             None => Ok(None),
         };
         if let (Some(w), Some(c)) = (self.warm.as_mut(), parent.cache) {

@@ -72,7 +72,7 @@ pub fn run(args: ChaosArgs) -> Result<()> {
             .map_or(1, |d| d.as_nanos() as u64)
     });
     let minutes = args.minutes;
-    if !(minutes > 0.0) {
+    if minutes.is_nan() || minutes <= 0.0 {
         bail!("--minutes must be positive");
     }
     if args.blocks < 64 || args.depth == 0 {
