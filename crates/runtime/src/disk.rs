@@ -2,9 +2,10 @@
 //! concurrent writes reach the device concurrently; a flush is `fdatasync`, which makes every
 //! write completed before it durable — exactly the core's contract.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread;
 
 use cordillera_vstore::store::{DiskDone, DiskOp, Store};
@@ -14,8 +15,42 @@ pub const DISK_WORKERS: usize = 32;
 
 /// A disk shared by worker threads; completions (or I/O errors) come back on a channel.
 pub struct Disk {
-    jobs: mpsc::Sender<Job>,
+    jobs: Arc<JobQueue>,
     workers: Vec<thread::JoinHandle<()>>,
+}
+
+/// The workers' queue: a job wakes one idle worker (a channel's receiver shared behind a mutex
+/// woke two per job, the receiver and the next thread waiting for the mutex).
+#[derive(Default)]
+struct JobQueue {
+    state: Mutex<(VecDeque<Job>, bool)>,
+    ready: Condvar,
+}
+
+impl JobQueue {
+    fn send(&self, job: Job) {
+        self.state.lock().expect("disk queue").0.push_back(job);
+        self.ready.notify_one();
+    }
+
+    /// The next job, or `None` once closed and drained.
+    fn recv(&self) -> Option<Job> {
+        let mut state = self.state.lock().expect("disk queue");
+        loop {
+            if let Some(job) = state.0.pop_front() {
+                return Some(job);
+            }
+            if state.1 {
+                return None;
+            }
+            state = self.ready.wait(state).expect("disk queue");
+        }
+    }
+
+    fn close(&self) {
+        self.state.lock().expect("disk queue").1 = true;
+        self.ready.notify_all();
+    }
 }
 
 /// Work for one worker: one operation, or writes to consecutive offsets done as one transfer.
@@ -51,18 +86,17 @@ impl Disk {
         file: Arc<DiskFile>,
         done: impl Fn(Result<DiskDone, DiskError>) + Send + Sync + 'static,
     ) -> Disk {
-        let (jobs, receiver) = mpsc::channel::<Job>();
-        let receiver = Arc::new(Mutex::new(receiver));
+        let jobs = Arc::new(JobQueue::default());
         let done = Arc::new(done);
         let workers = (0..DISK_WORKERS)
             .map(|_| {
-                let (file, receiver, done) = (file.clone(), receiver.clone(), done.clone());
+                let (file, receiver, done) = (file.clone(), jobs.clone(), done.clone());
                 thread::spawn(move || loop {
-                    let job = receiver.lock().expect("disk queue").recv();
+                    let job = receiver.recv();
                     match job {
-                        Err(_) => return,
-                        Ok(Job::One(op)) => done(file.execute(op)),
-                        Ok(Job::Read {
+                        None => return,
+                        Some(Job::One(op)) => done(file.execute(op)),
+                        Some(Job::Read {
                             id,
                             offset_bytes,
                             length_bytes,
@@ -71,7 +105,7 @@ impl Disk {
                             file.read(offset_bytes, length_bytes, buffer)
                                 .map(|data| DiskDone::Read { id, data }),
                         ),
-                        Ok(Job::Writes {
+                        Some(Job::Writes {
                             offset_bytes,
                             writes,
                         }) => {
@@ -108,7 +142,7 @@ impl Disk {
             },
             op => Job::One(op),
         };
-        let _ = self.jobs.send(job);
+        self.jobs.send(job);
     }
 
     /// Submits operations in order, merging writes to consecutive offsets (the log's records
@@ -131,29 +165,36 @@ impl Disk {
                         }
                     }
                     if let Some(full) = batch.replace(WriteBatch::new(offset_bytes)) {
-                        let _ = self.jobs.send(full.into_job());
+                        self.jobs.send(full.into_job());
                     }
                     batch.as_mut().expect("a batch").push(id, data);
                 }
                 other => {
                     if let Some(b) = batch.take() {
-                        let _ = self.jobs.send(b.into_job());
+                        self.jobs.send(b.into_job());
                     }
                     self.submit(other);
                 }
             }
         }
         if let Some(b) = batch {
-            let _ = self.jobs.send(b.into_job());
+            self.jobs.send(b.into_job());
         }
     }
 
     /// Stops the workers after the queued operations.
-    pub fn stop(self) {
-        drop(self.jobs);
-        for w in self.workers {
+    pub fn stop(mut self) {
+        self.jobs.close();
+        for w in std::mem::take(&mut self.workers) {
             let _ = w.join();
         }
+    }
+}
+
+impl Drop for Disk {
+    /// The workers finish the queued operations and exit (as with a dropped channel).
+    fn drop(&mut self) {
+        self.jobs.close();
     }
 }
 

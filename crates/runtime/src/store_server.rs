@@ -244,6 +244,8 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
         }
     });
 
+    // Whether log writes (not flushes) are done on this task; see where ops are submitted.
+    let inline_writes = options.emulate.is_none() && !file.direct;
     let started = Instant::now();
     let now = || started.elapsed().as_nanos() as u64;
     let mut connections: HashMap<u64, (mpsc::UnboundedSender<Outgoing>, Arc<AtomicUsize>)> =
@@ -320,6 +322,68 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
                         return Err(io_error(e));
                     }
                 }
+                continue;
+            }
+            if inline_writes
+                && ops
+                    .iter()
+                    .any(|op| matches!(op, DiskOp::Write { durable: false, .. }))
+            {
+                // Writes to a buffered, unemulated log are copies into the page cache: done here,
+                // each run of consecutive records in one system call, they save two thread
+                // hand-offs per batch (a third of the CPU time of 4 KiB writes went to waking
+                // the workers and back). Flushes, which wait for the device, still go to them.
+                let mut rest = Vec::new();
+                let mut run: Vec<(u64, Vec<u8>)> = Vec::new();
+                let mut run_at = 0u64;
+                let mut run_end = 0u64;
+                let mut done = Vec::new();
+                let mut write_run = |run: &mut Vec<(u64, Vec<u8>)>, at: u64| -> Result<()> {
+                    if run.is_empty() {
+                        return Ok(());
+                    }
+                    let slices: Vec<&[u8]> = run.iter().map(|(_, d)| d.as_slice()).collect();
+                    file.write_batch(at, &slices).map_err(io_error)?;
+                    done.extend(run.drain(..).map(|(id, _)| id));
+                    Ok(())
+                };
+                let mut failed = None;
+                for op in ops {
+                    match op {
+                        DiskOp::Write {
+                            id,
+                            offset_bytes,
+                            data,
+                            durable: false,
+                        } => {
+                            if run.is_empty() || offset_bytes != run_end {
+                                if let Err(e) = write_run(&mut run, run_at) {
+                                    failed = Some(e);
+                                    break;
+                                }
+                                run_at = offset_bytes;
+                                run_end = offset_bytes;
+                            }
+                            run_end += data.len() as u64;
+                            run.push((id, data));
+                        }
+                        other => rest.push(other),
+                    }
+                }
+                if failed.is_none() {
+                    if let Err(e) = write_run(&mut run, run_at) {
+                        failed = Some(e);
+                    }
+                }
+                if let Some(e) = failed {
+                    // The device failed: stop before acknowledging anything more.
+                    disk.stop();
+                    return Err(e);
+                }
+                for id in done {
+                    store.handle_disk(now(), DiskDone::Written { id });
+                }
+                disk.submit_all(rest);
                 continue;
             }
             disk.submit_all(ops);
