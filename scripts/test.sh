@@ -57,6 +57,15 @@ else
   echo "SKIPPED volume benchmark: fio or nbdkit is not installed"
 fi
 
+echo "== $(date +%T) store benchmark: transport ceiling, emulated device, this machine's disk (figures, not pass/fail)"
+if command -v fio >/dev/null 2>&1 && [ -d /dev/shm ]; then
+  rm -rf target/store-bench
+  target/release/cordillera store bench --dir target/store-bench --bytes 128m --repeat 3 --device-seconds 2
+  rm -rf target/store-bench
+else
+  echo "SKIPPED store benchmark: fio is not installed or there is no /dev/shm"
+fi
+
 echo "== $(date +%T) cache simulator speed and Bonfire's overheads on real I/O (figures, not pass/fail)"
 cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
 if [ -f ../shared/traces/arc/P12.lis.zst ]; then

@@ -186,6 +186,9 @@ enum Event {
     },
 }
 
+/// Log reads up to this size are tried in place when the page cache holds them.
+const CACHED_READ_MAX: u64 = 128 << 10;
+
 /// Serves until the process is stopped. Calls `ready` with the bound address once listening.
 pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     crate::limits::keep_freed_buffers();
@@ -308,7 +311,29 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
             }
         }
         loop {
-            let ops: Vec<DiskOp> = std::iter::from_fn(|| store.poll_disk()).collect();
+            let mut ops: Vec<DiskOp> = std::iter::from_fn(|| store.poll_disk()).collect();
+            if options.emulate.is_none() {
+                // A read of log pages the page cache holds is a copy: done here (without waiting
+                // for the device, see `DiskFile::read_cached`), it saves a worker's wake-up and
+                // the hand-off back, which cost more than the copy for the small pieces a
+                // volume reads of its off-loaded data.
+                ops.retain(|op| match op {
+                    DiskOp::Read {
+                        id,
+                        offset_bytes,
+                        length_bytes,
+                    } if *length_bytes <= CACHED_READ_MAX => {
+                        match file.read_cached(*offset_bytes, *length_bytes) {
+                            Some(data) => {
+                                store.handle_disk(now(), DiskDone::Read { id: *id, data });
+                                false
+                            }
+                            None => true,
+                        }
+                    }
+                    _ => true,
+                });
+            }
             // A durable write step is asked for only when the store is otherwise idle: do it
             // here, without the two thread hand-offs to and from a worker (they cost more than
             // the write itself on small machines). Requests arriving meanwhile wait at most
