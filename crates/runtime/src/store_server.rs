@@ -186,6 +186,34 @@ enum Event {
     },
 }
 
+/// Where group-commit flushes run: on the server's task while the device answers them within
+/// [`FlushPlace::FAST`], else on the disk's workers for the next [`FlushPlace::AWAY`] flushes
+/// (then one is tried in place again: devices change, e.g. when their cache fills).
+#[derive(Default)]
+struct FlushPlace {
+    /// Flushes still to send to the workers before one is tried in place.
+    away: usize,
+}
+
+impl FlushPlace {
+    const FAST: Duration = Duration::from_micros(100);
+    const AWAY: usize = 256;
+
+    fn inline(&self) -> bool {
+        self.away == 0
+    }
+
+    fn took(&mut self, elapsed: Duration) {
+        if elapsed > Self::FAST {
+            self.away = Self::AWAY;
+        }
+    }
+
+    fn passed(&mut self, flushes: usize) {
+        self.away = self.away.saturating_sub(flushes);
+    }
+}
+
 /// Log reads up to this size are tried in place when the page cache holds them.
 const CACHED_READ_MAX: u64 = 128 << 10;
 
@@ -249,6 +277,7 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
 
     // Whether log writes (not flushes) are done on this task; see where ops are submitted.
     let inline_writes = options.emulate.is_none() && !file.direct;
+    let mut flushes = FlushPlace::default();
     let started = Instant::now();
     let now = || started.elapsed().as_nanos() as u64;
     let mut connections: HashMap<u64, (mpsc::UnboundedSender<Outgoing>, Arc<AtomicUsize>)> =
@@ -333,6 +362,35 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
                     }
                     _ => true,
                 });
+            }
+            if options.emulate.is_none() && flushes.inline() {
+                // A flush the device answers at once (a memory file system, a device whose
+                // cache is safe) costs less than the hand-off to a worker and back: done here
+                // while recent flushes here were fast. A slow one sends the next ones to the
+                // workers, so that requests keep being read during them.
+                let mut failed = None;
+                ops.retain(|op| match op {
+                    DiskOp::Flush { id } if failed.is_none() => {
+                        let began = Instant::now();
+                        match file.execute(DiskOp::Flush { id: *id }) {
+                            Ok(done) => store.handle_disk(now(), done),
+                            Err(e) => failed = Some(e),
+                        }
+                        flushes.took(began.elapsed());
+                        false
+                    }
+                    _ => true,
+                });
+                if let Some(e) = failed {
+                    disk.stop();
+                    return Err(io_error(e));
+                }
+            } else {
+                flushes.passed(
+                    ops.iter()
+                        .filter(|op| matches!(op, DiskOp::Flush { .. }))
+                        .count(),
+                );
             }
             // A durable write step is asked for only when the store is otherwise idle: do it
             // here, without the two thread hand-offs to and from a worker (they cost more than
@@ -506,7 +564,7 @@ async fn connection(
     // dropped (the store and other clients are unaffected).
     let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
     let read: Result<(), cordillera_wire::store::WireError> = 'read: loop {
-        buffer.reserve(1 << 16);
+        buffer.reserve(1 << 20);
         match reader.read_buf(&mut buffer).await {
             Ok(0) | Err(_) => break Ok(()),
             Ok(_) => {}
@@ -767,6 +825,20 @@ impl StoreClient {
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn flushes_leave_the_task_after_a_slow_one_and_come_back_later() {
+        let mut place = FlushPlace::default();
+        assert!(place.inline());
+        place.took(Duration::from_micros(20));
+        assert!(place.inline(), "a fast flush keeps them here");
+        place.took(Duration::from_millis(3));
+        assert!(!place.inline(), "a slow one sends the next ones to the workers");
+        place.passed(FlushPlace::AWAY - 1);
+        assert!(!place.inline());
+        place.passed(1);
+        assert!(place.inline(), "then one is tried here again");
+    }
 
     #[test]
     fn a_new_store_has_its_log_filled_unless_sparse() {
