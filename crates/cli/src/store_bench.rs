@@ -61,6 +61,11 @@ pub struct StoreBenchArgs {
     /// Bytes written by each throughput test (and scanned by the recovery test).
     #[arg(long, default_value = "256m")]
     bytes: String,
+    /// Bytes written by each 64 KiB transport-ceiling test (a quarter of it at 4 KiB). More
+    /// than `--bytes`: at 2 GB/s, 256 MB is over in an eighth of a second, too short to measure
+    /// past the scheduler's moods. The memory directory must hold 1.25 times this.
+    #[arg(long, default_value = "1g")]
+    ceiling_bytes: String,
     /// Requests of the latency test.
     #[arg(long, default_value_t = 2000)]
     latency_requests: u64,
@@ -90,6 +95,12 @@ pub struct StoreBenchArgs {
     /// with `--sparse`).
     #[arg(long)]
     sparse: bool,
+    /// Leave the client and the servers where the scheduler puts them. By default, on a
+    /// machine with two CPUs or more, the servers' threads (the store's, the sinks') run on
+    /// CPU 1 and the client on CPU 0, as on two machines: on two CPUs the scheduler otherwise
+    /// stacks them now and then, and the same run swings by 2× from one measurement to the next.
+    #[arg(long)]
+    no_pin: bool,
 }
 
 #[derive(Serialize)]
@@ -125,6 +136,16 @@ struct Figures {
     sink_server_cpu_s_per_gb_4k: Option<f64>,
     client_cpu_s_per_gb_64k: Option<f64>,
     client_cpu_s_per_gb_4k: Option<f64>,
+    /// The log floor: the sink that also checksums every frame and appends it to a file in
+    /// the memory directory with one write and `fdatasync` per read — the least work a store
+    /// that keeps what it acknowledges does. `ratio_log_floor` is the store's 64 KiB MB/s
+    /// over it.
+    log_sink_64k_mb_per_s: f64,
+    log_sink_4k_mb_per_s: f64,
+    log_sink_server_cpu_s_per_gb_64k: f64,
+    log_sink_server_cpu_s_per_gb_4k: f64,
+    ratio_log_floor: f64,
+    ratio_log_floor_4k: f64,
     /// Device streaming: the model, its nominal media rate, its measured streaming rate, and
     /// the store's throughput under random client writes, as payload MB/s and as log MB/s
     /// (records: a 128-byte header, padded to 512 bytes, so a 4 KiB write is a 4,608-byte
@@ -132,6 +153,8 @@ struct Figures {
     /// `ratio_device_streaming` is log MB/s ÷ streaming, the lower of 64 KiB × 16 and
     /// 4 KiB × 128 outstanding (enough in flight for the device to be the limit); 4 KiB × 32
     /// is reported beside it.
+    /// Whether the servers ran on CPU 1 and the client on CPU 0 (see `--no-pin`).
+    pinned: bool,
     device: String,
     device_nominal_transfer_mb_per_s: Option<f64>,
     device_streaming_mb_per_s: f64,
@@ -153,6 +176,7 @@ struct Figures {
     /// Each round's figures behind the medians of the two headline ratios.
     rounds_ratio_transport_ceiling: Vec<f64>,
     rounds_ratio_device_streaming: Vec<f64>,
+    rounds_ratio_log_floor: Vec<f64>,
 }
 
 pub fn run(args: StoreBenchArgs) -> Result<()> {
@@ -160,6 +184,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         bail!("fio is not installed (apt-get install fio); the benchmark measures against it");
     }
     std::fs::create_dir_all(&args.dir)?;
+    NO_PIN.store(args.no_pin, std::sync::atomic::Ordering::Relaxed);
     let bytes = cordillera_sim::presets::parse_size(&args.bytes).map_err(anyhow::Error::msg)?;
     let dir = &args.dir;
     let progress = |what: &str| eprintln!("store bench: {what}");
@@ -175,6 +200,9 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("--device: {e}"))?;
     let rounds = args.repeat.max(1);
     let small = (bytes / 8).max(16 << 20);
+    let ceiling_bytes = cordillera_sim::presets::parse_size(&args.ceiling_bytes)
+        .map_err(|e| anyhow::anyhow!("--ceiling-bytes: {e}"))?;
+    let ceiling_small = (ceiling_bytes / 4).max(1 << 20);
     let mut samples: Vec<Round> = Vec::new();
     // Each round measures the store and then fio, alternately, so that slow phases of a shared
     // machine fall on both; the figures are the medians over the rounds.
@@ -229,18 +257,28 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
             "round {round}/{rounds}: transport ceiling: the store with its log in {} against a sink",
             memory_dir.display()
         ));
-        // Store first in odd rounds, sink first in even ones.
+        // The three servers in a different order each round.
         let mut ceiling = Ceiling::default();
-        for sink_turn in [round % 2 == 0, round % 2 == 1] {
-            if sink_turn {
-                let addr = sink_server()?;
-                let d = drive_writes(addr, 65536, 16, bytes, false)?;
+        for turn in 0..3 {
+            let which = (turn + round) % 3;
+            if which == 0 {
+                let addr = sink_server(None)?;
+                let d = drive_writes(addr, 65536, 16, ceiling_bytes, false)?;
                 (ceiling.sink_64k, ceiling.sink_cpu_64k) = (d.mb_per_s, d.server_cpu_s);
-                let d = drive_writes(addr, 4096, 32, small, false)?;
+                let d = drive_writes(addr, 4096, 32, ceiling_small, false)?;
                 (ceiling.sink_4k, ceiling.sink_cpu_4k) = (d.mb_per_s, d.server_cpu_s);
+            } else if which == 1 {
+                let path = memory_dir.join("bench-log-sink");
+                let log = (ceiling_bytes + ceiling_bytes / 4 + (64 << 20)) / 512 * 512;
+                let addr = sink_server(Some((path.clone(), log)))?;
+                let d = drive_writes(addr, 65536, 16, ceiling_bytes, false)?;
+                (ceiling.log_sink_64k, ceiling.log_sink_cpu_64k) = (d.mb_per_s, d.server_cpu_s);
+                let d = drive_writes(addr, 4096, 32, ceiling_small, false)?;
+                (ceiling.log_sink_4k, ceiling.log_sink_cpu_4k) = (d.mb_per_s, d.server_cpu_s);
+                std::fs::remove_file(path).ok();
             } else {
                 let (_, _, path, d) =
-                    store_writes_driven(&memory_dir, 65536, 16, bytes, IoMode::Buffered, false)?;
+                    store_writes_driven(&memory_dir, 65536, 16, ceiling_bytes, IoMode::Buffered, false)?;
                 std::fs::remove_file(path).ok();
                 (
                     ceiling.store_64k,
@@ -248,7 +286,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
                     ceiling.client_cpu_64k,
                 ) = (d.mb_per_s, d.server_cpu_s, d.client_cpu_s);
                 let (_, _, path, d) =
-                    store_writes_driven(&memory_dir, 4096, 32, small, IoMode::Buffered, false)?;
+                    store_writes_driven(&memory_dir, 4096, 32, ceiling_small, IoMode::Buffered, false)?;
                 std::fs::remove_file(path).ok();
                 (
                     ceiling.store_4k,
@@ -332,12 +370,23 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         sink_4k_mb_per_s: Some(median(&|r| r.ceiling.sink_4k)),
         ratio_transport_ceiling: Some(median(&|r| r.ceiling.store_64k / r.ceiling.sink_64k)),
         ratio_transport_ceiling_4k: Some(median(&|r| r.ceiling.store_4k / r.ceiling.sink_4k)),
-        store_server_cpu_s_per_gb_64k: Some(median(&|r| r.ceiling.store_cpu_64k / gb(bytes))),
-        sink_server_cpu_s_per_gb_64k: Some(median(&|r| r.ceiling.sink_cpu_64k / gb(bytes))),
-        store_server_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.store_cpu_4k / gb(small))),
-        sink_server_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.sink_cpu_4k / gb(small))),
-        client_cpu_s_per_gb_64k: Some(median(&|r| r.ceiling.client_cpu_64k / gb(bytes))),
-        client_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.client_cpu_4k / gb(small))),
+        store_server_cpu_s_per_gb_64k: Some(median(&|r| r.ceiling.store_cpu_64k / gb(ceiling_bytes))),
+        sink_server_cpu_s_per_gb_64k: Some(median(&|r| r.ceiling.sink_cpu_64k / gb(ceiling_bytes))),
+        store_server_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.store_cpu_4k / gb(ceiling_small))),
+        sink_server_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.sink_cpu_4k / gb(ceiling_small))),
+        client_cpu_s_per_gb_64k: Some(median(&|r| r.ceiling.client_cpu_64k / gb(ceiling_bytes))),
+        client_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.client_cpu_4k / gb(ceiling_small))),
+        log_sink_64k_mb_per_s: median(&|r| r.ceiling.log_sink_64k),
+        log_sink_4k_mb_per_s: median(&|r| r.ceiling.log_sink_4k),
+        log_sink_server_cpu_s_per_gb_64k: median(&|r| r.ceiling.log_sink_cpu_64k / gb(ceiling_bytes)),
+        log_sink_server_cpu_s_per_gb_4k: median(&|r| r.ceiling.log_sink_cpu_4k / gb(ceiling_small)),
+        ratio_log_floor: median(&|r| r.ceiling.store_64k / r.ceiling.log_sink_64k),
+        ratio_log_floor_4k: median(&|r| r.ceiling.store_4k / r.ceiling.log_sink_4k),
+        rounds_ratio_log_floor: samples
+            .iter()
+            .map(|r| r.ceiling.store_64k / r.ceiling.log_sink_64k)
+            .collect(),
+        pinned: !args.no_pin && pinnable(),
         device: args.device.clone(),
         device_nominal_transfer_mb_per_s: cordillera_sim::presets::hdd_params(&device.preset)
             .filter(|_| device.array.is_none())
@@ -377,7 +426,14 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
     };
     println!(
         "{:<44} {:>12} {:>12} {:>8}  target",
-        "what the store controls", "store", "baseline", "ratio"
+        if f.pinned {
+            "what the store controls (client CPU 0, servers CPU 1)"
+        } else {
+            "what the store controls (threads not pinned)"
+        },
+        "store",
+        "baseline",
+        "ratio"
     );
     println!(
         "{:<44} {:>12.1} {:>12.1} {:>8.3}  ≥ 0.8  (sink; rounds {})",
@@ -395,11 +451,28 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         f.ratio_transport_ceiling_4k.unwrap_or(f64::NAN)
     );
     println!(
-        "  server CPU per GB written: store {:.2} s (64 KiB), {:.2} s (4 KiB); sink {:.2} s, {:.2} s; client {:.2} s, {:.2} s",
+        "{:<44} {:>12.1} {:>12.1} {:>8.3}         (log floor; rounds {})",
+        "64 KiB writes, 16 outstanding, log in memory",
+        f.store_64k_memory_mb_per_s.unwrap_or(f64::NAN),
+        f.log_sink_64k_mb_per_s,
+        f.ratio_log_floor,
+        rounds_of(&f.rounds_ratio_log_floor)
+    );
+    println!(
+        "{:<44} {:>12.1} {:>12.1} {:>8.3}         (log floor)",
+        "4 KiB writes, 32 outstanding, log in memory",
+        f.store_4k_memory_mb_per_s.unwrap_or(f64::NAN),
+        f.log_sink_4k_mb_per_s,
+        f.ratio_log_floor_4k
+    );
+    println!(
+        "  server CPU per GB written: store {:.2} s (64 KiB), {:.2} s (4 KiB); sink {:.2} s, {:.2} s; log floor {:.2} s, {:.2} s; client {:.2} s, {:.2} s",
         f.store_server_cpu_s_per_gb_64k.unwrap_or(f64::NAN),
         f.store_server_cpu_s_per_gb_4k.unwrap_or(f64::NAN),
         f.sink_server_cpu_s_per_gb_64k.unwrap_or(f64::NAN),
         f.sink_server_cpu_s_per_gb_4k.unwrap_or(f64::NAN),
+        f.log_sink_server_cpu_s_per_gb_64k,
+        f.log_sink_server_cpu_s_per_gb_4k,
         f.client_cpu_s_per_gb_64k.unwrap_or(f64::NAN),
         f.client_cpu_s_per_gb_4k.unwrap_or(f64::NAN)
     );
@@ -519,8 +592,52 @@ struct Ceiling {
     store_cpu_4k: f64,
     sink_cpu_64k: f64,
     sink_cpu_4k: f64,
+    log_sink_64k: f64,
+    log_sink_4k: f64,
+    log_sink_cpu_64k: f64,
+    log_sink_cpu_4k: f64,
     client_cpu_64k: f64,
     client_cpu_4k: f64,
+}
+
+/// Binds the calling thread (and the threads it starts later) to CPU `cpu`, if the machine
+/// has it; returns the mask it had, for [`unpin`].
+fn pin(cpu: usize) -> Option<libc::cpu_set_t> {
+    if NO_PIN.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    // SAFETY: sched_{get,set}affinity read and write the cpu_set_t they are given.
+    unsafe {
+        let mut old: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old) != 0
+            || !libc::CPU_ISSET(cpu, &old)
+        {
+            return None;
+        }
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        (libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0)
+            .then_some(old)
+    }
+}
+
+/// Whether this machine lets the client and the servers be kept apart (CPUs 0 and 1).
+fn pinnable() -> bool {
+    // SAFETY: as in `pin`.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0
+            && libc::CPU_ISSET(SERVER_CPU, &set)
+            && libc::CPU_ISSET(CLIENT_CPU, &set)
+    }
+}
+
+/// Restores a mask [`pin`] returned.
+fn unpin(old: Option<libc::cpu_set_t>) {
+    if let Some(old) = old {
+        // SAFETY: as in `pin`.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &old) };
+    }
 }
 
 fn gb(bytes: u64) -> f64 {
@@ -549,11 +666,40 @@ fn cpu_of<T>(work: impl FnOnce() -> Result<T>) -> Result<(T, f64, f64)> {
     Ok((out, (process - thread).max(0.0), thread))
 }
 
+/// Where the servers' threads and the client's run when the machine has two CPUs or more:
+/// apart, as on two machines, and the same for the store and its baselines.
+const SERVER_CPU: usize = 1;
+const CLIENT_CPU: usize = 0;
+/// `--no-pin`: leave the threads where the scheduler puts them.
+static NO_PIN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// A minimal server with the store's framing: reads length-prefixed frames and answers each
 /// with a reply of the store's size (`Done` with load figures), written together once per
 /// read; nothing is decoded, checked or kept. The transport's ceiling for the store.
-fn sink_server() -> Result<std::net::SocketAddr> {
+///
+/// With `log` (a file and its size), it also does the least a store that keeps what it
+/// acknowledges must do: a CRC-32C of each frame, every complete frame a read brought
+/// appended to the file with one write (wrapping at the end) and made durable with
+/// `fdatasync` before the replies go out. No index, no records, no recovery: a floor, not a
+/// store.
+fn sink_server(log: Option<(PathBuf, u64)>) -> Result<std::net::SocketAddr> {
     use std::io::{Read, Write};
+    use std::os::unix::fs::FileExt;
+    let log = match log {
+        Some((path, size)) => {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            // Laid out before the timed part, as the store's log is.
+            file.write_all_at(&vec![0u8; size as usize], 0)?;
+            Some((Arc::new(file), size))
+        }
+        None => None,
+    };
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let mut reply = Vec::new();
@@ -566,13 +712,17 @@ fn sink_server() -> Result<std::net::SocketAddr> {
         &mut reply,
     );
     std::thread::spawn(move || {
+        pin(SERVER_CPU);
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
             let reply = reply.clone();
+            let log = log.clone();
             std::thread::spawn(move || {
                 let _ = stream.set_nodelay(true);
                 let mut buffer = vec![0u8; 4 << 20];
                 let (mut filled, mut out) = (0usize, Vec::new());
+                let mut head = 0u64;
+                let mut checksums = 0u32;
                 loop {
                     if filled == buffer.len() {
                         buffer.resize(buffer.len() * 2, 0);
@@ -593,8 +743,26 @@ fn sink_server() -> Result<std::net::SocketAddr> {
                         let start = out.len();
                         out.extend_from_slice(&reply);
                         out[start + 6..start + 14].copy_from_slice(id);
+                        if log.is_some() {
+                            checksums ^= crc32c::crc32c(&buffer[at + 4..at + 4 + length]);
+                        }
                         at += 4 + length;
                     }
+                    if let Some((file, size)) = &log {
+                        if at > 0 {
+                            let bytes = at as u64;
+                            if head + bytes > *size {
+                                head = 0;
+                            }
+                            if file.write_all_at(&buffer[..at], head).is_err()
+                                || file.sync_data().is_err()
+                            {
+                                return;
+                            }
+                            head += bytes;
+                        }
+                    }
+                    std::hint::black_box(checksums);
                     buffer.copy_within(at..filled, 0);
                     filled -= at;
                     if !out.is_empty() {
@@ -697,6 +865,7 @@ fn start_store_with(
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        pin(SERVER_CPU);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -762,8 +931,10 @@ fn drive_writes(
     total: u64,
     random: bool,
 ) -> Result<Driven> {
-    let (mb_per_s, server_cpu_s, client_cpu_s) =
-        cpu_of(|| drive_writes_timed(addr, size, depth, total, random))?;
+    let old = pin(CLIENT_CPU);
+    let driven = cpu_of(|| drive_writes_timed(addr, size, depth, total, random));
+    unpin(old);
+    let (mb_per_s, server_cpu_s, client_cpu_s) = driven?;
     Ok(Driven {
         mb_per_s,
         server_cpu_s,

@@ -248,6 +248,10 @@ fn store_bench_prints_the_four_ratios() {
             .args([
                 "--bytes",
                 "32m",
+                "--ceiling-bytes",
+                "32m",
+                "--device-seconds",
+                "1",
                 "--latency-requests",
                 "200",
                 "--json",
@@ -265,6 +269,15 @@ fn store_bench_prints_the_four_ratios() {
         let value = json[ratio].as_f64().unwrap_or(f64::NAN);
         assert!(value.is_finite() && value > 0.0, "{ratio}: {value}");
     }
+    for ratio in [
+        "ratio_transport_ceiling",
+        "ratio_log_floor",
+        "ratio_device_streaming",
+    ] {
+        let value = json[ratio].as_f64().unwrap_or(f64::NAN);
+        assert!(value.is_finite() && value > 0.0, "{ratio}: {value}");
+    }
+    assert!(json["pinned"].is_boolean(), "pinned: {}", json["pinned"]);
     for figure in ["store_64k_memory_mb_per_s", "store_4k_memory_mb_per_s"] {
         match &memory {
             Some(_) => {
