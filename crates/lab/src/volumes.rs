@@ -424,7 +424,7 @@ impl Node {
                             self.io.push_back(IoCommand::Write {
                                 id: OWNER_STORE | id,
                                 offset_bytes: self.store_offset + offset_bytes,
-                                data,
+                                data: data.into_vec(),
                             });
                         }
                         DiskOp::Flush { id } => self.store_done.push_back(DiskDone::Flushed { id }),

@@ -545,7 +545,7 @@ impl Node {
                     IoCommand::Write {
                         id: OWNER_STORE | id,
                         offset_bytes: STORE_OFFSET + offset_bytes,
-                        data,
+                        data: data.into_vec(),
                     }
                 }
                 DiskOp::Flush { id } => IoCommand::Flush {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use cordillera_vstore::format::LOG_OFFSET;
-use cordillera_vstore::store::{Config, DiskDone, DiskOp, Reply, Request, Store};
+use cordillera_vstore::store::{Config, DiskDone, DiskOp, Reply, Request, Store, WriteBytes};
 use cordillera_wire::store::{decode, encode, Frame, Load};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -417,15 +417,15 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
                 // hand-offs per batch (a third of the CPU time of 4 KiB writes went to waking
                 // the workers and back). Flushes, which wait for the device, still go to them.
                 let mut rest = Vec::new();
-                let mut run: Vec<(u64, Vec<u8>)> = Vec::new();
+                let mut run: Vec<(u64, WriteBytes)> = Vec::new();
                 let mut run_at = 0u64;
                 let mut run_end = 0u64;
                 let mut done = Vec::new();
-                let mut write_run = |run: &mut Vec<(u64, Vec<u8>)>, at: u64| -> Result<()> {
+                let mut write_run = |run: &mut Vec<(u64, WriteBytes)>, at: u64| -> Result<()> {
                     if run.is_empty() {
                         return Ok(());
                     }
-                    let slices: Vec<&[u8]> = run.iter().map(|(_, d)| d.as_slice()).collect();
+                    let slices: Vec<&[u8]> = run.iter().flat_map(|(_, d)| d.slices()).collect();
                     file.write_batch(at, &slices).map_err(io_error)?;
                     done.extend(run.drain(..).map(|(id, _)| id));
                     Ok(())

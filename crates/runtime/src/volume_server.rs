@@ -1084,7 +1084,7 @@ impl Core {
                     } => DiskOp::Write {
                         id,
                         offset_bytes,
-                        data,
+                        data: data.into(),
                         durable,
                     },
                 })

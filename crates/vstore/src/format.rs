@@ -78,6 +78,17 @@ impl RecordHeader {
     /// A wrap record's `total_bytes` covers the rest of the log, but only its first 512 bytes
     /// are written.
     pub fn encode(&self, payload: &[u8]) -> Vec<u8> {
+        let (mut out, zeros) = self.encode_header(payload);
+        out.reserve(payload.len() + zeros);
+        out.extend_from_slice(payload);
+        out.resize(out.len() + zeros, 0);
+        out
+    }
+
+    /// The record's header (with its checksum, which covers `payload`) and the number of
+    /// zero bytes that pad header and payload to the record's written size: the record is
+    /// the three back to back, so that a payload can be written where it lies, not copied.
+    pub fn encode_header(&self, payload: &[u8]) -> (Vec<u8>, usize) {
         assert_eq!(payload.len(), self.payload_bytes as usize);
         let written = record_total_bytes(payload.len() as u64);
         if self.kind == RecordKind::Wrap {
@@ -88,11 +99,7 @@ impl RecordHeader {
         } else {
             assert_eq!(self.total_bytes as u64, written);
         }
-        // Built by appending, not zero-filled and then overwritten: on the store's write path
-        // a pass over a 64 KiB payload is a measurable share of its CPU time.
-        let mut out = Vec::with_capacity(written as usize);
-        out.resize(HEADER_BYTES, 0);
-        let h = &mut out[..HEADER_BYTES];
+        let mut h = vec![0u8; HEADER_BYTES];
         h[0..4].copy_from_slice(&RECORD_MAGIC.to_le_bytes());
         h[4] = FORMAT_VERSION;
         h[5] = self.kind as u8;
@@ -106,11 +113,10 @@ impl RecordHeader {
         h[60..64].copy_from_slice(&self.total_bytes.to_le_bytes());
         h[64..80].copy_from_slice(&self.epoch.to_le_bytes());
         h[80..96].copy_from_slice(&self.prev_epoch.to_le_bytes());
-        out.extend_from_slice(payload);
-        out.resize(written as usize, 0);
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..124]), payload);
-        out[124..128].copy_from_slice(&crc.to_le_bytes());
-        out
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&h[..124]), payload);
+        h[124..128].copy_from_slice(&crc.to_le_bytes());
+        let zeros = written as usize - HEADER_BYTES - payload.len();
+        (h, zeros)
     }
 
     /// Parses a header; the checksum covers the payload too, so it is checked by
@@ -296,6 +302,42 @@ mod tests {
         assert_eq!(record_total_bytes(0), 512);
         assert_eq!(record_total_bytes(384), 512);
         assert_eq!(record_total_bytes(385), 1024);
+    }
+
+    #[test]
+    fn a_record_in_parts_is_the_record_in_one_piece() {
+        for payload_len in [0u32, 1, 383, 384, 385, 1000, 4096, 65536] {
+            let payload: Vec<u8> = (0..payload_len).map(|i| (i * 7) as u8).collect();
+            let h = header(RecordKind::Data, payload_len);
+            let whole = h.encode(&payload);
+            let (head, zeros) = h.encode_header(&payload);
+            assert_eq!(head.len(), HEADER_BYTES);
+            assert_eq!(
+                head.len() + payload.len() + zeros,
+                record_total_bytes(payload_len as u64) as usize
+            );
+            assert!(zeros < RECORD_ALIGN as usize);
+            let mut parts = head;
+            parts.extend_from_slice(&payload);
+            parts.resize(parts.len() + zeros, 0);
+            assert_eq!(parts, whole, "{payload_len} bytes of payload");
+        }
+    }
+
+    #[test]
+    fn write_bytes_are_their_parts_in_order() {
+        use crate::store::WriteBytes;
+        let payload: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        let h = header(RecordKind::Data, 1000);
+        let (head, zeros) = h.encode_header(&payload);
+        let parts = WriteBytes::record(head, payload.clone(), zeros);
+        assert_eq!(parts.len(), 1536);
+        assert_eq!(parts.slices().iter().map(|s| s.len()).sum::<usize>(), 1536);
+        assert_eq!(parts.clone().into_vec(), h.encode(&payload));
+        // Equal by bytes, whatever the parts.
+        assert_eq!(parts, WriteBytes::from(h.encode(&payload)));
+        assert_ne!(parts, WriteBytes::from(vec![0u8; 1536]));
+        assert_ne!(parts, WriteBytes::from(h.encode(&payload)[..1535].to_vec()));
     }
 
     #[test]

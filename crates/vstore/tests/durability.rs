@@ -83,7 +83,7 @@ impl StoreNode {
                     IoCommand::Write {
                         id,
                         offset_bytes,
-                        data,
+                        data: data.into_vec(),
                     }
                 }
                 DiskOp::Flush { id } => IoCommand::Flush { id },

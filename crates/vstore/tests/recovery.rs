@@ -39,7 +39,7 @@ fn settle(store: &mut Store, disk: &mut Vec<u8>) -> Vec<(u64, Reply)> {
                     if disk.len() < hi {
                         disk.resize(hi, 0);
                     }
-                    disk[lo..hi].copy_from_slice(&data);
+                    disk[lo..hi].copy_from_slice(&data.into_vec());
                     DiskDone::Written { id }
                 }
                 DiskOp::Flush { id } => DiskDone::Flushed { id },
