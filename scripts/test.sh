@@ -60,7 +60,7 @@ fi
 echo "== $(date +%T) store benchmark: transport ceiling, emulated device, this machine's disk (figures, not pass/fail)"
 if command -v fio >/dev/null 2>&1 && [ -d /dev/shm ]; then
   rm -rf target/store-bench
-  target/release/cordillera store bench --dir target/store-bench --bytes 128m --repeat 3 --device-seconds 2
+  target/release/cordillera store bench --dir target/store-bench --bytes 128m --ceiling-bytes 512m --repeat 3 --device-seconds 2
   rm -rf target/store-bench
 else
   echo "SKIPPED store benchmark: fio is not installed or there is no /dev/shm"

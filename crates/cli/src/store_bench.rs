@@ -277,16 +277,28 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
                 (ceiling.log_sink_4k, ceiling.log_sink_cpu_4k) = (d.mb_per_s, d.server_cpu_s);
                 std::fs::remove_file(path).ok();
             } else {
-                let (_, _, path, d) =
-                    store_writes_driven(&memory_dir, 65536, 16, ceiling_bytes, IoMode::Buffered, false)?;
+                let (_, _, path, d) = store_writes_driven(
+                    &memory_dir,
+                    65536,
+                    16,
+                    ceiling_bytes,
+                    IoMode::Buffered,
+                    false,
+                )?;
                 std::fs::remove_file(path).ok();
                 (
                     ceiling.store_64k,
                     ceiling.store_cpu_64k,
                     ceiling.client_cpu_64k,
                 ) = (d.mb_per_s, d.server_cpu_s, d.client_cpu_s);
-                let (_, _, path, d) =
-                    store_writes_driven(&memory_dir, 4096, 32, ceiling_small, IoMode::Buffered, false)?;
+                let (_, _, path, d) = store_writes_driven(
+                    &memory_dir,
+                    4096,
+                    32,
+                    ceiling_small,
+                    IoMode::Buffered,
+                    false,
+                )?;
                 std::fs::remove_file(path).ok();
                 (
                     ceiling.store_4k,
@@ -370,7 +382,9 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         sink_4k_mb_per_s: Some(median(&|r| r.ceiling.sink_4k)),
         ratio_transport_ceiling: Some(median(&|r| r.ceiling.store_64k / r.ceiling.sink_64k)),
         ratio_transport_ceiling_4k: Some(median(&|r| r.ceiling.store_4k / r.ceiling.sink_4k)),
-        store_server_cpu_s_per_gb_64k: Some(median(&|r| r.ceiling.store_cpu_64k / gb(ceiling_bytes))),
+        store_server_cpu_s_per_gb_64k: Some(median(&|r| {
+            r.ceiling.store_cpu_64k / gb(ceiling_bytes)
+        })),
         sink_server_cpu_s_per_gb_64k: Some(median(&|r| r.ceiling.sink_cpu_64k / gb(ceiling_bytes))),
         store_server_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.store_cpu_4k / gb(ceiling_small))),
         sink_server_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.sink_cpu_4k / gb(ceiling_small))),
@@ -378,7 +392,9 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         client_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.client_cpu_4k / gb(ceiling_small))),
         log_sink_64k_mb_per_s: median(&|r| r.ceiling.log_sink_64k),
         log_sink_4k_mb_per_s: median(&|r| r.ceiling.log_sink_4k),
-        log_sink_server_cpu_s_per_gb_64k: median(&|r| r.ceiling.log_sink_cpu_64k / gb(ceiling_bytes)),
+        log_sink_server_cpu_s_per_gb_64k: median(&|r| {
+            r.ceiling.log_sink_cpu_64k / gb(ceiling_bytes)
+        }),
         log_sink_server_cpu_s_per_gb_4k: median(&|r| r.ceiling.log_sink_cpu_4k / gb(ceiling_small)),
         ratio_log_floor: median(&|r| r.ceiling.store_64k / r.ceiling.log_sink_64k),
         ratio_log_floor_4k: median(&|r| r.ceiling.store_4k / r.ceiling.log_sink_4k),

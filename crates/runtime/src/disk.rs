@@ -835,9 +835,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = File::create(dir.path().join("v")).unwrap();
         // Empty slices too, first and last among them (records without padding).
-        let mut slices: Vec<Vec<u8>> = (0..3000)
-            .map(|i| vec![(i % 251) as u8; i % 7])
-            .collect();
+        let mut slices: Vec<Vec<u8>> = (0..3000).map(|i| vec![(i % 251) as u8; i % 7]).collect();
         slices.push(Vec::new());
         let refs: Vec<&[u8]> = slices.iter().map(|s| s.as_slice()).collect();
         write_all_vectored_at(&file, &refs, 10).unwrap();

@@ -833,7 +833,10 @@ mod tests {
         place.took(Duration::from_micros(20));
         assert!(place.inline(), "a fast flush keeps them here");
         place.took(Duration::from_millis(3));
-        assert!(!place.inline(), "a slow one sends the next ones to the workers");
+        assert!(
+            !place.inline(),
+            "a slow one sends the next ones to the workers"
+        );
         place.passed(FlushPlace::AWAY - 1);
         assert!(!place.inline());
         place.passed(1);
