@@ -146,6 +146,8 @@ struct Figures {
     log_sink_server_cpu_s_per_gb_4k: f64,
     ratio_log_floor: f64,
     ratio_log_floor_4k: f64,
+    /// Whether the servers ran on CPU 1 and the client on CPU 0 (see `--no-pin`).
+    pinned: bool,
     /// Device streaming: the model, its nominal media rate, its measured streaming rate, and
     /// the store's throughput under random client writes, as payload MB/s and as log MB/s
     /// (records: a 128-byte header, padded to 512 bytes, so a 4 KiB write is a 4,608-byte
@@ -153,8 +155,6 @@ struct Figures {
     /// `ratio_device_streaming` is log MB/s ÷ streaming, the lower of 64 KiB × 16 and
     /// 4 KiB × 128 outstanding (enough in flight for the device to be the limit); 4 KiB × 32
     /// is reported beside it.
-    /// Whether the servers ran on CPU 1 and the client on CPU 0 (see `--no-pin`).
-    pinned: bool,
     device: String,
     device_nominal_transfer_mb_per_s: Option<f64>,
     device_streaming_mb_per_s: f64,

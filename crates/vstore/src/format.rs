@@ -317,10 +317,23 @@ mod tests {
                 record_total_bytes(payload_len as u64) as usize
             );
             assert!(zeros < RECORD_ALIGN as usize);
-            let mut parts = head;
-            parts.extend_from_slice(&payload);
-            parts.resize(parts.len() + zeros, 0);
-            assert_eq!(parts, whole, "{payload_len} bytes of payload");
+            // The header alone decodes, and its checksum covers the payload beside it.
+            assert_eq!(RecordHeader::decode(&head), Ok(h));
+            assert_eq!(RecordHeader::verify(&head, &payload), Ok(()));
+            if !payload.is_empty() {
+                let mut other = payload.clone();
+                other[0] ^= 1;
+                assert!(RecordHeader::verify(&head, &other).is_err());
+            }
+            // The one-piece record is the parts back to back, padded with zeros.
+            assert_eq!(&whole[..HEADER_BYTES], &head[..]);
+            assert_eq!(
+                &whole[HEADER_BYTES..HEADER_BYTES + payload.len()],
+                &payload[..]
+            );
+            assert!(whole[HEADER_BYTES + payload.len()..]
+                .iter()
+                .all(|&b| b == 0));
         }
     }
 
