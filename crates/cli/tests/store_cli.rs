@@ -229,6 +229,131 @@ fn garbage_drops_one_connection_not_the_store() {
     child.wait().unwrap();
 }
 
+/// Writes of every size arriving in pieces of every size (large writes have their data read
+/// straight into their own buffers, small ones are decoded from the frame buffer) are stored
+/// whole and in order; a connection cut inside a large write's data stores nothing of it.
+#[test]
+fn writes_arriving_in_pieces_are_stored_whole() {
+    use cordillera_wire::store::{decode, encode, Frame};
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = serve(&dir.path().join("store"));
+    let sizes = [
+        1 << 20,
+        512,
+        (16 << 10) - 512,
+        16 << 10,
+        20 << 10,
+        65536,
+        4096,
+        3 << 20,
+    ];
+    let data = |i: usize, size: usize| -> Vec<u8> {
+        (0..size)
+            .map(|b| (b as u64 * 31 + i as u64 * 7 + b as u64 / 4096) as u8)
+            .collect()
+    };
+    let mut offsets = Vec::new();
+    let mut frames = Vec::new();
+    let mut at = 0u64;
+    for (i, &size) in sizes.iter().enumerate() {
+        offsets.push(at);
+        encode(
+            &Frame::Request {
+                id: i as u64 + 1,
+                request: Request::Write {
+                    client: 5,
+                    volume: 1,
+                    offset_bytes: at,
+                    version: 1,
+                    data: data(i, size),
+                },
+            },
+            &mut frames,
+        );
+        at += size as u64;
+    }
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_nodelay(true).unwrap();
+    // Pieces of 1 byte to 200 KiB, now and then a pause so that the server reads what is there.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut sent = 0;
+    while sent < frames.len() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let piece = match x % 4 {
+            0 => 1 + (x >> 8) as usize % 64,
+            1 => 1 + (x >> 8) as usize % 4096,
+            _ => 1 + (x >> 8) as usize % (200 << 10),
+        }
+        .min(frames.len() - sent);
+        stream.write_all(&frames[sent..sent + piece]).unwrap();
+        sent += piece;
+        if x.is_multiple_of(3) {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+    let mut replies = Vec::new();
+    let mut buffer = Vec::new();
+    while replies.len() < sizes.len() {
+        let mut chunk = [0u8; 4096];
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "the store closed the connection");
+        buffer.extend_from_slice(&chunk[..n]);
+        while let Some((frame, used)) = decode(&buffer).unwrap() {
+            buffer.drain(..used);
+            if let Frame::Reply { id, reply, .. } = frame {
+                assert_eq!(reply, Reply::Done, "write {id}");
+                replies.push(id);
+            }
+        }
+    }
+    replies.sort();
+    assert_eq!(replies, (1..=sizes.len() as u64).collect::<Vec<_>>());
+    // A large write cut inside its data: nothing of it is stored, nothing else disturbed.
+    let mut cut = Vec::new();
+    encode(
+        &Frame::Request {
+            id: 99,
+            request: Request::Write {
+                client: 5,
+                volume: 1,
+                offset_bytes: 0,
+                version: 2,
+                data: vec![0xee; 1 << 20],
+            },
+        },
+        &mut cut,
+    );
+    stream.write_all(&cut[..cut.len() / 2]).unwrap();
+    drop(stream);
+    let mut client = StoreClient::connect(addr).unwrap();
+    for (i, &size) in sizes.iter().enumerate() {
+        let reply = client
+            .call(Request::Read {
+                client: 5,
+                offset_bytes: offsets[i],
+                length_bytes: size as u64,
+            })
+            .unwrap();
+        let Reply::Read(pieces) = reply else {
+            panic!("read {i}: {reply:?}")
+        };
+        let mut got = Vec::new();
+        for (extent, bytes) in pieces {
+            assert_eq!(extent.version, 1, "write {i}: the cut write left nothing");
+            got.extend_from_slice(&bytes);
+        }
+        assert!(
+            got == data(i, size),
+            "write {i} of {size} bytes came back changed"
+        );
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 #[test]
 fn store_bench_prints_the_four_ratios() {
     if Command::new("fio").arg("--version").output().is_err() {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use cordillera_vstore::format::LOG_OFFSET;
 use cordillera_vstore::store::{Config, DiskDone, DiskOp, Reply, Request, Store, WriteBytes};
-use cordillera_wire::store::{decode, encode, Frame, Load};
+use cordillera_wire::store::{decode, decode_write_head, encode, Frame, Load, WriteHead};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -188,11 +188,15 @@ enum Event {
 
 /// Where group-commit flushes run: on the server's task while the device answers them within
 /// [`FlushPlace::FAST`], else on the disk's workers for the next [`FlushPlace::AWAY`] flushes
-/// (then one is tried in place again: devices change, e.g. when their cache fills).
+/// (then one is tried in place again: devices change, e.g. when their cache fills). It takes
+/// two slow flushes in a row to send them away: one alone is as likely the thread being
+/// preempted (a burst of network interrupts on its CPU) as the device being slow.
 #[derive(Default)]
 struct FlushPlace {
     /// Flushes still to send to the workers before one is tried in place.
     away: usize,
+    /// Whether the last flush tried in place was slow.
+    slow: bool,
 }
 
 impl FlushPlace {
@@ -204,8 +208,12 @@ impl FlushPlace {
     }
 
     fn took(&mut self, elapsed: Duration) {
-        if elapsed > Self::FAST {
+        let slow = elapsed > Self::FAST;
+        if slow && self.slow {
             self.away = Self::AWAY;
+            self.slow = false;
+        } else {
+            self.slow = slow;
         }
     }
 
@@ -527,19 +535,50 @@ impl Drop for Outgoing {
     }
 }
 
+/// Bytes a connection reads at once when frames are small or unknown.
+const READ_CHUNK: usize = 1 << 20;
+/// Writes with at least this much data have it read straight into a buffer of their own.
+const DIRECT_DATA_MIN: usize = 16 << 10;
+/// The read after such a write: the next frame's head and a little of its data.
+const HEAD_READ: usize = 4 << 10;
+/// What every request is charged besides its data.
+const REQUEST_OVERHEAD: u64 = 4096;
+
+/// Hands a request to the server's task; false once the server has stopped.
+fn dispatch(
+    events: &mpsc::UnboundedSender<Event>,
+    connection: u64,
+    id: u64,
+    request: Request,
+    charge: Charge,
+) -> bool {
+    events
+        .send(Event::Request {
+            connection,
+            id,
+            request,
+            charge,
+        })
+        .is_ok()
+}
+
+/// What a write with `data_bytes` of data is charged when read.
+fn write_charge(data_bytes: usize) -> u64 {
+    REQUEST_OVERHEAD + data_bytes as u64
+}
+
 /// What a request is charged when read: its own bytes and the most its reply may hold.
 fn request_charge(request: &Request, largest_record: u64) -> u64 {
-    const OVERHEAD: u64 = 4096;
-    OVERHEAD
-        + match request {
-            Request::Write { data, .. } => data.len() as u64,
-            Request::Read { length_bytes, .. } => {
-                (*length_bytes).min(cordillera_vstore::format::PAYLOAD_BYTES_MAX as u64 + 4096)
-            }
-            Request::ReadAny { .. } => largest_record,
-            Request::Delete { .. } => 0,
-            Request::Metadata { .. } => 64 << 10,
+    let reply = match request {
+        Request::Write { data, .. } => return write_charge(data.len()),
+        Request::Read { length_bytes, .. } => {
+            (*length_bytes).min(cordillera_vstore::format::PAYLOAD_BYTES_MAX as u64 + 4096)
         }
+        Request::ReadAny { .. } => largest_record,
+        Request::Delete { .. } => 0,
+        Request::Metadata { .. } => 64 << 10,
+    };
+    REQUEST_OVERHEAD + reply
 }
 
 /// One connection: frames in, frames out. Each request is charged to the connection's budget
@@ -563,14 +602,53 @@ async fn connection(
     // A client that sends replies or garbage is not speaking the protocol: its connection is
     // dropped (the store and other clients are unaffected).
     let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
+    // What the next read may bring: a large chunk, or (after a write whose data was read into
+    // its own buffer, when more such writes are likely) little more than the next frame's head,
+    // so that its data, too, goes straight where it is kept.
+    let mut next_read = READ_CHUNK;
     let read: Result<(), cordillera_wire::store::WireError> = 'read: loop {
-        buffer.reserve(1 << 20);
-        match reader.read_buf(&mut buffer).await {
+        buffer.reserve(next_read);
+        match (&mut reader)
+            .take(next_read as u64)
+            .read_buf(&mut buffer)
+            .await
+        {
             Ok(0) | Err(_) => break Ok(()),
             Ok(_) => {}
         }
+        next_read = READ_CHUNK;
         let mut at = 0;
         loop {
+            // A large write whose data has not all arrived: its data is read into a buffer of
+            // its own, which the store keeps (a copy out of the frame buffer costs as much as
+            // the read itself). It is charged first: a client over its budget is not read from.
+            match decode_write_head(&buffer[at..]) {
+                Err(e) => break 'read Err(e),
+                Ok(Some(head))
+                    if head.data_bytes >= DIRECT_DATA_MIN
+                        && buffer.len() - at < WriteHead::BYTES + head.data_bytes =>
+                {
+                    let charge = budget.charge(write_charge(head.data_bytes)).await;
+                    let mut data = Vec::with_capacity(head.data_bytes);
+                    data.extend_from_slice(&buffer[at + WriteHead::BYTES..]);
+                    buffer.clear();
+                    at = 0;
+                    while data.len() < head.data_bytes {
+                        let want = (head.data_bytes - data.len()) as u64;
+                        match (&mut reader).take(want).read_buf(&mut data).await {
+                            Ok(0) | Err(_) => break 'read Ok(()),
+                            Ok(_) => {}
+                        }
+                    }
+                    let request = head.request(data);
+                    if !dispatch(&events, id, head.id, request, charge) {
+                        break 'read Ok(());
+                    }
+                    next_read = HEAD_READ;
+                    break;
+                }
+                _ => {}
+            }
             let (frame, used) = match decode(&buffer[at..]) {
                 Ok(Some(decoded)) => decoded,
                 Ok(None) => break,
@@ -590,15 +668,7 @@ async fn connection(
                     largest_record.load(Ordering::Relaxed),
                 ))
                 .await;
-            if events
-                .send(Event::Request {
-                    connection: id,
-                    id: request_id,
-                    request,
-                    charge,
-                })
-                .is_err()
-            {
+            if !dispatch(&events, id, request_id, request, charge) {
                 break 'read Ok(());
             }
         }
@@ -827,20 +897,32 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
 
     #[test]
-    fn flushes_leave_the_task_after_a_slow_one_and_come_back_later() {
+    fn flushes_leave_the_task_after_two_slow_ones_and_come_back_later() {
         let mut place = FlushPlace::default();
         assert!(place.inline());
         place.took(Duration::from_micros(20));
         assert!(place.inline(), "a fast flush keeps them here");
         place.took(Duration::from_millis(3));
+        assert!(place.inline(), "one slow flush alone may be a preemption");
+        place.took(Duration::from_micros(20));
+        place.took(Duration::from_millis(3));
+        assert!(
+            place.inline(),
+            "a fast one between slow ones keeps them here"
+        );
+        place.took(Duration::from_millis(3));
         assert!(
             !place.inline(),
-            "a slow one sends the next ones to the workers"
+            "a second slow one in a row sends the next ones to the workers"
         );
         place.passed(FlushPlace::AWAY - 1);
         assert!(!place.inline());
         place.passed(1);
         assert!(place.inline(), "then one is tried here again");
+        place.took(Duration::from_millis(3));
+        assert!(place.inline(), "and it takes two slow ones again to leave");
+        place.took(Duration::from_millis(3));
+        assert!(!place.inline());
     }
 
     #[test]

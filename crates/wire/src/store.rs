@@ -357,6 +357,81 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame, usize)>, WireError> {
     Ok(Some((decoded, total)))
 }
 
+/// The part of a write request frame before its data: what a reader needs to receive the data
+/// straight into a buffer of its own instead of copying it out of the frame buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteHead {
+    pub id: u64,
+    pub client: u64,
+    pub volume: u64,
+    pub offset_bytes: u64,
+    pub version: u64,
+    /// Bytes of data that follow the head.
+    pub data_bytes: usize,
+}
+
+impl WriteHead {
+    /// Bytes of a write frame before its data.
+    pub const BYTES: usize = 14 + 32 + 4;
+
+    /// The request, given the data that followed the head.
+    pub fn request(&self, data: Vec<u8>) -> Request {
+        debug_assert_eq!(data.len(), self.data_bytes);
+        Request::Write {
+            client: self.client,
+            volume: self.volume,
+            offset_bytes: self.offset_bytes,
+            version: self.version,
+            data,
+        }
+    }
+}
+
+/// Decodes the head of a write request from the front of `buf`: `Ok(None)` when `buf` does not
+/// yet hold a whole head or starts with a frame of another type. A head that decodes here
+/// belongs to a frame [`decode`] accepts once its data has arrived; an error here is an error
+/// there too.
+pub fn decode_write_head(buf: &[u8]) -> Result<Option<WriteHead>, WireError> {
+    if buf.len() < WriteHead::BYTES {
+        return Ok(None);
+    }
+    let length = u32::from_le_bytes(buf[..4].try_into().unwrap());
+    if length > FRAME_BYTES_MAX {
+        return Err(WireError::TooLong(length));
+    }
+    if buf[5] != T_WRITE {
+        return Ok(None);
+    }
+    if buf[4] != VERSION {
+        return Err(WireError::Version(buf[4]));
+    }
+    let mut r = Reader(&buf[6..WriteHead::BYTES]);
+    let id = r.u64("write")?;
+    let (client, volume) = (r.u64("write")?, r.u64("write")?);
+    let (offset_bytes, version) = (r.u64("write")?, r.u64("write")?);
+    let data_bytes = r.u32("write data")? as usize;
+    // The frame holds exactly the head and the data: what `decode` checks once it is whole.
+    if 4 + length as usize != WriteHead::BYTES + data_bytes {
+        return Err(WireError::Malformed(
+            if (length as usize) < WriteHead::BYTES - 4 {
+                "write"
+            } else if 4 + (length as usize) < WriteHead::BYTES + data_bytes {
+                "write data"
+            } else {
+                "trailing bytes"
+            },
+        ));
+    }
+    Ok(Some(WriteHead {
+        id,
+        client,
+        volume,
+        offset_bytes,
+        version,
+        data_bytes,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,6 +567,76 @@ mod tests {
         long[0] += 1;
         long.push(0);
         assert_eq!(decode(&long), Err(WireError::Malformed("trailing bytes")));
+    }
+
+    #[test]
+    fn a_write_head_decodes_before_its_data_arrives() {
+        let frame = Frame::Request {
+            id: 7,
+            request: Request::Write {
+                client: 1,
+                volume: 2,
+                offset_bytes: 4096,
+                version: 9,
+                data: vec![0xab; 1000],
+            },
+        };
+        let mut bytes = Vec::new();
+        encode(&frame, &mut bytes);
+        assert_eq!(decode_write_head(&bytes[..WriteHead::BYTES - 1]), Ok(None));
+        let head = decode_write_head(&bytes[..WriteHead::BYTES])
+            .unwrap()
+            .expect("a write head");
+        assert_eq!((head.id, head.data_bytes), (7, 1000));
+        let Frame::Request { request, .. } = frame else {
+            unreachable!()
+        };
+        assert_eq!(head.request(bytes[WriteHead::BYTES..].to_vec()), request);
+        // Not a write: no head, and no error.
+        let mut read = Vec::new();
+        encode(&frames()[1], &mut read);
+        read.resize(WriteHead::BYTES, 0);
+        assert_eq!(decode_write_head(&read), Ok(None));
+    }
+
+    proptest! {
+        /// The head decoder agrees with the frame decoder on every write frame with a changed
+        /// head byte: the same fields when both accept it, an error from both when it refuses.
+        #[test]
+        fn write_heads_agree_with_whole_frames(
+            data in prop::collection::vec(any::<u8>(), 0..64),
+            at in 0usize..WriteHead::BYTES,
+            value in any::<u8>(),
+        ) {
+            let mut bytes = Vec::new();
+            encode(&Frame::Request { id: 3, request: Request::Write {
+                client: 4, volume: 5, offset_bytes: 6, version: 7, data }}, &mut bytes);
+            if at != 1 && at != 2 && at != 3 {
+                bytes[at] = value;
+            }
+            // Whole as declared (the declared length may have changed).
+            let declared = 4 + u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
+            let head = decode_write_head(&bytes);
+            bytes.resize(declared.max(WriteHead::BYTES), 0);
+            let whole = decode(&bytes[..declared.max(4)]);
+            match head {
+                Ok(Some(h)) => {
+                    let Ok(Some((Frame::Request { id, request }, _))) = whole else {
+                        return Err(TestCaseError::fail(format!("head {h:?} but frame {whole:?}")));
+                    };
+                    prop_assert_eq!(id, h.id);
+                    prop_assert_eq!(request, h.request(bytes[WriteHead::BYTES..declared].to_vec()));
+                }
+                Ok(None) => {
+                    let write = matches!(
+                        whole,
+                        Ok(Some((Frame::Request { request: Request::Write { .. }, .. }, _)))
+                    );
+                    prop_assert!(!write, "no head, but a write frame");
+                }
+                Err(_) => prop_assert!(whole.is_err(), "head refused, frame {:?}", whole),
+            }
+        }
     }
 
     proptest! {
