@@ -7,8 +7,14 @@
 //!   server on the same loopback, driven by the same client with the same frames (64 KiB writes,
 //!   16 outstanding; 4 KiB, 32 outstanding) and answering with a reply of the store's size. The
 //!   sink only finds frame boundaries and answers; the difference is what the store's own
-//!   work (decoding, checksums, the log, copies, wake-ups) costs. CPU seconds per GB written
-//!   are reported for both servers (the process's CPU time less the client thread's).
+//!   work (decoding, checksums, the log, copies, wake-ups) costs. Beside it, the log floor
+//!   (`ratio_log_floor`): the sink that also checksums each frame and appends it to a file in
+//!   memory with a write and `fdatasync` per read, the least a store that keeps what it
+//!   acknowledges does. The three servers run together and the client alternates between them
+//!   in slices (see `store_bench/ceiling.rs`); a ratio is the median of the slice-by-slice
+//!   ratios, with their 10th–90th percentiles and the ratio over all bytes beside it. CPU
+//!   seconds per GB written are reported for each server (the process's CPU time less the
+//!   client thread's).
 //! - **Device streaming** (`ratio_device_streaming`, target ≥ 0.9): the store's log on an
 //!   emulated disk (`--device`, default `cheetah-15k`, as `store serve --emulate`), where the
 //!   device and not the CPU is the limit; clients write random blocks of a 16 GiB volume
@@ -53,6 +59,9 @@ use cordillera_runtime::store_server::{open_store, serve, zero_fill, ServeOption
 use cordillera_vstore::store::{Reply, Request, Stats};
 use serde::Serialize;
 
+mod ceiling;
+use ceiling::Ceiling;
+
 #[derive(Args)]
 pub struct StoreBenchArgs {
     /// Directory on the file system to measure (files are created and removed there).
@@ -61,9 +70,9 @@ pub struct StoreBenchArgs {
     /// Bytes written by each throughput test (and scanned by the recovery test).
     #[arg(long, default_value = "256m")]
     bytes: String,
-    /// Bytes written by each 64 KiB transport-ceiling test (a quarter of it at 4 KiB). More
-    /// than `--bytes`: at 2 GB/s, 256 MB is over in an eighth of a second, too short to measure
-    /// past the scheduler's moods. The memory directory must hold 1.25 times this.
+    /// Bytes written to each server of the transport ceiling per round at 64 KiB (a quarter of
+    /// it at 4 KiB), in 8 slices alternating between the servers. The memory directory must
+    /// hold 1.6 times this plus 320 MiB (the store's log and the log floor's file).
     #[arg(long, default_value = "1g")]
     ceiling_bytes: String,
     /// Requests of the latency test.
@@ -129,6 +138,10 @@ struct Figures {
     sink_4k_mb_per_s: Option<f64>,
     ratio_transport_ceiling: Option<f64>,
     ratio_transport_ceiling_4k: Option<f64>,
+    /// The store's 64 KiB MB/s over the sink's over all the bytes of all rounds.
+    ratio_transport_ceiling_all_bytes: f64,
+    /// The 10th and 90th percentiles of the 64 KiB slice ratios behind the median.
+    slices_ratio_transport_ceiling: [f64; 2],
     /// CPU seconds per GB written: the server's (process less client thread) and the client's.
     store_server_cpu_s_per_gb_64k: Option<f64>,
     sink_server_cpu_s_per_gb_64k: Option<f64>,
@@ -146,6 +159,8 @@ struct Figures {
     log_sink_server_cpu_s_per_gb_4k: f64,
     ratio_log_floor: f64,
     ratio_log_floor_4k: f64,
+    ratio_log_floor_all_bytes: f64,
+    slices_ratio_log_floor: [f64; 2],
     /// Whether the servers ran on CPU 1 and the client on CPU 0 (see `--no-pin`).
     pinned: bool,
     /// Device streaming: the model, its nominal media rate, its measured streaming rate, and
@@ -257,56 +272,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
             "round {round}/{rounds}: transport ceiling: the store with its log in {} against a sink",
             memory_dir.display()
         ));
-        // The three servers in a different order each round.
-        let mut ceiling = Ceiling::default();
-        for turn in 0..3 {
-            let which = (turn + round) % 3;
-            if which == 0 {
-                let addr = sink_server(None)?;
-                let d = drive_writes(addr, 65536, 16, ceiling_bytes, false)?;
-                (ceiling.sink_64k, ceiling.sink_cpu_64k) = (d.mb_per_s, d.server_cpu_s);
-                let d = drive_writes(addr, 4096, 32, ceiling_small, false)?;
-                (ceiling.sink_4k, ceiling.sink_cpu_4k) = (d.mb_per_s, d.server_cpu_s);
-            } else if which == 1 {
-                let path = memory_dir.join("bench-log-sink");
-                let log = (ceiling_bytes + ceiling_bytes / 4 + (64 << 20)) / 512 * 512;
-                let addr = sink_server(Some((path.clone(), log)))?;
-                let d = drive_writes(addr, 65536, 16, ceiling_bytes, false)?;
-                (ceiling.log_sink_64k, ceiling.log_sink_cpu_64k) = (d.mb_per_s, d.server_cpu_s);
-                let d = drive_writes(addr, 4096, 32, ceiling_small, false)?;
-                (ceiling.log_sink_4k, ceiling.log_sink_cpu_4k) = (d.mb_per_s, d.server_cpu_s);
-                std::fs::remove_file(path).ok();
-            } else {
-                let (_, _, path, d) = store_writes_driven(
-                    &memory_dir,
-                    65536,
-                    16,
-                    ceiling_bytes,
-                    IoMode::Buffered,
-                    false,
-                )?;
-                std::fs::remove_file(path).ok();
-                (
-                    ceiling.store_64k,
-                    ceiling.store_cpu_64k,
-                    ceiling.client_cpu_64k,
-                ) = (d.mb_per_s, d.server_cpu_s, d.client_cpu_s);
-                let (_, _, path, d) = store_writes_driven(
-                    &memory_dir,
-                    4096,
-                    32,
-                    ceiling_small,
-                    IoMode::Buffered,
-                    false,
-                )?;
-                std::fs::remove_file(path).ok();
-                (
-                    ceiling.store_4k,
-                    ceiling.store_cpu_4k,
-                    ceiling.client_cpu_4k,
-                ) = (d.mb_per_s, d.server_cpu_s, d.client_cpu_s);
-            }
-        }
+        let ceiling = ceiling::measure(&memory_dir, ceiling_bytes, ceiling_small, round)?;
         progress(&format!(
             "round {round}/{rounds}: device streaming on an emulated {}",
             args.device
@@ -348,6 +314,25 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
             (values[n / 2 - 1] + values[n / 2]) / 2.0
         }
     };
+    // The transport measurements: the median over every slice of every round of the store's
+    // MB/s over a baseline's in the same slice; their 10th and 90th percentiles; and MB/s
+    // over all the bytes of all rounds.
+    let slices = |ratios: &dyn Fn(&Ceiling) -> Vec<f64>| {
+        median_of(samples.iter().flat_map(|r| ratios(&r.ceiling)).collect())
+    };
+    let spread = |ratios: &dyn Fn(&Ceiling) -> Vec<f64>| {
+        let mut all: Vec<f64> = samples.iter().flat_map(|r| ratios(&r.ceiling)).collect();
+        all.sort_by(f64::total_cmp);
+        let at = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
+        [at(0.1), at(0.9)]
+    };
+    let all_bytes = |series: &dyn Fn(&Ceiling) -> &ceiling::Series| {
+        let (bytes, seconds) = samples.iter().fold((0u64, 0.0), |(b, t), r| {
+            let s = series(&r.ceiling);
+            (b + s.bytes, t + s.seconds)
+        });
+        bytes as f64 / 1e6 / seconds
+    };
     let (store_64k, fio_64k) = (median(&|r| r.store_64k), median(&|r| r.fio_64k));
     let (store_4k, fio_4k) = (median(&|r| r.store_4k), median(&|r| r.fio_4k));
     let (scan, fio_read) = (median(&|r| r.scan), median(&|r| r.read));
@@ -376,31 +361,32 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         ratio_4k_throughput: store_4k / fio_4k,
         ratio_p99_ack_latency: store_p99 / fio_p99,
         ratio_recovery_scan: scan / fio_read,
-        store_64k_memory_mb_per_s: Some(median(&|r| r.ceiling.store_64k)),
-        store_4k_memory_mb_per_s: Some(median(&|r| r.ceiling.store_4k)),
-        sink_64k_mb_per_s: Some(median(&|r| r.ceiling.sink_64k)),
-        sink_4k_mb_per_s: Some(median(&|r| r.ceiling.sink_4k)),
-        ratio_transport_ceiling: Some(median(&|r| r.ceiling.store_64k / r.ceiling.sink_64k)),
-        ratio_transport_ceiling_4k: Some(median(&|r| r.ceiling.store_4k / r.ceiling.sink_4k)),
-        store_server_cpu_s_per_gb_64k: Some(median(&|r| {
-            r.ceiling.store_cpu_64k / gb(ceiling_bytes)
-        })),
-        sink_server_cpu_s_per_gb_64k: Some(median(&|r| r.ceiling.sink_cpu_64k / gb(ceiling_bytes))),
-        store_server_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.store_cpu_4k / gb(ceiling_small))),
-        sink_server_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.sink_cpu_4k / gb(ceiling_small))),
-        client_cpu_s_per_gb_64k: Some(median(&|r| r.ceiling.client_cpu_64k / gb(ceiling_bytes))),
-        client_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.client_cpu_4k / gb(ceiling_small))),
-        log_sink_64k_mb_per_s: median(&|r| r.ceiling.log_sink_64k),
-        log_sink_4k_mb_per_s: median(&|r| r.ceiling.log_sink_4k),
-        log_sink_server_cpu_s_per_gb_64k: median(&|r| {
-            r.ceiling.log_sink_cpu_64k / gb(ceiling_bytes)
-        }),
-        log_sink_server_cpu_s_per_gb_4k: median(&|r| r.ceiling.log_sink_cpu_4k / gb(ceiling_small)),
-        ratio_log_floor: median(&|r| r.ceiling.store_64k / r.ceiling.log_sink_64k),
-        ratio_log_floor_4k: median(&|r| r.ceiling.store_4k / r.ceiling.log_sink_4k),
+        store_64k_memory_mb_per_s: Some(median(&|r| r.ceiling.store_64k.mb_per_s())),
+        store_4k_memory_mb_per_s: Some(median(&|r| r.ceiling.store_4k.mb_per_s())),
+        sink_64k_mb_per_s: Some(median(&|r| r.ceiling.sink_64k.mb_per_s())),
+        sink_4k_mb_per_s: Some(median(&|r| r.ceiling.sink_4k.mb_per_s())),
+        ratio_transport_ceiling: Some(slices(&|c| c.store_64k.over(&c.sink_64k))),
+        ratio_transport_ceiling_4k: Some(slices(&|c| c.store_4k.over(&c.sink_4k))),
+        ratio_transport_ceiling_all_bytes: all_bytes(&|c| &c.store_64k)
+            / all_bytes(&|c| &c.sink_64k),
+        slices_ratio_transport_ceiling: spread(&|c| c.store_64k.over(&c.sink_64k)),
+        store_server_cpu_s_per_gb_64k: Some(median(&|r| r.ceiling.store_64k.server_cpu_s_per_gb())),
+        sink_server_cpu_s_per_gb_64k: Some(median(&|r| r.ceiling.sink_64k.server_cpu_s_per_gb())),
+        store_server_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.store_4k.server_cpu_s_per_gb())),
+        sink_server_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.sink_4k.server_cpu_s_per_gb())),
+        client_cpu_s_per_gb_64k: Some(median(&|r| r.ceiling.store_64k.client_cpu_s_per_gb())),
+        client_cpu_s_per_gb_4k: Some(median(&|r| r.ceiling.store_4k.client_cpu_s_per_gb())),
+        log_sink_64k_mb_per_s: median(&|r| r.ceiling.floor_64k.mb_per_s()),
+        log_sink_4k_mb_per_s: median(&|r| r.ceiling.floor_4k.mb_per_s()),
+        log_sink_server_cpu_s_per_gb_64k: median(&|r| r.ceiling.floor_64k.server_cpu_s_per_gb()),
+        log_sink_server_cpu_s_per_gb_4k: median(&|r| r.ceiling.floor_4k.server_cpu_s_per_gb()),
+        ratio_log_floor: slices(&|c| c.store_64k.over(&c.floor_64k)),
+        ratio_log_floor_4k: slices(&|c| c.store_4k.over(&c.floor_4k)),
+        ratio_log_floor_all_bytes: all_bytes(&|c| &c.store_64k) / all_bytes(&|c| &c.floor_64k),
+        slices_ratio_log_floor: spread(&|c| c.store_64k.over(&c.floor_64k)),
         rounds_ratio_log_floor: samples
             .iter()
-            .map(|r| r.ceiling.store_64k / r.ceiling.log_sink_64k)
+            .map(|r| median_of(r.ceiling.store_64k.over(&r.ceiling.floor_64k)))
             .collect(),
         pinned: !args.no_pin && pinnable(),
         device: args.device.clone(),
@@ -426,7 +412,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         payload_ceiling_64k: payload_64k,
         rounds_ratio_transport_ceiling: samples
             .iter()
-            .map(|r| r.ceiling.store_64k / r.ceiling.sink_64k)
+            .map(|r| median_of(r.ceiling.store_64k.over(&r.ceiling.sink_64k)))
             .collect(),
         rounds_ratio_device_streaming: samples.iter().map(device_ratio).collect(),
     };
@@ -452,12 +438,15 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         "ratio"
     );
     println!(
-        "{:<44} {:>12.1} {:>12.1} {:>8.3}  ≥ 0.8  (sink; rounds {})",
+        "{:<44} {:>12.1} {:>12.1} {:>8.3}  ≥ 0.8  (sink; slices p10–p90 {:.2}–{:.2}; rounds {}; all bytes {:.2})",
         "64 KiB writes, 16 outstanding, log in memory",
         f.store_64k_memory_mb_per_s.unwrap_or(f64::NAN),
         f.sink_64k_mb_per_s.unwrap_or(f64::NAN),
         f.ratio_transport_ceiling.unwrap_or(f64::NAN),
-        rounds_of(&f.rounds_ratio_transport_ceiling)
+        f.slices_ratio_transport_ceiling[0],
+        f.slices_ratio_transport_ceiling[1],
+        rounds_of(&f.rounds_ratio_transport_ceiling),
+        f.ratio_transport_ceiling_all_bytes
     );
     println!(
         "{:<44} {:>12.1} {:>12.1} {:>8.3}  ≥ 0.8  (sink)",
@@ -467,12 +456,15 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         f.ratio_transport_ceiling_4k.unwrap_or(f64::NAN)
     );
     println!(
-        "{:<44} {:>12.1} {:>12.1} {:>8.3}         (log floor; rounds {})",
+        "{:<44} {:>12.1} {:>12.1} {:>8.3}         (log floor; slices p10–p90 {:.2}–{:.2}; rounds {}; all bytes {:.2})",
         "64 KiB writes, 16 outstanding, log in memory",
         f.store_64k_memory_mb_per_s.unwrap_or(f64::NAN),
         f.log_sink_64k_mb_per_s,
         f.ratio_log_floor,
-        rounds_of(&f.rounds_ratio_log_floor)
+        f.slices_ratio_log_floor[0],
+        f.slices_ratio_log_floor[1],
+        rounds_of(&f.rounds_ratio_log_floor),
+        f.ratio_log_floor_all_bytes
     );
     println!(
         "{:<44} {:>12.1} {:>12.1} {:>8.3}         (log floor)",
@@ -597,25 +589,6 @@ struct Round {
     device_64k: f64,
 }
 
-/// One round of the transport ceiling: MB/s and CPU seconds (server; the client's thread).
-#[derive(Default)]
-struct Ceiling {
-    store_64k: f64,
-    store_4k: f64,
-    sink_64k: f64,
-    sink_4k: f64,
-    store_cpu_64k: f64,
-    store_cpu_4k: f64,
-    sink_cpu_64k: f64,
-    sink_cpu_4k: f64,
-    log_sink_64k: f64,
-    log_sink_4k: f64,
-    log_sink_cpu_64k: f64,
-    log_sink_cpu_4k: f64,
-    client_cpu_64k: f64,
-    client_cpu_4k: f64,
-}
-
 /// Binds the calling thread (and the threads it starts later) to CPU `cpu`, if the machine
 /// has it; returns the mask it had, for [`unpin`].
 fn pin(cpu: usize) -> Option<libc::cpu_set_t> {
@@ -656,6 +629,17 @@ fn unpin(old: Option<libc::cpu_set_t>) {
     }
 }
 
+/// The median of `values` (NaN when there are none).
+fn median_of(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
 fn gb(bytes: u64) -> f64 {
     bytes as f64 / 1e9
 }
@@ -688,111 +672,6 @@ const SERVER_CPU: usize = 1;
 const CLIENT_CPU: usize = 0;
 /// `--no-pin`: leave the threads where the scheduler puts them.
 static NO_PIN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// A minimal server with the store's framing: reads length-prefixed frames and answers each
-/// with a reply of the store's size (`Done` with load figures), written together once per
-/// read; nothing is decoded, checked or kept. The transport's ceiling for the store.
-///
-/// With `log` (a file and its size), it also does the least a store that keeps what it
-/// acknowledges must do: a CRC-32C of each frame, every complete frame a read brought
-/// appended to the file with one write (wrapping at the end) and made durable with
-/// `fdatasync` before the replies go out. No index, no records, no recovery: a floor, not a
-/// store.
-fn sink_server(log: Option<(PathBuf, u64)>) -> Result<std::net::SocketAddr> {
-    use std::io::{Read, Write};
-    use std::os::unix::fs::FileExt;
-    let log = match log {
-        Some((path, size)) => {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-                .with_context(|| format!("cannot create {}", path.display()))?;
-            // Laid out before the timed part, as the store's log is.
-            file.write_all_at(&vec![0u8; size as usize], 0)?;
-            Some((Arc::new(file), size))
-        }
-        None => None,
-    };
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    let mut reply = Vec::new();
-    cordillera_wire::store::encode(
-        &cordillera_wire::store::Frame::Reply {
-            id: 0,
-            load: Default::default(),
-            reply: Reply::Done,
-        },
-        &mut reply,
-    );
-    std::thread::spawn(move || {
-        pin(SERVER_CPU);
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let reply = reply.clone();
-            let log = log.clone();
-            std::thread::spawn(move || {
-                let _ = stream.set_nodelay(true);
-                let mut buffer = vec![0u8; 4 << 20];
-                let (mut filled, mut out) = (0usize, Vec::new());
-                let mut head = 0u64;
-                let mut checksums = 0u32;
-                loop {
-                    if filled == buffer.len() {
-                        buffer.resize(buffer.len() * 2, 0);
-                    }
-                    let n = match stream.read(&mut buffer[filled..]) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => n,
-                    };
-                    filled += n;
-                    let mut at = 0;
-                    while filled - at >= 14 {
-                        let length =
-                            u32::from_le_bytes(buffer[at..at + 4].try_into().unwrap()) as usize;
-                        if filled - at < 4 + length {
-                            break;
-                        }
-                        let id = &buffer[at + 6..at + 14];
-                        let start = out.len();
-                        out.extend_from_slice(&reply);
-                        out[start + 6..start + 14].copy_from_slice(id);
-                        if log.is_some() {
-                            checksums ^= crc32c::crc32c(&buffer[at + 4..at + 4 + length]);
-                        }
-                        at += 4 + length;
-                    }
-                    if let Some((file, size)) = &log {
-                        if at > 0 {
-                            let bytes = at as u64;
-                            if head + bytes > *size {
-                                head = 0;
-                            }
-                            if file.write_all_at(&buffer[..at], head).is_err()
-                                || file.sync_data().is_err()
-                            {
-                                return;
-                            }
-                            head += bytes;
-                        }
-                    }
-                    std::hint::black_box(checksums);
-                    buffer.copy_within(at..filled, 0);
-                    filled -= at;
-                    if !out.is_empty() {
-                        if stream.write_all(&out).is_err() {
-                            return;
-                        }
-                        out.clear();
-                    }
-                }
-            });
-        }
-    });
-    Ok(addr)
-}
 
 /// The emulated device's streaming write rate (MB/s): sequential 1 MiB writes, 8 outstanding,
 /// for `seconds`, straight to the model.
@@ -840,9 +719,9 @@ fn store_device_writes(
         true,
         Some(spec.clone()),
     )?;
-    let driven = drive_writes(addr, size, depth, total, true)?;
+    let mb_per_s = drive_writes(addr, size, depth, total, true)?;
     std::fs::remove_file(path).ok();
-    Ok(driven.mb_per_s)
+    Ok(mb_per_s)
 }
 
 /// A store server on a fresh file in `dir`, on its own runtime thread.
@@ -908,54 +787,27 @@ fn store_writes(
     io: IoMode,
     sparse: bool,
 ) -> Result<(f64, f64, PathBuf)> {
-    let (mb, per_flush, path, _) = store_writes_driven(dir, size, depth, total, io, sparse)?;
-    Ok((mb, per_flush, path))
-}
-
-/// [`store_writes`], with the CPU time of the timed part.
-fn store_writes_driven(
-    dir: &Path,
-    size: u64,
-    depth: usize,
-    total: u64,
-    io: IoMode,
-    sparse: bool,
-) -> Result<(f64, f64, PathBuf, Driven)> {
     let log = (total + total / 4 + (64 << 20)) / 512 * 512;
     let (addr, stats, path) = start_store(dir, &format!("bench-{size}.store"), log, io, sparse)?;
-    let driven = drive_writes(addr, size, depth, total, false)?;
+    let mb_per_s = drive_writes(addr, size, depth, total, false)?;
     let s = *stats.lock().unwrap();
     let per_flush = s.records_written as f64 / s.flushes.max(1) as f64;
-    Ok((driven.mb_per_s, per_flush, path, driven))
-}
-
-/// What a run of writes measured: MB/s, and CPU seconds of the server (the process's other
-/// threads) and of the client (this thread) while it ran.
-#[derive(Clone, Copy)]
-struct Driven {
-    mb_per_s: f64,
-    server_cpu_s: f64,
-    client_cpu_s: f64,
+    Ok((mb_per_s, per_flush, path))
 }
 
 /// Writes `total` bytes to the server at `addr` in `size`-byte writes with `depth`
-/// outstanding, at consecutive offsets or (`random`) at random blocks of a 16 GiB volume.
+/// outstanding, at consecutive offsets or (`random`) at random blocks of a 16 GiB volume; MB/s.
 fn drive_writes(
     addr: std::net::SocketAddr,
     size: u64,
     depth: usize,
     total: u64,
     random: bool,
-) -> Result<Driven> {
+) -> Result<f64> {
     let old = pin(CLIENT_CPU);
-    let driven = cpu_of(|| drive_writes_timed(addr, size, depth, total, random));
+    let driven = drive_writes_timed(addr, size, depth, total, random);
     unpin(old);
-    let (mb_per_s, server_cpu_s, client_cpu_s) = driven?;
-    Ok(Driven {
-        mb_per_s,
-        server_cpu_s,
-        client_cpu_s,
-    })
+    driven
 }
 
 fn drive_writes_timed(

@@ -403,6 +403,33 @@ fn store_bench_prints_the_four_ratios() {
         assert!(value.is_finite() && value > 0.0, "{ratio}: {value}");
     }
     assert!(json["pinned"].is_boolean(), "pinned: {}", json["pinned"]);
+    // The transport ratios are medians of slice-by-slice ratios, with their spread beside them.
+    for (median, spread, all) in [
+        (
+            "ratio_transport_ceiling",
+            "slices_ratio_transport_ceiling",
+            "ratio_transport_ceiling_all_bytes",
+        ),
+        (
+            "ratio_log_floor",
+            "slices_ratio_log_floor",
+            "ratio_log_floor_all_bytes",
+        ),
+    ] {
+        let m = json[median].as_f64().unwrap();
+        let p = json[spread]
+            .as_array()
+            .unwrap_or_else(|| panic!("{spread}: {}", json[spread]))
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect::<Vec<_>>();
+        assert!(
+            p.len() == 2 && p[0] <= m && m <= p[1],
+            "{spread} {p:?} around {m}"
+        );
+        let a = json[all].as_f64().unwrap_or(f64::NAN);
+        assert!(a.is_finite() && a > 0.0, "{all}: {a}");
+    }
     for figure in ["store_64k_memory_mb_per_s", "store_4k_memory_mb_per_s"] {
         match &memory {
             Some(_) => {
