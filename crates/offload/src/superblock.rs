@@ -22,7 +22,12 @@
 //! The first format, "CDOFFSB1", had no flags word (count at 16, stores at 20); it is read as
 //! not degraded.
 
-use crate::client::StoreInfo;
+/// A store in the store set: its identity and the server it lives on (N copies go to N servers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StoreInfo {
+    pub id: u64,
+    pub server: u64,
+}
 
 pub const SUPERBLOCK_BYTES: u64 = 4096;
 const MAGIC: &[u8; 8] = b"CDOFFSB2";

@@ -1,0 +1,198 @@
+//! The client's interface: its configuration, what the upper layer asks and is answered, the
+//! operations on the base volume, and the figures it reports.
+
+use super::*;
+
+/// When writes are off-loaded (Everest §4.1's three configurations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Never off-load.
+    Baseline,
+    /// Off-load every write; never reclaim.
+    Always,
+    /// Off-load while the base volume is loaded (T_base, T_store); reclaim when it is not.
+    Peak,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub client: u64,
+    pub volume: u64,
+    /// Size of the base volume; the last [`SUPERBLOCK_BYTES`] hold the store set.
+    pub volume_bytes: u64,
+    pub policy: Policy,
+    /// Copies of each off-loaded write, on stores of different servers.
+    pub n_way: usize,
+    /// Off-load only when the base volume has more requests than this in flight.
+    pub t_base: u64,
+    /// Off-load only to stores with fewer requests than this in flight.
+    pub t_store: u64,
+    /// Reclaim operations in flight at most.
+    pub n_reclaim: usize,
+    /// A store request unanswered this long marks the store failed (`None`: never).
+    pub request_timeout_ns: Option<Nanos>,
+    /// How often a failed store is probed, and a recovering one asked again.
+    pub probe_interval_ns: Nanos,
+    /// A store down this long is removed from the store set (`None`: only by hand).
+    pub remove_after_ns: Option<Nanos>,
+    /// A write that must be off-loaded and that every store, all up, refuses as full waits
+    /// this long (reclaim runs meanwhile whatever the base volume's load) before it is
+    /// answered [`ClientError::NoSpace`] (ENOSPC): a full store never stalls a volume.
+    pub full_timeout_ns: Nanos,
+    /// A restarting client waits this long for every store of its set. After it, it serves
+    /// without the stores that failed to answer, if they are at most `n_way - 1` (so that
+    /// every acknowledged write still has a copy among those that answered), treating them as
+    /// failed; with more missing it keeps waiting ([`Client::recovery_wait`] says for what).
+    /// If the superblock is marked degraded (a write was acknowledged with fewer than
+    /// `n_way` copies since the last time every copy was whole), no store may be missing: the
+    /// client waits for every store, however long.
+    pub recovery_grace_ns: Nanos,
+}
+
+impl Config {
+    /// Everest's defaults: peak off-load, T_base = T_store = 32, N_reclaim = 256, one copy.
+    pub fn new(client: u64, volume: u64, volume_bytes: u64) -> Config {
+        Config {
+            client,
+            volume,
+            volume_bytes,
+            policy: Policy::Peak,
+            n_way: 1,
+            t_base: 32,
+            t_store: 32,
+            n_reclaim: 256,
+            request_timeout_ns: Some(2_000_000_000),
+            probe_interval_ns: 100_000_000,
+            remove_after_ns: None,
+            full_timeout_ns: 5_000_000_000,
+            recovery_grace_ns: 1_000_000_000,
+        }
+    }
+
+    /// Bytes the upper layer can address.
+    pub fn usable_bytes(&self) -> u64 {
+        self.volume_bytes - SUPERBLOCK_BYTES
+    }
+}
+
+/// What the upper layer asks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Upward {
+    Read {
+        offset_bytes: u64,
+        length_bytes: u64,
+    },
+    /// `durable`: on the base volume, acknowledge only once the write is durable (FUA).
+    /// Off-loaded writes are always durable when acknowledged.
+    Write {
+        offset_bytes: u64,
+        data: Vec<u8>,
+        durable: bool,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpReply {
+    Read(Vec<u8>),
+    Written,
+    Error(ClientError),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    #[error("bad request: zero length or beyond the end of the volume")]
+    BadRequest,
+    #[error("the client cannot start: {0}")]
+    NoStoreSet(#[from] SuperblockError),
+    /// A write overlapping off-loaded data (so it must be off-loaded too) was refused by every
+    /// store, all of them up: the stores are full, and reclaim did not make room in time (or
+    /// never does, under the always policy). The write is not acknowledged; nothing
+    /// acknowledged is lost.
+    #[error("no space: every store refused a write that must be off-loaded (the stores are full)")]
+    NoSpace,
+}
+
+/// An operation on the base volume.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BaseOp {
+    Read {
+        id: u64,
+        offset_bytes: u64,
+        length_bytes: u64,
+    },
+    /// `durable`: complete only once the write is durable (a write and a flush).
+    Write {
+        id: u64,
+        offset_bytes: u64,
+        data: Vec<u8>,
+        durable: bool,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BaseDone {
+    Read { id: u64, data: Vec<u8> },
+    Written { id: u64 },
+}
+
+/// Where the latest version of a range is: its version, the stores holding it (a bit per store
+/// index) and whether it has been reclaimed to the base volume (its copies are being deleted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loc {
+    pub version: u64,
+    pub stores: u64,
+    pub on_base: bool,
+}
+
+/// One store as the client sees it ([`Client::store_figures`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreFigures {
+    pub info: StoreInfo,
+    pub up: bool,
+    pub removed: bool,
+    pub in_flight: u64,
+    pub reported_load: u64,
+    pub offloaded_bytes: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Bytes whose latest version is off-loaded now.
+    pub offloaded_bytes: u64,
+    pub offloaded_writes: u64,
+    pub offloaded_write_bytes: u64,
+    pub base_writes: u64,
+    pub base_reads: u64,
+    pub store_reads: u64,
+    pub reclaimed_bytes: u64,
+    pub reclaim_reads: u64,
+    pub deletes_sent: u64,
+    pub deletion_records_written: u64,
+    pub deletion_records_collected: u64,
+    pub store_failures: u64,
+    /// Off-loaded bytes lost: a store holding their only copy was removed or lost them.
+    pub lost_bytes: u64,
+    /// Reads that found a store without a copy it had acknowledged (a damaged log): the copy
+    /// is dropped from the range map and read elsewhere.
+    pub lost_copies: u64,
+    pub recoveries: u64,
+    /// Writes answered [`ClientError::NoSpace`].
+    pub refused_writes: u64,
+}
+
+/// What a recovering client waits for ([`Client::recovery_wait`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryWait {
+    /// Stores of the set (not removed) that answered, and how many there are.
+    pub answered: usize,
+    pub stores: usize,
+    /// Answers needed to serve without the others: `stores - (n_way - 1)`, or every store
+    /// when the superblock says "degraded" (some acknowledged data may have fewer than N
+    /// copies).
+    pub needed: usize,
+    /// Ids of the stores not answered yet that have failed at least once.
+    pub failed: Vec<u64>,
+    /// Ids of the stores not answered yet that have not failed (yet): slow, or unreachable
+    /// without an error so far.
+    pub silent: Vec<u64>,
+}

@@ -1,0 +1,750 @@
+//! The off-loading client core (Everest §3.2): a sans-I/O state machine between an upper layer
+//! issuing block reads and writes, its base volume, and the stores of its store set.
+//!
+//! # Driver contract
+//!
+//! ```text
+//! let mut c = Client::format(config, stores, now)    // new volume: writes the store set
+//!          or Client::recover(config, now)           // restart: reads it, asks every store
+//! loop {
+//!     while let Some(op) = c.poll_base()   { base volume ← op }        // reads, writes (durable?)
+//!     while let Some((store, id, request)) = c.poll_store() { send to store }
+//!     while let Some((id, reply)) = c.poll_upward() { answer the upper layer }
+//!     wait for: an upward request      → c.handle_upward(now, id, request)
+//!               a base completion      → c.handle_base(now, done)
+//!               a store reply          → c.handle_store(now, store, id, reply, load)
+//!               a load broadcast       → c.handle_load(store, load)
+//!               c.poll_timeout()       → c.handle_timeout(now)
+//! }
+//! ```
+//!
+//! # What it guarantees
+//!
+//! - A read returns, for every byte, the last acknowledged write or one issued concurrently.
+//! - A write is acknowledged upward only once its data is durable: on the base volume (when
+//!   asked for durability) or on every store it was sent to that did not fail; the range map is
+//!   updated before the acknowledgement.
+//! - The three invariants of Everest §3.2.3 hold and are asserted: a version is deleted only once
+//!   it is on the base volume or a higher version is on a store; a write overlapping off-loaded
+//!   data is off-loaded with a higher version; the highest off-loaded version of a range is
+//!   deleted only once every older copy is deleted (or a deletion record for it is durable).
+//! - Versions are `generation << 40 | counter`, the generation being bumped and persisted on
+//!   every start, so versions never repeat across crashes.
+
+mod api;
+mod base;
+mod reclaim;
+mod recovery;
+mod stale;
+mod stores;
+#[cfg(test)]
+mod tests;
+mod timers;
+mod upward;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use cordillera_types::rangemap::RangeMap;
+use cordillera_vstore::store::{Extent, Reply, Request, StoreError};
+
+use crate::records::{companion, DeletionRecord, ENTRIES_MAX, SLOT_SHIFT};
+use crate::superblock::{Superblock, SuperblockError, STORES_MAX, SUPERBLOCK_BYTES};
+
+pub use crate::superblock::StoreInfo;
+pub use api::*;
+
+pub type Nanos = u64;
+/// A store's position in the client's store set.
+pub type StoreIdx = usize;
+/// A range a store returned, with its bytes.
+type Piece = (Extent, Vec<u8>);
+/// `(start, end, version)`.
+type Span = (u64, u64, u64);
+
+const VERSION_BITS: u32 = 40;
+/// The client id used for probes of stores that are down (it never owns data).
+const PROBE_CLIENT: u64 = u64::MAX;
+/// Deletes in flight per store at most.
+const DELETES_IN_FLIGHT_MAX: u64 = 256;
+
+/// A stale copy on one store, waiting for its delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stale {
+    /// Delete versions up to this one.
+    version: u64,
+    /// A delete is in flight.
+    sent: bool,
+    /// A deletion record for it is being written.
+    recording: bool,
+    /// The durable deletion record naming it: it no longer blocks invariant 3.
+    slot: Option<u64>,
+}
+
+struct StoreState {
+    info: StoreInfo,
+    removed: bool,
+    up: bool,
+    down_since: Nanos,
+    next_probe: Nanos,
+    probing: bool,
+    reported_load: u64,
+    in_flight: u64,
+    /// Deletes in flight (capped, so a store short of space is not flooded).
+    deletes_in_flight: u64,
+    /// When the store last answered anything, and when it last went from idle to busy: a
+    /// store silent for the timeout while requests are outstanding has failed (a slow answer
+    /// to one request, e.g. a delete waiting for log space, is not a failure).
+    last_heard: Nanos,
+    busy_since: Nanos,
+    /// read_any may find data for us.
+    may_hold: bool,
+    /// read_any requests in flight, and how many may be: a store offers its records in turn
+    /// and offers them again once all were, so more requests than it has records to offer only
+    /// read the same records again. The window doubles (up to N_reclaim) while answers bring
+    /// new work and falls back to one when one does not.
+    any_in_flight: u64,
+    any_window: u64,
+    /// No read_any before this: the last one found only data being settled or still being
+    /// written, which the store offers again until that work is done.
+    reclaim_after: Nanos,
+    /// Successful writes so far (a read_any answering "nothing" clears `may_hold` only if no
+    /// write succeeded since it was sent).
+    writes_acked: u64,
+    stale: RangeMap<Stale>,
+    stale_dirty: bool,
+    /// No deletion record for this (failed) store before this: the last one was refused by a
+    /// holder (e.g. a full log), and writing it again at once would only be refused again.
+    record_after: Nanos,
+    /// Missed at a recovery: the deletion records it holds from earlier lives (copies of
+    /// records also held by stores that answered) are deleted when it returns, up to this
+    /// version; `true` while that delete is in flight.
+    old_records: Option<(u64, bool)>,
+}
+
+enum Pending {
+    Write {
+        op: u64,
+    },
+    Read {
+        read: u64,
+        start: u64,
+        end: u64,
+        /// The version the range map named for the range when the read was sent.
+        version: u64,
+    },
+    ReclaimAny {
+        writes_acked: u64,
+    },
+    ReclaimRead,
+    Delete {
+        start: u64,
+        end: u64,
+        version: u64,
+    },
+    RecordWrite {
+        slot: u64,
+    },
+    RecordGc {
+        slot: u64,
+    },
+    Metadata,
+    /// The companion's metadata: which deletion records to read.
+    RecordsMeta,
+    Records,
+    Probe,
+    /// Deletes a returning store's deletion records from earlier lives.
+    ClearRecords,
+}
+
+struct Outstanding {
+    store: StoreIdx,
+    pending: Pending,
+}
+
+struct WriteOp {
+    up_id: u64,
+    start: u64,
+    data: Vec<u8>,
+    durable: bool,
+    version: u64,
+    /// Stores asked and not yet answered, answered with success, and failed (not retried).
+    waiting: u32,
+    succeeded: u64,
+    tried: u64,
+    /// Parts a newer write took while this one was in flight (it completed first, see
+    /// `supersede`): the newer one wins there (deletes owed for it may remove this copy).
+    superseded: Vec<(u64, u64)>,
+    /// When every store first refused it as full.
+    full_since: Option<Nanos>,
+}
+
+struct ReadOp {
+    up_id: u64,
+    start: u64,
+    len: u64,
+    /// Empty until the first piece arrives: a piece covering the whole read becomes the
+    /// buffer as it is (no copy); otherwise the pieces are copied into `len` bytes.
+    buf: Vec<u8>,
+    outstanding: u32,
+}
+
+enum BaseKind {
+    UpWrite { up_id: u64 },
+    UpRead { read: u64, start: u64 },
+    Reclaim { job: u64 },
+    Superblock,
+}
+
+/// A reclaim whose base write is done, waiting for older copies to go, then for its own copies.
+struct Settle {
+    start: u64,
+    end: u64,
+    version: u64,
+    deleting: bool,
+}
+
+struct DelRecordInfo {
+    target: StoreIdx,
+    version: u64,
+    /// Length of the record's payload (the range it occupies in the companion's space).
+    bytes: u64,
+    holders: u64,
+    /// Holders still to acknowledge the write (while being written).
+    writing: u64,
+    entries: Vec<(u64, u64, u64)>,
+    /// Being garbage-collected: holders with a delete in flight.
+    collecting: u64,
+    collect: bool,
+}
+
+enum Phase {
+    /// Writing the store set of a new volume.
+    Formatting,
+    /// Reading the store set.
+    ReadingSuperblock,
+    /// Asking every store for its metadata and deletion records.
+    Fetching(Fetch),
+    Ready,
+    Failed(SuperblockError),
+}
+
+struct Fetch {
+    superblock_written: bool,
+    /// The superblock says "degraded": some acknowledged data may have fewer than N copies,
+    /// so every store must answer.
+    all_needed: bool,
+    metadata: Vec<Option<Vec<Extent>>>,
+    records: Vec<Option<Vec<Piece>>>,
+    retry_at: Vec<Option<Nanos>>,
+    /// Stores that failed a fetch request (down, refusing, recovering, silent) at least once.
+    failed: Vec<bool>,
+    started: Nanos,
+}
+
+pub struct Client {
+    config: Config,
+    phase: Phase,
+    generation: u64,
+    next_counter: u64,
+    stores: Vec<StoreState>,
+    map: RangeMap<Loc>,
+    next_id: u64,
+    outstanding: BTreeMap<u64, Outstanding>,
+    writes: HashMap<u64, WriteOp>,
+    reads: HashMap<u64, ReadOp>,
+    base_pending: HashMap<u64, BaseKind>,
+    /// Base I/Os in flight from the upper layer and from reclaim.
+    base_in_flight: u64,
+    /// Load on the base volume that is not ours (a co-hosted store), told by the driver.
+    external_base_load: u64,
+    queued_upward: VecDeque<(u64, Upward)>,
+    parked_reads: Vec<(u64, u64, u64)>,
+    parked_writes: Vec<u64>,
+    /// Since when the stores refuse writes as full (cleared by a write a store accepts):
+    /// reclaim then runs whatever the base volume's load.
+    stores_full_since: Option<Nanos>,
+    /// Parked writes are tried again then (stores may have room, or the range may no longer
+    /// need to be off-loaded).
+    parked_retry_at: Option<Nanos>,
+    reclaim_jobs: usize,
+    /// Reclaim jobs writing to the base volume: the spans written and writes left.
+    reclaim_writes: HashMap<u64, (Vec<Span>, u32)>,
+    /// Ranges with a reclaim write to the base volume in flight (by job). A newer version of
+    /// an overlapping range waits for it: the disk may complete concurrent writes in any order.
+    reclaiming: RangeMap<u64>,
+    settling: Vec<Settle>,
+    /// Something a settling reclaim waits for may have changed (a stale list, a deletion
+    /// record, the range map): `pump_settle` looks at every entry again only then.
+    settle_dirty: bool,
+    vulnerable: VecDeque<(u64, u64)>,
+    /// Some acknowledged data may have fewer than N copies on stores (see
+    /// [`Superblock::degraded`]): wanted in the superblock, and what the last superblock write
+    /// that completed holds. Writes acknowledged with fewer than N copies wait in `held_acks`
+    /// until the flag is durable; it is cleared (checked at most every probe interval, once
+    /// the vulnerable ranges are reclaimed) when no range in the map has fewer than N.
+    degraded: bool,
+    degraded_durable: bool,
+    held_acks: Vec<u64>,
+    degraded_check_at: Nanos,
+    /// One superblock write at a time (the disk may complete concurrent writes in any
+    /// order): the flag it carries, and whether the superblock changed since it was sent.
+    superblock_in_flight: Option<bool>,
+    superblock_dirty: bool,
+    next_reclaim_store: usize,
+    records: BTreeMap<u64, DelRecordInfo>,
+    next_slot: u64,
+    base_out: VecDeque<BaseOp>,
+    store_out: VecDeque<(StoreIdx, u64, Request)>,
+    upward_out: VecDeque<(u64, UpReply)>,
+    stats: Stats,
+    now: Nanos,
+}
+
+fn bit(s: StoreIdx) -> u64 {
+    1u64 << s
+}
+
+fn indices(mask: u64) -> impl Iterator<Item = StoreIdx> {
+    (0..64).filter(move |&i| mask & (1 << i) != 0)
+}
+
+impl Client {
+    fn empty(config: Config, stores: Vec<StoreInfo>, phase: Phase, now: Nanos) -> Client {
+        assert!(config.n_way >= 1, "n_way ≥ 1");
+        assert!(config.volume_bytes > SUPERBLOCK_BYTES, "volume too small");
+        let stores = stores
+            .into_iter()
+            .map(|info| new_store_state(info, now))
+            .collect();
+        Client {
+            config,
+            phase,
+            generation: 1,
+            next_counter: 1,
+            stores,
+            map: RangeMap::new(),
+            next_id: 1,
+            outstanding: BTreeMap::new(),
+            writes: HashMap::new(),
+            reads: HashMap::new(),
+            base_pending: HashMap::new(),
+            base_in_flight: 0,
+            external_base_load: 0,
+            queued_upward: VecDeque::new(),
+            parked_reads: Vec::new(),
+            parked_writes: Vec::new(),
+            stores_full_since: None,
+            parked_retry_at: None,
+            reclaim_jobs: 0,
+            reclaim_writes: HashMap::new(),
+            reclaiming: RangeMap::new(),
+            settling: Vec::new(),
+            settle_dirty: false,
+            vulnerable: VecDeque::new(),
+            degraded: false,
+            degraded_durable: false,
+            held_acks: Vec::new(),
+            degraded_check_at: now,
+            superblock_in_flight: None,
+            superblock_dirty: false,
+            next_reclaim_store: 0,
+            records: BTreeMap::new(),
+            next_slot: 0,
+            base_out: VecDeque::new(),
+            store_out: VecDeque::new(),
+            upward_out: VecDeque::new(),
+            stats: Stats::default(),
+            now,
+        }
+    }
+
+    /// A client for a new volume: writes the store set (generation 1) to the base volume.
+    pub fn format(config: Config, stores: Vec<StoreInfo>, now: Nanos) -> Client {
+        assert!(stores.len() <= STORES_MAX, "at most 64 stores");
+        let mut c = Client::empty(config, stores, Phase::Formatting, now);
+        c.write_superblock();
+        c
+    }
+
+    /// A client restarting on an existing volume: reads the store set, then rebuilds its soft
+    /// state from every store's metadata (waiting for stores that are recovering themselves).
+    pub fn recover(config: Config, now: Nanos) -> Client {
+        let mut c = Client::empty(config, Vec::new(), Phase::ReadingSuperblock, now);
+        let id = c.id();
+        c.base_pending.insert(id, BaseKind::Superblock);
+        c.base_out.push_back(BaseOp::Read {
+            id,
+            offset_bytes: c.config.usable_bytes(),
+            length_bytes: SUPERBLOCK_BYTES,
+        });
+        c.stats.recoveries += 1;
+        c
+    }
+
+    pub fn is_ready(&self) -> bool {
+        matches!(self.phase, Phase::Ready)
+    }
+
+    /// Since when every store refuses the writes that must be off-loaded as full (`None`
+    /// when they are not full): the runtime reports it (WARN, metric).
+    pub fn stores_full_since(&self) -> Option<Nanos> {
+        self.stores_full_since
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Per store in the store set (by index, removed ones included): whether it is up, its
+    /// requests in flight, its last reported load, and the bytes whose latest version it holds
+    /// and that are not yet on the base volume. Walks the range map: for reports, not per I/O.
+    pub fn store_figures(&self) -> Vec<StoreFigures> {
+        let mut out: Vec<StoreFigures> = self
+            .stores
+            .iter()
+            .map(|s| StoreFigures {
+                info: s.info,
+                up: s.up,
+                removed: s.removed,
+                in_flight: s.in_flight,
+                reported_load: s.reported_load,
+                offloaded_bytes: 0,
+            })
+            .collect();
+        for (start, end, loc) in self.map.iter() {
+            if loc.on_base {
+                continue;
+            }
+            for (i, f) in out.iter_mut().enumerate() {
+                if loc.stores & (1 << i) != 0 {
+                    f.offloaded_bytes += end - start;
+                }
+            }
+        }
+        out
+    }
+
+    /// Why the client cannot start (its store set is missing or damaged), if it cannot.
+    pub fn failure(&self) -> Option<ClientError> {
+        match &self.phase {
+            Phase::Failed(e) => Some(ClientError::NoStoreSet(*e)),
+            _ => None,
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Changes when writes are off-loaded from now on (e.g. "always" for a burst, then "peak"
+    /// so that the data is reclaimed). Data already off-loaded stays correct under any policy.
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.config.policy = policy;
+    }
+
+    /// The store set (removed stores excluded), by index.
+    pub fn stores(&self) -> Vec<(StoreIdx, StoreInfo, bool)> {
+        self.stores
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.removed)
+            .map(|(i, s)| (i, s.info, s.up))
+            .collect()
+    }
+
+    /// The range map: every off-loaded range and where its latest version is.
+    pub fn ranges(&self) -> impl Iterator<Item = (u64, u64, &Loc)> + '_ {
+        self.map.iter()
+    }
+
+    /// Nothing off-loaded, nothing owed to any store, no deletion record left.
+    pub fn is_quiescent(&self) -> bool {
+        self.map.is_empty()
+            && self.stores.iter().all(|s| s.stale.is_empty())
+            && self.records.is_empty()
+            && self
+                .stores
+                .iter()
+                .all(|s| s.removed || s.old_records.is_none())
+            && self.settling.is_empty()
+            && self.reclaim_jobs == 0
+            && !self.degraded
+            && self.superblock_in_flight.is_none()
+    }
+
+    /// A one-line account of the client's state, for diagnostics.
+    pub fn describe(&self) -> String {
+        let phase = match &self.phase {
+            Phase::Formatting => "formatting",
+            Phase::ReadingSuperblock => "reading the store set",
+            Phase::Fetching(_) => "fetching metadata",
+            Phase::Ready => "ready",
+            Phase::Failed(_) => "failed",
+        };
+        let stores: Vec<String> = self
+            .stores
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}{}(load {}, in flight {}, stale {})",
+                    s.info.id,
+                    if s.removed {
+                        "x"
+                    } else if s.up {
+                        ""
+                    } else {
+                        "↓"
+                    },
+                    s.reported_load,
+                    s.in_flight,
+                    s.stale.len()
+                )
+            })
+            .collect();
+        format!(
+            "{phase}{}; ranges {}; writes {} (parked {}); reads {} (parked {}); queued {}; base in flight {}; store requests {}; reclaim jobs {}; settling {}; records {}; vulnerable {}; stores {}",
+            match (self.degraded, self.degraded_durable) {
+                (false, false) => "",
+                (true, true) => " (degraded)",
+                (true, false) => " (degraded, not durable yet)",
+                (false, true) => " (degraded, clearing)",
+            },
+            self.map.len(),
+            self.writes.len(),
+            self.parked_writes.len(),
+            self.reads.len(),
+            self.parked_reads.len(),
+            self.queued_upward.len(),
+            self.base_in_flight,
+            self.outstanding.len(),
+            self.reclaim_jobs,
+            self.settling.len(),
+            self.records.len(),
+            self.vulnerable.len(),
+            stores.join(" ")
+        )
+    }
+
+    /// Requests in flight on the base volume (ours plus what the driver reports).
+    pub fn base_load(&self) -> u64 {
+        self.base_in_flight + self.external_base_load
+    }
+
+    /// Load on the base volume from others (a store co-hosted on it).
+    pub fn set_external_base_load(&mut self, load: u64) {
+        self.external_base_load = load;
+    }
+
+    pub fn poll_base(&mut self) -> Option<BaseOp> {
+        self.base_out.pop_front()
+    }
+
+    pub fn poll_store(&mut self) -> Option<(StoreIdx, u64, Request)> {
+        self.store_out.pop_front()
+    }
+
+    pub fn poll_upward(&mut self) -> Option<(u64, UpReply)> {
+        self.upward_out.pop_front()
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn next_version(&mut self) -> u64 {
+        let v = (self.generation << VERSION_BITS) | self.next_counter;
+        self.next_counter += 1;
+        assert!(
+            self.next_counter < 1 << VERSION_BITS,
+            "version counter exhausted"
+        );
+        v
+    }
+
+    /// A request left the outstanding set.
+    fn settle_outstanding(&mut self, out: &Outstanding) {
+        let st = &mut self.stores[out.store];
+        st.in_flight -= 1;
+        match out.pending {
+            Pending::Delete { .. } => st.deletes_in_flight -= 1,
+            Pending::ReclaimAny { .. } => st.any_in_flight -= 1,
+            _ => {}
+        }
+    }
+
+    /// When a busy store that stays silent is deemed failed.
+    fn silence_deadline(&self, s: StoreIdx) -> Option<Nanos> {
+        let st = &self.stores[s];
+        let timeout = self.config.request_timeout_ns?;
+        (st.in_flight > 0 && !st.removed).then(|| st.last_heard.max(st.busy_since) + timeout)
+    }
+
+    fn store_load(&self, s: StoreIdx) -> u64 {
+        let st = &self.stores[s];
+        st.reported_load.max(st.in_flight)
+    }
+
+    fn send(&mut self, store: StoreIdx, request: Request, pending: Pending) {
+        let id = self.id();
+        let st = &mut self.stores[store];
+        if st.in_flight == 0 {
+            st.busy_since = self.now;
+        }
+        st.in_flight += 1;
+        match pending {
+            Pending::Delete { .. } => st.deletes_in_flight += 1,
+            Pending::ReclaimAny { .. } => st.any_in_flight += 1,
+            _ => {}
+        }
+        self.outstanding.insert(id, Outstanding { store, pending });
+        self.store_out.push_back((store, id, request));
+    }
+
+    fn superblock(&self) -> Superblock {
+        Superblock {
+            generation: self.generation,
+            degraded: self.degraded,
+            stores: self
+                .stores
+                .iter()
+                .filter(|s| !s.removed)
+                .map(|s| s.info)
+                .collect(),
+        }
+    }
+
+    /// The superblock changed: written now, or once the write in flight completes.
+    fn write_superblock(&mut self) {
+        self.superblock_dirty = true;
+        if self.superblock_in_flight.is_some() {
+            return;
+        }
+        self.superblock_dirty = false;
+        self.superblock_in_flight = Some(self.degraded);
+        let id = self.id();
+        self.base_pending.insert(id, BaseKind::Superblock);
+        self.base_out.push_back(BaseOp::Write {
+            id,
+            offset_bytes: self.config.usable_bytes(),
+            data: self.superblock().encode(),
+            durable: true,
+        });
+    }
+
+    fn superblock_written(&mut self) {
+        let degraded = self
+            .superblock_in_flight
+            .take()
+            .expect("a superblock write in flight");
+        self.degraded_durable = degraded;
+        if self.degraded_is_durable() {
+            for up_id in std::mem::take(&mut self.held_acks) {
+                self.upward_out.push_back((up_id, UpReply::Written));
+            }
+        }
+        if std::mem::take(&mut self.superblock_dirty) {
+            self.write_superblock();
+        }
+    }
+
+    /// The base volume says "degraded" whatever happens to writes in flight.
+    fn degraded_is_durable(&self) -> bool {
+        self.degraded_durable && self.superblock_in_flight != Some(false)
+    }
+
+    /// Some acknowledged data may have fewer than N copies from now on.
+    fn set_degraded(&mut self) {
+        if !self.degraded {
+            self.degraded = true;
+            self.write_superblock();
+        }
+    }
+
+    /// Clears "degraded" once no range in the map has fewer than N copies (the ranges that
+    /// had are reclaimed first; checked at most every probe interval: a scan of the map).
+    fn pump_degraded(&mut self) {
+        if !self.degraded
+            || !self.vulnerable.is_empty()
+            || !self.held_acks.is_empty()
+            || self.now < self.degraded_check_at
+        {
+            return;
+        }
+        self.degraded_check_at = self.now + self.config.probe_interval_ns;
+        let n = self.config.n_way;
+        if self
+            .map
+            .iter()
+            .any(|(_, _, l)| !l.on_base && (l.stores.count_ones() as usize) < n)
+        {
+            return;
+        }
+        self.degraded = false;
+        self.write_superblock();
+    }
+
+    /// Work every event may unblock.
+    fn pump(&mut self) {
+        if !self.is_ready() {
+            return;
+        }
+        if self.stores.iter().any(|s| s.stale_dirty) {
+            self.settle_dirty = true;
+        }
+        self.pump_stale();
+        self.pump_old_records();
+        if std::mem::take(&mut self.settle_dirty) {
+            self.pump_settle();
+        } else if cfg!(debug_assertions) {
+            // Checks that `settle_dirty` follows every change a settling entry waits for: a
+            // pass now must change nothing.
+            let state = |c: &Client| -> Vec<(u64, bool)> {
+                c.settling.iter().map(|s| (s.version, s.deleting)).collect()
+            };
+            let before = state(self);
+            self.pump_settle();
+            assert_eq!(
+                before,
+                state(self),
+                "a settling reclaim progressed without settle_dirty: {}",
+                self.describe()
+            );
+            self.settle_dirty = false;
+        }
+        self.pump_stale();
+        self.pump_reclaim();
+        self.pump_degraded();
+    }
+}
+
+enum WriteOutcome {
+    Done,
+    NotWritten,
+    Unknown,
+}
+
+fn new_store_state(info: StoreInfo, now: Nanos) -> StoreState {
+    StoreState {
+        info,
+        removed: false,
+        up: true,
+        down_since: now,
+        next_probe: now,
+        probing: false,
+        reported_load: 0,
+        in_flight: 0,
+        deletes_in_flight: 0,
+        last_heard: now,
+        busy_since: now,
+        may_hold: false,
+        any_in_flight: 0,
+        any_window: 1,
+        reclaim_after: 0,
+        writes_acked: 0,
+        stale: RangeMap::new(),
+        stale_dirty: false,
+        record_after: 0,
+        old_records: None,
+    }
+}

@@ -1,0 +1,261 @@
+//! Reclaim: reading off-loaded data back from the stores to the base volume while it is
+//! quiet, and settling each reclaimed range.
+
+use super::*;
+
+impl Client {
+    pub(super) fn pump_reclaim(&mut self) {
+        if self.config.policy != Policy::Peak || !self.is_ready() {
+            return;
+        }
+        // Full stores are reclaimed under load too: waiting for a quiet base volume would
+        // stall every write that must be off-loaded.
+        while self.reclaim_jobs < self.config.n_reclaim
+            && (self.base_load() < self.config.t_base || self.stores_full_since.is_some())
+        {
+            // Vulnerable data (fewer than N copies available) first.
+            if let Some((lo, hi)) = self.vulnerable.pop_front() {
+                let pieces: Vec<(u64, u64, Loc)> = self
+                    .map
+                    .lookup(lo, hi)
+                    .into_iter()
+                    .filter_map(|p| p.value.map(|l| (p.start, p.end, *l)))
+                    .filter(|(_, _, l)| !l.on_base)
+                    .collect();
+                for (plo, phi, l) in pieces {
+                    let replica = indices(l.stores)
+                        .filter(|&s| self.stores[s].up)
+                        .min_by_key(|&s| (self.store_load(s), s));
+                    if let Some(s) = replica {
+                        self.reclaim_jobs += 1;
+                        self.stats.reclaim_reads += 1;
+                        let request = Request::Read {
+                            client: self.config.client,
+                            offset_bytes: plo,
+                            length_bytes: phi - plo,
+                        };
+                        self.send(s, request, Pending::ReclaimRead);
+                    }
+                }
+                continue;
+            }
+            let n = self.stores.len();
+            let pick = (0..n)
+                .map(|k| (self.next_reclaim_store + k) % n)
+                .find(|&s| {
+                    let st = &self.stores[s];
+                    st.up
+                        && st.may_hold
+                        && st.reclaim_after <= self.now
+                        && st.any_in_flight < st.any_window
+                });
+            let Some(s) = pick else {
+                break;
+            };
+            self.next_reclaim_store = (s + 1) % n;
+            self.reclaim_jobs += 1;
+            self.stats.reclaim_reads += 1;
+            let writes_acked = self.stores[s].writes_acked;
+            self.send(
+                s,
+                Request::ReadAny {
+                    client: self.config.client,
+                },
+                Pending::ReclaimAny { writes_acked },
+            );
+        }
+    }
+
+    /// Data read back for reclaim: the parts that are still the latest version are written to
+    /// the base volume; the others are stale on this store and deleted. Returns whether any
+    /// of it needed work (false: all of it is being settled or written already).
+    pub(super) fn reclaim_got(&mut self, store: StoreIdx, pieces: Vec<(Extent, Vec<u8>)>) -> bool {
+        let mut useful = false;
+        let mut runs: Vec<(u64, u64, u64, Vec<u8>)> = Vec::new();
+        for (e, data) in pieces {
+            let (lo, hi, v) = (e.offset_bytes, e.offset_bytes + e.length_bytes, e.version);
+            if data.len() as u64 != e.length_bytes {
+                continue;
+            }
+            if self.writes.values().any(|op| op.version == v) {
+                // A write of ours still waiting for its other copies: the store answered it
+                // already, the range map learns of it only once every copy is in. Neither
+                // reclaimed nor stale yet; read_any offers it again later.
+                continue;
+            }
+            let parts: Vec<(u64, u64, Option<Loc>)> = self.map_pieces(lo, hi);
+            for (plo, phi, loc) in parts {
+                match loc {
+                    Some(l) if l.version == v && l.stores & bit(store) != 0 => {
+                        if l.on_base || self.reclaiming.overlaps(plo, phi) {
+                            // Another reclaim got here first, or an older version's reclaim
+                            // write is still in flight there.
+                            continue;
+                        }
+                        let bytes = &data[(plo - lo) as usize..(phi - lo) as usize];
+                        match runs.last_mut() {
+                            Some(run) if run.1 == plo && run.2 == v => {
+                                run.1 = phi;
+                                run.3.extend_from_slice(bytes);
+                            }
+                            _ => runs.push((plo, phi, v, bytes.to_vec())),
+                        }
+                    }
+                    Some(l) if l.stores & bit(store) != 0 && l.version < v && !l.on_base => {
+                        // A newer copy the map does not know of (a write whose outcome was
+                        // unknown, still being retried or never acknowledged) hides the
+                        // current one on this store, which will never be offered: adopt it,
+                        // as recovery would. Reads may return it: its write is concurrent.
+                        useful = true;
+                        self.stores[store]
+                            .stale
+                            .update(plo, phi, |_, _, old| match old {
+                                Some(x) if x.version <= v && !x.sent => None,
+                                other => other.copied(),
+                            });
+                        self.apply_offloaded(plo, phi, v, bit(store));
+                        self.vulnerable.push_back((plo, phi));
+                    }
+                    _ => {
+                        // Work only if its delete may go (else read_any backs off).
+                        useful |= self.delete_allowed(store, plo, phi, v);
+                        self.add_stale(store, plo, phi, v);
+                    }
+                }
+            }
+        }
+        if runs.is_empty() {
+            self.reclaim_jobs -= 1;
+            return useful;
+        }
+        let job = self.id();
+        let count = runs.len() as u32;
+        let mut done = Vec::with_capacity(runs.len());
+        for (lo, hi, v, data) in runs {
+            let id = self.id();
+            self.reclaiming.insert(lo, hi, job);
+            self.base_pending.insert(id, BaseKind::Reclaim { job });
+            self.base_in_flight += 1;
+            self.base_out.push_back(BaseOp::Write {
+                id,
+                offset_bytes: lo,
+                data,
+                durable: true,
+            });
+            done.push((lo, hi, v));
+        }
+        self.reclaim_writes.insert(job, (done, count));
+        true
+    }
+
+    /// A reclaim write reached the base volume (durably): the range reads from the base from now
+    /// on, and its copies are deleted once every older copy is (invariant 3).
+    pub(super) fn reclaim_written(&mut self, job: u64) {
+        let entry = self.reclaim_writes.get_mut(&job).expect("reclaim job");
+        entry.1 -= 1;
+        if entry.1 > 0 {
+            return;
+        }
+        let (runs, _) = self.reclaim_writes.remove(&job).expect("reclaim job");
+        self.reclaim_jobs -= 1;
+        for (lo, hi, v) in runs {
+            self.reclaiming.remove(lo, hi);
+            let (mut written, mut holders) = (0, 0);
+            self.map.update(lo, hi, |a, b, old| {
+                old.map(|l| {
+                    if l.version == v && !l.on_base {
+                        written += b - a;
+                        holders |= l.stores;
+                        Loc {
+                            on_base: true,
+                            ..*l
+                        }
+                    } else {
+                        *l
+                    }
+                })
+            });
+            self.stats.reclaimed_bytes += written;
+            if written > 0 {
+                // Deletes held back by this copy (on the stores holding it) may go now.
+                for s in indices(holders) {
+                    let st = &mut self.stores[s];
+                    st.stale_dirty |= !st.stale.is_empty();
+                }
+                self.settling.push(Settle {
+                    start: lo,
+                    end: hi,
+                    version: v,
+                    deleting: false,
+                });
+                self.settle_dirty = true;
+            }
+        }
+    }
+
+    /// Advances reclaims waiting on deletes: once no older copy remains, the copies of the
+    /// reclaimed version are deleted; once those are gone too, the range leaves the map.
+    pub(super) fn pump_settle(&mut self) {
+        let mut changed = false;
+        let mut i = 0;
+        while i < self.settling.len() {
+            let Settle {
+                start,
+                end,
+                version,
+                deleting,
+            } = self.settling[i];
+            // The parts still holding this version (newer writes may have taken the rest).
+            let parts: Vec<(u64, u64, u64)> = self
+                .map
+                .lookup(start, end)
+                .into_iter()
+                .filter_map(|p| {
+                    p.value
+                        .filter(|l| l.version == version && l.on_base)
+                        .map(|l| (p.start, p.end, l.stores))
+                })
+                .collect();
+            if !deleting {
+                // Invariant 3: every older copy is gone (or goes with this version's own
+                // delete: on a store holding this version, deleting it deletes every older
+                // copy there too); the highest version may go now.
+                if parts
+                    .iter()
+                    .any(|&(lo, hi, stores)| self.older_copies_elsewhere(lo, hi, version, stores))
+                {
+                    i += 1;
+                    continue;
+                }
+                for &(lo, hi, stores) in &parts {
+                    for s in indices(stores) {
+                        self.add_stale(s, lo, hi, version);
+                    }
+                }
+                self.settling[i].deleting = true;
+                changed = true;
+                i += 1;
+                continue;
+            }
+            if parts.iter().any(|&(lo, hi, _)| self.blocking_stale(lo, hi)) {
+                i += 1;
+                continue;
+            }
+            let mut removed = 0;
+            for &(lo, hi, _) in &parts {
+                self.map.update(lo, hi, |a, b, old| match old {
+                    Some(l) if l.version == version && l.on_base => {
+                        removed += b - a;
+                        None
+                    }
+                    old => old.copied(),
+                });
+            }
+            self.stats.offloaded_bytes -= removed;
+            self.settling.swap_remove(i);
+            changed = true;
+        }
+        // What changed here may unblock other entries: look once more at the next pump.
+        self.settle_dirty |= changed;
+    }
+}

@@ -1,0 +1,249 @@
+//! Recovery: reading the store set, asking every store for its metadata and deletion
+//! records, and rebuilding the range map.
+
+use super::*;
+
+impl Client {
+    pub(super) fn superblock_read(&mut self, data: &[u8]) {
+        match Superblock::decode(data) {
+            Err(e) => {
+                self.phase = Phase::Failed(e);
+                while let Some((id, _)) = self.queued_upward.pop_front() {
+                    self.upward_out
+                        .push_back((id, UpReply::Error(ClientError::NoStoreSet(e))));
+                }
+            }
+            Ok(sb) => {
+                self.generation = sb.generation + 1;
+                self.degraded = sb.degraded;
+                self.degraded_durable = sb.degraded;
+                self.next_counter = 1;
+                self.stores = sb
+                    .stores
+                    .into_iter()
+                    .map(|info| new_store_state(info, self.now))
+                    .collect();
+                let n = self.stores.len();
+                self.phase = Phase::Fetching(Fetch {
+                    superblock_written: false,
+                    all_needed: sb.degraded,
+                    metadata: vec![None; n],
+                    records: vec![None; n],
+                    retry_at: vec![None; n],
+                    failed: vec![false; n],
+                    started: self.now,
+                });
+                self.write_superblock();
+                for s in 0..n {
+                    self.fetch_from(s);
+                }
+                self.maybe_finish_fetch();
+            }
+        }
+    }
+
+    pub(super) fn fetch_from(&mut self, s: StoreIdx) {
+        let Phase::Fetching(f) = &self.phase else {
+            return;
+        };
+        let (need_meta, need_records) = (f.metadata[s].is_none(), f.records[s].is_none());
+        let waiting = self.outstanding.values().any(|o| {
+            o.store == s
+                && matches!(
+                    o.pending,
+                    Pending::Metadata | Pending::RecordsMeta | Pending::Records
+                )
+        });
+        if waiting {
+            return;
+        }
+        if need_meta {
+            self.send(
+                s,
+                Request::Metadata {
+                    client: self.config.client,
+                },
+                Pending::Metadata,
+            );
+        }
+        if need_records {
+            self.send(
+                s,
+                Request::Metadata {
+                    client: companion(self.config.client),
+                },
+                Pending::RecordsMeta,
+            );
+        }
+    }
+
+    /// Finishes recovery once every store answered, or once the grace period is over and the
+    /// stores that did not answer (each failed at least once) are few enough that every
+    /// acknowledged write has a copy among those that did.
+    pub(super) fn maybe_finish_fetch(&mut self) {
+        let Phase::Fetching(f) = &self.phase else {
+            return;
+        };
+        if !f.superblock_written {
+            return;
+        }
+        let missing: Vec<StoreIdx> = (0..self.stores.len())
+            .filter(|&s| f.metadata[s].is_none() || f.records[s].is_none())
+            .collect();
+        if !missing.is_empty() {
+            let graced = self.now >= f.started + self.config.recovery_grace_ns;
+            let tolerable = !f.all_needed && missing.len() < self.config.n_way;
+            if !(graced && tolerable && missing.iter().all(|&s| f.failed[s])) {
+                return;
+            }
+            // Their copies become stale: ranges they held have fewer than N copies until
+            // reclaimed, so a later restart must not go on without the others.
+            if !self.degraded_is_durable() {
+                self.set_degraded();
+                return;
+            }
+        }
+        let Phase::Fetching(f) = std::mem::replace(&mut self.phase, Phase::Ready) else {
+            unreachable!()
+        };
+        self.merge(f);
+        self.become_ready();
+    }
+
+    /// While recovering (fetching every store's ranges): who answered and who is missing.
+    pub fn recovery_wait(&self) -> Option<RecoveryWait> {
+        let Phase::Fetching(f) = &self.phase else {
+            return None;
+        };
+        let live: Vec<StoreIdx> = (0..self.stores.len())
+            .filter(|&s| !self.stores[s].removed)
+            .collect();
+        let missing: Vec<StoreIdx> = live
+            .iter()
+            .copied()
+            .filter(|&s| f.metadata[s].is_none() || f.records[s].is_none())
+            .collect();
+        let id = |s: &StoreIdx| self.stores[*s].info.id;
+        Some(RecoveryWait {
+            answered: live.len() - missing.len(),
+            stores: live.len(),
+            needed: if f.all_needed {
+                live.len()
+            } else {
+                live.len().saturating_sub(self.config.n_way - 1).max(1)
+            },
+            failed: missing.iter().filter(|&&s| f.failed[s]).map(id).collect(),
+            silent: missing.iter().filter(|&&s| !f.failed[s]).map(id).collect(),
+        })
+    }
+
+    /// Rebuilds the soft state: deletion records first (what is owed to whom), then every
+    /// store's valid ranges merged by version.
+    ///
+    /// A store that did not answer is failed from the start, and everything it may hold from
+    /// earlier lives is stale: the map is built without it (every acknowledged write has a copy
+    /// elsewhere), so any copy there is older than the map's or was never acknowledged. One
+    /// stale entry over the whole volume, up to the last version of earlier lives, stands for
+    /// it: until a deletion record of it is durable (written at once, like any failed store's)
+    /// it blocks deletes of current copies and sends writes to stores (invariants 2 and 3), and
+    /// when the store returns one delete clears it.
+    pub(super) fn merge(&mut self, mut f: Fetch) {
+        let n = self.stores.len();
+        let missing: Vec<bool> = (0..n)
+            .map(|s| f.metadata[s].is_none() || f.records[s].is_none())
+            .collect();
+        for (s, _) in missing.iter().enumerate().filter(|(_, &m)| m) {
+            f.metadata[s] = None;
+            f.records[s] = None;
+        }
+        let mut owed: Vec<RangeMap<(u64, u64)>> = vec![RangeMap::new(); n];
+        for (holder, pieces) in f.records.into_iter().enumerate() {
+            for (e, data) in pieces.unwrap_or_default() {
+                let slot = e.offset_bytes >> SLOT_SHIFT;
+                self.next_slot = self.next_slot.max(slot + 1);
+                let Some(record) = DeletionRecord::decode(&data) else {
+                    continue;
+                };
+                let target = self
+                    .stores
+                    .iter()
+                    .position(|s| !s.removed && s.info.id == record.target);
+                let info = self.records.entry(slot).or_insert(DelRecordInfo {
+                    target: target.unwrap_or(usize::MAX),
+                    version: e.version,
+                    bytes: e.length_bytes,
+                    holders: 0,
+                    writing: 0,
+                    entries: record.entries.clone(),
+                    collecting: 0,
+                    collect: target.is_none(),
+                });
+                info.holders |= bit(holder);
+                info.version = info.version.max(e.version);
+                if let Some(t) = target {
+                    for &(lo, hi, v) in &record.entries {
+                        owed[t].update(lo, hi, |_, _, old| match old {
+                            Some(&(ov, os)) if ov >= v => Some((ov, os)),
+                            _ => Some((v, slot)),
+                        });
+                    }
+                }
+            }
+        }
+        let earlier_lives = (self.generation << VERSION_BITS) - 1;
+        let usable = self.config.usable_bytes();
+        for (s, missing) in missing.iter().enumerate() {
+            if !missing || self.stores[s].removed {
+                continue;
+            }
+            let st = &mut self.stores[s];
+            st.up = false;
+            st.down_since = self.now;
+            st.next_probe = self.now;
+            st.may_hold = true;
+            self.stats.store_failures += 1;
+            st.old_records = Some((earlier_lives, false));
+            self.add_stale(s, 0, usable, earlier_lives);
+        }
+        for (s, extents) in f.metadata.into_iter().enumerate() {
+            let Some(extents) = extents else { continue };
+            self.stores[s].may_hold = !extents.is_empty();
+            for e in extents {
+                let (lo, hi, v) = (e.offset_bytes, e.offset_bytes + e.length_bytes, e.version);
+                // (start, end, the (version, slot) of a deletion record covering it).
+                type Owed = (u64, u64, Option<(u64, u64)>);
+                let parts: Vec<Owed> = owed[s]
+                    .lookup(lo, hi)
+                    .into_iter()
+                    .map(|p| (p.start, p.end, p.value.copied()))
+                    .collect();
+                for (plo, phi, del) in parts {
+                    match del {
+                        Some((dv, slot)) if dv >= v => {
+                            self.stores[s].stale.update(plo, phi, |_, _, _| {
+                                Some(Stale {
+                                    version: v,
+                                    sent: false,
+                                    recording: false,
+                                    slot: Some(slot),
+                                })
+                            });
+                        }
+                        _ => self.apply_offloaded(plo, phi, v, bit(s)),
+                    }
+                }
+            }
+            self.stores[s].stale_dirty = true;
+        }
+        for s in 0..n {
+            self.maybe_collect_records(s);
+        }
+        let vulnerable: Vec<(u64, u64)> = self
+            .map
+            .iter()
+            .filter(|(_, _, l)| (l.stores.count_ones() as usize) < self.config.n_way)
+            .map(|(a, b, _)| (a, b))
+            .collect();
+        self.vulnerable.extend(vulnerable);
+    }
+}

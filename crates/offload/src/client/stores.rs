@@ -1,0 +1,479 @@
+//! Store replies and failures: answers, lost copies, failed and recovered stores, parked
+//! writes, removing a store.
+
+use super::*;
+
+impl Client {
+    /// A store answered request `id`; `load` is the load it piggy-backed (requests in flight
+    /// on its volume), if any.
+    pub fn handle_store(
+        &mut self,
+        now: Nanos,
+        store: StoreIdx,
+        id: u64,
+        reply: Reply,
+        load: Option<u64>,
+    ) {
+        self.now = now;
+        if store >= self.stores.len() {
+            return;
+        }
+        if let Some(load) = load {
+            self.stores[store].reported_load = load;
+        }
+        self.stores[store].last_heard = now;
+        let Some(out) = self.outstanding.remove(&id) else {
+            return; // Late: the request was already given up.
+        };
+        if out.store != store {
+            self.outstanding.insert(id, out);
+            return;
+        }
+        self.settle_outstanding(&out);
+        if matches!(
+            reply,
+            Reply::Error(StoreError::Recovering) | Reply::Error(StoreError::NoStore)
+        ) {
+            // Nothing was done: fail this request and the store with it.
+            self.request_failed(store, out.pending, false);
+            self.store_failed(store);
+        } else {
+            if !self.stores[store].up && !self.stores[store].removed {
+                self.store_recovered(store);
+            }
+            self.store_replied(store, out.pending, reply);
+        }
+        self.pump();
+    }
+
+    /// The connection to a store broke (the store restarted, or the network failed): every
+    /// request outstanding there may or may not have been carried out, and the store counts as
+    /// failed until a probe gets an answer.
+    pub fn connection_lost(&mut self, now: Nanos, store: StoreIdx) {
+        self.now = now;
+        if store >= self.stores.len() {
+            return;
+        }
+        if matches!(self.phase, Phase::Ready) && self.stores[store].up {
+            self.store_failed(store);
+        } else {
+            self.fail_outstanding(store);
+        }
+        self.pump();
+    }
+
+    /// A periodic load broadcast from a store.
+    pub fn handle_load(&mut self, store: StoreIdx, load: u64) {
+        if let Some(s) = self.stores.get_mut(store) {
+            s.reported_load = load;
+        }
+    }
+
+    pub(super) fn store_replied(&mut self, store: StoreIdx, pending: Pending, reply: Reply) {
+        match pending {
+            Pending::Write { op } => {
+                let outcome = match reply {
+                    Reply::Done => {
+                        // A store took a write: the stores are not full (any more).
+                        self.stores_full_since = None;
+                        WriteOutcome::Done
+                    }
+                    _ => WriteOutcome::NotWritten,
+                };
+                self.write_answered(op, store, outcome);
+            }
+            Pending::Read {
+                read,
+                start,
+                end,
+                version,
+            } => {
+                let mut covered = start;
+                let mut gaps = Vec::new();
+                if let Reply::Read(pieces) = reply {
+                    for (e, data) in pieces {
+                        let lo = e.offset_bytes.max(start);
+                        let hi = (e.offset_bytes + e.length_bytes).min(end);
+                        if lo >= hi || data.len() as u64 != e.length_bytes {
+                            continue;
+                        }
+                        if lo > covered {
+                            gaps.push((covered, lo));
+                        }
+                        covered = hi;
+                        if e.version < version {
+                            // Older than the copy acknowledged there: the store lost it.
+                            gaps.push((lo, hi));
+                            continue;
+                        }
+                        // The version read, or a newer one being written (concurrent).
+                        let skip = (lo - e.offset_bytes) as usize;
+                        self.read_piece_done(read, lo, data, skip, (hi - lo) as usize);
+                    }
+                }
+                if covered < end {
+                    gaps.push((covered, end));
+                }
+                // Gaps: the copy was deleted meanwhile (reclaimed), or the store lost it (its
+                // log was damaged); resolve them again, elsewhere in the second case.
+                for (lo, hi) in gaps {
+                    if lo < hi {
+                        self.copy_lost(store, lo, hi, version);
+                        self.read_piece(read, lo, hi);
+                    }
+                }
+                self.read_piece_finished(read);
+            }
+            Pending::ReclaimAny { writes_acked } => {
+                match reply {
+                    Reply::ReadAny(Some((extent, data))) => {
+                        let useful = self.reclaim_got(store, vec![(extent, data)]);
+                        let n_reclaim = self.config.n_reclaim as u64;
+                        let st = &mut self.stores[store];
+                        if useful {
+                            st.any_window = (st.any_window * 2).min(n_reclaim.max(1));
+                        } else {
+                            st.any_window = 1;
+                            st.reclaim_after = self.now + self.config.probe_interval_ns;
+                        }
+                        return;
+                    }
+                    Reply::ReadAny(None) if self.stores[store].writes_acked == writes_acked => {
+                        self.stores[store].may_hold = false;
+                        self.stores[store].any_window = 1;
+                    }
+                    _ => self.stores[store].any_window = 1,
+                }
+                self.reclaim_jobs -= 1;
+            }
+            Pending::ReclaimRead => match reply {
+                Reply::Read(pieces) => {
+                    self.reclaim_got(store, pieces);
+                }
+                _ => self.reclaim_jobs -= 1,
+            },
+            Pending::Delete {
+                start,
+                end,
+                version,
+            } => {
+                let ok = reply == Reply::Done;
+                self.stores[store]
+                    .stale
+                    .update(start, end, |_, _, old| match old {
+                        Some(v) if ok && v.version <= version => None,
+                        Some(v) => Some(Stale { sent: false, ..*v }),
+                        None => None,
+                    });
+                // A settling reclaim may have waited for this delete.
+                self.settle_dirty = true;
+                if !ok {
+                    self.stores[store].stale_dirty = true;
+                } else {
+                    // Deletes of current copies on other stores may have waited for this older
+                    // copy to go (invariant 3): look at them again.
+                    for (i, st) in self.stores.iter_mut().enumerate() {
+                        if i != store
+                            && !st.stale.is_empty()
+                            && st
+                                .stale
+                                .lookup(start, end)
+                                .iter()
+                                .any(|p| p.value.is_some_and(|v| !v.sent))
+                        {
+                            st.stale_dirty = true;
+                        }
+                    }
+                }
+                self.maybe_collect_records(store);
+            }
+            Pending::RecordWrite { slot } => {
+                let outcome = match reply {
+                    Reply::Done => WriteOutcome::Done,
+                    _ => WriteOutcome::NotWritten,
+                };
+                self.record_written(store, slot, outcome);
+            }
+            Pending::RecordGc { slot } => {
+                if let Some(r) = self.records.get_mut(&slot) {
+                    r.collecting &= !bit(store);
+                    if reply == Reply::Done {
+                        r.holders &= !bit(store);
+                    }
+                    if r.holders == 0 {
+                        self.records.remove(&slot);
+                        self.settle_dirty = true;
+                        self.stats.deletion_records_collected += 1;
+                    }
+                }
+            }
+            Pending::Metadata => {
+                if let (Phase::Fetching(f), Reply::Metadata(extents)) = (&mut self.phase, reply) {
+                    f.metadata[store] = Some(extents);
+                    self.maybe_finish_fetch();
+                }
+            }
+            Pending::RecordsMeta => {
+                if let (Phase::Fetching(_), Reply::Metadata(extents)) = (&self.phase, reply) {
+                    // Metadata is answered once every earlier write is durable, so the records
+                    // listed include those the previous incarnation was still writing.
+                    let end = extents
+                        .iter()
+                        .map(|e| e.offset_bytes + e.length_bytes)
+                        .max();
+                    match end {
+                        None => {
+                            if let Phase::Fetching(f) = &mut self.phase {
+                                f.records[store] = Some(Vec::new());
+                            }
+                            self.maybe_finish_fetch();
+                        }
+                        Some(end) => self.send(
+                            store,
+                            Request::Read {
+                                client: companion(self.config.client),
+                                offset_bytes: 0,
+                                length_bytes: end,
+                            },
+                            Pending::Records,
+                        ),
+                    }
+                }
+            }
+            Pending::Records => {
+                if let (Phase::Fetching(f), Reply::Read(pieces)) = (&mut self.phase, reply) {
+                    f.records[store] = Some(pieces);
+                    self.maybe_finish_fetch();
+                }
+            }
+            Pending::Probe => self.stores[store].probing = false,
+            Pending::ClearRecords => {
+                let st = &mut self.stores[store];
+                st.old_records = if reply == Reply::Done {
+                    None
+                } else {
+                    st.old_records.map(|(v, _)| (v, false))
+                };
+            }
+        }
+    }
+
+    /// A request that got no answer (`unknown`: it may or may not have been carried out) or a
+    /// refusal.
+    pub(super) fn request_failed(&mut self, store: StoreIdx, pending: Pending, unknown: bool) {
+        match pending {
+            Pending::Write { op } => {
+                let outcome = if unknown {
+                    WriteOutcome::Unknown
+                } else {
+                    WriteOutcome::NotWritten
+                };
+                self.write_answered(op, store, outcome);
+            }
+            Pending::Read {
+                read, start, end, ..
+            } => {
+                self.read_piece(read, start, end);
+                self.read_piece_finished(read);
+            }
+            Pending::ReclaimAny { .. } | Pending::ReclaimRead => self.reclaim_jobs -= 1,
+            Pending::Delete { start, end, .. } => {
+                self.stores[store].stale.update(start, end, |_, _, old| {
+                    old.map(|v| Stale { sent: false, ..*v })
+                });
+                self.stores[store].stale_dirty = true;
+            }
+            Pending::RecordWrite { slot } => {
+                let outcome = if unknown {
+                    WriteOutcome::Unknown
+                } else {
+                    WriteOutcome::NotWritten
+                };
+                self.record_written(store, slot, outcome);
+            }
+            Pending::RecordGc { slot } => {
+                if let Some(r) = self.records.get_mut(&slot) {
+                    r.collecting &= !bit(store);
+                }
+            }
+            Pending::Metadata | Pending::RecordsMeta | Pending::Records => {
+                if let Phase::Fetching(f) = &mut self.phase {
+                    f.retry_at[store] = Some(self.now + self.config.probe_interval_ns);
+                    f.failed[store] = true;
+                }
+                self.maybe_finish_fetch();
+            }
+            Pending::Probe => self.stores[store].probing = false,
+            Pending::ClearRecords => {
+                if let Some((_, sent)) = self.stores[store].old_records.as_mut() {
+                    *sent = false;
+                }
+            }
+        }
+    }
+
+    /// A read found no copy of `version` in `[start, end)` on `store`, where the range map still
+    /// says one is: the store lost it (a damaged log). Its other copies become the only ones
+    /// (re-protected first, as after a store failure); without another copy the bytes are lost
+    /// (counted in [`Stats::lost_bytes`]) and the base volume's older contents are what remain.
+    pub(super) fn copy_lost(&mut self, store: StoreIdx, start: u64, end: u64, version: u64) {
+        let (mut lost, mut dropped, mut vulnerable) = (0, 0, Vec::new());
+        self.map.update(start, end, |lo, hi, old| {
+            let o = old?;
+            if o.version != version || o.on_base || o.stores & bit(store) == 0 {
+                return Some(*o);
+            }
+            let stores = o.stores & !bit(store);
+            if stores == 0 {
+                lost += hi - lo;
+                dropped += hi - lo;
+                None
+            } else {
+                vulnerable.push((lo, hi));
+                Some(Loc { stores, ..*o })
+            }
+        });
+        if lost + vulnerable.len() as u64 == 0 {
+            return;
+        }
+        self.stats.lost_bytes += lost;
+        self.stats.offloaded_bytes -= dropped;
+        self.stats.lost_copies += 1;
+        if !vulnerable.is_empty() {
+            self.set_degraded();
+        }
+        self.vulnerable.extend(vulnerable);
+        self.settle_dirty = true;
+    }
+
+    /// Marks a store failed: its outstanding requests fail, its data becomes vulnerable (and is
+    /// reclaimed first), deletes owed to it are recorded on other stores.
+    pub(super) fn store_failed(&mut self, store: StoreIdx) {
+        let st = &mut self.stores[store];
+        if !st.up {
+            return;
+        }
+        st.up = false;
+        st.down_since = self.now;
+        st.next_probe = self.now + self.config.probe_interval_ns;
+        st.stale_dirty = true;
+        self.stats.store_failures += 1;
+        self.fail_outstanding(store);
+        let st = &mut self.stores[store];
+        st.stale.update(0, u64::MAX, |_, _, old| {
+            old.map(|v| Stale { sent: false, ..*v })
+        });
+        let vulnerable: Vec<(u64, u64)> = self
+            .map
+            .iter()
+            .filter(|(_, _, l)| !l.on_base && l.stores & bit(store) != 0)
+            .map(|(s, e, _)| (s, e))
+            .collect();
+        self.vulnerable.extend(vulnerable);
+    }
+
+    /// Every request outstanding at a store fails with an unknown outcome.
+    pub(super) fn fail_outstanding(&mut self, store: StoreIdx) {
+        let ids: Vec<u64> = self
+            .outstanding
+            .iter()
+            .filter(|(_, o)| o.store == store)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            let out = self.outstanding.remove(&id).expect("outstanding");
+            self.settle_outstanding(&out);
+            self.request_failed(store, out.pending, true);
+        }
+    }
+
+    pub(super) fn store_recovered(&mut self, store: StoreIdx) {
+        let st = &mut self.stores[store];
+        st.up = true;
+        st.may_hold = true;
+        st.stale_dirty = true;
+        let parked_reads = std::mem::take(&mut self.parked_reads);
+        for (read, lo, hi) in parked_reads {
+            self.read_piece(read, lo, hi);
+            self.read_piece_finished(read);
+        }
+        self.retry_parked_writes();
+    }
+
+    pub(super) fn retry_parked_writes(&mut self) {
+        self.parked_retry_at = None;
+        let parked_writes = std::mem::take(&mut self.parked_writes);
+        for key in parked_writes {
+            if let Some(op) = self.writes.get_mut(&key) {
+                op.tried = 0;
+            }
+            self.retry_write(key);
+        }
+    }
+
+    /// Sends a write again under a fresh version: the newest now, nothing completed before
+    /// supersedes it.
+    pub(super) fn retry_write(&mut self, key: u64) {
+        let version = self.next_version();
+        let Some(op) = self.writes.get_mut(&key) else {
+            return;
+        };
+        op.version = version;
+        op.superseded.clear();
+        self.place_write(key);
+    }
+
+    /// Removes a store from the store set (decommissioned, or down for too long). Off-loaded
+    /// data whose only copies were there is lost (counted in [`Stats::lost_bytes`]).
+    pub fn remove_store(&mut self, now: Nanos, store: StoreIdx) {
+        self.now = now;
+        if store >= self.stores.len() || self.stores[store].removed {
+            return;
+        }
+        self.fail_outstanding(store);
+        let st = &mut self.stores[store];
+        st.removed = true;
+        st.up = false;
+        st.stale = RangeMap::new();
+        self.settle_dirty = true;
+        let mut lost = 0;
+        let mut removed_bytes = 0;
+        self.map.update(0, u64::MAX, |lo, hi, old| {
+            let o = old?;
+            if o.stores & bit(store) == 0 {
+                return Some(*o);
+            }
+            let stores = o.stores & !bit(store);
+            if stores == 0 {
+                removed_bytes += hi - lo;
+                if !o.on_base {
+                    lost += hi - lo;
+                }
+                None
+            } else {
+                Some(Loc { stores, ..*o })
+            }
+        });
+        self.stats.lost_bytes += lost;
+        self.stats.offloaded_bytes -= removed_bytes;
+        for r in self.records.values_mut() {
+            if r.target == store {
+                r.collect = true;
+            }
+            r.holders &= !bit(store);
+        }
+        self.records.retain(|_, r| r.holders != 0 || r.writing != 0);
+        // Writes waiting for this store try others.
+        for op in self.writes.values_mut() {
+            op.tried |= bit(store);
+        }
+        if let Phase::Fetching(f) = &mut self.phase {
+            f.metadata[store] = Some(Vec::new());
+            f.records[store] = Some(Vec::new());
+            f.retry_at[store] = None;
+            self.maybe_finish_fetch();
+        }
+        self.write_superblock();
+        self.pump();
+    }
+}

@@ -1,0 +1,369 @@
+use super::*;
+
+/// A formatted client with one store, its superblock written; ready.
+fn ready(policy: Policy) -> Client {
+    let mut config = Config::new(7, 1, 1 << 20);
+    config.policy = policy;
+    let mut c = Client::format(config, vec![StoreInfo { id: 1, server: 1 }], 0);
+    let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+        panic!("the superblock is written first");
+    };
+    c.handle_base(1, BaseDone::Written { id });
+    assert!(c.is_ready());
+    c
+}
+
+fn write(c: &mut Client, up_id: u64, offset_bytes: u64) {
+    c.handle_upward(
+        2,
+        up_id,
+        Upward::Write {
+            offset_bytes,
+            data: vec![up_id as u8; 4096],
+            durable: false,
+        },
+    );
+}
+
+/// The store's answer to the one write request waiting.
+/// (Reclaim requests before it — full stores are reclaimed under load — stay unanswered.)
+fn answer(c: &mut Client, reply: Reply) {
+    let (store, id, request) = std::iter::from_fn(|| c.poll_store())
+        .find(|(_, _, r)| !matches!(r, Request::ReadAny { .. } | Request::Read { .. }))
+        .expect("a store request");
+    assert!(matches!(request, Request::Write { .. }), "{request:?}");
+    c.handle_store(3, store, id, reply, Some(0));
+}
+
+/// A volume formatted without stores (a plain volume) writes to the base volume under any
+/// policy, reads from it, and restarts without waiting for anything.
+#[test]
+fn a_client_without_stores_is_a_plain_volume() {
+    for policy in [Policy::Peak, Policy::Always, Policy::Baseline] {
+        let mut config = Config::new(7, 1, 1 << 20);
+        config.policy = policy;
+        config.t_base = 0;
+        let mut c = Client::format(config.clone(), Vec::new(), 0);
+        let Some(BaseOp::Write {
+            id,
+            data: superblock,
+            ..
+        }) = c.poll_base()
+        else {
+            panic!("the superblock is written first");
+        };
+        c.handle_base(1, BaseDone::Written { id });
+        assert!(c.is_ready());
+        write(&mut c, 1, 8192);
+        assert!(c.poll_store().is_none(), "no store to off-load to");
+        let Some(BaseOp::Write {
+            id, offset_bytes, ..
+        }) = c.poll_base()
+        else {
+            panic!("the write goes to the base volume");
+        };
+        assert_eq!(offset_bytes, 8192);
+        c.handle_base(2, BaseDone::Written { id });
+        assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+        assert!(c.is_quiescent());
+
+        // A restart reads the (empty) store set and serves at once.
+        let mut r = Client::recover(config, 10);
+        let Some(BaseOp::Read { id, .. }) = r.poll_base() else {
+            panic!("the superblock is read first");
+        };
+        r.handle_base(
+            11,
+            BaseDone::Read {
+                id,
+                data: superblock,
+            },
+        );
+        while let Some(op) = r.poll_base() {
+            if let BaseOp::Write { id, .. } = op {
+                r.handle_base(12, BaseDone::Written { id });
+            }
+        }
+        assert!(r.poll_store().is_none());
+        assert!(r.is_ready(), "{policy:?}: {:?}", r.recovery_wait());
+    }
+}
+
+#[test]
+fn a_full_store_under_the_always_policy_refuses_only_writes_that_must_stay_off_loaded() {
+    let mut c = ready(Policy::Always);
+    write(&mut c, 1, 0);
+    answer(&mut c, Reply::Done);
+    assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+
+    // The store is now full. A write over the off-loaded block cannot go to the base volume
+    // (the store's older copy would shadow it after a restart), and is never retried into a
+    // hang: it is refused.
+    write(&mut c, 2, 0);
+    answer(&mut c, Reply::Error(StoreError::Full));
+    assert_eq!(
+        c.poll_upward(),
+        Some((2, UpReply::Error(ClientError::NoSpace)))
+    );
+    assert_eq!(c.stats().refused_writes, 1);
+    // A write elsewhere falls back to the base volume.
+    write(&mut c, 3, 65536);
+    answer(&mut c, Reply::Error(StoreError::Full));
+    let Some(BaseOp::Write {
+        id, offset_bytes, ..
+    }) = c.poll_base()
+    else {
+        panic!("the write goes to the base volume");
+    };
+    assert_eq!(offset_bytes, 65536);
+    c.handle_base(4, BaseDone::Written { id });
+    assert_eq!(c.poll_upward(), Some((3, UpReply::Written)));
+    // The refused write changed nothing: the block still reads as the first write.
+    c.handle_upward(
+        5,
+        4,
+        Upward::Read {
+            offset_bytes: 0,
+            length_bytes: 4096,
+        },
+    );
+    let (store, id, request) = c.poll_store().expect("read from the store");
+    let Request::Read { .. } = request else {
+        panic!("{request:?}");
+    };
+    let extent = Extent {
+        volume: 1,
+        offset_bytes: 0,
+        length_bytes: 4096,
+        version: match c.ranges().next() {
+            Some((_, _, loc)) => loc.version,
+            None => panic!("the block is off-loaded"),
+        },
+    };
+    c.handle_store(
+        6,
+        store,
+        id,
+        Reply::Read(vec![(extent, vec![1u8; 4096])]),
+        None,
+    );
+    assert_eq!(c.poll_upward(), Some((4, UpReply::Read(vec![1u8; 4096]))));
+}
+
+/// A store whose log was damaged answers a read with an older copy (or none) of a range it
+/// acknowledged: the read is served from the other copy, never from the older one, and the
+/// damaged store is dropped from the range's holders.
+#[test]
+fn a_store_that_lost_an_acknowledged_copy_is_read_around() {
+    let mut config = Config::new(7, 1, 1 << 20);
+    config.policy = Policy::Always;
+    config.n_way = 2;
+    let stores = vec![
+        StoreInfo { id: 1, server: 1 },
+        StoreInfo { id: 2, server: 2 },
+    ];
+    let mut c = Client::format(config, stores, 0);
+    let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+        panic!("the superblock is written first");
+    };
+    c.handle_base(1, BaseDone::Written { id });
+    for (up_id, fill) in [(1, 1u8), (2, 2u8)] {
+        c.handle_upward(
+            2,
+            up_id,
+            Upward::Write {
+                offset_bytes: 0,
+                data: vec![fill; 4096],
+                durable: false,
+            },
+        );
+        let sent: Vec<_> = std::iter::from_fn(|| c.poll_store()).collect();
+        assert_eq!(sent.len(), 2, "{sent:?}");
+        for (store, id, _) in sent {
+            c.handle_store(3, store, id, Reply::Done, Some(0));
+        }
+        assert_eq!(c.poll_upward(), Some((up_id, UpReply::Written)));
+    }
+    let current = c.ranges().next().expect("off-loaded").2.version;
+    for bad in [Some(current - 1), None] {
+        c.handle_upward(
+            4,
+            9,
+            Upward::Read {
+                offset_bytes: 0,
+                length_bytes: 4096,
+            },
+        );
+        let (store, id, _) = c.poll_store().expect("a read");
+        let pieces = bad.map_or(Vec::new(), |version| {
+            let e = Extent {
+                volume: 1,
+                offset_bytes: 0,
+                length_bytes: 4096,
+                version,
+            };
+            vec![(e, vec![1u8; 4096])]
+        });
+        c.handle_store(5, store, id, Reply::Read(pieces), Some(0));
+        let (other, id, request) = c.poll_store().expect("read again elsewhere");
+        assert_ne!(other, store, "{request:?}");
+        let e = Extent {
+            volume: 1,
+            offset_bytes: 0,
+            length_bytes: 4096,
+            version: current,
+        };
+        c.handle_store(
+            6,
+            other,
+            id,
+            Reply::Read(vec![(e, vec![2u8; 4096])]),
+            Some(0),
+        );
+        assert_eq!(c.poll_upward(), Some((9, UpReply::Read(vec![2u8; 4096]))));
+        assert_eq!(
+            c.ranges().next().expect("still off-loaded").2.stores,
+            bit(other)
+        );
+        // The next damage is found on the remaining holder: start over with both.
+        c.map
+            .update(0, 4096, |_, _, o| o.map(|l| Loc { stores: 0b11, ..*l }));
+    }
+    assert_eq!(c.stats().lost_copies, 2);
+    assert_eq!(c.stats().lost_bytes, 0);
+}
+
+/// A write acknowledged with fewer than N copies waits until the superblock says
+/// "degraded"; a restart then waits for every store instead of going on without N−1.
+#[test]
+fn a_write_left_with_fewer_than_n_copies_makes_a_restart_wait_for_every_store() {
+    let mut config = Config::new(7, 1, 1 << 20);
+    config.policy = Policy::Always;
+    config.n_way = 2;
+    let stores = vec![
+        StoreInfo { id: 1, server: 1 },
+        StoreInfo { id: 2, server: 2 },
+    ];
+    let mut c = Client::format(config.clone(), stores, 0);
+    let Some(BaseOp::Write { id, data, .. }) = c.poll_base() else {
+        panic!("the superblock is written first");
+    };
+    assert!(!Superblock::decode(&data).expect("superblock").degraded);
+    c.handle_base(1, BaseDone::Written { id });
+    write(&mut c, 1, 0);
+    let sent: Vec<_> = std::iter::from_fn(|| c.poll_store()).collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    c.handle_store(3, sent[0].0, sent[0].1, Reply::Done, Some(0));
+    c.handle_store(
+        3,
+        sent[1].0,
+        sent[1].1,
+        Reply::Error(StoreError::Full),
+        Some(0),
+    );
+    // One copy: not acknowledged before the flag is durable.
+    assert_eq!(c.poll_upward(), None);
+    let Some(BaseOp::Write { id, data, .. }) = c.poll_base() else {
+        panic!("the superblock is written again");
+    };
+    let degraded = Superblock::decode(&data).expect("superblock");
+    assert!(degraded.degraded);
+    c.handle_base(4, BaseDone::Written { id });
+    assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+
+    // The client restarts; store 2 answers only "recovering".
+    let mut r = Client::recover(config, 10);
+    let Some(BaseOp::Read { id, .. }) = r.poll_base() else {
+        panic!("the superblock is read first");
+    };
+    r.handle_base(11, BaseDone::Read { id, data });
+    let Some(BaseOp::Write { id, .. }) = r.poll_base() else {
+        panic!("the next generation is written");
+    };
+    r.handle_base(12, BaseDone::Written { id });
+    let mut now = 13;
+    while now < 3 * r.config.recovery_grace_ns {
+        while let Some((store, id, request)) = r.poll_store() {
+            assert!(matches!(request, Request::Metadata { .. }), "{request:?}");
+            let reply = if store == 0 {
+                Reply::Metadata(Vec::new())
+            } else {
+                Reply::Error(StoreError::Recovering)
+            };
+            r.handle_store(now, store, id, reply, Some(0));
+        }
+        now = r.poll_timeout().expect("a retry").max(now + 1);
+        r.handle_timeout(now);
+    }
+    assert!(!r.is_ready(), "{}", r.describe());
+    let wait = r.recovery_wait().expect("recovering");
+    assert_eq!((wait.answered, wait.needed, wait.failed), (1, 2, vec![2]));
+}
+
+#[test]
+fn full_stores_are_reclaimed_under_load_and_a_write_that_cannot_wait_gets_enospc() {
+    let mut c = ready(Policy::Peak);
+    c.set_external_base_load(1000); // loaded: no reclaim unless the stores are full
+    write(&mut c, 1, 0);
+    answer(&mut c, Reply::Done);
+    assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+    assert!(c.stores_full_since().is_none());
+    write(&mut c, 2, 0);
+    answer(&mut c, Reply::Error(StoreError::Full));
+    assert_eq!(c.stores_full_since(), Some(3));
+    let (mut reclaim_requests, mut refused_at) = (0, None);
+    let mut now = 3;
+    while now < 20_000_000_000 && refused_at.is_none() {
+        while let Some((store, id, request)) = c.poll_store() {
+            let reply = match request {
+                Request::Write { .. } => Reply::Error(StoreError::Full),
+                Request::ReadAny { .. } => {
+                    reclaim_requests += 1;
+                    Reply::ReadAny(None)
+                }
+                Request::Read { .. } => {
+                    reclaim_requests += 1;
+                    Reply::Read(Vec::new())
+                }
+                other => panic!("{other:?}"),
+            };
+            c.handle_store(now, store, id, reply, Some(0));
+        }
+        if let Some(up) = c.poll_upward() {
+            assert_eq!(up, (2, UpReply::Error(ClientError::NoSpace)));
+            refused_at = Some(now);
+        }
+        now = c.poll_timeout().unwrap_or(now + 100_000_000).max(now + 1);
+        c.handle_timeout(now);
+    }
+    assert!(
+        reclaim_requests > 0,
+        "reclaim runs under load when the stores are full"
+    );
+    let refused_at = refused_at.expect("the write is answered ENOSPC");
+    assert!(
+        (5_000_000_000..6_000_000_000).contains(&refused_at),
+        "answered at {refused_at} ns"
+    );
+    assert_eq!(c.stats().refused_writes, 1);
+}
+
+#[test]
+fn a_full_store_under_the_peak_policy_parks_the_write_until_a_retry() {
+    let mut c = ready(Policy::Peak);
+    c.set_external_base_load(1000); // loaded: writes are off-loaded
+    write(&mut c, 1, 0);
+    answer(&mut c, Reply::Done);
+    assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+    write(&mut c, 2, 0);
+    answer(&mut c, Reply::Error(StoreError::Full));
+    assert_eq!(
+        c.poll_upward(),
+        None,
+        "parked, not refused: reclaim makes room"
+    );
+    let retry = c.poll_timeout().expect("a retry is scheduled");
+    c.handle_timeout(retry);
+    answer(&mut c, Reply::Done);
+    assert_eq!(c.poll_upward(), Some((2, UpReply::Written)));
+}

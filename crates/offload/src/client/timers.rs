@@ -1,0 +1,115 @@
+//! Timeouts: silent stores, probes, parked writes, full stores, removal, recovery's grace.
+
+use super::*;
+
+impl Client {
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        let mut at: Option<Nanos> = None;
+        let mut consider = |t: Nanos| at = Some(at.map_or(t, |a| a.min(t)));
+        for s in 0..self.stores.len() {
+            if let Some(t) = self.silence_deadline(s) {
+                consider(t);
+            }
+        }
+        for s in &self.stores {
+            if !s.up && !s.removed {
+                if !s.probing && matches!(self.phase, Phase::Ready) {
+                    consider(s.next_probe);
+                }
+                if let Some(after) = self.config.remove_after_ns {
+                    consider(s.down_since + after);
+                }
+            }
+        }
+        if let Phase::Fetching(f) = &self.phase {
+            for t in f.retry_at.iter().flatten() {
+                consider(*t);
+            }
+            // Past it, failed fetches (retried every probe interval) decide.
+            let graced = f.started + self.config.recovery_grace_ns;
+            if graced > self.now && f.failed.iter().any(|&x| x) {
+                consider(graced);
+            }
+        }
+        if let Some(t) = self.parked_retry_at {
+            consider(t);
+        }
+        if self.degraded
+            && self.vulnerable.is_empty()
+            && self.held_acks.is_empty()
+            && self.is_ready()
+        {
+            consider(self.degraded_check_at);
+        }
+        if self.config.policy == Policy::Peak && self.is_ready() {
+            for s in &self.stores {
+                if s.up && s.may_hold && s.reclaim_after > self.now {
+                    consider(s.reclaim_after);
+                }
+            }
+        }
+        for s in &self.stores {
+            if !s.up && !s.removed && s.record_after > self.now && !s.stale.is_empty() {
+                consider(s.record_after);
+            }
+        }
+        at
+    }
+
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        self.now = now;
+        if self.parked_retry_at.is_some_and(|t| t <= now) {
+            self.retry_parked_writes();
+        }
+        for store in 0..self.stores.len() {
+            if self.silence_deadline(store).is_none_or(|t| t > now) {
+                continue;
+            }
+            if matches!(self.phase, Phase::Ready) && self.stores[store].up {
+                self.store_failed(store);
+            } else {
+                // Not serving (down, or the client is recovering): give up what is outstanding.
+                self.fail_outstanding(store);
+            }
+        }
+        for s in 0..self.stores.len() {
+            let st = &self.stores[s];
+            if st.up || st.removed {
+                continue;
+            }
+            if let Some(after) = self.config.remove_after_ns {
+                if now >= st.down_since + after {
+                    self.remove_store(now, s);
+                    continue;
+                }
+            }
+            let st = &mut self.stores[s];
+            if matches!(self.phase, Phase::Ready) && !st.probing && now >= st.next_probe {
+                st.probing = true;
+                st.next_probe = now + self.config.probe_interval_ns;
+                self.send(
+                    s,
+                    Request::Read {
+                        client: PROBE_CLIENT,
+                        offset_bytes: 0,
+                        length_bytes: 1,
+                    },
+                    Pending::Probe,
+                );
+            }
+        }
+        if let Phase::Fetching(f) = &mut self.phase {
+            let due: Vec<StoreIdx> = (0..f.retry_at.len())
+                .filter(|&s| f.retry_at[s].is_some_and(|t| t <= now))
+                .collect();
+            for s in due {
+                if let Phase::Fetching(f) = &mut self.phase {
+                    f.retry_at[s] = None;
+                }
+                self.fetch_from(s);
+            }
+            self.maybe_finish_fetch();
+        }
+        self.pump();
+    }
+}

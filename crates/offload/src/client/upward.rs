@@ -1,0 +1,464 @@
+//! Upward requests: writes (to the base volume, or off-loaded to stores with their versions)
+//! and reads (split by the range map between the base volume and the stores).
+
+use super::*;
+
+impl Client {
+    pub fn handle_upward(&mut self, now: Nanos, id: u64, request: Upward) {
+        self.now = now;
+        let (offset, len) = match &request {
+            Upward::Read {
+                offset_bytes,
+                length_bytes,
+            } => (*offset_bytes, *length_bytes),
+            Upward::Write {
+                offset_bytes, data, ..
+            } => (*offset_bytes, data.len() as u64),
+        };
+        let in_range = len > 0
+            && offset
+                .checked_add(len)
+                .is_some_and(|end| end <= self.config.usable_bytes());
+        if !in_range {
+            self.upward_out
+                .push_back((id, UpReply::Error(ClientError::BadRequest)));
+            return;
+        }
+        match &self.phase {
+            Phase::Ready => self.start_upward(id, request),
+            Phase::Failed(e) => self
+                .upward_out
+                .push_back((id, UpReply::Error(ClientError::NoStoreSet(*e)))),
+            _ => self.queued_upward.push_back((id, request)),
+        }
+        self.pump();
+    }
+
+    pub(super) fn start_upward(&mut self, id: u64, request: Upward) {
+        match request {
+            Upward::Read {
+                offset_bytes,
+                length_bytes,
+            } => {
+                let key = self.id();
+                self.reads.insert(
+                    key,
+                    ReadOp {
+                        up_id: id,
+                        start: offset_bytes,
+                        len: length_bytes,
+                        buf: Vec::new(),
+                        outstanding: 0,
+                    },
+                );
+                self.read_piece(key, offset_bytes, offset_bytes + length_bytes);
+            }
+            Upward::Write {
+                offset_bytes,
+                data,
+                durable,
+            } => self.start_write(id, offset_bytes, data, durable),
+        }
+    }
+
+    /// Whether a store may hold a copy of some byte of the range that is not deleted for sure:
+    /// then a new write there must be off-loaded (invariant 2, extended to copies whose fate is
+    /// unknown, e.g. writes that timed out).
+    pub(super) fn blocking_stale(&self, start: u64, end: u64) -> bool {
+        // No holder: every copy not deleted for sure stays behind.
+        self.older_copies_elsewhere(start, end, u64::MAX, 0)
+    }
+
+    /// Whether a copy in `[start, end)` that is not deleted for sure stays behind when
+    /// `version` is deleted from `holders`: one on another store, or a newer one.
+    pub(super) fn older_copies_elsewhere(
+        &self,
+        start: u64,
+        end: u64,
+        version: u64,
+        holders: u64,
+    ) -> bool {
+        self.stores.iter().enumerate().any(|(i, s)| {
+            !s.stale.is_empty()
+                && s.stale.lookup(start, end).iter().any(|p| {
+                    p.value.is_some_and(|v| {
+                        v.slot.is_none() && (holders & bit(i) == 0 || v.version > version)
+                    })
+                })
+        })
+    }
+
+    pub(super) fn start_write(&mut self, up_id: u64, start: u64, data: Vec<u8>, durable: bool) {
+        let end = start + data.len() as u64;
+        let must = self.map.overlaps(start, end) || self.blocking_stale(start, end);
+        let offload = match self.config.policy {
+            Policy::Baseline => must,
+            Policy::Always => true,
+            Policy::Peak => {
+                must || {
+                    let base = self.base_load();
+                    base > self.config.t_base
+                        && self
+                            .least_loaded_store()
+                            .is_some_and(|(_, load)| load < self.config.t_store && load < base)
+                }
+            }
+        };
+        if !offload {
+            self.write_base(up_id, start, data, durable);
+            return;
+        }
+        let version = self.next_version();
+        // Invariant 2: the new version is above every version off-loaded in the range.
+        debug_assert!(self
+            .map
+            .lookup(start, end)
+            .iter()
+            .all(|p| p.value.is_none_or(|l| l.version < version)));
+        let key = self.id();
+        self.writes.insert(
+            key,
+            WriteOp {
+                up_id,
+                start,
+                data,
+                durable,
+                version,
+                waiting: 0,
+                succeeded: 0,
+                tried: 0,
+                superseded: Vec::new(),
+                full_since: None,
+            },
+        );
+        self.place_write(key);
+    }
+
+    /// A write of `version` over `[start, end)` is in the range map: off-loaded writes with
+    /// older versions still in flight there lose those bytes to it (it may be reclaimed and
+    /// leave the map before they complete; deletes owed for it may remove their copies).
+    pub(super) fn supersede(&mut self, start: u64, end: u64, version: u64) {
+        for op in self.writes.values_mut() {
+            if op.version > version {
+                continue;
+            }
+            let (lo, hi) = (
+                op.start.max(start),
+                (op.start + op.data.len() as u64).min(end),
+            );
+            if lo < hi {
+                op.superseded.push((lo, hi));
+            }
+        }
+    }
+
+    pub(super) fn least_loaded_store(&self) -> Option<(StoreIdx, u64)> {
+        self.stores
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.up && !s.removed)
+            .map(|(i, _)| (i, self.store_load(i)))
+            .min_by_key(|&(i, load)| (load, i))
+    }
+
+    /// Up to `n` available stores on different servers, least loaded first, not in `exclude`.
+    pub(super) fn choose_stores(&self, n: usize, exclude: u64) -> Vec<StoreIdx> {
+        let mut candidates: Vec<(u64, StoreIdx)> = self
+            .stores
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| s.up && !s.removed && exclude & bit(*i) == 0)
+            .map(|(i, _)| (self.store_load(i), i))
+            .collect();
+        candidates.sort_unstable();
+        let mut chosen: Vec<StoreIdx> = Vec::with_capacity(n);
+        for (_, i) in candidates {
+            if chosen.len() == n {
+                break;
+            }
+            let server = self.stores[i].info.server;
+            if chosen.iter().all(|&c| self.stores[c].info.server != server) {
+                chosen.push(i);
+            }
+        }
+        chosen
+    }
+
+    pub(super) fn write_base(&mut self, up_id: u64, start: u64, data: Vec<u8>, durable: bool) {
+        let id = self.id();
+        self.base_pending.insert(id, BaseKind::UpWrite { up_id });
+        self.base_in_flight += 1;
+        self.stats.base_writes += 1;
+        self.base_out.push_back(BaseOp::Write {
+            id,
+            offset_bytes: start,
+            data,
+            durable,
+        });
+    }
+
+    /// Sends an off-loaded write to N stores (fewer if fewer are available). With none: to the
+    /// base volume if nothing forces the range to stay off-loaded, else parked until a store
+    /// returns.
+    pub(super) fn place_write(&mut self, key: u64) {
+        let op = &self.writes[&key];
+        let targets = self.choose_stores(self.config.n_way, op.tried);
+        if targets.is_empty() {
+            let (start, end) = (op.start, op.start + op.data.len() as u64);
+            let refused_by_live_stores = op.tried != 0
+                && indices(op.tried).all(|i| self.stores[i].up && !self.stores[i].removed);
+            let must_offload = self.map.overlaps(start, end) || self.blocking_stale(start, end);
+            let now = self.now;
+            let full_since = if must_offload && refused_by_live_stores {
+                self.stores_full_since.get_or_insert(now);
+                *self
+                    .writes
+                    .get_mut(&key)
+                    .expect("write")
+                    .full_since
+                    .get_or_insert(now)
+            } else {
+                now
+            };
+            let waited_enough = now.saturating_sub(full_since) >= self.config.full_timeout_ns;
+            if must_offload
+                && refused_by_live_stores
+                && (self.config.policy == Policy::Always || waited_enough)
+            {
+                let op = self.writes.remove(&key).expect("write");
+                self.stats.refused_writes += 1;
+                self.upward_out
+                    .push_back((op.up_id, UpReply::Error(ClientError::NoSpace)));
+            } else if must_offload {
+                self.parked_writes.push(key);
+                self.parked_retry_at
+                    .get_or_insert(self.now + self.config.probe_interval_ns);
+            } else {
+                let op = self.writes.remove(&key).expect("write");
+                self.write_base(op.up_id, op.start, op.data, op.durable);
+            }
+            return;
+        }
+        let (start, version, data) = (op.start, op.version, op.data.clone());
+        for &s in &targets {
+            let request = Request::Write {
+                client: self.config.client,
+                volume: self.config.volume,
+                offset_bytes: start,
+                version,
+                data: data.clone(),
+            };
+            self.send(s, request, Pending::Write { op: key });
+        }
+        self.writes.get_mut(&key).expect("write").waiting = targets.len() as u32;
+    }
+
+    /// One store answered (or failed) a write of an off-loaded op.
+    pub(super) fn write_answered(&mut self, key: u64, store: StoreIdx, outcome: WriteOutcome) {
+        let Some(op) = self.writes.get_mut(&key) else {
+            return;
+        };
+        op.waiting -= 1;
+        match outcome {
+            WriteOutcome::Done => op.succeeded |= bit(store),
+            WriteOutcome::NotWritten => op.tried |= bit(store),
+            WriteOutcome::Unknown => {
+                op.tried |= bit(store);
+                let (start, end, version) = (op.start, op.start + op.data.len() as u64, op.version);
+                self.add_stale(store, start, end, version);
+            }
+        }
+        let op = &self.writes[&key];
+        if op.waiting > 0 {
+            return;
+        }
+        if op.succeeded == 0 {
+            // Every copy failed. The retry takes a fresh version, so that deletes owed for the
+            // failed attempt (versions at or below the old one) can never touch it; being the
+            // newest, it supersedes the writes in flight it overlaps.
+            self.retry_write(key);
+            return;
+        }
+        let op = self.writes.remove(&key).expect("write");
+        let (start, end) = (op.start, op.start + op.data.len() as u64);
+        // The parts a later write superseded are stale on every store that took them.
+        let kept: Vec<(u64, u64)> = if op.superseded.is_empty() {
+            vec![(start, end)]
+        } else {
+            let mut kept: RangeMap<()> = RangeMap::new();
+            kept.insert(start, end, ());
+            for &(lo, hi) in &op.superseded {
+                kept.remove(lo, hi);
+                for s in indices(op.succeeded) {
+                    self.add_stale(s, lo, hi, op.version);
+                }
+            }
+            kept.iter().map(|(lo, hi, _)| (lo, hi)).collect()
+        };
+        let vulnerable = (op.succeeded.count_ones() as usize) < self.config.n_way;
+        if vulnerable {
+            // A restart must not go on without the stores holding its copies.
+            self.set_degraded();
+        }
+        for (lo, hi) in kept {
+            self.apply_offloaded(lo, hi, op.version, op.succeeded);
+            if vulnerable {
+                self.vulnerable.push_back((lo, hi));
+            }
+        }
+        self.supersede(start, end, op.version);
+        self.stats.offloaded_writes += 1;
+        self.stats.offloaded_write_bytes += end - start;
+        for s in indices(op.succeeded) {
+            self.stores[s].may_hold = true;
+            self.stores[s].writes_acked += 1;
+            // Deletes held back while this write was in flight (see `delete_refusal`) are
+            // looked at again.
+            self.stores[s].stale_dirty = true;
+        }
+        if vulnerable && !self.degraded_is_durable() {
+            self.held_acks.push(op.up_id);
+        } else {
+            self.upward_out.push_back((op.up_id, UpReply::Written));
+        }
+    }
+
+    /// Records that `[start, end)` now has `version` on `stores`; older copies elsewhere become
+    /// stale (deleted later); a newer version already there keeps its place.
+    pub(super) fn apply_offloaded(&mut self, start: u64, end: u64, version: u64, stores: u64) {
+        let mut stale: Vec<(StoreIdx, u64, u64, u64)> = Vec::new();
+        let mut gained = 0u64;
+        self.settle_dirty |= !self.settling.is_empty();
+        self.map.update(start, end, |lo, hi, old| match old {
+            Some(o) if o.version > version => {
+                stale.extend(indices(stores & !o.stores).map(|s| (s, lo, hi, version)));
+                Some(*o)
+            }
+            Some(o) if o.version == version => Some(Loc {
+                stores: o.stores | stores,
+                ..*o
+            }),
+            Some(o) => {
+                stale.extend(indices(o.stores & !stores).map(|s| (s, lo, hi, o.version)));
+                Some(Loc {
+                    version,
+                    stores,
+                    on_base: false,
+                })
+            }
+            None => {
+                gained += hi - lo;
+                Some(Loc {
+                    version,
+                    stores,
+                    on_base: false,
+                })
+            }
+        });
+        self.stats.offloaded_bytes += gained;
+        for (s, lo, hi, v) in stale {
+            self.add_stale(s, lo, hi, v);
+        }
+    }
+
+    /// The range map over `[start, end)`, piece by piece (`None`: on the base volume only).
+    pub(super) fn map_pieces(&self, start: u64, end: u64) -> Vec<(u64, u64, Option<Loc>)> {
+        self.map
+            .lookup(start, end)
+            .into_iter()
+            .map(|p| (p.start, p.end, p.value.copied()))
+            .collect()
+    }
+
+    /// Resolves `[start, end)` of a read by the range map: base pieces, store pieces (least
+    /// loaded replica), parked pieces (no replica available).
+    pub(super) fn read_piece(&mut self, read: u64, start: u64, end: u64) {
+        let pieces: Vec<(u64, u64, Option<Loc>)> = self.map_pieces(start, end);
+        for (lo, hi, loc) in pieces {
+            match loc {
+                None | Some(Loc { on_base: true, .. }) => {
+                    let id = self.id();
+                    self.base_pending
+                        .insert(id, BaseKind::UpRead { read, start: lo });
+                    self.base_in_flight += 1;
+                    self.stats.base_reads += 1;
+                    self.base_out.push_back(BaseOp::Read {
+                        id,
+                        offset_bytes: lo,
+                        length_bytes: hi - lo,
+                    });
+                }
+                Some(l) => {
+                    let replica = indices(l.stores)
+                        .filter(|&s| self.stores[s].up && !self.stores[s].removed)
+                        .min_by_key(|&s| (self.store_load(s), s));
+                    match replica {
+                        Some(s) => {
+                            self.stats.store_reads += 1;
+                            let request = Request::Read {
+                                client: self.config.client,
+                                offset_bytes: lo,
+                                length_bytes: hi - lo,
+                            };
+                            self.send(
+                                s,
+                                request,
+                                Pending::Read {
+                                    read,
+                                    start: lo,
+                                    end: hi,
+                                    version: l.version,
+                                },
+                            );
+                        }
+                        None => self.parked_reads.push((read, lo, hi)),
+                    }
+                }
+            }
+            self.reads.get_mut(&read).expect("read").outstanding += 1;
+        }
+    }
+
+    /// Bytes of a read arrived, `data[skip..skip + len]` for `[start, start + len)`: `data`
+    /// becomes the read's buffer when it is exactly the whole read (no copy), else the bytes
+    /// are copied into the buffer at their place (a larger `data` is not kept alive).
+    pub(super) fn read_piece_done(
+        &mut self,
+        read: u64,
+        start: u64,
+        data: Vec<u8>,
+        skip: usize,
+        len: usize,
+    ) {
+        let op = self.reads.get_mut(&read).expect("read");
+        if op.buf.is_empty()
+            && start == op.start
+            && skip == 0
+            && len as u64 == op.len
+            && data.len() == len
+        {
+            op.buf = data;
+            return;
+        }
+        if op.buf.is_empty() {
+            op.buf = vec![0; op.len as usize];
+        }
+        let at = (start - op.start) as usize;
+        op.buf[at..at + len].copy_from_slice(&data[skip..skip + len]);
+    }
+
+    pub(super) fn read_piece_finished(&mut self, read: u64) {
+        let op = self.reads.get_mut(&read).expect("read");
+        op.outstanding -= 1;
+        if op.outstanding == 0 {
+            let mut op = self.reads.remove(&read).expect("read");
+            debug_assert_eq!(
+                op.buf.len() as u64,
+                op.len,
+                "every byte of a read is a piece's"
+            );
+            op.buf.resize(op.len as usize, 0);
+            self.upward_out.push_back((op.up_id, UpReply::Read(op.buf)));
+        }
+    }
+}
