@@ -1,0 +1,431 @@
+//! Bonfire §4.3 and §6.1 on the cache simulator: a multi-day trace split into days, each day's
+//! new cache warmed from the day before, over the Table 2 parameter grid.
+//!
+//! Per volume (the paper's unit is a volume's trace) and per day d ≥ 2, three schemes are
+//! compared on day d's requests: *always-warm* (one cache running since the trace start),
+//! *cold* (created empty at the start of day d) and *warmed* (created at the start of day d and
+//! pre-loaded by a warm-up algorithm from day d − 1's requests). Cache and warm-up sizes are
+//! percentages of the volume's working set (distinct 4 KiB blocks over the whole trace).
+//!
+//! Reported, as in the paper:
+//! - **Table 3**: for every grid point, the best algorithm of each (volume, day), and the
+//!   median over those of T_preload, cold and Bonfire T_converge, the improvement, and the
+//!   server load reduction of cold, always-warm and Bonfire over cold's T_converge;
+//! - **Figures 6–7**: every algorithm at the middle setting on one day;
+//! - **Figure 8**: the algorithm the decision tree recommends from the volume's reaccess classes,
+//!   next to the one measured best;
+//! - **daily reaccesses** (§4.3.3): for volumes with a daily pattern, the middle setting again
+//!   with days starting at the hour of the daily reaccesses;
+//! - **Figure 10** ([`zipf`]): 5 M 4 KiB Zipf reads, caches created half-way, hit rate over I/Os.
+
+mod classes;
+mod report;
+mod simulate;
+mod zipf;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use cordillera_sim::workload::Zipf;
+use cordillera_trace::reaccess::{ReaccessBuilder, VolumeReaccess};
+use cordillera_trace::record::{Record, TraceInfo, VolumeId, VolumeTable};
+use cordillera_types::units::{MIB, NS_PER_DAY, NS_PER_HOUR, NS_PER_S};
+use cordillera_types::Op;
+use cordillera_warmup::algorithms::{self, Algorithm, ALGORITHMS};
+use cordillera_warmup::cache::Lru;
+use cordillera_warmup::schemes::{self, Interval, Scheme, Timeline};
+use cordillera_warmup::sim::BLOCK_BYTES;
+use serde::Serialize;
+
+use crate::bonfire_overheads::{self, Overhead, OverheadOptions};
+
+pub use classes::*;
+pub use report::*;
+use simulate::*;
+pub use zipf::*;
+
+/// One point of the grid that Figures 6–7 use (the paper's middle setting).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Setting {
+    pub cache_pct: f64,
+    pub warmup_pct: f64,
+    pub region_bytes: u64,
+    pub th_v: f64,
+    pub th_n: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Day length (the paper's: 24 h).
+    pub day_ns: i64,
+    /// Days start at this hour of the trace's clock (wall clock when the trace has one);
+    /// `None`: at the first request, as the paper's MSR days (5 PM).
+    pub day_start_hour: Option<u32>,
+    /// Hit rates are counted per interval; it must divide the day.
+    pub interval_ns: i64,
+    pub cache_pcts: Vec<f64>,
+    pub warmup_pcts: Vec<f64>,
+    pub region_bytes: Vec<u64>,
+    pub th_vs: Vec<f64>,
+    pub th_ns: Vec<f64>,
+    pub middle: Setting,
+    /// The day of Figures 6–7, counted from 1 (the paper's: day five); the last when `None` or
+    /// past the end.
+    pub figure_day: Option<usize>,
+    pub preload_mb_per_s: f64,
+    /// Disk read-ahead of all caches (0: none; §4.3.2's is 128 KiB).
+    pub readahead_bytes: u64,
+    /// Seed of Random-K.
+    pub seed: u64,
+    /// Worker threads.
+    pub threads: usize,
+    /// Table 4: staging buffers and disk models.
+    pub overhead: OverheadOptions,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            day_ns: NS_PER_DAY,
+            day_start_hour: None,
+            interval_ns: 600 * NS_PER_S,
+            cache_pcts: vec![25.0, 50.0, 75.0, 100.0],
+            warmup_pcts: vec![5.0, 10.0, 25.0],
+            region_bytes: vec![4096, MIB],
+            th_vs: vec![0.7, 0.8, 0.9],
+            th_ns: vec![0.01, 0.03, 0.05],
+            middle: Setting {
+                cache_pct: 50.0,
+                warmup_pct: 10.0,
+                region_bytes: MIB,
+                th_v: 0.8,
+                th_n: 0.03,
+            },
+            figure_day: Some(5),
+            preload_mb_per_s: 100.0,
+            readahead_bytes: 0,
+            seed: 1,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            overhead: OverheadOptions::default(),
+        }
+    }
+}
+
+impl Options {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.day_ns <= 0 || self.interval_ns <= 0 || self.day_ns % self.interval_ns != 0 {
+            return Err("the interval must be positive and divide the day".into());
+        }
+        if self.day_start_hour.is_some_and(|h| h >= 24) {
+            return Err("the day start hour must be 0–23".into());
+        }
+        if self.day_start_hour.is_some() && self.day_ns != NS_PER_DAY {
+            return Err("a day start hour needs 24-hour days".into());
+        }
+        let pcts = self.cache_pcts.iter().chain(&self.warmup_pcts);
+        if self.cache_pcts.is_empty()
+            || self.warmup_pcts.is_empty()
+            || pcts.clone().any(|p| !(*p > 0.0 && *p <= 1000.0))
+        {
+            return Err("cache and warm-up sizes must be percentages in (0, 1000]".into());
+        }
+        if self.region_bytes.is_empty()
+            || self
+                .region_bytes
+                .iter()
+                .any(|r| *r == 0 || !r.is_multiple_of(BLOCK_BYTES))
+        {
+            return Err("regions must be positive multiples of 4 KiB".into());
+        }
+        if self.th_vs.is_empty()
+            || self.th_ns.is_empty()
+            || self.th_vs.iter().any(|v| !(*v > 0.0 && *v <= 1.0))
+            || self.th_ns.iter().any(|n| !(*n >= 0.0 && *n < 1.0))
+        {
+            return Err("Equation 1 needs 0 < Th_V ≤ 1 and 0 ≤ Th_N < 1".into());
+        }
+        let m = &self.middle;
+        if !self.cache_pcts.contains(&m.cache_pct)
+            || !self.warmup_pcts.contains(&m.warmup_pct)
+            || !self.region_bytes.contains(&m.region_bytes)
+            || !self.th_vs.contains(&m.th_v)
+            || !self.th_ns.contains(&m.th_n)
+        {
+            return Err("the middle setting must be a point of the grid".into());
+        }
+        if self.preload_mb_per_s.is_nan() || self.preload_mb_per_s <= 0.0 || self.threads == 0 {
+            return Err("the pre-load bandwidth and the threads must be positive".into());
+        }
+        Ok(())
+    }
+
+    fn intervals_per_day(&self) -> usize {
+        (self.day_ns / self.interval_ns) as usize
+    }
+}
+
+/// Where days start: the first request, or the latest `hour`:00 of the trace's clock at or
+/// before it.
+fn origin(first_ns: i64, clock_origin_ns: i64, hour: Option<u32>, day_ns: i64) -> i64 {
+    match hour {
+        None => first_ns,
+        Some(h) => {
+            let clock = clock_origin_ns + first_ns;
+            let since = (clock - h as i64 * NS_PER_HOUR).rem_euclid(day_ns);
+            first_ns - since
+        }
+    }
+}
+
+/// Splits the trace by volume (records of volumes without a name in `names` keep their index).
+fn split_volumes(records: Vec<Record>, names: &VolumeTable) -> Vec<(String, Vec<Record>)> {
+    let mut by: Vec<Vec<Record>> = Vec::new();
+    for r in records {
+        let i = r.volume.index();
+        if by.len() <= i {
+            by.resize_with(i + 1, Vec::new);
+        }
+        by[i].push(r);
+    }
+    by.into_iter()
+        .enumerate()
+        .filter(|(_, r)| !r.is_empty())
+        .map(|(i, r)| (names.name(VolumeId(i as u32)).to_owned(), r))
+        .collect()
+}
+
+/// Runs the lab on a trace held in memory.
+pub fn run(
+    source: &str,
+    records: Vec<Record>,
+    names: &VolumeTable,
+    info: &TraceInfo,
+    o: &Options,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<Report, String> {
+    o.validate()?;
+    if records.is_empty() {
+        return Err("the trace has no requests".into());
+    }
+    if !info.has_time {
+        return Err("the trace has no timestamps, so it cannot be split into days".into());
+    }
+    let mut reaccess = ReaccessBuilder::new(0);
+    for r in &records {
+        reaccess.add(r, info);
+    }
+    let reaccess = reaccess.finish(names, info);
+    let clock_origin = info.origin_unix_ns.unwrap_or(0);
+    let mut summaries = Vec::new();
+    let mut volumes = Vec::new();
+    for (name, recs) in split_volumes(records, names) {
+        let first = recs.iter().map(|r| r.time_ns).min().expect("not empty");
+        let reads = recs.iter().filter(|r| r.op == Op::Read).count();
+        let vol = VolumeDays::new(
+            name.clone(),
+            recs,
+            origin(first, clock_origin, o.day_start_hour, o.day_ns),
+            o.day_ns,
+        );
+        let classes = reaccess
+            .volumes
+            .iter()
+            .find(|v| v.volume == name)
+            .map(ReaccessClasses::from_report);
+        let skipped = if reads == 0 {
+            Some("no reads: read hit rates are undefined".to_owned())
+        } else if vol.days() < 2 {
+            Some("shorter than two days".to_owned())
+        } else {
+            None
+        };
+        summaries.push(VolumeSummary {
+            volume: name,
+            requests: vol.records.len(),
+            read_requests: reads,
+            working_set_blocks: vol.wss,
+            days: vol.days(),
+            skipped: skipped.clone(),
+            recommendation: classes.as_ref().map(|c| c.recommend(o.middle.region_bytes)),
+            reaccess: classes,
+            measured_best: None,
+            measured_best_days: 0,
+            warmed_days: 0,
+        });
+        if skipped.is_none() {
+            volumes.push(vol);
+        }
+    }
+    if volumes.is_empty() {
+        return Err(
+            "no volume has reads over at least two days (Bonfire warms day d from day d − 1)"
+                .into(),
+        );
+    }
+    progress(&format!(
+        "{} volume(s), {} grid points × {} algorithms per day",
+        volumes.len(),
+        o.cache_pcts.len() * o.warmup_pcts.len() * o.region_bytes.len(),
+        ALGORITHMS.len()
+    ));
+    let grid = Grid {
+        cache_pcts: &o.cache_pcts,
+        warmup_pcts: &o.warmup_pcts,
+        regions: &o.region_bytes,
+    };
+    let series = simulate(&volumes, &grid, o, progress);
+    let cases = cases(&series, &volumes, o);
+    let m = &o.middle;
+    // Figures 6–7: each volume's chosen day at the middle setting.
+    let mut figures = Vec::new();
+    for (v, vol) in volumes.iter().enumerate() {
+        let last = vol.days();
+        let day = o.figure_day.map_or(last, |d| d.clamp(2, last));
+        let Some(s) = series
+            .iter()
+            .find(|s| s.volume == v && s.day + 1 == day && s.cache_pct == m.cache_pct)
+        else {
+            continue;
+        };
+        let cold_t = schemes::convergence(&s.cold, &s.always, m.th_v, m.th_n);
+        let hours = |i: usize| i as f64 * o.interval_ns as f64 / NS_PER_HOUR as f64;
+        let picked: Vec<_> = s
+            .warmed
+            .iter()
+            .filter(|w| w.0 == m.warmup_pct && w.1 == m.region_bytes)
+            .collect();
+        figures.push(FigureDay {
+            volume: vol.name.clone(),
+            day,
+            cold_converge_h: hours(cold_t),
+            load_reduction_cold_pct: pct(schemes::server_load_reduction(&s.cold, cold_t)),
+            load_reduction_always_pct: pct(schemes::server_load_reduction(&s.always, cold_t)),
+            algorithms: picked
+                .iter()
+                .map(|w| AlgorithmResult {
+                    algorithm: w.2,
+                    converge_h: hours(schemes::convergence(&w.4, &s.always, m.th_v, m.th_n)),
+                    load_reduction_pct: pct(schemes::server_load_reduction(&w.4, cold_t)),
+                })
+                .collect(),
+            hit_rates: (0..s.intervals)
+                .map(|i| {
+                    let mut row = vec![s.always[i].hit_rate(), s.cold[i].hit_rate()];
+                    row.extend(picked.iter().map(|w| w.4[i].hit_rate()));
+                    row
+                })
+                .collect(),
+        });
+    }
+    // Table 4: each volume's monitoring of the day before its figure day.
+    let mut overheads = Vec::new();
+    for vol in &volumes {
+        let day = o.figure_day.map_or(vol.days(), |d| d.clamp(2, vol.days()));
+        let window = vol.day(day - 2);
+        let warmup = algorithms::select(
+            window,
+            Algorithm::LastK,
+            BLOCK_BYTES,
+            vol.blocks(m.warmup_pct) * BLOCK_BYTES,
+            o.seed,
+        );
+        let name = format!("{} day {}", vol.name, day - 1);
+        overheads.push(bonfire_overheads::measure(
+            &name,
+            window,
+            o.day_ns as f64 / 1e9,
+            &warmup,
+            &o.overhead,
+        )?);
+        progress(&format!("overheads of {name} measured"));
+    }
+    // The measured best algorithm per volume at the middle setting.
+    for summary in summaries.iter_mut().filter(|s| s.skipped.is_none()) {
+        let groups = by_volume_day(at_middle(&cases, m).filter(|c| c.volume == summary.volume));
+        let mut wins = [0usize; 4];
+        for g in &groups {
+            let best = g.iter().min_by(|a, b| better(a, b)).expect("not empty");
+            for (i, alg) in ALGORITHMS.iter().enumerate() {
+                if g.iter()
+                    .any(|c| c.algorithm == *alg && better(c, best).is_eq())
+                {
+                    wins[i] += 1;
+                }
+            }
+        }
+        let top = (0..4).max_by_key(|i| (wins[*i], std::cmp::Reverse(*i)));
+        summary.warmed_days = groups.len();
+        // Only a single best counts: when the top is shared, there is none.
+        let unique = top.filter(|t| wins[*t] > 0 && (0..4).all(|i| i == *t || wins[i] < wins[*t]));
+        if let Some(i) = unique {
+            summary.measured_best = Some(ALGORITHMS[i]);
+            summary.measured_best_days = wins[i];
+        }
+    }
+    // §4.3.3: daily-pattern volumes again, days starting at their daily reaccess hour.
+    let mut shifted_daily = Vec::new();
+    for summary in &summaries {
+        let Some(hour) = summary
+            .recommendation
+            .as_ref()
+            .filter(|r| r.algorithm == Algorithm::FirstK)
+            .and_then(|r| r.start_at_hour)
+        else {
+            continue;
+        };
+        let Some(vol) = volumes.iter().find(|v| v.name == summary.volume) else {
+            continue;
+        };
+        if o.day_start_hour == Some(hour) || o.day_ns != NS_PER_DAY {
+            continue;
+        }
+        let first = vol.records[0].time_ns;
+        let shifted = VolumeDays::new(
+            vol.name.clone(),
+            vol.records.clone(),
+            origin(first, clock_origin, Some(hour), o.day_ns),
+            o.day_ns,
+        );
+        if shifted.days() < 2 {
+            continue;
+        }
+        let grid = Grid {
+            cache_pcts: &[m.cache_pct],
+            warmup_pcts: &[m.warmup_pct],
+            regions: &[m.region_bytes],
+        };
+        let one = Options {
+            th_vs: vec![m.th_v],
+            th_ns: vec![m.th_n],
+            ..o.clone()
+        };
+        let vols = [shifted];
+        let series = simulate(&vols, &grid, &one, progress);
+        let cases = self::cases(&series, &vols, &one);
+        shifted_daily.push(ShiftedDaily {
+            volume: summary.volume.clone(),
+            day_start_hour: hour,
+            headline: headline(cases.iter()),
+        });
+    }
+    Ok(Report {
+        source: source.to_owned(),
+        day_s: o.day_ns as f64 / 1e9,
+        interval_s: o.interval_ns as f64 / 1e9,
+        day_start_hour: o.day_start_hour,
+        middle: *m,
+        figure_day: o.figure_day,
+        preload_mb_per_s: o.preload_mb_per_s,
+        readahead_bytes: o.readahead_bytes,
+        volumes: summaries,
+        table: table(&cases, o),
+        figures,
+        headline: headline(at_middle(&cases, m)),
+        shifted_daily,
+        overheads,
+        cases,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,579 @@
+//! The driver: the one task that owns the off-loading client, the cache and the base volume,
+//! and carries NBD requests, store replies and disk completions to and from them.
+
+use super::*;
+
+impl Core {
+    pub(super) async fn run(
+        mut self,
+        config: Config,
+        mut inbox: mpsc::UnboundedReceiver<Event>,
+        started: Instant,
+        ready: oneshot::Sender<Result<(), String>>,
+        formatting: bool,
+    ) -> Result<()> {
+        let now = || started.elapsed().as_nanos() as u64;
+        if let Some(w) = self.warm.as_mut() {
+            // Before any request: the snapshot's pages are the blocks' latest contents.
+            w.load_snapshot();
+        }
+        // Give the stores a moment to be reached, so that recovery asks them all at once.
+        let grace = tokio::time::sleep(CONNECT_GRACE);
+        tokio::pin!(grace);
+        let mut early = Vec::new();
+        let mut refused = vec![false; self.links.len()];
+        while (0..self.links.len()).any(|s| self.links[s].is_none() && !refused[s]) {
+            tokio::select! {
+                event = inbox.recv() => match event {
+                    Some(e @ Event::StoreUp { .. }) | Some(e @ Event::StoreDown { .. }) => self.link_event(e),
+                    Some(Event::StoreUnreachable { store }) => refused[store] = true,
+                    Some(other) => early.push(other),
+                    None => return Ok(()),
+                },
+                _ = &mut grace => break,
+            }
+        }
+        let mut client = if formatting {
+            let stores = (0..self.label.stores.len())
+                .map(|i| StoreInfo {
+                    id: i as u64 + 1,
+                    server: i as u64 + 1,
+                })
+                .collect();
+            Client::format(config, stores, now())
+        } else {
+            Client::recover(config, now())
+        };
+        let mut ready = Some(ready);
+        for e in early {
+            self.handle(&mut client, e, now())?;
+        }
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        // Logged on change, checked once a second: whether data is off-loaded.
+        let mut offloading = false;
+        // While recovering: what the client waits for, logged on change and every 10 s.
+        let mut waiting: Option<(RecoveryWait, Instant)> = None;
+        loop {
+            if client.is_ready() && self.stopping.is_none() {
+                self.preload(&mut client, now());
+            }
+            self.drive(&mut client, now());
+            if let Some(e) = self.failed.take() {
+                return Err(disk_error(e));
+            }
+            if self.stopping.is_some() && self.parents.is_empty() {
+                let closed = match self.warm.as_mut() {
+                    Some(w) => w.close().map_err(|e| format!("{e:#}")),
+                    None => Ok(()),
+                };
+                let _ = self.stopping.take().expect("some").send(closed);
+                return Ok(());
+            }
+            if ready.is_some() {
+                if client.is_ready() {
+                    self.check_store_ids(&client)?;
+                    let stats = client.stats();
+                    let missing: Vec<u64> = client
+                        .stores()
+                        .into_iter()
+                        .filter(|(_, _, up)| !up)
+                        .map(|(_, info, _)| info.id)
+                        .collect();
+                    tracing::info!(
+                        offloaded_bytes = stats.offloaded_bytes,
+                        stores_up = self.links.iter().filter(|l| l.is_some()).count(),
+                        ?missing,
+                        "soft state rebuilt from the stores"
+                    );
+                    if !missing.is_empty() {
+                        tracing::warn!(
+                            ?missing,
+                            "serving without stores that did not answer: they count as failed, and what they hold is deleted when they return"
+                        );
+                    }
+                    let _ = ready.take().expect("some").send(Ok(()));
+                } else if let Some(e) = client.failure() {
+                    let message = match e {
+                        ClientError::NoStoreSet(e) => format!("{e}"),
+                        other => format!("{other}"),
+                    };
+                    let _ = ready.take().expect("some").send(Err(message));
+                    return Ok(());
+                }
+            }
+            let timeout = client
+                .poll_timeout()
+                .map(|t| started + Duration::from_nanos(t));
+            tokio::select! {
+                event = inbox.recv() => {
+                    let Some(mut event) = event else { return Ok(()) };
+                    for _ in 0..1024 {
+                        self.handle(&mut client, event, now())?;
+                        match inbox.try_recv() {
+                            Ok(next) => event = next,
+                            Err(_) => break,
+                        }
+                    }
+                }
+                _ = async { tokio::time::sleep_until(timeout.expect("guarded").into()).await }, if timeout.is_some() => {
+                    client.handle_timeout(now());
+                }
+                _ = tick.tick() => {
+                    if let Some(w) = client.recovery_wait() {
+                        let due = waiting.as_ref().is_none_or(|(last, at)| {
+                            *last != w || at.elapsed() >= Duration::from_secs(10)
+                        });
+                        if due && started.elapsed() >= Duration::from_secs(1) {
+                            if waits_for_every_store(&w, client.config().n_way) {
+                                tracing::warn!(
+                                    answered = w.answered,
+                                    stores = w.stores,
+                                    needed = w.needed,
+                                    failed = ?w.failed,
+                                    silent = ?w.silent,
+                                    "recovering: waiting for every store: the superblock is marked degraded (a write was acknowledged with fewer than N copies before the restart), so no store may be missing"
+                                );
+                            } else {
+                                tracing::warn!(
+                                    answered = w.answered,
+                                    stores = w.stores,
+                                    needed = w.needed,
+                                    failed = ?w.failed,
+                                    silent = ?w.silent,
+                                    "recovering: waiting for stores (serving needs every store, or all but N-1 once the others have failed)"
+                                );
+                            }
+                            waiting = Some((w, Instant::now()));
+                        }
+                    }
+                    if let Some(w) = self.warm.as_mut() {
+                        w.tick(started.elapsed().as_secs());
+                    }
+                    let at = Instant::now();
+                    let stats = client.stats();
+                    self.reclaim_samples.push_back((at, stats.reclaimed_bytes));
+                    if offloading != (stats.offloaded_bytes > 0) {
+                        offloading = !offloading;
+                        if offloading {
+                            tracing::info!(
+                                offloaded_bytes = stats.offloaded_bytes,
+                                offloaded_writes = stats.offloaded_writes,
+                                "off-loading: data is on stores"
+                            );
+                        } else {
+                            tracing::info!(
+                                reclaimed_bytes = stats.reclaimed_bytes,
+                                offloaded_writes = stats.offloaded_writes,
+                                "reclaim finished: no data off-loaded"
+                            );
+                        }
+                    }
+                    while self.reclaim_samples.len() > 61 {
+                        self.reclaim_samples.pop_front();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The store set's ids are their positions in the label (id `i + 1` at `stores[i]`).
+    pub(super) fn check_store_ids(&self, client: &Client) -> Result<()> {
+        for (i, info, _) in client.stores() {
+            if info.id != i as u64 + 1 || i >= self.label.stores.len() {
+                bail!("the store set on the base volume does not match its label (store {i} has id {})", info.id);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn link_event(&mut self, event: Event) {
+        match event {
+            Event::StoreUp {
+                store,
+                link,
+                sender,
+            } => self.links[store] = Some((link, sender)),
+            Event::StoreDown { store, link }
+                if self.links[store].as_ref().is_some_and(|(l, _)| *l == link) =>
+            {
+                self.links[store] = None;
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn handle(&mut self, client: &mut Client, event: Event, now: u64) -> Result<()> {
+        match event {
+            Event::Upward { op, reply } => self.upward(client, op, reply, now),
+            // The core learns it when a request to the store cannot be sent.
+            Event::StoreUnreachable { .. } => {}
+            Event::Base(Ok(done)) => {
+                let done = match done {
+                    DiskDone::Read { id, data } => BaseDone::Read { id, data },
+                    DiskDone::Written { id } | DiskDone::Flushed { id } => BaseDone::Written { id },
+                };
+                client.handle_base(now, done);
+            }
+            // The base volume failed: stop before acknowledging anything more.
+            Event::Base(Err(e)) => return Err(disk_error(e)),
+            Event::StoreUp { store, .. } => {
+                let was_down = self.links[store].is_none();
+                self.link_event(event);
+                if was_down {
+                    tracing::info!(
+                        store = store + 1,
+                        address = %self.label.stores[store],
+                        "store connected"
+                    );
+                }
+            }
+            Event::StoreDown { store, link } => {
+                let current = self.links[store].as_ref().is_some_and(|(l, _)| *l == link);
+                self.link_event(Event::StoreDown { store, link });
+                if current {
+                    tracing::warn!(
+                        store = store + 1,
+                        address = %self.label.stores[store],
+                        offloaded_bytes = client.stats().offloaded_bytes,
+                        "store disconnected"
+                    );
+                    client.connection_lost(now, store);
+                }
+            }
+            Event::StoreFrame { store, link, frame } => {
+                if self.links[store].as_ref().is_none_or(|(l, _)| *l != link) {
+                    return Ok(());
+                }
+                match frame {
+                    Frame::Reply { id, load, reply } => {
+                        client.handle_store(now, store, id, reply, Some(load.queue_length as u64))
+                    }
+                    Frame::Load(load) => client.handle_load(store, load.queue_length as u64),
+                    Frame::Request { .. } => {}
+                }
+            }
+            Event::Report { json, reply } => {
+                let text = if json {
+                    self.status(client)
+                } else {
+                    self.metrics(client)
+                };
+                let _ = reply.send(text);
+            }
+            // New requests are refused from here; the log is closed once every request in
+            // flight is answered (`run`), so no acknowledged write is missing from it.
+            Event::Shutdown { done } => self.stopping = Some(done),
+            Event::CacheReset { reply } => {
+                let answer = self.warm.as_mut().map(|w| {
+                    w.reset(w.warmup_bytes);
+                    w.status_json().to_string()
+                });
+                let _ = reply.send(answer);
+            }
+        }
+        Ok(())
+    }
+
+    /// Issues the pre-load's next reads from the volume.
+    pub(super) fn preload(&mut self, client: &mut Client, now: u64) {
+        let Some(w) = self.warm.as_mut() else { return };
+        for (offset, length, ticket) in w.next_preload_reads() {
+            self.next_upward += 1;
+            self.preloads.insert(self.next_upward, (offset, ticket));
+            client.handle_upward(
+                now,
+                self.next_upward,
+                Upward::Read {
+                    offset_bytes: offset,
+                    length_bytes: length,
+                },
+            );
+        }
+    }
+
+    pub(super) fn upward(&mut self, client: &mut Client, op: Op, reply: Completion, now: u64) {
+        if self.stopping.is_some() {
+            reply.complete(Err(std::io::Error::other("the volume is stopping")));
+            return;
+        }
+        let parent = self.next_parent;
+        self.next_parent += 1;
+        let arrived = Instant::now();
+        let mut requests: Vec<Upward> = Vec::new();
+        let mut read = false;
+        let mut cache = None;
+        if let Some(w) = self.warm.as_mut() {
+            match &op {
+                Op::Read { offset, length } => match w.read(*offset, *length as u64) {
+                    Ok(data) => {
+                        self.reads.record(arrived.elapsed().as_secs_f64());
+                        reply.complete(Ok(Some(data)));
+                        return;
+                    }
+                    Err(ticket) => {
+                        cache = Some(CacheParent::Read {
+                            offset: *offset,
+                            ticket,
+                        })
+                    }
+                },
+                Op::Write { offset, data, .. } => {
+                    w.write_arrived(*offset, data.len() as u64);
+                    cache = Some(CacheParent::Write {
+                        offset: *offset,
+                        data: data.clone(),
+                    });
+                }
+                Op::WriteZeroes { offset, length, .. } => {
+                    w.write_arrived(*offset, *length as u64);
+                    cache = Some(CacheParent::Zeroes {
+                        offset: *offset,
+                        length: *length as u64,
+                    });
+                }
+                Op::Flush | Op::Trim { .. } => {}
+            }
+        }
+        match op {
+            Op::Read { offset, length } => {
+                read = true;
+                let mut at = 0u64;
+                while at < length as u64 {
+                    let n = (length as u64 - at).min(PIECE_BYTES);
+                    requests.push(Upward::Read {
+                        offset_bytes: offset + at,
+                        length_bytes: n,
+                    });
+                    at += n;
+                }
+            }
+            Op::Write { offset, data, fua } => {
+                if data.len() as u64 <= PIECE_BYTES {
+                    requests.push(Upward::Write {
+                        offset_bytes: offset,
+                        data,
+                        durable: fua,
+                    });
+                } else {
+                    for (i, chunk) in data.chunks(PIECE_BYTES as usize).enumerate() {
+                        requests.push(Upward::Write {
+                            offset_bytes: offset + i as u64 * PIECE_BYTES,
+                            data: chunk.to_vec(),
+                            durable: fua,
+                        });
+                    }
+                }
+            }
+            Op::WriteZeroes {
+                offset,
+                length,
+                fua,
+            } => {
+                let mut at = 0u64;
+                while at < length as u64 {
+                    let n = (length as u64 - at).min(PIECE_BYTES);
+                    requests.push(Upward::Write {
+                        offset_bytes: offset + at,
+                        data: vec![0u8; n as usize],
+                        durable: fua,
+                    });
+                    at += n;
+                }
+            }
+            Op::Flush | Op::Trim { .. } => {
+                reply.complete(Ok(None));
+                return;
+            }
+        }
+        self.parents.insert(
+            parent,
+            Parent {
+                reply,
+                pieces: vec![Vec::new(); if read { requests.len() } else { 0 }],
+                remaining: requests.len(),
+                error: None,
+                arrived,
+                read,
+                cache,
+            },
+        );
+        for (i, request) in requests.into_iter().enumerate() {
+            self.next_upward += 1;
+            self.pieces.insert(self.next_upward, (parent, i));
+            client.handle_upward(now, self.next_upward, request);
+        }
+    }
+
+    /// Hands out everything the core produced, until it produces nothing more.
+    pub(super) fn drive(&mut self, client: &mut Client, now: u64) {
+        loop {
+            let mut progress = false;
+            let ops: Vec<DiskOp> = std::iter::from_fn(|| client.poll_base())
+                .map(|op| match op {
+                    BaseOp::Read {
+                        id,
+                        offset_bytes,
+                        length_bytes,
+                    } => DiskOp::Read {
+                        id,
+                        offset_bytes,
+                        length_bytes,
+                    },
+                    BaseOp::Write {
+                        id,
+                        offset_bytes,
+                        data,
+                        durable,
+                    } => DiskOp::Write {
+                        id,
+                        offset_bytes,
+                        data: data.into(),
+                        durable,
+                    },
+                })
+                .collect();
+            if !ops.is_empty() {
+                progress = true;
+                let mut rest = Vec::new();
+                for op in ops {
+                    match (&self.inline, op) {
+                        (
+                            _,
+                            DiskOp::Read {
+                                id,
+                                offset_bytes,
+                                length_bytes,
+                            },
+                        ) if length_bytes <= CACHED_READ_MAX => {
+                            match self
+                                .cached_reads
+                                .as_ref()
+                                .and_then(|f| f.read_cached(offset_bytes, length_bytes))
+                            {
+                                Some(data) => client.handle_base(now, BaseDone::Read { id, data }),
+                                None => rest.push(DiskOp::Read {
+                                    id,
+                                    offset_bytes,
+                                    length_bytes,
+                                }),
+                            }
+                        }
+                        (Some(file), op @ DiskOp::Write { durable: false, .. }) => {
+                            match file.execute(op) {
+                                Ok(DiskDone::Written { id }) => {
+                                    client.handle_base(now, BaseDone::Written { id })
+                                }
+                                Ok(_) => unreachable!("a write"),
+                                Err(e) => self.failed = Some(e),
+                            }
+                        }
+                        (_, op) => rest.push(op),
+                    }
+                }
+                self.disk.submit_all(rest);
+            }
+            let mut lost = Vec::new();
+            while let Some((store, id, request)) = client.poll_store() {
+                progress = true;
+                let mut frame = Vec::new();
+                encode(&Frame::Request { id, request }, &mut frame);
+                let sent = self
+                    .links
+                    .get(store)
+                    .and_then(|l| l.as_ref())
+                    .is_some_and(|(_, sender)| sender.send(frame).is_ok());
+                if !sent && !lost.contains(&store) {
+                    lost.push(store);
+                }
+            }
+            for store in lost {
+                client.connection_lost(now, store);
+            }
+            while let Some((id, reply)) = client.poll_upward() {
+                progress = true;
+                self.answered(id, reply);
+            }
+            let full = client.stores_full_since().is_some();
+            if full != self.stores_full {
+                self.stores_full = full;
+                if full {
+                    tracing::warn!(
+                        timeout_ms = client.config().full_timeout_ns / 1_000_000,
+                        "stores are full: reclaiming under load; writes that must be off-loaded wait, then fail with ENOSPC"
+                    );
+                } else {
+                    tracing::info!("stores take writes again");
+                }
+            }
+            if !progress {
+                return;
+            }
+        }
+    }
+
+    pub(super) fn answered(&mut self, id: u64, reply: UpReply) {
+        if let Some((offset, ticket)) = self.preloads.remove(&id) {
+            if let Some(w) = self.warm.as_mut() {
+                let data = match &reply {
+                    UpReply::Read(d) => Some(d.as_slice()),
+                    _ => None,
+                };
+                w.preload_done(offset, data, ticket);
+            }
+            return;
+        }
+        let Some((parent_id, piece)) = self.pieces.remove(&id) else {
+            return;
+        };
+        let Some(parent) = self.parents.get_mut(&parent_id) else {
+            return;
+        };
+        match reply {
+            UpReply::Read(data) => parent.pieces[piece] = data,
+            UpReply::Written => {}
+            UpReply::Error(e) => {
+                parent.error = Some(match e {
+                    ClientError::BadRequest => {
+                        std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
+                    }
+                    // Answered ENOSPC on the wire.
+                    ClientError::NoSpace => std::io::Error::from_raw_os_error(libc::ENOSPC),
+                    _ => std::io::Error::other(e.to_string()),
+                });
+            }
+        }
+        parent.remaining -= 1;
+        if parent.remaining > 0 {
+            return;
+        }
+        let mut parent = self.parents.remove(&parent_id).expect("present");
+        let seconds = parent.arrived.elapsed().as_secs_f64();
+        if parent.read {
+            self.reads.record(seconds);
+        } else {
+            self.writes.record(seconds);
+        }
+        let outcome = match parent.error {
+            Some(e) => Err(e),
+            None if parent.read => Ok(Some(if parent.pieces.len() == 1 {
+                parent.pieces.pop().expect("one piece")
+            } else {
+                parent.pieces.concat()
+            })),
+            None => Ok(None),
+        };
+        if let (Some(w), Some(c)) = (self.warm.as_mut(), parent.cache) {
+            match c {
+                CacheParent::Read { offset, ticket } => {
+                    let data = outcome.as_ref().ok().and_then(|d| d.as_deref());
+                    w.read_done(offset, data, ticket);
+                }
+                CacheParent::Write { offset, data } => {
+                    w.write_done(offset, &data, outcome.is_ok());
+                }
+                CacheParent::Zeroes { offset, length } => w.zeroes_done(offset, length),
+            }
+        }
+        parent.reply.complete(outcome);
+    }
+}

@@ -1,0 +1,298 @@
+//! The volume's figures: Prometheus metrics, the JSON status and the HTTP endpoint serving
+//! them.
+
+use super::*;
+
+impl Core {
+    /// Reclaimed bytes per second over the last minute's samples.
+    pub(super) fn reclaim_rate(&self) -> f64 {
+        match (self.reclaim_samples.front(), self.reclaim_samples.back()) {
+            (Some((t0, b0)), Some((t1, b1))) if t1 > t0 => {
+                (b1 - b0) as f64 / t1.duration_since(*t0).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+
+    pub(super) fn metrics(&self, client: &Client) -> String {
+        use std::fmt::Write;
+        let stats = client.stats();
+        let mut out = String::new();
+        let mut gauge = |name: &str, help: &str, kind: &str, value: f64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        };
+        gauge(
+            "cordillera_volume_ready",
+            "1 once the export accepts I/O.",
+            "gauge",
+            client.is_ready() as u8 as f64,
+        );
+        gauge(
+            "cordillera_volume_base_queue_length",
+            "Requests in flight on the base volume.",
+            "gauge",
+            client.base_load() as f64,
+        );
+        gauge(
+            "cordillera_volume_offloaded_bytes",
+            "Bytes whose latest version is on stores, not yet reclaimed.",
+            "gauge",
+            stats.offloaded_bytes as f64,
+        );
+        gauge(
+            "cordillera_volume_offloaded_writes_total",
+            "Writes sent to stores.",
+            "counter",
+            stats.offloaded_writes as f64,
+        );
+        gauge(
+            "cordillera_volume_offloaded_write_bytes_total",
+            "Bytes written to stores.",
+            "counter",
+            stats.offloaded_write_bytes as f64,
+        );
+        gauge(
+            "cordillera_volume_base_writes_total",
+            "Writes sent to the base volume.",
+            "counter",
+            stats.base_writes as f64,
+        );
+        gauge(
+            "cordillera_volume_reclaimed_bytes_total",
+            "Bytes reclaimed from stores to the base volume.",
+            "counter",
+            stats.reclaimed_bytes as f64,
+        );
+        gauge(
+            "cordillera_volume_reclaim_bytes_per_second",
+            "Reclaim rate over the last minute.",
+            "gauge",
+            self.reclaim_rate(),
+        );
+        gauge(
+            "cordillera_volume_stores_full",
+            "1 while every store refuses the writes that must be off-loaded as full.",
+            "gauge",
+            client.stores_full_since().is_some() as u8 as f64,
+        );
+        gauge(
+            "cordillera_volume_refused_writes_total",
+            "Writes answered ENOSPC because the stores were full.",
+            "counter",
+            stats.refused_writes as f64,
+        );
+        gauge(
+            "cordillera_volume_store_failures_total",
+            "Stores marked failed.",
+            "counter",
+            stats.store_failures as f64,
+        );
+        let figures = client.store_figures();
+        let _ = writeln!(out, "# HELP cordillera_volume_store_up 1 when the store answers.\n# TYPE cordillera_volume_store_up gauge");
+        for (i, f) in figures.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "cordillera_volume_store_up{{store=\"{}\"}} {}",
+                self.label.stores.get(i).map_or("?", |s| s.as_str()),
+                f.up as u8
+            );
+        }
+        let _ = writeln!(out, "# HELP cordillera_volume_store_queue_length Requests in flight to the store.\n# TYPE cordillera_volume_store_queue_length gauge");
+        for (i, f) in figures.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "cordillera_volume_store_queue_length{{store=\"{}\"}} {}",
+                self.label.stores.get(i).map_or("?", |s| s.as_str()),
+                f.in_flight
+            );
+        }
+        let _ = writeln!(out, "# HELP cordillera_volume_store_offloaded_bytes Bytes whose latest version the store holds.\n# TYPE cordillera_volume_store_offloaded_bytes gauge");
+        for (i, f) in figures.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "cordillera_volume_store_offloaded_bytes{{store=\"{}\"}} {}",
+                self.label.stores.get(i).map_or("?", |s| s.as_str()),
+                f.offloaded_bytes
+            );
+        }
+        self.reads.render(
+            "cordillera_volume_read_seconds",
+            "Read response time at the export.",
+            &mut out,
+        );
+        self.writes.render(
+            "cordillera_volume_write_seconds",
+            "Write response time at the export.",
+            &mut out,
+        );
+        if let Some(w) = &self.warm {
+            w.metrics(&mut out);
+        }
+        out
+    }
+
+    pub(super) fn status(&self, client: &Client) -> String {
+        let stats = client.stats();
+        let rate = self.reclaim_rate();
+        let stores: Vec<serde_json::Value> = client
+            .store_figures()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                serde_json::json!({
+                    "address": self.label.stores.get(i),
+                    "up": f.up,
+                    "removed": f.removed,
+                    "offloaded_bytes": f.offloaded_bytes,
+                    "in_flight": f.in_flight,
+                    "reported_load": f.reported_load,
+                })
+            })
+            .collect();
+        let eta = if stats.offloaded_bytes == 0 {
+            Some(0.0)
+        } else if rate > 0.0 {
+            Some(stats.offloaded_bytes as f64 / rate)
+        } else {
+            None
+        };
+        let recovery = client.recovery_wait().map(|w| {
+            serde_json::json!({
+                "answered": w.answered,
+                "stores": w.stores,
+                "needed": w.needed,
+                "degraded": waits_for_every_store(&w, client.config().n_way),
+                "failed": w.failed,
+                "silent": w.silent,
+            })
+        });
+        serde_json::json!({
+            "ready": client.is_ready(),
+            "recovery": recovery,
+            "client": format!("{:016x}", self.label.client),
+            "policy": format!("{:?}", client.config().policy),
+            "n_way": client.config().n_way,
+            "base_queue_length": client.base_load(),
+            "stores_full": client.stores_full_since().is_some(),
+            "refused_writes": stats.refused_writes,
+            "lost_copies": stats.lost_copies,
+            "lost_bytes": stats.lost_bytes,
+            "offloaded_bytes": stats.offloaded_bytes,
+            "offloaded_writes": stats.offloaded_writes,
+            "base_writes": stats.base_writes,
+            "reclaimed_bytes": stats.reclaimed_bytes,
+            "reclaim_bytes_per_second": rate,
+            "reclaim_eta_seconds": eta,
+            "quiescent": client.is_quiescent(),
+            "stores": stores,
+            "state": client.describe(),
+            "cache": self.warm.as_ref().map(|w| w.status_json()),
+        })
+        .to_string()
+    }
+}
+
+/// Latency buckets of the histograms, in seconds (Prometheus `le`).
+pub(super) const BUCKETS_S: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+#[derive(Default)]
+pub(super) struct LatencyHistogram {
+    pub(super) counts: [u64; BUCKETS_S.len() + 1],
+    pub(super) sum_s: f64,
+    pub(super) count: u64,
+}
+
+impl LatencyHistogram {
+    pub(super) fn record(&mut self, seconds: f64) {
+        let i = BUCKETS_S
+            .iter()
+            .position(|b| seconds <= *b)
+            .unwrap_or(BUCKETS_S.len());
+        self.counts[i] += 1;
+        self.sum_s += seconds;
+        self.count += 1;
+    }
+
+    pub(super) fn render(&self, name: &str, help: &str, out: &mut String) {
+        use std::fmt::Write;
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, b) in BUCKETS_S.iter().enumerate() {
+            cumulative += self.counts[i];
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum {}", self.sum_s);
+        let _ = writeln!(out, "{name}_count {}", self.count);
+    }
+}
+
+/// `GET /metrics` (Prometheus text) and `GET /status` (JSON) over plain HTTP/1.
+pub(super) async fn serve_metrics(listener: TcpListener, events: mpsc::UnboundedSender<Event>) {
+    loop {
+        let (mut stream, _) = crate::limits::accept(&listener, "metrics").await;
+        let events = events.clone();
+        tokio::spawn(async move {
+            let mut request = Vec::new();
+            let mut chunk = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => request.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let line = String::from_utf8_lossy(&request);
+            let method = line.split_whitespace().next().unwrap_or("");
+            let path = line.split_whitespace().nth(1).unwrap_or("");
+            let (status, kind, body) = match path {
+                "/cache/reset" if method == "POST" => {
+                    let (reply, answer) = oneshot::channel();
+                    let _ = events.send(Event::CacheReset { reply });
+                    match answer.await {
+                        Ok(Some(body)) => ("200 OK", "application/json", body),
+                        Ok(None) => (
+                            "409 Conflict",
+                            "text/plain",
+                            "this volume has no cache (--cache-size)\n".into(),
+                        ),
+                        Err(_) => ("503 Service Unavailable", "text/plain", "stopping\n".into()),
+                    }
+                }
+                "/metrics" | "/status" => {
+                    let (reply, answer) = oneshot::channel();
+                    let json = path == "/status";
+                    let _ = events.send(Event::Report { json, reply });
+                    match answer.await {
+                        Ok(body) => (
+                            "200 OK",
+                            if json {
+                                "application/json"
+                            } else {
+                                "text/plain; version=0.0.4"
+                            },
+                            body,
+                        ),
+                        Err(_) => ("503 Service Unavailable", "text/plain", "stopping\n".into()),
+                    }
+                }
+                _ => (
+                    "404 Not Found",
+                    "text/plain",
+                    "try /metrics, /status or POST /cache/reset\n".into(),
+                ),
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(body.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}

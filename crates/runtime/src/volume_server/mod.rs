@@ -1,0 +1,645 @@
+//! `cordillera volume serve`: a base volume (a file or block device) exported over NBD, with the
+//! off-loading client core (`cordillera_offload::Client`) between the export and the base
+//! volume, sending writes to `cordillera store serve` processes over TCP when the base volume
+//! is loaded (Everest §3.2).
+//!
+//! # Layout of the base volume
+//!
+//! ```text
+//! [0, size − 8 KiB)            the export (what NBD clients see)
+//! [size − 8 KiB, size − 4 KiB)  the client core's store set (`cordillera_offload::superblock`)
+//! [size − 4 KiB, size)          the volume label ([`Label`]): identity and store addresses
+//! ```
+//!
+//! The label is written last when a volume is formatted, so a volume with a label is complete.
+//!
+//! # Tasks
+//!
+//! One task owns the client core; NBD connections, the base volume's worker threads and one
+//! link per store feed it events and receive what it produces. Writes the core sends to the
+//! base volume run on worker threads ([`Disk`]); FLUSH is an `fdatasync` of the base volume:
+//! off-loaded writes are acknowledged only once durable on their stores, so after it every
+//! acknowledged write is durable somewhere.
+
+mod driver;
+mod label;
+mod metrics;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use cordillera_offload::superblock::SUPERBLOCK_BYTES;
+use cordillera_offload::{
+    BaseDone, BaseOp, Client, ClientError, Config, Policy, RecoveryWait, StoreInfo, UpReply, Upward,
+};
+use cordillera_vstore::store::{DiskDone, DiskOp};
+use cordillera_wire::store::{encode, Frame};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::disk::{Disk, DiskError, DiskFile, IoMode};
+use crate::emulate::{EmulateSpec, Emulator};
+use crate::nbd_server::{self, Backend, Completion, ExportConfig, Op};
+use crate::store_server::{read_frames, write_frames};
+use crate::warm_cache::{CacheOptions, Ticket, WarmCache};
+
+pub use label::*;
+use metrics::*;
+
+/// Bytes at the end of the base volume holding the [`Label`].
+pub const LABEL_BYTES: u64 = 4096;
+/// Bytes at the end of the base volume not exported: the label and the store set.
+pub const RESERVED_BYTES: u64 = LABEL_BYTES + SUPERBLOCK_BYTES;
+/// Upward requests are cut into pieces of at most this (a store record holds at most 16 MiB).
+const PIECE_BYTES: u64 = 4 << 20;
+/// Base reads up to this size are tried in place when the page cache holds them
+/// ([`DiskFile::read_cached`]); larger ones always go to the disk's workers, so that the core's
+/// task never spends long on one copy.
+const CACHED_READ_MAX: u64 = 128 << 10;
+/// A store request unanswered this long marks the store failed.
+const STORE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long to wait at start for the stores to be reached (or refuse) before recovery asks them:
+/// recovery starts at once when every store has connected or refused a connection.
+const CONNECT_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Debug)]
+pub struct VolumeOptions {
+    pub base: PathBuf,
+    pub nbd: SocketAddr,
+    /// Store addresses: required to format; on restart, if given, must be the label's.
+    pub stores: Vec<String>,
+    /// Make the base volume an off-loading volume if it has no label (its last 8 KiB are
+    /// taken). Without it, a volume with no label is refused.
+    pub format: bool,
+    pub n_way: usize,
+    pub t_base: u64,
+    pub t_store: u64,
+    pub n_reclaim: usize,
+    pub policy: Policy,
+    pub emulate: Option<EmulateSpec>,
+    pub io: IoMode,
+    pub metrics: Option<SocketAddr>,
+    pub export_name: String,
+    /// A DRAM cache above the volume, with Bonfire's warm-up log (`crate::warm_cache`).
+    pub cache: Option<CacheOptions>,
+    /// What NBD clients can take: connections and memory ([`crate::limits`]).
+    pub limits: crate::limits::Limits,
+    /// A write every store refuses as full is answered ENOSPC after this.
+    pub full_timeout: Duration,
+    /// At a restart, how long to wait for every store before serving without those that
+    /// failed to answer (at most N-1).
+    pub recovery_grace: Duration,
+}
+
+impl VolumeOptions {
+    pub fn new(base: PathBuf, nbd: SocketAddr) -> VolumeOptions {
+        VolumeOptions {
+            base,
+            nbd,
+            stores: Vec::new(),
+            format: false,
+            n_way: 1,
+            t_base: 32,
+            t_store: 32,
+            n_reclaim: 256,
+            policy: Policy::Peak,
+            emulate: None,
+            io: IoMode::Buffered,
+            metrics: None,
+            export_name: String::new(),
+            cache: None,
+            limits: crate::limits::Limits::default(),
+            full_timeout: Duration::from_secs(5),
+            recovery_grace: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Addresses the server is listening on, once it accepts I/O.
+#[derive(Clone, Copy, Debug)]
+pub struct Listening {
+    pub nbd: SocketAddr,
+    pub metrics: Option<SocketAddr>,
+}
+
+/// A recovery that may not go on without any store of its set: with N-way > 1 it would
+/// normally tolerate N - 1 missing, so needing all of them means the superblock is marked
+/// degraded.
+fn waits_for_every_store(w: &RecoveryWait, n_way: usize) -> bool {
+    n_way > 1 && w.needed == w.stores
+}
+
+fn disk_error(e: DiskError) -> anyhow::Error {
+    anyhow!("base volume: {} failed: {}", e.op, e.error)
+}
+
+fn random_id() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    // splitmix64 of the time and process id: distinct per format in practice.
+    let mut z = nanos ^ ((std::process::id() as u64) << 32);
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    // Below 2^63: the companion id (bit 63 set) and the probe id stay distinct.
+    (z >> 1).max(1)
+}
+
+/// Serves until the process is stopped. Calls `ready` once the export accepts I/O (after the
+/// soft state has been rebuilt from the stores, on a restart).
+pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Result<()> {
+    crate::limits::keep_freed_buffers();
+    let file = Arc::new(
+        DiskFile::open(&options.base, false, options.io)
+            .with_context(|| format!("cannot open the base volume {}", options.base.display()))?,
+    );
+    let size = base_size(&file)
+        .with_context(|| format!("cannot size the base volume {}", options.base.display()))?;
+    if size < RESERVED_BYTES + (1 << 20) {
+        bail!(
+            "{}: {size} bytes is too small for a volume (at least 1 MiB plus {RESERVED_BYTES} reserved bytes)",
+            options.base.display()
+        );
+    }
+    let label_at = size - LABEL_BYTES;
+    let existing = file
+        .read(label_at, LABEL_BYTES, Vec::new())
+        .map_err(disk_error)?;
+    let (label, formatting) = match Label::decode(&existing) {
+        // A plain volume (formatted without stores) has never off-loaded a write: its label is
+        // written before it serves, and it names stores once any were given. So its superblock
+        // is written anew at every start, with the stores given now if any: this is how stores
+        // are added to a plain volume.
+        Ok(label) if label.stores.is_empty() => {
+            if options.n_way > options.stores.len().max(1) {
+                bail!(
+                    "--n-way {} needs at least that many stores (have {})",
+                    options.n_way,
+                    options.stores.len()
+                );
+            }
+            if !options.stores.is_empty() {
+                tracing::info!(stores = ?options.stores, n_way = options.n_way, "adding stores to a plain volume");
+            }
+            let label = Label {
+                client: label.client,
+                volume: label.volume,
+                n_way: options.n_way as u32,
+                stores: options.stores.clone(),
+            };
+            label.encode().map_err(|e| anyhow!("{e}"))?;
+            (label, true)
+        }
+        Ok(label) => {
+            if !options.stores.is_empty() {
+                let mut given = options.stores.clone();
+                let mut known = label.stores.clone();
+                given.sort();
+                known.sort();
+                if given != known {
+                    bail!(
+                        "{}: the volume's stores are {:?}; --store gave {:?} (a volume's store set is fixed when it is formatted)",
+                        options.base.display(),
+                        label.stores,
+                        options.stores
+                    );
+                }
+            }
+            (label, false)
+        }
+        Err(LabelError::Missing) if options.format => {
+            if options.n_way == 0 || options.n_way > options.stores.len().max(1) {
+                bail!(
+                    "--n-way {} needs at least that many stores (have {})",
+                    options.n_way,
+                    options.stores.len()
+                );
+            }
+            let label = Label {
+                client: random_id(),
+                volume: 1,
+                n_way: options.n_way as u32,
+                stores: options.stores.clone(),
+            };
+            label.encode().map_err(|e| anyhow!("{e}"))?;
+            (label, true)
+        }
+        Err(LabelError::Missing) => bail!(
+            "{}: no volume label; pass --format to make it a volume (its last {RESERVED_BYTES} bytes are then reserved)",
+            options.base.display()
+        ),
+        Err(e) => bail!("{}: {e}; refusing to start", options.base.display()),
+    };
+    let emulator = match &options.emulate {
+        None => None,
+        Some(spec) => Some(Emulator::start(spec).map_err(|e| anyhow!(e))?),
+    };
+    if let Some(e) = emulator {
+        file.emulate(e);
+    }
+
+    let mut config = Config::new(label.client, label.volume, size - LABEL_BYTES);
+    config.policy = options.policy;
+    config.n_way = label.n_way as usize;
+    config.t_base = options.t_base;
+    config.t_store = options.t_store;
+    config.n_reclaim = options.n_reclaim;
+    config.request_timeout_ns = Some(STORE_TIMEOUT.as_nanos() as u64);
+    config.full_timeout_ns = options.full_timeout.as_nanos() as u64;
+    config.recovery_grace_ns = options.recovery_grace.as_nanos() as u64;
+    let export_bytes = config.usable_bytes();
+
+    let (events, inbox) = mpsc::unbounded_channel::<Event>();
+    for (i, address) in label.stores.iter().enumerate() {
+        tokio::spawn(store_link(i, address.clone(), events.clone()));
+    }
+    let disk_events = events.clone();
+    let disk = Disk::start(file.clone(), move |done| {
+        let _ = disk_events.send(Event::Base(done));
+    });
+    let (ready_tx, ready_rx) = oneshot::channel::<Result<(), String>>();
+    let mut core = Core::new(label.clone(), disk);
+    if let Some(c) = &options.cache {
+        // Before serving: the log is marked not clean durably here.
+        let warm = WarmCache::open(c)?;
+        tracing::info!(
+            cache_bytes = c.cache_bytes,
+            log = c.log.as_ref().map(|p| p.display().to_string()),
+            source = %warm.source(),
+            planned_blocks = warm.preload_planned_blocks,
+            "cache ready"
+        );
+        core.warm = Some(warm);
+    }
+    if options.emulate.is_none() && !file.direct {
+        // A write that need not be durable, to a buffered base volume, is a copy into the
+        // page cache: done on the core's task it saves two thread hand-offs (a third more
+        // 4 KiB writes per second, measured by `volume bench`). Large writes too: 1 MiB
+        // writes handed to the disk's worker threads (which contend for the file's lock)
+        // reached 0.6 of the bandwidth of writes done here.
+        core.inline = Some(file.clone());
+    }
+    if options.emulate.is_none() {
+        // A read of data in the page cache is a copy: done on the core's task (without
+        // waiting for the device, see `DiskFile::read_cached`), it saves a worker thread's
+        // wake-up and the hand-off back, which cost more than the copy for small reads.
+        core.cached_reads = Some(file.clone());
+    }
+    // Metrics and status are served from the start: while recovering, the status says what the
+    // volume waits for.
+    let metrics_listener = match options.metrics {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} for metrics"))?,
+        ),
+        None => None,
+    };
+    let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+    if let Some(l) = metrics_listener {
+        tracing::info!(metrics = %l.local_addr()?, "metrics and status served while the volume starts");
+        tokio::spawn(serve_metrics(l, events.clone()));
+    }
+    let started = Instant::now();
+    let mut core_task = tokio::spawn(core.run(config, inbox, started, ready_tx, formatting));
+    let became_ready = tokio::select! {
+        r = ready_rx => r.unwrap_or_else(|_| Err("the volume stopped while starting".into())),
+        r = &mut core_task => return r.context("volume core")?,
+    };
+    if let Err(e) = became_ready {
+        bail!("{}: {e}", options.base.display());
+    }
+    if formatting {
+        // The store set is durable; the label makes the volume complete.
+        let bytes = label.encode().map_err(|e| anyhow!("{e}"))?;
+        file.write_batch(label_at, &[&bytes]).map_err(disk_error)?;
+        file.sync().map_err(disk_error)?;
+    }
+    tracing::info!(
+        base = %options.base.display(),
+        client = format_args!("{:016x}", label.client),
+        export_bytes,
+        stores = ?label.stores,
+        n_way = label.n_way,
+        emulate = options.emulate.as_ref().map(|e| e.preset.as_str()),
+        formatted = formatting,
+        "volume ready"
+    );
+    let listener = TcpListener::bind(options.nbd)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.nbd))?;
+    ready(Listening {
+        nbd: listener.local_addr()?,
+        metrics: metrics_addr,
+    });
+    let backend = Arc::new(VolumeBackend {
+        events: events.clone(),
+        file: file.clone(),
+        size_bytes: export_bytes,
+    });
+    let export = ExportConfig {
+        name: options.export_name.clone(),
+        limits: options.limits.clone(),
+        ..ExportConfig::default()
+    };
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("SIGTERM handler")?;
+    tokio::select! {
+        r = nbd_server::serve(listener, backend, export) => r.context("NBD listener")?,
+        r = &mut core_task => r.context("volume core")??,
+        _ = terminate.recv() => stop(&events).await,
+        _ = tokio::signal::ctrl_c() => stop(&events).await,
+    }
+    Ok(())
+}
+
+/// Stops the core after the requests in flight, closing the warm-up log cleanly.
+async fn stop(events: &mpsc::UnboundedSender<Event>) {
+    let (done, answer) = oneshot::channel();
+    if events.send(Event::Shutdown { done }).is_err() {
+        return;
+    }
+    match tokio::time::timeout(Duration::from_secs(30), answer).await {
+        Ok(Ok(Ok(()))) => tracing::info!("volume stopped"),
+        Ok(Ok(Err(e))) => {
+            tracing::warn!(error = %e, "volume stopped; the warm-up log was not closed cleanly")
+        }
+        _ => tracing::warn!("volume stopped without finishing the requests in flight"),
+    }
+}
+
+fn base_size(file: &DiskFile) -> std::io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    // A block device's metadata length is 0: its size is where seeking to the end lands.
+    let mut f = &file.file;
+    let size = f.seek(SeekFrom::End(0))?;
+    Ok(size / 512 * 512)
+}
+
+/// What reaches the core task.
+enum Event {
+    Upward {
+        op: Op,
+        reply: Completion,
+    },
+    Base(Result<DiskDone, DiskError>),
+    StoreUp {
+        store: usize,
+        link: u64,
+        sender: mpsc::UnboundedSender<Vec<u8>>,
+    },
+    StoreFrame {
+        store: usize,
+        link: u64,
+        frame: Frame,
+    },
+    StoreDown {
+        store: usize,
+        link: u64,
+    },
+    /// A connection attempt to a store failed (refused, unreachable).
+    StoreUnreachable {
+        store: usize,
+    },
+    /// A metrics or status request: `json` for the status document.
+    Report {
+        json: bool,
+        reply: oneshot::Sender<String>,
+    },
+    /// SIGTERM or SIGINT: close the warm-up log cleanly and stop.
+    Shutdown {
+        done: oneshot::Sender<Result<(), String>>,
+    },
+    /// Replace the cache with a new, empty one and warm it up (`POST /cache/reset`).
+    CacheReset {
+        reply: oneshot::Sender<Option<String>>,
+    },
+}
+
+/// The export as the NBD server sees it.
+struct VolumeBackend {
+    events: mpsc::UnboundedSender<Event>,
+    file: Arc<DiskFile>,
+    size_bytes: u64,
+}
+
+impl Backend for VolumeBackend {
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    fn submit(&self, op: Op, done: Completion) {
+        match op {
+            Op::Flush => {
+                let file = self.file.clone();
+                tokio::task::spawn_blocking(move || {
+                    done.complete(file.sync().map(|_| None).map_err(|e| e.error))
+                });
+            }
+            // A hint; the data stays (reads return what was written).
+            Op::Trim { .. } => done.complete(Ok(None)),
+            op => {
+                if let Err(mpsc::error::SendError(Event::Upward { reply, .. })) =
+                    self.events.send(Event::Upward { op, reply: done })
+                {
+                    reply.complete(Err(std::io::Error::other("the volume has stopped")));
+                }
+            }
+        }
+    }
+}
+
+/// One NBD request, cut into pieces for the core.
+struct Parent {
+    reply: Completion,
+    /// For a read: the pieces' bytes, in order.
+    pieces: Vec<Vec<u8>>,
+    remaining: usize,
+    error: Option<std::io::Error>,
+    arrived: Instant,
+    read: bool,
+    /// What the cache does when the request is answered.
+    cache: Option<CacheParent>,
+}
+
+enum CacheParent {
+    /// A read that missed: fill the cache.
+    Read { offset: u64, ticket: Ticket },
+    /// A write: the cache takes its data once the volume has it.
+    Write { offset: u64, data: Vec<u8> },
+    /// Zeroes written: the cache forgets the blocks.
+    Zeroes { offset: u64, length: u64 },
+}
+
+struct Core {
+    label: Label,
+    disk: Disk,
+    links: Vec<Option<(u64, mpsc::UnboundedSender<Vec<u8>>)>>,
+    parents: HashMap<u64, Parent>,
+    /// Core upward id → (parent, piece index).
+    pieces: HashMap<u64, (u64, usize)>,
+    next_parent: u64,
+    next_upward: u64,
+    reads: LatencyHistogram,
+    writes: LatencyHistogram,
+    /// (time, reclaimed bytes so far), one sample a second for the last minute.
+    reclaim_samples: VecDeque<(Instant, u64)>,
+    /// Whether the stores were full at the last pump (for one WARN per episode).
+    stores_full: bool,
+    /// Where non-durable base writes are done in place (see `serve`).
+    inline: Option<Arc<DiskFile>>,
+    /// Where base reads the page cache holds are done in place (see `serve`).
+    cached_reads: Option<Arc<DiskFile>>,
+    /// A base write done in place failed: the core stops.
+    failed: Option<DiskError>,
+    warm: Option<WarmCache>,
+    /// Pre-load reads in flight: upward id → (offset, ticket).
+    preloads: HashMap<u64, (u64, Ticket)>,
+    /// Stopping: answered once the requests in flight are.
+    stopping: Option<oneshot::Sender<Result<(), String>>>,
+}
+
+impl Core {
+    fn new(label: Label, disk: Disk) -> Core {
+        let n = label.stores.len();
+        Core {
+            label,
+            disk,
+            links: vec![None; n],
+            parents: HashMap::new(),
+            pieces: HashMap::new(),
+            next_parent: 0,
+            next_upward: 0,
+            reads: LatencyHistogram::default(),
+            writes: LatencyHistogram::default(),
+            reclaim_samples: VecDeque::new(),
+            stores_full: false,
+            inline: None,
+            cached_reads: None,
+            failed: None,
+            warm: None,
+            preloads: HashMap::new(),
+            stopping: None,
+        }
+    }
+}
+
+/// One store: connects (again and again), forwards frames both ways.
+async fn store_link(store: usize, address: String, events: mpsc::UnboundedSender<Event>) {
+    let mut link = 0u64;
+    let mut reported_failure = false;
+    loop {
+        match TcpStream::connect(&address).await {
+            Ok(stream) => {
+                reported_failure = false;
+                link += 1;
+                let _ = stream.set_nodelay(true);
+                let (mut reader, writer) = stream.into_split();
+                let (sender, outbox) = mpsc::unbounded_channel::<Vec<u8>>();
+                if events
+                    .send(Event::StoreUp {
+                        store,
+                        link,
+                        sender,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+                let writing = tokio::spawn(write_frames(writer, outbox));
+                let mut stopped = false;
+                let read = read_frames(&mut reader, |frame| {
+                    stopped = events
+                        .send(Event::StoreFrame { store, link, frame })
+                        .is_err();
+                    !stopped
+                })
+                .await;
+                if stopped {
+                    writing.abort();
+                    return;
+                }
+                if let Err(e) = read {
+                    tracing::warn!(%address, error = %e, "store connection failed; reconnecting");
+                }
+                writing.abort();
+                if events.send(Event::StoreDown { store, link }).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                if !reported_failure {
+                    tracing::warn!(%address, error = %e, "store unreachable; retrying");
+                    reported_failure = true;
+                    if events.send(Event::StoreUnreachable { store }).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_round_trip_and_damage_is_detected() {
+        let label = Label {
+            client: 0x1234_5678_9abc,
+            volume: 1,
+            n_way: 2,
+            stores: vec!["127.0.0.1:7001".into(), "store-b:7002".into()],
+        };
+        let bytes = label.encode().unwrap();
+        assert_eq!(bytes.len() as u64, LABEL_BYTES);
+        assert_eq!(Label::decode(&bytes).unwrap(), label);
+        assert_eq!(
+            Label::decode(&vec![0u8; 4096]).unwrap_err(),
+            LabelError::Missing
+        );
+        for at in [8, 24, 30, 40, 50] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x40;
+            assert_eq!(
+                Label::decode(&bad).unwrap_err(),
+                LabelError::Damaged,
+                "{at}"
+            );
+        }
+        let huge = Label {
+            stores: vec!["x".repeat(5000)],
+            ..label
+        };
+        assert_eq!(huge.encode().unwrap_err(), LabelError::TooLarge);
+    }
+
+    /// Found by the fuzz target: given more bytes than the label area, a checksummed label
+    /// whose addresses run past the area decoded, and could not be encoded again.
+    #[test]
+    fn a_label_running_past_its_area_is_damaged() {
+        let mut out = Vec::new();
+        out.extend_from_slice(LABEL_MAGIC);
+        out.extend_from_slice(&7u64.to_le_bytes());
+        out.extend_from_slice(&1u64.to_le_bytes());
+        out.extend_from_slice(&2u32.to_le_bytes());
+        out.extend_from_slice(&2u32.to_le_bytes());
+        for _ in 0..2 {
+            out.extend_from_slice(&5000u16.to_le_bytes());
+            out.extend_from_slice(&[b'a'; 5000]);
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        assert!(out.len() > LABEL_BYTES as usize);
+        assert_eq!(Label::decode(&out).unwrap_err(), LabelError::Damaged);
+    }
+}
