@@ -1,0 +1,234 @@
+//! One client connection: frames read and charged to its budget, large writes' data read
+//! straight into their own buffers, replies written together.
+
+use super::*;
+
+/// A frame on its way to a client, with what its request holds until it is written.
+pub(crate) struct Outgoing {
+    pub(super) frame: Vec<u8>,
+    /// Released when the frame is dropped, after it is written.
+    pub(super) _charge: Option<Charge>,
+    pub(super) unwritten: Arc<AtomicUsize>,
+}
+
+impl AsRef<[u8]> for Outgoing {
+    fn as_ref(&self) -> &[u8] {
+        &self.frame
+    }
+}
+
+impl Drop for Outgoing {
+    fn drop(&mut self) {
+        self.unwritten.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Bytes a connection reads at once when frames are small or unknown.
+pub(super) const READ_CHUNK: usize = 1 << 20;
+/// Writes with at least this much data have it read straight into a buffer of their own.
+pub(super) const DIRECT_DATA_MIN: usize = 16 << 10;
+/// The read after such a write: the next frame's head and a little of its data.
+pub(super) const HEAD_READ: usize = 4 << 10;
+/// What every request is charged besides its data.
+pub(super) const REQUEST_OVERHEAD: u64 = 4096;
+
+/// Hands a request to the server's task; false once the server has stopped.
+pub(super) fn dispatch(
+    events: &mpsc::UnboundedSender<Event>,
+    connection: u64,
+    id: u64,
+    request: Request,
+    charge: Charge,
+) -> bool {
+    events
+        .send(Event::Request {
+            connection,
+            id,
+            request,
+            charge,
+        })
+        .is_ok()
+}
+
+/// What a write with `data_bytes` of data is charged when read.
+pub(super) fn write_charge(data_bytes: usize) -> u64 {
+    REQUEST_OVERHEAD + data_bytes as u64
+}
+
+/// What a request is charged when read: its own bytes and the most its reply may hold.
+pub(super) fn request_charge(request: &Request, largest_record: u64) -> u64 {
+    let reply = match request {
+        Request::Write { data, .. } => return write_charge(data.len()),
+        Request::Read { length_bytes, .. } => {
+            (*length_bytes).min(cordillera_vstore::format::PAYLOAD_BYTES_MAX as u64 + 4096)
+        }
+        Request::ReadAny { .. } => largest_record,
+        Request::Delete { .. } => 0,
+        Request::Metadata { .. } => 64 << 10,
+    };
+    REQUEST_OVERHEAD + reply
+}
+
+/// One connection: frames in, frames out. Each request is charged to the connection's budget
+/// before it goes to the core, and the charge is released once its reply is written: a client
+/// that never reads its replies is no longer read from once its budget is used.
+pub(super) async fn connection(
+    id: u64,
+    stream: TcpStream,
+    budget: ConnectionBudget,
+    largest_record: Arc<AtomicU64>,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    let (mut reader, writer) = stream.into_split();
+    let (sender, outbox) = mpsc::unbounded_channel::<Outgoing>();
+    let _ = events.send(Event::Connected {
+        connection: id,
+        sender,
+        unwritten: Arc::new(AtomicUsize::new(0)),
+    });
+    let writing = tokio::spawn(write_frames(writer, outbox));
+    // A client that sends replies or garbage is not speaking the protocol: its connection is
+    // dropped (the store and other clients are unaffected).
+    let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
+    // What the next read may bring: a large chunk, or (after a write whose data was read into
+    // its own buffer, when more such writes are likely) little more than the next frame's head,
+    // so that its data, too, goes straight where it is kept.
+    let mut next_read = READ_CHUNK;
+    let read: Result<(), cordillera_wire::store::WireError> = 'read: loop {
+        buffer.reserve(next_read);
+        match (&mut reader)
+            .take(next_read as u64)
+            .read_buf(&mut buffer)
+            .await
+        {
+            Ok(0) | Err(_) => break Ok(()),
+            Ok(_) => {}
+        }
+        next_read = READ_CHUNK;
+        let mut at = 0;
+        loop {
+            // A large write whose data has not all arrived: its data is read into a buffer of
+            // its own, which the store keeps (a copy out of the frame buffer costs as much as
+            // the read itself). It is charged first: a client over its budget is not read from.
+            match decode_write_head(&buffer[at..]) {
+                Err(e) => break 'read Err(e),
+                Ok(Some(head))
+                    if head.data_bytes >= DIRECT_DATA_MIN
+                        && buffer.len() - at < WriteHead::BYTES + head.data_bytes =>
+                {
+                    let charge = budget.charge(write_charge(head.data_bytes)).await;
+                    let mut data = Vec::with_capacity(head.data_bytes);
+                    data.extend_from_slice(&buffer[at + WriteHead::BYTES..]);
+                    buffer.clear();
+                    at = 0;
+                    while data.len() < head.data_bytes {
+                        let want = (head.data_bytes - data.len()) as u64;
+                        match (&mut reader).take(want).read_buf(&mut data).await {
+                            Ok(0) | Err(_) => break 'read Ok(()),
+                            Ok(_) => {}
+                        }
+                    }
+                    let request = head.request(data);
+                    if !dispatch(&events, id, head.id, request, charge) {
+                        break 'read Ok(());
+                    }
+                    next_read = HEAD_READ;
+                    break;
+                }
+                _ => {}
+            }
+            let (frame, used) = match decode(&buffer[at..]) {
+                Ok(Some(decoded)) => decoded,
+                Ok(None) => break,
+                Err(e) => break 'read Err(e),
+            };
+            at += used;
+            let Frame::Request {
+                id: request_id,
+                request,
+            } = frame
+            else {
+                break 'read Ok(());
+            };
+            let charge = budget
+                .charge(request_charge(
+                    &request,
+                    largest_record.load(Ordering::Relaxed),
+                ))
+                .await;
+            if !dispatch(&events, id, request_id, request, charge) {
+                break 'read Ok(());
+            }
+        }
+        buffer.drain(..at);
+    };
+    match read {
+        Ok(()) => tracing::info!(connection = id, "client disconnected"),
+        Err(e) => tracing::info!(connection = id, error = %e, "client connection closed"),
+    }
+    let _ = events.send(Event::Closed { connection: id });
+    writing.abort();
+}
+
+/// Writes the frames sent on `outbox` to `writer` until either closes. Every frame already
+/// waiting goes out in one write: replies completed together (a group commit acknowledges
+/// many) cost one system call, not one each. A lone frame is written without a copy. Frames
+/// are dropped (releasing what they hold) only once written.
+pub(crate) async fn write_frames<T: AsRef<[u8]>>(
+    mut writer: tokio::net::tcp::OwnedWriteHalf,
+    mut outbox: mpsc::UnboundedReceiver<T>,
+) {
+    let mut gathered: Vec<u8> = Vec::new();
+    let mut held: Vec<T> = Vec::new();
+    while let Some(first) = outbox.recv().await {
+        let mut bytes = first.as_ref().len();
+        held.push(first);
+        while bytes < (1 << 20) {
+            match outbox.try_recv() {
+                Ok(more) => {
+                    bytes += more.as_ref().len();
+                    held.push(more);
+                }
+                Err(_) => break,
+            }
+        }
+        let written = if held.len() == 1 {
+            writer.write_all(held[0].as_ref()).await
+        } else {
+            gathered.clear();
+            for frame in &held {
+                gathered.extend_from_slice(frame.as_ref());
+            }
+            writer.write_all(&gathered).await
+        };
+        held.clear();
+        if written.is_err() {
+            break;
+        }
+    }
+}
+
+/// Reads frames from `reader` and gives each to `each` until the stream ends or fails (`Ok`),
+/// `each` returns false (`Ok`), or a frame does not decode (`Err`).
+pub(crate) async fn read_frames(
+    reader: &mut tokio::net::tcp::OwnedReadHalf,
+    mut each: impl FnMut(Frame) -> bool,
+) -> Result<(), cordillera_wire::store::WireError> {
+    let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
+    loop {
+        // Straight into the frame buffer's spare capacity: no intermediate copy.
+        buffer.reserve(1 << 16);
+        match reader.read_buf(&mut buffer).await {
+            Ok(0) | Err(_) => return Ok(()),
+            Ok(_) => {}
+        }
+        let mut at = 0;
+        while let Some((frame, used)) = decode(&buffer[at..])? {
+            at += used;
+            if !each(frame) {
+                return Ok(());
+            }
+        }
+        buffer.drain(..at);
+    }
+}
