@@ -16,7 +16,7 @@ use cordillera_trace::RecordReader;
 use cordillera_types::units::NS_PER_S;
 use serde::Serialize;
 
-use crate::lab_cmd::{trace_input, writer};
+use crate::lab_io::{trace_input, writer};
 use crate::lab_plots::{bars, chart, Series};
 use crate::trace_cmd::for_each_record;
 

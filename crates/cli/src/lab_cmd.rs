@@ -11,7 +11,8 @@ use cordillera_lab::everest::{self, ConfigResult, Options, Parts, Report};
 use cordillera_sim::workload::{ExchangeLike, Generated};
 use cordillera_types::units::s_to_ns;
 
-use crate::trace_cmd::{open_input, InputArgs};
+use crate::lab_io::{trace_input, writer};
+use crate::trace_cmd::open_input;
 
 /// Opens the lab's input again (it is read once for the peaks, once for the episodes).
 type Opener = dyn FnMut() -> Result<Box<dyn cordillera_trace::RecordReader>, String>;
@@ -406,31 +407,6 @@ fn table(r: &Report) -> String {
         }
     }
     s
-}
-
-/// A lab's `--trace` file, all volumes.
-pub(crate) fn trace_input(
-    path: &Path,
-    format: Option<cordillera_trace::Format>,
-    time_unit: Option<cordillera_trace::TimeUnit>,
-    skip_invalid: bool,
-) -> InputArgs {
-    InputArgs {
-        file: path.to_path_buf(),
-        format,
-        time_unit,
-        arc_block_bytes: 512,
-        volumes: Vec::new(),
-        skip_invalid,
-    }
-}
-
-/// Writes a named file into the lab's output folder.
-pub(crate) fn writer(dir: &Path) -> impl Fn(&str, String) -> Result<()> + '_ {
-    move |name, text| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
-    }
 }
 
 fn write_outputs(dir: &Path, r: &Report) -> Result<()> {

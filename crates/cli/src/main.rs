@@ -8,12 +8,13 @@
 //! - `trace_cmd`: `trace stats|convert|peaks|reaccess|profile` and the shared input flags.
 //! - `sim_cmd`: `sim disk|replay|calibrate`.
 //! - `store_cmd`: `store format|serve|inspect`.
-//! - `volume_cmd`: `volume serve|status`, the off-loading NBD volume server; `volume_bench` and
-//!   `volume_pgbench`: its benchmarks.
+//! - `volume_cmd`: `volume serve|status`, the off-loading NBD volume server; `volume_bench`,
+//!   `volume_pgbench` and `volume_warmup_bench`: its benchmarks; `http`: the client of its
+//!   metrics address.
 //! - `replay_cmd`: `replay`, a trace against a live NBD export.
 //! - `bench`: `bench trace`, `bench sim`, throughput figures against a baseline measured in the same run.
 //! - `lab_cmd`, `lab_plots`: `lab everest`, its tables, CSV and SVG output; `lab_bonfire`:
-//!   `lab bonfire`.
+//!   `lab bonfire`; `lab_io`: the input and output folder every lab shares.
 //! - `demo`: the main job on a built-in synthetic trace.
 //! - `warmup_cmd`: `warmup simulate`, the block cache simulator (Bonfire).
 //! - `chaos`: `chaos`, SIGKILL campaigns against real volume servers and stores.
@@ -21,8 +22,10 @@
 mod bench;
 mod chaos;
 mod demo;
+mod http;
 mod lab_bonfire;
 mod lab_cmd;
+mod lab_io;
 mod lab_plots;
 mod limit_args;
 mod replay_cmd;

@@ -1,10 +1,8 @@
 //! `cordillera volume serve|status`: a base volume exported over NBD, off-loading writes to
 //! stores in a peak (Everest), and a look at a running one.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -14,6 +12,8 @@ use cordillera_runtime::emulate::EmulateSpec;
 use cordillera_runtime::volume_server::{serve, VolumeOptions};
 use cordillera_runtime::warm_cache::CacheOptions;
 use serde::Deserialize;
+
+use crate::http::{http_get, http_request};
 
 #[derive(Args)]
 pub struct VolumeArgs {
@@ -315,36 +315,6 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
         }
     }
     Ok(o)
-}
-
-/// `GET path` from a volume server's metrics address.
-pub fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
-    http_request(addr, "GET", path)
-}
-
-/// `METHOD path` to a volume server's metrics address; the body of a 200 answer.
-pub fn http_request(addr: SocketAddr, method: &str, path: &str) -> Result<String> {
-    let mut stream =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).with_context(|| {
-            format!("cannot reach {addr} (is `volume serve --metrics {addr}` running?)")
-        })?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| anyhow!("{addr}: malformed HTTP response"))?;
-    if !head.starts_with("HTTP/1.1 200") {
-        bail!(
-            "{addr}{path}: {}",
-            head.lines().next().unwrap_or("no status line")
-        );
-    }
-    Ok(body.to_string())
 }
 
 fn status(a: StatusArgs) -> Result<()> {

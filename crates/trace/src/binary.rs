@@ -22,7 +22,7 @@ use cordillera_types::Op;
 use crate::error::TraceError;
 use crate::format::Format;
 use crate::limits::{BINARY_BLOCK_RAW_BYTES_MAX, BINARY_BLOCK_RECORDS, BINARY_BLOCK_RECORDS_MAX};
-use crate::read::{ReadOptions, RecordReader};
+use crate::reader::{ReadOptions, RecordReader};
 use crate::record::{ReadSummary, Record, TraceInfo, VolumeId, VolumeTable};
 
 pub const MAGIC: &[u8; 8] = b"CDLTRACE";

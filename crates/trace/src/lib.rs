@@ -5,8 +5,10 @@
 //!
 //! Reading:
 //! - [`record`]: [`Record`], [`VolumeTable`], [`TraceInfo`] — what every reader produces.
-//! - [`format`]: the [`Format`]s and their detection from content.
+//! - [`format`]: the [`Format`]s.
 //! - [`parse`]: one pure line parser per text format (fuzzed).
+//! - [`detect`]: a text format judged from a trace's first lines.
+//! - [`reader`]: [`RecordReader`], what every reader offers, and [`ReadOptions`].
 //! - [`read`]: [`open`] a file (decompression, detection) and the streaming text reader.
 //! - [`binary`]: the compact binary format, reader and writer (`docs/FORMATS.md`).
 //! - [`write`]: MSR CSV and fio iolog writers.
@@ -22,6 +24,7 @@
 //! (a built-in synthetic trace), [`limits`], [`error`].
 
 pub mod binary;
+pub mod detect;
 pub mod error;
 pub mod format;
 pub mod limits;
@@ -30,6 +33,7 @@ pub mod peaks;
 pub mod profile;
 pub mod reaccess;
 pub mod read;
+pub mod reader;
 pub mod record;
 pub mod reuse;
 pub mod stats;
@@ -39,5 +43,6 @@ pub mod write;
 
 pub use error::TraceError;
 pub use format::{Format, TimeUnit};
-pub use read::{open, ReadOptions, RecordReader};
+pub use read::open;
+pub use reader::{ReadOptions, RecordReader};
 pub use record::{ReadSummary, Record, TraceInfo, VolumeId, VolumeTable};

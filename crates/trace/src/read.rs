@@ -8,33 +8,13 @@ use std::io::{self, BufRead, BufReader, Cursor, Read};
 use std::path::{Path, PathBuf};
 
 use crate::binary::{BinaryReader, MAGIC as BINARY_MAGIC};
+use crate::detect::detect_text;
 use crate::error::{quote, TraceError};
-use crate::format::{detect_text, Format};
+use crate::format::Format;
 use crate::limits::{DETECT_SAMPLE_BYTES, LINE_BYTES_MAX};
-use crate::parse::{parse_line, Line, ParseOptions};
+use crate::parse::{parse_line, Line};
+pub use crate::reader::{ReadOptions, RecordReader};
 use crate::record::{ReadSummary, Record, TraceInfo, VolumeId, VolumeTable};
-
-/// How to read a trace.
-#[derive(Clone, Debug, Default)]
-pub struct ReadOptions {
-    /// The format, or `None` to detect it from content.
-    pub format: Option<Format>,
-    pub parse: ParseOptions,
-    /// Volumes to keep, by name; empty keeps all.
-    pub volumes: Vec<String>,
-    /// Skip malformed lines (counted in [`ReadSummary::invalid_skipped`]) instead of failing.
-    pub skip_invalid: bool,
-}
-
-/// A source of records. Readers never reorder records and never hold more than a bounded
-/// amount of the trace in memory.
-pub trait RecordReader {
-    fn info(&self) -> &TraceInfo;
-    fn volumes(&self) -> &VolumeTable;
-    /// The next record of a selected volume, `Ok(None)` at the end of the trace.
-    fn next_record(&mut self) -> Result<Option<Record>, TraceError>;
-    fn summary(&self) -> &ReadSummary;
-}
 
 /// Opens `path` (`-` for standard input), decompressing `.gz`, `.bz2` and `.zst` content
 /// (recognized by magic number, whatever the file name) and detecting the format unless given.

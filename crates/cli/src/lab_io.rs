@@ -1,0 +1,32 @@
+//! What every lab command shares: its `--trace` input and its output folder.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::trace_cmd::InputArgs;
+
+/// A lab's `--trace` file, all volumes.
+pub(crate) fn trace_input(
+    path: &Path,
+    format: Option<cordillera_trace::Format>,
+    time_unit: Option<cordillera_trace::TimeUnit>,
+    skip_invalid: bool,
+) -> InputArgs {
+    InputArgs {
+        file: path.to_path_buf(),
+        format,
+        time_unit,
+        arc_block_bytes: 512,
+        volumes: Vec::new(),
+        skip_invalid,
+    }
+}
+
+/// Writes a named file into the lab's output folder.
+pub(crate) fn writer(dir: &Path) -> impl Fn(&str, String) -> Result<()> + '_ {
+    move |name, text| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    }
+}
