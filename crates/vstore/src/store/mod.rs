@@ -478,6 +478,11 @@ impl Store {
     }
 
     pub fn handle_timeout(&mut self, now: Nanos) {
+        self.handle_timeout_step(now);
+        self.check_invariants();
+    }
+
+    fn handle_timeout_step(&mut self, now: Nanos) {
         let idle = self
             .records
             .values()
@@ -491,6 +496,73 @@ impl Store {
     }
 
     /// The in-memory tail: the oldest record kept, or the head when none is.
+    /// Checks the log's bookkeeping (under `debug_assertions`, while the log holds fewer than
+    /// 4,096 records; every `handle_*` ends with it): the head never passes the durable tail
+    /// (the bytes from the durable tail to the head fit in the log); those bytes are the
+    /// records the tail passed and the records kept; the records kept lie end to end from the
+    /// in-memory tail to the head, in sequence; acknowledged records are durable.
+    fn check_invariants(&self) {
+        if !cfg!(debug_assertions)
+            || !matches!(self.phase, Phase::Ready)
+            || self.records.len() + self.passed.len() >= 4096
+        {
+            return;
+        }
+        let log = self.config.log_bytes;
+        assert!(
+            self.used_bytes <= log,
+            "the head passed the durable tail: {} bytes in use of {log}",
+            self.used_bytes
+        );
+        let kept: u64 = self.records.values().map(|r| r.total_bytes).sum();
+        assert_eq!(
+            self.used_bytes,
+            self.passed_bytes() + kept,
+            "bytes in use are not the passed records and the kept ones"
+        );
+        let mut seq = self.passed.front().map(|(s, _)| *s);
+        for (s, _) in &self.passed {
+            assert_eq!(Some(*s), seq, "passed records out of sequence");
+            seq = Some(s + 1);
+        }
+        let mut at = None;
+        for (s, r) in &self.records {
+            assert!(
+                seq.is_none_or(|q| q == *s),
+                "kept records out of sequence at {s}"
+            );
+            assert_eq!(
+                r.header.seq, *s,
+                "a record filed under another sequence number"
+            );
+            if let Some(at) = at {
+                assert_eq!(
+                    r.position, at,
+                    "record {s} does not follow the one before it"
+                );
+            }
+            assert!(
+                r.position + r.total_bytes <= log,
+                "record {s} runs past the log's end"
+            );
+            if *s < self.ack_cursor {
+                assert!(
+                    r.state == RecordState::Durable,
+                    "record {s} acknowledged, not durable"
+                );
+            }
+            seq = Some(s + 1);
+            at = Some((r.position + r.total_bytes) % log);
+        }
+        if let Some(at) = at {
+            assert_eq!(at, self.head, "the last record does not end at the head");
+        }
+        assert!(
+            seq.is_none_or(|q| q == self.next_seq),
+            "the next sequence number skips"
+        );
+    }
+
     fn tail_position(&self) -> u64 {
         self.records
             .values()
