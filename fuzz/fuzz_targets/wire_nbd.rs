@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(r) = parse_request(header) {
             assert_eq!(encode_request(&r), header, "parse ∘ encode is the identity");
             let limits = Limits {
-                size_bytes: 1 << 30,
+                length_bytes: 1 << 30,
                 minimum_block: 512,
                 maximum_payload: 32 << 20,
                 read_only: data.len() % 2 == 0,

@@ -386,7 +386,7 @@ fn generate(count: u64) -> (TraceInfo, VolumeTable, Vec<Record>) {
                     Op::Write
                 },
                 offset_bytes: ((r >> 24) % (64 << 20)) * 4096,
-                size_bytes: 4096 * (1 + (r >> 50) % 16),
+                length_bytes: 4096 * (1 + (r >> 50) % 16),
                 response_ns: Some(((r >> 40) % 200_000) * 100),
             }
         })

@@ -386,7 +386,7 @@ pub fn bench_records(count: u64, rate_per_s: f64, capacity_bytes: u64, seed: u64
     (0..count)
         .map(|_| {
             time_ns += rng.exponential(1e9 / rate_per_s);
-            let size_bytes = 4096 * (1 + rng.below(16));
+            let length_bytes = 4096 * (1 + rng.below(16));
             Record {
                 time_ns: time_ns as i64,
                 volume: cordillera_trace::VolumeId(0),
@@ -395,8 +395,8 @@ pub fn bench_records(count: u64, rate_per_s: f64, capacity_bytes: u64, seed: u64
                 } else {
                     Op::Write
                 },
-                offset_bytes: rng.below((capacity_bytes - size_bytes) / 4096) * 4096,
-                size_bytes,
+                offset_bytes: rng.below((capacity_bytes - length_bytes) / 4096) * 4096,
+                length_bytes,
                 response_ns: None,
             }
         })

@@ -89,7 +89,7 @@ pub fn measure(
     let accesses: u64 = window
         .iter()
         .map(|r| {
-            let b = block_range(r.offset_bytes, r.size_bytes);
+            let b = block_range(r.offset_bytes, r.length_bytes);
             b.end - b.start
         })
         .sum();
@@ -104,7 +104,7 @@ pub fn measure(
             break 'scan;
         }
         suffix_requests += 1;
-        for b in block_range(r.offset_bytes, r.size_bytes) {
+        for b in block_range(r.offset_bytes, r.length_bytes) {
             suffix_blocks += 1;
             if wanted.contains(&b) {
                 found.insert(b);
@@ -159,7 +159,7 @@ mod tests {
             volume: VolumeId(0),
             op: Op::Read,
             offset_bytes: block * BLOCK_BYTES,
-            size_bytes: blocks * BLOCK_BYTES,
+            length_bytes: blocks * BLOCK_BYTES,
             response_ns: None,
         }
     }

@@ -525,7 +525,7 @@ fn episodes(
                     at_ns: (record.time_ns - start) as Nanos,
                     op: record.op,
                     offset_bytes: record.offset_bytes,
-                    length_bytes: record.size_bytes.max(1),
+                    length_bytes: record.length_bytes.max(1),
                 });
             }
         }

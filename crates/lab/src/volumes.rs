@@ -408,7 +408,7 @@ impl Node {
                             self.io.push_back(IoCommand::Read {
                                 id: OWNER_STORE | id,
                                 offset_bytes: self.store_offset + offset_bytes,
-                                len_bytes: length_bytes,
+                                length_bytes,
                             });
                         }
                         DiskOp::Write {
@@ -465,7 +465,7 @@ impl Node {
                         } => IoCommand::Read {
                             id,
                             offset_bytes,
-                            len_bytes: length_bytes,
+                            length_bytes,
                         },
                         BaseOp::Write {
                             id,

@@ -429,7 +429,7 @@ impl Node {
                         } => IoCommand::Read {
                             id,
                             offset_bytes,
-                            len_bytes: length_bytes,
+                            length_bytes,
                         },
                         BaseOp::Write {
                             id,
@@ -531,7 +531,7 @@ impl Node {
                 } => IoCommand::Read {
                     id: OWNER_STORE | id,
                     offset_bytes: STORE_OFFSET + offset_bytes,
-                    len_bytes: length_bytes,
+                    length_bytes,
                 },
                 DiskOp::Write {
                     id,

@@ -53,7 +53,7 @@ enum Message {
     Submit {
         op: Op,
         offset_bytes: u64,
-        size_bytes: u64,
+        length_bytes: u64,
         done: mpsc::SyncSender<()>,
     },
 }
@@ -100,17 +100,17 @@ impl Emulator {
     }
 
     /// An operation arrives now. Offsets beyond the model's capacity wrap around it.
-    pub fn begin(&self, op: Op, offset_bytes: u64, size_bytes: u64) -> Ticket {
-        if size_bytes == 0 {
+    pub fn begin(&self, op: Op, offset_bytes: u64, length_bytes: u64) -> Ticket {
+        if length_bytes == 0 {
             return Ticket(None);
         }
-        let size_bytes = size_bytes.min(self.capacity_bytes);
-        let offset_bytes = offset_bytes % (self.capacity_bytes - size_bytes + 1) / 512 * 512;
+        let length_bytes = length_bytes.min(self.capacity_bytes);
+        let offset_bytes = offset_bytes % (self.capacity_bytes - length_bytes + 1) / 512 * 512;
         let (done, receiver) = mpsc::sync_channel(1);
         let message = Message::Submit {
             op,
             offset_bytes,
-            size_bytes,
+            length_bytes,
             done,
         };
         match self.sender.send(message) {
@@ -152,7 +152,7 @@ fn run(mut device: Box<dyn Device>, receiver: mpsc::Receiver<Message>) {
         if let Some(Message::Submit {
             op,
             offset_bytes,
-            size_bytes,
+            length_bytes,
             done,
         }) = message
         {
@@ -164,7 +164,7 @@ fn run(mut device: Box<dyn Device>, receiver: mpsc::Receiver<Message>) {
                     id: next_id,
                     op,
                     offset_bytes,
-                    size_bytes,
+                    length_bytes,
                 },
             );
         }

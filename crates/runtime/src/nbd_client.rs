@@ -72,7 +72,7 @@ impl std::fmt::Display for NbdUrl {
 /// What the server said about the export.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExportInfo {
-    pub size_bytes: u64,
+    pub length_bytes: u64,
     pub transmission_flags: u16,
     /// From `NBD_INFO_BLOCK_SIZE` when the server sent it; 1, 4096 and 32 MiB otherwise.
     pub minimum_block: u32,
@@ -154,7 +154,7 @@ async fn handshake(stream: &mut TcpStream, export: &str) -> Result<ExportInfo, N
     data.extend_from_slice(&wire::INFO_BLOCK_SIZE.to_be_bytes());
     send_option(stream, wire::OPT_GO, &data).await?;
     let mut info = ExportInfo {
-        size_bytes: 0,
+        length_bytes: 0,
         transmission_flags: 0,
         minimum_block: 1,
         preferred_block: 4096,
@@ -169,7 +169,7 @@ async fn handshake(stream: &mut TcpStream, export: &str) -> Result<ExportInfo, N
                 let kind = u16::from_be_bytes([data[0], data[1]]);
                 match kind {
                     wire::INFO_EXPORT if data.len() >= 12 => {
-                        info.size_bytes = u64::from_be_bytes(data[2..10].try_into().expect("8"));
+                        info.length_bytes = u64::from_be_bytes(data[2..10].try_into().expect("8"));
                         info.transmission_flags = u16::from_be_bytes([data[10], data[11]]);
                         have_export = true;
                     }
@@ -217,7 +217,7 @@ async fn export_name(
     send_option(stream, wire::OPT_EXPORT_NAME, export.as_bytes()).await?;
     let mut reply = [0u8; 10];
     stream.read_exact(&mut reply).await?;
-    info.size_bytes = u64::from_be_bytes(reply[..8].try_into().expect("8 bytes"));
+    info.length_bytes = u64::from_be_bytes(reply[..8].try_into().expect("8 bytes"));
     info.transmission_flags = u16::from_be_bytes([reply[8], reply[9]]);
     if !no_zeroes {
         let mut zeroes = [0u8; 124];

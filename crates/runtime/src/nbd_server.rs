@@ -54,7 +54,7 @@ pub type Outcome = io::Result<Option<Vec<u8>>>;
 
 /// What an export does. Operations may complete in any order.
 pub trait Backend: Send + Sync + 'static {
-    fn size_bytes(&self) -> u64;
+    fn length_bytes(&self) -> u64;
     /// Starts `op`; its outcome goes to `done`, from any thread, when it completes.
     fn submit(&self, op: Op, done: Completion);
 }
@@ -133,7 +133,7 @@ impl Reply {
 /// (`NBD_FLAG_CAN_MULTI_CONN`).
 pub struct FileBackend {
     file: Arc<std::fs::File>,
-    size_bytes: u64,
+    length_bytes: u64,
 }
 
 impl FileBackend {
@@ -142,17 +142,17 @@ impl FileBackend {
             .read(true)
             .write(true)
             .open(path)?;
-        let size_bytes = file.metadata()?.len();
+        let length_bytes = file.metadata()?.len();
         Ok(FileBackend {
             file: Arc::new(file),
-            size_bytes,
+            length_bytes,
         })
     }
 }
 
 impl Backend for FileBackend {
-    fn size_bytes(&self) -> u64 {
-        self.size_bytes
+    fn length_bytes(&self) -> u64 {
+        self.length_bytes
     }
 
     fn submit(&self, op: Op, done: Completion) {
@@ -284,7 +284,7 @@ async fn connection(
     let mut flags = [0u8; 4];
     stream.read_exact(&mut flags).await?;
     let client = nbd::parse_client_flags(flags)?;
-    let size = backend.size_bytes();
+    let size = backend.length_bytes();
     let tflags = transmission_flags(&config);
     // Option haggling.
     loop {
@@ -367,7 +367,7 @@ async fn transmission(
     budget: ConnectionBudget,
 ) -> Result<(), ConnectionError> {
     let limits = Limits {
-        size_bytes: backend.size_bytes(),
+        length_bytes: backend.length_bytes(),
         minimum_block: config.minimum_block,
         maximum_payload: config.maximum_payload,
         read_only: config.read_only,

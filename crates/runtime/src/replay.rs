@@ -153,11 +153,11 @@ pub async fn replay(
         return Err(ReplayError::BadOptions);
     }
     let (info, mut sender, receiver) = nbd_client::connect(url).await?;
-    if info.size_bytes == 0 {
+    if info.length_bytes == 0 {
         return Err(ReplayError::Empty);
     }
     let read_only = info.transmission_flags & cordillera_wire::nbd::FLAG_READ_ONLY != 0;
-    let capacity = info.size_bytes;
+    let capacity = info.length_bytes;
     let block = u64::from(info.minimum_block.max(1));
     let largest = capacity.min(u64::from(info.maximum_payload));
 
@@ -189,7 +189,7 @@ pub async fn replay(
         if options.max_records.is_some_and(|max| records_sent >= max) {
             break;
         }
-        if record.size_bytes == 0 || record.size_bytes > largest {
+        if record.length_bytes == 0 || record.length_bytes > largest {
             skipped += 1;
             continue;
         }
@@ -197,12 +197,12 @@ pub async fn replay(
             return Err(ReplayError::ReadOnly);
         }
         let mut offset = record.offset_bytes;
-        if offset + record.size_bytes > capacity {
-            offset = offset % (capacity - record.size_bytes + 1) / 512 * 512;
+        if offset + record.length_bytes > capacity {
+            offset = offset % (capacity - record.length_bytes + 1) / 512 * 512;
             wrapped += 1;
         }
         offset = offset / block * block;
-        let length = record.size_bytes.div_ceil(block) * block;
+        let length = record.length_bytes.div_ceil(block) * block;
         let length = if offset + length > capacity {
             capacity - offset
         } else {

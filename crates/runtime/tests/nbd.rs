@@ -323,8 +323,8 @@ fn bad_requests_get_error_replies_and_the_connection_and_data_survive() {
 struct Forgetful(FileBackend);
 
 impl Backend for Forgetful {
-    fn size_bytes(&self) -> u64 {
-        self.0.size_bytes()
+    fn length_bytes(&self) -> u64 {
+        self.0.length_bytes()
     }
 
     fn submit(&self, op: Op, done: Completion) {

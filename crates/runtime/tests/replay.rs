@@ -41,13 +41,13 @@ fn start(read_only: bool) -> (NbdUrl, tempfile::NamedTempFile) {
     (format!("nbd://{addr}/vol").parse().unwrap(), file)
 }
 
-fn record(time_ms: i64, op: Op, offset_bytes: u64, size_bytes: u64) -> Record {
+fn record(time_ms: i64, op: Op, offset_bytes: u64, length_bytes: u64) -> Record {
     Record {
         time_ns: time_ms * 1_000_000,
         volume: VolumeId(0),
         op,
         offset_bytes,
-        size_bytes,
+        length_bytes,
         response_ns: Some(250_000),
     }
 }

@@ -81,7 +81,7 @@ pub fn run(device: &mut dyn Device, bench: &DiskBench) -> Result<DiskBenchResult
                 id,
                 op: bench.op,
                 offset_bytes: slot * bench.block_bytes,
-                size_bytes: bench.block_bytes,
+                length_bytes: bench.block_bytes,
             },
         );
     };

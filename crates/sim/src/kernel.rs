@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// Virtual time in ns since the start of the run.
-pub type Nanos = u64;
+pub use cordillera_types::Nanos;
 
 /// Events ordered by time, then by the order they were scheduled: two events at the same instant
 /// always come out in the same order.

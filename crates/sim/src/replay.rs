@@ -74,7 +74,7 @@ pub fn replay(
             let Some(record) = pending.peek().copied() else {
                 break None;
             };
-            if record.size_bytes == 0 || record.size_bytes > capacity {
+            if record.length_bytes == 0 || record.length_bytes > capacity {
                 r.skipped_empty += 1;
                 pending.next();
                 continue;
@@ -120,8 +120,8 @@ pub fn replay(
                 r.advance_to(at, device);
                 last_arrival = at;
                 let mut offset = record.offset_bytes;
-                if offset + record.size_bytes > capacity {
-                    offset = offset % (capacity - record.size_bytes + 1) / 512 * 512;
+                if offset + record.length_bytes > capacity {
+                    offset = offset % (capacity - record.length_bytes + 1) / 512 * 512;
                     r.wrapped += 1;
                 }
                 let id = next_id;
@@ -135,7 +135,7 @@ pub fn replay(
                         id,
                         op: record.op,
                         offset_bytes: offset,
-                        size_bytes: record.size_bytes,
+                        length_bytes: record.length_bytes,
                     },
                 );
                 if let Some(response_ns) = record.response_ns {

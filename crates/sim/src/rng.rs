@@ -24,13 +24,12 @@ impl SimRng {
 
     /// Uniform in [0, 1).
     pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        cordillera_types::rng::unit(self.next_u64())
     }
 
     /// Uniform in [0, n); `n` > 0.
     pub fn below(&mut self, n: u64) -> u64 {
-        assert!(n > 0);
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+        cordillera_types::rng::below(self.next_u64(), n)
     }
 
     /// Exponential with the given mean.
@@ -39,19 +38,8 @@ impl SimRng {
     }
 
     /// Poisson with mean `lambda` (Knuth's method, in steps of 30 for large means).
-    pub fn poisson(&mut self, mut lambda: f64) -> u64 {
-        let mut count = 0;
-        while lambda > 30.0 {
-            count += self.poisson(30.0);
-            lambda -= 30.0;
-        }
-        let limit = (-lambda).exp();
-        let mut product = self.unit();
-        while product > limit {
-            count += 1;
-            product *= self.unit();
-        }
-        count
+    pub fn poisson(&mut self, lambda: f64) -> u64 {
+        cordillera_types::rng::poisson(lambda, &mut || self.unit())
     }
 
     /// True with probability `p`.

@@ -31,7 +31,7 @@ pub enum IoCommand {
     Read {
         id: u64,
         offset_bytes: u64,
-        len_bytes: u64,
+        length_bytes: u64,
     },
     Write {
         id: u64,
@@ -411,13 +411,13 @@ impl<C: Core> World<C> {
         let request = match &io {
             IoCommand::Read {
                 offset_bytes,
-                len_bytes,
+                length_bytes,
                 ..
             } => IoRequest {
                 id: device_id,
                 op: Op::Read,
                 offset_bytes: *offset_bytes,
-                size_bytes: *len_bytes,
+                length_bytes: *length_bytes,
             },
             IoCommand::Write {
                 offset_bytes, data, ..
@@ -425,7 +425,7 @@ impl<C: Core> World<C> {
                 id: device_id,
                 op: Op::Write,
                 offset_bytes: *offset_bytes,
-                size_bytes: data.len() as u64,
+                length_bytes: data.len() as u64,
             },
             IoCommand::Flush { .. } => unreachable!(),
         };
@@ -468,10 +468,10 @@ impl<C: Core> World<C> {
                     IoCommand::Read {
                         id,
                         offset_bytes,
-                        len_bytes,
+                        length_bytes,
                     } => IoDone::Read {
                         id,
-                        data: n.storage.read(offset_bytes, len_bytes as usize),
+                        data: n.storage.read(offset_bytes, length_bytes as usize),
                     },
                     IoCommand::Write {
                         id,

@@ -24,7 +24,7 @@ fn workload(seed: u64, count: usize, rate_per_s: f64, capacity: u64) -> Vec<Reco
                 volume: VolumeId(0),
                 op: if rng.chance(0.6) { Op::Read } else { Op::Write },
                 offset_bytes: rng.below((capacity - size) / 4096) * 4096,
-                size_bytes: size,
+                length_bytes: size,
                 response_ns: None,
             }
         })
@@ -85,7 +85,7 @@ fn one(device: &mut dyn Device, op: Op, offset: u64, size: u64) -> u64 {
             id: 1,
             op,
             offset_bytes: offset,
-            size_bytes: size,
+            length_bytes: size,
         },
     );
     let done = drain(device);
@@ -200,7 +200,7 @@ fn nvram_absorbs_writes_and_serves_reads_it_holds() {
             id: 1,
             op: Op::Write,
             offset_bytes: 1 << 30,
-            size_bytes: 65536,
+            length_bytes: 65536,
         },
     );
     let done = drain(&mut nv);
@@ -212,7 +212,7 @@ fn nvram_absorbs_writes_and_serves_reads_it_holds() {
             id: 2,
             op: Op::Read,
             offset_bytes: 1 << 30,
-            size_bytes: 4096,
+            length_bytes: 4096,
         },
     );
     assert_eq!(
@@ -226,7 +226,7 @@ fn nvram_absorbs_writes_and_serves_reads_it_holds() {
             id: 3,
             op: Op::Read,
             offset_bytes: 5 << 30,
-            size_bytes: 4096,
+            length_bytes: 4096,
         },
     );
     assert!(
@@ -241,7 +241,7 @@ fn nvram_absorbs_writes_and_serves_reads_it_holds() {
                 id: 10 + i,
                 op: Op::Write,
                 offset_bytes: (i * 7 + 3) << 26,
-                size_bytes: 65536,
+                length_bytes: 65536,
             },
         );
     }
@@ -262,7 +262,7 @@ fn ssd_channels_serve_in_parallel() {
                 id,
                 op: Op::Read,
                 offset_bytes: id * 4096,
-                size_bytes: 4096,
+                length_bytes: 4096,
             },
         );
     }
@@ -278,7 +278,7 @@ fn ssd_channels_serve_in_parallel() {
             id: 99,
             op: Op::Read,
             offset_bytes: 0,
-            size_bytes: 4096,
+            length_bytes: 4096,
         },
     );
     ssd.submit(
@@ -287,7 +287,7 @@ fn ssd_channels_serve_in_parallel() {
             id: 100,
             op: Op::Write,
             offset_bytes: 0,
-            size_bytes: 4096,
+            length_bytes: 4096,
         },
     );
     let done = drain(&mut ssd);

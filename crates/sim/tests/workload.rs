@@ -153,7 +153,7 @@ fn on_off_pairs_overlap_by_their_correlation() {
                 b_requests += 1;
                 b_in_a += in_a(r.time_ns as f64) as u64;
             } else {
-                a_bytes += r.size_bytes as f64;
+                a_bytes += r.length_bytes as f64;
                 a_count += 1;
             }
         }

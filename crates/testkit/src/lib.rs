@@ -100,10 +100,6 @@ fn random_base() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let mut x = nanos ^ (u64::from(std::process::id()) << 32);
-    // splitmix64 finaliser
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^= x >> 31;
+    let x = cordillera_types::rng::mix64(nanos ^ (u64::from(std::process::id()) << 32));
     FRESH_FLOOR + x % (u64::MAX / 2)
 }

@@ -118,7 +118,7 @@ impl<W: Write> BinaryWriter<W> {
         }
         raw.push(flags);
         put_varint(raw, record.offset_bytes);
-        put_varint(raw, record.size_bytes);
+        put_varint(raw, record.length_bytes);
         if let Some(response_ns) = record.response_ns {
             put_varint(raw, response_ns);
         }
@@ -455,7 +455,7 @@ fn decode_one(
         return None;
     }
     let offset_bytes = get_varint(raw, position)?;
-    let size_bytes = get_varint(raw, position)?;
+    let length_bytes = get_varint(raw, position)?;
     let response_ns = if flags & RECORD_HAS_RESPONSE != 0 {
         Some(get_varint(raw, position)?)
     } else {
@@ -470,7 +470,7 @@ fn decode_one(
             Op::Read
         },
         offset_bytes,
-        size_bytes,
+        length_bytes,
         response_ns,
     })
 }

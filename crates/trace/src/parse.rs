@@ -34,7 +34,7 @@ pub struct RawRecord<'a> {
     pub volume_suffix: Option<&'a [u8]>,
     pub op: Op,
     pub offset_bytes: u64,
-    pub size_bytes: u64,
+    pub length_bytes: u64,
     pub response_ns: Option<u64>,
 }
 
@@ -97,7 +97,7 @@ fn parse_msr(line: &[u8]) -> Result<Line<'_>, Reason> {
         volume_suffix: Some(disk),
         op,
         offset_bytes: parse_u64(offset).ok_or("offset is not an integer")?,
-        size_bytes: parse_u64(size).ok_or("size is not an integer")?,
+        length_bytes: parse_u64(size).ok_or("size is not an integer")?,
         response_ns: Some(
             response_ticks
                 .checked_mul(100)
@@ -128,7 +128,7 @@ fn parse_spc(line: &[u8]) -> Result<Line<'_>, Reason> {
         volume_suffix: None,
         op,
         offset_bytes: sectors_to_bytes(parse_u64(trim(lba)).ok_or("LBA is not an integer")?)?,
-        size_bytes: parse_u64(trim(size)).ok_or("size is not an integer")?,
+        length_bytes: parse_u64(trim(size)).ok_or("size is not an integer")?,
         response_ns: None,
     }))
 }
@@ -146,7 +146,9 @@ fn parse_ascii5(line: &[u8], unit: TimeUnit) -> Result<Line<'_>, Reason> {
         volume_suffix: None,
         op: if flags & 1 == 1 { Op::Read } else { Op::Write },
         offset_bytes: sectors_to_bytes(parse_u64(lba).ok_or("LBA is not an integer")?)?,
-        size_bytes: sectors_to_bytes(parse_u64(sectors).ok_or("sector count is not an integer")?)?,
+        length_bytes: sectors_to_bytes(
+            parse_u64(sectors).ok_or("sector count is not an integer")?,
+        )?,
         response_ns: None,
     }))
 }
@@ -174,7 +176,7 @@ fn parse_cloudphysics(line: &[u8]) -> Result<Line<'_>, Reason> {
         volume_suffix: None,
         op,
         offset_bytes: sectors_to_bytes(parse_u64(lbn).ok_or("lbn is not an integer")?)?,
-        size_bytes: parse_u64(size).ok_or("size is not an integer")?,
+        length_bytes: parse_u64(size).ok_or("size is not an integer")?,
         response_ns: None,
     }))
 }
@@ -200,7 +202,7 @@ fn parse_tencent(line: &[u8]) -> Result<Line<'_>, Reason> {
         volume_suffix: None,
         op,
         offset_bytes: sectors_to_bytes(parse_u64(offset).ok_or("offset is not an integer")?)?,
-        size_bytes: sectors_to_bytes(parse_u64(size).ok_or("size is not an integer")?)?,
+        length_bytes: sectors_to_bytes(parse_u64(size).ok_or("size is not an integer")?)?,
         response_ns: None,
     }))
 }
@@ -226,7 +228,7 @@ fn parse_systor17(line: &[u8]) -> Result<Line<'_>, Reason> {
         volume_suffix: None,
         op,
         offset_bytes: parse_u64(offset).ok_or("offset is not an integer")?,
-        size_bytes: parse_u64(size).ok_or("size is not an integer")?,
+        length_bytes: parse_u64(size).ok_or("size is not an integer")?,
         response_ns: Some(u64::try_from(response_ns).map_err(|_| "negative response time")?),
     }))
 }
@@ -248,7 +250,7 @@ fn parse_arc(line: &[u8], block_bytes: u64) -> Result<Line<'_>, Reason> {
         offset_bytes: start
             .checked_mul(block_bytes)
             .ok_or("offset out of range")?,
-        size_bytes: count.checked_mul(block_bytes).ok_or("size out of range")?,
+        length_bytes: count.checked_mul(block_bytes).ok_or("size out of range")?,
         response_ns: None,
     }))
 }
@@ -299,7 +301,7 @@ fn parse_blkparse(line: &[u8]) -> Result<Line<'_>, Reason> {
         volume_suffix: None,
         op,
         offset_bytes: sectors_to_bytes(parse_u64(sector).ok_or("sector is not an integer")?)?,
-        size_bytes: sectors_to_bytes(parse_u64(count).ok_or("sector count is not an integer")?)?,
+        length_bytes: sectors_to_bytes(parse_u64(count).ok_or("sector count is not an integer")?)?,
         response_ns: None,
     }))
 }
@@ -435,7 +437,7 @@ mod tests {
         assert_eq!(r.volume_suffix, Some(&b"1"[..]));
         assert_eq!(r.op, Op::Write);
         assert_eq!(r.offset_bytes, 281_358_336);
-        assert_eq!(r.size_bytes, 45_056);
+        assert_eq!(r.length_bytes, 45_056);
         assert_eq!(r.response_ns, Some(9_487_200));
         assert_eq!(
             r.time_ns,
@@ -458,7 +460,7 @@ mod tests {
         let r = record(Format::Spc, "0,20941264,8192,W,0.551706");
         assert_eq!((r.volume, r.op), (&b"0"[..], Op::Write));
         assert_eq!(r.offset_bytes, 20_941_264 * 512);
-        assert_eq!(r.size_bytes, 8192);
+        assert_eq!(r.length_bytes, 8192);
         assert_eq!(r.time_ns, 551_706_000);
         let r = record(Format::Spc, "2,1,512,r,10.5,extra,fields");
         assert_eq!(
@@ -477,7 +479,10 @@ mod tests {
     fn ascii5_line_in_every_unit() {
         let r = record(Format::Ascii5, "0.221 5 162947904 16 1");
         assert_eq!(r.time_ns, 221_000);
-        assert_eq!((r.volume, r.op, r.size_bytes), (&b"5"[..], Op::Read, 8192));
+        assert_eq!(
+            (r.volume, r.op, r.length_bytes),
+            (&b"5"[..], Op::Read, 8192)
+        );
         for (unit, ns) in [
             (TimeUnit::Ns, 938_513_000),
             (TimeUnit::Us, 938_513_000_000),
@@ -511,7 +516,7 @@ mod tests {
         );
         let r = record(Format::CloudPhysics, "1,5633898,2a,512,42932745");
         assert_eq!(
-            (r.op, r.size_bytes, r.offset_bytes),
+            (r.op, r.length_bytes, r.offset_bytes),
             (Op::Write, 512, 42_932_745 * 512)
         );
         assert_eq!(r.time_ns, 5_633_898 * NS_PER_S);
@@ -529,7 +534,7 @@ mod tests {
     fn tencent_line() {
         let r = record(Format::Tencent, "1538323200,4247200,128,1,1058");
         assert_eq!((r.volume, r.op), (&b"1058"[..], Op::Write));
-        assert_eq!((r.offset_bytes, r.size_bytes), (4_247_200 * 512, 65_536));
+        assert_eq!((r.offset_bytes, r.length_bytes), (4_247_200 * 512, 65_536));
         assert_eq!(r.time_ns, 1_538_323_200 * NS_PER_S);
         assert_eq!(record(Format::Tencent, "1538323199,1,8,0,7").op, Op::Read);
         invalid(Format::Tencent, "1538323199,1,8,2,7");
@@ -545,7 +550,7 @@ mod tests {
         assert_eq!(r.time_ns, 1_456_095_145_133_076_000);
         assert_eq!(r.response_ns, Some(806_000));
         assert_eq!(
-            (r.volume, r.op, r.size_bytes),
+            (r.volume, r.op, r.length_bytes),
             (&b"0"[..], Op::Read, 131_072)
         );
         invalid(Format::Systor17, "1456095145.1,0.1,X,0,1,1");
@@ -556,7 +561,7 @@ mod tests {
     fn arc_line() {
         let r = record(Format::Arc, "1842745 64 0 1");
         assert_eq!(
-            (r.offset_bytes, r.size_bytes, r.op),
+            (r.offset_bytes, r.length_bytes, r.op),
             (1_842_745 * 512, 64 * 512, Op::Read)
         );
         invalid(Format::Arc, "1842745 64 0");
@@ -573,13 +578,13 @@ mod tests {
             (r.volume, r.op, r.time_ns),
             (&b"8,0"[..], Op::Write, 11_000)
         );
-        assert_eq!((r.offset_bytes, r.size_bytes), (3_417_048 * 512, 4096));
+        assert_eq!((r.offset_bytes, r.length_bytes), (3_417_048 * 512, 4096));
         let r = record(
             Format::Blkparse,
             "259,0    1       10     1.500000000  1234  D   R 2048 + 256 [fio]",
         );
         assert_eq!(
-            (r.op, r.size_bytes, r.time_ns),
+            (r.op, r.length_bytes, r.time_ns),
             (Op::Read, 131_072, 1_500_000_000)
         );
         fn ignore(l: &str) -> Result<Line<'_>, Reason> {

@@ -292,7 +292,7 @@ mod tests {
             volume: VolumeId(volume),
             op,
             offset_bytes: 0,
-            size_bytes: 4096,
+            length_bytes: 4096,
             response_ns,
         }
     }

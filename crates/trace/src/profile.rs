@@ -117,7 +117,7 @@ impl ProfileBuilder {
         self.max_ns = self.max_ns.max(record.time_ns);
         let bucket = window_of(record.time_ns, anchor, self.bucket_ns);
         self.requests.add(bucket, 1);
-        self.bytes.add(bucket, record.size_bytes);
+        self.bytes.add(bucket, record.length_bytes);
     }
 
     /// The report, or an error when the trace spans more than [`PROFILE_BUCKETS_MAX`] buckets
@@ -301,7 +301,7 @@ mod tests {
                         volume: VolumeId(0),
                         op: Op::Read,
                         offset_bytes: 0,
-                        size_bytes: 1000,
+                        length_bytes: 1000,
                         response_ns: None,
                     },
                     &info,
@@ -315,7 +315,7 @@ mod tests {
                 volume: VolumeId(0),
                 op: Op::Write,
                 offset_bytes: 0,
-                size_bytes: 0,
+                length_bytes: 0,
                 response_ns: None,
             },
             &info,

@@ -11,7 +11,7 @@
 //!   percentage of their 256 blocks that are reaccessed in that class (Figure 4).
 
 use cordillera_types::units::{BLOCK_BYTES, GIB, MIB, NS_PER_DAY, NS_PER_HOUR};
-use cordillera_types::Extent;
+use cordillera_types::ByteRange;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -118,7 +118,7 @@ impl ReaccessBuilder {
         }
         let volume = self.volumes[index].get_or_insert_with(VolumeAccumulator::default);
         let clock_ns = info.origin_unix_ns.unwrap_or(0) + self.utc_offset_ns + record.time_ns;
-        for block in Extent::new(record.offset_bytes, record.size_bytes).blocks(BLOCK_BYTES) {
+        for block in ByteRange::new(record.offset_bytes, record.length_bytes).blocks(BLOCK_BYTES) {
             volume.block_accesses += 1;
             let distance = volume.reuse.access(block);
             let state = volume.blocks.entry(block).or_insert(BlockState {
@@ -267,7 +267,7 @@ mod tests {
             volume: VolumeId(0),
             op: Op::Read,
             offset_bytes: block * BLOCK_BYTES,
-            size_bytes: blocks * BLOCK_BYTES,
+            length_bytes: blocks * BLOCK_BYTES,
             response_ns: None,
         }
     }

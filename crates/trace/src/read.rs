@@ -372,7 +372,7 @@ impl<R: BufRead> TextReader<R> {
             volume,
             op: raw.op,
             offset_bytes: raw.offset_bytes,
-            size_bytes: raw.size_bytes,
+            length_bytes: raw.length_bytes,
             response_ns: raw.response_ns,
         }))
     }

@@ -25,7 +25,7 @@ pub struct Record {
     pub volume: VolumeId,
     pub op: Op,
     pub offset_bytes: u64,
-    pub size_bytes: u64,
+    pub length_bytes: u64,
     /// The response time the trace recorded, for formats that record one (MSR, SYSTOR'17).
     pub response_ns: Option<u64>,
 }

@@ -13,7 +13,7 @@
 //! Blocks are per volume: the total's working set is the sum of the volumes'.
 
 use cordillera_types::units::{ns_to_s, BLOCK_BYTES};
-use cordillera_types::{Extent, Op};
+use cordillera_types::{ByteRange, Op};
 use rustc_hash::FxHashSet;
 use serde::Serialize;
 
@@ -80,11 +80,11 @@ impl Accumulator {
         match record.op {
             Op::Read => {
                 self.reads += 1;
-                self.read_bytes += record.size_bytes;
+                self.read_bytes += record.length_bytes;
             }
             Op::Write => {
                 self.writes += 1;
-                self.write_bytes += record.size_bytes;
+                self.write_bytes += record.length_bytes;
             }
         }
         self.min_ns = self.min_ns.min(record.time_ns);
@@ -147,7 +147,7 @@ impl StatsBuilder {
         }
         let volume = self.volumes[index].get_or_insert_with(Accumulator::default);
         volume.count(record, self.window_ns);
-        for block in Extent::new(record.offset_bytes, record.size_bytes).blocks(BLOCK_BYTES) {
+        for block in ByteRange::new(record.offset_bytes, record.length_bytes).blocks(BLOCK_BYTES) {
             volume.block_accesses += 1;
             if !volume.blocks.insert(block) {
                 volume.block_reaccesses += 1;

@@ -124,7 +124,7 @@ pub fn generate(options: &SynthOptions) -> (TraceInfo, VolumeTable, Vec<Record>)
                     volume: VolumeId(v),
                     op,
                     offset_bytes: offset,
-                    size_bytes: size,
+                    length_bytes: size,
                     response_ns: None,
                 });
             }
@@ -140,7 +140,7 @@ pub fn generate(options: &SynthOptions) -> (TraceInfo, VolumeTable, Vec<Record>)
                     volume: VolumeId(0),
                     op: Op::Read,
                     offset_bytes: NIGHTLY_OFFSET_BYTES + position,
-                    size_bytes: 65_536,
+                    length_bytes: 65_536,
                     response_ns: None,
                 });
             }
@@ -157,46 +157,7 @@ pub fn generate(options: &SynthOptions) -> (TraceInfo, VolumeTable, Vec<Record>)
     (info, volumes, records)
 }
 
-/// SplitMix64: a small, fast, seedable generator; good enough for workload shapes and test
-/// inputs (not for anything statistical beyond that).
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in [0, n).
-    pub fn below(&mut self, n: u64) -> u64 {
-        assert!(n > 0);
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-
-    /// Poisson with mean `lambda` (Knuth's method, split for large means).
-    pub fn poisson(&mut self, mut lambda: f64) -> u64 {
-        let mut count = 0;
-        while lambda > 30.0 {
-            count += self.poisson(30.0);
-            lambda -= 30.0;
-        }
-        let limit = (-lambda).exp();
-        let mut product = self.unit();
-        while product > limit {
-            count += 1;
-            product *= self.unit();
-        }
-        count
-    }
-}
+pub use cordillera_types::rng::SplitMix64;
 
 #[cfg(test)]
 mod tests {

@@ -77,7 +77,7 @@ impl<W: Write> MsrWriter<W> {
         });
         line.extend_from_slice(self.itoa.format(record.offset_bytes).as_bytes());
         line.push(b',');
-        line.extend_from_slice(self.itoa.format(record.size_bytes).as_bytes());
+        line.extend_from_slice(self.itoa.format(record.length_bytes).as_bytes());
         line.push(b',');
         line.extend_from_slice(
             self.itoa
@@ -172,7 +172,7 @@ impl<W: Write> IologWriter<W> {
         if !self.started {
             self.start()?;
         }
-        let (offset, mut size) = (record.offset_bytes, record.size_bytes);
+        let (offset, mut size) = (record.offset_bytes, record.length_bytes);
         let offset = match self.options.wrap_bytes {
             Some(wrap) => {
                 let wrap = wrap / SECTOR_BYTES * SECTOR_BYTES;

@@ -46,7 +46,7 @@ fn sample() -> (TraceInfo, VolumeTable, Vec<Record>) {
     }
     records[10].time_ns -= 5_000_000_000;
     records[11].offset_bytes = u64::MAX;
-    records[11].size_bytes = u64::MAX;
+    records[11].length_bytes = u64::MAX;
     (info, volumes, records)
 }
 

@@ -185,13 +185,13 @@ Total (8,0):
     let records = read_all(reader.as_mut()).unwrap();
     assert_eq!(records.len(), 2);
     assert_eq!(reader.volumes().name(records[0].volume), "8,0");
-    assert_eq!((records[0].time_ns, records[0].size_bytes), (0, 4096));
+    assert_eq!((records[0].time_ns, records[0].length_bytes), (0, 4096));
     assert_eq!(reader.volumes().name(records[1].volume), "8,16");
     assert_eq!(
         (
             records[1].time_ns,
             records[1].offset_bytes,
-            records[1].size_bytes
+            records[1].length_bytes
         ),
         (989_000, 2048 * 512, 131_072)
     );

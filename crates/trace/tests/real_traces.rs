@@ -247,7 +247,7 @@ fn arc_traces_parse() {
         while let Some(r) = reader.next_record().unwrap() {
             assert_eq!(r.time_ns, 0);
             assert_eq!(r.op, Op::Read, "ARC references are reads");
-            assert_eq!(r.size_bytes % 512, 0);
+            assert_eq!(r.length_bytes % 512, 0);
             count += 1;
         }
         assert_eq!(reader.summary().invalid_skipped, 0);
@@ -268,7 +268,7 @@ fn msr_first_record_matches_the_inventory_check() {
     let first = reader.next_record().unwrap().unwrap();
     assert_eq!(first.time_ns, 0);
     assert_eq!(
-        (first.op, first.offset_bytes, first.size_bytes),
+        (first.op, first.offset_bytes, first.length_bytes),
         (Op::Write, 281_358_336, 45_056)
     );
     let origin = reader.info().origin_unix_ns.unwrap();

@@ -3,13 +3,22 @@
 //! # Layout
 //!
 //! - [`Op`]: read or write.
-//! - [`Extent`]: a byte range on a volume, and the 4 KiB blocks it touches.
+//! - [`ByteRange`]: a byte range on a volume, and the 4 KiB blocks it touches.
+//! - [`Nanos`]: time in nanoseconds, simulated or since a core's start.
+//! - [`SplitMix64`]: the small seedable generator every crate uses where a stream of
+//!   well-mixed numbers is enough (workload shapes, epochs, test data).
 //! - [`units`]: sizes and time conversions, with units in every name.
 //!
 //! Every other crate speaks in these types; nothing here does I/O.
 
 pub mod rangemap;
+pub mod rng;
 pub mod units;
+
+pub use rng::SplitMix64;
+
+/// Time in nanoseconds: virtual in the simulator, since a core's start in the runtime.
+pub type Nanos = u64;
 
 use serde::{Deserialize, Serialize};
 
@@ -30,31 +39,31 @@ impl Op {
     }
 }
 
-/// A half-open byte range `[offset_bytes, offset_bytes + size_bytes)` on one volume.
+/// A half-open byte range `[offset_bytes, offset_bytes + length_bytes)` on one volume.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Extent {
+pub struct ByteRange {
     pub offset_bytes: u64,
-    pub size_bytes: u64,
+    pub length_bytes: u64,
 }
 
-impl Extent {
-    pub fn new(offset_bytes: u64, size_bytes: u64) -> Extent {
-        Extent {
+impl ByteRange {
+    pub fn new(offset_bytes: u64, length_bytes: u64) -> ByteRange {
+        ByteRange {
             offset_bytes,
-            size_bytes,
+            length_bytes,
         }
     }
 
     /// One past the last byte; saturates instead of wrapping for ranges at the top of the space.
     pub fn end_bytes(self) -> u64 {
-        self.offset_bytes.saturating_add(self.size_bytes)
+        self.offset_bytes.saturating_add(self.length_bytes)
     }
 
-    /// The indices of the `block_bytes`-aligned blocks this extent touches (empty for a
-    /// zero-length extent).
+    /// The indices of the `block_bytes`-aligned blocks this range touches (empty for a
+    /// zero-length range).
     pub fn blocks(self, block_bytes: u64) -> std::ops::Range<u64> {
         assert!(block_bytes > 0);
-        if self.size_bytes == 0 {
+        if self.length_bytes == 0 {
             return 0..0;
         }
         let first = self.offset_bytes / block_bytes;
@@ -69,10 +78,10 @@ mod tests {
 
     #[test]
     fn blocks_touched_by_unaligned_extents() {
-        assert_eq!(Extent::new(0, 4096).blocks(4096), 0..1);
-        assert_eq!(Extent::new(4095, 2).blocks(4096), 0..2);
-        assert_eq!(Extent::new(8192, 1).blocks(4096), 2..3);
-        assert_eq!(Extent::new(100, 0).blocks(4096), 0..0);
-        assert_eq!(Extent::new(u64::MAX - 10, 100).blocks(4096).count(), 1);
+        assert_eq!(ByteRange::new(0, 4096).blocks(4096), 0..1);
+        assert_eq!(ByteRange::new(4095, 2).blocks(4096), 0..2);
+        assert_eq!(ByteRange::new(8192, 1).blocks(4096), 2..3);
+        assert_eq!(ByteRange::new(100, 0).blocks(4096), 0..0);
+        assert_eq!(ByteRange::new(u64::MAX - 10, 100).blocks(4096).count(), 1);
     }
 }

@@ -1,4 +1,4 @@
-//! Units. Every quantity in Cordillera carries its unit in its name (`size_bytes`, `time_ns`);
+//! Units. Every quantity in Cordillera carries its unit in its name (`length_bytes`, `time_ns`);
 //! these are the conversions between them.
 
 /// The block size of the papers' analyses: working sets, reaccesses and cache blocks are counted

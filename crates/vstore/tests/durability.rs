@@ -67,7 +67,7 @@ impl StoreNode {
                 } => IoCommand::Read {
                     id,
                     offset_bytes,
-                    len_bytes: length_bytes,
+                    length_bytes,
                 },
                 DiskOp::Write {
                     id,

@@ -63,11 +63,11 @@ impl std::fmt::Display for Algorithm {
 
 /// The regions a request touches.
 fn regions(record: &Record, region_bytes: u64) -> std::ops::Range<u64> {
-    if record.size_bytes == 0 {
+    if record.length_bytes == 0 {
         return 0..0;
     }
     let first = record.offset_bytes / region_bytes;
-    let last = record.offset_bytes.saturating_add(record.size_bytes - 1) / region_bytes;
+    let last = record.offset_bytes.saturating_add(record.length_bytes - 1) / region_bytes;
     first..last + 1
 }
 
@@ -175,7 +175,7 @@ pub fn select(
 pub fn working_set_blocks<'a>(records: impl IntoIterator<Item = &'a Record>) -> u64 {
     let mut seen = FxHashSet::default();
     for r in records {
-        for b in crate::sim::block_range(r.offset_bytes, r.size_bytes) {
+        for b in crate::sim::block_range(r.offset_bytes, r.length_bytes) {
             seen.insert(b);
         }
     }
@@ -194,7 +194,7 @@ mod tests {
             volume: VolumeId(0),
             op: Op::Read,
             offset_bytes: block * 4096,
-            size_bytes: 4096,
+            length_bytes: 4096,
             response_ns: None,
         }
     }

@@ -63,7 +63,7 @@ pub fn replay_reads(
                 id: *next as u64,
                 op: Op::Read,
                 offset_bytes: offset,
-                size_bytes: size,
+                length_bytes: size,
             },
         );
         *next += 1;

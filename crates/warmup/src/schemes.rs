@@ -49,7 +49,7 @@ impl<C: Cache> Scheme<C> {
 
     /// Drives `record`; counts go to `interval` when it is `Some`.
     fn apply(&mut self, record: &Record, interval: Option<usize>, readahead_blocks: u64) {
-        let blocks = block_range(record.offset_bytes, record.size_bytes);
+        let blocks = block_range(record.offset_bytes, record.length_bytes);
         let (end, n) = (blocks.end, blocks.end - blocks.start);
         let mut hits = 0;
         for block in blocks {
@@ -182,7 +182,7 @@ mod tests {
             volume: VolumeId(0),
             op: Op::Read,
             offset_bytes: block * BLOCK_BYTES,
-            size_bytes: BLOCK_BYTES,
+            length_bytes: BLOCK_BYTES,
             response_ns: None,
         }
     }

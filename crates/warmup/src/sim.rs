@@ -12,13 +12,13 @@ use crate::cache::Cache;
 /// The cache's block size.
 pub const BLOCK_BYTES: u64 = 4096;
 
-/// The blocks a request of `size_bytes` at `offset_bytes` touches (none for an empty request).
-pub fn block_range(offset_bytes: u64, size_bytes: u64) -> std::ops::Range<u64> {
-    if size_bytes == 0 {
+/// The blocks a request of `length_bytes` at `offset_bytes` touches (none for an empty request).
+pub fn block_range(offset_bytes: u64, length_bytes: u64) -> std::ops::Range<u64> {
+    if length_bytes == 0 {
         return 0..0;
     }
     let first = offset_bytes / BLOCK_BYTES;
-    let last = offset_bytes.saturating_add(size_bytes - 1) / BLOCK_BYTES;
+    let last = offset_bytes.saturating_add(length_bytes - 1) / BLOCK_BYTES;
     first..last + 1
 }
 
@@ -46,7 +46,7 @@ impl Counts {
 #[inline]
 pub fn apply<C: Cache + ?Sized>(cache: &mut C, record: &Record, counts: &mut Counts) {
     counts.requests += 1;
-    let blocks = block_range(record.offset_bytes, record.size_bytes);
+    let blocks = block_range(record.offset_bytes, record.length_bytes);
     let n = blocks.end - blocks.start;
     let mut hits = 0;
     for block in blocks {

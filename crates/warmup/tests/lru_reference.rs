@@ -41,7 +41,7 @@ fn reference_counts(capacity: usize, records: &[Record]) -> (u64, u64) {
     };
     let (mut accesses, mut hits) = (0, 0);
     for r in records {
-        for block in block_range(r.offset_bytes, r.size_bytes) {
+        for block in block_range(r.offset_bytes, r.length_bytes) {
             let hit = lru.access(block);
             if r.op == Op::Read {
                 accesses += 1;
@@ -52,13 +52,13 @@ fn reference_counts(capacity: usize, records: &[Record]) -> (u64, u64) {
     (accesses, hits)
 }
 
-fn record(op: Op, offset_bytes: u64, size_bytes: u64) -> Record {
+fn record(op: Op, offset_bytes: u64, length_bytes: u64) -> Record {
     Record {
         time_ns: 0,
         volume: cordillera_trace::record::VolumeId(0),
         op,
         offset_bytes,
-        size_bytes,
+        length_bytes,
         response_ns: None,
     }
 }

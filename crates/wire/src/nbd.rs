@@ -214,9 +214,9 @@ pub fn server_entry(name: &str) -> Vec<u8> {
 }
 
 /// `NBD_REP_INFO` data: `NBD_INFO_EXPORT`.
-pub fn info_export(size_bytes: u64, transmission_flags: u16) -> Vec<u8> {
+pub fn info_export(length_bytes: u64, transmission_flags: u16) -> Vec<u8> {
     let mut data = INFO_EXPORT.to_be_bytes().to_vec();
-    data.extend_from_slice(&size_bytes.to_be_bytes());
+    data.extend_from_slice(&length_bytes.to_be_bytes());
     data.extend_from_slice(&transmission_flags.to_be_bytes());
     data
 }
@@ -232,8 +232,8 @@ pub fn info_block_size(minimum: u32, preferred: u32, maximum: u32) -> Vec<u8> {
 
 /// The answer to `NBD_OPT_EXPORT_NAME`: size, transmission flags, and 124 zeroes unless the
 /// client negotiated `NBD_FLAG_C_NO_ZEROES`.
-pub fn export_name_reply(size_bytes: u64, transmission_flags: u16, no_zeroes: bool) -> Vec<u8> {
-    let mut out = size_bytes.to_be_bytes().to_vec();
+pub fn export_name_reply(length_bytes: u64, transmission_flags: u16, no_zeroes: bool) -> Vec<u8> {
+    let mut out = length_bytes.to_be_bytes().to_vec();
     out.extend_from_slice(&transmission_flags.to_be_bytes());
     if !no_zeroes {
         out.extend_from_slice(&[0u8; 124]);
@@ -319,7 +319,7 @@ pub fn encode_request(r: &Request) -> [u8; REQUEST_HEADER_BYTES] {
 /// What an export accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    pub size_bytes: u64,
+    pub length_bytes: u64,
     /// Offsets and lengths of reads, writes, trims and write-zeroes are multiples of this.
     pub minimum_block: u32,
     /// The largest read or write payload.
@@ -352,7 +352,7 @@ pub fn check_request(r: &Request, limits: &Limits) -> Result<(), u32> {
                 return Err(EINVAL);
             }
             let end = r.offset.checked_add(r.length as u64);
-            if end.is_none_or(|e| e > limits.size_bytes) {
+            if end.is_none_or(|e| e > limits.length_bytes) {
                 return Err(
                     if matches!(r.command, Command::Write | Command::WriteZeroes) {
                         ENOSPC
@@ -400,7 +400,7 @@ mod tests {
     use proptest::prelude::*;
 
     const LIMITS: Limits = Limits {
-        size_bytes: 1 << 20,
+        length_bytes: 1 << 20,
         minimum_block: 512,
         maximum_payload: 32 << 20,
         read_only: false,

@@ -16,7 +16,7 @@ fn read(time_ns: i64, block: u64) -> Record {
         volume: VolumeId(0),
         op: Op::Read,
         offset_bytes: block * BLOCK_BYTES,
-        size_bytes: BLOCK_BYTES,
+        length_bytes: BLOCK_BYTES,
         response_ns: None,
     }
 }

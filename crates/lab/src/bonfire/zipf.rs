@@ -123,7 +123,7 @@ pub fn zipf(o: &ZipfOptions) -> Result<ZipfReport, String> {
         ((wss as f64 * largest / 100.0).round() as u64) * BLOCK_BYTES,
         0,
     );
-    let half_bytes: u64 = first_half.iter().map(|r| r.size_bytes).sum();
+    let half_bytes: u64 = first_half.iter().map(|r| r.length_bytes).sum();
     let overhead = bonfire_overheads::measure(
         &format!(
             "zipf, first half at {:.0} MB/s",

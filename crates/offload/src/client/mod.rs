@@ -53,7 +53,7 @@ use crate::superblock::{Superblock, SuperblockError, STORES_MAX, SUPERBLOCK_BYTE
 pub use crate::superblock::StoreInfo;
 pub use api::*;
 
-pub type Nanos = u64;
+pub use cordillera_types::Nanos;
 /// A store's position in the client's store set.
 pub type StoreIdx = usize;
 /// A range a store returned, with its bytes.

@@ -142,12 +142,8 @@ fn random_id() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    // splitmix64 of the time and process id: distinct per format in practice.
-    let mut z = nanos ^ ((std::process::id() as u64) << 32);
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
+    // SplitMix64 of the time and process id: distinct per format in practice.
+    let z = cordillera_types::SplitMix64(nanos ^ ((std::process::id() as u64) << 32)).next_u64();
     // Below 2^63: the companion id (bit 63 set) and the probe id stay distinct.
     (z >> 1).max(1)
 }
@@ -342,7 +338,7 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     let backend = Arc::new(VolumeBackend {
         events: events.clone(),
         file: file.clone(),
-        size_bytes: export_bytes,
+        length_bytes: export_bytes,
     });
     let export = ExportConfig {
         name: options.export_name.clone(),
@@ -427,12 +423,12 @@ enum Event {
 struct VolumeBackend {
     events: mpsc::UnboundedSender<Event>,
     file: Arc<DiskFile>,
-    size_bytes: u64,
+    length_bytes: u64,
 }
 
 impl Backend for VolumeBackend {
-    fn size_bytes(&self) -> u64 {
-        self.size_bytes
+    fn length_bytes(&self) -> u64 {
+        self.length_bytes
     }
 
     fn submit(&self, op: Op, done: Completion) {

@@ -245,7 +245,7 @@ impl Hdd {
     }
 
     fn service_ns(&self, start: Nanos, pending: &Pending) -> u64 {
-        let transfer = (pending.request.size_bytes as f64 * self.ns_per_byte).ceil() as u64;
+        let transfer = (pending.request.length_bytes as f64 * self.ns_per_byte).ceil() as u64;
         (self.positioning_ns(start, pending) + transfer).max(1)
     }
 
@@ -319,7 +319,7 @@ impl Device for Hdd {
     }
 
     fn submit(&mut self, now: Nanos, request: IoRequest) {
-        debug_assert!(request.offset_bytes + request.size_bytes <= self.params.capacity_bytes);
+        debug_assert!(request.offset_bytes + request.length_bytes <= self.params.capacity_bytes);
         self.outstanding += 1;
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -327,9 +327,9 @@ impl Device for Hdd {
             && self
                 .params
                 .write_cache_bytes
-                .is_some_and(|cap| self.cache_used_bytes + request.size_bytes <= cap);
+                .is_some_and(|cap| self.cache_used_bytes + request.length_bytes <= cap);
         if cached {
-            self.cache_used_bytes += request.size_bytes;
+            self.cache_used_bytes += request.length_bytes;
             let ack = now + ms_to_ns(self.params.cache_write_ms).ceil() as u64;
             self.cache_acks.push_back((ack, request.id));
         }
@@ -368,8 +368,8 @@ impl Device for Hdd {
                     let (_, done) = self.in_service.take().expect("in service");
                     let r = done.request;
                     self.head_cylinder =
-                        self.cylinder_of((r.offset_bytes + r.size_bytes).saturating_sub(1));
-                    self.head_end_bytes = r.offset_bytes + r.size_bytes;
+                        self.cylinder_of((r.offset_bytes + r.length_bytes).saturating_sub(1));
+                    self.head_end_bytes = r.offset_bytes + r.length_bytes;
                     if done.reported {
                         self.outstanding -= 1;
                         completions.push(Completion {
@@ -377,7 +377,7 @@ impl Device for Hdd {
                             time_ns: s,
                         });
                     } else {
-                        self.cache_used_bytes -= r.size_bytes;
+                        self.cache_used_bytes -= r.length_bytes;
                     }
                     if !self.queue_is_empty() {
                         self.start_next(s);

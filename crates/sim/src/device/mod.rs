@@ -37,7 +37,7 @@ pub struct IoRequest {
     pub id: u64,
     pub op: Op,
     pub offset_bytes: u64,
-    pub size_bytes: u64,
+    pub length_bytes: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use cordillera_types::units::BLOCK_BYTES;
-use cordillera_types::{Extent, Op};
+use cordillera_types::{ByteRange, Op};
 
 use super::{ms_to_ns, Completion, Device, IoRequest};
 use crate::kernel::Nanos;
@@ -36,7 +36,7 @@ pub struct Nvram<D: Device> {
     /// Hits and accepted writes, completing at their time in order.
     fast: VecDeque<(Nanos, u64)>,
     /// Reads forwarded to the backing device: id → the blocks to insert on completion.
-    misses: HashMap<u64, Extent>,
+    misses: HashMap<u64, ByteRange>,
     /// LRU: block → stamp, stamp → block.
     lru: HashMap<u64, u64>,
     lru_order: BTreeMap<u64, u64>,
@@ -90,7 +90,7 @@ impl<D: Device> Nvram<D> {
             };
             let id = self.next_destage;
             self.next_destage += 1;
-            self.destages_in_flight.insert(id, request.size_bytes);
+            self.destages_in_flight.insert(id, request.length_bytes);
             request.id = id;
             self.backing.submit(now, request);
         }
@@ -111,10 +111,10 @@ impl<D: Device> Device for Nvram<D> {
             request.id < DESTAGE_ID_BASE,
             "ids at or above 2^63 are reserved"
         );
-        let extent = Extent::new(request.offset_bytes, request.size_bytes);
+        let extent = ByteRange::new(request.offset_bytes, request.length_bytes);
         match request.op {
-            Op::Write if self.write_used + request.size_bytes <= self.write_capacity => {
-                self.write_used += request.size_bytes;
+            Op::Write if self.write_used + request.length_bytes <= self.write_capacity => {
+                self.write_used += request.length_bytes;
                 self.fast.push_back((now + self.latency_ns(), request.id));
                 self.destage_queue.push_back(request);
                 self.start_destages(now);
@@ -124,7 +124,7 @@ impl<D: Device> Device for Nvram<D> {
             }
             Op::Write => self.backing.submit(now, request),
             Op::Read => {
-                let hit = request.size_bytes > 0
+                let hit = request.length_bytes > 0
                     && extent
                         .blocks(BLOCK_BYTES)
                         .all(|b| self.lru.contains_key(&b));

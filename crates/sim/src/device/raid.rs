@@ -27,7 +27,7 @@ pub struct MemberIo {
     pub disk: usize,
     pub op: Op,
     pub offset_bytes: u64,
-    pub size_bytes: u64,
+    pub length_bytes: u64,
 }
 
 /// The member I/Os of one array request, in two phases: `reads` first, then `writes`.
@@ -151,7 +151,7 @@ impl Layout {
                         disk,
                         op,
                         offset_bytes: disk_offset,
-                        size_bytes: len,
+                        length_bytes: len,
                     };
                     match op {
                         Op::Read if count == 1 => plan.reads.push(io(first)),
@@ -167,7 +167,7 @@ impl Layout {
                             disk: self.raid5_disk(stripe, column),
                             op,
                             offset_bytes: stripe * su + within,
-                            size_bytes: len,
+                            length_bytes: len,
                         });
                     }
                 } else {
@@ -225,7 +225,7 @@ impl Layout {
                             disk,
                             op: Op::Read,
                             offset_bytes: base + from,
-                            size_bytes: to - from,
+                            length_bytes: to - from,
                         });
                     }
                 }
@@ -236,14 +236,14 @@ impl Layout {
                     disk: self.raid5_disk(stripe, p.0),
                     op: Op::Read,
                     offset_bytes: base + p.2,
-                    size_bytes: p.3,
+                    length_bytes: p.3,
                 });
             }
             plan.reads.push(MemberIo {
                 disk: parity,
                 op: Op::Read,
                 offset_bytes: base + lo,
-                size_bytes: hi - lo,
+                length_bytes: hi - lo,
             });
         }
         for p in pieces {
@@ -251,14 +251,14 @@ impl Layout {
                 disk: self.raid5_disk(stripe, p.0),
                 op: Op::Write,
                 offset_bytes: base + p.2,
-                size_bytes: p.3,
+                length_bytes: p.3,
             });
         }
         plan.writes.push(MemberIo {
             disk: parity,
             op: Op::Write,
             offset_bytes: base + lo,
-            size_bytes: hi - lo,
+            length_bytes: hi - lo,
         });
     }
 }
@@ -273,9 +273,9 @@ fn coalesce(ios: &mut Vec<MemberIo>) {
     ios.dedup_by(|next, last| {
         let adjacent = last.disk == next.disk
             && last.op == next.op
-            && last.offset_bytes + last.size_bytes == next.offset_bytes;
+            && last.offset_bytes + last.length_bytes == next.offset_bytes;
         if adjacent {
-            last.size_bytes += next.size_bytes;
+            last.length_bytes += next.length_bytes;
         }
         adjacent
     });
@@ -368,7 +368,7 @@ impl<D: Device> Raid<D> {
                     id,
                     op: io.op,
                     offset_bytes: io.offset_bytes,
-                    size_bytes: io.size_bytes,
+                    length_bytes: io.length_bytes,
                 },
             );
             next[io.disk] = members[io.disk].poll_timeout().unwrap_or(Nanos::MAX);
@@ -412,7 +412,7 @@ impl<D: Device> Device for Raid<D> {
     }
 
     fn submit(&mut self, now: Nanos, request: IoRequest) {
-        if request.size_bytes == 0 {
+        if request.length_bytes == 0 {
             self.immediate.push(Completion {
                 id: request.id,
                 time_ns: now,
@@ -428,7 +428,7 @@ impl<D: Device> Device for Raid<D> {
         self.layout.plan_into(
             request.op,
             request.offset_bytes,
-            request.size_bytes,
+            request.length_bytes,
             &prefer,
             &mut self.plan,
             &mut self.pieces,
@@ -524,7 +524,7 @@ mod tests {
         assert!(plan
             .reads
             .iter()
-            .all(|io| io.offset_bytes == SU && io.size_bytes == SU));
+            .all(|io| io.offset_bytes == SU && io.length_bytes == SU));
     }
 
     #[test]
@@ -538,7 +538,7 @@ mod tests {
             .reads
             .iter()
             .chain(&plan.writes)
-            .all(|io| io.offset_bytes == 0 && io.size_bytes == 4096));
+            .all(|io| io.offset_bytes == 0 && io.length_bytes == 4096));
     }
 
     #[test]
@@ -552,7 +552,7 @@ mod tests {
                 disk: 3,
                 op: Op::Read,
                 offset_bytes: 0,
-                size_bytes: SU
+                length_bytes: SU
             }]
         );
         assert_eq!(disks(&plan.writes), vec![0, 1, 2, 4]);
@@ -571,7 +571,7 @@ mod tests {
         assert!(plan
             .writes
             .iter()
-            .all(|io| io.offset_bytes == 0 && io.size_bytes == 2 * SU));
+            .all(|io| io.offset_bytes == 0 && io.length_bytes == 2 * SU));
     }
 
     #[test]
@@ -602,7 +602,7 @@ mod tests {
                 disk: 0,
                 op: Op::Write,
                 offset_bytes: SU / 2,
-                size_bytes: SU
+                length_bytes: SU
             }
         );
         let l = Layout::new(RaidLevel::Raid10, 4, SU, 1 << 30).unwrap();

@@ -60,7 +60,7 @@ impl Device for Ssd {
             ),
         };
         let service =
-            (ms_to_ns(latency_ms) + request.size_bytes as f64 * 1e3 / mb_per_s).ceil() as u64;
+            (ms_to_ns(latency_ms) + request.length_bytes as f64 * 1e3 / mb_per_s).ceil() as u64;
         let (channel, free) = self
             .channel_free
             .iter()

@@ -146,7 +146,7 @@ pub(super) fn poisson_volumes(
                     volume: VolumeId(v),
                     op,
                     offset_bytes: rng.below(slots) * request_bytes,
-                    size_bytes: request_bytes,
+                    length_bytes: request_bytes,
                     response_ns: None,
                 });
             }

@@ -54,7 +54,7 @@ impl Diurnal {
                 volume: VolumeId(0),
                 op,
                 offset_bytes,
-                size_bytes: spec.request_bytes,
+                length_bytes: spec.request_bytes,
                 response_ns: None,
             });
         })

@@ -166,7 +166,7 @@ impl StreamCursor {
             volume: VolumeId(self.volume),
             op,
             offset_bytes: offset,
-            size_bytes: size,
+            length_bytes: size,
             response_ns: None,
         };
         // The next arrival starts from this one.

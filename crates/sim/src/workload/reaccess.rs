@@ -121,7 +121,7 @@ impl Reaccess {
                         volume: VolumeId(v as u32),
                         op: if read { Op::Read } else { Op::Write },
                         offset_bytes: offset,
-                        size_bytes: size,
+                        length_bytes: size,
                         response_ns: None,
                     });
                 }
@@ -139,7 +139,7 @@ impl Reaccess {
                         volume: VolumeId(1),
                         op: Op::Read,
                         offset_bytes: NIGHTLY_BASE + k * NIGHTLY_READ,
-                        size_bytes: NIGHTLY_READ,
+                        length_bytes: NIGHTLY_READ,
                         response_ns: None,
                     });
                 }

@@ -41,7 +41,7 @@ impl Zipf {
                 volume: VolumeId(0),
                 op: Op::Read,
                 offset_bytes: block * 4 * KIB,
-                size_bytes: 4 * KIB,
+                length_bytes: 4 * KIB,
                 response_ns: None,
             }
         })

@@ -35,7 +35,7 @@ use crate::index::{ClientIndex, LiveDelta};
 
 pub use api::*;
 
-pub type Nanos = u64;
+pub use cordillera_types::Nanos;
 
 /// The padding of a record is shorter than its alignment.
 static ZEROS: [u8; RECORD_ALIGN as usize] = [0; RECORD_ALIGN as usize];
@@ -434,15 +434,11 @@ impl Store {
     }
 
     fn random_epoch(&mut self) -> u128 {
-        let mut next = || {
-            // SplitMix64 over the seed: epochs must differ between laps and stores, not be secret.
-            self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.rng;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        };
-        ((next() as u128) << 64) | next() as u128
+        // SplitMix64 over the seed: epochs must differ between laps and stores, not be secret.
+        let mut g = cordillera_types::SplitMix64(self.rng);
+        let epoch = ((g.next_u64() as u128) << 64) | g.next_u64() as u128;
+        self.rng = g.0;
+        epoch
     }
 
     fn write_superblock_now(&mut self, sb: Superblock) {
