@@ -17,6 +17,13 @@ pub const SLOT_SHIFT: u32 = 24;
 pub const ENTRIES_MAX: usize = 4096;
 const MAGIC: &[u8; 4] = b"CDDR";
 
+/// The largest record is one store write, and it fits in its slot of the companion's space.
+const RECORD_BYTES_MAX: usize = 16 + 24 * ENTRIES_MAX;
+const _: () = assert!(
+    RECORD_BYTES_MAX <= cordillera_vstore::format::PAYLOAD_BYTES_MAX as usize
+        && RECORD_BYTES_MAX <= 1 << SLOT_SHIFT
+);
+
 /// The id under which a client's deletion records are kept.
 pub fn companion(client: u64) -> u64 {
     client ^ (1 << 63)

@@ -34,6 +34,11 @@ const MAGIC: &[u8; 8] = b"CDOFFSB2";
 const MAGIC_V1: &[u8; 8] = b"CDOFFSB1";
 const FLAG_DEGRADED: u32 = 1;
 pub const STORES_MAX: usize = 64;
+// A store set is a bit per store in a u64 (`Loc::stores`), and the largest one fits the
+// reserved area with its header and checksum.
+const _: () = assert!(
+    STORES_MAX <= u64::BITS as usize && 24 + 16 * STORES_MAX + 4 <= SUPERBLOCK_BYTES as usize
+);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Superblock {

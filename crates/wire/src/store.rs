@@ -19,6 +19,11 @@ use thiserror::Error;
 pub const VERSION: u8 = 1;
 /// A write's payload is at most 16 MiB (the store's record limit) plus headers.
 pub const FRAME_BYTES_MAX: u32 = 17 * 1024 * 1024;
+// A write of the largest payload the store keeps fits in a frame (its head is 50 bytes), and
+// so does a reply carrying it back (load figures, status, piece count, extent and length: under
+// 100 bytes).
+const _: () =
+    assert!(FRAME_BYTES_MAX as u64 >= cordillera_vstore::format::PAYLOAD_BYTES_MAX as u64 + 100);
 
 const T_WRITE: u8 = 1;
 const T_READ: u8 = 2;
