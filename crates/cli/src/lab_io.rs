@@ -1,8 +1,6 @@
-//! What every lab command shares: its `--trace` input and its output folder.
+//! What every lab command shares: its `--trace` input.
 
 use std::path::Path;
-
-use anyhow::{Context, Result};
 
 use crate::trace_cmd::InputArgs;
 
@@ -20,13 +18,5 @@ pub(crate) fn trace_input(
         arc_block_bytes: 512,
         volumes: Vec::new(),
         skip_invalid,
-    }
-}
-
-/// Writes a named file into the lab's output folder.
-pub(crate) fn writer(dir: &Path) -> impl Fn(&str, String) -> Result<()> + '_ {
-    move |name, text| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
     }
 }

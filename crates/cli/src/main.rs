@@ -13,8 +13,8 @@
 //!   metrics address.
 //! - `replay_cmd`: `replay`, a trace against a live NBD export.
 //! - `bench`: `bench trace`, `bench sim`, throughput figures against a baseline measured in the same run.
-//! - `lab_cmd`, `lab_plots`: `lab everest`, its tables, CSV and SVG output; `lab_bonfire`:
-//!   `lab bonfire`; `lab_io`: the input and output folder every lab shares.
+//! - `lab_cmd`: `lab everest`; `lab_bonfire`: `lab bonfire` (their tables, CSV and SVG output are
+//!   `cordillera_lab::render`); `lab_io`: the trace input every lab shares.
 //! - `demo`: the main job on a built-in synthetic trace.
 //! - `warmup_cmd`: `warmup simulate`, the block cache simulator (Bonfire).
 //! - `chaos`: `chaos`, SIGKILL campaigns against real volume servers and stores.
@@ -26,7 +26,6 @@ mod http;
 mod lab_bonfire;
 mod lab_cmd;
 mod lab_io;
-mod lab_plots;
 mod limit_args;
 mod replay_cmd;
 mod sim_cmd;

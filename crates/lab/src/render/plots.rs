@@ -2,12 +2,12 @@
 
 use std::path::Path;
 
+use crate::everest::Report;
 use anyhow::{anyhow, Result};
-use cordillera_lab::everest::Report;
 use plotters::prelude::*;
 
 /// One line of a chart: its name and points.
-pub(crate) struct Series {
+pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
 }
@@ -21,7 +21,7 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-pub(crate) fn chart(
+pub fn chart(
     path: &Path,
     title: &str,
     x_label: &str,
@@ -106,7 +106,7 @@ pub(crate) fn chart(
 
 /// A grouped bar chart: one group per entry of `groups`, one bar per series in each (a
 /// missing value draws no bar).
-pub(crate) fn bars(
+pub fn bars(
     path: &Path,
     title: &str,
     y_label: &str,
@@ -263,7 +263,7 @@ pub fn write_svgs(dir: &Path, r: &Report) -> Result<()> {
         )?;
     }
     if let Some(m) = &r.micro {
-        let pair = |points: &[cordillera_lab::everest::MicroPoint]| {
+        let pair = |points: &[crate::everest::MicroPoint]| {
             [
                 Series {
                     name: "off-load".into(),

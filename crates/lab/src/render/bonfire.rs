@@ -1,0 +1,602 @@
+//! `lab bonfire`'s tables, CSV files, SVG figures and report.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::plots::{bars, chart, Series};
+use super::writer;
+use crate::bonfire::{self, Report, ZipfReport};
+use crate::bonfire_overheads::Overhead;
+
+#[derive(Serialize)]
+/// Everything `lab bonfire` measured: the per-day experiment and the Zipf experiment.
+pub struct FullReport {
+    pub days: Option<Report>,
+    pub zipf: Option<ZipfReport>,
+}
+
+pub fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.digits$}"))
+}
+
+pub fn region_name(bytes: u64) -> String {
+    if bytes.is_multiple_of(1 << 20) {
+        format!("{} MB", bytes >> 20)
+    } else {
+        format!("{} KB", bytes >> 10)
+    }
+}
+
+pub fn days_text(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Bonfire §4.3 on {}: {}, each warmed from the one before; hit rates per {:.0} s; LRU caches{}\n",
+        r.source,
+        if r.day_s == 86_400.0 {
+            "days of 24 h".to_owned()
+        } else {
+            format!("periods (\"days\") of {} s", r.day_s)
+        },
+        r.interval_s,
+        if r.readahead_bytes > 0 {
+            format!(", {} KiB read-ahead", r.readahead_bytes >> 10)
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        s,
+        "Volumes, reaccess classes (% of reaccessed blocks) and the decision tree (Figure 8)"
+    );
+    for v in &r.volumes {
+        let _ = write!(
+            s,
+            "  {:<12} {:>9} requests ({:>3.0} % reads), working set {:>9} blocks, {} day(s)",
+            v.volume,
+            v.requests,
+            100.0 * v.read_requests as f64 / v.requests.max(1) as f64,
+            v.working_set_blocks,
+            v.days
+        );
+        if let Some(why) = &v.skipped {
+            let _ = writeln!(s, " — skipped: {why}");
+            continue;
+        }
+        let _ = writeln!(s);
+        if let Some(c) = &v.reaccess {
+            let _ = writeln!(
+                s,
+                "      hourly {:.0} %, daily {:.0} %, other {:.0} %; {:.0} % of reaccesses within 10 MiB",
+                c.hourly_block_pct, c.daily_block_pct, c.other_block_pct, c.reuse_under_10mib_pct
+            );
+        }
+        if let Some(rec) = &v.recommendation {
+            let _ = writeln!(s, "      recommended: {} — {}", rec.algorithm, rec.because);
+        }
+        let _ = match v.measured_best {
+            Some(best) => writeln!(
+                s,
+                "      measured best at the middle setting: {best} ({} of {} days)",
+                v.measured_best_days, v.warmed_days
+            ),
+            None => writeln!(
+                s,
+                "      measured best at the middle setting: none (the top is shared over {} days)",
+                v.warmed_days
+            ),
+        };
+    }
+    let m = &r.middle;
+    let _ = writeln!(
+        s,
+        "\nTable 3 over the Table 2 grid: medians over (volume, day) of each one's best algorithm"
+    );
+    let _ = writeln!(
+        s,
+        "  {:>6} {:>6} {:>6} {:>5} {:>5} {:>5} {:>9} | {:>8} {:>8} {:>8} | {:>6} {:>6} {:>6} {:>7}",
+        "region",
+        "cache",
+        "warmup",
+        "Th_V",
+        "Th_N",
+        "cases",
+        "T_pre min",
+        "cold h",
+        "bonf. h",
+        "impr. %",
+        "SLR cold",
+        "always",
+        "bonf.",
+        "impr. %"
+    );
+    let mut regions: Vec<u64> = r.table.iter().map(|t| t.region_bytes).collect();
+    regions.dedup();
+    regions.sort_unstable_by(|a, b| b.cmp(a));
+    regions.dedup();
+    for region in regions {
+        for t in r.table.iter().filter(|t| t.region_bytes == region) {
+            let _ = writeln!(
+                s,
+                "  {:>6} {:>6} {:>6} {:>5} {:>5} {:>5} {:>9} | {:>8} {:>8} {:>8} | {:>8} {:>6} {:>6} {:>7}",
+                region_name(t.region_bytes),
+                t.cache_pct,
+                t.warmup_pct,
+                t.th_v * 100.0,
+                t.th_n * 100.0,
+                t.cases,
+                opt(t.preload_min, 2),
+                opt(t.cold_converge_h, 1),
+                opt(t.bonfire_converge_h, 1),
+                opt(t.converge_improvement_pct, 0),
+                opt(t.load_reduction_cold_pct, 0),
+                opt(t.load_reduction_always_pct, 0),
+                opt(t.load_reduction_bonfire_pct, 0),
+                opt(t.load_reduction_improvement_pct, 0),
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\nFigures 6–7 at the middle setting (cache {} %, warm-up {} %, {} regions, Th_V {}, Th_N {}): T_converge h [server load reduction %]",
+        m.cache_pct,
+        m.warmup_pct,
+        region_name(m.region_bytes),
+        m.th_v,
+        m.th_n
+    );
+    for f in &r.figures {
+        let _ = write!(
+            s,
+            "  {:<12} day {}: cold {:.1} [{}], always-warm [{}]",
+            f.volume,
+            f.day,
+            f.cold_converge_h,
+            opt(f.load_reduction_cold_pct, 0),
+            opt(f.load_reduction_always_pct, 0)
+        );
+        for x in &f.algorithms {
+            let _ = write!(
+                s,
+                ", {} {:.1} [{}]",
+                x.algorithm,
+                x.converge_h,
+                opt(x.load_reduction_pct, 0)
+            );
+        }
+        let _ = writeln!(s);
+    }
+    let _ = writeln!(
+        s,
+        "\nHeadline at the middle setting, over {} warmed (volume, day) pairs",
+        r.headline.cases
+    );
+    s.push_str(&tally_text(&r.headline));
+    for d in &r.shifted_daily {
+        let _ = writeln!(
+            s,
+            "\nDaily reaccesses (§4.3.3): {} with days starting at {:02}:00, over {} days",
+            d.volume, d.day_start_hour, d.headline.cases
+        );
+        s.push_str(&tally_text(&d.headline));
+    }
+    s
+}
+
+pub fn tally_text(h: &bonfire::Headline) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "  {:<9} {:>13} {:>10} {:>18} {:>17} {:>13} {:>12}",
+        "algorithm",
+        "best T_conv",
+        "best SLR",
+        "sooner than cold",
+        "more SLR than cold",
+        "median T_conv",
+        "median SLR"
+    );
+    for t in &h.algorithms {
+        let _ = writeln!(
+            s,
+            "  {:<9} {:>13} {:>10} {:>18} {:>17} {:>11} h {:>10} %",
+            t.algorithm.to_string(),
+            t.best_converge,
+            t.best_load,
+            t.converges_sooner_than_cold,
+            t.reduces_more_load_than_cold,
+            opt(t.median_converge_h, 1),
+            opt(t.median_load_reduction_pct, 0)
+        );
+    }
+    s
+}
+
+pub fn zipf_text(z: &ZipfReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nBonfire §6.1 (Figure 10): {} 4 KiB Zipf reads, α = {}, over {:.0} GiB; working set {:.2} GB; caches of {} blocks created at I/O {}; Last-K of 4 KiB blocks",
+        z.requests,
+        z.alpha,
+        z.span_bytes as f64 / (1u64 << 30) as f64,
+        z.working_set_blocks as f64 * 4096.0 / 1e9,
+        z.cache_blocks,
+        z.start_io
+    );
+    let _ = writeln!(
+        s,
+        "  {:<14} {:>14} {:>16} {:>16} {:>14}",
+        "scheme", "pre-loaded", "hit rate, half 2", "hit rate at end", "converged at"
+    );
+    for x in &z.series {
+        let _ = writeln!(
+            s,
+            "  {:<14} {:>14} {:>14} % {:>14} % {:>14}",
+            x.scheme,
+            x.preload_blocks,
+            opt(x.hit_rate.map(|h| h * 100.0), 1),
+            opt(x.final_hit_rate.map(|h| h * 100.0), 1),
+            if x.converge_io >= z.requests {
+                "never".to_owned()
+            } else {
+                format!("{:.2} M I/O", x.converge_io as f64 / 1e6)
+            }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  (converged: Equation 1 with Th_V {} and Th_N {})",
+        z.th_v, z.th_n
+    );
+    s
+}
+
+/// Every Table 4 column the run measured.
+pub fn all_overheads(r: &FullReport) -> Vec<&Overhead> {
+    let mut all: Vec<&Overhead> = r.zipf.iter().map(|z| &z.overhead).collect();
+    if let Some(d) = &r.days {
+        all.extend(d.overheads.iter());
+    }
+    all
+}
+
+pub fn bytes_text(b: f64) -> String {
+    if b >= 1e9 {
+        format!("{:.1} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} KB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+pub fn overheads_text(r: &FullReport) -> String {
+    let all = all_overheads(r);
+    let mut s = String::new();
+    if all.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "\nOverheads (Table 4): monitoring a window, then pre-loading Last-K on {} disk models; metadata-only / metadata+data",
+        all[0].device
+    );
+    for o in all {
+        let _ = writeln!(
+            s,
+            "  {}: {} requests over {:.0} s, {} warm-up blocks",
+            o.workload, o.window_requests, o.window_s, o.warmup_blocks
+        );
+        let _ = writeln!(
+            s,
+            "      log space      {:>10} / {:>10}",
+            bytes_text(o.metadata_only.log_bytes as f64),
+            bytes_text(o.metadata_data.log_bytes as f64)
+        );
+        let _ = writeln!(
+            s,
+            "      log bandwidth  {:>8}/s / {:>8}/s",
+            bytes_text(o.metadata_only.log_bytes_per_s),
+            bytes_text(o.metadata_data.log_bytes_per_s)
+        );
+        let _ = writeln!(
+            s,
+            "      pre-warm time  {:>8.1} s / {:>8.1} s",
+            o.metadata_only.prewarm_s, o.metadata_data.prewarm_s
+        );
+    }
+    s
+}
+
+pub fn cell(v: Option<f64>) -> String {
+    v.map_or(String::new(), |v| format!("{v:.4}"))
+}
+
+pub fn write_outputs(dir: &Path, r: &FullReport) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write = writer(dir);
+    write("report.json", serde_json::to_string_pretty(r)?)?;
+    let mut t4 = String::from(
+        "workload,scheme,window_requests,window_s,warmup_blocks,log_bytes,log_writes,log_bytes_per_s,preload_log_read_bytes,prewarm_s\n",
+    );
+    for o in all_overheads(r) {
+        for (scheme, x) in [
+            ("metadata-only", &o.metadata_only),
+            ("metadata+data", &o.metadata_data),
+        ] {
+            let _ = writeln!(
+                t4,
+                "{},{scheme},{},{:.3},{},{},{},{:.1},{},{:.3}",
+                o.workload,
+                o.window_requests,
+                o.window_s,
+                o.warmup_blocks,
+                x.log_bytes,
+                x.log_writes,
+                x.log_bytes_per_s,
+                x.preload_log_read_bytes,
+                x.prewarm_s
+            );
+        }
+    }
+    write("table4_overheads.csv", t4)?;
+    if let Some(d) = &r.days {
+        let mut cases = String::from(
+            "volume,day,cache_pct,warmup_pct,region_bytes,algorithm,th_v,th_n,preload_blocks,preload_s,cold_converge_h,warmed_converge_h,converge_improvement_pct,load_reduction_cold_pct,load_reduction_always_pct,load_reduction_warmed_pct\n",
+        );
+        for c in &d.cases {
+            let _ = writeln!(
+                cases,
+                "{},{},{},{},{},{},{},{},{},{:.3},{:.4},{:.4},{},{},{},{}",
+                c.volume,
+                c.day,
+                c.cache_pct,
+                c.warmup_pct,
+                c.region_bytes,
+                c.algorithm,
+                c.th_v,
+                c.th_n,
+                c.preload_blocks,
+                c.preload_s,
+                c.cold_converge_h,
+                c.warmed_converge_h,
+                cell(c.converge_improvement_pct),
+                cell(c.load_reduction_cold_pct),
+                cell(c.load_reduction_always_pct),
+                cell(c.load_reduction_warmed_pct)
+            );
+        }
+        write("cases.csv", cases)?;
+        let mut t3 = String::from(
+            "region_bytes,cache_pct,warmup_pct,th_v,th_n,cases,preload_min,cold_converge_h,bonfire_converge_h,converge_improvement_pct,load_reduction_cold_pct,load_reduction_always_pct,load_reduction_bonfire_pct,load_reduction_improvement_pct\n",
+        );
+        for t in &d.table {
+            let _ = writeln!(
+                t3,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                t.region_bytes,
+                t.cache_pct,
+                t.warmup_pct,
+                t.th_v,
+                t.th_n,
+                t.cases,
+                cell(t.preload_min),
+                cell(t.cold_converge_h),
+                cell(t.bonfire_converge_h),
+                cell(t.converge_improvement_pct),
+                cell(t.load_reduction_cold_pct),
+                cell(t.load_reduction_always_pct),
+                cell(t.load_reduction_bonfire_pct),
+                cell(t.load_reduction_improvement_pct)
+            );
+        }
+        write("table3.csv", t3)?;
+        let mut f67 = String::from("volume,day,scheme,converge_h,load_reduction_pct\n");
+        for f in &d.figures {
+            let _ = writeln!(
+                f67,
+                "{},{},cold,{},{}",
+                f.volume,
+                f.day,
+                f.cold_converge_h,
+                cell(f.load_reduction_cold_pct)
+            );
+            let _ = writeln!(
+                f67,
+                "{},{},always-warm,0,{}",
+                f.volume,
+                f.day,
+                cell(f.load_reduction_always_pct)
+            );
+            for x in &f.algorithms {
+                let _ = writeln!(
+                    f67,
+                    "{},{},{},{},{}",
+                    f.volume,
+                    f.day,
+                    x.algorithm,
+                    x.converge_h,
+                    cell(x.load_reduction_pct)
+                );
+            }
+        }
+        write("fig6_7_algorithms.csv", f67)?;
+        let mut rec = String::from(
+            "volume,hourly_block_pct,daily_block_pct,other_block_pct,reuse_under_10mib_pct,recommended,start_at_hour,measured_best,measured_best_days,warmed_days\n",
+        );
+        for v in d.volumes.iter().filter(|v| v.skipped.is_none()) {
+            let (Some(c), Some(r)) = (&v.reaccess, &v.recommendation) else {
+                continue;
+            };
+            let _ = writeln!(
+                rec,
+                "{},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{}",
+                v.volume,
+                c.hourly_block_pct,
+                c.daily_block_pct,
+                c.other_block_pct,
+                c.reuse_under_10mib_pct,
+                r.algorithm,
+                r.start_at_hour.map_or(String::new(), |h| h.to_string()),
+                v.measured_best.map_or(String::new(), |a| a.to_string()),
+                v.measured_best_days,
+                v.warmed_days
+            );
+        }
+        write("fig8_recommendations.csv", rec)?;
+        days_svgs(dir, d)?;
+    }
+    if let Some(z) = &r.zipf {
+        let mut csv = String::from("io,scheme,hit_rate\n");
+        for x in &z.series {
+            for (i, h) in x.hit_rates.iter().enumerate() {
+                let _ = writeln!(
+                    csv,
+                    "{},{},{}",
+                    z.start_io + i as u64 * z.interval_ios,
+                    x.scheme,
+                    cell(*h)
+                );
+            }
+        }
+        write("fig10_zipf.csv", csv)?;
+        let series: Vec<Series> = z
+            .series
+            .iter()
+            .map(|x| Series {
+                name: x.scheme.clone(),
+                points: x
+                    .hit_rates
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, h)| {
+                        h.map(|h| {
+                            (
+                                (z.start_io + i as u64 * z.interval_ios) as f64 / 1e6,
+                                h * 100.0,
+                            )
+                        })
+                    })
+                    .collect(),
+            })
+            .collect();
+        chart(
+            &dir.join("fig10_zipf.svg"),
+            "Read hit rate of the Zipf workload (Bonfire Fig. 10)",
+            "I/Os, millions",
+            "read hit rate, %",
+            false,
+            &series,
+        )?;
+    }
+    Ok(())
+}
+
+pub fn days_svgs(dir: &Path, d: &Report) -> Result<()> {
+    if d.figures.is_empty() {
+        return Ok(());
+    }
+    let groups: Vec<String> = d
+        .figures
+        .iter()
+        .map(|f| format!("{} d{}", f.volume, f.day))
+        .collect();
+    let algs: Vec<_> = d.figures[0]
+        .algorithms
+        .iter()
+        .map(|x| x.algorithm)
+        .collect();
+    let mut conv = vec![(
+        "cold".to_owned(),
+        d.figures
+            .iter()
+            .map(|f| Some(f.cold_converge_h))
+            .collect::<Vec<_>>(),
+    )];
+    let mut slr = vec![
+        (
+            "cold".to_owned(),
+            d.figures
+                .iter()
+                .map(|f| f.load_reduction_cold_pct)
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "always-warm".to_owned(),
+            d.figures
+                .iter()
+                .map(|f| f.load_reduction_always_pct)
+                .collect(),
+        ),
+    ];
+    for (i, alg) in algs.iter().enumerate() {
+        conv.push((
+            alg.to_string(),
+            d.figures
+                .iter()
+                .map(|f| f.algorithms.get(i).map(|x| x.converge_h))
+                .collect(),
+        ));
+        slr.push((
+            alg.to_string(),
+            d.figures
+                .iter()
+                .map(|f| f.algorithms.get(i).and_then(|x| x.load_reduction_pct))
+                .collect(),
+        ));
+    }
+    bars(
+        &dir.join("fig6_convergence.svg"),
+        "Convergence time at the middle setting (Bonfire Fig. 6)",
+        "T_converge, hours",
+        &groups,
+        &conv,
+    )?;
+    bars(
+        &dir.join("fig7_load_reduction.svg"),
+        "Server I/O load reduction (Bonfire Fig. 7)",
+        "server load reduction, %",
+        &groups,
+        &slr,
+    )?;
+    // The hit rate over each figure day.
+    for f in &d.figures {
+        let mut names = vec!["always-warm".to_owned(), "cold".to_owned()];
+        names.extend(f.algorithms.iter().map(|x| x.algorithm.to_string()));
+        let series: Vec<Series> = names
+            .iter()
+            .enumerate()
+            .map(|(k, name)| Series {
+                name: name.clone(),
+                points: f
+                    .hit_rates
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, row)| {
+                        row[k].map(|h| (i as f64 * d.interval_s / 3600.0, h * 100.0))
+                    })
+                    .collect(),
+            })
+            .collect();
+        let safe: String = f
+            .volume
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        chart(
+            &dir.join(format!("hit_rate_{safe}_day{}.svg", f.day)),
+            &format!("Read hit rate of {} on day {}", f.volume, f.day),
+            "hours into the day",
+            "read hit rate, %",
+            false,
+            &series,
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,339 @@
+//! `lab everest`'s tables, CSV files and report.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::writer;
+use crate::everest::{ConfigResult, Report};
+
+pub fn ms(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| {
+        if v >= 1000.0 {
+            format!("{:.2} s", v / 1000.0)
+        } else {
+            format!("{v:.2} ms")
+        }
+    })
+}
+
+pub fn mb(bytes: f64) -> String {
+    format!("{:.1} MB", bytes / 1e6)
+}
+
+pub fn table(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Everest §4.1 on {}: volumes are RAID-0 of four {} with a store on the last {:.1} %; T_base = {}, T_store = {}, N_reclaim = {}\n",
+        r.source, r.device, r.store_partition_pct, r.t_base, r.t_store, r.n_reclaim
+    );
+    let _ = writeln!(s, "Peak episodes (Table 1)");
+    let _ = writeln!(
+        s,
+        "  {:>2}  {:>9}  {:>9}  {:>9}  {:>6}  {:>11}  replayed volumes (requests)",
+        "#", "start s", "end s", "requests", "read %", "peak req/s"
+    );
+    for e in &r.episodes {
+        let vols: Vec<String> = e
+            .volumes
+            .iter()
+            .map(|v| format!("{} ({})", v.volume, v.requests))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  {:>2}  {:>9.0}  {:>9.0}  {:>9}  {:>6}  {:>11.0}  {}",
+            e.rank,
+            e.start_s,
+            e.end_s,
+            e.requests,
+            e.read_pct.map_or("-".into(), |p| format!("{p:.0}")),
+            e.peak_rate_per_s,
+            vols.join(", ")
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nResponse times (Figure 5): mean, and 99th percentile in brackets"
+    );
+    let _ = writeln!(
+        s,
+        "  {:>2}  {:<9}  {:>10}  {:>22}  {:>22}  {:>10}  {:>9}",
+        "#", "config", "mean", "reads", "writes", "off-loaded", "speed-up"
+    );
+    for e in &r.episodes {
+        let rows: [(&str, &ConfigResult, Option<f64>); 3] = [
+            ("baseline", &e.configs.baseline, None),
+            ("always", &e.configs.always, e.always_speedup),
+            ("peak", &e.configs.peak, e.peak_speedup),
+        ];
+        for (name, c, speedup) in rows {
+            let _ = writeln!(
+                s,
+                "  {:>2}  {:<9}  {:>10}  {:>22}  {:>22}  {:>10}  {:>9}",
+                e.rank,
+                name,
+                ms(c.mean_ms),
+                format!("{} [{}]", ms(c.read_mean_ms), ms(c.read_p99_ms)),
+                format!("{} [{}]", ms(c.write_mean_ms), ms(c.write_p99_ms)),
+                mb(c.offloaded_write_bytes as f64),
+                speedup.map_or("".into(), |x| format!("{x:.1}×")),
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\nOff-loaded data (Figure 6), all clients: largest, time-average, left at the end"
+    );
+    for e in &r.episodes {
+        for (name, c) in [("always", &e.configs.always), ("peak", &e.configs.peak)] {
+            let _ = writeln!(
+                s,
+                "  {:>2}  {:<7}  max {:>10}  mean {:>10}  at end {:>10}  (last answer at {:.0} s)",
+                e.rank,
+                name,
+                mb(c.offloaded_max_bytes as f64),
+                mb(c.offloaded_mean_bytes),
+                mb(c.offloaded_at_end_bytes as f64),
+                c.last_answer_s
+            );
+        }
+    }
+    if !r.sensitivity.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nSensitivity (Figure 7), peak off-load over all episodes"
+        );
+        for p in &r.sensitivity {
+            let _ = writeln!(
+                s,
+                "  {:<9} = {:>5}: mean {:>10}, off-loaded data mean {:>9.1} MB, reads from stores {:.2} %",
+                p.parameter,
+                p.value,
+                ms(p.mean_ms),
+                p.offloaded_mean_mb,
+                p.offloaded_read_pct
+            );
+        }
+    }
+    if r.episodes.iter().any(|e| e.nvram.is_some()) {
+        let _ = writeln!(
+            s,
+            "\nNVRAM (Figure 8): 128 MB shared by the three volumes, half for writes"
+        );
+        for e in &r.episodes {
+            if let Some(n) = &e.nvram {
+                let _ = writeln!(
+                    s,
+                    "  {:>2}  baseline {:>10} → with NVRAM {:>10};  peak off-load {:>10} → with NVRAM {:>10}",
+                    e.rank,
+                    ms(e.configs.baseline.mean_ms),
+                    ms(n.baseline.mean_ms),
+                    ms(e.configs.peak.mean_ms),
+                    ms(n.peak.mean_ms)
+                );
+            }
+        }
+    }
+    if let Some(rec) = &r.recovery {
+        let _ = writeln!(
+            s,
+            "\nWorst-case recovery (Table 3): crash {:.0} s into episode {}",
+            rec.crash_at_s, rec.episode
+        );
+        let _ = writeln!(
+            s,
+            "  max log size          {}",
+            mb(rec.max_log_bytes as f64)
+        );
+        let _ = writeln!(s, "  max log records       {}", rec.max_log_records);
+        let _ = writeln!(
+            s,
+            "  max valid data        {}",
+            mb(rec.max_valid_bytes as f64)
+        );
+        let _ = writeln!(
+            s,
+            "  max store recovery    {:.2} s",
+            rec.max_store_recovery_s
+        );
+        let _ = writeln!(
+            s,
+            "  max client recovery   {:.2} s",
+            rec.max_client_recovery_s
+        );
+        let _ = writeln!(
+            s,
+            "  metadata (32 B/extent) {:.1} KB",
+            rec.metadata_bytes as f64 / 1e3
+        );
+    }
+    if let Some(us) = r.client_us_per_offloaded_write {
+        let _ = writeln!(
+            s,
+            "\nClient core time per off-loaded write (peak off-load runs): {us:.2} µs (Everest: 56 µs)"
+        );
+    }
+    if let Some(m) = &r.micro {
+        let _ = writeln!(
+            s,
+            "\nMicro-benchmarks (§4.3, Figure 13): one Cheetah 15K client disk, 64 KiB requests"
+        );
+        let _ = writeln!(
+            s,
+            "  (a) throughput vs reads, one store, always off-load vs none"
+        );
+        for p in &m.read_ratio {
+            let _ = writeln!(
+                s,
+                "      {:>3.0} % reads: {:>7.1} MB/s off-load, {:>7.1} MB/s without",
+                p.x,
+                p.offload_mb_per_s,
+                p.baseline_mb_per_s.unwrap_or(0.0)
+            );
+        }
+        let _ = writeln!(s, "  (b) reclaim throughput vs N_reclaim");
+        for (name, points) in [
+            ("random", &m.reclaim_random),
+            ("streaming", &m.reclaim_streaming),
+        ] {
+            let cells: Vec<String> = points
+                .iter()
+                .map(|p| format!("{:.0}: {:.1} MB/s", p.x, p.offload_mb_per_s))
+                .collect();
+            let _ = writeln!(s, "      {name:<9} {}", cells.join(", "));
+        }
+        let _ = writeln!(
+            s,
+            "  (c) random write throughput vs stores (always off-load)"
+        );
+        for p in &m.stores {
+            let _ = writeln!(
+                s,
+                "      {} store(s): {:>7.1} MB/s (no off-load: {:.1} MB/s)",
+                p.x,
+                p.offload_mb_per_s,
+                p.baseline_mb_per_s.unwrap_or(0.0)
+            );
+        }
+    }
+    s
+}
+
+pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write = writer(dir);
+    write("report.json", serde_json::to_string_pretty(r)?)?;
+    let mut fig5 = String::from(
+        "episode,read_pct,config,requests,mean_ms,read_mean_ms,write_mean_ms,read_p99_ms,write_p99_ms,offloaded_write_bytes\n",
+    );
+    let mut fig6 = String::from("episode,config,time_s,offloaded_bytes\n");
+    let mut fig8 = String::from("episode,config,nvram,mean_ms,read_mean_ms,write_mean_ms\n");
+    let cell = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+    for e in &r.episodes {
+        for (name, c) in [
+            ("baseline", &e.configs.baseline),
+            ("always", &e.configs.always),
+            ("peak", &e.configs.peak),
+        ] {
+            let _ = writeln!(
+                fig5,
+                "{},{},{},{},{},{},{},{},{},{}",
+                e.rank,
+                cell(e.replayed_read_pct),
+                name,
+                c.requests,
+                cell(c.mean_ms),
+                cell(c.read_mean_ms),
+                cell(c.write_mean_ms),
+                cell(c.read_p99_ms),
+                cell(c.write_p99_ms),
+                c.offloaded_write_bytes
+            );
+            if name != "baseline" {
+                for (k, b) in c.offloaded_bytes.iter().enumerate() {
+                    let _ = writeln!(fig6, "{},{},{},{}", e.rank, name, k as f64 * r.sample_s, b);
+                }
+            }
+        }
+        if let Some(n) = &e.nvram {
+            for (name, nv, c) in [
+                ("baseline", false, &e.configs.baseline),
+                ("baseline", true, &n.baseline),
+                ("peak", false, &e.configs.peak),
+                ("peak", true, &n.peak),
+            ] {
+                let _ = writeln!(
+                    fig8,
+                    "{},{},{},{},{},{}",
+                    e.rank,
+                    name,
+                    nv,
+                    cell(c.mean_ms),
+                    cell(c.read_mean_ms),
+                    cell(c.write_mean_ms)
+                );
+            }
+        }
+    }
+    write("fig5_response_times.csv", fig5)?;
+    write("fig6_offloaded.csv", fig6)?;
+    if r.episodes.iter().any(|e| e.nvram.is_some()) {
+        write("fig8_nvram.csv", fig8)?;
+    }
+    if !r.sensitivity.is_empty() {
+        let mut fig7 =
+            String::from("parameter,value,mean_ms,offloaded_mean_mb,offloaded_read_pct\n");
+        for p in &r.sensitivity {
+            let _ = writeln!(
+                fig7,
+                "{},{},{},{:.3},{:.4}",
+                p.parameter,
+                p.value,
+                cell(p.mean_ms),
+                p.offloaded_mean_mb,
+                p.offloaded_read_pct
+            );
+        }
+        write("fig7_sensitivity.csv", fig7)?;
+    }
+    if let Some(rec) = &r.recovery {
+        write(
+            "table3_recovery.csv",
+            format!(
+                "episode,crash_at_s,max_log_bytes,max_log_records,max_valid_bytes,max_store_recovery_s,max_client_recovery_s,metadata_bytes\n{},{},{},{},{},{:.4},{:.4},{}\n",
+                rec.episode,
+                rec.crash_at_s,
+                rec.max_log_bytes,
+                rec.max_log_records,
+                rec.max_valid_bytes,
+                rec.max_store_recovery_s,
+                rec.max_client_recovery_s,
+                rec.metadata_bytes
+            ),
+        )?;
+    }
+    if let Some(m) = &r.micro {
+        let mut csv = String::from("experiment,x,offload_mb_per_s,baseline_mb_per_s\n");
+        for (name, points) in [
+            ("read_pct", &m.read_ratio),
+            ("reclaim_random_n", &m.reclaim_random),
+            ("reclaim_streaming_n", &m.reclaim_streaming),
+            ("stores", &m.stores),
+        ] {
+            for p in points.iter() {
+                let _ = writeln!(
+                    csv,
+                    "{name},{},{:.3},{}",
+                    p.x,
+                    p.offload_mb_per_s,
+                    cell(p.baseline_mb_per_s)
+                );
+            }
+        }
+        write("fig13_micro.csv", csv)?;
+    }
+    super::plots::write_svgs(dir, r)?;
+    Ok(())
+}

@@ -1,0 +1,18 @@
+//! The labs' reports as people read them: text tables, CSV files and SVG figures, written
+//! into an output folder. The command line only parses arguments and calls these.
+
+pub mod bonfire;
+pub mod everest;
+pub mod plots;
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// Writes a named file into the lab's output folder.
+pub fn writer(dir: &Path) -> impl Fn(&str, String) -> Result<()> + '_ {
+    move |name, text| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    }
+}
