@@ -227,6 +227,31 @@ impl Default for ExportConfig {
     }
 }
 
+/// Serves `backend` on a loopback port from a runtime of two worker threads on a thread of
+/// its own, for tools and tests; returns the address once it listens. The server runs until
+/// the process exits.
+pub fn serve_in_background(
+    backend: Arc<dyn Backend>,
+    config: ExportConfig,
+) -> io::Result<std::net::SocketAddr> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    std::thread::spawn(move || {
+        runtime.block_on(async move {
+            let listener = TcpListener::from_std(listener).expect("a listening socket");
+            if let Err(e) = serve(listener, backend, config).await {
+                tracing::error!(error = %e, "nbd server stopped");
+            }
+        })
+    });
+    Ok(addr)
+}
+
 /// Accepts connections until the listener fails; each connection runs on its own task.
 pub async fn serve(
     listener: TcpListener,

@@ -7,7 +7,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::sync::Arc;
 
-use cordillera_runtime::nbd_server::{serve, Backend, Completion, ExportConfig, FileBackend, Op};
+use cordillera_runtime::nbd_server::{
+    serve_in_background, Backend, Completion, ExportConfig, FileBackend, Op,
+};
 use cordillera_wire::nbd;
 
 const EXPORT_BYTES: u64 = 64 << 20;
@@ -25,25 +27,12 @@ fn start() -> (SocketAddr, tempfile::NamedTempFile) {
 
 /// A server for `backend` on its own runtime thread.
 fn start_backend(backend: Arc<dyn Backend>, in_flight_max: usize) -> SocketAddr {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            let config = ExportConfig {
-                name: "vol".into(),
-                in_flight_max,
-                ..ExportConfig::default()
-            };
-            serve(listener, backend, config).await.unwrap();
-        });
-    });
-    rx.recv().unwrap()
+    let config = ExportConfig {
+        name: "vol".into(),
+        in_flight_max,
+        ..ExportConfig::default()
+    };
+    serve_in_background(backend, config).unwrap()
 }
 
 fn have(program: &str) -> bool {

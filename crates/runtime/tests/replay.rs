@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use cordillera_runtime::nbd_client::NbdUrl;
-use cordillera_runtime::nbd_server::{serve, Backend, ExportConfig, FileBackend};
+use cordillera_runtime::nbd_server::{serve_in_background, Backend, ExportConfig, FileBackend};
 use cordillera_runtime::replay::{replay, Mode, ReplayError, ReplayOptions};
 use cordillera_trace::{Record, VolumeId};
 use cordillera_types::Op;
@@ -19,25 +19,12 @@ fn start(read_only: bool) -> (NbdUrl, tempfile::NamedTempFile) {
     let file = tempfile::NamedTempFile::new().unwrap();
     file.as_file().set_len(EXPORT_BYTES).unwrap();
     let backend: Arc<dyn Backend> = Arc::new(FileBackend::open(file.path()).unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            let config = ExportConfig {
-                name: "vol".into(),
-                read_only,
-                ..ExportConfig::default()
-            };
-            serve(listener, backend, config).await.unwrap();
-        });
-    });
-    let addr = rx.recv().unwrap();
+    let config = ExportConfig {
+        name: "vol".into(),
+        read_only,
+        ..ExportConfig::default()
+    };
+    let addr = serve_in_background(backend, config).unwrap();
     (format!("nbd://{addr}/vol").parse().unwrap(), file)
 }
 
