@@ -10,7 +10,7 @@ use cordillera_trace::Format;
 use cordillera_trace::ReadOptions;
 
 /// Seeded, so failures reproduce from the iteration number.
-struct Rng(cordillera_trace::synth::SplitMix64);
+struct Rng(cordillera_types::SplitMix64);
 impl Rng {
     fn next_u64(&mut self) -> u64 {
         self.0.next_u64()
@@ -66,7 +66,7 @@ fn mutate(rng: &mut Rng, line: &[u8]) -> Vec<u8> {
 #[test]
 fn line_parsers_never_panic() {
     let options = ParseOptions::default();
-    let mut rng = Rng(cordillera_trace::synth::SplitMix64(0xC0DE));
+    let mut rng = Rng(cordillera_types::SplitMix64(0xC0DE));
     let mut outcomes = [0u64; 2];
     for i in 0..40_000 {
         let seed = SEEDS[i % SEEDS.len()].as_bytes();
@@ -82,7 +82,7 @@ fn line_parsers_never_panic() {
 
 #[test]
 fn readers_never_panic_on_mutated_files() {
-    let mut rng = Rng(cordillera_trace::synth::SplitMix64(0xF11E));
+    let mut rng = Rng(cordillera_types::SplitMix64(0xF11E));
     for i in 0..2_000 {
         let mut text = Vec::new();
         for _ in 0..1 + rng.below(8) {
@@ -123,7 +123,7 @@ fn binary_reader_never_panics_on_mutated_files() {
         writer.write(r, &volumes, &info).unwrap();
     }
     let good = writer.finish(&info).unwrap();
-    let mut rng = Rng(cordillera_trace::synth::SplitMix64(0xB1B1));
+    let mut rng = Rng(cordillera_types::SplitMix64(0xB1B1));
     for _ in 0..3_000 {
         let mut bad = good.clone();
         for _ in 0..1 + rng.below(3) {
