@@ -11,12 +11,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use cordillera_runtime::disk::IoMode;
 use cordillera_runtime::store_server::StoreClient;
-use cordillera_vstore::store::{Reply, Request};
+use cordillera_vstore::store::Reply;
 
 use super::{cpu_of, gb, pin, start_store, unpin, CLIENT_CPU, SERVER_CPU};
 
@@ -163,28 +162,10 @@ struct Driven {
 fn drive(target: &mut Target, volume: u64, size: u64, depth: usize, bytes: u64) -> Result<Driven> {
     let old = pin(CLIENT_CPU);
     let driven = cpu_of(|| {
-        let count = bytes / size;
-        let data = vec![0x5a; size as usize];
-        let started = Instant::now();
-        let (mut sent, mut done) = (0u64, 0u64);
-        while done < count {
-            while sent < count && sent - done < depth as u64 {
-                target.writes += 1;
-                target.client.send(Request::Write {
-                    client: 1,
-                    volume,
-                    offset_bytes: target.writes * size,
-                    version: target.writes,
-                    data: data.clone(),
-                })?;
-                sent += 1;
-            }
-            match target.client.receive()? {
-                (_, Reply::Done) => done += 1,
-                (_, other) => bail!("store bench: unexpected reply {other:?}"),
-            }
-        }
-        Ok(started.elapsed().as_secs_f64())
+        super::pipelined_writes(&mut target.client, size, depth, bytes / size, |_| {
+            target.writes += 1;
+            (volume, target.writes * size, target.writes)
+        })
     });
     unpin(old);
     let (seconds, server_cpu_s, client_cpu_s) = driven?;

@@ -311,16 +311,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
             device_64k,
         });
     }
-    let median = |field: &dyn Fn(&Round) -> f64| {
-        let mut values: Vec<f64> = samples.iter().map(field).collect();
-        values.sort_by(f64::total_cmp);
-        let n = values.len();
-        if n % 2 == 1 {
-            values[n / 2]
-        } else {
-            (values[n / 2 - 1] + values[n / 2]) / 2.0
-        }
-    };
+    let median = |field: &dyn Fn(&Round) -> f64| median_of(samples.iter().map(field).collect());
     // The transport measurements: the median over every slice of every round of the store's
     // MB/s over a baseline's in the same slice; their 10th and 90th percentiles; and MB/s
     // over all the bytes of all rounds.

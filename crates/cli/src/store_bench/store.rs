@@ -98,26 +98,42 @@ pub(super) fn drive_writes_timed(
 ) -> Result<f64> {
     let mut client = StoreClient::connect(addr)?;
     let count = total / size;
-    let data = vec![0x5a; size as usize];
     let blocks = (16u64 << 30) / size;
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let seconds = pipelined_writes(&mut client, size, depth, count, |sent| {
+        let block = if random {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % blocks
+        } else {
+            sent
+        };
+        (1, block * size, sent + 1)
+    })?;
+    Ok((count * size) as f64 / 1e6 / seconds)
+}
+
+/// Sends `count` writes of `size` bytes on `client` with `depth` outstanding, each at the
+/// (volume, offset, version) `place(n)` gives for the n-th; waits for every reply; seconds.
+pub(super) fn pipelined_writes(
+    client: &mut StoreClient,
+    size: u64,
+    depth: usize,
+    count: u64,
+    mut place: impl FnMut(u64) -> (u64, u64, u64),
+) -> Result<f64> {
+    let data = vec![0x5a; size as usize];
     let started = Instant::now();
     let (mut sent, mut done) = (0u64, 0u64);
     while done < count {
         while sent < count && sent - done < depth as u64 {
-            let block = if random {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x % blocks
-            } else {
-                sent
-            };
+            let (volume, offset_bytes, version) = place(sent);
             client.send(Request::Write {
                 client: 1,
-                volume: 1,
-                offset_bytes: block * size,
-                version: sent + 1,
+                volume,
+                offset_bytes,
+                version,
                 data: data.clone(),
             })?;
             sent += 1;
@@ -127,8 +143,7 @@ pub(super) fn drive_writes_timed(
             (_, other) => bail!("store bench: unexpected reply {other:?}"),
         }
     }
-    let seconds = started.elapsed().as_secs_f64();
-    Ok((count * size) as f64 / 1e6 / seconds)
+    Ok(started.elapsed().as_secs_f64())
 }
 
 /// Median and 99th percentile acknowledgement latency (µs) at one outstanding write.
