@@ -122,6 +122,11 @@ struct ServeArgs {
     /// How much to pre-load: bytes, or a percentage of the cache [default: 25%].
     #[arg(long)]
     warmup_size: Option<String>,
+    /// Which logged blocks the pre-load chooses (Bonfire §4.2): last-k (the most recently
+    /// accessed), first-k (the first accessed in the log), top-k (the most often accessed),
+    /// random-k [default: last-k].
+    #[arg(long)]
+    warmup_algorithm: Option<String>,
     /// The metadata staging buffer [default: 256k].
     #[arg(long)]
     staging_metadata: Option<String>,
@@ -157,6 +162,7 @@ struct ServeFile {
     #[serde(default)]
     warmup_data: bool,
     warmup_size: Option<String>,
+    warmup_algorithm: Option<String>,
     staging_metadata: Option<String>,
     staging_data: Option<String>,
 }
@@ -268,10 +274,11 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
     };
     let warmup_log = a.warmup_log.or(file.warmup_log);
     let warmup_size = a.warmup_size.or(file.warmup_size);
+    let warmup_algorithm = a.warmup_algorithm.or(file.warmup_algorithm);
     match size("cache-size", a.cache_size.or(file.cache_size))? {
         None => {
-            if warmup_log.is_some() || warmup_size.is_some() {
-                bail!("--warmup-log and --warmup-size need --cache-size");
+            if warmup_log.is_some() || warmup_size.is_some() || warmup_algorithm.is_some() {
+                bail!("--warmup-log, --warmup-size and --warmup-algorithm need --cache-size");
             }
         }
         Some(bytes) => {
@@ -281,6 +288,11 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
             let mut c = CacheOptions::new(bytes);
             c.log = warmup_log;
             c.log_data = a.warmup_data || file.warmup_data;
+            if let Some(name) = warmup_algorithm {
+                c.algorithm = name
+                    .parse()
+                    .map_err(|e| anyhow!("--warmup-algorithm: {e}"))?;
+            }
             if let Some(b) = size(
                 "warmup-log-size",
                 a.warmup_log_size.or(file.warmup_log_size),

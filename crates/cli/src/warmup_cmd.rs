@@ -325,12 +325,12 @@ fn schemes(a: SchemesArgs) -> Result<()> {
     if let Some(name) = &a.preload_device {
         let mut device = cordillera_sim::presets::build(name, None).map_err(anyhow::Error::msg)?;
         metadata_only_s = Some(
-            cordillera_warmup::preload::metadata_only_s(device.as_mut(), &preload, 32)
+            cordillera_lab::bonfire::preload::metadata_only_s(device.as_mut(), &preload, 32)
                 .map_err(anyhow::Error::msg)?,
         );
         let mut device = cordillera_sim::presets::build(name, None).map_err(anyhow::Error::msg)?;
         snapshot_s = Some(
-            cordillera_warmup::preload::snapshot_s(device.as_mut(), &preload, 32)
+            cordillera_lab::bonfire::preload::snapshot_s(device.as_mut(), &preload, 32)
                 .map_err(anyhow::Error::msg)?,
         );
     }

@@ -17,7 +17,7 @@ use cordillera_trace::record::Record;
 use rustc_hash::FxHashSet;
 use serde::Serialize;
 
-use cordillera_warmup::preload;
+use crate::bonfire::preload;
 use cordillera_warmup::sim::{block_range, BLOCK_BYTES};
 
 /// The runtime's metadata log entry: a 4 KiB block number (8 bytes), a length in blocks

@@ -12,8 +12,8 @@
 //! most recent, so each algorithm loads its most valued region last — Last-K the most recent,
 //! First-K the very first, Top-K the most frequent.
 
-use cordillera_sim::rng::SimRng;
 use cordillera_trace::record::Record;
+use cordillera_types::rng::SimRng;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 

@@ -100,6 +100,15 @@ impl DataCache {
         }
     }
 
+    /// The cached, valid blocks and their contents, most recent first.
+    pub fn valid_pages(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        self.lru.recency_order().into_iter().filter_map(|b| {
+            let s = self.lru.peek_slot(b)? as usize;
+            let at = s * BLOCK_BYTES as usize;
+            self.valid[s].then(|| (b, &self.data[at..at + BLOCK_BYTES as usize]))
+        })
+    }
+
     /// Cached and valid blocks.
     pub fn valid_blocks(&self) -> usize {
         self.valid.iter().filter(|v| **v).count()

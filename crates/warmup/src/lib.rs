@@ -5,15 +5,18 @@
 //!   evicts the least recent), FIFO and CLOCK.
 //! - [`sim`]: a trace or generated workload driven through a cache at 4 KiB block granularity;
 //!   reads and writes both insert or refresh the blocks they touch, hits are counted for reads.
-//! - [`schemes`], [`algorithms`], [`preload`]: §4's cold / always-warm / warmed schemes, the
-//!   warm-up algorithms and the pre-load on a disk model.
+//! - [`schemes`], [`algorithms`]: §4's cold / always-warm / warmed schemes and the warm-up
+//!   algorithms (the pre-load's timing on a disk model is the lab's, `cordillera_lab::bonfire`).
 //! - [`wlog`]: §5's monitoring log (staging buffers, the circular log, the pre-load plan) and
 //!   [`data_cache`]: the DRAM block cache the volume server puts above its volume.
+//! - [`warm`]: the cache mechanism as a sans-I/O core (coherence tickets, monitoring into the
+//!   log, the pre-load and its pacing, hit-rate samples), driven by the volume server and by the
+//!   simulation tests.
 
 pub mod algorithms;
 pub mod cache;
 pub mod data_cache;
-pub mod preload;
 pub mod schemes;
 pub mod sim;
+pub mod warm;
 pub mod wlog;

@@ -31,6 +31,7 @@
 //! written are lost from the log, so the plan reads every block from the volume instead
 //! (metadata-only), which always has the acknowledged contents.
 
+use crate::algorithms::Algorithm;
 use crate::sim::BLOCK_BYTES;
 
 pub const PAGE: u64 = 4096;
@@ -465,6 +466,79 @@ pub fn plan(chunks: &[Chunk], staged: &[Entry], limit: usize, use_data: bool) ->
         }
     }
     Plan { blocks }
+}
+
+/// [`plan`] with the pre-load's algorithm (§4.2) choosing which logged blocks, up to `limit`:
+/// Last-K the newest ([`plan`] itself), First-K the oldest, Top-K the most often logged (ties:
+/// the more recent), Random-K a seeded uniform sample of the logged blocks. Whatever the
+/// choice, a block's data offset is that of its newest entry, so logged data is never older
+/// than the block's latest logged change.
+pub fn plan_by(
+    chunks: &[Chunk],
+    staged: &[Entry],
+    limit: usize,
+    use_data: bool,
+    algorithm: Algorithm,
+    seed: u64,
+) -> Plan {
+    if algorithm == Algorithm::LastK {
+        return plan(chunks, staged, limit, use_data);
+    }
+    struct Seen {
+        last: u64,
+        count: u64,
+        data: Option<u64>,
+    }
+    let mut seen: rustc_hash::FxHashMap<u64, Seen> = Default::default();
+    // Distinct blocks in the order first logged.
+    let mut order: Vec<u64> = Vec::new();
+    let mut at = 0u64;
+    let oldest_first = chunks
+        .iter()
+        .flat_map(|c| c.entries.iter().copied())
+        .chain(staged.iter().map(|e| (*e, None)));
+    for (entry, data) in oldest_first {
+        for k in 0..entry.blocks as u64 {
+            at += 1;
+            let block = entry.block + k;
+            let s = seen.entry(block).or_insert_with(|| {
+                order.push(block);
+                Seen {
+                    last: at,
+                    count: 0,
+                    data: None,
+                }
+            });
+            s.last = at;
+            s.count += 1;
+            s.data = data.filter(|_| use_data).map(|d| d + k * BLOCK_BYTES);
+        }
+    }
+    let chosen: Vec<u64> = match algorithm {
+        Algorithm::LastK => unreachable!("handled above"),
+        Algorithm::FirstK => order.into_iter().take(limit).collect(),
+        Algorithm::TopK => {
+            order.sort_unstable_by(|a, b| {
+                let (x, y) = (&seen[a], &seen[b]);
+                (y.count, y.last).cmp(&(x.count, x.last)).then(a.cmp(b))
+            });
+            order.truncate(limit);
+            order
+        }
+        Algorithm::RandomK => {
+            let mut rng = cordillera_types::rng::SimRng::new(seed, 0xb0f1);
+            let k = limit.min(order.len());
+            for i in 0..k {
+                let j = i + rng.below((order.len() - i) as u64) as usize;
+                order.swap(i, j);
+            }
+            order.truncate(k);
+            order
+        }
+    };
+    Plan {
+        blocks: chosen.into_iter().map(|b| (b, seen[&b].data)).collect(),
+    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 //! - **Figure 10** ([`zipf`]): 5 M 4 KiB Zipf reads, caches created half-way, hit rate over I/Os.
 
 mod classes;
+pub mod preload;
 mod report;
 mod simulate;
 mod zipf;

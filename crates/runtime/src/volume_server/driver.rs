@@ -147,7 +147,7 @@ impl Core {
                         }
                     }
                     if let Some(w) = self.warm.as_mut() {
-                        w.tick(started.elapsed().as_secs());
+                        w.tick();
                     }
                     let at = Instant::now();
                     let stats = client.stats();
@@ -265,7 +265,7 @@ impl Core {
             Event::Shutdown { done } => self.stopping = Some(done),
             Event::CacheReset { reply } => {
                 let answer = self.warm.as_mut().map(|w| {
-                    w.reset(w.warmup_bytes);
+                    w.reset();
                     w.status_json().to_string()
                 });
                 let _ = reply.send(answer);

@@ -46,7 +46,7 @@ use crate::disk::{Disk, DiskError, DiskFile, IoMode};
 use crate::emulate::{EmulateSpec, Emulator};
 use crate::nbd_server::{self, Backend, Completion, ExportConfig, Op};
 use crate::store_server::{read_frames, write_frames};
-use crate::warm_cache::{CacheOptions, Ticket, WarmCache};
+use crate::warm_cache::{CacheDriver, CacheOptions, Ticket};
 
 pub use label::*;
 use metrics::*;
@@ -264,12 +264,12 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     let mut core = Core::new(label.clone(), disk);
     if let Some(c) = &options.cache {
         // Before serving: the log is marked not clean durably here.
-        let warm = WarmCache::open(c)?;
+        let warm = CacheDriver::open(c, file.clone())?;
         tracing::info!(
             cache_bytes = c.cache_bytes,
             log = c.log.as_ref().map(|p| p.display().to_string()),
             source = %warm.source(),
-            planned_blocks = warm.preload_planned_blocks,
+            planned_blocks = warm.preload_planned_blocks(),
             "cache ready"
         );
         core.warm = Some(warm);
@@ -495,7 +495,7 @@ struct Core {
     cached_reads: Option<Arc<DiskFile>>,
     /// A base write done in place failed: the core stops.
     failed: Option<DiskError>,
-    warm: Option<WarmCache>,
+    warm: Option<CacheDriver>,
     /// Pre-load reads in flight: upward id → (offset, ticket).
     preloads: HashMap<u64, (u64, Ticket)>,
     /// Stopping: answered once the requests in flight are.

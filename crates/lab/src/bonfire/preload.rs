@@ -7,7 +7,7 @@
 use cordillera_sim::device::{Completion, Device, IoRequest};
 use cordillera_types::Op;
 
-use crate::sim::BLOCK_BYTES;
+use cordillera_warmup::sim::BLOCK_BYTES;
 
 /// The largest read issued.
 pub const MAX_READ_BYTES: u64 = 1 << 20;
