@@ -936,6 +936,7 @@ fn run_planned(seed: u64, plan: Option<&Plan>) -> Result<Outcome, String> {
         new_device: Box::new(|_| presets::device("cheetah-15k").unwrap()),
         crash_model: CrashModel::default(),
         flush_ns: 200_000,
+        early_reads: 0.0,
     };
     let network = Network::new(
         NetworkParams::sierra_testbed(1, NODES),

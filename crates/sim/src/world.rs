@@ -122,6 +122,8 @@ struct Node<C> {
     flushes: VecDeque<(u64, u64)>,
     /// Device ids of the writes in flight.
     writes_in_flight: BTreeSet<u64>,
+    /// Reads answered with the contents at their submission: device id → those contents.
+    early: BTreeMap<u64, Vec<u8>>,
     /// Flushes whose writes are done, completing at their time.
     flush_done: VecDeque<(Nanos, u64)>,
     timer_at: Option<Nanos>,
@@ -135,6 +137,10 @@ pub struct WorldBuilder<C> {
     pub crash_model: CrashModel,
     /// Time a flush takes once the writes before it are done.
     pub flush_ns: Nanos,
+    /// Probability that a read returns the contents as they were when it was submitted rather
+    /// than when it completes: a drive may serve a read before an overlapping write that
+    /// completes first. 0 draws nothing (the worlds that do not use it are unchanged).
+    pub early_reads: f64,
 }
 
 pub struct World<C: Core> {
@@ -175,6 +181,7 @@ impl<C: Core> World<C> {
                 next_device_id: 0,
                 flushes: VecDeque::new(),
                 writes_in_flight: BTreeSet::new(),
+                early: BTreeMap::new(),
                 flush_done: VecDeque::new(),
                 timer_at: None,
                 disk_at: None,
@@ -338,6 +345,7 @@ impl<C: Core> World<C> {
         }
         n.flushes.clear();
         n.writes_in_flight.clear();
+        n.early.clear();
         n.flush_done.clear();
         n.timer_at = None;
         n.disk_at = None;
@@ -432,6 +440,19 @@ impl<C: Core> World<C> {
         if matches!(io, IoCommand::Write { .. }) {
             n.writes_in_flight.insert(device_id);
         }
+        if let IoCommand::Read {
+            offset_bytes,
+            length_bytes,
+            ..
+        } = io
+        {
+            if self.builder.early_reads > 0.0 && self.rng.chance(self.builder.early_reads) {
+                n.early.insert(
+                    device_id,
+                    n.storage.read(offset_bytes, length_bytes as usize),
+                );
+            }
+        }
         n.in_flight.insert(device_id, io);
         n.device.submit(now, request);
     }
@@ -471,7 +492,10 @@ impl<C: Core> World<C> {
                         length_bytes,
                     } => IoDone::Read {
                         id,
-                        data: n.storage.read(offset_bytes, length_bytes as usize),
+                        data: n
+                            .early
+                            .remove(&c.id)
+                            .unwrap_or_else(|| n.storage.read(offset_bytes, length_bytes as usize)),
                     },
                     IoCommand::Write {
                         id,

@@ -167,6 +167,7 @@ fn world(seed: u64, faults: bool) -> World<Node> {
         new_device: Box::new(|_| presets::device("ssd").unwrap()),
         crash_model: CrashModel::default(),
         flush_ns: 100_000,
+        early_reads: 0.0,
     };
     let net_faults = if faults {
         NetworkFaults {

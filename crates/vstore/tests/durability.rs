@@ -482,6 +482,7 @@ fn run_with(seed: u64, crash_count: usize) -> Outcome {
         new_device: Box::new(|_| presets::device("ssd").unwrap()),
         crash_model: CrashModel::default(),
         flush_ns: 50_000,
+        early_reads: 0.0,
     };
     let network = Network::new(
         NetworkParams::sierra_testbed(1, 2),

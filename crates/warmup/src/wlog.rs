@@ -6,30 +6,30 @@
 //! 256 KiB) or, with data logging, the data buffer (default 128 MiB) is full, the staged
 //! entries, and their data, become one **chunk**, appended to a circular log.
 //!
-//! The log file:
+//! The log file (the byte layout is in `docs/FORMATS.md`):
 //! - **superblock**, the first 4 KiB: magic `CRDWLOG1`, version, flags (bit 0: closed
 //!   cleanly, bit 1: data logged), the log instance (a random id every chunk repeats), the
-//!   capacity, then a CRC32C of the preceding bytes;
-//! - **chunks** from offset 4096 on, each starting on a 4 KiB boundary: a 48-byte header (magic
-//!   `CWLC`, version, the instance, a sequence number growing by one per chunk, the entry count,
-//!   the data block count, the length in pages, a CRC32C of the header and entries, a CRC32C of
-//!   the data), the entries (16 bytes: the 4 KiB block number, the block count, flags — bit 0:
-//!   a write, bit 1: its data follows), zero padding to 4 KiB, then the data of the entries
-//!   with data, in order. A chunk that does not fit before the end of the file goes to offset
-//!   4096 (the log wraps), overwriting the oldest chunks.
+//!   capacity, `data_from` (the first chunk whose data may be used), then a CRC32C;
+//! - **chunks** from offset 4096 on, each starting on a 4 KiB boundary: a 48-byte header, the
+//!   entries (16 bytes: the 4 KiB block number, the block count, flags — bit 0: a write, bit 1:
+//!   its data follows), zero padding to 4 KiB, then the data of the entries with data, in order.
+//!   A chunk that does not fit before the end of the file goes to offset 4096 (the log wraps),
+//!   overwriting the oldest chunks.
 //!
-//! Reading back ([`scan`]) reads headers and entries only, jumping from chunk to chunk, and keeps
-//! every chunk whose metadata CRC is intact and whose instance is the log's; a chunk partly
-//! overwritten by a newer one, or torn by a crash, fails a CRC and is skipped. [`plan`] walks the
-//! chunks newest first and keeps each block's newest entry, until the warm-up size is reached.
-//! A chunk's data is read (and its data CRC checked, [`Chunk::data_intact`]) only when the
-//! pre-load uses it.
+//! Reading back ([`scan`]) reads every page for chunk headers and keeps every chunk whose
+//! metadata CRC is intact, whose instance is the log's and that does not start inside a newer
+//! chunk; a chunk partly overwritten by a newer one, or torn by a crash, fails a CRC and is
+//! skipped. [`plan`] and [`plan_by`] choose the blocks to pre-load (Last-K: newest first) with
+//! each block's newest entry. A chunk's data is read (and its data CRC checked,
+//! [`Chunk::data_intact`]) only when the pre-load uses it.
 //!
-//! **Never stale.** A block's data in the log is trusted only when the log was closed cleanly:
-//! every write the volume acknowledged then went through the staging buffer into a chunk, so
-//! the newest copy in the log is the block's contents. After a crash, writes staged but not yet
-//! written are lost from the log, so the plan reads every block from the volume instead
-//! (metadata-only), which always has the acknowledged contents.
+//! **Never stale.** A block's data in the log is trusted only when the log was closed cleanly
+//! and the chunk is at least the superblock's `data_from` with no chunk missing after it: every
+//! write the volume acknowledged since the last crash then went through the staging buffer into
+//! a chunk that is still there, so the newest copy in the log is the block's contents. After a
+//! crash, writes staged but not yet written are lost from the log, so the plan reads every block
+//! from the volume instead (metadata-only), which always has the acknowledged contents, and the
+//! next chunks start a new generation of sequence numbers with `data_from` at its first.
 
 use crate::algorithms::Algorithm;
 use crate::sim::BLOCK_BYTES;
@@ -37,7 +37,12 @@ use crate::sim::BLOCK_BYTES;
 pub const PAGE: u64 = 4096;
 pub const SUPERBLOCK_MAGIC: &[u8; 8] = b"CRDWLOG1";
 pub const CHUNK_MAGIC: &[u8; 4] = b"CWLC";
-pub const VERSION: u32 = 1;
+/// Chunk sequence numbers: a generation (bumped by every start that finds the log not clean,
+/// so that no chunk a crashed life wrote, found or not, is ever taken for a newer one) above
+/// this many bits of sequence within it.
+pub const GENERATION_SHIFT: u32 = 40;
+/// 2: the superblock holds `data_from` (version 1 logs are read, their data not used).
+pub const VERSION: u32 = 2;
 pub const ENTRY_BYTES: usize = 16;
 pub const HEADER_BYTES: usize = 48;
 const FLAG_CLEAN: u32 = 1;
@@ -51,6 +56,11 @@ pub struct Superblock {
     pub capacity: u64,
     pub clean: bool,
     pub data: bool,
+    /// The first chunk sequence number whose logged data may be used: the first chunk written
+    /// after the last start that found the log not clean (a crash). Every life since then was
+    /// closed cleanly, so every entry it staged is in the log; entries staged before that crash
+    /// may be missing, so older chunks' data may be older than a block's latest change.
+    pub data_from: u64,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -88,23 +98,25 @@ impl Superblock {
         b[12..16].copy_from_slice(&flags.to_le_bytes());
         b[16..24].copy_from_slice(&self.instance.to_le_bytes());
         b[24..32].copy_from_slice(&self.capacity.to_le_bytes());
-        let crc = crc32c::crc32c(&b[0..32]);
-        b[32..36].copy_from_slice(&crc.to_le_bytes());
+        b[32..40].copy_from_slice(&self.data_from.to_le_bytes());
+        let crc = crc32c::crc32c(&b[0..40]);
+        b[40..44].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
     pub fn decode(b: &[u8]) -> Result<Superblock, LogError> {
-        if b.len() < 36 || &b[0..8] != SUPERBLOCK_MAGIC {
+        if b.len() < 44 || &b[0..8] != SUPERBLOCK_MAGIC {
             return Err(LogError::NoSuperblock);
         }
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4"));
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8"));
-        if crc32c::crc32c(&b[0..32]) != u32_at(32) {
-            return Err(LogError::Corrupt("CRC mismatch".into()));
-        }
-        if u32_at(8) != VERSION {
-            return Err(LogError::Corrupt(format!("version {}", u32_at(8))));
-        }
+        let data_from = match u32_at(8) {
+            VERSION if crc32c::crc32c(&b[0..40]) == u32_at(40) => u64_at(32),
+            // A version 1 log (no `data_from`): its entries are used, its data never.
+            1 if crc32c::crc32c(&b[0..32]) == u32_at(32) => u64::MAX,
+            VERSION | 1 => return Err(LogError::Corrupt("CRC mismatch".into())),
+            other => return Err(LogError::Corrupt(format!("version {other}"))),
+        };
         let capacity = u64_at(24);
         if capacity < 16 * PAGE || !capacity.is_multiple_of(PAGE) {
             return Err(LogError::Corrupt(format!("capacity {capacity}")));
@@ -115,6 +127,7 @@ impl Superblock {
             capacity,
             clean: flags & FLAG_CLEAN != 0,
             data: flags & FLAG_DATA != 0,
+            data_from,
         })
     }
 }
@@ -317,15 +330,28 @@ pub fn scan<E>(
         let from = (at - window.0) as usize;
         let head = &window.1[from..from + PAGE as usize];
         match parse_chunk(head, at, capacity, instance, &mut read)? {
+            // Every page is looked at, the pages of a chunk found too: a newer chunk may start
+            // inside an older one it partly overwrote (its metadata still intact).
             Some(chunk) => {
-                at += chunk.length;
                 out.push(chunk);
+                at += PAGE;
             }
             None => at += PAGE,
         }
     }
     out.sort_by_key(|c| c.seq);
-    Ok(out)
+    // A chunk lying inside a newer one is an old remnant (or bytes inside the newer one's data
+    // that look like a chunk): the newer one overwrote its start.
+    let mut kept: Vec<Chunk> = Vec::with_capacity(out.len());
+    let mut newer: Vec<(u64, u64)> = Vec::new();
+    for c in out.into_iter().rev() {
+        if !newer.iter().any(|&(o, end)| c.offset > o && c.offset < end) {
+            newer.push((c.offset, c.offset + c.length));
+            kept.push(c);
+        }
+    }
+    kept.reverse();
+    Ok(kept)
 }
 
 fn parse_chunk<E>(
@@ -340,7 +366,7 @@ fn parse_chunk<E>(
     }
     let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4"));
     let u64_at = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8"));
-    if u32_at(head, 4) != VERSION || u64_at(head, 8) != instance {
+    if !(1..=VERSION).contains(&u32_at(head, 4)) || u64_at(head, 8) != instance {
         return Ok(None);
     }
     let entries = u32_at(head, 24) as usize;
@@ -440,18 +466,44 @@ impl Plan {
     }
 }
 
+/// The oldest chunk whose logged data may be used: the chunks from it to the newest have
+/// consecutive sequence numbers, and none is older than `data_from` (the superblock's; `None`:
+/// no data at all, `u64::MAX` is returned). A chunk missing in between (its header overwritten when the
+/// log wrapped past an older chunk it left whole, or torn) may have held a newer entry for a
+/// block than an older chunk's, so data older than the newest missing chunk is not trusted
+/// (its entries still name blocks to read from the volume). `chunks` are sorted by sequence.
+pub fn data_trusted_from(chunks: &[Chunk], data_from: Option<u64>) -> u64 {
+    let Some(data_from) = data_from else {
+        return u64::MAX;
+    };
+    let mut from = chunks.last().map_or(0, |c| c.seq);
+    for c in chunks.iter().rev().skip(1) {
+        if c.seq + 1 != from {
+            break;
+        }
+        from = c.seq;
+    }
+    from.max(data_from)
+}
+
 /// Newest first over the chunks then `staged` (entries newer than every chunk, newest last),
-/// each block once, up to `limit` blocks. Data offsets are kept only if `use_data` (the log was
+/// each block once, up to `limit` blocks. Data offsets are kept only with `data_from` (the log was
 /// closed cleanly) and the block's newest entry carries data.
-pub fn plan(chunks: &[Chunk], staged: &[Entry], limit: usize, use_data: bool) -> Plan {
+pub fn plan(chunks: &[Chunk], staged: &[Entry], limit: usize, data_from: Option<u64>) -> Plan {
     let mut seen = rustc_hash::FxHashSet::default();
     let mut blocks = Vec::new();
-    let newest_first = staged.iter().rev().map(|e| (*e, None)).chain(
-        chunks
-            .iter()
-            .rev()
-            .flat_map(|c| c.entries.iter().rev().copied()),
-    );
+    let trusted = data_trusted_from(chunks, data_from);
+    let newest_first = staged
+        .iter()
+        .rev()
+        .map(|e| (*e, None))
+        .chain(chunks.iter().rev().flat_map(|c| {
+            let keep = c.seq >= trusted;
+            c.entries
+                .iter()
+                .rev()
+                .map(move |(e, d)| (*e, d.filter(|_| keep)))
+        }));
     'all: for (entry, data) in newest_first {
         // The entry's blocks, last first (the newest-first order within one I/O is moot).
         for k in (0..entry.blocks as u64).rev() {
@@ -460,7 +512,7 @@ pub fn plan(chunks: &[Chunk], staged: &[Entry], limit: usize, use_data: bool) ->
             }
             let block = entry.block + k;
             if seen.insert(block) {
-                let d = data.filter(|_| use_data).map(|d| d + k * BLOCK_BYTES);
+                let d = data.map(|d| d + k * BLOCK_BYTES);
                 blocks.push((block, d));
             }
         }
@@ -477,12 +529,12 @@ pub fn plan_by(
     chunks: &[Chunk],
     staged: &[Entry],
     limit: usize,
-    use_data: bool,
+    data_from: Option<u64>,
     algorithm: Algorithm,
     seed: u64,
 ) -> Plan {
     if algorithm == Algorithm::LastK {
-        return plan(chunks, staged, limit, use_data);
+        return plan(chunks, staged, limit, data_from);
     }
     struct Seen {
         last: u64,
@@ -493,9 +545,13 @@ pub fn plan_by(
     // Distinct blocks in the order first logged.
     let mut order: Vec<u64> = Vec::new();
     let mut at = 0u64;
+    let trusted = data_trusted_from(chunks, data_from);
     let oldest_first = chunks
         .iter()
-        .flat_map(|c| c.entries.iter().copied())
+        .flat_map(|c| {
+            let keep = c.seq >= trusted;
+            c.entries.iter().map(move |(e, d)| (*e, d.filter(|_| keep)))
+        })
         .chain(staged.iter().map(|e| (*e, None)));
     for (entry, data) in oldest_first {
         for k in 0..entry.blocks as u64 {
@@ -511,7 +567,7 @@ pub fn plan_by(
             });
             s.last = at;
             s.count += 1;
-            s.data = data.filter(|_| use_data).map(|d| d + k * BLOCK_BYTES);
+            s.data = data.map(|d| d + k * BLOCK_BYTES);
         }
     }
     let chosen: Vec<u64> = match algorithm {
@@ -551,6 +607,7 @@ mod tests {
             capacity: 64 * PAGE,
             clean: false,
             data,
+            data_from: 1,
         }
     }
 
@@ -639,7 +696,7 @@ mod tests {
         write_into(&mut log, &m.flush().unwrap());
         let chunks = scan_mem(&log, s.instance);
         assert_eq!(chunks.len(), 2);
-        let p = plan(&chunks, &[], 10, true);
+        let p = plan(&chunks, &[], 10, Some(1));
         assert_eq!(p.blocks.len(), 2);
         assert_eq!(p.blocks[0].0, 7);
         // Block 7's data is its newest: 2.
@@ -653,11 +710,71 @@ mod tests {
         log[region.start + 5] ^= 1;
         assert!(!c.data_intact(&log[region]));
         // After a crash, no data is used.
-        let crashed = plan(&chunks, &[], 10, false);
+        let crashed = plan(&chunks, &[], 10, None);
         assert!(crashed.blocks.iter().all(|(_, d)| d.is_none()));
         assert_eq!(crashed.from_volume(), vec![7, 8]);
         // Staged entries are newer than every chunk; the limit counts blocks.
-        let staged = plan(&chunks, &[entry(100, 4, false)], 3, true);
+        let staged = plan(&chunks, &[entry(100, 4, false)], 3, Some(1));
         assert_eq!(staged.blocks, vec![(103, None), (102, None), (101, None)]);
+    }
+
+    #[test]
+    fn data_is_trusted_only_after_the_newest_missing_chunk_and_data_from() {
+        let chunk = |seq: u64| Chunk {
+            offset: PAGE * seq,
+            seq,
+            length: PAGE,
+            data_offset: 0,
+            data_blocks: 0,
+            data_crc: 0,
+            entries: Vec::new(),
+        };
+        let chunks: Vec<Chunk> = [3, 4, 6, 7, 8].into_iter().map(chunk).collect();
+        assert_eq!(data_trusted_from(&chunks, Some(1)), 6);
+        assert_eq!(data_trusted_from(&chunks, Some(7)), 7);
+        assert_eq!(data_trusted_from(&chunks, None), u64::MAX);
+        assert_eq!(data_trusted_from(&[], Some(1)), 1);
+    }
+
+    #[test]
+    fn a_chunk_written_inside_an_older_one_is_found_and_remnants_inside_newer_ones_are_not() {
+        let mut log = vec![0u8; 64 * 4096];
+        let s = sb(true);
+        let page = |v: u8| vec![v; 4096];
+        // An old chunk of 1 + 4 pages at 4096, then (after a wrap, say) a newer one written
+        // at its third page.
+        let mut m = Monitor::new(s, 1 << 20, 1 << 20, None);
+        m.record(
+            entry(1, 4, true),
+            Some(&[page(1), page(1), page(1), page(1)].concat()),
+        );
+        let old = m.flush().unwrap();
+        assert_eq!((old.offset, old.bytes.len()), (4096, 5 * 4096));
+        write_into(&mut log, &old);
+        let mut m = Monitor::new(s, 1 << 20, 1 << 20, Some((1, 3 * 4096)));
+        m.record(entry(9, 1, true), Some(&page(9)));
+        let newer = m.flush().unwrap();
+        write_into(&mut log, &newer);
+        let chunks = scan_mem(&log, s.instance);
+        assert_eq!(
+            chunks.iter().map(|c| (c.seq, c.offset)).collect::<Vec<_>>(),
+            vec![(1, 4096), (2, 3 * 4096)],
+            "the newer chunk inside the older one is found"
+        );
+        // The older chunk's data was overwritten: its CRC says so.
+        let c = &chunks[0];
+        let d = &log[c.data_offset as usize..(c.data_offset + c.data_blocks * 4096) as usize];
+        assert!(!c.data_intact(d));
+        // A copy of a chunk header inside a newer chunk's data is not a chunk.
+        let mut m = Monitor::new(s, 1 << 20, 1 << 20, Some((5, 20 * 4096)));
+        let mut fake = old.bytes[..4096].to_vec();
+        fake[16..24].copy_from_slice(&4u64.to_le_bytes());
+        let crc = metadata_crc(&fake[..HEADER_BYTES + ENTRY_BYTES]);
+        fake[36..40].copy_from_slice(&crc.to_le_bytes());
+        m.record(entry(30, 1, true), Some(&fake));
+        write_into(&mut log, &m.flush().unwrap());
+        let chunks = scan_mem(&log, s.instance);
+        assert_eq!(chunks.last().unwrap().seq, 6);
+        assert!(chunks.iter().all(|c| c.seq != 4), "the remnant is dropped");
     }
 }

@@ -11,11 +11,12 @@ proptest! {
         instance in any::<u64>(),
         clean in any::<bool>(),
         data in any::<bool>(),
+        data_from in any::<u64>(),
         flips in prop::collection::vec((any::<usize>(), any::<u8>()), 0..6),
         cut in any::<usize>(),
         noise in prop::collection::vec(any::<u8>(), 0..20_000),
     ) {
-        let sb = Superblock { instance, capacity: 1 << 20, clean, data };
+        let sb = Superblock { instance, capacity: 1 << 20, clean, data, data_from };
         let encoded = sb.encode();
         prop_assert_eq!(Superblock::decode(&encoded), Ok(sb));
         let mut bytes = encoded;

@@ -646,6 +646,7 @@ pub fn run(setup: &Setup) -> Outcome {
             torn: 0.0,
         },
         flush_ns: 0,
+        early_reads: 0.0,
     };
     let network = Network::new(
         NetworkParams {

@@ -136,8 +136,9 @@ impl WarmCache {
         let (sb, after) = match existing {
             Some(sb) => {
                 let chunks = scan(log, sb).map_err(|e| format!("reading the log: {e}"))?;
-                let use_data = sb.clean && sb.data;
-                self.plan_from_log(log, &chunks, use_data)?;
+                let use_data = sb.clean && sb.data && sb.data_from != u64::MAX;
+                let data_from = use_data.then_some(sb.data_from);
+                self.plan_from_log(log, &chunks, data_from)?;
                 self.preload.source = if use_data {
                     WarmupSource::LogWithData
                 } else {
@@ -153,14 +154,35 @@ impl WarmCache {
                 );
                 // Not clean from here on: a crash must not let the next start trust logged
                 // data (unless that safeguard is removed, for the tests that show it matters).
-                let clean = sb.clean && !o.safeguards.clean_close_only;
+                // After a crash, the entries staged then are missing from the log: the data of
+                // the chunks written so far is never trusted again.
+                // A new generation of sequence numbers, above every chunk the crashed life may
+                // have written (found now or not: `data_from` holds the newest generation).
+                let mut after = wlog::resume_point(&chunks);
+                let (clean, data_from) = if !o.safeguards.clean_close_only {
+                    (sb.clean, sb.data_from)
+                } else if sb.clean && sb.data_from != u64::MAX {
+                    (false, sb.data_from)
+                } else {
+                    let newest = after.map_or(0, |(seq, _)| seq);
+                    // (A version 1 log has no `data_from`: its newest chunk's generation.)
+                    let base = match sb.data_from {
+                        u64::MAX => newest,
+                        from => from.max(newest),
+                    };
+                    let generation = base >> wlog::GENERATION_SHIFT;
+                    let first = (generation + 1) << wlog::GENERATION_SHIFT;
+                    after = Some((first - 1, after.map_or(wlog::PAGE, |(_, end)| end)));
+                    (false, first)
+                };
                 (
                     Superblock {
                         clean,
                         data: o.log_data,
+                        data_from,
                         ..sb
                     },
-                    wlog::resume_point(&chunks),
+                    after,
                 )
             }
             None => {
@@ -187,6 +209,7 @@ impl WarmCache {
                         capacity,
                         clean: false,
                         data: o.log_data,
+                        data_from: 1,
                     },
                     None,
                 )
@@ -217,14 +240,14 @@ impl WarmCache {
         &mut self,
         log: &mut dyn LogReader,
         chunks: &[Chunk],
-        use_data: bool,
+        data_from: Option<u64>,
     ) -> Result<(), String> {
         let o = &self.options;
         let plan = wlog::plan_by(
             chunks,
             &[],
             (o.warmup_bytes / BLOCK) as usize,
-            use_data,
+            data_from,
             o.algorithm,
             o.seed,
         );
@@ -291,7 +314,7 @@ impl WarmCache {
             _ => Some("no log".to_string()),
         };
         let o = &self.options;
-        let plan = wlog::plan_by(&chunks, &staged, limit, false, o.algorithm, o.seed);
+        let plan = wlog::plan_by(&chunks, &staged, limit, None, o.algorithm, o.seed);
         let source = match (&why, staged.is_empty() && chunks.is_empty()) {
             (None, _) => WarmupSource::Log,
             (Some(w), false) => WarmupSource::StagingOnly(w.clone()),
