@@ -5,8 +5,8 @@
 //!   evicts the least recent), FIFO and CLOCK.
 //! - [`sim`]: a trace or generated workload driven through a cache at 4 KiB block granularity;
 //!   reads and writes both insert or refresh the blocks they touch, hits are counted for reads.
-//! - [`schemes`], [`algorithms`]: §4's cold / always-warm / warmed schemes and the warm-up
-//!   algorithms (the pre-load's timing on a disk model is the lab's, `cordillera_lab::bonfire`).
+//! - [`schemes`], [`algorithms`], [`decision`]: §4's cold / always-warm / warmed schemes, the
+//!   warm-up algorithms and Figure 8's decision tree choosing among them (the pre-load's timing on a disk model is the lab's, `cordillera_lab::bonfire`).
 //! - [`wlog`]: §5's monitoring log (staging buffers, the circular log, the pre-load plan) and
 //!   [`data_cache`]: the DRAM block cache the volume server puts above its volume.
 //! - [`warm`]: the cache mechanism as a sans-I/O core (coherence tickets, monitoring into the
@@ -16,6 +16,7 @@
 pub mod algorithms;
 pub mod cache;
 pub mod data_cache;
+pub mod decision;
 pub mod schemes;
 pub mod sim;
 pub mod warm;

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use cordillera_sim::workload::Zipf;
-use cordillera_trace::reaccess::{ReaccessBuilder, VolumeReaccess};
+use cordillera_trace::reaccess::ReaccessBuilder;
 use cordillera_trace::record::{Record, TraceInfo, VolumeId, VolumeTable};
 use cordillera_types::units::{MIB, NS_PER_DAY, NS_PER_HOUR, NS_PER_S};
 use cordillera_types::Op;

@@ -145,37 +145,6 @@ fn last_k_beats_first_k_when_the_end_of_the_day_predicts_the_next() {
 }
 
 #[test]
-fn the_decision_tree_follows_figure_8() {
-    let c = |hourly, daily, other, near| ReaccessClasses {
-        reaccess_pct: Some(50.0),
-        hourly_block_pct: hourly,
-        daily_block_pct: daily,
-        other_block_pct: other,
-        reuse_under_10mib_pct: near,
-        daily_peak_hour: Some(2),
-    };
-    let daily = c(20.0, 60.0, 30.0, 10.0).recommend(MIB);
-    assert_eq!(daily.algorithm, Algorithm::FirstK);
-    assert_eq!(daily.start_at_hour, Some(2));
-    assert_eq!(
-        c(80.0, 5.0, 30.0, 10.0).recommend(MIB).algorithm,
-        Algorithm::LastK
-    );
-    assert_eq!(
-        c(10.0, 5.0, 90.0, 80.0).recommend(4096).algorithm,
-        Algorithm::LastK
-    );
-    assert_eq!(
-        c(10.0, 5.0, 90.0, 20.0).recommend(4096).algorithm,
-        Algorithm::FirstK
-    );
-    assert_eq!(
-        c(10.0, 5.0, 90.0, 20.0).recommend(MIB).algorithm,
-        Algorithm::LastK
-    );
-}
-
-#[test]
 fn days_can_start_at_a_wall_clock_hour() {
     // Clock origin at 17:00; a request at 18:00; days from 02:00 start at 02:00 that day,
     // 16 hours before the request.
