@@ -21,7 +21,7 @@ use anyhow::Result;
 use cordillera_warmup::algorithms::Algorithm;
 use cordillera_warmup::warm::{self, CacheIo, LogReader, WarmCache};
 
-pub use cordillera_warmup::warm::{Ticket, WarmupSource, SAMPLE_S};
+pub use cordillera_warmup::warm::{WarmupSource, SAMPLE_S};
 
 use crate::disk::DiskFile;
 
@@ -180,35 +180,34 @@ impl LogReader for FileReader<'_> {
     }
 }
 
-/// The cache core with its log file, its writer thread and the base volume to sync.
-pub struct CacheDriver {
-    pub core: WarmCache,
+/// The files around the cache core: its log file with the writer thread, and the base volume
+/// to sync before the log is closed clean. The core itself is the volume's
+/// (`cordillera_volume::Volume`); each call here takes it.
+pub struct CacheLog {
     log: Option<LogFile>,
     log_path: Option<PathBuf>,
     volume: Arc<DiskFile>,
     started: Instant,
-    /// Pre-load reads the core asked for, not yet handed to the volume server.
-    reads: Vec<(u64, u64, Ticket)>,
 }
 
-impl CacheDriver {
+impl CacheLog {
     /// Opens the cache and its log, reads the log and plans the pre-load; the log is marked not
-    /// clean (durably) before this returns, so it must return before any write is served.
-    /// Blocking.
-    pub fn open(o: &CacheOptions, volume: Arc<DiskFile>) -> Result<CacheDriver> {
+    /// clean (durably) and the snapshot loaded before this returns, so it must return before
+    /// any request is served. Blocking.
+    pub fn open(o: &CacheOptions, volume: Arc<DiskFile>) -> Result<(WarmCache, CacheLog)> {
         let started = Instant::now();
         let mut log = None;
-        let mut opened = None;
+        let mut unusable = None;
         if let Some(path) = &o.log {
             match LogFile::open(path) {
                 Ok(f) => log = Some(f),
                 Err(e) => {
                     tracing::warn!(log = %path.display(), error = %e, "warm-up log unavailable; the cache warms on demand");
-                    opened = Some(e);
+                    unusable = Some(e);
                 }
             }
         }
-        let core = match (&log, opened) {
+        let mut core = match (&log, unusable) {
             (Some(f), _) => WarmCache::open(0, o.core(), Some(&mut FileReader(f))),
             (None, Some(e)) => WarmCache::open(0, o.core(), None).map(|mut c| {
                 c.fall_back(0, e);
@@ -217,229 +216,175 @@ impl CacheDriver {
             (None, None) => WarmCache::open(0, o.core(), None),
         }
         .map_err(|e| anyhow::anyhow!("--cache-size: {e}"))?;
-        let mut d = CacheDriver {
-            core,
+        let mut d = CacheLog {
             log,
             log_path: o.log.clone(),
             volume,
             started,
-            reads: Vec::new(),
         };
-        while !d.core.is_ready() {
-            d.forward();
-            d.wait_for_log();
+        while !core.is_ready() {
+            while let Some(io) = core.poll_io() {
+                d.execute(&mut core, io);
+            }
+            d.wait(&mut core);
         }
         if !matches!(
-            d.core.source(),
+            core.source(),
             WarmupSource::Log | WarmupSource::LogWithData | WarmupSource::NewLog
         ) {
             d.log = None;
         }
-        Ok(d)
+        // Before any request: the snapshot's pages are the blocks' latest contents.
+        let now = d.now();
+        core.load_snapshot(now);
+        Ok((core, d))
     }
 
-    fn now(&self) -> u64 {
+    pub fn now(&self) -> u64 {
         self.started.elapsed().as_nanos() as u64
     }
 
-    /// Hands the core's log commands to the writer thread and keeps its pre-load reads; takes
-    /// the writer's answers that have come.
-    fn forward(&mut self) {
+    /// Carries out one of the core's commands (a pre-load read is not one: those go to the
+    /// volume through the client).
+    pub fn execute(&mut self, core: &mut WarmCache, io: CacheIo) {
         let now = self.now();
-        while let Ok((id, r)) = self
-            .log
-            .as_ref()
-            .map_or(Err(std_mpsc::TryRecvError::Empty), |l| l.done.try_recv())
-        {
-            self.core.handle_log_done(now, id, r);
+        let job = match io {
+            CacheIo::VolumeRead { .. } => {
+                unreachable!("pre-load reads go to the volume through the client")
+            }
+            CacheIo::VolumeFlush => {
+                let r = self
+                    .volume
+                    .sync()
+                    .map_err(|e| format!("{}: {}", e.op, e.error));
+                core.handle_volume_flushed(now, r);
+                return;
+            }
+            CacheIo::LogResize { id, length_bytes } => LogJob::Resize { id, length_bytes },
+            CacheIo::LogWrite {
+                id,
+                offset_bytes,
+                data,
+            } => LogJob::Write {
+                id,
+                offset: offset_bytes,
+                data,
+            },
+            CacheIo::LogSync { id } => LogJob::Sync { id },
+        };
+        let id = match &job {
+            LogJob::Resize { id, .. } | LogJob::Write { id, .. } | LogJob::Sync { id } => *id,
+        };
+        let sent = self.log.as_ref().is_some_and(|l| l.jobs.send(job).is_ok());
+        if !sent {
+            core.handle_log_done(now, id, Err("the warm-up log writer stopped".into()));
         }
-        while let Some(io) = self.core.poll_io() {
-            let job = match io {
-                CacheIo::VolumeRead {
-                    offset_bytes,
-                    length_bytes,
-                    ticket,
-                } => {
-                    self.reads.push((offset_bytes, length_bytes, ticket));
-                    continue;
-                }
-                CacheIo::VolumeFlush => {
-                    let r = self
-                        .volume
-                        .sync()
-                        .map_err(|e| format!("{}: {}", e.op, e.error));
-                    self.core.handle_volume_flushed(now, r);
-                    continue;
-                }
-                CacheIo::LogResize { id, length_bytes } => LogJob::Resize { id, length_bytes },
-                CacheIo::LogWrite {
-                    id,
-                    offset_bytes,
-                    data,
-                } => LogJob::Write {
-                    id,
-                    offset: offset_bytes,
-                    data,
-                },
-                CacheIo::LogSync { id } => LogJob::Sync { id },
-            };
-            let id = match &job {
-                LogJob::Resize { id, .. } | LogJob::Write { id, .. } | LogJob::Sync { id } => *id,
-            };
-            let sent = self.log.as_ref().is_some_and(|l| l.jobs.send(job).is_ok());
-            if !sent {
-                self.core
-                    .handle_log_done(now, id, Err("the warm-up log writer stopped".into()));
+    }
+
+    /// Takes the writer's answers that have come.
+    pub fn collect(&mut self, core: &mut WarmCache) {
+        let now = self.now();
+        if let Some(l) = self.log.as_ref() {
+            while let Ok((id, r)) = l.done.try_recv() {
+                core.handle_log_done(now, id, r);
             }
         }
     }
 
     /// Blocks for the writer's next answer.
-    fn wait_for_log(&mut self) {
+    fn wait(&mut self, core: &mut WarmCache) {
         let answer = self.log.as_ref().map(|l| l.done.recv());
         let now = self.now();
         match answer {
-            Some(Ok((id, r))) => self.core.handle_log_done(now, id, r),
+            Some(Ok((id, r))) => core.handle_log_done(now, id, r),
             // No log, or its thread is gone: every command outstanding fails.
-            _ => self
-                .core
-                .fail_log(now, "the warm-up log writer stopped".into()),
+            _ => core.fail_log(now, "the warm-up log writer stopped".into()),
         }
-    }
-
-    pub fn source(&self) -> &WarmupSource {
-        self.core.source()
-    }
-
-    pub fn preload_planned_blocks(&self) -> u64 {
-        self.core.preload_planned_blocks()
-    }
-
-    /// The snapshot's pages go into the cache; call before serving any request.
-    pub fn load_snapshot(&mut self) {
-        let now = self.now();
-        self.core.load_snapshot(now);
-    }
-
-    /// The next pre-load reads from the volume: (offset, length, ticket).
-    pub fn next_preload_reads(&mut self) -> Vec<(u64, u64, Ticket)> {
-        self.forward();
-        std::mem::take(&mut self.reads)
-    }
-
-    /// A pre-load read answered (`None`: it failed).
-    pub fn preload_done(&mut self, offset: u64, data: Option<&[u8]>, ticket: Ticket) {
-        let now = self.now();
-        self.core.preload_done(now, offset, data, ticket);
-    }
-
-    /// A read arrives: its data on a hit, else a ticket for [`CacheDriver::read_done`].
-    pub fn read(&mut self, offset: u64, length: u64) -> Result<Vec<u8>, Ticket> {
-        self.core.read(offset, length)
-    }
-
-    pub fn read_done(&mut self, offset: u64, data: Option<&[u8]>, ticket: Ticket) {
-        self.core.read_done(offset, data, ticket);
-        self.forward();
-    }
-
-    pub fn write_arrived(&mut self, offset: u64, length: u64) {
-        self.core.write_arrived(offset, length);
-    }
-
-    pub fn write_done(&mut self, offset: u64, data: &[u8], ok: bool) {
-        self.core.write_done(offset, data, ok);
-        self.forward();
-    }
-
-    pub fn zeroes_done(&mut self, offset: u64, length: u64) {
-        self.core.zeroes_done(offset, length);
-        self.forward();
-    }
-
-    /// Once a second.
-    pub fn tick(&mut self) {
-        let now = self.now();
-        self.core.handle_tick(now);
-        self.forward();
     }
 
     /// Replaces the cache with an empty one and pre-loads it while running (`POST
     /// /cache/reset`). Blocking (it reads the log's headers and entries).
-    pub fn reset(&mut self) {
+    pub fn reset(&mut self, core: &mut WarmCache) {
         let now = self.now();
-        let bytes = self.core.options().warmup_bytes;
+        let bytes = core.options().warmup_bytes;
         match &self.log {
-            Some(f) => self.core.handle_reset(now, bytes, Some(&mut FileReader(f))),
-            None => self.core.handle_reset(now, bytes, None),
+            Some(f) => core.handle_reset(now, bytes, Some(&mut FileReader(f))),
+            None => core.handle_reset(now, bytes, None),
         }
     }
 
     /// Makes the base volume durable, writes what is staged and closes the log cleanly
-    /// (blocking until it is synced).
-    pub fn close(&mut self) -> Result<()> {
-        self.core.handle_close(self.now());
+    /// (blocking until it is synced). Call once every request is answered.
+    pub fn close(&mut self, core: &mut WarmCache) -> Result<()> {
+        core.hold_preload(true);
+        core.handle_close(self.now());
         loop {
-            self.forward();
-            if let Some(r) = self.core.closed() {
+            self.collect(core);
+            while let Some(io) = core.poll_io() {
+                if !matches!(io, CacheIo::VolumeRead { .. }) {
+                    self.execute(core, io);
+                }
+            }
+            if let Some(r) = core.closed() {
                 return r.clone().map_err(|e| anyhow::anyhow!(e));
             }
-            self.wait_for_log();
+            self.wait(core);
         }
     }
 
-    pub fn status_json(&self) -> serde_json::Value {
-        let mut v = serde_json::to_value(self.core.status()).unwrap_or_default();
+    pub fn status_json(&self, core: &WarmCache) -> serde_json::Value {
+        let mut v = serde_json::to_value(core.status()).unwrap_or_default();
         v["log"] = serde_json::json!(self.log_path.as_ref().map(|p| p.display().to_string()));
         v
     }
+}
 
-    pub fn metrics(&self, out: &mut String) {
-        use std::fmt::Write;
-        let s = self.core.status();
-        let mut metric = |name: &str, help: &str, kind: &str, value: f64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
-        };
-        metric(
-            "cordillera_cache_read_blocks_total",
-            "4 KiB blocks read through the cache.",
-            "counter",
-            s.read_blocks as f64,
+/// The cache's Prometheus metrics.
+pub fn metrics(core: &WarmCache, out: &mut String) {
+    use std::fmt::Write;
+    let s = core.status();
+    let mut metric = |name: &str, help: &str, kind: &str, value: f64| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
         );
-        metric(
-            "cordillera_cache_hit_blocks_total",
-            "4 KiB blocks the cache held when read.",
-            "counter",
-            s.hit_blocks as f64,
-        );
-        metric(
-            "cordillera_cache_read_hits_total",
-            "Read requests answered from the cache.",
-            "counter",
-            s.read_hits as f64,
-        );
-        metric(
-            "cordillera_cache_blocks",
-            "Valid blocks in the cache.",
-            "gauge",
-            s.cached_blocks as f64,
-        );
-        metric(
-            "cordillera_cache_preload_loaded_bytes",
-            "Bytes pre-loaded into the cache at start.",
-            "gauge",
-            (s.warmup.loaded_blocks * BLOCK) as f64,
-        );
-        metric(
-            "cordillera_cache_preload_seconds",
-            "Time the pre-load took (-1 while it runs).",
-            "gauge",
-            s.warmup.seconds.unwrap_or(-1.0),
-        );
-    }
+    };
+    metric(
+        "cordillera_cache_read_blocks_total",
+        "4 KiB blocks read through the cache.",
+        "counter",
+        s.read_blocks as f64,
+    );
+    metric(
+        "cordillera_cache_hit_blocks_total",
+        "4 KiB blocks the cache held when read.",
+        "counter",
+        s.hit_blocks as f64,
+    );
+    metric(
+        "cordillera_cache_read_hits_total",
+        "Read requests answered from the cache.",
+        "counter",
+        s.read_hits as f64,
+    );
+    metric(
+        "cordillera_cache_blocks",
+        "Valid blocks in the cache.",
+        "gauge",
+        s.cached_blocks as f64,
+    );
+    metric(
+        "cordillera_cache_preload_loaded_bytes",
+        "Bytes pre-loaded into the cache at start.",
+        "gauge",
+        (s.warmup.loaded_blocks * BLOCK) as f64,
+    );
+    metric(
+        "cordillera_cache_preload_seconds",
+        "Time the pre-load took (-1 while it runs).",
+        "gauge",
+        s.warmup.seconds.unwrap_or(-1.0),
+    );
 }
 
 fn rand_id() -> u64 {

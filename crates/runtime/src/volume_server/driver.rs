@@ -13,10 +13,6 @@ impl Core {
         formatting: bool,
     ) -> Result<()> {
         let now = || started.elapsed().as_nanos() as u64;
-        if let Some(w) = self.warm.as_mut() {
-            // Before any request: the snapshot's pages are the blocks' latest contents.
-            w.load_snapshot();
-        }
         // Give the stores a moment to be reached, so that recovery asks them all at once.
         let grace = tokio::time::sleep(CONNECT_GRACE);
         tokio::pin!(grace);
@@ -54,17 +50,16 @@ impl Core {
         // While recovering: what the client waits for, logged on change and every 10 s.
         let mut waiting: Option<(RecoveryWait, Instant)> = None;
         loop {
-            if client.is_ready() && self.stopping.is_none() {
-                self.preload(&mut client, now());
-            }
+            self.volume
+                .set_preloading(client.is_ready() && self.stopping.is_none());
             self.drive(&mut client, now());
             if let Some(e) = self.failed.take() {
                 return Err(disk_error(e));
             }
-            if self.stopping.is_some() && self.parents.is_empty() {
-                let closed = match self.warm.as_mut() {
-                    Some(w) => w.close().map_err(|e| format!("{e:#}")),
-                    None => Ok(()),
+            if self.stopping.is_some() && self.volume.in_flight() == 0 {
+                let closed = match (self.volume.cache_mut(), self.cache_log.as_mut()) {
+                    (Some(c), Some(l)) => l.close(c).map_err(|e| format!("{e:#}")),
+                    _ => Ok(()),
                 };
                 let _ = self.stopping.take().expect("some").send(closed);
                 return Ok(());
@@ -146,8 +141,9 @@ impl Core {
                             waiting = Some((w, Instant::now()));
                         }
                     }
-                    if let Some(w) = self.warm.as_mut() {
-                        w.tick();
+                    if let (Some(c), Some(l)) = (self.volume.cache_mut(), self.cache_log.as_mut()) {
+                        c.handle_tick(l.now());
+                        l.collect(c);
                     }
                     let at = Instant::now();
                     let stats = client.stats();
@@ -264,31 +260,17 @@ impl Core {
             // flight is answered (`run`), so no acknowledged write is missing from it.
             Event::Shutdown { done } => self.stopping = Some(done),
             Event::CacheReset { reply } => {
-                let answer = self.warm.as_mut().map(|w| {
-                    w.reset();
-                    w.status_json().to_string()
-                });
+                let answer = match (self.volume.cache_mut(), self.cache_log.as_mut()) {
+                    (Some(c), Some(l)) => {
+                        l.reset(c);
+                        Some(l.status_json(c).to_string())
+                    }
+                    _ => None,
+                };
                 let _ = reply.send(answer);
             }
         }
         Ok(())
-    }
-
-    /// Issues the pre-load's next reads from the volume.
-    pub(super) fn preload(&mut self, client: &mut Client, now: u64) {
-        let Some(w) = self.warm.as_mut() else { return };
-        for (offset, length, ticket) in w.next_preload_reads() {
-            self.next_upward += 1;
-            self.preloads.insert(self.next_upward, (offset, ticket));
-            client.handle_upward(
-                now,
-                self.next_upward,
-                Upward::Read {
-                    offset_bytes: offset,
-                    length_bytes: length,
-                },
-            );
-        }
     }
 
     pub(super) fn upward(&mut self, client: &mut Client, op: Op, reply: Completion, now: u64) {
@@ -296,111 +278,62 @@ impl Core {
             reply.complete(Err(std::io::Error::other("the volume is stopping")));
             return;
         }
-        let parent = self.next_parent;
-        self.next_parent += 1;
-        let arrived = Instant::now();
-        let mut requests: Vec<Upward> = Vec::new();
-        let mut read = false;
-        let mut cache = None;
-        if let Some(w) = self.warm.as_mut() {
-            match &op {
-                Op::Read { offset, length } => match w.read(*offset, *length as u64) {
-                    Ok(data) => {
-                        self.reads.record(arrived.elapsed().as_secs_f64());
-                        reply.complete(Ok(Some(data)));
-                        return;
-                    }
-                    Err(ticket) => {
-                        cache = Some(CacheParent::Read {
-                            offset: *offset,
-                            ticket,
-                        })
-                    }
-                },
-                Op::Write { offset, data, .. } => {
-                    w.write_arrived(*offset, data.len() as u64);
-                    cache = Some(CacheParent::Write {
-                        offset: *offset,
-                        data: data.clone(),
-                    });
-                }
-                Op::WriteZeroes { offset, length, .. } => {
-                    w.write_arrived(*offset, *length as u64);
-                    cache = Some(CacheParent::Zeroes {
-                        offset: *offset,
-                        length: *length as u64,
-                    });
-                }
-                Op::Flush | Op::Trim { .. } => {}
-            }
-        }
-        match op {
-            Op::Read { offset, length } => {
-                read = true;
-                let mut at = 0u64;
-                while at < length as u64 {
-                    let n = (length as u64 - at).min(PIECE_BYTES);
-                    requests.push(Upward::Read {
-                        offset_bytes: offset + at,
-                        length_bytes: n,
-                    });
-                    at += n;
-                }
-            }
-            Op::Write { offset, data, fua } => {
-                if data.len() as u64 <= PIECE_BYTES {
-                    requests.push(Upward::Write {
-                        offset_bytes: offset,
-                        data,
-                        durable: fua,
-                    });
-                } else {
-                    for (i, chunk) in data.chunks(PIECE_BYTES as usize).enumerate() {
-                        requests.push(Upward::Write {
-                            offset_bytes: offset + i as u64 * PIECE_BYTES,
-                            data: chunk.to_vec(),
-                            durable: fua,
-                        });
-                    }
-                }
-            }
+        let request = match op {
+            Op::Read { offset, length } => Request::Read {
+                offset,
+                length: length as u64,
+            },
+            Op::Write { offset, data, fua } => Request::Write { offset, data, fua },
             Op::WriteZeroes {
                 offset,
                 length,
                 fua,
-            } => {
-                let mut at = 0u64;
-                while at < length as u64 {
-                    let n = (length as u64 - at).min(PIECE_BYTES);
-                    requests.push(Upward::Write {
-                        offset_bytes: offset + at,
-                        data: vec![0u8; n as usize],
-                        durable: fua,
-                    });
-                    at += n;
-                }
-            }
+            } => Request::WriteZeroes {
+                offset,
+                length: length as u64,
+                fua,
+            },
             Op::Flush | Op::Trim { .. } => {
                 reply.complete(Ok(None));
                 return;
             }
-        }
-        self.parents.insert(
-            parent,
-            Parent {
+        };
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        let read = matches!(request, Request::Read { .. });
+        self.requests.insert(
+            tag,
+            Pending {
                 reply,
-                pieces: vec![Vec::new(); if read { requests.len() } else { 0 }],
-                remaining: requests.len(),
-                error: None,
-                arrived,
+                arrived: Instant::now(),
                 read,
-                cache,
             },
         );
-        for (i, request) in requests.into_iter().enumerate() {
-            self.next_upward += 1;
-            self.pieces.insert(self.next_upward, (parent, i));
-            client.handle_upward(now, self.next_upward, request);
+        self.volume.handle_request(now, client, tag, request);
+        // A read the cache holds is answered already.
+        self.answer();
+    }
+
+    /// Answers the requests the request path has answered.
+    fn answer(&mut self) {
+        while let Some((tag, answer)) = self.volume.poll_answer() {
+            let Some(p) = self.requests.remove(&tag) else {
+                continue;
+            };
+            let seconds = p.arrived.elapsed().as_secs_f64();
+            if p.read {
+                self.reads.record(seconds);
+            } else {
+                self.writes.record(seconds);
+            }
+            p.reply.complete(answer.map_err(|e| match e {
+                ClientError::BadRequest => {
+                    std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
+                }
+                // Answered ENOSPC on the wire.
+                ClientError::NoSpace => std::io::Error::from_raw_os_error(libc::ENOSPC),
+                _ => std::io::Error::other(e.to_string()),
+            }));
         }
     }
 
@@ -491,7 +424,14 @@ impl Core {
             }
             while let Some((id, reply)) = client.poll_upward() {
                 progress = true;
-                self.answered(id, reply);
+                self.volume.handle_reply(now, id, reply);
+            }
+            progress |= self.volume.pump(now, client);
+            self.answer();
+            while let Some(io) = self.volume.poll_cache_io() {
+                if let (Some(c), Some(l)) = (self.volume.cache_mut(), self.cache_log.as_mut()) {
+                    l.execute(c, io);
+                }
             }
             let full = client.stores_full_since().is_some();
             if full != self.stores_full {
@@ -509,71 +449,5 @@ impl Core {
                 return;
             }
         }
-    }
-
-    pub(super) fn answered(&mut self, id: u64, reply: UpReply) {
-        if let Some((offset, ticket)) = self.preloads.remove(&id) {
-            if let Some(w) = self.warm.as_mut() {
-                let data = match &reply {
-                    UpReply::Read(d) => Some(d.as_slice()),
-                    _ => None,
-                };
-                w.preload_done(offset, data, ticket);
-            }
-            return;
-        }
-        let Some((parent_id, piece)) = self.pieces.remove(&id) else {
-            return;
-        };
-        let Some(parent) = self.parents.get_mut(&parent_id) else {
-            return;
-        };
-        match reply {
-            UpReply::Read(data) => parent.pieces[piece] = data,
-            UpReply::Written => {}
-            UpReply::Error(e) => {
-                parent.error = Some(match e {
-                    ClientError::BadRequest => {
-                        std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
-                    }
-                    // Answered ENOSPC on the wire.
-                    ClientError::NoSpace => std::io::Error::from_raw_os_error(libc::ENOSPC),
-                    _ => std::io::Error::other(e.to_string()),
-                });
-            }
-        }
-        parent.remaining -= 1;
-        if parent.remaining > 0 {
-            return;
-        }
-        let mut parent = self.parents.remove(&parent_id).expect("present");
-        let seconds = parent.arrived.elapsed().as_secs_f64();
-        if parent.read {
-            self.reads.record(seconds);
-        } else {
-            self.writes.record(seconds);
-        }
-        let outcome = match parent.error {
-            Some(e) => Err(e),
-            None if parent.read => Ok(Some(if parent.pieces.len() == 1 {
-                parent.pieces.pop().expect("one piece")
-            } else {
-                parent.pieces.concat()
-            })),
-            None => Ok(None),
-        };
-        if let (Some(w), Some(c)) = (self.warm.as_mut(), parent.cache) {
-            match c {
-                CacheParent::Read { offset, ticket } => {
-                    let data = outcome.as_ref().ok().and_then(|d| d.as_deref());
-                    w.read_done(offset, data, ticket);
-                }
-                CacheParent::Write { offset, data } => {
-                    w.write_done(offset, &data, outcome.is_ok());
-                }
-                CacheParent::Zeroes { offset, length } => w.zeroes_done(offset, length),
-            }
-        }
-        parent.reply.complete(outcome);
     }
 }

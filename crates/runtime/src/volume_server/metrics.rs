@@ -128,8 +128,8 @@ impl Core {
             "Write response time at the export.",
             &mut out,
         );
-        if let Some(w) = &self.warm {
-            w.metrics(&mut out);
+        if let Some(c) = self.volume.cache() {
+            crate::warm_cache::metrics(c, &mut out);
         }
         out
     }
@@ -189,7 +189,10 @@ impl Core {
             "quiescent": client.is_quiescent(),
             "stores": stores,
             "state": client.describe(),
-            "cache": self.warm.as_ref().map(|w| w.status_json()),
+            "cache": match (self.volume.cache(), &self.cache_log) {
+                (Some(c), Some(l)) => Some(l.status_json(c)),
+                _ => None,
+            },
         })
         .to_string()
     }

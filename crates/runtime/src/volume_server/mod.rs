@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use cordillera_offload::superblock::SUPERBLOCK_BYTES;
 use cordillera_offload::{
-    BaseDone, BaseOp, Client, ClientError, Config, Policy, RecoveryWait, StoreInfo, UpReply, Upward,
+    BaseDone, BaseOp, Client, ClientError, Config, Policy, RecoveryWait, StoreInfo,
 };
 use cordillera_vstore::store::{DiskDone, DiskOp};
 use cordillera_wire::store::{encode, Frame};
@@ -46,7 +46,8 @@ use crate::disk::{Disk, DiskError, DiskFile, IoMode};
 use crate::emulate::{EmulateSpec, Emulator};
 use crate::nbd_server::{self, Backend, Completion, ExportConfig, Op};
 use crate::store_server::{read_frames, write_frames};
-use crate::warm_cache::{CacheDriver, CacheOptions, Ticket};
+use crate::warm_cache::{CacheLog, CacheOptions};
+use cordillera_volume::{Request, Volume};
 
 pub use label::*;
 use metrics::*;
@@ -55,8 +56,6 @@ use metrics::*;
 pub const LABEL_BYTES: u64 = 4096;
 /// Bytes at the end of the base volume not exported: the label and the store set.
 pub const RESERVED_BYTES: u64 = LABEL_BYTES + SUPERBLOCK_BYTES;
-/// Upward requests are cut into pieces of at most this (a store record holds at most 16 MiB).
-const PIECE_BYTES: u64 = 4 << 20;
 /// Base reads up to this size are tried in place when the page cache holds them
 /// ([`DiskFile::read_cached`]); larger ones always go to the disk's workers, so that the core's
 /// task never spends long on one copy.
@@ -264,7 +263,7 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     let mut core = Core::new(label.clone(), disk);
     if let Some(c) = &options.cache {
         // Before serving: the log is marked not clean durably here.
-        let warm = CacheDriver::open(c, file.clone())?;
+        let (warm, log) = CacheLog::open(c, file.clone())?;
         tracing::info!(
             cache_bytes = c.cache_bytes,
             log = c.log.as_ref().map(|p| p.display().to_string()),
@@ -272,7 +271,8 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
             planned_blocks = warm.preload_planned_blocks(),
             "cache ready"
         );
-        core.warm = Some(warm);
+        core.volume = Volume::new(Some(warm));
+        core.cache_log = Some(log);
     }
     if options.emulate.is_none() && !file.direct {
         // A write that need not be durable, to a buffered base volume, is a copy into the
@@ -452,37 +452,22 @@ impl Backend for VolumeBackend {
     }
 }
 
-/// One NBD request, cut into pieces for the core.
-struct Parent {
+/// An NBD request the request path (`cordillera_volume::Volume`) has not answered yet.
+struct Pending {
     reply: Completion,
-    /// For a read: the pieces' bytes, in order.
-    pieces: Vec<Vec<u8>>,
-    remaining: usize,
-    error: Option<std::io::Error>,
     arrived: Instant,
     read: bool,
-    /// What the cache does when the request is answered.
-    cache: Option<CacheParent>,
-}
-
-enum CacheParent {
-    /// A read that missed: fill the cache.
-    Read { offset: u64, ticket: Ticket },
-    /// A write: the cache takes its data once the volume has it.
-    Write { offset: u64, data: Vec<u8> },
-    /// Zeroes written: the cache forgets the blocks.
-    Zeroes { offset: u64, length: u64 },
 }
 
 struct Core {
     label: Label,
     disk: Disk,
     links: Vec<Option<(u64, mpsc::UnboundedSender<Vec<u8>>)>>,
-    parents: HashMap<u64, Parent>,
-    /// Core upward id → (parent, piece index).
-    pieces: HashMap<u64, (u64, usize)>,
-    next_parent: u64,
-    next_upward: u64,
+    /// The request path: requests cut into pieces, the cache, the pre-load.
+    volume: Volume,
+    /// Requests in the request path, by tag.
+    requests: HashMap<u64, Pending>,
+    next_tag: u64,
     reads: LatencyHistogram,
     writes: LatencyHistogram,
     /// (time, reclaimed bytes so far), one sample a second for the last minute.
@@ -495,9 +480,8 @@ struct Core {
     cached_reads: Option<Arc<DiskFile>>,
     /// A base write done in place failed: the core stops.
     failed: Option<DiskError>,
-    warm: Option<CacheDriver>,
-    /// Pre-load reads in flight: upward id → (offset, ticket).
-    preloads: HashMap<u64, (u64, Ticket)>,
+    /// The cache's log file and writer (the cache itself is the request path's).
+    cache_log: Option<CacheLog>,
     /// Stopping: answered once the requests in flight are.
     stopping: Option<oneshot::Sender<Result<(), String>>>,
 }
@@ -509,10 +493,9 @@ impl Core {
             label,
             disk,
             links: vec![None; n],
-            parents: HashMap::new(),
-            pieces: HashMap::new(),
-            next_parent: 0,
-            next_upward: 0,
+            volume: Volume::new(None),
+            requests: HashMap::new(),
+            next_tag: 0,
             reads: LatencyHistogram::default(),
             writes: LatencyHistogram::default(),
             reclaim_samples: VecDeque::new(),
@@ -520,8 +503,7 @@ impl Core {
             inline: None,
             cached_reads: None,
             failed: None,
-            warm: None,
-            preloads: HashMap::new(),
+            cache_log: None,
             stopping: None,
         }
     }

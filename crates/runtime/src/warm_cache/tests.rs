@@ -1,5 +1,5 @@
-//! The driver with real files: the log written by its thread, read back at the next start.
-//! The cache's logic is tested in `cordillera_warmup::warm` and its simulation tests.
+//! The files around the cache core: the log written by the writer thread, read back at the
+//! next start. The cache's logic is tested in `cordillera_warmup::warm` and its simulation.
 
 use super::*;
 use crate::disk::IoMode;
@@ -20,12 +20,22 @@ fn setup(dir: &std::path::Path, data: bool) -> (CacheOptions, Arc<DiskFile>) {
     (o, Arc::new(volume))
 }
 
+/// Hands the core's log commands to the writer.
+fn forward(log: &mut CacheLog, core: &mut WarmCache) {
+    log.collect(core);
+    while let Some(io) = core.poll_io() {
+        if !matches!(io, CacheIo::VolumeRead { .. }) {
+            log.execute(core, io);
+        }
+    }
+}
+
 #[test]
 fn a_clean_close_leaves_a_snapshot_and_a_crash_leaves_metadata_only() {
     let dir = tempfile::tempdir().unwrap();
     let (o, volume) = setup(dir.path(), true);
-    let mut c = CacheDriver::open(&o, volume.clone()).unwrap();
-    assert_eq!(c.source(), &WarmupSource::NewLog);
+    let (mut core, mut log) = CacheLog::open(&o, volume.clone()).unwrap();
+    assert_eq!(core.source(), &WarmupSource::NewLog);
     assert_eq!(
         std::fs::metadata(dir.path().join("warm.log"))
             .unwrap()
@@ -34,33 +44,41 @@ fn a_clean_close_leaves_a_snapshot_and_a_crash_leaves_metadata_only() {
         "a new log file is sized"
     );
     for b in 0..8u64 {
-        c.write_done(b * BLOCK, &page(b as u8), true);
+        core.write_done(b * BLOCK, &page(b as u8), true);
     }
-    c.close().unwrap();
-    drop(c);
-    let mut c = CacheDriver::open(&o, volume.clone()).unwrap();
-    assert_eq!(c.source(), &WarmupSource::LogWithData);
-    c.load_snapshot();
-    assert_eq!(c.core.preload_loaded_blocks(), 8);
-    assert_eq!(c.read(3 * BLOCK, BLOCK).unwrap(), page(3));
-    assert_eq!(c.status_json()["warmup"]["done"], true);
+    forward(&mut log, &mut core);
+    log.close(&mut core).unwrap();
+    drop((core, log));
+    let (mut core, log) = CacheLog::open(&o, volume.clone()).unwrap();
+    assert_eq!(core.source(), &WarmupSource::LogWithData);
     assert_eq!(
-        c.status_json()["log"],
-        o.log.as_ref().unwrap().display().to_string()
+        core.preload_loaded_blocks(),
+        8,
+        "the snapshot is loaded at open"
     );
-    let mut metrics = String::new();
-    c.metrics(&mut metrics);
+    assert_eq!(core.read(3 * BLOCK, BLOCK).unwrap(), page(3));
+    let status = log.status_json(&core);
+    assert_eq!(status["warmup"]["done"], true);
+    assert_eq!(status["log"], o.log.as_ref().unwrap().display().to_string());
+    let mut text = String::new();
+    metrics(&core, &mut text);
     assert!(
-        metrics.contains("cordillera_cache_preload_loaded_bytes 32768"),
-        "{metrics}"
+        text.contains("cordillera_cache_preload_loaded_bytes 32768"),
+        "{text}"
     );
     // Dropped without a close (a crash): the next start reads the blocks from the volume.
-    drop(c);
-    let mut c = CacheDriver::open(&o, volume).unwrap();
-    assert_eq!(c.source(), &WarmupSource::Log);
-    c.load_snapshot();
-    let reads = c.next_preload_reads();
-    assert_eq!((reads[0].0, reads[0].1), (0, 8 * BLOCK));
+    drop((core, log));
+    let (mut core, _log) = CacheLog::open(&o, volume).unwrap();
+    assert_eq!(core.source(), &WarmupSource::Log);
+    let Some(CacheIo::VolumeRead {
+        offset_bytes,
+        length_bytes,
+        ..
+    }) = core.poll_io()
+    else {
+        panic!("a pre-load read")
+    };
+    assert_eq!((offset_bytes, length_bytes), (0, 8 * BLOCK));
 }
 
 #[test]
@@ -68,15 +86,15 @@ fn a_log_that_cannot_be_opened_means_on_demand_warm_up() {
     let dir = tempfile::tempdir().unwrap();
     let (mut o, volume) = setup(dir.path(), false);
     o.log = Some(dir.path().join("missing-dir/warm.log"));
-    let c = CacheDriver::open(&o, volume.clone()).unwrap();
+    let (core, log) = CacheLog::open(&o, volume.clone()).unwrap();
     assert!(
-        matches!(c.source(), WarmupSource::Fallback(_)),
+        matches!(core.source(), WarmupSource::Fallback(_)),
         "{:?}",
-        c.source()
+        core.source()
     );
-    assert_eq!(c.status_json()["warmup"]["done"], true);
+    assert_eq!(log.status_json(&core)["warmup"]["done"], true);
     o.cache_bytes = 100;
-    assert!(CacheDriver::open(&o, volume).is_err());
+    assert!(CacheLog::open(&o, volume).is_err());
 }
 
 #[test]
@@ -84,23 +102,18 @@ fn a_cache_reset_reads_the_log_file_again() {
     let dir = tempfile::tempdir().unwrap();
     let (mut o, volume) = setup(dir.path(), false);
     o.metadata_buffer_bytes = 16 * 16;
-    let mut c = CacheDriver::open(&o, volume).unwrap();
+    let (mut core, mut log) = CacheLog::open(&o, volume).unwrap();
     for b in 0..20u64 {
-        c.write_done(b * BLOCK, &page(b as u8), true);
+        core.write_done(b * BLOCK, &page(b as u8), true);
     }
-    // The writer thread writes the chunk of the first 16.
-    for _ in 0..100 {
-        c.forward();
-        if c.core.status().log_chunks_written == 1 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    c.reset();
-    assert_eq!(c.source(), &WarmupSource::Log);
+    forward(&mut log, &mut core);
+    // The writer thread writes the chunk of the first 16: its answer.
+    assert_eq!(core.status().log_chunks_written, 1);
+    log.wait(&mut core);
+    log.reset(&mut core);
+    assert_eq!(core.source(), &WarmupSource::Log);
     assert_eq!(
-        c.preload_planned_blocks(),
+        core.preload_planned_blocks(),
         20,
         "16 from the log file, 4 staged"
     );

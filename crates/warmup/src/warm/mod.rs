@@ -188,6 +188,8 @@ pub struct WarmCache {
     reads_in_flight: usize,
     counters: status::Counters,
     preload: status::Preload,
+    /// Pre-load reads are not issued while held (the volume below is not ready, or stops).
+    preload_held: bool,
 }
 
 fn blocks_of(offset: u64, length: u64) -> (u64, u64) {
@@ -231,9 +233,15 @@ impl WarmCache {
         }
     }
 
+    /// Holds the pre-load's reads back (or lets them go): a driver whose volume cannot serve
+    /// reads yet, or is stopping, holds them.
+    pub fn hold_preload(&mut self, hold: bool) {
+        self.preload_held = hold;
+    }
+
     /// The next thing to do.
     pub fn poll_io(&mut self) -> Option<CacheIo> {
-        if self.out.is_empty() && self.phase == Phase::Running {
+        if self.out.is_empty() && self.phase == Phase::Running && !self.preload_held {
             self.issue_preload_reads();
         }
         self.out.pop_front()

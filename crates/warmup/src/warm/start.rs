@@ -93,6 +93,7 @@ impl WarmCache {
             reads_in_flight: 0,
             counters: Counters::default(),
             preload: Preload::new(now, WarmupSource::None),
+            preload_held: false,
             options,
         };
         let Some(log) = log else {
