@@ -15,6 +15,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
+use cordillera_host::{DiskPort, Durability};
 use cordillera_offload::client::{BaseDone, BaseOp, Client, Config, Policy, UpReply, Upward};
 use cordillera_offload::records::companion;
 use cordillera_offload::superblock::SUPERBLOCK_BYTES;
@@ -26,7 +27,7 @@ use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{Core, IoCommand, IoDone, NodeFault, Outgoing, World, WorldBuilder};
 use cordillera_vstore::index::ClientIndex;
-use cordillera_vstore::store::{Config as StoreConfig, DiskDone, DiskOp, Reply, Request, Store};
+use cordillera_vstore::store::{Config as StoreConfig, Reply, Request, Store};
 
 const BLOCK: u64 = 4096;
 const BLOCKS: u64 = 96;
@@ -243,7 +244,6 @@ impl Model {
 // A node: an optional client (on the base volume) and a store (on a partition of the same disk).
 
 const OWNER_STORE: u64 = 1 << 62;
-const FLUSH_AFTER: u64 = 1 << 61;
 
 enum Op {
     Read { first: u64, issued: Nanos },
@@ -291,7 +291,8 @@ struct StoreSide {
     /// The store was recovering: its contents are checked against `acked` once it is ready.
     check_when_ready: bool,
     next_tag: u64,
-    durable_writes: HashSet<u64>,
+    /// The store's share of the node's disk (after the base volume's).
+    disk: DiskPort,
 }
 
 struct Node {
@@ -300,7 +301,8 @@ struct Node {
     store: StoreSide,
     out: Vec<Outgoing<Msg>>,
     io: Vec<IoCommand>,
-    durable_base: HashSet<u64>,
+    /// The base volume's share of the node's disk.
+    base: DiskPort,
     trace: bool,
 }
 
@@ -421,32 +423,7 @@ impl Node {
                         };
                         eprintln!("{now} node {} → base: {id} {kind} [{at}, +{len})", self.id);
                     }
-                    self.io.push(match op {
-                        BaseOp::Read {
-                            id,
-                            offset_bytes,
-                            length_bytes,
-                        } => IoCommand::Read {
-                            id,
-                            offset_bytes,
-                            length_bytes,
-                        },
-                        BaseOp::Write {
-                            id,
-                            offset_bytes,
-                            data,
-                            durable,
-                        } => {
-                            if durable {
-                                self.durable_base.insert(id);
-                            }
-                            IoCommand::Write {
-                                id,
-                                offset_bytes,
-                                data,
-                            }
-                        }
-                    });
+                    self.io.extend(self.base.submit(op));
                 }
                 while let Some((store, id, request)) = c.client.poll_store() {
                     progress = true;
@@ -523,35 +500,7 @@ impl Node {
             shadow.lost.extend(lost);
         }
         while let Some(op) = s.store.poll_disk() {
-            self.io.push(match op {
-                DiskOp::Read {
-                    id,
-                    offset_bytes,
-                    length_bytes,
-                } => IoCommand::Read {
-                    id: OWNER_STORE | id,
-                    offset_bytes: STORE_OFFSET + offset_bytes,
-                    length_bytes,
-                },
-                DiskOp::Write {
-                    id,
-                    offset_bytes,
-                    data,
-                    durable,
-                } => {
-                    if durable {
-                        s.durable_writes.insert(id);
-                    }
-                    IoCommand::Write {
-                        id: OWNER_STORE | id,
-                        offset_bytes: STORE_OFFSET + offset_bytes,
-                        data: data.into_vec(),
-                    }
-                }
-                DiskOp::Flush { id } => IoCommand::Flush {
-                    id: OWNER_STORE | id,
-                },
-            });
+            self.io.extend(s.disk.submit(op));
         }
         while let Some((tag, reply)) = s.store.poll_reply() {
             s.open -= 1;
@@ -751,42 +700,17 @@ impl Core for Node {
         let id = match &done {
             IoDone::Read { id, .. } | IoDone::Written { id } | IoDone::Flushed { id } => *id,
         };
-        if id & OWNER_STORE != 0 {
+        if self.store.disk.owns(id) {
             let s = &mut self.store;
-            let raw = id & !OWNER_STORE;
-            let done = match done {
-                IoDone::Read { data, .. } => DiskDone::Read { id: raw, data },
-                IoDone::Written { .. } if s.durable_writes.contains(&raw) => {
-                    self.io.push(IoCommand::Flush {
-                        id: id | FLUSH_AFTER,
-                    });
-                    return;
-                }
-                IoDone::Written { .. } => DiskDone::Written { id: raw },
-                IoDone::Flushed { .. } if raw & FLUSH_AFTER != 0 => {
-                    let raw = raw & !FLUSH_AFTER;
-                    s.durable_writes.remove(&raw);
-                    DiskDone::Written { id: raw }
-                }
-                IoDone::Flushed { .. } => DiskDone::Flushed { id: raw },
-            };
-            s.store.handle_disk(now, done);
+            if let Some(done) = s.disk.complete(done, &mut self.io) {
+                s.store.handle_disk(now, done.into());
+            }
         } else if let Some(c) = &mut self.client {
-            let done = match done {
-                IoDone::Read { data, .. } => BaseDone::Read { id, data },
-                IoDone::Written { .. } if self.durable_base.contains(&id) => {
-                    self.io.push(IoCommand::Flush {
-                        id: id | FLUSH_AFTER,
-                    });
-                    return;
-                }
-                IoDone::Written { .. } => BaseDone::Written { id },
-                IoDone::Flushed { .. } => {
-                    let raw = id & !FLUSH_AFTER;
-                    self.durable_base.remove(&raw);
-                    BaseDone::Written { id: raw }
-                }
+            let Some(done) = self.base.complete(done, &mut self.io) else {
+                self.pump(now);
+                return;
             };
+            let done = BaseDone::from(done);
             if self.trace {
                 let id = match &done {
                     BaseDone::Read { id, .. } | BaseDone::Written { id } => id,
@@ -925,11 +849,11 @@ fn run_planned(seed: u64, plan: Option<&Plan>) -> Result<Outcome, String> {
                     shadow: builder_shadows[id].clone(),
                     check_when_ready: restart,
                     next_tag: 0,
-                    durable_writes: HashSet::new(),
+                    disk: DiskPort::new(OWNER_STORE, STORE_OFFSET, Durability::WriteThenFlush),
                 },
                 out: Vec::new(),
                 io: Vec::new(),
-                durable_base: HashSet::new(),
+                base: DiskPort::new(0, 0, Durability::WriteThenFlush),
                 trace,
             }
         }),

@@ -5,16 +5,17 @@
 //! of a block or one issued since, never a version an acknowledged write or delete replaced, and
 //! never bytes that do not belong to the version returned.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use cordillera_host::{DiskPort, Durability};
 use cordillera_sim::kernel::Nanos;
 use cordillera_sim::network::{Network, NetworkFaults, NetworkParams, NodeId};
 use cordillera_sim::presets;
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{Core, IoCommand, IoDone, Outgoing, World, WorldBuilder};
-use cordillera_vstore::store::{Config, DiskDone, DiskOp, Reply, Request, Store, StoreError};
+use cordillera_vstore::store::{Config, DiskDone, Reply, Request, Store, StoreError};
 
 const BLOCK: u64 = 4096;
 const BLOCKS: u64 = 48;
@@ -44,12 +45,10 @@ struct StoreNode {
     store: Store,
     out: Vec<Outgoing<Msg>>,
     io: Vec<IoCommand>,
-    /// Durable write steps: the write's id → waiting for its flush.
-    durable_writes: HashSet<u64>,
+    /// The store's disk: a durable write step is the write and then a flush; the store hears
+    /// of it only when both are done (a crash in between loses it, unacknowledged).
+    disk: DiskPort,
 }
-
-/// Ids of the flushes that complete durable write steps (the store's own ids stay below).
-const DURABLE_FLUSH: u64 = 1 << 62;
 
 /// Durable write steps completed, over every schedule (to show that they are exercised).
 static DURABLE_STEPS: AtomicU64 = AtomicU64::new(0);
@@ -59,35 +58,7 @@ static CLEANED: AtomicU64 = AtomicU64::new(0);
 impl StoreNode {
     fn pump(&mut self) {
         while let Some(op) = self.store.poll_disk() {
-            self.io.push(match op {
-                DiskOp::Read {
-                    id,
-                    offset_bytes,
-                    length_bytes,
-                } => IoCommand::Read {
-                    id,
-                    offset_bytes,
-                    length_bytes,
-                },
-                DiskOp::Write {
-                    id,
-                    offset_bytes,
-                    data,
-                    durable,
-                } => {
-                    // A durable step is the write and then a flush; the store hears of it
-                    // only when both are done (a crash in between loses it, unacknowledged).
-                    if durable {
-                        self.durable_writes.insert(id);
-                    }
-                    IoCommand::Write {
-                        id,
-                        offset_bytes,
-                        data: data.into_vec(),
-                    }
-                }
-                DiskOp::Flush { id } => IoCommand::Flush { id },
-            });
+            self.io.extend(self.disk.submit(op));
         }
         while let Some((id, reply)) = self.store.poll_reply() {
             self.out.push(Outgoing {
@@ -378,23 +349,12 @@ impl Core for Node {
             panic!("the client does no I/O")
         };
         let cleaned = s.store.stats().cleaned_records;
-        let done = match done {
-            IoDone::Read { id, data } => DiskDone::Read { id, data },
-            IoDone::Written { id } if s.durable_writes.contains(&id) => {
-                s.io.push(IoCommand::Flush {
-                    id: DURABLE_FLUSH | id,
-                });
-                return;
-            }
-            IoDone::Written { id } => DiskDone::Written { id },
-            IoDone::Flushed { id } if id & DURABLE_FLUSH != 0 => {
-                let id = id & !DURABLE_FLUSH;
-                s.durable_writes.remove(&id);
-                DURABLE_STEPS.fetch_add(1, Ordering::Relaxed);
-                DiskDone::Written { id }
-            }
-            IoDone::Flushed { id } => DiskDone::Flushed { id },
+        let steps = s.disk.durable_steps();
+        let Some(done) = s.disk.complete(done, &mut s.io) else {
+            return;
         };
+        DURABLE_STEPS.fetch_add(s.disk.durable_steps() - steps, Ordering::Relaxed);
+        let done = DiskDone::from(done);
         s.store.handle_disk(now, done);
         CLEANED.fetch_add(s.store.stats().cleaned_records - cleaned, Ordering::Relaxed);
         s.pump();
@@ -476,7 +436,7 @@ fn run_with(seed: u64, crash_count: usize) -> Outcome {
                 store,
                 out: Vec::new(),
                 io: Vec::new(),
-                durable_writes: HashSet::new(),
+                disk: DiskPort::new(0, 0, Durability::WriteThenFlush),
             }))
         }),
         new_device: Box::new(|_| presets::device("ssd").unwrap()),

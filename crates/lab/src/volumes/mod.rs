@@ -23,7 +23,8 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::time::Instant;
 
-use cordillera_offload::client::{BaseDone, BaseOp, Client, Config, Policy, UpReply, Upward};
+use cordillera_host::{DiskPort, Durability};
+use cordillera_offload::client::{BaseDone, Client, Config, Policy, UpReply, Upward};
 use cordillera_offload::superblock::SUPERBLOCK_BYTES;
 use cordillera_offload::StoreInfo;
 use cordillera_sim::device::nvram::{Nvram, NvramParams};
@@ -102,7 +103,6 @@ struct Node {
     client: Option<Client>,
     store_nodes: Vec<NodeId>,
     store: Option<Store>,
-    store_offset: u64,
     upper: Upper,
     time_client: bool,
     switch_policy: Option<(Nanos, Policy)>,
@@ -111,8 +111,9 @@ struct Node {
     /// Store requests: tag → (sender, id).
     senders: HashMap<u64, (NodeId, u64)>,
     next_tag: u64,
-    base_io: u64,
-    store_io: u64,
+    /// The base volume's and the store's shares of the node's disk (write-through).
+    base_disk: DiskPort,
+    store_disk: DiskPort,
     store_done: VecDeque<DiskDone>,
     next_housekeeping: u64,
     out: VecDeque<Outgoing<Msg>>,
@@ -123,7 +124,7 @@ struct Node {
 
 impl Node {
     fn load(&self) -> u64 {
-        self.base_io + self.store_io
+        self.base_disk.in_flight() + self.store_disk.in_flight()
     }
 
     fn timed<R>(&mut self, f: impl FnOnce(&mut Client) -> R) -> Option<R> {
@@ -233,44 +234,27 @@ impl Node {
                 }
                 while let Some(op) = store.poll_disk() {
                     progress = true;
-                    match op {
-                        DiskOp::Read {
-                            id,
-                            offset_bytes,
-                            length_bytes,
-                        } => {
-                            self.store_io += 1;
-                            self.result.store_read_ios += 1;
-                            self.io.push_back(IoCommand::Read {
-                                id: OWNER_STORE | id,
-                                offset_bytes: self.store_offset + offset_bytes,
-                                length_bytes,
-                            });
-                        }
-                        DiskOp::Write {
-                            id,
-                            offset_bytes,
-                            data,
-                            ..
-                        } => {
-                            // Write-through: durable once written.
-                            self.store_io += 1;
+                    match &op {
+                        DiskOp::Read { .. } => self.result.store_read_ios += 1,
+                        DiskOp::Write { data, .. } => {
                             self.result.store_write_ios += 1;
                             self.result.store_write_bytes += data.len() as u64;
-                            self.io.push_back(IoCommand::Write {
-                                id: OWNER_STORE | id,
-                                offset_bytes: self.store_offset + offset_bytes,
-                                data: data.into_vec(),
-                            });
                         }
-                        DiskOp::Flush { id } => self.store_done.push_back(DiskDone::Flushed { id }),
+                        DiskOp::Flush { .. } => {}
+                    }
+                    // Write-through: durable once written, a flush answered at once.
+                    match self.store_disk.submit(op) {
+                        Some(command) => self.io.push_back(command),
+                        None => self.store_done.extend(
+                            std::iter::from_fn(|| self.store_disk.poll_ready()).map(DiskDone::from),
+                        ),
                     }
                 }
                 let mut local = Vec::new();
                 while let Some((tag, reply)) = store.poll_reply() {
                     progress = true;
                     let (to, id) = self.senders.remove(&tag).expect("a request's sender");
-                    let load = self.base_io + self.store_io;
+                    let load = self.base_disk.in_flight() + self.store_disk.in_flight();
                     if to == self.id {
                         // The co-hosted client: no message needed (same process).
                         local.push((id, reply, load));
@@ -286,34 +270,13 @@ impl Node {
                     self.deliver_reply(now, self.id, id, reply, load);
                 }
             }
-            let store_io = self.store_io;
+            let store_io = self.store_disk.in_flight();
             if let Some(c) = &mut self.client {
                 c.set_external_base_load(store_io);
                 while let Some(op) = c.poll_base() {
                     progress = true;
-                    self.base_io += 1;
                     self.result.base_ios += 1;
-                    self.io.push_back(match op {
-                        BaseOp::Read {
-                            id,
-                            offset_bytes,
-                            length_bytes,
-                        } => IoCommand::Read {
-                            id,
-                            offset_bytes,
-                            length_bytes,
-                        },
-                        BaseOp::Write {
-                            id,
-                            offset_bytes,
-                            data,
-                            ..
-                        } => IoCommand::Write {
-                            id,
-                            offset_bytes,
-                            data,
-                        },
-                    });
+                    self.io.extend(self.base_disk.submit(op));
                 }
                 while let Some((store, id, request)) = c.poll_store() {
                     progress = true;
@@ -511,19 +474,11 @@ impl Core for Node {
         if id & HOUSEKEEPING != 0 {
             return;
         }
-        if id & OWNER_STORE != 0 {
-            self.store_io -= 1;
-            let raw = id & !OWNER_STORE;
-            self.store_done.push_back(match done {
-                IoDone::Read { data, .. } => DiskDone::Read { id: raw, data },
-                _ => DiskDone::Written { id: raw },
-            });
-        } else {
-            self.base_io -= 1;
-            let done = match done {
-                IoDone::Read { data, .. } => BaseDone::Read { id, data },
-                _ => BaseDone::Written { id },
-            };
+        if self.store_disk.owns(id) {
+            let done = self.store_disk.complete(done, &mut self.io);
+            self.store_done.extend(done.map(DiskDone::from));
+        } else if let Some(done) = self.base_disk.complete(done, &mut self.io) {
+            let done = BaseDone::from(done);
             self.timed(|c| c.handle_base(now, done));
         }
         self.pump(now);
@@ -607,7 +562,6 @@ pub fn run(setup: &Setup) -> Outcome {
                 client,
                 store_nodes,
                 store,
-                store_offset: layout.store_offset,
                 upper: Upper {
                     load: if restart {
                         Load::Idle
@@ -627,8 +581,12 @@ pub fn run(setup: &Setup) -> Outcome {
                 next_tick: 0,
                 senders: HashMap::new(),
                 next_tag: 0,
-                base_io: 0,
-                store_io: 0,
+                base_disk: DiskPort::new(0, 0, Durability::WriteThrough),
+                store_disk: DiskPort::new(
+                    OWNER_STORE,
+                    layout.store_offset,
+                    Durability::WriteThrough,
+                ),
                 store_done: VecDeque::new(),
                 next_housekeeping: 0,
                 out: VecDeque::new(),
