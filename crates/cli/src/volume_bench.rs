@@ -27,9 +27,8 @@
 //! (the two runs of a round are measured back to back, so a slow spell of a shared machine
 //! weighs on both).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -108,33 +107,7 @@ fn spread(ratios: &[f64]) -> String {
     format!("rounds {}", each.join(" "))
 }
 
-/// A child process killed when dropped.
-pub(crate) struct Proc(Child);
-
-impl Proc {
-    /// SIGTERM, then waits up to `limit` for the exit; whether it exited successfully.
-    pub(crate) fn terminate(&mut self, limit: Duration) -> Result<bool> {
-        let pid = self.0.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status()?;
-        let deadline = std::time::Instant::now() + limit;
-        loop {
-            if let Some(status) = self.0.try_wait()? {
-                return Ok(status.success());
-            }
-            if std::time::Instant::now() > deadline {
-                bail!("process {pid} did not exit within {limit:?} of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+pub(crate) use cordillera_testkit::process::Proc;
 
 /// Runs `program args…` and waits for each line starting with one of `wanted` on its standard
 /// error; returns the rest of each.
@@ -143,39 +116,11 @@ pub(crate) fn spawn_until(
     args: &[String],
     wanted: &[&str],
 ) -> Result<(Proc, Vec<String>)> {
-    let mut child = Command::new(program)
-        .args(args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot run {}", program.display()))?;
-    let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
-    let proc = Proc(child);
-    let mut found = Vec::new();
-    let mut seen = Vec::new();
-    for prefix in wanted {
-        loop {
-            let Some(Ok(line)) = lines.next() else {
-                bail!(
-                    "{} {args:?} stopped before {prefix:?}:\n{}",
-                    program.display(),
-                    seen.join("\n")
-                );
-            };
-            if let Some(rest) = line.strip_prefix(prefix) {
-                found.push(rest.to_string());
-                break;
-            }
-            seen.push(line);
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    Ok((proc, found))
+    Proc::spawn_until(program, args, wanted).map_err(|e| anyhow!(e))
 }
 
 pub(crate) fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(cordillera_testkit::process::free_addr()?.port())
 }
 
 struct Fio {
@@ -393,7 +338,7 @@ impl Setup<'_> {
             .stderr(Stdio::null())
             .spawn()
             .context("cannot run nbdkit (install it: apt-get install nbdkit)")?;
-        let proc = Proc(child);
+        let proc = Proc::adopt(child);
         for _ in 0..100 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Ok((proc, format!("nbd://127.0.0.1:{port}")));

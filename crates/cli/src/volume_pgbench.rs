@@ -11,11 +11,11 @@
 //! two CPUs, limits it. Needs root (loop devices and mounts), FUSE, and PostgreSQL's binaries.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use cordillera_testkit::nbd_loop::NbdLoop;
 use serde::Serialize;
 
 use crate::volume_bench::{median, offloaded_fraction, work_dir, Setup};
@@ -118,76 +118,37 @@ fn as_postgres(bin: &Path, program: &str, args: &[&str]) -> Result<String> {
     run("runuser", &full)
 }
 
-/// Everything mounted and started for one configuration, torn down in reverse when dropped.
+/// Everything mounted and started for one configuration, torn down in reverse when dropped
+/// (PostgreSQL first, then the file system, the loop device and nbdfuse).
 struct Stack {
-    fuse_dir: PathBuf,
-    mount_dir: PathBuf,
     data_dir: PathBuf,
     pg_bin: PathBuf,
-    fuse: Option<Child>,
-    loop_device: Option<String>,
-    mounted: bool,
     postgres: bool,
+    disk: NbdLoop,
 }
 
 impl Stack {
     fn attach(uri: &str, dir: &Path, pg_bin: &Path) -> Result<Stack> {
-        let fuse_dir = dir.join("fuse");
-        let mount_dir = dir.join("mnt");
-        std::fs::create_dir_all(&fuse_dir)?;
-        std::fs::create_dir_all(&mount_dir)?;
-        let fuse = Command::new("nbdfuse")
-            .arg(&fuse_dir)
-            .arg(uri)
-            .stderr(Stdio::null())
-            .spawn()
-            .context("cannot run nbdfuse (apt-get install libnbd-bin)")?;
-        let mut stack = Stack {
-            data_dir: mount_dir.join("pgdata"),
-            fuse_dir,
-            mount_dir,
-            pg_bin: pg_bin.to_owned(),
-            fuse: Some(fuse),
-            loop_device: None,
-            mounted: false,
-            postgres: false,
-        };
-        let file = stack.fuse_dir.join("nbd");
-        let started = Instant::now();
-        while !file.exists() {
-            if started.elapsed() > Duration::from_secs(10) {
-                bail!("nbdfuse did not mount the export (is FUSE available?)");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let device = run(
-            "losetup",
-            &[
-                "-f",
-                "--show",
-                "--direct-io=on",
-                file.to_str().expect("UTF-8"),
-            ],
-        )?;
-        stack.loop_device = Some(device.trim().to_owned());
-        let device = stack.loop_device.clone().expect("set");
-        run("mkfs.ext4", &["-q", &device])?;
-        run(
-            "mount",
-            &[&device, stack.mount_dir.to_str().expect("UTF-8")],
-        )?;
-        stack.mounted = true;
+        // Direct I/O: the loop device keeps no page cache of its own over the export.
+        let mut disk = NbdLoop::attach(uri, dir, true).map_err(anyhow::Error::msg)?;
+        disk.mkfs_ext4().map_err(anyhow::Error::msg)?;
+        disk.mount().map_err(anyhow::Error::msg)?;
         run(
             "chown",
-            &["postgres", stack.mount_dir.to_str().expect("UTF-8")],
+            &["postgres", disk.mount_dir().to_str().expect("UTF-8")],
         )?;
-        Ok(stack)
+        Ok(Stack {
+            data_dir: disk.mount_dir().join("pgdata"),
+            pg_bin: pg_bin.to_owned(),
+            postgres: false,
+            disk,
+        })
     }
 
     fn start_postgres(&mut self, socket_dir: &Path, port: u16) -> Result<()> {
         let data = self.data_dir.to_str().expect("UTF-8").to_owned();
         as_postgres(&self.pg_bin, "initdb", &["-D", &data, "--no-sync"])?;
-        let log = self.mount_dir.join("postgres.log");
+        let log = self.disk.mount_dir().join("postgres.log");
         let options = format!(
             "-p {port} -k {} -c listen_addresses='' -c shared_buffers=16MB \
              -c max_wal_size=64MB -c checkpoint_timeout=30s",
@@ -222,17 +183,7 @@ impl Drop for Stack {
                 &["-D", &data, "-m", "immediate", "-w", "stop"],
             );
         }
-        if self.mounted {
-            let _ = Command::new("umount").arg(&self.mount_dir).status();
-        }
-        if let Some(d) = &self.loop_device {
-            let _ = Command::new("losetup").args(["-d", d]).status();
-        }
-        let _ = Command::new("umount").arg(&self.fuse_dir).status();
-        if let Some(mut f) = self.fuse.take() {
-            let _ = f.kill();
-            let _ = f.wait();
-        }
+        // Then `disk` is dropped: unmounted, detached.
     }
 }
 

@@ -199,7 +199,10 @@ pub fn run(a: WarmupBenchArgs) -> Result<()> {
         let c = status(&metrics)?["cache"].clone();
         let log_bytes = c["log_bytes_written"].as_u64().unwrap_or(0);
         let log_chunks = c["log_chunks_written"].as_u64().unwrap_or(0);
-        if !procs[0].terminate(Duration::from_secs(60))? {
+        if !procs[0]
+            .terminate(Duration::from_secs(60))
+            .map_err(anyhow::Error::msg)?
+        {
             bail!("the volume server did not stop cleanly");
         }
         let base = dir.join(format!("{name}.base"));

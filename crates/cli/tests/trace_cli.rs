@@ -272,12 +272,7 @@ fn malformed_input_fails_with_file_line_and_text() {
     assert!(!out_path.exists() && !tmp.path().join("out.cdt.partial").exists());
 }
 
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+use cordillera_testkit::process::have;
 
 /// Replays `iolog` with fio and returns the (read, write) I/Os it issued.
 fn fio_replay(iolog: &Path, engine: &[String]) -> (u64, u64) {
@@ -305,7 +300,6 @@ fn fio_replays_a_converted_iolog_on_a_file_and_over_nbd() {
         return;
     };
     if !have("fio") {
-        eprintln!("SKIPPED fio_replays_a_converted_iolog_on_a_file_and_over_nbd: fio is not installed (scripts/test.sh installs it)");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -7,85 +7,26 @@
 //! installs them).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use cordillera_testkit::nbd_loop::NbdLoop;
+use cordillera_testkit::process::{have, Proc};
 use cordillera_wire::nbd;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cordillera");
 const BLOCK: u64 = 4096;
 
-fn have(program: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        println!("SKIPPED: {program} is not installed (scripts/test.sh installs it)");
-    }
-    found
-}
-
 /// A server process; its standard error is kept for failure messages.
-struct Server {
-    child: Child,
-    log: Arc<Mutex<Vec<String>>>,
-}
+type Server = Proc;
 
-impl Server {
-    /// Starts `cordillera args…` and waits for a line starting with each of `wanted`; returns
-    /// the rest of each such line.
-    fn start(args: &[String], wanted: &[&str]) -> (Server, Vec<String>) {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let mut found = Vec::new();
-        for prefix in wanted {
-            loop {
-                let Some(Ok(line)) = lines.next() else {
-                    panic!(
-                        "cordillera {args:?} exited before {prefix:?}:\n{}",
-                        log.lock().unwrap().join("\n")
-                    )
-                };
-                log.lock().unwrap().push(line.clone());
-                if let Some(rest) = line.strip_prefix(prefix) {
-                    found.push(rest.to_string());
-                    break;
-                }
-            }
-        }
-        let keep = log.clone();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                keep.lock().unwrap().push(line);
-            }
-        });
-        (Server { child, log }, found)
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// Starts `cordillera args…` and waits for a line starting with each of `wanted`; returns the
+/// rest of each such line.
+fn start(args: &[String], wanted: &[&str]) -> (Server, Vec<String>) {
+    Proc::spawn_until(Path::new(BIN), args, wanted).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn start_store(path: &Path, listen: &str) -> (Server, SocketAddr) {
@@ -104,7 +45,7 @@ fn start_store(path: &Path, listen: &str) -> (Server, SocketAddr) {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let (server, found) = Server::start(&args, &["cordillera store: listening on "]);
+    let (server, found) = start(&args, &["cordillera store: listening on "]);
     (server, found[0].parse().unwrap())
 }
 
@@ -129,7 +70,7 @@ fn start_volume(base: &Path, extra: &[String]) -> Volume {
     .map(|s| s.to_string())
     .collect();
     args.extend_from_slice(extra);
-    let (server, found) = Server::start(
+    let (server, found) = start(
         &args,
         &[
             "cordillera volume: NBD export at nbd://",
@@ -359,10 +300,8 @@ fn wait_for_event(server: &Server, message: &str, limit: Duration) -> serde_json
     let deadline = Instant::now() + limit;
     loop {
         let found = server
-            .log
-            .lock()
-            .unwrap()
-            .iter()
+            .log()
+            .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .find(|v| v["message"] == message);
         if let Some(v) = found {
@@ -381,7 +320,7 @@ fn wait_for_event(server: &Server, message: &str, limit: Duration) -> serde_json
 fn json_logs_record_readiness_off_loading_and_a_lost_store_with_their_fields() {
     let dir = tempfile::tempdir().unwrap();
     let store_path = dir.path().join("s1");
-    let (mut store, found) = Server::start(
+    let (mut store, found) = start(
         &strings(&[
             "--log-format",
             "json",
@@ -753,87 +692,38 @@ fn n_way_2_survives_a_store_sigkill_during_the_burst_and_reclaims_everything() {
     stop_with_empty_logs(stores, &paths);
 }
 
-/// A mounted ext4 file system on the export: `nbdfuse` makes the export a file, `losetup` a
-/// block device. Dropping it unmounts and detaches everything, even after a failed assertion.
-struct Ext4 {
-    fuse_dir: PathBuf,
-    mount_dir: PathBuf,
-    fuse: Option<Child>,
-    loop_device: Option<String>,
-    mounted: bool,
-}
+/// A mounted ext4 file system on the export (`cordillera_testkit::nbd_loop`).
+struct Ext4(NbdLoop);
 
 impl Ext4 {
     /// Attaches the export at `addr`; `None` (with the reason printed) where this machine
     /// cannot (no root, no FUSE or loop devices).
     fn attach(addr: SocketAddr, dir: &Path) -> Option<Ext4> {
-        let fuse_dir = dir.join("fuse");
-        let mount_dir = dir.join("mnt");
-        std::fs::create_dir_all(&fuse_dir).unwrap();
-        std::fs::create_dir_all(&mount_dir).unwrap();
-        let fuse = Command::new("nbdfuse")
-            .arg(&fuse_dir)
-            .arg(format!("nbd://{addr}"))
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut e = Ext4 {
-            fuse_dir,
-            mount_dir,
-            fuse: Some(fuse),
-            loop_device: None,
-            mounted: false,
-        };
-        let file = e.fuse_dir.join("nbd");
-        let started = Instant::now();
-        while !file.exists() {
-            if started.elapsed() > Duration::from_secs(10) {
-                println!("SKIPPED: nbdfuse did not mount (no FUSE here?)");
-                return None;
+        match NbdLoop::attach(&format!("nbd://{addr}"), dir, false) {
+            Ok(n) => Some(Ext4(n)),
+            Err(e) => {
+                println!("SKIPPED: {e}");
+                None
             }
-            std::thread::sleep(Duration::from_millis(50));
         }
-        let out = Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&file)
-            .output()
-            .unwrap();
-        if !out.status.success() {
-            println!(
-                "SKIPPED: losetup cannot attach a loop device here: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            return None;
-        }
-        e.loop_device = Some(String::from_utf8_lossy(&out.stdout).trim().to_string());
-        Some(e)
     }
 
     fn device(&self) -> &str {
-        self.loop_device.as_deref().unwrap()
+        self.0.device()
     }
 
     fn mount(&mut self) {
-        run(
-            "mount",
-            &[
-                self.device().into(),
-                self.mount_dir.to_str().unwrap().into(),
-            ],
-        );
-        self.mounted = true;
+        self.0.mount().unwrap();
     }
 
     fn unmount(&mut self) {
-        if self.mounted {
-            run("umount", &[self.mount_dir.to_str().unwrap().into()]);
-            self.mounted = false;
-        }
+        self.0.unmount().unwrap();
     }
 
     /// SHA-256 of every file written by the test, by name.
     fn checksums(&self) -> String {
-        let mut names: Vec<String> = std::fs::read_dir(&self.mount_dir)
+        let dir = self.0.mount_dir();
+        let mut names: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
             .filter(|n| n.starts_with("file"))
@@ -842,25 +732,9 @@ impl Ext4 {
         assert!(!names.is_empty());
         let paths: Vec<String> = names
             .iter()
-            .map(|n| self.mount_dir.join(n).to_str().unwrap().to_string())
+            .map(|n| dir.join(n).to_str().unwrap().to_string())
             .collect();
         run("sha256sum", &paths)
-    }
-}
-
-impl Drop for Ext4 {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = Command::new("umount").arg(&self.mount_dir).status();
-        }
-        if let Some(d) = &self.loop_device {
-            let _ = Command::new("losetup").args(["-d", d]).status();
-        }
-        let _ = Command::new("umount").arg(&self.fuse_dir).status();
-        if let Some(mut f) = self.fuse.take() {
-            let _ = f.kill();
-            let _ = f.wait();
-        }
     }
 }
 
@@ -902,7 +776,7 @@ fn ext4_on_the_export_keeps_its_files_across_remounts_and_a_volume_server_sigkil
                 seed as u8
             })
             .collect();
-        std::fs::write(fs.mount_dir.join(format!("file{i}")), bytes).unwrap();
+        std::fs::write(fs.0.mount_dir().join(format!("file{i}")), bytes).unwrap();
     }
     let before = fs.checksums();
     fs.unmount();
@@ -1307,10 +1181,7 @@ fn an_overwrite_heavy_load_on_a_small_store_keeps_completing() {
 }
 
 fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    cordillera_testkit::process::free_addr().unwrap()
 }
 
 /// Issue 19, item 5. N-way 2 over three stores: the volume server and a store are SIGKILLed
@@ -1398,7 +1269,7 @@ fn a_volume_restarted_while_a_store_is_down_serves_if_another_copy_exists() {
         "--metrics",
         &metrics.to_string(),
     ]);
-    let (waiting, _) = Server::start(&args, &[]);
+    let (waiting, _) = start(&args, &[]);
     let started = Instant::now();
     let s = loop {
         let out = Command::new(BIN)
@@ -1513,7 +1384,7 @@ fn a_degraded_volume_restarted_while_a_store_is_down_waits_for_it() {
         "--metrics",
         &metrics.to_string(),
     ]);
-    let (waiting, _) = Server::start(&args, &[]);
+    let (waiting, _) = start(&args, &[]);
     let started = Instant::now();
     // Well past the grace (1 s), it still waits, and says why.
     let s = loop {

@@ -35,16 +35,7 @@ fn start_backend(backend: Arc<dyn Backend>, in_flight_max: usize) -> SocketAddr 
     serve_in_background(backend, config).unwrap()
 }
 
-fn have(program: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        println!("SKIPPED: {program} is not installed (scripts/test.sh installs it)");
-    }
-    found
-}
+use cordillera_testkit::process::have;
 
 #[test]
 fn nbdinfo_lists_the_export() {

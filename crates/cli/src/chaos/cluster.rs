@@ -3,7 +3,7 @@
 
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -101,7 +101,7 @@ pub(super) fn kill_later(pid: u32, after: Duration) -> std::thread::JoinHandle<(
 const VOLUME_READY: &str = "cordillera volume: NBD export at nbd://";
 
 pub(super) fn free_port() -> Result<SocketAddr> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+    Ok(cordillera_testkit::process::free_addr()?)
 }
 
 // ---------------------------------------------------------------------------------------------
