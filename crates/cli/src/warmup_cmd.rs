@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use cordillera_warmup::algorithms::{self, Algorithm};
 use cordillera_warmup::cache::{Cache, Clock, Fifo, Lru, Policy};
-use cordillera_warmup::schemes::{self, Interval, Scheme, Timeline};
+use cordillera_warmup::schemes::{self, Timeline};
 use cordillera_warmup::sim::{apply, Counts, BLOCK_BYTES};
 use serde::Serialize;
 
@@ -311,9 +311,9 @@ fn schemes(a: SchemesArgs) -> Result<()> {
     let capacity = cache_blocks as usize;
     let n = records.len();
     let series = match a.policy {
-        Policy::Lru => three(records, timeline, &preload, || Lru::new(capacity)),
-        Policy::Fifo => three(records, timeline, &preload, || Fifo::new(capacity)),
-        Policy::Clock => three(records, timeline, &preload, || Clock::new(capacity)),
+        Policy::Lru => schemes::run_three(records, timeline, &preload, || Lru::new(capacity)),
+        Policy::Fifo => schemes::run_three(records, timeline, &preload, || Fifo::new(capacity)),
+        Policy::Clock => schemes::run_three(records, timeline, &preload, || Clock::new(capacity)),
     };
     let [always, cold, warmed] = &series;
     let cold_t = schemes::convergence(cold, always, a.th_v, a.th_n);
@@ -353,8 +353,11 @@ fn schemes(a: SchemesArgs) -> Result<()> {
         preload_device: a.preload_device.clone(),
         preload_metadata_only_s: metadata_only_s,
         preload_snapshot_s: snapshot_s,
-        converge_improvement_percent: (cold_converge > 0.0)
-            .then(|| 100.0 * (cold_converge - (warmed_converge + preload_axis)) / cold_converge),
+        converge_improvement_percent: schemes::converge_improvement_pct(
+            cold_converge,
+            warmed_converge,
+            preload_axis,
+        ),
         schemes: vec![
             SchemeRow {
                 name: "always-warm",
@@ -444,19 +447,4 @@ fn schemes(a: SchemesArgs) -> Result<()> {
         pct(report.schemes[2].server_load_reduction)
     );
     Ok(())
-}
-
-/// Always-warm, cold and warmed (pre-loaded with `preload`) over the records.
-fn three<C: Cache>(
-    records: Vec<cordillera_trace::record::Record>,
-    timeline: Timeline,
-    preload: &[u64],
-    make: impl Fn() -> C,
-) -> [Vec<Interval>; 3] {
-    let mut always = Scheme::new(make());
-    let mut cold = Scheme::new(make());
-    let mut warmed = Scheme::new(make());
-    warmed.preload(preload.iter().copied());
-    schemes::drive(records, timeline, &mut always, &mut cold, &mut warmed);
-    [always.intervals, cold.intervals, warmed.intervals]
 }

@@ -131,6 +131,29 @@ pub fn drive<A: Cache, B: Cache, W: Cache>(
     warmed.intervals.resize(n, Interval::default());
 }
 
+/// The three schemes over `records`: always-warm, cold, and warmed (pre-loaded with
+/// `preload`), each with a cache from `make`; their interval series in that order.
+pub fn run_three<C: Cache>(
+    records: impl IntoIterator<Item = Record>,
+    timeline: Timeline,
+    preload: &[u64],
+    make: impl Fn() -> C,
+) -> [Vec<Interval>; 3] {
+    let mut always = Scheme::new(make());
+    let mut cold = Scheme::new(make());
+    let mut warmed = Scheme::new(make());
+    warmed.preload(preload.iter().copied());
+    drive(records, timeline, &mut always, &mut cold, &mut warmed);
+    [always.intervals, cold.intervals, warmed.intervals]
+}
+
+/// §4.3's improvement in T_converge, in percent: how much sooner the warmed cache converges
+/// than the cold one, its pre-load time counted (all three in one unit); `None` when the cold
+/// cache converges at once.
+pub fn converge_improvement_pct(cold: f64, warmed: f64, preload: f64) -> Option<f64> {
+    (cold > 0.0).then(|| 100.0 * (cold - (warmed + preload)) / cold)
+}
+
 /// Equation 1: the first interval T from which, until the end, the new cache's hit rate is
 /// below `th_v` × the always-warm cache's in at most `th_n` × (the intervals from T to the end).
 /// An interval without reads is no violation. Returns the interval index (the number of

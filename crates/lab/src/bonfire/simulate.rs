@@ -210,8 +210,11 @@ pub(super) fn cases(series: &[DaySeries], volumes: &[VolumeDays], o: &Options) -
                         preload_s,
                         cold_converge_h: cold_h,
                         warmed_converge_h: warmed_h,
-                        converge_improvement_pct: (cold_h > 0.0)
-                            .then(|| 100.0 * (cold_h - (warmed_h + preload_s / 3600.0)) / cold_h),
+                        converge_improvement_pct: schemes::converge_improvement_pct(
+                            cold_h,
+                            warmed_h,
+                            preload_s / 3600.0,
+                        ),
                         load_reduction_cold_pct: cold_slr,
                         load_reduction_always_pct: always_slr,
                         load_reduction_warmed_pct: pct(schemes::server_load_reduction(w, cold_t)),
