@@ -3,7 +3,7 @@
 use super::*;
 
 impl Client {
-    pub fn handle_base(&mut self, now: Nanos, done: BaseDone) {
+    pub(super) fn base_step(&mut self, now: Nanos, done: BaseDone) {
         self.now = now;
         let id = match &done {
             BaseDone::Read { id, .. } | BaseDone::Written { id } => *id,

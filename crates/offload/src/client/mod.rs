@@ -33,6 +33,7 @@
 
 mod api;
 mod base;
+mod invariants;
 mod reclaim;
 mod recovery;
 mod stale;

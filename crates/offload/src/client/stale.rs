@@ -147,6 +147,17 @@ impl Client {
             if !l.on_base {
                 return Some("invariant 1: it removes a current copy not yet on the base volume");
             }
+            // An older write still in flight (a newer one overtook it) may yet land on a store
+            // that does not hold the current copy: an older copy the client cannot name yet.
+            if self.writes.values().any(|op| {
+                op.version < l.version
+                    && op.start < p.end
+                    && p.start < op.start + op.data.len() as u64
+            }) {
+                return Some(
+                    "invariant 3: it removes the current copy while an older write that may land elsewhere is in flight",
+                );
+            }
             if self.older_copies_elsewhere(p.start, p.end, u64::MAX, l.stores) {
                 return Some(
                     "invariant 3: it removes the current copy while an older copy remains on a store that does not hold it",

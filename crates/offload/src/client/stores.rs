@@ -6,7 +6,7 @@ use super::*;
 impl Client {
     /// A store answered request `id`; `load` is the load it piggy-backed (requests in flight
     /// on its volume), if any.
-    pub fn handle_store(
+    pub(super) fn store_step(
         &mut self,
         now: Nanos,
         store: StoreIdx,
@@ -49,7 +49,7 @@ impl Client {
     /// The connection to a store broke (the store restarted, or the network failed): every
     /// request outstanding there may or may not have been carried out, and the store counts as
     /// failed until a probe gets an answer.
-    pub fn connection_lost(&mut self, now: Nanos, store: StoreIdx) {
+    pub(super) fn connection_lost_step(&mut self, now: Nanos, store: StoreIdx) {
         self.now = now;
         if store >= self.stores.len() {
             return;

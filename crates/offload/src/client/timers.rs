@@ -56,7 +56,7 @@ impl Client {
         at
     }
 
-    pub fn handle_timeout(&mut self, now: Nanos) {
+    pub(super) fn timeout_step(&mut self, now: Nanos) {
         self.now = now;
         if self.parked_retry_at.is_some_and(|t| t <= now) {
             self.retry_parked_writes();

@@ -4,7 +4,7 @@
 use super::*;
 
 impl Client {
-    pub fn handle_upward(&mut self, now: Nanos, id: u64, request: Upward) {
+    pub(super) fn upward_step(&mut self, now: Nanos, id: u64, request: Upward) {
         self.now = now;
         let (offset, len) = match &request {
             Upward::Read {
@@ -271,6 +271,13 @@ impl Client {
         let op = &self.writes[&key];
         if op.waiting > 0 {
             return;
+        }
+        if !op.superseded.is_empty() {
+            // A newer write overtook this one: deletes of the newer copies waited for it
+            // (invariant 3); look at them again.
+            for st in &mut self.stores {
+                st.stale_dirty = true;
+            }
         }
         if op.succeeded == 0 {
             // Every copy failed. The retry takes a fresh version, so that deletes owed for the

@@ -1,0 +1,149 @@
+//! The client's entry points, each followed by a check of its whole state in debug builds
+//! (`rangemap.rs`'s `debug_check` is the model): what must hold between any two events,
+//! whatever the driver does.
+//!
+//! - Every copy the range map names is on a store of the set, and no version is at or above
+//!   the next one to be given out (versions never repeat).
+//! - Every delete in flight is still allowed: it removes the current copy of a range only once
+//!   that copy is on the base volume (invariant 1 of Everest §3.2.3) and no older write to the
+//!   range, overtaken by the current one, is still in flight (it could land on a store that
+//!   does not hold the current copy: invariant 3). The rest of invariant 3 — no older copy the
+//!   stale maps name, without a durable deletion record, on a store that does not hold the
+//!   current one — is asserted when each delete is sent (`check_delete_allowed`), and
+//!   invariant 2 — a write over off-loaded data is off-loaded with a higher version — when each
+//!   write is placed.
+//! - A stale copy with a durable deletion record is not being recorded again.
+
+use super::*;
+
+/// Above this many ranges in the map the checks are skipped (they walk the whole state).
+const CHECKED_RANGES_MAX: usize = 2048;
+
+impl Client {
+    /// A request from above: a read or a write of the volume.
+    pub fn handle_upward(&mut self, now: Nanos, id: u64, request: Upward) {
+        self.upward_step(now, id, request);
+        self.check_invariants();
+    }
+
+    /// A base-volume request completed.
+    pub fn handle_base(&mut self, now: Nanos, done: BaseDone) {
+        self.base_step(now, done);
+        self.check_invariants();
+    }
+
+    /// A store answered request `id`; `load` is the load it piggy-backed (requests in flight
+    /// on its volume), if any.
+    pub fn handle_store(
+        &mut self,
+        now: Nanos,
+        store: StoreIdx,
+        id: u64,
+        reply: Reply,
+        load: Option<u64>,
+    ) {
+        self.store_step(now, store, id, reply, load);
+        self.check_invariants();
+    }
+
+    /// The connection to a store broke (the store restarted, or the network failed): every
+    /// request outstanding there may or may not have been carried out, and the store counts as
+    /// failed until a probe gets an answer.
+    pub fn connection_lost(&mut self, now: Nanos, store: StoreIdx) {
+        self.connection_lost_step(now, store);
+        self.check_invariants();
+    }
+
+    /// The time [`Client::poll_timeout`] named has come.
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        self.timeout_step(now);
+        self.check_invariants();
+    }
+
+    /// The checks of the module docs; panics with what broke. Debug builds only.
+    pub(super) fn check_invariants(&self) {
+        if !cfg!(debug_assertions) || self.map.len() > CHECKED_RANGES_MAX {
+            return;
+        }
+        let n = self.stores.len();
+        let set = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let next = (self.generation << VERSION_BITS) | self.next_counter;
+        for (start, end, l) in self.map.iter() {
+            assert!(
+                l.stores & !set == 0,
+                "[{start}, {end}) version {} is on stores {:#b} outside the set of {n}",
+                l.version,
+                l.stores
+            );
+            assert!(
+                !matches!(self.phase, Phase::Ready) || l.version < next,
+                "[{start}, {end}) has version {} at or above the next one, {next}",
+                l.version
+            );
+        }
+        for out in self.outstanding.values() {
+            if let Pending::Delete {
+                start,
+                end,
+                version,
+            } = out.pending
+            {
+                if let Some(why) = self.delete_in_flight_refusal(out.store, start, end, version) {
+                    let stale: Vec<_> = self
+                        .stores
+                        .iter()
+                        .map(|s| (s.info.id, s.up, s.stale.lookup(start, end)))
+                        .collect();
+                    panic!(
+                        "a delete in flight breaks {why}: versions up to {version} of [{start}, {end}) on store {}; map {:?}; stale copies {stale:?}",
+                        out.store,
+                        self.map.lookup(start, end),
+                    );
+                }
+            }
+        }
+        for s in &self.stores {
+            for (start, end, v) in s.stale.iter() {
+                assert!(
+                    !(v.slot.is_some() && v.recording),
+                    "[{start}, {end}) on store {}: recorded and being recorded",
+                    s.info.id
+                );
+            }
+        }
+    }
+
+    /// Whether a delete in flight still keeps invariant 1, and invariant 3 as far as the state
+    /// can tell: no older write that may still land on another store is in flight. Older
+    /// copies the stale maps name are checked when each delete is sent
+    /// ([`Client::check_delete_allowed`]) and not here: a `read_any` answer read before a
+    /// delete and arriving after its confirmation names a copy that is already gone, so a stale
+    /// entry learned later is no proof of a copy on the store.
+    fn delete_in_flight_refusal(
+        &self,
+        store: StoreIdx,
+        start: u64,
+        end: u64,
+        version: u64,
+    ) -> Option<&'static str> {
+        for p in self.map.lookup(start, end) {
+            let Some(l) = p.value else { continue };
+            if l.stores & bit(store) == 0 || l.version > version {
+                continue;
+            }
+            if !l.on_base {
+                return Some("invariant 1: it removes a current copy not yet on the base volume");
+            }
+            if self.writes.values().any(|op| {
+                op.version < l.version
+                    && op.start < p.end
+                    && p.start < op.start + op.data.len() as u64
+            }) {
+                return Some(
+                    "invariant 3: it removes the current copy while an older write that may land elsewhere is in flight",
+                );
+            }
+        }
+        None
+    }
+}
