@@ -74,6 +74,7 @@ impl Admission {
             requests: Arc::new(Semaphore::new(self.limits.connection_requests.max(1))),
             total: self.total.clone(),
             cap: units(self.limits.connection_bytes),
+            requests_max: self.limits.connection_requests.max(1),
             _slot: slot,
         })
     }
@@ -90,10 +91,16 @@ pub struct ConnectionBudget {
     requests: Arc<Semaphore>,
     total: Arc<Semaphore>,
     cap: usize,
+    requests_max: usize,
     _slot: OwnedSemaphorePermit,
 }
 
 impl ConnectionBudget {
+    /// Requests in flight or with replies not yet written, at most (each holds a charge).
+    pub fn requests_max(&self) -> usize {
+        self.requests_max
+    }
+
     /// Waits until `bytes` fit in this connection's and the daemon's budgets, and one more
     /// request may be in flight; the returned charge releases them when dropped.
     pub async fn charge(&self, bytes: u64) -> Charge {

@@ -64,7 +64,7 @@ pub trait Backend: Send + Sync + 'static {
 /// left unanswered.
 pub struct Completion {
     handle: u64,
-    replies: Option<mpsc::UnboundedSender<Reply>>,
+    replies: Option<mpsc::Sender<Reply>>,
     slot: Option<OwnedSemaphorePermit>,
     charge: Option<Charge>,
 }
@@ -78,7 +78,15 @@ impl Completion {
         if let Some(replies) = self.replies.take() {
             let mut reply = Reply::new(self.handle, outcome, self.slot.take());
             reply._charge = self.charge.take();
-            let _ = replies.send(reply);
+            // Never full: every reply holds one of the connection's `in_flight_max` slots
+            // until it is written, and the channel has room for that many.
+            if let Err(mpsc::error::TrySendError::Full(_)) = replies.try_send(reply) {
+                tracing::error!(
+                    handle = self.handle,
+                    "NBD reply channel full: the reply is lost"
+                );
+                debug_assert!(false, "NBD reply channel full");
+            }
         }
     }
 }
@@ -400,7 +408,7 @@ async fn transmission(
     let (mut reader, writer) = stream.into_split();
     // Replies, in the order requests complete; every request, bad ones too, holds a slot until
     // its reply is written, so at most `in_flight_max` are in flight or waiting.
-    let (tx, rx) = mpsc::unbounded_channel::<Reply>();
+    let (tx, rx) = mpsc::channel::<Reply>(config.in_flight_max.max(1));
     let writer_task = tokio::spawn(write_replies(writer, rx));
     let slots = Arc::new(Semaphore::new(config.in_flight_max));
     let result = loop {
@@ -453,7 +461,7 @@ async fn transmission(
         if let Err(error) = nbd::check_request(&request, &limits) {
             let mut reply = Reply::error(request.handle, error, None, Some(permit));
             reply._charge = Some(charge);
-            if tx.send(reply).is_err() {
+            if tx.send(reply).await.is_err() {
                 break Ok(());
             }
             continue;
@@ -495,7 +503,7 @@ async fn transmission(
 /// (up to `GATHER_BYTES`); a large read's bytes are written from their own buffer.
 async fn write_replies(
     mut writer: tokio::net::tcp::OwnedWriteHalf,
-    mut replies: mpsc::UnboundedReceiver<Reply>,
+    mut replies: mpsc::Receiver<Reply>,
 ) -> io::Result<()> {
     const GATHER_BYTES: usize = 64 << 10;
     let mut out: Vec<u8> = Vec::with_capacity(GATHER_BYTES);

@@ -32,9 +32,10 @@ pub(super) const HEAD_READ: usize = 4 << 10;
 /// What every request is charged besides its data.
 pub(super) const REQUEST_OVERHEAD: u64 = 4096;
 
-/// Hands a request to the server's task; false once the server has stopped.
-pub(super) fn dispatch(
-    events: &mpsc::UnboundedSender<Event>,
+/// Hands a request to the server's task (waiting while its inbox is full: the connection is
+/// not read from meanwhile); false once the server has stopped.
+pub(super) async fn dispatch(
+    events: &mpsc::Sender<Event>,
     connection: u64,
     id: u64,
     request: Request,
@@ -47,6 +48,7 @@ pub(super) fn dispatch(
             request,
             charge,
         })
+        .await
         .is_ok()
 }
 
@@ -77,15 +79,19 @@ pub(super) async fn connection(
     stream: TcpStream,
     budget: ConnectionBudget,
     largest_record: Arc<AtomicU64>,
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::Sender<Event>,
 ) {
     let (mut reader, writer) = stream.into_split();
-    let (sender, outbox) = mpsc::unbounded_channel::<Outgoing>();
-    let _ = events.send(Event::Connected {
-        connection: id,
-        sender,
-        unwritten: Arc::new(AtomicUsize::new(0)),
-    });
+    // Frames waiting to be written: replies (each holds one of the connection's requests) and
+    // at most one load broadcast (sent only when nothing else waits).
+    let (sender, outbox) = mpsc::channel::<Outgoing>(budget.requests_max() + 1);
+    let _ = events
+        .send(Event::Connected {
+            connection: id,
+            sender,
+            unwritten: Arc::new(AtomicUsize::new(0)),
+        })
+        .await;
     let writing = tokio::spawn(write_frames(writer, outbox));
     // A client that sends replies or garbage is not speaking the protocol: its connection is
     // dropped (the store and other clients are unaffected).
@@ -129,7 +135,7 @@ pub(super) async fn connection(
                         }
                     }
                     let request = head.request(data);
-                    if !dispatch(&events, id, head.id, request, charge) {
+                    if !dispatch(&events, id, head.id, request, charge).await {
                         break 'read Ok(());
                     }
                     next_read = HEAD_READ;
@@ -156,7 +162,7 @@ pub(super) async fn connection(
                     largest_record.load(Ordering::Relaxed),
                 ))
                 .await;
-            if !dispatch(&events, id, request_id, request, charge) {
+            if !dispatch(&events, id, request_id, request, charge).await {
                 break 'read Ok(());
             }
         }
@@ -166,7 +172,7 @@ pub(super) async fn connection(
         Ok(()) => tracing::info!(connection = id, "client disconnected"),
         Err(e) => tracing::info!(connection = id, error = %e, "client connection closed"),
     }
-    let _ = events.send(Event::Closed { connection: id });
+    let _ = events.send(Event::Closed { connection: id }).await;
     writing.abort();
 }
 
@@ -176,7 +182,7 @@ pub(super) async fn connection(
 /// are dropped (releasing what they hold) only once written.
 pub(crate) async fn write_frames<T: AsRef<[u8]>>(
     mut writer: tokio::net::tcp::OwnedWriteHalf,
-    mut outbox: mpsc::UnboundedReceiver<T>,
+    mut outbox: mpsc::Receiver<T>,
 ) {
     let mut gathered: Vec<u8> = Vec::new();
     let mut held: Vec<T> = Vec::new();

@@ -53,6 +53,21 @@ fn io_error(e: DiskError) -> anyhow::Error {
     anyhow::anyhow!("disk {} failed: {}", e.op, e.error)
 }
 
+/// Events the server's task takes at most at once waiting (requests, disk completions,
+/// connections opened and closed).
+const INBOX_EVENTS: usize = 4096;
+
+/// Queues a frame for a connection's writer. Never full: a reply holds one of the
+/// connection's requests, and a load broadcast goes only to a connection with nothing
+/// waiting (the channel has room for every request and one broadcast). A connection whose
+/// writer has stopped is closing: its frames are dropped.
+fn send_frame(sender: &mpsc::Sender<Outgoing>, frame: Outgoing) {
+    if let Err(mpsc::error::TrySendError::Full(_)) = sender.try_send(frame) {
+        tracing::error!("a connection's reply queue is full: a reply is lost");
+        debug_assert!(false, "a connection's reply queue is full");
+    }
+}
+
 enum Event {
     Request {
         connection: u64,
@@ -63,7 +78,7 @@ enum Event {
     Disk(Result<DiskDone, DiskError>),
     Connected {
         connection: u64,
-        sender: mpsc::UnboundedSender<Outgoing>,
+        sender: mpsc::Sender<Outgoing>,
         /// Frames sent and not yet written.
         unwritten: Arc<AtomicUsize>,
     },
@@ -141,10 +156,12 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
         .await
         .with_context(|| format!("cannot listen on {}", options.listen))?;
     ready(listener.local_addr()?);
-    let (events, mut inbox) = mpsc::unbounded_channel::<Event>();
+    // Bounded: connections wait to hand over requests while it is full (and are not read from
+    // meanwhile); the disk's worker threads wait to hand over completions.
+    let (events, mut inbox) = mpsc::channel::<Event>(INBOX_EVENTS);
     let disk_events = events.clone();
     let disk = Disk::start(file.clone(), move |done| {
-        let _ = disk_events.send(Event::Disk(done));
+        let _ = disk_events.blocking_send(Event::Disk(done));
     });
     let accept_events = events.clone();
     let admission = Admission::new(options.limits.clone());
@@ -174,8 +191,7 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
     let mut flushes = FlushPlace::default();
     let started = Instant::now();
     let now = || started.elapsed().as_nanos() as u64;
-    let mut connections: HashMap<u64, (mpsc::UnboundedSender<Outgoing>, Arc<AtomicUsize>)> =
-        HashMap::new();
+    let mut connections: HashMap<u64, (mpsc::Sender<Outgoing>, Arc<AtomicUsize>)> = HashMap::new();
     // Store request id → (connection, the client's request id, arrival, what it holds).
     let mut requests: HashMap<u64, (u64, u64, Instant, Charge)> = HashMap::new();
     let mut next_request = 1u64;
@@ -228,7 +244,7 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
                 for (sender, unwritten) in connections.values() {
                     if unwritten.load(Ordering::Relaxed) == 0 {
                         unwritten.fetch_add(1, Ordering::Relaxed);
-                        let _ = sender.send(Outgoing { frame: frame.clone(), _charge: None, unwritten: unwritten.clone() });
+                        send_frame(sender, Outgoing { frame: frame.clone(), _charge: None, unwritten: unwritten.clone() });
                     }
                 }
             }
@@ -389,11 +405,14 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
             charge.shrink_to(frame.len() as u64);
             if let Some((sender, unwritten)) = connections.get(&connection) {
                 unwritten.fetch_add(1, Ordering::Relaxed);
-                let _ = sender.send(Outgoing {
-                    frame,
-                    _charge: Some(charge),
-                    unwritten: unwritten.clone(),
-                });
+                send_frame(
+                    sender,
+                    Outgoing {
+                        frame,
+                        _charge: Some(charge),
+                        unwritten: unwritten.clone(),
+                    },
+                );
             }
         }
     }

@@ -414,7 +414,7 @@ impl Core {
                     .links
                     .get(store)
                     .and_then(|l| l.as_ref())
-                    .is_some_and(|(_, sender)| sender.send(frame).is_ok());
+                    .is_some_and(|(_, sender)| sender.try_send(frame).is_ok());
                 if !sent && !lost.contains(&store) {
                     lost.push(store);
                 }

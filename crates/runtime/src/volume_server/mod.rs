@@ -251,6 +251,11 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     config.recovery_grace_ns = options.recovery_grace.as_nanos() as u64;
     let export_bytes = config.usable_bytes();
 
+    // Unbounded in type, bounded by what feeds it: NBD requests hold one of their
+    // connection's `in_flight_max` slots (and connections are admitted up to a limit), disk
+    // completions and store replies answer requests the core sent, and a store sends a load
+    // frame only when its connection has nothing else unwritten. (Its producers include NBD
+    // submissions and frame readers that cannot wait, which a bounded channel would need.)
     let (events, inbox) = mpsc::unbounded_channel::<Event>();
     for (i, address) in label.stores.iter().enumerate() {
         tokio::spawn(store_link(i, address.clone(), events.clone()));
@@ -389,7 +394,7 @@ enum Event {
     StoreUp {
         store: usize,
         link: u64,
-        sender: mpsc::UnboundedSender<Vec<u8>>,
+        sender: mpsc::Sender<Vec<u8>>,
     },
     StoreFrame {
         store: usize,
@@ -452,6 +457,11 @@ impl Backend for VolumeBackend {
     }
 }
 
+/// Frames waiting for a store's connection at most. A store that leaves this many unread (its
+/// connection writes nothing for that long) is taken as failed, as a silent one is: the client
+/// goes on without it and deletes what it held when it returns.
+const LINK_FRAMES: usize = 16384;
+
 /// An NBD request the request path (`cordillera_volume::Volume`) has not answered yet.
 struct Pending {
     reply: Completion,
@@ -462,7 +472,7 @@ struct Pending {
 struct Core {
     label: Label,
     disk: Disk,
-    links: Vec<Option<(u64, mpsc::UnboundedSender<Vec<u8>>)>>,
+    links: Vec<Option<(u64, mpsc::Sender<Vec<u8>>)>>,
     /// The request path: requests cut into pieces, the cache, the pre-load.
     volume: Volume,
     /// Requests in the request path, by tag.
@@ -520,7 +530,7 @@ async fn store_link(store: usize, address: String, events: mpsc::UnboundedSender
                 link += 1;
                 let _ = stream.set_nodelay(true);
                 let (mut reader, writer) = stream.into_split();
-                let (sender, outbox) = mpsc::unbounded_channel::<Vec<u8>>();
+                let (sender, outbox) = mpsc::channel::<Vec<u8>>(LINK_FRAMES);
                 if events
                     .send(Event::StoreUp {
                         store,
