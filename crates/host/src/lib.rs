@@ -90,28 +90,7 @@ impl From<DiskOp> for DiskRequest {
 
 impl From<BaseOp> for DiskRequest {
     fn from(op: BaseOp) -> DiskRequest {
-        match op {
-            BaseOp::Read {
-                id,
-                offset_bytes,
-                length_bytes,
-            } => DiskRequest::Read {
-                id,
-                offset_bytes,
-                length_bytes,
-            },
-            BaseOp::Write {
-                id,
-                offset_bytes,
-                data,
-                durable,
-            } => DiskRequest::Write {
-                id,
-                offset_bytes,
-                data,
-                durable,
-            },
-        }
+        DiskOp::from(op).into()
     }
 }
 

@@ -129,6 +129,36 @@ pub enum BaseOp {
     },
 }
 
+/// A base-volume request as a disk operation of the kind the store's core issues (the
+/// runtime's disk and the simulator's host layer carry both).
+impl From<BaseOp> for cordillera_vstore::store::DiskOp {
+    fn from(op: BaseOp) -> cordillera_vstore::store::DiskOp {
+        use cordillera_vstore::store::DiskOp;
+        match op {
+            BaseOp::Read {
+                id,
+                offset_bytes,
+                length_bytes,
+            } => DiskOp::Read {
+                id,
+                offset_bytes,
+                length_bytes,
+            },
+            BaseOp::Write {
+                id,
+                offset_bytes,
+                data,
+                durable,
+            } => DiskOp::Write {
+                id,
+                offset_bytes,
+                data: data.into(),
+                durable,
+            },
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BaseDone {
     Read { id: u64, data: Vec<u8> },

@@ -126,24 +126,6 @@ impl Client {
         end: u64,
         version: u64,
     ) -> Option<&'static str> {
-        for p in self.map.lookup(start, end) {
-            let Some(l) = p.value else { continue };
-            if l.stores & bit(store) == 0 || l.version > version {
-                continue;
-            }
-            if !l.on_base {
-                return Some("invariant 1: it removes a current copy not yet on the base volume");
-            }
-            if self.writes.values().any(|op| {
-                op.version < l.version
-                    && op.start < p.end
-                    && p.start < op.start + op.data.len() as u64
-            }) {
-                return Some(
-                    "invariant 3: it removes the current copy while an older write that may land elsewhere is in flight",
-                );
-            }
-        }
-        None
+        self.current_copy_refusal(store, start, end, version, false)
     }
 }

@@ -107,8 +107,10 @@ impl Client {
     ///   reaches the map.
     /// - Invariant 3: the current copy is removed only once no older copy that is not deleted
     ///   for sure remains on a store that does not hold the current version — otherwise a
-    ///   restart would find that older copy as the latest and reclaim it over newer data.
-    ///   (On a holder, deleting the current copy deletes its older copies too.)
+    ///   restart would find that older copy as the latest and reclaim it over newer data — and
+    ///   no older write that the current one overtook is still in flight (it could yet land
+    ///   on such a store). (On a holder, deleting the current copy deletes its older copies
+    ///   too.)
     pub(super) fn delete_allowed(
         &self,
         store: StoreIdx,
@@ -139,6 +141,22 @@ impl Client {
                 "invariant 1: it removes a copy that a write in flight counts on (acknowledged by the store, not yet in the map)",
             );
         }
+        self.current_copy_refusal(store, start, end, version, true)
+    }
+
+    /// Why deleting versions up to `version` of `[start, end)` from `store` may not remove the
+    /// current copy there: invariant 1 (it is not on the base volume yet), invariant 3 (an older
+    /// write overtaken by it is still in flight and may land on another store; with
+    /// `stale_copies`, an older copy the stale maps name, without a durable deletion record,
+    /// remains on a store that does not hold the current one).
+    pub(super) fn current_copy_refusal(
+        &self,
+        store: StoreIdx,
+        start: u64,
+        end: u64,
+        version: u64,
+        stale_copies: bool,
+    ) -> Option<&'static str> {
         for p in self.map.lookup(start, end) {
             let Some(l) = p.value else { continue };
             if l.stores & bit(store) == 0 || l.version > version {
@@ -147,8 +165,6 @@ impl Client {
             if !l.on_base {
                 return Some("invariant 1: it removes a current copy not yet on the base volume");
             }
-            // An older write still in flight (a newer one overtook it) may yet land on a store
-            // that does not hold the current copy: an older copy the client cannot name yet.
             if self.writes.values().any(|op| {
                 op.version < l.version
                     && op.start < p.end
@@ -158,7 +174,7 @@ impl Client {
                     "invariant 3: it removes the current copy while an older write that may land elsewhere is in flight",
                 );
             }
-            if self.older_copies_elsewhere(p.start, p.end, u64::MAX, l.stores) {
+            if stale_copies && self.older_copies_elsewhere(p.start, p.end, u64::MAX, l.stores) {
                 return Some(
                     "invariant 3: it removes the current copy while an older copy remains on a store that does not hold it",
                 );

@@ -342,28 +342,7 @@ impl Core {
         loop {
             let mut progress = false;
             let ops: Vec<DiskOp> = std::iter::from_fn(|| client.poll_base())
-                .map(|op| match op {
-                    BaseOp::Read {
-                        id,
-                        offset_bytes,
-                        length_bytes,
-                    } => DiskOp::Read {
-                        id,
-                        offset_bytes,
-                        length_bytes,
-                    },
-                    BaseOp::Write {
-                        id,
-                        offset_bytes,
-                        data,
-                        durable,
-                    } => DiskOp::Write {
-                        id,
-                        offset_bytes,
-                        data: data.into(),
-                        durable,
-                    },
-                })
+                .map(DiskOp::from)
                 .collect();
             if !ops.is_empty() {
                 progress = true;

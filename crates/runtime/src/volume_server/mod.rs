@@ -33,9 +33,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use cordillera_offload::superblock::SUPERBLOCK_BYTES;
-use cordillera_offload::{
-    BaseDone, BaseOp, Client, ClientError, Config, Policy, RecoveryWait, StoreInfo,
-};
+use cordillera_offload::{BaseDone, Client, ClientError, Config, Policy, RecoveryWait, StoreInfo};
 use cordillera_vstore::store::{DiskDone, DiskOp};
 use cordillera_wire::store::{encode, Frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
