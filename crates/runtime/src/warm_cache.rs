@@ -194,8 +194,12 @@ impl CacheLog {
     /// Opens the cache and its log, reads the log and plans the pre-load; the log is marked not
     /// clean (durably) and the snapshot loaded before this returns, so it must return before
     /// any request is served. Blocking.
-    pub fn open(o: &CacheOptions, volume: Arc<DiskFile>) -> Result<(WarmCache, CacheLog)> {
-        let started = Instant::now();
+    /// `started`: the driver's clock (times given to the core are nanoseconds since then).
+    pub fn open(
+        o: &CacheOptions,
+        volume: Arc<DiskFile>,
+        started: Instant,
+    ) -> Result<(WarmCache, CacheLog)> {
         let mut log = None;
         let mut unusable = None;
         if let Some(path) = &o.log {
@@ -207,13 +211,14 @@ impl CacheLog {
                 }
             }
         }
+        let now = started.elapsed().as_nanos() as u64;
         let mut core = match (&log, unusable) {
-            (Some(f), _) => WarmCache::open(0, o.core(), Some(&mut FileReader(f))),
-            (None, Some(e)) => WarmCache::open(0, o.core(), None).map(|mut c| {
-                c.fall_back(0, e);
+            (Some(f), _) => WarmCache::open(now, o.core(), Some(&mut FileReader(f))),
+            (None, Some(e)) => WarmCache::open(now, o.core(), None).map(|mut c| {
+                c.fall_back(now, e);
                 c
             }),
-            (None, None) => WarmCache::open(0, o.core(), None),
+            (None, None) => WarmCache::open(now, o.core(), None),
         }
         .map_err(|e| anyhow::anyhow!("--cache-size: {e}"))?;
         let mut d = CacheLog {

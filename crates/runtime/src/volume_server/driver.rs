@@ -52,7 +52,7 @@ impl Core {
         loop {
             self.volume
                 .set_preloading(client.is_ready() && self.stopping.is_none());
-            self.drive(&mut client, now());
+            self.drive(&mut client, &now);
             if let Some(e) = self.failed.take() {
                 return Err(disk_error(e));
             }
@@ -337,9 +337,12 @@ impl Core {
         }
     }
 
-    /// Hands out everything the core produced, until it produces nothing more.
-    pub(super) fn drive(&mut self, client: &mut Client, now: u64) {
+    /// Hands out everything the core produced, until it produces nothing more. The time is read
+    /// again on each pass: reads the page cache holds are answered in place, so one call can
+    /// carry a whole pre-load.
+    pub(super) fn drive(&mut self, client: &mut Client, clock: &impl Fn() -> u64) {
         loop {
+            let now = clock();
             let mut progress = false;
             let ops: Vec<DiskOp> = std::iter::from_fn(|| client.poll_base())
                 .map(DiskOp::from)

@@ -264,9 +264,11 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     });
     let (ready_tx, ready_rx) = oneshot::channel::<Result<(), String>>();
     let mut core = Core::new(label.clone(), disk);
+    // The core's clock: the cache's pre-load is timed from opening its log.
+    let started = Instant::now();
     if let Some(c) = &options.cache {
         // Before serving: the log is marked not clean durably here.
-        let (warm, log) = CacheLog::open(c, file.clone())?;
+        let (warm, log) = CacheLog::open(c, file.clone(), started)?;
         tracing::info!(
             cache_bytes = c.cache_bytes,
             log = c.log.as_ref().map(|p| p.display().to_string()),
@@ -306,7 +308,6 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         tracing::info!(metrics = %l.local_addr()?, "metrics and status served while the volume starts");
         tokio::spawn(serve_metrics(l, events.clone()));
     }
-    let started = Instant::now();
     let mut core_task = tokio::spawn(core.run(config, inbox, started, ready_tx, formatting));
     let became_ready = tokio::select! {
         r = ready_rx => r.unwrap_or_else(|_| Err("the volume stopped while starting".into())),

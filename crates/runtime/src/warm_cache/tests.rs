@@ -34,7 +34,7 @@ fn forward(log: &mut CacheLog, core: &mut WarmCache) {
 fn a_clean_close_leaves_a_snapshot_and_a_crash_leaves_metadata_only() {
     let dir = tempfile::tempdir().unwrap();
     let (o, volume) = setup(dir.path(), true);
-    let (mut core, mut log) = CacheLog::open(&o, volume.clone()).unwrap();
+    let (mut core, mut log) = CacheLog::open(&o, volume.clone(), Instant::now()).unwrap();
     assert_eq!(core.source(), &WarmupSource::NewLog);
     assert_eq!(
         std::fs::metadata(dir.path().join("warm.log"))
@@ -49,7 +49,7 @@ fn a_clean_close_leaves_a_snapshot_and_a_crash_leaves_metadata_only() {
     forward(&mut log, &mut core);
     log.close(&mut core).unwrap();
     drop((core, log));
-    let (mut core, log) = CacheLog::open(&o, volume.clone()).unwrap();
+    let (mut core, log) = CacheLog::open(&o, volume.clone(), Instant::now()).unwrap();
     assert_eq!(core.source(), &WarmupSource::LogWithData);
     assert_eq!(
         core.preload_loaded_blocks(),
@@ -68,7 +68,7 @@ fn a_clean_close_leaves_a_snapshot_and_a_crash_leaves_metadata_only() {
     );
     // Dropped without a close (a crash): the next start reads the blocks from the volume.
     drop((core, log));
-    let (mut core, _log) = CacheLog::open(&o, volume).unwrap();
+    let (mut core, _log) = CacheLog::open(&o, volume, Instant::now()).unwrap();
     assert_eq!(core.source(), &WarmupSource::Log);
     let Some(CacheIo::VolumeRead {
         offset_bytes,
@@ -86,7 +86,7 @@ fn a_log_that_cannot_be_opened_means_on_demand_warm_up() {
     let dir = tempfile::tempdir().unwrap();
     let (mut o, volume) = setup(dir.path(), false);
     o.log = Some(dir.path().join("missing-dir/warm.log"));
-    let (core, log) = CacheLog::open(&o, volume.clone()).unwrap();
+    let (core, log) = CacheLog::open(&o, volume.clone(), Instant::now()).unwrap();
     assert!(
         matches!(core.source(), WarmupSource::Fallback(_)),
         "{:?}",
@@ -94,7 +94,7 @@ fn a_log_that_cannot_be_opened_means_on_demand_warm_up() {
     );
     assert_eq!(log.status_json(&core)["warmup"]["done"], true);
     o.cache_bytes = 100;
-    assert!(CacheLog::open(&o, volume).is_err());
+    assert!(CacheLog::open(&o, volume, Instant::now()).is_err());
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn a_cache_reset_reads_the_log_file_again() {
     let dir = tempfile::tempdir().unwrap();
     let (mut o, volume) = setup(dir.path(), false);
     o.metadata_buffer_bytes = 16 * 16;
-    let (mut core, mut log) = CacheLog::open(&o, volume).unwrap();
+    let (mut core, mut log) = CacheLog::open(&o, volume, Instant::now()).unwrap();
     for b in 0..20u64 {
         core.write_done(b * BLOCK, &page(b as u8), true);
     }
