@@ -5,9 +5,10 @@
 //! A node's disk is shared by the cores it hosts (a store and an off-loading client's base
 //! volume, say). Each core gets a [`DiskPort`]: its share of the disk (a byte offset where its
 //! region starts) and of the request ids (a tag in the high bits, so completions find their
-//! core). The port translates the core's requests ([`DiskOp`] of the store, [`BaseOp`] of the
-//! client) into [`IoCommand`]s and the disk's completions back, with the durability the
-//! experiment models ([`Durability`]):
+//! core). The port translates the core's requests ([`DiskOp`] of the store; the client's
+//! `BaseOp` converts into one) into [`IoCommand`]s and the disk's completions back into
+//! [`DiskDone`] (the client's `BaseDone` converts from it), with the durability the experiment
+//! models ([`Durability`]):
 //!
 //! - [`Durability::WriteThenFlush`] (the fault model of `docs/SIMULATION.md`): a *durable*
 //!   write is the write and then a flush; the core hears of it only once the flush completes,
@@ -17,7 +18,6 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use cordillera_offload::{BaseDone, BaseOp};
 use cordillera_sim::world::{IoCommand, IoDone};
 use cordillera_vstore::store::{DiskDone, DiskOp};
 
@@ -33,87 +33,6 @@ pub enum Durability {
     WriteThrough,
 }
 
-/// A disk request of a core, whichever core it is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DiskRequest {
-    Read {
-        id: u64,
-        offset_bytes: u64,
-        length_bytes: u64,
-    },
-    Write {
-        id: u64,
-        offset_bytes: u64,
-        data: Vec<u8>,
-        /// Complete only once durable.
-        durable: bool,
-    },
-    /// Every write completed before it made durable.
-    Flush { id: u64 },
-}
-
-/// What the core hears back.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DiskAnswer {
-    Read { id: u64, data: Vec<u8> },
-    Written { id: u64 },
-    Flushed { id: u64 },
-}
-
-impl From<DiskOp> for DiskRequest {
-    fn from(op: DiskOp) -> DiskRequest {
-        match op {
-            DiskOp::Read {
-                id,
-                offset_bytes,
-                length_bytes,
-            } => DiskRequest::Read {
-                id,
-                offset_bytes,
-                length_bytes,
-            },
-            DiskOp::Write {
-                id,
-                offset_bytes,
-                data,
-                durable,
-            } => DiskRequest::Write {
-                id,
-                offset_bytes,
-                data: data.into_vec(),
-                durable,
-            },
-            DiskOp::Flush { id } => DiskRequest::Flush { id },
-        }
-    }
-}
-
-impl From<BaseOp> for DiskRequest {
-    fn from(op: BaseOp) -> DiskRequest {
-        DiskOp::from(op).into()
-    }
-}
-
-impl From<DiskAnswer> for DiskDone {
-    fn from(a: DiskAnswer) -> DiskDone {
-        match a {
-            DiskAnswer::Read { id, data } => DiskDone::Read { id, data },
-            DiskAnswer::Written { id } => DiskDone::Written { id },
-            DiskAnswer::Flushed { id } => DiskDone::Flushed { id },
-        }
-    }
-}
-
-impl From<DiskAnswer> for BaseDone {
-    /// (The client asks for no flushes: a durable write is one request.)
-    fn from(a: DiskAnswer) -> BaseDone {
-        match a {
-            DiskAnswer::Read { id, data } => BaseDone::Read { id, data },
-            DiskAnswer::Written { id } | DiskAnswer::Flushed { id } => BaseDone::Written { id },
-        }
-    }
-}
-
 /// One core's share of a node's disk.
 #[derive(Debug)]
 pub struct DiskPort {
@@ -123,7 +42,7 @@ pub struct DiskPort {
     /// Durable writes written and waiting for the flush after them, or not yet written.
     durable: HashSet<u64>,
     /// Answers due at once (write-through flushes).
-    ready: VecDeque<DiskAnswer>,
+    ready: VecDeque<DiskDone>,
     in_flight: u64,
     durable_steps: u64,
 }
@@ -160,14 +79,13 @@ impl DiskPort {
     }
 
     /// The command for a request (`None`: it is answered at once, see [`DiskPort::poll_ready`]).
-    pub fn submit(&mut self, request: impl Into<DiskRequest>) -> Option<IoCommand> {
-        let request = request.into();
+    pub fn submit(&mut self, op: impl Into<DiskOp>) -> Option<IoCommand> {
         let id_of = |id: u64| {
             debug_assert_eq!(id & (TAG_BITS | FLUSH_AFTER), 0, "a core id below the tags");
             self.tag | id
         };
-        let command = match request {
-            DiskRequest::Read {
+        let command = match op.into() {
+            DiskOp::Read {
                 id,
                 offset_bytes,
                 length_bytes,
@@ -176,7 +94,7 @@ impl DiskPort {
                 offset_bytes: self.offset_bytes + offset_bytes,
                 length_bytes,
             },
-            DiskRequest::Write {
+            DiskOp::Write {
                 id,
                 offset_bytes,
                 data,
@@ -188,13 +106,13 @@ impl DiskPort {
                 IoCommand::Write {
                     id: id_of(id),
                     offset_bytes: self.offset_bytes + offset_bytes,
-                    data,
+                    data: data.into_vec(),
                 }
             }
-            DiskRequest::Flush { id } => match self.durability {
+            DiskOp::Flush { id } => match self.durability {
                 Durability::WriteThenFlush => IoCommand::Flush { id: id_of(id) },
                 Durability::WriteThrough => {
-                    self.ready.push_back(DiskAnswer::Flushed { id });
+                    self.ready.push_back(DiskDone::Flushed { id });
                     return None;
                 }
             },
@@ -204,7 +122,7 @@ impl DiskPort {
     }
 
     /// An answer due at once.
-    pub fn poll_ready(&mut self) -> Option<DiskAnswer> {
+    pub fn poll_ready(&mut self) -> Option<DiskDone> {
         self.ready.pop_front()
     }
 
@@ -214,12 +132,12 @@ impl DiskPort {
         &mut self,
         done: IoDone,
         then: &mut impl Extend<IoCommand>,
-    ) -> Option<DiskAnswer> {
+    ) -> Option<DiskDone> {
         let raw = |id: u64| id & !TAG_BITS;
         match done {
             IoDone::Read { id, data } => {
                 self.in_flight -= 1;
-                Some(DiskAnswer::Read { id: raw(id), data })
+                Some(DiskDone::Read { id: raw(id), data })
             }
             IoDone::Written { id } if self.durable.contains(&raw(id)) => {
                 then.extend([IoCommand::Flush {
@@ -229,18 +147,18 @@ impl DiskPort {
             }
             IoDone::Written { id } => {
                 self.in_flight -= 1;
-                Some(DiskAnswer::Written { id: raw(id) })
+                Some(DiskDone::Written { id: raw(id) })
             }
             IoDone::Flushed { id } if id & FLUSH_AFTER != 0 => {
                 let id = raw(id) & !FLUSH_AFTER;
                 self.durable.remove(&id);
                 self.in_flight -= 1;
                 self.durable_steps += 1;
-                Some(DiskAnswer::Written { id })
+                Some(DiskDone::Written { id })
             }
             IoDone::Flushed { id } => {
                 self.in_flight -= 1;
-                Some(DiskAnswer::Flushed { id: raw(id) })
+                Some(DiskDone::Flushed { id: raw(id) })
             }
         }
     }
@@ -255,10 +173,10 @@ mod tests {
         let mut store = DiskPort::new(1 << 62, 1 << 20, Durability::WriteThenFlush);
         let base = DiskPort::new(0, 0, Durability::WriteThenFlush);
         let w = store
-            .submit(DiskRequest::Write {
+            .submit(DiskOp::Write {
                 id: 7,
                 offset_bytes: 4096,
-                data: vec![1; 512],
+                data: vec![1; 512].into(),
                 durable: true,
             })
             .unwrap();
@@ -279,7 +197,7 @@ mod tests {
         assert_eq!(store.in_flight(), 1);
         assert_eq!(
             store.complete(IoDone::Flushed { id: flush }, &mut then),
-            Some(DiskAnswer::Written { id: 7 })
+            Some(DiskDone::Written { id: 7 })
         );
         assert_eq!((store.in_flight(), store.durable_steps()), (0, 1));
     }
@@ -287,12 +205,12 @@ mod tests {
     #[test]
     fn write_through_answers_flushes_at_once_and_durable_writes_when_written() {
         let mut p = DiskPort::new(0, 0, Durability::WriteThrough);
-        assert_eq!(p.submit(DiskRequest::Flush { id: 3 }), None);
-        assert_eq!(p.poll_ready(), Some(DiskAnswer::Flushed { id: 3 }));
-        let Some(IoCommand::Write { id, .. }) = p.submit(DiskRequest::Write {
+        assert_eq!(p.submit(DiskOp::Flush { id: 3 }), None);
+        assert_eq!(p.poll_ready(), Some(DiskDone::Flushed { id: 3 }));
+        let Some(IoCommand::Write { id, .. }) = p.submit(DiskOp::Write {
             id: 4,
             offset_bytes: 0,
-            data: vec![0; 512],
+            data: vec![0; 512].into(),
             durable: true,
         }) else {
             panic!()
@@ -300,7 +218,7 @@ mod tests {
         let mut then = Vec::new();
         assert_eq!(
             p.complete(IoDone::Written { id }, &mut then),
-            Some(DiskAnswer::Written { id: 4 })
+            Some(DiskDone::Written { id: 4 })
         );
         assert!(then.is_empty());
     }

@@ -703,7 +703,7 @@ impl Core for Node {
         if self.store.disk.owns(id) {
             let s = &mut self.store;
             if let Some(done) = s.disk.complete(done, &mut self.io) {
-                s.store.handle_disk(now, done.into());
+                s.store.handle_disk(now, done);
             }
         } else if let Some(c) = &mut self.client {
             let Some(done) = self.base.complete(done, &mut self.io) else {

@@ -15,7 +15,7 @@ use cordillera_sim::presets;
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{Core, IoCommand, IoDone, Outgoing, World, WorldBuilder};
-use cordillera_vstore::store::{Config, DiskDone, Reply, Request, Store, StoreError};
+use cordillera_vstore::store::{Config, Reply, Request, Store, StoreError};
 
 const BLOCK: u64 = 4096;
 const BLOCKS: u64 = 48;
@@ -354,7 +354,6 @@ impl Core for Node {
             return;
         };
         DURABLE_STEPS.fetch_add(s.disk.durable_steps() - steps, Ordering::Relaxed);
-        let done = DiskDone::from(done);
         s.store.handle_disk(now, done);
         CLEANED.fetch_add(s.store.stats().cleaned_records - cleaned, Ordering::Relaxed);
         s.pump();

@@ -245,9 +245,9 @@ impl Node {
                     // Write-through: durable once written, a flush answered at once.
                     match self.store_disk.submit(op) {
                         Some(command) => self.io.push_back(command),
-                        None => self.store_done.extend(
-                            std::iter::from_fn(|| self.store_disk.poll_ready()).map(DiskDone::from),
-                        ),
+                        None => self
+                            .store_done
+                            .extend(std::iter::from_fn(|| self.store_disk.poll_ready())),
                     }
                 }
                 let mut local = Vec::new();
@@ -476,7 +476,7 @@ impl Core for Node {
         }
         if self.store_disk.owns(id) {
             let done = self.store_disk.complete(done, &mut self.io);
-            self.store_done.extend(done.map(DiskDone::from));
+            self.store_done.extend(done);
         } else if let Some(done) = self.base_disk.complete(done, &mut self.io) {
             let done = BaseDone::from(done);
             self.timed(|c| c.handle_base(now, done));

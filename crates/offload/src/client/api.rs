@@ -165,6 +165,18 @@ pub enum BaseDone {
     Written { id: u64 },
 }
 
+/// A disk completion as the client hears it (the client asks for no flushes: a durable write
+/// is one request).
+impl From<cordillera_vstore::store::DiskDone> for BaseDone {
+    fn from(done: cordillera_vstore::store::DiskDone) -> BaseDone {
+        use cordillera_vstore::store::DiskDone;
+        match done {
+            DiskDone::Read { id, data } => BaseDone::Read { id, data },
+            DiskDone::Written { id } | DiskDone::Flushed { id } => BaseDone::Written { id },
+        }
+    }
+}
+
 /// Where the latest version of a range is: its version, the stores holding it (a bit per store
 /// index) and whether it has been reclaimed to the base volume (its copies are being deleted).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

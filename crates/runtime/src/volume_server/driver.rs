@@ -203,13 +203,7 @@ impl Core {
             Event::Upward { op, reply } => self.upward(client, op, reply, now),
             // The core learns it when a request to the store cannot be sent.
             Event::StoreUnreachable { .. } => {}
-            Event::Base(Ok(done)) => {
-                let done = match done {
-                    DiskDone::Read { id, data } => BaseDone::Read { id, data },
-                    DiskDone::Written { id } | DiskDone::Flushed { id } => BaseDone::Written { id },
-                };
-                client.handle_base(now, done);
-            }
+            Event::Base(Ok(done)) => client.handle_base(now, done.into()),
             // The base volume failed: stop before acknowledging anything more.
             Event::Base(Err(e)) => return Err(disk_error(e)),
             Event::StoreUp { store, .. } => {
