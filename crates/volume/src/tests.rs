@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use cordillera_offload::{BaseDone, BaseOp, Config};
-use cordillera_warmup::warm::{MemoryLog, Options, WarmCache, BLOCK};
+use cordillera_warmup::warm::{run_in_memory, MemoryLog, Options, WarmCache, BLOCK};
 
 use super::*;
 
@@ -20,7 +20,7 @@ struct Harness {
 
 impl Harness {
     fn new(cache: bool) -> Harness {
-        let mut log = vec![0u8; 64 * BLOCK as usize];
+        let log = vec![0u8; 64 * BLOCK as usize];
         let cache = cache.then(|| {
             let o = Options {
                 warmup_bytes: 16 * BLOCK,
@@ -33,11 +33,10 @@ impl Harness {
             client: Client::format(config, Vec::new(), 0),
             volume: Volume::new(cache),
             disk: vec![0u8; (VOLUME_BYTES + SUPERBLOCK_ROOM) as usize],
-            log: Vec::new(),
+            log,
             answers: HashMap::new(),
             base_reads: 0,
         };
-        std::mem::swap(&mut h.log, &mut log);
         h.settle();
         assert!(h.client.is_ready());
         h
@@ -88,21 +87,10 @@ impl Harness {
             while let Some(io) = self.volume.poll_cache_io() {
                 progress = true;
                 let cache = self.volume.cache_mut().expect("a cache");
-                match io {
-                    CacheIo::LogWrite {
-                        id,
-                        offset_bytes,
-                        data,
-                    } => {
-                        let at = offset_bytes as usize;
-                        self.log[at..at + data.len()].copy_from_slice(&data);
-                        cache.handle_log_done(0, id, Ok(()));
-                    }
-                    CacheIo::LogSync { id } | CacheIo::LogResize { id, .. } => {
-                        cache.handle_log_done(0, id, Ok(()))
-                    }
-                    CacheIo::VolumeFlush => cache.handle_volume_flushed(0, Ok(())),
-                    CacheIo::VolumeRead { .. } => unreachable!("pre-loads go to the client"),
+                match run_in_memory(cache, &mut self.log, 0, io) {
+                    None => {}
+                    Some(CacheIo::VolumeFlush) => cache.handle_volume_flushed(0, Ok(())),
+                    Some(other) => unreachable!("pre-loads go to the client: {other:?}"),
                 }
             }
             if !progress {
@@ -261,20 +249,17 @@ fn the_preload_reaches_the_client_only_when_let_through() {
     };
     let mut cache = WarmCache::open(0, o, Some(&mut MemoryLog(&first.log))).unwrap();
     // Marking the log in use.
+    let mut log = first.log;
     while !cache.is_ready() {
-        match cache.poll_io().unwrap() {
-            CacheIo::LogWrite { id, .. } | CacheIo::LogSync { id } => {
-                cache.handle_log_done(0, id, Ok(()))
-            }
-            other => panic!("{other:?}"),
-        }
+        let io = cache.poll_io().unwrap();
+        assert_eq!(run_in_memory(&mut cache, &mut log, 0, io), None);
     }
     cache.load_snapshot(0);
     let mut h = Harness {
         client: first.client,
         volume: Volume::new(Some(cache)),
         disk: first.disk,
-        log: first.log,
+        log,
         answers: HashMap::new(),
         base_reads: 0,
     };

@@ -46,7 +46,7 @@ mod status;
 
 use std::collections::{HashMap, VecDeque};
 
-pub use start::{LogReader, MemoryLog};
+pub use start::{run_in_memory, LogReader, MemoryLog};
 pub use status::{PreloadStatus, Status, WarmupSource};
 
 use crate::algorithms::Algorithm;

@@ -44,27 +44,14 @@ impl Disk {
 
     /// Carries out a log command or a flush; a pre-load read is returned.
     fn run_one(&mut self, c: &mut WarmCache, io: CacheIo) -> Option<(u64, u64, Ticket)> {
-        {
-            match io {
-                CacheIo::LogWrite {
-                    id,
-                    offset_bytes,
-                    data,
-                } => {
-                    let at = offset_bytes as usize;
-                    self.log[at..at + data.len()].copy_from_slice(&data);
-                    c.handle_log_done(0, id, Ok(()));
-                }
-                CacheIo::LogSync { id } | CacheIo::LogResize { id, .. } => {
-                    c.handle_log_done(0, id, Ok(()))
-                }
-                CacheIo::VolumeFlush => c.handle_volume_flushed(0, Ok(())),
-                CacheIo::VolumeRead {
-                    offset_bytes,
-                    length_bytes,
-                    ticket,
-                } => return Some((offset_bytes, length_bytes, ticket)),
-            }
+        match run_in_memory(c, &mut self.log, 0, io)? {
+            CacheIo::VolumeFlush => c.handle_volume_flushed(0, Ok(())),
+            CacheIo::VolumeRead {
+                offset_bytes,
+                length_bytes,
+                ticket,
+            } => return Some((offset_bytes, length_bytes, ticket)),
+            other => panic!("{other:?}"),
         }
         None
     }
@@ -286,23 +273,14 @@ fn the_preload_follows_the_chosen_algorithm() {
         let mut c = WarmCache::open(0, o, Some(&mut MemoryLog(&log))).unwrap();
         let mut blocks = Vec::new();
         while let Some(io) = c.poll_io() {
-            match io {
-                CacheIo::LogSync { id } => c.handle_log_done(0, id, Ok(())),
-                CacheIo::LogWrite {
-                    id,
-                    offset_bytes,
-                    data,
-                } => {
-                    let at = offset_bytes as usize;
-                    log[at..at + data.len()].copy_from_slice(&data);
-                    c.handle_log_done(0, id, Ok(()));
-                }
-                CacheIo::VolumeRead {
+            match run_in_memory(&mut c, &mut log, 0, io) {
+                None => {}
+                Some(CacheIo::VolumeRead {
                     offset_bytes,
                     length_bytes,
                     ..
-                } => blocks.extend(offset_bytes / BLOCK..(offset_bytes + length_bytes) / BLOCK),
-                other => panic!("{other:?}"),
+                }) => blocks.extend(offset_bytes / BLOCK..(offset_bytes + length_bytes) / BLOCK),
+                Some(other) => panic!("{other:?}"),
             }
         }
         blocks
