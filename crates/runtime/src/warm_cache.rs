@@ -254,8 +254,16 @@ impl CacheLog {
     pub fn execute(&mut self, core: &mut WarmCache, io: CacheIo) {
         let now = self.now();
         let job = match io {
-            CacheIo::VolumeRead { .. } => {
-                unreachable!("pre-load reads go to the volume through the client")
+            CacheIo::VolumeRead {
+                offset_bytes,
+                ticket,
+                ..
+            } => {
+                // Not ours to read: answered as failed (its blocks stay out of the cache)
+                // rather than left outstanding.
+                debug_assert!(false, "pre-load reads go to the volume through the client");
+                core.preload_done(now, offset_bytes, None, ticket);
+                return;
             }
             CacheIo::VolumeFlush => {
                 let r = self
