@@ -291,10 +291,9 @@ impl WarmCache {
                 log.failed.get_or_insert_with(|| e.clone());
             }
         }
-        match self.phase.clone() {
-            Phase::Starting { .. } if result.is_err() => {
+        match (self.phase.clone(), result) {
+            (Phase::Starting { .. }, Err(e)) => {
                 // The log cannot be marked not clean: it is not used at all.
-                let e = result.expect_err("an error");
                 tracing::warn!(error = %e, "the warm-up log cannot be written; the cache warms on demand");
                 self.log = None;
                 self.out.clear();
@@ -302,12 +301,17 @@ impl WarmCache {
                     .fall_back(now, format!("the warm-up log cannot be written: {e}"));
                 self.phase = Phase::Running;
             }
-            Phase::Starting { id: sync } if sync == id => self.phase = Phase::Running,
-            Phase::Closing {
-                id: Some(sync),
-                superblock,
-            } if sync == id => {
-                if let Err(e) = result {
+            (Phase::Starting { id: sync }, Ok(())) if sync == id => self.phase = Phase::Running,
+            (
+                Phase::Closing {
+                    id: Some(sync),
+                    superblock,
+                },
+                _,
+            ) if sync == id => {
+                // Any log write that failed before this sync (its answer came first) means the
+                // log is not whole: it must not be called clean.
+                if let Some(e) = self.log.as_ref().and_then(|l| l.failed.clone()) {
                     self.phase = Phase::Closed(Err(format!("closing the warm-up log: {e}")));
                 } else if superblock {
                     if let Some(log) = self.log.as_mut() {

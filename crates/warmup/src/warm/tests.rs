@@ -251,6 +251,39 @@ fn a_cache_replaced_while_running_is_warmed_from_the_log_or_the_staging_buffer()
 }
 
 #[test]
+fn a_log_write_that_fails_while_closing_leaves_the_log_not_clean() {
+    let mut d = Disk::new();
+    let o = options(true);
+    let mut c = d.open(&o);
+    c.write_done(0, &page(1), true);
+    c.handle_close(0);
+    let mut failed = false;
+    while let Some(io) = c.poll_io() {
+        match io {
+            // The staged chunk's write fails; the sync after it succeeds.
+            CacheIo::LogWrite {
+                id, offset_bytes, ..
+            } if offset_bytes > 0 && !failed => {
+                failed = true;
+                c.handle_log_done(0, id, Err("I/O error".into()));
+            }
+            CacheIo::LogWrite {
+                offset_bytes: 0, ..
+            } => panic!("the clean superblock is written"),
+            io => assert_eq!(d.run_one(&mut c, io), None),
+        }
+    }
+    assert!(failed);
+    assert!(matches!(c.closed(), Some(Err(_))), "{:?}", c.closed());
+    let again = d.open(&o);
+    assert_eq!(
+        again.source(),
+        &WarmupSource::Log,
+        "the next start trusts no logged data"
+    );
+}
+
+#[test]
 fn the_preload_follows_the_chosen_algorithm() {
     // Blocks 0..8 written once each, then block 5 three times and block 2 twice; a warm-up of 3.
     let mut d = Disk::new();
