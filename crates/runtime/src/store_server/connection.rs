@@ -214,27 +214,39 @@ pub(crate) async fn write_frames<T: AsRef<[u8]>>(
     }
 }
 
-/// Reads frames from `reader` and gives each to `each` until the stream ends or fails (`Ok`),
-/// `each` returns false (`Ok`), or a frame does not decode (`Err`).
-pub(crate) async fn read_frames(
-    reader: &mut tokio::net::tcp::OwnedReadHalf,
-    mut each: impl FnMut(Frame) -> bool,
-) -> Result<(), cordillera_wire::store::WireError> {
-    let mut buffer: Vec<u8> = Vec::with_capacity(1 << 16);
-    loop {
-        // Straight into the frame buffer's spare capacity: no intermediate copy.
-        buffer.reserve(1 << 16);
-        match reader.read_buf(&mut buffer).await {
-            Ok(0) | Err(_) => return Ok(()),
-            Ok(_) => {}
+/// Frames read from a connection, one at a time (so that the caller may wait between them).
+pub(crate) struct FrameReader {
+    buffer: Vec<u8>,
+    at: usize,
+}
+
+impl FrameReader {
+    pub(crate) fn new() -> FrameReader {
+        FrameReader {
+            buffer: Vec::with_capacity(1 << 16),
+            at: 0,
         }
-        let mut at = 0;
-        while let Some((frame, used)) = decode(&buffer[at..])? {
-            at += used;
-            if !each(frame) {
-                return Ok(());
+    }
+
+    /// The next frame; `Ok(None)` once the stream ends or fails, `Err` if a frame does not
+    /// decode.
+    pub(crate) async fn next(
+        &mut self,
+        reader: &mut tokio::net::tcp::OwnedReadHalf,
+    ) -> Result<Option<Frame>, cordillera_wire::store::WireError> {
+        loop {
+            if let Some((frame, used)) = decode(&self.buffer[self.at..])? {
+                self.at += used;
+                return Ok(Some(frame));
+            }
+            self.buffer.drain(..self.at);
+            self.at = 0;
+            // Straight into the frame buffer's spare capacity: no intermediate copy.
+            self.buffer.reserve(1 << 16);
+            match reader.read_buf(&mut self.buffer).await {
+                Ok(0) | Err(_) => return Ok(None),
+                Ok(_) => {}
             }
         }
-        buffer.drain(..at);
     }
 }

@@ -7,11 +7,15 @@ impl Core {
     pub(super) async fn run(
         mut self,
         config: Config,
-        mut inbox: mpsc::UnboundedReceiver<Event>,
+        inboxes: Inboxes,
         started: Instant,
         ready: oneshot::Sender<Result<(), String>>,
         formatting: bool,
     ) -> Result<()> {
+        let Inboxes {
+            events: mut inbox,
+            requests: mut request_inbox,
+        } = inboxes;
         let now = || started.elapsed().as_nanos() as u64;
         // Give the stores a moment to be reached, so that recovery asks them all at once.
         let grace = tokio::time::sleep(CONNECT_GRACE);
@@ -101,14 +105,13 @@ impl Core {
                 .map(|t| started + Duration::from_nanos(t));
             tokio::select! {
                 event = inbox.recv() => {
-                    let Some(mut event) = event else { return Ok(()) };
-                    for _ in 0..1024 {
-                        self.handle(&mut client, event, now())?;
-                        match inbox.try_recv() {
-                            Ok(next) => event = next,
-                            Err(_) => break,
-                        }
-                    }
+                    let Some(event) = event else { return Ok(()) };
+                    self.handle(&mut client, event, now())?;
+                    self.handle_waiting(&mut client, &mut inbox, &mut request_inbox, &now)?;
+                }
+                Some(Upward { op, reply }) = request_inbox.recv() => {
+                    self.upward(&mut client, op, reply, now());
+                    self.handle_waiting(&mut client, &mut inbox, &mut request_inbox, &now)?;
                 }
                 _ = async { tokio::time::sleep_until(timeout.expect("guarded").into()).await }, if timeout.is_some() => {
                     client.handle_timeout(now());
@@ -198,9 +201,33 @@ impl Core {
         }
     }
 
+    /// What else waits in the inboxes, up to a batch, before the client is driven again.
+    fn handle_waiting(
+        &mut self,
+        client: &mut Client,
+        inbox: &mut mpsc::Receiver<Event>,
+        requests: &mut mpsc::Receiver<Upward>,
+        now: &impl Fn() -> u64,
+    ) -> Result<()> {
+        for _ in 0..1024 {
+            let mut any = false;
+            if let Ok(event) = inbox.try_recv() {
+                self.handle(client, event, now())?;
+                any = true;
+            }
+            if let Ok(Upward { op, reply }) = requests.try_recv() {
+                self.upward(client, op, reply, now());
+                any = true;
+            }
+            if !any {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn handle(&mut self, client: &mut Client, event: Event, now: u64) -> Result<()> {
         match event {
-            Event::Upward { op, reply } => self.upward(client, op, reply, now),
             // The core learns it when a request to the store cannot be sent.
             Event::StoreUnreachable { .. } => {}
             Event::Base(Ok(done)) => client.handle_base(now, done.into()),

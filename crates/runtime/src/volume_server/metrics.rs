@@ -236,7 +236,7 @@ impl LatencyHistogram {
 }
 
 /// `GET /metrics` (Prometheus text) and `GET /status` (JSON) over plain HTTP/1.
-pub(super) async fn serve_metrics(listener: TcpListener, events: mpsc::UnboundedSender<Event>) {
+pub(super) async fn serve_metrics(listener: TcpListener, events: mpsc::Sender<Event>) {
     loop {
         let (mut stream, _) = crate::limits::accept(&listener, "metrics").await;
         let events = events.clone();
@@ -255,7 +255,7 @@ pub(super) async fn serve_metrics(listener: TcpListener, events: mpsc::Unbounded
             let (status, kind, body) = match path {
                 "/cache/reset" if method == "POST" => {
                     let (reply, answer) = oneshot::channel();
-                    let _ = events.send(Event::CacheReset { reply });
+                    let _ = events.send(Event::CacheReset { reply }).await;
                     match answer.await {
                         Ok(Some(body)) => ("200 OK", "application/json", body),
                         Ok(None) => (
@@ -269,7 +269,7 @@ pub(super) async fn serve_metrics(listener: TcpListener, events: mpsc::Unbounded
                 "/metrics" | "/status" => {
                     let (reply, answer) = oneshot::channel();
                     let json = path == "/status";
-                    let _ = events.send(Event::Report { json, reply });
+                    let _ = events.send(Event::Report { json, reply }).await;
                     match answer.await {
                         Ok(body) => (
                             "200 OK",

@@ -43,7 +43,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::disk::{Disk, DiskError, DiskFile, IoMode};
 use crate::emulate::{EmulateSpec, Emulator};
 use crate::nbd_server::{self, Backend, Completion, ExportConfig, Op};
-use crate::store_server::{read_frames, write_frames};
+use crate::store_server::{write_frames, FrameReader};
 use crate::warm_cache::{CacheLog, CacheOptions};
 use cordillera_volume::{Request, Volume};
 
@@ -249,18 +249,26 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     config.recovery_grace_ns = options.recovery_grace.as_nanos() as u64;
     let export_bytes = config.usable_bytes();
 
-    // Unbounded in type, bounded by what feeds it: NBD requests hold one of their
-    // connection's `in_flight_max` slots (and connections are admitted up to a limit), disk
-    // completions and store replies answer requests the core sent, and a store sends a load
-    // frame only when its connection has nothing else unwritten. (Its producers include NBD
-    // submissions and frame readers that cannot wait, which a bounded channel would need.)
-    let (events, inbox) = mpsc::unbounded_channel::<Event>();
+    let export = ExportConfig {
+        name: options.export_name.clone(),
+        limits: options.limits.clone(),
+        ..ExportConfig::default()
+    };
+    // NBD requests on a channel of their own, sized for every request the NBD server admits
+    // (each holds one of its connection's `in_flight_max` slots, and connections are admitted
+    // up to a limit): the NBD server hands them over without waiting, so they must never find
+    // it full. Everything else on a smaller one whose producers wait while it is full: a store
+    // link stops reading its socket, a disk worker thread blocks, a metrics request waits.
+    let request_slots = options.limits.connections.max(1) * export.in_flight_max.max(1);
+    let (requests, request_inbox) = mpsc::channel::<Upward>(request_slots);
+    let (events, inbox) = mpsc::channel::<Event>(INBOX_EVENTS);
     for (i, address) in label.stores.iter().enumerate() {
         tokio::spawn(store_link(i, address.clone(), events.clone()));
     }
     let disk_events = events.clone();
+    // Called on the disk's worker threads (not the runtime's), which may block.
     let disk = Disk::start(file.clone(), move |done| {
-        let _ = disk_events.send(Event::Base(done));
+        let _ = disk_events.blocking_send(Event::Base(done));
     });
     let (ready_tx, ready_rx) = oneshot::channel::<Result<(), String>>();
     let mut core = Core::new(label.clone(), disk);
@@ -308,7 +316,16 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         tracing::info!(metrics = %l.local_addr()?, "metrics and status served while the volume starts");
         tokio::spawn(serve_metrics(l, events.clone()));
     }
-    let mut core_task = tokio::spawn(core.run(config, inbox, started, ready_tx, formatting));
+    let mut core_task = tokio::spawn(core.run(
+        config,
+        Inboxes {
+            events: inbox,
+            requests: request_inbox,
+        },
+        started,
+        ready_tx,
+        formatting,
+    ));
     let became_ready = tokio::select! {
         r = ready_rx => r.unwrap_or_else(|_| Err("the volume stopped while starting".into())),
         r = &mut core_task => return r.context("volume core")?,
@@ -340,15 +357,10 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         metrics: metrics_addr,
     });
     let backend = Arc::new(VolumeBackend {
-        events: events.clone(),
+        requests,
         file: file.clone(),
         length_bytes: export_bytes,
     });
-    let export = ExportConfig {
-        name: options.export_name.clone(),
-        limits: options.limits.clone(),
-        ..ExportConfig::default()
-    };
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("SIGTERM handler")?;
     tokio::select! {
@@ -361,9 +373,9 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
 }
 
 /// Stops the core after the requests in flight, closing the warm-up log cleanly.
-async fn stop(events: &mpsc::UnboundedSender<Event>) {
+async fn stop(events: &mpsc::Sender<Event>) {
     let (done, answer) = oneshot::channel();
-    if events.send(Event::Shutdown { done }).is_err() {
+    if events.send(Event::Shutdown { done }).await.is_err() {
         return;
     }
     match tokio::time::timeout(Duration::from_secs(30), answer).await {
@@ -383,12 +395,23 @@ fn base_size(file: &DiskFile) -> std::io::Result<u64> {
     Ok(size / 512 * 512)
 }
 
-/// What reaches the core task.
+/// An NBD request for the core task.
+struct Upward {
+    op: Op,
+    reply: Completion,
+}
+
+/// What the core task reads.
+struct Inboxes {
+    events: mpsc::Receiver<Event>,
+    requests: mpsc::Receiver<Upward>,
+}
+
+/// Events (all but NBD requests) waiting for the core at most.
+const INBOX_EVENTS: usize = 4096;
+
+/// What else reaches the core task.
 enum Event {
-    Upward {
-        op: Op,
-        reply: Completion,
-    },
     Base(Result<DiskDone, DiskError>),
     StoreUp {
         store: usize,
@@ -425,7 +448,7 @@ enum Event {
 
 /// The export as the NBD server sees it.
 struct VolumeBackend {
-    events: mpsc::UnboundedSender<Event>,
+    requests: mpsc::Sender<Upward>,
     file: Arc<DiskFile>,
     length_bytes: u64,
 }
@@ -446,10 +469,15 @@ impl Backend for VolumeBackend {
             // A hint; the data stays (reads return what was written).
             Op::Trim { .. } => done.complete(Ok(None)),
             op => {
-                if let Err(mpsc::error::SendError(Event::Upward { reply, .. })) =
-                    self.events.send(Event::Upward { op, reply: done })
-                {
-                    reply.complete(Err(std::io::Error::other("the volume has stopped")));
+                match self.requests.try_send(Upward { op, reply: done }) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Closed(Upward { reply, .. })) => {
+                        reply.complete(Err(std::io::Error::other("the volume has stopped")))
+                    }
+                    // Not while the NBD server keeps to the limits the channel is sized for.
+                    Err(mpsc::error::TrySendError::Full(Upward { reply, .. })) => reply.complete(
+                        Err(std::io::Error::other("the volume's request queue is full")),
+                    ),
                 }
             }
         }
@@ -519,7 +547,7 @@ impl Core {
 }
 
 /// One store: connects (again and again), forwards frames both ways.
-async fn store_link(store: usize, address: String, events: mpsc::UnboundedSender<Event>) {
+async fn store_link(store: usize, address: String, events: mpsc::Sender<Event>) {
     let mut link = 0u64;
     let mut reported_failure = false;
     loop {
@@ -536,28 +564,33 @@ async fn store_link(store: usize, address: String, events: mpsc::UnboundedSender
                         link,
                         sender,
                     })
+                    .await
                     .is_err()
                 {
                     return;
                 }
                 let writing = tokio::spawn(write_frames(writer, outbox));
-                let mut stopped = false;
-                let read = read_frames(&mut reader, |frame| {
-                    stopped = events
-                        .send(Event::StoreFrame { store, link, frame })
-                        .is_err();
-                    !stopped
-                })
-                .await;
-                if stopped {
-                    writing.abort();
-                    return;
-                }
+                // Waiting while the core's inbox is full: the store's socket is not read from
+                // meanwhile.
+                let mut frames = FrameReader::new();
+                let read = loop {
+                    match frames.next(&mut reader).await {
+                        Ok(Some(frame)) => {
+                            let event = Event::StoreFrame { store, link, frame };
+                            if events.send(event).await.is_err() {
+                                writing.abort();
+                                return;
+                            }
+                        }
+                        Ok(None) => break Ok(()),
+                        Err(e) => break Err(e),
+                    }
+                };
                 if let Err(e) = read {
                     tracing::warn!(%address, error = %e, "store connection failed; reconnecting");
                 }
                 writing.abort();
-                if events.send(Event::StoreDown { store, link }).is_err() {
+                if events.send(Event::StoreDown { store, link }).await.is_err() {
                     return;
                 }
             }
@@ -565,7 +598,7 @@ async fn store_link(store: usize, address: String, events: mpsc::UnboundedSender
                 if !reported_failure {
                     tracing::warn!(%address, error = %e, "store unreachable; retrying");
                     reported_failure = true;
-                    if events.send(Event::StoreUnreachable { store }).is_err() {
+                    if events.send(Event::StoreUnreachable { store }).await.is_err() {
                         return;
                     }
                 }
