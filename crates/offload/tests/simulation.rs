@@ -6,6 +6,14 @@
 //! concurrently. After a quiet period every off-loaded byte must be reclaimed, every store must
 //! hold nothing for either client, and every base volume must hold the data the model allows.
 //!
+//! `the_request_path_with_a_cache_serves_nothing_stale` runs the same schedules with the whole
+//! request path on each client's node, as the volume server runs it: requests go through the
+//! volume's core ([`cordillera_volume::Volume`]) and Bonfire's cache above the client, whose
+//! warm-up log lies on the node's disk; clients also stop cleanly (the log closed) and restart.
+//! Besides every read's check, every cached block must hold what a read issued then may return
+//! (checked every millisecond), so nothing a start pre-loads, from the volume through the
+//! client or from the log's data, is stale. `VOLUME_PATH_SEED` and friends select its schedules.
+//!
 //! The main test runs the regression seeds, seeds 0–1,999 and 400 fresh schedules from a
 //! base seed drawn on every run (printed). `OFFLOAD_SEED=S` runs one schedule
 //! (`OFFLOAD_TRACE=1` prints its events); `OFFLOAD_SCHEDULES=N` sets how many fresh schedules
@@ -26,8 +34,10 @@ use cordillera_sim::presets;
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{Core, IoCommand, IoDone, NodeFault, Outgoing, World, WorldBuilder};
+use cordillera_volume::{Request as VolumeRequest, Volume};
 use cordillera_vstore::index::ClientIndex;
-use cordillera_vstore::store::{Config as StoreConfig, Reply, Request, Store};
+use cordillera_vstore::store::{Config as StoreConfig, DiskDone, DiskOp, Reply, Request, Store};
+use cordillera_warmup::warm::{CacheIo, MemoryLog, Options as CacheOptions, WarmCache};
 
 const BLOCK: u64 = 4096;
 const BLOCKS: u64 = 96;
@@ -41,6 +51,11 @@ const ACTIVE_NS: Nanos = 2_000_000_000;
 const SWEEP_AT: Nanos = ACTIVE_NS + 6_000_000_000;
 const END_NS: Nanos = ACTIVE_NS + 20_000_000_000;
 const PHASE_NS: Nanos = 250_000_000;
+/// The warm-up log's place on a client node's disk (between the base volume and the store).
+const CACHE_LOG_AT: u64 = 32 << 20;
+const CACHE_LOG_BYTES: u64 = 48 * BLOCK;
+/// A clean stop's chance in each millisecond of the active period (with a cache).
+const STOP_CHANCE: f64 = 0.0015;
 
 #[derive(Clone, Debug, Hash)]
 enum Msg {
@@ -244,6 +259,7 @@ impl Model {
 // A node: an optional client (on the base volume) and a store (on a partition of the same disk).
 
 const OWNER_STORE: u64 = 1 << 62;
+const OWNER_LOG: u64 = 1 << 61;
 
 enum Op {
     Read { first: u64, issued: Nanos },
@@ -267,6 +283,8 @@ struct ClientSide {
     ready_seen: bool,
     /// The incarnation of each store last heard from.
     store_lives: HashMap<NodeId, u64>,
+    /// The volume's core and its cache, when the schedule has them.
+    cache: Option<CacheSide>,
 }
 
 /// What a node's store acknowledged, checked after each of its recoveries.
@@ -306,12 +324,103 @@ struct Node {
     trace: bool,
 }
 
+/// The request path's cache on a client's node: the volume's core over the client, the cache in
+/// it, the warm-up log on the node's disk.
+struct CacheSide {
+    options: CacheOptions,
+    /// Once the log is read.
+    volume: Option<Volume>,
+    port: DiskPort,
+    /// Disk request id → what it is for.
+    pending: HashMap<u64, LogPending>,
+    next_io: u64,
+    snapshot_loaded: bool,
+    stopping: bool,
+    closing: bool,
+    /// The clean stop is over: the node may be restarted.
+    stopped: bool,
+    counts: Rc<RefCell<CacheCounts>>,
+}
+
+enum LogPending {
+    /// The whole log, read at start.
+    Read,
+    Log(u64),
+    VolumeFlush,
+}
+
+/// What the caches did, over every life of every node of a schedule.
+#[derive(Default, Debug, Clone)]
+struct CacheCounts {
+    starts: u64,
+    clean_stops: u64,
+    snapshot_blocks: u64,
+    /// Blocks pre-loaded by each node's current life so far (added up as lives end).
+    preloaded_now: [u64; CLIENTS],
+    preloaded_blocks: u64,
+    hits: u64,
+    cached_blocks_checked: u64,
+    /// Restarts after a clean stop (counted among the crashes, which is how they are made).
+    restarts: u64,
+}
+
+impl CacheSide {
+    fn submit(
+        &mut self,
+        io: &mut Vec<IoCommand>,
+        what: LogPending,
+        op: impl FnOnce(u64) -> DiskOp,
+    ) {
+        self.next_io += 1;
+        self.pending.insert(self.next_io, what);
+        io.extend(self.port.submit(op(self.next_io)));
+    }
+
+    /// Whether requests may go through the volume.
+    fn serving(&self) -> bool {
+        self.snapshot_loaded && !self.stopping
+    }
+}
+
 impl ClientSide {
+    /// A request from the workload: to the client, or through the volume's core.
+    fn send(&mut self, now: Nanos, id: u64, request: Upward) {
+        let Some(volume) = self.cache.as_mut().and_then(|c| c.volume.as_mut()) else {
+            self.client.handle_upward(now, id, request);
+            return;
+        };
+        let request = match request {
+            Upward::Read {
+                offset_bytes,
+                length_bytes,
+            } => VolumeRequest::Read {
+                offset: offset_bytes,
+                length: length_bytes,
+            },
+            Upward::Write {
+                offset_bytes,
+                data,
+                durable,
+            } => VolumeRequest::Write {
+                offset: offset_bytes,
+                data,
+                fua: durable,
+            },
+        };
+        let hits = |v: &Volume| v.cache().map_or(0, |c| c.status().read_hits);
+        let before = hits(volume);
+        volume.handle_request(now, &mut self.client, id, request);
+        let counts = &self.cache.as_ref().expect("a cache").counts;
+        counts.borrow_mut().hits +=
+            hits(self.cache.as_ref().unwrap().volume.as_ref().unwrap()) - before;
+    }
+
     /// Issues work: peaks of many concurrent requests, calm spells of one, then nothing but a
     /// sweep that reads every block back.
     fn issue(&mut self, now: Nanos) {
         let peak = (now / PHASE_NS).is_multiple_of(2);
-        let target = if now >= ACTIVE_NS {
+        let serving = self.cache.as_ref().is_none_or(|c| c.serving());
+        let target = if now >= ACTIVE_NS || !serving {
             0
         } else if peak {
             24
@@ -330,7 +439,7 @@ impl ClientSide {
                     data.extend_from_slice(&pattern(b, write));
                 }
                 self.ops.insert(id, Op::Write { write });
-                self.client.handle_upward(
+                self.send(
                     now,
                     id,
                     Upward::Write {
@@ -342,7 +451,7 @@ impl ClientSide {
             } else {
                 self.model.borrow_mut().read_issued(now);
                 self.ops.insert(id, Op::Read { first, issued: now });
-                self.client.handle_upward(
+                self.send(
                     now,
                     id,
                     Upward::Read {
@@ -352,7 +461,7 @@ impl ClientSide {
                 );
             }
         }
-        if now >= SWEEP_AT && self.sweep.is_none() {
+        if now >= SWEEP_AT && self.sweep.is_none() && serving {
             // Read every block back once the peak is long over.
             self.sweep = Some(0);
             for first in (0..BLOCKS).step_by(8) {
@@ -360,7 +469,7 @@ impl ClientSide {
                 self.next_op += 1;
                 self.model.borrow_mut().read_issued(now);
                 self.ops.insert(id, Op::Read { first, issued: now });
-                self.client.handle_upward(
+                self.send(
                     now,
                     id,
                     Upward::Read {
@@ -370,13 +479,132 @@ impl ClientSide {
                 );
             }
         }
-        self.wake_at = if now < ACTIVE_NS {
+        self.wake_at = if now < ACTIVE_NS || (self.sweep.is_none() && !serving) {
             Some(now + 1_000_000)
         } else if self.sweep.is_none() {
             Some(SWEEP_AT)
         } else {
             None
         };
+    }
+
+    /// The volume's core: its answers to the workload, the cache's pre-load to the client and
+    /// its log commands to the disk; loads the snapshot once the cache is ready, closes once
+    /// stopping and idle. Says whether anything moved.
+    fn pump_cache(&mut self, now: Nanos, io: &mut Vec<IoCommand>) -> bool {
+        let k = self.cache.as_mut().expect("a cache");
+        let Some(volume) = k.volume.as_mut() else {
+            return false;
+        };
+        let mut progress = false;
+        let ready = volume.cache().is_some_and(|c| c.is_ready());
+        if ready && !k.snapshot_loaded {
+            k.snapshot_loaded = true;
+            let cache = volume.cache_mut().expect("a cache");
+            cache.load_snapshot(now);
+            k.counts.borrow_mut().snapshot_blocks += cache.preload_loaded_blocks();
+            progress = true;
+        }
+        volume.set_preloading(self.client.is_ready() && !k.stopping);
+        progress |= volume.pump(now, &mut self.client);
+        let mut answers = Vec::new();
+        while let Some(answer) = volume.poll_answer() {
+            answers.push(answer);
+        }
+        while let Some(command) = volume.poll_cache_io() {
+            progress = true;
+            match command {
+                CacheIo::LogResize { id, .. } => {
+                    let cache = volume.cache_mut().expect("a cache");
+                    cache.handle_log_done(now, id, Ok(()));
+                }
+                CacheIo::LogWrite {
+                    id,
+                    offset_bytes,
+                    data,
+                } => {
+                    k.next_io += 1;
+                    k.pending.insert(k.next_io, LogPending::Log(id));
+                    io.extend(k.port.submit(DiskOp::Write {
+                        id: k.next_io,
+                        offset_bytes,
+                        data: data.into(),
+                        durable: false,
+                    }));
+                }
+                CacheIo::LogSync { id } => {
+                    k.next_io += 1;
+                    k.pending.insert(k.next_io, LogPending::Log(id));
+                    io.extend(k.port.submit(DiskOp::Flush { id: k.next_io }));
+                }
+                // The base volume's writes are durable when acknowledged (the workload's are
+                // all FUA); the flush is the disk's all the same.
+                CacheIo::VolumeFlush => {
+                    k.next_io += 1;
+                    k.pending.insert(k.next_io, LogPending::VolumeFlush);
+                    io.extend(k.port.submit(DiskOp::Flush { id: k.next_io }));
+                }
+                CacheIo::VolumeRead { .. } => unreachable!("the volume's core takes these"),
+            }
+        }
+        let volume = k.volume.as_mut().expect("some");
+        if k.stopping && !k.closing && volume.in_flight() == 0 {
+            k.closing = true;
+            progress = true;
+            volume.cache_mut().expect("a cache").handle_close(now);
+        }
+        if let Some(result) = volume.cache().and_then(|c| c.closed()) {
+            if !k.stopped {
+                k.stopped = true;
+                if result.is_ok() {
+                    k.counts.borrow_mut().clean_stops += 1;
+                }
+            }
+        }
+        let issue = !answers.is_empty() || (progress && k.serving());
+        for (tag, answer) in answers {
+            progress = true;
+            let reply = match answer {
+                Ok(Some(data)) => UpReply::Read(data),
+                Ok(None) => UpReply::Written,
+                Err(e) => UpReply::Error(e),
+            };
+            self.upward_done(now, tag, reply);
+        }
+        if issue {
+            self.issue(now);
+        }
+        progress
+    }
+
+    /// A disk completion of the cache's log port.
+    fn cache_io_done(&mut self, now: Nanos, done: DiskDone) {
+        let k = self.cache.as_mut().expect("a cache");
+        let id = match &done {
+            DiskDone::Read { id, .. } | DiskDone::Written { id } | DiskDone::Flushed { id } => *id,
+        };
+        match k.pending.remove(&id).expect("a request of the cache's") {
+            LogPending::Read => {
+                let DiskDone::Read { data, .. } = done else {
+                    panic!("a read answered {done:?}")
+                };
+                let mut log = MemoryLog(&data);
+                let cache =
+                    WarmCache::open(now, k.options.clone(), Some(&mut log)).expect("valid options");
+                k.counts.borrow_mut().starts += 1;
+                k.volume = Some(Volume::new(Some(cache)));
+            }
+            LogPending::Log(log_id) => {
+                let volume = k.volume.as_mut().expect("open");
+                let cache = volume.cache_mut().expect("a cache");
+                cache.handle_log_done(now, log_id, Ok(()));
+            }
+            LogPending::VolumeFlush => {
+                let volume = k.volume.as_mut().expect("open");
+                let cache = volume.cache_mut().expect("a cache");
+                cache.handle_volume_flushed(now, Ok(()));
+            }
+        }
     }
 
     fn upward_done(&mut self, now: Nanos, id: u64, reply: UpReply) {
@@ -447,8 +675,16 @@ impl Node {
                 }
                 while let Some((id, reply)) = c.client.poll_upward() {
                     progress = true;
-                    c.upward_done(now, id, reply);
-                    c.issue(now);
+                    match c.cache.as_mut().and_then(|k| k.volume.as_mut()) {
+                        Some(volume) => volume.handle_reply(now, id, reply),
+                        None => {
+                            c.upward_done(now, id, reply);
+                            c.issue(now);
+                        }
+                    }
+                }
+                if c.cache.is_some() && c.pump_cache(now, &mut self.io) {
+                    progress = true;
                 }
                 if !progress {
                     break;
@@ -620,6 +856,13 @@ impl Core for Node {
                 // Writes in flight when the node crashed ended then, acknowledged or not.
                 c.model.borrow_mut().crashed(now);
             }
+            if let Some(k) = &mut c.cache {
+                k.submit(&mut self.io, LogPending::Read, |id| DiskOp::Read {
+                    id,
+                    offset_bytes: 0,
+                    length_bytes: CACHE_LOG_BYTES,
+                });
+            }
             c.issue(now);
         }
         self.pump(now);
@@ -687,6 +930,18 @@ impl Core for Node {
                 c.client.handle_timeout(now);
             }
             if c.wake_at.is_some_and(|t| t <= now) {
+                if now < ACTIVE_NS && c.cache.as_ref().is_some_and(|k| k.serving()) {
+                    if c.rng.chance(STOP_CHANCE) {
+                        c.cache.as_mut().expect("some").stopping = true;
+                    } else if let Some(cache) = c
+                        .cache
+                        .as_mut()
+                        .and_then(|k| k.volume.as_mut())
+                        .and_then(|v| v.cache_mut())
+                    {
+                        cache.handle_tick(now);
+                    }
+                }
                 c.issue(now);
             }
         }
@@ -704,6 +959,15 @@ impl Core for Node {
             let s = &mut self.store;
             if let Some(done) = s.disk.complete(done, &mut self.io) {
                 s.store.handle_disk(now, done);
+            }
+        } else if let Some(c) = self
+            .client
+            .as_mut()
+            .filter(|c| c.cache.as_ref().is_some_and(|k| k.port.owns(id)))
+        {
+            let k = c.cache.as_mut().expect("some");
+            if let Some(done) = k.port.complete(done, &mut self.io) {
+                c.cache_io_done(now, done);
             }
         } else if let Some(c) = &mut self.client {
             let Some(done) = self.base.complete(done, &mut self.io) else {
@@ -757,19 +1021,40 @@ struct Outcome {
     hash: u64,
     /// Per client, when each of its lives became ready.
     ready_at: Vec<Vec<Nanos>>,
+    cache: CacheCounts,
 }
 
 /// Crashes at chosen instants: (node, at, restart after).
 type Plan = [(NodeId, Nanos, Nanos)];
 
 fn run(seed: u64) -> Result<Outcome, String> {
-    run_planned(seed, None)
+    run_planned(seed, None, false)
 }
 
-/// One schedule: random crashes drawn from the seed, or the crashes planned.
-fn run_planned(seed: u64, plan: Option<&Plan>) -> Result<Outcome, String> {
+/// One schedule with the whole request path (the volume's core and a cache) on the clients.
+fn run_with_cache(seed: u64) -> Result<Outcome, String> {
+    run_planned(seed, None, true)
+}
+
+/// One schedule: random crashes drawn from the seed, or the crashes planned; with `cache`,
+/// the clients' requests go through the volume's core and a cache, and they also stop cleanly.
+fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, String> {
     let trace = std::env::var("OFFLOAD_TRACE").is_ok();
     let n_way = 1 + (seed % 3) as usize;
+    let mut setup = SimRng::new(seed, 3);
+    let cache_options = CacheOptions {
+        log_bytes: CACHE_LOG_BYTES,
+        log_data: setup.chance(0.7),
+        warmup_bytes: (8 + setup.below(24)) * BLOCK,
+        metadata_buffer_bytes: (4 + setup.below(28) as usize) * 16,
+        data_buffer_bytes: (2 + setup.below(6) as usize) * BLOCK as usize,
+        algorithm: cordillera_warmup::algorithms::ALGORITHMS[setup.below(4) as usize],
+        seed,
+        new_instance: seed | 1,
+        ..CacheOptions::new((8 + setup.below(40)) * BLOCK)
+    };
+    let cache_counts = Rc::new(RefCell::new(CacheCounts::default()));
+    let builder_counts = cache_counts.clone();
     let models: Vec<Rc<RefCell<Model>>> = (0..CLIENTS)
         .map(|_| Rc::new(RefCell::new(Model::new())))
         .collect();
@@ -836,6 +1121,30 @@ fn run_planned(seed: u64, plan: Option<&Plan>) -> Result<Outcome, String> {
                     restarted: restart,
                     ready_seen: false,
                     store_lives: HashMap::new(),
+                    cache: cache.then(|| {
+                        let mut counts = builder_counts.borrow_mut();
+                        counts.preloaded_blocks += std::mem::take(&mut counts.preloaded_now[id]);
+                        CacheSide {
+                            options: CacheOptions {
+                                // Each life's own log instance, as `cordillera volume serve` draws.
+                                new_instance: (seed ^ lives << 20) | 1,
+                                ..cache_options.clone()
+                            },
+                            volume: None,
+                            port: DiskPort::new(
+                                OWNER_LOG,
+                                CACHE_LOG_AT,
+                                Durability::WriteThenFlush,
+                            ),
+                            pending: HashMap::new(),
+                            next_io: 0,
+                            snapshot_loaded: false,
+                            stopping: false,
+                            closing: false,
+                            stopped: false,
+                            counts: builder_counts.clone(),
+                        }
+                    }),
                 }
             });
             Node {
@@ -878,7 +1187,62 @@ fn run_planned(seed: u64, plan: Option<&Plan>) -> Result<Outcome, String> {
             }
         }
     }
-    world.run_until(END_NS);
+    if cache {
+        // Every millisecond while requests arrive (every 20 ms in the quiet period after): every
+        // cached block holds what a read issued then may return; a client whose clean stop is
+        // over restarts.
+        let mut t = 0;
+        let mut restarting = [0; CLIENTS];
+        while t < END_NS {
+            let step = if t < ACTIVE_NS + 1_000_000_000 {
+                1_000_000
+            } else {
+                20_000_000
+            };
+            t = (t + step).min(END_NS);
+            world.run_until(t);
+            for (i, model) in models.iter().enumerate() {
+                let storage_hash = world.hash.0;
+                let Some(node) = world.core(i) else { continue };
+                let k = node
+                    .client
+                    .as_ref()
+                    .and_then(|c| c.cache.as_ref())
+                    .expect("a cache");
+                let Some(c) = k.volume.as_ref().and_then(|v| v.cache()) else {
+                    continue;
+                };
+                let m = model.borrow();
+                let mut checked = 0;
+                for (b, page) in c.cached_blocks() {
+                    checked += 1;
+                    let writers = writers_of(b, page);
+                    if !writers
+                        .iter()
+                        .all(|w| w.is_some_and(|w| m.acceptable(b, t, t, w)))
+                    {
+                        return Err(format!(
+                            "at {t} ns (world {storage_hash:x}), client {i}'s cache holds block {b} from writes {writers:?}, which a read issued now may not return (pre-load source {:?}); history {:?}",
+                            c.source(),
+                            m.blocks[b as usize]
+                        ));
+                    }
+                }
+                let mut counts = cache_counts.borrow_mut();
+                counts.cached_blocks_checked += checked;
+                counts.preloaded_now[i] = c.preload_loaded_blocks();
+                let life = m.starts;
+                if k.stopped && restarting[i] != life {
+                    restarting[i] = life;
+                    counts.restarts += 1;
+                    drop(counts);
+                    world.schedule_crash(i, t, Some(1_000_000));
+                }
+            }
+        }
+    } else {
+        world.run_until(END_NS);
+    }
     let crashes = world
         .faults
         .iter()
@@ -896,6 +1260,12 @@ fn run_planned(seed: u64, plan: Option<&Plan>) -> Result<Outcome, String> {
         blocks_checked: 0,
         hash: world.hash.0,
         ready_at: models.iter().map(|m| m.borrow().ready_at.clone()).collect(),
+        cache: {
+            let mut counts = cache_counts.borrow_mut();
+            let now: u64 = counts.preloaded_now.iter().sum();
+            counts.preloaded_blocks += now;
+            counts.clone()
+        },
     };
     let mut problems = Vec::new();
     for (i, model) in models.iter().enumerate() {
@@ -1018,7 +1388,7 @@ const REGRESSIONS: [u64; 15] = [
 ];
 
 /// Runs one schedule; a panic inside (an assertion of the client) is a failure like any other.
-fn run_caught(seed: u64) -> Result<Outcome, String> {
+fn run_caught(seed: u64, run: fn(u64) -> Result<Outcome, String>) -> Result<Outcome, String> {
     std::panic::catch_unwind(|| run(seed)).unwrap_or_else(|e| {
         let what = e
             .downcast_ref::<String>()
@@ -1029,16 +1399,15 @@ fn run_caught(seed: u64) -> Result<Outcome, String> {
     })
 }
 
-#[test]
-fn offloaded_writes_survive_crashes_and_are_reclaimed() {
-    let schedules = cordillera_testkit::Schedules::from_env("OFFLOAD", &REGRESSIONS, 2000, 400);
-    let seeds = schedules.seeds.clone();
-    let only = schedules.single.then_some(());
-    // Schedules are independent: spread them over the cores, each thread taking every k-th.
+/// Runs the schedules, spread over the cores (each thread takes every k-th).
+fn run_all(
+    seeds: &[u64],
+    run: fn(u64) -> Result<Outcome, String>,
+) -> Vec<(u64, Result<Outcome, String>)> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(seeds.len().max(1));
-    let results: Vec<(u64, Result<Outcome, String>)> = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let mine: Vec<u64> = seeds.iter().copied().skip(t).step_by(threads).collect();
@@ -1046,7 +1415,7 @@ fn offloaded_writes_survive_crashes_and_are_reclaimed() {
                     mine.into_iter()
                         .map(|seed| {
                             let started = std::time::Instant::now();
-                            let result = run_caught(seed);
+                            let result = run_caught(seed, run);
                             let took = started.elapsed();
                             if took > std::time::Duration::from_secs(10) {
                                 eprintln!("schedule {seed} took {took:.1?}");
@@ -1061,7 +1430,14 @@ fn offloaded_writes_survive_crashes_and_are_reclaimed() {
             .into_iter()
             .flat_map(|w| w.join().expect("a schedule thread"))
             .collect()
-    });
+    })
+}
+
+#[test]
+fn offloaded_writes_survive_crashes_and_are_reclaimed() {
+    let schedules = cordillera_testkit::Schedules::from_env("OFFLOAD", &REGRESSIONS, 2000, 400);
+    let only = schedules.single.then_some(());
+    let results = run_all(&schedules.seeds, run);
     let mut totals = [0u64; 9];
     let mut by_n = [0u64; 4];
     let mut failures: Vec<(u64, String)> = Vec::new();
@@ -1094,7 +1470,7 @@ fn offloaded_writes_survive_crashes_and_are_reclaimed() {
         panic!(
             "{} of {} schedules failed (seeds {failed:?}); the first, schedule {seed}:\n{problem}\nreproduce: OFFLOAD_SEED={seed} cargo nextest run -p cordillera-offload --test simulation --no-capture",
             failed.len(),
-            seeds.len(),
+            schedules.len(),
         );
     }
     let [crashes, acked, offloaded, reclaimed, records, failures, reads, blocks, n] = totals;
@@ -1123,6 +1499,68 @@ fn a_schedule_replays_event_for_event() {
     assert_ne!(a.hash, run(0).expect("schedule 0").hash);
 }
 
+/// Schedules that once failed with the request path and a cache.
+const CACHE_REGRESSIONS: [u64; 0] = [];
+
+#[test]
+fn the_request_path_with_a_cache_serves_nothing_stale() {
+    let schedules =
+        cordillera_testkit::Schedules::from_env("VOLUME_PATH", &CACHE_REGRESSIONS, 150, 150);
+    let results = run_all(&schedules.seeds, run_with_cache);
+    let mut failed: Vec<(u64, String)> = results
+        .iter()
+        .filter_map(|(seed, r)| r.as_ref().err().map(|e| (*seed, e.clone())))
+        .collect();
+    failed.sort_by_key(|(seed, _)| *seed);
+    if let Some((seed, problem)) = failed.first() {
+        panic!(
+            "{} of {} schedules failed (seeds {:?}); the first, schedule {seed}:\n{problem}\nreproduce: VOLUME_PATH_SEED={seed} cargo nextest run -p cordillera-offload --test simulation the_request_path --no-capture",
+            failed.len(),
+            schedules.len(),
+            failed.iter().map(|(s, _)| *s).collect::<Vec<_>>()
+        );
+    }
+    let outcomes: Vec<&Outcome> = results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .collect();
+    let sum = |f: fn(&Outcome) -> u64| outcomes.iter().map(|o| f(o)).sum::<u64>();
+    let n = outcomes.len() as u64;
+    let (crashes, offloaded, reads) = (
+        sum(|o| o.crashes as u64),
+        sum(|o| o.offloaded_writes),
+        sum(|o| o.reads_checked),
+    );
+    let restarts = sum(|o| o.cache.restarts);
+    let (starts, clean, hits) = (
+        sum(|o| o.cache.starts),
+        sum(|o| o.cache.clean_stops),
+        sum(|o| o.cache.hits),
+    );
+    let (snapshot, preloaded, checked) = (
+        sum(|o| o.cache.snapshot_blocks),
+        sum(|o| o.cache.preloaded_blocks),
+        sum(|o| o.cache.cached_blocks_checked),
+    );
+    let crashes = crashes - restarts;
+    println!(
+        "request path with a cache: {n} schedules, {crashes} crashes and {clean} clean stops ({restarts} restarts after them), {starts} cache starts, {offloaded} off-loaded writes, {reads} reads checked ({hits} whole cache hits), {preloaded} blocks pre-loaded ({snapshot} from the log's data), {checked} cached blocks checked"
+    );
+    if !schedules.single {
+        // The schedules exercise what they claim: crashes and clean stops, off-load, hits,
+        // pre-loads from the volume and from the log's data.
+        assert!(
+            crashes > n && clean > n / 4 && starts > 2 * n,
+            "{crashes} {clean} {starts}"
+        );
+        assert!(offloaded > n * 20 && hits > n * 5, "{offloaded} {hits}");
+        assert!(
+            preloaded > n && snapshot > 0 && checked > 1000 * n,
+            "{preloaded} {snapshot} {checked}"
+        );
+    }
+}
+
 /// A client restarted while stores of its set are down serves before they return when at most
 /// N-1 of them are missing (each acknowledged write still has a copy among the others), and
 /// waits for them when more are; the stores' stale contents are deleted when they return, and
@@ -1145,7 +1583,7 @@ fn a_client_restarted_while_stores_are_down_serves_if_n_minus_1_at_most_are_miss
             if missing == 2 {
                 plan.push((3, CRASH, STORES_BACK - CRASH));
             }
-            let outcome = run_planned(seed, Some(&plan))
+            let outcome = run_planned(seed, Some(&plan), false)
                 .unwrap_or_else(|e| panic!("n_way {n_way}, seed {seed}, plan {plan:?}: {e}"));
             let lives = &outcome.ready_at[1];
             assert_eq!(

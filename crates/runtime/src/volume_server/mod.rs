@@ -598,7 +598,11 @@ async fn store_link(store: usize, address: String, events: mpsc::Sender<Event>) 
                 if !reported_failure {
                     tracing::warn!(%address, error = %e, "store unreachable; retrying");
                     reported_failure = true;
-                    if events.send(Event::StoreUnreachable { store }).await.is_err() {
+                    if events
+                        .send(Event::StoreUnreachable { store })
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
