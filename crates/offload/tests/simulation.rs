@@ -1041,18 +1041,7 @@ fn run_with_cache(seed: u64) -> Result<Outcome, String> {
 fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, String> {
     let trace = std::env::var("OFFLOAD_TRACE").is_ok();
     let n_way = 1 + (seed % 3) as usize;
-    let mut setup = SimRng::new(seed, 3);
-    let cache_options = CacheOptions {
-        log_bytes: CACHE_LOG_BYTES,
-        log_data: setup.chance(0.7),
-        warmup_bytes: (8 + setup.below(24)) * BLOCK,
-        metadata_buffer_bytes: (4 + setup.below(28) as usize) * 16,
-        data_buffer_bytes: (2 + setup.below(6) as usize) * BLOCK as usize,
-        algorithm: cordillera_warmup::algorithms::ALGORITHMS[setup.below(4) as usize],
-        seed,
-        new_instance: seed | 1,
-        ..CacheOptions::new((8 + setup.below(40)) * BLOCK)
-    };
+    let cache_options = CacheOptions::drawn(&mut SimRng::new(seed, 3), seed, CACHE_LOG_BYTES, 40);
     let cache_counts = Rc::new(RefCell::new(CacheCounts::default()));
     let builder_counts = cache_counts.clone();
     let models: Vec<Rc<RefCell<Model>>> = (0..CLIENTS)

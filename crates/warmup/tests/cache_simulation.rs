@@ -417,16 +417,8 @@ impl Core for Node {
 fn run(seed: u64, safeguards: Safeguards, counts: &Rc<RefCell<Counts>>) -> Result<(), String> {
     let mut setup = SimRng::new(seed, 3);
     let options = Options {
-        log_bytes: LOG_BYTES,
-        log_data: setup.chance(0.7),
-        warmup_bytes: (8 + setup.below(24)) * BLOCK,
-        metadata_buffer_bytes: (4 + setup.below(28) as usize) * 16,
-        data_buffer_bytes: (2 + setup.below(6) as usize) * BLOCK as usize,
-        algorithm: cordillera_warmup::algorithms::ALGORITHMS[setup.below(4) as usize],
-        seed,
-        new_instance: seed | 1,
         safeguards,
-        ..Options::new((8 + setup.below(24)) * BLOCK)
+        ..Options::drawn(&mut setup, seed, LOG_BYTES, 24)
     };
     let lives = Rc::new(RefCell::new(0u64));
     let (c, l) = (counts.clone(), lives.clone());

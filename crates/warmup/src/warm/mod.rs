@@ -116,6 +116,28 @@ impl Options {
             safeguards: Safeguards::default(),
         }
     }
+
+    /// Options drawn from `setup` over what the seeded simulations explore: a log of
+    /// `log_bytes`, with or without data; small warm-up sizes and buffers (so that chunks are
+    /// written often); any algorithm; a cache of 8 to `8 + cache_blocks_span - 1` blocks.
+    pub fn drawn(
+        setup: &mut cordillera_types::rng::SimRng,
+        seed: u64,
+        log_bytes: u64,
+        cache_blocks_span: u64,
+    ) -> Options {
+        Options {
+            log_bytes,
+            log_data: setup.chance(0.7),
+            warmup_bytes: (8 + setup.below(24)) * BLOCK,
+            metadata_buffer_bytes: (4 + setup.below(28) as usize) * 16,
+            data_buffer_bytes: (2 + setup.below(6) as usize) * BLOCK as usize,
+            algorithm: crate::algorithms::ALGORITHMS[setup.below(4) as usize],
+            seed,
+            new_instance: seed | 1,
+            ..Options::new((8 + setup.below(cache_blocks_span)) * BLOCK)
+        }
+    }
 }
 
 /// What the core asks its driver to do.
