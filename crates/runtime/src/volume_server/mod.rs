@@ -616,6 +616,44 @@ async fn store_link(store: usize, address: String, events: mpsc::Sender<Event>) 
 mod tests {
     use super::*;
 
+    /// A store that sends frames faster than the core takes them is no longer read from once
+    /// the core's inbox is full: the inbox holds `INBOX_EVENTS` at most, the rest waits in the
+    /// socket (and then in the store), whatever the store sends.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_store_flooding_frames_is_not_read_from_once_the_inbox_is_full() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let (events, mut inbox) = mpsc::channel::<Event>(INBOX_EVENTS);
+        let link = tokio::spawn(store_link(0, address, events));
+        let (mut store, _) = listener.accept().await.unwrap();
+        let mut frame = Vec::new();
+        encode(&Frame::Load(Default::default()), &mut frame);
+        let burst = frame.repeat(4096);
+        // Frames the store got out: a write that does not finish within a second is blocked.
+        let mut sent = 0u64;
+        while let Ok(Ok(())) =
+            tokio::time::timeout(Duration::from_secs(1), store.write_all(&burst)).await
+        {
+            sent += 4096;
+            assert!(sent < 100_000_000, "the link never stopped reading");
+        }
+        // The one StoreUp, then frames up to the inbox's size; nothing more is taken while it
+        // stays full.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(inbox.len(), INBOX_EVENTS);
+        assert!(sent > 4 * INBOX_EVENTS as u64, "{sent} frames sent");
+        assert!(matches!(inbox.recv().await, Some(Event::StoreUp { .. })));
+        // Read from again once the core takes its events.
+        let mut more = 0;
+        while more < 10 * INBOX_EVENTS {
+            match tokio::time::timeout(Duration::from_secs(5), inbox.recv()).await {
+                Ok(Some(Event::StoreFrame { .. })) => more += 1,
+                other => panic!("{:?}", other.is_ok()),
+            }
+        }
+        link.abort();
+    }
+
     #[test]
     fn labels_round_trip_and_damage_is_detected() {
         let label = Label {
