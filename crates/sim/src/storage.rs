@@ -146,9 +146,11 @@ impl SimStorage {
                 durable.remove(&(first + i as u64));
                 continue;
             }
-            let mut sector = Box::new([0u8; 512]);
-            sector.copy_from_slice(chunk);
-            durable.insert(first + i as u64, sector);
+            // An overwrite reuses the sector's buffer.
+            durable
+                .entry(first + i as u64)
+                .or_insert_with(|| Box::new([0u8; 512]))
+                .copy_from_slice(chunk);
         }
     }
 }
