@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cordillera_testkit::nbd_loop::NbdLoop;
-use cordillera_testkit::process::{have, Proc};
+use cordillera_testkit::process::{have, qemu_io_patterns, Proc};
 use cordillera_wire::nbd;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cordillera");
@@ -150,29 +150,9 @@ fn unmodified_clients_work_on_a_volume_whose_writes_all_go_to_a_store() {
     );
 
     // qemu-io: patterns at many offsets and lengths, read back.
-    let mut args = strings(&["-f", "raw", &url]);
-    let places: Vec<(u64, u64, u8)> = (0..24)
-        .map(|i| {
-            (
-                (i * 2_654_435_761u64) % (export_bytes / 4096 - 16) * 4096,
-                4096 * (1 + i % 16),
-                0x10 + i as u8,
-            )
-        })
-        .collect();
-    for &(at, len, p) in &places {
-        args.extend(["-c".into(), format!("write -P {p} {at} {len}")]);
+    if let Err(text) = qemu_io_patterns(&url, export_bytes) {
+        panic!("{text}");
     }
-    for (k, &(at, len, p)) in places.iter().enumerate() {
-        let later = places[k + 1..]
-            .iter()
-            .any(|&(a, l, _)| a < at + len && at < a + l);
-        if !later {
-            args.extend(["-c".into(), format!("read -P {p} {at} {len}")]);
-        }
-    }
-    let text = run("qemu-io", &args);
-    assert!(!text.contains("fail"), "{text}");
 
     // fio with verification, random and sequential.
     for (rw, bs) in [("randwrite", "4k"), ("write", "128k")] {

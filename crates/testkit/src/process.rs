@@ -125,3 +125,42 @@ pub fn have(program: &str) -> bool {
     }
     found
 }
+
+/// Writes 24 patterns of 4 to 64 KiB at scattered offsets of an NBD export with `qemu-io`,
+/// flushes, and reads back every one that no later pattern overlaps; `Err` with qemu-io's
+/// output if it fails or reads back anything else.
+pub fn qemu_io_patterns(url: &str, export_bytes: u64) -> Result<(), String> {
+    let mut args: Vec<String> = vec!["-f".into(), "raw".into(), url.into()];
+    let places: Vec<(u64, u64, u8)> = (0..24)
+        .map(|i| {
+            (
+                (i * 2_654_435_761u64) % (export_bytes / 4096 - 16) * 4096,
+                4096 * (1 + i % 16),
+                0x10 + i as u8,
+            )
+        })
+        .collect();
+    for &(at, len, p) in &places {
+        args.extend(["-c".into(), format!("write -P {p} {at} {len}")]);
+    }
+    args.extend(["-c".into(), "flush".into()]);
+    // Later writes win where places overlap: read back only what nothing later overwrote.
+    for (k, &(at, len, p)) in places.iter().enumerate() {
+        let later = places[k + 1..]
+            .iter()
+            .any(|&(a, l, _)| a < at + len && at < a + l);
+        if !later {
+            args.extend(["-c".into(), format!("read -P {p} {at} {len}")]);
+        }
+    }
+    let out = Command::new("qemu-io")
+        .args(&args)
+        .output()
+        .map_err(|e| format!("cannot run qemu-io: {e}"))?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() || text.contains("fail") || text.matches("read ").count() < 10 {
+        return Err(text);
+    }
+    Ok(())
+}
