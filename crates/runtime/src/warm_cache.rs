@@ -233,6 +233,15 @@ impl CacheLog {
             }
             d.wait(&mut core);
         }
+        // A log given but not marked "in use" now could be read by a later start whose
+        // superblock still says clean: its data, older than what this run writes, would be
+        // pre-loaded. So a log that cannot be used is an error, not a cold cache.
+        if let (Some(path), WarmupSource::Fallback(why)) = (&o.log, core.source()) {
+            anyhow::bail!(
+                "{}: the warm-up log cannot be used ({why}); refusing to serve, since a later start could trust what it holds now. Repair or remove it, or start without --warmup-log",
+                path.display()
+            );
+        }
         if !matches!(
             core.source(),
             WarmupSource::Log | WarmupSource::LogWithData | WarmupSource::NewLog

@@ -82,13 +82,28 @@ fn a_clean_close_leaves_a_snapshot_and_a_crash_leaves_metadata_only() {
 }
 
 #[test]
-fn a_log_that_cannot_be_opened_means_on_demand_warm_up() {
+fn a_log_that_cannot_be_used_is_an_error_not_a_cold_cache() {
     let dir = tempfile::tempdir().unwrap();
     let (mut o, volume) = setup(dir.path(), false);
+    // Cannot be opened.
     o.log = Some(dir.path().join("missing-dir/warm.log"));
+    let e = CacheLog::open(&o, volume.clone(), Instant::now())
+        .err()
+        .expect("refused");
+    assert!(format!("{e:#}").contains("refusing to serve"), "{e:#}");
+    // Opens, but cannot be written (the "in use" mark): ENOSPC on every write.
+    if std::path::Path::new("/dev/full").exists() {
+        o.log = Some("/dev/full".into());
+        let e = CacheLog::open(&o, volume.clone(), Instant::now())
+            .err()
+            .expect("refused");
+        assert!(format!("{e:#}").contains("refusing to serve"), "{e:#}");
+    }
+    // Without a log: on-demand warm-up, as asked.
+    o.log = None;
     let (core, log) = CacheLog::open(&o, volume.clone(), Instant::now()).unwrap();
     assert!(
-        matches!(core.source(), WarmupSource::Fallback(_)),
+        matches!(core.source(), WarmupSource::None),
         "{:?}",
         core.source()
     );
