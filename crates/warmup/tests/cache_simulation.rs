@@ -25,7 +25,7 @@ use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{Core, IoCommand, IoDone, Outgoing, World, WorldBuilder};
 use cordillera_warmup::warm::{CacheIo, MemoryLog, Options, Safeguards, Ticket, WarmCache, BLOCK};
 
-type Nanos = u64;
+use cordillera_types::Nanos;
 
 /// Schedules that once failed: 7 (a chunk lost between older and newer intact ones: data older
 /// than it was trusted), 16 (the data of chunks written before a crash trusted after a later
