@@ -407,12 +407,18 @@ impl ClientSide {
                 fua: durable,
             },
         };
-        let hits = |v: &Volume| v.cache().map_or(0, |c| c.status().read_hits);
-        let before = hits(volume);
+        // A read the cache holds whole is answered at once: it adds no request in flight.
+        let read = matches!(request, VolumeRequest::Read { .. });
+        let before = volume.in_flight();
         volume.handle_request(now, &mut self.client, id, request);
-        let counts = &self.cache.as_ref().expect("a cache").counts;
-        counts.borrow_mut().hits +=
-            hits(self.cache.as_ref().unwrap().volume.as_ref().unwrap()) - before;
+        if read && volume.in_flight() == before {
+            self.cache
+                .as_ref()
+                .expect("a cache")
+                .counts
+                .borrow_mut()
+                .hits += 1;
+        }
     }
 
     /// Issues work: peaks of many concurrent requests, calm spells of one, then nothing but a
@@ -507,14 +513,13 @@ impl ClientSide {
         }
         volume.set_preloading(self.client.is_ready() && !k.stopping);
         progress |= volume.pump(now, &mut self.client);
-        let mut answers = Vec::new();
-        while let Some(answer) = volume.poll_answer() {
-            answers.push(answer);
-        }
-        while let Some(command) = volume.poll_cache_io() {
+        let answers: Vec<_> = std::iter::from_fn(|| volume.poll_answer()).collect();
+        let commands: Vec<_> = std::iter::from_fn(|| volume.poll_cache_io()).collect();
+        for command in commands {
             progress = true;
             match command {
                 CacheIo::LogResize { id, .. } => {
+                    let volume = k.volume.as_mut().expect("some");
                     let cache = volume.cache_mut().expect("a cache");
                     cache.handle_log_done(now, id, Ok(()));
                 }
@@ -522,28 +527,20 @@ impl ClientSide {
                     id,
                     offset_bytes,
                     data,
-                } => {
-                    k.next_io += 1;
-                    k.pending.insert(k.next_io, LogPending::Log(id));
-                    io.extend(k.port.submit(DiskOp::Write {
-                        id: k.next_io,
-                        offset_bytes,
-                        data: data.into(),
-                        durable: false,
-                    }));
-                }
+                } => k.submit(io, LogPending::Log(id), |io_id| DiskOp::Write {
+                    id: io_id,
+                    offset_bytes,
+                    data: data.into(),
+                    durable: false,
+                }),
                 CacheIo::LogSync { id } => {
-                    k.next_io += 1;
-                    k.pending.insert(k.next_io, LogPending::Log(id));
-                    io.extend(k.port.submit(DiskOp::Flush { id: k.next_io }));
+                    k.submit(io, LogPending::Log(id), |io_id| DiskOp::Flush { id: io_id })
                 }
                 // The base volume's writes are durable when acknowledged (the workload's are
                 // all FUA); the flush is the disk's all the same.
-                CacheIo::VolumeFlush => {
-                    k.next_io += 1;
-                    k.pending.insert(k.next_io, LogPending::VolumeFlush);
-                    io.extend(k.port.submit(DiskOp::Flush { id: k.next_io }));
-                }
+                CacheIo::VolumeFlush => k.submit(io, LogPending::VolumeFlush, |io_id| {
+                    DiskOp::Flush { id: io_id }
+                }),
                 CacheIo::VolumeRead { .. } => unreachable!("the volume's core takes these"),
             }
         }
@@ -1191,7 +1188,7 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
             t = (t + step).min(END_NS);
             world.run_until(t);
             for (i, model) in models.iter().enumerate() {
-                let storage_hash = world.hash.0;
+                let hash = world.hash.0;
                 let Some(node) = world.core(i) else { continue };
                 let k = node
                     .client
@@ -1211,7 +1208,7 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
                         .all(|w| w.is_some_and(|w| m.acceptable(b, t, t, w)))
                     {
                         return Err(format!(
-                            "at {t} ns (world {storage_hash:x}), client {i}'s cache holds block {b} from writes {writers:?}, which a read issued now may not return (pre-load source {:?}); history {:?}",
+                            "at {t} ns (world {hash:x}), client {i}'s cache holds block {b} from writes {writers:?}, which a read issued now may not return (pre-load source {:?}); history {:?}",
                             c.source(),
                             m.blocks[b as usize]
                         ));
@@ -1388,6 +1385,32 @@ fn run_caught(seed: u64, run: fn(u64) -> Result<Outcome, String>) -> Result<Outc
     })
 }
 
+/// The outcomes, once every schedule succeeded; else a panic naming the failed seeds, the first
+/// one's problem and how to replay it (`{PREFIX}_SEED=S`, the test named by `test`).
+fn succeeded<'a>(
+    results: &'a [(u64, Result<Outcome, String>)],
+    prefix: &str,
+    test: &str,
+) -> Vec<&'a Outcome> {
+    let mut failed: Vec<(u64, &String)> = results
+        .iter()
+        .filter_map(|(seed, r)| r.as_ref().err().map(|e| (*seed, e)))
+        .collect();
+    failed.sort_by_key(|(seed, _)| *seed);
+    if let Some((seed, problem)) = failed.first() {
+        panic!(
+            "{} of {} schedules failed (seeds {:?}); the first, schedule {seed}:\n{problem}\nreproduce: {prefix}_SEED={seed} cargo nextest run -p cordillera-offload --test simulation {test} --no-capture",
+            failed.len(),
+            results.len(),
+            failed.iter().map(|(s, _)| *s).collect::<Vec<_>>()
+        );
+    }
+    results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .collect()
+}
+
 /// Runs the schedules, spread over the cores (each thread takes every k-th).
 fn run_all(
     seeds: &[u64],
@@ -1427,17 +1450,10 @@ fn offloaded_writes_survive_crashes_and_are_reclaimed() {
     let schedules = cordillera_testkit::Schedules::from_env("OFFLOAD", &REGRESSIONS, 2000, 400);
     let only = schedules.single.then_some(());
     let results = run_all(&schedules.seeds, run);
+    let outcomes = succeeded(&results, "OFFLOAD", "");
     let mut totals = [0u64; 9];
     let mut by_n = [0u64; 4];
-    let mut failures: Vec<(u64, String)> = Vec::new();
-    for (seed, result) in results {
-        let outcome = match result {
-            Ok(outcome) => outcome,
-            Err(problem) => {
-                failures.push((seed, problem));
-                continue;
-            }
-        };
+    for outcome in outcomes {
         by_n[outcome.n_way] += 1;
         for (t, v) in totals.iter_mut().zip([
             outcome.crashes as u64,
@@ -1452,15 +1468,6 @@ fn offloaded_writes_survive_crashes_and_are_reclaimed() {
         ]) {
             *t += v;
         }
-    }
-    failures.sort_by_key(|(seed, _)| *seed);
-    if let Some((seed, problem)) = failures.first() {
-        let failed: Vec<u64> = failures.iter().map(|(s, _)| *s).collect();
-        panic!(
-            "{} of {} schedules failed (seeds {failed:?}); the first, schedule {seed}:\n{problem}\nreproduce: OFFLOAD_SEED={seed} cargo nextest run -p cordillera-offload --test simulation --no-capture",
-            failed.len(),
-            schedules.len(),
-        );
     }
     let [crashes, acked, offloaded, reclaimed, records, failures, reads, blocks, n] = totals;
     println!(
@@ -1496,23 +1503,7 @@ fn the_request_path_with_a_cache_serves_nothing_stale() {
     let schedules =
         cordillera_testkit::Schedules::from_env("VOLUME_PATH", &CACHE_REGRESSIONS, 150, 150);
     let results = run_all(&schedules.seeds, run_with_cache);
-    let mut failed: Vec<(u64, String)> = results
-        .iter()
-        .filter_map(|(seed, r)| r.as_ref().err().map(|e| (*seed, e.clone())))
-        .collect();
-    failed.sort_by_key(|(seed, _)| *seed);
-    if let Some((seed, problem)) = failed.first() {
-        panic!(
-            "{} of {} schedules failed (seeds {:?}); the first, schedule {seed}:\n{problem}\nreproduce: VOLUME_PATH_SEED={seed} cargo nextest run -p cordillera-offload --test simulation the_request_path --no-capture",
-            failed.len(),
-            schedules.len(),
-            failed.iter().map(|(s, _)| *s).collect::<Vec<_>>()
-        );
-    }
-    let outcomes: Vec<&Outcome> = results
-        .iter()
-        .filter_map(|(_, r)| r.as_ref().ok())
-        .collect();
+    let outcomes = succeeded(&results, "VOLUME_PATH", "the_request_path");
     let sum = |f: fn(&Outcome) -> u64| outcomes.iter().map(|o| f(o)).sum::<u64>();
     let n = outcomes.len() as u64;
     let (crashes, offloaded, reads) = (
