@@ -190,6 +190,16 @@ pub struct CacheLog {
     started: Instant,
 }
 
+/// A log given but not marked "in use" now could be read by a later start whose superblock
+/// still says clean: its data, older than what this run writes, would be pre-loaded. So a log
+/// that cannot be used (opened, read, or marked) is an error, not a cold cache.
+fn unusable(path: &std::path::Path, why: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{}: the warm-up log cannot be used ({why}); refusing to serve, since a later start could trust what it holds now. Repair or remove it, or start without --warmup-log",
+        path.display()
+    )
+}
+
 impl CacheLog {
     /// Opens the cache and its log, reads the log and plans the pre-load; the log is marked not
     /// clean (durably) and the snapshot loaded before this returns, so it must return before
@@ -200,26 +210,17 @@ impl CacheLog {
         volume: Arc<DiskFile>,
         started: Instant,
     ) -> Result<(WarmCache, CacheLog)> {
-        let mut log = None;
-        let mut unusable = None;
-        if let Some(path) = &o.log {
-            match LogFile::open(path) {
-                Ok(f) => log = Some(f),
-                Err(e) => {
-                    tracing::warn!(log = %path.display(), error = %e, "warm-up log unavailable; the cache warms on demand");
-                    unusable = Some(e);
-                }
-            }
-        }
+        let log = match &o.log {
+            Some(path) => Some(LogFile::open(path).map_err(|why| unusable(path, &why))?),
+            None => None,
+        };
         let now = started.elapsed().as_nanos() as u64;
-        let mut core = match (&log, unusable) {
-            (Some(f), _) => WarmCache::open(now, o.core(), Some(&mut FileReader(f))),
-            (None, Some(e)) => WarmCache::open(now, o.core(), None).map(|mut c| {
-                c.fall_back(now, e);
-                c
-            }),
-            (None, None) => WarmCache::open(now, o.core(), None),
-        }
+        let mut reader = log.as_ref().map(FileReader);
+        let mut core = WarmCache::open(
+            now,
+            o.core(),
+            reader.as_mut().map(|r| r as &mut dyn LogReader),
+        )
         .map_err(|e| anyhow::anyhow!("--cache-size: {e}"))?;
         let mut d = CacheLog {
             log,
@@ -233,14 +234,8 @@ impl CacheLog {
             }
             d.wait(&mut core);
         }
-        // A log given but not marked "in use" now could be read by a later start whose
-        // superblock still says clean: its data, older than what this run writes, would be
-        // pre-loaded. So a log that cannot be used is an error, not a cold cache.
         if let (Some(path), WarmupSource::Fallback(why)) = (&o.log, core.source()) {
-            anyhow::bail!(
-                "{}: the warm-up log cannot be used ({why}); refusing to serve, since a later start could trust what it holds now. Repair or remove it, or start without --warmup-log",
-                path.display()
-            );
+            return Err(unusable(path, why));
         }
         if !matches!(
             core.source(),

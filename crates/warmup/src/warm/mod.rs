@@ -364,14 +364,6 @@ impl WarmCache {
         };
     }
 
-    /// No log after all (the driver could not open it): on-demand warm-up, for `why`.
-    pub fn fall_back(&mut self, now: u64, why: String) {
-        self.log = None;
-        self.out.clear();
-        self.phase = Phase::Running;
-        self.preload.fall_back(now, why);
-    }
-
     /// The log can no longer be written (its writer is gone): every command outstanding failed.
     pub fn fail_log(&mut self, now: u64, why: String) {
         match self.phase {
