@@ -1,0 +1,19 @@
+//! Sierra, the power-proportional replicated store (`../shared/papers/sierra-power-proportional-store.md`),
+//! as sans-I/O pieces the simulator and the daemons both drive.
+//!
+//! # Layout
+//!
+//! - [`model`]: servers, racks, objects, chunks, chunk groups and the paper's defaults (§3.1, §3.5).
+//! - [`layout`]: naive random, naive grouping and power-aware grouping, with racks aligned or
+//!   rotated (§3.3, Table 1, Figures 4–5): which servers can be off in each gear, and the rebuild
+//!   parallelism.
+//! - [`load`]: the load metric L in servers needed (§3.4), from per-second samples of
+//!   cluster-total reads and writes split into sequential and random I/O.
+//! - [`schedule`]: per-hour peaks, the hour-of-day predictor, gears from loads with g_min, the
+//!   rotation of gear groups across days, the maintenance override, and the prediction's error
+//!   (§3.4, §4.1, Figure 8).
+
+pub mod layout;
+pub mod load;
+pub mod model;
+pub mod schedule;
