@@ -45,6 +45,10 @@ pub enum TraceError {
     #[error("{path}: more than {max} volumes", max = crate::limits::VOLUMES_MAX)]
     TooManyVolumes { path: PathBuf },
 
+    /// Traces that cannot be read together (merging one with a wall clock and one without).
+    #[error("{0}")]
+    Incompatible(String),
+
     /// A record that the output format cannot express.
     #[error("cannot write record {index}: {reason}")]
     Unwritable { index: u64, reason: String },

@@ -28,6 +28,7 @@ pub mod detect;
 pub mod error;
 pub mod format;
 pub mod limits;
+pub mod merge;
 pub mod parse;
 pub mod peaks;
 pub mod profile;

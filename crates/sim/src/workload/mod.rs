@@ -11,12 +11,15 @@
 //!   and concentration on one volume (Everest §2, Table 1).
 //! - [`ExchangeLike`]: Everest's three peak episodes (Table 1) in an Exchange-like mail server
 //!   trace: `gen:exchange-like`.
+//! - [`HotmailLike`]: eight back-end volumes of a web mail service over whole days, diurnal,
+//!   with a 2-hour maintenance peak after midnight (Sierra §2, §4.2): `gen:hotmail-like`.
 //! - [`Reaccess`]: a week of Bonfire's hourly and daily reaccess patterns (§3):
 //!   `gen:reaccess`.
 
 mod bursty;
 mod diurnal;
 mod exchange;
+mod hotmail;
 mod onoff;
 mod reaccess;
 mod zipf;
@@ -33,6 +36,7 @@ use crate::rng::SimRng;
 pub use bursty::*;
 pub use diurnal::*;
 pub use exchange::*;
+pub use hotmail::*;
 pub use onoff::*;
 pub use reaccess::*;
 pub use zipf::*;
@@ -66,6 +70,14 @@ impl Generated {
     }
 }
 
+impl Generated {
+    /// The same trace with its time 0 at `origin_unix_ns` on the wall clock.
+    pub fn with_origin(mut self, origin_unix_ns: i64) -> Generated {
+        self.info.origin_unix_ns = Some(origin_unix_ns);
+        self
+    }
+}
+
 impl RecordReader for Generated {
     fn info(&self) -> &TraceInfo {
         &self.info
@@ -94,7 +106,7 @@ pub const GENERATED_RATE_MAX_PER_S: f64 = 10_000_000.0;
 
 /// Opens a generated workload from a specification such as
 /// `gen:zipf:alpha=1,count=100000` or `gen:bursty:peak_to_mean=10`. Names: `zipf`, `diurnal`,
-/// `bursty`, `onoff`, `exchange-like`; keys are the fields of each generator (sizes accept `64k`, `50g`).
+/// `bursty`, `onoff`, `exchange-like`, `hotmail-like`, `reaccess`; keys are the fields of each generator (sizes accept `64k`, `50g`).
 pub fn open_spec(spec: &str) -> Result<Generated, String> {
     let body = spec
         .strip_prefix("gen:")
@@ -181,6 +193,29 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
             };
             g.validate()?;
             Generated::new(&g.volume_names(), Box::new(g.records()))
+        }
+        "hotmail-like" => {
+            let d = HotmailLike::sierra();
+            let g = HotmailLike {
+                days: num(take("days"), d.days as f64)? as u64,
+                peak_rate_per_s: num(take("peak_rate"), d.peak_rate_per_s)?,
+                trough: num(take("trough"), d.trough)?,
+                sharpness: num(take("sharpness"), d.sharpness)?,
+                peak_hour: num(take("peak_hour"), d.peak_hour)?,
+                maintenance_hours: num(take("maintenance_hours"), d.maintenance_hours as f64)?
+                    as u64,
+                maintenance_factor: num(take("maintenance"), d.maintenance_factor)?,
+                day_noise: num(take("day_noise"), d.day_noise)?,
+                read_fraction: num(take("read_fraction"), d.read_fraction)?,
+                mean_request_bytes: size(take("mean_bs"), d.mean_request_bytes)?,
+                sequential_fraction: num(take("sequential"), d.sequential_fraction)?,
+                span_bytes: size(take("span"), d.span_bytes)?,
+                seed: num(take("seed"), d.seed as f64)? as u64,
+                ..d
+            };
+            g.validate()?;
+            Generated::new(&g.volume_names(), Box::new(g.records()))
+                .with_origin(HOTMAIL_ORIGIN_UNIX_NS)
         }
         "bursty" => {
             let d = Bursty::everest();
@@ -276,7 +311,7 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
         }
         other => {
             return Err(format!(
-                "unknown generator {other:?}; one of zipf, diurnal, bursty, onoff, exchange-like, reaccess"
+                "unknown generator {other:?}; one of zipf, diurnal, bursty, onoff, exchange-like, hotmail-like, reaccess"
             ))
         }
     };
