@@ -83,14 +83,14 @@ impl HotmailLike {
         if self.days == 0 || self.days > 366 {
             return Err("hotmail-like needs 1 to 366 days".into());
         }
-        if !(self.peak_rate_per_s > 0.0)
+        if self.peak_rate_per_s <= 0.0
             || self.peak_rate_per_s * self.maintenance_factor.max(1.0) > GENERATED_RATE_MAX_PER_S
         {
             return Err(format!(
                 "hotmail-like needs 0 < peak_rate, at most {GENERATED_RATE_MAX_PER_S} requests/s"
             ));
         }
-        if !(0.0..=1.0).contains(&self.trough) || !(self.sharpness > 0.0) {
+        if !(0.0..=1.0).contains(&self.trough) || self.sharpness <= 0.0 {
             return Err("hotmail-like needs trough in [0, 1] and sharpness > 0".into());
         }
         if self.maintenance_hours > 24 || self.maintenance_factor < 0.0 {
