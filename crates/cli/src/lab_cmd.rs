@@ -31,6 +31,9 @@ enum LabCommand {
     /// Bonfire §4.3 (Tables 2–3, Figures 6–8) on a multi-day trace, days warmed from the day
     /// before, and §6.1 (Figure 10) on the Zipf workload.
     Bonfire(Box<crate::lab_bonfire::BonfireArgs>),
+    /// Sierra §2 and §4: load traces (Figures 1, 2, 8, 9), the gear schedule and power of a
+    /// two-day I/O trace (Figures 9, 10), on a generated Hotmail-like workload or your traces.
+    Sierra(Box<crate::lab_sierra::SierraArgs>),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -107,6 +110,7 @@ pub fn run(args: LabArgs) -> Result<()> {
     match args.command {
         LabCommand::Everest(a) => run_everest(a),
         LabCommand::Bonfire(a) => crate::lab_bonfire::run(*a),
+        LabCommand::Sierra(a) => crate::lab_sierra::run(*a),
     }
 }
 

@@ -26,6 +26,7 @@ mod http;
 mod lab_bonfire;
 mod lab_cmd;
 mod lab_io;
+mod lab_sierra;
 mod limit_args;
 mod replay_cmd;
 mod sim_cmd;

@@ -5,10 +5,12 @@
 //! - [`everest`]: `cordillera lab everest`, Everest §4.1 and §4.3.
 //! - [`bonfire`]: `cordillera lab bonfire`, Bonfire §4.3 and §6.1 on the cache simulator;
 //!   [`bonfire_overheads`]: its §6.3 (Table 4).
+//! - [`sierra`]: `cordillera lab sierra`, Sierra §2 and §4.
 //! - [`render`]: the reports as tables, CSV files and SVG figures.
 
 pub mod bonfire;
 pub mod bonfire_overheads;
 pub mod everest;
 pub mod render;
+pub mod sierra;
 pub mod volumes;

@@ -4,6 +4,7 @@
 pub mod bonfire;
 pub mod everest;
 pub mod plots;
+pub mod sierra;
 
 use std::path::Path;
 

@@ -57,7 +57,7 @@ impl HotmailLike {
             sharpness: 3.0,
             peak_hour: 14.0,
             maintenance_hours: 2,
-            maintenance_factor: 1.3,
+            maintenance_factor: 1.6,
             maintenance_read_fraction: 0.8,
             day_noise: 0.06,
             weights: vec![1.4, 1.2, 1.1, 1.0, 1.0, 0.9, 0.8, 0.6],

@@ -1,0 +1,183 @@
+//! `cordillera lab sierra`: Sierra §2 and §4 on the simulator, with tables, JSON, CSV and SVG.
+
+use std::io::{self, IsTerminal};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use cordillera_lab::render::sierra::{table, write_outputs};
+use cordillera_lab::sierra::{self, Input, Options};
+use cordillera_sim::workload::{Generated, HotmailLike, HOTMAIL_ORIGIN_UNIX_NS};
+use cordillera_trace::merge::Merged;
+use cordillera_trace::RecordReader;
+
+use crate::lab_io::trace_input;
+use crate::trace_cmd::open_input;
+
+#[derive(Args)]
+pub struct SierraArgs {
+    /// Traces to analyse instead of the generated Hotmail-like workload (repeat the flag; the
+    /// files are merged in time order on their wall clock, e.g. the MSR Cambridge volumes of
+    /// one server). A trace of two whole days or more also gets the load-trace analysis
+    /// (Figures 1, 2, 8, 9 left). Any format `trace stats` reads, or gen:NAME[:key=value,…].
+    #[arg(long = "trace")]
+    traces: Vec<PathBuf>,
+    #[arg(long, value_parser = clap::value_parser!(cordillera_trace::Format))]
+    format: Option<cordillera_trace::Format>,
+    #[arg(long, value_parser = clap::value_parser!(cordillera_trace::TimeUnit))]
+    time_unit: Option<cordillera_trace::TimeUnit>,
+    /// Skip malformed trace lines instead of stopping at the first.
+    #[arg(long)]
+    skip_invalid: bool,
+    /// Hours from the traces' clock (UTC) to the service's local time, for hours of day.
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    utc_offset_hours: i64,
+    /// Hours of day in the traces' maintenance window: run in the top gear and left out of
+    /// provisioning (§4.3). The generated workload's window is 0,1.
+    #[arg(long, value_delimiter = ',')]
+    maintenance_hours: Vec<usize>,
+    /// Days of the generated load trace for Figures 1, 2, 8, 9 (the paper's are a week).
+    #[arg(long, default_value_t = 7)]
+    week_days: u64,
+    /// The generated load trace's request rate as a fraction of the I/O trace's: §4.1's metric
+    /// is hourly bytes normalised to the peak, so the rate only sets the sampling noise.
+    #[arg(long, default_value_t = 0.1)]
+    week_rate_scale: f64,
+    /// Days of the generated I/O trace (§4.2: 48 hours).
+    #[arg(long, default_value_t = 2)]
+    io_days: u64,
+    /// Minimum gears to compare (§3.7: 1 for power, 2 for availability; 0 is refused).
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 2])]
+    g_min: Vec<usize>,
+    /// Dedicated loggers (§4.3: one per rack).
+    #[arg(long, default_value_t = 3)]
+    loggers: usize,
+    /// Seed of the generated workloads.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the report as JSON on standard output.
+    #[arg(long)]
+    json: bool,
+    /// Write report.json, CSV files and SVG figures into this folder.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub fn run(a: SierraArgs) -> Result<()> {
+    if a.g_min.contains(&0) {
+        bail!("--g-min 0 would leave chunks with no replica on (§3.7); use 1 or more");
+    }
+    if let Some(h) = a.maintenance_hours.iter().find(|&&h| h >= 24) {
+        bail!("--maintenance-hours: {h} is not an hour of the day (0–23)");
+    }
+    if a.week_days < 2 || a.io_days == 0 || a.week_days > 366 || a.io_days > 366 {
+        bail!("--week-days must be 2 to 366 and --io-days 1 to 366");
+    }
+    if !(a.week_rate_scale > 0.0 && a.week_rate_scale <= 1.0) {
+        bail!("--week-rate-scale must be in (0, 1]");
+    }
+    let options = Options {
+        g_mins: a.g_min.clone(),
+        loggers: a.loggers,
+        ..Options::default()
+    };
+    let (load_traces, io_traces) = if a.traces.is_empty() {
+        let generated = |days: u64, scale: f64, seed: u64| {
+            let w = HotmailLike {
+                days,
+                peak_rate_per_s: HotmailLike::sierra().peak_rate_per_s * scale,
+                seed,
+                ..HotmailLike::sierra()
+            };
+            move || -> Result<Box<dyn RecordReader>, String> {
+                w.validate()?;
+                Ok(Box::new(
+                    Generated::new(&w.volume_names(), Box::new(w.records()))
+                        .with_origin(HOTMAIL_ORIGIN_UNIX_NS),
+                ))
+            }
+        };
+        let maintenance = if a.maintenance_hours.is_empty() {
+            vec![0, 1]
+        } else {
+            a.maintenance_hours.clone()
+        };
+        (
+            vec![Input {
+                name: format!("hotmail-like, {} days", a.week_days),
+                open: Box::new(generated(a.week_days, a.week_rate_scale, a.seed)),
+                maintenance_hours: maintenance.clone(),
+                utc_offset_hours: 0,
+            }],
+            vec![Input {
+                name: format!("hotmail-like, {} h", a.io_days * 24),
+                open: Box::new(generated(a.io_days, 1.0, a.seed)),
+                maintenance_hours: maintenance,
+                utc_offset_hours: 0,
+            }],
+        )
+    } else {
+        let inputs: Vec<_> = a
+            .traces
+            .iter()
+            .map(|p| trace_input(p, a.format, a.time_unit, a.skip_invalid))
+            .collect();
+        let name = a
+            .traces
+            .iter()
+            .map(|p| {
+                p.file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| p.display().to_string())
+            })
+            .collect::<Vec<_>>()
+            .join("+");
+        let opener = move || -> Result<Box<dyn RecordReader>, String> {
+            let readers = inputs
+                .iter()
+                .map(|i| open_input(i).map_err(|e| format!("{e:#}")))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Box::new(Merged::new(readers).map_err(|e| e.to_string())?))
+        };
+        let second = opener.clone();
+        (
+            vec![Input {
+                name: name.clone(),
+                open: Box::new(opener),
+                maintenance_hours: a.maintenance_hours.clone(),
+                utc_offset_hours: a.utc_offset_hours,
+            }],
+            vec![Input {
+                name,
+                open: Box::new(second),
+                maintenance_hours: a.maintenance_hours.clone(),
+                utc_offset_hours: a.utc_offset_hours,
+            }],
+        )
+    };
+    let started = Instant::now();
+    let verbose = io::stderr().is_terminal() || std::env::var_os("CORDILLERA_PROGRESS").is_some();
+    let mut progress = |line: &str| {
+        if verbose {
+            eprintln!("[{:>6.1} s] {line}", started.elapsed().as_secs_f64());
+        }
+    };
+    let report =
+        sierra::run(load_traces, io_traces, &options, &mut progress).map_err(anyhow::Error::msg)?;
+    if let Some(dir) = &a.out {
+        write_outputs(dir, &report)?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", table(&report));
+        if let Some(dir) = &a.out {
+            println!(
+                "\nreport.json, CSV files and SVG figures in {}",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}

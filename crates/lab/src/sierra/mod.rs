@@ -1,0 +1,203 @@
+//! `cordillera lab sierra`: Sierra's evaluation (§2, §4) on the simulator.
+//!
+//! - [`analysis`]: the load of a trace hour by hour (Figures 1–2), the predictor's error after n
+//!   days of training (Figure 8), the fraction of servers that must stay on with oracle gears
+//!   (Figure 9, left), and for the two-day I/O trace the load metric, provisioning, gears and the
+//!   power they imply (Figure 10, Figure 9 right).
+//!
+//! Server performance in the load metric is benchmarked on the simulated chunk-server disk (the
+//! `sierra-1tb` preset, calibrated to Table 4) the way §4.6 benchmarks the servers.
+
+pub mod analysis;
+
+use serde::Serialize;
+
+use cordillera_gears::load::ServerPerformance;
+use cordillera_sim::bench::{self, DiskBench, Pattern};
+use cordillera_sim::power::PowerParams;
+use cordillera_sim::presets;
+use cordillera_trace::RecordReader;
+use cordillera_types::Op;
+
+use analysis::{LoadTraceReport, ScheduleReport};
+
+/// The chunk servers' disk.
+pub const SERVER_PRESET: &str = "sierra-1tb";
+
+/// Opens an input again each time it is read.
+pub type Opener = Box<dyn FnMut() -> Result<Box<dyn RecordReader>, String>>;
+
+/// A trace the lab reads.
+pub struct Input {
+    pub name: String,
+    pub open: Opener,
+    /// Hours of day run in the top gear and left out of provisioning.
+    pub maintenance_hours: Vec<usize>,
+    /// From the trace's wall clock (UTC) to the service's local time.
+    pub utc_offset_hours: i64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Options {
+    /// r.
+    pub replicas: usize,
+    /// Policies compared (§4.4: 1 and 2).
+    pub g_mins: Vec<usize>,
+    /// Dedicated loggers (§4.3: one per rack).
+    pub loggers: usize,
+    pub power: PowerSettings,
+}
+
+/// The power model's figures, as reported.
+#[derive(Clone, Debug, Serialize)]
+pub struct PowerSettings {
+    pub active_w: f64,
+    pub idle_w: f64,
+    pub standby_w: f64,
+    pub wake_from_standby_s: f64,
+}
+
+impl PowerSettings {
+    pub fn params(&self) -> PowerParams {
+        PowerParams {
+            active_w: self.active_w,
+            idle_w: self.idle_w,
+            standby_w: self.standby_w,
+            wake_from_standby_ns: (self.wake_from_standby_s * 1e9) as u64,
+            ..PowerParams::default()
+        }
+    }
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        let p = PowerParams::default();
+        Options {
+            replicas: 3,
+            g_mins: vec![1, 2],
+            loggers: 3,
+            power: PowerSettings {
+                active_w: p.active_w,
+                idle_w: p.idle_w,
+                standby_w: p.standby_w,
+                wake_from_standby_s: p.wake_from_standby_ns as f64 / 1e9,
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub options: Options,
+    /// Table 4's measurements on the simulated disk (64 KB I/O, 64 outstanding for IOPS).
+    pub server: ServerPerformance,
+    pub server_preset: &'static str,
+    /// §2 and §4.1: one per load trace.
+    pub load_traces: Vec<LoadTraceReport>,
+    /// §4.4: one per I/O trace.
+    pub schedules: Vec<ScheduleReport>,
+    /// Inputs that could not be judged, and why.
+    pub skipped: Vec<String>,
+}
+
+/// Table 4 on the simulated disk: 64 KB streaming reads and writes, and 64 KB random reads and
+/// writes with 64 outstanding.
+pub fn benchmark_server(preset: &str) -> Result<ServerPerformance, String> {
+    let measure = |pattern, op, queue_depth| -> Result<f64, String> {
+        let mut device = presets::device(preset)?;
+        let spec = DiskBench {
+            pattern,
+            op,
+            block_bytes: 64 * 1024,
+            queue_depth,
+            count: 20_000,
+            span_bytes: None,
+            seed: 1,
+        };
+        let result = bench::run(device.as_mut(), &spec)?;
+        Ok(match pattern {
+            Pattern::Sequential => result.throughput_mb_per_s * 1e6,
+            _ => result.iops,
+        })
+    };
+    Ok(ServerPerformance {
+        read_iops: measure(Pattern::Random, Op::Read, 64)?,
+        write_iops: measure(Pattern::Random, Op::Write, 64)?,
+        read_bytes_per_s: measure(Pattern::Sequential, Op::Read, 1)?,
+        write_bytes_per_s: measure(Pattern::Sequential, Op::Write, 1)?,
+    })
+}
+
+/// Runs the load analyses on `load_traces` (about a week each) and the schedule on
+/// `io_traces` (a day or more each).
+pub fn run(
+    load_traces: Vec<Input>,
+    io_traces: Vec<Input>,
+    options: &Options,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report, String> {
+    if options.g_mins.is_empty() {
+        return Err("at least one g_min".into());
+    }
+    let server = benchmark_server(SERVER_PRESET)?;
+    progress(&format!(
+        "server ({SERVER_PRESET}): {:.0} read / {:.0} write IOPS, {:.0} / {:.0} MB/s",
+        server.read_iops,
+        server.write_iops,
+        server.read_bytes_per_s / 1e6,
+        server.write_bytes_per_s / 1e6
+    ));
+    let mut skipped = Vec::new();
+    let mut load_reports = Vec::new();
+    for mut input in load_traces {
+        progress(&format!("load trace {}", input.name));
+        let mut reader = (input.open)()?;
+        let measured = analysis::measure(
+            &input.name,
+            reader.as_mut(),
+            server,
+            options.replicas,
+            input.utc_offset_hours,
+            input.maintenance_hours.clone(),
+            progress,
+        )?;
+        match analysis::load_trace_report(&measured, options.replicas, &options.g_mins) {
+            Ok(report) => load_reports.push(report),
+            Err(why) => skipped.push(why),
+        }
+    }
+    let mut schedules = Vec::new();
+    for mut input in io_traces {
+        progress(&format!("I/O trace {}", input.name));
+        let mut reader = (input.open)()?;
+        let measured = analysis::measure(
+            &input.name,
+            reader.as_mut(),
+            server,
+            options.replicas,
+            input.utc_offset_hours,
+            input.maintenance_hours.clone(),
+            progress,
+        )?;
+        if measured.hours.is_empty() {
+            skipped.push(format!("{}: no records", input.name));
+            continue;
+        }
+        schedules.push(analysis::schedule_report(
+            &measured,
+            options.replicas,
+            options.loggers,
+            &options.g_mins,
+            &options.power.params(),
+            server,
+        )?);
+    }
+    Ok(Report {
+        options: options.clone(),
+        server,
+        server_preset: SERVER_PRESET,
+        load_traces: load_reports,
+        schedules,
+        skipped,
+    })
+}
