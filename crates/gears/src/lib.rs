@@ -15,5 +15,7 @@
 
 pub mod layout;
 pub mod load;
+pub mod mds;
 pub mod model;
+pub mod protocol;
 pub mod schedule;

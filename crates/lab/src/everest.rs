@@ -350,6 +350,7 @@ fn policy_name(p: Policy) -> &'static str {
         Policy::Baseline => "no",
         Policy::Always => "always",
         Policy::Peak => "peak",
+        Policy::WhileBaseUnavailable => "while a replica is down",
     }
 }
 

@@ -974,7 +974,9 @@ impl Core for Node {
             let done = BaseDone::from(done);
             if self.trace {
                 let id = match &done {
-                    BaseDone::Read { id, .. } | BaseDone::Written { id } => id,
+                    BaseDone::Read { id, .. }
+                    | BaseDone::Written { id }
+                    | BaseDone::Failed { id, .. } => id,
                 };
                 eprintln!("{now} node {} ← base: {id}", self.id);
             }

@@ -12,6 +12,11 @@ pub enum Policy {
     Always,
     /// Off-load while the base volume is loaded (T_base, T_store); reclaim when it is not.
     Peak,
+    /// Sierra's logging mode (§3.6): the base volume is a chunk group's replicas behind their
+    /// primary. Off-load every write while the driver says the base is unavailable (a secondary
+    /// is down, [`Client::set_base_available`]); reclaim while it is available. A base write
+    /// that fails ([`BaseDone::Failed`]: a secondary did not take it) is sent to the stores.
+    WhileBaseUnavailable,
 }
 
 #[derive(Clone, Debug)]
@@ -161,8 +166,21 @@ impl From<BaseOp> for cordillera_vstore::store::DiskOp {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BaseDone {
-    Read { id: u64, data: Vec<u8> },
-    Written { id: u64 },
+    Read {
+        id: u64,
+        data: Vec<u8>,
+    },
+    Written {
+        id: u64,
+    },
+    /// A write the base could not make whole (under [`Policy::WhileBaseUnavailable`]: a
+    /// secondary replica did not take it), with its data back. Some replicas may hold it: an
+    /// upper-layer write is off-loaded under a new version (which the range map then serves),
+    /// a reclaim write is given up and its range reclaimed again later.
+    Failed {
+        id: u64,
+        data: Vec<u8>,
+    },
 }
 
 /// A disk completion as the client hears it (the client asks for no flushes: a durable write
@@ -220,6 +238,10 @@ pub struct Stats {
     pub recoveries: u64,
     /// Writes answered [`ClientError::NoSpace`].
     pub refused_writes: u64,
+    /// Base writes that failed ([`BaseDone::Failed`]): upper-layer writes then off-loaded, and
+    /// reclaim writes given up.
+    pub base_writes_failed: u64,
+    pub reclaims_failed: u64,
 }
 
 /// What a recovering client waits for ([`Client::recovery_wait`]).

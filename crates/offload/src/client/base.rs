@@ -6,13 +6,39 @@ impl Client {
     pub(super) fn base_step(&mut self, now: Nanos, done: BaseDone) {
         self.now = now;
         let id = match &done {
-            BaseDone::Read { id, .. } | BaseDone::Written { id } => *id,
+            BaseDone::Read { id, .. } | BaseDone::Written { id } | BaseDone::Failed { id, .. } => {
+                *id
+            }
         };
         let Some(kind) = self.base_pending.remove(&id) else {
             return;
         };
         match (kind, done) {
-            (BaseKind::UpWrite { up_id }, _) => {
+            (BaseKind::UpWrite { up_id, start }, BaseDone::Failed { data, .. }) => {
+                // Some replicas may hold it; the stores' copy, newest in the map, is what is
+                // read from now on.
+                self.base_in_flight -= 1;
+                self.stats.base_writes_failed += 1;
+                let version = self.next_version();
+                let key = self.id();
+                self.writes.insert(
+                    key,
+                    WriteOp {
+                        up_id,
+                        start,
+                        data,
+                        durable: true,
+                        version,
+                        waiting: 0,
+                        succeeded: 0,
+                        tried: 0,
+                        superseded: Vec::new(),
+                        full_since: None,
+                    },
+                );
+                self.place_write(key);
+            }
+            (BaseKind::UpWrite { up_id, .. }, _) => {
                 self.base_in_flight -= 1;
                 self.upward_out.push_back((up_id, UpReply::Written));
             }
@@ -22,7 +48,11 @@ impl Client {
                 self.read_piece_done(read, start, data, 0, len);
                 self.read_piece_finished(read);
             }
-            (BaseKind::Reclaim { job }, _) => {
+            (BaseKind::Reclaim { job, run }, BaseDone::Failed { .. }) => {
+                self.base_in_flight -= 1;
+                self.reclaim_failed(job, run);
+            }
+            (BaseKind::Reclaim { job, .. }, _) => {
                 self.base_in_flight -= 1;
                 self.reclaim_written(job);
             }
@@ -38,8 +68,13 @@ impl Client {
                     _ => {}
                 }
             }
-            (BaseKind::UpRead { .. }, BaseDone::Written { .. }) => {
+            (BaseKind::UpRead { .. }, BaseDone::Written { .. } | BaseDone::Failed { .. }) => {
                 unreachable!("a read completed as a write")
+            }
+            (BaseKind::Superblock, BaseDone::Failed { .. }) => {
+                // The driver retries superblock writes itself (Sierra keeps the superblock in
+                // the metadata service): a failure here is a driver's bug.
+                unreachable!("a superblock write failed")
             }
         }
         self.pump();

@@ -190,9 +190,9 @@ struct ReadOp {
 }
 
 enum BaseKind {
-    UpWrite { up_id: u64 },
+    UpWrite { up_id: u64, start: u64 },
     UpRead { read: u64, start: u64 },
-    Reclaim { job: u64 },
+    Reclaim { job: u64, run: usize },
     Superblock,
 }
 
@@ -258,6 +258,11 @@ pub struct Client {
     base_in_flight: u64,
     /// Load on the base volume that is not ours (a co-hosted store), told by the driver.
     external_base_load: u64,
+    /// Under [`Policy::WhileBaseUnavailable`]: whether every replica takes writes.
+    base_available: bool,
+    /// Preference among stores by id (lower first; 0 when not told): Sierra's logger
+    /// locality classes (§3.6). Load orders stores within a class.
+    store_rank: BTreeMap<u64, u8>,
     queued_upward: VecDeque<(u64, Upward)>,
     parked_reads: Vec<(u64, u64, u64)>,
     parked_writes: Vec<u64>,
@@ -331,6 +336,8 @@ impl Client {
             base_pending: HashMap::new(),
             base_in_flight: 0,
             external_base_load: 0,
+            base_available: true,
+            store_rank: BTreeMap::new(),
             queued_upward: VecDeque::new(),
             parked_reads: Vec::new(),
             parked_writes: Vec::new(),
@@ -534,6 +541,45 @@ impl Client {
     /// Load on the base volume from others (a store co-hosted on it).
     pub fn set_external_base_load(&mut self, load: u64) {
         self.external_base_load = load;
+    }
+
+    /// Under [`Policy::WhileBaseUnavailable`]: whether every replica of the base takes writes
+    /// now. While not, every write is off-loaded and nothing is reclaimed.
+    pub fn set_base_available(&mut self, now: Nanos, available: bool) {
+        self.now = now;
+        self.base_available = available;
+        self.pump();
+    }
+
+    pub fn base_available(&self) -> bool {
+        self.base_available
+    }
+
+    /// Orders stores by preference before load: `rank` of a store's id, lower first (Sierra's
+    /// loggers: on a replica's server, then in a replica's rack, then elsewhere). Copies of a
+    /// write still go to stores of distinct [`StoreInfo::server`]s (Sierra: racks).
+    pub fn set_store_ranks(&mut self, ranks: impl IntoIterator<Item = (u64, u8)>) {
+        self.store_rank = ranks.into_iter().collect();
+    }
+
+    /// The order in which stores are preferred: rank, then load.
+    fn store_preference(&self, s: StoreIdx) -> (u8, u64, StoreIdx) {
+        let rank = self
+            .store_rank
+            .get(&self.stores[s].info.id)
+            .copied()
+            .unwrap_or(0);
+        (rank, self.store_load(s), s)
+    }
+
+    /// Whether reclaim may run under the policy: Everest's peak policy, or Sierra's logging
+    /// mode with every replica available.
+    fn reclaims(&self) -> bool {
+        match self.config.policy {
+            Policy::Peak => true,
+            Policy::WhileBaseUnavailable => self.base_available,
+            Policy::Baseline | Policy::Always => false,
+        }
     }
 
     pub fn poll_base(&mut self) -> Option<BaseOp> {

@@ -5,7 +5,7 @@ use super::*;
 
 impl Client {
     pub(super) fn pump_reclaim(&mut self) {
-        if self.config.policy != Policy::Peak || !self.is_ready() {
+        if !self.reclaims() || !self.is_ready() {
             return;
         }
         // Full stores are reclaimed under load too: waiting for a quiet base volume would
@@ -25,7 +25,7 @@ impl Client {
                 for (plo, phi, l) in pieces {
                     let replica = indices(l.stores)
                         .filter(|&s| self.stores[s].up)
-                        .min_by_key(|&s| (self.store_load(s), s));
+                        .min_by_key(|&s| self.store_preference(s));
                     if let Some(s) = replica {
                         self.reclaim_jobs += 1;
                         self.stats.reclaim_reads += 1;
@@ -131,10 +131,10 @@ impl Client {
         let job = self.id();
         let count = runs.len() as u32;
         let mut done = Vec::with_capacity(runs.len());
-        for (lo, hi, v, data) in runs {
+        for (run, (lo, hi, v, data)) in runs.into_iter().enumerate() {
             let id = self.id();
             self.reclaiming.insert(lo, hi, job);
-            self.base_pending.insert(id, BaseKind::Reclaim { job });
+            self.base_pending.insert(id, BaseKind::Reclaim { job, run });
             self.base_in_flight += 1;
             self.base_out.push_back(BaseOp::Write {
                 id,
@@ -148,6 +148,18 @@ impl Client {
         true
     }
 
+    /// A reclaim write the base could not make whole: the run is given up (its range stays
+    /// off-loaded, on the stores, and is reclaimed again later).
+    pub(super) fn reclaim_failed(&mut self, job: u64, run: usize) {
+        let entry = self.reclaim_writes.get_mut(&job).expect("reclaim job");
+        let (lo, hi, _) = entry.0[run];
+        // An empty span settles nothing when the job completes.
+        entry.0[run] = (lo, lo, 0);
+        self.reclaiming.remove(lo, hi);
+        self.stats.reclaims_failed += 1;
+        self.reclaim_written(job);
+    }
+
     /// A reclaim write reached the base volume (durably): the range reads from the base from now
     /// on, and its copies are deleted once every older copy is (invariant 3).
     pub(super) fn reclaim_written(&mut self, job: u64) {
@@ -158,7 +170,7 @@ impl Client {
         }
         let (runs, _) = self.reclaim_writes.remove(&job).expect("reclaim job");
         self.reclaim_jobs -= 1;
-        for (lo, hi, v) in runs {
+        for (lo, hi, v) in runs.into_iter().filter(|(lo, hi, _)| lo < hi) {
             self.reclaiming.remove(lo, hi);
             let (mut written, mut holders) = (0, 0);
             self.map.update(lo, hi, |a, b, old| {

@@ -367,3 +367,126 @@ fn a_full_store_under_the_peak_policy_parks_the_write_until_a_retry() {
     answer(&mut c, Reply::Done);
     assert_eq!(c.poll_upward(), Some((2, UpReply::Written)));
 }
+
+/// A client in Sierra's logging mode over three stores on three racks (`server` = rack), formatted
+/// and ready.
+fn logging_client() -> Client {
+    let mut config = Config::new(7, 1, 1 << 20);
+    config.policy = Policy::WhileBaseUnavailable;
+    config.n_way = 2;
+    let stores = (1..=3).map(|id| StoreInfo { id, server: id }).collect();
+    let mut c = Client::format(config, stores, 0);
+    let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+        panic!("the superblock is written first");
+    };
+    c.handle_base(1, BaseDone::Written { id });
+    assert!(c.is_ready());
+    c
+}
+
+/// Writes go to the base while every replica is available, to N stores of distinct racks while
+/// one is not (preferring stores of the better locality class), and are reclaimed to the base
+/// once all are available again.
+#[test]
+fn logging_mode_off_loads_while_a_replica_is_down_and_reclaims_after() {
+    let mut c = logging_client();
+    write(&mut c, 1, 0);
+    let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+        panic!("with every replica up the write goes to the base");
+    };
+    c.handle_base(2, BaseDone::Written { id });
+    assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+
+    // Store 3 is in the best locality class, store 2 next: they take the copies.
+    c.set_store_ranks([(1, 2), (2, 1), (3, 0)]);
+    c.set_base_available(3, false);
+    write(&mut c, 2, 8192);
+    assert!(
+        c.poll_base().is_none(),
+        "not to the base while a replica is down"
+    );
+    let mut sent = Vec::new();
+    while let Some((store, id, request)) = c.poll_store() {
+        assert!(matches!(request, Request::Write { .. }), "{request:?}");
+        sent.push((store, id));
+    }
+    let mut chosen: Vec<u64> = sent.iter().map(|&(s, _)| c.stores[s].info.id).collect();
+    chosen.sort_unstable();
+    assert_eq!(chosen, vec![2, 3]);
+    for (store, id) in sent {
+        c.handle_store(4, store, id, Reply::Done, Some(0));
+    }
+    assert_eq!(c.poll_upward(), Some((2, UpReply::Written)));
+    assert_eq!(c.stats().offloaded_writes, 1);
+    // No reclaim while the replica is down.
+    c.handle_timeout(5_000_000_000);
+    assert!(c.poll_store().is_none());
+
+    c.set_base_available(6_000_000_000, true);
+    let (_, _, loc) = c.ranges().next().expect("off-loaded");
+    let (version, holders) = (loc.version, loc.stores);
+    let mut now = 7_000_000_000;
+    let mut asked = Vec::new();
+    let reclaimed = loop {
+        if let Some(op) = c.poll_base() {
+            break op;
+        }
+        assert!(
+            asked.len() < 10,
+            "reclaim never wrote to the base: asked {asked:?}"
+        );
+        let Some((store, id, request)) = c.poll_store() else {
+            now += 1_000_000_000;
+            c.handle_timeout(now);
+            asked.push(usize::MAX);
+            continue;
+        };
+        asked.push(store);
+        assert!(matches!(request, Request::ReadAny { .. }), "{request:?}");
+        let piece = (holders & bit(store) != 0).then(|| {
+            let extent = Extent {
+                volume: 1,
+                offset_bytes: 8192,
+                length_bytes: 4096,
+                version,
+            };
+            (extent, vec![2u8; 4096])
+        });
+        now += 1_000;
+        c.handle_store(now, store, id, Reply::ReadAny(piece), Some(0));
+    };
+    let BaseOp::Write {
+        offset_bytes, data, ..
+    } = reclaimed
+    else {
+        panic!("the off-loaded write is reclaimed to the base: {reclaimed:?}");
+    };
+    assert_eq!((offset_bytes, data), (8192, vec![2u8; 4096]));
+}
+
+/// A base write that a replica did not take comes back with its data and is off-loaded under a
+/// version the range map then serves; a reclaim write that fails leaves its range off-loaded.
+#[test]
+fn a_failed_base_write_is_off_loaded() {
+    let mut c = logging_client();
+    write(&mut c, 1, 4096);
+    let Some(BaseOp::Write { id, data, .. }) = c.poll_base() else {
+        panic!("with every replica up the write goes to the base");
+    };
+    c.set_base_available(2, false);
+    c.handle_base(3, BaseDone::Failed { id, data });
+    assert_eq!(c.stats().base_writes_failed, 1);
+    let mut sent = 0;
+    while let Some((store, id, request)) = c.poll_store() {
+        let Request::Write { offset_bytes, .. } = request else {
+            panic!("{request:?}");
+        };
+        assert_eq!(offset_bytes, 4096);
+        c.handle_store(4, store, id, Reply::Done, Some(0));
+        sent += 1;
+    }
+    assert_eq!(sent, 2, "N copies");
+    assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+    let (start, end, loc) = c.ranges().next().expect("in the range map");
+    assert_eq!((start, end, loc.on_base), (4096, 8192, false));
+}

@@ -94,6 +94,7 @@ impl Client {
         let offload = match self.config.policy {
             Policy::Baseline => must,
             Policy::Always => true,
+            Policy::WhileBaseUnavailable => must || !self.base_available,
             Policy::Peak => {
                 must || {
                     let base = self.base_load();
@@ -163,12 +164,12 @@ impl Client {
 
     /// Up to `n` available stores on different servers, least loaded first, not in `exclude`.
     pub(super) fn choose_stores(&self, n: usize, exclude: u64) -> Vec<StoreIdx> {
-        let mut candidates: Vec<(u64, StoreIdx)> = self
+        let mut candidates: Vec<((u8, u64, StoreIdx), StoreIdx)> = self
             .stores
             .iter()
             .enumerate()
             .filter(|(i, s)| s.up && !s.removed && exclude & bit(*i) == 0)
-            .map(|(i, _)| (self.store_load(i), i))
+            .map(|(i, _)| (self.store_preference(i), i))
             .collect();
         candidates.sort_unstable();
         let mut chosen: Vec<StoreIdx> = Vec::with_capacity(n);
@@ -186,7 +187,8 @@ impl Client {
 
     pub(super) fn write_base(&mut self, up_id: u64, start: u64, data: Vec<u8>, durable: bool) {
         let id = self.id();
-        self.base_pending.insert(id, BaseKind::UpWrite { up_id });
+        self.base_pending
+            .insert(id, BaseKind::UpWrite { up_id, start });
         self.base_in_flight += 1;
         self.stats.base_writes += 1;
         self.base_out.push_back(BaseOp::Write {
@@ -207,7 +209,9 @@ impl Client {
             let (start, end) = (op.start, op.start + op.data.len() as u64);
             let refused_by_live_stores = op.tried != 0
                 && indices(op.tried).all(|i| self.stores[i].up && !self.stores[i].removed);
-            let must_offload = self.map.overlaps(start, end) || self.blocking_stale(start, end);
+            let must_offload = self.map.overlaps(start, end)
+                || self.blocking_stale(start, end)
+                || (self.config.policy == Policy::WhileBaseUnavailable && !self.base_available);
             let now = self.now;
             let full_since = if must_offload && refused_by_live_stores {
                 self.stores_full_since.get_or_insert(now);
@@ -398,7 +402,7 @@ impl Client {
                 Some(l) => {
                     let replica = indices(l.stores)
                         .filter(|&s| self.stores[s].up && !self.stores[s].removed)
-                        .min_by_key(|&s| (self.store_load(s), s));
+                        .min_by_key(|&s| self.store_preference(s));
                     match replica {
                         Some(s) => {
                             self.stats.store_reads += 1;

@@ -1,0 +1,801 @@
+//! The metadata service (§3.1, §3.5, §3.7) as a deterministic state machine: objects → chunks →
+//! chunk groups → replicas and primary; heartbeats and leases; primaries reassigned when a lease
+//! lapses; failures suspected, peers woken, and a permanently failed server rebuilt onto its
+//! gear group; gear shifts (servers sent to standby after migrating their primaries, woken and
+//! given primaries back); the log clients' superblocks.
+//!
+//! # Driver contract
+//!
+//! ```text
+//! let mut mds = Mds::new(config, &layout, now);
+//! loop {
+//!     while let Some((to, message)) = mds.poll_message() { send }
+//!     while let Some(server) = mds.poll_wake() { power the server on (it heartbeats when up) }
+//!     wait for: a message          → mds.handle_message(now, from, message)
+//!               a gear decision    → mds.set_gear(now, gear, rotation)
+//!               mds.poll_timeout() → mds.handle_timeout(now)
+//! }
+//! ```
+//!
+//! # Timing
+//!
+//! A server's lease runs from the moment it *sent* the heartbeat, for `lease_ns`; the MDS
+//! suspects a server `heartbeat_timeout_ns` after it last *received* one. With
+//! `heartbeat_timeout_ns > lease_ns` (checked), a server's leases have lapsed — on its own clock —
+//! before the MDS gives its primaries to others; the difference is the margin for messages in
+//! flight (a deposed primary's late messages are also refused by epoch).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use serde::Serialize;
+
+use cordillera_types::rng::SplitMix64;
+
+use crate::layout::{Layout, LayoutKind, RackPolicy};
+use crate::model::{GroupId, ObjectId, ServerId, Topology};
+use crate::protocol::{Endpoint, Epoch, GroupView, MdsError, Message, Nanos, ObjectLayout};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MdsConfig {
+    pub chunk_bytes: u64,
+    pub lease_ns: Nanos,
+    pub heartbeat_timeout_ns: Nanos,
+    /// A server suspected this long is declared permanently failed and rebuilt.
+    pub permanent_after_ns: Nanos,
+    /// Chunks an object may have (bounds what one request can make the MDS allocate).
+    pub chunks_per_object_max: u64,
+    pub seed: u64,
+}
+
+impl MdsConfig {
+    /// 1 s leases, suspicion after 3 s without a heartbeat, rebuild after 15 minutes.
+    pub fn new(chunk_bytes: u64) -> MdsConfig {
+        MdsConfig {
+            chunk_bytes,
+            lease_ns: 1_000_000_000,
+            heartbeat_timeout_ns: 3_000_000_000,
+            permanent_after_ns: 15 * 60 * 1_000_000_000,
+            chunks_per_object_max: 1 << 24,
+            seed: 1,
+        }
+    }
+}
+
+/// A chunk server as the MDS sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerState {
+    /// Heartbeating, serving.
+    Up,
+    /// Told to enter standby: releasing its primaries; no longer counted available.
+    Releasing,
+    Standby,
+    /// Told to wake; waiting for its first heartbeat.
+    Waking,
+    /// No heartbeat for the timeout: its primaries were reassigned, its peers woken.
+    Suspect,
+    /// Suspected for `permanent_after_ns`: its replicas are rebuilt elsewhere; it is out.
+    Failed,
+}
+
+#[derive(Clone, Debug)]
+struct ServerEntry {
+    state: ServerState,
+    last_heartbeat: Nanos,
+    /// The server's life as of its last heartbeat (`None`: not heard from yet).
+    incarnation: Option<u64>,
+    since: Nanos,
+    /// The current gear wants it in standby.
+    wanted_off: bool,
+}
+
+#[derive(Clone, Debug)]
+struct GroupEntry {
+    replicas: Vec<ServerId>,
+    primary: Option<ServerId>,
+    epoch: Epoch,
+    superblock: Option<Vec<u8>>,
+    next_slot: u32,
+    rebuilding: Option<ServerId>,
+    /// The primary was asked to release, for this server (migration back) or for none (it is
+    /// going into standby).
+    release_to: Option<Option<ServerId>>,
+}
+
+#[derive(Clone, Debug)]
+struct ObjectEntry {
+    size_bytes: u64,
+    first_chunk: u64,
+    chunk_count: u64,
+}
+
+/// What the MDS counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MdsStats {
+    pub migrations: u64,
+    pub reassignments: u64,
+    pub suspicions: u64,
+    pub permanent_failures: u64,
+    pub rebuilds_started: u64,
+    pub rebuilds_done: u64,
+    pub wakes: u64,
+    pub standbys: u64,
+}
+
+/// The MDS's state size (§4.5: 23 bytes per chunk).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct StateSize {
+    pub bytes: u64,
+    pub chunks: u64,
+    pub groups: u64,
+    pub objects: u64,
+    pub bytes_per_chunk: f64,
+    pub bytes_per_group: f64,
+}
+
+pub struct Mds {
+    config: MdsConfig,
+    topology: Topology,
+    /// Gear group of each server (power-aware layouts), for standby and rebuild.
+    gear_group: Vec<Option<usize>>,
+    layout_kind: LayoutKind,
+    cross_rack: bool,
+    servers: Vec<ServerEntry>,
+    groups: Vec<GroupEntry>,
+    /// Groups each server holds a replica of.
+    groups_of: Vec<BTreeSet<u32>>,
+    objects: BTreeMap<ObjectId, ObjectEntry>,
+    /// Chunk id → (group, slot); `u32::MAX` group for freed chunks.
+    chunks: Vec<(u32, u32)>,
+    rng: SplitMix64,
+    out: VecDeque<(Endpoint, Message)>,
+    wakes: VecDeque<ServerId>,
+    stats: MdsStats,
+    now: Nanos,
+}
+
+impl Mds {
+    /// An MDS for the groups of `layout` (one unit per chunk group), every server up as of
+    /// `now` (it is suspected if it does not heartbeat within the timeout).
+    pub fn new(config: MdsConfig, layout: &Layout, now: Nanos) -> Mds {
+        assert!(
+            config.heartbeat_timeout_ns > config.lease_ns,
+            "leases must lapse before the MDS gives their primaries to others"
+        );
+        assert!(config.chunk_bytes > 0);
+        let n = layout.topology.servers();
+        let rng = SplitMix64(config.seed);
+        let mut groups_of = vec![BTreeSet::new(); n];
+        let groups: Vec<GroupEntry> = (0..layout.unit_count())
+            .map(|i| {
+                let replicas = layout.unit(i).to_vec();
+                for &s in &replicas {
+                    groups_of[s as usize].insert(i as u32);
+                }
+                // Primaries are assigned as the servers first heartbeat.
+                GroupEntry {
+                    replicas,
+                    primary: None,
+                    epoch: 1,
+                    superblock: None,
+                    next_slot: 0,
+                    rebuilding: None,
+                    release_to: None,
+                }
+            })
+            .collect();
+        Mds {
+            gear_group: (0..n as ServerId).map(|s| layout.gear_group(s)).collect(),
+            layout_kind: layout.spec.kind,
+            cross_rack: layout.spec.racks != RackPolicy::Ignored,
+            topology: layout.topology.clone(),
+            servers: vec![
+                ServerEntry {
+                    state: ServerState::Up,
+                    last_heartbeat: now,
+                    incarnation: None,
+                    since: now,
+                    wanted_off: false,
+                };
+                n
+            ],
+            groups,
+            groups_of,
+            objects: BTreeMap::new(),
+            chunks: Vec::new(),
+            rng,
+            config,
+            out: VecDeque::new(),
+            wakes: VecDeque::new(),
+            stats: MdsStats::default(),
+            now,
+        }
+    }
+
+    pub fn config(&self) -> &MdsConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> MdsStats {
+        self.stats
+    }
+
+    pub fn server_state(&self, server: ServerId) -> ServerState {
+        self.servers[server as usize].state
+    }
+
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// The group as its primary would be told it.
+    pub fn view(&self, group: GroupId) -> GroupView {
+        let g = &self.groups[group.0 as usize];
+        let available = g
+            .replicas
+            .iter()
+            .enumerate()
+            .filter(|(_, &s)| self.servers[s as usize].state == ServerState::Up)
+            .fold(0u64, |m, (i, _)| m | 1 << i);
+        GroupView {
+            group,
+            epoch: g.epoch,
+            replicas: g.replicas.clone(),
+            primary: g.primary,
+            available,
+            rebuilding: g.rebuilding,
+        }
+    }
+
+    pub fn poll_message(&mut self) -> Option<(Endpoint, Message)> {
+        self.out.pop_front()
+    }
+
+    /// A server to power on (it was in standby): the driver wakes it.
+    pub fn poll_wake(&mut self) -> Option<ServerId> {
+        self.wakes.pop_front()
+    }
+
+    /// The next moment a server's silence must be looked at.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.servers
+            .iter()
+            .filter_map(|s| match s.state {
+                ServerState::Up | ServerState::Releasing => {
+                    Some(s.last_heartbeat + self.config.heartbeat_timeout_ns)
+                }
+                ServerState::Suspect => Some(s.since + self.config.permanent_after_ns),
+                _ => None,
+            })
+            .min()
+    }
+
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        self.now = now;
+        for s in 0..self.servers.len() {
+            let entry = &self.servers[s];
+            match entry.state {
+                ServerState::Up | ServerState::Releasing
+                    if now >= entry.last_heartbeat + self.config.heartbeat_timeout_ns =>
+                {
+                    self.suspect(s as ServerId);
+                }
+                ServerState::Suspect if now >= entry.since + self.config.permanent_after_ns => {
+                    self.fail_permanently(s as ServerId);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    pub fn handle_message(&mut self, now: Nanos, from: Endpoint, message: Message) {
+        self.now = now;
+        match (from, message) {
+            (
+                Endpoint::Server(s),
+                Message::Heartbeat {
+                    server,
+                    incarnation,
+                    sent_at,
+                },
+            ) if s == server && (s as usize) < self.servers.len() => {
+                self.heartbeat(s, incarnation, sent_at)
+            }
+            (Endpoint::Server(s), Message::ReleasedPrimary { group, epoch }) => {
+                self.released(s, group, epoch)
+            }
+            (Endpoint::Server(s), Message::Standby { server }) if s == server => self.standby(s),
+            (
+                Endpoint::Server(_),
+                Message::RebuildDone {
+                    group,
+                    epoch,
+                    replica,
+                },
+            ) => self.rebuild_done(group, epoch, replica),
+            (
+                Endpoint::Server(s),
+                Message::WriteSuperblock {
+                    id,
+                    group,
+                    epoch,
+                    data,
+                },
+            ) => {
+                let ok = match self.groups.get_mut(group.0 as usize) {
+                    Some(g) if g.epoch == epoch && g.primary == Some(s) => {
+                        let len = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                        g.superblock = Some(data[..len].to_vec());
+                        true
+                    }
+                    _ => false,
+                };
+                self.out
+                    .push_back((from, Message::SuperblockWritten { id, ok }));
+            }
+            (
+                Endpoint::Client(_),
+                Message::Create {
+                    id,
+                    object,
+                    size_bytes,
+                },
+            ) => {
+                let result = self.create(object, size_bytes);
+                self.out.push_back((from, Message::Created { id, result }));
+            }
+            (Endpoint::Client(_), Message::Lookup { id, object }) => {
+                let result = self.layout_of(object);
+                self.out.push_back((from, Message::Located { id, result }));
+            }
+            (Endpoint::Client(_), Message::LookupGroup { id, group }) => {
+                let result = if (group.0 as usize) < self.groups.len() {
+                    Ok(self.view(group))
+                } else {
+                    Err(MdsError::NoSuchGroup)
+                };
+                self.out
+                    .push_back((from, Message::GroupLocated { id, result }));
+            }
+            (Endpoint::Client(_), Message::Delete { id, object }) => {
+                let result = match self.objects.remove(&object) {
+                    Some(o) => {
+                        for c in o.first_chunk..o.first_chunk + o.chunk_count {
+                            self.chunks[c as usize] = (u32::MAX, 0);
+                        }
+                        Ok(())
+                    }
+                    None => Err(MdsError::NoSuchObject),
+                };
+                self.out.push_back((from, Message::Deleted { id, result }));
+            }
+            // Anything else (a message of the wrong kind or from the wrong sender) is ignored:
+            // the MDS never acts on what it cannot attribute.
+            _ => {}
+        }
+    }
+
+    /// Puts the cluster in `gear` (1 to r): the servers of the first r − gear gear groups of
+    /// `rotation` go into standby (after giving up their primaries), the others are woken. A
+    /// server is kept on while some group it holds would have no other replica up.
+    pub fn set_gear(&mut self, now: Nanos, gear: usize, rotation: &[usize]) {
+        self.now = now;
+        let r = rotation.len();
+        assert!(gear >= 1 && gear <= r, "gear {gear} of {r}");
+        let off: BTreeSet<usize> = rotation[..r - gear].iter().copied().collect();
+        for s in 0..self.servers.len() {
+            let wanted_off = self.gear_group[s].is_some_and(|g| off.contains(&g));
+            self.servers[s].wanted_off = wanted_off;
+        }
+        for s in 0..self.servers.len() as ServerId {
+            let entry = &self.servers[s as usize];
+            match (entry.state, entry.wanted_off) {
+                (ServerState::Up, true) => self.begin_standby(s),
+                (ServerState::Standby, false) => self.wake(s),
+                _ => {}
+            }
+        }
+    }
+
+    /// The MDS's state in memory, counted from its contents (§4.5: "the MDS has on average 23
+    /// bytes of data per chunk").
+    pub fn state_size(&self) -> StateSize {
+        let chunk = std::mem::size_of::<(u32, u32)>() as u64;
+        let object = (std::mem::size_of::<ObjectId>() + std::mem::size_of::<ObjectEntry>()) as u64;
+        let group_fixed = std::mem::size_of::<GroupEntry>() as u64;
+        let group_bytes: u64 = self
+            .groups
+            .iter()
+            .map(|g| {
+                group_fixed
+                    + 4 * g.replicas.len() as u64
+                    + g.superblock.as_ref().map_or(0, |s| s.len() as u64)
+            })
+            .sum();
+        let server_bytes = (std::mem::size_of::<ServerEntry>() * self.servers.len()) as u64
+            + self
+                .groups_of
+                .iter()
+                .map(|g| 4 * g.len() as u64)
+                .sum::<u64>();
+        let chunks = self.chunks.iter().filter(|c| c.0 != u32::MAX).count() as u64;
+        let bytes = chunk * self.chunks.len() as u64
+            + object * self.objects.len() as u64
+            + group_bytes
+            + server_bytes;
+        StateSize {
+            bytes,
+            chunks,
+            groups: self.groups.len() as u64,
+            objects: self.objects.len() as u64,
+            bytes_per_chunk: bytes as f64 / chunks.max(1) as f64,
+            bytes_per_group: bytes as f64 / self.groups.len().max(1) as f64,
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+
+    fn heartbeat(&mut self, s: ServerId, incarnation: u64, sent_at: Nanos) {
+        let entry = &mut self.servers[s as usize];
+        if entry.state == ServerState::Failed {
+            // Rebuilt elsewhere: it holds nothing the cluster relies on.
+            return;
+        }
+        entry.last_heartbeat = self.now;
+        let restarted = entry.incarnation.is_some_and(|known| known != incarnation);
+        entry.incarnation = Some(incarnation);
+        let state = entry.state;
+        if restarted {
+            // A new life (its memory is gone): whatever it was primary of is assigned again.
+            let held: Vec<u32> = self.groups_of[s as usize]
+                .iter()
+                .copied()
+                .filter(|&g| self.groups[g as usize].primary == Some(s))
+                .collect();
+            for g in held {
+                self.groups[g as usize].primary = None;
+                self.groups[g as usize].release_to = None;
+            }
+        }
+        match state {
+            ServerState::Up | ServerState::Releasing => {}
+            ServerState::Standby | ServerState::Waking | ServerState::Suspect => {
+                self.servers[s as usize].state = ServerState::Up;
+                self.servers[s as usize].since = self.now;
+                self.server_returned(s);
+            }
+            ServerState::Failed => unreachable!(),
+        }
+        if self.servers[s as usize].wanted_off && self.servers[s as usize].state == ServerState::Up
+        {
+            self.begin_standby(s);
+        }
+        // Groups left without a primary (this server's restart, or no replica was up).
+        let orphans: Vec<u32> = self.groups_of[s as usize]
+            .iter()
+            .copied()
+            .filter(|&g| self.groups[g as usize].primary.is_none())
+            .collect();
+        for g in orphans {
+            self.assign_primary(g, None, None);
+        }
+        let primaries: Vec<GroupView> = self.groups_of[s as usize]
+            .iter()
+            .filter(|&&g| self.groups[g as usize].primary == Some(s))
+            .map(|&g| self.view(GroupId(g)))
+            .collect();
+        self.out.push_back((
+            Endpoint::Server(s),
+            Message::Lease {
+                until: sent_at + self.config.lease_ns,
+                primaries,
+            },
+        ));
+    }
+
+    /// `s` is up again: its peers' primaries learn it is available; some primaries migrate
+    /// back to it (§3.5: "it rebalances the load by moving some primaries from other servers").
+    fn server_returned(&mut self, s: ServerId) {
+        let groups: Vec<u32> = self.groups_of[s as usize].iter().copied().collect();
+        for g in groups {
+            let entry = &self.groups[g as usize];
+            let Some(p) = entry.primary else {
+                continue;
+            };
+            if p == s {
+                continue;
+            }
+            self.tell_primary(g);
+            let entry = &self.groups[g as usize];
+            if self.servers[s as usize].wanted_off
+                || entry.release_to.is_some()
+                || entry.rebuilding == Some(s)
+            {
+                continue;
+            }
+            // Each available replica equally likely to be primary.
+            let up = entry
+                .replicas
+                .iter()
+                .filter(|&&x| self.servers[x as usize].state == ServerState::Up)
+                .count()
+                .max(1);
+            if self.rng.below(up as u64) == 0 {
+                let epoch = entry.epoch;
+                self.groups[g as usize].release_to = Some(Some(s));
+                self.out.push_back((
+                    Endpoint::Server(p),
+                    Message::ReleasePrimary {
+                        group: GroupId(g),
+                        epoch,
+                    },
+                ));
+            }
+        }
+    }
+
+    fn released(&mut self, s: ServerId, group: GroupId, epoch: Epoch) {
+        let Some(entry) = self.groups.get_mut(group.0 as usize) else {
+            return;
+        };
+        if entry.epoch != epoch || entry.primary != Some(s) {
+            return;
+        }
+        let to = entry.release_to.take().flatten();
+        entry.primary = None;
+        self.stats.migrations += 1;
+        self.assign_primary(group.0, to, Some(s));
+    }
+
+    fn standby(&mut self, s: ServerId) {
+        if self.servers[s as usize].state != ServerState::Releasing {
+            return;
+        }
+        self.servers[s as usize].state = ServerState::Standby;
+        self.servers[s as usize].since = self.now;
+        self.stats.standbys += 1;
+        let groups: Vec<u32> = self.groups_of[s as usize].iter().copied().collect();
+        for g in groups {
+            if self.groups[g as usize].primary == Some(s) {
+                // Released in a race with this message: assign it elsewhere now.
+                self.groups[g as usize].primary = None;
+                self.assign_primary(g, None, Some(s));
+            }
+        }
+    }
+
+    fn begin_standby(&mut self, s: ServerId) {
+        // Every group it holds keeps another replica up.
+        let alone = self.groups_of[s as usize].iter().any(|&g| {
+            !self.groups[g as usize].replicas.iter().any(|&x| {
+                x != s
+                    && self.servers[x as usize].state == ServerState::Up
+                    && !self.servers[x as usize].wanted_off
+                    && self.groups[g as usize].rebuilding != Some(x)
+            })
+        });
+        if alone {
+            return;
+        }
+        self.servers[s as usize].state = ServerState::Releasing;
+        self.servers[s as usize].since = self.now;
+        let groups: Vec<u32> = self.groups_of[s as usize].iter().copied().collect();
+        for g in groups {
+            match self.groups[g as usize].primary {
+                Some(p) if p == s => self.groups[g as usize].release_to = Some(None),
+                // Its peers' primaries log from now on.
+                Some(_) => self.tell_primary(g),
+                None => {}
+            }
+        }
+        self.out
+            .push_back((Endpoint::Server(s), Message::EnterStandby));
+    }
+
+    fn wake(&mut self, s: ServerId) {
+        self.servers[s as usize].state = ServerState::Waking;
+        self.servers[s as usize].since = self.now;
+        self.stats.wakes += 1;
+        self.wakes.push_back(s);
+    }
+
+    /// No heartbeat for the timeout: the server's leases have lapsed. Its primaries go to other
+    /// replicas, its peers' primaries learn it is gone, and its peers in standby are woken
+    /// (§3.7: "it wakes up all the servers that share any chunks with S").
+    fn suspect(&mut self, s: ServerId) {
+        self.servers[s as usize].state = ServerState::Suspect;
+        self.servers[s as usize].since = self.now;
+        self.stats.suspicions += 1;
+        let groups: Vec<u32> = self.groups_of[s as usize].iter().copied().collect();
+        let mut peers = BTreeSet::new();
+        for &g in &groups {
+            peers.extend(self.groups[g as usize].replicas.iter().copied());
+        }
+        for p in peers {
+            if p != s && self.servers[p as usize].state == ServerState::Standby {
+                self.wake(p);
+            }
+        }
+        for g in groups {
+            if self.groups[g as usize].primary == Some(s) {
+                self.groups[g as usize].primary = None;
+                self.groups[g as usize].release_to = None;
+                self.stats.reassignments += 1;
+                self.assign_primary(g, None, Some(s));
+            } else {
+                self.tell_primary(g);
+            }
+        }
+    }
+
+    /// Suspected for `permanent_after_ns`: each of its groups gets a new replica (power-aware
+    /// grouping: a server of its gear group; otherwise any server), which the primary fills.
+    fn fail_permanently(&mut self, s: ServerId) {
+        self.servers[s as usize].state = ServerState::Failed;
+        self.stats.permanent_failures += 1;
+        let groups: Vec<u32> = std::mem::take(&mut self.groups_of[s as usize])
+            .into_iter()
+            .collect();
+        for g in groups {
+            let Some(t) = self.replacement(g, s) else {
+                continue;
+            };
+            let entry = &mut self.groups[g as usize];
+            let i = entry
+                .replicas
+                .iter()
+                .position(|&x| x == s)
+                .expect("a replica of the group");
+            entry.replicas[i] = t;
+            entry.rebuilding = Some(t);
+            self.groups_of[t as usize].insert(g);
+            self.stats.rebuilds_started += 1;
+            if self.servers[t as usize].state == ServerState::Standby {
+                self.wake(t);
+            }
+            match self.groups[g as usize].primary {
+                Some(p) => {
+                    let view = self.view(GroupId(g));
+                    self.out
+                        .push_back((Endpoint::Server(p), Message::Rebuild { view }));
+                }
+                None => self.assign_primary(g, None, None),
+            }
+        }
+    }
+
+    /// A new replica for group `g` in place of `failed`: a server of the same gear group
+    /// (power-aware grouping) on a rack the group's other replicas do not use (with racks),
+    /// not failed, holding the fewest groups.
+    fn replacement(&mut self, g: u32, failed: ServerId) -> Option<ServerId> {
+        let entry = &self.groups[g as usize];
+        let others: Vec<ServerId> = entry
+            .replicas
+            .iter()
+            .copied()
+            .filter(|&x| x != failed)
+            .collect();
+        let candidates: Vec<ServerId> = (0..self.servers.len() as ServerId)
+            .filter(|&t| {
+                self.servers[t as usize].state != ServerState::Failed
+                    && !entry.replicas.contains(&t)
+                    && (self.layout_kind != LayoutKind::PowerAware
+                        || self.gear_group[t as usize] == self.gear_group[failed as usize])
+                    && (!self.cross_rack
+                        || others
+                            .iter()
+                            .all(|&o| self.topology.rack_of(o) != self.topology.rack_of(t)))
+            })
+            .collect();
+        let fewest = candidates
+            .iter()
+            .map(|&t| self.groups_of[t as usize].len())
+            .min()?;
+        let least: Vec<ServerId> = candidates
+            .into_iter()
+            .filter(|&t| self.groups_of[t as usize].len() == fewest)
+            .collect();
+        Some(least[self.rng.below(least.len() as u64) as usize])
+    }
+
+    fn rebuild_done(&mut self, group: GroupId, epoch: Epoch, replica: ServerId) {
+        let Some(entry) = self.groups.get_mut(group.0 as usize) else {
+            return;
+        };
+        if entry.epoch != epoch || entry.rebuilding != Some(replica) {
+            return;
+        }
+        entry.rebuilding = None;
+        self.stats.rebuilds_done += 1;
+        self.tell_primary(group.0);
+    }
+
+    /// Gives group `g` (without a primary) a primary: `prefer` if it is up, else a replica up
+    /// (not `exclude`, not being rebuilt) chosen at random; none if no replica is up (it gets
+    /// one when one returns). A new epoch either way.
+    fn assign_primary(&mut self, g: u32, prefer: Option<ServerId>, exclude: Option<ServerId>) {
+        let entry = &self.groups[g as usize];
+        debug_assert!(entry.primary.is_none());
+        let up = |x: ServerId| self.servers[x as usize].state == ServerState::Up;
+        let candidates: Vec<ServerId> = entry
+            .replicas
+            .iter()
+            .copied()
+            .filter(|&x| up(x) && Some(x) != exclude && entry.rebuilding != Some(x))
+            .collect();
+        let chosen = match prefer {
+            Some(p) if candidates.contains(&p) => Some(p),
+            _ if candidates.is_empty() => None,
+            _ => Some(candidates[self.rng.below(candidates.len() as u64) as usize]),
+        };
+        let entry = &mut self.groups[g as usize];
+        entry.epoch += 1;
+        entry.primary = chosen;
+        entry.release_to = None;
+        if let Some(p) = chosen {
+            let superblock = entry.superblock.clone();
+            let view = self.view(GroupId(g));
+            self.out.push_back((
+                Endpoint::Server(p),
+                Message::BecomePrimary { view, superblock },
+            ));
+        }
+    }
+
+    /// Tells group `g`'s primary its current view (availability or replicas changed).
+    fn tell_primary(&mut self, g: u32) {
+        if let Some(p) = self.groups[g as usize].primary {
+            let view = self.view(GroupId(g));
+            self.out
+                .push_back((Endpoint::Server(p), Message::GroupChanged { view }));
+        }
+    }
+
+    fn create(&mut self, object: ObjectId, size_bytes: u64) -> Result<ObjectLayout, MdsError> {
+        if self.objects.contains_key(&object) {
+            return Err(MdsError::Exists);
+        }
+        let chunk_count = size_bytes.div_ceil(self.config.chunk_bytes);
+        if chunk_count > self.config.chunks_per_object_max {
+            return Err(MdsError::TooLarge);
+        }
+        let first_chunk = self.chunks.len() as u64;
+        for _ in 0..chunk_count {
+            // §3.5: "Chunks are assigned randomly to chunk groups on creation."
+            let g = self.rng.below(self.groups.len() as u64) as usize;
+            let slot = self.groups[g].next_slot;
+            self.groups[g].next_slot = slot.checked_add(1).ok_or(MdsError::TooLarge)?;
+            self.chunks.push((g as u32, slot));
+        }
+        self.objects.insert(
+            object,
+            ObjectEntry {
+                size_bytes,
+                first_chunk,
+                chunk_count,
+            },
+        );
+        self.layout_of(object)
+    }
+
+    fn layout_of(&self, object: ObjectId) -> Result<ObjectLayout, MdsError> {
+        let o = self.objects.get(&object).ok_or(MdsError::NoSuchObject)?;
+        let chunks: Vec<(GroupId, u32)> = (o.first_chunk..o.first_chunk + o.chunk_count)
+            .map(|c| {
+                let (g, slot) = self.chunks[c as usize];
+                (GroupId(g), slot)
+            })
+            .collect();
+        let groups: BTreeSet<GroupId> = chunks.iter().map(|&(g, _)| g).collect();
+        Ok(ObjectLayout {
+            object,
+            size_bytes: o.size_bytes,
+            chunk_bytes: self.config.chunk_bytes,
+            chunks,
+            groups: groups.into_iter().map(|g| self.view(g)).collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,348 @@
+//! The MDS's protocol steps, each driven by hand.
+
+use super::*;
+use crate::layout::LayoutSpec;
+use crate::model::Topology;
+
+const S: Nanos = 1_000_000_000;
+
+/// 6 servers in 3 racks, power-aware rack-aligned: gear group k is rack k.
+fn mds() -> Mds {
+    let topology = Topology::racks(3, 2);
+    let spec = LayoutSpec {
+        kind: LayoutKind::PowerAware,
+        racks: RackPolicy::Aligned,
+        replicas: 3,
+    };
+    let layout = Layout::generate(spec, &topology, 24, &mut SplitMix64(3)).unwrap();
+    Mds::new(MdsConfig::new(1 << 20), &layout, 0)
+}
+
+fn drain(m: &mut Mds) -> Vec<(Endpoint, Message)> {
+    std::iter::from_fn(|| m.poll_message()).collect()
+}
+
+fn heartbeat(m: &mut Mds, now: Nanos, s: ServerId, incarnation: u64) -> Vec<(Endpoint, Message)> {
+    m.handle_message(
+        now,
+        Endpoint::Server(s),
+        Message::Heartbeat {
+            server: s,
+            incarnation,
+            sent_at: now,
+        },
+    );
+    drain(m)
+}
+
+/// Every server heartbeats: every group gets one primary, told by BecomePrimary, and leases
+/// list exactly the groups each server is primary of.
+fn start(m: &mut Mds) -> BTreeMap<u32, ServerId> {
+    let mut primaries = BTreeMap::new();
+    for s in 0..6 {
+        for (to, msg) in heartbeat(m, 1, s, 100 + s as u64) {
+            if let Message::BecomePrimary { view, superblock } = msg {
+                assert_eq!(superblock, None);
+                let Endpoint::Server(p) = to else { panic!() };
+                assert_eq!(view.primary, Some(p));
+                assert!(primaries.insert(view.group.0, p).is_none());
+            }
+        }
+    }
+    assert_eq!(primaries.len(), m.group_count());
+    primaries
+}
+
+#[test]
+fn servers_heartbeating_get_primaries_and_leases() {
+    let mut m = mds();
+    let primaries = start(&mut m);
+    let out = heartbeat(&mut m, 2 * S, 0, 100);
+    let [(
+        Endpoint::Server(0),
+        Message::Lease {
+            until,
+            primaries: leased,
+        },
+    )] = &out[..]
+    else {
+        panic!("{out:?}");
+    };
+    assert_eq!(*until, 2 * S + m.config().lease_ns);
+    let mut leased: Vec<u32> = leased.iter().map(|v| v.group.0).collect();
+    leased.sort_unstable();
+    let expected: Vec<u32> = primaries
+        .iter()
+        .filter(|(_, &p)| p == 0)
+        .map(|(&g, _)| g)
+        .collect();
+    assert_eq!(leased, expected);
+}
+
+/// Gear 1 (§3.5): two gear groups are told to enter standby; their peers' primaries learn the
+/// servers are unavailable; each released primary goes to the replica left on; the standby
+/// message completes it. Gear 3 wakes them, and some primaries migrate back.
+#[test]
+fn a_gear_shift_migrates_primaries_and_back() {
+    let mut m = mds();
+    let mut primaries = start(&mut m);
+    m.set_gear(10 * S, 1, &[0, 1, 2]);
+    let out = drain(&mut m);
+    let told: BTreeSet<ServerId> = out
+        .iter()
+        .filter(|(_, msg)| matches!(msg, Message::EnterStandby))
+        .map(|(to, _)| match to {
+            Endpoint::Server(s) => *s,
+            _ => panic!(),
+        })
+        .collect();
+    // Racks 0 and 1 (gear groups 0 and 1) go down.
+    assert_eq!(told, BTreeSet::from([0, 1, 2, 3]));
+    for s in 0..4 {
+        assert_eq!(m.server_state(s), ServerState::Releasing);
+    }
+    // Primaries on rack 2 hear that their secondaries are going.
+    for (_, msg) in &out {
+        if let Message::GroupChanged { view } = msg {
+            assert!(!view.all_available());
+        }
+    }
+    // The leaving servers release their primaries.
+    for (&g, &p) in primaries.clone().iter().filter(|(_, &p)| p < 4) {
+        let epoch = m.view(GroupId(g)).epoch;
+        m.handle_message(
+            11 * S,
+            Endpoint::Server(p),
+            Message::ReleasedPrimary {
+                group: GroupId(g),
+                epoch,
+            },
+        );
+        let out = drain(&mut m);
+        let [(Endpoint::Server(to), Message::BecomePrimary { view, .. })] = &out[..] else {
+            panic!("{out:?}");
+        };
+        assert!(*to >= 4, "the replica on the rack left on");
+        assert_eq!(view.epoch, epoch + 1);
+        primaries.insert(g, *to);
+    }
+    for s in 0..4 {
+        m.handle_message(12 * S, Endpoint::Server(s), Message::Standby { server: s });
+        assert_eq!(m.server_state(s), ServerState::Standby);
+    }
+    assert!(m.stats().migrations > 0);
+    // Up again: woken, then primaries move back as the servers heartbeat.
+    m.set_gear(20 * S, 3, &[0, 1, 2]);
+    let woken: Vec<ServerId> = std::iter::from_fn(|| m.poll_wake()).collect();
+    assert_eq!(woken, vec![0, 1, 2, 3]);
+    let mut asked = 0;
+    for s in 0..4 {
+        for (to, msg) in heartbeat(&mut m, 21 * S, s, 100 + s as u64) {
+            if let Message::ReleasePrimary { group, .. } = msg {
+                assert_eq!(to, Endpoint::Server(primaries[&group.0]));
+                asked += 1;
+            }
+        }
+        assert_eq!(m.server_state(s), ServerState::Up);
+    }
+    assert!(asked > 0, "some primaries migrate back");
+}
+
+/// A silent server is suspected after the timeout: its primaries go to other replicas (new
+/// epochs), its peers in standby are woken; after the permanent-failure time each of its
+/// groups gets a new replica from the same gear group, and the primary is told to rebuild it.
+#[test]
+fn a_failed_server_is_suspected_then_rebuilt_in_its_gear_group() {
+    let mut m = mds();
+    let primaries = start(&mut m);
+    // Servers 0–3 in standby (gear 1), then server 4 (rack 2) goes silent.
+    m.set_gear(2 * S, 1, &[0, 1, 2]);
+    drain(&mut m);
+    for s in 0..4 {
+        let groups: Vec<u32> = primaries
+            .iter()
+            .filter(|(_, &p)| p == s)
+            .map(|(&g, _)| g)
+            .collect();
+        for g in groups {
+            let epoch = m.view(GroupId(g)).epoch;
+            m.handle_message(
+                2 * S,
+                Endpoint::Server(s),
+                Message::ReleasedPrimary {
+                    group: GroupId(g),
+                    epoch,
+                },
+            );
+        }
+        m.handle_message(2 * S, Endpoint::Server(s), Message::Standby { server: s });
+    }
+    drain(&mut m);
+    let t = 2 * S;
+    heartbeat(&mut m, t, 5, 105);
+    let deadline = m.poll_timeout().unwrap();
+    assert!(deadline <= t + m.config().heartbeat_timeout_ns);
+    // Server 5 keeps heartbeating; server 4 does not.
+    heartbeat(&mut m, deadline - 1, 5, 105);
+    m.handle_timeout(deadline.max(2 * S + m.config().heartbeat_timeout_ns));
+    assert_eq!(m.server_state(4), ServerState::Suspect);
+    let woken: BTreeSet<ServerId> = std::iter::from_fn(|| m.poll_wake()).collect();
+    assert!(
+        !woken.is_empty() && woken.iter().all(|&s| s < 4),
+        "{woken:?}"
+    );
+    let out = drain(&mut m);
+    for (_, msg) in &out {
+        if let Message::BecomePrimary { view, .. } = msg {
+            assert_ne!(view.primary, Some(4));
+        }
+    }
+    // Woken peers heartbeat; server 4 stays silent until it is declared failed.
+    let suspected_at = deadline.max(2 * S + m.config().heartbeat_timeout_ns);
+    let mut now = suspected_at + S;
+    while m.server_state(4) != ServerState::Failed {
+        assert!(
+            now <= suspected_at + m.config().permanent_after_ns + S,
+            "declared failed in time"
+        );
+        for s in [0, 1, 2, 3, 5] {
+            heartbeat(&mut m, now, s, 100 + s as u64);
+        }
+        m.handle_timeout(now);
+        now += S;
+    }
+    let out = drain(&mut m);
+    let rebuilds: Vec<&GroupView> = out
+        .iter()
+        .filter_map(|(_, msg)| match msg {
+            Message::Rebuild { view } => Some(view),
+            _ => None,
+        })
+        .collect();
+    assert!(!rebuilds.is_empty());
+    for view in rebuilds {
+        // Rack 2 = gear group 2: server 5 is the only other one.
+        assert_eq!(view.rebuilding, Some(5));
+        assert!(view.replicas.contains(&5) && !view.replicas.contains(&4));
+    }
+    assert_eq!(m.stats().permanent_failures, 1);
+}
+
+/// Only the current primary, in its current epoch, writes a group's superblock.
+#[test]
+fn superblock_writes_are_fenced_by_epoch() {
+    let mut m = mds();
+    let primaries = start(&mut m);
+    let (&g, &p) = primaries.iter().next().unwrap();
+    let epoch = m.view(GroupId(g)).epoch;
+    let write = |m: &mut Mds, from: ServerId, epoch: Epoch| {
+        m.handle_message(
+            3 * S,
+            Endpoint::Server(from),
+            Message::WriteSuperblock {
+                id: 9,
+                group: GroupId(g),
+                epoch,
+                data: vec![1, 2, 0, 0],
+            },
+        );
+        match drain(m).pop() {
+            Some((_, Message::SuperblockWritten { ok, .. })) => ok,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(!write(&mut m, p, epoch - 1));
+    assert!(!write(&mut m, (p + 1) % 6, epoch));
+    assert!(write(&mut m, p, epoch));
+    assert!(m.state_size().bytes > 0);
+}
+
+#[test]
+fn objects_are_created_looked_up_and_deleted() {
+    let mut m = mds();
+    start(&mut m);
+    let ask = |m: &mut Mds, message: Message| {
+        m.handle_message(5 * S, Endpoint::Client(0), message);
+        drain(m).pop().expect("an answer").1
+    };
+    let Message::Created {
+        result: Ok(layout), ..
+    } = ask(
+        &mut m,
+        Message::Create {
+            id: 1,
+            object: ObjectId(7),
+            size_bytes: (5 << 20) + 1,
+        },
+    )
+    else {
+        panic!()
+    };
+    assert_eq!(layout.chunks.len(), 6);
+    assert!(layout.groups.iter().all(|v| v.primary.is_some()));
+    let Message::Created {
+        result: Err(MdsError::Exists),
+        ..
+    } = ask(
+        &mut m,
+        Message::Create {
+            id: 2,
+            object: ObjectId(7),
+            size_bytes: 1,
+        },
+    )
+    else {
+        panic!()
+    };
+    let Message::Located {
+        result: Ok(again), ..
+    } = ask(
+        &mut m,
+        Message::Lookup {
+            id: 3,
+            object: ObjectId(7),
+        },
+    )
+    else {
+        panic!()
+    };
+    assert_eq!(again.chunks, layout.chunks);
+    let size = m.state_size();
+    assert_eq!(size.chunks, 6);
+    let Message::Deleted { result: Ok(()), .. } = ask(
+        &mut m,
+        Message::Delete {
+            id: 4,
+            object: ObjectId(7),
+        },
+    ) else {
+        panic!()
+    };
+    let Message::Located {
+        result: Err(MdsError::NoSuchObject),
+        ..
+    } = ask(
+        &mut m,
+        Message::Lookup {
+            id: 5,
+            object: ObjectId(7),
+        },
+    )
+    else {
+        panic!()
+    };
+    let Message::Created {
+        result: Err(MdsError::TooLarge),
+        ..
+    } = ask(
+        &mut m,
+        Message::Create {
+            id: 6,
+            object: ObjectId(8),
+            size_bytes: u64::MAX,
+        },
+    )
+    else {
+        panic!()
+    };
+}
