@@ -13,9 +13,11 @@
 //!   rotation of gear groups across days, the maintenance override, and the prediction's error
 //!   (§3.4, §4.1, Figure 8).
 
+pub mod client;
 pub mod layout;
 pub mod load;
 pub mod mds;
 pub mod model;
 pub mod protocol;
 pub mod schedule;
+pub mod server;

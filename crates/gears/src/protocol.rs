@@ -38,6 +38,8 @@ pub struct GroupView {
     pub available: u64,
     /// A replica being rebuilt (it takes new writes; its older data is being copied to it).
     pub rebuilding: Option<ServerId>,
+    /// Chunk slots allocated in the group: its data lies below `slots` × chunk size.
+    pub slots: u32,
 }
 
 impl GroupView {

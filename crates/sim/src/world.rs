@@ -68,6 +68,22 @@ pub trait Core {
     fn poll_message(&mut self) -> Option<Outgoing<Self::Message>>;
     fn poll_io(&mut self) -> Option<IoCommand>;
     fn poll_timeout(&self) -> Option<Nanos>;
+    /// Power requests: this node going into standby, or another node to be woken.
+    fn poll_power(&mut self) -> Option<PowerRequest> {
+        None
+    }
+    /// The node is out of standby (its memory kept; time has passed).
+    fn handle_wake(&mut self, _now: Nanos) {}
+}
+
+/// What a core asks of the power controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PowerRequest {
+    /// This node enters standby now: messages to it are lost and its timers stop until it is
+    /// woken. (A node asks only once nothing is in flight on its disk.)
+    Sleep,
+    /// Wake `node` (if in standby) after `after_ns` (the wake-up delay).
+    Wake { node: NodeId, after_ns: Nanos },
 }
 
 /// A fault the world injected into a node.
@@ -105,6 +121,9 @@ enum Event<M> {
     Restart {
         node: NodeId,
     },
+    Wake {
+        node: NodeId,
+    },
 }
 
 struct Node<C> {
@@ -128,6 +147,10 @@ struct Node<C> {
     flush_done: VecDeque<(Nanos, u64)>,
     timer_at: Option<Nanos>,
     disk_at: Option<Nanos>,
+    /// In standby since then.
+    asleep_since: Option<Nanos>,
+    /// Time spent in standby before the current stay.
+    asleep_ns: Nanos,
 }
 
 /// How a world is built: one core and one device per node.
@@ -153,6 +176,7 @@ pub struct World<C: Core> {
     pub hash: EventHash,
     pub faults: Vec<NodeFault>,
     scratch: Vec<Completion>,
+    lost_to_standby: u64,
 }
 
 impl Hasher for EventHash {
@@ -204,6 +228,8 @@ impl<C: Core> World<C> {
                 flush_done: VecDeque::new(),
                 timer_at: None,
                 disk_at: None,
+                asleep_since: None,
+                asleep_ns: 0,
             })
             .collect();
         let mut world = World {
@@ -216,6 +242,7 @@ impl<C: Core> World<C> {
             hash: EventHash::default(),
             faults: Vec::new(),
             scratch: Vec::new(),
+            lost_to_standby: 0,
         };
         for id in 0..world.nodes.len() {
             world.with_core(id, |core, now| core.handle_start(now));
@@ -237,6 +264,22 @@ impl<C: Core> World<C> {
 
     pub fn is_up(&self, node: NodeId) -> bool {
         self.nodes[node].core.is_some()
+    }
+
+    /// Whether the node is in standby.
+    pub fn is_asleep(&self, node: NodeId) -> bool {
+        self.nodes[node].asleep_since.is_some()
+    }
+
+    /// Time the node has spent in standby so far.
+    pub fn asleep_ns(&self, node: NodeId) -> Nanos {
+        let n = &self.nodes[node];
+        n.asleep_ns + n.asleep_since.map_or(0, |since| self.now - since)
+    }
+
+    /// Messages lost because their destination was in standby.
+    pub fn lost_to_standby(&self) -> u64 {
+        self.lost_to_standby
     }
 
     /// Schedules a crash of `node` at `at` and, if `restart_after` is given, its restart.
@@ -294,6 +337,10 @@ impl<C: Core> World<C> {
                 self.hash.add(from as u64);
                 message.hash(&mut self.hash);
                 if self.nodes[to].epoch == epoch {
+                    if self.nodes[to].asleep_since.is_some() {
+                        self.lost_to_standby += 1;
+                        return;
+                    }
                     self.with_core(to, |core, now| core.handle_message(now, from, message));
                 }
             }
@@ -305,6 +352,10 @@ impl<C: Core> World<C> {
                     return;
                 }
                 self.nodes[node].timer_at = None;
+                if self.nodes[node].asleep_since.is_some() {
+                    // Timers stop in standby; the wake reschedules them.
+                    return;
+                }
                 let now = self.now;
                 let due = self.nodes[node]
                     .core
@@ -330,6 +381,16 @@ impl<C: Core> World<C> {
                 self.hash.add(node as u64);
                 self.crash(node);
             }
+            Event::Wake { node } => {
+                self.hash.add(6);
+                self.hash.add(node as u64);
+                let n = &mut self.nodes[node];
+                if let (Some(since), true) = (n.asleep_since, n.core.is_some()) {
+                    n.asleep_ns += self.now - since;
+                    n.asleep_since = None;
+                    self.with_core(node, |core, now| core.handle_wake(now));
+                }
+            }
             Event::Restart { node } => {
                 self.hash.add(5);
                 self.hash.add(node as u64);
@@ -349,9 +410,14 @@ impl<C: Core> World<C> {
             return;
         }
         let new_device = (self.builder.new_device)(node);
+        let now = self.now;
         let n = &mut self.nodes[node];
         n.core = None;
         n.epoch += 1;
+        // A crash ends standby (the node restarts powered).
+        if let Some(since) = n.asleep_since.take() {
+            n.asleep_ns += now - since;
+        }
         // Writes in flight may have reached the media in part: they meet the fates of
         // unflushed writes (kept, lost, or torn at sector granularity).
         for command in std::mem::take(&mut n.in_flight).into_values() {
@@ -417,6 +483,23 @@ impl<C: Core> World<C> {
             }
             if let Some(io) = core.poll_io() {
                 self.submit_io(node, io);
+                continue;
+            }
+            if let Some(request) = core.poll_power() {
+                match request {
+                    PowerRequest::Sleep => {
+                        if self.nodes[node].asleep_since.is_none() {
+                            self.nodes[node].asleep_since = Some(now);
+                        }
+                    }
+                    PowerRequest::Wake {
+                        node: target,
+                        after_ns,
+                    } => {
+                        self.queue
+                            .push(now + after_ns, Event::Wake { node: target });
+                    }
+                }
                 continue;
             }
             break;

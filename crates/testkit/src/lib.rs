@@ -1,8 +1,10 @@
 //! Helpers shared by the test suites and the benchmarks that drive real processes: the
-//! real-trace fragments, seeded schedules ([`Schedules`]), processes started and waited for by
+//! real-trace fragments, seeded schedules ([`Schedules`]), the reference model of a block
+//! volume ([`model`]), processes started and waited for by
 //! what they print ([`process`]), and an NBD export as a loop device with a file system
 //! ([`nbd_loop`]).
 
+pub mod model;
 pub mod nbd_loop;
 pub mod process;
 

@@ -244,6 +244,7 @@ impl Mds {
             primary: g.primary,
             available,
             rebuilding: g.rebuilding,
+            slots: g.next_slot,
         }
     }
 

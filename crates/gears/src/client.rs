@@ -1,0 +1,672 @@
+//! The client library (§3.8: create, read, write, delete) as a sans-I/O state machine: object
+//! layouts and group primaries cached from the MDS; requests cut at chunk boundaries and sent to
+//! each group's primary; a refusal (not primary, lease lapsed, migrating, busy) or silence makes
+//! it ask the MDS for the group again and retry after a growing delay, a bounded number of
+//! times, then answer a typed error (§3.5: "it will retry the operation, converting this
+//! temporary unavailability into a higher latency").
+//!
+//! # Driver contract
+//!
+//! ```text
+//! let mut c = ObjectClient::new(config);
+//! loop {
+//!     while let Some((to, m)) = c.poll_message() { send }
+//!     while let Some((id, result)) = c.poll_done() { answer the application }
+//!     wait for: an application request → c.create / c.read / c.write / c.delete (now, id, …)
+//!               a message              → c.handle_message(now, from, m)
+//!               c.poll_timeout()       → c.handle_timeout(now)
+//! }
+//! ```
+//!
+//! A write answered with an error may or may not have taken effect (its pieces may have reached
+//! some replicas or loggers); so may a write whose client stopped before the answer.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::Serialize;
+
+use crate::model::{GroupId, ObjectId};
+use crate::protocol::{Endpoint, GroupView, MdsError, Message, Nanos, ObjectLayout, ServeError};
+
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    pub client: u32,
+    /// Attempts of a piece after the first, before the request fails.
+    pub retries_max: u32,
+    /// A request unanswered this long is retried.
+    pub request_timeout_ns: Nanos,
+    /// The first retry waits this long; each next one twice as long, up to 1 s.
+    pub retry_delay_ns: Nanos,
+}
+
+impl ClientConfig {
+    pub fn new(client: u32) -> ClientConfig {
+        ClientConfig {
+            client,
+            retries_max: 12,
+            request_timeout_ns: 2_000_000_000,
+            retry_delay_ns: 20_000_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Done {
+    Created,
+    Read(Vec<u8>),
+    Written,
+    Deleted,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    #[error("no such object")]
+    NoSuchObject,
+    #[error("the object exists")]
+    Exists,
+    #[error("the object is too large")]
+    TooLarge,
+    #[error("the range is outside the object, or empty")]
+    OutOfRange,
+    #[error("chunk group {group} did not serve the request after {attempts} attempts")]
+    Unavailable { group: u32, attempts: u32 },
+    #[error("the loggers are full")]
+    NoSpace,
+    #[error("refused as malformed")]
+    BadRequest,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ClientStats {
+    pub requests: u64,
+    pub pieces: u64,
+    /// Pieces sent again after a refusal or a timeout.
+    pub retries: u64,
+    pub timeouts: u64,
+    pub failures: u64,
+    pub lookups: u64,
+}
+
+enum Kind {
+    Create {
+        size_bytes: u64,
+    },
+    Read {
+        offset_bytes: u64,
+        length_bytes: u64,
+    },
+    Write {
+        offset_bytes: u64,
+        data: Vec<u8>,
+    },
+    Delete,
+}
+
+struct Op {
+    object: ObjectId,
+    kind: Kind,
+    pieces: Vec<Piece>,
+    remaining: usize,
+    buf: Vec<u8>,
+    started: bool,
+}
+
+struct Piece {
+    group: GroupId,
+    offset_bytes: u64,
+    length_bytes: u64,
+    /// Where the piece sits in the request's bytes.
+    at: usize,
+    attempts: u32,
+    state: PieceState,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PieceState {
+    /// Waiting for the group's primary (a lookup) or for a retry's delay.
+    Waiting {
+        until: Nanos,
+    },
+    Sent {
+        id: u64,
+        deadline: Nanos,
+    },
+    Done,
+}
+
+enum MdsWait {
+    Object { object: ObjectId },
+    Group { group: GroupId },
+    Create { op: u64, retried: bool },
+    Delete { op: u64, retried: bool },
+}
+
+pub struct ObjectClient {
+    config: ClientConfig,
+    now: Nanos,
+    next_id: u64,
+    layouts: BTreeMap<ObjectId, ObjectLayout>,
+    views: BTreeMap<GroupId, GroupView>,
+    ops: BTreeMap<u64, Op>,
+    /// Message id → (op, piece).
+    sent: BTreeMap<u64, (u64, usize)>,
+    /// MDS requests in flight: id → (what, deadline, the message to send again).
+    mds: BTreeMap<u64, (MdsWait, Nanos, Message)>,
+    lookups_pending: BTreeMap<ObjectId, u64>,
+    group_lookups: BTreeMap<GroupId, u64>,
+    out: VecDeque<(Endpoint, Message)>,
+    done: VecDeque<(u64, Result<Done, ClientError>)>,
+    stats: ClientStats,
+}
+
+impl ObjectClient {
+    pub fn new(config: ClientConfig) -> ObjectClient {
+        ObjectClient {
+            config,
+            now: 0,
+            next_id: 1,
+            layouts: BTreeMap::new(),
+            views: BTreeMap::new(),
+            ops: BTreeMap::new(),
+            sent: BTreeMap::new(),
+            mds: BTreeMap::new(),
+            lookups_pending: BTreeMap::new(),
+            group_lookups: BTreeMap::new(),
+            out: VecDeque::new(),
+            done: VecDeque::new(),
+            stats: ClientStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> ClientStats {
+        self.stats
+    }
+
+    pub fn poll_message(&mut self) -> Option<(Endpoint, Message)> {
+        self.out.pop_front()
+    }
+
+    pub fn poll_done(&mut self) -> Option<(u64, Result<Done, ClientError>)> {
+        self.done.pop_front()
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn create(&mut self, now: Nanos, id: u64, object: ObjectId, size_bytes: u64) {
+        self.start(now, id, object, Kind::Create { size_bytes });
+    }
+
+    pub fn read(
+        &mut self,
+        now: Nanos,
+        id: u64,
+        object: ObjectId,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) {
+        self.start(
+            now,
+            id,
+            object,
+            Kind::Read {
+                offset_bytes,
+                length_bytes,
+            },
+        );
+    }
+
+    pub fn write(
+        &mut self,
+        now: Nanos,
+        id: u64,
+        object: ObjectId,
+        offset_bytes: u64,
+        data: Vec<u8>,
+    ) {
+        self.start(now, id, object, Kind::Write { offset_bytes, data });
+    }
+
+    pub fn delete(&mut self, now: Nanos, id: u64, object: ObjectId) {
+        self.start(now, id, object, Kind::Delete);
+    }
+
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        let pieces = self
+            .ops
+            .values()
+            .flat_map(|op| op.pieces.iter())
+            .filter_map(|p| match p.state {
+                PieceState::Waiting { until } => Some(until),
+                PieceState::Sent { deadline, .. } => Some(deadline),
+                PieceState::Done => None,
+            });
+        let mds = self.mds.values().map(|(_, deadline, _)| *deadline);
+        pieces.chain(mds).min()
+    }
+
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        self.now = now;
+        let expired: Vec<u64> = self
+            .mds
+            .iter()
+            .filter(|(_, (_, deadline, _))| *deadline <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in expired {
+            // Asked again under the same id (the answer is the same whichever arrives).
+            let entry = self.mds.get_mut(&id).expect("an MDS request");
+            entry.1 = now + self.config.request_timeout_ns;
+            match &mut entry.0 {
+                MdsWait::Create { retried, .. } | MdsWait::Delete { retried, .. } => {
+                    *retried = true
+                }
+                _ => {}
+            }
+            let message = entry.2.clone();
+            self.out.push_back((Endpoint::Mds, message));
+        }
+        let mut due = Vec::new();
+        for (&op, o) in &self.ops {
+            for (i, p) in o.pieces.iter().enumerate() {
+                match p.state {
+                    PieceState::Waiting { until } if until <= now => due.push((op, i, false)),
+                    PieceState::Sent { deadline, .. } if deadline <= now => due.push((op, i, true)),
+                    _ => {}
+                }
+            }
+        }
+        for (op, i, timed_out) in due {
+            if timed_out {
+                self.stats.timeouts += 1;
+                let group = self.ops[&op].pieces[i].group;
+                self.retry(op, i, group);
+            } else {
+                self.send_piece(op, i);
+            }
+        }
+    }
+
+    pub fn handle_message(&mut self, now: Nanos, from: Endpoint, message: Message) {
+        self.now = now;
+        match message {
+            Message::Created { id, result } | Message::Located { id, result } => {
+                self.mds_answer(id, result.map(Some).map_err(Some))
+            }
+            Message::Deleted { id, result } => {
+                self.mds_answer(id, result.map(|()| None).map_err(Some))
+            }
+            Message::GroupLocated { id, result } => {
+                let Some((MdsWait::Group { group }, _, _)) = self.mds.remove(&id) else {
+                    return;
+                };
+                self.group_lookups.remove(&group);
+                if let Ok(view) = result {
+                    self.views.insert(group, view);
+                }
+                self.wake_group(group);
+            }
+            Message::ReadDone { id, result } => {
+                self.piece_answer(from, id, result.map(Some));
+            }
+            Message::WriteDone { id, result } => {
+                self.piece_answer(from, id, result.map(|()| None));
+            }
+            _ => {}
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+
+    fn id_next(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    fn ask_mds(&mut self, wait: MdsWait, message: Message, id: u64) {
+        self.mds.insert(
+            id,
+            (
+                wait,
+                self.now + self.config.request_timeout_ns,
+                message.clone(),
+            ),
+        );
+        self.out.push_back((Endpoint::Mds, message));
+    }
+
+    fn start(&mut self, now: Nanos, id: u64, object: ObjectId, kind: Kind) {
+        self.now = now;
+        self.stats.requests += 1;
+        let op = Op {
+            object,
+            kind,
+            pieces: Vec::new(),
+            remaining: 0,
+            buf: Vec::new(),
+            started: false,
+        };
+        assert!(
+            !self.ops.contains_key(&id),
+            "request ids are unique among those in flight"
+        );
+        self.ops.insert(id, op);
+        match self.ops[&id].kind {
+            Kind::Create { size_bytes } => {
+                let m = self.id_next();
+                self.ask_mds(
+                    MdsWait::Create {
+                        op: id,
+                        retried: false,
+                    },
+                    Message::Create {
+                        id: m,
+                        object,
+                        size_bytes,
+                    },
+                    m,
+                );
+            }
+            Kind::Delete => {
+                let m = self.id_next();
+                self.ask_mds(
+                    MdsWait::Delete {
+                        op: id,
+                        retried: false,
+                    },
+                    Message::Delete { id: m, object },
+                    m,
+                );
+            }
+            _ => {
+                if self.layouts.contains_key(&object) {
+                    self.split(id);
+                } else if !self.lookups_pending.contains_key(&object) {
+                    let m = self.id_next();
+                    self.stats.lookups += 1;
+                    self.lookups_pending.insert(object, m);
+                    self.ask_mds(
+                        MdsWait::Object { object },
+                        Message::Lookup { id: m, object },
+                        m,
+                    );
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, op: u64, result: Result<Done, ClientError>) {
+        if let Some(o) = self.ops.remove(&op) {
+            for p in &o.pieces {
+                if let PieceState::Sent { id, .. } = p.state {
+                    self.sent.remove(&id);
+                }
+            }
+        }
+        if result.is_err() {
+            self.stats.failures += 1;
+        }
+        self.done.push_back((op, result));
+    }
+
+    fn mds_answer(&mut self, id: u64, result: Result<Option<ObjectLayout>, Option<MdsError>>) {
+        let Some((wait, _, _)) = self.mds.remove(&id) else {
+            return;
+        };
+        let error = |e: MdsError| match e {
+            MdsError::NoSuchObject | MdsError::NoSuchGroup => ClientError::NoSuchObject,
+            MdsError::Exists => ClientError::Exists,
+            MdsError::TooLarge => ClientError::TooLarge,
+        };
+        match wait {
+            MdsWait::Object { object } => {
+                self.lookups_pending.remove(&object);
+                let waiting: Vec<u64> = self
+                    .ops
+                    .iter()
+                    .filter(|(_, o)| o.object == object && !o.started)
+                    .map(|(&op, _)| op)
+                    .collect();
+                match result {
+                    Ok(Some(layout)) => {
+                        self.learn(layout);
+                        for op in waiting {
+                            self.split(op);
+                        }
+                    }
+                    Err(e) => {
+                        let e = e.map_or(ClientError::NoSuchObject, error);
+                        for op in waiting {
+                            self.finish(op, Err(e));
+                        }
+                    }
+                    Ok(None) => {}
+                }
+            }
+            MdsWait::Create { op, retried } => match result {
+                Ok(Some(layout)) => {
+                    self.learn(layout);
+                    self.finish(op, Ok(Done::Created));
+                }
+                // A create asked twice: the first one made it.
+                Err(Some(MdsError::Exists)) if retried => self.finish(op, Ok(Done::Created)),
+                Err(e) => self.finish(op, Err(e.map_or(ClientError::BadRequest, error))),
+                Ok(None) => {}
+            },
+            MdsWait::Delete { op, retried } => {
+                let object = self.ops.get(&op).map(|o| o.object);
+                if let Some(object) = object {
+                    self.layouts.remove(&object);
+                }
+                match result {
+                    Err(Some(MdsError::NoSuchObject)) if retried => {
+                        self.finish(op, Ok(Done::Deleted))
+                    }
+                    Err(e) => self.finish(op, Err(e.map_or(ClientError::BadRequest, error))),
+                    Ok(_) => self.finish(op, Ok(Done::Deleted)),
+                }
+            }
+            MdsWait::Group { .. } => {}
+        }
+    }
+
+    fn learn(&mut self, layout: ObjectLayout) {
+        for view in &layout.groups {
+            self.views.insert(view.group, view.clone());
+        }
+        self.layouts.insert(layout.object, layout);
+    }
+
+    /// Cuts a read or write at chunk boundaries and sends its pieces.
+    fn split(&mut self, op: u64) {
+        let object = self.ops[&op].object;
+        let layout = &self.layouts[&object];
+        let chunk = layout.chunk_bytes;
+        let size = layout.size_bytes;
+        let o = self.ops.get_mut(&op).expect("op");
+        let (offset, len) = match &o.kind {
+            Kind::Read {
+                offset_bytes,
+                length_bytes,
+            } => (*offset_bytes, *length_bytes),
+            Kind::Write { offset_bytes, data } => (*offset_bytes, data.len() as u64),
+            _ => unreachable!("only reads and writes are split"),
+        };
+        if len == 0 || offset.checked_add(len).is_none_or(|end| end > size) {
+            self.finish(op, Err(ClientError::OutOfRange));
+            return;
+        }
+        o.started = true;
+        let mut at = offset;
+        while at < offset + len {
+            let index = at / chunk;
+            let within = at % chunk;
+            let piece_len = (chunk - within).min(offset + len - at);
+            let (group, slot) = layout.chunks[index as usize];
+            o.pieces.push(Piece {
+                group,
+                offset_bytes: slot as u64 * chunk + within,
+                length_bytes: piece_len,
+                at: (at - offset) as usize,
+                attempts: 0,
+                state: PieceState::Waiting { until: 0 },
+            });
+            at += piece_len;
+        }
+        o.remaining = o.pieces.len();
+        if matches!(o.kind, Kind::Read { .. }) {
+            o.buf = vec![0; len as usize];
+        }
+        for i in 0..o.pieces.len() {
+            self.send_piece(op, i);
+        }
+    }
+
+    fn send_piece(&mut self, op: u64, i: usize) {
+        let now = self.now;
+        let group = self.ops[&op].pieces[i].group;
+        let primary = self.views.get(&group).and_then(|v| v.primary);
+        let Some(primary) = primary else {
+            // Ask the MDS who serves the group; the piece is sent when it answers.
+            self.ops.get_mut(&op).expect("op").pieces[i].state = PieceState::Waiting {
+                until: now + self.config.request_timeout_ns,
+            };
+            self.lookup_group(group);
+            return;
+        };
+        let id = self.id_next();
+        self.stats.pieces += 1;
+        let o = self.ops.get_mut(&op).expect("op");
+        let p = &mut o.pieces[i];
+        p.state = PieceState::Sent {
+            id,
+            deadline: now + self.config.request_timeout_ns,
+        };
+        let message = match &o.kind {
+            Kind::Read { .. } => Message::Read {
+                id,
+                group,
+                offset_bytes: p.offset_bytes,
+                length_bytes: p.length_bytes,
+            },
+            Kind::Write { data, .. } => Message::Write {
+                id,
+                group,
+                offset_bytes: p.offset_bytes,
+                data: data[p.at..p.at + p.length_bytes as usize].to_vec(),
+            },
+            _ => unreachable!("only reads and writes have pieces"),
+        };
+        self.sent.insert(id, (op, i));
+        self.out.push_back((Endpoint::Server(primary), message));
+    }
+
+    fn lookup_group(&mut self, group: GroupId) {
+        if self.group_lookups.contains_key(&group) {
+            return;
+        }
+        let m = self.id_next();
+        self.stats.lookups += 1;
+        self.group_lookups.insert(group, m);
+        self.ask_mds(
+            MdsWait::Group { group },
+            Message::LookupGroup { id: m, group },
+            m,
+        );
+    }
+
+    /// The MDS answered for `group`: pieces waiting for it go now.
+    fn wake_group(&mut self, group: GroupId) {
+        let now = self.now;
+        let mut ready = Vec::new();
+        for (&op, o) in &self.ops {
+            for (i, p) in o.pieces.iter().enumerate() {
+                if p.group == group
+                    && matches!(p.state, PieceState::Waiting { until } if until > now)
+                {
+                    ready.push((op, i));
+                }
+            }
+        }
+        // A group still without a primary is asked for again after the usual delay.
+        if self.views.get(&group).is_some_and(|v| v.primary.is_some()) {
+            for (op, i) in ready {
+                self.send_piece(op, i);
+            }
+        }
+    }
+
+    fn piece_answer(
+        &mut self,
+        from: Endpoint,
+        id: u64,
+        result: Result<Option<Vec<u8>>, ServeError>,
+    ) {
+        let Some((op, i)) = self.sent.remove(&id) else {
+            return;
+        };
+        let Some(o) = self.ops.get_mut(&op) else {
+            return;
+        };
+        let group = o.pieces[i].group;
+        match result {
+            Ok(data) => {
+                let p = &mut o.pieces[i];
+                if let Some(data) = data {
+                    if data.len() as u64 != p.length_bytes {
+                        // A malformed answer: as good as none.
+                        let _ = from;
+                        self.retry(op, i, group);
+                        return;
+                    }
+                    o.buf[p.at..p.at + data.len()].copy_from_slice(&data);
+                }
+                p.state = PieceState::Done;
+                o.remaining -= 1;
+                if o.remaining == 0 {
+                    let done = match &o.kind {
+                        Kind::Read { .. } => Done::Read(std::mem::take(&mut o.buf)),
+                        _ => Done::Written,
+                    };
+                    self.finish(op, Ok(done));
+                }
+            }
+            Err(ServeError::BadRequest) => self.finish(op, Err(ClientError::BadRequest)),
+            Err(ServeError::NoSpace) => self.finish(op, Err(ClientError::NoSpace)),
+            Err(_) => self.retry(op, i, group),
+        }
+    }
+
+    /// The piece was refused or not answered: forget the group's primary and, after a delay,
+    /// ask the MDS again and send it — or give up after `retries_max` retries.
+    fn retry(&mut self, op: u64, i: usize, group: GroupId) {
+        let now = self.now;
+        let Some(o) = self.ops.get_mut(&op) else {
+            return;
+        };
+        let p = &mut o.pieces[i];
+        if let PieceState::Sent { id, .. } = p.state {
+            self.sent.remove(&id);
+        }
+        p.attempts += 1;
+        if p.attempts > self.config.retries_max {
+            let attempts = p.attempts;
+            self.finish(
+                op,
+                Err(ClientError::Unavailable {
+                    group: group.0,
+                    attempts,
+                }),
+            );
+            return;
+        }
+        self.stats.retries += 1;
+        let delay = (self.config.retry_delay_ns << (p.attempts - 1).min(16)).min(1_000_000_000);
+        // After the delay the piece finds no primary cached and asks the MDS (§3.1: "after a
+        // timeout period the client fetches and caches the new chunk metadata").
+        p.state = PieceState::Waiting { until: now + delay };
+        self.views.remove(&group);
+    }
+}
