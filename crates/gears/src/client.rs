@@ -31,6 +31,9 @@ use crate::protocol::{Endpoint, GroupView, MdsError, Message, Nanos, ObjectLayou
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
     pub client: u32,
+    /// Differs at every start of the client: message ids start from it, so that answers to an
+    /// earlier life's requests are never taken for this one's.
+    pub incarnation: u32,
     /// Attempts of a piece after the first, before the request fails.
     pub retries_max: u32,
     /// A request unanswered this long is retried.
@@ -43,6 +46,7 @@ impl ClientConfig {
     pub fn new(client: u32) -> ClientConfig {
         ClientConfig {
             client,
+            incarnation: 0,
             retries_max: 12,
             request_timeout_ns: 2_000_000_000,
             retry_delay_ns: 20_000_000,
@@ -112,6 +116,10 @@ struct Op {
 }
 
 struct Piece {
+    /// The piece's message id, the same at every attempt: a primary still working on an earlier
+    /// attempt does not start it again (a write retried after a lost answer is not applied
+    /// twice, the second time over a newer write).
+    id: u64,
     group: GroupId,
     offset_bytes: u64,
     length_bytes: u64,
@@ -162,9 +170,9 @@ pub struct ObjectClient {
 impl ObjectClient {
     pub fn new(config: ClientConfig) -> ObjectClient {
         ObjectClient {
+            next_id: (config.incarnation as u64) << 40 | 1,
             config,
             now: 0,
-            next_id: 1,
             layouts: BTreeMap::new(),
             views: BTreeMap::new(),
             ops: BTreeMap::new(),
@@ -500,12 +508,15 @@ impl ObjectClient {
         }
         o.started = true;
         let mut at = offset;
+        let first_id = self.next_id;
+        let mut count = 0u64;
         while at < offset + len {
             let index = at / chunk;
             let within = at % chunk;
             let piece_len = (chunk - within).min(offset + len - at);
             let (group, slot) = layout.chunks[index as usize];
             o.pieces.push(Piece {
+                id: first_id + count,
                 group,
                 offset_bytes: slot as u64 * chunk + within,
                 length_bytes: piece_len,
@@ -514,7 +525,9 @@ impl ObjectClient {
                 state: PieceState::Waiting { until: 0 },
             });
             at += piece_len;
+            count += 1;
         }
+        self.next_id += count;
         o.remaining = o.pieces.len();
         if matches!(o.kind, Kind::Read { .. }) {
             o.buf = vec![0; len as usize];
@@ -536,10 +549,10 @@ impl ObjectClient {
             self.lookup_group(group);
             return;
         };
-        let id = self.id_next();
         self.stats.pieces += 1;
         let o = self.ops.get_mut(&op).expect("op");
         let p = &mut o.pieces[i];
+        let id = p.id;
         p.state = PieceState::Sent {
             id,
             deadline: now + self.config.request_timeout_ns,

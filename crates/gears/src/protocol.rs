@@ -111,6 +111,8 @@ pub enum Message {
         server: ServerId,
         incarnation: u64,
         sent_at: Nanos,
+        /// The groups it serves as primary, with their epochs (releasing ones included).
+        primaries: Vec<(GroupId, Epoch)>,
     },
     /// §3.5 step 2: the server no longer serves as the group's primary.
     ReleasedPrimary {
@@ -252,7 +254,8 @@ impl Hash for Message {
                 server,
                 incarnation,
                 sent_at,
-            } => (server, incarnation, sent_at).hash(state),
+                primaries,
+            } => (server, incarnation, sent_at, primaries).hash(state),
             Message::ReleasedPrimary { group, epoch }
             | Message::ReleasePrimary { group, epoch } => (group, epoch).hash(state),
             Message::Standby { server } => server.hash(state),
@@ -324,6 +327,7 @@ impl Message {
                 result: Ok(data), ..
             } => data.len() as u64,
             Message::Lease { primaries, .. } => 48 * primaries.len() as u64,
+            Message::Heartbeat { primaries, .. } => 12 * primaries.len() as u64,
             Message::Created { result: Ok(l), .. } | Message::Located { result: Ok(l), .. } => {
                 8 * l.chunks.len() as u64 + 48 * l.groups.len() as u64
             }

@@ -323,6 +323,37 @@ impl ChunkServer {
             .sum()
     }
 
+    /// One line per group served as primary: its view, whether the log client sees every
+    /// replica available, a rebuild in progress, and the log client's own account.
+    pub fn describe(&self) -> String {
+        let now = self.now;
+        self.primaries
+            .iter()
+            .map(|(g, p)| {
+                format!(
+                    "group {} epoch {} replicas {:?} available {:#b} rebuilding {:?} releasing {} base available {} suspected {:?} rebuild {:?} held {} base in flight {} log timeout {:?} requests {} superblock writes {}: {:?} {}",
+                    g.0,
+                    p.view.epoch,
+                    p.view.replicas,
+                    p.view.available,
+                    p.view.rebuilding,
+                    p.releasing,
+                    p.log.base_available(),
+                    self.suspected.iter().filter(|(_, &u)| u > now).map(|(s, _)| *s).collect::<Vec<_>>(),
+                    p.rebuild.as_ref().map(|r| (r.target, r.next, r.end, r.piece.map(|(lo, hi, _)| (lo, hi)))),
+                    p.held.len(),
+                    p.base.len(),
+                    p.log.poll_timeout(),
+                    p.requests.len(),
+                    p.superblock_writes.len(),
+                    p.log.writes_in_flight(),
+                    p.log.describe()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     pub fn poll_message(&mut self) -> Option<(Endpoint, Message)> {
         self.out.pop_front()
     }
@@ -541,6 +572,7 @@ impl ChunkServer {
         let Some((group, log_id, store)) = self.store_requests.remove(&id) else {
             return;
         };
+
         let Some(p) = self.primaries.get_mut(&group) else {
             return;
         };
@@ -552,6 +584,7 @@ impl ChunkServer {
     /// The connection to a logger broke: its requests may or may not have been carried out.
     pub fn logger_lost(&mut self, now: Nanos, logger: u64) {
         self.now = now;
+
         let groups: Vec<GroupId> = self.primaries.keys().copied().collect();
         for g in groups {
             let p = self.primaries.get_mut(&g).expect("primary");
@@ -613,6 +646,11 @@ impl ChunkServer {
                 server: self.config.server,
                 incarnation: self.incarnation,
                 sent_at: self.now,
+                primaries: self
+                    .primaries
+                    .iter()
+                    .map(|(g, p)| (*g, p.view.epoch))
+                    .collect(),
             },
         ));
         self.next_heartbeat = self.now + self.config.heartbeat_interval_ns;
@@ -820,6 +858,13 @@ impl ChunkServer {
         }
         if p.releasing || !p.log.is_ready() {
             return refuse(self, ServeError::Unavailable);
+        }
+        if p.requests
+            .values()
+            .any(|&(to, known)| to == from && known == id)
+        {
+            // A retry of a request still in flight here: its answer will serve both.
+            return;
         }
         if in_flight >= self.config.requests_max {
             return refuse(self, ServeError::Busy);

@@ -111,3 +111,67 @@ fn random_base() -> u64 {
     let x = cordillera_types::rng::mix64(nanos ^ (u64::from(std::process::id()) << 32));
     FRESH_FLOOR + x % (u64::MAX / 2)
 }
+
+/// Runs one schedule; a panic inside (a core's assertion) is a failure like any other.
+pub fn run_caught<T>(seed: u64, run: fn(u64) -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(|| run(seed)).unwrap_or_else(|e| {
+        let what = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        Err(format!("panicked: {what}"))
+    })
+}
+
+/// Runs the schedules spread over the cores (each thread takes every k-th seed), each caught.
+pub fn run_schedules<T: Send>(
+    seeds: &[u64],
+    run: fn(u64) -> Result<T, String>,
+) -> Vec<(u64, Result<T, String>)> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(seeds.len().max(1));
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let mine: Vec<u64> = seeds.iter().copied().skip(t).step_by(threads).collect();
+                scope.spawn(move || {
+                    mine.into_iter()
+                        .map(|seed| (seed, run_caught(seed, run)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a schedule thread"))
+            .collect()
+    })
+}
+
+/// The outcomes, once every schedule succeeded; else a panic naming the failed seeds, the first
+/// one's problem and the command that replays it (`{prefix}_SEED=S`, then `command`).
+pub fn all_succeeded<'a, T>(
+    results: &'a [(u64, Result<T, String>)],
+    prefix: &str,
+    command: &str,
+) -> Vec<&'a T> {
+    let mut failed: Vec<(u64, &String)> = results
+        .iter()
+        .filter_map(|(seed, r)| r.as_ref().err().map(|e| (*seed, e)))
+        .collect();
+    failed.sort_by_key(|(seed, _)| *seed);
+    if let Some((seed, problem)) = failed.first() {
+        panic!(
+            "{} of {} schedules failed (seeds {:?}); the first, schedule {seed}:\n{problem}\nreproduce: {prefix}_SEED={seed} {command}",
+            failed.len(),
+            results.len(),
+            failed.iter().map(|(s, _)| *s).collect::<Vec<_>>()
+        );
+    }
+    results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .collect()
+}

@@ -42,6 +42,8 @@ pub struct MdsConfig {
     pub heartbeat_timeout_ns: Nanos,
     /// A server suspected this long is declared permanently failed and rebuilt.
     pub permanent_after_ns: Nanos,
+    /// A server woken from standby that has not heartbeat after this long is suspected.
+    pub wake_timeout_ns: Nanos,
     /// Chunks an object may have (bounds what one request can make the MDS allocate).
     pub chunks_per_object_max: u64,
     pub seed: u64,
@@ -55,6 +57,7 @@ impl MdsConfig {
             lease_ns: 1_000_000_000,
             heartbeat_timeout_ns: 3_000_000_000,
             permanent_after_ns: 15 * 60 * 1_000_000_000,
+            wake_timeout_ns: 60 * 1_000_000_000,
             chunks_per_object_max: 1 << 24,
             seed: 1,
         }
@@ -97,6 +100,8 @@ struct GroupEntry {
     superblock: Option<Vec<u8>>,
     next_slot: u32,
     rebuilding: Option<ServerId>,
+    /// When the current primary was assigned.
+    assigned_at: Nanos,
     /// The primary was asked to release, for this server (migration back) or for none (it is
     /// going into standby).
     release_to: Option<Option<ServerId>>,
@@ -180,6 +185,7 @@ impl Mds {
                     superblock: None,
                     next_slot: 0,
                     rebuilding: None,
+                    assigned_at: now,
                     release_to: None,
                 }
             })
@@ -266,6 +272,7 @@ impl Mds {
                     Some(s.last_heartbeat + self.config.heartbeat_timeout_ns)
                 }
                 ServerState::Suspect => Some(s.since + self.config.permanent_after_ns),
+                ServerState::Waking => Some(s.since + self.config.wake_timeout_ns),
                 _ => None,
             })
             .min()
@@ -284,6 +291,9 @@ impl Mds {
                 ServerState::Suspect if now >= entry.since + self.config.permanent_after_ns => {
                     self.fail_permanently(s as ServerId);
                 }
+                ServerState::Waking if now >= entry.since + self.config.wake_timeout_ns => {
+                    self.suspect(s as ServerId);
+                }
                 _ => {}
             }
         }
@@ -298,9 +308,10 @@ impl Mds {
                     server,
                     incarnation,
                     sent_at,
+                    primaries,
                 },
             ) if s == server && (s as usize) < self.servers.len() => {
-                self.heartbeat(s, incarnation, sent_at)
+                self.heartbeat(s, incarnation, sent_at, &primaries)
             }
             (Endpoint::Server(s), Message::ReleasedPrimary { group, epoch }) => {
                 self.released(s, group, epoch)
@@ -436,7 +447,19 @@ impl Mds {
 
     // ---------------------------------------------------------------------------------------
 
-    fn heartbeat(&mut self, s: ServerId, incarnation: u64, sent_at: Nanos) {
+    /// How long a message may still be in flight: the margin between a lease and the
+    /// heartbeat timeout (the same bound the leases rely on).
+    fn message_margin(&self) -> Nanos {
+        self.config.heartbeat_timeout_ns - self.config.lease_ns
+    }
+
+    fn heartbeat(
+        &mut self,
+        s: ServerId,
+        incarnation: u64,
+        sent_at: Nanos,
+        held: &[(GroupId, Epoch)],
+    ) {
         let entry = &mut self.servers[s as usize];
         if entry.state == ServerState::Failed {
             // Rebuilt elsewhere: it holds nothing the cluster relies on.
@@ -470,6 +493,42 @@ impl Mds {
         if self.servers[s as usize].wanted_off && self.servers[s as usize].state == ServerState::Up
         {
             self.begin_standby(s);
+        } else if self.servers[s as usize].state == ServerState::Releasing {
+            // Told again, in case the first message was lost (the server ignores repeats).
+            self.out
+                .push_back((Endpoint::Server(s), Message::EnterStandby));
+        }
+        // Its report against the MDS's assignment: a group assigned to it that it does not
+        // serve, in a heartbeat sent when every message of the assignment must have arrived,
+        // lost its BecomePrimary or its ReleasedPrimary; it is assigned again under a new
+        // epoch. A release asked and not done is asked again.
+        let margin = self.message_margin();
+        let mine: Vec<u32> = self.groups_of[s as usize]
+            .iter()
+            .copied()
+            .filter(|&g| self.groups[g as usize].primary == Some(s))
+            .collect();
+        for g in mine {
+            let entry = &self.groups[g as usize];
+            let serving = held.iter().any(|&(h, e)| h.0 == g && e == entry.epoch);
+            if serving {
+                if entry.release_to.is_some() {
+                    let epoch = entry.epoch;
+                    self.out.push_back((
+                        Endpoint::Server(s),
+                        Message::ReleasePrimary {
+                            group: GroupId(g),
+                            epoch,
+                        },
+                    ));
+                }
+            } else if sent_at >= entry.assigned_at + margin {
+                let to = entry.release_to.flatten();
+                let leaving = self.servers[s as usize].state != ServerState::Up;
+                self.groups[g as usize].primary = None;
+                self.stats.reassignments += 1;
+                self.assign_primary(g, to, leaving.then_some(s));
+            }
         }
         // Groups left without a primary (this server's restart, or no replica was up).
         let orphans: Vec<u32> = self.groups_of[s as usize]
@@ -555,6 +614,10 @@ impl Mds {
         self.servers[s as usize].state = ServerState::Standby;
         self.servers[s as usize].since = self.now;
         self.stats.standbys += 1;
+        if !self.servers[s as usize].wanted_off {
+            // The gear went up while it was releasing.
+            self.wake(s);
+        }
         let groups: Vec<u32> = self.groups_of[s as usize].iter().copied().collect();
         for g in groups {
             if self.groups[g as usize].primary == Some(s) {
@@ -607,6 +670,8 @@ impl Mds {
         self.servers[s as usize].state = ServerState::Suspect;
         self.servers[s as usize].since = self.now;
         self.stats.suspicions += 1;
+        // It may be in standby with its last message lost: a wake costs nothing if not.
+        self.wakes.push_back(s);
         let groups: Vec<u32> = self.groups_of[s as usize].iter().copied().collect();
         let mut peers = BTreeSet::new();
         for &g in &groups {
@@ -733,6 +798,7 @@ impl Mds {
         entry.epoch += 1;
         entry.primary = chosen;
         entry.release_to = None;
+        entry.assigned_at = self.now;
         if let Some(p) = chosen {
             let superblock = entry.superblock.clone();
             let view = self.view(GroupId(g));

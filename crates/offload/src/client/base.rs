@@ -14,9 +14,18 @@ impl Client {
             return;
         };
         match (kind, done) {
-            (BaseKind::UpWrite { up_id, start }, BaseDone::Failed { data, .. }) => {
+            (
+                BaseKind::UpWrite {
+                    up_id,
+                    start,
+                    superseded,
+                    ..
+                },
+                BaseDone::Failed { data, .. },
+            ) => {
                 // Some replicas may hold it; the stores' copy, newest in the map, is what is
-                // read from now on.
+                // read from now on — except where a newer write was issued meanwhile: that one
+                // wins there (on each replica it landed after this one).
                 self.base_in_flight -= 1;
                 self.stats.base_writes_failed += 1;
                 let version = self.next_version();
@@ -32,7 +41,7 @@ impl Client {
                         waiting: 0,
                         succeeded: 0,
                         tried: 0,
-                        superseded: Vec::new(),
+                        superseded,
                         full_since: None,
                     },
                 );

@@ -190,9 +190,22 @@ struct ReadOp {
 }
 
 enum BaseKind {
-    UpWrite { up_id: u64, start: u64 },
-    UpRead { read: u64, start: u64 },
-    Reclaim { job: u64, run: usize },
+    /// `superseded`: parts a newer upper-layer write took while this one was in flight (if
+    /// this one fails and is off-loaded, the newer one wins there).
+    UpWrite {
+        up_id: u64,
+        start: u64,
+        end: u64,
+        superseded: Vec<(u64, u64)>,
+    },
+    UpRead {
+        read: u64,
+        start: u64,
+    },
+    Reclaim {
+        job: u64,
+        run: usize,
+    },
     Superblock,
 }
 
@@ -534,6 +547,27 @@ impl Client {
     }
 
     /// Requests in flight on the base volume (ours plus what the driver reports).
+    /// The off-loaded writes in flight: (start, length, version, stores waited for, succeeded,
+    /// tried), for diagnostics.
+    pub fn writes_in_flight(&self) -> Vec<(u64, u64, u64, u32, u64, u64)> {
+        let mut writes: Vec<_> = self
+            .writes
+            .values()
+            .map(|op| {
+                (
+                    op.start,
+                    op.data.len() as u64,
+                    op.version,
+                    op.waiting,
+                    op.succeeded,
+                    op.tried,
+                )
+            })
+            .collect();
+        writes.sort_unstable();
+        writes
+    }
+
     pub fn base_load(&self) -> u64 {
         self.base_in_flight + self.external_base_load
     }

@@ -88,9 +88,36 @@ impl Client {
         })
     }
 
+    /// Whether an off-loaded write other than `except` is in flight over `[start, end)`: a newer
+    /// write there is off-loaded too, so that versions, not completion order, decide which one
+    /// the range map keeps (a base write completing first would be hidden by the older
+    /// off-loaded one when it completes).
+    pub(super) fn offloaded_in_flight(&self, start: u64, end: u64, except: Option<u64>) -> bool {
+        self.writes.iter().any(|(&key, op)| {
+            Some(key) != except && op.start < end && start < op.start + op.data.len() as u64
+        })
+    }
+
     pub(super) fn start_write(&mut self, up_id: u64, start: u64, data: Vec<u8>, durable: bool) {
         let end = start + data.len() as u64;
-        let must = self.map.overlaps(start, end) || self.blocking_stale(start, end);
+        // Base writes in flight lose the overlap to this newer one should they fail.
+        for kind in self.base_pending.values_mut() {
+            if let BaseKind::UpWrite {
+                start: s,
+                end: e,
+                superseded,
+                ..
+            } = kind
+            {
+                let (lo, hi) = ((*s).max(start), (*e).min(end));
+                if lo < hi {
+                    superseded.push((lo, hi));
+                }
+            }
+        }
+        let must = self.map.overlaps(start, end)
+            || self.blocking_stale(start, end)
+            || self.offloaded_in_flight(start, end, None);
         let offload = match self.config.policy {
             Policy::Baseline => must,
             Policy::Always => true,
@@ -187,8 +214,16 @@ impl Client {
 
     pub(super) fn write_base(&mut self, up_id: u64, start: u64, data: Vec<u8>, durable: bool) {
         let id = self.id();
-        self.base_pending
-            .insert(id, BaseKind::UpWrite { up_id, start });
+        let end = start + data.len() as u64;
+        self.base_pending.insert(
+            id,
+            BaseKind::UpWrite {
+                up_id,
+                start,
+                end,
+                superseded: Vec::new(),
+            },
+        );
         self.base_in_flight += 1;
         self.stats.base_writes += 1;
         self.base_out.push_back(BaseOp::Write {
@@ -211,6 +246,7 @@ impl Client {
                 && indices(op.tried).all(|i| self.stores[i].up && !self.stores[i].removed);
             let must_offload = self.map.overlaps(start, end)
                 || self.blocking_stale(start, end)
+                || self.offloaded_in_flight(start, end, Some(key))
                 || (self.config.policy == Policy::WhileBaseUnavailable && !self.base_available);
             let now = self.now;
             let full_since = if must_offload && refused_by_live_stores {
