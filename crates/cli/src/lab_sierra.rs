@@ -47,6 +47,10 @@ pub struct SierraArgs {
     /// Days of the generated I/O trace (§4.2: 48 hours).
     #[arg(long, default_value_t = 2)]
     io_days: u64,
+    /// The generated I/O trace's request rate as a fraction of the Hotmail-like default (fewer
+    /// chunk servers are then provisioned; the gears' shape is the same).
+    #[arg(long, default_value_t = 1.0)]
+    io_rate_scale: f64,
     /// Minimum gears to compare (§3.7: 1 for power, 2 for availability; 0 is refused).
     #[arg(long, value_delimiter = ',', default_values_t = [1, 2])]
     g_min: Vec<usize>,
@@ -74,8 +78,10 @@ pub fn run(a: SierraArgs) -> Result<()> {
     if a.week_days < 2 || a.io_days == 0 || a.week_days > 366 || a.io_days > 366 {
         bail!("--week-days must be 2 to 366 and --io-days 1 to 366");
     }
-    if !(a.week_rate_scale > 0.0 && a.week_rate_scale <= 1.0) {
-        bail!("--week-rate-scale must be in (0, 1]");
+    if !(a.week_rate_scale > 0.0 && a.week_rate_scale <= 1.0)
+        || !(a.io_rate_scale > 0.0 && a.io_rate_scale <= 1.0)
+    {
+        bail!("--week-rate-scale and --io-rate-scale must be in (0, 1]");
     }
     let options = Options {
         g_mins: a.g_min.clone(),
@@ -112,7 +118,7 @@ pub fn run(a: SierraArgs) -> Result<()> {
             }],
             vec![Input {
                 name: format!("hotmail-like, {} h", a.io_days * 24),
-                open: Box::new(generated(a.io_days, 1.0, a.seed)),
+                open: Box::new(generated(a.io_days, a.io_rate_scale, a.seed)),
                 maintenance_hours: maintenance,
                 utc_offset_hours: 0,
             }],

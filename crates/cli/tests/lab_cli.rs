@@ -272,3 +272,110 @@ fn lab_bonfire_on_the_cloudphysics_sample_in_half_hours() {
         "{h}"
     );
 }
+
+/// `lab sierra` on the generated Hotmail-like workload at a twentieth of its rate: a week for the
+/// load-trace analysis, 48 hours for the schedule. Checks the acceptance figures of the issue on
+/// this workload: gears predicted right at least 90 % of the hours after 6 days of training, and
+/// at least 23 % of the power saved with g_min = 1 (the schedule's estimate).
+#[test]
+fn lab_sierra_on_a_generated_week_and_two_days() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args([
+            "lab",
+            "sierra",
+            "--week-rate-scale",
+            "0.05",
+            "--io-rate-scale",
+            "0.05",
+        ])
+        .args(["--json", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let week = &json["load_traces"][0];
+    assert_eq!(week["whole_days"], 7);
+    let prediction = week["prediction"].as_array().unwrap();
+    assert_eq!(prediction.len(), 6, "trained on 1 to 6 days");
+    let six = &prediction[5];
+    let correct = six["gears_correct"].as_f64().unwrap() / six["test_hours"].as_f64().unwrap();
+    println!("gears correct after 6 days: {:.1} %", 100.0 * correct);
+    assert!(correct >= 0.9, "{six}");
+    let schedule = &json["schedules"][0];
+    assert_eq!(schedule["hours"].as_array().unwrap().len(), 48);
+    let n = schedule["chunk_servers"].as_u64().unwrap();
+    assert!(n >= 3 && n % 3 == 0, "N = {n}");
+    let g1 = &schedule["power"][0];
+    assert_eq!(g1["g_min"], 1);
+    let saved = 1.0 - g1["with_loggers_over_baseline"].as_f64().unwrap();
+    println!("power saved with g_min 1: {:.1} %", 100.0 * saved);
+    assert!(saved >= 0.23, "{g1}");
+    let g2 = &schedule["power"][1];
+    assert!(g2["chunk_servers_on"].as_f64() > g1["chunk_servers_on"].as_f64());
+    for file in [
+        "report.json",
+        "figure1_load.csv",
+        "figure2_utilization_cdf.csv",
+        "figure8_prediction.csv",
+        "figure9_oracle.csv",
+        "figure9_power.csv",
+        "figure10_schedule.csv",
+        "figure1_load.svg",
+        "figure8_prediction_error.svg",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        assert!(text.len() > 50, "{file} holds something");
+    }
+}
+
+#[test]
+fn lab_sierra_refuses_bad_flags() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+            .args(["lab", "sierra"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(run(&["--g-min", "0"]).contains("g-min 0"));
+    assert!(run(&["--maintenance-hours", "24"]).contains("not an hour"));
+    assert!(run(&["--week-days", "1"]).contains("week-days"));
+    assert!(run(&["--io-rate-scale", "0"]).contains("rate-scale"));
+}
+
+/// The MSR Cambridge fragments (several volumes merged on their clock), as the paper's
+/// "Cambridge" load: the analysis runs and says what it found.
+#[test]
+fn lab_sierra_on_the_msr_fragments() {
+    let Some(dir) = cordillera_testkit::traces_dir("lab_sierra_on_the_msr_fragments") else {
+        return;
+    };
+    let msr = dir.join("msr");
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args(["lab", "sierra", "--json"])
+        .arg("--trace")
+        .arg(msr.join("rsrch_1.full.csv"))
+        .arg("--trace")
+        .arg(msr.join("wdev_1.full.csv"))
+        .arg("--trace")
+        .arg(msr.join("hm_1.writes_subset.csv"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["load_traces"][0]["records"], 13_780 + 1_055 + 13_069);
+    assert!(json["load_traces"][0]["whole_days"].as_u64().unwrap() >= 3);
+    assert!(json["schedules"][0]["hours"].as_array().unwrap().len() > 24 * 3);
+}
