@@ -127,6 +127,8 @@ struct Piece {
     at: usize,
     attempts: u32,
     state: PieceState,
+    /// Attempts sent and not answered (each may still be at a server).
+    outstanding: u32,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -200,6 +202,18 @@ impl ObjectClient {
 
     pub fn in_flight(&self) -> usize {
         self.ops.len()
+    }
+
+    /// Request `op`'s pieces with attempts sent and not answered, and how many: each may still
+    /// be at a server, which answers it (even to a later life of this client).
+    pub fn unanswered_pieces(&self, op: u64) -> Vec<(u64, u32)> {
+        self.ops.get(&op).map_or(Vec::new(), |o| {
+            o.pieces
+                .iter()
+                .filter(|p| p.outstanding > 0)
+                .map(|p| (p.id, p.outstanding))
+                .collect()
+        })
     }
 
     pub fn create(&mut self, now: Nanos, id: u64, object: ObjectId, size_bytes: u64) {
@@ -523,6 +537,7 @@ impl ObjectClient {
                 at: (at - offset) as usize,
                 attempts: 0,
                 state: PieceState::Waiting { until: 0 },
+                outstanding: 0,
             });
             at += piece_len;
             count += 1;
@@ -553,6 +568,7 @@ impl ObjectClient {
         let o = self.ops.get_mut(&op).expect("op");
         let p = &mut o.pieces[i];
         let id = p.id;
+        p.outstanding += 1;
         p.state = PieceState::Sent {
             id,
             deadline: now + self.config.request_timeout_ns,
@@ -624,6 +640,7 @@ impl ObjectClient {
             return;
         };
         let group = o.pieces[i].group;
+        o.pieces[i].outstanding = o.pieces[i].outstanding.saturating_sub(1);
         match result {
             Ok(data) => {
                 let p = &mut o.pieces[i];

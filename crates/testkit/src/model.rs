@@ -192,8 +192,20 @@ impl Model {
 
     /// The client's node crashed (noticed at its restart): writes in flight end unacknowledged.
     pub fn crashed(&mut self, now: Nanos) {
+        self.crashed_keeping(now, &HashSet::new());
+    }
+
+    /// The client crashed, but the writes in `still_open` live on in servers that hold them
+    /// (a distributed store finishes a dead client's requests): they stay in flight until the
+    /// caller ends them ([`Model::write_ended`]) when the servers are done with them.
+    pub fn crashed_keeping(&mut self, now: Nanos, still_open: &HashSet<u64>) {
         self.reads_open.clear();
-        let lost: Vec<u64> = self.in_flight.iter().copied().collect();
+        let lost: Vec<u64> = self
+            .in_flight
+            .iter()
+            .copied()
+            .filter(|id| !still_open.contains(id))
+            .collect();
         for id in lost {
             self.write_ended(now, id, false);
         }
