@@ -78,9 +78,8 @@ pub fn run(a: SierraArgs) -> Result<()> {
     if a.week_days < 2 || a.io_days == 0 || a.week_days > 366 || a.io_days > 366 {
         bail!("--week-days must be 2 to 366 and --io-days 1 to 366");
     }
-    if !(a.week_rate_scale > 0.0 && a.week_rate_scale <= 1.0)
-        || !(a.io_rate_scale > 0.0 && a.io_rate_scale <= 1.0)
-    {
+    let fraction = |x: f64| x > 0.0 && x <= 1.0;
+    if !fraction(a.week_rate_scale) || !fraction(a.io_rate_scale) {
         bail!("--week-rate-scale and --io-rate-scale must be in (0, 1]");
     }
     let options = Options {

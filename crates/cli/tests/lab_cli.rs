@@ -310,7 +310,7 @@ fn lab_sierra_on_a_generated_week_and_two_days() {
     let schedule = &json["schedules"][0];
     assert_eq!(schedule["hours"].as_array().unwrap().len(), 48);
     let n = schedule["chunk_servers"].as_u64().unwrap();
-    assert!(n >= 3 && n % 3 == 0, "N = {n}");
+    assert!(n >= 3 && n.is_multiple_of(3), "N = {n}");
     let g1 = &schedule["power"][0];
     assert_eq!(g1["g_min"], 1);
     let saved = 1.0 - g1["with_loggers_over_baseline"].as_f64().unwrap();
