@@ -23,8 +23,10 @@ pub struct SierraArgs {
     /// (Figures 1, 2, 8, 9 left). Any format `trace stats` reads, or gen:NAME[:key=value,…].
     #[arg(long = "trace")]
     traces: Vec<PathBuf>,
+    /// The traces' format (detected from their content when absent).
     #[arg(long, value_parser = clap::value_parser!(cordillera_trace::Format))]
     format: Option<cordillera_trace::Format>,
+    /// The time unit of traces whose format does not fix it (ASCII5).
     #[arg(long, value_parser = clap::value_parser!(cordillera_trace::TimeUnit))]
     time_unit: Option<cordillera_trace::TimeUnit>,
     /// Skip malformed trace lines instead of stopping at the first.
