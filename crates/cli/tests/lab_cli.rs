@@ -316,6 +316,11 @@ fn lab_sierra_on_a_generated_week_and_two_days() {
     let saved = 1.0 - g1["with_loggers_over_baseline"].as_f64().unwrap();
     println!("power saved with g_min 1: {:.1} %", 100.0 * saved);
     assert!(saved >= 0.23, "{g1}");
+    // §4.5: 23 bytes per chunk; ours holds a chunk as (group, slot).
+    let per_chunk = json["mds_state"]["size"]["bytes_per_chunk"]
+        .as_f64()
+        .unwrap();
+    assert!(per_chunk > 0.0 && per_chunk <= 23.0, "{per_chunk}");
     let g2 = &schedule["power"][1];
     assert!(g2["chunk_servers_on"].as_f64() > g1["chunk_servers_on"].as_f64());
     for file in [

@@ -8,7 +8,7 @@
 //! period in the top gear: every group has a primary that serves it, nothing is left logged,
 //! every logger is empty, and every block of every object reads back as the model allows.
 //!
-//! Each run: the regression seeds, seeds 0–99 and 400 fresh schedules from a base seed drawn
+//! Each run: the regression seeds, seeds 0–99 and 100 fresh schedules from a base seed drawn
 //! anew (printed). It catches a planted bug — a primary acknowledging a replicated write once
 //! its own copy is durable, without waiting for the secondaries: 21 of 211 schedules fail (a
 //! new primary lacks the write). Three others are not caught by today's schedules: removing
@@ -1051,7 +1051,7 @@ const REGRESSIONS: [u64; 11] = [
 
 #[test]
 fn sierra_keeps_every_acknowledged_write_through_gear_shifts_and_failures() {
-    let schedules = Schedules::from_env("SIERRA", &REGRESSIONS, 100, 400);
+    let schedules = Schedules::from_env("SIERRA", &REGRESSIONS, 100, 100);
     let results = run_schedules(&schedules.seeds, run);
     let outcomes = all_succeeded(
         &results,

@@ -134,6 +134,17 @@ pub fn table(r: &Report) -> String {
             );
         }
     }
+    let m = &r.mds_state;
+    let _ = writeln!(
+        out,
+        "\nMDS state (§4.5: about 100 MB for 320 groups and 4.6 M chunks, 23 bytes per chunk): {:.1} MB for {} groups and {} chunks of {} MiB in {} objects → {:.1} bytes per chunk",
+        m.size.bytes as f64 / 1e6,
+        m.size.groups,
+        m.size.chunks,
+        m.chunk_bytes >> 20,
+        m.objects,
+        m.size.bytes_per_chunk
+    );
     for why in &r.skipped {
         let _ = writeln!(out, "\nnot judged: {why}");
     }

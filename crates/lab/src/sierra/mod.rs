@@ -12,11 +12,18 @@ pub mod analysis;
 
 use serde::Serialize;
 
+use cordillera_gears::layout::{Layout, LayoutKind, LayoutSpec, RackPolicy};
 use cordillera_gears::load::ServerPerformance;
+use cordillera_gears::mds::{Mds, MdsConfig, StateSize};
+use cordillera_gears::model::{
+    ObjectId, Topology, CHUNK_BYTES_EVALUATION, GROUPS_PER_SERVER_DEFAULT,
+};
+use cordillera_gears::protocol::{Endpoint, Message};
 use cordillera_sim::bench::{self, DiskBench, Pattern};
 use cordillera_sim::power::PowerParams;
 use cordillera_sim::presets;
 use cordillera_trace::RecordReader;
+use cordillera_types::rng::SplitMix64;
 use cordillera_types::Op;
 
 use analysis::{LoadTraceReport, ScheduleReport};
@@ -98,6 +105,56 @@ pub struct Report {
     pub schedules: Vec<ScheduleReport>,
     /// Inputs that could not be judged, and why.
     pub skipped: Vec<String>,
+    /// The MDS's state at the paper's scale (§4.5: 4.6 M chunks; 23 bytes per chunk).
+    pub mds_state: MdsStateReport,
+}
+
+/// The MDS holding the paper's up-shift experiment's metadata.
+#[derive(Clone, Debug, Serialize)]
+pub struct MdsStateReport {
+    pub servers: usize,
+    pub objects: u64,
+    pub chunk_bytes: u64,
+    pub size: StateSize,
+}
+
+/// Builds an MDS for 15 chunk servers (3 racks, power-aware rack-aligned, 64·N groups) and
+/// creates `chunks` 1 MB chunks in 8 objects (the 8 traced volumes), then counts its state.
+pub fn mds_state(chunks: u64) -> Result<MdsStateReport, String> {
+    let servers = 15;
+    let topology = Topology::racks(3, 5);
+    let spec = LayoutSpec {
+        kind: LayoutKind::PowerAware,
+        racks: RackPolicy::Aligned,
+        replicas: 3,
+    };
+    let groups = servers * GROUPS_PER_SERVER_DEFAULT as usize;
+    let layout =
+        Layout::generate(spec, &topology, groups, &mut SplitMix64(1)).map_err(|e| e.to_string())?;
+    let mut mds = Mds::new(MdsConfig::new(CHUNK_BYTES_EVALUATION), &layout, 0);
+    let objects = 8u64;
+    for o in 0..objects {
+        let size_bytes = chunks / objects * CHUNK_BYTES_EVALUATION;
+        mds.handle_message(
+            0,
+            Endpoint::Client(0),
+            Message::Create {
+                id: o,
+                object: ObjectId(o),
+                size_bytes,
+            },
+        );
+        match mds.poll_message() {
+            Some((_, Message::Created { result: Ok(_), .. })) => {}
+            other => return Err(format!("the MDS refused an object: {other:?}")),
+        }
+    }
+    Ok(MdsStateReport {
+        servers,
+        objects,
+        chunk_bytes: CHUNK_BYTES_EVALUATION,
+        size: mds.state_size(),
+    })
 }
 
 /// Table 4 on the simulated disk: 64 KB streaming reads and writes, and 64 KB random reads and
@@ -192,7 +249,10 @@ pub fn run(
             server,
         )?);
     }
+    progress("MDS state at the paper's scale (4.6 M chunks)");
+    let mds_state = mds_state(4_600_000)?;
     Ok(Report {
+        mds_state,
         options: options.clone(),
         server,
         server_preset: SERVER_PRESET,
