@@ -89,7 +89,7 @@ pub fn run(a: SierraArgs) -> Result<()> {
         loggers: a.loggers,
         ..Options::default()
     };
-    let (load_traces, io_traces) = if a.traces.is_empty() {
+    let inputs = if a.traces.is_empty() {
         let generated = |days: u64, scale: f64, seed: u64| {
             let w = HotmailLike {
                 days,
@@ -110,20 +110,24 @@ pub fn run(a: SierraArgs) -> Result<()> {
         } else {
             a.maintenance_hours.clone()
         };
-        (
-            vec![Input {
+        vec![
+            Input {
                 name: format!("hotmail-like, {} days", a.week_days),
                 open: Box::new(generated(a.week_days, a.week_rate_scale, a.seed)),
                 maintenance_hours: maintenance.clone(),
                 utc_offset_hours: 0,
-            }],
-            vec![Input {
+                load_trace: true,
+                io_trace: false,
+            },
+            Input {
                 name: format!("hotmail-like, {} h", a.io_days * 24),
                 open: Box::new(generated(a.io_days, a.io_rate_scale, a.seed)),
                 maintenance_hours: maintenance,
                 utc_offset_hours: 0,
-            }],
-        )
+                load_trace: false,
+                io_trace: true,
+            },
+        ]
     } else {
         let inputs: Vec<_> = a
             .traces
@@ -147,21 +151,14 @@ pub fn run(a: SierraArgs) -> Result<()> {
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(Box::new(Merged::new(readers).map_err(|e| e.to_string())?))
         };
-        let second = opener.clone();
-        (
-            vec![Input {
-                name: name.clone(),
-                open: Box::new(opener),
-                maintenance_hours: a.maintenance_hours.clone(),
-                utc_offset_hours: a.utc_offset_hours,
-            }],
-            vec![Input {
-                name,
-                open: Box::new(second),
-                maintenance_hours: a.maintenance_hours.clone(),
-                utc_offset_hours: a.utc_offset_hours,
-            }],
-        )
+        vec![Input {
+            name,
+            open: Box::new(opener),
+            maintenance_hours: a.maintenance_hours.clone(),
+            utc_offset_hours: a.utc_offset_hours,
+            load_trace: true,
+            io_trace: true,
+        }]
     };
     let started = Instant::now();
     let verbose = io::stderr().is_terminal() || std::env::var_os("CORDILLERA_PROGRESS").is_some();
@@ -170,8 +167,7 @@ pub fn run(a: SierraArgs) -> Result<()> {
             eprintln!("[{:>6.1} s] {line}", started.elapsed().as_secs_f64());
         }
     };
-    let report =
-        sierra::run(load_traces, io_traces, &options, &mut progress).map_err(anyhow::Error::msg)?;
+    let report = sierra::run(inputs, &options, &mut progress).map_err(anyhow::Error::msg)?;
     if let Some(dir) = &a.out {
         write_outputs(dir, &report)?;
     }

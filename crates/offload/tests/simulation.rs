@@ -35,6 +35,7 @@ use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{Core, IoCommand, IoDone, NodeFault, Outgoing, World, WorldBuilder};
 use cordillera_testkit::model::{pattern, writers_of, Model};
+use cordillera_testkit::{all_succeeded, run_schedules};
 use cordillera_volume::{Request as VolumeRequest, Volume};
 use cordillera_vstore::index::ClientIndex;
 use cordillera_vstore::store::{Config as StoreConfig, DiskDone, DiskOp, Reply, Request, Store};
@@ -1197,84 +1198,16 @@ const REGRESSIONS: [u64; 15] = [
     9000000000000131449,
 ];
 
-/// Runs one schedule; a panic inside (an assertion of the client) is a failure like any other.
-fn run_caught(seed: u64, run: fn(u64) -> Result<Outcome, String>) -> Result<Outcome, String> {
-    std::panic::catch_unwind(|| run(seed)).unwrap_or_else(|e| {
-        let what = e
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default();
-        Err(format!("panicked: {what}"))
-    })
-}
-
-/// The outcomes, once every schedule succeeded; else a panic naming the failed seeds, the first
-/// one's problem and how to replay it (`{PREFIX}_SEED=S`, the test named by `test`).
-fn succeeded<'a>(
-    results: &'a [(u64, Result<Outcome, String>)],
-    prefix: &str,
-    test: &str,
-) -> Vec<&'a Outcome> {
-    let mut failed: Vec<(u64, &String)> = results
-        .iter()
-        .filter_map(|(seed, r)| r.as_ref().err().map(|e| (*seed, e)))
-        .collect();
-    failed.sort_by_key(|(seed, _)| *seed);
-    if let Some((seed, problem)) = failed.first() {
-        panic!(
-            "{} of {} schedules failed (seeds {:?}); the first, schedule {seed}:\n{problem}\nreproduce: {prefix}_SEED={seed} cargo nextest run -p cordillera-offload --test simulation {test} --no-capture",
-            failed.len(),
-            results.len(),
-            failed.iter().map(|(s, _)| *s).collect::<Vec<_>>()
-        );
-    }
-    results
-        .iter()
-        .filter_map(|(_, r)| r.as_ref().ok())
-        .collect()
-}
-
-/// Runs the schedules, spread over the cores (each thread takes every k-th).
-fn run_all(
-    seeds: &[u64],
-    run: fn(u64) -> Result<Outcome, String>,
-) -> Vec<(u64, Result<Outcome, String>)> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(seeds.len().max(1));
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                let mine: Vec<u64> = seeds.iter().copied().skip(t).step_by(threads).collect();
-                scope.spawn(move || {
-                    mine.into_iter()
-                        .map(|seed| {
-                            let started = std::time::Instant::now();
-                            let result = run_caught(seed, run);
-                            let took = started.elapsed();
-                            if took > std::time::Duration::from_secs(10) {
-                                eprintln!("schedule {seed} took {took:.1?}");
-                            }
-                            (seed, result)
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().expect("a schedule thread"))
-            .collect()
-    })
-}
-
 #[test]
 fn offloaded_writes_survive_crashes_and_are_reclaimed() {
     let schedules = cordillera_testkit::Schedules::from_env("OFFLOAD", &REGRESSIONS, 2000, 400);
     let only = schedules.single.then_some(());
-    let results = run_all(&schedules.seeds, run);
-    let outcomes = succeeded(&results, "OFFLOAD", "");
+    let results = run_schedules(&schedules.seeds, run);
+    let outcomes = all_succeeded(
+        &results,
+        "OFFLOAD",
+        "cargo nextest run -p cordillera-offload --test simulation offloaded_writes --no-capture",
+    );
     let mut totals = [0u64; 9];
     let mut by_n = [0u64; 4];
     for outcome in outcomes {
@@ -1326,8 +1259,12 @@ const CACHE_REGRESSIONS: [u64; 0] = [];
 fn the_request_path_with_a_cache_serves_nothing_stale() {
     let schedules =
         cordillera_testkit::Schedules::from_env("VOLUME_PATH", &CACHE_REGRESSIONS, 150, 150);
-    let results = run_all(&schedules.seeds, run_with_cache);
-    let outcomes = succeeded(&results, "VOLUME_PATH", "the_request_path");
+    let results = run_schedules(&schedules.seeds, run_with_cache);
+    let outcomes = all_succeeded(
+        &results,
+        "VOLUME_PATH",
+        "cargo nextest run -p cordillera-offload --test simulation the_request_path --no-capture",
+    );
     let sum = |f: fn(&Outcome) -> u64| outcomes.iter().map(|o| f(o)).sum::<u64>();
     let n = outcomes.len() as u64;
     let (crashes, offloaded, reads) = (

@@ -138,7 +138,15 @@ pub fn run_schedules<T: Send>(
                 let mine: Vec<u64> = seeds.iter().copied().skip(t).step_by(threads).collect();
                 scope.spawn(move || {
                     mine.into_iter()
-                        .map(|seed| (seed, run_caught(seed, run)))
+                        .map(|seed| {
+                            let started = std::time::Instant::now();
+                            let result = run_caught(seed, run);
+                            let took = started.elapsed();
+                            if took > std::time::Duration::from_secs(10) {
+                                eprintln!("schedule {seed} took {took:.1?}");
+                            }
+                            (seed, result)
+                        })
                         .collect::<Vec<_>>()
                 })
             })

@@ -42,6 +42,10 @@ pub struct Input {
     pub maintenance_hours: Vec<usize>,
     /// From the trace's wall clock (UTC) to the service's local time.
     pub utc_offset_hours: i64,
+    /// Analysed as a load trace (§2, §4.1: about a week).
+    pub load_trace: bool,
+    /// Analysed as an I/O trace (§4.4: the schedule and its power).
+    pub io_trace: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -185,11 +189,10 @@ pub fn benchmark_server(preset: &str) -> Result<ServerPerformance, String> {
     })
 }
 
-/// Runs the load analyses on `load_traces` (about a week each) and the schedule on
-/// `io_traces` (a day or more each).
+/// Reads each input once and runs the load analysis, the schedule, or both on it, as the input
+/// says.
 pub fn run(
-    load_traces: Vec<Input>,
-    io_traces: Vec<Input>,
+    inputs: Vec<Input>,
     options: &Options,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, String> {
@@ -206,26 +209,10 @@ pub fn run(
     ));
     let mut skipped = Vec::new();
     let mut load_reports = Vec::new();
-    for mut input in load_traces {
-        progress(&format!("load trace {}", input.name));
-        let mut reader = (input.open)()?;
-        let measured = analysis::measure(
-            &input.name,
-            reader.as_mut(),
-            server,
-            options.replicas,
-            input.utc_offset_hours,
-            input.maintenance_hours.clone(),
-            progress,
-        )?;
-        match analysis::load_trace_report(&measured, options.replicas, &options.g_mins) {
-            Ok(report) => load_reports.push(report),
-            Err(why) => skipped.push(why),
-        }
-    }
     let mut schedules = Vec::new();
-    for mut input in io_traces {
-        progress(&format!("I/O trace {}", input.name));
+    for mut input in inputs {
+        progress(&format!("trace {}", input.name));
+        // Read once, whatever it is used for.
         let mut reader = (input.open)()?;
         let measured = analysis::measure(
             &input.name,
@@ -236,6 +223,15 @@ pub fn run(
             input.maintenance_hours.clone(),
             progress,
         )?;
+        if input.load_trace {
+            match analysis::load_trace_report(&measured, options.replicas, &options.g_mins) {
+                Ok(report) => load_reports.push(report),
+                Err(why) => skipped.push(why),
+            }
+        }
+        if !input.io_trace {
+            continue;
+        }
         if measured.hours.is_empty() {
             skipped.push(format!("{}: no records", input.name));
             continue;
