@@ -1,0 +1,545 @@
+//! Serving as a group's primary: taking it (the log client formatted or recovered), its view
+//! and availability, client requests, the log client's output (answers, logger requests, base
+//! I/O), base writes on the local disk and every secondary, their completion or failure, the
+//! superblock kept by the MDS, and the end of a release.
+
+use super::*;
+
+impl ChunkServer {
+    /// Moves a group's log client's output: answers to clients, logger requests, base I/O;
+    /// completes a release when nothing is in flight; advances a rebuild.
+    pub(super) fn pump(&mut self, g: GroupId) {
+        loop {
+            let Some(p) = self.primaries.get_mut(&g) else {
+                return;
+            };
+            let mut progressed = false;
+            while let Some((up, reply)) = p.log.poll_upward() {
+                progressed = true;
+                let Some((to, id)) = p.requests.remove(&up) else {
+                    continue;
+                };
+                let message = match reply {
+                    UpReply::Read(data) => Message::ReadDone {
+                        id,
+                        result: Ok(data),
+                    },
+                    UpReply::Written => Message::WriteDone { id, result: Ok(()) },
+                    UpReply::Error(e) => {
+                        let error = match e {
+                            cordillera_offload::client::ClientError::NoSpace => ServeError::NoSpace,
+                            cordillera_offload::client::ClientError::BadRequest => {
+                                ServeError::BadRequest
+                            }
+                            cordillera_offload::client::ClientError::NoStoreSet(_) => {
+                                ServeError::Unavailable
+                            }
+                        };
+                        // Which kind it was is not kept; the client tells by the id.
+                        Message::WriteDone {
+                            id,
+                            result: Err(error),
+                        }
+                    }
+                };
+                self.out.push_back((to, message));
+            }
+            let stores: Vec<u64> = {
+                let mut ids = Vec::new();
+                for (idx, info, _) in p.log.stores() {
+                    if ids.len() <= idx {
+                        ids.resize(idx + 1, u64::MAX);
+                    }
+                    ids[idx] = info.id;
+                }
+                ids
+            };
+            while let Some((store, log_id, request)) = p.log.poll_store() {
+                progressed = true;
+                let id = self.next_id;
+                self.next_id += 1;
+                self.store_requests.insert(id, (g, log_id, store));
+                let logger = stores.get(store).copied().unwrap_or(u64::MAX);
+                self.store_out.push_back((logger, id, request));
+            }
+            let mut base_ops = Vec::new();
+            while let Some(op) = p.log.poll_base() {
+                base_ops.push(op);
+            }
+            for op in base_ops {
+                progressed = true;
+                self.base_op(g, op);
+            }
+            let p = self.primaries.get_mut(&g).expect("primary");
+            if p.releasing
+                && p.requests.is_empty()
+                && p.base.is_empty()
+                && p.superblock_writes.is_empty()
+            {
+                let epoch = p.view.epoch;
+                self.primaries.remove(&g);
+                self.stats.primaries_released += 1;
+                self.out
+                    .push_back((Endpoint::Mds, Message::ReleasedPrimary { group: g, epoch }));
+                return;
+            }
+            progressed |= self.advance_rebuild(g);
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    pub(super) fn base_op(&mut self, g: GroupId, op: BaseOp) {
+        let group_bytes = self.config.group_bytes;
+        let p = self.primaries.get_mut(&g).expect("primary");
+        let epoch = p.view.epoch;
+        match op {
+            BaseOp::Read {
+                id,
+                offset_bytes,
+                length_bytes,
+            } if offset_bytes >= group_bytes => {
+                // The log client's superblock, as the MDS holds it.
+                let mut data = p.superblock.clone();
+                data.resize(length_bytes as usize, 0);
+                p.log.handle_base(self.now, BaseDone::Read { id, data });
+            }
+            BaseOp::Write {
+                id,
+                offset_bytes,
+                data,
+                ..
+            } if offset_bytes >= group_bytes => {
+                let request = self.next_id;
+                self.next_id += 1;
+                p.superblock_writes
+                    .insert(request, (id, data.clone(), self.now));
+                self.out.push_back((
+                    Endpoint::Mds,
+                    Message::WriteSuperblock {
+                        id: request,
+                        group: g,
+                        epoch,
+                        data,
+                    },
+                ));
+            }
+            BaseOp::Read {
+                id,
+                offset_bytes,
+                length_bytes,
+            } => {
+                let disk = self.id_next();
+                self.disk.insert(
+                    disk,
+                    DiskWork::BaseRead {
+                        group: g,
+                        epoch,
+                        base: id,
+                    },
+                );
+                self.io_out.push_back(ChunkIo::Read {
+                    id: disk,
+                    group: g,
+                    offset_bytes,
+                    length_bytes,
+                });
+            }
+            BaseOp::Write {
+                id,
+                offset_bytes,
+                data,
+                ..
+            } => {
+                let end = offset_bytes + data.len() as u64;
+                let held = p.rebuild.as_ref().is_some_and(
+                    |r| matches!(r.piece, Some((lo, hi, _)) if lo < end && offset_bytes < hi),
+                );
+                if held {
+                    p.held.push_back(BaseOp::Write {
+                        id,
+                        offset_bytes,
+                        data,
+                        durable: true,
+                    });
+                    return;
+                }
+                self.start_base_write(g, id, offset_bytes, data);
+            }
+        }
+    }
+
+    pub(super) fn start_base_write(
+        &mut self,
+        g: GroupId,
+        base: u64,
+        offset_bytes: u64,
+        data: Vec<u8>,
+    ) {
+        let now = self.now;
+        let me = self.config.server;
+        let p = self.primaries.get_mut(&g).expect("primary");
+        let epoch = p.view.epoch;
+        if !p.log.base_available() {
+            // A secondary went away since the log client chose the base: log it instead.
+            self.stats.base_writes_failed += 1;
+            p.log.handle_base(now, BaseDone::Failed { id: base, data });
+            return;
+        }
+        let targets: Vec<(usize, ServerId)> = p
+            .view
+            .replicas
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|&(_, s)| s != me)
+            .collect();
+        let waiting = targets.iter().fold(0u64, |m, &(i, _)| m | 1 << i);
+        p.base.insert(
+            base,
+            BaseWrite {
+                offset_bytes,
+                data: data.clone(),
+                local_done: false,
+                waiting,
+                failed: false,
+                started: now,
+            },
+        );
+        for (_, s) in targets {
+            let id = self.id_next();
+            self.replications.insert(id, (g, epoch, Some(base)));
+            self.out.push_back((
+                Endpoint::Server(s),
+                Message::Replicate {
+                    id,
+                    group: g,
+                    epoch,
+                    offset_bytes,
+                    data: data.clone(),
+                },
+            ));
+        }
+        let disk = self.id_next();
+        self.write_disk(
+            ChunkIo::Write {
+                id: disk,
+                group: g,
+                offset_bytes,
+                data,
+            },
+            DiskWork::BaseWrite {
+                group: g,
+                epoch,
+                base,
+            },
+        );
+    }
+
+    /// Completes base writes whose replicas all answered (or one failed, once the local
+    /// write is done).
+    pub(super) fn finish_base_writes(&mut self, g: GroupId) {
+        let now = self.now;
+        let Some(p) = self.primaries.get_mut(&g) else {
+            return;
+        };
+        let done: Vec<u64> = p
+            .base
+            .iter()
+            .filter(|(_, w)| w.local_done && (w.waiting == 0 || w.failed))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in done {
+            let w = p.base.remove(&id).expect("base write");
+            if w.failed {
+                self.stats.base_writes_failed += 1;
+                p.log
+                    .handle_base(now, BaseDone::Failed { id, data: w.data });
+            } else {
+                p.log.handle_base(now, BaseDone::Written { id });
+            }
+        }
+    }
+
+    pub(super) fn replicated(&mut self, from: Endpoint, id: u64, ok: bool) {
+        let Some((g, epoch, base)) = self.replications.remove(&id) else {
+            return;
+        };
+        let Endpoint::Server(server) = from else {
+            return;
+        };
+        let Some(p) = self.primary_at(g, epoch) else {
+            return;
+        };
+        match base {
+            Some(base) => {
+                if let Some(w) = p.base.get_mut(&base) {
+                    if let Some(i) = p.view.replicas.iter().position(|&s| s == server) {
+                        w.waiting &= !(1 << i);
+                    }
+                    if !ok {
+                        w.failed = true;
+                    }
+                }
+                self.finish_base_writes(g);
+            }
+            None => {
+                // A rebuild piece.
+                let mut copied = 0;
+                if let Some(r) = &mut p.rebuild {
+                    if let Some((lo, hi, PieceStage::Sending { .. })) = r.piece {
+                        if ok {
+                            r.next = hi;
+                            copied = hi - lo;
+                        } else {
+                            r.next = lo;
+                        }
+                        r.piece = None;
+                    }
+                }
+                self.stats.rebuilt_bytes += copied;
+                self.release_held(g);
+            }
+        }
+        self.pump(g);
+    }
+
+    pub(super) fn superblock_written(&mut self, id: u64, ok: bool) {
+        let found = self
+            .primaries
+            .iter()
+            .find(|(_, p)| p.superblock_writes.contains_key(&id))
+            .map(|(&g, _)| g);
+        let Some(g) = found else {
+            return;
+        };
+        if !ok {
+            // The MDS has given the group to another primary.
+            self.drop_primary(g, ServeError::NotPrimary);
+            return;
+        }
+        let now = self.now;
+        let p = self.primaries.get_mut(&g).expect("primary");
+        let (base, data, _) = p.superblock_writes.remove(&id).expect("a superblock write");
+        p.superblock = data;
+        p.log.handle_base(now, BaseDone::Written { id: base });
+        self.pump(g);
+    }
+
+    pub(super) fn become_primary(&mut self, view: GroupView, superblock: Option<Vec<u8>>) {
+        let g = view.group;
+        if self.epochs.get(&g).is_some_and(|&e| e > view.epoch)
+            || self
+                .primaries
+                .get(&g)
+                .is_some_and(|p| p.view.epoch >= view.epoch)
+            || view.primary != Some(self.config.server)
+        {
+            return;
+        }
+        if self.primaries.contains_key(&g) {
+            self.drop_primary(g, ServeError::NotPrimary);
+        }
+        self.epochs.insert(g, view.epoch);
+        let mut config = LogConfig::new(
+            g.0 as u64,
+            g.0 as u64,
+            self.config.group_bytes + SUPERBLOCK_BYTES,
+        );
+        config.policy = Policy::WhileBaseUnavailable;
+        config.n_way = self.config.log_copies;
+        config.n_reclaim = self.config.reclaim_jobs_max;
+        config.request_timeout_ns = Some(self.config.log_request_timeout_ns);
+        config.recovery_grace_ns = self.config.log_recovery_grace_ns;
+        // Reclaim runs whatever the group's own load (it is background work on replicas
+        // shared with other groups; §4.5 throttles it by priority, not by queue length).
+        config.t_base = u64::MAX;
+        let log = match &superblock {
+            None => {
+                let stores = self
+                    .config
+                    .loggers
+                    .iter()
+                    .map(|l| StoreInfo {
+                        id: l.id,
+                        // Copies go to distinct "servers": racks.
+                        server: l.rack as u64,
+                    })
+                    .collect();
+                Client::format(config, stores, self.now)
+            }
+            Some(_) => Client::recover(config, self.now),
+        };
+        let mut primary = Primary {
+            view,
+            log,
+            releasing: self.power != Power::On,
+            requests: BTreeMap::new(),
+            base: BTreeMap::new(),
+            held: VecDeque::new(),
+            superblock: superblock.unwrap_or_default(),
+            superblock_writes: BTreeMap::new(),
+            rebuild: None,
+            next_up: 1,
+        };
+        primary
+            .log
+            .set_store_ranks(self.logger_ranks(&primary.view));
+        self.primaries.insert(g, primary);
+        self.stats.primaries_taken += 1;
+        self.start_rebuild_if_needed(g);
+        self.refresh_availability(g);
+        self.pump(g);
+    }
+
+    /// Locality classes of the loggers for a group (§3.6): on a replica's server, in a
+    /// replica's rack, elsewhere.
+    pub(super) fn logger_ranks(&self, view: &GroupView) -> Vec<(u64, u8)> {
+        let racks: BTreeSet<RackId> = view
+            .replicas
+            .iter()
+            .map(|&s| self.config.racks_of_servers[s as usize])
+            .collect();
+        self.config
+            .loggers
+            .iter()
+            .map(|l| {
+                let rank = if l.server.is_some_and(|s| view.replicas.contains(&s)) {
+                    0
+                } else if racks.contains(&l.rack) {
+                    1
+                } else {
+                    2
+                };
+                (l.id, rank)
+            })
+            .collect()
+    }
+
+    pub(super) fn group_changed(&mut self, view: GroupView) {
+        let g = view.group;
+        let Some(p) = self.primaries.get_mut(&g) else {
+            return;
+        };
+        if p.view.epoch != view.epoch {
+            return;
+        }
+        p.view = view;
+        let ranks = self.logger_ranks(&self.primaries[&g].view);
+        self.primaries
+            .get_mut(&g)
+            .expect("primary")
+            .log
+            .set_store_ranks(ranks);
+        self.start_rebuild_if_needed(g);
+        self.refresh_availability(g);
+        self.pump(g);
+    }
+
+    /// Whether every secondary takes writes: the MDS says it is available, and it has not
+    /// failed to answer here lately.
+    pub(super) fn refresh_availability(&mut self, g: GroupId) {
+        let now = self.now;
+        let Some(p) = self.primaries.get_mut(&g) else {
+            return;
+        };
+        let available = !p.releasing
+            && p.view.secondaries().all(|(i, s)| {
+                p.view.available & (1 << i) != 0
+                    && self.suspected.get(&s).is_none_or(|&until| until <= now)
+            });
+        if p.log.base_available() != available {
+            p.log.set_base_available(now, available);
+        }
+    }
+
+    pub(super) fn client_request(
+        &mut self,
+        from: Endpoint,
+        id: u64,
+        group: GroupId,
+        upward: Upward,
+    ) {
+        let is_write = matches!(upward, Upward::Write { .. });
+        let refuse = |s: &mut ChunkServer, error: ServeError| {
+            s.stats.refused += 1;
+            let message = if is_write {
+                Message::WriteDone {
+                    id,
+                    result: Err(error),
+                }
+            } else {
+                Message::ReadDone {
+                    id,
+                    result: Err(error),
+                }
+            };
+            s.out.push_back((from, message));
+        };
+        let in_flight: usize = self.primaries.values().map(|p| p.requests.len()).sum();
+        let now = self.now;
+        let group_bytes = self.config.group_bytes;
+        let Some(p) = self.primaries.get_mut(&group) else {
+            return refuse(self, ServeError::NotPrimary);
+        };
+        if now >= self.lease_until {
+            return refuse(self, ServeError::LeaseExpired);
+        }
+        if p.releasing || !p.log.is_ready() {
+            return refuse(self, ServeError::Unavailable);
+        }
+        if p.requests
+            .values()
+            .any(|&(to, known)| to == from && known == id)
+        {
+            // A retry of a request still in flight here: its answer will serve both.
+            return;
+        }
+        if in_flight >= self.config.requests_max {
+            return refuse(self, ServeError::Busy);
+        }
+        let (offset, len) = match &upward {
+            Upward::Read {
+                offset_bytes,
+                length_bytes,
+            } => (*offset_bytes, *length_bytes),
+            Upward::Write {
+                offset_bytes, data, ..
+            } => (*offset_bytes, data.len() as u64),
+        };
+        if len == 0 || offset.checked_add(len).is_none_or(|end| end > group_bytes) {
+            return refuse(self, ServeError::BadRequest);
+        }
+        let up = p.next_up;
+        p.next_up += 1;
+        p.requests.insert(up, (from, id));
+        if is_write {
+            self.stats.writes += 1;
+        } else {
+            self.stats.reads += 1;
+        }
+        p.log.handle_upward(now, up, upward);
+        self.pump(group);
+    }
+
+    /// Stops serving group `g` at once (lease lapsed, reassigned, fenced): requests waiting are
+    /// answered `error`; work in flight is forgotten (its completions are ignored).
+    pub(super) fn drop_primary(&mut self, g: GroupId, error: ServeError) {
+        let Some(p) = self.primaries.remove(&g) else {
+            return;
+        };
+        for (_, (to, id)) in p.requests {
+            // The client retries either kind the same way.
+            self.out.push_back((
+                to,
+                Message::WriteDone {
+                    id,
+                    result: Err(error),
+                },
+            ));
+        }
+        self.store_requests.retain(|_, (group, _, _)| *group != g);
+        self.replications.retain(|_, (group, _, _)| *group != g);
+    }
+}

@@ -1,0 +1,112 @@
+//! Copying a group to a replica being rebuilt, piece by piece: base writes over the piece being
+//! copied wait for it, so the copy never overwrites a newer write on the new replica.
+
+use super::*;
+
+impl ChunkServer {
+    pub(super) fn start_rebuild_if_needed(&mut self, g: GroupId) {
+        let chunk_bytes = self.config.chunk_bytes;
+        let p = self.primaries.get_mut(&g).expect("primary");
+        match (p.view.rebuilding, &p.rebuild) {
+            (Some(t), Some(r)) if r.target == t => {}
+            (Some(target), _) => {
+                p.rebuild = Some(Rebuild {
+                    target,
+                    end: p.view.slots as u64 * chunk_bytes,
+                    next: 0,
+                    piece: None,
+                });
+            }
+            (None, _) => p.rebuild = None,
+        }
+    }
+
+    pub(super) fn release_held(&mut self, g: GroupId) {
+        let Some(p) = self.primaries.get_mut(&g) else {
+            return;
+        };
+        let held = std::mem::take(&mut p.held);
+        for op in held {
+            self.base_op(g, op);
+        }
+    }
+
+    /// One step of a rebuild: wait for base writes over the next piece, read it, send it.
+    pub(super) fn advance_rebuild(&mut self, g: GroupId) -> bool {
+        let piece_bytes = self.config.rebuild_piece_bytes;
+        let p = self.primaries.get_mut(&g).expect("primary");
+        let epoch = p.view.epoch;
+        let Some(r) = &mut p.rebuild else {
+            return false;
+        };
+        match r.piece {
+            None if r.next >= r.end => {
+                let replica = r.target;
+                p.rebuild = None;
+                self.out.push_back((
+                    Endpoint::Mds,
+                    Message::RebuildDone {
+                        group: g,
+                        epoch,
+                        replica,
+                    },
+                ));
+                true
+            }
+            None => {
+                let lo = r.next;
+                let hi = (lo + piece_bytes).min(r.end);
+                r.piece = Some((lo, hi, PieceStage::Draining));
+                true
+            }
+            Some((lo, hi, PieceStage::Draining)) => {
+                let busy = p
+                    .base
+                    .values()
+                    .any(|w| w.offset_bytes < hi && lo < w.offset_bytes + w.data.len() as u64);
+                if busy {
+                    return false;
+                }
+                r.piece = Some((lo, hi, PieceStage::Reading));
+                let disk = self.id_next();
+                self.disk
+                    .insert(disk, DiskWork::RebuildRead { group: g, epoch });
+                self.io_out.push_back(ChunkIo::Read {
+                    id: disk,
+                    group: g,
+                    offset_bytes: lo,
+                    length_bytes: hi - lo,
+                });
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
+    pub(super) fn rebuild_read(&mut self, g: GroupId, epoch: Epoch, data: Vec<u8>) {
+        let now = self.now;
+        let Some(p) = self.primary_at(g, epoch) else {
+            return;
+        };
+        let Some(r) = &mut p.rebuild else {
+            return;
+        };
+        let Some((lo, hi, PieceStage::Reading)) = r.piece else {
+            return;
+        };
+        r.piece = Some((lo, hi, PieceStage::Sending { since: now }));
+        let target = r.target;
+        let id = self.id_next();
+        self.replications.insert(id, (g, epoch, None));
+        self.out.push_back((
+            Endpoint::Server(target),
+            Message::Replicate {
+                id,
+                group: g,
+                epoch,
+                offset_bytes: lo,
+                data,
+            },
+        ));
+    }
+}
