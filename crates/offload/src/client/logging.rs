@@ -1,0 +1,67 @@
+//! What Sierra's logging mode drives (§3.6): whether the base (a chunk group's replicas) takes
+//! writes, the loggers' locality ranks, and a view of the writes in flight.
+
+use super::*;
+
+impl Client {
+    /// Under [`Policy::WhileBaseUnavailable`]: whether every replica of the base takes writes
+    /// now. While not, every write is off-loaded and nothing is reclaimed.
+    pub fn set_base_available(&mut self, now: Nanos, available: bool) {
+        self.now = now;
+        self.base_available = available;
+        self.pump();
+    }
+
+    pub fn base_available(&self) -> bool {
+        self.base_available
+    }
+
+    /// Orders stores by preference before load: `rank` of a store's id, lower first (Sierra's
+    /// loggers: on a replica's server, then in a replica's rack, then elsewhere). Copies of a
+    /// write still go to stores of distinct [`StoreInfo::server`]s (Sierra: racks).
+    pub fn set_store_ranks(&mut self, ranks: impl IntoIterator<Item = (u64, u8)>) {
+        self.store_rank = ranks.into_iter().collect();
+    }
+
+    /// The order in which stores are preferred: rank, then load.
+    pub(super) fn store_preference(&self, s: StoreIdx) -> (u8, u64, StoreIdx) {
+        let rank = self
+            .store_rank
+            .get(&self.stores[s].info.id)
+            .copied()
+            .unwrap_or(0);
+        (rank, self.store_load(s), s)
+    }
+
+    /// Whether reclaim may run under the policy: Everest's peak policy, or Sierra's logging
+    /// mode with every replica available.
+    pub(super) fn reclaims(&self) -> bool {
+        match self.config.policy {
+            Policy::Peak => true,
+            Policy::WhileBaseUnavailable => self.base_available,
+            Policy::Baseline | Policy::Always => false,
+        }
+    }
+
+    /// Requests in flight on the base volume (ours plus what the driver reports).
+    /// The off-loaded writes in flight: (start, length, version, stores waited for, succeeded,
+    /// tried), for diagnostics.
+    pub fn writes_in_flight(&self) -> Vec<(u64, u64, u64, u32, u64, u64)> {
+        let mut writes: Vec<_> = self
+            .writes
+            .values()
+            .map(|op| {
+                (
+                    op.start,
+                    op.data.len() as u64,
+                    op.version,
+                    op.waiting,
+                    op.succeeded,
+                    op.tried,
+                )
+            })
+            .collect();
+        writes.sort_unstable();
+        writes
+    }
+}
