@@ -300,9 +300,13 @@ impl ObjectClient {
             }
         }
         for (op, i, timed_out) in due {
+            // An earlier piece's last retry may have failed the whole request.
+            let Some(o) = self.ops.get(&op) else {
+                continue;
+            };
             if timed_out {
                 self.stats.timeouts += 1;
-                let group = self.ops[&op].pieces[i].group;
+                let group = o.pieces[i].group;
                 self.retry(op, i, group);
             } else {
                 self.send_piece(op, i);
@@ -698,5 +702,84 @@ impl ObjectClient {
         // timeout period the client fetches and caches the new chunk metadata").
         p.state = PieceState::Waiting { until: now + delay };
         self.views.remove(&group);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ServerId;
+
+    fn view(group: u32, primary: ServerId) -> GroupView {
+        GroupView {
+            group: GroupId(group),
+            epoch: 1,
+            replicas: vec![primary],
+            primary: Some(primary),
+            available: 1,
+            rebuilding: None,
+            slots: 1,
+        }
+    }
+
+    /// A write over two chunks in two groups whose primaries never answer: both pieces time
+    /// out at the same instant on their last attempt. The first fails the request; the second
+    /// must find it gone (this once panicked, found by the testbed lab at the paper's scale).
+    #[test]
+    fn pieces_of_one_request_timing_out_together_fail_it_once() {
+        let mut config = ClientConfig::new(0);
+        config.retries_max = 1;
+        let mut c = ObjectClient::new(config);
+        let object = ObjectId(7);
+        c.write(0, 1, object, 0, vec![1u8; 2048]);
+        let (to, message) = c.poll_message().expect("a lookup");
+        assert_eq!(to, Endpoint::Mds);
+        let Message::Lookup { id, .. } = message else {
+            panic!("expected a lookup, got {message:?}");
+        };
+        let layout = ObjectLayout {
+            object,
+            size_bytes: 2048,
+            chunk_bytes: 1024,
+            chunks: vec![(GroupId(0), 0), (GroupId(1), 0)],
+            groups: vec![view(0, 0), view(1, 1)],
+        };
+        c.handle_message(
+            1,
+            Endpoint::Mds,
+            Message::Located {
+                id,
+                result: Ok(layout),
+            },
+        );
+        let mut now = 1;
+        let mut done = Vec::new();
+        for _ in 0..64 {
+            // The MDS answers lookups of the groups; the primaries never answer.
+            while let Some((to, m)) = c.poll_message() {
+                if let (Endpoint::Mds, Message::LookupGroup { id, group }) = (to, m) {
+                    c.handle_message(
+                        now,
+                        Endpoint::Mds,
+                        Message::GroupLocated {
+                            id,
+                            result: Ok(view(group.0, group.0)),
+                        },
+                    );
+                }
+            }
+            while let Some(d) = c.poll_done() {
+                done.push(d);
+            }
+            let Some(t) = c.poll_timeout() else { break };
+            now = now.max(t);
+            c.handle_timeout(now);
+        }
+        assert_eq!(done.len(), 1, "one answer: {done:?}");
+        assert!(
+            matches!(done[0], (1, Err(ClientError::Unavailable { .. }))),
+            "{done:?}"
+        );
+        assert_eq!(c.in_flight(), 0);
     }
 }
