@@ -90,6 +90,48 @@ impl ChunkServer {
         }
     }
 
+    /// Reclaim is background work on disks every group of the server shares (§4.5), so the
+    /// server gives its groups' log clients one budget of jobs (`reclaim_jobs_max`): a group
+    /// keeps the jobs it runs, and free slots go to groups with at-risk data first, then to the
+    /// others in turn. (Each group running its own jobs swamped the loggers at an up-shift:
+    /// hundreds of groups each reading at once, the clients' reads of logged data waiting
+    /// behind them until they failed; found by the testbed lab at the paper's scale.)
+    pub(super) fn balance_reclaim(&mut self) {
+        let groups: Vec<GroupId> = self.primaries.keys().copied().collect();
+        if groups.is_empty() {
+            return;
+        }
+        let running: usize = self.primaries.values().map(|p| p.log.reclaim_jobs()).sum();
+        let mut free = self.config.reclaim_jobs_max.max(1).saturating_sub(running);
+        let n = groups.len();
+        let start = self.reclaim_cursor % n;
+        let mut granted: Vec<GroupId> = Vec::new();
+        for at_risk in [true, false] {
+            for k in 0..n {
+                if free == 0 {
+                    break;
+                }
+                let g = groups[(start + k) % n];
+                if self.primaries[&g].log.reclaim_wanted() == Some(at_risk) {
+                    granted.push(g);
+                    free -= 1;
+                }
+            }
+        }
+        if let Some(last) = granted.last() {
+            let i = groups.iter().position(|g| g == last).expect("a group");
+            self.reclaim_cursor = i + 1;
+        }
+        for g in groups {
+            let p = self.primaries.get_mut(&g).expect("primary");
+            let limit = p.log.reclaim_jobs() + granted.contains(&g) as usize;
+            if p.log.reclaim_limit() != limit {
+                p.log.set_reclaim_limit(limit);
+                self.pump(g);
+            }
+        }
+    }
+
     pub(super) fn base_op(&mut self, g: GroupId, op: BaseOp) {
         let group_bytes = self.config.group_bytes;
         let p = self.primaries.get_mut(&g).expect("primary");
@@ -349,7 +391,8 @@ impl ChunkServer {
         );
         config.policy = Policy::WhileBaseUnavailable;
         config.n_way = self.config.log_copies;
-        config.n_reclaim = self.config.reclaim_jobs_max;
+        // The server's budget is shared out by `balance_reclaim`.
+        config.n_reclaim = 0;
         config.request_timeout_ns = Some(self.config.log_request_timeout_ns);
         config.recovery_grace_ns = self.config.log_recovery_grace_ns;
         // Reclaim runs whatever the group's own load (it is background work on replicas

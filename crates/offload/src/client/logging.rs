@@ -16,6 +16,42 @@ impl Client {
         self.base_available
     }
 
+    /// Sets how many reclaim jobs may run at once ([`Config::n_reclaim`]) and starts what the
+    /// new limit allows. Sierra's chunk server shares one budget among its groups' clients;
+    /// lowering the limit below the jobs running lets them finish.
+    pub fn set_reclaim_limit(&mut self, n: usize) {
+        self.config.n_reclaim = n;
+        self.pump_reclaim();
+    }
+
+    pub fn reclaim_limit(&self) -> usize {
+        self.config.n_reclaim
+    }
+
+    pub fn reclaim_jobs(&self) -> usize {
+        self.reclaim_jobs
+    }
+
+    /// Whether reclaim has work it could start now, and whether some of it is at risk (held
+    /// by fewer than N stores up).
+    pub fn reclaim_wanted(&self) -> Option<bool> {
+        if !self.reclaims() || !self.is_ready() {
+            return None;
+        }
+        if !self.vulnerable.is_empty() {
+            return Some(true);
+        }
+        self.stores
+            .iter()
+            .any(|st| {
+                st.up
+                    && st.may_hold
+                    && st.reclaim_after <= self.now
+                    && st.any_in_flight < st.any_window
+            })
+            .then_some(false)
+    }
+
     /// Orders stores by preference before load: `rank` of a store's id, lower first (Sierra's
     /// loggers: on a replica's server, then in a replica's rack, then elsewhere). Copies of a
     /// write still go to stores of distinct [`StoreInfo::server`]s (Sierra: racks).
