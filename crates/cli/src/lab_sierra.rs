@@ -7,6 +7,8 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use clap::Args;
 use cordillera_lab::render::sierra::{table, write_outputs};
+use cordillera_lab::sierra::micro::MicroOptions;
+use cordillera_lab::sierra::testbed::TestbedOptions;
 use cordillera_lab::sierra::{self, Input, Options};
 use cordillera_sim::workload::{Generated, HotmailLike, HOTMAIL_ORIGIN_UNIX_NS};
 use cordillera_trace::merge::Merged;
@@ -14,6 +16,23 @@ use cordillera_trace::RecordReader;
 
 use crate::lab_io::trace_input;
 use crate::trace_cmd::open_input;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Part {
+    Analysis,
+    Testbed,
+    Micro,
+}
+
+impl std::fmt::Display for Part {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Part::Analysis => "analysis",
+            Part::Testbed => "testbed",
+            Part::Micro => "micro",
+        })
+    }
+}
 
 #[derive(Args)]
 pub struct SierraArgs {
@@ -59,7 +78,37 @@ pub struct SierraArgs {
     /// Dedicated loggers (§4.3: one per rack).
     #[arg(long, default_value_t = 3)]
     loggers: usize,
-    /// Seed of the generated workloads.
+    /// Which parts to run: `analysis` (Figures 1, 2, 8, 9, 10 and the MDS state, from the
+    /// traces alone) and `testbed` (§4.4–4.5: the I/O trace replayed through the real cores on
+    /// the simulated testbed: Figure 11, Tables 2 and 3) and `micro` (§4.6: Table 5's
+    /// throughput of 9 clients on 9 chunk servers, Figure 12's rebuild rates).
+    #[arg(long, value_delimiter = ',', default_values_t = [Part::Analysis, Part::Testbed, Part::Micro])]
+    parts: Vec<Part>,
+    /// Seconds each Table 5 workload is measured.
+    #[arg(long, default_value_t = 10)]
+    table5_seconds: u64,
+    /// GB on the failed server of Figure 12 (the paper: about 200 GB; the rate, not the
+    /// size, is the result).
+    #[arg(long, default_value_t = 2.0)]
+    rebuild_gb: f64,
+    /// Figure 12's largest number of servers the failed server's data is rebuilt onto.
+    #[arg(long, default_value_t = 4)]
+    rebuild_servers: usize,
+    /// The g_min of the testbed experiments (§4.5 runs the default policy, 1).
+    #[arg(long, default_value_t = 1)]
+    testbed_g_min: usize,
+    /// Trace time replayed before each testbed experiment's window to build the state it
+    /// starts from (logged data, queues); not measured. The paper replays up to 8 hours.
+    #[arg(long, default_value_t = 600)]
+    preface_s: u64,
+    /// Reclaim jobs at once per chunk server in the testbed (its budget over all the groups
+    /// it is primary of): more reclaims faster and interferes more with clients (§4.5).
+    #[arg(long, default_value_t = 4)]
+    reclaim_jobs: usize,
+    /// Which testbed experiments to run (§4.5).
+    #[arg(long, value_delimiter = ',', default_values_t = ["steady".to_string(), "up-shift".to_string(), "down-shift".to_string()])]
+    experiments: Vec<String>,
+    /// Seed of the generated workloads and of the testbed (layout, random choices).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Print the report as JSON on standard output.
@@ -84,9 +133,50 @@ pub fn run(a: SierraArgs) -> Result<()> {
     if !fraction(a.week_rate_scale) || !fraction(a.io_rate_scale) {
         bail!("--week-rate-scale and --io-rate-scale must be in (0, 1]");
     }
+    if let Some(e) = a
+        .experiments
+        .iter()
+        .find(|e| !["steady", "up-shift", "down-shift"].contains(&e.as_str()))
+    {
+        bail!("--experiments: {e:?} is not one of steady, up-shift, down-shift");
+    }
+    if a.table5_seconds == 0
+        || !(a.rebuild_gb > 0.0 && a.rebuild_gb <= 1000.0)
+        || a.rebuild_servers == 0
+    {
+        bail!(
+            "--table5-seconds and --rebuild-servers must be at least 1, --rebuild-gb in (0, 1000]"
+        );
+    }
+    if a.reclaim_jobs == 0 {
+        bail!("--reclaim-jobs must be at least 1 (nothing logged would ever be reclaimed)");
+    }
+    if !a.g_min.contains(&a.testbed_g_min) {
+        bail!(
+            "--testbed-g-min {} must be one of --g-min {:?}",
+            a.testbed_g_min,
+            a.g_min
+        );
+    }
     let options = Options {
         g_mins: a.g_min.clone(),
         loggers: a.loggers,
+        analysis: a.parts.contains(&Part::Analysis),
+        testbed: a.parts.contains(&Part::Testbed).then(|| TestbedOptions {
+            g_min: a.testbed_g_min,
+            preface_s: a.preface_s,
+            power_run: false,
+            seed: a.seed,
+            log_bytes: 100 << 30,
+            experiments: a.experiments.clone(),
+            reclaim_jobs: a.reclaim_jobs,
+        }),
+        micro: a.parts.contains(&Part::Micro).then_some(MicroOptions {
+            measure_s: a.table5_seconds,
+            data_per_server_bytes: (a.rebuild_gb * 1e9) as u64,
+            max_write_servers: a.rebuild_servers,
+            seed: a.seed,
+        }),
         ..Options::default()
     };
     let inputs = if a.traces.is_empty() {

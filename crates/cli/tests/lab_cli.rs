@@ -288,6 +288,8 @@ fn lab_sierra_on_a_generated_week_and_two_days() {
             "0.05",
             "--io-rate-scale",
             "0.05",
+            "--parts",
+            "analysis",
         ])
         .args(["--json", "--out"])
         .arg(dir.path())
@@ -354,6 +356,101 @@ fn lab_sierra_refuses_bad_flags() {
     assert!(run(&["--maintenance-hours", "24"]).contains("not an hour"));
     assert!(run(&["--week-days", "1"]).contains("week-days"));
     assert!(run(&["--io-rate-scale", "0"]).contains("rate-scale"));
+    assert!(run(&["--reclaim-jobs", "0"]).contains("reclaim-jobs"));
+    assert!(run(&["--experiments", "sideways"]).contains("not one of"));
+    assert!(run(&["--g-min", "1", "--testbed-g-min", "2"]).contains("testbed-g-min"));
+    assert!(run(&["--rebuild-gb", "0"]).contains("rebuild-gb"));
+}
+
+/// The testbed (§4.4–4.5) and the microbenchmarks (§4.6) through the real cores, small: the
+/// Hotmail-like trace at a twentieth of its rate (so a few chunk servers are provisioned), a
+/// minute of state before each window, Table 5 for a second, Figure 12 on 0.2 GB. Every
+/// request answered; the up-shift reclaims everything logged; the down-shift migrates
+/// primaries; rebuilding onto two servers is faster than onto one.
+#[test]
+fn lab_sierra_testbed_and_microbenchmarks_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args(["lab", "sierra", "--parts", "testbed,micro"])
+        .args(["--io-rate-scale", "0.05", "--preface-s", "60"])
+        .args([
+            "--table5-seconds",
+            "1",
+            "--rebuild-gb",
+            "0.2",
+            "--rebuild-servers",
+            "2",
+        ])
+        .args(["--json", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tb = &json["testbed"][0];
+    let experiments = tb["experiments"].as_array().unwrap();
+    let names: Vec<&str> = experiments
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["steady", "up-shift", "down-shift"]);
+    let run = |name: &str, config: &str| {
+        experiments
+            .iter()
+            .find(|e| e["name"] == name)
+            .and_then(|e| {
+                e["runs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["config"] == config)
+            })
+            .cloned()
+            .unwrap()
+    };
+    for e in experiments {
+        for r in e["runs"].as_array().unwrap() {
+            assert_eq!(r["failed"], 0, "{}", e["name"]);
+            assert!(r["requests"].as_u64().unwrap() > 1000, "{r}");
+        }
+    }
+    let up = run("up-shift", "sierra");
+    println!("up-shift on sierra: {up}");
+    assert!(up["reclaimed_bytes"].as_u64().unwrap() > 0, "{up}");
+    assert_eq!(up["logged_bytes_at_end"], 0, "everything reclaimed: {up}");
+    let down = run("down-shift", "sierra");
+    assert!(down["migrations"].as_u64().unwrap() > 0, "{down}");
+    assert_eq!(run("steady", "baseline")["loggers"], 0);
+    assert!(tb["need"]["logged_bytes_total"].as_u64().unwrap() > 0);
+    let micro = &json["micro"];
+    let t5 = micro["table5"].as_array().unwrap();
+    assert_eq!(t5.len(), 4);
+    for row in t5 {
+        assert!(row["aggregate"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["failed"], 0, "{row}");
+    }
+    let f12 = micro["figure12"].as_array().unwrap();
+    assert_eq!(f12.len(), 4, "k = 1, 2 for 1 MB and 64 MB chunks");
+    let rate = |i: usize| f12[i]["mb_per_s"].as_f64().unwrap();
+    println!(
+        "rebuild 1 MB chunks: {:.1} MB/s onto 1, {:.1} onto 2",
+        rate(0),
+        rate(1)
+    );
+    assert!(rate(1) > rate(0), "{f12:?}");
+    for file in [
+        "figure11_testbed.csv",
+        "table2_reclaim_need.csv",
+        "table5.csv",
+        "figure12_rebuild.csv",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        assert!(text.lines().count() > 1, "{file} holds rows");
+    }
 }
 
 /// The MSR Cambridge fragments (several volumes merged on their clock), as the paper's

@@ -145,6 +145,8 @@ pub struct HourLoad {
     pub mean: f64,
     /// Bytes transferred in the hour (Figure 8's metric for the load traces).
     pub bytes: u64,
+    /// Of which written.
+    pub write_bytes: u64,
     pub requests: u64,
     /// Seconds of the hour inside the trace.
     pub covered_s: u64,
@@ -225,6 +227,9 @@ impl LoadMeter {
         }
         let hour = self.hours.entry(hour_of_second(second)).or_default();
         hour.bytes += record.length_bytes;
+        if record.op == Op::Write {
+            hour.write_bytes += record.length_bytes;
+        }
         hour.requests += 1;
     }
 

@@ -64,6 +64,10 @@ impl SimStorage {
                 && (data.len() as u64).is_multiple_of(SECTOR_BYTES),
             "unaligned write"
         );
+        if self.durable.is_empty() && self.unflushed.is_empty() && is_zero(data) {
+            // Zeros over nothing: no read and no crash can tell it happened.
+            return;
+        }
         self.unflushed.push(Unflushed {
             offset_bytes,
             data: data.to_vec(),
@@ -136,13 +140,17 @@ impl SimStorage {
         only: Option<&[u64]>,
     ) {
         let first = offset / SECTOR_BYTES;
+        if durable.is_empty() && only.is_none() && is_zero(data) {
+            // Nothing kept, nothing to forget (the lab's zero-filled replays, mostly).
+            return;
+        }
         for (i, chunk) in data.chunks_exact(SECTOR_BYTES as usize).enumerate() {
             if only.is_some_and(|keep| !keep.contains(&(i as u64))) {
                 continue;
             }
             // A sector of zeros reads the same as one never written: keep nothing for it, so
             // long replays of zero-filled data (the lab) cost memory only for what is not zero.
-            if chunk.iter().all(|&b| b == 0) {
+            if is_zero(chunk) {
                 durable.remove(&(first + i as u64));
                 continue;
             }
@@ -161,6 +169,14 @@ fn copy_sector(out: &mut [u8], offset: u64, sector: u64, bytes: &[u8]) {
     let to = (s_start + SECTOR_BYTES).min(offset + out.len() as u64);
     out[(from - offset) as usize..(to - offset) as usize]
         .copy_from_slice(&bytes[(from - s_start) as usize..(to - s_start) as usize]);
+}
+
+fn is_zero(data: &[u8]) -> bool {
+    let (words, rest) = data.split_at(data.len() / 8 * 8);
+    words
+        .chunks_exact(8)
+        .all(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")) == 0)
+        && rest.iter().all(|&b| b == 0)
 }
 
 #[cfg(test)]

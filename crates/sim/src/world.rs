@@ -277,6 +277,12 @@ impl<C: Core> World<C> {
         n.asleep_ns + n.asleep_since.map_or(0, |since| self.now - since)
     }
 
+    /// Time the node's disk has spent serving requests (since its last crash, which replaces
+    /// the device).
+    pub fn busy_ns(&self, node: NodeId) -> Nanos {
+        self.nodes[node].device.busy_ns()
+    }
+
     /// Messages lost because their destination was in standby.
     pub fn lost_to_standby(&self) -> u64 {
         self.lost_to_standby

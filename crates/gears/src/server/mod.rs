@@ -82,6 +82,8 @@ pub struct ServerConfig {
     pub reclaim_jobs_max: usize,
     /// Bytes copied per step of a rebuild.
     pub rebuild_piece_bytes: u64,
+    /// Rebuild pieces copied at once over all the groups the server is primary of.
+    pub rebuild_jobs_max: usize,
     /// Client requests in flight at most; more are refused `Busy`.
     pub requests_max: usize,
 }
@@ -108,6 +110,7 @@ impl ServerConfig {
             log_recovery_grace_ns: 1_000_000_000,
             reclaim_jobs_max: 2,
             rebuild_piece_bytes: 1 << 20,
+            rebuild_jobs_max: 4,
             requests_max: 4096,
         }
     }
@@ -265,8 +268,10 @@ pub struct ChunkServer {
     store_out: VecDeque<(u64, u64, StoreRequest)>,
     io_out: VecDeque<ChunkIo>,
     stats: ServerStats,
-    /// Where the next free reclaim slot is offered (see `balance_reclaim`).
+    /// Where the next free reclaim slot is offered, and when the slots were last shared out
+    /// (see `balance_reclaim`).
     reclaim_cursor: usize,
+    balanced_at: Nanos,
 }
 
 impl ChunkServer {
@@ -294,6 +299,7 @@ impl ChunkServer {
             io_out: VecDeque::new(),
             stats: ServerStats::default(),
             reclaim_cursor: 0,
+            balanced_at: 0,
         };
         s.heartbeat();
         s
@@ -391,29 +397,39 @@ impl ChunkServer {
 
     pub fn handle_timeout(&mut self, now: Nanos) {
         self.on_timeout(now);
-        self.balance_reclaim();
+        self.balance_reclaim(true);
     }
 
     pub fn handle_message(&mut self, now: Nanos, from: Endpoint, message: Message) {
         self.on_message(now, from, message);
-        self.balance_reclaim();
+        self.balance_reclaim(false);
     }
 
     /// A logger answered request `id` (`load`: the requests open there).
     pub fn handle_store(&mut self, now: Nanos, id: u64, reply: StoreReply, load: Option<u64>) {
         self.on_store(now, id, reply, load);
-        self.balance_reclaim();
+        self.balance_reclaim(false);
     }
 
     /// The connection to a logger broke: its requests may or may not have been carried out.
     pub fn logger_lost(&mut self, now: Nanos, logger: u64) {
         self.on_logger_lost(now, logger);
-        self.balance_reclaim();
+        self.balance_reclaim(false);
     }
 
     pub fn handle_io(&mut self, now: Nanos, done: ChunkIoDone) {
         self.on_io(now, done);
-        self.balance_reclaim();
+        self.balance_reclaim(false);
+    }
+
+    /// A rebuild piece not taken in this long is sent again: the replication timeout plus
+    /// the piece's transfer at 1 MB/s. A 64 MB chunk legitimately waits many seconds behind
+    /// the pieces other servers copy to the same new replica; timing it out sooner copied it
+    /// again and again. (A new replica that fails is found by the MDS, which restarts the
+    /// rebuild, so the timeout only covers a lost message.)
+    fn rebuild_piece_timeout_ns(&self) -> Nanos {
+        self.config.replicate_timeout_ns
+            + self.config.rebuild_piece_bytes * 1_000_000_000 / (1 << 20)
     }
 
     pub fn poll_timeout(&self) -> Option<Nanos> {
@@ -442,7 +458,7 @@ impl ChunkServer {
                 ..
             }) = p.rebuild
             {
-                consider(since + self.config.replicate_timeout_ns);
+                consider(since + self.rebuild_piece_timeout_ns());
             }
         }
         Some(at)
@@ -466,6 +482,7 @@ impl ChunkServer {
         }
         self.suspected.retain(|_, until| *until > now);
         let groups: Vec<GroupId> = self.primaries.keys().copied().collect();
+        let piece_timeout = self.rebuild_piece_timeout_ns();
         for g in groups {
             let timeout = self.config.replicate_timeout_ns;
             let Some(p) = self.primaries.get_mut(&g) else {
@@ -503,7 +520,7 @@ impl ChunkServer {
                 ..
             }) = &mut p.rebuild
             {
-                if now >= *since + timeout {
+                if now >= *since + piece_timeout {
                     // Not taken: copy the piece again later.
                     let lo = *lo;
                     let _ = hi;

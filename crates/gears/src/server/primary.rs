@@ -89,14 +89,25 @@ impl ChunkServer {
             }
         }
     }
+}
 
+/// How often, at most, the reclaim budget is shared out again on events (timeouts always do).
+const BALANCE_INTERVAL_NS: Nanos = 10_000_000;
+
+impl ChunkServer {
     /// Reclaim is background work on disks every group of the server shares (§4.5), so the
     /// server gives its groups' log clients one budget of jobs (`reclaim_jobs_max`): a group
     /// keeps the jobs it runs, and free slots go to groups with at-risk data first, then to the
     /// others in turn. (Each group running its own jobs swamped the loggers at an up-shift:
     /// hundreds of groups each reading at once, the clients' reads of logged data waiting
     /// behind them until they failed; found by the testbed lab at the paper's scale.)
-    pub(super) fn balance_reclaim(&mut self) {
+    pub(super) fn balance_reclaim(&mut self, at_once: bool) {
+        // A group keeps its slot while it has work, so a slot freed between two balancings
+        // idles at most this long (balancing looks at every group).
+        if !at_once && self.now < self.balanced_at + BALANCE_INTERVAL_NS {
+            return;
+        }
+        self.balanced_at = self.now;
         let groups: Vec<GroupId> = self.primaries.keys().copied().collect();
         if groups.is_empty() {
             return;
@@ -131,7 +142,9 @@ impl ChunkServer {
             }
         }
     }
+}
 
+impl ChunkServer {
     pub(super) fn base_op(&mut self, g: GroupId, op: BaseOp) {
         let group_bytes = self.config.group_bytes;
         let p = self.primaries.get_mut(&g).expect("primary");
@@ -342,6 +355,20 @@ impl ChunkServer {
                 }
                 self.stats.rebuilt_bytes += copied;
                 self.release_held(g);
+                // A slot of the rebuild budget is free: groups waiting for one go on.
+                let waiting: Vec<GroupId> = self
+                    .primaries
+                    .iter()
+                    .filter(|(&h, q)| {
+                        h != g && q.rebuild.as_ref().is_some_and(|r| r.piece.is_none())
+                    })
+                    .map(|(&h, _)| h)
+                    .collect();
+                self.pump(g);
+                for h in waiting {
+                    self.pump(h);
+                }
+                return;
             }
         }
         self.pump(g);

@@ -54,6 +54,17 @@ impl ChunkServer {
                 true
             }
             None => {
+                // Copies at once from this server, over all its groups, at most the budget.
+                let copying = self
+                    .primaries
+                    .values()
+                    .filter(|q| q.rebuild.as_ref().is_some_and(|r| r.piece.is_some()))
+                    .count();
+                if copying >= self.config.rebuild_jobs_max.max(1) {
+                    return false;
+                }
+                let p = self.primaries.get_mut(&g).expect("primary");
+                let r = p.rebuild.as_mut().expect("a rebuild");
                 let lo = r.next;
                 let hi = (lo + piece_bytes).min(r.end);
                 r.piece = Some((lo, hi, PieceStage::Draining));

@@ -5,8 +5,10 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::render::plots::{chart, Series};
+use crate::render::plots::{bars, chart, Series};
 use crate::render::writer;
+use crate::sierra::micro::MicroReport;
+use crate::sierra::testbed::TestbedReport;
 use crate::sierra::Report;
 
 /// The paper's gear accuracy after 6 days of training (§4.1), by the name of a workload that
@@ -134,21 +136,206 @@ pub fn table(r: &Report) -> String {
             );
         }
     }
-    let m = &r.mds_state;
-    let _ = writeln!(
-        out,
-        "\nMDS state (§4.5: about 100 MB for 320 groups and 4.6 M chunks, 23 bytes per chunk): {:.1} MB for {} groups and {} chunks of {} MiB in {} objects → {:.1} bytes per chunk",
-        m.size.bytes as f64 / 1e6,
-        m.size.groups,
-        m.size.chunks,
-        m.chunk_bytes >> 20,
-        m.objects,
-        m.size.bytes_per_chunk
-    );
+    if let Some(m) = &r.mds_state {
+        let _ = writeln!(
+            out,
+            "\nMDS state (§4.5: about 100 MB for 320 groups and 4.6 M chunks, 23 bytes per chunk): {:.1} MB for {} groups and {} chunks of {} MiB in {} objects → {:.1} bytes per chunk",
+            m.size.bytes as f64 / 1e6,
+            m.size.groups,
+            m.size.chunks,
+            m.chunk_bytes >> 20,
+            m.objects,
+            m.size.bytes_per_chunk
+        );
+    }
+    for t in &r.testbed {
+        testbed_table(&mut out, t);
+    }
+    if let Some(m) = &r.micro {
+        micro_table(&mut out, m);
+    }
     for why in &r.skipped {
         let _ = writeln!(out, "\nnot judged: {why}");
     }
     out
+}
+
+fn micro_table(out: &mut String, m: &MicroReport) {
+    let _ = writeln!(
+        out,
+        "\nTable 5: 9 clients on 9 chunk servers, 64 KB requests, {} s each (in brackets the ideal: 9 × one server for reads, a third of that for writes)",
+        m.measure_s
+    );
+    let _ = writeln!(
+        out,
+        "    workload            ours (ideal)          per client      paper (ideal)     failed"
+    );
+    for row in &m.table5 {
+        let _ = writeln!(
+            out,
+            "    {:<18} {:>7.0} ({:>5.0}) {:<5}  {:>6.1} – {:<6.1}   {:>5.0} ({:>5.0})      {}",
+            row.workload,
+            row.aggregate,
+            row.ideal,
+            row.unit,
+            row.per_client_min,
+            row.per_client_max,
+            row.paper,
+            row.paper_ideal,
+            row.failed
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nFigure 12: rebuild of a failed server's {:.1} GB onto its gear-group peers (paper: about 200 GB; linear in the servers written to, 64 MB chunks substantially faster)",
+        m.data_per_server_bytes as f64 / 1e9
+    );
+    let _ = writeln!(
+        out,
+        "    chunk   servers   written to   rebuilt GB   seconds    MB/s"
+    );
+    for p in &m.figure12 {
+        let _ = writeln!(
+            out,
+            "    {:>3} MB   {:>7}   {:>10}   {:>10.2}   {:>7.1}   {:>5.1}",
+            p.chunk_bytes >> 20,
+            p.servers,
+            p.write_servers,
+            p.rebuilt_bytes as f64 / 1e9,
+            p.seconds,
+            p.mb_per_s
+        );
+    }
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}"))
+}
+
+fn testbed_table(out: &mut String, t: &TestbedReport) {
+    let _ = writeln!(
+        out,
+        "\nTestbed (§4.4–4.5) on {}: Sierra = {} chunk servers + {} loggers, g_min {}; baseline = {} chunk servers, no loggers, top gear; each window replayed from {} s before it (not measured; the paper replays up to 8 h)",
+        t.trace,
+        t.chunk_servers,
+        t.loggers,
+        t.options.g_min,
+        t.chunk_servers + t.loggers,
+        t.options.preface_s
+    );
+    let _ = writeln!(
+        out,
+        "  Figure 11: response times (paper: a small penalty for Sierra, the up-shift worst; it gives no figures)"
+    );
+    let _ = writeln!(
+        out,
+        "    experiment   trace window (h)   gears   config     requests   mean ms    p99 ms   failed   retries"
+    );
+    for e in &t.experiments {
+        for run in &e.runs {
+            let _ = writeln!(
+                out,
+                "    {:<10}   {:>6.2} – {:<6.2}    {} → {}   {:<8}  {:>9}  {:>8}  {:>8}  {:>7}  {:>8}",
+                e.name,
+                e.from_s as f64 / 3600.0,
+                e.to_s as f64 / 3600.0,
+                e.gears.0,
+                e.gears.1,
+                run.config,
+                run.requests,
+                ms(run.latency.mean_ms),
+                ms(run.latency.p99_ms),
+                run.failed,
+                run.client_retries
+            );
+        }
+    }
+    let sierra = |name: &str| {
+        t.experiments
+            .iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.runs.iter().find(|r| r.config == "sierra"))
+    };
+    let n = &t.need;
+    let _ = writeln!(
+        out,
+        "  Table 2: reclaim                                  ours        paper"
+    );
+    let _ = writeln!(
+        out,
+        "    data logged in the trace (unique, below top gear)  {:>8.1} GB   166 GB",
+        n.logged_bytes_total as f64 / 1e9
+    );
+    let _ = writeln!(
+        out,
+        "    time in top gear                            {:>8} h     14 h",
+        n.hours_in_top_gear
+    );
+    let _ = writeln!(
+        out,
+        "    required reclaim rate                       {:>8.2} MB/s  3.4 MB/s",
+        n.required_mb_per_s
+    );
+    if let Some(u) = sierra("up-shift") {
+        let _ = writeln!(
+            out,
+            "    data logged at the up-shift window's start  {:>8.2} GB   (22 GB reclaimed)",
+            u.logged_bytes_at_start as f64 / 1e9
+        );
+        let _ = writeln!(
+            out,
+            "    data reclaimed in the up-shift window       {:>8.2} GB   22 GB",
+            u.reclaimed_bytes as f64 / 1e9
+        );
+        let _ = writeln!(
+            out,
+            "    achieved reclaim rate                       {:>8} MB/s  6.3 MB/s{}",
+            u.reclaim_mb_per_s.map_or("-".into(), |r| format!("{r:.2}")),
+            u.reclaim_done_after_s.map_or(
+                String::from(" (not drained by the window's end)"),
+                |s| format!(" (drained {s:.0} s after the shift)")
+            )
+        );
+        let _ = writeln!(
+            out,
+            "    logger mean disk queue, reclaim             {:>8.2}       2.3",
+            u.logger_queue_mean
+        );
+    }
+    if let Some(s) = sierra("steady") {
+        let _ = writeln!(
+            out,
+            "    logger mean disk queue, steady state        {:>8.2}       0.09",
+            s.logger_queue_mean
+        );
+    }
+    if let Some(d) = sierra("down-shift") {
+        let _ = writeln!(
+            out,
+            "  Table 3: down-shift: {} primary migrations (paper 102); each group without a primary {:.2} ms on average, {:.2} ms at most, {:.2} ms in all (paper: 28 ms in all); the shift's migrations spanned {:.1} ms; {} client retries of {} requests (paper: 77 of 254,536)",
+            d.migrations,
+            if d.migrations == 0 { 0.0 } else { d.migration_ns_total as f64 / 1e6 / d.migrations as f64 },
+            d.migration_ns_max as f64 / 1e6,
+            d.migration_ns_total as f64 / 1e6,
+            d.migration_span_ns as f64 / 1e6,
+            d.client_retries,
+            d.requests
+        );
+    }
+    let failed: u64 = t
+        .experiments
+        .iter()
+        .flat_map(|e| &e.runs)
+        .map(|r| r.failed)
+        .sum();
+    let _ = writeln!(out, "  requests failed in all runs: {failed}");
+    for e in &t.experiments {
+        for run in &e.runs {
+            for f in &run.failures {
+                let _ = writeln!(out, "    {} on {}: {f}", e.name, run.config);
+            }
+        }
+    }
 }
 
 pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
@@ -219,6 +406,86 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
     }
     write("figure10_schedule.csv", schedule)?;
     write("figure9_power.csv", power)?;
+    if !r.testbed.is_empty() {
+        let mut f11 = String::from("trace,experiment,from_s,to_s,gear_before,gear_after,config,servers,loggers,requests,mean_ms,p99_ms,failed,client_retries,migrations,migration_ms_total,logged_bytes_at_start,reclaimed_bytes,reclaim_mb_per_s,logger_queue_mean\n");
+        let mut t2 = String::from(
+            "trace,logged_bytes_total,hours_in_top_gear,required_mb_per_s,largest_stretch_bytes\n",
+        );
+        for t in &r.testbed {
+            let n = &t.need;
+            let _ = writeln!(
+                t2,
+                "{},{},{},{:.4},{}",
+                t.trace,
+                n.logged_bytes_total,
+                n.hours_in_top_gear,
+                n.required_mb_per_s,
+                n.largest_bytes
+            );
+            for e in &t.experiments {
+                for run in &e.runs {
+                    let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+                    let _ = writeln!(
+                        f11,
+                        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4},{},{},{},{:.4}",
+                        t.trace,
+                        e.name,
+                        e.from_s,
+                        e.to_s,
+                        e.gears.0,
+                        e.gears.1,
+                        run.config,
+                        run.servers,
+                        run.loggers,
+                        run.requests,
+                        opt(run.latency.mean_ms),
+                        opt(run.latency.p99_ms),
+                        run.failed,
+                        run.client_retries,
+                        run.migrations,
+                        run.migration_ns_total as f64 / 1e6,
+                        run.logged_bytes_at_start,
+                        run.reclaimed_bytes,
+                        opt(run.reclaim_mb_per_s),
+                        run.logger_queue_mean
+                    );
+                }
+            }
+        }
+        write("figure11_testbed.csv", f11)?;
+        write("table2_reclaim_need.csv", t2)?;
+    }
+    if let Some(m) = &r.micro {
+        let mut t5 = String::from(
+            "workload,unit,aggregate,ideal,per_client_min,per_client_max,paper,paper_ideal,failed\n",
+        );
+        for row in &m.table5 {
+            let _ = writeln!(
+                t5,
+                "{},{},{:.2},{:.2},{:.2},{:.2},{},{},{}",
+                row.workload,
+                row.unit,
+                row.aggregate,
+                row.ideal,
+                row.per_client_min,
+                row.per_client_max,
+                row.paper,
+                row.paper_ideal,
+                row.failed
+            );
+        }
+        write("table5.csv", t5)?;
+        let mut f12 =
+            String::from("chunk_bytes,servers,write_servers,rebuilt_bytes,seconds,mb_per_s\n");
+        for p in &m.figure12 {
+            let _ = writeln!(
+                f12,
+                "{},{},{},{},{:.2},{:.3}",
+                p.chunk_bytes, p.servers, p.write_servers, p.rebuilt_bytes, p.seconds, p.mb_per_s
+            );
+        }
+        write("figure12_rebuild.csv", f12)?;
+    }
     write_svgs(dir, r)
 }
 
@@ -271,6 +538,61 @@ fn write_svgs(dir: &Path, r: &Report) -> Result<()> {
                 .collect()
         }),
     )?;
+    for t in &r.testbed {
+        let groups: Vec<String> = t.experiments.iter().map(|e| e.name.to_string()).collect();
+        let mut series = Vec::new();
+        for config in ["sierra", "baseline"] {
+            for (what, pick) in [
+                (
+                    "mean",
+                    (|l: &cordillera_sim::histogram::LatencySummary| l.mean_ms) as fn(&_) -> _,
+                ),
+                ("p99", |l| l.p99_ms),
+            ] {
+                series.push((
+                    format!("{config} {what}"),
+                    t.experiments
+                        .iter()
+                        .map(|e| {
+                            e.runs
+                                .iter()
+                                .find(|r| r.config == config)
+                                .and_then(|r| pick(&r.latency))
+                        })
+                        .collect(),
+                ));
+            }
+        }
+        bars(
+            &dir.join(format!("figure11_testbed_{}.svg", file_name(&t.trace))),
+            &format!("Figure 11: response times on the testbed, {}", t.trace),
+            "ms",
+            &groups,
+            &series,
+        )?;
+    }
+    if let Some(m) = &r.micro {
+        let lines: Vec<Series> = [1u64 << 20, 64 << 20]
+            .iter()
+            .map(|&c| Series {
+                name: format!("{} MB chunks", c >> 20),
+                points: m
+                    .figure12
+                    .iter()
+                    .filter(|p| p.chunk_bytes == c)
+                    .map(|p| (p.write_servers as f64, p.mb_per_s))
+                    .collect(),
+            })
+            .collect();
+        chart(
+            &dir.join("figure12_rebuild.svg"),
+            "Figure 12: rebuild rate",
+            "servers written to",
+            "MB/s",
+            false,
+            &lines,
+        )?;
+    }
     for s in &r.schedules {
         let mut lines = vec![Series {
             name: "peak L (servers)".into(),

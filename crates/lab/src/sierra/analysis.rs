@@ -26,6 +26,10 @@ pub struct Measured {
     pub hours: Vec<HourLoad>,
     /// Hours of day run in the top gear and left out of provisioning and normalisation.
     pub maintenance_hours: Vec<usize>,
+    /// Where the trace starts after its first midnight (local time), ns.
+    pub day_offset_ns: i64,
+    /// Each volume's extent: the end of its furthest request.
+    pub volume_bytes: Vec<u64>,
 }
 
 /// Reads `reader` to its end and measures L every second. `utc_offset_hours` moves the wall
@@ -41,6 +45,8 @@ pub fn measure(
 ) -> Result<Measured, String> {
     let mut meter: Option<LoadMeter> = None;
     let mut records = 0u64;
+    let mut day_offset_ns = 0;
+    let mut volume_bytes: Vec<u64> = Vec::new();
     while let Some(record) = reader.next_record().map_err(|e| e.to_string())? {
         let meter = meter.get_or_insert_with(|| {
             let start_ns = reader
@@ -48,9 +54,16 @@ pub fn measure(
                 .origin_unix_ns
                 .map(|o| (o + utc_offset_hours * 3_600 * NS_PER_S).rem_euclid(NS_PER_DAY))
                 .unwrap_or(0);
+            day_offset_ns = start_ns;
             LoadMeter::new(server, replicas, start_ns)
         });
         meter.add(&record);
+        let v = record.volume.index();
+        if volume_bytes.len() <= v {
+            volume_bytes.resize(v + 1, 0);
+        }
+        volume_bytes[v] =
+            volume_bytes[v].max(record.offset_bytes.saturating_add(record.length_bytes));
         records += 1;
         if records.is_multiple_of(20_000_000) {
             progress(&format!("{name}: {} M records", records / 1_000_000));
@@ -62,6 +75,8 @@ pub fn measure(
         records,
         hours,
         maintenance_hours,
+        day_offset_ns,
+        volume_bytes,
     })
 }
 

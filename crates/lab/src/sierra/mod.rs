@@ -9,6 +9,9 @@
 //! `sierra-1tb` preset, calibrated to Table 4) the way §4.6 benchmarks the servers.
 
 pub mod analysis;
+pub mod cluster;
+pub mod micro;
+pub mod testbed;
 
 use serde::Serialize;
 
@@ -57,6 +60,13 @@ pub struct Options {
     /// Dedicated loggers (§4.3: one per rack).
     pub loggers: usize,
     pub power: PowerSettings,
+    /// The analyses from the traces alone: the load traces' figures and the MDS state (the
+    /// I/O traces' schedule is made either way).
+    pub analysis: bool,
+    /// The testbed experiments (§4.4–4.5) on each I/O trace; none skips them.
+    pub testbed: Option<testbed::TestbedOptions>,
+    /// §4.6's microbenchmarks (Table 5, Figure 12); none skips them.
+    pub micro: Option<micro::MicroOptions>,
 }
 
 /// The power model's figures, as reported.
@@ -93,6 +103,9 @@ impl Default for Options {
                 standby_w: p.standby_w,
                 wake_from_standby_s: p.wake_from_standby_ns as f64 / 1e9,
             },
+            analysis: true,
+            testbed: None,
+            micro: None,
         }
     }
 }
@@ -110,7 +123,11 @@ pub struct Report {
     /// Inputs that could not be judged, and why.
     pub skipped: Vec<String>,
     /// The MDS's state at the paper's scale (§4.5: 4.6 M chunks; 23 bytes per chunk).
-    pub mds_state: MdsStateReport,
+    pub mds_state: Option<MdsStateReport>,
+    /// §4.4–4.5 on the simulated testbed, per I/O trace.
+    pub testbed: Vec<testbed::TestbedReport>,
+    /// §4.6: Table 5 and Figure 12.
+    pub micro: Option<micro::MicroReport>,
 }
 
 /// The MDS holding the paper's up-shift experiment's metadata.
@@ -210,7 +227,11 @@ pub fn run(
     let mut skipped = Vec::new();
     let mut load_reports = Vec::new();
     let mut schedules = Vec::new();
+    let mut testbeds = Vec::new();
     for mut input in inputs {
+        if !options.analysis && (options.testbed.is_none() || !input.io_trace) {
+            continue;
+        }
         progress(&format!("trace {}", input.name));
         // Read once, whatever it is used for.
         let mut reader = (input.open)()?;
@@ -223,7 +244,7 @@ pub fn run(
             input.maintenance_hours.clone(),
             progress,
         )?;
-        if input.load_trace {
+        if input.load_trace && options.analysis {
             match analysis::load_trace_report(&measured, options.replicas, &options.g_mins) {
                 Ok(report) => load_reports.push(report),
                 Err(why) => skipped.push(why),
@@ -236,17 +257,36 @@ pub fn run(
             skipped.push(format!("{}: no records", input.name));
             continue;
         }
-        schedules.push(analysis::schedule_report(
+        let schedule = analysis::schedule_report(
             &measured,
             options.replicas,
             options.loggers,
             &options.g_mins,
             &options.power.params(),
             server,
-        )?);
+        )?;
+        if let Some(t) = &options.testbed {
+            testbeds.push(testbed::run(
+                &mut input.open,
+                &measured,
+                &schedule,
+                t,
+                &options.power.params(),
+                progress,
+            )?);
+        }
+        schedules.push(schedule);
     }
-    progress("MDS state at the paper's scale (4.6 M chunks)");
-    let mds_state = mds_state(4_600_000)?;
+    let micro = match &options.micro {
+        Some(m) => Some(micro::run(m, &server, progress)?),
+        None => None,
+    };
+    let mds_state = if options.analysis {
+        progress("MDS state at the paper's scale (4.6 M chunks)");
+        Some(mds_state(4_600_000)?)
+    } else {
+        None
+    };
     Ok(Report {
         mds_state,
         options: options.clone(),
@@ -255,5 +295,7 @@ pub fn run(
         load_traces: load_reports,
         schedules,
         skipped,
+        testbed: testbeds,
+        micro,
     })
 }

@@ -1,0 +1,664 @@
+//! §4.4–4.6 on the simulated testbed: the I/O trace replayed through the real cores.
+//!
+//! - Figure 11: the steady-state, up-shift and down-shift experiments (§4.5), each on Sierra
+//!   (N chunk servers, one logger per rack, the oracle gears) and on the baseline (N + loggers
+//!   chunk servers, no loggers, always in the top gear); mean and p99 response time.
+//! - Table 2: data logged and the reclaim rate needed (from the trace), the up-shift's reclaim
+//!   (measured), the loggers' disk queue in steady state and while reclaiming.
+//! - Table 3: the down-shift's primary migrations, their duration and the clients' retries.
+//! - Figure 9 (right), measured: the whole trace replayed on Sierra with the oracle gears,
+//!   energy against the baseline's, no request failed.
+
+use serde::Serialize;
+
+use cordillera_gears::layout::{Layout, LayoutKind, LayoutSpec, RackPolicy};
+use cordillera_gears::model::{Topology, CHUNK_BYTES_EVALUATION, GROUPS_PER_SERVER_DEFAULT};
+use cordillera_gears::schedule::rotation;
+use cordillera_sim::histogram::LatencySummary;
+use cordillera_sim::kernel::Nanos;
+use cordillera_sim::power::PowerParams;
+use cordillera_trace::Record;
+use cordillera_types::rng::SplitMix64;
+use cordillera_types::Op;
+
+use std::sync::mpsc;
+
+use super::analysis::{Measured, ScheduleReport};
+use super::cluster::{Cluster, ClusterSpec, Counters, Replayed};
+use super::Opener;
+
+const S: Nanos = 1_000_000_000;
+const MIN: Nanos = 60 * S;
+const HOUR: Nanos = 3_600 * S;
+/// Replay starts here, after the objects are created and the first gear is in place.
+const START: Nanos = 20 * S;
+/// Replay clients (§4.3: 9, three per rack).
+pub const CLIENTS: usize = 9;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TestbedOptions {
+    /// The policy the experiments run (§4.5 runs g_min = 1).
+    pub g_min: usize,
+    /// Trace time replayed before each experiment's window, to build the state it starts
+    /// from (logged data, warm queues); its requests are not measured.
+    pub preface_s: u64,
+    /// The whole-trace run for measured power (Figure 9 right): off by 0.
+    pub power_run: bool,
+    pub seed: u64,
+    pub log_bytes: u64,
+    /// Which of `steady`, `up-shift`, `down-shift` to run.
+    pub experiments: Vec<String>,
+    /// Reclaim jobs at once per chunk server (its budget over all its groups).
+    pub reclaim_jobs: usize,
+}
+
+/// One experiment on one configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExperimentRun {
+    pub config: &'static str,
+    pub servers: usize,
+    pub loggers: usize,
+    pub latency: LatencySummary,
+    pub failed: u64,
+    /// The first failures, described.
+    pub failures: Vec<String>,
+    pub client_retries: u64,
+    /// Of which after a request timed out (the rest: refused by a server).
+    pub client_timeouts: u64,
+    pub refused: u64,
+    pub migrations: u64,
+    /// Σ of each migrated group's time without a primary (ReleasedPrimary → BecomePrimary).
+    pub migration_ns_total: u64,
+    pub migration_ns_max: u64,
+    /// From the first release to the last take-over of the window.
+    pub migration_span_ns: u64,
+    pub logged_bytes_at_start: u64,
+    pub logged_bytes_at_end: u64,
+    pub reclaimed_bytes: u64,
+    /// Reclaimed bytes over the time from the window's start until nothing was logged (or its
+    /// end).
+    pub reclaim_mb_per_s: Option<f64>,
+    pub reclaim_done_after_s: Option<f64>,
+    pub logger_queue_mean: f64,
+    pub requests: u64,
+    pub wall_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Experiment {
+    pub name: &'static str,
+    /// Trace hours the window covers: [from, to) in seconds since the first day's midnight.
+    pub from_s: u64,
+    pub to_s: u64,
+    /// The gear shift it is about, if any (seconds since midnight of the first day).
+    pub shift_at_s: Option<u64>,
+    pub gears: (usize, usize),
+    pub runs: Vec<ExperimentRun>,
+}
+
+/// Table 2's top half, from the trace and the schedule.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReclaimNeed {
+    /// Unique bytes written while below the top gear, summed over the low-gear stretches.
+    pub logged_bytes_total: u64,
+    pub hours_in_top_gear: usize,
+    pub required_mb_per_s: f64,
+    /// The largest low-gear stretch's unique bytes, and the up-shift ending it (hour).
+    pub largest_bytes: u64,
+    pub largest_upshift_hour: Option<i64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PowerRun {
+    pub hours: f64,
+    pub servers: usize,
+    pub loggers: usize,
+    pub requests: u64,
+    pub failed: u64,
+    pub latency: LatencySummary,
+    /// Energy over the baseline's (N + loggers chunk servers, always up, the same requests).
+    pub energy_over_baseline: f64,
+    pub chunk_servers_energy_over_baseline: f64,
+    pub fraction_servers_asleep: f64,
+    /// Logged bytes at the end of each day (must not grow).
+    pub logged_at_day_end: Vec<u64>,
+    pub wall_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TestbedReport {
+    pub options: TestbedOptions,
+    pub trace: String,
+    pub chunk_servers: usize,
+    pub loggers: usize,
+    pub need: ReclaimNeed,
+    pub experiments: Vec<Experiment>,
+    pub power: Option<PowerRun>,
+}
+
+/// The layout of `per_rack` servers in each of 3 racks, power-aware and rack-aligned.
+pub fn testbed_layout(per_rack: u32, seed: u64) -> Result<Layout, String> {
+    let topology = Topology::racks(3, per_rack);
+    let spec = LayoutSpec {
+        kind: LayoutKind::PowerAware,
+        racks: RackPolicy::Aligned,
+        replicas: 3,
+    };
+    let groups = topology.servers() * GROUPS_PER_SERVER_DEFAULT as usize;
+    Layout::generate(spec, &topology, groups, &mut SplitMix64(seed)).map_err(|e| e.to_string())
+}
+
+/// Which configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Config {
+    Sierra,
+    Baseline,
+}
+
+impl Config {
+    fn name(self) -> &'static str {
+        match self {
+            Config::Sierra => "sierra",
+            Config::Baseline => "baseline",
+        }
+    }
+}
+
+/// One run of one window on one configuration, in its own thread.
+#[derive(Clone, Debug)]
+struct Job {
+    experiment: usize,
+    config: Config,
+    /// Trace time (ns since the first midnight): replay from `from`, measure from
+    /// `measure_from`, stop at `to`.
+    from: i64,
+    measure_from: i64,
+    to: i64,
+    /// The gear shift the window is about (reclaim is timed from it).
+    shift: Option<i64>,
+}
+
+/// What the driver sends a job: requests up to a time, then how far to run.
+struct Batch {
+    requests: Vec<Replayed>,
+    run_until: Nanos,
+}
+
+/// What a job needs to build its cluster (plain data: it crosses into the job's thread).
+#[derive(Clone)]
+struct JobSetup {
+    n: usize,
+    loggers: usize,
+    /// Hour of the trace → gear (the chosen policy's).
+    gears: Vec<(i64, usize)>,
+    object_bytes: Vec<u64>,
+    options: TestbedOptions,
+    power: PowerParams,
+}
+
+impl Job {
+    fn sim_of(&self, trace_ns: i64) -> Nanos {
+        (trace_ns - self.from) as Nanos + START
+    }
+
+    fn cluster(&self, setup: &JobSetup) -> Result<Cluster, String> {
+        let (per_rack, loggers) = match self.config {
+            Config::Sierra => (setup.n / 3, setup.loggers),
+            Config::Baseline => ((setup.n + setup.loggers) / 3, 0),
+        };
+        let layout = testbed_layout(per_rack as u32, setup.options.seed)?;
+        let gear_of = |h: i64| setup.gears.iter().find(|x| x.0 == h).map_or(3, |x| x.1);
+        let mut gears = Vec::new();
+        if self.config == Config::Sierra {
+            let first = self.from.div_euclid(HOUR as i64);
+            let last = (self.to - 1).div_euclid(HOUR as i64);
+            for h in first..=last {
+                // The first hour's gear is in place before the replay starts.
+                let at = if h == first {
+                    S
+                } else {
+                    self.sim_of(h * HOUR as i64)
+                };
+                gears.push((at, gear_of(h), rotation(h.div_euclid(24), 3)));
+            }
+        }
+        let spec = ClusterSpec {
+            gears,
+            power: setup.power,
+            log_bytes: setup.options.log_bytes,
+            reclaim_jobs: setup.options.reclaim_jobs,
+            seed: setup.options.seed,
+            ..ClusterSpec::new(layout, loggers, setup.object_bytes.clone())
+        };
+        let mut cluster = Cluster::new(spec, Vec::new())?;
+        cluster.start(START - S)?;
+        Ok(cluster)
+    }
+
+    /// Runs the job on the batches it is sent until the driver hangs up.
+    fn run(
+        &self,
+        setup: &JobSetup,
+        batches: mpsc::Receiver<Batch>,
+        say: &mpsc::Sender<String>,
+    ) -> Result<ExperimentRun, String> {
+        let wall = std::time::Instant::now();
+        let mut cluster = self.cluster(setup)?;
+        let m0 = self.sim_of(self.measure_from);
+        let end = self.sim_of(self.to);
+        let mut start: Option<Counters> = None;
+        let mut migrations_before = 0;
+        let mut drained_at: Option<Nanos> = None;
+        let mut t = cluster.now();
+        let label = format!("job {} {}", self.experiment, self.config.name());
+        let every = std::env::var("CORDILLERA_TESTBED_EVERY_S")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(5 * MIN, |s| s.max(1) * S);
+        let dump_at = std::env::var("CORDILLERA_TESTBED_DUMP_AT_S")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(|s| s * S);
+        for batch in batches {
+            for r in batch.requests {
+                cluster.push(r);
+            }
+            let until = batch.run_until.min(end);
+            while t < until {
+                t = (t / S + 1) * S;
+                let t1 = t.min(until);
+                cluster.run_until(t1);
+                if start.is_none() && t1 >= m0 {
+                    start = Some(cluster.counters());
+                    migrations_before = cluster.observed.borrow().migrations.len();
+                }
+                if let Some(s0) = &start {
+                    if drained_at.is_none() && s0.logged_bytes_now > 0 {
+                        let now = cluster.counters();
+                        if now.logged_bytes_now == 0 {
+                            drained_at = Some(now.at_ns);
+                        }
+                    }
+                }
+                if dump_at == Some(t1) {
+                    let _ = say.send(format!("{label} at {} s:\n{}", t1 / S, cluster.describe()));
+                }
+                if t1.is_multiple_of(every) {
+                    let c = cluster.counters();
+                    let _ = say.send(format!(
+                        "  {label}: {:.0} of {:.0} min, {} requests done, {} failed, {} retries ({} timeouts, {} refused), {:.0} MB logged, {} asleep ({:.0} s)",
+                        (t1 - START) as f64 / 60e9,
+                        (end - START) as f64 / 60e9,
+                        c.completed,
+                        c.failed,
+                        c.client_retries,
+                        c.client_timeouts,
+                        c.refused,
+                        c.logged_bytes_now as f64 / 1e6,
+                        c.asleep_now,
+                        wall.elapsed().as_secs_f64()
+                    ));
+                }
+                t = t1;
+            }
+        }
+        cluster.run_until(end);
+        let start = start.ok_or("the trace ended before the window")?;
+        let stop = cluster.counters();
+        let ob = cluster.observed.borrow();
+        let latency = ob.window(m0, end).summary();
+        let migrations = &ob.migrations[migrations_before..];
+        let reclaimed = stop.reclaimed_bytes - start.reclaimed_bytes;
+        // Nothing is reclaimed before an up-shift: the rate is timed from it.
+        let reclaim_from = self
+            .shift
+            .map_or(start.at_ns, |s| self.sim_of(s).max(start.at_ns));
+        let reclaim_span = drained_at
+            .unwrap_or(stop.at_ns)
+            .saturating_sub(reclaim_from)
+            .max(1);
+        let span = (stop.at_ns - start.at_ns).max(1) as f64;
+        let loggers = cluster.spec.loggers;
+        let queue_area = stop.logger_queue_area - start.logger_queue_area;
+        Ok(ExperimentRun {
+            config: self.config.name(),
+            servers: cluster.servers(),
+            loggers,
+            requests: latency.count,
+            latency,
+            failed: stop.failed - start.failed,
+            failures: ob.failures.clone(),
+            client_retries: stop.client_retries - start.client_retries,
+            client_timeouts: stop.client_timeouts - start.client_timeouts,
+            refused: stop.refused - start.refused,
+            migrations: migrations.len() as u64,
+            migration_ns_total: migrations.iter().map(|m| m.0).sum(),
+            migration_ns_max: migrations.iter().map(|m| m.0).max().unwrap_or(0),
+            migration_span_ns: match (migrations.first(), migrations.last()) {
+                (Some(a), Some(b)) => b.1 - (a.1 - a.0),
+                _ => 0,
+            },
+            logged_bytes_at_start: start.logged_bytes_now,
+            logged_bytes_at_end: stop.logged_bytes_now,
+            reclaimed_bytes: reclaimed,
+            reclaim_mb_per_s: (reclaimed > 0)
+                .then(|| reclaimed as f64 / 1e6 / (reclaim_span as f64 / 1e9)),
+            reclaim_done_after_s: drained_at.map(|t| t.saturating_sub(reclaim_from) as f64 / 1e9),
+            logger_queue_mean: if loggers == 0 {
+                0.0
+            } else {
+                queue_area as f64 / span / loggers as f64
+            },
+            wall_s: wall.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+/// Unique bytes written in each stretch below the top gear (4 KiB blocks): what the loggers
+/// must hold at each up-shift (Table 2).
+struct NeedMeter {
+    written: Vec<Vec<u64>>,
+    stretch_bytes: u64,
+    stretches: Vec<(i64, u64)>,
+    in_stretch: bool,
+}
+
+impl NeedMeter {
+    const BLOCK: u64 = 4096;
+
+    fn add(&mut self, hour: i64, low: bool, r: &Record) {
+        if !low {
+            if self.in_stretch {
+                self.stretches.push((hour, self.stretch_bytes));
+                self.stretch_bytes = 0;
+                self.written.iter_mut().for_each(|w| w.clear());
+                self.in_stretch = false;
+            }
+            return;
+        }
+        self.in_stretch = true;
+        if r.op != Op::Write || r.length_bytes == 0 {
+            return;
+        }
+        let v = r.volume.index();
+        if self.written.len() <= v {
+            self.written.resize_with(v + 1, Vec::new);
+        }
+        let bits = &mut self.written[v];
+        let end = r.offset_bytes.saturating_add(r.length_bytes);
+        for b in r.offset_bytes / Self::BLOCK..end.div_ceil(Self::BLOCK) {
+            let (word, bit) = ((b / 64) as usize, b % 64);
+            if bits.len() <= word {
+                bits.resize(word + 1, 0);
+            }
+            if bits[word] & (1 << bit) == 0 {
+                bits[word] |= 1 << bit;
+                self.stretch_bytes += Self::BLOCK;
+            }
+        }
+    }
+
+    fn finish(self, hours_in_top_gear: usize) -> ReclaimNeed {
+        let total: u64 = self.stretches.iter().map(|s| s.1).sum::<u64>() + self.stretch_bytes;
+        let largest = self.stretches.iter().max_by_key(|s| s.1).copied();
+        ReclaimNeed {
+            logged_bytes_total: total,
+            hours_in_top_gear,
+            required_mb_per_s: if hours_in_top_gear == 0 {
+                0.0
+            } else {
+                total as f64 / 1e6 / (hours_in_top_gear as f64 * 3600.0)
+            },
+            largest_bytes: largest.map_or(0, |s| s.1),
+            largest_upshift_hour: largest.map(|s| s.0),
+        }
+    }
+}
+
+/// Runs the three experiments of §4.5 on Sierra and on the baseline, in one pass over the
+/// trace: the windows' runs are threads fed with the trace's requests as the pass reaches them.
+pub fn run(
+    open: &mut Opener,
+    measured: &Measured,
+    schedule: &ScheduleReport,
+    options: &TestbedOptions,
+    power: &PowerParams,
+    progress: &mut dyn FnMut(&str),
+) -> Result<TestbedReport, String> {
+    let g_index = schedule
+        .g_mins
+        .iter()
+        .position(|&g| g == options.g_min)
+        .ok_or_else(|| format!("g_min {} was not scheduled", options.g_min))?;
+    let gears: Vec<(i64, usize)> = schedule
+        .hours
+        .iter()
+        .map(|x| (x.hour, x.gears[g_index]))
+        .collect();
+    let gear_of = |h: i64| gears.iter().find(|x| x.0 == h).map_or(3, |x| x.1);
+    let top = gears.iter().map(|x| x.1).max().unwrap_or(3);
+    let lowest = gears.iter().map(|x| x.1).min().unwrap_or(3);
+    let hours = &schedule.hours;
+    let known = |h: i64| gears.iter().any(|x| x.0 == h);
+    // §4.5: of the hours in the lowest gear, the one with the highest peak load.
+    let steady = hours
+        .iter()
+        .filter(|x| x.gears[g_index] == lowest && lowest < top)
+        .max_by(|a, b| a.peak_servers.total_cmp(&b.peak_servers))
+        .map(|x| x.hour);
+    // The transition into the top gear with the most data logged: chosen by the bytes written
+    // in the stretch below the top gear before it (the unique bytes are measured in the pass).
+    let mut upshift: Option<(i64, u64)> = None;
+    let mut written = 0u64;
+    for h in &measured.hours {
+        if gear_of(h.hour) < top {
+            written += h.write_bytes;
+        } else {
+            if known(h.hour - 1)
+                && gear_of(h.hour - 1) < top
+                && upshift.is_none_or(|u| written > u.1)
+            {
+                upshift = Some((h.hour, written));
+            }
+            written = 0;
+        }
+    }
+    // The down-transition with the highest load just after it (the hour's mean load).
+    let downshift = hours
+        .iter()
+        .filter(|x| known(x.hour - 1) && x.gears[g_index] < gear_of(x.hour - 1))
+        .max_by(|a, b| a.mean_servers.total_cmp(&b.mean_servers))
+        .map(|x| x.hour);
+    let h = HOUR as i64;
+    let m = MIN as i64;
+    let preface = options.preface_s as i64 * S as i64;
+    let mut experiments: Vec<Experiment> = Vec::new();
+    let mut windows: Vec<(&'static str, i64, i64, Option<i64>)> = Vec::new();
+    if let Some(h0) = steady {
+        windows.push(("steady", h0 * h, h0 * h + h, None));
+    }
+    if let Some((h0, _)) = upshift {
+        windows.push(("up-shift", h0 * h - 10 * m, h0 * h + h, Some(h0 * h)));
+    }
+    if let Some(h0) = downshift {
+        windows.push(("down-shift", h0 * h - 10 * m, h0 * h + 10 * m, Some(h0 * h)));
+    }
+    windows.retain(|w| options.experiments.iter().any(|e| e == w.0));
+    let mut jobs = Vec::new();
+    for (i, &(name, from, to, shift)) in windows.iter().enumerate() {
+        experiments.push(Experiment {
+            name,
+            from_s: (from / S as i64) as u64,
+            to_s: (to / S as i64) as u64,
+            shift_at_s: shift.map(|s| (s / S as i64) as u64),
+            gears: (gear_of(from.div_euclid(h)), gear_of((to - 1).div_euclid(h))),
+            runs: Vec::new(),
+        });
+        for config in [Config::Sierra, Config::Baseline] {
+            jobs.push(Job {
+                experiment: i,
+                config,
+                from: (from - preface).max(0),
+                measure_from: from,
+                to,
+                shift,
+            });
+        }
+        progress(&format!(
+            "testbed: {name}: trace {:.2} h to {:.2} h (gears {} → {}), replayed from {:.2} h",
+            from as f64 / h as f64,
+            to as f64 / h as f64,
+            experiments[i].gears.0,
+            experiments[i].gears.1,
+            (from - preface).max(0) as f64 / h as f64
+        ));
+    }
+    let setup = JobSetup {
+        n: schedule.chunk_servers,
+        loggers: schedule.loggers,
+        gears: gears.clone(),
+        object_bytes: measured
+            .volume_bytes
+            .iter()
+            .map(|e| e.div_ceil(CHUNK_BYTES_EVALUATION).max(1) * CHUNK_BYTES_EVALUATION)
+            .collect(),
+        options: options.clone(),
+        power: *power,
+    };
+    let hours_in_top_gear = gears.iter().filter(|x| x.1 == top).count();
+    let mut need = NeedMeter {
+        written: Vec::new(),
+        stretch_bytes: 0,
+        stretches: Vec::new(),
+        in_stretch: false,
+    };
+    let (say_tx, say_rx) = mpsc::channel::<String>();
+    let results: Vec<Result<ExperimentRun, String>> = std::thread::scope(|scope| {
+        let mut senders: Vec<Option<mpsc::SyncSender<Batch>>> = Vec::new();
+        let mut handles = Vec::new();
+        for job in &jobs {
+            let (tx, rx) = mpsc::sync_channel::<Batch>(8);
+            senders.push(Some(tx));
+            let setup = setup.clone();
+            let say = say_tx.clone();
+            let job = job.clone();
+            // Each job waits for its first batch, so at most the current window's runs work.
+            handles.push(scope.spawn(move || job.run(&setup, rx, &say)));
+        }
+        drop(say_tx);
+        let pass = (|| -> Result<(), String> {
+            let mut reader = open()?;
+            let mut pending: Vec<Vec<Replayed>> = vec![Vec::new(); jobs.len()];
+            let mut second: Option<i64> = None;
+            let mut records = 0u64;
+            loop {
+                let record = reader.next_record().map_err(|e| e.to_string())?;
+                let t = record
+                    .as_ref()
+                    .map_or(i64::MAX, |r| r.time_ns + measured.day_offset_ns);
+                let s = t.div_euclid(S as i64);
+                // A new second: each running job gets the requests so far and runs up to one
+                // second before them (its clients see requests a second ahead).
+                if second.is_some_and(|x| s > x) {
+                    let x = second.expect("some");
+                    for (j, job) in jobs.iter().enumerate() {
+                        let Some(tx) = &senders[j] else { continue };
+                        let edge = (x + 1) * S as i64;
+                        if edge <= job.from {
+                            continue;
+                        }
+                        let batch = Batch {
+                            requests: std::mem::take(&mut pending[j]),
+                            run_until: job.sim_of(edge - S as i64),
+                        };
+                        let finished = edge >= job.to;
+                        if tx.send(batch).is_err() || finished {
+                            senders[j] = None;
+                        }
+                    }
+                    while let Ok(line) = say_rx.try_recv() {
+                        progress(&line);
+                    }
+                }
+                let Some(r) = record else { break };
+                second = Some(s);
+                records += 1;
+                if records.is_multiple_of(20_000_000) {
+                    progress(&format!("testbed: {} M records", records / 1_000_000));
+                }
+                let hour = t.div_euclid(h);
+                need.add(hour, gear_of(hour) < top, &r);
+                for (j, job) in jobs.iter().enumerate() {
+                    if t < job.from || t >= job.to || senders[j].is_none() {
+                        continue;
+                    }
+                    let object = r.volume.index() as u64;
+                    let size = setup
+                        .object_bytes
+                        .get(object as usize)
+                        .copied()
+                        .unwrap_or(0);
+                    if r.length_bytes == 0 || r.offset_bytes >= size {
+                        continue;
+                    }
+                    pending[j].push(Replayed {
+                        at: job.sim_of(t),
+                        client: object as usize % CLIENTS,
+                        object,
+                        offset_bytes: r.offset_bytes,
+                        length_bytes: r.length_bytes.min(size - r.offset_bytes),
+                        write: r.op == Op::Write,
+                    });
+                }
+            }
+            Ok(())
+        })();
+        // Whatever happened, the jobs end.
+        senders.clear();
+        let mut out = Vec::new();
+        for handle in handles {
+            loop {
+                while let Ok(line) = say_rx.try_recv() {
+                    progress(&line);
+                }
+                if handle.is_finished() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            out.push(
+                handle
+                    .join()
+                    .unwrap_or_else(|_| Err("a testbed run panicked".into())),
+            );
+        }
+        if let Err(e) = pass {
+            out.push(Err(e));
+        }
+        out
+    });
+    for (job, result) in jobs.iter().zip(results) {
+        let run =
+            result.map_err(|e| format!("testbed {}: {e}", experiments[job.experiment].name))?;
+        progress(&format!(
+            "testbed: {} on {}: {} requests, mean {:.1} ms, p99 {:.1} ms, {} failed ({:.0} s)",
+            experiments[job.experiment].name,
+            run.config,
+            run.requests,
+            run.latency.mean_ms.unwrap_or(0.0),
+            run.latency.p99_ms.unwrap_or(0.0),
+            run.failed,
+            run.wall_s
+        ));
+        experiments[job.experiment].runs.push(run);
+    }
+    Ok(TestbedReport {
+        options: options.clone(),
+        trace: schedule.name.clone(),
+        chunk_servers: schedule.chunk_servers,
+        loggers: schedule.loggers,
+        need: need.finish(hours_in_top_gear),
+        experiments,
+        power: None,
+    })
+}
