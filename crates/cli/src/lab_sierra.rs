@@ -105,6 +105,15 @@ pub struct SierraArgs {
     /// it is primary of): more reclaims faster and interferes more with clients (§4.5).
     #[arg(long, default_value_t = 4)]
     reclaim_jobs: usize,
+    /// Also replay the whole I/O trace on Sierra and on the baseline to measure power (Figure 9
+    /// right): standby from the cores' gear shifts, energy by the power model, every request
+    /// answered, logged bytes at each day's end. Long: see --power-sample.
+    #[arg(long)]
+    power_run: bool,
+    /// The power run replays one request in this many (the gears stay those of the full
+    /// trace; the disks are less busy than at full rate).
+    #[arg(long, default_value_t = 20)]
+    power_sample: u64,
     /// Which testbed experiments to run (§4.5).
     #[arg(long, value_delimiter = ',', default_values_t = ["steady".to_string(), "up-shift".to_string(), "down-shift".to_string()])]
     experiments: Vec<String>,
@@ -148,6 +157,9 @@ pub fn run(a: SierraArgs) -> Result<()> {
             "--table5-seconds and --rebuild-servers must be at least 1, --rebuild-gb in (0, 1000]"
         );
     }
+    if a.power_sample == 0 {
+        bail!("--power-sample must be at least 1");
+    }
     if a.reclaim_jobs == 0 {
         bail!("--reclaim-jobs must be at least 1 (nothing logged would ever be reclaimed)");
     }
@@ -165,11 +177,11 @@ pub fn run(a: SierraArgs) -> Result<()> {
         testbed: a.parts.contains(&Part::Testbed).then(|| TestbedOptions {
             g_min: a.testbed_g_min,
             preface_s: a.preface_s,
-            power_run: false,
             seed: a.seed,
             log_bytes: 100 << 30,
             experiments: a.experiments.clone(),
             reclaim_jobs: a.reclaim_jobs,
+            power_sample: a.power_run.then_some(a.power_sample),
         }),
         micro: a.parts.contains(&Part::Micro).then_some(MicroOptions {
             measure_s: a.table5_seconds,

@@ -231,7 +231,7 @@ fn testbed_table(out: &mut String, t: &TestbedReport) {
         out,
         "    experiment   trace window (h)   gears   config     requests   mean ms    p99 ms   failed   retries"
     );
-    for e in &t.experiments {
+    for e in t.experiments.iter().filter(|e| e.name != "power") {
         for run in &e.runs {
             let _ = writeln!(
                 out,
@@ -321,6 +321,36 @@ fn testbed_table(out: &mut String, t: &TestbedReport) {
             d.client_retries,
             d.requests
         );
+    }
+    if let Some(p) = t.experiments.iter().find(|e| e.name == "power") {
+        let run = |c: &str| p.runs.iter().find(|r| r.config == c);
+        if let (Some(s), Some(b)) = (run("sierra"), run("baseline")) {
+            let ratio = s.energy_j / b.energy_j.max(1e-9);
+            // The chunk servers alone against as many chunk servers always on (§4.4's last
+            // bars): the baseline's chunk-server energy scaled to Sierra's N.
+            let alone = s.chunk_server_energy_j
+                / (b.chunk_server_energy_j * s.servers as f64 / b.servers.max(1) as f64).max(1e-9);
+            let _ = writeln!(
+                out,
+                "  Figure 9 (right), measured: the whole trace ({:.0} h) replayed with one request in {} on Sierra and on the baseline: energy {:.1} % of the baseline's (saves {:.1} %; paper: at least 23 % with g_min 1), chunk servers alone {:.1} % (saves {:.1} %); chunk servers in standby {:.1} % of the time; {} and {} requests, {} and {} failed; logged at the end of each day: {}",
+                (p.to_s - p.from_s) as f64 / 3600.0,
+                s.sample,
+                100.0 * ratio,
+                100.0 * (1.0 - ratio),
+                100.0 * alone,
+                100.0 * (1.0 - alone),
+                100.0 * s.asleep_fraction,
+                s.requests,
+                b.requests,
+                s.failed,
+                b.failed,
+                s.logged_at_day_end
+                    .iter()
+                    .map(|b| format!("{:.2} GB", *b as f64 / 1e9))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
     }
     let failed: u64 = t
         .experiments
@@ -539,7 +569,8 @@ fn write_svgs(dir: &Path, r: &Report) -> Result<()> {
         }),
     )?;
     for t in &r.testbed {
-        let groups: Vec<String> = t.experiments.iter().map(|e| e.name.to_string()).collect();
+        let shown: Vec<_> = t.experiments.iter().filter(|e| e.name != "power").collect();
+        let groups: Vec<String> = shown.iter().map(|e| e.name.to_string()).collect();
         let mut series = Vec::new();
         for config in ["sierra", "baseline"] {
             for (what, pick) in [
@@ -551,7 +582,7 @@ fn write_svgs(dir: &Path, r: &Report) -> Result<()> {
             ] {
                 series.push((
                     format!("{config} {what}"),
-                    t.experiments
+                    shown
                         .iter()
                         .map(|e| {
                             e.runs

@@ -24,7 +24,7 @@ use cordillera_types::Op;
 use std::sync::mpsc;
 
 use super::analysis::{Measured, ScheduleReport};
-use super::cluster::{Cluster, ClusterSpec, Counters, Replayed};
+use super::cluster::{energy_j, Cluster, ClusterSpec, Counters, Replayed};
 use super::Opener;
 
 const S: Nanos = 1_000_000_000;
@@ -42,14 +42,15 @@ pub struct TestbedOptions {
     /// Trace time replayed before each experiment's window, to build the state it starts
     /// from (logged data, warm queues); its requests are not measured.
     pub preface_s: u64,
-    /// The whole-trace run for measured power (Figure 9 right): off by 0.
-    pub power_run: bool,
     pub seed: u64,
     pub log_bytes: u64,
     /// Which of `steady`, `up-shift`, `down-shift` to run.
     pub experiments: Vec<String>,
     /// Reclaim jobs at once per chunk server (its budget over all its groups).
     pub reclaim_jobs: usize,
+    /// The measured power run (Figure 9 right): the whole trace replayed on Sierra and on the
+    /// baseline with one request in this many (none: no power run).
+    pub power_sample: Option<u64>,
 }
 
 /// One experiment on one configuration.
@@ -81,6 +82,15 @@ pub struct ExperimentRun {
     pub reclaim_done_after_s: Option<f64>,
     pub logger_queue_mean: f64,
     pub requests: u64,
+    /// Chunk servers and loggers (by the power model), and chunk servers alone.
+    pub energy_j: f64,
+    pub chunk_server_energy_j: f64,
+    /// Mean fraction of the chunk servers in standby.
+    pub asleep_fraction: f64,
+    /// Logged bytes at the last second of each whole day of the run.
+    pub logged_at_day_end: Vec<u64>,
+    /// One request in this many was replayed.
+    pub sample: u64,
     pub wall_s: f64,
 }
 
@@ -176,6 +186,8 @@ struct Job {
     to: i64,
     /// The gear shift the window is about (reclaim is timed from it).
     shift: Option<i64>,
+    /// One request in this many is replayed (the power run).
+    sample: u64,
 }
 
 /// What the driver sends a job: requests up to a time, then how far to run.
@@ -249,6 +261,7 @@ impl Job {
         let mut start: Option<Counters> = None;
         let mut migrations_before = 0;
         let mut drained_at: Option<Nanos> = None;
+        let mut logged_at_day_end = Vec::new();
         let mut t = cluster.now();
         let label = format!("job {} {}", self.experiment, self.config.name());
         let every = std::env::var("CORDILLERA_TESTBED_EVERY_S")
@@ -279,6 +292,11 @@ impl Job {
                             drained_at = Some(now.at_ns);
                         }
                     }
+                }
+                // The last second of each day of the trace: what is still logged.
+                let trace_t = (t1 - START) as i64 + self.from;
+                if (trace_t + S as i64).rem_euclid(24 * HOUR as i64) == 0 && start.is_some() {
+                    logged_at_day_end.push(cluster.counters().logged_bytes_now);
                 }
                 if dump_at == Some(t1) {
                     let _ = say.send(format!("{label} at {} s:\n{}", t1 / S, cluster.describe()));
@@ -320,6 +338,12 @@ impl Job {
         let span = (stop.at_ns - start.at_ns).max(1) as f64;
         let loggers = cluster.spec.loggers;
         let queue_area = stop.logger_queue_area - start.logger_queue_area;
+        let asleep: Nanos = stop
+            .asleep_ns
+            .iter()
+            .zip(&start.asleep_ns)
+            .map(|(b, a)| b - a)
+            .sum();
         Ok(ExperimentRun {
             config: self.config.name(),
             servers: cluster.servers(),
@@ -349,6 +373,21 @@ impl Job {
             } else {
                 queue_area as f64 / span / loggers as f64
             },
+            energy_j: energy_j(&setup.power, &start, &stop),
+            chunk_server_energy_j: energy_j(
+                &setup.power,
+                &Counters {
+                    logger_busy_ns: Vec::new(),
+                    ..start.clone()
+                },
+                &Counters {
+                    logger_busy_ns: Vec::new(),
+                    ..stop.clone()
+                },
+            ),
+            asleep_fraction: asleep as f64 / span / stop.asleep_ns.len().max(1) as f64,
+            logged_at_day_end,
+            sample: self.sample,
             wall_s: wall.elapsed().as_secs_f64(),
         })
     }
@@ -484,6 +523,11 @@ pub fn run(
         windows.push(("down-shift", h0 * h - 10 * m, h0 * h + 10 * m, Some(h0 * h)));
     }
     windows.retain(|w| options.experiments.iter().any(|e| e == w.0));
+    if options.power_sample.is_some() {
+        let last = gears.iter().map(|x| x.0).max().unwrap_or(0);
+        let first = gears.iter().map(|x| x.0).min().unwrap_or(0);
+        windows.push(("power", first * h, (last + 1) * h, None));
+    }
     let mut jobs = Vec::new();
     for (i, &(name, from, to, shift)) in windows.iter().enumerate() {
         experiments.push(Experiment {
@@ -498,10 +542,19 @@ pub fn run(
             jobs.push(Job {
                 experiment: i,
                 config,
-                from: (from - preface).max(0),
+                from: if name == "power" {
+                    from
+                } else {
+                    (from - preface).max(0)
+                },
                 measure_from: from,
                 to,
                 shift,
+                sample: if name == "power" {
+                    options.power_sample.unwrap_or(1)
+                } else {
+                    1
+                },
             });
         }
         progress(&format!(
@@ -590,6 +643,9 @@ pub fn run(
                 need.add(hour, gear_of(hour) < top, &r);
                 for (j, job) in jobs.iter().enumerate() {
                     if t < job.from || t >= job.to || senders[j].is_none() {
+                        continue;
+                    }
+                    if job.sample > 1 && records % job.sample != 0 {
                         continue;
                     }
                     let object = r.volume.index() as u64;
