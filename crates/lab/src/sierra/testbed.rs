@@ -645,7 +645,7 @@ pub fn run(
                     if t < job.from || t >= job.to || senders[j].is_none() {
                         continue;
                     }
-                    if job.sample > 1 && records % job.sample != 0 {
+                    if job.sample > 1 && !records.is_multiple_of(job.sample) {
                         continue;
                     }
                     let object = r.volume.index() as u64;
