@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 
-use crate::model::{GroupId, ObjectId};
+use crate::model::{GroupId, ObjectId, ServerId};
 use crate::protocol::{Endpoint, GroupView, MdsError, Message, Nanos, ObjectLayout, ServeError};
 
 #[derive(Clone, Debug)]
@@ -140,6 +140,8 @@ enum PieceState {
     Sent {
         id: u64,
         deadline: Nanos,
+        /// The primary it went to.
+        to: ServerId,
     },
     Done,
 }
@@ -311,6 +313,30 @@ impl ObjectClient {
             } else {
                 self.send_piece(op, i);
             }
+        }
+    }
+
+    /// The connection to `server` closed (it went into standby, or its process ended): the
+    /// views naming it primary are dropped, and the pieces waiting for its answer are tried
+    /// again at once (after the retry delay, from the MDS's view) instead of at their timeout.
+    pub fn server_gone(&mut self, now: Nanos, server: ServerId) {
+        self.now = now;
+        self.views.retain(|_, v| v.primary != Some(server));
+        let waiting: Vec<(u64, usize, GroupId)> = self
+            .ops
+            .iter()
+            .flat_map(|(&op, o)| {
+                o.pieces
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(i, p)| match p.state {
+                        PieceState::Sent { to, .. } if to == server => Some((op, i, p.group)),
+                        _ => None,
+                    })
+            })
+            .collect();
+        for (op, i, group) in waiting {
+            self.retry(op, i, group);
         }
     }
 
@@ -576,6 +602,7 @@ impl ObjectClient {
         p.state = PieceState::Sent {
             id,
             deadline: now + self.config.request_timeout_ns,
+            to: primary,
         };
         let message = match &o.kind {
             Kind::Read { .. } => Message::Read {
@@ -781,5 +808,51 @@ mod tests {
             "{done:?}"
         );
         assert_eq!(c.in_flight(), 0);
+    }
+
+    /// A server closing its connections (standby) sends its pieces back to the MDS's view at
+    /// once, not after the request timeout.
+    #[test]
+    fn a_closed_server_is_looked_up_again_at_once() {
+        let mut c = ObjectClient::new(ClientConfig::new(0));
+        let object = ObjectId(7);
+        c.write(0, 1, object, 0, vec![1u8; 512]);
+        let Some((_, Message::Lookup { id, .. })) = c.poll_message() else {
+            panic!("a lookup first");
+        };
+        let layout = ObjectLayout {
+            object,
+            size_bytes: 1024,
+            chunk_bytes: 1024,
+            chunks: vec![(GroupId(0), 0)],
+            groups: vec![view(0, 4)],
+        };
+        c.handle_message(
+            1,
+            Endpoint::Mds,
+            Message::Located {
+                id,
+                result: Ok(layout),
+            },
+        );
+        assert!(matches!(
+            c.poll_message(),
+            Some((Endpoint::Server(4), Message::Write { .. }))
+        ));
+        c.server_gone(2, 4);
+        assert_eq!(c.stats().retries, 1);
+        let t = c.poll_timeout().expect("the retry's delay");
+        assert!(
+            t < 2 + c.config.request_timeout_ns / 10,
+            "retried soon, at {t}"
+        );
+        c.handle_timeout(t);
+        assert!(
+            matches!(
+                c.poll_message(),
+                Some((Endpoint::Mds, Message::LookupGroup { .. }))
+            ),
+            "the group is looked up again"
+        );
     }
 }

@@ -86,6 +86,8 @@ enum Msg {
         life: u64,
         to_life: u64,
     },
+    /// A chunk server closes its client connections as it goes into standby.
+    Closed,
 }
 
 fn node_of(e: Endpoint) -> NodeId {
@@ -208,6 +210,7 @@ const DELAY_MEAN_NS: f64 = 3_000_000.0;
 fn msg_bytes(m: &Msg) -> u64 {
     match m {
         Msg::Sierra(m) => m.wire_bytes(),
+        Msg::Closed => 64,
         Msg::Log { request, .. } => {
             64 + match request {
                 Request::Write { data, .. } => data.len() as u64,
@@ -330,6 +333,9 @@ impl Node {
                     }
                     if p.server.wants_sleep() && !p.sleep_asked {
                         p.sleep_asked = true;
+                        for c in 0..CLIENTS {
+                            sends.push((CLIENT0 + c, Msg::Closed));
+                        }
                         self.power.push_back(PowerRequest::Sleep);
                     }
                 }
@@ -598,6 +604,11 @@ impl Core for Node {
                     }
                 }
                 c.client.handle_message(now, endpoint_of(from), message)
+            }
+            (Part::Client(c), Msg::Closed) => {
+                if let Endpoint::Server(s) = endpoint_of(from) {
+                    c.client.server_gone(now, s);
+                }
             }
             _ => {}
         }

@@ -108,8 +108,8 @@ pub struct ClosedLoop {
     pub outstanding: usize,
 }
 
-#[derive(Clone, Debug, Hash)]
 /// What the nodes send: Sierra's protocol, and the log clients' requests to loggers.
+#[derive(Clone, Debug, Hash)]
 pub enum Msg {
     Sierra(Message),
     Log {
@@ -121,6 +121,8 @@ pub enum Msg {
         reply: HashedById<Reply>,
         load: u64,
     },
+    /// A chunk server closes its client connections as it goes into standby (TCP's FIN).
+    Closed,
 }
 
 /// A payload that enters the run hash by its message id only (the data are zeros).
@@ -134,6 +136,7 @@ impl<T> Hash for HashedById<T> {
 fn msg_bytes(m: &Msg) -> u64 {
     match m {
         Msg::Sierra(m) => m.wire_bytes(),
+        Msg::Closed => 64,
         Msg::Log { request, .. } => {
             64 + match &request.0 {
                 Request::Write { data, .. } => data.len() as u64,
@@ -265,6 +268,7 @@ pub struct Node {
     wake_ns: Nanos,
     group_bytes: u64,
     writes_since_flush: u32,
+    clients: usize,
 }
 
 /// The driver's own flushes carry this id bit (the disk ports' ids never do).
@@ -375,6 +379,9 @@ impl Node {
                     }
                     if p.server.wants_sleep() && !p.sleep_asked {
                         p.sleep_asked = true;
+                        for c in 0..self.clients {
+                            sends.push((nodes.client0() + c, Msg::Closed));
+                        }
                         self.power.push_back(PowerRequest::Sleep);
                     }
                 }
@@ -558,6 +565,11 @@ impl Core for Node {
             (Part::Client(c), Msg::Sierra(message)) => {
                 c.client
                     .handle_message(now, nodes.endpoint_of(from), message)
+            }
+            (Part::Client(c), Msg::Closed) => {
+                if let Endpoint::Server(s) = nodes.endpoint_of(from) {
+                    c.client.server_gone(now, s);
+                }
             }
             _ => {}
         }
@@ -852,6 +864,7 @@ impl Cluster {
                     wake_ns,
                     group_bytes,
                     writes_since_flush: 0,
+                    clients: spec.clients,
                 }
             }
         };
