@@ -294,7 +294,8 @@ impl Job {
                     }
                 }
                 // The last second of each day of the trace: what is still logged.
-                let trace_t = (t1 - START) as i64 + self.from;
+                // (Before START the cluster is still being set up.)
+                let trace_t = t1 as i64 - START as i64 + self.from;
                 if (trace_t + S as i64).rem_euclid(24 * HOUR as i64) == 0 && start.is_some() {
                     logged_at_day_end.push(cluster.counters().logged_bytes_now);
                 }
@@ -305,7 +306,7 @@ impl Job {
                     let c = cluster.counters();
                     let _ = say.send(format!(
                         "  {label}: {:.0} of {:.0} min, {} requests done, {} failed, {} retries ({} timeouts, {} refused), {:.0} MB logged, {} asleep ({:.0} s)",
-                        (t1 - START) as f64 / 60e9,
+                        t1.saturating_sub(START) as f64 / 60e9,
                         (end - START) as f64 / 60e9,
                         c.completed,
                         c.failed,
