@@ -1,4 +1,6 @@
-//! §4.4–4.6 on the simulated testbed: the I/O trace replayed through the real cores.
+//! §4.4–4.5 on the simulated testbed: the I/O trace replayed through the real cores
+//! ([`super::cluster`]), in one pass over the trace feeding a thread per window and
+//! configuration.
 //!
 //! - Figure 11: the steady-state, up-shift and down-shift experiments (§4.5), each on Sierra
 //!   (N chunk servers, one logger per rack, the oracle gears) and on the baseline (N + loggers
@@ -6,8 +8,9 @@
 //! - Table 2: data logged and the reclaim rate needed (from the trace), the up-shift's reclaim
 //!   (measured), the loggers' disk queue in steady state and while reclaiming.
 //! - Table 3: the down-shift's primary migrations, their duration and the clients' retries.
-//! - Figure 9 (right), measured: the whole trace replayed on Sierra with the oracle gears,
-//!   energy against the baseline's, no request failed.
+//! - Figure 9 (right), measured (`power_sample`): the whole trace, one request in K, replayed
+//!   on Sierra with the oracle gears and on the baseline; energy by the power model, requests
+//!   failed, logged bytes at each day's end.
 
 use serde::Serialize;
 
@@ -119,31 +122,14 @@ pub struct ReclaimNeed {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct PowerRun {
-    pub hours: f64,
-    pub servers: usize,
-    pub loggers: usize,
-    pub requests: u64,
-    pub failed: u64,
-    pub latency: LatencySummary,
-    /// Energy over the baseline's (N + loggers chunk servers, always up, the same requests).
-    pub energy_over_baseline: f64,
-    pub chunk_servers_energy_over_baseline: f64,
-    pub fraction_servers_asleep: f64,
-    /// Logged bytes at the end of each day (must not grow).
-    pub logged_at_day_end: Vec<u64>,
-    pub wall_s: f64,
-}
-
-#[derive(Clone, Debug, Serialize)]
 pub struct TestbedReport {
     pub options: TestbedOptions,
     pub trace: String,
     pub chunk_servers: usize,
     pub loggers: usize,
     pub need: ReclaimNeed,
+    /// The windows of §4.5, and `power` (the whole trace) with `--power-run`.
     pub experiments: Vec<Experiment>,
-    pub power: Option<PowerRun>,
 }
 
 /// The layout of `per_rack` servers in each of 3 racks, power-aware and rack-aligned.
@@ -716,6 +702,5 @@ pub fn run(
         loggers: schedule.loggers,
         need: need.finish(hours_in_top_gear),
         experiments,
-        power: None,
     })
 }
