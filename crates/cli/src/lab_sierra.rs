@@ -7,9 +7,11 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use clap::Args;
 use cordillera_lab::render::sierra::{table, write_outputs};
+use cordillera_lab::sierra::headlines::headlines;
 use cordillera_lab::sierra::micro::MicroOptions;
 use cordillera_lab::sierra::testbed::TestbedOptions;
 use cordillera_lab::sierra::{self, Input, Options};
+use cordillera_lab::spread;
 use cordillera_sim::workload::{Generated, HotmailLike, HOTMAIL_ORIGIN_UNIX_NS};
 use cordillera_trace::merge::Merged;
 use cordillera_trace::RecordReader;
@@ -120,6 +122,12 @@ pub struct SierraArgs {
     /// Seed of the generated workloads and of the testbed (layout, random choices).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run the lab for this many seeds (--seed, --seed + 1, …), one after another (each run
+    /// already uses every core), and report each headline figure's mean, range and standard
+    /// deviation over them beside the paper's; with --out, each seed's full outputs go to
+    /// DIR/seed-S and the spread to DIR/spread.csv and DIR/spread.json. K times as long.
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
     /// Print the report as JSON on standard output.
     #[arg(long)]
     json: bool,
@@ -170,14 +178,47 @@ pub fn run(a: SierraArgs) -> Result<()> {
             a.g_min
         );
     }
-    let options = Options {
+    if a.seeds == 0 || a.seeds > 1000 || a.seed.checked_add(a.seeds).is_none() {
+        bail!("--seeds must be 1 to 1000 (and --seed + --seeds must not overflow)");
+    }
+    let started = Instant::now();
+    let verbose = io::stderr().is_terminal() || std::env::var_os("CORDILLERA_PROGRESS").is_some();
+    let mut progress = |line: &str| {
+        if verbose {
+            eprintln!("[{:>6.1} s] {line}", started.elapsed().as_secs_f64());
+        }
+    };
+    if a.seeds > 1 {
+        return run_seeds(&a, &mut progress);
+    }
+    let report = sierra::run(inputs(&a, a.seed), &options(&a, a.seed), &mut progress)
+        .map_err(anyhow::Error::msg)?;
+    if let Some(dir) = &a.out {
+        write_outputs(dir, &report)?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", table(&report));
+        if let Some(dir) = &a.out {
+            println!(
+                "\nreport.json, CSV files and SVG figures in {}",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn options(a: &SierraArgs, seed: u64) -> Options {
+    Options {
         g_mins: a.g_min.clone(),
         loggers: a.loggers,
         analysis: a.parts.contains(&Part::Analysis),
         testbed: a.parts.contains(&Part::Testbed).then(|| TestbedOptions {
             g_min: a.testbed_g_min,
             preface_s: a.preface_s,
-            seed: a.seed,
+            seed,
             log_bytes: 100 << 30,
             experiments: a.experiments.clone(),
             reclaim_jobs: a.reclaim_jobs,
@@ -187,11 +228,16 @@ pub fn run(a: SierraArgs) -> Result<()> {
             measure_s: a.table5_seconds,
             data_per_server_bytes: (a.rebuild_gb * 1e9) as u64,
             max_write_servers: a.rebuild_servers,
-            seed: a.seed,
+            seed,
         }),
         ..Options::default()
-    };
-    let inputs = if a.traces.is_empty() {
+    }
+}
+
+/// The traces the lab reads: the generated Hotmail-like load and I/O traces for `seed`, or the
+/// user's traces merged into one.
+fn inputs(a: &SierraArgs, seed: u64) -> Vec<Input> {
+    if a.traces.is_empty() {
         let generated = |days: u64, scale: f64, seed: u64| {
             let w = HotmailLike {
                 days,
@@ -215,7 +261,7 @@ pub fn run(a: SierraArgs) -> Result<()> {
         vec![
             Input {
                 name: format!("hotmail-like, {} days", a.week_days),
-                open: Box::new(generated(a.week_days, a.week_rate_scale, a.seed)),
+                open: Box::new(generated(a.week_days, a.week_rate_scale, seed)),
                 maintenance_hours: maintenance.clone(),
                 utc_offset_hours: 0,
                 load_trace: true,
@@ -223,7 +269,7 @@ pub fn run(a: SierraArgs) -> Result<()> {
             },
             Input {
                 name: format!("hotmail-like, {} h", a.io_days * 24),
-                open: Box::new(generated(a.io_days, a.io_rate_scale, a.seed)),
+                open: Box::new(generated(a.io_days, a.io_rate_scale, seed)),
                 maintenance_hours: maintenance,
                 utc_offset_hours: 0,
                 load_trace: false,
@@ -261,25 +307,60 @@ pub fn run(a: SierraArgs) -> Result<()> {
             load_trace: true,
             io_trace: true,
         }]
-    };
+    }
+}
+
+/// `--seeds K`: the lab for each seed, then the spread of its headline figures.
+fn run_seeds(a: &SierraArgs, progress: &mut dyn FnMut(&str)) -> Result<()> {
     let started = Instant::now();
-    let verbose = io::stderr().is_terminal() || std::env::var_os("CORDILLERA_PROGRESS").is_some();
-    let mut progress = |line: &str| {
-        if verbose {
-            eprintln!("[{:>6.1} s] {line}", started.elapsed().as_secs_f64());
+    let mut runs = Vec::new();
+    let mut reports = Vec::new();
+    for seed in a.seed..a.seed + a.seeds {
+        // Always said, even without a terminal: a run of several seeds is long.
+        eprintln!(
+            "[{:>7.1} s] lab sierra: seed {seed} ({} of {})",
+            started.elapsed().as_secs_f64(),
+            seed - a.seed + 1,
+            a.seeds
+        );
+        let report = sierra::run(inputs(a, seed), &options(a, seed), progress)
+            .map_err(|e| anyhow::anyhow!("seed {seed}: {e}"))?;
+        if let Some(dir) = &a.out {
+            write_outputs(&dir.join(format!("seed-{seed}")), &report)?;
         }
-    };
-    let report = sierra::run(inputs, &options, &mut progress).map_err(anyhow::Error::msg)?;
+        runs.push((seed, headlines(&report)));
+        if a.json {
+            reports.push(report);
+        }
+    }
+    let rows = spread::spread(&runs);
+    let seeds: Vec<u64> = runs.iter().map(|(s, _)| *s).collect();
     if let Some(dir) = &a.out {
-        write_outputs(dir, &report)?;
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("spread.csv"), spread::csv(&rows))?;
+        std::fs::write(
+            dir.join("spread.json"),
+            serde_json::to_string_pretty(&serde_json::json!({ "seeds": seeds, "spread": rows }))?,
+        )?;
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "seeds": seeds, "spread": rows, "runs": reports })
+            )?
+        );
     } else {
-        print!("{}", table(&report));
+        println!(
+            "lab sierra over {} seeds ({}–{}): each headline figure's mean, range and sample standard deviation",
+            a.seeds,
+            a.seed,
+            a.seed + a.seeds - 1
+        );
+        print!("{}", spread::table(&rows, runs.len()));
         if let Some(dir) = &a.out {
             println!(
-                "\nreport.json, CSV files and SVG figures in {}",
+                "\nspread.csv and spread.json in {0}; each seed's report, CSV files and SVG figures in {0}/seed-S",
                 dir.display()
             );
         }

@@ -273,12 +273,13 @@ fn lab_bonfire_on_the_cloudphysics_sample_in_half_hours() {
     );
 }
 
-/// `lab sierra` on the generated Hotmail-like workload at a twentieth of its rate: a week for the
-/// load-trace analysis, 48 hours for the schedule. Checks the acceptance figures of the issue on
-/// this workload: gears predicted right at least 90 % of the hours after 6 days of training, and
-/// at least 23 % of the power saved with g_min = 1 (the schedule's estimate).
+/// `lab sierra` on the generated Hotmail-like workload at a twentieth of its rate, for three
+/// seeds: a week for the load-trace analysis, 48 hours for the schedule. Checks the acceptance
+/// figures of the issue on this workload for every seed: gears predicted right at least 90 % of
+/// the hours after 6 days of training, and at least 23 % of the power saved with g_min = 1 (the
+/// schedule's estimate); that the seed changes the run; and the spread's files.
 #[test]
-fn lab_sierra_on_a_generated_week_and_two_days() {
+fn lab_sierra_on_a_generated_week_and_two_days_over_three_seeds() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
         .args([
@@ -290,6 +291,10 @@ fn lab_sierra_on_a_generated_week_and_two_days() {
             "0.05",
             "--parts",
             "analysis",
+            "--seed",
+            "7",
+            "--seeds",
+            "3",
         ])
         .args(["--json", "--out"])
         .arg(dir.path())
@@ -300,44 +305,88 @@ fn lab_sierra_on_a_generated_week_and_two_days() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let week = &json["load_traces"][0];
-    assert_eq!(week["whole_days"], 7);
-    let prediction = week["prediction"].as_array().unwrap();
-    assert_eq!(prediction.len(), 6, "trained on 1 to 6 days");
-    let six = &prediction[5];
-    let correct = six["gears_correct"].as_f64().unwrap() / six["test_hours"].as_f64().unwrap();
-    println!("gears correct after 6 days: {:.1} %", 100.0 * correct);
-    assert!(correct >= 0.9, "{six}");
-    let schedule = &json["schedules"][0];
-    assert_eq!(schedule["hours"].as_array().unwrap().len(), 48);
-    let n = schedule["chunk_servers"].as_u64().unwrap();
-    assert!(n >= 3 && n.is_multiple_of(3), "N = {n}");
-    let g1 = &schedule["power"][0];
-    assert_eq!(g1["g_min"], 1);
-    let saved = 1.0 - g1["with_loggers_over_baseline"].as_f64().unwrap();
-    println!("power saved with g_min 1: {:.1} %", 100.0 * saved);
-    assert!(saved >= 0.23, "{g1}");
-    // §4.5: 23 bytes per chunk; ours holds a chunk as (group, slot).
-    let per_chunk = json["mds_state"]["size"]["bytes_per_chunk"]
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(all["seeds"], serde_json::json!([7, 8, 9]));
+    let runs = all["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    let mut correct_by_seed = Vec::new();
+    for json in runs {
+        let week = &json["load_traces"][0];
+        assert_eq!(week["whole_days"], 7);
+        let prediction = week["prediction"].as_array().unwrap();
+        assert_eq!(prediction.len(), 6, "trained on 1 to 6 days");
+        let six = &prediction[5];
+        let correct = six["gears_correct"].as_f64().unwrap() / six["test_hours"].as_f64().unwrap();
+        println!("gears correct after 6 days: {:.1} %", 100.0 * correct);
+        assert!(correct >= 0.9, "{six}");
+        correct_by_seed.push(six["gears_correct"].as_u64().unwrap());
+        let schedule = &json["schedules"][0];
+        assert_eq!(schedule["hours"].as_array().unwrap().len(), 48);
+        let n = schedule["chunk_servers"].as_u64().unwrap();
+        assert!(n >= 3 && n.is_multiple_of(3), "N = {n}");
+        let g1 = &schedule["power"][0];
+        assert_eq!(g1["g_min"], 1);
+        let saved = 1.0 - g1["with_loggers_over_baseline"].as_f64().unwrap();
+        println!("power saved with g_min 1: {:.1} %", 100.0 * saved);
+        assert!(saved >= 0.23, "{g1}");
+        // §4.5: 23 bytes per chunk; ours holds a chunk as (group, slot).
+        let per_chunk = json["mds_state"]["size"]["bytes_per_chunk"]
+            .as_f64()
+            .unwrap();
+        assert!(per_chunk > 0.0 && per_chunk <= 23.0, "{per_chunk}");
+        let g2 = &schedule["power"][1];
+        assert!(g2["chunk_servers_on"].as_f64() > g1["chunk_servers_on"].as_f64());
+    }
+    // The seed drives the generated workload: the figures move between seeds.
+    let load: Vec<String> = runs
+        .iter()
+        .map(|r| r["load_traces"][0]["load"].to_string())
+        .collect();
+    assert!(
+        load[0] != load[1] && load[1] != load[2],
+        "the seed changes the run"
+    );
+    // The spread: the gears' accuracy over the three seeds, its range the runs' own.
+    let rows = all["spread"].as_array().unwrap();
+    let gears = rows
+        .iter()
+        .find(|r| r["key"].as_str().unwrap().ends_with("gears_correct_6_days"))
+        .expect("a spread row for the gears' accuracy");
+    assert_eq!(gears["seeds"], serde_json::json!([7, 8, 9]));
+    let values: Vec<f64> = gears["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    assert_eq!(gears["min"].as_f64().unwrap(), min);
+    assert!(min >= 90.0, "{gears}");
+    let test_hours = runs[0]["load_traces"][0]["prediction"][5]["test_hours"]
         .as_f64()
         .unwrap();
-    assert!(per_chunk > 0.0 && per_chunk <= 23.0, "{per_chunk}");
-    let g2 = &schedule["power"][1];
-    assert!(g2["chunk_servers_on"].as_f64() > g1["chunk_servers_on"].as_f64());
-    for file in [
-        "report.json",
-        "figure1_load.csv",
-        "figure2_utilization_cdf.csv",
-        "figure8_prediction.csv",
-        "figure9_oracle.csv",
-        "figure9_power.csv",
-        "figure10_schedule.csv",
-        "figure1_load.svg",
-        "figure8_prediction_error.svg",
-    ] {
-        let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
-        assert!(text.len() > 50, "{file} holds something");
+    assert!(
+        (values[0] - 100.0 * correct_by_seed[0] as f64 / test_hours).abs() < 1e-9,
+        "{gears}"
+    );
+    let text = std::fs::read_to_string(dir.path().join("spread.csv")).unwrap();
+    assert_eq!(text.lines().count(), rows.len() + 1, "{text}");
+    for seed in [7, 8, 9] {
+        for file in [
+            "report.json",
+            "figure1_load.csv",
+            "figure2_utilization_cdf.csv",
+            "figure8_prediction.csv",
+            "figure9_oracle.csv",
+            "figure9_power.csv",
+            "figure10_schedule.csv",
+            "figure1_load.svg",
+            "figure8_prediction_error.svg",
+        ] {
+            let path = dir.path().join(format!("seed-{seed}")).join(file);
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(text.len() > 50, "{} holds something", path.display());
+        }
     }
 }
 
@@ -360,6 +409,8 @@ fn lab_sierra_refuses_bad_flags() {
     assert!(run(&["--experiments", "sideways"]).contains("not one of"));
     assert!(run(&["--g-min", "1", "--testbed-g-min", "2"]).contains("testbed-g-min"));
     assert!(run(&["--rebuild-gb", "0"]).contains("rebuild-gb"));
+    assert!(run(&["--seeds", "0"]).contains("--seeds"));
+    assert!(run(&["--seed", &u64::MAX.to_string(), "--seeds", "2"]).contains("overflow"));
 }
 
 /// The testbed (§4.4–4.5) and the microbenchmarks (§4.6) through the real cores, small: the

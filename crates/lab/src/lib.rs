@@ -7,10 +7,12 @@
 //!   [`bonfire_overheads`]: its §6.3 (Table 4).
 //! - [`sierra`]: `cordillera lab sierra`, Sierra §2 and §4.
 //! - [`render`]: the reports as tables, CSV files and SVG figures.
+//! - [`spread`]: several seeds of a lab: each headline figure's mean, range and deviation.
 
 pub mod bonfire;
 pub mod bonfire_overheads;
 pub mod everest;
 pub mod render;
 pub mod sierra;
+pub mod spread;
 pub mod volumes;

@@ -10,6 +10,7 @@
 
 pub mod analysis;
 pub mod cluster;
+pub mod headlines;
 pub mod micro;
 pub mod testbed;
 
