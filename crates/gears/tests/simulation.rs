@@ -8,8 +8,10 @@
 //! period in the top gear: every group has a primary that serves it, nothing is left logged,
 //! every logger is empty, and every block of every object reads back as the model allows.
 //!
-//! Each run: the regression seeds, seeds 0–99 and 100 fresh schedules from a base seed drawn
-//! anew (printed). It catches a planted bug — a primary acknowledging a replicated write once
+//! Each run: long schedules (ten seconds of faults, a twenty-second quiet period) — the
+//! regression seeds, seeds 0–99 and 100 fresh from a base seed drawn anew (printed) — and short
+//! ones (four seconds of faults, a twelve-second quiet period, a quarter of the cost): seeds
+//! 0–199 and 1,800 fresh; 2,211 schedules in all. It catches a planted bug — a primary acknowledging a replicated write once
 //! its own copy is durable, without waiting for the secondaries: 21 of 211 schedules fail (a
 //! new primary lacks the write). Three others are not caught by today's schedules: removing
 //! the secondaries' epoch fencing, a newer write off-loaded over an off-loaded one in flight, or
@@ -64,10 +66,31 @@ const IN_FLIGHT_MAX: usize = 4;
 
 const MS: Nanos = 1_000_000;
 const S: Nanos = 1_000_000_000;
-const ACTIVE_NS: Nanos = 10 * S;
-/// Final reads of every block start here, after a quiet period in the top gear.
-const VERIFY_NS: Nanos = ACTIVE_NS + 20 * S;
-const END_NS: Nanos = VERIFY_NS + 10 * S;
+/// A schedule's phases: requests, gear shifts and crashes until `active_ns`; a quiet period in
+/// the top gear; final reads of every block from `verify_ns`; the end.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    active_ns: Nanos,
+    verify_ns: Nanos,
+    end_ns: Nanos,
+}
+
+/// Ten seconds of faults and a twenty-second quiet period.
+const LONG: Shape = Shape {
+    active_ns: 10 * S,
+    verify_ns: 30 * S,
+    end_ns: 40 * S,
+};
+
+/// Four seconds of faults (still several gear shifts, crashes and, in some, a permanent
+/// failure) and a twelve-second quiet period, long enough for the failed server's groups to be
+/// rebuilt and every logged byte reclaimed: about a quarter of a long schedule's cost, so a run
+/// explores thousands of them.
+const SHORT: Shape = Shape {
+    active_ns: 4 * S,
+    verify_ns: 16 * S,
+    end_ns: 20 * S,
+};
 const WAKE_NS: Nanos = 300 * MS;
 
 #[derive(Clone, Debug, Hash)]
@@ -181,6 +204,7 @@ struct ClientPart {
     rng: SimRng,
     next_tick: Nanos,
     verify_next: u64,
+    shape: Shape,
 }
 
 enum Part {
@@ -424,7 +448,7 @@ fn issue(c: &mut ClientPart, shared: &Rc<RefCell<Shared>>, now: Nanos) -> bool {
         }
         return false;
     }
-    if now >= VERIFY_NS {
+    if now >= c.shape.verify_ns {
         while c.ops.is_empty() && c.verify_next < BLOCKS {
             let first = c.verify_next;
             let count = 4.min(BLOCKS - first);
@@ -438,7 +462,7 @@ fn issue(c: &mut ClientPart, shared: &Rc<RefCell<Shared>>, now: Nanos) -> bool {
         }
         return any;
     }
-    while now < ACTIVE_NS && c.ops.len() < IN_FLIGHT_MAX {
+    while now < c.shape.active_ns && c.ops.len() < IN_FLIGHT_MAX {
         let first = c.rng.below(BLOCKS);
         let count = (1 + c.rng.below(4)).min(BLOCKS - first);
         let id = c.next_op;
@@ -642,10 +666,10 @@ impl Core for Node {
                     c.client.handle_timeout(now);
                 }
                 if c.next_tick <= now {
-                    c.next_tick = if now + 5 * MS < ACTIVE_NS || now >= VERIFY_NS {
+                    c.next_tick = if now + 5 * MS < c.shape.active_ns || now >= c.shape.verify_ns {
                         now + 5 * MS
                     } else {
-                        VERIFY_NS
+                        c.shape.verify_ns
                     };
                 }
             }
@@ -752,6 +776,14 @@ struct Outcome {
 }
 
 fn run(seed: u64) -> Result<Outcome, String> {
+    run_shaped(seed, LONG)
+}
+
+fn run_short(seed: u64) -> Result<Outcome, String> {
+    run_shaped(seed, SHORT)
+}
+
+fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
     let mut rng = SimRng::new(seed, 7);
     let g_min = 1 + rng.below(2) as usize;
     let trace = std::env::var_os("SIERRA_TRACE").is_some();
@@ -777,13 +809,13 @@ fn run(seed: u64) -> Result<Outcome, String> {
     let mut gears = VecDeque::new();
     let mut t = S;
     let mut day = 0;
-    while t < ACTIVE_NS {
+    while t < shape.active_ns {
         let gear = g_min + rng.below((4 - g_min) as u64) as usize;
         gears.push_back((t, gear, rotation(day, 3)));
         day += 1;
         t += S + rng.below(2 * S);
     }
-    gears.push_back((ACTIVE_NS, 3, rotation(0, 3)));
+    gears.push_back((shape.active_ns, 3, rotation(0, 3)));
     let mds_config = MdsConfig {
         lease_ns: 400 * MS,
         heartbeat_timeout_ns: 1200 * MS,
@@ -860,6 +892,7 @@ fn run(seed: u64) -> Result<Outcome, String> {
                         rng: SimRng::new(seed, 100 + n as u64 * 7 + life),
                         next_tick: 0,
                         verify_next: 0,
+                        shape,
                     }))
                 }
             };
@@ -897,13 +930,13 @@ fn run(seed: u64) -> Result<Outcome, String> {
     // Crashes of chunk servers, loggers and clients while the gears shift.
     let candidates: Vec<NodeId> = (1..NODES).collect();
     let crashes = rng.below(6) as usize;
-    world.schedule_random_crashes(&candidates, crashes, S, ACTIVE_NS, 400.0 * MS as f64);
+    world.schedule_random_crashes(&candidates, crashes, S, shape.active_ns, 400.0 * MS as f64);
     let permanent = rng.chance(0.3);
     if permanent {
         let s = 1 + rng.below(SERVERS as u64) as usize;
-        world.schedule_crash(s, S + rng.below(ACTIVE_NS - 2 * S), None);
+        world.schedule_crash(s, S + rng.below(shape.active_ns - 2 * S), None);
     }
-    world.run_until(END_NS);
+    world.run_until(shape.end_ns);
 
     // ---- checks
     let sh = shared.borrow();
@@ -1063,15 +1096,42 @@ const REGRESSIONS: [u64; 11] = [
 #[test]
 fn sierra_keeps_every_acknowledged_write_through_gear_shifts_and_failures() {
     let schedules = Schedules::from_env("SIERRA", &REGRESSIONS, 100, 100);
-    let results = run_schedules(&schedules.seeds, run);
+    check("SIERRA", "sierra simulation", &schedules.seeds, run);
+}
+
+/// Thousands of short schedules (four seconds of faults, a twelve-second quiet period) each run:
+/// 200 fixed seeds and 1,800 fresh ones. `SIERRA_SHORT_SEED`, `SIERRA_SHORT_SCHEDULES`,
+/// `SIERRA_SHORT_BASE_SEED` and `SIERRA_SHORT_FIXED` as for the long schedules.
+#[test]
+fn sierra_keeps_every_acknowledged_write_in_thousands_of_short_schedules() {
+    let schedules = Schedules::from_env("SIERRA_SHORT", &[], 200, 1800);
+    check(
+        "SIERRA_SHORT",
+        "sierra simulation, short schedules",
+        &schedules.seeds,
+        run_short,
+    );
+}
+
+/// Runs the schedules, fails naming every failed seed and how to replay the first, and prints
+/// the counts.
+fn check(prefix: &str, name: &str, seeds: &[u64], run: fn(u64) -> Result<Outcome, String>) {
+    let results = run_schedules(seeds, run);
     let outcomes = all_succeeded(
         &results,
-        "SIERRA",
-        "cargo nextest run -p cordillera-gears --test simulation --no-capture",
+        prefix,
+        &format!(
+            "cargo nextest run -p cordillera-gears --test simulation {} --no-capture",
+            if prefix == "SIERRA" {
+                "sierra_keeps_every_acknowledged_write_through"
+            } else {
+                "short_schedules"
+            }
+        ),
     );
     let sum = |f: fn(&Outcome) -> u64| outcomes.iter().map(|o| f(o)).sum::<u64>();
     println!(
-        "sierra simulation: {} schedules (g_min 1: {}, 2: {}), {} crashes, {} permanent failures ({} groups rebuilt), {} writes acknowledged ({} failed with an error), {} reads checked ({} failed), {} client retries, {} primary migrations, {} reassignments after failures, {} standbys ({} messages lost to standby), {} logged writes, {} bytes reclaimed, {} blocks read back at the end, {} messages dropped and {} delayed, {} writes of crashed clients finished by servers after the crash",
+        "{name}: {} schedules (g_min 1: {}, 2: {}), {} crashes, {} permanent failures ({} groups rebuilt), {} writes acknowledged ({} failed with an error), {} reads checked ({} failed), {} client retries, {} primary migrations, {} reassignments after failures, {} standbys ({} messages lost to standby), {} logged writes, {} bytes reclaimed, {} blocks read back at the end, {} messages dropped and {} delayed, {} writes of crashed clients finished by servers after the crash",
         outcomes.len(),
         outcomes.iter().filter(|o| o.g_min == 1).count(),
         outcomes.iter().filter(|o| o.g_min == 2).count(),
