@@ -474,13 +474,23 @@ impl<C: Core> World<C> {
             };
             if let Some(out) = core.poll_message() {
                 let epoch = self.nodes[out.to].epoch;
-                for at in self.network.send(now, node, out.to, out.bytes) {
+                let ats = self.network.send(now, node, out.to, out.bytes);
+                // The message moves into its last delivery; only duplicates are copies (a
+                // message can carry megabytes).
+                let mut message = Some(out.message);
+                let last = ats.len().saturating_sub(1);
+                for (i, at) in ats.into_iter().enumerate() {
+                    let message = if i == last {
+                        message.take().expect("moved once")
+                    } else {
+                        message.as_ref().expect("not yet moved").clone()
+                    };
                     self.queue.push(
                         at,
                         Event::Deliver {
                             to: out.to,
                             from: node,
-                            message: out.message.clone(),
+                            message,
                             epoch,
                         },
                     );
