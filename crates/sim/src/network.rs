@@ -1,7 +1,14 @@
 //! The network: per-node NICs (bandwidth, latency), nodes in racks, each rack's top-of-rack
 //! switch joined to the core by an uplink (Sierra §4.3: 1 Gbps ports, 10 Gbps uplinks). Links
-//! are FIFO and store-and-forward: a message occupies the sender's NIC, then (across racks) the
-//! source rack's uplink and the destination rack's downlink, then the receiver's NIC.
+//! are store-and-forward: a message occupies the sender's NIC, then (across racks) the source
+//! rack's uplink and the destination rack's downlink, then the receiver's NIC.
+//!
+//! Each link keeps two queues. Messages larger than [`INTERLEAVED_BYTES`] (bulk transfers)
+//! queue in order; smaller ones (requests, answers, heartbeats) queue in order among
+//! themselves but not behind bulk transfers, whose remaining time they lengthen by their own:
+//! real links interleave the packets of their connections, so a heartbeat waits for a few
+//! packets of a 64 MB copy, not for all of it. (With one queue, a server copying 64 MB pieces
+//! held its heartbeats back for seconds and lost its leases.)
 //!
 //! Faults, all drawn from the network's own random stream and reported as [`Injected`]:
 //! drop, duplicate, extra delay (exponential), and partitions between sets of nodes for a time.
@@ -86,14 +93,42 @@ pub struct Traffic {
     pub cross_rack_bytes: u64,
 }
 
+/// Messages up to this size do not queue behind larger ones on a link (see the module doc).
+pub const INTERLEAVED_BYTES: u64 = 64 * 1024;
+
+/// When a link is free: for bulk transfers, and for small messages.
+#[derive(Clone, Copy, Debug, Default)]
+struct Link {
+    bulk_free: Nanos,
+    small_free: Nanos,
+}
+
+impl Link {
+    /// Carries a message arriving at `t` that takes `d` on this link; when it has crossed.
+    fn carry(&mut self, t: Nanos, d: Nanos, small: bool) -> Nanos {
+        if small {
+            let end = t.max(self.small_free) + d;
+            self.small_free = end;
+            if self.bulk_free > t {
+                self.bulk_free += d;
+            }
+            end
+        } else {
+            let end = t.max(self.bulk_free).max(self.small_free) + d;
+            self.bulk_free = end;
+            end
+        }
+    }
+}
+
 pub struct Network {
     params: NetworkParams,
     faults: NetworkFaults,
     rng: SimRng,
-    nic_tx_free: Vec<Nanos>,
-    nic_rx_free: Vec<Nanos>,
-    uplink_free: Vec<Nanos>,
-    downlink_free: Vec<Nanos>,
+    nic_tx: Vec<Link>,
+    nic_rx: Vec<Link>,
+    uplink: Vec<Link>,
+    downlink: Vec<Link>,
     partitions: Vec<Partition>,
     pub traffic: Traffic,
     pub injected: Vec<Injected>,
@@ -107,10 +142,10 @@ impl Network {
             params,
             faults,
             rng,
-            nic_tx_free: vec![0; nodes],
-            nic_rx_free: vec![0; nodes],
-            uplink_free: vec![0; racks],
-            downlink_free: vec![0; racks],
+            nic_tx: vec![Link::default(); nodes],
+            nic_rx: vec![Link::default(); nodes],
+            uplink: vec![Link::default(); racks],
+            downlink: vec![Link::default(); racks],
             partitions: Vec::new(),
             traffic: Traffic::default(),
             injected: Vec::new(),
@@ -118,7 +153,7 @@ impl Network {
     }
 
     pub fn nodes(&self) -> usize {
-        self.nic_tx_free.len()
+        self.nic_tx.len()
     }
 
     /// Cuts every path between `side_a` and `side_b` from `from` until `until`.
@@ -182,8 +217,8 @@ impl Network {
         let bits = bytes as f64 * 8.0;
         let on = |rate: f64| (bits / rate * 1e9).ceil() as u64;
         let nic = on(self.params.nic_bits_per_s);
-        let mut t = now.max(self.nic_tx_free[from]) + nic;
-        self.nic_tx_free[from] = t;
+        let small = bytes <= INTERLEAVED_BYTES;
+        let mut t = self.nic_tx[from].carry(now, nic, small);
         let (rack_from, rack_to) = (
             self.params.racks_of_nodes[from],
             self.params.racks_of_nodes[to],
@@ -192,15 +227,12 @@ impl Network {
         self.traffic.bytes += bytes;
         if rack_from != rack_to {
             let uplink = on(self.params.uplink_bits_per_s);
-            t = t.max(self.uplink_free[rack_from]) + uplink;
-            self.uplink_free[rack_from] = t;
-            t = t.max(self.downlink_free[rack_to]) + uplink;
-            self.downlink_free[rack_to] = t;
+            t = self.uplink[rack_from].carry(t, uplink, small);
+            t = self.downlink[rack_to].carry(t, uplink, small);
             self.traffic.cross_rack_messages += 1;
             self.traffic.cross_rack_bytes += bytes;
         }
-        t = t.max(self.nic_rx_free[to]) + nic;
-        self.nic_rx_free[to] = t;
+        t = self.nic_rx[to].carry(t, nic, small);
         t + self.params.latency_ns
     }
 }
@@ -215,6 +247,29 @@ mod tests {
             faults,
             SimRng::new(1, 7),
         )
+    }
+
+    #[test]
+    fn small_messages_do_not_queue_behind_a_bulk_transfer_but_delay_the_next_one() {
+        let mut n = net(NetworkFaults::default());
+        // 64 MiB on a 1 Gbps NIC: about 0.54 s to send and as long to receive.
+        let bulk = n.send(0, 0, 1, 64 << 20)[0];
+        assert!(bulk > 1_000_000_000, "{bulk}");
+        // A heartbeat from the same node right after: its own 2 × 0.8 µs and the latency.
+        let heartbeat = n.send(1_000, 0, 2, 100)[0];
+        assert!(heartbeat < 1_000 + 100_000, "{heartbeat}");
+        // A second bulk transfer waits for the first.
+        let second = n.send(2_000, 0, 1, 125_000)[0];
+        assert!(second >= bulk + 1_000_000, "{second} after {bulk}");
+        // A small message to the receiver of both: not behind them, but it lengthens them.
+        let small = n.send(3_000, 5, 1, 100)[0];
+        assert!(small < 3_000 + 100_000, "{small}");
+        let third = n.send(4_000, 0, 1, 125_000)[0];
+        assert!(third >= second + 1_000_000 + 800, "{third} after {second}");
+        // Small messages keep their order among themselves.
+        let a = n.send(3_000, 3, 4, 60_000)[0];
+        let b = n.send(3_000, 3, 4, 100)[0];
+        assert!(b > a, "{a} {b}");
     }
 
     #[test]

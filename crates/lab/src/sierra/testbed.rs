@@ -92,6 +92,11 @@ pub struct ExperimentRun {
     pub asleep_fraction: f64,
     /// Logged bytes at the last second of each whole day of the run.
     pub logged_at_day_end: Vec<u64>,
+    /// Logged bytes at the end of each hour of the trace, from the first whole hour measured:
+    /// (trace hour, bytes). What a day logs below the top gear is reclaimed in the top gear
+    /// after it (the maintenance hours after midnight), so each day's lowest value, not its
+    /// last, shows whether logged data grows day over day.
+    pub logged_hourly: Vec<(i64, u64)>,
     /// One request in this many was replayed.
     pub sample: u64,
     pub wall_s: f64,
@@ -248,6 +253,7 @@ impl Job {
         let mut migrations_before = 0;
         let mut drained_at: Option<Nanos> = None;
         let mut logged_at_day_end = Vec::new();
+        let mut logged_hourly = Vec::new();
         let mut t = cluster.now();
         let label = format!("job {} {}", self.experiment, self.config.name());
         let every = std::env::var("CORDILLERA_TESTBED_EVERY_S")
@@ -284,6 +290,10 @@ impl Job {
                 let trace_t = t1 as i64 - START as i64 + self.from;
                 if (trace_t + S as i64).rem_euclid(24 * HOUR as i64) == 0 && start.is_some() {
                     logged_at_day_end.push(cluster.counters().logged_bytes_now);
+                }
+                if (trace_t + S as i64).rem_euclid(HOUR as i64) == 0 && start.is_some() {
+                    let hour = (trace_t + S as i64).div_euclid(HOUR as i64) - 1;
+                    logged_hourly.push((hour, cluster.counters().logged_bytes_now));
                 }
                 if dump_at == Some(t1) {
                     let _ = say.send(format!("{label} at {} s:\n{}", t1 / S, cluster.describe()));
@@ -374,6 +384,7 @@ impl Job {
             ),
             asleep_fraction: asleep as f64 / span / stop.asleep_ns.len().max(1) as f64,
             logged_at_day_end,
+            logged_hourly,
             sample: self.sample,
             wall_s: wall.elapsed().as_secs_f64(),
         })
