@@ -92,6 +92,26 @@ pub fn provision(hours: &[HourLoad], maintenance_hours: &[usize], replicas: usiz
     servers.max(replicas)
 }
 
+/// When the gear of the hour starting at `hour_start_ns` takes effect: on the hour, or for an
+/// up-shift `lead_ns` before it. Waking a server from standby takes the power model's wake-up
+/// delay and its primaries migrate back after that, so an up-shift made on the hour leaves the
+/// hour's first seconds — at midnight, the start of the maintenance peak — to the servers of the
+/// lower gear (found by the lab: gear 1 → 3 on the hour, clients timed out by the hundred
+/// thousand). A down-shift waits for the hour.
+pub fn shift_at(hour_start_ns: u64, from_gear: usize, to_gear: usize, lead_ns: u64) -> u64 {
+    if to_gear > from_gear {
+        hour_start_ns.saturating_sub(lead_ns)
+    } else {
+        hour_start_ns
+    }
+}
+
+/// The lead of an up-shift for a wake-up delay: three times it, so the woken servers have
+/// heartbeated and taken their primaries back before the hour.
+pub fn up_shift_lead_ns(wake_ns: u64) -> u64 {
+    wake_ns.saturating_mul(3)
+}
+
 /// The order of gear groups on `day`: rotated by one a day. The first r − g are powered down.
 pub fn rotation(day: i64, replicas: usize) -> Vec<usize> {
     let shift = day.rem_euclid(replicas as i64) as usize;
@@ -270,6 +290,17 @@ pub fn oracle_fraction_on(hours: &[HourLoad], metric: HourMetric, policy: &GearP
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn up_shifts_happen_ahead_of_the_hour_and_down_shifts_on_it() {
+        let hour = 3_600_000_000_000u64;
+        let lead = up_shift_lead_ns(10_000_000_000);
+        assert_eq!(lead, 30_000_000_000);
+        assert_eq!(shift_at(hour, 1, 3, lead), hour - lead);
+        assert_eq!(shift_at(hour, 3, 2, lead), hour);
+        assert_eq!(shift_at(hour, 2, 2, lead), hour);
+        assert_eq!(shift_at(10, 1, 2, lead), 0);
+    }
 
     #[test]
     fn gears_follow_the_load_between_g_min_and_r() {

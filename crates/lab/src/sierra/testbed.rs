@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use cordillera_gears::layout::{Layout, LayoutKind, LayoutSpec, RackPolicy};
 use cordillera_gears::model::{Topology, CHUNK_BYTES_EVALUATION, GROUPS_PER_SERVER_DEFAULT};
-use cordillera_gears::schedule::rotation;
+use cordillera_gears::schedule::{rotation, shift_at, up_shift_lead_ns};
 use cordillera_sim::histogram::LatencySummary;
 use cordillera_sim::kernel::Nanos;
 use cordillera_sim::power::PowerParams;
@@ -215,12 +215,20 @@ impl Job {
         if self.config == Config::Sierra {
             let first = self.from.div_euclid(HOUR as i64);
             let last = (self.to - 1).div_euclid(HOUR as i64);
+            let lead = up_shift_lead_ns(setup.power.wake_from_standby_ns);
             for h in first..=last {
-                // The first hour's gear is in place before the replay starts.
+                // The first hour's gear is in place before the replay starts; up-shifts are
+                // made ahead of their hour, so the servers they wake are up when it starts.
                 let at = if h == first {
                     S
                 } else {
-                    self.sim_of(h * HOUR as i64)
+                    shift_at(
+                        self.sim_of(h * HOUR as i64),
+                        gear_of(h - 1),
+                        gear_of(h),
+                        lead,
+                    )
+                    .max(S)
                 };
                 gears.push((at, gear_of(h), rotation(h.div_euclid(24), 3)));
             }
