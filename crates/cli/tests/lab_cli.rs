@@ -386,6 +386,27 @@ fn lab_sierra_on_a_generated_week_and_two_days_over_three_seeds() {
             let path = dir.path().join(format!("seed-{seed}")).join(file);
             let text = std::fs::read_to_string(&path).unwrap();
             assert!(text.len() > 50, "{} holds something", path.display());
+            if file.ends_with(".csv") {
+                // Trace names hold commas ("hotmail-like, 7 days"): quoted, so every row has
+                // the header's fields.
+                let fields = |line: &str| {
+                    let mut quoted = false;
+                    1 + line
+                        .chars()
+                        .filter(|&c| {
+                            if c == '"' {
+                                quoted = !quoted;
+                            }
+                            c == ',' && !quoted
+                        })
+                        .count()
+                };
+                let mut lines = text.lines();
+                let header = fields(lines.next().unwrap());
+                for line in lines {
+                    assert_eq!(fields(line), header, "{}: {line}", path.display());
+                }
+            }
         }
     }
 }

@@ -95,9 +95,7 @@ pub fn provision(hours: &[HourLoad], maintenance_hours: &[usize], replicas: usiz
 /// When the gear of the hour starting at `hour_start_ns` takes effect: on the hour, or for an
 /// up-shift `lead_ns` before it. Waking a server from standby takes the power model's wake-up
 /// delay and its primaries migrate back after that, so an up-shift made on the hour leaves the
-/// hour's first seconds — at midnight, the start of the maintenance peak — to the servers of the
-/// lower gear (found by the lab: gear 1 → 3 on the hour, clients timed out by the hundred
-/// thousand). A down-shift waits for the hour.
+/// hour's first seconds to the servers of the lower gear. A down-shift waits for the hour.
 pub fn shift_at(hour_start_ns: u64, from_gear: usize, to_gear: usize, lead_ns: u64) -> u64 {
     if to_gear > from_gear {
         hour_start_ns.saturating_sub(lead_ns)

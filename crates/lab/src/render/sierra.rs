@@ -382,6 +382,16 @@ fn testbed_table(out: &mut String, t: &TestbedReport) {
     }
 }
 
+/// A CSV field: quoted when it holds a comma, a quote or a line break (trace names such as
+/// "hotmail-like, 48 h" do).
+fn q(field: &str) -> String {
+    if field.contains([',', '"', '\n']) {
+        format!("\"{}\"", field.replace('"', "\"\""))
+    } else {
+        field.to_string()
+    }
+}
+
 pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let write = writer(dir);
@@ -396,25 +406,34 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
             let _ = writeln!(
                 load,
                 "{},{},{},{:.6}",
-                t.name, h.hour, h.hour_of_day, h.normalized
+                q(&t.name),
+                h.hour,
+                h.hour_of_day,
+                h.normalized
             );
         }
         for p in &t.utilization_cdf {
             let _ = writeln!(
                 cdf,
                 "{},{:.2},{:.6}",
-                t.name, p.utilization, p.fraction_of_time
+                q(&t.name),
+                p.utilization,
+                p.fraction_of_time
             );
         }
         for p in &t.prediction {
             let _ = writeln!(
                 prediction,
                 "{},{},{:.6},{},{}",
-                t.name, p.training_days, p.rms_error_normalized, p.gears_correct, p.test_hours
+                q(&t.name),
+                p.training_days,
+                p.rms_error_normalized,
+                p.gears_correct,
+                p.test_hours
             );
         }
         for (g, on) in &t.oracle_fraction_on {
-            let _ = writeln!(oracle, "{},{g},{on:.6}", t.name);
+            let _ = writeln!(oracle, "{},{g},{on:.6}", q(&t.name));
         }
     }
     write("figure1_load.csv", load)?;
@@ -430,7 +449,11 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
                 let _ = writeln!(
                     schedule,
                     "{},{},{},{:.4},{:.4},{g_min},{gear}",
-                    s.name, h.hour, h.hour_of_day, h.peak_servers, h.mean_servers
+                    q(&s.name),
+                    h.hour,
+                    h.hour_of_day,
+                    h.peak_servers,
+                    h.mean_servers
                 );
             }
         }
@@ -438,7 +461,7 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
             let _ = writeln!(
                 power,
                 "{},{},{:.6},{:.6},{:.6},{},{}",
-                s.name,
+                q(&s.name),
                 p.g_min,
                 p.chunk_servers_on,
                 p.with_loggers_over_baseline,
@@ -460,7 +483,7 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
             let _ = writeln!(
                 t2,
                 "{},{},{},{:.4},{}",
-                t.trace,
+                q(&t.trace),
                 n.logged_bytes_total,
                 n.hours_in_top_gear,
                 n.required_mb_per_s,
@@ -472,7 +495,7 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
                     let _ = writeln!(
                         f11,
                         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4},{},{},{},{:.4}",
-                        t.trace,
+                        q(&t.trace),
                         e.name,
                         e.from_s,
                         e.to_s,
@@ -503,7 +526,7 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
             for e in t.experiments.iter().filter(|e| e.name == "power") {
                 for run in &e.runs {
                     for (hour, bytes) in &run.logged_hourly {
-                        let _ = writeln!(hourly, "{},{},{hour},{bytes}", t.trace, run.config);
+                        let _ = writeln!(hourly, "{},{},{hour},{bytes}", q(&t.trace), run.config);
                     }
                 }
             }
