@@ -145,6 +145,12 @@ pub struct ServerStats {
     pub reads: u64,
     pub writes: u64,
     pub refused: u64,
+    /// Of `refused`, by reason: not the group's primary, lease lapsed, the primary migrating
+    /// or its log client starting, too many requests in flight.
+    pub refused_not_primary: u64,
+    pub refused_lease: u64,
+    pub refused_unavailable: u64,
+    pub refused_busy: u64,
     pub replicated: u64,
     pub replicas_fenced: u64,
     pub base_writes_failed: u64,

@@ -534,6 +534,13 @@ impl ChunkServer {
         let is_write = matches!(upward, Upward::Write { .. });
         let refuse = |s: &mut ChunkServer, error: ServeError| {
             s.stats.refused += 1;
+            match error {
+                ServeError::NotPrimary => s.stats.refused_not_primary += 1,
+                ServeError::LeaseExpired => s.stats.refused_lease += 1,
+                ServeError::Unavailable => s.stats.refused_unavailable += 1,
+                ServeError::Busy => s.stats.refused_busy += 1,
+                _ => {}
+            }
             let message = if is_write {
                 Message::WriteDone {
                     id,

@@ -332,6 +332,8 @@ pub struct Counters {
     pub client_timeouts: u64,
     /// Client requests the chunk servers refused (not primary, lease, unavailable, busy).
     pub refused: u64,
+    /// Of which: [not primary, lease lapsed, unavailable, busy].
+    pub refused_by: [u64; 4],
     pub mds: MdsStatsCopy,
     /// Σ over loggers of the disk queue's area (ns × requests).
     #[serde(skip)]
@@ -578,6 +580,10 @@ impl Cluster {
                     c.logged_bytes_total += stats.logged_bytes;
                     c.reclaimed_bytes += stats.reclaimed_bytes;
                     c.refused += stats.refused;
+                    c.refused_by[0] += stats.refused_not_primary;
+                    c.refused_by[1] += stats.refused_lease;
+                    c.refused_by[2] += stats.refused_unavailable;
+                    c.refused_by[3] += stats.refused_busy;
                     c.asleep_ns.push(self.world.asleep_ns(node));
                     c.busy_ns.push(self.world.busy_ns(node));
                     c.asleep_now += self.world.is_asleep(node) as usize;

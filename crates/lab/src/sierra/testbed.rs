@@ -309,7 +309,7 @@ impl Job {
                 if t1.is_multiple_of(every) {
                     let c = cluster.counters();
                     let _ = say.send(format!(
-                        "  {label}: {:.0} of {:.0} min, {} requests done, {} failed, {} retries ({} timeouts, {} refused), {:.0} MB logged, {} asleep ({:.0} s)",
+                        "  {label}: {:.0} of {:.0} min, {} requests done, {} failed, {} retries ({} timeouts, {} refused: {:?} not primary / lease / unavailable / busy), {:.0} MB logged, {} asleep ({:.0} s)",
                         t1.saturating_sub(START) as f64 / 60e9,
                         (end - START) as f64 / 60e9,
                         c.completed,
@@ -317,6 +317,7 @@ impl Job {
                         c.client_retries,
                         c.client_timeouts,
                         c.refused,
+                        c.refused_by,
                         c.logged_bytes_now as f64 / 1e6,
                         c.asleep_now,
                         wall.elapsed().as_secs_f64()
