@@ -156,13 +156,7 @@ pub fn table(rows: &[Spread], runs: usize) -> String {
 
 /// The spread as CSV: one row per figure, then its values by seed.
 pub fn csv(rows: &[Spread]) -> String {
-    let quote = |s: &str| {
-        if s.contains([',', '"', '\n']) {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        } else {
-            s.to_string()
-        }
-    };
+    let quote = crate::render::csv_field;
     let mut out = String::from("key,label,unit,mean,min,max,std_dev,seeds,values,paper\n");
     for r in rows {
         let values: Vec<String> = r.values.iter().map(|v| format!("{v}")).collect();

@@ -11,6 +11,16 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 /// Writes a named file into the lab's output folder.
+/// A CSV field: quoted when it holds a comma, a quote or a line break (trace names such as
+/// "hotmail-like, 48 h" do).
+pub fn csv_field(field: &str) -> String {
+    if field.contains([',', '"', '\n']) {
+        format!("\"{}\"", field.replace('"', "\"\""))
+    } else {
+        field.to_string()
+    }
+}
+
 pub fn writer(dir: &Path) -> impl Fn(&str, String) -> Result<()> + '_ {
     move |name, text| {
         let path = dir.join(name);

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::render::plots::{bars, chart, Series};
-use crate::render::writer;
+use crate::render::{csv_field as q, writer};
 use crate::sierra::micro::MicroReport;
 use crate::sierra::testbed::TestbedReport;
 use crate::sierra::Report;
@@ -379,16 +379,6 @@ fn testbed_table(out: &mut String, t: &TestbedReport) {
                 let _ = writeln!(out, "    {} on {}: {f}", e.name, run.config);
             }
         }
-    }
-}
-
-/// A CSV field: quoted when it holds a comma, a quote or a line break (trace names such as
-/// "hotmail-like, 48 h" do).
-fn q(field: &str) -> String {
-    if field.contains([',', '"', '\n']) {
-        format!("\"{}\"", field.replace('"', "\"\""))
-    } else {
-        field.to_string()
     }
 }
 
