@@ -119,6 +119,22 @@ pub(crate) fn spawn_until(
     Proc::spawn_until(program, args, wanted).map_err(|e| anyhow!(e))
 }
 
+/// `r`, and on failure what the servers behind the run printed on standard error: an fio error
+/// (an EIO, say) says what the client saw, their logs why.
+pub(crate) fn explained<T>(r: Result<T>, servers: &[Proc]) -> Result<T> {
+    r.map_err(|e| {
+        let mut said = format!("{e:#}");
+        for p in servers {
+            said.push_str(&format!(
+                "\n--- server {} said on standard error:\n{}",
+                p.id(),
+                p.log()
+            ));
+        }
+        anyhow!(said)
+    })
+}
+
 pub(crate) fn free_port() -> Result<u16> {
     Ok(cordillera_testkit::process::free_addr()?.port())
 }
@@ -193,6 +209,14 @@ pub(crate) struct Setup<'a> {
 }
 
 impl Setup<'_> {
+    /// Removes the files `names` (each case's base and store once it is measured: the
+    /// bench's peak disk use is one case's files beside the shared filled base).
+    pub(crate) fn discard(&self, names: &[&str]) {
+        for name in names {
+            let _ = std::fs::remove_file(self.dir.join(name));
+        }
+    }
+
     pub(crate) fn base(&self, name: &str) -> Result<PathBuf> {
         let path = self.dir.join(name);
         let _ = std::fs::remove_file(&path);
@@ -364,6 +388,16 @@ pub(crate) fn work_dir(
     Ok((scratch.path().to_path_buf(), Some(scratch)))
 }
 
+/// Bytes an unprivileged writer may still use on the file system holding `path`.
+pub(crate) fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a zeroed statvfs for the kernel to fill.
+    let ok = unsafe { libc::statvfs(c_path.as_ptr(), &mut stats) } == 0;
+    ok.then(|| stats.f_bavail as u64 * stats.f_frsize as u64)
+}
+
 pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
     xs[xs.len() / 2]
@@ -452,6 +486,21 @@ struct ReadRounds {
 pub fn run(a: VolumeBenchArgs) -> Result<()> {
     let region = cordillera_sim::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
     let (dir, _scratch) = work_dir(&a.dir, &std::env::temp_dir(), "cordillera-volume-bench")?;
+    // At most: the shared filled base, one case's base and its store's written part, each at
+    // most the region, and the store's log overhead. A base write that finds the file system
+    // full stops the volume server (its in-flight requests are answered EIO), so the bench
+    // refuses to start rather than report that as the volume's failure.
+    let need = 3 * region + (256 << 20);
+    if let Some(free) = free_bytes(&dir) {
+        if free < need {
+            bail!(
+                "{} has {} MiB free; the volume bench writes up to {} MiB there (a filled base, one case's base and store): free some space or give --dir on a larger file system",
+                dir.display(),
+                free >> 20,
+                need >> 20
+            );
+        }
+    }
     let setup = Setup {
         me: std::env::current_exe()?,
         dir: &dir,
@@ -479,9 +528,10 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
                 let (_k, uri) = setup.nbdkit("nbdkit.base")?;
                 k4k.push(fio(&uri, "randwrite", "4k", 32, s, region, &[])?.iops);
             } else {
-                let (_v, uri, _) = setup.volume("plain", &[], false)?;
-                v4k.push(fio(&uri, "randwrite", "4k", 32, s, region, &[])?.iops);
+                let (v, uri, _) = setup.volume("plain", &[], false)?;
+                v4k.push(explained(fio(&uri, "randwrite", "4k", 32, s, region, &[]), &v)?.iops);
             }
+            setup.discard(&["nbdkit.base", "plain.base", "plain.store"]);
         }
         eprintln!(
             "volume bench: round {}/{rounds}: 1 MiB sequential writes, depth 8",
@@ -492,9 +542,12 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
                 let (_k, uri) = setup.nbdkit("nbdkit.base")?;
                 k1m.push(fio(&uri, "write", "1m", 8, s, region, &[])?.bytes_per_s / 1e6);
             } else {
-                let (_v, uri, _) = setup.volume("plain", &[], false)?;
-                v1m.push(fio(&uri, "write", "1m", 8, s, region, &[])?.bytes_per_s / 1e6);
+                let (v, uri, _) = setup.volume("plain", &[], false)?;
+                v1m.push(
+                    explained(fio(&uri, "write", "1m", 8, s, region, &[]), &v)?.bytes_per_s / 1e6,
+                );
             }
+            setup.discard(&["nbdkit.base", "plain.base", "plain.store"]);
         }
         for nbdkit in [nbdkit_first, !nbdkit_first] {
             let filled = setup.filled("filled.base")?;
@@ -509,26 +562,27 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
                     r.nbdkit.push(load.measure(&uri, s, region)?);
                 }
             } else {
-                let (_v, uri, _) = setup.volume_on("reads", &filled, &[], false)?;
+                let (v, uri, _) = setup.volume_on("reads", &filled, &[], false)?;
                 for (load, r) in READ_LOADS.iter().zip(reads.iter_mut()) {
                     eprintln!(
                         "volume bench: round {}/{rounds}: {} (volume)",
                         round + 1,
                         load.label
                     );
-                    r.volume.push(load.measure(&uri, s, region)?);
+                    r.volume.push(explained(load.measure(&uri, s, region), &v)?);
                 }
             }
+            setup.discard(&["reads.store"]);
         }
         {
             let filled = setup.filled("filled.base")?;
-            let (_v, uri, metrics) =
+            let (v, uri, metrics) =
                 setup.volume_on("partly", &filled, &["--policy", "always"], false)?;
             eprintln!(
                 "volume bench: round {}/{rounds}: off-loading random 4 KiB writes over a quarter of the region",
                 round + 1
             );
-            fio_run(
+            let fill = fio_run(
                 &uri,
                 &[
                     "--rw=randwrite".into(),
@@ -537,7 +591,8 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
                     format!("--size={region}"),
                     format!("--io_size={}", region / 4 / 4096 * 4096),
                 ],
-            )?;
+            );
+            explained(fill, &v)?;
             partly_fraction.push(offloaded_bytes(&metrics)? as f64 / region as f64);
             for (load, r) in READ_LOADS.iter().zip(reads.iter_mut()) {
                 eprintln!(
@@ -545,36 +600,28 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
                     round + 1,
                     load.label
                 );
-                r.partly.push(load.measure(&uri, s, region)?);
+                r.partly.push(explained(load.measure(&uri, s, region), &v)?);
             }
         }
+        setup.discard(&["partly.store"]);
         eprintln!(
             "volume bench: round {}/{rounds}: emulated cheetah-15k, 64 KiB random writes, depth 32",
             round + 1
         );
         {
             let t_base = a.t_base.to_string();
-            let (_v, uri, metrics) = setup.volume("emulated", &["--t-base", &t_base], true)?;
-            e_off.push(fio(&uri, "randwrite", "64k", 32, s, region, &[])?.iops);
+            let (v, uri, metrics) = setup.volume("emulated", &["--t-base", &t_base], true)?;
+            e_off.push(explained(fio(&uri, "randwrite", "64k", 32, s, region, &[]), &v)?.iops);
             fraction.push(offloaded_fraction(&metrics)?);
         }
+        setup.discard(&["emulated.base", "emulated.store"]);
         {
-            let (_v, uri, _) = setup.volume("emulated", &["--policy", "baseline"], true)?;
-            e_base.push(fio(&uri, "randwrite", "64k", 32, s, region, &[])?.iops);
+            let (v, uri, _) = setup.volume("emulated", &["--policy", "baseline"], true)?;
+            e_base.push(explained(fio(&uri, "randwrite", "64k", 32, s, region, &[]), &v)?.iops);
         }
+        setup.discard(&["emulated.base", "emulated.store"]);
     }
-    for name in [
-        "nbdkit.base",
-        "plain.base",
-        "plain.store",
-        "filled.base",
-        "reads.store",
-        "partly.store",
-        "emulated.base",
-        "emulated.store",
-    ] {
-        let _ = std::fs::remove_file(dir.join(name));
-    }
+    setup.discard(&["filled.base"]);
     let [rr, sr, rw] = [0, 1, 2].map(|i| reads[i].clone());
     let mut f = Figures {
         rounds_4k_ratio: ratios(&v4k, &k4k),

@@ -196,10 +196,7 @@ impl Drop for Stack {
 fn default_parent() -> &'static Path {
     const ROOM_BYTES: u64 = 8 << 30;
     let shm = Path::new("/dev/shm");
-    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a zeroed statvfs for the kernel to fill.
-    let ok = unsafe { libc::statvfs(c"/dev/shm".as_ptr(), &mut stats) } == 0;
-    if ok && stats.f_bavail as u64 * stats.f_frsize as u64 >= ROOM_BYTES {
+    if crate::volume_bench::free_bytes(shm).is_some_and(|free| free >= ROOM_BYTES) {
         shm
     } else {
         Path::new("/var/tmp")
