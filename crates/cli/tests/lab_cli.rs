@@ -470,6 +470,19 @@ fn lab_sierra_testbed_and_microbenchmarks_small() {
         .map(|e| e["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["steady", "up-shift", "down-shift"]);
+    // Each window says whether it touches the maintenance hours (0 and 1 of each day; at this
+    // rate the gears change only around them, so the shifts fall back to them).
+    assert_eq!(tb["maintenance_hours"], serde_json::json!([0, 1]));
+    for e in experiments {
+        let from = e["from_s"].as_u64().unwrap();
+        let to = e["to_s"].as_u64().unwrap();
+        let touches = (from..to).step_by(60).any(|t| (t / 3600) % 24 < 2);
+        assert_eq!(
+            e["in_maintenance"], touches,
+            "{} window {from}..{to} s",
+            e["name"]
+        );
+    }
     let run = |name: &str, config: &str| {
         experiments
             .iter()

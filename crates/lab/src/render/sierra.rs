@@ -223,6 +223,28 @@ fn testbed_table(out: &mut String, t: &TestbedReport) {
         t.chunk_servers + t.loggers,
         t.options.preface_s
     );
+    if !t.maintenance_hours.is_empty() {
+        let hours: Vec<String> = t.maintenance_hours.iter().map(|h| h.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "  windows {} the maintenance hours ({} of each day: top gear by design, above the load N is provisioned for){}",
+            if t.options.maintenance_windows { "may fall in" } else { "chosen outside" },
+            hours.join(", "),
+            if t.options.maintenance_windows { "" } else { " when one qualifies; --windows-in-maintenance to allow them" }
+        );
+        for e in t.experiments.iter().filter(|e| e.in_maintenance) {
+            let _ = writeln!(
+                out,
+                "  note: the {} window lies in the maintenance hours{}",
+                e.name,
+                if t.options.maintenance_windows {
+                    ""
+                } else {
+                    " (no window of its kind qualifies outside them)"
+                }
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "  Figure 11: response times (paper: a small penalty for Sierra, the up-shift worst; it gives no figures)"

@@ -26,7 +26,7 @@ use cordillera_types::Op;
 
 use std::sync::mpsc;
 
-use super::analysis::{Measured, ScheduleReport};
+use super::analysis::{Measured, ScheduleReport, ScheduledHour};
 use super::cluster::{energy_j, Cluster, ClusterSpec, Counters, Replayed};
 use super::Opener;
 
@@ -54,6 +54,11 @@ pub struct TestbedOptions {
     /// The measured power run (Figure 9 right): the whole trace replayed on Sierra and on the
     /// baseline with one request in this many (none: no power run).
     pub power_sample: Option<u64>,
+    /// Whether an experiment's window may touch the maintenance hours. §4.3 provisions N for
+    /// the peak outside them, so in them the top gear is below the load by design and a
+    /// full-rate open-loop replay measures overload, not the mechanism the window is about;
+    /// by default they are left out of the choice.
+    pub maintenance_windows: bool,
 }
 
 /// One experiment on one configuration.
@@ -111,6 +116,9 @@ pub struct Experiment {
     /// The gear shift it is about, if any (seconds since midnight of the first day).
     pub shift_at_s: Option<u64>,
     pub gears: (usize, usize),
+    /// Whether the window touches a maintenance hour (chosen there only when no window of its
+    /// kind qualifies outside them, or with `maintenance_windows`).
+    pub in_maintenance: bool,
     pub runs: Vec<ExperimentRun>,
 }
 
@@ -133,6 +141,9 @@ pub struct TestbedReport {
     pub chunk_servers: usize,
     pub loggers: usize,
     pub need: ReclaimNeed,
+    /// The trace's maintenance hours of day (left out of the windows' choice unless
+    /// `options.maintenance_windows`).
+    pub maintenance_hours: Vec<usize>,
     /// The windows of §4.5, and `power` (the whole trace) with `--power-run`.
     pub experiments: Vec<Experiment>,
 }
@@ -461,6 +472,94 @@ impl NeedMeter {
     }
 }
 
+/// The hours §4.5's windows are about: the steady hour, and the hours an up-shift and a
+/// down-shift take effect.
+#[derive(Debug, PartialEq, Eq)]
+struct Windows {
+    steady: Option<i64>,
+    upshift: Option<i64>,
+    downshift: Option<i64>,
+}
+
+/// Whether a trace hour may be chosen.
+type HourFilter<'a> = &'a dyn Fn(i64) -> bool;
+
+/// §4.5's choice on the oracle schedule (`hours`, gears of policy `g_index`); `written` is each
+/// trace hour's bytes written. Each window is chosen outside the `maintenance` hours of day when
+/// one of its kind qualifies there (unless `allow_maintenance`), else among all hours: §4.3
+/// provisions N for the peak outside maintenance, so in it the top gear is below the load by
+/// design, yet a trace whose gears change only around maintenance still gets its experiments.
+fn choose_windows(
+    hours: &[ScheduledHour],
+    g_index: usize,
+    written: &[(i64, u64)],
+    maintenance: &[usize],
+    allow_maintenance: bool,
+) -> Windows {
+    let gear_of = |h: i64| {
+        hours
+            .iter()
+            .find(|x| x.hour == h)
+            .map_or(3, |x| x.gears[g_index])
+    };
+    let known = |h: i64| hours.iter().any(|x| x.hour == h);
+    let top = hours.iter().map(|x| x.gears[g_index]).max().unwrap_or(3);
+    let lowest = hours.iter().map(|x| x.gears[g_index]).min().unwrap_or(3);
+    let outside = |h: i64| !maintenance.contains(&(h.rem_euclid(24) as usize));
+    let choose = |pick: &dyn Fn(HourFilter) -> Option<i64>| {
+        let chosen = pick(&outside);
+        if allow_maintenance || chosen.is_none() {
+            pick(&|_| true)
+        } else {
+            chosen
+        }
+    };
+    Windows {
+        // Of the hours in the lowest gear, the one with the highest peak load.
+        steady: choose(&|allowed| {
+            hours
+                .iter()
+                .filter(|x| x.gears[g_index] == lowest && lowest < top && allowed(x.hour))
+                .max_by(|a, b| a.peak_servers.total_cmp(&b.peak_servers))
+                .map(|x| x.hour)
+        }),
+        // The transition into the top gear with the most data logged: chosen by the bytes
+        // written in the stretch below the top gear before it.
+        upshift: choose(&|allowed| {
+            let mut upshift: Option<(i64, u64)> = None;
+            let mut stretch = 0u64;
+            for &(hour, bytes) in written {
+                if gear_of(hour) < top {
+                    stretch += bytes;
+                } else {
+                    if known(hour - 1)
+                        && gear_of(hour - 1) < top
+                        && allowed(hour)
+                        && upshift.is_none_or(|u| stretch > u.1)
+                    {
+                        upshift = Some((hour, stretch));
+                    }
+                    stretch = 0;
+                }
+            }
+            upshift.map(|u| u.0)
+        }),
+        // The down-transition with the highest load just after it (the hour's mean load).
+        downshift: choose(&|allowed| {
+            hours
+                .iter()
+                .filter(|x| {
+                    known(x.hour - 1)
+                        && x.gears[g_index] < gear_of(x.hour - 1)
+                        && allowed(x.hour)
+                        && allowed(x.hour - 1)
+                })
+                .max_by(|a, b| a.mean_servers.total_cmp(&b.mean_servers))
+                .map(|x| x.hour)
+        }),
+    }
+}
+
 /// Runs the three experiments of §4.5 on Sierra and on the baseline, in one pass over the
 /// trace: the windows' runs are threads fed with the trace's requests as the pass reaches them.
 pub fn run(
@@ -483,38 +582,27 @@ pub fn run(
         .collect();
     let gear_of = |h: i64| gears.iter().find(|x| x.0 == h).map_or(3, |x| x.1);
     let top = gears.iter().map(|x| x.1).max().unwrap_or(3);
-    let lowest = gears.iter().map(|x| x.1).min().unwrap_or(3);
-    let hours = &schedule.hours;
-    let known = |h: i64| gears.iter().any(|x| x.0 == h);
-    // §4.5: of the hours in the lowest gear, the one with the highest peak load.
-    let steady = hours
+    let written: Vec<(i64, u64)> = measured
+        .hours
         .iter()
-        .filter(|x| x.gears[g_index] == lowest && lowest < top)
-        .max_by(|a, b| a.peak_servers.total_cmp(&b.peak_servers))
-        .map(|x| x.hour);
-    // The transition into the top gear with the most data logged: chosen by the bytes written
-    // in the stretch below the top gear before it (the unique bytes are measured in the pass).
-    let mut upshift: Option<(i64, u64)> = None;
-    let mut written = 0u64;
-    for h in &measured.hours {
-        if gear_of(h.hour) < top {
-            written += h.write_bytes;
-        } else {
-            if known(h.hour - 1)
-                && gear_of(h.hour - 1) < top
-                && upshift.is_none_or(|u| written > u.1)
-            {
-                upshift = Some((h.hour, written));
-            }
-            written = 0;
-        }
-    }
-    // The down-transition with the highest load just after it (the hour's mean load).
-    let downshift = hours
-        .iter()
-        .filter(|x| known(x.hour - 1) && x.gears[g_index] < gear_of(x.hour - 1))
-        .max_by(|a, b| a.mean_servers.total_cmp(&b.mean_servers))
-        .map(|x| x.hour);
+        .map(|h| (h.hour, h.write_bytes))
+        .collect();
+    let maintenance = |h: i64| {
+        measured
+            .maintenance_hours
+            .contains(&(h.rem_euclid(24) as usize))
+    };
+    let Windows {
+        steady,
+        upshift,
+        downshift,
+    } = choose_windows(
+        &schedule.hours,
+        g_index,
+        &written,
+        &measured.maintenance_hours,
+        options.maintenance_windows,
+    );
     let h = HOUR as i64;
     let m = MIN as i64;
     let preface = options.preface_s as i64 * S as i64;
@@ -523,7 +611,7 @@ pub fn run(
     if let Some(h0) = steady {
         windows.push(("steady", h0 * h, h0 * h + h, None));
     }
-    if let Some((h0, _)) = upshift {
+    if let Some(h0) = upshift {
         windows.push(("up-shift", h0 * h - 10 * m, h0 * h + h, Some(h0 * h)));
     }
     if let Some(h0) = downshift {
@@ -543,6 +631,8 @@ pub fn run(
             to_s: (to / S as i64) as u64,
             shift_at_s: shift.map(|s| (s / S as i64) as u64),
             gears: (gear_of(from.div_euclid(h)), gear_of((to - 1).div_euclid(h))),
+            in_maintenance: name != "power"
+                && (from.div_euclid(h)..=(to - 1).div_euclid(h)).any(maintenance),
             runs: Vec::new(),
         });
         for config in [Config::Sierra, Config::Baseline] {
@@ -721,6 +811,10 @@ pub fn run(
         chunk_servers: schedule.chunk_servers,
         loggers: schedule.loggers,
         need: need.finish(hours_in_top_gear),
+        maintenance_hours: measured.maintenance_hours.clone(),
         experiments,
     })
 }
+
+#[cfg(test)]
+mod tests;
