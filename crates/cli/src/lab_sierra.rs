@@ -120,7 +120,8 @@ pub struct SierraArgs {
     /// §4.3 provisions N for the peak outside them, so there the top gear is below the load by
     /// design: replayed open loop at full rate, requests queue past the clients' retries and
     /// fail, on Sierra's 15 chunk servers, not the baseline's 18 (seed 3's up-shift lands at
-    /// midnight). By default the windows are chosen outside them.
+    /// midnight). By default each window is chosen outside them when one of its kind
+    /// qualifies there, else among all hours.
     #[arg(long)]
     windows_in_maintenance: bool,
     /// Which testbed experiments to run (§4.5).
