@@ -1102,9 +1102,19 @@ fn sierra_keeps_every_acknowledged_write_through_gear_shifts_and_failures() {
 /// A thousand short schedules (four seconds of faults, a twelve-second quiet period) each run:
 /// 200 fixed seeds and 800 fresh ones (with 2,000 a quiet clean-clone run of the suite took 29 minutes, at the edge of its 30). `SIERRA_SHORT_SEED`, `SIERRA_SHORT_SCHEDULES`,
 /// `SIERRA_SHORT_BASE_SEED` and `SIERRA_SHORT_FIXED` as for the long schedules.
+/// Short seeds that once failed (campaign on 7200000000000000000 + 2000·k): a rebuild the MDS
+/// ended or replaced while one of its pieces was draining or being read left the base writes
+/// held over that piece waiting for ever (a reclaim never finished: 4 KiB still logged after
+/// the quiet period).
+const SHORT_REGRESSIONS: [u64; 3] = [
+    7200000000000015982,
+    7200000000000019506,
+    7200000000000019942,
+];
+
 #[test]
 fn sierra_keeps_every_acknowledged_write_in_a_thousand_short_schedules() {
-    let schedules = Schedules::from_env("SIERRA_SHORT", &[], 200, 800);
+    let schedules = Schedules::from_env("SIERRA_SHORT", &SHORT_REGRESSIONS, 200, 800);
     check(
         "SIERRA_SHORT",
         "sierra simulation, short schedules",

@@ -187,10 +187,24 @@ struct Rebuild {
 enum PieceStage {
     /// Waiting for base writes in flight over the piece.
     Draining,
-    Reading,
+    /// `token`: the piece's read, which also names its copy (a read or an answer that
+    /// arrives for an earlier piece, or an earlier rebuild of the group, is told apart).
+    Reading {
+        token: u64,
+    },
     Sending {
         since: Nanos,
+        token: u64,
     },
+}
+
+/// What a replication request in flight is for.
+#[derive(Clone, Copy)]
+enum Replication {
+    /// The secondary's copy of a base write.
+    Base(u64),
+    /// A rebuild piece's copy (its token).
+    Piece(u64),
 }
 
 struct Primary {
@@ -207,6 +221,9 @@ struct Primary {
     /// MDS request id → (base id, data, sent at) of superblock writes in flight.
     superblock_writes: BTreeMap<u64, (u64, Vec<u8>, Nanos)>,
     rebuild: Option<Rebuild>,
+    /// A piece copy sent for a rebuild the MDS has since ended or replaced: (lo, hi, token,
+    /// sent at). Base writes over it wait for its answer, or its timeout, as for a current one.
+    orphan_piece: Option<(u64, u64, u64, Nanos)>,
     next_up: u64,
 }
 
@@ -223,13 +240,11 @@ enum DiskWork {
         base: u64,
     },
     /// A replicated write from a primary.
-    Replica {
-        to: Endpoint,
-        id: u64,
-    },
+    Replica { to: Endpoint, id: u64 },
     RebuildRead {
         group: GroupId,
         epoch: Epoch,
+        token: u64,
     },
 }
 
@@ -267,7 +282,7 @@ pub struct ChunkServer {
     writing: BTreeMap<u64, (GroupId, u64, u64)>,
     queued_writes: VecDeque<QueuedWrite>,
     /// Replicated writes sent: id → (group, epoch, base id or rebuild).
-    replications: BTreeMap<u64, (GroupId, Epoch, Option<u64>)>,
+    replications: BTreeMap<u64, (GroupId, Epoch, Replication)>,
     /// Store requests sent: our id → (group, the log client's id, store index).
     store_requests: BTreeMap<u64, (GroupId, u64, usize)>,
     out: VecDeque<(Endpoint, Message)>,
@@ -460,10 +475,13 @@ impl ChunkServer {
                 consider(sent + self.config.replicate_timeout_ns);
             }
             if let Some(Rebuild {
-                piece: Some((_, _, PieceStage::Sending { since })),
+                piece: Some((_, _, PieceStage::Sending { since, .. })),
                 ..
             }) = p.rebuild
             {
+                consider(since + self.rebuild_piece_timeout_ns());
+            }
+            if let Some((_, _, _, since)) = p.orphan_piece {
                 consider(since + self.rebuild_piece_timeout_ns());
             }
         }
@@ -521,8 +539,14 @@ impl ChunkServer {
                     },
                 ));
             }
+            let orphan_done = p
+                .orphan_piece
+                .is_some_and(|(_, _, _, since)| now >= since + piece_timeout);
+            if orphan_done {
+                p.orphan_piece = None;
+            }
             if let Some(Rebuild {
-                piece: Some((lo, hi, PieceStage::Sending { since })),
+                piece: Some((lo, hi, PieceStage::Sending { since, .. })),
                 ..
             }) = &mut p.rebuild
             {
@@ -543,6 +567,9 @@ impl ChunkServer {
             }
             if let Some(p) = self.primaries.get_mut(&g) {
                 p.log.handle_timeout(now);
+            }
+            if orphan_done {
+                self.release_held(g);
             }
             self.refresh_availability(g);
             self.finish_base_writes(g);
@@ -691,9 +718,14 @@ impl ChunkServer {
                 self.out
                     .push_back((to, Message::Replicated { id, ok: true }));
             }
-            (DiskWork::RebuildRead { group, epoch }, ChunkIoDone::Read { data, .. }) => {
-                self.rebuild_read(group, epoch, data)
-            }
+            (
+                DiskWork::RebuildRead {
+                    group,
+                    epoch,
+                    token,
+                },
+                ChunkIoDone::Read { data, .. },
+            ) => self.rebuild_read(group, epoch, token, data),
             _ => {}
         }
         self.maybe_sleep();

@@ -208,9 +208,12 @@ impl ChunkServer {
                 ..
             } => {
                 let end = offset_bytes + data.len() as u64;
-                let held = p.rebuild.as_ref().is_some_and(
-                    |r| matches!(r.piece, Some((lo, hi, _)) if lo < end && offset_bytes < hi),
-                );
+                let over = |lo: u64, hi: u64| lo < end && offset_bytes < hi;
+                let held = p
+                    .rebuild
+                    .as_ref()
+                    .is_some_and(|r| matches!(r.piece, Some((lo, hi, _)) if over(lo, hi)))
+                    || p.orphan_piece.is_some_and(|(lo, hi, _, _)| over(lo, hi));
                 if held {
                     p.held.push_back(BaseOp::Write {
                         id,
@@ -264,7 +267,8 @@ impl ChunkServer {
         );
         for (_, s) in targets {
             let id = self.id_next();
-            self.replications.insert(id, (g, epoch, Some(base)));
+            self.replications
+                .insert(id, (g, epoch, Replication::Base(base)));
             self.out.push_back((
                 Endpoint::Server(s),
                 Message::Replicate {
@@ -328,7 +332,7 @@ impl ChunkServer {
             return;
         };
         match base {
-            Some(base) => {
+            Replication::Base(base) => {
                 if let Some(w) = p.base.get_mut(&base) {
                     if let Some(i) = p.view.replicas.iter().position(|&s| s == server) {
                         w.waiting &= !(1 << i);
@@ -339,11 +343,21 @@ impl ChunkServer {
                 }
                 self.finish_base_writes(g);
             }
-            None => {
-                // A rebuild piece.
+            Replication::Piece(token) => {
+                // A rebuild piece: the current one, or one sent for an ended rebuild.
+                if p.orphan_piece.is_some_and(|o| o.2 == token) {
+                    p.orphan_piece = None;
+                }
                 let mut copied = 0;
                 if let Some(r) = &mut p.rebuild {
-                    if let Some((lo, hi, PieceStage::Sending { .. })) = r.piece {
+                    // Not an earlier copy's answer (timed out and sent again since).
+                    let piece = match r.piece {
+                        Some((lo, hi, PieceStage::Sending { token: t, .. })) if t == token => {
+                            Some((lo, hi))
+                        }
+                        _ => None,
+                    };
+                    if let Some((lo, hi)) = piece {
                         if ok {
                             r.next = hi;
                             copied = hi - lo;
@@ -451,6 +465,7 @@ impl ChunkServer {
             superblock: superblock.unwrap_or_default(),
             superblock_writes: BTreeMap::new(),
             rebuild: None,
+            orphan_piece: None,
             next_up: 1,
         };
         primary

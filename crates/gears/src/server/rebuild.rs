@@ -7,17 +7,24 @@ impl ChunkServer {
     pub(super) fn start_rebuild_if_needed(&mut self, g: GroupId) {
         let chunk_bytes = self.config.chunk_bytes;
         let p = self.primaries.get_mut(&g).expect("primary");
-        match (p.view.rebuilding, &p.rebuild) {
-            (Some(t), Some(r)) if r.target == t => {}
-            (Some(target), _) => {
-                p.rebuild = Some(Rebuild {
-                    target,
-                    end: p.view.slots as u64 * chunk_bytes,
-                    next: 0,
-                    piece: None,
-                });
+        let ended = match (p.view.rebuilding, &p.rebuild) {
+            (Some(t), Some(r)) if r.target == t => None,
+            (Some(target), _) => p.rebuild.replace(Rebuild {
+                target,
+                end: p.view.slots as u64 * chunk_bytes,
+                next: 0,
+                piece: None,
+            }),
+            (None, _) => p.rebuild.take(),
+        };
+        // The ended rebuild's piece: a copy already sent keeps the writes over it waiting
+        // for its answer (or its timeout); one not yet sent never will be, so they go on now
+        // (a read still in flight finds no piece of its token and is dropped).
+        if let Some((lo, hi, stage)) = ended.and_then(|r| r.piece) {
+            if let PieceStage::Sending { since, token } = stage {
+                p.orphan_piece = Some((lo, hi, token, since));
             }
-            (None, _) => p.rebuild = None,
+            self.release_held(g);
         }
     }
 
@@ -78,10 +85,18 @@ impl ChunkServer {
                 if busy {
                     return false;
                 }
-                r.piece = Some((lo, hi, PieceStage::Reading));
                 let disk = self.id_next();
-                self.disk
-                    .insert(disk, DiskWork::RebuildRead { group: g, epoch });
+                let p = self.primaries.get_mut(&g).expect("primary");
+                let r = p.rebuild.as_mut().expect("a rebuild");
+                r.piece = Some((lo, hi, PieceStage::Reading { token: disk }));
+                self.disk.insert(
+                    disk,
+                    DiskWork::RebuildRead {
+                        group: g,
+                        epoch,
+                        token: disk,
+                    },
+                );
                 self.io_out.push_back(ChunkIo::Read {
                     id: disk,
                     group: g,
@@ -94,7 +109,7 @@ impl ChunkServer {
         }
     }
 
-    pub(super) fn rebuild_read(&mut self, g: GroupId, epoch: Epoch, data: Vec<u8>) {
+    pub(super) fn rebuild_read(&mut self, g: GroupId, epoch: Epoch, token: u64, data: Vec<u8>) {
         let now = self.now;
         let Some(p) = self.primary_at(g, epoch) else {
             return;
@@ -102,13 +117,18 @@ impl ChunkServer {
         let Some(r) = &mut p.rebuild else {
             return;
         };
-        let Some((lo, hi, PieceStage::Reading)) = r.piece else {
+        let Some((lo, hi, PieceStage::Reading { token: t })) = r.piece else {
             return;
         };
-        r.piece = Some((lo, hi, PieceStage::Sending { since: now }));
+        if t != token {
+            // The read of an ended rebuild's piece.
+            return;
+        }
+        r.piece = Some((lo, hi, PieceStage::Sending { since: now, token }));
         let target = r.target;
         let id = self.id_next();
-        self.replications.insert(id, (g, epoch, None));
+        self.replications
+            .insert(id, (g, epoch, Replication::Piece(token)));
         self.out.push_back((
             Endpoint::Server(target),
             Message::Replicate {
