@@ -50,6 +50,8 @@ mod disk;
 mod primary;
 mod rebuild;
 
+use rebuild::{PieceStage, Rebuild, Replication};
+
 /// A logger (a versioned store) as chunk servers know it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct LoggerInfo {
@@ -172,39 +174,6 @@ struct BaseWrite {
     waiting: u64,
     failed: bool,
     started: Nanos,
-}
-
-/// Copying a group to a replica being rebuilt, piece by piece; base writes overlapping the
-/// piece being copied wait for it.
-struct Rebuild {
-    target: ServerId,
-    end: u64,
-    next: u64,
-    piece: Option<(u64, u64, PieceStage)>,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum PieceStage {
-    /// Waiting for base writes in flight over the piece.
-    Draining,
-    /// `token`: the piece's read, which also names its copy (a read or an answer that
-    /// arrives for an earlier piece, or an earlier rebuild of the group, is told apart).
-    Reading {
-        token: u64,
-    },
-    Sending {
-        since: Nanos,
-        token: u64,
-    },
-}
-
-/// What a replication request in flight is for.
-#[derive(Clone, Copy)]
-enum Replication {
-    /// The secondary's copy of a base write.
-    Base(u64),
-    /// A rebuild piece's copy (its token).
-    Piece(u64),
 }
 
 struct Primary {

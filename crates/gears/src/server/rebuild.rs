@@ -3,6 +3,39 @@
 
 use super::*;
 
+/// Copying a group to a replica being rebuilt, piece by piece; base writes overlapping the
+/// piece being copied wait for it.
+pub(super) struct Rebuild {
+    pub(super) target: ServerId,
+    pub(super) end: u64,
+    pub(super) next: u64,
+    pub(super) piece: Option<(u64, u64, PieceStage)>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum PieceStage {
+    /// Waiting for base writes in flight over the piece.
+    Draining,
+    /// `token`: the piece's read, which also names its copy (a read or an answer that
+    /// arrives for an earlier piece, or an earlier rebuild of the group, is told apart).
+    Reading {
+        token: u64,
+    },
+    Sending {
+        since: Nanos,
+        token: u64,
+    },
+}
+
+/// What a replication request in flight is for.
+#[derive(Clone, Copy)]
+pub(super) enum Replication {
+    /// The secondary's copy of a base write.
+    Base(u64),
+    /// A rebuild piece's copy (its token).
+    Piece(u64),
+}
+
 impl ChunkServer {
     pub(super) fn start_rebuild_if_needed(&mut self, g: GroupId) {
         let chunk_bytes = self.config.chunk_bytes;

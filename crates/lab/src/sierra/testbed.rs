@@ -26,9 +26,10 @@ use cordillera_types::Op;
 
 use std::sync::mpsc;
 
-use super::analysis::{Measured, ScheduleReport, ScheduledHour};
+use super::analysis::{Measured, ScheduleReport};
 use super::cluster::{energy_j, Cluster, ClusterSpec, Counters, Replayed};
 use super::Opener;
+use windows::{choose_windows, Windows};
 
 const S: Nanos = 1_000_000_000;
 const MIN: Nanos = 60 * S;
@@ -472,94 +473,6 @@ impl NeedMeter {
     }
 }
 
-/// The hours §4.5's windows are about: the steady hour, and the hours an up-shift and a
-/// down-shift take effect.
-#[derive(Debug, PartialEq, Eq)]
-struct Windows {
-    steady: Option<i64>,
-    upshift: Option<i64>,
-    downshift: Option<i64>,
-}
-
-/// Whether a trace hour may be chosen.
-type HourFilter<'a> = &'a dyn Fn(i64) -> bool;
-
-/// §4.5's choice on the oracle schedule (`hours`, gears of policy `g_index`); `written` is each
-/// trace hour's bytes written. Each window is chosen outside the `maintenance` hours of day when
-/// one of its kind qualifies there (unless `allow_maintenance`), else among all hours: §4.3
-/// provisions N for the peak outside maintenance, so in it the top gear is below the load by
-/// design, yet a trace whose gears change only around maintenance still gets its experiments.
-fn choose_windows(
-    hours: &[ScheduledHour],
-    g_index: usize,
-    written: &[(i64, u64)],
-    maintenance: &[usize],
-    allow_maintenance: bool,
-) -> Windows {
-    let gear_of = |h: i64| {
-        hours
-            .iter()
-            .find(|x| x.hour == h)
-            .map_or(3, |x| x.gears[g_index])
-    };
-    let known = |h: i64| hours.iter().any(|x| x.hour == h);
-    let top = hours.iter().map(|x| x.gears[g_index]).max().unwrap_or(3);
-    let lowest = hours.iter().map(|x| x.gears[g_index]).min().unwrap_or(3);
-    let outside = |h: i64| !maintenance.contains(&(h.rem_euclid(24) as usize));
-    let choose = |pick: &dyn Fn(HourFilter) -> Option<i64>| {
-        let chosen = pick(&outside);
-        if allow_maintenance || chosen.is_none() {
-            pick(&|_| true)
-        } else {
-            chosen
-        }
-    };
-    Windows {
-        // Of the hours in the lowest gear, the one with the highest peak load.
-        steady: choose(&|allowed| {
-            hours
-                .iter()
-                .filter(|x| x.gears[g_index] == lowest && lowest < top && allowed(x.hour))
-                .max_by(|a, b| a.peak_servers.total_cmp(&b.peak_servers))
-                .map(|x| x.hour)
-        }),
-        // The transition into the top gear with the most data logged: chosen by the bytes
-        // written in the stretch below the top gear before it.
-        upshift: choose(&|allowed| {
-            let mut upshift: Option<(i64, u64)> = None;
-            let mut stretch = 0u64;
-            for &(hour, bytes) in written {
-                if gear_of(hour) < top {
-                    stretch += bytes;
-                } else {
-                    if known(hour - 1)
-                        && gear_of(hour - 1) < top
-                        && allowed(hour)
-                        && upshift.is_none_or(|u| stretch > u.1)
-                    {
-                        upshift = Some((hour, stretch));
-                    }
-                    stretch = 0;
-                }
-            }
-            upshift.map(|u| u.0)
-        }),
-        // The down-transition with the highest load just after it (the hour's mean load).
-        downshift: choose(&|allowed| {
-            hours
-                .iter()
-                .filter(|x| {
-                    known(x.hour - 1)
-                        && x.gears[g_index] < gear_of(x.hour - 1)
-                        && allowed(x.hour)
-                        && allowed(x.hour - 1)
-                })
-                .max_by(|a, b| a.mean_servers.total_cmp(&b.mean_servers))
-                .map(|x| x.hour)
-        }),
-    }
-}
-
 /// Runs the three experiments of §4.5 on Sierra and on the baseline, in one pass over the
 /// trace: the windows' runs are threads fed with the trace's requests as the pass reaches them.
 pub fn run(
@@ -815,6 +728,8 @@ pub fn run(
         experiments,
     })
 }
+
+mod windows;
 
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::sierra::analysis::ScheduledHour;
 
 /// Two days: gear 1 by default, the maintenance hours 0–1 in gear 3, and whatever `set` adds;
 /// `bytes` written in every hour.
