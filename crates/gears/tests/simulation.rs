@@ -3,7 +3,9 @@
 //! cores, under seeded schedules. Clients read and write their objects at random while the MDS
 //! shifts gears up and down (g_min = 1 or 2); chunk servers, loggers and clients crash and
 //! restart; messages are dropped and delayed; in some schedules a chunk server fails for good
-//! and is rebuilt onto its gear group. A reference model checks every read: each block holds
+//! and is rebuilt onto its gear group, and in some the MDS crashes and restarts from the state
+//! its driver stored (each change made durable, through its record encoding, before any
+//! message it backs was sent). A reference model checks every read: each block holds
 //! the last acknowledged write or one whose outcome is unknown or concurrent. After a quiet
 //! period in the top gear: every group has a primary that serves it, nothing is left logged,
 //! every logger is empty, and every block of every object reads back as the model allows.
@@ -30,7 +32,10 @@ use std::rc::Rc;
 
 use cordillera_gears::client::{ClientConfig, ClientError, Done, ObjectClient};
 use cordillera_gears::layout::{Layout, LayoutKind, LayoutSpec, RackPolicy};
-use cordillera_gears::mds::{Mds, MdsConfig, ServerState};
+use cordillera_gears::mds::persist::{
+    Changes, GroupRecord, ObjectRecord, ServerRecord, Snapshot,
+};
+use cordillera_gears::mds::{Mds, MdsConfig, MdsStats, ServerState};
 use cordillera_gears::model::{GroupId, ObjectId, ServerId, Topology};
 use cordillera_gears::protocol::{Endpoint, Message};
 use cordillera_gears::schedule::rotation;
@@ -156,6 +161,15 @@ struct Shared {
     orphans: HashMap<(usize, u64), (u64, u32)>,
     orphan_pieces: HashMap<(usize, u64), usize>,
     orphans_finished: u64,
+    /// The MDS's durable state, as its driver stored it (changes applied before any message
+    /// left), and what a restarted MDS starts from.
+    mds_store: Snapshot,
+    /// The gear plan, and the last gear set (a restarted MDS is put in it again).
+    gears: VecDeque<(Nanos, usize, Vec<usize>)>,
+    gear: Option<(usize, Vec<usize>)>,
+    /// The MDS's counts from its earlier lives.
+    mds_stats_before: MdsStats,
+    mds_stats_now: MdsStats,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -169,7 +183,36 @@ struct Counts {
 
 struct MdsPart {
     mds: Mds,
-    gears: VecDeque<(Nanos, usize, Vec<usize>)>,
+    config: MdsConfig,
+    layout: Layout,
+}
+
+/// What the MDS's driver does before sending anything: the changes made durable, each record
+/// through its encoding (as the runtime stores them).
+fn store_changes(store: &mut Snapshot, changes: Changes) {
+    let through = Changes {
+        groups: changes
+            .groups
+            .into_iter()
+            .map(|(g, r)| (g, GroupRecord::decode(&r.encode()).expect("a group record")))
+            .collect(),
+        objects: changes
+            .objects
+            .into_iter()
+            .map(|(o, r)| {
+                let r = r.map(|r| ObjectRecord::decode(&r.encode()).expect("an object record"));
+                (o, r)
+            })
+            .collect(),
+        chunks: changes.chunks,
+        servers: changes
+            .servers
+            .into_iter()
+            .map(|(s, r)| (s, ServerRecord::decode(&r.encode()).expect("a server record")))
+            .collect(),
+        rng: changes.rng,
+    };
+    store.apply(&through).expect("changes in order");
 }
 
 struct ServerPart {
@@ -303,6 +346,12 @@ impl Node {
             let mut sends = Vec::new();
             match &mut self.part {
                 Part::Mds(m) => {
+                    let changes = m.mds.take_changes();
+                    {
+                        let mut sh = self.shared.borrow_mut();
+                        store_changes(&mut sh.mds_store, changes);
+                        sh.mds_stats_now = m.mds.stats();
+                    }
                     while let Some((to, message)) = m.mds.poll_message() {
                         sends.push((node_of(to), Msg::Sierra(message)));
                     }
@@ -537,6 +586,20 @@ impl Core for Node {
 
     fn handle_start(&mut self, now: Nanos) {
         let shared = self.shared.clone();
+        if let Part::Mds(m) = &mut self.part {
+            let mut sh = shared.borrow_mut();
+            if sh.lives[self.id] > 1 {
+                // A restart: the MDS from what its driver stored, in the gear last set.
+                let before = std::mem::take(&mut sh.mds_stats_now);
+                add_stats(&mut sh.mds_stats_before, before);
+                let stored = sh.mds_store.clone();
+                m.mds = Mds::restore(m.config.clone(), &m.layout, stored, now)
+                    .unwrap_or_else(|e| panic!("the MDS's stored state: {e}"));
+                if let Some((gear, rotation)) = sh.gear.clone() {
+                    m.mds.set_gear(now, gear, &rotation);
+                }
+            }
+        }
         if let Part::Client(c) = &mut self.part {
             c.next_tick = now;
             let mut sh = shared.borrow_mut();
@@ -643,10 +706,13 @@ impl Core for Node {
         self.release(now);
         match &mut self.part {
             Part::Mds(m) => {
-                while m.gears.front().is_some_and(|(t, _, _)| *t <= now) {
-                    let (_, gear, rotation) = m.gears.pop_front().expect("a gear");
+                let mut sh = self.shared.borrow_mut();
+                while sh.gears.front().is_some_and(|(t, _, _)| *t <= now) {
+                    let (_, gear, rotation) = sh.gears.pop_front().expect("a gear");
                     m.mds.set_gear(now, gear, &rotation);
+                    sh.gear = Some((gear, rotation));
                 }
+                drop(sh);
                 if m.mds.poll_timeout().is_some_and(|t| t <= now) {
                     m.mds.handle_timeout(now);
                 }
@@ -726,7 +792,7 @@ impl Core for Node {
         let delayed = self.delayed.iter().map(|(t, _)| *t).min();
         let own = match &self.part {
             Part::Mds(m) => {
-                let gear = m.gears.front().map(|(t, _, _)| *t);
+                let gear = self.shared.borrow().gears.front().map(|(t, _, _)| *t);
                 [m.mds.poll_timeout(), gear].into_iter().flatten().min()
             }
             Part::Server(p) => p.server.poll_timeout(),
@@ -761,6 +827,7 @@ struct Outcome {
     g_min: usize,
     counts: Counts,
     crashes: usize,
+    mds_crash: bool,
     permanent_failure: bool,
     migrations: u64,
     reassignments: u64,
@@ -773,6 +840,17 @@ struct Outcome {
     orphans_finished: u64,
     dropped: u64,
     delayed: u64,
+}
+
+fn add_stats(to: &mut MdsStats, s: MdsStats) {
+    to.migrations += s.migrations;
+    to.reassignments += s.reassignments;
+    to.suspicions += s.suspicions;
+    to.permanent_failures += s.permanent_failures;
+    to.rebuilds_started += s.rebuilds_started;
+    to.rebuilds_done += s.rebuilds_done;
+    to.wakes += s.wakes;
+    to.standbys += s.standbys;
 }
 
 fn run(seed: u64) -> Result<Outcome, String> {
@@ -816,6 +894,7 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
         t += S + rng.below(2 * S);
     }
     gears.push_back((shape.active_ns, 3, rotation(0, 3)));
+    shared.borrow_mut().gears = gears;
     let mds_config = MdsConfig {
         lease_ns: 400 * MS,
         heartbeat_timeout_ns: 1200 * MS,
@@ -827,7 +906,6 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
     let new_core = {
         let shared = shared.clone();
         let layout = layout.clone();
-        let mut gears = Some(gears);
         move |id: NodeId| -> Node {
             let life = {
                 let mut sh = shared.borrow_mut();
@@ -835,9 +913,11 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
                 sh.lives[id]
             };
             let part = match id {
+                // A restarted MDS is restored in `handle_start`, when the time is known.
                 MDS_NODE => Part::Mds(Box::new(MdsPart {
                     mds: Mds::new(mds_config.clone(), &layout, 0),
-                    gears: gears.take().expect("the MDS starts once"),
+                    config: mds_config.clone(),
+                    layout: layout.clone(),
                 })),
                 n if n < LOGGER0 => {
                     let server = (n - 1) as ServerId;
@@ -935,6 +1015,15 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
     if permanent {
         let s = 1 + rng.below(SERVERS as u64) as usize;
         world.schedule_crash(s, S + rng.below(shape.active_ns - 2 * S), None);
+    }
+    // In some schedules the MDS crashes too (drawn from its own stream, so that the other
+    // faults of a seed are those it always had).
+    let mut mds_faults = SimRng::new(seed, 13);
+    let mds_crash = mds_faults.chance(0.3);
+    if mds_crash {
+        let at = S + mds_faults.below(shape.active_ns - S);
+        let down = 1 + mds_faults.exponential(400.0 * MS as f64) as Nanos;
+        world.schedule_crash(MDS_NODE, at, Some(down));
     }
     world.run_until(shape.end_ns);
 
@@ -1050,17 +1139,19 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
             mds.stats()
         ));
         return Err(format!(
-            "g_min {g_min}, {crashes} crashes, permanent failure: {permanent}\n{}",
+            "g_min {g_min}, {crashes} crashes, MDS crash: {mds_crash}, permanent failure: {permanent}\n{}",
             problems.join("\n")
         ));
     }
-    let stats = mds.stats();
+    let mut stats = sh.mds_stats_before;
+    add_stats(&mut stats, mds.stats());
     let mut counts = sh.counts;
     counts.client_retries = retries;
     Ok(Outcome {
         g_min,
         counts,
         crashes,
+        mds_crash,
         permanent_failure: permanent,
         migrations: stats.migrations,
         reassignments: stats.reassignments,
@@ -1141,11 +1232,12 @@ fn check(prefix: &str, name: &str, seeds: &[u64], run: fn(u64) -> Result<Outcome
     );
     let sum = |f: fn(&Outcome) -> u64| outcomes.iter().map(|o| f(o)).sum::<u64>();
     println!(
-        "{name}: {} schedules (g_min 1: {}, 2: {}), {} crashes, {} permanent failures ({} groups rebuilt), {} writes acknowledged ({} failed with an error), {} reads checked ({} failed), {} client retries, {} primary migrations, {} reassignments after failures, {} standbys ({} messages lost to standby), {} logged writes, {} bytes reclaimed, {} blocks read back at the end, {} messages dropped and {} delayed, {} writes of crashed clients finished by servers after the crash",
+        "{name}: {} schedules (g_min 1: {}, 2: {}), {} crashes, {} MDS restarts, {} permanent failures ({} groups rebuilt), {} writes acknowledged ({} failed with an error), {} reads checked ({} failed), {} client retries, {} primary migrations, {} reassignments after failures, {} standbys ({} messages lost to standby), {} logged writes, {} bytes reclaimed, {} blocks read back at the end, {} messages dropped and {} delayed, {} writes of crashed clients finished by servers after the crash",
         outcomes.len(),
         outcomes.iter().filter(|o| o.g_min == 1).count(),
         outcomes.iter().filter(|o| o.g_min == 2).count(),
         sum(|o| o.crashes as u64),
+        sum(|o| o.mds_crash as u64),
         sum(|o| o.permanent_failure as u64),
         sum(|o| o.rebuilds_done),
         sum(|o| o.counts.writes_acked),

@@ -157,6 +157,8 @@ pub struct Mds {
     wakes: VecDeque<ServerId>,
     stats: MdsStats,
     now: Nanos,
+    /// The durable state as last reported by `take_changes`.
+    persisted: persist::Persisted,
 }
 
 impl Mds {
@@ -215,6 +217,7 @@ impl Mds {
             wakes: VecDeque::new(),
             stats: MdsStats::default(),
             now,
+            persisted: persist::Persisted::default(),
         }
     }
 
@@ -372,8 +375,10 @@ impl Mds {
             (Endpoint::Client(_), Message::Delete { id, object }) => {
                 let result = match self.objects.remove(&object) {
                     Some(o) => {
+                        self.persisted.object_changed(object);
                         for c in o.first_chunk..o.first_chunk + o.chunk_count {
                             self.chunks[c as usize] = (u32::MAX, 0);
+                            self.persisted.chunk_freed(c);
                         }
                         Ok(())
                     }
@@ -721,6 +726,7 @@ impl Mds {
             self.groups[g].next_slot = slot.checked_add(1).ok_or(MdsError::TooLarge)?;
             self.chunks.push((g as u32, slot));
         }
+        self.persisted.object_changed(object);
         self.objects.insert(
             object,
             ObjectEntry {
@@ -752,5 +758,6 @@ impl Mds {
 }
 
 mod failures;
+pub mod persist;
 #[cfg(test)]
 mod tests;

@@ -4,10 +4,10 @@ use super::*;
 use crate::layout::LayoutSpec;
 use crate::model::Topology;
 
-const S: Nanos = 1_000_000_000;
+pub(super) const S: Nanos = 1_000_000_000;
 
 /// 6 servers in 3 racks, power-aware rack-aligned: gear group k is rack k.
-fn mds() -> Mds {
+pub(super) fn mds() -> Mds {
     let topology = Topology::racks(3, 2);
     let spec = LayoutSpec {
         kind: LayoutKind::PowerAware,
@@ -18,12 +18,12 @@ fn mds() -> Mds {
     Mds::new(MdsConfig::new(1 << 20), &layout, 0)
 }
 
-fn drain(m: &mut Mds) -> Vec<(Endpoint, Message)> {
+pub(super) fn drain(m: &mut Mds) -> Vec<(Endpoint, Message)> {
     std::iter::from_fn(|| m.poll_message()).collect()
 }
 
 /// A heartbeat from a server serving exactly what the MDS assigned it.
-fn heartbeat(m: &mut Mds, now: Nanos, s: ServerId, incarnation: u64) -> Vec<(Endpoint, Message)> {
+pub(super) fn heartbeat(m: &mut Mds, now: Nanos, s: ServerId, incarnation: u64) -> Vec<(Endpoint, Message)> {
     let primaries = (0..m.group_count() as u32)
         .map(|g| m.view(GroupId(g)))
         .filter(|v| v.primary == Some(s))
@@ -44,7 +44,7 @@ fn heartbeat(m: &mut Mds, now: Nanos, s: ServerId, incarnation: u64) -> Vec<(End
 
 /// Every server heartbeats: every group gets one primary, told by BecomePrimary, and leases
 /// list exactly the groups each server is primary of.
-fn start(m: &mut Mds) -> BTreeMap<u32, ServerId> {
+pub(super) fn start(m: &mut Mds) -> BTreeMap<u32, ServerId> {
     let mut primaries = BTreeMap::new();
     for s in 0..6 {
         for (to, msg) in heartbeat(m, 1, s, 100 + s as u64) {
