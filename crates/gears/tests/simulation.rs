@@ -32,9 +32,7 @@ use std::rc::Rc;
 
 use cordillera_gears::client::{ClientConfig, ClientError, Done, ObjectClient};
 use cordillera_gears::layout::{Layout, LayoutKind, LayoutSpec, RackPolicy};
-use cordillera_gears::mds::persist::{
-    Changes, GroupRecord, ObjectRecord, ServerRecord, Snapshot,
-};
+use cordillera_gears::mds::persist::{Changes, GroupRecord, ObjectRecord, ServerRecord, Snapshot};
 use cordillera_gears::mds::{Mds, MdsConfig, MdsStats, ServerState};
 use cordillera_gears::model::{GroupId, ObjectId, ServerId, Topology};
 use cordillera_gears::protocol::{Endpoint, Message};
@@ -208,7 +206,12 @@ fn store_changes(store: &mut Snapshot, changes: Changes) {
         servers: changes
             .servers
             .into_iter()
-            .map(|(s, r)| (s, ServerRecord::decode(&r.encode()).expect("a server record")))
+            .map(|(s, r)| {
+                (
+                    s,
+                    ServerRecord::decode(&r.encode()).expect("a server record"),
+                )
+            })
             .collect(),
         rng: changes.rng,
     };

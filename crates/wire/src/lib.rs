@@ -5,6 +5,10 @@
 //! - [`store`]: the versioned store's protocol: framing, requests, replies and load figures
 //!   (`docs/FORMATS.md`, "Store protocol").
 //! - [`nbd`]: the NBD protocol's messages for a server (handshake, options, requests, replies).
+//! - [`sierra`]: Sierra's messages between the MDS, chunk servers and clients, and the frames
+//!   that carry them (`docs/FORMATS.md`, "Sierra protocol").
 
+mod codec;
 pub mod nbd;
+pub mod sierra;
 pub mod store;

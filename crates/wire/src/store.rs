@@ -16,6 +16,8 @@
 use cordillera_vstore::store::{Extent, Reply, Request, StoreError};
 use thiserror::Error;
 
+use crate::codec::{Malformed, Reader, Writer};
+
 pub const VERSION: u8 = 1;
 /// A write's payload is at most 16 MiB (the store's record limit) plus headers.
 pub const FRAME_BYTES_MAX: u32 = 17 * 1024 * 1024;
@@ -63,22 +65,13 @@ pub enum WireError {
     Malformed(&'static str),
 }
 
-struct Writer<'a>(&'a mut Vec<u8>);
+impl From<Malformed> for WireError {
+    fn from(m: Malformed) -> WireError {
+        WireError::Malformed(m.0)
+    }
+}
 
 impl Writer<'_> {
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn bytes(&mut self, b: &[u8]) {
-        self.u32(b.len() as u32);
-        self.0.extend_from_slice(b);
-    }
     fn extent(&mut self, e: &Extent) {
         self.u64(e.volume);
         self.u64(e.offset_bytes);
@@ -94,31 +87,8 @@ impl Writer<'_> {
     }
 }
 
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], WireError> {
-        if self.0.len() < n {
-            return Err(WireError::Malformed(what));
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-    fn u8(&mut self, what: &'static str) -> Result<u8, WireError> {
-        Ok(self.take(1, what)?[0])
-    }
-    fn u32(&mut self, what: &'static str) -> Result<u32, WireError> {
-        Ok(u32::from_le_bytes(self.take(4, what)?.try_into().unwrap()))
-    }
-    fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
-        Ok(u64::from_le_bytes(self.take(8, what)?.try_into().unwrap()))
-    }
-    fn bytes(&mut self, what: &'static str) -> Result<Vec<u8>, WireError> {
-        let n = self.u32(what)? as usize;
-        Ok(self.take(n, what)?.to_vec())
-    }
-    fn extent(&mut self) -> Result<Extent, WireError> {
+impl Reader<'_> {
+    fn extent(&mut self) -> Result<Extent, Malformed> {
         Ok(Extent {
             volume: self.u64("extent")?,
             offset_bytes: self.u64("extent")?,
@@ -126,7 +96,7 @@ impl<'a> Reader<'a> {
             version: self.u64("extent")?,
         })
     }
-    fn load(&mut self) -> Result<Load, WireError> {
+    fn load(&mut self) -> Result<Load, Malformed> {
         Ok(Load {
             queue_length: self.u32("load")?,
             requests_per_s: self.u32("load")?,
@@ -134,13 +104,6 @@ impl<'a> Reader<'a> {
             used_bytes: self.u64("load")?,
             log_bytes: self.u64("load")?,
         })
-    }
-    fn end(&self) -> Result<(), WireError> {
-        if self.0.is_empty() {
-            Ok(())
-        } else {
-            Err(WireError::Malformed("trailing bytes"))
-        }
     }
 }
 

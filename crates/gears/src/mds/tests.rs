@@ -23,7 +23,12 @@ pub(super) fn drain(m: &mut Mds) -> Vec<(Endpoint, Message)> {
 }
 
 /// A heartbeat from a server serving exactly what the MDS assigned it.
-pub(super) fn heartbeat(m: &mut Mds, now: Nanos, s: ServerId, incarnation: u64) -> Vec<(Endpoint, Message)> {
+pub(super) fn heartbeat(
+    m: &mut Mds,
+    now: Nanos,
+    s: ServerId,
+    incarnation: u64,
+) -> Vec<(Endpoint, Message)> {
     let primaries = (0..m.group_count() as u32)
         .map(|g| m.view(GroupId(g)))
         .filter(|v| v.primary == Some(s))

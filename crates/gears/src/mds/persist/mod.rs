@@ -374,7 +374,9 @@ impl Mds {
 fn validate(mds: &Mds, s: &Snapshot) -> Result<(), PersistError> {
     let n = mds.servers.len();
     if s.groups.len() != mds.groups.len() {
-        return Err(PersistError::Invalid("not as many chunk groups as the layout"));
+        return Err(PersistError::Invalid(
+            "not as many chunk groups as the layout",
+        ));
     }
     if s.servers.len() != n {
         return Err(PersistError::Invalid("not as many servers as the layout"));
@@ -394,7 +396,9 @@ fn validate(mds: &Mds, s: &Snapshot) -> Result<(), PersistError> {
         if r.primary.is_some_and(|p| !r.replicas.contains(&p))
             || r.rebuilding.is_some_and(|p| !r.replicas.contains(&p))
         {
-            return Err(PersistError::Invalid("a group's primary or rebuilt replica"));
+            return Err(PersistError::Invalid(
+                "a group's primary or rebuilt replica",
+            ));
         }
         if r.epoch == 0 {
             return Err(PersistError::Invalid("a group's epoch"));

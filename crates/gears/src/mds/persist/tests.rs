@@ -125,10 +125,7 @@ fn a_restart_keeps_primaries_epochs_and_objects() {
         .iter()
         .filter(|(_, msg)| matches!(msg, Message::BecomePrimary { .. }))
         .count();
-    assert_eq!(
-        reassigned,
-        primaries.values().filter(|&&p| p == 0).count()
-    );
+    assert_eq!(reassigned, primaries.values().filter(|&&p| p == 0).count());
 }
 
 /// A server the MDS had sent to standby stays in standby after the restart (it is not woken,
@@ -144,7 +141,10 @@ fn a_restart_keeps_standby_and_wakes_again() {
     let r = Mds::restore(m.config().clone(), &layout(), snapshot, 30 * S).unwrap();
     let mut r = r;
     assert_eq!(r.server_state(0), ServerState::Standby);
-    assert_eq!(std::iter::from_fn(|| r.poll_wake()).collect::<Vec<_>>(), [1]);
+    assert_eq!(
+        std::iter::from_fn(|| r.poll_wake()).collect::<Vec<_>>(),
+        [1]
+    );
     // The others heartbeat (server 1 once woken); server 0, asleep, is left alone.
     for i in 1..=10 {
         let now = 30 * S + i * S;
