@@ -46,6 +46,8 @@ pub struct MdsConfig {
     pub wake_timeout_ns: Nanos,
     /// Chunks an object may have (bounds what one request can make the MDS allocate).
     pub chunks_per_object_max: u64,
+    /// Chunk slots a group may have (its chunk servers hold `slots × chunk_bytes` per group).
+    pub slots_per_group_max: u32,
     pub seed: u64,
 }
 
@@ -59,6 +61,7 @@ impl MdsConfig {
             permanent_after_ns: 15 * 60 * 1_000_000_000,
             wake_timeout_ns: 60 * 1_000_000_000,
             chunks_per_object_max: 1 << 24,
+            slots_per_group_max: u32::MAX,
             seed: 1,
         }
     }
@@ -718,12 +721,27 @@ impl Mds {
         if chunk_count > self.config.chunks_per_object_max {
             return Err(MdsError::TooLarge);
         }
+        let max = self.config.slots_per_group_max;
+        let free: u64 = self
+            .groups
+            .iter()
+            .map(|g| max.saturating_sub(g.next_slot) as u64)
+            .sum();
+        if chunk_count > free {
+            return Err(MdsError::TooLarge);
+        }
         let first_chunk = self.chunks.len() as u64;
+        let n = self.groups.len();
         for _ in 0..chunk_count {
-            // §3.5: "Chunks are assigned randomly to chunk groups on creation."
-            let g = self.rng.below(self.groups.len() as u64) as usize;
+            // §3.5: "Chunks are assigned randomly to chunk groups on creation" (a full group
+            // passes its chunk to the next with room).
+            let drawn = self.rng.below(n as u64) as usize;
+            let g = (0..n)
+                .map(|i| (drawn + i) % n)
+                .find(|&g| self.groups[g].next_slot < max)
+                .expect("room was counted");
             let slot = self.groups[g].next_slot;
-            self.groups[g].next_slot = slot.checked_add(1).ok_or(MdsError::TooLarge)?;
+            self.groups[g].next_slot = slot + 1;
             self.chunks.push((g as u32, slot));
         }
         self.persisted.object_changed(object);

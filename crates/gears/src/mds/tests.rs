@@ -359,3 +359,44 @@ fn objects_are_created_looked_up_and_deleted() {
         panic!()
     };
 }
+
+/// Groups hold at most `slots_per_group_max` chunks: chunks drawn to a full group go to the
+/// next with room, and an object that cannot fit is refused.
+#[test]
+fn groups_hold_at_most_their_slots() {
+    let topology = Topology::racks(3, 2);
+    let spec = LayoutSpec {
+        kind: LayoutKind::PowerAware,
+        racks: RackPolicy::Aligned,
+        replicas: 3,
+    };
+    let layout = Layout::generate(spec, &topology, 24, &mut SplitMix64(3)).unwrap();
+    let config = MdsConfig {
+        slots_per_group_max: 2,
+        ..MdsConfig::new(1 << 20)
+    };
+    let mut m = Mds::new(config, &layout, 0);
+    start(&mut m);
+    let mut create = |m: &mut Mds, object: u64, chunks: u64| {
+        m.handle_message(
+            2 * S,
+            Endpoint::Client(0),
+            Message::Create {
+                id: object,
+                object: ObjectId(object),
+                size_bytes: chunks << 20,
+            },
+        );
+        match drain(m).pop() {
+            Some((_, Message::Created { result, .. })) => result,
+            other => panic!("{other:?}"),
+        }
+    };
+    // 24 groups × 2 slots: 40 chunks fit, then 8 more, then nothing.
+    assert!(create(&mut m, 1, 40).is_ok());
+    assert_eq!(create(&mut m, 2, 9).unwrap_err(), MdsError::TooLarge);
+    let layout = create(&mut m, 3, 8).unwrap();
+    assert_eq!(layout.chunks.len(), 8);
+    assert!((0..m.group_count()).all(|g| m.view(GroupId(g as u32)).slots == 2));
+    assert_eq!(create(&mut m, 4, 1).unwrap_err(), MdsError::TooLarge);
+}
