@@ -21,6 +21,7 @@
 
 mod bench;
 mod chaos;
+mod cluster_cmd;
 mod demo;
 mod http;
 mod lab_bonfire;
@@ -102,6 +103,9 @@ enum Command {
     /// A kill campaign on real processes: SIGKILLs volume servers and stores under load and
     /// checks every acknowledged write after each kill.
     Chaos(chaos::ChaosArgs),
+    /// Sierra on real processes: a power-proportional replicated cluster (MDS, chunk servers,
+    /// loggers) that shifts gears.
+    Cluster(cluster_cmd::ClusterArgs),
 }
 
 fn main() {
@@ -118,6 +122,7 @@ fn main() {
         Command::Demo(args) => demo::run(args),
         Command::Warmup(args) => warmup_cmd::run(args),
         Command::Chaos(args) => chaos::run(args),
+        Command::Cluster(args) => cluster_cmd::run(args),
     };
     if let Err(error) = result {
         eprintln!("cordillera: error: {error:#}");

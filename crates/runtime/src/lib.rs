@@ -12,14 +12,19 @@
 //! - [`limits`]: connections and memory one client can take from a daemon; `accept` that
 //!   backs off when descriptors run out.
 //! - [`emulate`]: real-time disk emulation with the simulator's device models.
+//! - [`sierra`]: Sierra's daemons — the MDS (with its gear plan and durable state), chunk
+//!   servers, and the object client behind a cluster volume — over the Sierra protocol.
+//! - [`http`]: the daemons' `/metrics` and `/status` endpoint.
 //! - [`warm_cache`]: the volume server's DRAM cache with Bonfire's monitoring log and pre-load.
 
 pub mod disk;
 pub mod emulate;
+pub mod http;
 pub mod limits;
 pub mod nbd_client;
 pub mod nbd_server;
 pub mod replay;
+pub mod sierra;
 pub mod store_server;
 pub mod volume_server;
 pub mod warm_cache;

@@ -2,6 +2,7 @@
 //! them.
 
 use super::*;
+use crate::http::{self, Response};
 
 impl Core {
     /// Reclaimed bytes per second over the last minute's samples.
@@ -237,33 +238,20 @@ impl LatencyHistogram {
 
 /// `GET /metrics` (Prometheus text) and `GET /status` (JSON) over plain HTTP/1.
 pub(super) async fn serve_metrics(listener: TcpListener, events: mpsc::Sender<Event>) {
-    loop {
-        let (mut stream, _) = crate::limits::accept(&listener, "metrics").await;
+    crate::http::serve(listener, move |method: String, path: String| {
         let events = events.clone();
-        tokio::spawn(async move {
-            let mut request = Vec::new();
-            let mut chunk = [0u8; 1024];
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
-                match stream.read(&mut chunk).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => request.extend_from_slice(&chunk[..n]),
-                }
-            }
-            let line = String::from_utf8_lossy(&request);
-            let method = line.split_whitespace().next().unwrap_or("");
-            let path = line.split_whitespace().nth(1).unwrap_or("");
-            let (status, kind, body) = match path {
+        async move {
+            match path.as_str() {
                 "/cache/reset" if method == "POST" => {
                     let (reply, answer) = oneshot::channel();
                     let _ = events.send(Event::CacheReset { reply }).await;
                     match answer.await {
-                        Ok(Some(body)) => ("200 OK", "application/json", body),
-                        Ok(None) => (
+                        Ok(Some(body)) => Response::ok(http::JSON, body),
+                        Ok(None) => Response::text(
                             "409 Conflict",
-                            "text/plain",
-                            "this volume has no cache (--cache-size)\n".into(),
+                            "this volume has no cache (--cache-size)\n",
                         ),
-                        Err(_) => ("503 Service Unavailable", "text/plain", "stopping\n".into()),
+                        Err(_) => Response::stopping(),
                     }
                 }
                 "/metrics" | "/status" => {
@@ -271,31 +259,18 @@ pub(super) async fn serve_metrics(listener: TcpListener, events: mpsc::Sender<Ev
                     let json = path == "/status";
                     let _ = events.send(Event::Report { json, reply }).await;
                     match answer.await {
-                        Ok(body) => (
-                            "200 OK",
-                            if json {
-                                "application/json"
-                            } else {
-                                "text/plain; version=0.0.4"
-                            },
-                            body,
-                        ),
-                        Err(_) => ("503 Service Unavailable", "text/plain", "stopping\n".into()),
+                        Ok(body) => {
+                            Response::ok(if json { http::JSON } else { http::PROMETHEUS }, body)
+                        }
+                        Err(_) => Response::stopping(),
                     }
                 }
-                _ => (
+                _ => Response::text(
                     "404 Not Found",
-                    "text/plain",
-                    "try /metrics, /status or POST /cache/reset\n".into(),
+                    "try /metrics, /status or POST /cache/reset\n",
                 ),
-            };
-            let head = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = stream.write_all(head.as_bytes()).await;
-            let _ = stream.write_all(body.as_bytes()).await;
-            let _ = stream.shutdown().await;
-        });
-    }
+            }
+        }
+    })
+    .await
 }

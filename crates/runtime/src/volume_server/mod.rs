@@ -36,7 +36,6 @@ use cordillera_offload::superblock::SUPERBLOCK_BYTES;
 use cordillera_offload::{BaseDone, Client, ClientError, Config, Policy, RecoveryWait, StoreInfo};
 use cordillera_vstore::store::{DiskDone, DiskOp};
 use cordillera_wire::store::{encode, Frame};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
@@ -615,6 +614,7 @@ async fn store_link(store: usize, address: String, events: mpsc::Sender<Event>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncWriteExt;
 
     /// A store that sends frames faster than the core takes them is no longer read from once
     /// the core's inbox is full: the inbox holds `INBOX_EVENTS` at most, the rest waits in the

@@ -1,0 +1,170 @@
+//! `cordillera cluster …`: Sierra's daemons and tools.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use cordillera_gears::protocol::Endpoint;
+use cordillera_runtime::sierra::mds::{serve, MdsOptions};
+use cordillera_runtime::sierra::net::ANY_CLUSTER;
+use cordillera_runtime::sierra::spec::ClusterSpec;
+use cordillera_wire::sierra::{decode, encode, Frame};
+
+#[derive(Args)]
+pub struct ClusterArgs {
+    #[command(subcommand)]
+    command: ClusterCommand,
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Print a cluster spec for a local cluster (JSON; edit it, then give it to `cluster mds`).
+    Spec(SpecArgs),
+    /// Run the MDS (metadata service and gear scheduler) of a cluster.
+    Mds(MdsArgs),
+    /// Set the cluster's gear by hand (1 … replicas), or `plan` to follow the spec's plan again.
+    Gear(GearArgs),
+}
+
+#[derive(Args)]
+struct SpecArgs {
+    #[arg(long, default_value_t = 3)]
+    racks: usize,
+    #[arg(long, default_value_t = 2)]
+    per_rack: u32,
+    /// The MDS listens on this port, chunk servers and loggers on the next ones.
+    #[arg(long, default_value_t = 7400)]
+    base_port: u16,
+    /// Seconds in an hour of the gear plan.
+    #[arg(long, default_value_t = 3600)]
+    hour_seconds: u64,
+    /// The gear plan: 24 gears, comma-separated (default: the top gear all day).
+    #[arg(long)]
+    plan: Option<String>,
+}
+
+#[derive(Args)]
+struct MdsArgs {
+    /// Where the MDS keeps its state (`mds.redb`).
+    #[arg(long)]
+    dir: PathBuf,
+    /// The cluster spec (JSON): required at the first start, stored with the state after.
+    #[arg(long)]
+    spec: Option<PathBuf>,
+    /// Listen here instead of the spec's MDS address.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Serve `/metrics` (Prometheus) and `/status` (JSON) here.
+    #[arg(long)]
+    http: Option<String>,
+}
+
+#[derive(Args)]
+struct GearArgs {
+    /// 1 … replicas, or `plan`.
+    gear: String,
+    /// The MDS's address.
+    #[arg(long)]
+    mds: String,
+}
+
+pub fn run(args: ClusterArgs) -> Result<()> {
+    match args.command {
+        ClusterCommand::Spec(a) => {
+            let cluster = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64 | 1);
+            let mut spec = ClusterSpec::local(cluster, a.racks, a.per_rack, a.base_port);
+            spec.hour_seconds = a.hour_seconds;
+            if let Some(plan) = a.plan {
+                spec.plan = plan
+                    .split(',')
+                    .map(|g| g.trim().parse::<u8>())
+                    .collect::<Result<_, _>>()
+                    .context("--plan: 24 gears, comma-separated")?;
+            }
+            spec.check()?;
+            println!("{}", spec.to_json());
+            Ok(())
+        }
+        ClusterCommand::Mds(a) => {
+            let spec = match &a.spec {
+                Some(path) => Some(ClusterSpec::parse(
+                    &std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+                )?),
+                None => None,
+            };
+            let options = MdsOptions {
+                dir: a.dir,
+                spec,
+                listen: a.listen,
+                http: a.http,
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                tokio::select! {
+                    r = serve(options, |l| {
+                        eprintln!("cordillera cluster mds: listening on {}", l.addr);
+                        if let Some(h) = l.http {
+                            eprintln!("cordillera cluster mds: metrics on http://{h}/metrics");
+                        }
+                    }) => r,
+                    _ = tokio::signal::ctrl_c() => Ok(()),
+                }
+            })
+        }
+        ClusterCommand::Gear(a) => gear(a),
+    }
+}
+
+/// One request to the MDS over the Sierra protocol, as a client.
+fn ask_mds(mds: &str, request: &Frame) -> Result<Frame> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(mds)
+        .with_context(|| format!("the MDS at {mds} is unreachable"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut bytes = Vec::new();
+    let hello = Frame::Hello {
+        cluster: ANY_CLUSTER,
+        from: Endpoint::Client(std::process::id()),
+        incarnation: 1,
+    };
+    encode(&hello, &mut bytes);
+    encode(request, &mut bytes);
+    stream.write_all(&bytes)?;
+    let mut buf = Vec::new();
+    loop {
+        if let Some((frame, _)) = decode(&buf).map_err(|e| anyhow!("the MDS's answer: {e}"))? {
+            return Ok(frame);
+        }
+        let mut chunk = [0u8; 4096];
+        let n = stream
+            .read(&mut chunk)
+            .with_context(|| format!("no answer from the MDS at {mds}"))?;
+        if n == 0 {
+            bail!("the MDS at {mds} closed the connection without answering");
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn gear(a: GearArgs) -> Result<()> {
+    let g: u8 = match a.gear.as_str() {
+        "plan" => 0,
+        n => n
+            .parse()
+            .ok()
+            .filter(|&g| g >= 1)
+            .ok_or_else(|| anyhow!("the gear is 1 … replicas, or `plan` (not {n:?})"))?,
+    };
+    match ask_mds(&a.mds, &Frame::Gear(g))? {
+        Frame::Gear(now) if g == 0 => println!("following the plan: gear {now}"),
+        Frame::Gear(now) => println!("gear {now}"),
+        Frame::Refused(why) => bail!("the MDS refused: {why}"),
+        other => bail!("unexpected answer from the MDS: {other:?}"),
+    }
+    Ok(())
+}

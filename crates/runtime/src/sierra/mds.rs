@@ -1,0 +1,489 @@
+//! `cordillera cluster mds`: the MDS core (`cordillera_gears::mds`) on real time and TCP, its
+//! state in `DIR/mds.redb` (each step committed before its messages leave), the gear plan of
+//! the cluster spec (hours of `hour_seconds`, days rotating the gear groups) and gears set by
+//! hand, wake requests to servers in standby, `/metrics` and `/status`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+
+use cordillera_gears::mds::{Mds, MdsStats, ServerState, StateSize};
+use cordillera_gears::model::{GroupId, ServerId};
+use cordillera_gears::protocol::Endpoint;
+use cordillera_gears::schedule::rotation;
+use cordillera_wire::sierra::Frame;
+
+use super::mds_store::MdsStore;
+use super::net::{Net, NetEvent};
+use super::spec::ClusterSpec;
+use crate::http::{self, Response};
+
+pub struct MdsOptions {
+    pub dir: PathBuf,
+    /// Required at the first start; afterwards it must equal the stored one if given.
+    pub spec: Option<ClusterSpec>,
+    /// Where to listen (default: the spec's MDS address).
+    pub listen: Option<String>,
+    /// Where to serve `/metrics` and `/status`.
+    pub http: Option<String>,
+}
+
+pub struct MdsListening {
+    pub addr: SocketAddr,
+    pub http: Option<SocketAddr>,
+}
+
+/// How often a wake request is repeated while the server has not come back.
+const WAKE_REPEAT: Duration = Duration::from_secs(2);
+
+enum Control {
+    Report {
+        json: bool,
+        reply: oneshot::Sender<String>,
+    },
+}
+
+/// The gear: the plan's for this hour, unless set by hand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+struct Gear {
+    gear: usize,
+    day: i64,
+    hour: u64,
+    by_hand: bool,
+}
+
+struct Daemon {
+    spec: ClusterSpec,
+    mds: Mds,
+    store: MdsStore,
+    net: Net,
+    start: Instant,
+    by_hand: Option<usize>,
+    applied: Option<(usize, i64)>,
+    /// Servers being woken, with when the request was last sent.
+    waking: HashMap<ServerId, Instant>,
+    gear_changes: u64,
+}
+
+fn unix_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn random_incarnation() -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    cordillera_types::SplitMix64(nanos ^ ((std::process::id() as u64) << 32)).next_u64()
+}
+
+/// Serves until the process is stopped; `ready` once it listens.
+pub async fn serve(options: MdsOptions, ready: impl FnOnce(MdsListening)) -> Result<()> {
+    let mut store = MdsStore::open(&options.dir)?;
+    let spec = match (store.meta("spec")?, options.spec) {
+        (None, None) => bail!(
+            "{} holds no cluster: give the cluster spec (--spec FILE) at the first start",
+            options.dir.display()
+        ),
+        (None, Some(spec)) => {
+            store.set_meta("spec", Some(spec.to_json().as_bytes()))?;
+            spec
+        }
+        (Some(stored), given) => {
+            let stored = ClusterSpec::parse(&stored).context("the stored cluster spec")?;
+            if given.as_ref().is_some_and(|g| *g != stored) {
+                bail!(
+                    "the cluster spec given differs from the one stored in {}; start without --spec to use the stored one",
+                    options.dir.display()
+                );
+            }
+            stored
+        }
+    };
+    let layout = spec.layout()?;
+    let config = spec.mds_config()?;
+    let start = Instant::now();
+    let mut mds = match store.snapshot()? {
+        Some(snapshot) => {
+            let mds = Mds::restore(config, &layout, snapshot, 0)
+                .context("the MDS's stored state does not fit the cluster")?;
+            tracing::info!(groups = mds.group_count(), "MDS state restored");
+            mds
+        }
+        None => Mds::new(config, &layout, 0),
+    };
+    store.store(&mds.take_changes())?;
+    let by_hand = match store.meta("gear")? {
+        Some(v) if v.len() == 1 && (1..=spec.replicas).contains(&(v[0] as usize)) => {
+            Some(v[0] as usize)
+        }
+        Some(_) => bail!("MDS state: the stored gear is not 1..={}", spec.replicas),
+        None => None,
+    };
+    let listen = options.listen.clone().unwrap_or_else(|| spec.mds.clone());
+    let listener = TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    let addr = listener.local_addr()?;
+    let (net_tx, mut net_rx) = mpsc::channel(4096);
+    let addresses = spec
+        .servers
+        .iter()
+        .enumerate()
+        .map(|(s, a)| (Endpoint::Server(s as ServerId), a.clone()))
+        .collect();
+    let mut net = Net::new(
+        spec.cluster,
+        Endpoint::Mds,
+        random_incarnation(),
+        addresses,
+        net_tx,
+    );
+    net.listen(listener);
+    let (control_tx, mut control_rx) = mpsc::channel(64);
+    let http_addr = match &options.http {
+        Some(a) => {
+            let l = TcpListener::bind(a)
+                .await
+                .with_context(|| format!("listening on {a} for /metrics"))?;
+            let local = l.local_addr()?;
+            tokio::spawn(http::serve(l, move |_method: String, path: String| {
+                let control = control_tx.clone();
+                async move {
+                    let json = match path.as_str() {
+                        "/status" => true,
+                        "/metrics" => false,
+                        _ => return Response::text("404 Not Found", "try /metrics or /status\n"),
+                    };
+                    let (reply, answer) = oneshot::channel();
+                    let _ = control.send(Control::Report { json, reply }).await;
+                    match answer.await {
+                        Ok(body) => {
+                            Response::ok(if json { http::JSON } else { http::PROMETHEUS }, body)
+                        }
+                        Err(_) => Response::stopping(),
+                    }
+                }
+            }));
+            Some(local)
+        }
+        None => None,
+    };
+    tracing::info!(%addr, cluster = spec.cluster, servers = spec.servers.len(), "MDS listening");
+    ready(MdsListening {
+        addr,
+        http: http_addr,
+    });
+    let mut d = Daemon {
+        spec,
+        mds,
+        store,
+        net,
+        start,
+        by_hand,
+        applied: None,
+        waking: HashMap::new(),
+        gear_changes: 0,
+    };
+    d.shift_gear();
+    d.flush()?;
+    loop {
+        let deadline = d.deadline();
+        tokio::select! {
+            event = net_rx.recv() => {
+                let Some(event) = event else { break };
+                d.net_event(event);
+                // Whatever else has arrived goes in the same commit.
+                for _ in 0..256 {
+                    match net_rx.try_recv() {
+                        Ok(event) => d.net_event(event),
+                        Err(_) => break,
+                    }
+                }
+            }
+            control = control_rx.recv() => {
+                if let Some(Control::Report { json, reply }) = control {
+                    let _ = reply.send(if json { d.status_json() } else { d.metrics() });
+                }
+            }
+            _ = tokio::time::sleep_until(deadline.into()) => {}
+        }
+        let now = d.now();
+        if d.mds.poll_timeout().is_some_and(|t| t <= now) {
+            d.mds.handle_timeout(now);
+        }
+        d.shift_gear();
+        d.flush()?;
+    }
+    Ok(())
+}
+
+impl Daemon {
+    fn now(&self) -> u64 {
+        super::nanos_since(self.start)
+    }
+
+    fn deadline(&self) -> Instant {
+        let core = self
+            .mds
+            .poll_timeout()
+            .map(|t| self.start + Duration::from_nanos(t));
+        // The next hour of the plan.
+        let secs = unix_seconds();
+        let hour = self.spec.hour_seconds;
+        let next_hour = Instant::now() + Duration::from_secs(hour - secs % hour);
+        let wake = self.waking.values().map(|&t| t + WAKE_REPEAT).min();
+        [core, Some(next_hour), wake]
+            .into_iter()
+            .flatten()
+            .min()
+            .expect("an hour")
+            .max(Instant::now())
+    }
+
+    fn net_event(&mut self, event: NetEvent) {
+        let Some(event) = self.net.handle(event) else {
+            return;
+        };
+        let NetEvent::Frame {
+            endpoint, frame, ..
+        } = event
+        else {
+            return;
+        };
+        let now = self.now();
+        match frame {
+            Frame::Message(m) => self.mds.handle_message(now, endpoint, m),
+            Frame::SpecRequest => {
+                let spec = self.spec.to_json().into_bytes();
+                self.net.send(endpoint, &Frame::Spec(spec));
+            }
+            Frame::Gear(g) => {
+                let g = g as usize;
+                let value = (1..=self.spec.replicas).contains(&g).then_some(g);
+                if g != 0 && value.is_none() {
+                    let why = format!("gear {g} is outside 1..={}", self.spec.replicas);
+                    self.net.send(endpoint, &Frame::Refused(why));
+                    return;
+                }
+                let stored = value.map(|g| [g as u8]);
+                if let Err(e) = self.store.set_meta("gear", stored.as_ref().map(|b| &b[..])) {
+                    tracing::error!(error = %e, "could not store the gear set by hand");
+                    self.net
+                        .send(endpoint, &Frame::Refused(format!("not stored: {e}")));
+                    return;
+                }
+                tracing::info!(gear = ?value, "gear set by hand (none: the plan)");
+                self.by_hand = value;
+                self.shift_gear();
+                let gear = self.gear();
+                self.net.send(endpoint, &Frame::Gear(gear.gear as u8));
+            }
+            _ => {}
+        }
+    }
+
+    fn gear(&self) -> Gear {
+        let secs = unix_seconds();
+        let hour_index = secs / self.spec.hour_seconds;
+        let hour = hour_index % 24;
+        let day = (hour_index / 24) as i64;
+        let (gear, by_hand) = match self.by_hand {
+            Some(g) => (g, true),
+            None => (self.spec.planned_gear(hour), false),
+        };
+        Gear {
+            gear,
+            day,
+            hour,
+            by_hand,
+        }
+    }
+
+    fn shift_gear(&mut self) {
+        let g = self.gear();
+        if self.applied != Some((g.gear, g.day)) {
+            let now = self.now();
+            tracing::info!(
+                gear = g.gear,
+                day = g.day,
+                hour = g.hour,
+                by_hand = g.by_hand,
+                "gear"
+            );
+            self.mds
+                .set_gear(now, g.gear, &rotation(g.day, self.spec.replicas));
+            self.applied = Some((g.gear, g.day));
+            self.gear_changes += 1;
+        }
+    }
+
+    /// Commits the step's changes, then sends its messages and wake requests.
+    fn flush(&mut self) -> Result<()> {
+        let changes = self.mds.take_changes();
+        self.store.store(&changes).context(
+            "storing the MDS's state (the MDS stops: it cannot act on state it did not keep)",
+        )?;
+        while let Some((to, m)) = self.mds.poll_message() {
+            self.net.send(to, &Frame::Message(m));
+        }
+        let now = Instant::now();
+        while let Some(s) = self.mds.poll_wake() {
+            self.waking.insert(s, now - WAKE_REPEAT);
+        }
+        let states: Vec<(ServerId, ServerState)> = self
+            .waking
+            .keys()
+            .map(|&s| (s, self.mds.server_state(s)))
+            .collect();
+        for (s, state) in states {
+            if !matches!(state, ServerState::Waking | ServerState::Suspect) {
+                self.waking.remove(&s);
+                continue;
+            }
+            if self.waking[&s] + WAKE_REPEAT <= now {
+                self.waking.insert(s, now);
+                self.net.send(Endpoint::Server(s), &Frame::Wake);
+            }
+        }
+        Ok(())
+    }
+
+    fn report(&self) -> Report {
+        let n = self.spec.servers.len();
+        let mut primaries = vec![0u64; n];
+        let mut without_primary = 0;
+        for g in 0..self.mds.group_count() {
+            match self.mds.view(GroupId(g as u32)).primary {
+                Some(p) => primaries[p as usize] += 1,
+                None => without_primary += 1,
+            }
+        }
+        let g = self.gear();
+        Report {
+            cluster: self.spec.cluster,
+            gear: g.gear,
+            gear_by_hand: g.by_hand,
+            planned_gear: self.spec.planned_gear(g.hour),
+            hour: g.hour,
+            day: g.day,
+            gear_changes: self.gear_changes,
+            servers: (0..n)
+                .map(|s| ServerReport {
+                    id: s as ServerId,
+                    rack: self.spec.rack_of(s as ServerId).to_string(),
+                    addr: self.spec.servers[s].clone(),
+                    state: self.mds.server_state(s as ServerId),
+                    primaries: primaries[s],
+                })
+                .collect(),
+            groups: self.mds.group_count(),
+            groups_without_primary: without_primary,
+            stats: self.mds.stats(),
+            state_size: self.mds.state_size(),
+            commits: self.store.commits,
+            frames_sent: self.net.stats.frames_sent,
+            frames_dropped: self.net.stats.frames_dropped,
+            uptime_s: self.start.elapsed().as_secs_f64(),
+        }
+    }
+
+    fn status_json(&self) -> String {
+        serde_json::to_string_pretty(&self.report()).expect("a report serializes")
+    }
+
+    fn metrics(&self) -> String {
+        let r = self.report();
+        let mut out = String::new();
+        let mut line = |name: &str, help: &str, value: String| {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
+            ));
+        };
+        line("sierra_mds_gear", "Current gear.", r.gear.to_string());
+        line(
+            "sierra_mds_gear_planned",
+            "The plan's gear for this hour.",
+            r.planned_gear.to_string(),
+        );
+        line(
+            "sierra_mds_groups_without_primary",
+            "Chunk groups with no primary.",
+            r.groups_without_primary.to_string(),
+        );
+        line(
+            "sierra_mds_migrations_total",
+            "Primary migrations.",
+            r.stats.migrations.to_string(),
+        );
+        line(
+            "sierra_mds_reassignments_total",
+            "Primaries reassigned after a failure.",
+            r.stats.reassignments.to_string(),
+        );
+        line(
+            "sierra_mds_standbys_total",
+            "Servers that entered standby.",
+            r.stats.standbys.to_string(),
+        );
+        line(
+            "sierra_mds_wakes_total",
+            "Servers woken.",
+            r.stats.wakes.to_string(),
+        );
+        line(
+            "sierra_mds_state_bytes_per_chunk",
+            "MDS state per chunk.",
+            format!("{:.1}", r.state_size.bytes_per_chunk),
+        );
+        let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
+        for s in &r.servers {
+            *by_state
+                .entry(format!("{:?}", s.state).to_lowercase())
+                .or_default() += 1;
+        }
+        out.push_str(
+            "# HELP sierra_mds_servers Chunk servers by state.\n# TYPE sierra_mds_servers gauge\n",
+        );
+        for (state, n) in by_state {
+            out.push_str(&format!("sierra_mds_servers{{state=\"{state}\"}} {n}\n"));
+        }
+        out
+    }
+}
+
+#[derive(Serialize)]
+struct ServerReport {
+    id: ServerId,
+    rack: String,
+    addr: String,
+    state: ServerState,
+    primaries: u64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    cluster: u64,
+    gear: usize,
+    gear_by_hand: bool,
+    planned_gear: usize,
+    hour: u64,
+    day: i64,
+    gear_changes: u64,
+    servers: Vec<ServerReport>,
+    groups: usize,
+    groups_without_primary: u64,
+    stats: MdsStats,
+    state_size: StateSize,
+    commits: u64,
+    frames_sent: u64,
+    frames_dropped: u64,
+    uptime_s: f64,
+}

@@ -1,0 +1,465 @@
+//! Connections between Sierra's daemons: every connection starts with a hello naming the
+//! cluster and the endpoint that opened it; frames to an endpoint go on its newest connection,
+//! dialled on demand when its address is known (the MDS and chunk servers), and answers to a
+//! client go back on the connection it opened. Sierra's messages tolerate loss (the cores
+//! retry), so a frame to an endpoint that is unreachable, or whose connection has this many
+//! frames unsent, is dropped; nothing here blocks the daemon's event loop.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cordillera_gears::protocol::Endpoint;
+use cordillera_wire::sierra::{decode, encode, frame_length, Frame};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Notify};
+use tokio::task::AbortHandle;
+
+/// The cluster a client names before it knows the cluster's id (it asks the MDS for the
+/// spec): accepted from clients only.
+pub const ANY_CLUSTER: u64 = 0;
+
+/// Frames waiting for a connection's writer at most.
+const LINK_FRAMES: usize = 8192;
+/// Frames held while a connection is being dialled.
+const PENDING_FRAMES: usize = 1024;
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What the connections report to the daemon's event loop.
+#[derive(Debug)]
+pub enum NetEvent {
+    Connected {
+        endpoint: Endpoint,
+        conn: u64,
+        incarnation: u64,
+        sender: mpsc::Sender<Vec<u8>>,
+        /// Notified to close the connection.
+        closer: Arc<Notify>,
+    },
+    Frame {
+        endpoint: Endpoint,
+        conn: u64,
+        frame: Frame,
+    },
+    Closed {
+        endpoint: Endpoint,
+        conn: u64,
+    },
+    /// A dial failed (refused, unreachable, no hello answer).
+    Unreachable {
+        endpoint: Endpoint,
+        conn: u64,
+        error: String,
+    },
+    /// In standby, a wake request arrived.
+    Wake,
+}
+
+struct Link {
+    conn: u64,
+    /// `None` while dialling.
+    sender: Option<mpsc::Sender<Vec<u8>>>,
+    pending: Vec<Vec<u8>>,
+    /// The dialling task, until it connects.
+    dial: Option<AbortHandle>,
+    closer: Option<Arc<Notify>>,
+}
+
+impl Link {
+    fn close(&self) {
+        if let Some(d) = &self.dial {
+            d.abort();
+        }
+        if let Some(c) = &self.closer {
+            c.notify_one();
+        }
+    }
+}
+
+/// Counts of what the connections did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NetStats {
+    pub frames_sent: u64,
+    pub frames_dropped: u64,
+    pub dials: u64,
+    pub dials_failed: u64,
+}
+
+pub struct Net {
+    cluster: u64,
+    me: Endpoint,
+    incarnation: u64,
+    addresses: HashMap<Endpoint, String>,
+    links: HashMap<Endpoint, Link>,
+    events: mpsc::Sender<NetEvent>,
+    next_conn: u64,
+    /// While set, incoming connections may only wake this daemon.
+    standby: Arc<AtomicBool>,
+    pub stats: NetStats,
+}
+
+impl Net {
+    pub fn new(
+        cluster: u64,
+        me: Endpoint,
+        incarnation: u64,
+        addresses: HashMap<Endpoint, String>,
+        events: mpsc::Sender<NetEvent>,
+    ) -> Net {
+        Net {
+            cluster,
+            me,
+            incarnation,
+            addresses,
+            links: HashMap::new(),
+            events,
+            next_conn: 1,
+            standby: Arc::new(AtomicBool::new(false)),
+            stats: NetStats::default(),
+        }
+    }
+
+    pub fn set_address(&mut self, endpoint: Endpoint, address: String) {
+        self.addresses.insert(endpoint, address);
+    }
+
+    /// Accepts connections on `listener` for as long as the daemon runs.
+    pub fn listen(&mut self, listener: TcpListener) {
+        let (cluster, events, standby) = (self.cluster, self.events.clone(), self.standby.clone());
+        // Connection numbers of accepted connections count down from the top, so they never
+        // meet dialled ones.
+        tokio::spawn(async move {
+            let mut conn = u64::MAX;
+            loop {
+                let (stream, _) = crate::limits::accept(&listener, "sierra").await;
+                conn -= 1;
+                let (events, standby) = (events.clone(), standby.clone());
+                tokio::spawn(accepted(stream, conn, cluster, events, standby));
+            }
+        });
+    }
+
+    /// Sends `frame` to `to`: on its newest connection, or on one dialled now. Dropped (and
+    /// counted) if `to` cannot be reached or its connection is backed up.
+    pub fn send(&mut self, to: Endpoint, frame: &Frame) {
+        let mut bytes = Vec::new();
+        encode(frame, &mut bytes);
+        if let Some(link) = self.links.get_mut(&to) {
+            match &link.sender {
+                Some(sender) => match sender.try_send(bytes) {
+                    Ok(()) => self.stats.frames_sent += 1,
+                    Err(_) => self.stats.frames_dropped += 1,
+                },
+                None if link.pending.len() < PENDING_FRAMES => link.pending.push(bytes),
+                None => self.stats.frames_dropped += 1,
+            }
+            return;
+        }
+        let Some(address) = self.addresses.get(&to).cloned() else {
+            self.stats.frames_dropped += 1;
+            return;
+        };
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        self.stats.dials += 1;
+        let hello = Frame::Hello {
+            cluster: self.cluster,
+            from: self.me,
+            incarnation: self.incarnation,
+        };
+        let task = tokio::spawn(dial(to, conn, address, hello, self.events.clone()));
+        self.links.insert(
+            to,
+            Link {
+                conn,
+                sender: None,
+                pending: vec![bytes],
+                dial: Some(task.abort_handle()),
+                closer: None,
+            },
+        );
+    }
+
+    /// Takes a connection event; returns what the daemon should act on (`None` for the
+    /// bookkeeping this module does itself). A closed or unreachable endpoint is returned as
+    /// `Closed` only when it was the endpoint's current connection.
+    pub fn handle(&mut self, event: NetEvent) -> Option<NetEvent> {
+        match event {
+            NetEvent::Connected {
+                endpoint,
+                conn,
+                incarnation,
+                sender,
+                closer,
+            } => {
+                let mut pending = Vec::new();
+                match self.links.get_mut(&endpoint) {
+                    // Our own dial completed.
+                    Some(link) if link.conn == conn => {
+                        pending = std::mem::take(&mut link.pending);
+                        link.sender = Some(sender.clone());
+                        link.closer = Some(closer.clone());
+                    }
+                    _ => {
+                        // A connection the peer opened: it becomes the one we answer on. The
+                        // older one stays open for what is still in flight on it.
+                        let old = self.links.insert(
+                            endpoint,
+                            Link {
+                                conn,
+                                sender: Some(sender.clone()),
+                                pending: Vec::new(),
+                                dial: None,
+                                closer: Some(closer.clone()),
+                            },
+                        );
+                        if let Some(old) = old {
+                            pending = old.pending;
+                        }
+                    }
+                }
+                for bytes in pending {
+                    match sender.try_send(bytes) {
+                        Ok(()) => self.stats.frames_sent += 1,
+                        Err(_) => self.stats.frames_dropped += 1,
+                    }
+                }
+                Some(NetEvent::Connected {
+                    endpoint,
+                    conn,
+                    incarnation,
+                    sender,
+                    closer,
+                })
+            }
+            NetEvent::Closed { endpoint, conn } | NetEvent::Unreachable { endpoint, conn, .. }
+                if self.links.get(&endpoint).is_some_and(|l| l.conn == conn) =>
+            {
+                if let Some(link) = self.links.remove(&endpoint) {
+                    self.stats.frames_dropped += link.pending.len() as u64;
+                    link.close();
+                }
+                if matches!(event, NetEvent::Unreachable { .. }) {
+                    self.stats.dials_failed += 1;
+                }
+                Some(NetEvent::Closed { endpoint, conn })
+            }
+            NetEvent::Closed { .. } | NetEvent::Unreachable { .. } => None,
+            other => Some(other),
+        }
+    }
+
+    /// Closes every connection (a chunk server entering standby, or stopping).
+    pub fn close_all(&mut self) {
+        for (_, link) in self.links.drain() {
+            link.close();
+        }
+    }
+
+    /// In standby, incoming connections may only wake the daemon; others are refused.
+    pub fn set_standby(&self, standby: bool) {
+        self.standby.store(standby, Ordering::SeqCst);
+    }
+
+    pub fn connected(&self, endpoint: Endpoint) -> bool {
+        self.links
+            .get(&endpoint)
+            .is_some_and(|l| l.sender.is_some())
+    }
+}
+
+async fn dial(
+    endpoint: Endpoint,
+    conn: u64,
+    address: String,
+    hello: Frame,
+    events: mpsc::Sender<NetEvent>,
+) {
+    let stream = match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&address)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            let error = format!("{address}: {e}");
+            let _ = events
+                .send(NetEvent::Unreachable {
+                    endpoint,
+                    conn,
+                    error,
+                })
+                .await;
+            return;
+        }
+        Err(_) => {
+            let error = format!("{address}: no answer in {DIAL_TIMEOUT:?}");
+            let _ = events
+                .send(NetEvent::Unreachable {
+                    endpoint,
+                    conn,
+                    error,
+                })
+                .await;
+            return;
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let (reader, mut writer) = stream.into_split();
+    let mut bytes = Vec::new();
+    encode(&hello, &mut bytes);
+    if writer.write_all(&bytes).await.is_err() {
+        let error = format!("{address}: the connection closed at once");
+        let _ = events
+            .send(NetEvent::Unreachable {
+                endpoint,
+                conn,
+                error,
+            })
+            .await;
+        return;
+    }
+    run_connection(endpoint, conn, 0, reader, writer, events).await;
+}
+
+/// An accepted connection: its hello first (from our cluster), then frames both ways.
+async fn accepted(
+    stream: TcpStream,
+    conn: u64,
+    cluster: u64,
+    events: mpsc::Sender<NetEvent>,
+    standby: Arc<AtomicBool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let (mut reader, writer) = stream.into_split();
+    let hello = tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut reader)).await;
+    let (from, incarnation) = match hello {
+        Ok(Ok(Some(Frame::Hello {
+            cluster: c,
+            from,
+            incarnation,
+        }))) if c == cluster || c == ANY_CLUSTER && matches!(from, Endpoint::Client(_)) => {
+            (from, incarnation)
+        }
+        Ok(Ok(Some(Frame::Hello { cluster: c, .. }))) => {
+            let why = format!("this daemon is in cluster {cluster:#x}, not {c:#x}");
+            return refuse(writer, why).await;
+        }
+        Ok(Ok(Some(_))) => return refuse(writer, "the first frame must be a hello".into()).await,
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => return refuse(writer, format!("bad frame: {e}")).await,
+        Err(_) => return refuse(writer, "no hello in time".into()).await,
+    };
+    if standby.load(Ordering::SeqCst) {
+        // Only a wake is taken in standby.
+        match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut reader)).await {
+            Ok(Ok(Some(Frame::Wake))) => {
+                let _ = events.send(NetEvent::Wake).await;
+            }
+            _ => refuse(writer, "in standby".into()).await,
+        }
+        return;
+    }
+    run_connection(from, conn, incarnation, reader, writer, events).await;
+}
+
+/// Tells the peer why, then closes.
+async fn refuse(mut writer: OwnedWriteHalf, why: String) {
+    let mut bytes = Vec::new();
+    encode(&Frame::Refused(why), &mut bytes);
+    let _ = writer.write_all(&bytes).await;
+    let _ = writer.shutdown().await;
+}
+
+/// Reports the connection, then forwards its frames until it closes.
+async fn run_connection(
+    endpoint: Endpoint,
+    conn: u64,
+    incarnation: u64,
+    mut reader: OwnedReadHalf,
+    writer: OwnedWriteHalf,
+    events: mpsc::Sender<NetEvent>,
+) {
+    let (sender, outbox) = mpsc::channel::<Vec<u8>>(LINK_FRAMES);
+    let writing = tokio::spawn(write_frames(writer, outbox));
+    let closer = Arc::new(Notify::new());
+    let connected = NetEvent::Connected {
+        endpoint,
+        conn,
+        incarnation,
+        sender,
+        closer: closer.clone(),
+    };
+    if events.send(connected).await.is_err() {
+        writing.abort();
+        return;
+    }
+    loop {
+        let read = tokio::select! {
+            read = read_frame(&mut reader) => read,
+            _ = closer.notified() => break,
+        };
+        match read {
+            Ok(Some(frame)) => {
+                let event = NetEvent::Frame {
+                    endpoint,
+                    conn,
+                    frame,
+                };
+                if events.send(event).await.is_err() {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(?endpoint, error = %e, "closing a connection: bad frame");
+                break;
+            }
+        }
+    }
+    writing.abort();
+    let _ = events.send(NetEvent::Closed { endpoint, conn }).await;
+}
+
+async fn write_frames(mut writer: OwnedWriteHalf, mut outbox: mpsc::Receiver<Vec<u8>>) {
+    let mut buffer = Vec::new();
+    while let Some(first) = outbox.recv().await {
+        buffer.clear();
+        buffer.extend_from_slice(&first);
+        // Whatever else is queued goes in the same write.
+        while buffer.len() < 1 << 20 {
+            match outbox.try_recv() {
+                Ok(more) => buffer.extend_from_slice(&more),
+                Err(_) => break,
+            }
+        }
+        if writer.write_all(&buffer).await.is_err() {
+            return;
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+/// One frame: `Ok(None)` at a clean end of the stream between frames.
+pub async fn read_frame(reader: &mut OwnedReadHalf) -> Result<Option<Frame>, String> {
+    let mut head = [0u8; 4];
+    match reader.read_exact(&mut head).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    }
+    let total = frame_length(&head)
+        .map_err(|e| e.to_string())?
+        .expect("four bytes");
+    let mut buf = vec![0u8; total];
+    buf[..4].copy_from_slice(&head);
+    reader
+        .read_exact(&mut buf[4..])
+        .await
+        .map_err(|e| format!("truncated frame: {e}"))?;
+    match decode(&buf) {
+        Ok(Some((frame, _))) => Ok(Some(frame)),
+        Ok(None) => Err("incomplete frame".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}

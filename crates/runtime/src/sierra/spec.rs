@@ -1,0 +1,340 @@
+//! The cluster's description: who is where, and the parameters every daemon must agree on.
+//! The MDS is given it once (`cordillera cluster mds --spec FILE`), keeps it with its state,
+//! and hands it to chunk servers and clients when they connect (they need only the MDS's
+//! address). JSON; `docs/FORMATS.md` ("Sierra cluster spec") lists the fields.
+
+use anyhow::{bail, ensure, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use cordillera_gears::layout::{Layout, LayoutKind, LayoutSpec, RackPolicy};
+use cordillera_gears::mds::MdsConfig;
+use cordillera_gears::model::{ServerId, Topology};
+use cordillera_gears::server::{LoggerInfo, ServerConfig};
+use cordillera_types::rng::SplitMix64;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// Every connection's hello carries it: a daemon of another cluster is refused.
+    pub cluster: u64,
+    pub mds: String,
+    /// Rack labels; chunk servers fill them in order, `servers_per_rack` each.
+    pub racks: Vec<String>,
+    pub servers_per_rack: u32,
+    /// Chunk servers by id: where each listens.
+    pub servers: Vec<String>,
+    pub loggers: Vec<LoggerSpec>,
+    #[serde(default = "defaults::chunk_bytes")]
+    pub chunk_bytes: u64,
+    /// Chunk groups per server (the paper's 64·N groups in all).
+    #[serde(default = "defaults::groups_per_server")]
+    pub groups_per_server: u32,
+    /// Chunks a group holds at most (each server keeps `slots × chunk_bytes` per group).
+    #[serde(default = "defaults::slots_per_group")]
+    pub slots_per_group: u32,
+    #[serde(default = "defaults::replicas")]
+    pub replicas: usize,
+    #[serde(default = "defaults::layout_seed")]
+    pub layout_seed: u64,
+    #[serde(default = "defaults::heartbeat_ms")]
+    pub heartbeat_ms: u64,
+    #[serde(default = "defaults::lease_ms")]
+    pub lease_ms: u64,
+    #[serde(default = "defaults::heartbeat_timeout_ms")]
+    pub heartbeat_timeout_ms: u64,
+    /// A server silent this long is declared failed and its groups rebuilt elsewhere.
+    #[serde(default = "defaults::permanent_after_s")]
+    pub permanent_after_s: u64,
+    /// Seconds in an "hour" of the gear plan (3,600; less for tests and demos).
+    #[serde(default = "defaults::hour_seconds")]
+    pub hour_seconds: u64,
+    /// The gear for each hour of the day (24 entries, 1 to `replicas`).
+    #[serde(default)]
+    pub plan: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoggerSpec {
+    pub addr: String,
+    pub rack: String,
+    /// The chunk server it shares a machine with, if any.
+    #[serde(default)]
+    pub server: Option<ServerId>,
+}
+
+mod defaults {
+    pub fn chunk_bytes() -> u64 {
+        1 << 20
+    }
+    pub fn groups_per_server() -> u32 {
+        64
+    }
+    pub fn slots_per_group() -> u32 {
+        4096
+    }
+    pub fn replicas() -> usize {
+        3
+    }
+    pub fn layout_seed() -> u64 {
+        1
+    }
+    pub fn heartbeat_ms() -> u64 {
+        300
+    }
+    pub fn lease_ms() -> u64 {
+        1000
+    }
+    pub fn heartbeat_timeout_ms() -> u64 {
+        3000
+    }
+    pub fn permanent_after_s() -> u64 {
+        900
+    }
+    pub fn hour_seconds() -> u64 {
+        3600
+    }
+}
+
+impl ClusterSpec {
+    pub fn parse(text: &[u8]) -> Result<ClusterSpec> {
+        let spec: ClusterSpec = serde_json::from_slice(text).context("the cluster spec")?;
+        spec.check()?;
+        Ok(spec)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a spec serializes")
+    }
+
+    /// Refuses a spec the cores could not run.
+    pub fn check(&self) -> Result<()> {
+        ensure!(!self.racks.is_empty(), "the spec names no racks");
+        ensure!(self.servers_per_rack > 0, "servers_per_rack is 0");
+        ensure!(
+            self.servers.len() == self.racks.len() * self.servers_per_rack as usize,
+            "{} servers listed, {} racks × {} expected",
+            self.servers.len(),
+            self.racks.len(),
+            self.servers_per_rack
+        );
+        ensure!(
+            (2..=8).contains(&self.replicas),
+            "replicas must be 2 to 8 (not {})",
+            self.replicas
+        );
+        ensure!(
+            self.racks.len() >= self.replicas,
+            "{} racks cannot hold {} replicas on distinct racks",
+            self.racks.len(),
+            self.replicas
+        );
+        ensure!(
+            self.chunk_bytes >= 4096 && self.chunk_bytes.is_power_of_two(),
+            "chunk_bytes must be a power of two of at least 4096"
+        );
+        ensure!(self.groups_per_server > 0, "groups_per_server is 0");
+        ensure!(self.slots_per_group > 0, "slots_per_group is 0");
+        self.group_bytes()?;
+        ensure!(
+            self.heartbeat_ms > 0 && self.heartbeat_ms < self.lease_ms,
+            "heartbeats must come more often than leases last"
+        );
+        ensure!(
+            self.heartbeat_timeout_ms > self.lease_ms,
+            "the heartbeat timeout must be longer than a lease (leases lapse before primaries move)"
+        );
+        ensure!(self.hour_seconds > 0, "hour_seconds is 0");
+        ensure!(
+            self.plan.is_empty() || self.plan.len() == 24,
+            "the plan has {} hours, not 24",
+            self.plan.len()
+        );
+        for &g in &self.plan {
+            ensure!(
+                g >= 1 && g as usize <= self.replicas,
+                "gear {g} in the plan is outside 1..={}",
+                self.replicas
+            );
+        }
+        for l in &self.loggers {
+            ensure!(
+                self.racks.contains(&l.rack),
+                "logger {} is on rack {:?}, which the spec does not name",
+                l.addr,
+                l.rack
+            );
+            if let Some(s) = l.server {
+                ensure!(
+                    (s as usize) < self.servers.len(),
+                    "logger {} names server {s}",
+                    l.addr
+                );
+            }
+        }
+        let logger_racks: std::collections::BTreeSet<&String> =
+            self.loggers.iter().map(|l| &l.rack).collect();
+        ensure!(
+            logger_racks.len() >= self.replicas,
+            "loggers on {} racks: logging mode needs {} (one copy per rack)",
+            logger_racks.len(),
+            self.replicas
+        );
+        Ok(())
+    }
+
+    /// Bytes of one group's address space on a chunk server.
+    pub fn group_bytes(&self) -> Result<u64> {
+        match self.chunk_bytes.checked_mul(self.slots_per_group as u64) {
+            Some(b) if b <= 1 << 44 => Ok(b),
+            _ => bail!("chunk_bytes × slots_per_group is too large"),
+        }
+    }
+
+    pub fn topology(&self) -> Topology {
+        Topology::racks(self.racks.len() as u32, self.servers_per_rack)
+    }
+
+    /// The rack label of a chunk server.
+    pub fn rack_of(&self, server: ServerId) -> &str {
+        &self.racks[(server / self.servers_per_rack) as usize]
+    }
+
+    /// Power-aware grouping with racks aligned (§3.3): gear group k is rack k's servers when
+    /// there are r racks.
+    pub fn layout(&self) -> Result<Layout> {
+        let spec = LayoutSpec {
+            kind: LayoutKind::PowerAware,
+            racks: RackPolicy::Aligned,
+            replicas: self.replicas,
+        };
+        let groups = self.servers.len() * self.groups_per_server as usize;
+        Layout::generate(
+            spec,
+            &self.topology(),
+            groups,
+            &mut SplitMix64(self.layout_seed),
+        )
+        .map_err(|e| anyhow::anyhow!("no layout for this cluster: {e}"))
+    }
+
+    pub fn mds_config(&self) -> Result<MdsConfig> {
+        Ok(MdsConfig {
+            lease_ns: self.lease_ms * 1_000_000,
+            heartbeat_timeout_ns: self.heartbeat_timeout_ms * 1_000_000,
+            permanent_after_ns: self.permanent_after_s * 1_000_000_000,
+            slots_per_group_max: self.slots_per_group,
+            seed: self.cluster,
+            ..MdsConfig::new(self.chunk_bytes)
+        })
+    }
+
+    pub fn logger_infos(&self) -> Vec<LoggerInfo> {
+        self.loggers
+            .iter()
+            .enumerate()
+            .map(|(i, l)| LoggerInfo {
+                id: i as u64,
+                rack: self
+                    .racks
+                    .iter()
+                    .position(|r| *r == l.rack)
+                    .expect("checked") as u32,
+                server: l.server,
+            })
+            .collect()
+    }
+
+    pub fn server_config(&self, server: ServerId) -> Result<ServerConfig> {
+        let mut c = ServerConfig::new(
+            server,
+            self.chunk_bytes,
+            self.group_bytes()?,
+            self.topology().racks_of_servers,
+            self.logger_infos(),
+        );
+        c.heartbeat_interval_ns = self.heartbeat_ms * 1_000_000;
+        c.suspect_ns = self.heartbeat_timeout_ms * 1_000_000;
+        c.log_copies = self.replicas;
+        Ok(c)
+    }
+
+    /// A local cluster on loopback: `racks` racks of `per_rack` chunk servers and a logger per
+    /// rack, on consecutive ports from `base_port` (MDS first).
+    pub fn local(cluster: u64, racks: usize, per_rack: u32, base_port: u16) -> ClusterSpec {
+        let addr = |i: usize| format!("127.0.0.1:{}", base_port as usize + i);
+        let n = racks * per_rack as usize;
+        ClusterSpec {
+            cluster,
+            mds: addr(0),
+            racks: (0..racks).map(|r| format!("r{r}")).collect(),
+            servers_per_rack: per_rack,
+            servers: (0..n).map(|s| addr(1 + s)).collect(),
+            loggers: (0..racks)
+                .map(|r| LoggerSpec {
+                    addr: addr(1 + n + r),
+                    rack: format!("r{r}"),
+                    server: None,
+                })
+                .collect(),
+            chunk_bytes: defaults::chunk_bytes(),
+            groups_per_server: 16,
+            slots_per_group: defaults::slots_per_group(),
+            replicas: 3,
+            layout_seed: 1,
+            heartbeat_ms: defaults::heartbeat_ms(),
+            lease_ms: defaults::lease_ms(),
+            heartbeat_timeout_ms: defaults::heartbeat_timeout_ms(),
+            permanent_after_s: defaults::permanent_after_s(),
+            hour_seconds: defaults::hour_seconds(),
+            plan: Vec::new(),
+        }
+    }
+
+    /// The plan's gear for `hour` of the day (the top gear without a plan).
+    pub fn planned_gear(&self, hour: u64) -> usize {
+        self.plan
+            .get((hour % 24) as usize)
+            .map_or(self.replicas, |&g| g as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_local_spec_round_trips_and_builds_its_layout_and_configs() {
+        let spec = ClusterSpec::local(7, 3, 2, 7000);
+        spec.check().unwrap();
+        let again = ClusterSpec::parse(spec.to_json().as_bytes()).unwrap();
+        assert_eq!(again, spec);
+        let layout = spec.layout().unwrap();
+        assert_eq!(layout.unit_count(), 6 * 16);
+        assert_eq!(spec.rack_of(3), "r1");
+        let c = spec.server_config(5).unwrap();
+        assert_eq!(c.loggers.len(), 3);
+        assert_eq!(c.group_bytes, 4096 << 20);
+        assert_eq!(spec.mds_config().unwrap().slots_per_group_max, 4096);
+    }
+
+    #[test]
+    fn specs_the_cores_cannot_run_are_refused_with_a_reason() {
+        let good = ClusterSpec::local(7, 3, 2, 7000);
+        let refused = |f: &dyn Fn(&mut ClusterSpec)| {
+            let mut s = good.clone();
+            f(&mut s);
+            s.check().unwrap_err().to_string()
+        };
+        assert!(refused(&|s| s.servers.pop().map(drop).unwrap()).contains("servers listed"));
+        assert!(refused(&|s| s.replicas = 4).contains("racks cannot hold"));
+        assert!(refused(&|s| s.lease_ms = 5000).contains("heartbeat timeout"));
+        assert!(refused(&|s| s.plan = vec![3; 23]).contains("24"));
+        assert!(refused(&|s| s.plan = vec![0; 24]).contains("gear 0"));
+        assert!(refused(&|s| s.loggers[0].rack = "x".into()).contains("does not name"));
+        assert!(refused(&|s| s.loggers.truncate(2)).contains("logging mode"));
+        assert!(refused(&|s| s.chunk_bytes = 1000).contains("power of two"));
+        assert!(ClusterSpec::parse(b"{\"cluster\": 1, \"bogus\": 2}").is_err());
+        assert!(ClusterSpec::parse(b"not json").is_err());
+    }
+}
