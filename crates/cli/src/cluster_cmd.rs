@@ -23,6 +23,8 @@ enum ClusterCommand {
     Spec(SpecArgs),
     /// Run the MDS (metadata service and gear scheduler) of a cluster.
     Mds(MdsArgs),
+    /// Run a chunk server of a cluster (it gets the cluster spec from the MDS).
+    Server(ServerArgs),
     /// Set the cluster's gear by hand (1 … replicas), or `plan` to follow the spec's plan again.
     Gear(GearArgs),
 }
@@ -58,6 +60,39 @@ struct MdsArgs {
     /// Serve `/metrics` (Prometheus) and `/status` (JSON) here.
     #[arg(long)]
     http: Option<String>,
+}
+
+#[derive(Args)]
+struct ServerArgs {
+    /// Where the server keeps its chunks (`chunks.dat`, sparse).
+    #[arg(long)]
+    dir: PathBuf,
+    /// The MDS's address.
+    #[arg(long)]
+    mds: String,
+    /// The server's id in the cluster spec (0 …).
+    #[arg(long)]
+    id: u32,
+    /// Checked against the spec's address for this server (the spec decides).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Checked against the spec's rack for this server.
+    #[arg(long)]
+    rack: Option<String>,
+    /// Take, in real time, as long as this modeled disk would for every chunk read and write
+    /// (e.g. `sierra-1tb`).
+    #[arg(long)]
+    emulate: Option<cordillera_runtime::emulate::EmulateSpec>,
+    /// Serve `/metrics` (Prometheus) and `/status` (JSON) here.
+    #[arg(long)]
+    http: Option<String>,
+    /// Seconds from a wake request to serving again (the power model's wake-up delay)
+    /// [default: 10].
+    #[arg(long)]
+    wake_seconds: Option<f64>,
+    /// I/O to the chunk file: `buffered`, `direct` or `auto`.
+    #[arg(long, default_value = "buffered")]
+    io: cordillera_runtime::disk::IoMode,
 }
 
 #[derive(Args)]
@@ -116,8 +151,46 @@ pub fn run(args: ClusterArgs) -> Result<()> {
                 }
             })
         }
+        ClusterCommand::Server(a) => server(a),
         ClusterCommand::Gear(a) => gear(a),
     }
+}
+
+fn server(a: ServerArgs) -> Result<()> {
+    use cordillera_runtime::sierra::server::{serve, ServerOptions};
+    let mut power = cordillera_sim::power::PowerParams::default();
+    if let Some(s) = a.wake_seconds {
+        if !(0.0..=3600.0).contains(&s) {
+            bail!("--wake-seconds must be 0 to 3600");
+        }
+        power.wake_from_standby_ns = (s * 1e9) as u64;
+    }
+    let options = ServerOptions {
+        dir: a.dir,
+        mds: a.mds,
+        id: a.id,
+        listen: a.listen,
+        rack: a.rack,
+        emulate: a.emulate,
+        http: a.http,
+        io: a.io,
+        power,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        tokio::select! {
+            r = serve(options, |l| {
+                eprintln!("cordillera cluster server: listening on {}", l.addr);
+                if let Some(h) = l.http {
+                    eprintln!("cordillera cluster server: metrics on http://{h}/metrics");
+                }
+            }) => r,
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        }
+    })
 }
 
 /// One request to the MDS over the Sierra protocol, as a client.

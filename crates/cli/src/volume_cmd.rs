@@ -51,6 +51,17 @@ struct ServeArgs {
     /// The base volume: a file or block device.
     #[arg(long)]
     base: Option<PathBuf>,
+    /// Export an object of a Sierra cluster instead of a base volume: the MDS's address
+    /// (`cluster mds`). Takes --object, --size, --nbd and --export-name; the other flags are
+    /// for a base volume.
+    #[arg(long, conflicts_with = "base")]
+    cluster: Option<String>,
+    /// With --cluster: the object's name.
+    #[arg(long, requires = "cluster")]
+    object: Option<String>,
+    /// With --cluster: create the object with this size if it does not exist (k, m, g).
+    #[arg(long, requires = "cluster")]
+    size: Option<String>,
     /// Where to listen for NBD clients [default: 127.0.0.1:10809].
     #[arg(long)]
     nbd: Option<SocketAddr>,
@@ -186,6 +197,7 @@ struct StatusArgs {
 
 pub fn run(args: VolumeArgs) -> Result<()> {
     match args.command {
+        VolumeCommand::Serve(a) if a.cluster.is_some() => serve_cluster(*a),
         VolumeCommand::Serve(a) => {
             let options = options(*a)?;
             // Two event threads: an NBD connection reads its requests on one while the core
@@ -211,6 +223,45 @@ pub fn run(args: VolumeArgs) -> Result<()> {
         VolumeCommand::WarmupBench(a) => crate::volume_warmup_bench::run(a),
         VolumeCommand::Pgbench(a) => crate::volume_pgbench::run_pgbench(a),
     }
+}
+
+/// `volume serve --cluster MDS --object NAME`: an object of a Sierra cluster over NBD.
+fn serve_cluster(a: ServeArgs) -> Result<()> {
+    use cordillera_runtime::sierra::volume::{serve, ClusterVolumeOptions};
+    let mds = a.cluster.expect("--cluster");
+    let object = a
+        .object
+        .ok_or_else(|| anyhow!("--cluster needs --object NAME"))?;
+    let size = match &a.size {
+        Some(s) => Some(cordillera_sim::presets::parse_size(s).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let mut export = cordillera_runtime::nbd_server::ExportConfig::default();
+    if let Some(name) = a.export_name {
+        export.name = name;
+    }
+    export.limits = a.limits.limits()?;
+    let options = ClusterVolumeOptions {
+        mds,
+        object,
+        size,
+        nbd: a
+            .nbd
+            .unwrap_or_else(|| "127.0.0.1:10809".parse().expect("an address")),
+        export,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        tokio::select! {
+            r = serve(options, |l| {
+                eprintln!("cordillera volume: NBD export at nbd://{} ({} bytes, cluster object)", l.nbd, l.size_bytes);
+            }) => r,
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        }
+    })
 }
 
 fn parse_policy(text: &str) -> Result<Policy> {

@@ -202,6 +202,11 @@ impl ObjectClient {
         self.done.pop_front()
     }
 
+    /// The object's size, once its layout is known (after any request on it succeeded).
+    pub fn size_of(&self, object: ObjectId) -> Option<u64> {
+        self.layouts.get(&object).map(|l| l.size_bytes)
+    }
+
     pub fn in_flight(&self) -> usize {
         self.ops.len()
     }

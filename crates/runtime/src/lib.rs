@@ -5,6 +5,7 @@
 //! - [`disk`]: a file or block device executing the cores' disk operations with positional I/O
 //!   on worker threads (`pwrite`, `pread`, `fdatasync`), and a synchronous driver for offline use.
 //! - [`store_server`]: `cordillera store serve`: the store core behind the store protocol.
+//! - [`store_link`]: a client's connection to a store, kept up (volume servers, chunk servers).
 //! - [`nbd_server`]: an NBD server exporting a [`nbd_server::Backend`] (a file or block device).
 //! - [`volume_server`]: `cordillera volume serve`: a base volume exported over NBD with the
 //!   off-loading client core between, sending writes to stores when the base volume is loaded.
@@ -25,6 +26,7 @@ pub mod nbd_client;
 pub mod nbd_server;
 pub mod replay;
 pub mod sierra;
+pub mod store_link;
 pub mod store_server;
 pub mod volume_server;
 pub mod warm_cache;

@@ -377,7 +377,7 @@ fn groups_hold_at_most_their_slots() {
     };
     let mut m = Mds::new(config, &layout, 0);
     start(&mut m);
-    let mut create = |m: &mut Mds, object: u64, chunks: u64| {
+    let create = |m: &mut Mds, object: u64, chunks: u64| {
         m.handle_message(
             2 * S,
             Endpoint::Client(0),

@@ -5,11 +5,16 @@
 //! - [`net`]: connections between the daemons.
 //! - [`mds`]: `cordillera cluster mds`: the MDS core, its state in an embedded database
 //!   ([`mds_store`]), the gear plan and gears set by hand.
+//! - [`server`]: `cordillera cluster server`: a chunk server on a file, with standby for real
+//!   and its power by the model ([`power`]).
 
 pub mod mds;
 pub mod mds_store;
 pub mod net;
+pub mod power;
+pub mod server;
 pub mod spec;
+pub mod volume;
 
 /// Nanoseconds since `start`: the daemons' clock for their cores.
 pub(crate) fn nanos_since(start: std::time::Instant) -> u64 {

@@ -36,13 +36,13 @@ use cordillera_offload::superblock::SUPERBLOCK_BYTES;
 use cordillera_offload::{BaseDone, Client, ClientError, Config, Policy, RecoveryWait, StoreInfo};
 use cordillera_vstore::store::{DiskDone, DiskOp};
 use cordillera_wire::store::{encode, Frame};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::disk::{Disk, DiskError, DiskFile, IoMode};
 use crate::emulate::{EmulateSpec, Emulator};
 use crate::nbd_server::{self, Backend, Completion, ExportConfig, Op};
-use crate::store_server::{write_frames, FrameReader};
+use crate::store_link::{store_link, LinkEvent};
 use crate::warm_cache::{CacheLog, CacheOptions};
 use cordillera_volume::{Request, Volume};
 
@@ -483,11 +483,6 @@ impl Backend for VolumeBackend {
     }
 }
 
-/// Frames waiting for a store's connection at most. A store that leaves this many unread (its
-/// connection writes nothing for that long) is taken as failed, as a silent one is: the client
-/// goes on without it and deletes what it held when it returns.
-const LINK_FRAMES: usize = 16384;
-
 /// An NBD request the request path (`cordillera_volume::Volume`) has not answered yet.
 struct Pending {
     reply: Completion,
@@ -545,69 +540,22 @@ impl Core {
     }
 }
 
-/// One store: connects (again and again), forwards frames both ways.
-async fn store_link(store: usize, address: String, events: mpsc::Sender<Event>) {
-    let mut link = 0u64;
-    let mut reported_failure = false;
-    loop {
-        match TcpStream::connect(&address).await {
-            Ok(stream) => {
-                reported_failure = false;
-                link += 1;
-                let _ = stream.set_nodelay(true);
-                let (mut reader, writer) = stream.into_split();
-                let (sender, outbox) = mpsc::channel::<Vec<u8>>(LINK_FRAMES);
-                if events
-                    .send(Event::StoreUp {
-                        store,
-                        link,
-                        sender,
-                    })
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-                let writing = tokio::spawn(write_frames(writer, outbox));
-                // Waiting while the core's inbox is full: the store's socket is not read from
-                // meanwhile.
-                let mut frames = FrameReader::new();
-                let read = loop {
-                    match frames.next(&mut reader).await {
-                        Ok(Some(frame)) => {
-                            let event = Event::StoreFrame { store, link, frame };
-                            if events.send(event).await.is_err() {
-                                writing.abort();
-                                return;
-                            }
-                        }
-                        Ok(None) => break Ok(()),
-                        Err(e) => break Err(e),
-                    }
-                };
-                if let Err(e) = read {
-                    tracing::warn!(%address, error = %e, "store connection failed; reconnecting");
-                }
-                writing.abort();
-                if events.send(Event::StoreDown { store, link }).await.is_err() {
-                    return;
-                }
-            }
-            Err(e) => {
-                if !reported_failure {
-                    tracing::warn!(%address, error = %e, "store unreachable; retrying");
-                    reported_failure = true;
-                    if events
-                        .send(Event::StoreUnreachable { store })
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            }
+impl From<LinkEvent> for Event {
+    fn from(e: LinkEvent) -> Event {
+        match e {
+            LinkEvent::Up {
+                store,
+                link,
+                sender,
+            } => Event::StoreUp {
+                store,
+                link,
+                sender,
+            },
+            LinkEvent::Frame { store, link, frame } => Event::StoreFrame { store, link, frame },
+            LinkEvent::Down { store, link } => Event::StoreDown { store, link },
+            LinkEvent::Unreachable { store } => Event::StoreUnreachable { store },
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
