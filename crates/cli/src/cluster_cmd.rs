@@ -19,6 +19,11 @@ pub struct ClusterArgs {
 
 #[derive(Subcommand)]
 enum ClusterCommand {
+    /// Start a local cluster in a directory — the MDS, 3 racks × 2 chunk servers and a logger
+    /// per rack, each its own process — print its addresses, and stop it on Ctrl-C.
+    Up(UpArgs),
+    /// The cluster as a table: servers, racks, power state, gear, primaries, logged bytes.
+    Status(StatusArgs),
     /// Print a cluster spec for a local cluster (JSON; edit it, then give it to `cluster mds`).
     Spec(SpecArgs),
     /// Run the MDS (metadata service and gear scheduler) of a cluster.
@@ -27,6 +32,49 @@ enum ClusterCommand {
     Server(ServerArgs),
     /// Set the cluster's gear by hand (1 … replicas), or `plan` to follow the spec's plan again.
     Gear(GearArgs),
+}
+
+#[derive(Args)]
+struct UpArgs {
+    /// Where the cluster keeps everything (started again from what is there).
+    #[arg(long, default_value = "cordillera-cluster")]
+    dir: PathBuf,
+    #[arg(long, default_value_t = 3)]
+    racks: usize,
+    #[arg(long, default_value_t = 2)]
+    per_rack: u32,
+    /// The MDS's port (servers and loggers on the next ones, HTTP endpoints from +100).
+    #[arg(long, default_value_t = 7400)]
+    base_port: u16,
+    /// Seconds in an hour of the gear plan.
+    #[arg(long, default_value_t = 3600)]
+    hour_seconds: u64,
+    /// The gear plan: 24 gears, comma-separated (default: the top gear all day).
+    #[arg(long)]
+    plan: Option<String>,
+    /// Disk model for the chunk servers and loggers (e.g. `sierra-1tb`).
+    #[arg(long)]
+    emulate: Option<String>,
+    /// Seconds from a wake request to a server serving again.
+    #[arg(long, default_value_t = 1.0)]
+    wake_seconds: f64,
+    /// Each logger's log size.
+    #[arg(long, default_value = "1g")]
+    logger_size: String,
+}
+
+#[derive(Args)]
+struct StatusArgs {
+    /// The directory of `cluster up` (its spec gives the ports).
+    #[arg(long, default_value = "cordillera-cluster")]
+    dir: PathBuf,
+    /// Or the MDS's HTTP endpoint (`cluster mds --http`); servers' endpoints follow from the
+    /// `cluster up` port plan.
+    #[arg(long)]
+    mds_http: Option<String>,
+    /// Print the MDS's status document as JSON instead.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -152,6 +200,8 @@ pub fn run(args: ClusterArgs) -> Result<()> {
             })
         }
         ClusterCommand::Server(a) => server(a),
+        ClusterCommand::Up(a) => up(a),
+        ClusterCommand::Status(a) => status(a),
         ClusterCommand::Gear(a) => gear(a),
     }
 }
@@ -238,6 +288,167 @@ fn gear(a: GearArgs) -> Result<()> {
         Frame::Gear(now) => println!("gear {now}"),
         Frame::Refused(why) => bail!("the MDS refused: {why}"),
         other => bail!("unexpected answer from the MDS: {other:?}"),
+    }
+    Ok(())
+}
+
+fn up(a: UpArgs) -> Result<()> {
+    use cordillera_testkit::cluster::{ClusterOptions, Daemon, LocalCluster};
+    let binary = std::env::current_exe().context("the path of this program")?;
+    let options = ClusterOptions {
+        racks: a.racks,
+        per_rack: a.per_rack,
+        base_port: Some(a.base_port),
+        hour_seconds: a.hour_seconds,
+        plan: a.plan,
+        emulate: a.emulate,
+        wake_seconds: a.wake_seconds,
+        logger_size: a.logger_size,
+    };
+    eprintln!("cordillera cluster: starting in {}", a.dir.display());
+    let mut cluster = LocalCluster::start(&binary, &a.dir, options).map_err(|e| anyhow!(e))?;
+    println!(
+        "MDS        {}  (http://{}/status)",
+        cluster.mds_addr(),
+        cluster.http_addr(Daemon::Mds).expect("an endpoint")
+    );
+    for s in 0..cluster.servers() {
+        let d = Daemon::Server(s);
+        println!(
+            "server {s:<3} {}  (http://{}/status)  pid {}",
+            cluster.addr(d),
+            cluster.http_addr(d).expect("an endpoint"),
+            cluster.pid(d).unwrap_or(0)
+        );
+    }
+    for i in 0..a.racks {
+        let d = Daemon::Logger(i);
+        println!(
+            "logger {i:<3} {}  pid {}",
+            cluster.addr(d),
+            cluster.pid(d).unwrap_or(0)
+        );
+    }
+    println!(
+        "a volume:  cordillera volume serve --cluster {} --object vol --size 1g",
+        cluster.mds_addr()
+    );
+    println!(
+        "gears:     cordillera cluster gear 1 --mds {}   status: cordillera cluster status --dir {}",
+        cluster.mds_addr(),
+        a.dir.display()
+    );
+    eprintln!("cordillera cluster: up; Ctrl-C stops it");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::spawn(move || {
+            runtime.block_on(async {
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                        .expect("a SIGTERM handler");
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            });
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+    }
+    let mut result = Ok(());
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(200));
+        let exited = cluster.exited();
+        if let Some((d, why)) = exited.first() {
+            result = Err(anyhow!("{d:?} exited ({why}); stopping the cluster"));
+            break;
+        }
+    }
+    eprintln!("cordillera cluster: stopping");
+    cluster.stop();
+    result
+}
+
+fn status(a: StatusArgs) -> Result<()> {
+    use cordillera_testkit::cluster::http_get;
+    let mds_http = match a.mds_http {
+        Some(h) => h,
+        None => {
+            let path = a.dir.join("spec.json");
+            let text = std::fs::read(&path).with_context(|| {
+                format!(
+                    "{} (give --dir of `cluster up`, or --mds-http)",
+                    path.display()
+                )
+            })?;
+            let spec = ClusterSpec::parse(&text)?;
+            let port: u16 = spec
+                .mds
+                .rsplit(':')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .ok_or_else(|| anyhow!("the spec's MDS address has no port"))?;
+            format!("127.0.0.1:{}", port + 100)
+        }
+    };
+    let body = http_get(&mds_http, "/status").map_err(|e| anyhow!("the MDS: {e}"))?;
+    if a.json {
+        println!("{body}");
+        return Ok(());
+    }
+    let mds: serde_json::Value = serde_json::from_str(&body)?;
+    let port: u16 = mds_http
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| anyhow!("--mds-http has no port"))?;
+    println!(
+        "gear {} ({}; the plan says {} for hour {}), {} groups, {} without a primary, {} migrations, {} standbys, {} wakes",
+        mds["gear"],
+        if mds["gear_by_hand"].as_bool() == Some(true) { "set by hand" } else { "the plan" },
+        mds["planned_gear"],
+        mds["hour"],
+        mds["groups"],
+        mds["groups_without_primary"],
+        mds["stats"]["migrations"],
+        mds["stats"]["standbys"],
+        mds["stats"]["wakes"],
+    );
+    println!(
+        "{:<7} {:<6} {:<22} {:<10} {:>9} {:>13} {:>12} {:>10}",
+        "server", "rack", "address", "state", "primaries", "logged bytes", "standby s", "energy kJ"
+    );
+    for s in mds["servers"].as_array().cloned().unwrap_or_default() {
+        let id = s["id"].as_u64().unwrap_or(0) as u16;
+        // The server's own figures (a server in standby does not answer: the MDS's are shown).
+        let own = http_get(&format!("127.0.0.1:{}", port + 1 + id), "/status")
+            .ok()
+            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok());
+        let (logged, standby, energy) = match &own {
+            Some(o) => (
+                o["logged_bytes"].to_string(),
+                format!("{:.1}", o["power"]["standby_s"].as_f64().unwrap_or(0.0)),
+                format!(
+                    "{:.1}",
+                    o["power"]["energy_j"].as_f64().unwrap_or(0.0) / 1000.0
+                ),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        println!(
+            "{:<7} {:<6} {:<22} {:<10} {:>9} {:>13} {:>12} {:>10}",
+            id,
+            s["rack"].as_str().unwrap_or("?"),
+            s["addr"].as_str().unwrap_or("?"),
+            s["state"].as_str().unwrap_or("?"),
+            s["primaries"],
+            logged,
+            standby,
+            energy
+        );
     }
     Ok(())
 }

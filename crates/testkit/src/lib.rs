@@ -2,8 +2,9 @@
 //! real-trace fragments, seeded schedules ([`Schedules`]), the reference model of a block
 //! volume ([`model`]), processes started and waited for by
 //! what they print ([`process`]), and an NBD export as a loop device with a file system
-//! ([`nbd_loop`]).
+//! ([`nbd_loop`]), and a local Sierra cluster of real processes ([`cluster`]).
 
+pub mod cluster;
 pub mod model;
 pub mod nbd_loop;
 pub mod process;

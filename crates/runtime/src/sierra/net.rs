@@ -397,7 +397,13 @@ async fn run_connection(
     loop {
         let read = tokio::select! {
             read = read_frame(&mut reader) => read,
-            _ = closer.notified() => break,
+            _ = closer.notified() => {
+                // Closed by this side (a server entering standby): what was queued before is
+                // written first (its last messages say it is going), then the socket closes.
+                let _ = tokio::time::timeout(Duration::from_secs(2), writing).await;
+                let _ = events.send(NetEvent::Closed { endpoint, conn }).await;
+                return;
+            }
         };
         match read {
             Ok(Some(frame)) => {

@@ -1,0 +1,267 @@
+//! Sierra on real processes (loopback): a local cluster — the MDS, six chunk servers in three
+//! racks, a logger per rack, each its own process — with an object exported over NBD.
+//! fio verifies every block it wrote while the gears shift 3 → 1 → 3 again and again, and the
+//! loggers are empty at the end; the MDS and a chunk server holding primaries are SIGKILLed
+//! and started again with the data verified after each.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cordillera_testkit::cluster::{ClusterOptions, Daemon, LocalCluster};
+use cordillera_testkit::process::{free_addr, have, qemu_io_patterns, Proc};
+
+fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_cordillera"))
+}
+
+fn start_cluster(dir: &Path) -> LocalCluster {
+    let options = ClusterOptions {
+        wake_seconds: 0.5,
+        logger_size: "256m".into(),
+        ..ClusterOptions::default()
+    };
+    LocalCluster::start(binary(), dir, options).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `volume serve --cluster` for `object`; its NBD URL.
+fn start_volume(c: &LocalCluster, object: &str, size: &str) -> (Proc, String) {
+    let nbd = free_addr().unwrap();
+    let args: Vec<String> = [
+        "volume",
+        "serve",
+        "--cluster",
+        &c.mds_addr(),
+        "--object",
+        object,
+        "--size",
+        size,
+        "--nbd",
+        &nbd.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (p, _) = Proc::spawn_until(binary(), &args, &["cordillera volume: NBD export at "])
+        .unwrap_or_else(|e| panic!("{e}"));
+    (p, format!("nbd://{nbd}"))
+}
+
+/// qemu-io commands on an export; `Err` with its output unless every one succeeded.
+fn qemu(url: &str, commands: &[&str]) -> Result<(), String> {
+    let mut args = vec!["-f".to_string(), "raw".into()];
+    for c in commands {
+        args.extend(["-c".into(), c.to_string()]);
+    }
+    args.push(url.into());
+    let out = Command::new("qemu-io")
+        .args(&args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success()
+        || text.contains("Pattern verification failed")
+        || text.contains("failed:")
+    {
+        return Err(format!("qemu-io {commands:?}:\n{text}"));
+    }
+    Ok(())
+}
+
+fn fio(url: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "--name=verify".to_string(),
+        "--ioengine=nbd".into(),
+        format!("--uri={url}"),
+        "--iodepth=8".into(),
+        "--verify=crc32c".into(),
+        "--verify_fatal=1".into(),
+        "--verify_state_save=0".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let out = Command::new("fio").args(&args).output().expect("fio runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "fio {args:?} failed:\n{text}");
+    assert!(!text.contains("verify: bad"), "{text}");
+    text
+}
+
+/// Waits until every server is up in the top gear and no server holds logged bytes.
+fn wait_quiet(c: &LocalCluster, limit: Duration) -> serde_json::Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mds = c.status(Daemon::Mds).unwrap_or_else(|e| panic!("{e}"));
+        let all_up = mds["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["state"] == "up");
+        let logged: u64 = (0..c.servers())
+            .map(|s| {
+                c.status(Daemon::Server(s)).map_or(u64::MAX, |st| {
+                    st["logged_bytes"].as_u64().unwrap_or(u64::MAX)
+                })
+            })
+            .sum();
+        if all_up && logged == 0 && mds["groups_without_primary"] == 0 {
+            return mds;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not quiet after {limit:?}: logged {logged}, MDS {mds}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn fio_verifies_every_block_while_gears_shift_and_the_loggers_end_empty() {
+    if !have("fio") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let c = start_cluster(dir.path());
+    let (_vol, url) = start_volume(&c, "fio", "96m");
+    // Gears 3 → 1 → 3 …, every 1.5 s, while fio writes and verifies.
+    let stop = Arc::new(AtomicBool::new(false));
+    let shifter = {
+        let (stop, mds) = (stop.clone(), c.mds_addr());
+        std::thread::spawn(move || {
+            let mut shifts = 0;
+            while !stop.load(Ordering::SeqCst) {
+                for g in ["1", "3"] {
+                    let out = Command::new(binary())
+                        .args(["cluster", "gear", g, "--mds", &mds])
+                        .output()
+                        .unwrap();
+                    assert!(
+                        out.status.success(),
+                        "{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                    shifts += 1;
+                    std::thread::sleep(Duration::from_millis(1500));
+                }
+            }
+            shifts
+        })
+    };
+    let mut verified = 0;
+    for (round, (rw, bs)) in [
+        ("randwrite", "4k-64k"),
+        ("write", "128k-128k"),
+        ("randrw", "16k-16k"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let offset = format!("--offset={}m", round * 32);
+        let text = fio(
+            &url,
+            &[
+                &format!("--rw={rw}"),
+                &format!("--bsrange={bs}"),
+                "--size=32m",
+                &offset,
+                "--do_verify=1",
+            ],
+        );
+        assert!(text.contains("err= 0"), "{text}");
+        verified += 1;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let shifts = shifter.join().unwrap();
+    c.gear("3").unwrap();
+    let mds = wait_quiet(&c, Duration::from_secs(60));
+    let standbys = mds["stats"]["standbys"].as_u64().unwrap();
+    let wakes = mds["stats"]["wakes"].as_u64().unwrap();
+    let migrations = mds["stats"]["migrations"].as_u64().unwrap();
+    let reclaimed: u64 = (0..c.servers())
+        .map(|s| {
+            c.status(Daemon::Server(s)).unwrap()["stats"]["reclaimed_bytes"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    println!(
+        "cluster fio: {verified} verified runs, {shifts} gear shifts, {standbys} standbys, {wakes} wakes, {migrations} migrations, {reclaimed} bytes reclaimed; loggers empty at the end"
+    );
+    assert!(shifts >= 4 && standbys >= 4 && wakes >= 4, "{mds}");
+    assert!(reclaimed > 0, "writes were logged in gear 1 and reclaimed");
+    // Every block once more, after the reclaim, from the replicas.
+    fio(
+        &url,
+        &[
+            "--rw=randwrite",
+            "--bsrange=4k-64k",
+            "--size=32m",
+            "--offset=0m",
+            "--verify_only",
+        ],
+    );
+}
+
+#[test]
+fn data_survives_sigkill_of_the_mds_and_of_a_chunk_server_holding_primaries() {
+    if !have("qemu-io") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = start_cluster(dir.path());
+    let (_vol, url) = start_volume(&c, "kill", "64m");
+    let size: u64 = 64 << 20;
+    qemu_io_patterns(&url, size).unwrap_or_else(|e| panic!("before: {e}"));
+    // Data written once before any kill, read back after each.
+    let (_keep, keep) = start_volume(&c, "keep", "16m");
+    qemu(&keep, &["write -P 0x5a 0 16M"]).unwrap_or_else(|e| panic!("{e}"));
+    let check = |when: &str| {
+        qemu(&keep, &["read -P 0x5a 0 16M"]).unwrap_or_else(|e| panic!("{when}: {e}"));
+    };
+
+    // The MDS, killed and started again: the volume keeps serving from the leases it holds,
+    // then from the restarted MDS's state.
+    for round in 0..2 {
+        c.kill(Daemon::Mds);
+        std::thread::sleep(Duration::from_millis(300));
+        c.spawn(Daemon::Mds).unwrap();
+        qemu_io_patterns(&url, size).unwrap_or_else(|e| panic!("after MDS kill {round}: {e}"));
+        check(&format!("after MDS kill {round}"));
+    }
+    // The chunk server holding the most primaries, killed: its groups go to other replicas.
+    for round in 0..2 {
+        let mds = c.status(Daemon::Mds).unwrap();
+        let victim = mds["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .max_by_key(|s| s["primaries"].as_u64().unwrap())
+            .map(|s| s["id"].as_u64().unwrap() as u32)
+            .unwrap();
+        c.kill(Daemon::Server(victim));
+        let t = Instant::now();
+        qemu_io_patterns(&url, size)
+            .unwrap_or_else(|e| panic!("with server {victim} dead (round {round}): {e}"));
+        println!(
+            "server {victim} killed (round {round}): patterns written and read back in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+        check(&format!("with server {victim} dead"));
+        c.spawn(Daemon::Server(victim)).unwrap();
+        wait_quiet(&c, Duration::from_secs(60));
+        qemu_io_patterns(&url, size)
+            .unwrap_or_else(|e| panic!("after server {victim} restarted: {e}"));
+        check(&format!("after server {victim} restarted"));
+    }
+    let mds = c.status(Daemon::Mds).unwrap();
+    assert!(mds["stats"]["reassignments"].as_u64().unwrap() > 0, "{mds}");
+}

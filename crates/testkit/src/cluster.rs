@@ -1,0 +1,317 @@
+//! A local Sierra cluster of real processes (`cordillera cluster up`, the tests and the
+//! cluster benchmark): the MDS, chunk servers and loggers, each its own process, started from
+//! a directory, killed and restarted one at a time.
+//!
+//! Ports: the MDS on `base`, chunk server s on `base + 1 + s`, logger i after the servers;
+//! HTTP endpoints (`/metrics`, `/status`): the MDS on `base + 100`, chunk server s on
+//! `base + 101 + s`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::process::Proc;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Daemon {
+    Mds,
+    Server(u32),
+    Logger(usize),
+}
+
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    pub racks: usize,
+    pub per_rack: u32,
+    /// `None`: a free range is found.
+    pub base_port: Option<u16>,
+    pub hour_seconds: u64,
+    /// 24 gears, comma-separated (the top gear all day if absent).
+    pub plan: Option<String>,
+    /// A disk model for the chunk servers' and loggers' files (e.g. `sierra-1tb`).
+    pub emulate: Option<String>,
+    pub wake_seconds: f64,
+    /// Each logger's log (k, m, g).
+    pub logger_size: String,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> ClusterOptions {
+        ClusterOptions {
+            racks: 3,
+            per_rack: 2,
+            base_port: None,
+            hour_seconds: 3600,
+            plan: None,
+            emulate: None,
+            wake_seconds: 1.0,
+            logger_size: "256m".into(),
+        }
+    }
+}
+
+pub struct LocalCluster {
+    binary: PathBuf,
+    pub dir: PathBuf,
+    pub options: ClusterOptions,
+    pub base_port: u16,
+    procs: BTreeMap<Daemon, Proc>,
+}
+
+/// A base port whose whole range (daemons and HTTP endpoints) was free a moment ago.
+fn free_base(daemons: u16) -> Result<u16, String> {
+    let seed = std::process::id() as u64
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    for attempt in 0..200u64 {
+        let base =
+            20_000 + ((seed.wrapping_mul(6364136223846793005) >> 33) + attempt * 997) % 30_000;
+        let base = base as u16;
+        let ports = (0..daemons).chain(100..100 + daemons);
+        if ports
+            .map(|p| std::net::TcpListener::bind(("127.0.0.1", base + p)))
+            .all(|r| r.is_ok())
+        {
+            return Ok(base);
+        }
+    }
+    Err("no free range of ports on 127.0.0.1".into())
+}
+
+impl LocalCluster {
+    /// Writes the spec (unless `dir` holds one: a cluster started again), then starts every
+    /// daemon and waits until each listens.
+    pub fn start(
+        binary: &Path,
+        dir: &Path,
+        options: ClusterOptions,
+    ) -> Result<LocalCluster, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let spec_path = dir.join("spec.json");
+        let servers = options.racks as u16 * options.per_rack as u16;
+        let base_port = if spec_path.exists() {
+            let text = std::fs::read_to_string(&spec_path).map_err(|e| e.to_string())?;
+            let spec: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+            let mds = spec["mds"].as_str().ok_or("spec.json has no mds")?;
+            mds.rsplit(':')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .ok_or("spec.json's mds has no port")?
+        } else {
+            let base = match options.base_port {
+                Some(b) => b,
+                None => free_base(1 + servers + options.racks as u16)?,
+            };
+            let mut args = vec![
+                "cluster".to_string(),
+                "spec".into(),
+                "--racks".into(),
+                options.racks.to_string(),
+                "--per-rack".into(),
+                options.per_rack.to_string(),
+                "--base-port".into(),
+                base.to_string(),
+                "--hour-seconds".into(),
+                options.hour_seconds.to_string(),
+            ];
+            if let Some(plan) = &options.plan {
+                args.extend(["--plan".into(), plan.clone()]);
+            }
+            let out = Command::new(binary)
+                .args(&args)
+                .output()
+                .map_err(|e| format!("{}: {e}", binary.display()))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "cluster spec: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            std::fs::write(&spec_path, &out.stdout).map_err(|e| e.to_string())?;
+            base
+        };
+        let mut c = LocalCluster {
+            binary: binary.to_path_buf(),
+            dir: dir.to_path_buf(),
+            options,
+            base_port,
+            procs: BTreeMap::new(),
+        };
+        c.spawn(Daemon::Mds)?;
+        for i in 0..c.options.racks {
+            c.spawn(Daemon::Logger(i))?;
+        }
+        for s in 0..servers as u32 {
+            c.spawn(Daemon::Server(s))?;
+        }
+        Ok(c)
+    }
+
+    pub fn servers(&self) -> u32 {
+        self.options.racks as u32 * self.options.per_rack
+    }
+
+    pub fn mds_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.base_port)
+    }
+
+    pub fn http_addr(&self, d: Daemon) -> Option<String> {
+        match d {
+            Daemon::Mds => Some(format!("127.0.0.1:{}", self.base_port + 100)),
+            Daemon::Server(s) => Some(format!("127.0.0.1:{}", self.base_port + 101 + s as u16)),
+            Daemon::Logger(_) => None,
+        }
+    }
+
+    pub fn addr(&self, d: Daemon) -> String {
+        let port = match d {
+            Daemon::Mds => self.base_port,
+            Daemon::Server(s) => self.base_port + 1 + s as u16,
+            Daemon::Logger(i) => self.base_port + 1 + self.servers() as u16 + i as u16,
+        };
+        format!("127.0.0.1:{port}")
+    }
+
+    fn args(&self, d: Daemon) -> (Vec<String>, &'static str) {
+        let dir = |name: String| self.dir.join(name).display().to_string();
+        let mut args: Vec<String> = match d {
+            Daemon::Mds => vec![
+                "cluster".into(),
+                "mds".into(),
+                "--dir".into(),
+                dir("mds".into()),
+                "--spec".into(),
+                dir("spec.json".into()),
+            ],
+            Daemon::Server(s) => vec![
+                "cluster".into(),
+                "server".into(),
+                "--dir".into(),
+                dir(format!("server{s}")),
+                "--mds".into(),
+                self.mds_addr(),
+                "--id".into(),
+                s.to_string(),
+                "--wake-seconds".into(),
+                self.options.wake_seconds.to_string(),
+            ],
+            Daemon::Logger(i) => vec![
+                "store".into(),
+                "serve".into(),
+                "--path".into(),
+                dir(format!("logger{i}.img")),
+                "--size".into(),
+                self.options.logger_size.clone(),
+                "--sparse".into(),
+                "--listen".into(),
+                self.addr(d),
+            ],
+        };
+        if let Some(h) = self.http_addr(d) {
+            args.extend(["--http".into(), h]);
+        }
+        if let (Some(e), Daemon::Server(_) | Daemon::Logger(_)) = (&self.options.emulate, d) {
+            args.extend(["--emulate".into(), e.clone()]);
+        }
+        let ready = match d {
+            Daemon::Mds => "cordillera cluster mds: listening on ",
+            Daemon::Server(_) => "cordillera cluster server: listening on ",
+            Daemon::Logger(_) => "cordillera store: listening on ",
+        };
+        (args, ready)
+    }
+
+    /// Starts (or starts again) one daemon and waits until it listens.
+    pub fn spawn(&mut self, d: Daemon) -> Result<(), String> {
+        let (args, ready) = self.args(d);
+        let (proc, _) = Proc::spawn_until(&self.binary, &args, &[ready])?;
+        self.procs.insert(d, proc);
+        Ok(())
+    }
+
+    /// SIGKILL, waited for.
+    pub fn kill(&mut self, d: Daemon) {
+        if let Some(mut p) = self.procs.remove(&d) {
+            p.kill();
+        }
+    }
+
+    pub fn pid(&self, d: Daemon) -> Option<u32> {
+        self.procs.get(&d).map(Proc::id)
+    }
+
+    /// What a daemon printed on standard error.
+    pub fn log(&self, d: Daemon) -> String {
+        self.procs.get(&d).map_or(String::new(), Proc::log)
+    }
+
+    /// Which daemons have exited (with their logs).
+    pub fn exited(&mut self) -> Vec<(Daemon, String)> {
+        let mut out = Vec::new();
+        for (d, p) in self.procs.iter_mut() {
+            if let Ok(Some(status)) = p.child.try_wait() {
+                out.push((*d, format!("{status}: {}", p.log())));
+            }
+        }
+        out
+    }
+
+    /// SIGTERM to every daemon, servers first.
+    pub fn stop(&mut self) {
+        let order: Vec<Daemon> = self.procs.keys().rev().copied().collect();
+        for d in order {
+            if let Some(mut p) = self.procs.remove(&d) {
+                let _ = p.terminate(Duration::from_secs(5));
+            }
+        }
+    }
+
+    /// A daemon's `/status` document.
+    pub fn status(&self, d: Daemon) -> Result<serde_json::Value, String> {
+        let addr = self.http_addr(d).ok_or("no HTTP endpoint")?;
+        let body = http_get(&addr, "/status")?;
+        serde_json::from_str(&body).map_err(|e| format!("{addr}/status: {e}"))
+    }
+
+    /// Sets the gear by hand (`cluster gear`).
+    pub fn gear(&self, gear: &str) -> Result<String, String> {
+        let out = Command::new(&self.binary)
+            .args(["cluster", "gear", gear, "--mds", &self.mds_addr()])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+/// A plain HTTP/1 GET.
+pub fn http_get(addr: &str, path: &str) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).map_err(|e| format!("{addr}: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)
+        .map_err(|e| format!("{addr}: {e}"))?;
+    let (head, body) = text.split_once("\r\n\r\n").ok_or("no HTTP header")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(format!("{addr}{path}: {head}"));
+    }
+    Ok(body.to_string())
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        // Procs are killed when dropped.
+        self.procs.clear();
+    }
+}
