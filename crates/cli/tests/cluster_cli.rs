@@ -405,3 +405,96 @@ fn a_logger_killed_in_logging_mode_loses_nothing() {
     )
     .unwrap_or_else(|e| panic!("logger back: {e}"));
 }
+
+/// Runs the binary to its end; its exit status and standard error.
+fn run_to_end(args: &[&str]) -> (bool, String) {
+    let out = Command::new(binary()).args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_input_and_unreachable_peers_get_clear_errors_and_crash_nothing() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let nobody = free_addr().unwrap().to_string();
+    // No MDS there.
+    let (ok, err) = run_to_end(&[
+        "volume", "serve", "--cluster", &nobody, "--object", "x", "--size", "1m",
+    ]);
+    assert!(!ok && err.contains("unreachable"), "{err}");
+    let server_dir = dir.path().join("s").display().to_string();
+    let (ok, err) = run_to_end(&[
+        "cluster", "server", "--dir", &server_dir, "--mds", &nobody, "--id", "0",
+    ]);
+    assert!(!ok && err.contains("unreachable"), "{err}");
+    let (ok, err) = run_to_end(&["cluster", "gear", "2", "--mds", &nobody]);
+    assert!(!ok && err.contains("unreachable"), "{err}");
+    // An MDS directory without a spec.
+    let empty = dir.path().join("empty").display().to_string();
+    let (ok, err) = run_to_end(&["cluster", "mds", "--dir", &empty]);
+    assert!(!ok && err.contains("--spec"), "{err}");
+
+    let c = start_cluster(&dir.path().join("c"));
+    // A server id the spec does not have, a rack that is not the spec's.
+    let (ok, err) = run_to_end(&[
+        "cluster", "server", "--dir", &server_dir, "--mds", &c.mds_addr(), "--id", "17",
+    ]);
+    assert!(!ok && err.contains("not 17"), "{err}");
+    let (ok, err) = run_to_end(&[
+        "cluster", "server", "--dir", &server_dir, "--mds", &c.mds_addr(), "--id", "0", "--rack",
+        "r2",
+    ]);
+    assert!(!ok && err.contains("rack"), "{err}");
+    let (ok, err) = run_to_end(&["cluster", "gear", "7", "--mds", &c.mds_addr()]);
+    assert!(!ok && err.contains("outside"), "{err}");
+    // An object that does not exist, without --size.
+    let nbd = free_addr().unwrap().to_string();
+    let (ok, err) = run_to_end(&[
+        "volume", "serve", "--cluster", &c.mds_addr(), "--object", "nope", "--nbd", &nbd,
+    ]);
+    assert!(!ok && err.contains("--size"), "{err}");
+    // Garbage, a frame too long, and a hello of another cluster, to the MDS and a server:
+    // each connection is refused or closed; the daemons go on.
+    for target in [c.mds_addr(), c.addr(Daemon::Server(0))] {
+        for bytes in [
+            b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+            u32::MAX.to_le_bytes().to_vec(),
+            {
+                let mut b = Vec::new();
+                cordillera_wire::sierra::encode(
+                    &cordillera_wire::sierra::Frame::Hello {
+                        cluster: 12345,
+                        from: cordillera_gears::protocol::Endpoint::Server(0),
+                        incarnation: 1,
+                    },
+                    &mut b,
+                );
+                b
+            },
+        ] {
+            let mut s = std::net::TcpStream::connect(&target).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s.write_all(&bytes).unwrap();
+            let mut answer = Vec::new();
+            let _ = s.read_to_end(&mut answer);
+        }
+    }
+    let mds = c.status(Daemon::Mds).unwrap();
+    assert_eq!(mds["groups_without_primary"], 0, "{mds}");
+    c.status(Daemon::Server(0)).unwrap();
+    drop(c);
+
+    // Corrupt MDS state: the MDS refuses to start, naming the file.
+    let state = dir.path().join("c/mds/mds.redb");
+    let mut bytes = std::fs::read(&state).unwrap();
+    for b in bytes.iter_mut().skip(512).step_by(97) {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&state, &bytes).unwrap();
+    let mds_dir = dir.path().join("c/mds").display().to_string();
+    let (ok, err) = run_to_end(&["cluster", "mds", "--dir", &mds_dir]);
+    assert!(!ok && err.contains("MDS state"), "{err}");
+}
