@@ -30,6 +30,9 @@ enum ClusterCommand {
     Mds(MdsArgs),
     /// Run a chunk server of a cluster (it gets the cluster spec from the MDS).
     Server(ServerArgs),
+    /// PostgreSQL's pgbench on ext4 on a cluster object while the gears shift down and up;
+    /// the file system is checked afterwards. Needs root, FUSE and PostgreSQL.
+    Pgbench(crate::cluster_pgbench::ClusterPgbenchArgs),
     /// Set the cluster's gear by hand (1 … replicas), or `plan` to follow the spec's plan again.
     Gear(GearArgs),
 }
@@ -203,6 +206,7 @@ pub fn run(args: ClusterArgs) -> Result<()> {
         ClusterCommand::Up(a) => up(a),
         ClusterCommand::Status(a) => status(a),
         ClusterCommand::Gear(a) => gear(a),
+        ClusterCommand::Pgbench(a) => crate::cluster_pgbench::run_cluster_pgbench(a),
     }
 }
 

@@ -22,6 +22,7 @@
 mod bench;
 mod chaos;
 mod cluster_cmd;
+mod cluster_pgbench;
 mod demo;
 mod http;
 mod lab_bonfire;

@@ -76,7 +76,7 @@ struct PgFigures {
     rounds_always_ratio: Vec<f64>,
 }
 
-fn pg_bin(given: &Option<PathBuf>) -> Result<PathBuf> {
+pub(crate) fn pg_bin(given: &Option<PathBuf>) -> Result<PathBuf> {
     if let Some(p) = given {
         return Ok(p.clone());
     }
@@ -97,7 +97,7 @@ fn pg_bin(given: &Option<PathBuf>) -> Result<PathBuf> {
 }
 
 /// Runs a command, failing with its output.
-fn run(program: &str, args: &[&str]) -> Result<String> {
+pub(crate) fn run(program: &str, args: &[&str]) -> Result<String> {
     let out = Command::new(program)
         .args(args)
         .output()
@@ -111,7 +111,7 @@ fn run(program: &str, args: &[&str]) -> Result<String> {
 }
 
 /// Runs a PostgreSQL binary as the `postgres` user.
-fn as_postgres(bin: &Path, program: &str, args: &[&str]) -> Result<String> {
+pub(crate) fn as_postgres(bin: &Path, program: &str, args: &[&str]) -> Result<String> {
     let path = bin.join(program);
     let mut full = vec!["-u", "postgres", "--", path.to_str().expect("UTF-8 path")];
     full.extend_from_slice(args);
@@ -120,7 +120,7 @@ fn as_postgres(bin: &Path, program: &str, args: &[&str]) -> Result<String> {
 
 /// Everything mounted and started for one configuration, torn down in reverse when dropped
 /// (PostgreSQL first, then the file system, the loop device and nbdfuse).
-struct Stack {
+pub(crate) struct Stack {
     data_dir: PathBuf,
     pg_bin: PathBuf,
     postgres: bool,
@@ -128,7 +128,7 @@ struct Stack {
 }
 
 impl Stack {
-    fn attach(uri: &str, dir: &Path, pg_bin: &Path) -> Result<Stack> {
+    pub(crate) fn attach(uri: &str, dir: &Path, pg_bin: &Path) -> Result<Stack> {
         // Direct I/O: the loop device keeps no page cache of its own over the export.
         let mut disk = NbdLoop::attach(uri, dir, true).map_err(anyhow::Error::msg)?;
         disk.mkfs_ext4().map_err(anyhow::Error::msg)?;
@@ -145,7 +145,7 @@ impl Stack {
         })
     }
 
-    fn start_postgres(&mut self, socket_dir: &Path, port: u16) -> Result<()> {
+    pub(crate) fn start_postgres(&mut self, socket_dir: &Path, port: u16) -> Result<()> {
         let data = self.data_dir.to_str().expect("UTF-8").to_owned();
         as_postgres(&self.pg_bin, "initdb", &["-D", &data, "--no-sync"])?;
         let log = self.disk.mount_dir().join("postgres.log");
@@ -173,6 +173,24 @@ impl Stack {
     }
 }
 
+impl Stack {
+    /// Stops PostgreSQL cleanly, unmounts, and checks the file system read-only
+    /// (`e2fsck -fn`): its report, or an error if it found anything to fix.
+    pub(crate) fn stop_and_check(&mut self) -> Result<String> {
+        if self.postgres {
+            let data = self.data_dir.to_str().expect("UTF-8").to_owned();
+            as_postgres(
+                &self.pg_bin,
+                "pg_ctl",
+                &["-D", &data, "-m", "fast", "-w", "stop"],
+            )?;
+            self.postgres = false;
+        }
+        self.disk.unmount().map_err(anyhow::Error::msg)?;
+        run("e2fsck", &["-fn", self.disk.device()])
+    }
+}
+
 impl Drop for Stack {
     fn drop(&mut self) {
         if self.postgres {
@@ -193,7 +211,7 @@ impl Drop for Stack {
 /// every durable store append and by every flush of the base — is the host disk's latency,
 /// not the model's (on this project's test machine it cut the off-loading configurations'
 /// throughput by a quarter and made the baseline's vary by a fifth between runs).
-fn default_parent() -> &'static Path {
+pub(crate) fn default_parent() -> &'static Path {
     const ROOM_BYTES: u64 = 8 << 30;
     let shm = Path::new("/dev/shm");
     if crate::volume_bench::free_bytes(shm).is_some_and(|free| free >= ROOM_BYTES) {
@@ -204,7 +222,7 @@ fn default_parent() -> &'static Path {
 }
 
 /// `tps = 374.1 (without initial connection time)` and `latency average = 10.69 ms`.
-fn parse_pgbench(text: &str) -> Result<(f64, f64)> {
+pub(crate) fn parse_pgbench(text: &str) -> Result<(f64, f64)> {
     let number_after = |key: &str| -> Option<f64> {
         let line = text.lines().find(|l| l.starts_with(key))?;
         line[key.len()..].split_whitespace().next()?.parse().ok()

@@ -422,12 +422,26 @@ fn bad_input_and_unreachable_peers_get_clear_errors_and_crash_nothing() {
     let nobody = free_addr().unwrap().to_string();
     // No MDS there.
     let (ok, err) = run_to_end(&[
-        "volume", "serve", "--cluster", &nobody, "--object", "x", "--size", "1m",
+        "volume",
+        "serve",
+        "--cluster",
+        &nobody,
+        "--object",
+        "x",
+        "--size",
+        "1m",
     ]);
     assert!(!ok && err.contains("unreachable"), "{err}");
     let server_dir = dir.path().join("s").display().to_string();
     let (ok, err) = run_to_end(&[
-        "cluster", "server", "--dir", &server_dir, "--mds", &nobody, "--id", "0",
+        "cluster",
+        "server",
+        "--dir",
+        &server_dir,
+        "--mds",
+        &nobody,
+        "--id",
+        "0",
     ]);
     assert!(!ok && err.contains("unreachable"), "{err}");
     let (ok, err) = run_to_end(&["cluster", "gear", "2", "--mds", &nobody]);
@@ -440,11 +454,26 @@ fn bad_input_and_unreachable_peers_get_clear_errors_and_crash_nothing() {
     let c = start_cluster(&dir.path().join("c"));
     // A server id the spec does not have, a rack that is not the spec's.
     let (ok, err) = run_to_end(&[
-        "cluster", "server", "--dir", &server_dir, "--mds", &c.mds_addr(), "--id", "17",
+        "cluster",
+        "server",
+        "--dir",
+        &server_dir,
+        "--mds",
+        &c.mds_addr(),
+        "--id",
+        "17",
     ]);
     assert!(!ok && err.contains("not 17"), "{err}");
     let (ok, err) = run_to_end(&[
-        "cluster", "server", "--dir", &server_dir, "--mds", &c.mds_addr(), "--id", "0", "--rack",
+        "cluster",
+        "server",
+        "--dir",
+        &server_dir,
+        "--mds",
+        &c.mds_addr(),
+        "--id",
+        "0",
+        "--rack",
         "r2",
     ]);
     assert!(!ok && err.contains("rack"), "{err}");
@@ -453,7 +482,14 @@ fn bad_input_and_unreachable_peers_get_clear_errors_and_crash_nothing() {
     // An object that does not exist, without --size.
     let nbd = free_addr().unwrap().to_string();
     let (ok, err) = run_to_end(&[
-        "volume", "serve", "--cluster", &c.mds_addr(), "--object", "nope", "--nbd", &nbd,
+        "volume",
+        "serve",
+        "--cluster",
+        &c.mds_addr(),
+        "--object",
+        "nope",
+        "--nbd",
+        &nbd,
     ]);
     assert!(!ok && err.contains("--size"), "{err}");
     // Garbage, a frame too long, and a hello of another cluster, to the MDS and a server:
@@ -497,4 +533,48 @@ fn bad_input_and_unreachable_peers_get_clear_errors_and_crash_nothing() {
     let mds_dir = dir.path().join("c/mds").display().to_string();
     let (ok, err) = run_to_end(&["cluster", "mds", "--dir", &mds_dir]);
     assert!(!ok && err.contains("MDS state"), "{err}");
+}
+
+#[test]
+fn pgbench_on_ext4_on_the_cluster_through_a_down_shift_and_an_up_shift() {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let postgres = std::fs::read_dir("/usr/lib/postgresql").is_ok();
+    if !root || !postgres || !have("nbdfuse") || !have("losetup") {
+        println!("SKIPPED cluster pgbench: needs root, nbdfuse, losetup and PostgreSQL (scripts/test.sh installs them)");
+        return;
+    }
+    let out = Command::new(binary())
+        .args([
+            "cluster",
+            "pgbench",
+            "--seconds",
+            "15",
+            "--scale",
+            "2",
+            "--clients",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{text}");
+    if text.contains("FUSE") || text.contains("losetup cannot attach") {
+        println!(
+            "SKIPPED cluster pgbench: this machine cannot attach an NBD export as a loop device"
+        );
+        return;
+    }
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("e2fsck -fn: clean"), "{text}");
+    assert!(
+        text.contains("gear 1 at") && text.contains("gear 3 at"),
+        "{text}"
+    );
 }
