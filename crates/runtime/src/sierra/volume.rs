@@ -225,6 +225,10 @@ pub async fn serve(
     );
     let mut config = ClientConfig::new(client_id);
     config.incarnation = incarnation;
+    // A request waits out a failure rather than fail it: the MDS's suspicion (the heartbeat
+    // timeout), a peer's wake-up from standby (10 s by the power model) and the reassignment
+    // fit in the retries (delays grow to 1 s each: about 40 s in all).
+    config.retries_max = 48;
     let mut d = Driver {
         client: ObjectClient::new(config),
         net,
