@@ -64,6 +64,9 @@ struct UpArgs {
     /// Each logger's log size.
     #[arg(long, default_value = "1g")]
     logger_size: String,
+    /// Seconds of silence after which a chunk server is declared failed and rebuilt.
+    #[arg(long, default_value_t = 900)]
+    permanent_after_s: u64,
 }
 
 #[derive(Args)]
@@ -95,6 +98,9 @@ struct SpecArgs {
     /// The gear plan: 24 gears, comma-separated (default: the top gear all day).
     #[arg(long)]
     plan: Option<String>,
+    /// Seconds of silence after which a chunk server is declared failed and rebuilt.
+    #[arg(long, default_value_t = 900)]
+    permanent_after_s: u64,
 }
 
 #[derive(Args)]
@@ -163,6 +169,7 @@ pub fn run(args: ClusterArgs) -> Result<()> {
                 .map_or(1, |d| d.as_nanos() as u64 | 1);
             let mut spec = ClusterSpec::local(cluster, a.racks, a.per_rack, a.base_port);
             spec.hour_seconds = a.hour_seconds;
+            spec.permanent_after_s = a.permanent_after_s;
             if let Some(plan) = a.plan {
                 spec.plan = plan
                     .split(',')
@@ -308,6 +315,7 @@ fn up(a: UpArgs) -> Result<()> {
         emulate: a.emulate,
         wake_seconds: a.wake_seconds,
         logger_size: a.logger_size,
+        permanent_after_s: a.permanent_after_s,
     };
     eprintln!("cordillera cluster: starting in {}", a.dir.display());
     let mut cluster = LocalCluster::start(&binary, &a.dir, options).map_err(|e| anyhow!(e))?;

@@ -578,3 +578,56 @@ fn pgbench_on_ext4_on_the_cluster_through_a_down_shift_and_an_up_shift() {
         "{text}"
     );
 }
+
+#[test]
+fn a_permanently_failed_server_is_rebuilt_onto_its_gear_group_and_nothing_is_lost() {
+    if !have("qemu-io") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let options = ClusterOptions {
+        wake_seconds: 0.5,
+        logger_size: "256m".into(),
+        permanent_after_s: 3,
+        ..ClusterOptions::default()
+    };
+    let mut c =
+        LocalCluster::start(binary(), dir.path(), options).unwrap_or_else(|e| panic!("{e}"));
+    let (_vol, url) = start_volume(&c, "rebuild", "64m");
+    qemu(&url, &["write -P 0x41 0 64M"]).unwrap_or_else(|e| panic!("{e}"));
+    c.kill(Daemon::Server(0));
+    let killed = Instant::now();
+    let deadline = killed + Duration::from_secs(120);
+    let mut declared = None;
+    let mds = loop {
+        let mds = c.status(Daemon::Mds).unwrap();
+        let stats = &mds["stats"];
+        if declared.is_none() && stats["permanent_failures"].as_u64().unwrap() >= 1 {
+            declared = Some(Instant::now());
+        }
+        let started = stats["rebuilds_started"].as_u64().unwrap();
+        if started > 0 && stats["rebuilds_done"].as_u64().unwrap() == started {
+            break mds;
+        }
+        assert!(Instant::now() < deadline, "rebuild not done: {mds}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let took = declared.map_or(0.0, |d| d.elapsed().as_secs_f64());
+    let rebuilt: u64 = (1..c.servers())
+        .map(|s| {
+            c.status(Daemon::Server(s)).unwrap()["stats"]["rebuilt_bytes"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    println!(
+        "server 0 failed for good: declared after {:.1} s of silence, {} groups rebuilt onto its gear group, {rebuilt} bytes copied in {took:.1} s ({:.1} MB/s, this machine's disk)",
+        killed.elapsed().as_secs_f64() - took,
+        mds["stats"]["rebuilds_done"],
+        rebuilt as f64 / took.max(1e-3) / 1e6
+    );
+    assert!(rebuilt > 0, "{mds}");
+    // Every group has three live replicas again: a second server of another rack can go.
+    c.kill(Daemon::Server(3));
+    qemu(&url, &["read -P 0x41 0 64M"]).unwrap_or_else(|e| panic!("after the rebuild: {e}"));
+}

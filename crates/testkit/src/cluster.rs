@@ -34,6 +34,8 @@ pub struct ClusterOptions {
     pub wake_seconds: f64,
     /// Each logger's log (k, m, g).
     pub logger_size: String,
+    /// Seconds of silence after which a chunk server is declared failed and rebuilt.
+    pub permanent_after_s: u64,
 }
 
 impl Default for ClusterOptions {
@@ -47,6 +49,7 @@ impl Default for ClusterOptions {
             emulate: None,
             wake_seconds: 1.0,
             logger_size: "256m".into(),
+            permanent_after_s: 900,
         }
     }
 }
@@ -115,6 +118,8 @@ impl LocalCluster {
                 base.to_string(),
                 "--hour-seconds".into(),
                 options.hour_seconds.to_string(),
+                "--permanent-after-s".into(),
+                options.permanent_after_s.to_string(),
             ];
             if let Some(plan) = &options.plan {
                 args.extend(["--plan".into(), plan.clone()]);
