@@ -73,3 +73,41 @@ where
         });
     }
 }
+
+/// Serves `/metrics` and `/status` on `addr` for a daemon whose event loop answers a report
+/// request: `request(json, reply)` makes the event that asks it. Returns the bound address.
+pub async fn serve_reports<E: Send + 'static>(
+    addr: &str,
+    events: tokio::sync::mpsc::Sender<E>,
+    request: fn(bool, tokio::sync::oneshot::Sender<String>) -> E,
+) -> anyhow::Result<std::net::SocketAddr> {
+    use anyhow::Context;
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening on {addr} for /metrics"))?;
+    let local = listener.local_addr()?;
+    tokio::spawn(serve(listener, move |_method: String, path: String| {
+        let events = events.clone();
+        async move {
+            let json = match path.as_str() {
+                "/status" => true,
+                "/metrics" => false,
+                _ => return Response::text("404 Not Found", "try /metrics or /status\n"),
+            };
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let _ = events.send(request(json, reply)).await;
+            match answer.await {
+                Ok(body) => Response::ok(if json { JSON } else { PROMETHEUS }, body),
+                Err(_) => Response::stopping(),
+            }
+        }
+    }));
+    Ok(local)
+}
+
+/// Appends one Prometheus gauge.
+pub fn gauge(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
+    out.push_str(&format!(
+        "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
+    ));
+}

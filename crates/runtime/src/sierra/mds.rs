@@ -22,7 +22,7 @@ use cordillera_wire::sierra::Frame;
 use super::mds_store::MdsStore;
 use super::net::{Net, NetEvent};
 use super::spec::ClusterSpec;
-use crate::http::{self, Response};
+use crate::http;
 
 pub struct MdsOptions {
     pub dir: PathBuf,
@@ -75,13 +75,6 @@ fn unix_seconds() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-fn random_incarnation() -> u64 {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    cordillera_types::SplitMix64(nanos ^ ((std::process::id() as u64) << 32)).next_u64()
 }
 
 /// Serves until the process is stopped; `ready` once it listens.
@@ -142,38 +135,17 @@ pub async fn serve(options: MdsOptions, ready: impl FnOnce(MdsListening)) -> Res
     let mut net = Net::new(
         spec.cluster,
         Endpoint::Mds,
-        random_incarnation(),
+        super::random_u64(),
         addresses,
         net_tx,
     );
     net.listen(listener);
     let (control_tx, mut control_rx) = mpsc::channel(64);
     let http_addr = match &options.http {
-        Some(a) => {
-            let l = TcpListener::bind(a)
-                .await
-                .with_context(|| format!("listening on {a} for /metrics"))?;
-            let local = l.local_addr()?;
-            tokio::spawn(http::serve(l, move |_method: String, path: String| {
-                let control = control_tx.clone();
-                async move {
-                    let json = match path.as_str() {
-                        "/status" => true,
-                        "/metrics" => false,
-                        _ => return Response::text("404 Not Found", "try /metrics or /status\n"),
-                    };
-                    let (reply, answer) = oneshot::channel();
-                    let _ = control.send(Control::Report { json, reply }).await;
-                    match answer.await {
-                        Ok(body) => {
-                            Response::ok(if json { http::JSON } else { http::PROMETHEUS }, body)
-                        }
-                        Err(_) => Response::stopping(),
-                    }
-                }
-            }));
-            Some(local)
-        }
+        Some(a) => Some(
+            http::serve_reports(a, control_tx, |json, reply| Control::Report { json, reply })
+                .await?,
+        ),
         None => None,
     };
     tracing::info!(%addr, cluster = spec.cluster, servers = spec.servers.len(), "MDS listening");
@@ -402,11 +374,8 @@ impl Daemon {
     fn metrics(&self) -> String {
         let r = self.report();
         let mut out = String::new();
-        let mut line = |name: &str, help: &str, value: String| {
-            out.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
-            ));
-        };
+        let mut line =
+            |name: &str, help: &str, value: String| http::gauge(&mut out, name, help, value);
         line("sierra_mds_gear", "Current gear.", r.gear.to_string());
         line(
             "sierra_mds_gear_planned",

@@ -20,3 +20,12 @@ pub mod volume;
 pub(crate) fn nanos_since(start: std::time::Instant) -> u64 {
     start.elapsed().as_nanos() as u64
 }
+
+/// A number unlikely to repeat across starts (the time and the process id, mixed): a daemon's
+/// incarnation, a client's id.
+pub(crate) fn random_u64() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    cordillera_types::SplitMix64(nanos ^ ((std::process::id() as u64) << 32)).next_u64()
+}

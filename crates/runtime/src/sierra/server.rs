@@ -30,7 +30,7 @@ use super::power::{PowerMeter, PowerReport, PowerState};
 use super::spec::ClusterSpec;
 use crate::disk::{Disk, DiskError, DiskFile, IoMode};
 use crate::emulate::{EmulateSpec, Emulator};
-use crate::http::{self, Response};
+use crate::http;
 use crate::store_link::{store_link, LinkEvent};
 
 pub struct ServerOptions {
@@ -128,13 +128,6 @@ pub async fn fetch_spec(mds: &str) -> Result<ClusterSpec> {
     }
 }
 
-fn random_incarnation() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    cordillera_types::SplitMix64(nanos ^ ((std::process::id() as u64) << 32)).next_u64()
-}
-
 pub async fn serve(options: ServerOptions, ready: impl FnOnce(ServerListening)) -> Result<()> {
     let spec = fetch_spec(&options.mds).await?;
     let id = options.id;
@@ -182,7 +175,7 @@ pub async fn serve(options: ServerOptions, ready: impl FnOnce(ServerListening)) 
     let mut net = Net::new(
         spec.cluster,
         Endpoint::Server(id),
-        random_incarnation(),
+        super::random_u64(),
         addresses,
         net_tx,
     );
@@ -195,36 +188,17 @@ pub async fn serve(options: ServerOptions, ready: impl FnOnce(ServerListening)) 
         tokio::spawn(store_link(i, l.addr.clone(), events_tx.clone()));
     }
     let http_addr = match &options.http {
-        Some(a) => {
-            let l = TcpListener::bind(a)
-                .await
-                .with_context(|| format!("listening on {a} for /metrics"))?;
-            let local = l.local_addr()?;
-            let events = events_tx.clone();
-            tokio::spawn(http::serve(l, move |_m: String, path: String| {
-                let events = events.clone();
-                async move {
-                    let json = match path.as_str() {
-                        "/status" => true,
-                        "/metrics" => false,
-                        _ => return Response::text("404 Not Found", "try /metrics or /status\n"),
-                    };
-                    let (reply, answer) = oneshot::channel();
-                    let _ = events.send(Event::Report { json, reply }).await;
-                    match answer.await {
-                        Ok(body) => {
-                            Response::ok(if json { http::JSON } else { http::PROMETHEUS }, body)
-                        }
-                        Err(_) => Response::stopping(),
-                    }
-                }
-            }));
-            Some(local)
-        }
+        Some(a) => Some(
+            http::serve_reports(a, events_tx.clone(), |json, reply| Event::Report {
+                json,
+                reply,
+            })
+            .await?,
+        ),
         None => None,
     };
     let start = Instant::now();
-    let incarnation = random_incarnation();
+    let incarnation = super::random_u64();
     let core = ChunkServer::new(config, incarnation, 0);
     tracing::info!(%addr, server = id, rack = spec.rack_of(id), "chunk server listening");
     ready(ServerListening {
@@ -492,11 +466,8 @@ impl Daemon {
     fn metrics(&mut self) -> String {
         let r = self.report();
         let mut out = String::new();
-        let mut line = |name: &str, help: &str, value: String| {
-            out.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
-            ));
-        };
+        let mut line =
+            |name: &str, help: &str, value: String| http::gauge(&mut out, name, help, value);
         line(
             "sierra_server_standby",
             "1 in standby or waking.",

@@ -209,10 +209,7 @@ pub async fn serve(
         .map(|(s, a)| (Endpoint::Server(s as ServerId), a.clone()))
         .collect();
     addresses.insert(Endpoint::Mds, options.mds.clone());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let r = cordillera_types::SplitMix64(nanos ^ ((std::process::id() as u64) << 32)).next_u64();
+    let r = super::random_u64();
     let client_id = (r as u32).min(u32::MAX - (1 << 24));
     let incarnation = (r >> 40) as u32 & 0xffff;
     let (net_tx, mut net_rx) = mpsc::channel(4096);
