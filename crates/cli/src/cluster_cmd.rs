@@ -5,11 +5,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use cordillera_gears::protocol::Endpoint;
 use cordillera_runtime::sierra::mds::{serve, MdsOptions};
-use cordillera_runtime::sierra::net::ANY_CLUSTER;
 use cordillera_runtime::sierra::spec::ClusterSpec;
-use cordillera_wire::sierra::{decode, encode, Frame};
+use cordillera_wire::sierra::Frame;
 
 #[derive(Args)]
 pub struct ClusterArgs {
@@ -254,37 +252,6 @@ fn server(a: ServerArgs) -> Result<()> {
     })
 }
 
-/// One request to the MDS over the Sierra protocol, as a client.
-fn ask_mds(mds: &str, request: &Frame) -> Result<Frame> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(mds)
-        .with_context(|| format!("the MDS at {mds} is unreachable"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut bytes = Vec::new();
-    let hello = Frame::Hello {
-        cluster: ANY_CLUSTER,
-        from: Endpoint::Client(std::process::id()),
-        incarnation: 1,
-    };
-    encode(&hello, &mut bytes);
-    encode(request, &mut bytes);
-    stream.write_all(&bytes)?;
-    let mut buf = Vec::new();
-    loop {
-        if let Some((frame, _)) = decode(&buf).map_err(|e| anyhow!("the MDS's answer: {e}"))? {
-            return Ok(frame);
-        }
-        let mut chunk = [0u8; 4096];
-        let n = stream
-            .read(&mut chunk)
-            .with_context(|| format!("no answer from the MDS at {mds}"))?;
-        if n == 0 {
-            bail!("the MDS at {mds} closed the connection without answering");
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 fn gear(a: GearArgs) -> Result<()> {
     let g: u8 = match a.gear.as_str() {
         "plan" => 0,
@@ -294,7 +261,14 @@ fn gear(a: GearArgs) -> Result<()> {
             .filter(|&g| g >= 1)
             .ok_or_else(|| anyhow!("the gear is 1 … replicas, or `plan` (not {n:?})"))?,
     };
-    match ask_mds(&a.mds, &Frame::Gear(g))? {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let answer = runtime.block_on(cordillera_runtime::sierra::net::ask_mds(
+        &a.mds,
+        &Frame::Gear(g),
+    ))?;
+    match answer {
         Frame::Gear(now) if g == 0 => println!("following the plan: gear {now}"),
         Frame::Gear(now) => println!("gear {now}"),
         Frame::Refused(why) => bail!("the MDS refused: {why}"),

@@ -279,28 +279,20 @@ async fn dial(
     hello: Frame,
     events: mpsc::Sender<NetEvent>,
 ) {
+    let unreachable = |error: String| NetEvent::Unreachable {
+        endpoint,
+        conn,
+        error,
+    };
     let stream = match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&address)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            let error = format!("{address}: {e}");
-            let _ = events
-                .send(NetEvent::Unreachable {
-                    endpoint,
-                    conn,
-                    error,
-                })
-                .await;
+            let _ = events.send(unreachable(format!("{address}: {e}"))).await;
             return;
         }
         Err(_) => {
             let error = format!("{address}: no answer in {DIAL_TIMEOUT:?}");
-            let _ = events
-                .send(NetEvent::Unreachable {
-                    endpoint,
-                    conn,
-                    error,
-                })
-                .await;
+            let _ = events.send(unreachable(error)).await;
             return;
         }
     };
@@ -310,13 +302,7 @@ async fn dial(
     encode(&hello, &mut bytes);
     if writer.write_all(&bytes).await.is_err() {
         let error = format!("{address}: the connection closed at once");
-        let _ = events
-            .send(NetEvent::Unreachable {
-                endpoint,
-                conn,
-                error,
-            })
-            .await;
+        let _ = events.send(unreachable(error)).await;
         return;
     }
     run_connection(endpoint, conn, 0, reader, writer, events).await;
@@ -467,5 +453,32 @@ pub async fn read_frame(reader: &mut OwnedReadHalf) -> Result<Option<Frame>, Str
         Ok(Some((frame, _))) => Ok(Some(frame)),
         Ok(None) => Err("incomplete frame".into()),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// One request to the MDS as a client that does not know the cluster's id yet (a hello naming
+/// [`ANY_CLUSTER`]): its first answer. What `cluster gear` and a daemon fetching the spec use.
+pub async fn ask_mds(mds: &str, request: &Frame) -> anyhow::Result<Frame> {
+    use anyhow::{anyhow, bail, Context};
+    let connect = TcpStream::connect(mds);
+    let stream = tokio::time::timeout(DIAL_TIMEOUT, connect)
+        .await
+        .map_err(|_| anyhow!("the MDS at {mds} does not answer"))?
+        .with_context(|| format!("the MDS at {mds} is unreachable"))?;
+    let (mut reader, mut writer) = stream.into_split();
+    let mut bytes = Vec::new();
+    let hello = Frame::Hello {
+        cluster: ANY_CLUSTER,
+        from: Endpoint::Client(u32::MAX - std::process::id()),
+        incarnation: 1,
+    };
+    encode(&hello, &mut bytes);
+    encode(request, &mut bytes);
+    writer.write_all(&bytes).await?;
+    match tokio::time::timeout(Duration::from_secs(10), read_frame(&mut reader)).await {
+        Err(_) => bail!("no answer from the MDS at {mds} in 10 s"),
+        Ok(Err(e)) => bail!("the MDS's answer: {e}"),
+        Ok(Ok(None)) => bail!("the MDS at {mds} closed the connection without answering"),
+        Ok(Ok(Some(frame))) => Ok(frame),
     }
 }

@@ -88,40 +88,7 @@ struct Daemon {
 
 /// Asks the MDS for the cluster spec (as a client: the cluster id is not known yet).
 pub async fn fetch_spec(mds: &str) -> Result<ClusterSpec> {
-    use cordillera_wire::sierra::{decode, encode};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let connect = tokio::net::TcpStream::connect(mds);
-    let mut stream = tokio::time::timeout(Duration::from_secs(5), connect)
-        .await
-        .map_err(|_| anyhow!("the MDS at {mds} does not answer"))?
-        .with_context(|| format!("the MDS at {mds} is unreachable"))?;
-    let mut bytes = Vec::new();
-    let hello = Frame::Hello {
-        cluster: super::net::ANY_CLUSTER,
-        from: Endpoint::Client(u32::MAX - std::process::id()),
-        incarnation: 1,
-    };
-    encode(&hello, &mut bytes);
-    encode(&Frame::SpecRequest, &mut bytes);
-    stream.write_all(&bytes).await?;
-    let mut buf = Vec::new();
-    let read = async {
-        loop {
-            if let Some((frame, _)) = decode(&buf).map_err(|e| anyhow!("the MDS's answer: {e}"))? {
-                return Ok::<Frame, anyhow::Error>(frame);
-            }
-            let mut chunk = [0u8; 65536];
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                bail!("the MDS at {mds} closed the connection without answering");
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
-    };
-    match tokio::time::timeout(Duration::from_secs(10), read)
-        .await
-        .map_err(|_| anyhow!("the MDS at {mds} did not send the spec"))??
-    {
+    match super::net::ask_mds(mds, &Frame::SpecRequest).await? {
         Frame::Spec(text) => ClusterSpec::parse(&text),
         Frame::Refused(why) => bail!("the MDS at {mds} refused: {why}"),
         other => bail!("unexpected answer from the MDS at {mds}: {other:?}"),
