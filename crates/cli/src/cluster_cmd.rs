@@ -40,19 +40,8 @@ struct UpArgs {
     /// Where the cluster keeps everything (started again from what is there).
     #[arg(long, default_value = "cordillera-cluster")]
     dir: PathBuf,
-    #[arg(long, default_value_t = 3)]
-    racks: usize,
-    #[arg(long, default_value_t = 2)]
-    per_rack: u32,
-    /// The MDS's port (servers and loggers on the next ones, HTTP endpoints from +100).
-    #[arg(long, default_value_t = 7400)]
-    base_port: u16,
-    /// Seconds in an hour of the gear plan.
-    #[arg(long, default_value_t = 3600)]
-    hour_seconds: u64,
-    /// The gear plan: 24 gears, comma-separated (default: the top gear all day).
-    #[arg(long)]
-    plan: Option<String>,
+    #[command(flatten)]
+    layout: SpecArgs,
     /// Disk model for the chunk servers and loggers (e.g. `sierra-1tb`).
     #[arg(long)]
     emulate: Option<String>,
@@ -62,9 +51,6 @@ struct UpArgs {
     /// Each logger's log size.
     #[arg(long, default_value = "1g")]
     logger_size: String,
-    /// Seconds of silence after which a chunk server is declared failed and rebuilt.
-    #[arg(long, default_value_t = 900)]
-    permanent_after_s: u64,
 }
 
 #[derive(Args)]
@@ -81,13 +67,15 @@ struct StatusArgs {
     json: bool,
 }
 
+/// A local cluster's shape and parameters (`cluster spec`, `cluster up`).
 #[derive(Args)]
 struct SpecArgs {
     #[arg(long, default_value_t = 3)]
     racks: usize,
     #[arg(long, default_value_t = 2)]
     per_rack: u32,
-    /// The MDS listens on this port, chunk servers and loggers on the next ones.
+    /// The MDS listens on this port, chunk servers and loggers on the next ones (their HTTP
+    /// endpoints, with `cluster up`, from +100).
     #[arg(long, default_value_t = 7400)]
     base_port: u16,
     /// Seconds in an hour of the gear plan.
@@ -281,15 +269,15 @@ fn up(a: UpArgs) -> Result<()> {
     use cordillera_testkit::cluster::{ClusterOptions, Daemon, LocalCluster};
     let binary = std::env::current_exe().context("the path of this program")?;
     let options = ClusterOptions {
-        racks: a.racks,
-        per_rack: a.per_rack,
-        base_port: Some(a.base_port),
-        hour_seconds: a.hour_seconds,
-        plan: a.plan,
+        racks: a.layout.racks,
+        per_rack: a.layout.per_rack,
+        base_port: Some(a.layout.base_port),
+        hour_seconds: a.layout.hour_seconds,
+        plan: a.layout.plan,
         emulate: a.emulate,
         wake_seconds: a.wake_seconds,
         logger_size: a.logger_size,
-        permanent_after_s: a.permanent_after_s,
+        permanent_after_s: a.layout.permanent_after_s,
     };
     eprintln!("cordillera cluster: starting in {}", a.dir.display());
     let mut cluster = LocalCluster::start(&binary, &a.dir, options).map_err(|e| anyhow!(e))?;
@@ -307,7 +295,7 @@ fn up(a: UpArgs) -> Result<()> {
             cluster.pid(d).unwrap_or(0)
         );
     }
-    for i in 0..a.racks {
+    for i in 0..cluster.options.racks {
         let d = Daemon::Logger(i);
         println!(
             "logger {i:<3} {}  pid {}",

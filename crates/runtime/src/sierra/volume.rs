@@ -176,18 +176,18 @@ impl Driver {
         &mut self,
         id: u64,
         net_rx: &mut mpsc::Receiver<NetEvent>,
-    ) -> Result<Done, ClientError> {
+    ) -> Result<Result<Done, ClientError>> {
         loop {
             for (done_id, result) in self.pump() {
                 if done_id == id {
-                    return result;
+                    return Ok(result);
                 }
             }
             let deadline = self.deadline();
             tokio::select! {
                 e = net_rx.recv() => match e {
                     Some(e) => self.net_event(e),
-                    None => return Err(ClientError::Unavailable { group: 0, attempts: 0 }),
+                    None => bail!("the cluster connections stopped"),
                 },
                 _ = tokio::time::sleep_until(deadline.into()) => {}
             }
@@ -238,14 +238,14 @@ pub async fn serve(
     if let Some(size) = options.size {
         let now = d.now();
         d.client.create(now, 0, object, size);
-        match d.wait_for(0, &mut net_rx).await {
+        match d.wait_for(0, &mut net_rx).await? {
             Ok(_) | Err(ClientError::Exists) => {}
             Err(e) => bail!("creating object {:?}: {e}", options.object),
         }
     }
     let now = d.now();
     d.client.read(now, 0, object, 0, 512);
-    match d.wait_for(0, &mut net_rx).await {
+    match d.wait_for(0, &mut net_rx).await? {
         Ok(_) => {}
         Err(ClientError::NoSuchObject) => bail!(
             "the cluster has no object {:?}: give --size to create it",
