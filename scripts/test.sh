@@ -90,3 +90,12 @@ else
   cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
   target/release/cordillera volume pgbench --seconds 12 --repeat 2
 fi
+
+echo "== $(date +%T) Sierra cluster benchmark: a compressed day, top gear vs gear shifting, Table 5, Figure 12 (figures, not pass/fail)"
+if [ ! -d /dev/shm ]; then
+  echo "SKIPPED cluster benchmark: no /dev/shm for the emulated disks' files"
+else
+  cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
+  target/release/cordillera cluster bench --per-rack 2 --hour-seconds 3 --wake-seconds 0.5 \
+    --throughput-seconds 2 --rebuild-per-rack 2,3 --rebuild-bytes-per-server 48m
+fi

@@ -31,6 +31,10 @@ enum ClusterCommand {
     /// PostgreSQL's pgbench on ext4 on a cluster object while the gears shift down and up;
     /// the file system is checked afterwards. Needs root, FUSE and PostgreSQL.
     Pgbench(crate::cluster_pgbench::ClusterPgbenchArgs),
+    /// A compressed diurnal day on a local cluster of emulated disks, in the top gear and with
+    /// gear shifting: energy, response times per hour, migrations, logging and reclaim, and
+    /// Table 5's throughput.
+    Bench(crate::cluster_bench::ClusterBenchArgs),
     /// Set the cluster's gear by hand (1 … replicas), or `plan` to follow the spec's plan again.
     Gear(GearArgs),
 }
@@ -87,6 +91,16 @@ struct SpecArgs {
     /// Seconds of silence after which a chunk server is declared failed and rebuilt.
     #[arg(long, default_value_t = 900)]
     permanent_after_s: u64,
+    /// An up-shift of the plan takes effect this many seconds before its hour (so the servers
+    /// it wakes serve when the hour begins) [default: 30, three wake-up delays; `cluster up`:
+    /// three of its --wake-seconds].
+    #[arg(long)]
+    up_shift_lead_s: Option<f64>,
+    /// Reclaim as background work: a chunk server starts no reclaim job (at-risk data
+    /// excepted) while more than this many other operations are in flight on its disk;
+    /// `none` (the default) reclaims whatever the load.
+    #[arg(long)]
+    reclaim_busy_disk: Option<String>,
 }
 
 #[derive(Args)]
@@ -156,6 +170,20 @@ pub fn run(args: ClusterArgs) -> Result<()> {
             let mut spec = ClusterSpec::local(cluster, a.racks, a.per_rack, a.base_port);
             spec.hour_seconds = a.hour_seconds;
             spec.permanent_after_s = a.permanent_after_s;
+            if let Some(lead) = a.up_shift_lead_s {
+                if !(0.0..1e9).contains(&lead) {
+                    bail!("--up-shift-lead-s must be 0 or more");
+                }
+                spec.up_shift_lead_ms = (lead * 1e3) as u64;
+            }
+            if let Some(b) = &a.reclaim_busy_disk {
+                spec.reclaim_busy_disk = match b.as_str() {
+                    "none" => None,
+                    n => Some(n.parse().map_err(|_| {
+                        anyhow!("--reclaim-busy-disk: a number of operations, or none (not {n:?})")
+                    })?),
+                };
+            }
             if let Some(plan) = a.plan {
                 spec.plan = plan
                     .split(',')
@@ -200,6 +228,7 @@ pub fn run(args: ClusterArgs) -> Result<()> {
         ClusterCommand::Status(a) => status(a),
         ClusterCommand::Gear(a) => gear(a),
         ClusterCommand::Pgbench(a) => crate::cluster_pgbench::run_cluster_pgbench(a),
+        ClusterCommand::Bench(a) => crate::cluster_bench::run(a),
     }
 }
 
@@ -278,6 +307,8 @@ fn up(a: UpArgs) -> Result<()> {
         wake_seconds: a.wake_seconds,
         logger_size: a.logger_size,
         permanent_after_s: a.layout.permanent_after_s,
+        up_shift_lead_s: a.layout.up_shift_lead_s,
+        reclaim_busy_disk: a.layout.reclaim_busy_disk,
     };
     eprintln!("cordillera cluster: starting in {}", a.dir.display());
     let mut cluster = LocalCluster::start(&binary, &a.dir, options).map_err(|e| anyhow!(e))?;
@@ -423,6 +454,32 @@ fn status(a: StatusArgs) -> Result<()> {
             standby,
             energy
         );
+    }
+    // Loggers (their endpoints follow the servers' in the `cluster up` port plan).
+    let servers = mds["servers"].as_array().map_or(0, |s| s.len()) as u16;
+    let mut i = 0u16;
+    while let Ok(body) = http_get(&format!("127.0.0.1:{}", port + 1 + servers + i), "/status") {
+        let Ok(l) = serde_json::from_str::<serde_json::Value>(&body) else {
+            break;
+        };
+        if l.get("queue_length").is_none() {
+            break;
+        }
+        if i == 0 {
+            println!(
+                "{:<7} {:<6} {:>12} {:>14} {:>12}",
+                "logger", "rack", "queue", "used MB", "requests/s"
+            );
+        }
+        println!(
+            "{:<7} {:<6} {:>12} {:>14.1} {:>12}",
+            i,
+            l["rack"].as_str().unwrap_or("?"),
+            l["queue_length"],
+            l["used_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+            l["requests_per_s"]
+        );
+        i += 1;
     }
     Ok(())
 }

@@ -21,6 +21,7 @@
 
 mod bench;
 mod chaos;
+mod cluster_bench;
 mod cluster_cmd;
 mod cluster_pgbench;
 mod demo;

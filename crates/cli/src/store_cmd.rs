@@ -68,6 +68,13 @@ struct ServeArgs {
     emulate: Option<cordillera_runtime::emulate::EmulateSpec>,
     #[command(flatten)]
     limits: crate::limit_args::LimitArgs,
+    /// Serve `/metrics` (Prometheus) and `/status` (JSON) here: queue length, requests per
+    /// second, log use, records written.
+    #[arg(long)]
+    http: Option<String>,
+    /// A label the figures carry (a Sierra logger's rack, as the cluster spec names it).
+    #[arg(long)]
+    rack: Option<String>,
 }
 
 #[derive(Args)]
@@ -108,6 +115,8 @@ pub fn run(args: StoreArgs) -> Result<()> {
                 stats: None,
                 emulate: a.emulate,
                 limits: a.limits.limits()?,
+                http: a.http,
+                rack: a.rack,
             };
             // One event thread: the store core is a single task, and hand-offs between runtime
             // threads would only add wake-ups to every request (disk I/O has its own threads).

@@ -521,6 +521,27 @@ fn bad_input_and_unreachable_peers_get_clear_errors_and_crash_nothing() {
     let mds = c.status(Daemon::Mds).unwrap();
     assert_eq!(mds["groups_without_primary"], 0, "{mds}");
     c.status(Daemon::Server(0)).unwrap();
+    // Loggers report their rack and load too.
+    let logger = c.status(Daemon::Logger(1)).unwrap();
+    assert_eq!(logger["rack"], "r1", "{logger}");
+    assert!(logger["queue_length"].is_u64(), "{logger}");
+    // `cluster status` shows the servers and the loggers.
+    let out = Command::new(binary())
+        .args(["cluster", "status", "--dir", &c.dir.display().to_string()])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        table.contains("primaries")
+            && table.lines().filter(|l| l.starts_with("logger ")).count() == 1
+            && table.contains(" r2 "),
+        "{table}"
+    );
     drop(c);
 
     // Corrupt MDS state: the MDS refuses to start, naming the file.

@@ -898,6 +898,11 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
     }
     gears.push_back((shape.active_ns, 3, rotation(0, 3)));
     shared.borrow_mut().gears = gears;
+    // Reclaim as background work (yielding to a busy disk) in half the schedules.
+    let reclaim_busy_disk = {
+        let mut r = SimRng::new(seed, 17);
+        (r.below(2) == 0).then(|| r.below(3) as usize)
+    };
     let mds_config = MdsConfig {
         lease_ns: 400 * MS,
         heartbeat_timeout_ns: 1200 * MS,
@@ -937,6 +942,7 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
                     config.log_request_timeout_ns = 600 * MS;
                     config.log_recovery_grace_ns = 500 * MS;
                     config.rebuild_piece_bytes = CHUNK;
+                    config.reclaim_busy_disk = reclaim_busy_disk;
                     Part::Server(Box::new(ServerPart {
                         server: ChunkServer::new(config, life, 0),
                         disk: DiskPort::new(0, 0, Durability::WriteThenFlush),

@@ -125,7 +125,31 @@ impl ConnectionBudget {
             .expect("never closed");
         Charge {
             own,
-            total,
+            total: Some(total),
+            _request: request,
+        }
+    }
+
+    /// As [`charge`](Self::charge), against this connection's budget only: for small frames
+    /// (a cluster's control messages), which must not queue behind large ones waiting for the
+    /// daemon's budget. Their memory is bounded by each connection's budget.
+    pub async fn charge_connection_only(&self, bytes: u64) -> Charge {
+        let n = units(bytes).clamp(1, self.cap) as u32;
+        let request = self
+            .requests
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("never closed");
+        let own = self
+            .bytes
+            .clone()
+            .acquire_many_owned(n)
+            .await
+            .expect("never closed");
+        Charge {
+            own,
+            total: None,
             _request: request,
         }
     }
@@ -137,9 +161,10 @@ impl ConnectionBudget {
 }
 
 /// What one request holds until its reply is written.
+#[derive(Debug)]
 pub struct Charge {
     own: OwnedSemaphorePermit,
-    total: OwnedSemaphorePermit,
+    total: Option<OwnedSemaphorePermit>,
     _request: OwnedSemaphorePermit,
 }
 
@@ -151,7 +176,9 @@ impl Charge {
         let held = self.own.num_permits();
         if keep < held {
             drop(self.own.split(held - keep));
-            drop(self.total.split(held - keep));
+            if let Some(total) = &mut self.total {
+                drop(total.split(held - keep));
+            }
         }
     }
 }

@@ -84,6 +84,9 @@ pub struct Interval {
     pub completions: u64,
     pub reads_mean_ms: Option<f64>,
     pub writes_mean_ms: Option<f64>,
+    /// Reads and writes together.
+    pub mean_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -385,11 +388,17 @@ pub async fn replay(
             .intervals
             .iter()
             .enumerate()
-            .map(|(i, (completions, reads, writes))| Interval {
-                start_s: i as f64 * options.interval_s,
-                completions: *completions,
-                reads_mean_ms: reads.mean_ns().map(|ns| ns / 1e6),
-                writes_mean_ms: writes.mean_ns().map(|ns| ns / 1e6),
+            .map(|(i, (completions, reads, writes))| {
+                let mut both = reads.clone();
+                both.merge(writes);
+                Interval {
+                    start_s: i as f64 * options.interval_s,
+                    completions: *completions,
+                    reads_mean_ms: reads.mean_ns().map(|ns| ns / 1e6),
+                    writes_mean_ms: writes.mean_ns().map(|ns| ns / 1e6),
+                    mean_ms: both.mean_ns().map(|ns| ns / 1e6),
+                    p99_ms: both.quantile_ns(0.99).map(|ns| ns as f64 / 1e6),
+                }
             })
             .collect(),
         recorded_reads: summary(&recorded_reads),

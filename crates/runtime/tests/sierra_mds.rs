@@ -225,3 +225,88 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
     }
 }
+
+/// The MDS's `/status` document.
+async fn status(http: std::net::SocketAddr) -> serde_json::Value {
+    let mut s = TcpStream::connect(http).await.unwrap();
+    s.write_all(b"GET /status HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).await.unwrap();
+    let json = &body[body.find("\r\n\r\n").expect("a header") + 4..];
+    serde_json::from_str(json).unwrap()
+}
+
+/// Memory a peer can make the MDS hold: a first frame longer than a hello is refused before
+/// anything is allocated; frames announced long after a hello are charged to the connection's
+/// and the daemon's budgets before their bodies are read, so forty peers each announcing the
+/// longest frame and sending no more hold at most the daemon's 1 GiB (not 40 × 33 MiB), the
+/// MDS goes on serving, and the charges go when the peers do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_announcing_long_frames_are_held_to_the_memory_budgets() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = ClusterSpec::local(0xb0d9e7, 3, 2, 1);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let options = MdsOptions {
+        dir: dir.path().to_path_buf(),
+        spec: Some(spec.clone()),
+        listen: Some("127.0.0.1:0".into()),
+        http: Some("127.0.0.1:0".into()),
+    };
+    tokio::spawn(serve(options, move |l| {
+        let _ = tx.send((l.addr, l.http.expect("an endpoint")));
+    }));
+    let (addr, http) = rx.await.unwrap();
+
+    // A first frame of 4 KiB: refused, naming the limit.
+    let mut stranger = Peer {
+        stream: TcpStream::connect(addr).await.unwrap(),
+        buf: Vec::new(),
+    };
+    stranger
+        .stream
+        .write_all(&4096u32.to_le_bytes())
+        .await
+        .unwrap();
+    match stranger.recv().await {
+        Some(Frame::Refused(why)) => assert!(why.contains("at most 256"), "{why}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+
+    let longest = cordillera_wire::sierra::FRAME_BYTES_MAX;
+    let mut hogs = Vec::new();
+    for i in 0..40 {
+        let mut p = Peer::connect(addr, spec.cluster, Endpoint::Client(1000 + i)).await;
+        p.stream.write_all(&longest.to_le_bytes()).await.unwrap();
+        p.stream.write_all(&[1, 2, 3]).await.unwrap();
+        hogs.push(p);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let charged = status(http).await["frames_charged_bytes"].as_u64().unwrap();
+    let frame = longest as u64 + 4;
+    assert!(
+        charged <= 1 << 30,
+        "{charged} bytes charged, over the 1 GiB budget"
+    );
+    assert!(
+        charged >= 30 * frame,
+        "only {charged} bytes charged: were the frames charged?"
+    );
+
+    // The MDS still serves.
+    let (_peers, primaries) = heartbeat_all(addr, &spec, &BTreeMap::new()).await;
+    assert_eq!(
+        primaries.len(),
+        spec.servers.len() * spec.groups_per_server as usize
+    );
+
+    drop(hogs);
+    let mut charged = u64::MAX;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        charged = status(http).await["frames_charged_bytes"].as_u64().unwrap();
+        if charged == 0 {
+            break;
+        }
+    }
+    assert_eq!(charged, 0, "charges left after the peers went");
+}

@@ -4,7 +4,7 @@
 //!
 //! Ports: the MDS on `base`, chunk server s on `base + 1 + s`, logger i after the servers;
 //! HTTP endpoints (`/metrics`, `/status`): the MDS on `base + 100`, chunk server s on
-//! `base + 101 + s`.
+//! `base + 101 + s`, logger i after the servers'.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,6 +36,10 @@ pub struct ClusterOptions {
     pub logger_size: String,
     /// Seconds of silence after which a chunk server is declared failed and rebuilt.
     pub permanent_after_s: u64,
+    /// Up-shifts of the plan this early (default: three wake-up delays, at most half an hour).
+    pub up_shift_lead_s: Option<f64>,
+    /// `cluster spec --reclaim-busy-disk` (a number, or `none`).
+    pub reclaim_busy_disk: Option<String>,
 }
 
 impl Default for ClusterOptions {
@@ -50,6 +54,8 @@ impl Default for ClusterOptions {
             wake_seconds: 1.0,
             logger_size: "256m".into(),
             permanent_after_s: 900,
+            up_shift_lead_s: None,
+            reclaim_busy_disk: None,
         }
     }
 }
@@ -120,9 +126,18 @@ impl LocalCluster {
                 options.hour_seconds.to_string(),
                 "--permanent-after-s".into(),
                 options.permanent_after_s.to_string(),
+                // Up-shifts three wake-up delays early, at most half an hour of the plan.
+                "--up-shift-lead-s".into(),
+                options
+                    .up_shift_lead_s
+                    .unwrap_or((3.0 * options.wake_seconds).min(options.hour_seconds as f64 / 2.0))
+                    .to_string(),
             ];
             if let Some(plan) = &options.plan {
                 args.extend(["--plan".into(), plan.clone()]);
+            }
+            if let Some(b) = &options.reclaim_busy_disk {
+                args.extend(["--reclaim-busy-disk".into(), b.clone()]);
             }
             let out = Command::new(binary)
                 .args(&args)
@@ -166,7 +181,10 @@ impl LocalCluster {
         match d {
             Daemon::Mds => Some(format!("127.0.0.1:{}", self.base_port + 100)),
             Daemon::Server(s) => Some(format!("127.0.0.1:{}", self.base_port + 101 + s as u16)),
-            Daemon::Logger(_) => None,
+            Daemon::Logger(i) => Some(format!(
+                "127.0.0.1:{}",
+                self.base_port + 101 + self.servers() as u16 + i as u16
+            )),
         }
     }
 
@@ -212,6 +230,9 @@ impl LocalCluster {
                 "--sparse".into(),
                 "--listen".into(),
                 self.addr(d),
+                // `cluster spec` puts logger i on rack i.
+                "--rack".into(),
+                format!("r{i}"),
             ],
         };
         if let Some(h) = self.http_addr(d) {

@@ -36,6 +36,8 @@ pub(super) fn start_store_with(
         stats: Some(stats.clone()),
         emulate,
         limits: Default::default(),
+        http: None,
+        rack: None,
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

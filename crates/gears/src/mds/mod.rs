@@ -417,6 +417,16 @@ impl Mds {
         }
     }
 
+    /// Whether the last gear shift has run its course: no primary is being released (§3.5's
+    /// migrations, to standby or back), and no server is still releasing or waking.
+    pub fn shift_settled(&self) -> bool {
+        self.groups.iter().all(|g| g.release_to.is_none())
+            && self
+                .servers
+                .iter()
+                .all(|s| !matches!(s.state, ServerState::Releasing | ServerState::Waking))
+    }
+
     /// The MDS's state in memory, counted from its contents (§4.5: "the MDS has on average 23
     /// bytes of data per chunk").
     pub fn state_size(&self) -> StateSize {

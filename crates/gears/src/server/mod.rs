@@ -82,6 +82,12 @@ pub struct ServerConfig {
     pub log_recovery_grace_ns: Nanos,
     /// Reclaim jobs at once over all the groups the server is primary of (at least 1).
     pub reclaim_jobs_max: usize,
+    /// Reclaim as background work (§4.5: "the reclaim I/Os would get background priority"):
+    /// while more than this many disk operations besides the server's own reclaim jobs are in
+    /// flight, no new reclaim job starts — except for at-risk data, and one job when none has
+    /// started for `reclaim_starved_ns`. `None`: reclaim whatever the disk's load.
+    pub reclaim_busy_disk: Option<usize>,
+    pub reclaim_starved_ns: Nanos,
     /// Bytes copied per step of a rebuild.
     pub rebuild_piece_bytes: u64,
     /// Rebuild pieces copied at once over all the groups the server is primary of.
@@ -111,6 +117,8 @@ impl ServerConfig {
             log_request_timeout_ns: 2_000_000_000,
             log_recovery_grace_ns: 1_000_000_000,
             reclaim_jobs_max: 2,
+            reclaim_busy_disk: None,
+            reclaim_starved_ns: 2_000_000_000,
             rebuild_piece_bytes: 1 << 20,
             rebuild_jobs_max: 4,
             requests_max: 4096,
@@ -262,6 +270,8 @@ pub struct ChunkServer {
     /// (see `balance_reclaim`).
     reclaim_cursor: usize,
     balanced_at: Nanos,
+    /// When a reclaim job was last granted (or none was wanted).
+    reclaim_granted_at: Nanos,
 }
 
 impl ChunkServer {
@@ -290,6 +300,7 @@ impl ChunkServer {
             stats: ServerStats::default(),
             reclaim_cursor: 0,
             balanced_at: 0,
+            reclaim_granted_at: 0,
         };
         s.heartbeat();
         s

@@ -77,7 +77,9 @@ impl ChunkServer {
                 && p.superblock_writes.is_empty()
             {
                 let epoch = p.view.epoch;
-                self.primaries.remove(&g);
+                if let Some(p) = self.primaries.remove(&g) {
+                    self.keep_log_stats(&p);
+                }
                 self.stats.primaries_released += 1;
                 self.out
                     .push_back((Endpoint::Mds, Message::ReleasedPrimary { group: g, epoch }));
@@ -114,10 +116,24 @@ impl ChunkServer {
         }
         let running: usize = self.primaries.values().map(|p| p.log.reclaim_jobs()).sum();
         let mut free = self.config.reclaim_jobs_max.max(1).saturating_sub(running);
+        // Background priority: data that is not at risk waits while clients keep the disk
+        // busy, unless reclaim has been starved too long.
+        let busy = self
+            .config
+            .reclaim_busy_disk
+            .is_some_and(|t| self.disk.len() > running + t);
+        let starved =
+            running == 0 && self.now >= self.reclaim_granted_at + self.config.reclaim_starved_ns;
         let n = groups.len();
         let start = self.reclaim_cursor % n;
         let mut granted: Vec<GroupId> = Vec::new();
         for at_risk in [true, false] {
+            if !at_risk && busy {
+                if !starved || !granted.is_empty() {
+                    break;
+                }
+                free = free.min(1);
+            }
             for k in 0..n {
                 if free == 0 {
                     break;
@@ -129,13 +145,25 @@ impl ChunkServer {
                 }
             }
         }
+        let wanted = running > 0
+            || groups
+                .iter()
+                .any(|g| self.primaries[g].log.reclaim_wanted().is_some());
+        if !granted.is_empty() || !wanted {
+            self.reclaim_granted_at = self.now;
+        }
         if let Some(last) = granted.last() {
             let i = groups.iter().position(|g| g == last).expect("a group");
             self.reclaim_cursor = i + 1;
         }
         for g in groups {
             let p = self.primaries.get_mut(&g).expect("primary");
-            let limit = p.log.reclaim_jobs() + granted.contains(&g) as usize;
+            let mut limit = p.log.reclaim_jobs() + granted.contains(&g) as usize;
+            // While the disk is busy, a group whose data is not at risk starts no further
+            // job (the ones running finish).
+            if busy && !granted.contains(&g) && p.log.reclaim_wanted() == Some(false) {
+                limit = 0;
+            }
             if p.log.reclaim_limit() != limit {
                 p.log.set_reclaim_limit(limit);
                 self.pump(g);
@@ -617,10 +645,19 @@ impl ChunkServer {
 
     /// Stops serving group `g` at once (lease lapsed, reassigned, fenced): requests waiting are
     /// answered `error`; work in flight is forgotten (its completions are ignored).
+    /// A group's log client leaves with its primary: its counts stay in the server's.
+    fn keep_log_stats(&mut self, p: &Primary) {
+        let log = p.log.stats();
+        self.stats.logged_writes += log.offloaded_writes;
+        self.stats.logged_bytes += log.offloaded_write_bytes;
+        self.stats.reclaimed_bytes += log.reclaimed_bytes;
+    }
+
     pub(super) fn drop_primary(&mut self, g: GroupId, error: ServeError) {
         let Some(p) = self.primaries.remove(&g) else {
             return;
         };
+        self.keep_log_stats(&p);
         for (_, (to, id)) in p.requests {
             // The client retries either kind the same way.
             self.out.push_back((

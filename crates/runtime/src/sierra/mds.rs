@@ -69,12 +69,37 @@ struct Daemon {
     /// Servers being woken, with when the request was last sent.
     waking: HashMap<ServerId, Instant>,
     gear_changes: u64,
+    shifts: std::collections::VecDeque<Shift>,
 }
 
-fn unix_seconds() -> u64 {
+fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// How many gear shifts `/status` lists (the most recent).
+const SHIFTS_KEPT: usize = 64;
+
+/// A gear shift and how its migrations went (the paper's Table 3).
+#[derive(Clone, Debug, Serialize)]
+struct ShiftReport {
+    /// Seconds since the MDS started.
+    at_s: f64,
+    from: Option<usize>,
+    to: usize,
+    by_hand: bool,
+    /// Primary migrations from the shift until it settled (or until now).
+    migrations: u64,
+    /// From the shift until no primary was being released and no server releasing or waking
+    /// (an up-shift's includes the wake-up delay); `None` while not settled.
+    settled_ms: Option<f64>,
+}
+
+struct Shift {
+    at: Instant,
+    migrations_before: u64,
+    report: ShiftReport,
 }
 
 /// Serves until the process is stopped; `ready` once it listens.
@@ -163,6 +188,7 @@ pub async fn serve(options: MdsOptions, ready: impl FnOnce(MdsListening)) -> Res
         applied: None,
         waking: HashMap::new(),
         gear_changes: 0,
+        shifts: std::collections::VecDeque::new(),
     };
     d.shift_gear();
     d.flush()?;
@@ -193,6 +219,7 @@ pub async fn serve(options: MdsOptions, ready: impl FnOnce(MdsListening)) -> Res
         }
         d.shift_gear();
         d.flush()?;
+        d.follow_shift();
     }
     Ok(())
 }
@@ -207,10 +234,9 @@ impl Daemon {
             .mds
             .poll_timeout()
             .map(|t| self.start + Duration::from_nanos(t));
-        // The next hour of the plan.
-        let secs = unix_seconds();
-        let hour = self.spec.hour_seconds;
-        let next_hour = Instant::now() + Duration::from_secs(hour - secs % hour);
+        // The next moment the plan may change (an hour, or an up-shift's lead before one).
+        let next_hour =
+            Instant::now() + Duration::from_millis(self.spec.next_plan_change_ms(unix_ms()));
         let wake = self.waking.values().map(|&t| t + WAKE_REPEAT).min();
         [core, Some(next_hour), wake]
             .into_iter()
@@ -263,13 +289,12 @@ impl Daemon {
     }
 
     fn gear(&self) -> Gear {
-        let secs = unix_seconds();
-        let hour_index = secs / self.spec.hour_seconds;
+        let (hour_index, planned) = self.spec.plan_at(unix_ms());
         let hour = hour_index % 24;
         let day = (hour_index / 24) as i64;
         let (gear, by_hand) = match self.by_hand {
             Some(g) => (g, true),
-            None => (self.spec.planned_gear(hour), false),
+            None => (planned, false),
         };
         Gear {
             gear,
@@ -292,8 +317,38 @@ impl Daemon {
             );
             self.mds
                 .set_gear(now, g.gear, &rotation(g.day, self.spec.replicas));
+            if self.shifts.len() == SHIFTS_KEPT {
+                self.shifts.pop_front();
+            }
+            self.shifts.push_back(Shift {
+                at: Instant::now(),
+                migrations_before: self.mds.stats().migrations,
+                report: ShiftReport {
+                    at_s: self.start.elapsed().as_secs_f64(),
+                    from: self.applied.map(|(g, _)| g),
+                    to: g.gear,
+                    by_hand: g.by_hand,
+                    migrations: 0,
+                    settled_ms: None,
+                },
+            });
             self.applied = Some((g.gear, g.day));
             self.gear_changes += 1;
+        }
+    }
+
+    /// Brings the latest shift's migrations up to date, and marks it settled once the core
+    /// says so.
+    fn follow_shift(&mut self) {
+        let migrations = self.mds.stats().migrations;
+        let settled = self.mds.shift_settled();
+        if let Some(shift) = self.shifts.back_mut() {
+            if shift.report.settled_ms.is_none() {
+                shift.report.migrations = migrations - shift.migrations_before;
+                if settled {
+                    shift.report.settled_ms = Some(shift.at.elapsed().as_secs_f64() * 1e3);
+                }
+            }
         }
     }
 
@@ -344,6 +399,7 @@ impl Daemon {
             gear: g.gear,
             gear_by_hand: g.by_hand,
             planned_gear: self.spec.planned_gear(g.hour),
+            shifts: self.shifts.iter().map(|s| s.report.clone()).collect(),
             hour: g.hour,
             day: g.day,
             gear_changes: self.gear_changes,
@@ -363,6 +419,7 @@ impl Daemon {
             commits: self.store.commits,
             frames_sent: self.net.stats.frames_sent,
             frames_dropped: self.net.stats.frames_dropped,
+            frames_charged_bytes: self.net.charged_bytes(),
             uptime_s: self.start.elapsed().as_secs_f64(),
         }
     }
@@ -446,6 +503,8 @@ struct Report {
     hour: u64,
     day: i64,
     gear_changes: u64,
+    /// The latest gear shifts (up to 64), oldest first.
+    shifts: Vec<ShiftReport>,
     servers: Vec<ServerReport>,
     groups: usize,
     groups_without_primary: u64,
@@ -454,5 +513,7 @@ struct Report {
     commits: u64,
     frames_sent: u64,
     frames_dropped: u64,
+    /// Bytes of frames read from peers and not yet handled (bounded by the memory budgets).
+    frames_charged_bytes: u64,
     uptime_s: f64,
 }

@@ -4,6 +4,14 @@
 //! client go back on the connection it opened. Sierra's messages tolerate loss (the cores
 //! retry), so a frame to an endpoint that is unreachable, or whose connection has this many
 //! frames unsent, is dropped; nothing here blocks the daemon's event loop.
+//!
+//! What a peer can take: a connection slot (`runtime::limits`, 512 at once), a hello of at most
+//! [`HELLO_BYTES_MAX`] before anything else, and then each frame is charged to its connection's
+//! and the daemon's memory budgets before its body is read (frames of 64 KiB or less, the
+//! control messages, to the connection's only, so that they never queue behind large ones),
+//! the charge travelling with the frame until the daemon has handled it; a body must follow
+//! its length within 10 s. A peer that announces long frames, or sends faster than the daemon
+//! handles them, waits for its own budget instead of growing the daemon.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,12 +19,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cordillera_gears::protocol::Endpoint;
-use cordillera_wire::sierra::{decode, encode, frame_length, Frame};
+use cordillera_wire::sierra::{decode, encode, frame_length, Frame, FRAME_BYTES_MAX};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 use tokio::task::AbortHandle;
+
+use crate::limits::{Admission, Charge, ConnectionBudget, Limits};
 
 /// The cluster a client names before it knows the cluster's id (it asks the MDS for the
 /// spec): accepted from clients only.
@@ -27,6 +37,16 @@ const LINK_FRAMES: usize = 8192;
 /// Frames held while a connection is being dialled.
 const PENDING_FRAMES: usize = 1024;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Frames up to this long (control messages) are charged to their connection's budget only,
+/// so they never wait behind large frames for the daemon's.
+const SMALL_FRAME: usize = 64 << 10;
+/// A frame's body must follow its length within this (a peer cannot hold a charge forever).
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest frame, its 4-byte length included.
+const FRAME_MAX: usize = FRAME_BYTES_MAX as usize + 4;
+/// The longest first frame (a hello) or standby frame (a wake) taken from a peer, its length
+/// included.
+pub const HELLO_BYTES_MAX: usize = 256;
 const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What the connections report to the daemon's event loop.
@@ -44,6 +64,8 @@ pub enum NetEvent {
         endpoint: Endpoint,
         conn: u64,
         frame: Frame,
+        /// The frame's share of the memory budgets, released when the event is dropped.
+        charge: Option<Charge>,
     },
     Closed {
         endpoint: Endpoint,
@@ -99,6 +121,8 @@ pub struct Net {
     next_conn: u64,
     /// While set, incoming connections may only wake this daemon.
     standby: Arc<AtomicBool>,
+    /// Connection slots and memory budgets, for accepted and dialled connections alike.
+    admission: Admission,
     pub stats: NetStats,
 }
 
@@ -119,8 +143,19 @@ impl Net {
             events,
             next_conn: 1,
             standby: Arc::new(AtomicBool::new(false)),
+            admission: Admission::new(Limits::default()),
             stats: NetStats::default(),
         }
+    }
+
+    /// Replaces the default limits (512 connections, 64 MiB per connection, 1 GiB in all).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.admission = Admission::new(limits);
+    }
+
+    /// Bytes of frames read and not yet handled, over every connection.
+    pub fn charged_bytes(&self) -> u64 {
+        self.admission.total_charged_bytes()
     }
 
     pub fn set_address(&mut self, endpoint: Endpoint, address: String) {
@@ -130,15 +165,19 @@ impl Net {
     /// Accepts connections on `listener` for as long as the daemon runs.
     pub fn listen(&mut self, listener: TcpListener) {
         let (cluster, events, standby) = (self.cluster, self.events.clone(), self.standby.clone());
+        let admission = self.admission.clone();
         // Connection numbers of accepted connections count down from the top, so they never
         // meet dialled ones.
         tokio::spawn(async move {
             let mut conn = u64::MAX;
+            let mut refused = 0;
             loop {
-                let (stream, _) = crate::limits::accept(&listener, "sierra").await;
+                let (stream, _, budget) =
+                    crate::limits::accept_admitted(&listener, &admission, "sierra", &mut refused)
+                        .await;
                 conn -= 1;
                 let (events, standby) = (events.clone(), standby.clone());
-                tokio::spawn(accepted(stream, conn, cluster, events, standby));
+                tokio::spawn(accepted(stream, conn, cluster, events, standby, budget));
             }
         });
     }
@@ -171,7 +210,8 @@ impl Net {
             from: self.me,
             incarnation: self.incarnation,
         };
-        let task = tokio::spawn(dial(to, conn, address, hello, self.events.clone()));
+        let budget = self.admission.connection();
+        let task = tokio::spawn(dial(to, conn, address, hello, self.events.clone(), budget));
         self.links.insert(
             to,
             Link {
@@ -278,11 +318,17 @@ async fn dial(
     address: String,
     hello: Frame,
     events: mpsc::Sender<NetEvent>,
+    budget: Option<ConnectionBudget>,
 ) {
     let unreachable = |error: String| NetEvent::Unreachable {
         endpoint,
         conn,
         error,
+    };
+    let Some(budget) = budget else {
+        let error = format!("{address}: this daemon has too many connections open");
+        let _ = events.send(unreachable(error)).await;
+        return;
     };
     let stream = match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&address)).await {
         Ok(Ok(s)) => s,
@@ -305,7 +351,7 @@ async fn dial(
         let _ = events.send(unreachable(error)).await;
         return;
     }
-    run_connection(endpoint, conn, 0, reader, writer, events).await;
+    run_connection(endpoint, conn, 0, reader, writer, events, budget).await;
 }
 
 /// An accepted connection: its hello first (from our cluster), then frames both ways.
@@ -315,10 +361,11 @@ async fn accepted(
     cluster: u64,
     events: mpsc::Sender<NetEvent>,
     standby: Arc<AtomicBool>,
+    budget: ConnectionBudget,
 ) {
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = stream.into_split();
-    let hello = tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut reader)).await;
+    let hello = tokio::time::timeout(HELLO_TIMEOUT, read_small(&mut reader)).await;
     let (from, incarnation) = match hello {
         Ok(Ok(Some(Frame::Hello {
             cluster: c,
@@ -338,7 +385,7 @@ async fn accepted(
     };
     if standby.load(Ordering::SeqCst) {
         // Only a wake is taken in standby.
-        match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut reader)).await {
+        match tokio::time::timeout(HELLO_TIMEOUT, read_small(&mut reader)).await {
             Ok(Ok(Some(Frame::Wake))) => {
                 let _ = events.send(NetEvent::Wake).await;
             }
@@ -346,7 +393,7 @@ async fn accepted(
         }
         return;
     }
-    run_connection(from, conn, incarnation, reader, writer, events).await;
+    run_connection(from, conn, incarnation, reader, writer, events, budget).await;
 }
 
 /// Tells the peer why, then closes.
@@ -365,6 +412,7 @@ async fn run_connection(
     mut reader: OwnedReadHalf,
     writer: OwnedWriteHalf,
     events: mpsc::Sender<NetEvent>,
+    budget: ConnectionBudget,
 ) {
     let (sender, outbox) = mpsc::channel::<Vec<u8>>(LINK_FRAMES);
     let writing = tokio::spawn(write_frames(writer, outbox));
@@ -382,7 +430,7 @@ async fn run_connection(
     }
     loop {
         let read = tokio::select! {
-            read = read_frame(&mut reader) => read,
+            read = read_charged(&mut reader, FRAME_MAX, Some(&budget)) => read,
             _ = closer.notified() => {
                 // Closed by this side (a server entering standby): what was queued before is
                 // written first (its last messages say it is going), then the socket closes.
@@ -392,11 +440,12 @@ async fn run_connection(
             }
         };
         match read {
-            Ok(Some(frame)) => {
+            Ok(Some((frame, charge))) => {
                 let event = NetEvent::Frame {
                     endpoint,
                     conn,
                     frame,
+                    charge,
                 };
                 if events.send(event).await.is_err() {
                     break;
@@ -434,6 +483,25 @@ async fn write_frames(mut writer: OwnedWriteHalf, mut outbox: mpsc::Receiver<Vec
 
 /// One frame: `Ok(None)` at a clean end of the stream between frames.
 pub async fn read_frame(reader: &mut OwnedReadHalf) -> Result<Option<Frame>, String> {
+    Ok(read_charged(reader, FRAME_MAX, None)
+        .await?
+        .map(|(frame, _)| frame))
+}
+
+/// A hello or a wake: at most [`HELLO_BYTES_MAX`] bytes.
+async fn read_small(reader: &mut OwnedReadHalf) -> Result<Option<Frame>, String> {
+    Ok(read_charged(reader, HELLO_BYTES_MAX, None)
+        .await?
+        .map(|(frame, _)| frame))
+}
+
+/// One frame of at most `max` bytes (its length included), charged to `budget` (if any)
+/// before its body is read.
+async fn read_charged(
+    reader: &mut OwnedReadHalf,
+    max: usize,
+    budget: Option<&ConnectionBudget>,
+) -> Result<Option<(Frame, Option<Charge>)>, String> {
     let mut head = [0u8; 4];
     match reader.read_exact(&mut head).await {
         Ok(_) => {}
@@ -443,14 +511,29 @@ pub async fn read_frame(reader: &mut OwnedReadHalf) -> Result<Option<Frame>, Str
     let total = frame_length(&head)
         .map_err(|e| e.to_string())?
         .expect("four bytes");
+    if total > max {
+        return Err(format!(
+            "a frame of {total} bytes where at most {max} are taken"
+        ));
+    }
+    let charge = match budget {
+        Some(b) if total <= SMALL_FRAME => Some(b.charge_connection_only(total as u64).await),
+        Some(b) => Some(b.charge(total as u64).await),
+        None => None,
+    };
     let mut buf = vec![0u8; total];
     buf[..4].copy_from_slice(&head);
-    reader
-        .read_exact(&mut buf[4..])
-        .await
-        .map_err(|e| format!("truncated frame: {e}"))?;
+    match tokio::time::timeout(BODY_TIMEOUT, reader.read_exact(&mut buf[4..])).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(format!("truncated frame: {e}")),
+        Err(_) => {
+            return Err(format!(
+                "a frame of {total} bytes not sent within {BODY_TIMEOUT:?} of its length"
+            ))
+        }
+    }
     match decode(&buf) {
-        Ok(Some((frame, _))) => Ok(Some(frame)),
+        Ok(Some((frame, _))) => Ok(Some((frame, charge))),
         Ok(None) => Err("incomplete frame".into()),
         Err(e) => Err(e.to_string()),
     }

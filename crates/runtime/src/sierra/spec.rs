@@ -51,6 +51,17 @@ pub struct ClusterSpec {
     /// The gear for each hour of the day (24 entries, 1 to `replicas`).
     #[serde(default)]
     pub plan: Vec<u8>,
+    /// An up-shift of the plan takes effect this long before its hour, so that the servers it
+    /// wakes are serving when the hour's load arrives (`schedule::up_shift_lead_ns`: three
+    /// wake-up delays). Down-shifts wait for the hour. Shorter than an hour.
+    #[serde(default = "defaults::up_shift_lead_ms")]
+    pub up_shift_lead_ms: u64,
+    /// Reclaim as background work: a chunk server starts no reclaim job (at-risk data
+    /// excepted, and one after 2 s without any) while more than this many other operations
+    /// are in flight on its disk. `null` (the default): reclaim whatever the load, as the
+    /// paper's prototype does.
+    #[serde(default = "defaults::reclaim_busy_disk")]
+    pub reclaim_busy_disk: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,6 +75,13 @@ pub struct LoggerSpec {
 }
 
 mod defaults {
+    pub fn reclaim_busy_disk() -> Option<usize> {
+        None
+    }
+    /// Three of the chunk servers' default wake-up delays (10 s).
+    pub fn up_shift_lead_ms() -> u64 {
+        30_000
+    }
     pub fn chunk_bytes() -> u64 {
         1 << 20
     }
@@ -149,6 +167,12 @@ impl ClusterSpec {
             self.plan.is_empty() || self.plan.len() == 24,
             "the plan has {} hours, not 24",
             self.plan.len()
+        );
+        ensure!(
+            self.up_shift_lead_ms < self.hour_seconds * 1000,
+            "up_shift_lead_ms ({}) must be shorter than an hour of the plan ({} s)",
+            self.up_shift_lead_ms,
+            self.hour_seconds
         );
         for &g in &self.plan {
             ensure!(
@@ -256,6 +280,7 @@ impl ClusterSpec {
         c.heartbeat_interval_ns = self.heartbeat_ms * 1_000_000;
         c.suspect_ns = self.heartbeat_timeout_ms * 1_000_000;
         c.log_copies = self.replicas;
+        c.reclaim_busy_disk = self.reclaim_busy_disk;
         Ok(c)
     }
 
@@ -288,6 +313,8 @@ impl ClusterSpec {
             permanent_after_s: defaults::permanent_after_s(),
             hour_seconds: defaults::hour_seconds(),
             plan: Vec::new(),
+            up_shift_lead_ms: defaults::up_shift_lead_ms(),
+            reclaim_busy_disk: defaults::reclaim_busy_disk(),
         }
     }
 
@@ -297,11 +324,55 @@ impl ClusterSpec {
             .get((hour % 24) as usize)
             .map_or(self.replicas, |&g| g as usize)
     }
+
+    /// The plan at `unix_ms` (milliseconds since the Unix epoch): the hour index (hours of
+    /// `hour_seconds` since the epoch) whose gear applies, with up-shifts `up_shift_lead_ms`
+    /// early. Day `index / 24` picks the rotation of the gear groups.
+    pub fn plan_at(&self, unix_ms: u64) -> (u64, usize) {
+        let hour_ms = self.hour_seconds * 1000;
+        let now = unix_ms / hour_ms;
+        let ahead = (unix_ms + self.up_shift_lead_ms) / hour_ms;
+        let (g_now, g_ahead) = (self.planned_gear(now % 24), self.planned_gear(ahead % 24));
+        if g_ahead > g_now {
+            (ahead, g_ahead)
+        } else {
+            (now, g_now)
+        }
+    }
+
+    /// Milliseconds from `unix_ms` to the next moment the plan may change its gear.
+    pub fn next_plan_change_ms(&self, unix_ms: u64) -> u64 {
+        let hour_ms = self.hour_seconds * 1000;
+        let to_hour = hour_ms - unix_ms % hour_ms;
+        let to_lead = hour_ms - (unix_ms + self.up_shift_lead_ms) % hour_ms;
+        to_hour.min(to_lead)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn up_shifts_take_effect_the_lead_early_and_down_shifts_on_the_hour() {
+        let mut spec = ClusterSpec::local(7, 3, 2, 7000);
+        spec.hour_seconds = 10;
+        spec.up_shift_lead_ms = 3000;
+        spec.plan = vec![1; 24];
+        spec.plan[2] = 3;
+        // Hour 1 (10–20 s): gear 1 until 17 s, then hour 2's gear 3.
+        assert_eq!(spec.plan_at(16_999), (1, 1));
+        assert_eq!(spec.plan_at(17_000), (2, 3));
+        assert_eq!(spec.plan_at(29_999), (2, 3));
+        // The down-shift back to gear 1 waits for hour 3.
+        assert_eq!(spec.plan_at(30_000), (3, 1));
+        // Next changes: the lead point, then the hour.
+        assert_eq!(spec.next_plan_change_ms(15_000), 2_000);
+        assert_eq!(spec.next_plan_change_ms(17_000), 3_000);
+        assert_eq!(spec.next_plan_change_ms(20_000), 7_000);
+        // Day 1 starts at hour index 24.
+        assert_eq!(spec.plan_at(24 * 10_000 + 1).0 / 24, 1);
+    }
 
     #[test]
     fn a_local_spec_round_trips_and_builds_its_layout_and_configs() {
@@ -331,6 +402,7 @@ mod tests {
         assert!(refused(&|s| s.lease_ms = 5000).contains("heartbeat timeout"));
         assert!(refused(&|s| s.plan = vec![3; 23]).contains("24"));
         assert!(refused(&|s| s.plan = vec![0; 24]).contains("gear 0"));
+        assert!(refused(&|s| s.up_shift_lead_ms = 3_600_000).contains("shorter than an hour"));
         assert!(refused(&|s| s.loggers[0].rack = "x".into()).contains("does not name"));
         assert!(refused(&|s| s.loggers.truncate(2)).contains("logging mode"));
         assert!(refused(&|s| s.chunk_bytes = 1000).contains("power of two"));

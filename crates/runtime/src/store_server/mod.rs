@@ -47,6 +47,80 @@ pub struct ServeOptions {
     pub emulate: Option<crate::emulate::EmulateSpec>,
     /// Connections, and memory per connection and in total ([`crate::limits`]).
     pub limits: Limits,
+    /// Serve `/metrics` (Prometheus) and `/status` (JSON) here.
+    pub http: Option<String>,
+    /// A label reported with the figures (a Sierra logger's rack).
+    pub rack: Option<String>,
+}
+
+/// A request for the store's figures from its HTTP endpoint.
+struct ReportRequest {
+    json: bool,
+    reply: tokio::sync::oneshot::Sender<String>,
+}
+
+/// What `/status` and `/metrics` show.
+#[derive(serde::Serialize)]
+struct StoreReport<'a> {
+    rack: Option<&'a str>,
+    connections: usize,
+    /// Requests in progress (the load figure clients see).
+    queue_length: u32,
+    requests_per_s: u32,
+    mean_response_us: u32,
+    used_bytes: u64,
+    log_bytes: u64,
+    valid_data_bytes: u64,
+    records_written: u64,
+    flushes: u64,
+    cleaned_bytes: u64,
+    full_refusals: u64,
+}
+
+impl StoreReport<'_> {
+    fn metrics(&self) -> String {
+        let mut out = String::new();
+        let mut line =
+            |name: &str, help: &str, value: u64| crate::http::gauge(&mut out, name, help, value);
+        line(
+            "store_queue_length",
+            "Requests in progress.",
+            self.queue_length as u64,
+        );
+        line(
+            "store_requests_per_second",
+            "Requests over the last second.",
+            self.requests_per_s as u64,
+        );
+        line(
+            "store_mean_response_microseconds",
+            "Mean response time, recent.",
+            self.mean_response_us as u64,
+        );
+        line("store_used_bytes", "Log bytes in use.", self.used_bytes);
+        line("store_log_bytes", "Log size.", self.log_bytes);
+        line(
+            "store_valid_data_bytes",
+            "Bytes of live data.",
+            self.valid_data_bytes,
+        );
+        line(
+            "store_records_written_total",
+            "Records written.",
+            self.records_written,
+        );
+        line(
+            "store_full_refusals_total",
+            "Writes refused: the log is full.",
+            self.full_refusals,
+        );
+        line(
+            "store_connections",
+            "Connections open.",
+            self.connections as u64,
+        );
+        out
+    }
 }
 
 fn io_error(e: DiskError) -> anyhow::Error {
@@ -197,6 +271,16 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
     let mut next_request = 1u64;
     let mut load = LoadMeter::default();
     let mut broadcast = tokio::time::interval(options.broadcast);
+    // The HTTP endpoint's requests (the sender is kept so that the branch below never sees the
+    // channel closed).
+    let (report_tx, mut report_rx) = mpsc::channel::<ReportRequest>(16);
+    if let Some(addr) = &options.http {
+        let http = crate::http::serve_reports(addr, report_tx.clone(), |json, reply| {
+            ReportRequest { json, reply }
+        })
+        .await?;
+        tracing::info!(%http, "store metrics on http://{http}/metrics");
+    }
     loop {
         let timeout = store
             .poll_timeout()
@@ -235,6 +319,31 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
             }
             _ = async { tokio::time::sleep_until(timeout.expect("guarded").into()).await }, if timeout.is_some() => {
                 store.handle_timeout(now());
+            }
+            request = report_rx.recv() => {
+                let Some(request) = request else { continue };
+                let figures = load.figures(requests.len(), &store);
+                let stats = store.stats();
+                let report = StoreReport {
+                    rack: options.rack.as_deref(),
+                    connections: connections.len(),
+                    queue_length: figures.queue_length,
+                    requests_per_s: figures.requests_per_s,
+                    mean_response_us: figures.mean_response_us,
+                    used_bytes: figures.used_bytes,
+                    log_bytes: figures.log_bytes,
+                    valid_data_bytes: stats.valid_data_bytes,
+                    records_written: stats.records_written,
+                    flushes: stats.flushes,
+                    cleaned_bytes: stats.cleaned_bytes,
+                    full_refusals: stats.full_refusals,
+                };
+                let text = if request.json {
+                    serde_json::to_string_pretty(&report).expect("a report serializes")
+                } else {
+                    report.metrics()
+                };
+                let _ = request.reply.send(text);
             }
             _ = broadcast.tick() => {
                 let figures = load.figures(requests.len(), &store);

@@ -1,0 +1,1165 @@
+//! `cordillera cluster bench`: a compressed diurnal day replayed against a local Sierra cluster
+//! of real processes on emulated disks, once in the top gear all day (the baseline) and once
+//! with the gear plan the scheduler derives from the day's load (§4.4–4.5).
+//!
+//! - **Workload.** `gen:hotmail-like` for one day (docs/WORKLOADS.md), its rate set so that the
+//!   daytime peak hour needs `--peak-load` of the chunk servers (L of §3.4, writes weighted by
+//!   r, at Table 4's server performance), replayed open loop with each hour compressed to
+//!   `--hour-seconds`, onto one object through `volume serve --cluster` and our NBD client.
+//! - **Gears.** Each hour's gear is g = ⌈(L/N)·r⌉ (clamped to [g_min, r]) for L = the hour's
+//!   mean load over `--gear-utilization` (the oracle policy of §4.3: the hour's load is known).
+//!   The MDS runs the plan by the clock; up-shifts take effect three wake-up delays early.
+//! - **Energy.** Each chunk server's power model (`PowerMeter`: active watts while its disk has
+//!   requests in flight, idle while up or waking, standby watts) over the day. Loggers are
+//!   counted at the model's idle power all day (they never sleep); the paper's comparison with
+//!   loggers uses a baseline with as many servers as chunk servers and loggers together.
+//! - **Response times** per hour (mean and p99, reads and writes together); hours with a gear
+//!   shift, or an up-shift's lead, are the shift windows; the others are compared with the
+//!   baseline's same hour.
+//! - **Migrations** per shift from the MDS (`/status` `shifts`): count and time to settle
+//!   (Table 3). **Logging** from the chunk servers: bytes logged, bytes reclaimed, and each
+//!   reclaim after an up-shift to the top gear: its duration and rate (Table 2).
+//! - **Throughput** (Table 5): closed-loop streaming 1 MiB and random 64 KiB reads and writes in
+//!   the top gear, beside the ideal from the servers' emulated disks.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+
+use cordillera_gears::load::{LoadMeter, ServerPerformance};
+use cordillera_gears::schedule::GearPolicy;
+use cordillera_runtime::nbd_client::NbdUrl;
+use cordillera_runtime::replay::{replay, LiveReplayReport, Mode, ReplayOptions};
+use cordillera_sim::power::PowerParams;
+use cordillera_testkit::cluster::{http_get, ClusterOptions, Daemon, LocalCluster};
+use cordillera_testkit::process::Proc;
+use cordillera_trace::Record;
+use cordillera_trace::RecordReader;
+use cordillera_types::Op;
+
+use crate::volume_pgbench::default_parent;
+
+#[derive(Args)]
+pub struct ClusterBenchArgs {
+    /// Directory for the clusters (default: a fresh one under /dev/shm or /var/tmp, removed
+    /// after).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long, default_value_t = 3)]
+    racks: usize,
+    /// Chunk servers per rack (the paper's testbed ran 5).
+    #[arg(long, default_value_t = 5)]
+    per_rack: u32,
+    /// Real seconds per hour of the day (the day lasts 24 of them, twice).
+    #[arg(long, default_value_t = 10)]
+    hour_seconds: u64,
+    /// Disk model of the chunk servers and loggers.
+    #[arg(long, default_value = "sierra-1tb")]
+    emulate: String,
+    /// Seconds from a wake request to a server serving again.
+    #[arg(long, default_value_t = 1.0)]
+    wake_seconds: f64,
+    /// The daytime peak hour's load, as a fraction of the chunk servers (L/N).
+    #[arg(long, default_value_t = 0.6)]
+    peak_load: f64,
+    /// Gears are chosen so that the awake servers run at most this loaded (L over this).
+    #[arg(long, default_value_t = 0.75)]
+    gear_utilization: f64,
+    /// The lowest gear (1: most power saved; 2: two replicas always awake).
+    #[arg(long, default_value_t = 1)]
+    g_min: usize,
+    /// Size of the object the day is replayed on (offsets wrap onto it).
+    #[arg(long, default_value = "2g")]
+    object_size: String,
+    /// The workload's seed (the first, with --seeds).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Run this many seeds (seed, seed + 1, …) and report each and their spread.
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
+    /// Chunk servers start no reclaim job while more than this many other operations are in
+    /// flight on their disk (default: reclaim whatever the load, as the paper's prototype).
+    #[arg(long)]
+    reclaim_busy_disk: Option<String>,
+    /// Seconds of each Table 5 throughput run (0: skip Table 5).
+    #[arg(long, default_value_t = 5)]
+    throughput_seconds: u64,
+    /// Figure 12: rebuild rate against the number of servers writing — one cluster per value
+    /// of chunk servers per rack (the failed server's gear group is its rack, so a value of k
+    /// rebuilds onto k − 1 servers); `none` to skip.
+    #[arg(long, default_value = "2,3,4,5")]
+    rebuild_per_rack: String,
+    /// Figure 12: bytes of the object on each chunk server before one fails for good.
+    #[arg(long, default_value = "128m")]
+    rebuild_bytes_per_server: String,
+    /// Write `bench.json` here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the whole result as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The paper's figures, as it states them.
+const PAPER_SAVING: &str = "at least 23 % (Hotmail, g_min = 1, loggers included; §4.4)";
+const PAPER_TABLE3: &str = "102 migrations in 28 ms; 77 retries of 254,536 requests";
+const PAPER_TABLE2: &str = "166 GB logged in 48 h; required 3.4 MB/s; 22 GB reclaimed at 6.3 MB/s";
+
+/// One hour of the day: its load and gear.
+#[derive(Clone, Debug, Serialize)]
+struct HourPlan {
+    hour: usize,
+    requests: u64,
+    /// Mean L over the hour, in chunk servers.
+    load: f64,
+    gear: usize,
+}
+
+struct Day {
+    records: Vec<Record>,
+    hours: Vec<HourPlan>,
+    rate_at_peak: f64,
+}
+
+/// A sample of the cluster while the day runs.
+#[derive(Clone, Debug, Default, Serialize)]
+struct Sample {
+    t_s: f64,
+    gear: usize,
+    servers_up: usize,
+    /// Bytes of the servers' groups held on loggers now.
+    logged_bytes: u64,
+    /// Counters summed over the servers.
+    logged_total: u64,
+    reclaimed_total: u64,
+    refused_total: u64,
+    energy_j: f64,
+    standby_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct HourResult {
+    hour: usize,
+    gear: usize,
+    shift_window: bool,
+    reclaiming: bool,
+    completions: u64,
+    mean_ms: Option<f64>,
+    p99_ms: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Reclaim {
+    at_s: f64,
+    logged_bytes: u64,
+    /// Until the loggers held nothing of the servers' groups, or the gear went down.
+    seconds: f64,
+    reclaimed_bytes: u64,
+    /// On the loggers at the end (0: emptied).
+    left_bytes: u64,
+    mb_per_s: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Phase {
+    name: &'static str,
+    replay: LiveReplayReport,
+    hours: Vec<HourResult>,
+    /// Chunk servers' energy over the day (J).
+    energy_j: f64,
+    /// Of the day's server-seconds, the fraction spent in standby.
+    standby_fraction: f64,
+    shifts: Vec<serde_json::Value>,
+    migrations: u64,
+    /// Client requests the chunk servers refused (not the primary, lease lapsed, migrating):
+    /// each is retried by the client (the paper's Table 3 counts retries).
+    refused: u64,
+    logged_bytes: u64,
+    reclaimed_bytes: u64,
+    reclaims: Vec<Reclaim>,
+    /// Seconds after the day until the loggers held nothing (None: not within the wait).
+    loggers_empty_after_s: Option<f64>,
+    samples: Vec<Sample>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct SeedResult {
+    seed: u64,
+    plan: Vec<HourPlan>,
+    rate_at_peak_per_s: f64,
+    baseline: Phase,
+    gears: Phase,
+    /// 1 − gears/baseline, chunk servers alone.
+    saving_servers: f64,
+    /// With the loggers at idle power, against a baseline of as many servers.
+    saving_with_loggers: f64,
+    /// Hours outside shift windows and reclaims (the target's "outside shift windows").
+    p99_steady: Ratios,
+    /// Hours with an up-shift's reclaim running, outside shift windows.
+    p99_reclaim: Ratios,
+    /// Hours in shift windows.
+    p99_shift: Ratios,
+}
+
+/// Per-hour p99 of the gear-shifting run over the baseline's same hour.
+#[derive(Clone, Debug, Default, Serialize)]
+struct Ratios {
+    hours: usize,
+    within_2x: usize,
+    max: Option<f64>,
+}
+
+impl Ratios {
+    fn add(&mut self, ratio: f64) {
+        self.hours += 1;
+        self.within_2x += (ratio <= 2.0) as usize;
+        self.max = Some(self.max.map_or(ratio, |m| m.max(ratio)));
+    }
+
+    fn text(&self) -> String {
+        match self.max {
+            None => "no hours".into(),
+            Some(m) => format!(
+                "{} of {} hours within 2× (largest ratio {m:.2}×)",
+                self.within_2x, self.hours
+            ),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct ThroughputRow {
+    workload: &'static str,
+    unit: &'static str,
+    measured: f64,
+    ideal: f64,
+    paper: f64,
+    paper_ideal: f64,
+    errors: u64,
+}
+
+#[derive(Serialize)]
+struct BenchResult {
+    servers: usize,
+    loggers: usize,
+    hour_seconds: u64,
+    emulate: String,
+    seeds: Vec<SeedResult>,
+    throughput: Vec<ThroughputRow>,
+    rebuild: Vec<RebuildRow>,
+}
+
+/// Figure 12: one permanent failure and its rebuild.
+#[derive(Clone, Debug, Serialize)]
+struct RebuildRow {
+    servers: usize,
+    /// Servers the failed one's groups are rebuilt onto.
+    writers: usize,
+    groups: u64,
+    bytes: u64,
+    /// From the MDS declaring the failure to the last group rebuilt.
+    seconds: f64,
+    mb_per_s: f64,
+}
+
+pub fn run(a: ClusterBenchArgs) -> Result<()> {
+    if a.hour_seconds < 2 {
+        bail!("--hour-seconds must be at least 2");
+    }
+    if !(a.peak_load > 0.0 && a.peak_load <= 2.0) {
+        bail!("--peak-load must be above 0 and at most 2");
+    }
+    if !(a.gear_utilization > 0.0 && a.gear_utilization <= 1.0) {
+        bail!("--gear-utilization must be above 0 and at most 1");
+    }
+    if !(0.0..=60.0).contains(&a.wake_seconds) || a.wake_seconds * 3.0 >= a.hour_seconds as f64 {
+        bail!("--wake-seconds must be 0 to 60 and three of them shorter than an hour");
+    }
+    if a.seeds == 0 {
+        bail!("--seeds must be at least 1");
+    }
+    let object_bytes = cordillera_sim::presets::parse_size(&a.object_size)
+        .map_err(|e| anyhow!("--object-size: {e}"))?;
+    let servers = a.racks * a.per_rack as usize;
+    // Checks g_min and the cluster's shape.
+    GearPolicy::new(servers, 3, a.g_min, Vec::new()).map_err(|e| anyhow!("{e}"))?;
+    let (dir, _scratch) =
+        crate::volume_bench::work_dir(&a.dir, default_parent(), "cordillera-cluster-bench")?;
+    eprintln!("cluster bench: files in {}", dir.display());
+    let me = std::env::current_exe().context("the path of this program")?;
+    let mut seeds = Vec::new();
+    for seed in a.seed..a.seed + a.seeds {
+        let day = day(&a, servers, seed)?;
+        eprintln!(
+            "cluster bench: seed {seed}: {} requests, {:.0}/s at the daytime peak; gears {}",
+            day.records.len(),
+            day.rate_at_peak,
+            gears_text(&day.hours)
+        );
+        let baseline = run_phase(&a, &me, &dir.join(format!("s{seed}-baseline")), &day, None)?;
+        let gears: Vec<usize> = day.hours.iter().map(|h| h.gear).collect();
+        let shifting = run_phase(
+            &a,
+            &me,
+            &dir.join(format!("s{seed}-gears")),
+            &day,
+            Some(&gears),
+        )?;
+        seeds.push(compare(seed, &a, servers, day, baseline, shifting));
+    }
+    let throughput = if a.throughput_seconds > 0 {
+        table5(&a, &me, &dir.join("table5"), servers, object_bytes)?
+    } else {
+        Vec::new()
+    };
+    let per_server = cordillera_sim::presets::parse_size(&a.rebuild_bytes_per_server)
+        .map_err(|e| anyhow!("--rebuild-bytes-per-server: {e}"))?;
+    let mut rebuild = Vec::new();
+    let sweep: Vec<u32> = match a.rebuild_per_rack.as_str() {
+        "none" => Vec::new(),
+        list => list
+            .split(',')
+            .map(|v| v.trim().parse())
+            .collect::<Result<_, _>>()
+            .map_err(|_| anyhow!("--rebuild-per-rack: numbers, comma-separated, or none"))?,
+    };
+    for per_rack in sweep {
+        rebuild.push(rebuild_run(
+            &a,
+            &me,
+            &dir.join(format!("rebuild-{per_rack}")),
+            per_rack,
+            per_server,
+        )?);
+    }
+    let result = BenchResult {
+        servers,
+        loggers: a.racks,
+        hour_seconds: a.hour_seconds,
+        emulate: a.emulate.clone(),
+        seeds,
+        throughput,
+        rebuild,
+    };
+    let json = serde_json::to_string_pretty(&result)?;
+    if let Some(out) = &a.out {
+        std::fs::create_dir_all(out)?;
+        std::fs::write(out.join("bench.json"), &json)?;
+    }
+    if a.json {
+        println!("{json}");
+    } else {
+        print_result(&result);
+    }
+    Ok(())
+}
+
+fn gears_text(hours: &[HourPlan]) -> String {
+    hours
+        .iter()
+        .map(|h| h.gear.to_string())
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+/// The day's requests and each hour's load and gear.
+fn day(a: &ClusterBenchArgs, servers: usize, seed: u64) -> Result<Day> {
+    let r = 3usize;
+    let perf = ServerPerformance::sierra_table4();
+    let speed = 3600.0 / a.hour_seconds as f64;
+    // The load of one request per second (60 % reads, 3-way writes, all random).
+    let per_request = 0.6 / perf.read_iops + 0.4 * r as f64 / perf.write_iops;
+    let rate_at_peak = a.peak_load * servers as f64 / per_request;
+    let spec = format!(
+        "gen:hotmail-like:days=1,maintenance_hours=0,peak_rate={},seed={seed}",
+        rate_at_peak / speed
+    );
+    let mut reader =
+        cordillera_sim::workload::open_spec(&spec).map_err(|e| anyhow!("{spec}: {e}"))?;
+    // Real-time load of a trace replayed `speed` times faster: servers `speed` times slower.
+    let scaled = ServerPerformance {
+        read_iops: perf.read_iops / speed,
+        write_iops: perf.write_iops / speed,
+        read_bytes_per_s: perf.read_bytes_per_s / speed,
+        write_bytes_per_s: perf.write_bytes_per_s / speed,
+    };
+    let mut meter = LoadMeter::new(scaled, r, 0);
+    let mut records = Vec::new();
+    while let Some(record) = reader.next_record()? {
+        meter.add(&record);
+        records.push(record);
+    }
+    let policy = GearPolicy::new(servers, r, a.g_min, Vec::new()).map_err(|e| anyhow!("{e}"))?;
+    let loads = meter.finish();
+    let hours = (0..24)
+        .map(|h| {
+            let l = loads.iter().find(|l| l.hour == h as i64);
+            let load = l.map_or(0.0, |l| l.mean);
+            HourPlan {
+                hour: h,
+                requests: l.map_or(0, |l| l.requests),
+                load,
+                gear: policy.gear(load / a.gear_utilization, h),
+            }
+        })
+        .collect();
+    Ok(Day {
+        records,
+        hours,
+        rate_at_peak,
+    })
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// One run of the day: a fresh cluster, top gear all day (`gears` None) or the plan.
+fn run_phase(
+    a: &ClusterBenchArgs,
+    me: &Path,
+    dir: &Path,
+    day: &Day,
+    gears: Option<&[usize]>,
+) -> Result<Phase> {
+    let name = if gears.is_some() { "gears" } else { "baseline" };
+    let hour_ms = a.hour_seconds * 1000;
+    // The day starts on an hour of the MDS's clock far enough ahead for the cluster to start
+    // and settle; the plan is rotated so that the day's hour 0 falls on it.
+    let start_ms = (unix_ms() + 15_000 + hour_ms).div_ceil(hour_ms) * hour_ms;
+    let h0 = (start_ms / hour_ms % 24) as usize;
+    let plan = gears.map(|g| {
+        let mut plan = vec![0usize; 24];
+        for (k, &gear) in g.iter().enumerate() {
+            plan[(h0 + k) % 24] = gear;
+        }
+        plan.iter()
+            .map(|g| g.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    });
+    std::fs::create_dir_all(dir)?;
+    let options = ClusterOptions {
+        racks: a.racks,
+        per_rack: a.per_rack,
+        hour_seconds: a.hour_seconds,
+        plan,
+        emulate: Some(a.emulate.clone()),
+        wake_seconds: a.wake_seconds,
+        logger_size: "1g".into(),
+        reclaim_busy_disk: a.reclaim_busy_disk.clone(),
+        ..ClusterOptions::default()
+    };
+    eprintln!("cluster bench: {name}: starting the cluster");
+    let mut cluster = LocalCluster::start(me, &dir.join("cluster"), options)
+        .map_err(|e| anyhow!("starting the cluster: {e}"))?;
+    // The MDS's day (which rotates the gear groups) turns at this hour of the bench's day.
+    let rotation_hour = (24 - h0) % 24;
+    let result = run_day(a, me, &cluster, day, gears, name, start_ms, rotation_hour);
+    cluster.stop();
+    result
+}
+
+fn run_day(
+    a: &ClusterBenchArgs,
+    me: &Path,
+    cluster: &LocalCluster,
+    day: &Day,
+    gears: Option<&[usize]>,
+    name: &'static str,
+    start_ms: u64,
+    rotation_hour: usize,
+) -> Result<Phase> {
+    let (_volume, url) = start_volume(me, cluster, "bench", &a.object_size)?;
+    let server_http: Vec<String> = (0..cluster.servers())
+        .map(|s| cluster.http_addr(Daemon::Server(s)).expect("an endpoint"))
+        .collect();
+    let mds_http = cluster.http_addr(Daemon::Mds).expect("an endpoint");
+    let wait_ms = start_ms.saturating_sub(unix_ms());
+    if wait_ms == 0 {
+        bail!("the cluster took too long to start (the day's first hour has begun)");
+    }
+    eprintln!(
+        "cluster bench: {name}: the day starts in {:.1} s and lasts {} s",
+        wait_ms as f64 / 1e3,
+        24 * a.hour_seconds
+    );
+    std::thread::sleep(Duration::from_millis(wait_ms));
+    let shifts_before = mds_status(&mds_http)?["shifts"]
+        .as_array()
+        .map_or(0, |s| s.len());
+    let mds_before = mds_status(&mds_http)?;
+    let before = sample(&server_http, &mds_http, Instant::now(), Instant::now())?;
+    let t0 = Instant::now();
+    let samples = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let poller = {
+        let (samples, stop, server_http, mds_http) = (
+            samples.clone(),
+            stop.clone(),
+            server_http.clone(),
+            mds_http.clone(),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(s) = sample(&server_http, &mds_http, t0, Instant::now()) {
+                    samples.lock().expect("samples").push(s);
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        })
+    };
+    let options = ReplayOptions {
+        mode: Mode::Open {
+            speed: 3600.0 / a.hour_seconds as f64,
+        },
+        interval_s: a.hour_seconds as f64,
+        max_outstanding: 4096,
+        max_records: None,
+        progress_every: Some(Duration::from_secs(4 * a.hour_seconds)),
+    };
+    let url: NbdUrl = url.parse()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let report = runtime
+        .block_on(replay(&url, day.records.iter().cloned(), &options))
+        .map_err(|e| anyhow!("{name}: the replay: {e}"))?;
+    let after = sample(&server_http, &mds_http, t0, Instant::now())?;
+    let mds = mds_status(&mds_http)?;
+    // The day over, the gear goes to the top by hand; the loggers must then empty.
+    let day_end = Instant::now();
+    cluster
+        .gear("3")
+        .map_err(|e| anyhow!("setting gear 3 after the day: {e}"))?;
+    let mut loggers_empty_after_s = None;
+    while day_end.elapsed() < Duration::from_secs(120) {
+        let s = sample(&server_http, &mds_http, t0, Instant::now())?;
+        if s.logged_bytes == 0 && s.servers_up == server_http.len() {
+            loggers_empty_after_s = Some(day_end.elapsed().as_secs_f64());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    stop.store(true, Ordering::SeqCst);
+    poller.join().expect("the poller");
+    let mut samples = std::mem::take(&mut *samples.lock().expect("samples"));
+    samples.push(sample(&server_http, &mds_http, t0, Instant::now())?);
+    let reclaims = reclaims(&samples);
+    let shifts: Vec<serde_json::Value> = mds["shifts"]
+        .as_array()
+        .map(|s| s.iter().skip(shifts_before).cloned().collect())
+        .unwrap_or_default();
+    let migrations = mds["stats"]["migrations"].as_u64().unwrap_or(0)
+        - mds_before["stats"]["migrations"].as_u64().unwrap_or(0);
+    let hour_s = a.hour_seconds as f64;
+    let hours = (0..24)
+        .map(|h| {
+            let g = gears.map_or(3, |g| g[h]);
+            let prev = gears.map_or(3, |g| g[(h + 23) % 24]);
+            let next = gears.map_or(3, |g| g[(h + 1) % 24]);
+            let i = report.intervals.get(h);
+            // An up-shift's reclaim overlapping the hour (until the loggers were empty).
+            let reclaiming = reclaims.iter().any(|r| {
+                let end = r.at_s + r.seconds;
+                r.at_s < (h + 1) as f64 * hour_s && end > h as f64 * hour_s
+            });
+            HourResult {
+                hour: h,
+                gear: g,
+                // A shift at the hour, an up-shift's lead into the next, or the gear groups'
+                // daily rotation (servers swap) below the top gear.
+                shift_window: g != prev || next > g || (h == rotation_hour && g < 3),
+                reclaiming,
+                completions: i.map_or(0, |i| i.completions),
+                mean_ms: i.and_then(|i| i.mean_ms),
+                p99_ms: i.and_then(|i| i.p99_ms),
+            }
+        })
+        .collect();
+    let server_seconds = report.duration_s * server_http.len() as f64;
+    let standby_s = after.standby_s - before.standby_s;
+    Ok(Phase {
+        name,
+        hours,
+        energy_j: after.energy_j - before.energy_j,
+        standby_fraction: standby_s / server_seconds.max(1e-9),
+        shifts,
+        migrations,
+        refused: after.refused_total - before.refused_total,
+        logged_bytes: after.logged_total - before.logged_total,
+        reclaimed_bytes: after.reclaimed_total - before.reclaimed_total,
+        reclaims,
+        loggers_empty_after_s,
+        samples,
+        replay: report,
+    })
+}
+
+fn mds_status(mds_http: &str) -> Result<serde_json::Value> {
+    let body = http_get(mds_http, "/status").map_err(|e| anyhow!("the MDS: {e}"))?;
+    Ok(serde_json::from_str(&body)?)
+}
+
+/// The cluster now: the MDS's gear and the servers' figures summed.
+fn sample(server_http: &[String], mds_http: &str, t0: Instant, now: Instant) -> Result<Sample> {
+    let mds = mds_status(mds_http)?;
+    let mut s = Sample {
+        t_s: now.duration_since(t0).as_secs_f64(),
+        gear: mds["gear"].as_u64().unwrap_or(0) as usize,
+        ..Sample::default()
+    };
+    for addr in server_http {
+        let body = http_get(addr, "/status").map_err(|e| anyhow!("server {addr}: {e}"))?;
+        let v: serde_json::Value = serde_json::from_str(&body)?;
+        let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
+        s.servers_up += (v["power"]["state"] == "up") as usize;
+        s.logged_bytes += n(&v["logged_bytes"]);
+        s.logged_total += n(&v["stats"]["logged_bytes"]);
+        s.reclaimed_total += n(&v["stats"]["reclaimed_bytes"]);
+        s.refused_total += n(&v["stats"]["refused"]);
+        s.energy_j += v["power"]["energy_j"].as_f64().unwrap_or(0.0);
+        s.standby_s += v["power"]["standby_s"].as_f64().unwrap_or(0.0);
+    }
+    Ok(s)
+}
+
+/// `volume serve --cluster` for `object`; its NBD URL.
+fn start_volume(
+    me: &Path,
+    cluster: &LocalCluster,
+    object: &str,
+    size: &str,
+) -> Result<(Proc, String)> {
+    let nbd = cordillera_testkit::process::free_addr()?;
+    let args: Vec<String> = [
+        "volume",
+        "serve",
+        "--cluster",
+        &cluster.mds_addr(),
+        "--object",
+        object,
+        "--size",
+        size,
+        "--nbd",
+        &nbd.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (volume, _) = Proc::spawn_until(me, &args, &["cordillera volume: NBD export at "])
+        .map_err(|e| anyhow!("the cluster volume: {e}"))?;
+    Ok((volume, format!("nbd://{nbd}")))
+}
+
+/// Each up-shift to the top gear with data on the loggers: reclaim until the loggers hold
+/// nothing of the servers' groups or the gear goes down again, whichever comes first.
+fn reclaims(samples: &[Sample]) -> Vec<Reclaim> {
+    let mut out = Vec::new();
+    for (i, w) in samples.windows(2).enumerate() {
+        if !(w[1].gear == 3 && w[0].gear < 3 && w[1].logged_bytes > 0) {
+            continue;
+        }
+        let start = &w[1];
+        let rest = &samples[i + 1..];
+        let end = rest
+            .iter()
+            .find(|s| s.logged_bytes == 0 || s.gear < 3)
+            .or(rest.last())
+            .expect("the start itself");
+        let reclaimed = end.reclaimed_total - start.reclaimed_total;
+        let seconds = end.t_s - start.t_s;
+        out.push(Reclaim {
+            at_s: start.t_s,
+            logged_bytes: start.logged_bytes,
+            seconds,
+            reclaimed_bytes: reclaimed,
+            left_bytes: end.logged_bytes,
+            mb_per_s: (seconds > 0.0).then(|| reclaimed as f64 / 1e6 / seconds),
+        });
+    }
+    out
+}
+
+fn compare(
+    seed: u64,
+    a: &ClusterBenchArgs,
+    servers: usize,
+    day: Day,
+    baseline: Phase,
+    gears: Phase,
+) -> SeedResult {
+    let saving_servers = 1.0 - gears.energy_j / baseline.energy_j.max(1e-9);
+    // Loggers never sleep: at the model's idle power for the whole day, beside a baseline of
+    // as many servers (chunk servers and loggers) as the shifting cluster has.
+    let idle_w = PowerParams::default().idle_w;
+    let loggers = a.racks as f64;
+    let logger_j = loggers * idle_w * gears.replay.duration_s;
+    let baseline_all = baseline.energy_j * (servers as f64 + loggers) / servers as f64;
+    let saving_with_loggers = 1.0 - (gears.energy_j + logger_j) / baseline_all.max(1e-9);
+    let (mut steady, mut reclaim, mut shift) =
+        (Ratios::default(), Ratios::default(), Ratios::default());
+    for (b, g) in baseline.hours.iter().zip(&gears.hours) {
+        if let (Some(bp), Some(gp)) = (b.p99_ms, g.p99_ms) {
+            let ratio = gp / bp.max(1e-6);
+            match (g.shift_window, g.reclaiming) {
+                (true, _) => shift.add(ratio),
+                (false, true) => reclaim.add(ratio),
+                (false, false) => steady.add(ratio),
+            }
+        }
+    }
+    SeedResult {
+        seed,
+        plan: day.hours,
+        rate_at_peak_per_s: day.rate_at_peak,
+        baseline,
+        gears,
+        saving_servers,
+        saving_with_loggers,
+        p99_steady: steady,
+        p99_reclaim: reclaim,
+        p99_shift: shift,
+    }
+}
+
+/// Table 5: closed-loop streaming and random throughput in the top gear, against the ideal of
+/// the servers' emulated disks (Table 4's performance: writes reach r disks, reads one).
+fn table5(
+    a: &ClusterBenchArgs,
+    me: &Path,
+    dir: &Path,
+    servers: usize,
+    object_bytes: u64,
+) -> Result<Vec<ThroughputRow>> {
+    std::fs::create_dir_all(dir)?;
+    let options = ClusterOptions {
+        racks: a.racks,
+        per_rack: a.per_rack,
+        emulate: Some(a.emulate.clone()),
+        wake_seconds: a.wake_seconds,
+        logger_size: "256m".into(),
+        ..ClusterOptions::default()
+    };
+    eprintln!("cluster bench: Table 5: starting the cluster");
+    let mut cluster = LocalCluster::start(me, &dir.join("cluster"), options)
+        .map_err(|e| anyhow!("starting the cluster: {e}"))?;
+    let result = (|| -> Result<Vec<ThroughputRow>> {
+        let (_volume, url) = start_volume(me, &cluster, "table5", &a.object_size)?;
+        let url: NbdUrl = url.parse()?;
+        let perf = ServerPerformance::sierra_table4();
+        let (n, r, mb) = (servers as f64, 3.0, 1e6);
+        // (workload, op, streaming, depth, ideal, paper, paper's ideal, unit)
+        type Row = (&'static str, Op, bool, usize, f64, f64, f64, &'static str);
+        let rows: [Row; 4] = [
+            (
+                "streaming writes",
+                Op::Write,
+                true,
+                servers,
+                perf.write_bytes_per_s * n / r / mb,
+                96.0,
+                246.0,
+                "MB/s",
+            ),
+            (
+                "streaming reads",
+                Op::Read,
+                true,
+                servers,
+                perf.read_bytes_per_s * n / mb,
+                348.0,
+                738.0,
+                "MB/s",
+            ),
+            (
+                "random writes",
+                Op::Write,
+                false,
+                64,
+                perf.write_iops * n / r,
+                465.0,
+                537.0,
+                "IOPS",
+            ),
+            (
+                "random reads",
+                Op::Read,
+                false,
+                64,
+                perf.read_iops * n,
+                1152.0,
+                1233.0,
+                "IOPS",
+            ),
+        ];
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let mut out = Vec::new();
+        for (workload, op, streaming, depth, ideal, paper, paper_ideal, unit) in rows {
+            eprintln!(
+                "cluster bench: Table 5: {workload} for {} s",
+                a.throughput_seconds
+            );
+            let length: u64 = if streaming { 1 << 20 } else { 64 << 10 };
+            let deadline = Instant::now() + Duration::from_secs(a.throughput_seconds);
+            let streams = if streaming { depth as u64 } else { 0 };
+            let records = pieces(op, object_bytes, length, streams, a.seed, Some(deadline));
+            let options = ReplayOptions {
+                mode: Mode::Closed { depth },
+                interval_s: 1.0,
+                max_outstanding: depth,
+                max_records: None,
+                progress_every: None,
+            };
+            let report = runtime
+                .block_on(replay(&url, records, &options))
+                .map_err(|e| anyhow!("Table 5 {workload}: {e}"))?;
+            let measured = if unit == "MB/s" {
+                report.mb_per_s
+            } else {
+                report.iops
+            };
+            out.push(ThroughputRow {
+                workload,
+                unit,
+                measured,
+                ideal,
+                paper,
+                paper_ideal,
+                errors: report.errors,
+            });
+        }
+        Ok(out)
+    })();
+    cluster.stop();
+    result
+}
+
+/// Requests that write (or read) `object_bytes` in `length` pieces, `streams` walking their own
+/// parts of the object in order; random pieces when `streams` is 0; until `deadline`.
+fn pieces(
+    op: Op,
+    object_bytes: u64,
+    length: u64,
+    streams: u64,
+    seed: u64,
+    deadline: Option<Instant>,
+) -> impl Iterator<Item = Record> {
+    let slots = (object_bytes / length).max(1);
+    let mut rng = cordillera_types::rng::SimRng::new(seed, 51);
+    let per_stream = (slots / streams.max(1)).max(1);
+    (0u64..)
+        .map(move |i| {
+            let slot = if streams > 0 {
+                (i % streams) * per_stream + (i / streams) % per_stream
+            } else {
+                rng.below(slots)
+            };
+            Record {
+                time_ns: 0,
+                volume: cordillera_trace::VolumeId(0),
+                op,
+                offset_bytes: slot * length,
+                length_bytes: length,
+                response_ns: None,
+            }
+        })
+        .take_while(move |_| deadline.is_none_or(|d| Instant::now() < d))
+}
+
+/// Figure 12 in small: a cluster of `per_rack` servers per rack, `per_server` bytes on each,
+/// one server killed and declared failed; its groups are rebuilt onto its gear group.
+fn rebuild_run(
+    a: &ClusterBenchArgs,
+    me: &Path,
+    dir: &Path,
+    per_rack: u32,
+    per_server: u64,
+) -> Result<RebuildRow> {
+    if per_rack < 2 {
+        bail!("--rebuild-per-rack: at least 2 servers per rack (one to fail, one to write)");
+    }
+    std::fs::create_dir_all(dir)?;
+    let servers = a.racks * per_rack as usize;
+    let object_bytes = (per_server * servers as u64 / 3) >> 20 << 20;
+    let options = ClusterOptions {
+        racks: a.racks,
+        per_rack,
+        emulate: Some(a.emulate.clone()),
+        wake_seconds: a.wake_seconds,
+        logger_size: "256m".into(),
+        permanent_after_s: 3,
+        ..ClusterOptions::default()
+    };
+    eprintln!(
+        "cluster bench: Figure 12: {servers} servers, writing {} MiB",
+        object_bytes >> 20
+    );
+    let mut cluster = LocalCluster::start(me, &dir.join("cluster"), options)
+        .map_err(|e| anyhow!("starting the cluster: {e}"))?;
+    let result = (|| -> Result<RebuildRow> {
+        let (_volume, url) = start_volume(me, &cluster, "rebuild", &format!("{}", object_bytes))?;
+        let url: NbdUrl = url.parse()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let fill = runtime
+            .block_on(replay(
+                &url,
+                pieces(
+                    Op::Write,
+                    object_bytes,
+                    1 << 20,
+                    servers as u64,
+                    a.seed,
+                    None,
+                )
+                .take((object_bytes >> 20) as usize),
+                &ReplayOptions {
+                    mode: Mode::Closed { depth: servers },
+                    ..ReplayOptions::default()
+                },
+            ))
+            .map_err(|e| anyhow!("filling the object: {e}"))?;
+        if fill.errors > 0 {
+            bail!("filling the object: {} writes failed", fill.errors);
+        }
+        cluster.kill(Daemon::Server(0));
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let mut declared = None;
+        let mds = loop {
+            let mds = cluster.status(Daemon::Mds).map_err(|e| anyhow!(e))?;
+            let stats = &mds["stats"];
+            if declared.is_none() && stats["permanent_failures"].as_u64() >= Some(1) {
+                declared = Some(Instant::now());
+            }
+            let started = stats["rebuilds_started"].as_u64().unwrap_or(0);
+            if started > 0 && stats["rebuilds_done"].as_u64() == Some(started) {
+                break mds;
+            }
+            if Instant::now() > deadline {
+                bail!("the rebuild did not finish within 600 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let seconds = declared.map_or(0.0, |d| d.elapsed().as_secs_f64());
+        let mut bytes = 0;
+        for s in 1..cluster.servers() {
+            bytes += cluster.status(Daemon::Server(s)).map_err(|e| anyhow!(e))?["stats"]
+                ["rebuilt_bytes"]
+                .as_u64()
+                .unwrap_or(0);
+        }
+        Ok(RebuildRow {
+            servers,
+            writers: per_rack as usize - 1,
+            groups: mds["stats"]["rebuilds_done"].as_u64().unwrap_or(0),
+            bytes,
+            seconds,
+            mb_per_s: bytes as f64 / 1e6 / seconds.max(1e-3),
+        })
+    })();
+    cluster.stop();
+    result
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}"))
+}
+
+fn print_result(r: &BenchResult) {
+    println!(
+        "cluster bench: {} chunk servers and {} loggers on emulated {} disks; a day of {} s hours, baseline (gear 3 all day) and gear shifting",
+        r.servers, r.loggers, r.emulate, r.hour_seconds
+    );
+    for s in &r.seeds {
+        println!();
+        println!(
+            "seed {}: {:.0} requests/s at the daytime peak; gears by hour {}",
+            s.seed,
+            s.rate_at_peak_per_s,
+            gears_text(&s.plan)
+        );
+        println!(
+            "{:>4} {:>5} {:>8} {:>9} {:>11} {:>11} {:>10} {:>10}",
+            "hour",
+            "gear",
+            "window",
+            "requests",
+            "base mean",
+            "gears mean",
+            "base p99",
+            "gears p99"
+        );
+        for (b, g) in s.baseline.hours.iter().zip(&s.gears.hours) {
+            println!(
+                "{:>4} {:>5} {:>8} {:>9} {:>11} {:>11} {:>10} {:>10}",
+                g.hour,
+                g.gear,
+                match (g.shift_window, g.reclaiming) {
+                    (true, _) => "shift",
+                    (false, true) => "reclaim",
+                    _ => "",
+                },
+                g.completions,
+                opt(b.mean_ms),
+                opt(g.mean_ms),
+                opt(b.p99_ms),
+                opt(g.p99_ms)
+            );
+        }
+        for p in [&s.baseline, &s.gears] {
+            println!(
+                "{:<9} {} requests, {} errors; mean {:.1} ms reads / {:.1} ms writes, p99 {:.1} / {:.1} ms; energy {:.1} kJ; standby {:.1} % of server time",
+                p.name,
+                p.replay.records,
+                p.replay.errors,
+                p.replay.reads.mean_ms.unwrap_or(0.0),
+                p.replay.writes.mean_ms.unwrap_or(0.0),
+                p.replay.reads.p99_ms.unwrap_or(0.0),
+                p.replay.writes.p99_ms.unwrap_or(0.0),
+                p.energy_j / 1e3,
+                100.0 * p.standby_fraction
+            );
+        }
+        println!(
+            "energy saved: {:.1} % (chunk servers alone), {:.1} % (loggers counted, against a baseline of as many servers); paper: {PAPER_SAVING}",
+            100.0 * s.saving_servers,
+            100.0 * s.saving_with_loggers
+        );
+        println!(
+            "p99 against the baseline's same hour — outside shift windows and reclaims: {}; reclaiming after an up-shift: {}; shift windows: {}",
+            s.p99_steady.text(),
+            s.p99_reclaim.text(),
+            s.p99_shift.text()
+        );
+        let g = &s.gears;
+        println!(
+            "migrations: {} in the day, {} client requests refused and retried; paper (Table 3, one down-shift): {PAPER_TABLE3}",
+            g.migrations, g.refused
+        );
+        for sh in &g.shifts {
+            println!(
+                "  shift {} → {} at {:.1} s: {} migrations, settled in {}",
+                sh["from"],
+                sh["to"],
+                sh["at_s"].as_f64().unwrap_or(0.0),
+                sh["migrations"],
+                sh["settled_ms"]
+                    .as_f64()
+                    .map_or("(not settled)".into(), |ms| format!("{ms:.0} ms"))
+            );
+        }
+        let day_s = 24.0 * r.hour_seconds as f64;
+        let in_day: Vec<&Reclaim> = g.reclaims.iter().filter(|rc| rc.at_s < day_s).collect();
+        let top_s = s.plan.iter().filter(|h| h.gear == 3).count() as f64 * r.hour_seconds as f64;
+        let logged_at_up: u64 = in_day.iter().map(|rc| rc.logged_bytes).sum();
+        let (reclaimed, seconds) = in_day.iter().fold((0u64, 0.0), |(b, t), rc| {
+            (b + rc.reclaimed_bytes, t + rc.seconds)
+        });
+        println!(
+            "Table 2 analogue: {:.1} MB on the loggers at the up-shifts to gear 3, {:.0} s in gear 3: required reclaim rate {}; achieved {} ({:.1} MB in {:.1} s of reclaim)",
+            logged_at_up as f64 / 1e6,
+            top_s,
+            if top_s > 0.0 { format!("{:.1} MB/s", logged_at_up as f64 / 1e6 / top_s) } else { "-".into() },
+            if seconds > 0.0 { format!("{:.1} MB/s", reclaimed as f64 / 1e6 / seconds) } else { "-".into() },
+            reclaimed as f64 / 1e6,
+            seconds
+        );
+        println!(
+            "logging: {:.1} MB logged, {:.1} MB reclaimed in the day; gear 3 set by hand after it, the loggers were empty {}; paper (Table 2): {PAPER_TABLE2}",
+            g.logged_bytes as f64 / 1e6,
+            g.reclaimed_bytes as f64 / 1e6,
+            g.loggers_empty_after_s
+                .map_or("NOT within 120 s".into(), |t| format!(
+                    "{t:.1} s after the day's end"
+                ))
+        );
+        for rc in &g.reclaims {
+            println!(
+                "  up-shift at {:.1} s: {:.1} MB on the loggers; {:.1} MB reclaimed in {:.1} s ({}), {}",
+                rc.at_s,
+                rc.logged_bytes as f64 / 1e6,
+                rc.reclaimed_bytes as f64 / 1e6,
+                rc.seconds,
+                rc.mb_per_s.map_or("-".into(), |r| format!("{r:.1} MB/s")),
+                if rc.left_bytes == 0 {
+                    "the loggers empty".to_string()
+                } else {
+                    format!(
+                        "{:.1} MB left when the gear went down",
+                        rc.left_bytes as f64 / 1e6
+                    )
+                }
+            );
+        }
+    }
+    if r.seeds.len() > 1 {
+        let spread = |f: &dyn Fn(&SeedResult) -> f64| {
+            let v: Vec<f64> = r.seeds.iter().map(f).collect();
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            let min = v.iter().cloned().fold(f64::INFINITY, f64::min);
+            let max = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            format!("mean {mean:.1}, min {min:.1}, max {max:.1}")
+        };
+        println!();
+        println!(
+            "over {} seeds: energy saved (chunk servers) {} %; with loggers {} %; largest p99 ratio outside shift windows and reclaims {}",
+            r.seeds.len(),
+            spread(&|s| 100.0 * s.saving_servers),
+            spread(&|s| 100.0 * s.saving_with_loggers),
+            spread(&|s| s.p99_steady.max.unwrap_or(0.0))
+        );
+    }
+    if !r.rebuild.is_empty() {
+        println!();
+        println!(
+            "Figure 12 (one server failed for good, rebuilt onto its gear group; paper: rate linear in the servers writing):"
+        );
+        println!(
+            "{:>8} {:>8} {:>7} {:>10} {:>9} {:>8}",
+            "servers", "writers", "groups", "MB", "seconds", "MB/s"
+        );
+        for b in &r.rebuild {
+            println!(
+                "{:>8} {:>8} {:>7} {:>10.1} {:>9.2} {:>8.1}",
+                b.servers,
+                b.writers,
+                b.groups,
+                b.bytes as f64 / 1e6,
+                b.seconds,
+                b.mb_per_s
+            );
+        }
+    }
+    if !r.throughput.is_empty() {
+        println!();
+        println!(
+            "Table 5 (top gear, {} chunk servers): {:<17} {:>10} {:>10} {:>8} {:>14}",
+            r.servers, "workload", "measured", "ideal", "errors", "paper (ideal)"
+        );
+        for t in &r.throughput {
+            println!(
+                "{:<36}{:<17} {:>10.1} {:>10.1} {:>8} {:>14}",
+                "",
+                format!("{} {}", t.workload, t.unit),
+                t.measured,
+                t.ideal,
+                t.errors,
+                format!("{} ({})", t.paper, t.paper_ideal)
+            );
+        }
+    }
+}
