@@ -652,3 +652,87 @@ fn a_permanently_failed_server_is_rebuilt_onto_its_gear_group_and_nothing_is_los
     c.kill(Daemon::Server(3));
     qemu(&url, &["read -P 0x41 0 64M"]).unwrap_or_else(|e| panic!("after the rebuild: {e}"));
 }
+
+/// SIGKILLs at moments drawn from a fresh seed each run (printed; `CLUSTER_KILL_SEED=N`
+/// repeats it): the MDS, a chunk server or a logger, each started again after a pause, with the
+/// gear set at random moments too, while fio writes with `--verify=crc32c` and reads back;
+/// afterwards, in the top gear with the loggers empty, every block is verified again.
+#[test]
+fn sigkills_at_random_moments_lose_nothing_acknowledged() {
+    if !have("fio") {
+        eprintln!("SKIPPED: fio is not installed");
+        return;
+    }
+    let seed = std::env::var("CLUSTER_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("kill campaign seed {seed} (CLUSTER_KILL_SEED={seed} repeats its moments)");
+    let mut rng = cordillera_types::rng::SimRng::new(seed, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = start_cluster(dir.path());
+    let (_vol, url) = start_volume(&c, "kills", "48m");
+    // Four passes over the volume, each with its own pattern and verified as it ends; the last
+    // one's is verified again at the end.
+    let job = ["--rw=randwrite", "--bs=4k-64k", "--size=48m"];
+    let passes = 4;
+    let writer = {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            for pass in 0..passes {
+                let seed = format!("--randseed={}", 7 + pass);
+                let mut args = job.to_vec();
+                args.push(&seed);
+                fio(&url, &args);
+            }
+        })
+    };
+    let mut events = Vec::new();
+    let started = Instant::now();
+    while !writer.is_finished() && events.len() < 16 {
+        std::thread::sleep(Duration::from_millis(300 + rng.below(2000)));
+        if rng.below(3) == 0 {
+            let gear = ["1", "2", "3"][rng.below(3) as usize];
+            c.gear(gear).unwrap_or_else(|e| panic!("gear {gear}: {e}"));
+            events.push(format!(
+                "{:.1} s gear {gear}",
+                started.elapsed().as_secs_f64()
+            ));
+        }
+        let victim = match rng.below(4) {
+            0 => Daemon::Mds,
+            1 => Daemon::Logger(rng.below(3) as usize),
+            _ => Daemon::Server(rng.below(c.servers() as u64) as u32),
+        };
+        c.kill(victim);
+        let down = 200 + rng.below(1500);
+        events.push(format!(
+            "{:.1} s kill {victim:?} for {down} ms",
+            started.elapsed().as_secs_f64()
+        ));
+        std::thread::sleep(Duration::from_millis(down));
+        c.spawn(victim)
+            .unwrap_or_else(|e| panic!("{victim:?} again: {e}"));
+    }
+    // fio checks every block it wrote as it finishes (a failure panics in its thread).
+    writer
+        .join()
+        .unwrap_or_else(|_| panic!("seed {seed}, after {events:?}"));
+    c.gear("3").unwrap();
+    wait_quiet(&c, Duration::from_secs(90));
+    let last = format!("--randseed={}", 7 + passes - 1);
+    let mut verify: Vec<&str> = job.to_vec();
+    verify.extend([last.as_str(), "--verify_only"]);
+    fio(&url, &verify);
+    println!(
+        "seed {seed}: {} events in {:.1} s, every block verified during and after: {events:?}",
+        events.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(!events.is_empty(), "fio finished before any kill");
+}
