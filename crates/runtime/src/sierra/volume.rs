@@ -89,6 +89,8 @@ struct Driver {
     start: Instant,
     pending: HashMap<u64, Completion>,
     next_id: u64,
+    /// Requests answered with an error (logged at 1, 2, 4, …).
+    failed: u64,
 }
 
 impl Driver {
@@ -148,7 +150,17 @@ impl Driver {
                 Some(done) => done.complete(match result {
                     Ok(Done::Read(data)) => Ok(Some(data)),
                     Ok(_) => Ok(None),
-                    Err(e) => Err(std::io::Error::other(e.to_string())),
+                    Err(e) => {
+                        self.failed += 1;
+                        if self.failed.is_power_of_two() {
+                            tracing::warn!(error = %e, failed = self.failed, "a request failed");
+                        }
+                        Err(match e {
+                            // NBD's ENOSPC: the loggers are full while replicas sleep.
+                            ClientError::NoSpace => std::io::Error::from_raw_os_error(libc::ENOSPC),
+                            e => std::io::Error::other(e.to_string()),
+                        })
+                    }
                 }),
                 None => unclaimed.push((id, result)),
             }
@@ -233,6 +245,7 @@ pub async fn serve(
         start: Instant::now(),
         pending: HashMap::new(),
         next_id: 1,
+        failed: 0,
     };
     // The object: created if asked and missing, then its size from a first read.
     if let Some(size) = options.size {
