@@ -249,6 +249,7 @@ fn serve_cluster(a: ServeArgs) -> Result<()> {
             .nbd
             .unwrap_or_else(|| "127.0.0.1:10809".parse().expect("an address")),
         export,
+        http: a.metrics.map(|m| m.to_string()),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -676,7 +676,28 @@ fn sigkills_at_random_moments_lose_nothing_acknowledged() {
     let mut rng = cordillera_types::rng::SimRng::new(seed, 1);
     let dir = tempfile::tempdir().unwrap();
     let mut c = start_cluster(dir.path());
-    let (_vol, url) = start_volume(&c, "kills", "48m");
+    // The volume with its figures on HTTP (retries are counted there).
+    let (nbd, metrics) = (free_addr().unwrap(), free_addr().unwrap());
+    let args: Vec<String> = [
+        "volume",
+        "serve",
+        "--cluster",
+        &c.mds_addr(),
+        "--object",
+        "kills",
+        "--size",
+        "48m",
+        "--nbd",
+        &nbd.to_string(),
+        "--metrics",
+        &metrics.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (_vol, _) = Proc::spawn_until(binary(), &args, &["cordillera volume: NBD export at "])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("nbd://{nbd}");
     // Four passes over the volume, each with its own pattern and verified as it ends; the last
     // one's is verified again at the end.
     let job = ["--rw=randwrite", "--bs=4k-64k", "--size=48m"];
@@ -729,10 +750,17 @@ fn sigkills_at_random_moments_lose_nothing_acknowledged() {
     let mut verify: Vec<&str> = job.to_vec();
     verify.extend([last.as_str(), "--verify_only"]);
     fio(&url, &verify);
+    let volume: serde_json::Value = serde_json::from_str(
+        &cordillera_testkit::cluster::http_get(&metrics.to_string(), "/status").unwrap(),
+    )
+    .unwrap();
+    assert!(volume["client"]["requests"].as_u64() > Some(0), "{volume}");
+    assert_eq!(volume["failed"], 0, "{volume}");
     println!(
-        "seed {seed}: {} events in {:.1} s, every block verified during and after: {events:?}",
+        "seed {seed}: {} events in {:.1} s, every block verified during and after; the volume's client: {}; events: {events:?}",
         events.len(),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        volume["client"]
     );
     assert!(!events.is_empty(), "fio finished before any kill");
 }

@@ -31,6 +31,15 @@ pub struct ClusterVolumeOptions {
     pub size: Option<u64>,
     pub nbd: SocketAddr,
     pub export: ExportConfig,
+    /// Serve `/metrics` (Prometheus) and `/status` (JSON) here: the client's requests, retries,
+    /// timeouts and failures.
+    pub http: Option<String>,
+}
+
+/// A request for the volume's figures from its HTTP endpoint.
+struct ReportRequest {
+    json: bool,
+    reply: tokio::sync::oneshot::Sender<String>,
 }
 
 pub struct ClusterVolumeListening {
@@ -94,6 +103,50 @@ struct Driver {
 }
 
 impl Driver {
+    /// `/status` (JSON) or `/metrics`.
+    fn report(&self, json: bool, object: &str, size_bytes: u64) -> String {
+        let stats = self.client.stats();
+        if json {
+            return serde_json::json!({
+                "object": object,
+                "size_bytes": size_bytes,
+                "in_flight": self.pending.len(),
+                "failed": self.failed,
+                "client": stats,
+            })
+            .to_string();
+        }
+        let mut out = String::new();
+        let mut line =
+            |name: &str, help: &str, value: u64| crate::http::gauge(&mut out, name, help, value);
+        line(
+            "sierra_volume_requests_total",
+            "Requests to the cluster.",
+            stats.requests,
+        );
+        line(
+            "sierra_volume_retries_total",
+            "Pieces sent again after a refusal or a timeout.",
+            stats.retries,
+        );
+        line(
+            "sierra_volume_timeouts_total",
+            "Pieces unanswered in time.",
+            stats.timeouts,
+        );
+        line(
+            "sierra_volume_failures_total",
+            "Requests failed after every retry.",
+            stats.failures,
+        );
+        line(
+            "sierra_volume_in_flight",
+            "NBD requests waiting for the cluster.",
+            self.pending.len() as u64,
+        );
+        out
+    }
+
     fn now(&self) -> u64 {
         super::nanos_since(self.start)
     }
@@ -294,10 +347,24 @@ pub async fn serve(
         size_bytes,
         object,
     });
+    // The HTTP endpoint's requests (the sender is kept: the branch below never sees it closed).
+    let (report_tx, mut report_rx) = mpsc::channel::<ReportRequest>(16);
+    if let Some(addr) = &options.http {
+        let http = crate::http::serve_reports(addr, report_tx.clone(), |json, reply| {
+            ReportRequest { json, reply }
+        })
+        .await?;
+        tracing::info!(%http, "cluster volume metrics on http://{http}/metrics");
+    }
     loop {
         d.pump();
         let deadline = d.deadline();
         tokio::select! {
+            r = report_rx.recv() => {
+                if let Some(r) = r {
+                    let _ = r.reply.send(d.report(r.json, &options.object, size_bytes));
+                }
+            }
             e = net_rx.recv() => match e {
                 Some(e) => d.net_event(e),
                 None => break,
