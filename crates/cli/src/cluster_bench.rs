@@ -462,14 +462,13 @@ fn run_phase(
         .map_err(|e| anyhow!("starting the cluster: {e}"))?;
     // The MDS's day (which rotates the gear groups) turns at this hour of the bench's day.
     let rotation_hour = (24 - h0) % 24;
-    let result = run_day(a, me, &cluster, day, gears, name, start_ms, rotation_hour);
+    let result = run_day(a, &cluster, day, gears, name, start_ms, rotation_hour);
     cluster.stop();
     result
 }
 
 fn run_day(
     a: &ClusterBenchArgs,
-    me: &Path,
     cluster: &LocalCluster,
     day: &Day,
     gears: Option<&[usize]>,
@@ -477,7 +476,7 @@ fn run_day(
     start_ms: u64,
     rotation_hour: usize,
 ) -> Result<Phase> {
-    let (_volume, url) = start_volume(me, cluster, "bench", &a.object_size)?;
+    let (_volume, url) = start_volume(cluster, "bench", &a.object_size)?;
     let server_http: Vec<String> = (0..cluster.servers())
         .map(|s| cluster.http_addr(Daemon::Server(s)).expect("an endpoint"))
         .collect();
@@ -633,31 +632,10 @@ fn sample(server_http: &[String], mds_http: &str, t0: Instant, now: Instant) -> 
 }
 
 /// `volume serve --cluster` for `object`; its NBD URL.
-fn start_volume(
-    me: &Path,
-    cluster: &LocalCluster,
-    object: &str,
-    size: &str,
-) -> Result<(Proc, String)> {
-    let nbd = cordillera_testkit::process::free_addr()?;
-    let args: Vec<String> = [
-        "volume",
-        "serve",
-        "--cluster",
-        &cluster.mds_addr(),
-        "--object",
-        object,
-        "--size",
-        size,
-        "--nbd",
-        &nbd.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (volume, _) = Proc::spawn_until(me, &args, &["cordillera volume: NBD export at "])
-        .map_err(|e| anyhow!("the cluster volume: {e}"))?;
-    Ok((volume, format!("nbd://{nbd}")))
+fn start_volume(cluster: &LocalCluster, object: &str, size: &str) -> Result<(Proc, String)> {
+    cluster
+        .start_volume(object, size, &[])
+        .map_err(|e| anyhow!("the cluster volume: {e}"))
 }
 
 /// Each up-shift to the top gear with data on the loggers: reclaim until the loggers hold
@@ -753,7 +731,7 @@ fn table5(
     let mut cluster = LocalCluster::start(me, &dir.join("cluster"), options)
         .map_err(|e| anyhow!("starting the cluster: {e}"))?;
     let result = (|| -> Result<Vec<ThroughputRow>> {
-        let (_volume, url) = start_volume(me, &cluster, "table5", &a.object_size)?;
+        let (_volume, url) = start_volume(&cluster, "table5", &a.object_size)?;
         let url: NbdUrl = url.parse()?;
         let perf = ServerPerformance::sierra_table4();
         let (n, r, mb) = (servers as f64, 3.0, 1e6);
@@ -909,7 +887,7 @@ fn rebuild_run(
     let mut cluster = LocalCluster::start(me, &dir.join("cluster"), options)
         .map_err(|e| anyhow!("starting the cluster: {e}"))?;
     let result = (|| -> Result<RebuildRow> {
-        let (_volume, url) = start_volume(me, &cluster, "rebuild", &format!("{}", object_bytes))?;
+        let (_volume, url) = start_volume(&cluster, "rebuild", &format!("{}", object_bytes))?;
         let url: NbdUrl = url.parse()?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use clap::Args;
 use cordillera_testkit::cluster::{ClusterOptions, Daemon, LocalCluster};
-use cordillera_testkit::process::Proc;
 
 use crate::volume_pgbench::{as_postgres, default_parent, parse_pgbench, pg_bin, run, Stack};
 
@@ -56,28 +55,13 @@ pub fn run_cluster_pgbench(a: ClusterPgbenchArgs) -> Result<()> {
     };
     let cluster =
         LocalCluster::start(&me, &dir.join("cluster"), options).map_err(anyhow::Error::msg)?;
-    let nbd = cordillera_testkit::process::free_addr()?;
-    let args: Vec<String> = [
-        "volume",
-        "serve",
-        "--cluster",
-        &cluster.mds_addr(),
-        "--object",
-        "pgbench",
-        "--size",
-        "1g",
-        "--nbd",
-        &nbd.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (_volume, _) = Proc::spawn_until(&me, &args, &["cordillera volume: NBD export at "])
+    let (_volume, url) = cluster
+        .start_volume("pgbench", "1g", &[])
         .map_err(anyhow::Error::msg)?;
     let socket_dir = dir.join("socket");
     std::fs::create_dir_all(&socket_dir)?;
     run("chmod", &["777", socket_dir.to_str().expect("UTF-8")])?;
-    let mut stack = Stack::attach(&format!("nbd://{nbd}"), &dir, &pg_bin)?;
+    let mut stack = Stack::attach(&url, &dir, &pg_bin)?;
     let port = crate::volume_bench::free_port()?;
     stack.start_postgres(&socket_dir, port)?;
     let host = socket_dir.to_str().expect("UTF-8").to_owned();

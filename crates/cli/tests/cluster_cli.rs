@@ -28,25 +28,8 @@ fn start_cluster(dir: &Path) -> LocalCluster {
 
 /// `volume serve --cluster` for `object`; its NBD URL.
 fn start_volume(c: &LocalCluster, object: &str, size: &str) -> (Proc, String) {
-    let nbd = free_addr().unwrap();
-    let args: Vec<String> = [
-        "volume",
-        "serve",
-        "--cluster",
-        &c.mds_addr(),
-        "--object",
-        object,
-        "--size",
-        size,
-        "--nbd",
-        &nbd.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (p, _) = Proc::spawn_until(binary(), &args, &["cordillera volume: NBD export at "])
-        .unwrap_or_else(|e| panic!("{e}"));
-    (p, format!("nbd://{nbd}"))
+    c.start_volume(object, size, &[])
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// qemu-io commands on an export; `Err` with its output unless every one succeeded.
@@ -677,27 +660,10 @@ fn sigkills_at_random_moments_lose_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = start_cluster(dir.path());
     // The volume with its figures on HTTP (retries are counted there).
-    let (nbd, metrics) = (free_addr().unwrap(), free_addr().unwrap());
-    let args: Vec<String> = [
-        "volume",
-        "serve",
-        "--cluster",
-        &c.mds_addr(),
-        "--object",
-        "kills",
-        "--size",
-        "48m",
-        "--nbd",
-        &nbd.to_string(),
-        "--metrics",
-        &metrics.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (_vol, _) = Proc::spawn_until(binary(), &args, &["cordillera volume: NBD export at "])
+    let metrics = free_addr().unwrap();
+    let (_vol, url) = c
+        .start_volume("kills", "48m", &["--metrics", &metrics.to_string()])
         .unwrap_or_else(|e| panic!("{e}"));
-    let url = format!("nbd://{nbd}");
     // Four passes over the volume, each with its own pattern and verified as it ends; the last
     // one's is verified again at the end.
     let job = ["--rw=randwrite", "--bs=4k-64k", "--size=48m"];

@@ -104,36 +104,17 @@ impl ConnectionBudget {
     /// Waits until `bytes` fit in this connection's and the daemon's budgets, and one more
     /// request may be in flight; the returned charge releases them when dropped.
     pub async fn charge(&self, bytes: u64) -> Charge {
-        let n = units(bytes).clamp(1, self.cap) as u32;
-        let request = self
-            .requests
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("never closed");
-        let own = self
-            .bytes
-            .clone()
-            .acquire_many_owned(n)
-            .await
-            .expect("never closed");
-        let total = self
-            .total
-            .clone()
-            .acquire_many_owned(n)
-            .await
-            .expect("never closed");
-        Charge {
-            own,
-            total: Some(total),
-            _request: request,
-        }
+        self.charge_to(bytes, true).await
     }
 
     /// As [`charge`](Self::charge), against this connection's budget only: for small frames
     /// (a cluster's control messages), which must not queue behind large ones waiting for the
     /// daemon's budget. Their memory is bounded by each connection's budget.
     pub async fn charge_connection_only(&self, bytes: u64) -> Charge {
+        self.charge_to(bytes, false).await
+    }
+
+    async fn charge_to(&self, bytes: u64, daemon_too: bool) -> Charge {
         let n = units(bytes).clamp(1, self.cap) as u32;
         let request = self
             .requests
@@ -147,9 +128,19 @@ impl ConnectionBudget {
             .acquire_many_owned(n)
             .await
             .expect("never closed");
+        let total = match daemon_too {
+            true => Some(
+                self.total
+                    .clone()
+                    .acquire_many_owned(n)
+                    .await
+                    .expect("never closed"),
+            ),
+            false => None,
+        };
         Charge {
             own,
-            total: None,
+            total,
             _request: request,
         }
     }

@@ -301,6 +301,36 @@ impl LocalCluster {
         serde_json::from_str(&body).map_err(|e| format!("{addr}/status: {e}"))
     }
 
+    /// `volume serve --cluster` for `object` (created with `size` if missing) on a free port,
+    /// with `extra` flags; the process and its NBD URL.
+    pub fn start_volume(
+        &self,
+        object: &str,
+        size: &str,
+        extra: &[&str],
+    ) -> Result<(Proc, String), String> {
+        let nbd = crate::process::free_addr().map_err(|e| e.to_string())?;
+        let mut args: Vec<String> = [
+            "volume",
+            "serve",
+            "--cluster",
+            &self.mds_addr(),
+            "--object",
+            object,
+            "--size",
+            size,
+            "--nbd",
+            &nbd.to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let (volume, _) =
+            Proc::spawn_until(&self.binary, &args, &["cordillera volume: NBD export at "])?;
+        Ok((volume, format!("nbd://{nbd}")))
+    }
+
     /// Sets the gear by hand (`cluster gear`).
     pub fn gear(&self, gear: &str) -> Result<String, String> {
         let out = Command::new(&self.binary)
