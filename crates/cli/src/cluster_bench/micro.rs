@@ -1,0 +1,259 @@
+//! Table 5's throughput and Figure 12's rebuild rate on local clusters of emulated disks.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+
+use cordillera_gears::load::ServerPerformance;
+use cordillera_runtime::nbd_client::NbdUrl;
+use cordillera_runtime::replay::{replay, Mode, ReplayOptions};
+use cordillera_testkit::cluster::{ClusterOptions, Daemon, LocalCluster};
+use cordillera_trace::Record;
+use cordillera_types::Op;
+
+use super::{start_volume, ClusterBenchArgs, RebuildRow, ThroughputRow};
+
+/// Table 5: closed-loop streaming and random throughput in the top gear, against the ideal of
+/// the servers' emulated disks (Table 4's performance: writes reach r disks, reads one).
+pub(super) fn table5(
+    a: &ClusterBenchArgs,
+    me: &Path,
+    dir: &Path,
+    servers: usize,
+    object_bytes: u64,
+) -> Result<Vec<ThroughputRow>> {
+    std::fs::create_dir_all(dir)?;
+    let options = ClusterOptions {
+        racks: a.racks,
+        per_rack: a.per_rack,
+        emulate: Some(a.emulate.clone()),
+        wake_seconds: a.wake_seconds,
+        logger_size: "256m".into(),
+        ..ClusterOptions::default()
+    };
+    eprintln!("cluster bench: Table 5: starting the cluster");
+    let mut cluster = LocalCluster::start(me, &dir.join("cluster"), options)
+        .map_err(|e| anyhow!("starting the cluster: {e}"))?;
+    let result = (|| -> Result<Vec<ThroughputRow>> {
+        let (_volume, url) = start_volume(&cluster, "table5", &a.object_size)?;
+        let url: NbdUrl = url.parse()?;
+        let perf = ServerPerformance::sierra_table4();
+        let (n, r, mb) = (servers as f64, 3.0, 1e6);
+        // (workload, op, streaming, depth, ideal, paper, paper's ideal, unit)
+        type Row = (&'static str, Op, bool, usize, f64, f64, f64, &'static str);
+        let rows: [Row; 4] = [
+            (
+                "streaming writes",
+                Op::Write,
+                true,
+                servers,
+                perf.write_bytes_per_s * n / r / mb,
+                96.0,
+                246.0,
+                "MB/s",
+            ),
+            (
+                "streaming reads",
+                Op::Read,
+                true,
+                servers,
+                perf.read_bytes_per_s * n / mb,
+                348.0,
+                738.0,
+                "MB/s",
+            ),
+            (
+                "random writes",
+                Op::Write,
+                false,
+                64,
+                perf.write_iops * n / r,
+                465.0,
+                537.0,
+                "IOPS",
+            ),
+            (
+                "random reads",
+                Op::Read,
+                false,
+                64,
+                perf.read_iops * n,
+                1152.0,
+                1233.0,
+                "IOPS",
+            ),
+        ];
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let mut out = Vec::new();
+        for (workload, op, streaming, depth, ideal, paper, paper_ideal, unit) in rows {
+            eprintln!(
+                "cluster bench: Table 5: {workload} for {} s",
+                a.throughput_seconds
+            );
+            let length: u64 = if streaming { 1 << 20 } else { 64 << 10 };
+            let deadline = Instant::now() + Duration::from_secs(a.throughput_seconds);
+            let streams = if streaming { depth as u64 } else { 0 };
+            let records = pieces(op, object_bytes, length, streams, a.seed, Some(deadline));
+            let options = ReplayOptions {
+                mode: Mode::Closed { depth },
+                interval_s: 1.0,
+                max_outstanding: depth,
+                max_records: None,
+                progress_every: None,
+            };
+            let report = runtime
+                .block_on(replay(&url, records, &options))
+                .map_err(|e| anyhow!("Table 5 {workload}: {e}"))?;
+            let measured = if unit == "MB/s" {
+                report.mb_per_s
+            } else {
+                report.iops
+            };
+            out.push(ThroughputRow {
+                workload,
+                unit,
+                measured,
+                ideal,
+                paper,
+                paper_ideal,
+                errors: report.errors,
+            });
+        }
+        Ok(out)
+    })();
+    cluster.stop();
+    result
+}
+
+/// Requests that write (or read) `object_bytes` in `length` pieces, `streams` walking their own
+/// parts of the object in order; random pieces when `streams` is 0; until `deadline`.
+fn pieces(
+    op: Op,
+    object_bytes: u64,
+    length: u64,
+    streams: u64,
+    seed: u64,
+    deadline: Option<Instant>,
+) -> impl Iterator<Item = Record> {
+    let slots = (object_bytes / length).max(1);
+    let mut rng = cordillera_types::rng::SimRng::new(seed, 51);
+    let per_stream = (slots / streams.max(1)).max(1);
+    (0u64..)
+        .map(move |i| {
+            let slot = if streams > 0 {
+                (i % streams) * per_stream + (i / streams) % per_stream
+            } else {
+                rng.below(slots)
+            };
+            Record {
+                time_ns: 0,
+                volume: cordillera_trace::VolumeId(0),
+                op,
+                offset_bytes: slot * length,
+                length_bytes: length,
+                response_ns: None,
+            }
+        })
+        .take_while(move |_| deadline.is_none_or(|d| Instant::now() < d))
+}
+
+/// Figure 12 in small: a cluster of `per_rack` servers per rack, `per_server` bytes on each,
+/// one server killed and declared failed; its groups are rebuilt onto its gear group.
+pub(super) fn rebuild_run(
+    a: &ClusterBenchArgs,
+    me: &Path,
+    dir: &Path,
+    per_rack: u32,
+    per_server: u64,
+) -> Result<RebuildRow> {
+    if per_rack < 2 {
+        bail!("--rebuild-per-rack: at least 2 servers per rack (one to fail, one to write)");
+    }
+    std::fs::create_dir_all(dir)?;
+    let servers = a.racks * per_rack as usize;
+    let object_bytes = (per_server * servers as u64 / 3) >> 20 << 20;
+    let options = ClusterOptions {
+        racks: a.racks,
+        per_rack,
+        emulate: Some(a.emulate.clone()),
+        wake_seconds: a.wake_seconds,
+        logger_size: "256m".into(),
+        permanent_after_s: 3,
+        ..ClusterOptions::default()
+    };
+    eprintln!(
+        "cluster bench: Figure 12: {servers} servers, writing {} MiB",
+        object_bytes >> 20
+    );
+    let mut cluster = LocalCluster::start(me, &dir.join("cluster"), options)
+        .map_err(|e| anyhow!("starting the cluster: {e}"))?;
+    let result = (|| -> Result<RebuildRow> {
+        let (_volume, url) = start_volume(&cluster, "rebuild", &format!("{}", object_bytes))?;
+        let url: NbdUrl = url.parse()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let fill = runtime
+            .block_on(replay(
+                &url,
+                pieces(
+                    Op::Write,
+                    object_bytes,
+                    1 << 20,
+                    servers as u64,
+                    a.seed,
+                    None,
+                )
+                .take((object_bytes >> 20) as usize),
+                &ReplayOptions {
+                    mode: Mode::Closed { depth: servers },
+                    ..ReplayOptions::default()
+                },
+            ))
+            .map_err(|e| anyhow!("filling the object: {e}"))?;
+        if fill.errors > 0 {
+            bail!("filling the object: {} writes failed", fill.errors);
+        }
+        cluster.kill(Daemon::Server(0));
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let mut declared = None;
+        let mds = loop {
+            let mds = cluster.status(Daemon::Mds).map_err(|e| anyhow!(e))?;
+            let stats = &mds["stats"];
+            if declared.is_none() && stats["permanent_failures"].as_u64() >= Some(1) {
+                declared = Some(Instant::now());
+            }
+            let started = stats["rebuilds_started"].as_u64().unwrap_or(0);
+            if started > 0 && stats["rebuilds_done"].as_u64() == Some(started) {
+                break mds;
+            }
+            if Instant::now() > deadline {
+                bail!("the rebuild did not finish within 600 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let seconds = declared.map_or(0.0, |d| d.elapsed().as_secs_f64());
+        let mut bytes = 0;
+        for s in 1..cluster.servers() {
+            bytes += cluster.status(Daemon::Server(s)).map_err(|e| anyhow!(e))?["stats"]
+                ["rebuilt_bytes"]
+                .as_u64()
+                .unwrap_or(0);
+        }
+        Ok(RebuildRow {
+            servers,
+            writers: per_rack as usize - 1,
+            groups: mds["stats"]["rebuilds_done"].as_u64().unwrap_or(0),
+            bytes,
+            seconds,
+            mb_per_s: bytes as f64 / 1e6 / seconds.max(1e-3),
+        })
+    })();
+    cluster.stop();
+    result
+}
