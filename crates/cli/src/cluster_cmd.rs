@@ -78,6 +78,10 @@ struct SpecArgs {
     racks: usize,
     #[arg(long, default_value_t = 2)]
     per_rack: u32,
+    /// Loggers per rack (logger i on rack i mod racks); a logged write has one copy per rack,
+    /// on the least loaded of that rack's loggers.
+    #[arg(long, default_value_t = 1)]
+    loggers_per_rack: usize,
     /// The MDS listens on this port, chunk servers and loggers on the next ones (their HTTP
     /// endpoints, with `cluster up`, from +100).
     #[arg(long, default_value_t = 7400)]
@@ -168,6 +172,11 @@ pub fn run(args: ClusterArgs) -> Result<()> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(1, |d| d.as_nanos() as u64 | 1);
             let mut spec = ClusterSpec::local(cluster, a.racks, a.per_rack, a.base_port);
+            if !(1..=16).contains(&a.loggers_per_rack) {
+                bail!("--loggers-per-rack must be 1 to 16");
+            }
+            spec.loggers =
+                ClusterSpec::local_loggers(a.racks, a.per_rack, a.loggers_per_rack, a.base_port);
             spec.hour_seconds = a.hour_seconds;
             spec.permanent_after_s = a.permanent_after_s;
             if let Some(lead) = a.up_shift_lead_s {
@@ -300,6 +309,7 @@ fn up(a: UpArgs) -> Result<()> {
     let options = ClusterOptions {
         racks: a.layout.racks,
         per_rack: a.layout.per_rack,
+        loggers_per_rack: a.layout.loggers_per_rack,
         base_port: Some(a.layout.base_port),
         hour_seconds: a.layout.hour_seconds,
         plan: a.layout.plan,
@@ -326,7 +336,7 @@ fn up(a: UpArgs) -> Result<()> {
             cluster.pid(d).unwrap_or(0)
         );
     }
-    for i in 0..cluster.options.racks {
+    for i in 0..cluster.loggers() {
         let d = Daemon::Logger(i);
         println!(
             "logger {i:<3} {}  pid {}",
@@ -379,6 +389,8 @@ fn up(a: UpArgs) -> Result<()> {
 
 fn status(a: StatusArgs) -> Result<()> {
     use cordillera_testkit::cluster::http_get;
+    // The spec (with --dir) says how many loggers there are; without it they are probed.
+    let mut loggers: Option<usize> = None;
     let mds_http = match a.mds_http {
         Some(h) => h,
         None => {
@@ -390,6 +402,7 @@ fn status(a: StatusArgs) -> Result<()> {
                 )
             })?;
             let spec = ClusterSpec::parse(&text)?;
+            loggers = Some(spec.loggers.len());
             let port: u16 = spec
                 .mds
                 .rsplit(':')
@@ -423,8 +436,16 @@ fn status(a: StatusArgs) -> Result<()> {
         mds["stats"]["wakes"],
     );
     println!(
-        "{:<7} {:<6} {:<22} {:<10} {:>9} {:>13} {:>12} {:>10}",
-        "server", "rack", "address", "state", "primaries", "logged bytes", "standby s", "energy kJ"
+        "{:<7} {:<6} {:<22} {:<10} {:>9} {:>13} {:>13} {:>12} {:>10}",
+        "server",
+        "rack",
+        "address",
+        "state",
+        "primaries",
+        "logged bytes",
+        "at risk",
+        "standby s",
+        "energy kJ"
     );
     for s in mds["servers"].as_array().cloned().unwrap_or_default() {
         let id = s["id"].as_u64().unwrap_or(0) as u16;
@@ -432,54 +453,58 @@ fn status(a: StatusArgs) -> Result<()> {
         let own = http_get(&format!("127.0.0.1:{}", port + 1 + id), "/status")
             .ok()
             .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok());
-        let (logged, standby, energy) = match &own {
+        let (logged, at_risk, standby, energy) = match &own {
             Some(o) => (
                 o["logged_bytes"].to_string(),
+                o["at_risk_bytes"].to_string(),
                 format!("{:.1}", o["power"]["standby_s"].as_f64().unwrap_or(0.0)),
                 format!(
                     "{:.1}",
                     o["power"]["energy_j"].as_f64().unwrap_or(0.0) / 1000.0
                 ),
             ),
-            None => ("-".into(), "-".into(), "-".into()),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
         println!(
-            "{:<7} {:<6} {:<22} {:<10} {:>9} {:>13} {:>12} {:>10}",
+            "{:<7} {:<6} {:<22} {:<10} {:>9} {:>13} {:>13} {:>12} {:>10}",
             id,
             s["rack"].as_str().unwrap_or("?"),
             s["addr"].as_str().unwrap_or("?"),
             s["state"].as_str().unwrap_or("?"),
             s["primaries"],
             logged,
+            at_risk,
             standby,
             energy
         );
     }
     // Loggers (their endpoints follow the servers' in the `cluster up` port plan).
     let servers = mds["servers"].as_array().map_or(0, |s| s.len()) as u16;
-    let mut i = 0u16;
-    while let Ok(body) = http_get(&format!("127.0.0.1:{}", port + 1 + servers + i), "/status") {
-        let Ok(l) = serde_json::from_str::<serde_json::Value>(&body) else {
-            break;
-        };
-        if l.get("queue_length").is_none() {
+    println!(
+        "{:<7} {:<6} {:>12} {:>14} {:>12}",
+        "logger", "rack", "queue", "used MB", "requests/s"
+    );
+    for i in 0u16.. {
+        if loggers.is_some_and(|n| i as usize >= n) {
             break;
         }
-        if i == 0 {
-            println!(
-                "{:<7} {:<6} {:>12} {:>14} {:>12}",
-                "logger", "rack", "queue", "used MB", "requests/s"
-            );
+        let l = http_get(&format!("127.0.0.1:{}", port + 1 + servers + i), "/status")
+            .ok()
+            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+            .filter(|l| l.get("queue_length").is_some());
+        match l {
+            Some(l) => println!(
+                "{:<7} {:<6} {:>12} {:>14.1} {:>12}",
+                i,
+                l["rack"].as_str().unwrap_or("?"),
+                l["queue_length"],
+                l["used_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+                l["requests_per_s"]
+            ),
+            // Probing without a spec: the first that does not answer ends the list.
+            None if loggers.is_none() => break,
+            None => println!("{i:<7} {:<6} {:>12}", "?", "unreachable"),
         }
-        println!(
-            "{:<7} {:<6} {:>12} {:>14.1} {:>12}",
-            i,
-            l["rack"].as_str().unwrap_or("?"),
-            l["queue_length"],
-            l["used_bytes"].as_f64().unwrap_or(0.0) / 1e6,
-            l["requests_per_s"]
-        );
-        i += 1;
     }
     Ok(())
 }

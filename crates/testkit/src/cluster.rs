@@ -24,6 +24,8 @@ pub enum Daemon {
 pub struct ClusterOptions {
     pub racks: usize,
     pub per_rack: u32,
+    /// Logger i is on rack i mod `racks`.
+    pub loggers_per_rack: usize,
     /// `None`: a free range is found.
     pub base_port: Option<u16>,
     pub hour_seconds: u64,
@@ -47,6 +49,7 @@ impl Default for ClusterOptions {
         ClusterOptions {
             racks: 3,
             per_rack: 2,
+            loggers_per_rack: 1,
             base_port: None,
             hour_seconds: 3600,
             plan: None,
@@ -111,7 +114,7 @@ impl LocalCluster {
         } else {
             let base = match options.base_port {
                 Some(b) => b,
-                None => free_base(1 + servers + options.racks as u16)?,
+                None => free_base(1 + servers + (options.racks * options.loggers_per_rack) as u16)?,
             };
             let mut args = vec![
                 "cluster".to_string(),
@@ -120,6 +123,8 @@ impl LocalCluster {
                 options.racks.to_string(),
                 "--per-rack".into(),
                 options.per_rack.to_string(),
+                "--loggers-per-rack".into(),
+                options.loggers_per_rack.to_string(),
                 "--base-port".into(),
                 base.to_string(),
                 "--hour-seconds".into(),
@@ -160,7 +165,7 @@ impl LocalCluster {
             procs: BTreeMap::new(),
         };
         c.spawn(Daemon::Mds)?;
-        for i in 0..c.options.racks {
+        for i in 0..c.loggers() {
             c.spawn(Daemon::Logger(i))?;
         }
         for s in 0..servers as u32 {
@@ -171,6 +176,10 @@ impl LocalCluster {
 
     pub fn servers(&self) -> u32 {
         self.options.racks as u32 * self.options.per_rack
+    }
+
+    pub fn loggers(&self) -> usize {
+        self.options.racks * self.options.loggers_per_rack
     }
 
     pub fn mds_addr(&self) -> String {
@@ -230,9 +239,9 @@ impl LocalCluster {
                 "--sparse".into(),
                 "--listen".into(),
                 self.addr(d),
-                // `cluster spec` puts logger i on rack i.
+                // `cluster spec` puts logger i on rack i mod racks.
                 "--rack".into(),
-                format!("r{i}"),
+                format!("r{}", i % self.options.racks),
             ],
         };
         if let Some(h) = self.http_addr(d) {

@@ -441,7 +441,7 @@ fn run_phase(
     let start_ms = (unix_ms() + 15_000 + hour_ms).div_ceil(hour_ms) * hour_ms;
     let h0 = (start_ms / hour_ms % 24) as usize;
     let plan = gears.map(|g| {
-        let mut plan = vec![0usize; 24];
+        let mut plan = [0usize; 24];
         for (k, &gear) in g.iter().enumerate() {
             plan[(h0 + k) % 24] = gear;
         }

@@ -171,6 +171,8 @@ pub struct ServerStats {
     pub logged_writes: u64,
     pub logged_bytes: u64,
     pub reclaimed_bytes: u64,
+    /// Of `reclaimed_bytes`, those that had fewer than `log_copies` copies on live loggers.
+    pub reclaimed_at_risk_bytes: u64,
 }
 
 /// A base write of a group's log client: on the local disk and on every secondary.
@@ -317,6 +319,7 @@ impl ChunkServer {
             stats.logged_writes += log.offloaded_writes;
             stats.logged_bytes += log.offloaded_write_bytes;
             stats.reclaimed_bytes += log.reclaimed_bytes;
+            stats.reclaimed_at_risk_bytes += log.reclaimed_at_risk_bytes;
         }
         stats
     }
@@ -336,6 +339,12 @@ impl ChunkServer {
             .values()
             .map(|p| p.log.stats().offloaded_bytes)
             .sum()
+    }
+
+    /// Of [`logged_bytes`](Self::logged_bytes), those with fewer than `log_copies` copies on
+    /// loggers that are up (a logger failed): reclaimed at high priority (§3.7).
+    pub fn at_risk_bytes(&self) -> u64 {
+        self.primaries.values().map(|p| p.log.at_risk_bytes()).sum()
     }
 
     /// One line per group served as primary: its view, whether the log client sees every

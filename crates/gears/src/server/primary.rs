@@ -99,8 +99,8 @@ const BALANCE_INTERVAL_NS: Nanos = 10_000_000;
 impl ChunkServer {
     /// Reclaim is background work on disks every group of the server shares (§4.5), so the
     /// server gives its groups' log clients one budget of jobs (`reclaim_jobs_max`): a group
-    /// keeps the jobs it runs, and free slots go to groups with at-risk data first, then to the
-    /// others in turn. (Each group running its own jobs swamped the loggers at an up-shift:
+    /// keeps the jobs it runs, and free slots go to groups with at-risk data (all of them while
+    /// there are any), then to the others in turn. (Each group running its own jobs swamped the loggers at an up-shift:
     /// hundreds of groups each reading at once, the clients' reads of logged data waiting
     /// behind them until they failed; found by the testbed lab at the paper's scale.)
     pub(super) fn balance_reclaim(&mut self, at_once: bool) {
@@ -127,21 +127,35 @@ impl ChunkServer {
         let n = groups.len();
         let start = self.reclaim_cursor % n;
         let mut granted: Vec<GroupId> = Vec::new();
+        let any_at_risk = groups
+            .iter()
+            .any(|g| self.primaries[g].log.reclaiming_vulnerable());
         for at_risk in [true, false] {
+            // At-risk data first (§3.7, "at high priority"): while any group has some, every
+            // free slot goes to those groups (several to one if there are fewer of them).
+            if !at_risk && any_at_risk {
+                break;
+            }
             if !at_risk && busy {
                 if !starved || !granted.is_empty() {
                     break;
                 }
                 free = free.min(1);
             }
-            for k in 0..n {
-                if free == 0 {
-                    break;
+            loop {
+                let before = free;
+                for k in 0..n {
+                    if free == 0 {
+                        break;
+                    }
+                    let g = groups[(start + k) % n];
+                    if self.primaries[&g].log.reclaim_wanted() == Some(at_risk) {
+                        granted.push(g);
+                        free -= 1;
+                    }
                 }
-                let g = groups[(start + k) % n];
-                if self.primaries[&g].log.reclaim_wanted() == Some(at_risk) {
-                    granted.push(g);
-                    free -= 1;
+                if !at_risk || free == 0 || free == before {
+                    break;
                 }
             }
         }
@@ -158,10 +172,15 @@ impl ChunkServer {
         }
         for g in groups {
             let p = self.primaries.get_mut(&g).expect("primary");
-            let mut limit = p.log.reclaim_jobs() + granted.contains(&g) as usize;
-            // While the disk is busy, a group whose data is not at risk starts no further
-            // job (the ones running finish).
-            if busy && !granted.contains(&g) && p.log.reclaim_wanted() == Some(false) {
+            let mut limit = p.log.reclaim_jobs() + granted.iter().filter(|&&x| x == g).count();
+            // While the disk is busy, or another group has at-risk data to reclaim, a group
+            // whose data is not at risk starts no further job (the ones running finish; else
+            // a group keeping its slot would hold it while at-risk data waits).
+            if (busy || any_at_risk)
+                && !granted.contains(&g)
+                && !p.log.reclaiming_vulnerable()
+                && p.log.reclaim_wanted() != Some(true)
+            {
                 limit = 0;
             }
             if p.log.reclaim_limit() != limit {
@@ -651,6 +670,7 @@ impl ChunkServer {
         self.stats.logged_writes += log.offloaded_writes;
         self.stats.logged_bytes += log.offloaded_write_bytes;
         self.stats.reclaimed_bytes += log.reclaimed_bytes;
+        self.stats.reclaimed_at_risk_bytes += log.reclaimed_at_risk_bytes;
     }
 
     pub(super) fn drop_primary(&mut self, g: GroupId, error: ServeError) {

@@ -225,6 +225,8 @@ pub struct Stats {
     pub base_reads: u64,
     pub store_reads: u64,
     pub reclaimed_bytes: u64,
+    /// Of `reclaimed_bytes`, those that had fewer than N copies on stores that were up.
+    pub reclaimed_at_risk_bytes: u64,
     pub reclaim_reads: u64,
     pub deletes_sent: u64,
     pub deletion_records_written: u64,

@@ -32,6 +32,14 @@ impl Client {
         self.reclaim_jobs
     }
 
+    /// Whether reclaim of vulnerable data is queued or under way: a server
+    /// sharing one reclaim budget among clients gives none to the others' other data meanwhile.
+    pub fn reclaiming_vulnerable(&self) -> bool {
+        self.reclaims()
+            && self.is_ready()
+            && (!self.vulnerable.is_empty() || self.vulnerable_jobs > 0)
+    }
+
     /// Whether reclaim has work it could start now, and whether some of it is at risk (held
     /// by fewer than N stores up).
     pub fn reclaim_wanted(&self) -> Option<bool> {
@@ -40,6 +48,10 @@ impl Client {
         }
         if !self.vulnerable.is_empty() {
             return Some(true);
+        }
+        if self.vulnerable_jobs > 0 {
+            // Other data waits until the vulnerable data is on the base volume.
+            return None;
         }
         self.stores
             .iter()

@@ -287,8 +287,12 @@ pub struct Client {
     /// need to be off-loaded).
     parked_retry_at: Option<Nanos>,
     reclaim_jobs: usize,
-    /// Reclaim jobs writing to the base volume: the spans written and writes left.
-    reclaim_writes: HashMap<u64, (Vec<Span>, u32)>,
+    /// Reclaim jobs of vulnerable ranges (reading them, then writing them to the base volume):
+    /// other data waits for them (vulnerable data first, not merely alongside).
+    vulnerable_jobs: usize,
+    /// Reclaim jobs writing to the base volume: the spans written, writes left, and whether the
+    /// job reclaims vulnerable data.
+    reclaim_writes: HashMap<u64, (Vec<Span>, u32, bool)>,
     /// Ranges with a reclaim write to the base volume in flight (by job). A newer version of
     /// an overlapping range waits for it: the disk may complete concurrent writes in any order.
     reclaiming: RangeMap<u64>,
@@ -358,6 +362,7 @@ impl Client {
             stores_full_since: None,
             parked_retry_at: None,
             reclaim_jobs: 0,
+            vulnerable_jobs: 0,
             reclaim_writes: HashMap::new(),
             reclaiming: RangeMap::new(),
             settling: Vec::new(),
@@ -444,6 +449,29 @@ impl Client {
             }
         }
         out
+    }
+
+    /// Bytes off-loaded and not yet on the base volume whose latest version has fewer than N
+    /// copies on stores that are up: at risk until reclaimed (they are reclaimed first). Walks
+    /// the range map: for reports, not per I/O.
+    pub fn at_risk_bytes(&self) -> u64 {
+        let up = self.up_mask();
+        self.map
+            .iter()
+            .filter(|(_, _, l)| {
+                !l.on_base && ((l.stores & up).count_ones() as usize) < self.config.n_way
+            })
+            .map(|(start, end, _)| end - start)
+            .sum()
+    }
+
+    /// The stores that are up, as a mask of store indices.
+    fn up_mask(&self) -> u64 {
+        self.stores
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.up)
+            .fold(0, |m, (i, _)| m | bit(i))
     }
 
     /// Why the client cannot start (its store set is missing or damaged), if it cannot.

@@ -28,6 +28,7 @@ impl Client {
                         .min_by_key(|&s| self.store_preference(s));
                     if let Some(s) = replica {
                         self.reclaim_jobs += 1;
+                        self.vulnerable_jobs += 1;
                         self.stats.reclaim_reads += 1;
                         let request = Request::Read {
                             client: self.config.client,
@@ -38,6 +39,9 @@ impl Client {
                     }
                 }
                 continue;
+            }
+            if self.vulnerable_jobs > 0 {
+                break;
             }
             let n = self.stores.len();
             let pick = (0..n)
@@ -69,7 +73,14 @@ impl Client {
     /// Data read back for reclaim: the parts that are still the latest version are written to
     /// the base volume; the others are stale on this store and deleted. Returns whether any
     /// of it needed work (false: all of it is being settled or written already).
-    pub(super) fn reclaim_got(&mut self, store: StoreIdx, pieces: Vec<(Extent, Vec<u8>)>) -> bool {
+    /// `vulnerable`: the job reclaims vulnerable ranges (counted in `vulnerable_jobs` until it
+    /// ends).
+    pub(super) fn reclaim_got(
+        &mut self,
+        store: StoreIdx,
+        pieces: Vec<(Extent, Vec<u8>)>,
+        vulnerable: bool,
+    ) -> bool {
         let mut useful = false;
         let mut runs: Vec<(u64, u64, u64, Vec<u8>)> = Vec::new();
         for (e, data) in pieces {
@@ -126,6 +137,7 @@ impl Client {
         }
         if runs.is_empty() {
             self.reclaim_jobs -= 1;
+            self.vulnerable_jobs -= vulnerable as usize;
             return useful;
         }
         let job = self.id();
@@ -144,7 +156,7 @@ impl Client {
             });
             done.push((lo, hi, v));
         }
-        self.reclaim_writes.insert(job, (done, count));
+        self.reclaim_writes.insert(job, (done, count, vulnerable));
         true
     }
 
@@ -168,15 +180,21 @@ impl Client {
         if entry.1 > 0 {
             return;
         }
-        let (runs, _) = self.reclaim_writes.remove(&job).expect("reclaim job");
+        let (runs, _, vulnerable) = self.reclaim_writes.remove(&job).expect("reclaim job");
         self.reclaim_jobs -= 1;
+        self.vulnerable_jobs -= vulnerable as usize;
+        let up = self.up_mask();
+        let n_way = self.config.n_way;
         for (lo, hi, v) in runs.into_iter().filter(|(lo, hi, _)| lo < hi) {
             self.reclaiming.remove(lo, hi);
-            let (mut written, mut holders) = (0, 0);
+            let (mut written, mut holders, mut at_risk) = (0, 0, 0);
             self.map.update(lo, hi, |a, b, old| {
                 old.map(|l| {
                     if l.version == v && !l.on_base {
                         written += b - a;
+                        if ((l.stores & up).count_ones() as usize) < n_way {
+                            at_risk += b - a;
+                        }
                         holders |= l.stores;
                         Loc {
                             on_base: true,
@@ -188,6 +206,7 @@ impl Client {
                 })
             });
             self.stats.reclaimed_bytes += written;
+            self.stats.reclaimed_at_risk_bytes += at_risk;
             if written > 0 {
                 // Deletes held back by this copy (on the stores holding it) may go now.
                 for s in indices(holders) {

@@ -127,7 +127,7 @@ impl Client {
             Pending::ReclaimAny { writes_acked } => {
                 match reply {
                     Reply::ReadAny(Some((extent, data))) => {
-                        let useful = self.reclaim_got(store, vec![(extent, data)]);
+                        let useful = self.reclaim_got(store, vec![(extent, data)], false);
                         let n_reclaim = self.config.n_reclaim as u64;
                         let st = &mut self.stores[store];
                         if useful {
@@ -148,9 +148,12 @@ impl Client {
             }
             Pending::ReclaimRead => match reply {
                 Reply::Read(pieces) => {
-                    self.reclaim_got(store, pieces);
+                    self.reclaim_got(store, pieces, true);
                 }
-                _ => self.reclaim_jobs -= 1,
+                _ => {
+                    self.reclaim_jobs -= 1;
+                    self.vulnerable_jobs -= 1;
+                }
             },
             Pending::Delete {
                 start,
@@ -276,7 +279,11 @@ impl Client {
                 self.read_piece(read, start, end);
                 self.read_piece_finished(read);
             }
-            Pending::ReclaimAny { .. } | Pending::ReclaimRead => self.reclaim_jobs -= 1,
+            Pending::ReclaimAny { .. } => self.reclaim_jobs -= 1,
+            Pending::ReclaimRead => {
+                self.reclaim_jobs -= 1;
+                self.vulnerable_jobs -= 1;
+            }
             Pending::Delete { start, end, .. } => {
                 self.stores[store].stale.update(start, end, |_, _, old| {
                     old.map(|v| Stale { sent: false, ..*v })

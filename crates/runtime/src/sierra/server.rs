@@ -418,6 +418,7 @@ impl Daemon {
             power: self.power.report(),
             primaries: self.core.primaries().count(),
             logged_bytes: self.core.logged_bytes(),
+            at_risk_bytes: self.core.at_risk_bytes(),
             stats: self.core.stats(),
             loggers_connected: self.loggers.iter().filter(|l| l.is_some()).count(),
             disk_in_flight: self.disk_in_flight,
@@ -461,6 +462,11 @@ impl Daemon {
             r.logged_bytes.to_string(),
         );
         line(
+            "sierra_server_at_risk_bytes",
+            "Logged bytes with fewer copies on live loggers than replicas (reclaimed first).",
+            r.at_risk_bytes.to_string(),
+        );
+        line(
             "sierra_server_reclaimed_bytes_total",
             "Bytes reclaimed from loggers.",
             r.stats.reclaimed_bytes.to_string(),
@@ -491,6 +497,8 @@ struct ServerReport {
     power: PowerReport,
     primaries: usize,
     logged_bytes: u64,
+    /// Of `logged_bytes`, those with fewer copies on loggers that are up than replicas.
+    at_risk_bytes: u64,
     stats: ServerStats,
     loggers_connected: usize,
     disk_in_flight: u64,

@@ -295,13 +295,7 @@ impl ClusterSpec {
             racks: (0..racks).map(|r| format!("r{r}")).collect(),
             servers_per_rack: per_rack,
             servers: (0..n).map(|s| addr(1 + s)).collect(),
-            loggers: (0..racks)
-                .map(|r| LoggerSpec {
-                    addr: addr(1 + n + r),
-                    rack: format!("r{r}"),
-                    server: None,
-                })
-                .collect(),
+            loggers: Self::local_loggers(racks, per_rack, 1, base_port),
             chunk_bytes: defaults::chunk_bytes(),
             groups_per_server: 16,
             slots_per_group: defaults::slots_per_group(),
@@ -316,6 +310,19 @@ impl ClusterSpec {
             up_shift_lead_ms: defaults::up_shift_lead_ms(),
             reclaim_busy_disk: defaults::reclaim_busy_disk(),
         }
+    }
+
+    /// `k` loggers per rack for [`local`](Self::local)'s port plan: logger i on rack i mod
+    /// `racks`, on the ports after the chunk servers'.
+    pub fn local_loggers(racks: usize, per_rack: u32, k: usize, base_port: u16) -> Vec<LoggerSpec> {
+        let n = racks * per_rack as usize;
+        (0..racks * k)
+            .map(|i| LoggerSpec {
+                addr: format!("127.0.0.1:{}", base_port as usize + 1 + n + i),
+                rack: format!("r{}", i % racks),
+                server: None,
+            })
+            .collect()
     }
 
     /// The plan's gear for `hour` of the day (the top gear without a plan).
