@@ -1,0 +1,15 @@
+//! Narrow and wide striping (Goyal, Radkov, Shenoy: "Evaluation of Object Placement Techniques
+//! in a Policy-Managed Storage System") as a sans-I/O core.
+//!
+//! A [`pool::Pool`] is a set of RAID arrays shared by many volumes ("stores" in the paper).
+//! Each volume has, on every array it uses, one contiguous extent at the same offset of each of
+//! that array's disks, and its own stripe unit. A *narrow* volume uses one array; a *wide*
+//! volume is concatenated over all arrays and striped across them: its stripe unit `k` goes to
+//! array `k mod n`, and within an array the volume's part is laid out as the array's RAID level
+//! lays out a volume of its own (RAID-5 left-symmetric by default), with the same stripe unit.
+//! So a 2 MB request with a 1 MB stripe unit touches two disks under either policy (§3.2.2).
+
+pub mod policy;
+pub mod pool;
+
+pub use pool::{ArraySpec, Extent, Pool, PoolError, Volume, VolumeId};
