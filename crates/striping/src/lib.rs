@@ -11,5 +11,6 @@
 
 pub mod policy;
 pub mod pool;
+pub mod sim;
 
 pub use pool::{ArraySpec, Extent, Pool, PoolError, Volume, VolumeId};

@@ -263,6 +263,41 @@ impl Layout {
     }
 }
 
+/// How an array maps its requests to member I/Os: a [`Layout`], or any other mapping over the
+/// same members (e.g. a pool of arrays shared by volumes with their own stripe units).
+pub trait Planner {
+    /// Usable bytes of the address space requests use.
+    fn capacity_bytes(&self) -> u64;
+    /// The member I/Os of a request into `plan` (cleared first); `pieces` is scratch space.
+    /// `prefer(first, count)` picks the mirror to read from among disks `first..first + count`.
+    fn plan_into(
+        &self,
+        op: Op,
+        offset: u64,
+        size: u64,
+        prefer: &dyn Fn(usize, usize) -> usize,
+        plan: &mut Plan,
+        pieces: &mut Vec<(usize, u64, u64, u64)>,
+    );
+}
+
+impl Planner for Layout {
+    fn capacity_bytes(&self) -> u64 {
+        Layout::capacity_bytes(self)
+    }
+    fn plan_into(
+        &self,
+        op: Op,
+        offset: u64,
+        size: u64,
+        prefer: &dyn Fn(usize, usize) -> usize,
+        plan: &mut Plan,
+        pieces: &mut Vec<(usize, u64, u64, u64)>,
+    ) {
+        Layout::plan_into(self, op, offset, size, prefer, plan, pieces)
+    }
+}
+
 /// Merges I/Os to the same disk that are adjacent on it (a large request crossing whole stripes
 /// becomes one I/O per disk).
 fn coalesce(ios: &mut Vec<MemberIo>) {
@@ -290,9 +325,10 @@ struct Parent {
 /// Member I/Os of one parent at most (their ids are `slot << MEMBER_BITS | index`).
 const MEMBER_BITS: u32 = 20;
 
-/// An array of member devices with its [`Layout`].
-pub struct Raid<D: Device> {
-    layout: Layout,
+/// An array of member devices with its [`Layout`] (or another [`Planner`]). A request's member
+/// I/Os are issued in two phases: its reads, then (when they are all done) its writes.
+pub struct Raid<D: Device, L: Planner = Layout> {
+    layout: L,
     members: Vec<D>,
     /// Each member's `poll_timeout()` (`Nanos::MAX` for none), refreshed whenever the array
     /// submits to or advances it: members change only through the array.
@@ -320,11 +356,18 @@ impl<D: Device> Raid<D> {
             .min()
             .unwrap_or(0);
         let layout = Layout::new(level, members.len(), stripe_unit_bytes, disk_bytes)?;
+        Ok(Raid::with_planner(layout, members))
+    }
+}
+
+impl<D: Device, L: Planner> Raid<D, L> {
+    /// Members driven by any mapping of requests to member I/Os.
+    pub fn with_planner(layout: L, members: Vec<D>) -> Raid<D, L> {
         let member_next = members
             .iter()
             .map(|m| m.poll_timeout().unwrap_or(Nanos::MAX))
             .collect();
-        Ok(Raid {
+        Raid {
             layout,
             member_next,
             members,
@@ -335,10 +378,10 @@ impl<D: Device> Raid<D> {
             plan: Plan::default(),
             pieces: Vec::new(),
             scratch: Vec::new(),
-        })
+        }
     }
 
-    pub fn layout(&self) -> &Layout {
+    pub fn layout(&self) -> &L {
         &self.layout
     }
 
@@ -406,7 +449,7 @@ impl<D: Device> Raid<D> {
     }
 }
 
-impl<D: Device> Device for Raid<D> {
+impl<D: Device, L: Planner> Device for Raid<D, L> {
     fn capacity_bytes(&self) -> u64 {
         self.layout.capacity_bytes()
     }
