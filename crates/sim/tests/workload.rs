@@ -141,6 +141,7 @@ fn on_off_pairs_overlap_by_their_correlation() {
             duration_s: 2_000.0,
             span_bytes: 1 << 36,
             seed: 9,
+            cross_correlation: 0.0,
         };
         let periods = g.on_periods();
         let in_a = |t: f64| periods[0].iter().any(|(s, e)| (*s..*e).contains(&t));
@@ -245,4 +246,34 @@ fn random_specs_never_panic() {
             eprintln!("SLOW {spec} {:?}", started.elapsed());
         }
     }
+}
+
+#[test]
+fn on_off_pairs_follow_each_other_by_their_cross_correlation() {
+    // The share of L_0's ON time during which L_1 is ON too: 1 when synchronized, about one
+    // half (the duty cycle) when independent, in between otherwise.
+    let shared_on = |cross: f64| {
+        let g = OnOff {
+            pairs: vec![(Stream::large(20.0), Stream::small(200.0), -1.0); 2],
+            mean_on_s: 5.0,
+            duration_s: 20_000.0,
+            span_bytes: 1 << 36,
+            seed: 3,
+            cross_correlation: cross,
+        };
+        let p = g.on_periods();
+        let (a, b) = (&p[0], &p[2]);
+        let total: f64 = a.iter().map(|(s, e)| e - s).sum();
+        let mut both = 0.0;
+        for (s, e) in a {
+            for (t, u) in b {
+                both += (e.min(*u) - s.max(*t)).max(0.0);
+            }
+        }
+        both / total
+    };
+    let (zero, half, one) = (shared_on(0.0), shared_on(0.5), shared_on(1.0));
+    assert!((one - 1.0).abs() < 1e-9, "{one}");
+    assert!((zero - 0.5).abs() < 0.05, "{zero}");
+    assert!(zero < half && half < one, "{zero} {half} {one}");
 }

@@ -297,7 +297,11 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
                 duration_s: num(take("duration_s"), 600.0)?,
                 span_bytes: size(take("span"), 64 * GIB)?,
                 seed: num(take("seed"), 1.0)? as u64,
+                cross_correlation: num(take("cross_correlation"), 0.0)?,
             };
+            if !(0.0..=1.0).contains(&g.cross_correlation) {
+                return Err("onoff needs cross_correlation in [0, 1]".into());
+            }
             // ON periods are laid out up front: bound their number.
             if !(g.mean_on_s > 0.0 && g.duration_s > 0.0)
                 || g.duration_s / g.mean_on_s > 1e6

@@ -34,6 +34,11 @@ impl Stream {
 /// of mean `mean_on_s` (exponential) and an OFF period of the same length; the second stream's
 /// ON period is shifted by `(1 − correlation) / 2` of the ON length, so correlation 1 means
 /// synchronized ON periods, 0 half overlap and −1 mutually exclusive ones.
+///
+/// Across pairs (`cross_correlation` in [0, 1]): at 0 each pair draws its own cycles; above,
+/// every pair follows the same cycles, pair p shifted by `(1 − cross) · u_p` of a mean cycle
+/// (u_p uniform in [0, 1) per pair), so 1 synchronizes the pairs (L_i with L_j, S_i with S_j,
+/// the striping paper's §3.3).
 #[derive(Clone, Debug)]
 pub struct OnOff {
     pub pairs: Vec<(Stream, Stream, f64)>,
@@ -41,6 +46,7 @@ pub struct OnOff {
     pub duration_s: f64,
     pub span_bytes: u64,
     pub seed: u64,
+    pub cross_correlation: f64,
 }
 
 impl OnOff {
@@ -53,12 +59,19 @@ impl OnOff {
     /// The ON intervals (ns) of each stream.
     pub fn on_periods(&self) -> Vec<Vec<(f64, f64)>> {
         let mut out = Vec::new();
+        let cross = self.cross_correlation;
+        assert!((0.0..=1.0).contains(&cross), "cross correlation in [0, 1]");
         for (p, (_, _, correlation)) in self.pairs.iter().enumerate() {
             assert!((-1.0..=1.0).contains(correlation), "correlation in [-1, 1]");
-            let mut rng = SimRng::new(self.seed, 100 + p as u64);
+            let shared = cross > 0.0;
+            let mut rng = SimRng::new(self.seed, if shared { 100 } else { 100 + p as u64 });
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let end = self.duration_s * 1e9;
             let mut t = rng.unit() * self.mean_on_s * 1e9;
+            if shared {
+                let u = SimRng::new(self.seed, 200 + p as u64).unit();
+                t += (1.0 - cross) * u * 2.0 * self.mean_on_s * 1e9;
+            }
             while t < end {
                 let on = rng.exponential(self.mean_on_s * 1e9);
                 let shift = (1.0 - correlation) / 2.0 * on;
