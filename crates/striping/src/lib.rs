@@ -9,6 +9,7 @@
 //! lays out a volume of its own (RAID-5 left-symmetric by default), with the same stripe unit.
 //! So a 2 MB request with a 1 MB stripe unit touches two disks under either policy (§3.2.2).
 
+pub mod experiment;
 pub mod policy;
 pub mod pool;
 pub mod sim;
