@@ -34,6 +34,9 @@ enum LabCommand {
     /// Sierra §2 and §4: load traces (Figures 1, 2, 8, 9), the gear schedule and power of a
     /// two-day I/O trace (Figures 9, 10), on a generated Hotmail-like workload or your traces.
     Sierra(Box<crate::lab_sierra::SierraArgs>),
+    /// Narrow vs wide striping (Goyal et al.): Figure 2, the ratio of mean response times
+    /// against the number of arrays, on simulated RAID-5 arrays of Fujitsu disks.
+    Striping(crate::lab_striping::StripingArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -111,6 +114,7 @@ pub fn run(args: LabArgs) -> Result<()> {
         LabCommand::Everest(a) => run_everest(a),
         LabCommand::Bonfire(a) => crate::lab_bonfire::run(*a),
         LabCommand::Sierra(a) => crate::lab_sierra::run(*a),
+        LabCommand::Striping(a) => crate::lab_striping::run(a),
     }
 }
 

@@ -30,6 +30,7 @@ mod lab_bonfire;
 mod lab_cmd;
 mod lab_io;
 mod lab_sierra;
+mod lab_striping;
 mod limit_args;
 mod replay_cmd;
 mod sim_cmd;

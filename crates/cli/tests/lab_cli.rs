@@ -566,3 +566,82 @@ fn lab_sierra_on_the_msr_fragments() {
     assert!(json["load_traces"][0]["whole_days"].as_u64().unwrap() >= 3);
     assert!(json["schedules"][0]["hours"].as_array().unwrap().len() > 24 * 3);
 }
+
+/// `lab striping` on one and two arrays over two seeds: the paper's shapes of Figure 2 (wide
+/// helps large requests and hurts small ones beside them; with ON periods synchronized across
+/// arrays the two are within about 10 %), the seed changes the run, and bad flags are refused.
+#[test]
+fn lab_striping_figure_2_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |seed: &str, seeds: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+            .args(["lab", "striping", "--arrays", "1,2", "--duration-s", "150"])
+            .args(["--seed", seed, "--seeds", seeds, "--json", "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let json = run("1", "2");
+    assert_eq!(json["seeds"], serde_json::json!([1, 2]));
+    let mean = |key: &str| {
+        json["spread"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == key)
+            .unwrap_or_else(|| panic!("no {key}"))["mean"]
+            .as_f64()
+            .unwrap()
+    };
+    for series in ["large, independent", "small, synchronized", "pair large"] {
+        let one = mean(&format!(
+            "fig{}/{series}/1",
+            if series.starts_with("pair") {
+                "2b"
+            } else {
+                "2a"
+            }
+        ));
+        assert!(
+            (one - 1.0).abs() < 1e-9,
+            "one array: narrow is wide ({series}: {one})"
+        );
+    }
+    let large_sync = mean("fig2a/large, synchronized/2");
+    let small_sync = mean("fig2a/small, synchronized/2");
+    assert!((0.85..1.0).contains(&large_sync), "{large_sync}");
+    assert!((1.0..1.2).contains(&small_sync), "{small_sync}");
+    assert!(mean("fig2b/pair large/2") < 0.97);
+    assert!(mean("fig2b/pair small/2") > 1.1);
+    let csv = std::fs::read_to_string(dir.path().join("points.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 * 2 * 6, "{csv}");
+    // Another seed, another run.
+    let other = run("7", "1");
+    let ratio = |j: &serde_json::Value| j["runs"][0]["points"][6]["ratio"].as_f64().unwrap();
+    assert_ne!(ratio(&json), ratio(&other));
+    for bad in [
+        vec!["--arrays", "0"],
+        vec!["--utilization", "1.5"],
+        vec!["--duration-s", "1"],
+        vec!["--seeds", "0"],
+        vec!["--figures", "9"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+            .args(["lab", "striping"])
+            .args(&bad)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bad:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--") || err.contains("invalid"),
+            "{bad:?}: {err}"
+        );
+    }
+}

@@ -15,4 +15,5 @@ pub mod everest;
 pub mod render;
 pub mod sierra;
 pub mod spread;
+pub mod striping;
 pub mod volumes;
