@@ -34,8 +34,8 @@ enum LabCommand {
     /// Sierra §2 and §4: load traces (Figures 1, 2, 8, 9), the gear schedule and power of a
     /// two-day I/O trace (Figures 9, 10), on a generated Hotmail-like workload or your traces.
     Sierra(Box<crate::lab_sierra::SierraArgs>),
-    /// Narrow vs wide striping (Goyal et al.): Figure 2, the ratio of mean response times
-    /// against the number of arrays, on simulated RAID-5 arrays of Fujitsu disks.
+    /// Narrow vs wide striping (Goyal et al.): Figures 2–7, the ratio of mean response times
+    /// wide over narrow, on simulated RAID-5 arrays of Fujitsu disks.
     Striping(crate::lab_striping::StripingArgs),
 }
 

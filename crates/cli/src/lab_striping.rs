@@ -16,6 +16,22 @@ pub enum FigArg {
     /// Figure 2(b): an anti-correlated large and small store per array.
     #[value(name = "2b")]
     F2b,
+    /// Figure 3: the stripe unit (large 128 KB–1 MB, small 8–32 KB).
+    #[value(name = "3")]
+    F3,
+    /// Figure 4: utilization, by inter-arrival times (large 30–100 ms, small 7–15 ms).
+    #[value(name = "4")]
+    F4,
+    /// Figure 5: the large requests' size (64 KB–2 MB; stripe unit half the mean).
+    #[value(name = "5")]
+    F5,
+    /// Figure 6: the fraction of writes (10–90 %).
+    #[value(name = "6")]
+    F6,
+    /// Figure 7: the correlation of each array's pair (−1 … +1), arrays independent or
+    /// synchronized.
+    #[value(name = "7")]
+    F7,
 }
 
 #[derive(Args)]
@@ -23,8 +39,10 @@ pub struct StripingArgs {
     /// Array counts (RAID-5 4+p of Fujitsu MAJ3182MC disks; the paper: 1 to 25).
     #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 4, 8, 16, 25])]
     arrays: Vec<usize>,
-    /// Figures to run.
-    #[arg(long, value_delimiter = ',', value_enum, default_values_t = [FigArg::F2a, FigArg::F2b])]
+    /// Figures to run (each for every --arrays count).
+    #[arg(long, value_delimiter = ',', value_enum, default_values_t = [
+        FigArg::F2a, FigArg::F2b, FigArg::F3, FigArg::F4, FigArg::F5, FigArg::F6, FigArg::F7
+    ])]
     figures: Vec<FigArg>,
     /// Simulated seconds of each run (one narrow and one wide per point).
     #[arg(long, default_value_t = 600.0)]
@@ -76,6 +94,11 @@ pub fn run(a: StripingArgs) -> Result<()> {
             .map(|f| match f {
                 FigArg::F2a => Fig::F2a,
                 FigArg::F2b => Fig::F2b,
+                FigArg::F3 => Fig::F3,
+                FigArg::F4 => Fig::F4,
+                FigArg::F5 => Fig::F5,
+                FigArg::F6 => Fig::F6,
+                FigArg::F7 => Fig::F7,
             })
             .collect(),
     };
@@ -86,11 +109,12 @@ pub fn run(a: StripingArgs) -> Result<()> {
         // Always said, even without a terminal: runs take minutes.
         let mut progress = |p: &Point| {
             eprintln!(
-                "[{:>7.1} s] seed {seed}: Fig {} {}, {} arrays: narrow {:.1} ms, wide {:.1} ms, ratio {:.3}",
+                "[{:>7.1} s] seed {seed}: Fig {} {}, {} arrays{}: narrow {:.1} ms, wide {:.1} ms, ratio {:.3}",
                 started.elapsed().as_secs_f64(),
                 p.figure,
                 p.series,
                 p.arrays,
+                p.x.map_or(String::new(), |x| format!(", x = {x}")),
                 p.narrow_ms,
                 p.wide_ms,
                 p.ratio
@@ -112,13 +136,23 @@ pub fn run(a: StripingArgs) -> Result<()> {
     });
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)?;
-        let mut csv =
-            String::from("seed,figure,series,arrays,narrow_ms,wide_ms,ratio,rate_on_per_s\n");
+        let mut csv = String::from(
+            "seed,figure,series,arrays,x,x_label,narrow_utilization,narrow_ms,wide_ms,ratio,rate_on_per_s\n",
+        );
         for (seed, points) in &all {
             for p in points {
                 csv.push_str(&format!(
-                    "{seed},{},\"{}\",{},{:.4},{:.4},{:.5},{:.4}\n",
-                    p.figure, p.series, p.arrays, p.narrow_ms, p.wide_ms, p.ratio, p.rate_on_per_s
+                    "{seed},{},\"{}\",{},{},\"{}\",{:.4},{:.4},{:.4},{:.5},{:.4}\n",
+                    p.figure,
+                    p.series,
+                    p.arrays,
+                    p.x.map_or(String::new(), |x| x.to_string()),
+                    p.x_label,
+                    p.narrow_utilization,
+                    p.narrow_ms,
+                    p.wide_ms,
+                    p.ratio,
+                    p.rate_on_per_s
                 ));
             }
         }

@@ -576,6 +576,7 @@ fn lab_striping_figure_2_small() {
     let run = |seed: &str, seeds: &str| {
         let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
             .args(["lab", "striping", "--arrays", "1,2", "--duration-s", "150"])
+            .args(["--figures", "2a,2b"])
             .args(["--seed", seed, "--seeds", seeds, "--json", "--out"])
             .arg(dir.path())
             .output()
@@ -621,6 +622,40 @@ fn lab_striping_figure_2_small() {
     assert!(mean("fig2b/pair small/2") > 1.1);
     let csv = std::fs::read_to_string(dir.path().join("points.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 2 * 2 * 6, "{csv}");
+    // Figure 5 on two arrays: as the large requests grow, wide striping gains for them and
+    // loses for the small requests beside them (interference, §3.2.2).
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args([
+            "lab",
+            "striping",
+            "--arrays",
+            "2",
+            "--figures",
+            "5",
+            "--duration-s",
+            "150",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let five: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let point = |series: &str, x: f64| {
+        five["runs"][0]["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["series"] == series && p["x"].as_f64() == Some(x))
+            .unwrap_or_else(|| panic!("{series} at {x}"))["ratio"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(point("pair large", 1.0) > point("pair large", 32.0) + 0.1);
+    assert!(point("pair small", 1.0) + 0.1 < point("pair small", 32.0));
     // Another seed, another run.
     let other = run("7", "1");
     let ratio = |j: &serde_json::Value| j["runs"][0]["points"][6]["ratio"].as_f64().unwrap();
