@@ -34,6 +34,12 @@ pub enum FigArg {
     F7,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WideLayout {
+    Units,
+    Stripes,
+}
+
 #[derive(Args)]
 pub struct StripingArgs {
     /// Array counts (RAID-5 4+p of Fujitsu MAJ3182MC disks; the paper: 1 to 25).
@@ -53,6 +59,11 @@ pub struct StripingArgs {
     /// Mean ON period, seconds (OFF periods are as long).
     #[arg(long, default_value_t = 10.0)]
     mean_on_s: f64,
+    /// How a wide store goes across arrays: `units` (the next array every stripe unit) or
+    /// `stripes` (every whole RAID stripe of the store's unit, as a volume manager striping
+    /// across arrays would).
+    #[arg(long, value_enum, default_value_t = WideLayout::Units)]
+    wide_layout: WideLayout,
     /// Seed of the streams (arrivals, sizes, offsets, ON periods).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -88,6 +99,7 @@ pub fn run(a: StripingArgs) -> Result<()> {
         duration_s: a.duration_s,
         utilization: a.utilization,
         mean_on_s: a.mean_on_s,
+        wide_whole_stripes: a.wide_layout == WideLayout::Stripes,
         figures: a
             .figures
             .iter()
@@ -129,6 +141,7 @@ pub fn run(a: StripingArgs) -> Result<()> {
     let seeds: Vec<u64> = runs.iter().map(|(s, _)| *s).collect();
     let doc = serde_json::json!({
         "seeds": seeds,
+        "wide_layout": format!("{:?}", a.wide_layout).to_lowercase(),
         "duration_s": a.duration_s,
         "utilization": a.utilization,
         "spread": rows,
@@ -164,7 +177,11 @@ pub fn run(a: StripingArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "lab striping: wide over narrow mean response time, RAID-5 4+p arrays of fujitsu-maj3182mc, stores {:.0} % busy while ON, {} s per run, seeds {}–{}",
+        "lab striping: wide over narrow mean response time, RAID-5 4+p arrays of fujitsu-maj3182mc, wide stores across arrays by {}, stores {:.0} % busy while ON, {} s per run, seeds {}–{}",
+        match a.wide_layout {
+            WideLayout::Units => "stripe unit",
+            WideLayout::Stripes => "whole RAID stripe",
+        },
         a.utilization * 100.0,
         a.duration_s,
         a.seed,

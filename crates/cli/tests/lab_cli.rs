@@ -666,6 +666,7 @@ fn lab_striping_figure_2_small() {
         vec!["--duration-s", "1"],
         vec!["--seeds", "0"],
         vec!["--figures", "9"],
+        vec!["--wide-layout", "diagonal"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
             .args(["lab", "striping"])

@@ -27,6 +27,8 @@ pub struct Options {
     pub utilization: f64,
     pub mean_on_s: f64,
     pub figures: Vec<Fig>,
+    /// Wide stores rotate arrays every stripe unit (`false`) or every whole RAID stripe.
+    pub wide_whole_stripes: bool,
 }
 
 impl Default for Options {
@@ -37,6 +39,7 @@ impl Default for Options {
             utilization: 0.75,
             mean_on_s: 10.0,
             figures: vec![Fig::F2a, Fig::F2b],
+            wide_whole_stripes: false,
         }
     }
 }
@@ -111,6 +114,9 @@ fn compare(
 ) -> Result<Vec<Point>, String> {
     s.duration_s = o.duration_s;
     s.mean_on_s = o.mean_on_s;
+    if o.wide_whole_stripes {
+        s.wide_chunk_units = s.array.data_disks() as u64;
+    }
     if let Rates::Solve = rates {
         s.solve_rates(o.utilization)?;
     }

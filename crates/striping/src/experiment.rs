@@ -64,6 +64,9 @@ pub struct Scenario {
     pub mean_on_s: f64,
     pub duration_s: f64,
     pub seed: u64,
+    /// Wide stores: stripe units on one array before the next (1: unit by unit; the array's
+    /// data disks: whole RAID stripes, as a volume manager striping across arrays).
+    pub wide_chunk_units: u64,
 }
 
 /// The Fujitsu MAJ3182MC's 18.2 GB, in whole MiB.
@@ -82,6 +85,7 @@ impl Scenario {
             mean_on_s: 10.0,
             duration_s: 600.0,
             seed,
+            wide_chunk_units: 1,
         }
     }
 
@@ -93,7 +97,10 @@ impl Scenario {
     /// multiple of 4 MiB × arrays so that every stripe unit divides it.
     fn store_bytes(&self) -> u64 {
         let data = self.array.disk_bytes * self.array.data_disks() as u64;
-        let step = (4u64 << 20) * self.arrays as u64 * self.array.data_disks() as u64;
+        let step = (4u64 << 20)
+            * self.arrays as u64
+            * self.array.data_disks() as u64
+            * self.wide_chunk_units.max(1);
         // Some room for the rounding up of extents.
         (data / self.per_array() as u64).saturating_sub(step) / step * step
     }
@@ -105,14 +112,15 @@ impl Scenario {
         let all: Vec<usize> = (0..self.arrays).collect();
         for a in 0..self.arrays {
             for kind in &self.kinds {
-                let arrays = match policy {
-                    Policy::Narrow => vec![a],
-                    Policy::Wide => all.clone(),
+                let (arrays, chunk) = match policy {
+                    Policy::Narrow => (vec![a], 1),
+                    Policy::Wide => (all.clone(), self.wide_chunk_units),
                 };
-                pool.create(
+                pool.create_chunked(
                     &format!("{}{a}", &kind.name[..1].to_uppercase()),
                     size,
                     kind.stripe_unit_bytes,
+                    chunk,
                     &arrays,
                 )
                 .map_err(|e| e.to_string())?;

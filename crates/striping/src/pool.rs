@@ -47,14 +47,18 @@ pub struct Extent {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct VolumeId(pub u32);
 
-/// A volume placed in the pool. Its stripe unit `k` is on `extents[k mod n]` (n extents), as
-/// unit `k / n` of a volume the array lays out alone.
+/// A volume placed in the pool. Its stripe units go to its n extents in chunks of
+/// `chunk_units`: unit `k` is in chunk `c = k / chunk_units`, on `extents[c mod n]`, as unit
+/// `(c / n) · chunk_units + k mod chunk_units` of a volume the array lays out alone. One unit
+/// per chunk rotates arrays unit by unit; a chunk of a whole RAID stripe (the array's data
+/// disks) is a volume manager striping whole stripes across arrays.
 #[derive(Clone, Debug)]
 pub struct Volume {
     pub id: VolumeId,
     pub name: String,
     pub size_bytes: u64,
     pub stripe_unit_bytes: u64,
+    pub chunk_units: u64,
     pub extents: Vec<Extent>,
     layouts: Vec<Layout>,
 }
@@ -88,6 +92,8 @@ pub enum PoolError {
     BadSize(u64),
     #[error("the stripe unit must be a positive multiple of 512 bytes (not {0})")]
     BadStripeUnit(u64),
+    #[error("a chunk across arrays must be 1 to 1024 stripe units (not {0})")]
+    BadChunk(u64),
     #[error(
         "array {array} has no free range of {needed} bytes on each disk (the largest is {largest})"
     )]
@@ -202,11 +208,12 @@ impl Pool {
         &self,
         size_bytes: u64,
         stripe_unit_bytes: u64,
+        chunk_units: u64,
         arrays: &[usize],
     ) -> Vec<u64> {
         let n = arrays.len() as u64;
-        let units = size_bytes.div_ceil(stripe_unit_bytes);
-        let per_array = units.div_ceil(n);
+        let chunks = size_bytes.div_ceil(stripe_unit_bytes).div_ceil(chunk_units);
+        let per_array = chunks.div_ceil(n) * chunk_units;
         arrays
             .iter()
             .map(|&a| {
@@ -226,6 +233,21 @@ impl Pool {
         stripe_unit_bytes: u64,
         arrays: &[usize],
     ) -> Result<VolumeId, PoolError> {
+        self.create_chunked(name, size_bytes, stripe_unit_bytes, 1, arrays)
+    }
+
+    /// [`create`](Self::create) with `chunk_units` stripe units on one array before the next.
+    pub fn create_chunked(
+        &mut self,
+        name: &str,
+        size_bytes: u64,
+        stripe_unit_bytes: u64,
+        chunk_units: u64,
+        arrays: &[usize],
+    ) -> Result<VolumeId, PoolError> {
+        if !(1..=1024).contains(&chunk_units) {
+            return Err(PoolError::BadChunk(chunk_units));
+        }
         if name.is_empty() {
             return Err(PoolError::EmptyName);
         }
@@ -249,7 +271,7 @@ impl Pool {
                 return Err(PoolError::ArrayTwice(a));
             }
         }
-        let needed = self.extent_bytes(size_bytes, stripe_unit_bytes, arrays);
+        let needed = self.extent_bytes(size_bytes, stripe_unit_bytes, chunk_units, arrays);
         let mut starts = Vec::with_capacity(arrays.len());
         for (&a, &bytes) in arrays.iter().zip(&needed) {
             let free = &self.arrays[a].free;
@@ -277,7 +299,7 @@ impl Pool {
         for e in &extents {
             take(&mut self.arrays[e.array].free, e.disk_offset, e.disk_bytes);
         }
-        self.insert(name, size_bytes, stripe_unit_bytes, extents)
+        self.insert(name, size_bytes, stripe_unit_bytes, chunk_units, extents)
     }
 
     /// Adds a volume whose extents are given (a layout read back from disk): refused if they
@@ -287,8 +309,12 @@ impl Pool {
         name: &str,
         size_bytes: u64,
         stripe_unit_bytes: u64,
+        chunk_units: u64,
         extents: Vec<Extent>,
     ) -> Result<VolumeId, PoolError> {
+        if !(1..=1024).contains(&chunk_units) {
+            return Err(PoolError::BadChunk(chunk_units));
+        }
         if name.is_empty() {
             return Err(PoolError::EmptyName);
         }
@@ -313,7 +339,7 @@ impl Pool {
                 return Err(PoolError::ArrayTwice(a));
             }
         }
-        let needed = self.extent_bytes(size_bytes, stripe_unit_bytes, &arrays);
+        let needed = self.extent_bytes(size_bytes, stripe_unit_bytes, chunk_units, &arrays);
         for (e, &bytes) in extents.iter().zip(&needed) {
             let free = &self.arrays[e.array].free;
             let fits = e.disk_bytes >= bytes
@@ -342,7 +368,7 @@ impl Pool {
         for e in &extents {
             take(&mut self.arrays[e.array].free, e.disk_offset, e.disk_bytes);
         }
-        self.insert(name, size_bytes, stripe_unit_bytes, extents)
+        self.insert(name, size_bytes, stripe_unit_bytes, chunk_units, extents)
     }
 
     fn insert(
@@ -350,6 +376,7 @@ impl Pool {
         name: &str,
         size_bytes: u64,
         stripe_unit_bytes: u64,
+        chunk_units: u64,
         extents: Vec<Extent>,
     ) -> Result<VolumeId, PoolError> {
         let layouts = extents
@@ -373,6 +400,7 @@ impl Pool {
                 name: name.into(),
                 size_bytes,
                 stripe_unit_bytes,
+                chunk_units,
                 extents,
                 layouts,
             },
@@ -423,8 +451,9 @@ impl Pool {
             let unit = at / su;
             let within = at % su;
             let len = (su - within).min(end - at);
-            let i = (unit % n) as usize;
-            let lo = (unit / n) * su + within;
+            let (chunk, in_chunk) = (unit / v.chunk_units, unit % v.chunk_units);
+            let i = (chunk % n) as usize;
+            let lo = ((chunk / n) * v.chunk_units + in_chunk) * su + within;
             match &mut local[i] {
                 Some((_, hi)) => {
                     debug_assert_eq!(*hi, lo);

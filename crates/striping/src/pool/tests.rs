@@ -10,8 +10,9 @@ fn naive(pool: &Pool, v: &Volume, b: u64) -> (usize, u64) {
     let su = v.stripe_unit_bytes;
     let n = v.extents.len() as u64;
     let unit = b / su;
-    let e = v.extents[(unit % n) as usize];
-    let local_unit = unit / n;
+    let c = v.chunk_units;
+    let e = v.extents[(unit / c % n) as usize];
+    let local_unit = unit / c / n * c + unit % c;
     let within = b % su;
     let spec = pool.arrays()[e.array];
     let (disk, row) = match spec.level {
@@ -53,7 +54,10 @@ fn level() -> impl Strategy<Value = (RaidLevel, usize)> {
 fn pool() -> impl Strategy<Value = Pool> {
     (
         prop::collection::vec(level(), 1..=5),
-        prop::collection::vec((1u64..=300, 1u64..=16, any::<bool>(), any::<u8>()), 1..=6),
+        prop::collection::vec(
+            (1u64..=300, 1u64..=16, any::<bool>(), any::<u8>(), 1u64..=5),
+            1..=6,
+        ),
     )
         .prop_map(|(arrays, volumes)| {
             let specs: Vec<ArraySpec> = arrays
@@ -65,13 +69,14 @@ fn pool() -> impl Strategy<Value = Pool> {
                 })
                 .collect();
             let mut pool = Pool::new(&specs).unwrap();
-            for (i, (sectors, su, wide, pick)) in volumes.into_iter().enumerate() {
+            for (i, (sectors, su, wide, pick, chunk)) in volumes.into_iter().enumerate() {
                 let arrays: Vec<usize> = if wide {
                     (0..specs.len()).collect()
                 } else {
                     vec![pick as usize % specs.len()]
                 };
-                let _ = pool.create(&format!("v{i}"), sectors * 512 * 8, su * 512, &arrays);
+                let name = format!("v{i}");
+                let _ = pool.create_chunked(&name, sectors * 512 * 8, su * 512, chunk, &arrays);
             }
             pool
         })
@@ -199,6 +204,10 @@ fn bad_requests_are_refused_by_name() {
         PoolError::NoPlacement
     );
     assert_eq!(
+        pool.create_chunked("a", 4096, 4096, 0, &[0]).unwrap_err(),
+        PoolError::BadChunk(0)
+    );
+    assert_eq!(
         pool.create("a", 4096, 4096, &[1]).unwrap_err(),
         PoolError::NoSuchArray(1)
     );
@@ -238,7 +247,7 @@ fn removed_space_is_merged_and_reused_and_restore_refuses_overlaps() {
     let d = pool.create("d", 8 << 20, 64 << 10, &[0]).unwrap();
     assert_eq!(pool.volume(d).unwrap().extents[0].disk_offset, 0);
     let taken = pool.volume(c).unwrap().extents.clone();
-    let err = pool.restore("e", 4 << 20, 64 << 10, taken).unwrap_err();
+    let err = pool.restore("e", 4 << 20, 64 << 10, 1, taken).unwrap_err();
     assert_eq!(
         err,
         PoolError::Overlap {
@@ -252,7 +261,7 @@ fn removed_space_is_merged_and_reused_and_restore_refuses_overlaps() {
         disk_offset: 3 << 20,
         disk_bytes: 1 << 20,
     }];
-    pool.restore("e", 4 << 20, 64 << 10, free).unwrap();
+    pool.restore("e", 4 << 20, 64 << 10, 1, free).unwrap();
     assert_eq!(pool.free_disk_bytes(0), 0);
 }
 
@@ -277,4 +286,43 @@ fn a_two_unit_request_touches_two_disks_under_either_policy() {
         pool.array_of_disk(plan.reads[0].disk),
         pool.array_of_disk(plan.reads[1].disk)
     );
+}
+
+/// A volume manager striping whole RAID stripes across arrays: a 64 KB write with a 32 KB unit
+/// stays on one array (one parity update), where unit-by-unit rotation splits it over two.
+#[test]
+fn whole_stripe_chunks_keep_a_small_write_on_one_array() {
+    let mut pool = Pool::new(&[ArraySpec::raid5_4p(64 << 20); 4]).unwrap();
+    let units = pool
+        .create("units", 64 << 20, 32 << 10, &[0, 1, 2, 3])
+        .unwrap();
+    let stripes = pool
+        .create_chunked("stripes", 64 << 20, 32 << 10, 4, &[0, 1, 2, 3])
+        .unwrap();
+    let mut plan = Plan::default();
+    let arrays = |plan: &Plan, pool: &Pool| {
+        let mut a: Vec<usize> = plan
+            .writes
+            .iter()
+            .map(|io| pool.array_of_disk(io.disk))
+            .collect();
+        a.sort_unstable();
+        a.dedup();
+        a
+    };
+    pool.plan(units, Op::Write, 0, 64 << 10, &mut plan).unwrap();
+    assert_eq!(arrays(&plan, &pool), vec![0, 1]);
+    assert_eq!(
+        plan.writes.len(),
+        4,
+        "two data units, two parities: {plan:?}"
+    );
+    pool.plan(stripes, Op::Write, 0, 64 << 10, &mut plan)
+        .unwrap();
+    assert_eq!(arrays(&plan, &pool), vec![0]);
+    assert_eq!(plan.writes.len(), 3, "two data units, one parity: {plan:?}");
+    // The next whole stripe (128 KB on) is on the next array.
+    pool.plan(stripes, Op::Read, 128 << 10, 4096, &mut plan)
+        .unwrap();
+    assert_eq!(pool.array_of_disk(plan.reads[0].disk), 1);
 }
