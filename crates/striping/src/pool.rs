@@ -26,12 +26,13 @@ impl ArraySpec {
 
     /// Disks holding distinct data in a stripe.
     pub fn data_disks(&self) -> usize {
-        match self.level {
-            RaidLevel::Raid0 => self.disks,
-            RaidLevel::Raid1 => 1,
-            RaidLevel::Raid10 => self.disks / 2,
-            RaidLevel::Raid5 => self.disks - 1,
+        Layout {
+            level: self.level,
+            disks: self.disks,
+            stripe_unit_bytes: 512,
+            disk_bytes: self.disk_bytes,
         }
+        .data_disks()
     }
 }
 
@@ -245,32 +246,7 @@ impl Pool {
         chunk_units: u64,
         arrays: &[usize],
     ) -> Result<VolumeId, PoolError> {
-        if !(1..=1024).contains(&chunk_units) {
-            return Err(PoolError::BadChunk(chunk_units));
-        }
-        if name.is_empty() {
-            return Err(PoolError::EmptyName);
-        }
-        if self.find(name).is_some() {
-            return Err(PoolError::DuplicateName(name.into()));
-        }
-        if size_bytes == 0 || !size_bytes.is_multiple_of(512) {
-            return Err(PoolError::BadSize(size_bytes));
-        }
-        if stripe_unit_bytes == 0 || !stripe_unit_bytes.is_multiple_of(512) {
-            return Err(PoolError::BadStripeUnit(stripe_unit_bytes));
-        }
-        if arrays.is_empty() {
-            return Err(PoolError::NoPlacement);
-        }
-        for (i, &a) in arrays.iter().enumerate() {
-            if a >= self.arrays.len() {
-                return Err(PoolError::NoSuchArray(a));
-            }
-            if arrays[..i].contains(&a) {
-                return Err(PoolError::ArrayTwice(a));
-            }
-        }
+        self.check_new(name, size_bytes, stripe_unit_bytes, chunk_units, arrays)?;
         let needed = self.extent_bytes(size_bytes, stripe_unit_bytes, chunk_units, arrays);
         let mut starts = Vec::with_capacity(arrays.len());
         for (&a, &bytes) in arrays.iter().zip(&needed) {
@@ -312,33 +288,8 @@ impl Pool {
         chunk_units: u64,
         extents: Vec<Extent>,
     ) -> Result<VolumeId, PoolError> {
-        if !(1..=1024).contains(&chunk_units) {
-            return Err(PoolError::BadChunk(chunk_units));
-        }
-        if name.is_empty() {
-            return Err(PoolError::EmptyName);
-        }
-        if self.find(name).is_some() {
-            return Err(PoolError::DuplicateName(name.into()));
-        }
-        if size_bytes == 0 || !size_bytes.is_multiple_of(512) {
-            return Err(PoolError::BadSize(size_bytes));
-        }
-        if stripe_unit_bytes == 0 || !stripe_unit_bytes.is_multiple_of(512) {
-            return Err(PoolError::BadStripeUnit(stripe_unit_bytes));
-        }
-        if extents.is_empty() {
-            return Err(PoolError::NoPlacement);
-        }
         let arrays: Vec<usize> = extents.iter().map(|e| e.array).collect();
-        for (i, &a) in arrays.iter().enumerate() {
-            if a >= self.arrays.len() {
-                return Err(PoolError::NoSuchArray(a));
-            }
-            if arrays[..i].contains(&a) {
-                return Err(PoolError::ArrayTwice(a));
-            }
-        }
+        self.check_new(name, size_bytes, stripe_unit_bytes, chunk_units, &arrays)?;
         let needed = self.extent_bytes(size_bytes, stripe_unit_bytes, chunk_units, &arrays);
         for (e, &bytes) in extents.iter().zip(&needed) {
             let free = &self.arrays[e.array].free;
@@ -369,6 +320,44 @@ impl Pool {
             take(&mut self.arrays[e.array].free, e.disk_offset, e.disk_bytes);
         }
         self.insert(name, size_bytes, stripe_unit_bytes, chunk_units, extents)
+    }
+
+    /// What every new volume must satisfy, whatever places it.
+    fn check_new(
+        &self,
+        name: &str,
+        size_bytes: u64,
+        stripe_unit_bytes: u64,
+        chunk_units: u64,
+        arrays: &[usize],
+    ) -> Result<(), PoolError> {
+        if !(1..=1024).contains(&chunk_units) {
+            return Err(PoolError::BadChunk(chunk_units));
+        }
+        if name.is_empty() {
+            return Err(PoolError::EmptyName);
+        }
+        if self.find(name).is_some() {
+            return Err(PoolError::DuplicateName(name.into()));
+        }
+        if size_bytes == 0 || !size_bytes.is_multiple_of(512) {
+            return Err(PoolError::BadSize(size_bytes));
+        }
+        if stripe_unit_bytes == 0 || !stripe_unit_bytes.is_multiple_of(512) {
+            return Err(PoolError::BadStripeUnit(stripe_unit_bytes));
+        }
+        if arrays.is_empty() {
+            return Err(PoolError::NoPlacement);
+        }
+        for (i, &a) in arrays.iter().enumerate() {
+            if a >= self.arrays.len() {
+                return Err(PoolError::NoSuchArray(a));
+            }
+            if arrays[..i].contains(&a) {
+                return Err(PoolError::ArrayTwice(a));
+            }
+        }
+        Ok(())
     }
 
     fn insert(
