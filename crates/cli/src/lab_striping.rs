@@ -6,7 +6,11 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use clap::Args;
 use cordillera_lab::spread;
-use cordillera_lab::striping::{self, Fig, Options, Point};
+use cordillera_lab::striping::{self, Fig, Options, Point, SkewReport};
+use cordillera_striping::skew::{self, Records, Source};
+use cordillera_striping::table3::Table3Result;
+use cordillera_trace::RecordReader;
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum FigArg {
@@ -32,6 +36,17 @@ pub enum FigArg {
     /// synchronized.
     #[value(name = "7")]
     F7,
+    /// Figures 8 and 9: Table 2's streams (or --trace's volumes) on 4 arrays, per-stream mean
+    /// and p95, per-array utilization CDF.
+    #[value(name = "8")]
+    F8,
+    /// Figure 10: as 8, with array 2's two busiest streams stopped after a tenth of the run.
+    #[value(name = "10")]
+    F10,
+    /// Table 3: an OLTP-like store beside a sequential reader (896 KB or 7 MB requests) on two
+    /// RAID-5 7+p arrays, closed loop.
+    #[value(name = "table3")]
+    T3,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -47,7 +62,8 @@ pub struct StripingArgs {
     arrays: Vec<usize>,
     /// Figures to run (each for every --arrays count).
     #[arg(long, value_delimiter = ',', value_enum, default_values_t = [
-        FigArg::F2a, FigArg::F2b, FigArg::F3, FigArg::F4, FigArg::F5, FigArg::F6, FigArg::F7
+        FigArg::F2a, FigArg::F2b, FigArg::F3, FigArg::F4, FigArg::F5, FigArg::F6, FigArg::F7,
+        FigArg::F8, FigArg::F10, FigArg::T3
     ])]
     figures: Vec<FigArg>,
     /// Simulated seconds of each run (one narrow and one wide per point).
@@ -64,6 +80,21 @@ pub struct StripingArgs {
     /// across arrays would).
     #[arg(long, value_enum, default_value_t = WideLayout::Units)]
     wide_layout: WideLayout,
+    /// Figures 8–10: a recorded WebSearch fragment to loop as WebSearch 1–3 (an MQSim ASCII5
+    /// file such as `umass/umass_websearch_small.mqsim.trace`, time in ns unless --time-unit);
+    /// without it WebSearch is generated from Table 2 like the Financial traces.
+    #[arg(long)]
+    websearch: Option<PathBuf>,
+    /// Figures 8–10 on these traces instead of Table 2 (repeat to merge; each volume, an SPC
+    /// ASU say, is a stream).
+    #[arg(long)]
+    trace: Vec<PathBuf>,
+    /// Format of --trace files (detected from content when absent).
+    #[arg(long, value_parser = clap::value_parser!(cordillera_trace::Format))]
+    format: Option<cordillera_trace::Format>,
+    /// Unit of ASCII5 timestamps in --trace and --websearch files.
+    #[arg(long, value_parser = clap::value_parser!(cordillera_trace::TimeUnit))]
+    time_unit: Option<cordillera_trace::TimeUnit>,
     /// Seed of the streams (arrivals, sizes, offsets, ON periods).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -111,12 +142,28 @@ pub fn run(a: StripingArgs) -> Result<()> {
                 FigArg::F5 => Fig::F5,
                 FigArg::F6 => Fig::F6,
                 FigArg::F7 => Fig::F7,
+                _ => Fig::F2a,
             })
+            .zip(a.figures.iter())
+            .filter(|(_, f)| !matches!(f, FigArg::F8 | FigArg::F10 | FigArg::T3))
+            .map(|(f, _)| f)
             .collect(),
     };
+    let wants_skew = a
+        .figures
+        .iter()
+        .any(|f| matches!(f, FigArg::F8 | FigArg::F10));
+    let trace_source = if wants_skew && !a.trace.is_empty() {
+        Some(trace_source(&a)?)
+    } else {
+        None
+    };
+    let mut skew_description = None;
     let started = Instant::now();
     let mut runs = Vec::new();
     let mut all: Vec<(u64, Vec<Point>)> = Vec::new();
+    let mut skews: Vec<(u64, SkewReport)> = Vec::new();
+    let mut tables: Vec<(u64, Vec<Table3Result>)> = Vec::new();
     for seed in a.seed..a.seed + a.seeds {
         // Always said, even without a terminal: runs take minutes.
         let mut progress = |p: &Point| {
@@ -132,9 +179,63 @@ pub fn run(a: StripingArgs) -> Result<()> {
                 p.ratio
             );
         };
-        let points = striping::run(&options, seed, &mut progress)
-            .map_err(|e| anyhow::anyhow!("seed {seed}: {e}"))?;
-        runs.push((seed, striping::figures(&points)));
+        let points = if options.figures.is_empty() {
+            Vec::new()
+        } else {
+            striping::run(&options, seed, &mut progress)
+                .map_err(|e| anyhow::anyhow!("seed {seed}: {e}"))?
+        };
+        let mut figures = striping::figures(&points);
+        if wants_skew {
+            let source = match &trace_source {
+                Some(s) => Source {
+                    names: s.names.clone(),
+                    open: s.open.clone(),
+                    description: s.description.clone(),
+                },
+                None => table2_source(&a, seed)?,
+            };
+            skew_description = Some(source.description.clone());
+            let source = &source;
+            for (fig, ten) in [(FigArg::F8, false), (FigArg::F10, true)] {
+                if !a.figures.contains(&fig) {
+                    continue;
+                }
+                let r = striping::run_skew(
+                    source,
+                    a.duration_s,
+                    a.wide_layout == WideLayout::Stripes,
+                    seed,
+                    ten,
+                )
+                .map_err(|e| {
+                    anyhow::anyhow!("seed {seed}: Fig {}: {e}", if ten { "10" } else { "8" })
+                })?;
+                eprintln!(
+                    "[{:>7.1} s] seed {seed}: Fig {}: {} streams ({} dropped as idle) on 4 arrays, partition imbalance {:.2} %; wide/narrow geometric mean {:.3} (mean), {:.3} (p95)",
+                    started.elapsed().as_secs_f64(),
+                    r.figure,
+                    r.streams.len(),
+                    r.dropped.len(),
+                    r.imbalance * 100.0,
+                    r.geomean_ratio_mean,
+                    r.geomean_ratio_p95
+                );
+                figures.extend(striping::skew_figures(&r));
+                skews.push((seed, r));
+            }
+        }
+        if a.figures.contains(&FigArg::T3) {
+            let rows = striping::run_table3(a.duration_s, seed)
+                .map_err(|e| anyhow::anyhow!("seed {seed}: Table 3: {e}"))?;
+            eprintln!(
+                "[{:>7.1} s] seed {seed}: Table 3 done",
+                started.elapsed().as_secs_f64()
+            );
+            figures.extend(striping::table3_figures(&rows));
+            tables.push((seed, rows));
+        }
+        runs.push((seed, figures));
         all.push((seed, points));
     }
     let rows = spread::spread(&runs);
@@ -146,6 +247,8 @@ pub fn run(a: StripingArgs) -> Result<()> {
         "utilization": a.utilization,
         "spread": rows,
         "runs": all.iter().map(|(s, p)| serde_json::json!({"seed": s, "points": p})).collect::<Vec<_>>(),
+        "skew": skews.iter().map(|(s, r)| serde_json::json!({"seed": s, "report": r})).collect::<Vec<_>>(),
+        "table3": tables.iter().map(|(s, r)| serde_json::json!({"seed": s, "rows": r})).collect::<Vec<_>>(),
     });
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)?;
@@ -170,6 +273,63 @@ pub fn run(a: StripingArgs) -> Result<()> {
             }
         }
         std::fs::write(dir.join("points.csv"), csv)?;
+        if !skews.is_empty() {
+            let mut w = csv::Writer::from_path(dir.join("streams.csv"))?;
+            w.write_record([
+                "seed",
+                "figure",
+                "stream",
+                "array",
+                "requests",
+                "weighted_iops",
+                "narrow_mean_ms",
+                "narrow_p95_ms",
+                "wide_mean_ms",
+                "wide_p95_ms",
+            ])?;
+            let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+            for (seed, r) in &skews {
+                for s in &r.streams {
+                    w.write_record([
+                        seed.to_string(),
+                        r.figure.to_string(),
+                        s.name.clone(),
+                        (s.array + 1).to_string(),
+                        s.requests.to_string(),
+                        format!("{:.3}", s.weighted_iops),
+                        f(s.narrow_mean_ms),
+                        f(s.narrow_p95_ms),
+                        f(s.wide_mean_ms),
+                        f(s.wide_p95_ms),
+                    ])?;
+                }
+            }
+            w.flush()?;
+            let mut w = csv::Writer::from_path(dir.join("utilization_cdf.csv"))?;
+            let mut header = vec![
+                "seed".to_string(),
+                "figure".into(),
+                "policy".into(),
+                "array".into(),
+                "mean".into(),
+            ];
+            header.extend(striping::CDF_QUANTILES.iter().map(|q| format!("q{q}")));
+            w.write_record(&header)?;
+            for (seed, r) in &skews {
+                for c in &r.utilization_cdf {
+                    let mut row = vec![
+                        seed.to_string(),
+                        r.figure.to_string(),
+                        c.policy.to_string(),
+                        (c.array + 1).to_string(),
+                        format!("{:.4}", c.mean),
+                    ];
+                    row.extend(c.quantiles.iter().map(|q| format!("{q:.4}")));
+                    w.write_record(&row)?;
+                }
+            }
+            w.flush()?;
+        }
         std::fs::write(dir.join("spread.json"), serde_json::to_string_pretty(&doc)?)?;
     }
     if a.json {
@@ -187,9 +347,95 @@ pub fn run(a: StripingArgs) -> Result<()> {
         a.seed,
         a.seed + a.seeds - 1
     );
+    if let Some(d) = &skew_description {
+        println!("Figures 8–10 streams: {d}");
+    }
     print!("{}", spread::table(&rows, runs.len()));
     if let Some(dir) = &a.out {
         println!("\npoints.csv and spread.json in {}", dir.display());
     }
     Ok(())
+}
+
+/// Opens a trace file (or `gen:` workload) for the skew figures, as time-ordered records.
+fn open_records(
+    paths: &[PathBuf],
+    format: Option<cordillera_trace::Format>,
+    time_unit: Option<cordillera_trace::TimeUnit>,
+) -> Result<Box<dyn RecordReader>, String> {
+    let mut readers = Vec::new();
+    for p in paths {
+        let input = crate::lab_io::trace_input(p, format, time_unit, false);
+        readers.push(crate::trace_cmd::open_input(&input).map_err(|e| e.to_string())?);
+    }
+    if readers.len() == 1 {
+        return Ok(readers.pop().expect("one"));
+    }
+    Ok(Box::new(
+        cordillera_trace::merge::Merged::new(readers).map_err(|e| e.to_string())?,
+    ))
+}
+
+fn records_of(mut reader: Box<dyn RecordReader>) -> Records {
+    Box::new(std::iter::from_fn(move || {
+        reader.next_record().map_err(|e| e.to_string()).transpose()
+    }))
+}
+
+/// Figures 8–10's streams from --trace's volumes.
+fn trace_source(a: &StripingArgs) -> Result<Source> {
+    {
+        // A first pass for the volume names (streams are numbered in order of appearance).
+        let mut reader =
+            open_records(&a.trace, a.format, a.time_unit).map_err(anyhow::Error::msg)?;
+        while reader.next_record()?.is_some() {}
+        let names: Vec<String> = reader
+            .volumes()
+            .names()
+            .map(|(_, n)| n.to_string())
+            .collect();
+        if names.is_empty() {
+            bail!("--trace: no requests");
+        }
+        let (paths, format, unit) = (a.trace.clone(), a.format, a.time_unit);
+        let open = Arc::new(move || -> Result<Records, String> {
+            Ok(records_of(open_records(&paths, format, unit)?))
+        });
+        Ok(Source {
+            description: format!(
+                "{} ({} volumes, each a stream)",
+                a.trace
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                names.len()
+            ),
+            names,
+            open,
+        })
+    }
+}
+
+/// Table 2's streams for one seed (WebSearch from --websearch when given).
+fn table2_source(a: &StripingArgs, seed: u64) -> Result<Source> {
+    let fragment = match &a.websearch {
+        None => None,
+        Some(path) => {
+            let (path, unit) = (
+                path.clone(),
+                a.time_unit.or(Some(cordillera_trace::TimeUnit::Ns)),
+            );
+            let name = path.display().to_string();
+            let open = Arc::new(move || -> Result<Records, String> {
+                Ok(records_of(open_records(
+                    std::slice::from_ref(&path),
+                    None,
+                    unit,
+                )?))
+            });
+            Some(skew::Fragment::new(&name, open).map_err(anyhow::Error::msg)?)
+        }
+    };
+    Ok(skew::table2(fragment, a.duration_s, seed))
 }

@@ -681,3 +681,63 @@ fn lab_striping_figure_2_small() {
         );
     }
 }
+
+/// Figures 8–10 and Table 3 through the command: Table 2's streams (WebSearch from the real
+/// fragment when `../shared/traces` is present) on four arrays; the outputs a reader plots.
+#[test]
+fn lab_striping_figures_8_to_10_and_table_3_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let fragment = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/traces/umass/umass_websearch_small.mqsim.trace");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordillera"));
+    cmd.args(["lab", "striping", "--figures", "8,10,table3"])
+        .args(["--duration-s", "300", "--seeds", "2", "--json", "--out"])
+        .arg(dir.path());
+    if fragment.exists() {
+        cmd.arg("--websearch").arg(&fragment);
+    } else {
+        println!(
+            "SKIPPED the real WebSearch fragment: {} is absent; WebSearch generated from Table 2",
+            fragment.display()
+        );
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mean = |key: &str| {
+        json["spread"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == key)
+            .unwrap_or_else(|| panic!("no {key}"))["mean"]
+            .as_f64()
+            .unwrap()
+    };
+    // Figure 9: wide spreads load alike over the arrays; narrow's arrays, balanced by mean
+    // load, differ at their busy moments.
+    let (narrow, wide) = (mean("fig9/narrow/p90_spread"), mean("fig9/wide/p90_spread"));
+    assert!(wide < 0.05 && narrow > 2.0 * wide, "{narrow} vs {wide}");
+    // Figure 10: the quiet array's streams do better narrow.
+    assert!(mean("fig10/array2") > 1.0);
+    assert!(mean("fig10/quiet_array_utilization") < 0.3);
+    // Table 3: OLTP gains wide beside small sequential requests, not beside 7 MB ones.
+    assert!(mean("table3/896 KB/oltp_ratio") > mean("table3/7 MB/oltp_ratio"));
+    let report = &json["skew"][0]["report"];
+    assert_eq!(report["streams"].as_array().unwrap().len(), 52);
+    assert_eq!(report["dropped"].as_array().unwrap().len(), 9);
+    let streams = std::fs::read_to_string(dir.path().join("streams.csv")).unwrap();
+    // Two seeds, two figures, 52 streams each.
+    assert_eq!(streams.lines().count(), 1 + 2 * 2 * 52);
+    let cdf = std::fs::read_to_string(dir.path().join("utilization_cdf.csv")).unwrap();
+    assert_eq!(cdf.lines().count(), 1 + 2 * 2 * 2 * 4);
+    // Another seed draws other streams.
+    assert_ne!(
+        json["skew"][0]["report"]["streams"],
+        json["skew"][2]["report"]["streams"]
+    );
+}

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use cordillera_striping::experiment::{Scenario, StreamKind};
 use cordillera_striping::policy::Policy;
+use cordillera_striping::{skew, table3};
 
 use crate::spread::Figure;
 
@@ -290,4 +291,313 @@ pub fn figures(points: &[Point]) -> Vec<Figure> {
             )
         })
         .collect()
+}
+
+/// Figures 8–9 (and 10 with `stop`): one seed of §3.4's trace-driven experiment.
+#[derive(Clone, Debug, Serialize)]
+pub struct SkewReport {
+    pub figure: &'static str,
+    pub source: String,
+    pub duration_s: f64,
+    pub streams: Vec<StreamRow>,
+    pub dropped: Vec<String>,
+    /// The greedy partition's (max − min) / mean of the arrays' mean loads.
+    pub imbalance: f64,
+    pub partition_tries: u32,
+    pub utilization_cdf: Vec<UtilizationCdf>,
+    /// Streams whose wide mean (p95) is at most 1.1 × their narrow one.
+    pub comparable_or_better_mean: f64,
+    pub comparable_or_better_p95: f64,
+    /// Geometric mean over streams of wide / narrow.
+    pub geomean_ratio_mean: f64,
+    pub geomean_ratio_p95: f64,
+    /// Figure 10: wide / narrow mean of each narrow array's streams (the stopped ones left out).
+    pub array_ratios: Vec<Option<f64>>,
+    pub stop: Option<StopReport>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StreamRow {
+    pub name: String,
+    pub array: usize,
+    pub requests: u64,
+    pub weighted_iops: f64,
+    pub narrow_mean_ms: Option<f64>,
+    pub narrow_p95_ms: Option<f64>,
+    pub wide_mean_ms: Option<f64>,
+    pub wide_p95_ms: Option<f64>,
+}
+
+/// One array's utilization over the run's intervals, as quantiles 0, 0.1, …, 1.
+#[derive(Clone, Debug, Serialize)]
+pub struct UtilizationCdf {
+    pub policy: &'static str,
+    pub array: usize,
+    pub mean: f64,
+    pub quantiles: Vec<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StopReport {
+    pub at_s: f64,
+    pub array: usize,
+    pub streams: Vec<String>,
+    /// The stopped array's mean utilization after the stop, narrow and wide.
+    pub narrow_utilization_after: f64,
+    pub wide_utilization_after: f64,
+}
+
+pub const CDF_QUANTILES: [f64; 11] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
+
+/// §3.4 on `source` (Figures 8–9), or with two streams of array 2 stopped after a tenth of
+/// the run (Figure 10).
+pub fn run_skew(
+    source: &skew::Source,
+    duration_s: f64,
+    wide_whole_stripes: bool,
+    seed: u64,
+    figure_10: bool,
+) -> Result<SkewReport, String> {
+    let mut o = skew::SkewOptions::paper(duration_s, seed);
+    if wide_whole_stripes {
+        o.wide_chunk_units = o.array.data_disks() as u64;
+    }
+    if figure_10 {
+        o.stop = Some(skew::Stop {
+            at_s: duration_s / 10.0,
+            array: 1,
+            streams: 2,
+        });
+    }
+    let r = skew::run(source, &o)?;
+    let streams: Vec<StreamRow> = r
+        .streams
+        .iter()
+        .enumerate()
+        .map(|(i, s)| StreamRow {
+            name: s.name.clone(),
+            array: s.array,
+            requests: s.requests,
+            weighted_iops: s.weighted_iops,
+            narrow_mean_ms: r.narrow.volumes[i].mean_ms(),
+            narrow_p95_ms: r.narrow.volumes[i].p95_ms(),
+            wide_mean_ms: r.wide.volumes[i].mean_ms(),
+            wide_p95_ms: r.wide.volumes[i].p95_ms(),
+        })
+        .collect();
+    type Pick = dyn Fn(&StreamRow) -> (Option<f64>, Option<f64>);
+    let ratios = |f: &Pick| -> Vec<f64> {
+        streams
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !r.stopped.contains(i))
+            .filter_map(|(_, s)| match f(s) {
+                (Some(w), Some(n)) if n > 0.0 => Some(w / n),
+                _ => None,
+            })
+            .collect()
+    };
+    let mean_ratios = ratios(&|s| (s.wide_mean_ms, s.narrow_mean_ms));
+    let p95_ratios = ratios(&|s| (s.wide_p95_ms, s.narrow_p95_ms));
+    let share = |v: &[f64]| v.iter().filter(|x| **x <= 1.1).count() as f64 / v.len().max(1) as f64;
+    let geomean = |v: &[f64]| (v.iter().map(|x| x.ln()).sum::<f64>() / v.len().max(1) as f64).exp();
+    let mut utilization_cdf = Vec::new();
+    for (policy, report) in [("narrow", &r.narrow), ("wide", &r.wide)] {
+        for (a, series) in report.array_utilization.iter().enumerate() {
+            utilization_cdf.push(UtilizationCdf {
+                policy,
+                array: a,
+                mean: report.array_mean_utilization[a],
+                quantiles: skew::quantiles(series, &CDF_QUANTILES),
+            });
+        }
+    }
+    let stop = o.stop.map(|s| {
+        let after = |report: &cordillera_striping::sim::RunReport| {
+            let skip = (s.at_s / report.interval_s).ceil() as usize;
+            let tail = &report.array_utilization[s.array];
+            let tail = &tail[skip.min(tail.len())..];
+            tail.iter().sum::<f64>() / tail.len().max(1) as f64
+        };
+        StopReport {
+            at_s: s.at_s,
+            array: s.array,
+            streams: r
+                .stopped
+                .iter()
+                .map(|i| r.streams[*i].name.clone())
+                .collect(),
+            narrow_utilization_after: after(&r.narrow),
+            wide_utilization_after: after(&r.wide),
+        }
+    });
+    Ok(SkewReport {
+        figure: if figure_10 { "10" } else { "8-9" },
+        source: source.description.clone(),
+        duration_s,
+        dropped: r.dropped.iter().map(|s| s.name.clone()).collect(),
+        imbalance: r.partition.imbalance,
+        partition_tries: r.partition.tries,
+        comparable_or_better_mean: share(&mean_ratios),
+        comparable_or_better_p95: share(&p95_ratios),
+        geomean_ratio_mean: geomean(&mean_ratios),
+        geomean_ratio_p95: geomean(&p95_ratios),
+        array_ratios: r.array_ratios(),
+        streams,
+        utilization_cdf,
+        stop,
+    })
+}
+
+/// Headline figures of a skew report, for the spread over seeds.
+pub fn skew_figures(r: &SkewReport) -> Vec<Figure> {
+    let mut out = Vec::new();
+    if r.figure == "8-9" {
+        out.push(Figure::new(
+            "fig8/comparable_or_better_mean",
+            "Fig 8(a): streams with wide mean ≤ 1.1 × narrow",
+            "fraction",
+            r.comparable_or_better_mean,
+            "wide comparable to or better for most streams",
+        ));
+        out.push(Figure::new(
+            "fig8/comparable_or_better_p95",
+            "Fig 8(b): streams with wide p95 ≤ 1.1 × narrow",
+            "fraction",
+            r.comparable_or_better_p95,
+            "improvement larger at the 95th percentile",
+        ));
+        out.push(Figure::new(
+            "fig8/geomean_mean",
+            "Fig 8(a): geometric mean over streams of wide/narrow mean",
+            "ratio",
+            r.geomean_ratio_mean,
+            "",
+        ));
+        out.push(Figure::new(
+            "fig8/geomean_p95",
+            "Fig 8(b): geometric mean over streams of wide/narrow p95",
+            "ratio",
+            r.geomean_ratio_p95,
+            "",
+        ));
+        for policy in ["narrow", "wide"] {
+            let p90: Vec<f64> = r
+                .utilization_cdf
+                .iter()
+                .filter(|c| c.policy == policy)
+                .map(|c| c.quantiles[9])
+                .collect();
+            let spread = p90.iter().copied().fold(f64::MIN, f64::max)
+                - p90.iter().copied().fold(f64::MAX, f64::min);
+            out.push(Figure::new(
+                format!("fig9/{policy}/p90_spread"),
+                format!(
+                    "Fig 9: {policy}, max − min over arrays of the 90th-percentile utilization"
+                ),
+                "utilization",
+                spread,
+                if policy == "wide" {
+                    "all four arrays equally balanced"
+                } else {
+                    "distributions significantly different"
+                },
+            ));
+        }
+    } else {
+        for (a, ratio) in r.array_ratios.iter().enumerate() {
+            if let Some(ratio) = ratio {
+                out.push(Figure::new(
+                    format!("fig10/array{}", a + 1),
+                    format!("Fig 10: array {}'s streams, wide/narrow mean", a + 1),
+                    "ratio",
+                    *ratio,
+                    if Some(a) == r.stop.as_ref().map(|s| s.array) {
+                        "narrow better on the quiet array (> 1)"
+                    } else {
+                        "wide comparable or better (≤ 1)"
+                    },
+                ));
+            }
+        }
+        if let Some(s) = &r.stop {
+            out.push(Figure::new(
+                "fig10/quiet_array_utilization",
+                format!("Fig 10: array {} after the stop, narrow", s.array + 1),
+                "utilization",
+                s.narrow_utilization_after,
+                "< 10 %",
+            ));
+        }
+    }
+    out
+}
+
+/// Table 3 in simulation, both request sizes and both policies.
+pub fn run_table3(duration_s: f64, seed: u64) -> Result<Vec<table3::Table3Result>, String> {
+    let mut out = Vec::new();
+    for bytes in [896u64 << 10, 7 << 20] {
+        let t = table3::Table3::paper(bytes, duration_s, seed);
+        out.push(table3::run(&t, Policy::Narrow)?);
+        out.push(table3::run(&t, Policy::Wide)?);
+    }
+    Ok(out)
+}
+
+/// The paper's Table 3, as stated: (size, policy, sequential MB/s, tpmC).
+pub const PAPER_TABLE_3: [(&str, &str, f64, f64); 4] = [
+    ("896 KB", "narrow", 25.43, 267.0),
+    ("896 KB", "wide", 20.09, 356.0),
+    ("7 MB", "narrow", 29.45, 267.0),
+    ("7 MB", "wide", 36.86, 218.0),
+];
+
+pub fn table3_figures(rows: &[table3::Table3Result]) -> Vec<Figure> {
+    let mut out = Vec::new();
+    for pair in rows.chunks(2) {
+        let (n, w) = (&pair[0], &pair[1]);
+        let size = if n.sequential_request_bytes == 896 << 10 {
+            "896 KB"
+        } else {
+            "7 MB"
+        };
+        let paper = |policy: &str| {
+            PAPER_TABLE_3
+                .iter()
+                .find(|p| p.0 == size && p.1 == policy)
+                .expect("a paper row")
+        };
+        let (pn, pw) = (paper("narrow"), paper("wide"));
+        for (policy, r, p) in [("narrow", n, pn), ("wide", w, pw)] {
+            out.push(Figure::new(
+                format!("table3/{size}/{policy}/sequential_mb_s"),
+                format!("Table 3 {size} {policy}: sequential"),
+                "MB/s",
+                r.sequential_mb_per_s,
+                format!("{} MB/s", p.2),
+            ));
+            out.push(Figure::new(
+                format!("table3/{size}/{policy}/oltp_iops"),
+                format!("Table 3 {size} {policy}: OLTP"),
+                "IOPS",
+                r.oltp_iops,
+                format!("{} tpmC", p.3),
+            ));
+        }
+        out.push(Figure::new(
+            format!("table3/{size}/sequential_ratio"),
+            format!("Table 3 {size}: sequential wide/narrow"),
+            "ratio",
+            w.sequential_mb_per_s / n.sequential_mb_per_s,
+            format!("{:.2}", pw.2 / pn.2),
+        ));
+        out.push(Figure::new(
+            format!("table3/{size}/oltp_ratio"),
+            format!("Table 3 {size}: OLTP wide/narrow"),
+            "ratio",
+            w.oltp_iops / n.oltp_iops,
+            format!("{:.2}", pw.3 / pn.3),
+        ));
+    }
+    out
 }

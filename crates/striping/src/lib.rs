@@ -13,5 +13,7 @@ pub mod experiment;
 pub mod policy;
 pub mod pool;
 pub mod sim;
+pub mod skew;
+pub mod table3;
 
 pub use pool::{ArraySpec, Extent, Pool, PoolError, Volume, VolumeId};

@@ -243,7 +243,8 @@ pub fn run(
     let end = last_completion.max(last_arrival);
     let now = busy(device);
     let partial = end + interval_ns - next_boundary;
-    if partial > 0 {
+    // A last interval shorter than half the others would only add noise to the series.
+    if partial >= interval_ns / 2 {
         for (a, (b, s)) in now.iter().zip(&busy_at_start).enumerate() {
             let disks = disks_of[a].len() as f64;
             utilization[a].push((b - s) as f64 / partial as f64 / disks);
