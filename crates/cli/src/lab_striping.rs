@@ -331,6 +331,8 @@ pub fn run(a: StripingArgs) -> Result<()> {
             w.flush()?;
         }
         std::fs::write(dir.join("spread.json"), serde_json::to_string_pretty(&doc)?)?;
+        let svgs = cordillera_lab::render::striping::write_svgs(dir, &all, &skews, &tables)?;
+        eprintln!("wrote {} SVG figures to {}", svgs.len(), dir.display());
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&doc)?);
@@ -352,7 +354,15 @@ pub fn run(a: StripingArgs) -> Result<()> {
     }
     print!("{}", spread::table(&rows, runs.len()));
     if let Some(dir) = &a.out {
-        println!("\npoints.csv and spread.json in {}", dir.display());
+        println!(
+            "\npoints.csv, spread.json, the SVG figures{} in {}",
+            if skews.is_empty() {
+                ""
+            } else {
+                ", streams.csv and utilization_cdf.csv"
+            },
+            dir.display()
+        );
     }
     Ok(())
 }

@@ -5,6 +5,7 @@ pub mod bonfire;
 pub mod everest;
 pub mod plots;
 pub mod sierra;
+pub mod striping;
 
 use std::path::Path;
 

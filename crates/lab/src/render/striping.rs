@@ -1,0 +1,188 @@
+//! SVG figures of `lab striping`: each of the paper's figures that we run, values averaged
+//! over the seeds (Figures 2–7, Table 3) or of the first seed (Figures 8–10, per stream).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Result;
+use cordillera_striping::table3::Table3Result;
+
+use super::plots::{bars, chart, Series};
+use crate::striping::{Point, SkewReport};
+
+/// Writes `figure_*.svg` into `dir`; returns the files written.
+pub fn write_svgs(
+    dir: &Path,
+    points: &[(u64, Vec<Point>)],
+    skews: &[(u64, SkewReport)],
+    tables: &[(u64, Vec<Table3Result>)],
+) -> Result<Vec<String>> {
+    let mut written = Vec::new();
+    // Mean over seeds of each (figure, series, arrays, x).
+    let mut mean: BTreeMap<(&str, String, usize, i64), (f64, usize, &'static str)> =
+        BTreeMap::new();
+    for (_, ps) in points {
+        for p in ps {
+            let x = p.x.map_or(i64::MIN, |x| (x * 1000.0).round() as i64);
+            let e = mean
+                .entry((p.figure, p.series.clone(), p.arrays, x))
+                .or_insert((0.0, 0, p.x_label));
+            e.0 += p.ratio;
+            e.1 += 1;
+        }
+    }
+    let figures: Vec<&str> = {
+        let mut f: Vec<&str> = mean.keys().map(|k| k.0).collect();
+        f.dedup();
+        f
+    };
+    for figure in figures {
+        let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+        let mut x_label = "";
+        for ((f, s, arrays, x), (sum, n, label)) in &mean {
+            if *f != figure {
+                continue;
+            }
+            let ratio = sum / *n as f64;
+            if *x == i64::MIN {
+                // Figure 2: against the number of arrays.
+                series
+                    .entry(s.clone())
+                    .or_default()
+                    .push((*arrays as f64, ratio));
+            } else {
+                x_label = label;
+                series
+                    .entry(format!("{s}, {arrays} arrays"))
+                    .or_default()
+                    .push((*x as f64 / 1000.0, ratio));
+            }
+        }
+        let series: Vec<Series> = series
+            .into_iter()
+            .map(|(name, mut points)| {
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Series { name, points }
+            })
+            .collect();
+        let name = format!("figure_{figure}.svg");
+        chart(
+            &dir.join(&name),
+            &format!("Figure {figure}: wide / narrow mean response time"),
+            if x_label.is_empty() {
+                "arrays"
+            } else {
+                x_label
+            },
+            "wide / narrow",
+            false,
+            &series,
+        )?;
+        written.push(name);
+    }
+    for fig in ["8-9", "10"] {
+        let Some((seed, r)) = skews.iter().find(|(_, r)| r.figure == fig) else {
+            continue;
+        };
+        if fig == "8-9" {
+            let groups: Vec<String> = (1..=r.streams.len()).map(|i| i.to_string()).collect();
+            for (what, narrow, wide) in [
+                (
+                    "mean",
+                    r.streams
+                        .iter()
+                        .map(|s| s.narrow_mean_ms)
+                        .collect::<Vec<_>>(),
+                    r.streams.iter().map(|s| s.wide_mean_ms).collect::<Vec<_>>(),
+                ),
+                (
+                    "p95",
+                    r.streams.iter().map(|s| s.narrow_p95_ms).collect(),
+                    r.streams.iter().map(|s| s.wide_p95_ms).collect(),
+                ),
+            ] {
+                let name = format!("figure_8_{what}.svg");
+                bars(
+                    &dir.join(&name),
+                    &format!("Figure 8: {what} response time per stream (seed {seed})"),
+                    &format!("{what} response time, ms"),
+                    &groups,
+                    &[("narrow".into(), narrow), ("wide".into(), wide)],
+                )?;
+                written.push(name);
+            }
+            for policy in ["narrow", "wide"] {
+                let series: Vec<Series> = r
+                    .utilization_cdf
+                    .iter()
+                    .filter(|c| c.policy == policy)
+                    .map(|c| Series {
+                        name: format!("array {}", c.array + 1),
+                        points: c
+                            .quantiles
+                            .iter()
+                            .zip(crate::striping::CDF_QUANTILES)
+                            .map(|(u, q)| (*u, q))
+                            .collect(),
+                    })
+                    .collect();
+                let name = format!("figure_9_{policy}.svg");
+                chart(
+                    &dir.join(&name),
+                    &format!("Figure 9: CDF of array utilization, {policy} (seed {seed})"),
+                    "utilization over 10 s",
+                    "fraction of intervals",
+                    false,
+                    &series,
+                )?;
+                written.push(name);
+            }
+        } else {
+            let groups: Vec<String> = (1..=r.array_ratios.len())
+                .map(|a| format!("array {a}"))
+                .collect();
+            let name = "figure_10.svg".to_string();
+            bars(
+                &dir.join(&name),
+                &format!("Figure 10: wide / narrow mean per array, array 2 quiet (seed {seed})"),
+                "wide / narrow",
+                &groups,
+                &[("streams of the array".into(), r.array_ratios.clone())],
+            )?;
+            written.push(name);
+        }
+    }
+    if let Some((seed, rows)) = tables.first() {
+        let groups: Vec<String> = rows
+            .chunks(2)
+            .map(|p| {
+                if p[0].sequential_request_bytes == 896 << 10 {
+                    "896 KB".to_string()
+                } else {
+                    "7 MB".to_string()
+                }
+            })
+            .collect();
+        for (what, unit, f) in [
+            (
+                "sequential",
+                "MB/s",
+                (|r: &Table3Result| r.sequential_mb_per_s) as fn(&Table3Result) -> f64,
+            ),
+            ("oltp", "IOPS", |r: &Table3Result| r.oltp_iops),
+        ] {
+            let narrow = rows.chunks(2).map(|p| Some(f(&p[0]))).collect();
+            let wide = rows.chunks(2).map(|p| Some(f(&p[1]))).collect();
+            let name = format!("table_3_{what}.svg");
+            bars(
+                &dir.join(&name),
+                &format!("Table 3: {what} throughput by sequential request size (seed {seed})"),
+                unit,
+                &groups,
+                &[("narrow".into(), narrow), ("wide".into(), wide)],
+            )?;
+            written.push(name);
+        }
+    }
+    Ok(written)
+}
