@@ -735,7 +735,12 @@ fn lab_striping_figures_8_to_10_and_table_3_small() {
     assert_eq!(streams.lines().count(), 1 + 2 * 2 * 52);
     let cdf = std::fs::read_to_string(dir.path().join("utilization_cdf.csv")).unwrap();
     assert_eq!(cdf.lines().count(), 1 + 2 * 2 * 2 * 4);
-    for svg in ["figure_8_mean.svg", "figure_9_narrow.svg", "figure_10.svg", "table_3_oltp.svg"] {
+    for svg in [
+        "figure_8_mean.svg",
+        "figure_9_narrow.svg",
+        "figure_10.svg",
+        "table_3_oltp.svg",
+    ] {
         let text = std::fs::read_to_string(dir.path().join(svg)).unwrap();
         assert!(text.contains("<svg") && text.contains("</svg>"), "{svg}");
     }

@@ -12,8 +12,9 @@
 pub mod experiment;
 pub mod policy;
 pub mod pool;
+pub mod restripe;
 pub mod sim;
 pub mod skew;
 pub mod table3;
 
-pub use pool::{ArraySpec, Extent, Pool, PoolError, Volume, VolumeId};
+pub use pool::{ArraySpec, Extent, Pool, PoolError, Segment, Volume, VolumeId};

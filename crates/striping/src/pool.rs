@@ -105,6 +105,10 @@ pub enum PoolError {
     },
     #[error("bytes {offset}..{end} are outside the volume's {size} bytes")]
     OutOfRange { offset: u64, end: u64, size: u64 },
+    #[error("volume {0:?} is being restriped")]
+    Restriping(String),
+    #[error("volume {0:?} is not being restriped")]
+    NotRestriping(String),
     #[error("extents of volumes {a:?} and {b:?} overlap on array {array}")]
     Overlap { a: String, b: String, array: usize },
 }
@@ -123,6 +127,9 @@ struct Array {
 pub struct Pool {
     arrays: Vec<Array>,
     volumes: BTreeMap<VolumeId, Volume>,
+    /// Layouts volumes are being restriped to: the same volume (id, name, size, stripe unit)
+    /// on other extents, which hold their space until the restripe finishes.
+    restripes: BTreeMap<VolumeId, Volume>,
     next_id: u32,
 }
 
@@ -134,6 +141,7 @@ impl Pool {
         let mut pool = Pool {
             arrays: Vec::new(),
             volumes: BTreeMap::new(),
+            restripes: BTreeMap::new(),
             next_id: 0,
         };
         for &spec in arrays {
@@ -247,6 +255,38 @@ impl Pool {
         arrays: &[usize],
     ) -> Result<VolumeId, PoolError> {
         self.check_new(name, size_bytes, stripe_unit_bytes, chunk_units, arrays)?;
+        let extents = self.allocate(size_bytes, stripe_unit_bytes, chunk_units, arrays)?;
+        self.insert(name, size_bytes, stripe_unit_bytes, chunk_units, extents)
+    }
+
+    /// Adds a volume whose extents are given (a layout read back from disk): refused if they
+    /// overlap another volume's or free space does not hold them.
+    pub fn restore(
+        &mut self,
+        name: &str,
+        size_bytes: u64,
+        stripe_unit_bytes: u64,
+        chunk_units: u64,
+        extents: Vec<Extent>,
+    ) -> Result<VolumeId, PoolError> {
+        let arrays: Vec<usize> = extents.iter().map(|e| e.array).collect();
+        self.check_new(name, size_bytes, stripe_unit_bytes, chunk_units, &arrays)?;
+        self.check_fits(name, size_bytes, stripe_unit_bytes, chunk_units, &extents)?;
+        for e in &extents {
+            take(&mut self.arrays[e.array].free, e.disk_offset, e.disk_bytes);
+        }
+        self.insert(name, size_bytes, stripe_unit_bytes, chunk_units, extents)
+    }
+
+    /// Takes, on each of `arrays`, the first free range that holds its share of a layout;
+    /// nothing is taken unless every array has room.
+    fn allocate(
+        &mut self,
+        size_bytes: u64,
+        stripe_unit_bytes: u64,
+        chunk_units: u64,
+        arrays: &[usize],
+    ) -> Result<Vec<Extent>, PoolError> {
         let needed = self.extent_bytes(size_bytes, stripe_unit_bytes, chunk_units, arrays);
         let mut starts = Vec::with_capacity(arrays.len());
         for (&a, &bytes) in arrays.iter().zip(&needed) {
@@ -275,21 +315,132 @@ impl Pool {
         for e in &extents {
             take(&mut self.arrays[e.array].free, e.disk_offset, e.disk_bytes);
         }
-        self.insert(name, size_bytes, stripe_unit_bytes, chunk_units, extents)
+        Ok(extents)
     }
 
-    /// Adds a volume whose extents are given (a layout read back from disk): refused if they
-    /// overlap another volume's or free space does not hold them.
-    pub fn restore(
+    /// Starts moving a volume to a new layout over `arrays` (a wide volume onto a grown set of
+    /// arrays): the new extents are taken from free space now, and both layouts exist until
+    /// [`finish_restripe`](Self::finish_restripe). One restripe per volume at a time.
+    pub fn begin_restripe(
         &mut self,
+        id: VolumeId,
+        arrays: &[usize],
+        chunk_units: u64,
+    ) -> Result<&Volume, PoolError> {
+        let v = self.volume_or_err(id)?.clone();
+        if self.restripes.contains_key(&id) {
+            return Err(PoolError::Restriping(v.name));
+        }
+        self.check_placement(v.size_bytes, v.stripe_unit_bytes, chunk_units, arrays)?;
+        let extents = self.allocate(v.size_bytes, v.stripe_unit_bytes, chunk_units, arrays)?;
+        let target = self.layout_of(&v, chunk_units, extents)?;
+        Ok(self.restripes.entry(id).or_insert(target))
+    }
+
+    /// Adds a restripe in progress read back from disk: its extents must be free.
+    pub fn restore_restripe(
+        &mut self,
+        id: VolumeId,
+        chunk_units: u64,
+        extents: Vec<Extent>,
+    ) -> Result<(), PoolError> {
+        let v = self.volume_or_err(id)?.clone();
+        if self.restripes.contains_key(&id) {
+            return Err(PoolError::Restriping(v.name));
+        }
+        let arrays: Vec<usize> = extents.iter().map(|e| e.array).collect();
+        self.check_placement(v.size_bytes, v.stripe_unit_bytes, chunk_units, &arrays)?;
+        self.check_fits(
+            &v.name,
+            v.size_bytes,
+            v.stripe_unit_bytes,
+            chunk_units,
+            &extents,
+        )?;
+        for e in &extents {
+            take(&mut self.arrays[e.array].free, e.disk_offset, e.disk_bytes);
+        }
+        let target = self.layout_of(&v, chunk_units, extents)?;
+        self.restripes.insert(id, target);
+        Ok(())
+    }
+
+    /// The layout a volume is being restriped to.
+    pub fn restripe_target(&self, id: VolumeId) -> Option<&Volume> {
+        self.restripes.get(&id)
+    }
+
+    pub fn restripes(&self) -> impl Iterator<Item = &Volume> {
+        self.restripes.values()
+    }
+
+    /// The volume now lives on its new layout; the old extents become free.
+    pub fn finish_restripe(&mut self, id: VolumeId) -> Result<(), PoolError> {
+        let name = self.volume_or_err(id)?.name.clone();
+        let target = self
+            .restripes
+            .remove(&id)
+            .ok_or(PoolError::NotRestriping(name))?;
+        let old = self.volumes.insert(id, target).expect("the volume exists");
+        for e in &old.extents {
+            give(&mut self.arrays[e.array].free, e.disk_offset, e.disk_bytes);
+        }
+        Ok(())
+    }
+
+    fn volume_or_err(&self, id: VolumeId) -> Result<&Volume, PoolError> {
+        self.volumes
+            .get(&id)
+            .ok_or_else(|| PoolError::NoSuchVolume(format!("#{}", id.0)))
+    }
+
+    /// `v` (its id, name, size and stripe unit) on other extents.
+    fn layout_of(
+        &self,
+        v: &Volume,
+        chunk_units: u64,
+        extents: Vec<Extent>,
+    ) -> Result<Volume, PoolError> {
+        Ok(Volume {
+            id: v.id,
+            name: v.name.clone(),
+            size_bytes: v.size_bytes,
+            stripe_unit_bytes: v.stripe_unit_bytes,
+            chunk_units,
+            layouts: self.layouts(&extents, v.stripe_unit_bytes)?,
+            extents,
+        })
+    }
+
+    fn layouts(
+        &self,
+        extents: &[Extent],
+        stripe_unit_bytes: u64,
+    ) -> Result<Vec<Layout>, PoolError> {
+        extents
+            .iter()
+            .map(|e| {
+                let spec = self.arrays[e.array].spec;
+                Layout::new(spec.level, spec.disks, stripe_unit_bytes, e.disk_bytes).map_err(
+                    |why| PoolError::BadArray {
+                        array: e.array,
+                        why,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Extents read back from disk hold their layout and lie in free space.
+    fn check_fits(
+        &self,
         name: &str,
         size_bytes: u64,
         stripe_unit_bytes: u64,
         chunk_units: u64,
-        extents: Vec<Extent>,
-    ) -> Result<VolumeId, PoolError> {
+        extents: &[Extent],
+    ) -> Result<(), PoolError> {
         let arrays: Vec<usize> = extents.iter().map(|e| e.array).collect();
-        self.check_new(name, size_bytes, stripe_unit_bytes, chunk_units, &arrays)?;
         let needed = self.extent_bytes(size_bytes, stripe_unit_bytes, chunk_units, &arrays);
         for (e, &bytes) in extents.iter().zip(&needed) {
             let free = &self.arrays[e.array].free;
@@ -298,16 +449,16 @@ impl Pool {
                     .iter()
                     .any(|&(lo, hi)| lo <= e.disk_offset && e.disk_offset + e.disk_bytes <= hi);
             if !fits {
+                let holds = |x: &Extent| {
+                    x.array == e.array
+                        && x.disk_offset < e.disk_offset + e.disk_bytes
+                        && e.disk_offset < x.disk_offset + x.disk_bytes
+                };
                 let other = self
                     .volumes
                     .values()
-                    .find(|v| {
-                        v.extents.iter().any(|x| {
-                            x.array == e.array
-                                && x.disk_offset < e.disk_offset + e.disk_bytes
-                                && e.disk_offset < x.disk_offset + x.disk_bytes
-                        })
-                    })
+                    .chain(self.restripes.values())
+                    .find(|v| v.extents.iter().any(holds))
                     .map_or_else(|| "(outside the disks)".to_string(), |v| v.name.clone());
                 return Err(PoolError::Overlap {
                     a: name.into(),
@@ -316,10 +467,7 @@ impl Pool {
                 });
             }
         }
-        for e in &extents {
-            take(&mut self.arrays[e.array].free, e.disk_offset, e.disk_bytes);
-        }
-        self.insert(name, size_bytes, stripe_unit_bytes, chunk_units, extents)
+        Ok(())
     }
 
     /// What every new volume must satisfy, whatever places it.
@@ -331,14 +479,25 @@ impl Pool {
         chunk_units: u64,
         arrays: &[usize],
     ) -> Result<(), PoolError> {
-        if !(1..=1024).contains(&chunk_units) {
-            return Err(PoolError::BadChunk(chunk_units));
-        }
         if name.is_empty() {
             return Err(PoolError::EmptyName);
         }
         if self.find(name).is_some() {
             return Err(PoolError::DuplicateName(name.into()));
+        }
+        self.check_placement(size_bytes, stripe_unit_bytes, chunk_units, arrays)
+    }
+
+    /// A layout's size, stripe unit, chunk and arrays are valid.
+    fn check_placement(
+        &self,
+        size_bytes: u64,
+        stripe_unit_bytes: u64,
+        chunk_units: u64,
+        arrays: &[usize],
+    ) -> Result<(), PoolError> {
+        if !(1..=1024).contains(&chunk_units) {
+            return Err(PoolError::BadChunk(chunk_units));
         }
         if size_bytes == 0 || !size_bytes.is_multiple_of(512) {
             return Err(PoolError::BadSize(size_bytes));
@@ -368,18 +527,7 @@ impl Pool {
         chunk_units: u64,
         extents: Vec<Extent>,
     ) -> Result<VolumeId, PoolError> {
-        let layouts = extents
-            .iter()
-            .map(|e| {
-                let spec = self.arrays[e.array].spec;
-                Layout::new(spec.level, spec.disks, stripe_unit_bytes, e.disk_bytes).map_err(
-                    |why| PoolError::BadArray {
-                        array: e.array,
-                        why,
-                    },
-                )
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let layouts = self.layouts(&extents, stripe_unit_bytes)?;
         let id = VolumeId(self.next_id);
         self.next_id += 1;
         self.volumes.insert(
@@ -400,7 +548,12 @@ impl Pool {
     /// Removes a volume; its extents become free.
     pub fn remove(&mut self, id: VolumeId) -> Option<Volume> {
         let v = self.volumes.remove(&id)?;
-        for e in &v.extents {
+        let target = self.restripes.remove(&id);
+        for e in v
+            .extents
+            .iter()
+            .chain(target.iter().flat_map(|t| &t.extents))
+        {
             give(&mut self.arrays[e.array].free, e.disk_offset, e.disk_bytes);
         }
         Some(v)
@@ -472,6 +625,38 @@ impl Pool {
         Ok(())
     }
 
+    /// Bytes of an array seen as one logical device (a LUN): its data disks' share of each
+    /// member. The real pool keeps each array as such a device (a file or a hardware array's
+    /// LUN); the simulator plans member I/Os instead ([`plan`](Self::plan)).
+    pub fn lun_bytes(&self, array: usize) -> u64 {
+        let spec = self.arrays[array].spec;
+        spec.disk_bytes * spec.data_disks() as u64
+    }
+
+    /// The pieces of a volume's byte range on the arrays' logical devices, in volume order:
+    /// the volume's part on an array (extent `e`) is the logical range
+    /// `[e.disk_offset · data disks, (e.disk_offset + e.disk_bytes) · data disks)`, its
+    /// stripe units in their order there. Volumes' pieces never overlap (their extents do not).
+    pub fn segments(
+        &self,
+        id: VolumeId,
+        offset: u64,
+        length: u64,
+        out: &mut Vec<Segment>,
+    ) -> Result<(), PoolError> {
+        let v = self
+            .volumes
+            .get(&id)
+            .ok_or_else(|| PoolError::NoSuchVolume(format!("#{}", id.0)))?;
+        segments_of(
+            v,
+            &|a| self.arrays[a].spec.data_disks() as u64,
+            offset,
+            length,
+            out,
+        )
+    }
+
     /// Where byte `offset` of a volume is: (array, disk of that array, byte on the disk); for
     /// mirrored levels, the first copy.
     pub fn locate(&self, id: VolumeId, offset: u64) -> Result<(usize, usize, u64), PoolError> {
@@ -485,6 +670,62 @@ impl Pool {
             io.offset_bytes,
         ))
     }
+}
+
+/// A piece of a volume's range on one array's logical device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub array: usize,
+    /// Byte on the array's logical device.
+    pub lun_offset: u64,
+    /// Byte of the volume.
+    pub volume_offset: u64,
+    pub length: u64,
+}
+
+/// [`Pool::segments`] for a volume's extents (also the target layout of a restripe).
+pub fn segments_of(
+    v: &Volume,
+    data_disks: &dyn Fn(usize) -> u64,
+    offset: u64,
+    length: u64,
+    out: &mut Vec<Segment>,
+) -> Result<(), PoolError> {
+    let end = offset.saturating_add(length);
+    if end > v.size_bytes {
+        return Err(PoolError::OutOfRange {
+            offset,
+            end,
+            size: v.size_bytes,
+        });
+    }
+    out.clear();
+    let n = v.extents.len() as u64;
+    let su = v.stripe_unit_bytes;
+    let mut at = offset;
+    while at < end {
+        let unit = at / su;
+        let within = at % su;
+        let (chunk, in_chunk) = (unit / v.chunk_units, unit % v.chunk_units);
+        // To the end of the chunk: consecutive units of a chunk are consecutive there.
+        let len = ((v.chunk_units - in_chunk) * su - within).min(end - at);
+        let e = v.extents[(chunk % n) as usize];
+        let local = ((chunk / n) * v.chunk_units + in_chunk) * su + within;
+        let lun_offset = e.disk_offset * data_disks(e.array) + local;
+        match out.last_mut() {
+            Some(last) if last.array == e.array && last.lun_offset + last.length == lun_offset => {
+                last.length += len;
+            }
+            _ => out.push(Segment {
+                array: e.array,
+                lun_offset,
+                volume_offset: at,
+                length: len,
+            }),
+        }
+        at += len;
+    }
+    Ok(())
 }
 
 /// Removes `[at, at + len)` from a sorted free list that holds it.

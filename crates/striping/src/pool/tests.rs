@@ -85,6 +85,56 @@ fn pool() -> impl Strategy<Value = Pool> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
+    /// On the arrays' logical devices: every sector of every volume lies inside its extent's
+    /// logical range, at the place the definitions give, no two sectors share a place, and a
+    /// long range's segments cover exactly its sectors in order.
+    #[test]
+    fn every_sector_has_a_logical_place_of_its_own_and_ranges_split_exactly(
+        pool in pool(), start in any::<u64>(), len in 1u64..=64
+    ) {
+        let mut owner: HashMap<(usize, u64), (VolumeId, u64)> = HashMap::new();
+        let mut segs = Vec::new();
+        for v in pool.volumes() {
+            for b in (0..v.size_bytes).step_by(512) {
+                pool.segments(v.id, b, 512, &mut segs).unwrap();
+                prop_assert_eq!(segs.len(), 1);
+                let s = segs[0];
+                let e = v.extents.iter().find(|e| e.array == s.array).unwrap();
+                let dd = pool.arrays()[s.array].data_disks() as u64;
+                prop_assert!(e.disk_offset * dd <= s.lun_offset
+                    && s.lun_offset + 512 <= (e.disk_offset + e.disk_bytes) * dd);
+                prop_assert!(s.lun_offset + 512 <= pool.lun_bytes(s.array));
+                // The definitions: unit k in chunk k / c, on extent (k / c) mod n, as local
+                // unit (k / c / n) · c + k mod c.
+                let (su, c, n) = (v.stripe_unit_bytes, v.chunk_units, v.extents.len() as u64);
+                let k = b / su;
+                let x = v.extents[(k / c % n) as usize];
+                prop_assert_eq!(s.array, x.array);
+                prop_assert_eq!(s.lun_offset, x.disk_offset * dd + (k / c / n * c + k % c) * su + b % su);
+                if let Some(other) = owner.insert((s.array, s.lun_offset), (v.id, b)) {
+                    prop_assert!(false, "{:?} and {:?} share a place", other, (v.id, b));
+                }
+            }
+            let sectors = v.size_bytes / 512;
+            let first = start % sectors;
+            let count = len.min(sectors - first);
+            pool.segments(v.id, first * 512, count * 512, &mut segs).unwrap();
+            let mut at = first * 512;
+            for s in &segs {
+                prop_assert_eq!(s.volume_offset, at);
+                let mut one = Vec::new();
+                for b in (0..s.length).step_by(512) {
+                    pool.segments(v.id, at + b, 512, &mut one).unwrap();
+                    prop_assert_eq!(one[0].array, s.array);
+                    prop_assert_eq!(one[0].lun_offset, s.lun_offset + b);
+                }
+                at += s.length;
+            }
+            prop_assert_eq!(at, (first + count) * 512);
+            prop_assert!(pool.segments(v.id, v.size_bytes - 512, 1024, &mut segs).is_err());
+        }
+    }
+
     /// Every sector of every volume reads from where the definitions say, inside the volume's
     /// own extent, and no two sectors of the pool share a place.
     #[test]

@@ -1,0 +1,320 @@
+//! Moving a volume to a new layout while it serves I/O (a wide volume spread over an added
+//! array), as a sans-I/O core: which layout each piece of a request goes to, which batch the
+//! copier moves next, and when a request must wait.
+//!
+//! The volume's bytes `[0, persisted)` live on the new layout, durably: they were copied, the
+//! copy was synced, and then the cursor was written to the pool's metadata. Bytes from
+//! `persisted` on live on the old layout. The copier takes one batch at a time:
+//!
+//! 1. [`next_batch`](Restripe::next_batch) reserves `[persisted, persisted + batch)`. From
+//!    then on writes there wait; once the old layout's writes already in flight there have
+//!    completed it answers [`NextBatch::Copy`].
+//! 2. The runtime copies the batch from the old layout to the new one, syncs the new one, and
+//!    calls [`copied`](Restripe::copied), which returns the cursor to make durable.
+//! 3. The runtime writes the cursor to the metadata (durably) and calls
+//!    [`persisted`](Restripe::persisted); waiting writes may go on, to the new layout.
+//!
+//! Reads never wait: the old layout holds the reserved batch unchanged until its cursor is
+//! durable, since writes there wait. Writes below the durable cursor go to the new layout
+//! only, so a crash, which restarts the copy at the durable cursor, never copies old bytes over
+//! them. When the cursor reaches the end and the old layout has no I/O in flight, the pool
+//! switches the volume to the new layout ([`crate::Pool::finish_restripe`]) and frees the old.
+
+use std::collections::BTreeMap;
+
+/// Which layout a piece goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Old,
+    New,
+}
+
+/// A piece of a request: volume bytes `[lo, hi)` on one layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub lo: u64,
+    pub hi: u64,
+    pub side: Side,
+}
+
+/// An admitted request; give it back with [`Restripe::done`] when it has completed.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use]
+pub struct Ticket(u64);
+
+/// A write's admission.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admit {
+    Go(Ticket, Vec<Piece>),
+    /// It touches the batch being copied or a copied range whose cursor is not yet durable:
+    /// retry after the next [`Restripe::persisted`].
+    Wait,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextBatch {
+    /// Copy volume bytes `[lo, hi)` from the old layout to the new.
+    Copy { lo: u64, hi: u64 },
+    /// Writes on the old layout in the reserved batch are still in flight: ask again when one
+    /// completes.
+    Drain,
+    /// A batch is being copied or its cursor persisted.
+    Busy,
+    /// Every byte is on the new layout.
+    Complete,
+}
+
+#[derive(Clone, Debug)]
+pub struct Restripe {
+    size: u64,
+    batch_bytes: u64,
+    persisted: u64,
+    /// The batch reserved or being copied, and whether its copy has started.
+    batch: Option<(u64, u64, Stage)>,
+    /// Requests with pieces on the old layout: ticket → (lo, hi, is a write).
+    old_io: BTreeMap<u64, (u64, u64, bool)>,
+    next_ticket: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Reserved,
+    Copying,
+    /// Copied and synced; the cursor is being written.
+    Persisting,
+}
+
+impl Restripe {
+    /// A restripe of a `size`-byte volume whose bytes below `persisted` are on the new layout
+    /// (0 for a new restripe, the metadata's cursor after a restart). Batches are
+    /// `batch_bytes` (a multiple of 512).
+    pub fn new(size: u64, batch_bytes: u64, persisted: u64) -> Restripe {
+        assert!(batch_bytes > 0 && batch_bytes.is_multiple_of(512));
+        assert!(persisted <= size);
+        Restripe {
+            size,
+            batch_bytes,
+            persisted,
+            batch: None,
+            old_io: BTreeMap::new(),
+            next_ticket: 0,
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Bytes durably on the new layout.
+    pub fn persisted_bytes(&self) -> u64 {
+        self.persisted
+    }
+
+    /// Every byte is durably on the new layout.
+    pub fn is_complete(&self) -> bool {
+        self.persisted == self.size
+    }
+
+    /// No request is using the old layout (it may be freed once complete).
+    pub fn old_idle(&self) -> bool {
+        self.old_io.is_empty()
+    }
+
+    fn split(&self, lo: u64, hi: u64) -> Vec<Piece> {
+        let mut out = Vec::with_capacity(2);
+        let cut = self.persisted.clamp(lo, hi);
+        if lo < cut {
+            out.push(Piece {
+                lo,
+                hi: cut,
+                side: Side::New,
+            });
+        }
+        if cut < hi {
+            out.push(Piece {
+                lo: cut,
+                hi,
+                side: Side::Old,
+            });
+        }
+        out
+    }
+
+    fn admit(&mut self, lo: u64, hi: u64, write: bool) -> (Ticket, Vec<Piece>) {
+        let pieces = self.split(lo, hi);
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        if let Some(old) = pieces.iter().find(|p| p.side == Side::Old) {
+            self.old_io.insert(ticket, (old.lo, old.hi, write));
+        }
+        (Ticket(ticket), pieces)
+    }
+
+    /// A read of volume bytes `[lo, hi)`: never waits.
+    pub fn read(&mut self, lo: u64, hi: u64) -> (Ticket, Vec<Piece>) {
+        assert!(lo < hi && hi <= self.size, "{lo}..{hi} of {}", self.size);
+        self.admit(lo, hi, false)
+    }
+
+    /// A write of volume bytes `[lo, hi)`.
+    pub fn write(&mut self, lo: u64, hi: u64) -> Admit {
+        assert!(lo < hi && hi <= self.size, "{lo}..{hi} of {}", self.size);
+        if let Some((b_lo, b_hi, _)) = self.batch {
+            if lo < b_hi && b_lo < hi {
+                return Admit::Wait;
+            }
+        }
+        let (ticket, pieces) = self.admit(lo, hi, true);
+        Admit::Go(ticket, pieces)
+    }
+
+    /// A request has completed (its pieces are done, successfully or not).
+    pub fn done(&mut self, ticket: Ticket) {
+        self.old_io.remove(&ticket.0);
+    }
+
+    /// What the copier does next.
+    pub fn next_batch(&mut self) -> NextBatch {
+        match self.batch {
+            Some((_, _, Stage::Copying | Stage::Persisting)) => NextBatch::Busy,
+            Some((lo, hi, Stage::Reserved)) => {
+                let busy = self
+                    .old_io
+                    .values()
+                    .any(|&(a, b, write)| write && a < hi && lo < b);
+                if busy {
+                    NextBatch::Drain
+                } else {
+                    self.batch = Some((lo, hi, Stage::Copying));
+                    NextBatch::Copy { lo, hi }
+                }
+            }
+            None if self.is_complete() => NextBatch::Complete,
+            None => {
+                let lo = self.persisted;
+                let hi = (lo + self.batch_bytes).min(self.size);
+                self.batch = Some((lo, hi, Stage::Reserved));
+                self.next_batch()
+            }
+        }
+    }
+
+    /// The batch `[lo, hi)` is on the new layout and synced: returns the cursor to write to
+    /// the metadata durably.
+    pub fn copied(&mut self, lo: u64, hi: u64) -> u64 {
+        assert_eq!(
+            self.batch,
+            Some((lo, hi, Stage::Copying)),
+            "copied a batch not being copied"
+        );
+        self.batch = Some((lo, hi, Stage::Persisting));
+        hi
+    }
+
+    /// The cursor `cursor` is durable: writes below it go to the new layout.
+    pub fn persisted(&mut self, cursor: u64) {
+        let Some((lo, hi, Stage::Persisting)) = self.batch else {
+            panic!("persisted {cursor} with no batch copied");
+        };
+        assert_eq!(
+            cursor, hi,
+            "persisted a cursor other than the copied batch's end"
+        );
+        debug_assert_eq!(lo, self.persisted);
+        self.persisted = hi;
+        self.batch = None;
+    }
+
+    /// The copy failed (an I/O error): the batch is released and will be tried again.
+    pub fn abandon_batch(&mut self) {
+        self.batch = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_split_at_the_durable_cursor_and_writes_wait_on_the_batch() {
+        let mut r = Restripe::new(64 << 10, 8 << 10, 0);
+        assert_eq!(r.next_batch(), NextBatch::Copy { lo: 0, hi: 8 << 10 });
+        assert_eq!(r.next_batch(), NextBatch::Busy);
+        assert_eq!(r.write(4 << 10, 12 << 10), Admit::Wait);
+        // Reads go to the old layout, unchanged while writes wait.
+        let (t, p) = r.read(0, 4096);
+        assert_eq!(
+            p,
+            vec![Piece {
+                lo: 0,
+                hi: 4096,
+                side: Side::Old
+            }]
+        );
+        r.done(t);
+        let Admit::Go(t, p) = r.write(8 << 10, 12 << 10) else {
+            panic!("past the batch: no wait");
+        };
+        assert_eq!(p[0].side, Side::Old);
+        assert_eq!(r.copied(0, 8 << 10), 8 << 10);
+        assert_eq!(
+            r.write(0, 512),
+            Admit::Wait,
+            "copied, cursor not yet durable"
+        );
+        r.persisted(8 << 10);
+        let Admit::Go(t2, p) = r.write(4 << 10, 12 << 10) else {
+            panic!("after the cursor is durable");
+        };
+        assert_eq!(
+            p,
+            vec![
+                Piece {
+                    lo: 4 << 10,
+                    hi: 8 << 10,
+                    side: Side::New
+                },
+                Piece {
+                    lo: 8 << 10,
+                    hi: 12 << 10,
+                    side: Side::Old
+                },
+            ]
+        );
+        // The next batch holds a write in flight on the old layout: it drains first.
+        assert_eq!(r.next_batch(), NextBatch::Drain);
+        r.done(t);
+        assert_eq!(r.next_batch(), NextBatch::Drain);
+        r.done(t2);
+        assert_eq!(
+            r.next_batch(),
+            NextBatch::Copy {
+                lo: 8 << 10,
+                hi: 16 << 10
+            }
+        );
+        assert!(r.old_idle());
+    }
+
+    /// A restart resumes at the durable cursor; the last batch is short.
+    #[test]
+    fn a_restart_resumes_at_the_cursor_and_the_last_batch_ends_at_the_volume_end() {
+        let mut r = Restripe::new(20 << 10, 8 << 10, 16 << 10);
+        assert_eq!(
+            r.next_batch(),
+            NextBatch::Copy {
+                lo: 16 << 10,
+                hi: 20 << 10
+            }
+        );
+        let c = r.copied(16 << 10, 20 << 10);
+        r.persisted(c);
+        assert!(r.is_complete());
+        assert_eq!(r.next_batch(), NextBatch::Complete);
+        let (t, p) = r.read(0, 20 << 10);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].side, Side::New);
+        assert!(r.old_idle());
+        r.done(t);
+    }
+}
