@@ -10,6 +10,7 @@
 //! So a 2 MB request with a 1 MB stripe unit touches two disks under either policy (§3.2.2).
 
 pub mod experiment;
+pub mod layout;
 pub mod policy;
 pub mod pool;
 pub mod restripe;
