@@ -29,10 +29,12 @@ pub fn http_request(addr: SocketAddr, method: &str, path: &str) -> Result<String
         .split_once("\r\n\r\n")
         .ok_or_else(|| anyhow!("{addr}: malformed HTTP response"))?;
     if !head.starts_with("HTTP/1.1 200") {
-        bail!(
-            "{addr}{path}: {}",
-            head.lines().next().unwrap_or("no status line")
-        );
+        let status = head.lines().next().unwrap_or("no status line");
+        let body = body.trim();
+        if body.is_empty() {
+            bail!("{addr}{path}: {status}");
+        }
+        bail!("{body} ({addr}: {status})");
     }
     Ok(body.to_string())
 }

@@ -32,6 +32,7 @@ mod lab_io;
 mod lab_sierra;
 mod lab_striping;
 mod limit_args;
+mod pool_cmd;
 mod replay_cmd;
 mod sim_cmd;
 mod store_bench;
@@ -109,6 +110,9 @@ enum Command {
     /// Sierra on real processes: a power-proportional replicated cluster (MDS, chunk servers,
     /// loggers) that shifts gears.
     Cluster(cluster_cmd::ClusterArgs),
+    /// A storage pool of RAID arrays: volumes placed narrow or wide (the striping paper),
+    /// exported over NBD, restriped online when an array is added.
+    Pool(pool_cmd::PoolArgs),
 }
 
 fn main() {
@@ -125,6 +129,7 @@ fn main() {
         Command::Demo(args) => demo::run(args),
         Command::Warmup(args) => warmup_cmd::run(args),
         Command::Chaos(args) => chaos::run(args),
+        Command::Pool(args) => pool_cmd::run(args),
         Command::Cluster(args) => cluster_cmd::run(args),
     };
     if let Err(error) = result {

@@ -24,6 +24,7 @@ pub mod http;
 pub mod limits;
 pub mod nbd_client;
 pub mod nbd_server;
+pub mod pool_server;
 pub mod replay;
 pub mod sierra;
 pub mod store_link;

@@ -235,6 +235,30 @@ impl Default for ExportConfig {
     }
 }
 
+/// The exports a server offers, by name: one backend ([`serve`]) or many that may come and
+/// go while it runs (the storage pool's volumes).
+pub trait Exports: Send + Sync + 'static {
+    /// The export a client names; the empty name is the default export, if there is one.
+    fn lookup(&self, name: &str) -> Option<Arc<dyn Backend>>;
+    /// Names for `NBD_OPT_LIST`.
+    fn names(&self) -> Vec<String>;
+}
+
+/// One backend under one name (and the empty, default name).
+struct Single {
+    name: String,
+    backend: Arc<dyn Backend>,
+}
+
+impl Exports for Single {
+    fn lookup(&self, name: &str) -> Option<Arc<dyn Backend>> {
+        (name.is_empty() || name == self.name).then(|| self.backend.clone())
+    }
+    fn names(&self) -> Vec<String> {
+        vec![self.name.clone()]
+    }
+}
+
 /// Serves `backend` on a loopback port from a runtime of two worker threads on a thread of
 /// its own, for tools and tests; returns the address once it listens. The server runs until
 /// the process exits.
@@ -266,16 +290,30 @@ pub async fn serve(
     backend: Arc<dyn Backend>,
     config: ExportConfig,
 ) -> io::Result<()> {
+    let exports = Arc::new(Single {
+        name: config.name.clone(),
+        backend,
+    });
+    serve_exports(listener, exports, config).await
+}
+
+/// [`serve`] for several exports, looked up by name as clients connect; `config` applies to
+/// each (its `name` is not used).
+pub async fn serve_exports(
+    listener: TcpListener,
+    exports: Arc<dyn Exports>,
+    config: ExportConfig,
+) -> io::Result<()> {
     let config = Arc::new(config);
     let admission = Admission::new(config.limits.clone());
     let mut refused = 0u64;
     loop {
         let (stream, peer, budget) =
             crate::limits::accept_admitted(&listener, &admission, "nbd", &mut refused).await;
-        let (backend, config) = (backend.clone(), config.clone());
+        let (exports, config) = (exports.clone(), config.clone());
         tracing::debug!(%peer, "nbd connection accepted");
         tokio::spawn(async move {
-            if let Err(e) = connection(stream, backend, config, budget).await {
+            if let Err(e) = connection(stream, exports, config, budget).await {
                 tracing::info!(%peer, error = %e, "nbd connection closed");
             }
         });
@@ -309,7 +347,7 @@ fn transmission_flags(config: &ExportConfig) -> u16 {
 
 async fn connection(
     mut stream: TcpStream,
-    backend: Arc<dyn Backend>,
+    exports: Arc<dyn Exports>,
     config: Arc<ExportConfig>,
     budget: ConnectionBudget,
 ) -> Result<(), ConnectionError> {
@@ -317,8 +355,8 @@ async fn connection(
     let mut flags = [0u8; 4];
     stream.read_exact(&mut flags).await?;
     let client = nbd::parse_client_flags(flags)?;
-    let size = backend.length_bytes();
     let tflags = transmission_flags(&config);
+    let backend: Arc<dyn Backend>;
     // Option haggling.
     loop {
         let mut header = [0u8; nbd::OPTION_HEADER_BYTES];
@@ -330,13 +368,15 @@ async fn connection(
         match h.option {
             nbd::OPT_EXPORT_NAME => {
                 let name = nbd::parse_export_name(&payload)?;
-                if !name.is_empty() && name != config.name {
+                let Some(found) = exports.lookup(&name) else {
                     // This option cannot be answered with an error: close.
                     return Err(ConnectionError::UnknownExport(name));
-                }
+                };
+                let size = found.length_bytes();
                 stream
                     .write_all(&nbd::export_name_reply(size, tflags, client.no_zeroes))
                     .await?;
+                backend = found;
                 break;
             }
             nbd::OPT_ABORT => {
@@ -348,7 +388,10 @@ async fn connection(
                     stream.write_all(&reply(nbd::REP_ERR_INVALID, &[])).await?;
                     continue;
                 }
-                let mut out = reply(nbd::REP_SERVER, &nbd::server_entry(&config.name));
+                let mut out = Vec::new();
+                for name in exports.names() {
+                    out.extend(reply(nbd::REP_SERVER, &nbd::server_entry(&name)));
+                }
                 out.extend(reply(nbd::REP_ACK, &[]));
                 stream.write_all(&out).await?;
             }
@@ -362,13 +405,14 @@ async fn connection(
                         continue;
                     }
                 };
-                if !request.name.is_empty() && request.name != config.name {
+                let Some(found) = exports.lookup(&request.name) else {
                     let msg = format!("no export named {:?}", request.name);
                     stream
                         .write_all(&reply(nbd::REP_ERR_UNKNOWN, msg.as_bytes()))
                         .await?;
                     continue;
-                }
+                };
+                let size = found.length_bytes();
                 let mut out = reply(nbd::REP_INFO, &nbd::info_export(size, tflags));
                 out.extend(reply(
                     nbd::REP_INFO,
@@ -381,6 +425,7 @@ async fn connection(
                 out.extend(reply(nbd::REP_ACK, &[]));
                 stream.write_all(&out).await?;
                 if h.option == nbd::OPT_GO {
+                    backend = found;
                     break;
                 }
             }

@@ -23,7 +23,7 @@ pub const VERSION: u32 = 1;
 pub const HEADER_BYTES: usize = 20;
 pub const PAYLOAD_MAX: usize = 16 << 20;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PoolLayout {
     /// Bumped by every change; a record with a lower generation is older.
@@ -45,7 +45,7 @@ pub struct ArrayRecord {
     pub emulate: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VolumeRecord {
     pub name: String,
@@ -56,6 +56,9 @@ pub struct VolumeRecord {
     pub policy: String,
     pub extents: Vec<ExtentRecord>,
     pub restripe: Option<RestripeRecord>,
+    /// Declared load (reads + 4 × writes per second), for placing narrow volumes.
+    #[serde(default)]
+    pub weighted_iops: Option<f64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -296,6 +299,7 @@ mod tests {
                         ],
                         cursor: 1 << 20,
                     }),
+                    weighted_iops: None,
                 },
                 VolumeRecord {
                     name: "narrow".into(),
@@ -309,6 +313,7 @@ mod tests {
                         disk_bytes: 4 << 20,
                     }],
                     restripe: None,
+                    weighted_iops: Some(120.0),
                 },
             ],
         }
@@ -453,6 +458,7 @@ mod smoke {
                     disk_bytes: 2 << 20,
                 }],
                 restripe: None,
+                weighted_iops: None,
             }],
         }
     }

@@ -135,6 +135,14 @@ fn spread(loads: &[f64]) -> f64 {
     max - min
 }
 
+/// Where a new narrow store goes when stores arrive one at a time: the least loaded array among
+/// those with room (`fits`); ties to the lower index. `None` if none has room.
+pub fn least_loaded(loads: &[f64], fits: &[bool]) -> Option<usize> {
+    (0..loads.len())
+        .filter(|&a| fits.get(a) == Some(&true))
+        .min_by(|&a, &b| loads[a].total_cmp(&loads[b]).then(a.cmp(&b)))
+}
+
 /// Pairs items so that each pair is as anti-correlated as can be found greedily: the most
 /// negatively correlated pair first, then the next among the rest. `corr[i][j]` is the
 /// correlation of items i and j (symmetric). An odd item out is left alone.

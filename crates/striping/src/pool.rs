@@ -199,6 +199,11 @@ impl Pool {
         self.arrays[array].free.iter().map(|(a, b)| b - a).sum()
     }
 
+    /// Free per-disk byte ranges of an array, sorted.
+    pub fn free_ranges(&self, array: usize) -> &[(u64, u64)] {
+        &self.arrays[array].free
+    }
+
     pub fn volumes(&self) -> impl Iterator<Item = &Volume> {
         self.volumes.values()
     }

@@ -19,8 +19,8 @@ pub fn write_svgs(
 ) -> Result<Vec<String>> {
     let mut written = Vec::new();
     // Mean over seeds of each (figure, series, arrays, x).
-    let mut mean: BTreeMap<(&str, String, usize, i64), (f64, usize, &'static str)> =
-        BTreeMap::new();
+    type Key<'a> = (&'a str, String, usize, i64);
+    let mut mean: BTreeMap<Key, (f64, usize, &'static str)> = BTreeMap::new();
     for (_, ps) in points {
         for p in ps {
             let x = p.x.map_or(i64::MIN, |x| (x * 1000.0).round() as i64);

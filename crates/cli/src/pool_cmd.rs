@@ -1,0 +1,322 @@
+//! `cordillera pool`: a storage pool of RAID arrays whose volumes are placed narrow or wide,
+//! exported over NBD, and restriped online when an array is added.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context, Result};
+use clap::{Args, Subcommand};
+use cordillera_runtime::pool_server::{
+    self, CreateVolume, NewArray, PoolOptions, PoolServer, PoolStatus,
+};
+use cordillera_sim::presets::parse_size;
+
+use crate::http::http_request;
+
+#[derive(Args)]
+pub struct PoolArgs {
+    #[command(subcommand)]
+    command: PoolCommand,
+}
+
+#[derive(Subcommand)]
+enum PoolCommand {
+    /// Serve the pool: every volume over NBD (export name = volume name), control and
+    /// `/status`, `/metrics` over HTTP, restripes in the background.
+    Serve(ServeArgs),
+    /// Place a new volume (narrow, wide, or as the paper advises) and export it.
+    CreateVolume(CreateArgs),
+    /// Add an array; every wide volume is restriped onto it online.
+    AddArray(AddArrayArgs),
+    /// Arrays, volumes, placements, stripe units, restripe progress, utilization.
+    Status(StatusArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// The pool's folder (its layout record `pool.layout`).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Arrays of a new pool: each a file or block device holding the array's logical device
+    /// (created sparse if missing). Omit to reopen the pool in --dir.
+    #[arg(long = "array")]
+    arrays: Vec<PathBuf>,
+    /// RAID level of new arrays (for placement and the disk model).
+    #[arg(long, default_value = "raid5")]
+    level: String,
+    /// Disks per new array (RAID-5 4+p: 5).
+    #[arg(long, default_value_t = 5)]
+    disks: usize,
+    /// Bytes of each disk of a new array (the array holds data disks × this).
+    #[arg(long, default_value = "256m")]
+    disk_size: String,
+    /// Pace each array by a model of its disks: a preset such as `fujitsu-maj3182mc`, run as
+    /// the array's level over its disks.
+    #[arg(long)]
+    emulate: Option<String>,
+    /// NBD listen address.
+    #[arg(long, default_value = "127.0.0.1:10809")]
+    nbd: SocketAddr,
+    /// HTTP listen address (control, `/status`, `/metrics`).
+    #[arg(long, default_value = "127.0.0.1:10810")]
+    http: SocketAddr,
+    /// Bytes per restripe batch (each ends with a sync and a durable cursor).
+    #[arg(long, default_value = "4m")]
+    batch: String,
+    /// Restripe copy rate at most, bytes per second (`0`: unbounded).
+    #[arg(long, default_value = "200m")]
+    restripe_rate: String,
+}
+
+#[derive(Args)]
+struct CreateArgs {
+    name: String,
+    #[arg(long)]
+    size: String,
+    /// `wide` (over every array), `narrow` (the least loaded array with room), or `auto` (the
+    /// paper's advice for what you declare; it explains its choice).
+    #[arg(long, default_value = "wide")]
+    policy: String,
+    /// The stripe unit; by default half the mean request (nearest power of two), or 32 KiB.
+    #[arg(long)]
+    stripe_unit: Option<String>,
+    #[arg(long)]
+    mean_request_bytes: Option<String>,
+    /// Expected requests per second.
+    #[arg(long)]
+    iops: Option<f64>,
+    /// Expected fraction of writes (0–1).
+    #[arg(long)]
+    write_fraction: Option<f64>,
+    /// The pool's HTTP address.
+    #[arg(long, default_value = "127.0.0.1:10810")]
+    server: SocketAddr,
+}
+
+#[derive(Args)]
+struct AddArrayArgs {
+    /// The new array's file or block device (created sparse if missing).
+    path: PathBuf,
+    /// Bytes per disk (default: as the pool's first array).
+    #[arg(long)]
+    disk_size: Option<String>,
+    #[arg(long, default_value = "127.0.0.1:10810")]
+    server: SocketAddr,
+}
+
+#[derive(Args)]
+struct StatusArgs {
+    #[arg(long, default_value = "127.0.0.1:10810")]
+    server: SocketAddr,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: PoolArgs) -> Result<()> {
+    match a.command {
+        PoolCommand::Serve(a) => serve(a),
+        PoolCommand::CreateVolume(a) => create(a),
+        PoolCommand::AddArray(a) => add_array(a),
+        PoolCommand::Status(a) => status(a),
+    }
+}
+
+fn size(text: &str, what: &str) -> Result<u64> {
+    parse_size(text).map_err(|e| anyhow!("{what} {text}: {e}"))
+}
+
+fn serve(a: ServeArgs) -> Result<()> {
+    let disk_bytes = size(&a.disk_size, "--disk-size")?;
+    let arrays: Vec<NewArray> = a
+        .arrays
+        .iter()
+        .map(|p| NewArray {
+            path: p.clone(),
+            level: a.level.clone(),
+            disks: a.disks,
+            disk_bytes,
+            emulate: a.emulate.clone(),
+        })
+        .collect();
+    let rate = size(&a.restripe_rate, "--restripe-rate")?;
+    let options = PoolOptions {
+        dir: a.dir.clone(),
+        batch_bytes: size(&a.batch, "--batch")?,
+        restripe_rate: (rate > 0).then_some(rate),
+    };
+    let server = PoolServer::open(options, &arrays).map_err(|e| anyhow!(e))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(async {
+        let nbd = tokio::net::TcpListener::bind(a.nbd)
+            .await
+            .with_context(|| format!("listening on {} for NBD", a.nbd))?;
+        let http = tokio::net::TcpListener::bind(a.http)
+            .await
+            .with_context(|| format!("listening on {} for HTTP", a.http))?;
+        let s = server.status();
+        eprintln!(
+            "cordillera pool: {} array(s), {} volume(s) in {}; NBD at nbd://{} (export = volume name), control at http://{}/status",
+            s.arrays.len(),
+            s.volumes.len(),
+            a.dir.display(),
+            nbd.local_addr()?,
+            http.local_addr()?
+        );
+        let exports = std::sync::Arc::new(pool_server::PoolExports(server.clone()));
+        let config = cordillera_runtime::nbd_server::ExportConfig::default();
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("a SIGTERM handler")?;
+        tokio::select! {
+            r = cordillera_runtime::nbd_server::serve_exports(nbd, exports, config) => r.map_err(anyhow::Error::from),
+            _ = pool_server::serve_http(server.clone(), http) => Ok(()),
+            _ = tokio::signal::ctrl_c() => Ok(()),
+            _ = term.recv() => Ok(()),
+        }
+    });
+    server.stop();
+    eprintln!("cordillera pool: stopped");
+    result
+}
+
+fn create(a: CreateArgs) -> Result<()> {
+    let c = CreateVolume {
+        name: a.name.clone(),
+        size_bytes: size(&a.size, "--size")?,
+        policy: a.policy.clone(),
+        stripe_unit_bytes: a
+            .stripe_unit
+            .as_deref()
+            .map(|s| size(s, "--stripe-unit"))
+            .transpose()?,
+        mean_request_bytes: a
+            .mean_request_bytes
+            .as_deref()
+            .map(|s| size(s, "--mean-request-bytes"))
+            .transpose()?,
+        iops: a.iops,
+        write_fraction: a.write_fraction,
+    };
+    let body = http_request(a.server, "POST", &format!("/volumes?{}", c.to_query()))?;
+    let v: serde_json::Value = serde_json::from_str(&body).context("the pool's answer")?;
+    println!(
+        "volume {}: {} on array(s) {}, stripe unit {} KiB; NBD export {:?}",
+        a.name,
+        v["policy"].as_str().unwrap_or("?"),
+        v["arrays"]
+            .as_array()
+            .map(|x| x
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", "))
+            .unwrap_or_default(),
+        v["stripe_unit_bytes"].as_u64().unwrap_or(0) >> 10,
+        a.name
+    );
+    for r in v["reasons"].as_array().into_iter().flatten() {
+        println!("  - {}", r.as_str().unwrap_or(""));
+    }
+    Ok(())
+}
+
+fn add_array(a: AddArrayArgs) -> Result<()> {
+    let path = std::path::absolute(&a.path).context("the array's path")?;
+    let mut query = format!(
+        "/arrays?path={}",
+        pool_server::percent_encode(path.to_str().ok_or_else(|| anyhow!("not a UTF-8 path"))?)
+    );
+    if let Some(s) = &a.disk_size {
+        query.push_str(&format!("&disk_bytes={}", size(s, "--disk-size")?));
+    }
+    let body = http_request(a.server, "POST", &query)?;
+    let v: serde_json::Value = serde_json::from_str(&body).context("the pool's answer")?;
+    println!("added array {}", path.display());
+    for name in v["restriping"].as_array().into_iter().flatten() {
+        println!(
+            "  restriping wide volume {} onto it (see `cordillera pool status`)",
+            name.as_str().unwrap_or("?")
+        );
+    }
+    for why in v["not_restriped"].as_array().into_iter().flatten() {
+        println!("  {}", why.as_str().unwrap_or(""));
+    }
+    Ok(())
+}
+
+fn status(a: StatusArgs) -> Result<()> {
+    let body = http_request(a.server, "GET", "/status")?;
+    if a.json {
+        println!("{body}");
+        return Ok(());
+    }
+    let s: PoolStatus = serde_json::from_str(&body).context("the pool's status")?;
+    println!("pool: generation {}, up {:.0} s", s.generation, s.uptime_s);
+    println!(
+        "{:<6} {:<7} {:>5} {:>12} {:>12} {:>7}  path",
+        "array", "level", "disks", "capacity", "free/disk", "util"
+    );
+    for x in &s.arrays {
+        println!(
+            "{:<6} {:<7} {:>5} {:>12} {:>12} {:>6.1}%  {}{}",
+            x.index,
+            x.level,
+            x.disks,
+            mib(x.capacity_bytes),
+            mib(x.free_disk_bytes),
+            x.utilization * 100.0,
+            x.path,
+            x.emulate
+                .as_deref()
+                .map(|e| format!(" (emulated {e})"))
+                .unwrap_or_default()
+        );
+    }
+    println!(
+        "{:<16} {:>12} {:<7} {:>8} {:<12} restripe",
+        "volume", "size", "policy", "unit", "arrays"
+    );
+    for v in &s.volumes {
+        let restripe = match &v.restripe {
+            None => "-".to_string(),
+            Some(r) => format!(
+                "to {:?}: {:.1} % ({}, {:.1} MB/s{})",
+                r.to_arrays,
+                r.fraction_done * 100.0,
+                mib(r.cursor_bytes),
+                r.rate_bytes_per_s / 1e6,
+                r.eta_s
+                    .map(|e| format!(", ~{e:.0} s left"))
+                    .unwrap_or_default()
+            ),
+        };
+        println!(
+            "{:<16} {:>12} {:<7} {:>7}K {:<12} {}",
+            v.name,
+            mib(v.size_bytes),
+            v.policy,
+            v.stripe_unit_bytes >> 10,
+            format!("{:?}", v.arrays),
+            restripe
+        );
+    }
+    for w in &s.not_restriped {
+        println!("note: {w}");
+    }
+    println!(
+        "requests: {} reads, {} writes ({} waited for a restripe batch), {} errors; restriped {} in {} batches",
+        s.reads,
+        s.writes,
+        s.parked_writes,
+        s.errors,
+        mib(s.restripe_bytes),
+        s.restripe_batches
+    );
+    Ok(())
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+}

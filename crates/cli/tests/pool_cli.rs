@@ -1,0 +1,425 @@
+//! The storage pool on real processes: `cordillera pool serve` over array files, volumes placed
+//! wide and narrow and exported over NBD; fio verifies every block while an added array is
+//! restriped online; the pool is SIGKILLed mid-restripe, restarted, every acknowledged block
+//! read back and the restripe completes; bad input gets clear errors and changes nothing.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use cordillera_striping::layout::PoolLayout;
+use cordillera_testkit::process::{free_addr, have, Proc};
+
+fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_cordillera"))
+}
+
+struct Pool {
+    proc: Proc,
+    nbd: String,
+    http: String,
+}
+
+impl Pool {
+    /// `pool serve` in `dir` (new arrays `a0`, `a1`… when `arrays` > 0), restripe rate as given.
+    fn start(dir: &Path, arrays: usize, extra: &[&str]) -> Result<Pool, String> {
+        let (nbd, http) = (free_addr().unwrap(), free_addr().unwrap());
+        let mut args: Vec<String> = vec![
+            "pool".into(),
+            "serve".into(),
+            "--dir".into(),
+            dir.join("meta").display().to_string(),
+            "--nbd".into(),
+            nbd.to_string(),
+            "--http".into(),
+            http.to_string(),
+            "--disk-size".into(),
+            "64m".into(),
+        ];
+        for a in 0..arrays {
+            args.push("--array".into());
+            args.push(dir.join(format!("a{a}")).display().to_string());
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let (proc, _) = Proc::spawn_until(binary(), &args, &["cordillera pool: "])?;
+        Ok(Pool {
+            proc,
+            nbd: nbd.to_string(),
+            http: http.to_string(),
+        })
+    }
+
+    fn url(&self, volume: &str) -> String {
+        format!("nbd://{}/{volume}", self.nbd)
+    }
+
+    /// `cordillera pool ARGS… --server HTTP`: (success, output).
+    fn cli(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(binary())
+            .arg("pool")
+            .args(args)
+            .args(["--server", &self.http])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (ok, text) = self.cli(args);
+        assert!(
+            ok,
+            "pool {args:?}:\n{text}\nserver log:\n{}",
+            self.proc.log()
+        );
+        text
+    }
+
+    fn status(&self) -> serde_json::Value {
+        serde_json::from_str(&self.ok(&["status", "--json"])).unwrap()
+    }
+
+    fn volume(&self, name: &str) -> serde_json::Value {
+        self.status()["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no volume {name}"))
+    }
+
+    /// Waits until no volume is being restriped.
+    fn wait_restriped(&self, limit: Duration) -> serde_json::Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let s = self.status();
+            if s["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|v| v["restripe"].is_null())
+            {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "restripe not done after {limit:?}: {s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// fio over an export with crc32c verification; its output (panics on any error).
+fn fio(url: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "--name=verify".to_string(),
+        "--ioengine=nbd".into(),
+        format!("--uri={url}"),
+        "--iodepth=8".into(),
+        "--verify=crc32c".into(),
+        "--verify_fatal=1".into(),
+        "--verify_state_save=0".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let out = Command::new("fio").args(&args).output().expect("fio runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "fio {args:?} failed:\n{text}");
+    assert!(!text.contains("verify: bad"), "{text}");
+    text
+}
+
+fn restripe_fraction(p: &Pool, name: &str) -> Option<f64> {
+    p.volume(name)["restripe"]["fraction_done"].as_f64()
+}
+
+#[test]
+fn fio_verifies_wide_and_narrow_volumes_while_an_added_array_is_restriped() {
+    if !have("fio") {
+        println!("SKIPPED: fio is not installed (scripts/test.sh installs it)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Arrays paced by models of RAID-5 4+p Fujitsu MAJ3182MC disks; 16 MB/s: the 96 MiB wide
+    // volume takes several seconds to restripe, under fio's load.
+    let pool = Pool::start(
+        dir.path(),
+        2,
+        &[
+            "--restripe-rate",
+            "16m",
+            "--batch",
+            "1m",
+            "--emulate",
+            "fujitsu-maj3182mc",
+        ],
+    )
+    .unwrap();
+    pool.ok(&[
+        "create-volume",
+        "wide",
+        "--size",
+        "96m",
+        "--policy",
+        "wide",
+        "--mean-request-bytes",
+        "64k",
+    ]);
+    pool.ok(&[
+        "create-volume",
+        "narrow",
+        "--size",
+        "48m",
+        "--policy",
+        "narrow",
+        "--mean-request-bytes",
+        "1m",
+    ]);
+    let narrow_before = pool.volume("narrow");
+    assert_eq!(narrow_before["arrays"].as_array().unwrap().len(), 1);
+    assert_eq!(pool.volume("wide")["stripe_unit_bytes"], 32 << 10);
+    assert_eq!(narrow_before["stripe_unit_bytes"], 512 << 10);
+    // Both volumes written and verified while the restripe runs: random 64 KiB on the wide
+    // one, sequential 1 MiB on the narrow one.
+    let (wide_url, narrow_url) = (pool.url("wide"), pool.url("narrow"));
+    let wide_fio = std::thread::spawn(move || {
+        fio(
+            &wide_url,
+            &["--rw=randwrite", "--bs=64k", "--size=96m", "--loops=2"],
+        )
+    });
+    let narrow_fio = std::thread::spawn(move || {
+        fio(
+            &narrow_url,
+            &["--rw=write", "--bs=1m", "--size=48m", "--loops=3"],
+        )
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let added = pool.ok(&["add-array", &dir.path().join("a2").display().to_string()]);
+    assert!(added.contains("restriping wide volume wide"), "{added}");
+    assert!(
+        !added.contains("narrow onto"),
+        "narrow volumes stay: {added}"
+    );
+    // Progress is visible while it runs: (fraction copied, whether fio on the wide volume
+    // was still running).
+    let mut seen = Vec::new();
+    while let Some(f) = restripe_fraction(&pool, "wide") {
+        seen.push((f, !wide_fio.is_finished()));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let wide_out = wide_fio.join().unwrap();
+    let narrow_out = narrow_fio.join().unwrap();
+    let s = pool.wait_restriped(Duration::from_secs(120));
+    println!(
+        "restripe progress seen (fraction, fio running): {seen:?}; {} writes waited for a batch; fio wide: {}; fio narrow: {}",
+        s["parked_writes"],
+        wide_out.lines().find(|l| l.contains("WRITE:")).unwrap_or(""),
+        narrow_out.lines().find(|l| l.contains("WRITE:")).unwrap_or("")
+    );
+    assert!(
+        seen.iter().any(|&(f, running)| f > 0.2 && running),
+        "the restripe overlapped the load: {seen:?}"
+    );
+    let wide = pool.volume("wide");
+    assert_eq!(wide["arrays"], serde_json::json!([0, 1, 2]));
+    assert_eq!(pool.volume("narrow")["extents"], narrow_before["extents"]);
+    assert_eq!(s["errors"], 0);
+    assert!(s["restripe_bytes"].as_u64().unwrap() >= 96 << 20);
+    // Everything verifies once more after the restripe, from the new layout.
+    fio(
+        &pool.url("wide"),
+        &["--rw=randwrite", "--bs=64k", "--size=96m", "--verify_only"],
+    );
+    fio(
+        &pool.url("narrow"),
+        &["--rw=write", "--bs=1m", "--size=48m", "--verify_only"],
+    );
+    let metrics = Command::new("curl")
+        .arg("-sf")
+        .arg(format!("http://{}/metrics", pool.http))
+        .output();
+    if let Ok(m) = metrics {
+        if m.status.success() {
+            let m = String::from_utf8_lossy(&m.stdout);
+            assert!(m.contains("cordillera_pool_restripe_bytes_total"), "{m}");
+        }
+    }
+}
+
+#[test]
+fn a_sigkill_mid_restripe_loses_nothing_and_the_restripe_completes() {
+    if !have("fio") {
+        println!("SKIPPED: fio is not installed (scripts/test.sh installs it)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut pool =
+        Pool::start(dir.path(), 2, &["--restripe-rate", "12m", "--batch", "1m"]).unwrap();
+    pool.ok(&["create-volume", "w", "--size", "64m", "--policy", "wide"]);
+    let url = pool.url("w");
+    // Two interleaved passes of 256 KiB blocks, each verifiable on its own (fio's headers name
+    // the pass): the even blocks written before the array is added, the odd ones while the
+    // restripe runs (both behind and ahead of its cursor).
+    let even = ["--rw=write:256k", "--bs=256k", "--size=64m"];
+    let odd = [
+        "--rw=write:256k",
+        "--bs=256k",
+        "--offset=256k",
+        "--size=66846720",
+    ];
+    let with = |pass: &[&str], more: &[&str]| -> Vec<String> {
+        pass.iter().chain(more).map(|s| s.to_string()).collect()
+    };
+    let run = |url: &str, args: Vec<String>| {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        fio(url, &refs)
+    };
+    run(&url, with(&even, &["--do_verify=0"]));
+    pool.ok(&["add-array", &dir.path().join("a2").display().to_string()]);
+    run(&url, with(&odd, &["--do_verify=0"]));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let at = loop {
+        let f = restripe_fraction(&pool, "w").expect("restriping");
+        if f >= 0.3 {
+            break f;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restripe did not progress: {f}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    pool.proc.kill();
+    let layout = PoolLayout::decode(&std::fs::read(dir.path().join("meta/pool.layout")).unwrap())
+        .unwrap()
+        .0;
+    let cursor = layout.volumes[0]
+        .restripe
+        .as_ref()
+        .expect("a restripe in the record")
+        .cursor;
+    println!(
+        "killed at {:.0} % copied; durable cursor {} MiB of 64",
+        at * 100.0,
+        cursor >> 20
+    );
+    assert!(cursor > 0 && cursor < 64 << 20);
+    // Restarted from the record alone: the restripe resumes where its cursor was durable, and
+    // every acknowledged block reads back meanwhile and after.
+    let pool = Pool::start(dir.path(), 0, &["--restripe-rate", "12m", "--batch", "1m"]).unwrap();
+    let url = pool.url("w");
+    let f = restripe_fraction(&pool, "w").expect("the restripe resumed");
+    assert!(f >= cursor as f64 / (64 << 20) as f64 - 1e-9, "{f}");
+    run(&url, with(&even, &["--verify_only"]));
+    run(&url, with(&odd, &["--verify_only"]));
+    let s = pool.wait_restriped(Duration::from_secs(120));
+    assert_eq!(s["errors"], 0);
+    assert_eq!(pool.volume("w")["arrays"], serde_json::json!([0, 1, 2]));
+    run(&url, with(&even, &["--verify_only"]));
+    run(&url, with(&odd, &["--verify_only"]));
+    // And a full write-and-verify pass on the restriped volume.
+    fio(&url, &["--rw=randrw", "--bs=32k", "--size=64m"]);
+    drop(pool);
+}
+
+/// A command that must fail; its output.
+fn fails(args: &[&str]) -> String {
+    let out = Command::new(binary()).args(args).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{args:?} succeeded:\n{text}");
+    assert!(!text.contains("panicked"), "{text}");
+    text
+}
+
+#[test]
+fn bad_input_gets_clear_errors_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::start(dir.path(), 2, &[]).unwrap();
+    pool.ok(&["create-volume", "v", "--size", "64m", "--policy", "wide"]);
+    let before = std::fs::read(dir.path().join("meta/pool.layout")).unwrap();
+    // A volume larger than the free space, a duplicate name, bad sizes and policies.
+    let (ok, text) = pool.cli(&["create-volume", "huge", "--size", "2g", "--policy", "wide"]);
+    assert!(!ok && text.contains("no free range"), "{text}");
+    let (ok, text) = pool.cli(&["create-volume", "v", "--size", "1m"]);
+    assert!(!ok && text.contains("exists"), "{text}");
+    let (ok, text) = pool.cli(&["create-volume", "odd", "--size", "1000"]);
+    assert!(!ok && text.contains("multiple of 512"), "{text}");
+    let (ok, text) = pool.cli(&["create-volume", "p", "--size", "1m", "--policy", "sideways"]);
+    assert!(!ok && text.contains("wide, narrow or auto"), "{text}");
+    let (ok, text) = pool.cli(&[
+        "create-volume",
+        "w",
+        "--size",
+        "1m",
+        "--write-fraction",
+        "2",
+    ]);
+    assert!(!ok && text.contains("0 to 1"), "{text}");
+    // An array already in the pool.
+    let (ok, text) = pool.cli(&["add-array", &dir.path().join("a0").display().to_string()]);
+    assert!(!ok && text.contains("already an array"), "{text}");
+    let after = std::fs::read(dir.path().join("meta/pool.layout")).unwrap();
+    assert_eq!(before, after, "refused requests change nothing");
+    // NBD: an unknown export is refused by name.
+    if have("nbdinfo") {
+        let out = Command::new("nbdinfo")
+            .arg(format!("nbd://{}/nosuch", pool.nbd))
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+    }
+    let http = pool.http.clone();
+    drop(pool);
+    // The server is gone: a clear error naming the address.
+    let text = fails(&["pool", "status", "--server", &http]);
+    assert!(text.contains(&http), "{text}");
+    // A corrupt layout record: refused naming the file, and left as it was.
+    let record = dir.path().join("meta/pool.layout");
+    let mut bytes = std::fs::read(&record).unwrap();
+    let good = bytes.clone();
+    let last = bytes.len() - 5;
+    bytes[last] ^= 0x20;
+    std::fs::write(&record, &bytes).unwrap();
+    let e = Pool::start(dir.path(), 0, &[]).err().expect("refused");
+    assert!(e.contains("pool.layout") && e.contains("checksum"), "{e}");
+    assert_eq!(std::fs::read(&record).unwrap(), bytes);
+    // Overlapping volumes in an intact record: refused by the pool's checks.
+    let (mut layout, _) = PoolLayout::decode(&good).unwrap();
+    let mut twin = layout.volumes[0].clone();
+    twin.name = "twin".into();
+    layout.volumes.push(twin);
+    std::fs::write(&record, layout.encode()).unwrap();
+    let e = Pool::start(dir.path(), 0, &[]).err().expect("refused");
+    assert!(e.contains("overlap"), "{e}");
+    // A missing array file.
+    std::fs::write(&record, &good).unwrap();
+    std::fs::rename(dir.path().join("a1"), dir.path().join("a1.moved")).unwrap();
+    let e = Pool::start(dir.path(), 0, &[]).err().expect("refused");
+    assert!(e.contains("a1") && e.contains("No such file"), "{e}");
+    std::fs::rename(dir.path().join("a1.moved"), dir.path().join("a1")).unwrap();
+    // Arrays given for a folder that holds another pool; and no arrays for an empty folder.
+    let e = Pool::start(dir.path(), 3, &[]).err().expect("refused");
+    assert!(e.contains("already describes a pool"), "{e}");
+    let empty = tempfile::tempdir().unwrap();
+    let e = Pool::start(empty.path(), 0, &[]).err().expect("refused");
+    assert!(e.contains("holds no pool"), "{e}");
+    // Intact again: it serves, with its volume.
+    let pool = Pool::start(dir.path(), 0, &[]).unwrap();
+    assert_eq!(pool.volume("v")["size_bytes"], 64 << 20);
+}

@@ -1,0 +1,886 @@
+//! The storage pool on real I/O: arrays (each a file or block device holding the array's
+//! logical device, optionally paced by a model of its disks), volumes placed narrow or wide by
+//! the policies of `cordillera_striping`, each exported over NBD under its name, and the
+//! online restripe that spreads wide volumes over an added array while they serve I/O.
+//!
+//! What decides correctness is in `cordillera_striping`: the mapping of volume bytes to
+//! arrays (`Pool::segments`), the restripe core (`restripe::Restripe`: which layout a request
+//! goes to, when a write waits, which batch is copied next) and the durable layout record
+//! (`layout::PoolLayout`). Here are the files, threads, sockets and clocks: a copier thread
+//! that moves one batch at a time (read the old layout, write the new, sync it, then write the
+//! cursor into the layout record, synced and renamed into place), and the NBD and HTTP
+//! endpoints.
+
+mod state;
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use cordillera_striping::layout::{PoolLayout, RestripeRecord};
+use cordillera_striping::pool::{segments_of, Segment, VolumeId};
+use cordillera_striping::restripe::{Admit, NextBatch, Piece, Restripe, Side, Ticket};
+use cordillera_types::Op as IoOp;
+
+use crate::emulate::{EmulateSpec, Emulator};
+use crate::nbd_server::{Backend, Completion, Exports, Op, Outcome};
+
+pub use state::{
+    percent_decode, percent_encode, serve_http, ArrayStatus, CreateVolume, PoolStatus,
+    RestripeStatus, VolumeStatus,
+};
+
+/// The layout record's file in the pool's folder.
+pub const LAYOUT_FILE: &str = "pool.layout";
+
+/// How the pool runs.
+#[derive(Clone, Debug)]
+pub struct PoolOptions {
+    pub dir: PathBuf,
+    /// Bytes copied per restripe step (each ends with a sync and a durable cursor).
+    pub batch_bytes: u64,
+    /// The restripe's copy rate at most, bytes per second (None: as fast as the arrays go).
+    pub restripe_rate: Option<u64>,
+}
+
+/// One array's device.
+pub(crate) struct ArrayDev {
+    file: File,
+    emulator: Option<Emulator>,
+    /// Requests in flight and the time they started being so, for utilization.
+    busy: Mutex<(u32, Instant)>,
+    busy_ns: AtomicU64,
+}
+
+impl ArrayDev {
+    fn open(path: &Path, lun_bytes: u64, emulate: Option<&str>) -> io::Result<ArrayDev> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| {
+                io::Error::new(e.kind(), format!("array device {}: {e}", path.display()))
+            })?;
+        let len = device_len(&file)?;
+        if len < lun_bytes {
+            return Err(io::Error::other(format!(
+                "array device {} holds {len} bytes, not the {lun_bytes} its layout needs",
+                path.display()
+            )));
+        }
+        let emulator = match emulate {
+            None => None,
+            Some(spec) => {
+                let spec: EmulateSpec = spec.parse().map_err(io::Error::other)?;
+                Some(Emulator::start(&spec).map_err(io::Error::other)?)
+            }
+        };
+        Ok(ArrayDev {
+            file,
+            emulator,
+            busy: Mutex::new((0, Instant::now())),
+            busy_ns: AtomicU64::new(0),
+        })
+    }
+
+    fn enter(&self) {
+        let mut b = self.busy.lock().expect("busy lock");
+        if b.0 == 0 {
+            b.1 = Instant::now();
+        }
+        b.0 += 1;
+    }
+
+    fn leave(&self) {
+        let mut b = self.busy.lock().expect("busy lock");
+        b.0 -= 1;
+        if b.0 == 0 {
+            self.busy_ns
+                .fetch_add(b.1.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Busy time so far, including the current busy period.
+    pub(crate) fn busy_ns(&self) -> u64 {
+        let b = self.busy.lock().expect("busy lock");
+        let open = if b.0 > 0 {
+            b.1.elapsed().as_nanos() as u64
+        } else {
+            0
+        };
+        self.busy_ns.load(Ordering::Relaxed) + open
+    }
+
+    fn read(&self, at: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.enter();
+        let ticket = self
+            .emulator
+            .as_ref()
+            .map(|e| e.begin(IoOp::Read, at, buf.len() as u64));
+        let r = self.file.read_exact_at(buf, at);
+        if let Some(t) = ticket {
+            t.wait();
+        }
+        self.leave();
+        r
+    }
+
+    fn write(&self, at: u64, data: &[u8]) -> io::Result<()> {
+        self.enter();
+        let ticket = self
+            .emulator
+            .as_ref()
+            .map(|e| e.begin(IoOp::Write, at, data.len() as u64));
+        let r = self.file.write_all_at(data, at);
+        if let Some(t) = ticket {
+            t.wait();
+        }
+        self.leave();
+        r
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+/// The length of a file or block device.
+fn device_len(file: &File) -> io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let meta = file.metadata()?;
+    if meta.is_file() {
+        return Ok(meta.len());
+    }
+    let mut f = file.try_clone()?;
+    f.seek(SeekFrom::End(0))
+}
+
+/// A request's place: its ticket with the restripe's epoch (if a restripe is running), and
+/// its segments.
+type Routed = (Option<(u64, Ticket)>, Vec<Segment>);
+
+/// A restripe in progress: the core, and the epoch its tickets belong to.
+struct Running {
+    core: Restripe,
+    epoch: u64,
+    started: Instant,
+    copied_this_run: u64,
+}
+
+/// A write waiting for a batch to be copied and its cursor made durable.
+struct Parked {
+    id: VolumeId,
+    offset: u64,
+    data: Vec<u8>,
+    fua: bool,
+    done: Completion,
+}
+
+/// What the lock guards.
+pub(crate) struct Inner {
+    pub(crate) layout: PoolLayout,
+    pub(crate) pool: cordillera_striping::Pool,
+    restripes: HashMap<VolumeId, Running>,
+    parked: Vec<Parked>,
+    next_epoch: u64,
+    /// Why a wide volume was not restriped onto an added array.
+    pub(crate) not_restriped: Vec<String>,
+}
+
+/// Counters for `/metrics` and `/status`.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) reads: AtomicU64,
+    pub(crate) writes: AtomicU64,
+    pub(crate) read_bytes: AtomicU64,
+    pub(crate) written_bytes: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) parked_writes: AtomicU64,
+    pub(crate) restripe_bytes: AtomicU64,
+    pub(crate) restripe_batches: AtomicU64,
+    pub(crate) restripes_finished: AtomicU64,
+}
+
+pub struct PoolServer {
+    pub(crate) options: PoolOptions,
+    pub(crate) inner: Mutex<Inner>,
+    changed: Condvar,
+    pub(crate) arrays: Mutex<Vec<Arc<ArrayDev>>>,
+    /// Serializes layout saves.
+    save_lock: Mutex<()>,
+    pub(crate) counters: Counters,
+    pub(crate) started: Instant,
+    stopping: AtomicBool,
+}
+
+/// A new array: its device and shape.
+#[derive(Clone, Debug)]
+pub struct NewArray {
+    pub path: PathBuf,
+    pub level: String,
+    pub disks: usize,
+    pub disk_bytes: u64,
+    /// A preset whose disks pace the array (`fujitsu-maj3182mc`), modelled as the array's
+    /// level over `disks` of them.
+    pub emulate: Option<String>,
+}
+
+impl NewArray {
+    fn emulate_spec(&self) -> Option<String> {
+        self.emulate
+            .as_ref()
+            .map(|p| format!("{p}@{}:{}", self.level, self.disks))
+    }
+}
+
+impl PoolServer {
+    /// Opens the pool in `options.dir`: its layout record if there is one (then `create` must
+    /// be empty or the same arrays), or a new pool over `create`.
+    pub fn open(options: PoolOptions, create: &[NewArray]) -> Result<Arc<PoolServer>, String> {
+        if options.batch_bytes == 0 || !options.batch_bytes.is_multiple_of(512) {
+            return Err(format!(
+                "the restripe batch must be a positive multiple of 512 bytes (not {})",
+                options.batch_bytes
+            ));
+        }
+        std::fs::create_dir_all(&options.dir)
+            .map_err(|e| format!("{}: {e}", options.dir.display()))?;
+        let path = options.dir.join(LAYOUT_FILE);
+        let (layout, pool) = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let (layout, pool) =
+                    PoolLayout::decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+                if !create.is_empty() {
+                    let same = create.len() == layout.arrays.len()
+                        && create
+                            .iter()
+                            .zip(&layout.arrays)
+                            .all(|(c, a)| Path::new(&a.path) == c.path);
+                    if !same {
+                        return Err(format!(
+                            "{} already describes a pool over {} array(s); start it without --array, or use another --dir",
+                            path.display(),
+                            layout.arrays.len()
+                        ));
+                    }
+                }
+                (layout, pool)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if create.is_empty() {
+                    return Err(format!(
+                        "{} holds no pool: give its arrays (--array PATH) to create one",
+                        options.dir.display()
+                    ));
+                }
+                let mut layout = PoolLayout {
+                    generation: 0,
+                    arrays: Vec::new(),
+                    volumes: Vec::new(),
+                };
+                for a in create {
+                    layout.arrays.push(state::array_record(a)?);
+                }
+                let pool = layout.pool().map_err(|e| e.to_string())?;
+                for (i, a) in create.iter().enumerate() {
+                    state::prepare_device(&a.path, pool.lun_bytes(i))?;
+                }
+                (layout, pool)
+            }
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let mut devices = Vec::new();
+        for (i, a) in layout.arrays.iter().enumerate() {
+            let dev = ArrayDev::open(Path::new(&a.path), pool.lun_bytes(i), a.emulate.as_deref())
+                .map_err(|e| e.to_string())?;
+            devices.push(Arc::new(dev));
+        }
+        let mut restripes = HashMap::new();
+        let mut next_epoch = 0;
+        for (i, v) in layout.volumes.iter().enumerate() {
+            if let Some(r) = &v.restripe {
+                restripes.insert(
+                    VolumeId(i as u32),
+                    Running {
+                        core: Restripe::new(v.size_bytes, options.batch_bytes, r.cursor),
+                        epoch: next_epoch,
+                        started: Instant::now(),
+                        copied_this_run: 0,
+                    },
+                );
+                next_epoch += 1;
+            }
+        }
+        let server = Arc::new(PoolServer {
+            options,
+            inner: Mutex::new(Inner {
+                layout,
+                pool,
+                restripes,
+                parked: Vec::new(),
+                next_epoch,
+                not_restriped: Vec::new(),
+            }),
+            changed: Condvar::new(),
+            arrays: Mutex::new(devices),
+            save_lock: Mutex::new(()),
+            counters: Counters::default(),
+            started: Instant::now(),
+            stopping: AtomicBool::new(false),
+        });
+        // A new pool's record exists before anything is exported.
+        server.save()?;
+        let copier = server.clone();
+        std::thread::Builder::new()
+            .name("pool-restripe".into())
+            .spawn(move || copier.copier())
+            .map_err(|e| format!("cannot start the restripe thread: {e}"))?;
+        Ok(server)
+    }
+
+    /// Writes the layout record durably: a new file, synced, renamed over the old, the folder
+    /// synced. Saves are serialized; each writes the layout as it is when it starts.
+    fn save(&self) -> Result<(), String> {
+        let _one = self.save_lock.lock().expect("save lock");
+        let bytes = {
+            let mut inner = self.inner.lock().expect("pool lock");
+            inner.layout.generation += 1;
+            inner.layout.encode()
+        };
+        let dir = &self.options.dir;
+        let tmp = dir.join(format!("{LAYOUT_FILE}.tmp"));
+        let write = || -> io::Result<()> {
+            let f = File::create(&tmp)?;
+            f.write_all_at(&bytes, 0)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, dir.join(LAYOUT_FILE))?;
+            File::open(dir)?.sync_all()
+        };
+        write().map_err(|e| format!("saving the pool layout in {}: {e}", dir.display()))
+    }
+
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.changed.notify_all();
+        for a in self.arrays.lock().expect("arrays").iter() {
+            let _ = a.sync();
+        }
+    }
+
+    fn data_disks(&self, inner: &Inner) -> Vec<u64> {
+        inner
+            .pool
+            .arrays()
+            .iter()
+            .map(|a| a.data_disks() as u64)
+            .collect()
+    }
+
+    /// Where a request's bytes are; `None` for a write that must wait. The ticket (with its
+    /// restripe's epoch) goes back to [`done`](Self::done).
+    fn route(
+        &self,
+        inner: &mut Inner,
+        id: VolumeId,
+        offset: u64,
+        length: u64,
+        write: bool,
+    ) -> Result<Option<Routed>, String> {
+        let dd = self.data_disks(inner);
+        let data_disks = |a: usize| dd[a];
+        let Some(running) = inner.restripes.get_mut(&id) else {
+            let mut segs = Vec::new();
+            inner
+                .pool
+                .segments(id, offset, length, &mut segs)
+                .map_err(|e| e.to_string())?;
+            return Ok(Some((None, segs)));
+        };
+        let (ticket, pieces): (Ticket, Vec<Piece>) = if write {
+            match running.core.write(offset, offset + length) {
+                Admit::Go(t, p) => (t, p),
+                Admit::Wait => return Ok(None),
+            }
+        } else {
+            running.core.read(offset, offset + length)
+        };
+        let epoch = running.epoch;
+        let mut out = Vec::new();
+        let mut segs = Vec::new();
+        for p in pieces {
+            let v = match p.side {
+                Side::Old => inner.pool.volume(id),
+                Side::New => inner.pool.restripe_target(id),
+            }
+            .expect("a restripe has both layouts");
+            segments_of(v, &data_disks, p.lo, p.hi - p.lo, &mut segs).map_err(|e| e.to_string())?;
+            out.extend_from_slice(&segs);
+        }
+        Ok(Some((Some((epoch, ticket)), out)))
+    }
+
+    fn done(&self, id: VolumeId, ticket: Option<(u64, Ticket)>) {
+        let Some((epoch, ticket)) = ticket else {
+            return;
+        };
+        let mut inner = self.inner.lock().expect("pool lock");
+        if let Some(r) = inner.restripes.get_mut(&id) {
+            if r.epoch == epoch {
+                r.core.done(ticket);
+            }
+        }
+        drop(inner);
+        self.changed.notify_all();
+    }
+
+    fn devices(&self) -> Vec<Arc<ArrayDev>> {
+        self.arrays.lock().expect("arrays").clone()
+    }
+
+    /// Reads segments into `buf` (byte `base` of the volume at `buf[0]`): one I/O per
+    /// contiguous run of an array, the arrays in parallel.
+    fn read_segments(&self, segs: &[Segment], buf: &mut [u8], base: u64) -> io::Result<()> {
+        let devices = self.devices();
+        let runs = runs(segs);
+        let read = |run: &Run| -> io::Result<Vec<u8>> {
+            let mut data = vec![0u8; run.length as usize];
+            devices[run.array].read(run.lun_offset, &mut data)?;
+            Ok(data)
+        };
+        let results: Vec<io::Result<Vec<u8>>> = in_parallel(&runs, read);
+        for (run, data) in runs.iter().zip(results) {
+            let data = data?;
+            for s in &run.pieces {
+                let at = (s.volume_offset - base) as usize;
+                let from = (s.lun_offset - run.lun_offset) as usize;
+                buf[at..at + s.length as usize]
+                    .copy_from_slice(&data[from..from + s.length as usize]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes segments from `data` (byte `base` of the volume at `data[0]`), synced if asked:
+    /// one I/O per contiguous run of an array, the arrays in parallel.
+    fn write_segments(
+        &self,
+        segs: &[Segment],
+        data: &[u8],
+        base: u64,
+        sync: bool,
+    ) -> io::Result<()> {
+        let devices = self.devices();
+        let runs = runs(segs);
+        let write = |run: &Run| -> io::Result<()> {
+            let mut bytes = Vec::with_capacity(run.length as usize);
+            for s in &run.pieces {
+                let at = (s.volume_offset - base) as usize;
+                bytes.extend_from_slice(&data[at..at + s.length as usize]);
+            }
+            devices[run.array].write(run.lun_offset, &bytes)?;
+            if sync {
+                devices[run.array].sync()?;
+            }
+            Ok(())
+        };
+        in_parallel(&runs, write).into_iter().collect()
+    }
+
+    /// One request to volume `id`, carried out on this (blocking) thread.
+    fn execute(self: &Arc<Self>, id: VolumeId, op: Op, done: Completion) {
+        match op {
+            Op::Read { offset, length } => {
+                let routed = {
+                    let mut inner = self.inner.lock().expect("pool lock");
+                    self.route(&mut inner, id, offset, length as u64, false)
+                };
+                let outcome: Outcome = match routed {
+                    Err(e) => Err(io::Error::other(e)),
+                    Ok(None) => unreachable!("reads never wait"),
+                    Ok(Some((ticket, segs))) => {
+                        let mut buf = vec![0u8; length as usize];
+                        let r = self.read_segments(&segs, &mut buf, offset);
+                        self.done(id, ticket);
+                        r.map(|()| Some(buf))
+                    }
+                };
+                self.counters.reads.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .read_bytes
+                    .fetch_add(length as u64, Ordering::Relaxed);
+                if outcome.is_err() {
+                    self.counters.errors.fetch_add(1, Ordering::Relaxed);
+                }
+                done.complete(outcome);
+            }
+            Op::Write { offset, data, fua } => self.write(id, offset, data, fua, done),
+            Op::WriteZeroes {
+                offset,
+                length,
+                fua,
+            } => self.write(id, offset, vec![0u8; length as usize], fua, done),
+            Op::Trim { .. } => done.complete(Ok(None)),
+            Op::Flush => {
+                let r = self.devices().iter().try_for_each(|d| d.sync());
+                done.complete(r.map(|()| None));
+            }
+        }
+    }
+
+    fn write(
+        self: &Arc<Self>,
+        id: VolumeId,
+        offset: u64,
+        data: Vec<u8>,
+        fua: bool,
+        done: Completion,
+    ) {
+        let routed = {
+            let mut inner = self.inner.lock().expect("pool lock");
+            match self.route(&mut inner, id, offset, data.len() as u64, true) {
+                Ok(None) => {
+                    self.counters.parked_writes.fetch_add(1, Ordering::Relaxed);
+                    inner.parked.push(Parked {
+                        id,
+                        offset,
+                        data,
+                        fua,
+                        done,
+                    });
+                    return;
+                }
+                other => other,
+            }
+        };
+        let outcome: Outcome = match routed {
+            Err(e) => Err(io::Error::other(e)),
+            Ok(None) => unreachable!("parked above"),
+            Ok(Some((ticket, segs))) => {
+                let r = self.write_segments(&segs, &data, offset, fua);
+                self.done(id, ticket);
+                r.map(|()| None)
+            }
+        };
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .written_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        if outcome.is_err() {
+            self.counters.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        done.complete(outcome);
+    }
+
+    /// Sends parked writes through again (after a cursor became durable or a restripe ended).
+    fn release_parked(self: &Arc<Self>) {
+        let parked = std::mem::take(&mut self.inner.lock().expect("pool lock").parked);
+        for p in parked {
+            let me = self.clone();
+            std::thread::spawn(move || me.write(p.id, p.offset, p.data, p.fua, p.done));
+        }
+    }
+
+    /// The restripe thread: one batch at a time, over every volume being restriped.
+    fn copier(self: Arc<Self>) {
+        let mut buffer = Vec::new();
+        loop {
+            if self.stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            let mut inner = self.inner.lock().expect("pool lock");
+            let ids: Vec<VolumeId> = inner.restripes.keys().copied().collect();
+            let mut work = None;
+            let mut finish = None;
+            for id in ids {
+                let r = inner.restripes.get_mut(&id).expect("listed");
+                match r.core.next_batch() {
+                    NextBatch::Copy { lo, hi } => {
+                        work = Some((id, lo, hi));
+                        break;
+                    }
+                    NextBatch::Complete if r.core.old_idle() => {
+                        finish = Some(id);
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(id) = finish {
+                if let Err(e) = self.finish(inner, id) {
+                    tracing::error!(error = %e, "finishing a restripe");
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                self.release_parked();
+                continue;
+            }
+            let Some((id, lo, hi)) = work else {
+                // Nothing to copy now: wait for a request to finish or a restripe to start.
+                let _unused = self
+                    .changed
+                    .wait_timeout(inner, Duration::from_millis(200))
+                    .expect("pool lock");
+                continue;
+            };
+            let dd = self.data_disks(&inner);
+            let data_disks = |a: usize| dd[a];
+            let (mut from, mut to) = (Vec::new(), Vec::new());
+            let v_old = inner.pool.volume(id).expect("restriped volume");
+            let v_new = inner.pool.restripe_target(id).expect("its target");
+            let mapped = segments_of(v_old, &data_disks, lo, hi - lo, &mut from)
+                .and_then(|()| segments_of(v_new, &data_disks, lo, hi - lo, &mut to));
+            drop(inner);
+            let started = Instant::now();
+            buffer.resize((hi - lo) as usize, 0);
+            let copied = mapped
+                .map_err(|e| io::Error::other(e.to_string()))
+                .and_then(|()| {
+                    self.read_segments(&from, &mut buffer, lo)?;
+                    self.write_segments(&to, &buffer, lo, true)
+                });
+            if let Err(e) = copied {
+                tracing::error!(error = %e, lo, hi, "restripe batch failed; retrying in 1 s");
+                self.inner
+                    .lock()
+                    .expect("pool lock")
+                    .restripes
+                    .get_mut(&id)
+                    .expect("running")
+                    .core
+                    .abandon_batch();
+                self.counters.errors.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+            // The new layout holds the batch durably: now the cursor.
+            let cursor = {
+                let mut inner = self.inner.lock().expect("pool lock");
+                let cursor = inner
+                    .restripes
+                    .get_mut(&id)
+                    .expect("running")
+                    .core
+                    .copied(lo, hi);
+                let v = &mut inner.layout.volumes[id.0 as usize];
+                v.restripe.as_mut().expect("a restripe record").cursor = cursor;
+                cursor
+            };
+            // Until the cursor is durable, writes to the batch keep waiting; a save that fails
+            // (a full or failing disk) is tried again.
+            while let Err(e) = self.save() {
+                tracing::error!(error = %e, "saving the restripe cursor; retrying in 1 s");
+                self.counters.errors.fetch_add(1, Ordering::Relaxed);
+                if self.stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            {
+                let mut inner = self.inner.lock().expect("pool lock");
+                let r = inner.restripes.get_mut(&id).expect("running");
+                r.core.persisted(cursor);
+                r.copied_this_run += hi - lo;
+            }
+            self.counters
+                .restripe_bytes
+                .fetch_add(hi - lo, Ordering::Relaxed);
+            self.counters
+                .restripe_batches
+                .fetch_add(1, Ordering::Relaxed);
+            self.release_parked();
+            // The rate bound: a batch of b bytes takes at least b / rate seconds.
+            if let Some(rate) = self.options.restripe_rate {
+                let least = Duration::from_secs_f64((hi - lo) as f64 / rate as f64);
+                if let Some(rest) = least.checked_sub(started.elapsed()) {
+                    std::thread::sleep(rest);
+                }
+            }
+        }
+    }
+
+    /// Switches a fully copied volume to its new layout (durably), then frees the old.
+    fn finish(
+        &self,
+        mut inner: std::sync::MutexGuard<'_, Inner>,
+        id: VolumeId,
+    ) -> Result<(), String> {
+        let target = inner
+            .pool
+            .restripe_target(id)
+            .expect("a restripe target")
+            .clone();
+        {
+            let v = &mut inner.layout.volumes[id.0 as usize];
+            v.extents = target
+                .extents
+                .iter()
+                .map(cordillera_striping::layout::ExtentRecord::of)
+                .collect();
+            v.chunk_units = target.chunk_units;
+            v.restripe = None;
+        }
+        inner.pool.finish_restripe(id).map_err(|e| e.to_string())?;
+        let name = target.name.clone();
+        inner.restripes.remove(&id);
+        drop(inner);
+        self.save()?;
+        self.counters
+            .restripes_finished
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::info!(volume = %name, "restripe finished");
+        Ok(())
+    }
+
+    /// Starts restriping wide volumes onto every array (after one was added); the layout
+    /// record holds each restripe's target before any byte is copied.
+    fn start_restripes(&self, inner: &mut Inner) -> Vec<String> {
+        let all: Vec<usize> = (0..inner.pool.arrays().len()).collect();
+        let mut started = Vec::new();
+        inner.not_restriped.clear();
+        for i in 0..inner.layout.volumes.len() {
+            let id = VolumeId(i as u32);
+            let v = &inner.layout.volumes[i];
+            if v.policy != "wide" || v.restripe.is_some() || v.extents.len() == all.len() {
+                continue;
+            }
+            let (name, chunk) = (v.name.clone(), v.chunk_units);
+            match inner.pool.begin_restripe(id, &all, chunk) {
+                Ok(target) => {
+                    let record = RestripeRecord {
+                        chunk_units: chunk,
+                        extents: target
+                            .extents
+                            .iter()
+                            .map(cordillera_striping::layout::ExtentRecord::of)
+                            .collect(),
+                        cursor: 0,
+                    };
+                    let size = target.size_bytes;
+                    inner.layout.volumes[i].restripe = Some(record);
+                    inner.next_epoch += 1;
+                    let epoch = inner.next_epoch;
+                    inner.restripes.insert(
+                        id,
+                        Running {
+                            core: Restripe::new(size, self.options.batch_bytes, 0),
+                            epoch,
+                            started: Instant::now(),
+                            copied_this_run: 0,
+                        },
+                    );
+                    started.push(name);
+                }
+                Err(e) => inner
+                    .not_restriped
+                    .push(format!("{name}: not restriped: {e}")),
+            }
+        }
+        started
+    }
+}
+
+/// Segments of one array that are contiguous there, as one I/O.
+struct Run {
+    array: usize,
+    lun_offset: u64,
+    length: u64,
+    pieces: Vec<Segment>,
+}
+
+/// Segments grouped into runs: per array, in address order, adjacent ones merged.
+fn runs(segs: &[Segment]) -> Vec<Run> {
+    let mut sorted = segs.to_vec();
+    sorted.sort_by_key(|s| (s.array, s.lun_offset));
+    let mut out: Vec<Run> = Vec::new();
+    for s in sorted {
+        match out.last_mut() {
+            Some(r) if r.array == s.array && r.lun_offset + r.length == s.lun_offset => {
+                r.length += s.length;
+                r.pieces.push(s);
+            }
+            _ => out.push(Run {
+                array: s.array,
+                lun_offset: s.lun_offset,
+                length: s.length,
+                pieces: vec![s],
+            }),
+        }
+    }
+    out
+}
+
+/// `f` on every run; runs of different arrays at once (one thread per array beyond the
+/// first), the runs of one array in order.
+fn in_parallel<T: Send>(runs: &[Run], f: impl Fn(&Run) -> T + Sync) -> Vec<T> {
+    let mut arrays: Vec<usize> = runs.iter().map(|r| r.array).collect();
+    arrays.dedup();
+    if arrays.len() <= 1 {
+        return runs.iter().map(&f).collect();
+    }
+    let f = &f;
+    let mut results: Vec<Option<T>> = (0..runs.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = arrays
+            .iter()
+            .map(|&a| {
+                scope.spawn(move || {
+                    runs.iter()
+                        .enumerate()
+                        .filter(|(_, r)| r.array == a)
+                        .map(|(i, r)| (i, f(r)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            for (i, t) in h.join().expect("an I/O thread") {
+                results[i] = Some(t);
+            }
+        }
+    });
+    results
+        .into_iter()
+        .map(|t| t.expect("every run done"))
+        .collect()
+}
+
+/// The pool's volumes as NBD exports, by name.
+pub struct PoolExports(pub Arc<PoolServer>);
+
+struct VolumeExport {
+    server: Arc<PoolServer>,
+    id: VolumeId,
+    size: u64,
+}
+
+impl Backend for VolumeExport {
+    fn length_bytes(&self) -> u64 {
+        self.size
+    }
+
+    fn submit(&self, op: Op, done: Completion) {
+        let (server, id) = (self.server.clone(), self.id);
+        tokio::task::spawn_blocking(move || server.execute(id, op, done));
+    }
+}
+
+impl Exports for PoolExports {
+    fn lookup(&self, name: &str) -> Option<Arc<dyn Backend>> {
+        let inner = self.0.inner.lock().expect("pool lock");
+        let v = inner.pool.find(name)?;
+        Some(Arc::new(VolumeExport {
+            server: self.0.clone(),
+            id: v.id,
+            size: v.size_bytes,
+        }))
+    }
+
+    fn names(&self) -> Vec<String> {
+        let inner = self.0.inner.lock().expect("pool lock");
+        inner.pool.volumes().map(|v| v.name.clone()).collect()
+    }
+}
