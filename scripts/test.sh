@@ -99,3 +99,11 @@ else
   target/release/cordillera cluster bench --per-rack 2 --hour-seconds 3 --wake-seconds 0.5 \
     --throughput-seconds 2 --rebuild-per-rack 2,3 --rebuild-bytes-per-server 48m
 fi
+
+echo "== $(date +%T) storage pool benchmark: narrow vs wide on emulated arrays, restripe rate under load (figures, not pass/fail)"
+if ! command -v fio >/dev/null 2>&1; then
+  echo "SKIPPED pool benchmark: fio is not installed"
+else
+  cargo build --release -p cordillera-cli --locked 2>/dev/null || cargo build --release -p cordillera-cli
+  target/release/cordillera pool bench --seconds 4 --rounds 2
+fi

@@ -32,6 +32,7 @@ mod lab_io;
 mod lab_sierra;
 mod lab_striping;
 mod limit_args;
+mod pool_bench;
 mod pool_cmd;
 mod replay_cmd;
 mod sim_cmd;

@@ -136,11 +136,17 @@ fn spread(loads: &[f64]) -> f64 {
 }
 
 /// Where a new narrow store goes when stores arrive one at a time: the least loaded array among
-/// those with room (`fits`); ties to the lower index. `None` if none has room.
-pub fn least_loaded(loads: &[f64], fits: &[bool]) -> Option<usize> {
+/// those with room (`fits`); between equally loaded arrays (nothing declared, say) the one with
+/// the most free bytes, then the lower index. `None` if none has room.
+pub fn least_loaded(loads: &[f64], free: &[u64], fits: &[bool]) -> Option<usize> {
     (0..loads.len())
         .filter(|&a| fits.get(a) == Some(&true))
-        .min_by(|&a, &b| loads[a].total_cmp(&loads[b]).then(a.cmp(&b)))
+        .min_by(|&a, &b| {
+            loads[a]
+                .total_cmp(&loads[b])
+                .then(free[b].cmp(&free[a]))
+                .then(a.cmp(&b))
+        })
 }
 
 /// Pairs items so that each pair is as anti-correlated as can be found greedily: the most
@@ -290,6 +296,20 @@ pub fn recommend(k: &Knowledge, s: &Setting) -> Recommendation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_narrow_store_goes_to_the_least_loaded_array_with_room() {
+        assert_eq!(
+            least_loaded(&[5.0, 1.0, 1.0], &[10, 20, 30], &[true, true, true]),
+            Some(2)
+        );
+        assert_eq!(
+            least_loaded(&[5.0, 1.0, 0.0], &[10, 20, 30], &[true, true, false]),
+            Some(1)
+        );
+        assert_eq!(least_loaded(&[0.0, 0.0], &[10, 10], &[true, true]), Some(0));
+        assert_eq!(least_loaded(&[0.0, 0.0], &[10, 10], &[false, false]), None);
+    }
 
     #[test]
     fn stripe_unit_is_half_the_mean_or_the_papers_default() {

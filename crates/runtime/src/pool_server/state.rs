@@ -450,7 +450,8 @@ impl PoolServer {
                                 .any(|(lo, hi)| hi - lo >= need)
                         })
                         .collect();
-                    let a = policy::least_loaded(&load, &fits).ok_or_else(|| {
+                    let free: Vec<u64> = (0..n).map(|a| inner.pool.free_disk_bytes(a)).collect();
+                    let a = policy::least_loaded(&load, &free, &fits).ok_or_else(|| {
                         format!(
                             "no array has {} bytes free for volume {:?}",
                             c.size_bytes, c.name
