@@ -39,16 +39,20 @@ struct ServeArgs {
     /// The pool's folder (its layout record `pool.layout`).
     #[arg(long)]
     dir: PathBuf,
-    /// Arrays of a new pool: each a file or block device holding the array's logical device
-    /// (created sparse if missing). Omit to reopen the pool in --dir.
+    /// Arrays of a new pool: each a file or block device holding the array's logical device,
+    /// or comma-separated member files or devices (one per disk) on which the pool runs the
+    /// RAID itself (created sparse if missing). Omit to reopen the pool in --dir.
     #[arg(long = "array")]
-    arrays: Vec<PathBuf>,
+    arrays: Vec<String>,
     /// RAID level of new arrays (for placement and the disk model).
     #[arg(long, default_value = "raid5")]
     level: String,
-    /// Disks per new array (RAID-5 4+p: 5).
+    /// Disks per new array (RAID-5 4+p: 5); for member arrays, the number of members.
     #[arg(long, default_value_t = 5)]
     disks: usize,
+    /// Stripe unit of member arrays (the RAID the pool runs over members).
+    #[arg(long, default_value = "64k")]
+    unit: String,
     /// Bytes of each disk of a new array (the array holds data disks × this).
     #[arg(long, default_value = "256m")]
     disk_size: String,
@@ -99,8 +103,9 @@ struct CreateArgs {
 
 #[derive(Args)]
 struct AddArrayArgs {
-    /// The new array's file or block device (created sparse if missing).
-    path: PathBuf,
+    /// The new array's file or block device, or its comma-separated members (created sparse
+    /// if missing).
+    path: String,
     /// Bytes per disk (default: as the pool's first array).
     #[arg(long)]
     disk_size: Option<String>,
@@ -132,15 +137,24 @@ fn size(text: &str, what: &str) -> Result<u64> {
 
 fn serve(a: ServeArgs) -> Result<()> {
     let disk_bytes = size(&a.disk_size, "--disk-size")?;
+    let unit_bytes = size(&a.unit, "--unit")?;
     let arrays: Vec<NewArray> = a
         .arrays
         .iter()
-        .map(|p| NewArray {
-            path: p.clone(),
-            level: a.level.clone(),
-            disks: a.disks,
-            disk_bytes,
-            emulate: a.emulate.clone(),
+        .map(|p| {
+            let paths: Vec<PathBuf> = p.split(',').map(PathBuf::from).collect();
+            NewArray {
+                disks: if paths.len() > 1 {
+                    paths.len()
+                } else {
+                    a.disks
+                },
+                paths,
+                level: a.level.clone(),
+                disk_bytes,
+                unit_bytes,
+                emulate: a.emulate.clone(),
+            }
         })
         .collect();
     let rate = size(&a.restripe_rate, "--restripe-rate")?;
@@ -228,17 +242,24 @@ fn create(a: CreateArgs) -> Result<()> {
 }
 
 fn add_array(a: AddArrayArgs) -> Result<()> {
-    let path = std::path::absolute(&a.path).context("the array's path")?;
-    let mut query = format!(
-        "/arrays?path={}",
-        pool_server::percent_encode(path.to_str().ok_or_else(|| anyhow!("not a UTF-8 path"))?)
-    );
+    let paths = a
+        .path
+        .split(',')
+        .map(|p| {
+            let abs = std::path::absolute(p).context("the array's path")?;
+            abs.to_str()
+                .map(str::to_string)
+                .ok_or_else(|| anyhow!("{}: not a UTF-8 path", abs.display()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let path = paths.join(",");
+    let mut query = format!("/arrays?path={}", pool_server::percent_encode(&path));
     if let Some(s) = &a.disk_size {
         query.push_str(&format!("&disk_bytes={}", size(s, "--disk-size")?));
     }
     let body = http_request(a.server, "POST", &query)?;
     let v: serde_json::Value = serde_json::from_str(&body).context("the pool's answer")?;
-    println!("added array {}", path.display());
+    println!("added array {path}");
     for name in v["restriping"].as_array().into_iter().flatten() {
         println!(
             "  restriping wide volume {} onto it (see `cordillera pool status`)",

@@ -35,8 +35,15 @@ pub struct PoolLayout {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArrayRecord {
-    /// The file or block device holding the array's logical device.
+    /// The file or block device holding the array's logical device ("" for member arrays).
     pub path: String,
+    /// Member files or devices, one per disk, on which the pool runs the RAID itself (empty:
+    /// the array is `path`).
+    #[serde(default)]
+    pub members: Vec<String>,
+    /// The member array's stripe unit.
+    #[serde(default)]
+    pub unit_bytes: Option<u64>,
     /// `raid0`, `raid1`, `raid10` or `raid5`.
     pub level: String,
     pub disks: usize,
@@ -123,6 +130,38 @@ pub fn parse_level(s: &str) -> Result<RaidLevel, String> {
     })
 }
 
+impl ArrayRecord {
+    /// A member array's layout (`None` for a logical device), checked: one member per disk,
+    /// a stripe unit that divides each disk.
+    pub fn geometry(&self) -> Result<Option<crate::members::Members>, String> {
+        if self.members.is_empty() {
+            if self.path.is_empty() {
+                return Err("neither a device path nor members".into());
+            }
+            return Ok(None);
+        }
+        if !self.path.is_empty() {
+            return Err("both a device path and members".into());
+        }
+        if self.members.len() != self.disks {
+            return Err(format!(
+                "{} members for {} disks",
+                self.members.len(),
+                self.disks
+            ));
+        }
+        let unit = self.unit_bytes.ok_or("members without a stripe unit")?;
+        if unit == 0 || !self.disk_bytes.is_multiple_of(unit) {
+            return Err(format!(
+                "the stripe unit {unit} does not divide each disk's {} bytes",
+                self.disk_bytes
+            ));
+        }
+        crate::members::Members::new(parse_level(&self.level)?, self.disks, unit, self.disk_bytes)
+            .map(Some)
+    }
+}
+
 impl ExtentRecord {
     fn extent(&self) -> Extent {
         Extent {
@@ -203,6 +242,10 @@ impl PoolLayout {
                 })
             })
             .collect::<Result<Vec<_>, LayoutError>>()?;
+        for (i, a) in self.arrays.iter().enumerate() {
+            a.geometry()
+                .map_err(|e| LayoutError::Invalid(format!("array {i}: {e}")))?;
+        }
         let mut pool = Pool::new(&specs)?;
         for v in &self.volumes {
             if !matches!(v.policy.as_str(), "wide" | "narrow") {
@@ -250,6 +293,8 @@ mod tests {
 
     fn sample() -> PoolLayout {
         let array = |i: usize| ArrayRecord {
+            members: Vec::new(),
+            unit_bytes: None,
             path: format!("/srv/pool/array{i}"),
             level: "raid5".into(),
             disks: 5,
@@ -440,6 +485,8 @@ mod smoke {
         PoolLayout {
             generation: 1,
             arrays: vec![ArrayRecord {
+                members: Vec::new(),
+                unit_bytes: None,
                 path: "a0".into(),
                 level: "raid5".into(),
                 disks: 5,

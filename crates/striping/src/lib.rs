@@ -11,6 +11,7 @@
 
 pub mod experiment;
 pub mod layout;
+pub mod members;
 pub mod policy;
 pub mod pool;
 pub mod restripe;

@@ -11,10 +11,13 @@
 //! cursor into the layout record, synced and renamed into place), and the NBD and HTTP
 //! endpoints.
 
+mod array;
 mod state;
 
+use array::ArrayDev;
+
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -25,9 +28,7 @@ use std::time::{Duration, Instant};
 use cordillera_striping::layout::{PoolLayout, RestripeRecord};
 use cordillera_striping::pool::{segments_of, Segment, VolumeId};
 use cordillera_striping::restripe::{Admit, NextBatch, Piece, Restripe, Side, Ticket};
-use cordillera_types::Op as IoOp;
 
-use crate::emulate::{EmulateSpec, Emulator};
 use crate::nbd_server::{Backend, Completion, Exports, Op, Outcome};
 
 pub use state::{
@@ -46,118 +47,6 @@ pub struct PoolOptions {
     pub batch_bytes: u64,
     /// The restripe's copy rate at most, bytes per second (None: as fast as the arrays go).
     pub restripe_rate: Option<u64>,
-}
-
-/// One array's device.
-pub(crate) struct ArrayDev {
-    file: File,
-    emulator: Option<Emulator>,
-    /// Requests in flight and the time they started being so, for utilization.
-    busy: Mutex<(u32, Instant)>,
-    busy_ns: AtomicU64,
-}
-
-impl ArrayDev {
-    fn open(path: &Path, lun_bytes: u64, emulate: Option<&str>) -> io::Result<ArrayDev> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| {
-                io::Error::new(e.kind(), format!("array device {}: {e}", path.display()))
-            })?;
-        let len = device_len(&file)?;
-        if len < lun_bytes {
-            return Err(io::Error::other(format!(
-                "array device {} holds {len} bytes, not the {lun_bytes} its layout needs",
-                path.display()
-            )));
-        }
-        let emulator = match emulate {
-            None => None,
-            Some(spec) => {
-                let spec: EmulateSpec = spec.parse().map_err(io::Error::other)?;
-                Some(Emulator::start(&spec).map_err(io::Error::other)?)
-            }
-        };
-        Ok(ArrayDev {
-            file,
-            emulator,
-            busy: Mutex::new((0, Instant::now())),
-            busy_ns: AtomicU64::new(0),
-        })
-    }
-
-    fn enter(&self) {
-        let mut b = self.busy.lock().expect("busy lock");
-        if b.0 == 0 {
-            b.1 = Instant::now();
-        }
-        b.0 += 1;
-    }
-
-    fn leave(&self) {
-        let mut b = self.busy.lock().expect("busy lock");
-        b.0 -= 1;
-        if b.0 == 0 {
-            self.busy_ns
-                .fetch_add(b.1.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        }
-    }
-
-    /// Busy time so far, including the current busy period.
-    pub(crate) fn busy_ns(&self) -> u64 {
-        let b = self.busy.lock().expect("busy lock");
-        let open = if b.0 > 0 {
-            b.1.elapsed().as_nanos() as u64
-        } else {
-            0
-        };
-        self.busy_ns.load(Ordering::Relaxed) + open
-    }
-
-    fn read(&self, at: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.enter();
-        let ticket = self
-            .emulator
-            .as_ref()
-            .map(|e| e.begin(IoOp::Read, at, buf.len() as u64));
-        let r = self.file.read_exact_at(buf, at);
-        if let Some(t) = ticket {
-            t.wait();
-        }
-        self.leave();
-        r
-    }
-
-    fn write(&self, at: u64, data: &[u8]) -> io::Result<()> {
-        self.enter();
-        let ticket = self
-            .emulator
-            .as_ref()
-            .map(|e| e.begin(IoOp::Write, at, data.len() as u64));
-        let r = self.file.write_all_at(data, at);
-        if let Some(t) = ticket {
-            t.wait();
-        }
-        self.leave();
-        r
-    }
-
-    fn sync(&self) -> io::Result<()> {
-        self.file.sync_data()
-    }
-}
-
-/// The length of a file or block device.
-fn device_len(file: &File) -> io::Result<u64> {
-    use std::io::{Seek, SeekFrom};
-    let meta = file.metadata()?;
-    if meta.is_file() {
-        return Ok(meta.len());
-    }
-    let mut f = file.try_clone()?;
-    f.seek(SeekFrom::End(0))
 }
 
 /// A request's place: its ticket with the restripe's epoch (if a restripe is running), and
@@ -221,21 +110,56 @@ pub struct PoolServer {
 /// A new array: its device and shape.
 #[derive(Clone, Debug)]
 pub struct NewArray {
-    pub path: PathBuf,
+    /// One device holding the array's logical device, or (more than one) its members, on
+    /// which the pool runs the RAID itself.
+    pub paths: Vec<PathBuf>,
     pub level: String,
     pub disks: usize,
     pub disk_bytes: u64,
-    /// A preset whose disks pace the array (`fujitsu-maj3182mc`), modelled as the array's
-    /// level over `disks` of them.
+    /// Stripe unit of a member array.
+    pub unit_bytes: u64,
+    /// A preset whose disks pace the array (`fujitsu-maj3182mc`): a model of the array's
+    /// level over `disks` of them for a logical device, one disk model per member.
     pub emulate: Option<String>,
 }
 
 impl NewArray {
-    fn emulate_spec(&self) -> Option<String> {
-        self.emulate
-            .as_ref()
-            .map(|p| format!("{p}@{}:{}", self.level, self.disks))
+    fn members(&self) -> bool {
+        self.paths.len() > 1
     }
+
+    fn emulate_spec(&self) -> Option<String> {
+        self.emulate.as_ref().map(|p| {
+            if self.members() {
+                p.clone()
+            } else {
+                format!("{p}@{}:{}", self.level, self.disks)
+            }
+        })
+    }
+
+    fn describe(&self) -> String {
+        self.paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// Opens an array as its record describes it.
+fn open_array(
+    a: &cordillera_striping::layout::ArrayRecord,
+    lun_bytes: u64,
+) -> Result<ArrayDev, String> {
+    match a.geometry()? {
+        None => ArrayDev::open_lun(Path::new(&a.path), lun_bytes, a.emulate.as_deref()),
+        Some(layout) => {
+            let paths: Vec<&Path> = a.members.iter().map(Path::new).collect();
+            ArrayDev::open_members(&paths, layout, a.disk_bytes, a.emulate.as_deref())
+        }
+    }
+    .map_err(|e| e.to_string())
 }
 
 impl PoolServer {
@@ -257,10 +181,14 @@ impl PoolServer {
                     PoolLayout::decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
                 if !create.is_empty() {
                     let same = create.len() == layout.arrays.len()
-                        && create
-                            .iter()
-                            .zip(&layout.arrays)
-                            .all(|(c, a)| Path::new(&a.path) == c.path);
+                        && create.iter().zip(&layout.arrays).all(|(c, a)| {
+                            let recorded: Vec<&Path> = if a.members.is_empty() {
+                                vec![Path::new(&a.path)]
+                            } else {
+                                a.members.iter().map(Path::new).collect()
+                            };
+                            recorded == c.paths.iter().map(PathBuf::as_path).collect::<Vec<_>>()
+                        });
                     if !same {
                         return Err(format!(
                             "{} already describes a pool over {} array(s); start it without --array, or use another --dir",
@@ -288,7 +216,13 @@ impl PoolServer {
                 }
                 let pool = layout.pool().map_err(|e| e.to_string())?;
                 for (i, a) in create.iter().enumerate() {
-                    state::prepare_device(&a.path, pool.lun_bytes(i))?;
+                    if a.members() {
+                        for p in &a.paths {
+                            state::prepare_device(p, a.disk_bytes)?;
+                        }
+                    } else {
+                        state::prepare_device(&a.paths[0], pool.lun_bytes(i))?;
+                    }
                 }
                 (layout, pool)
             }
@@ -296,8 +230,7 @@ impl PoolServer {
         };
         let mut devices = Vec::new();
         for (i, a) in layout.arrays.iter().enumerate() {
-            let dev = ArrayDev::open(Path::new(&a.path), pool.lun_bytes(i), a.emulate.as_deref())
-                .map_err(|e| e.to_string())?;
+            let dev = open_array(a, pool.lun_bytes(i))?;
             devices.push(Arc::new(dev));
         }
         let mut restripes = HashMap::new();

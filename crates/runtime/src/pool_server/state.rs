@@ -23,22 +23,45 @@ pub(super) fn array_record(a: &NewArray) -> Result<ArrayRecord, String> {
         disk_bytes: a.disk_bytes,
     };
     // Checked by the pool (disk count for the level, sizes).
-    cordillera_striping::Pool::new(&[spec]).map_err(|e| format!("{}: {e}", a.path.display()))?;
+    cordillera_striping::Pool::new(&[spec]).map_err(|e| format!("{}: {e}", a.describe()))?;
     if let Some(e) = a.emulate_spec() {
         e.parse::<crate::emulate::EmulateSpec>()
             .map_err(|e| format!("--emulate: {e}"))?;
     }
-    Ok(ArrayRecord {
-        path: a
-            .path
-            .to_str()
-            .ok_or_else(|| format!("{}: not a UTF-8 path", a.path.display()))?
-            .to_string(),
-        level: level_name(level).into(),
-        disks: a.disks,
-        disk_bytes: a.disk_bytes,
-        emulate: a.emulate_spec(),
-    })
+    let utf8 = |p: &std::path::PathBuf| {
+        p.to_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("{}: not a UTF-8 path", p.display()))
+    };
+    let paths = a.paths.iter().map(utf8).collect::<Result<Vec<_>, _>>()?;
+    if paths.is_empty() {
+        return Err("an array needs a device or members".into());
+    }
+    let record = if a.members() {
+        ArrayRecord {
+            path: String::new(),
+            members: paths,
+            unit_bytes: Some(a.unit_bytes),
+            level: level_name(level).into(),
+            disks: a.disks,
+            disk_bytes: a.disk_bytes,
+            emulate: a.emulate_spec(),
+        }
+    } else {
+        ArrayRecord {
+            path: paths[0].clone(),
+            members: Vec::new(),
+            unit_bytes: None,
+            level: level_name(level).into(),
+            disks: a.disks,
+            disk_bytes: a.disk_bytes,
+            emulate: a.emulate_spec(),
+        }
+    };
+    record
+        .geometry()
+        .map_err(|e| format!("array {}: {e}", a.describe()))?;
+    Ok(record)
 }
 
 /// Creates a missing array file of `bytes` (sparse); an existing file or device must hold
@@ -203,7 +226,11 @@ impl PoolServer {
             .enumerate()
             .map(|(i, a)| ArrayStatus {
                 index: i,
-                path: a.path.clone(),
+                path: if a.members.is_empty() {
+                    a.path.clone()
+                } else {
+                    a.members.join(",")
+                },
                 level: a.level.clone(),
                 disks: a.disks,
                 disk_bytes: a.disk_bytes,
@@ -501,19 +528,19 @@ impl PoolServer {
 
     /// Adds an array (shaped like the first unless given) and starts restriping every wide
     /// volume onto it. Returns the volumes being restriped.
-    pub fn add_array(&self, path: &Path, disk_bytes: Option<u64>) -> Result<Vec<String>, String> {
+    pub fn add_array(
+        &self,
+        paths: &[std::path::PathBuf],
+        disk_bytes: Option<u64>,
+    ) -> Result<Vec<String>, String> {
         let first = {
             let inner = self.inner.lock().expect("pool lock");
-            if inner
-                .layout
-                .arrays
-                .iter()
-                .any(|a| Path::new(&a.path) == path)
-            {
-                return Err(format!(
-                    "{} is already an array of the pool",
-                    path.display()
-                ));
+            for a in &inner.layout.arrays {
+                for p in std::iter::once(&a.path).chain(&a.members) {
+                    if paths.iter().any(|q| Path::new(p) == q.as_path()) {
+                        return Err(format!("{p} is already an array (or a member) of the pool"));
+                    }
+                }
             }
             inner.layout.arrays[0].clone()
         };
@@ -522,10 +549,15 @@ impl PoolServer {
             .as_ref()
             .map(|e| e.split('@').next().unwrap_or(e).to_string());
         let new = NewArray {
-            path: path.to_path_buf(),
+            paths: paths.to_vec(),
             level: first.level.clone(),
-            disks: first.disks,
+            disks: if paths.len() > 1 {
+                paths.len()
+            } else {
+                first.disks
+            },
             disk_bytes: disk_bytes.unwrap_or(first.disk_bytes),
+            unit_bytes: first.unit_bytes.unwrap_or(64 << 10),
             emulate,
         };
         let record = array_record(&new)?;
@@ -535,9 +567,14 @@ impl PoolServer {
             disk_bytes: record.disk_bytes,
         };
         let lun = spec.disk_bytes * spec.data_disks() as u64;
-        prepare_device(path, lun)?;
-        let dev =
-            ArrayDev::open(path, lun, record.emulate.as_deref()).map_err(|e| e.to_string())?;
+        if new.members() {
+            for p in paths {
+                prepare_device(p, new.disk_bytes)?;
+            }
+        } else {
+            prepare_device(&paths[0], lun)?;
+        }
+        let dev = super::open_array(&record, lun)?;
         let started = {
             let mut inner = self.inner.lock().expect("pool lock");
             inner.pool.add_array(spec).map_err(|e| e.to_string())?;
@@ -555,7 +592,8 @@ impl PoolServer {
     }
 }
 
-/// Serves `/status`, `/metrics`, `POST /volumes?…` and `POST /arrays?path=…[&disk_bytes=…]`.
+/// Serves `/status`, `/metrics`, `POST /volumes?…` and `POST /arrays?path=…[&disk_bytes=…]`
+/// (`path`: a device, or comma-separated member devices).
 pub async fn serve_http(server: Arc<PoolServer>, listener: tokio::net::TcpListener) {
     http::serve(listener, move |method: String, path: String| {
         let server = server.clone();
@@ -592,7 +630,10 @@ pub async fn serve_http(server: Arc<PoolServer>, listener: tokio::net::TcpListen
                         let Some(path) = path else {
                             return bad("POST /arrays needs path=".into());
                         };
-                        match server.add_array(Path::new(&path), disk_bytes) {
+                        // Several comma-separated paths: the new array's members.
+                        let paths: Vec<std::path::PathBuf> =
+                            path.split(',').map(std::path::PathBuf::from).collect();
+                        match server.add_array(&paths, disk_bytes) {
                             Ok(started) => Response::ok(
                                 http::JSON,
                                 serde_json::json!({
