@@ -79,6 +79,9 @@ pub(crate) struct Inner {
     next_epoch: u64,
     /// Why a wide volume was not restriped onto an added array.
     pub(crate) not_restriped: Vec<String>,
+    /// Volumes (the first so many of the layout) whose record is durable: only they are
+    /// exported, so no write is acknowledged to a volume a crash could forget.
+    durable_volumes: usize,
 }
 
 /// Counters for `/metrics` and `/status`.
@@ -258,6 +261,7 @@ impl PoolServer {
                 parked: Vec::new(),
                 next_epoch,
                 not_restriped: Vec::new(),
+                durable_volumes: 0,
             }),
             changed: Condvar::new(),
             arrays: Mutex::new(devices),
@@ -280,10 +284,10 @@ impl PoolServer {
     /// synced. Saves are serialized; each writes the layout as it is when it starts.
     fn save(&self) -> Result<(), String> {
         let _one = self.save_lock.lock().expect("save lock");
-        let bytes = {
+        let (bytes, volumes) = {
             let mut inner = self.inner.lock().expect("pool lock");
             inner.layout.generation += 1;
-            inner.layout.encode()
+            (inner.layout.encode(), inner.layout.volumes.len())
         };
         let dir = &self.options.dir;
         let tmp = dir.join(format!("{LAYOUT_FILE}.tmp"));
@@ -294,7 +298,10 @@ impl PoolServer {
             std::fs::rename(&tmp, dir.join(LAYOUT_FILE))?;
             File::open(dir)?.sync_all()
         };
-        write().map_err(|e| format!("saving the pool layout in {}: {e}", dir.display()))
+        write().map_err(|e| format!("saving the pool layout in {}: {e}", dir.display()))?;
+        let mut inner = self.inner.lock().expect("pool lock");
+        inner.durable_volumes = inner.durable_volumes.max(volumes);
+        Ok(())
     }
 
     pub fn stop(&self) {
@@ -805,6 +812,9 @@ impl Exports for PoolExports {
     fn lookup(&self, name: &str) -> Option<Arc<dyn Backend>> {
         let inner = self.0.inner.lock().expect("pool lock");
         let v = inner.pool.find(name)?;
+        if v.id.0 as usize >= inner.durable_volumes {
+            return None;
+        }
         Some(Arc::new(VolumeExport {
             server: self.0.clone(),
             id: v.id,
@@ -814,6 +824,11 @@ impl Exports for PoolExports {
 
     fn names(&self) -> Vec<String> {
         let inner = self.0.inner.lock().expect("pool lock");
-        inner.pool.volumes().map(|v| v.name.clone()).collect()
+        inner
+            .pool
+            .volumes()
+            .filter(|v| (v.id.0 as usize) < inner.durable_volumes)
+            .map(|v| v.name.clone())
+            .collect()
     }
 }
