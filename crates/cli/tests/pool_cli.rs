@@ -384,6 +384,33 @@ fn bad_input_gets_clear_errors_and_changes_nothing() {
             .unwrap();
         assert!(!out.status.success());
     }
+    // WRITE_ZEROES over the whole volume (one request may ask for gigabytes: carried out in
+    // pieces), then data again.
+    if have("qemu-io") {
+        let out = Command::new("qemu-io")
+            .args([
+                "-f",
+                "raw",
+                "-c",
+                "write -P 0x5a 0 64M",
+                "-c",
+                "write -z 0 64M",
+            ])
+            .args([
+                "-c",
+                "read -P 0 0 64M",
+                "-c",
+                "write -P 0x11 1M 1M",
+                "-c",
+                "read -P 0x11 1M 1M",
+            ])
+            .arg(pool.url("v"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && !text.contains("failed"), "{text}");
+    }
     let http = pool.http.clone();
     drop(pool);
     // The server is gone: a clear error naming the address.

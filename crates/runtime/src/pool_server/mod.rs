@@ -36,6 +36,9 @@ pub use state::{
     RestripeStatus, VolumeStatus,
 };
 
+/// WRITE_ZEROES is carried out in pieces of this many bytes.
+const ZERO_CHUNK: usize = 1 << 20;
+
 /// The layout record's file in the pool's folder.
 pub const LAYOUT_FILE: &str = "pool.layout";
 
@@ -463,7 +466,21 @@ impl PoolServer {
                 offset,
                 length,
                 fua,
-            } => self.write(id, offset, vec![0u8; length as usize], fua, done),
+            } => {
+                // Up to 4 GiB in one request: written 1 MiB at a time, never held whole.
+                let zeroes = vec![0u8; (length as usize).min(ZERO_CHUNK)];
+                let mut at = 0u64;
+                let mut outcome = Ok(None);
+                while at < length as u64 {
+                    let n = (length as u64 - at).min(ZERO_CHUNK as u64) as usize;
+                    if let Err(e) = self.write_waiting(id, offset + at, &zeroes[..n], fua) {
+                        outcome = Err(e);
+                        break;
+                    }
+                    at += n as u64;
+                }
+                done.complete(outcome);
+            }
             Op::Trim { .. } => done.complete(Ok(None)),
             Op::Flush => {
                 let r = self.devices().iter().try_for_each(|d| d.sync());
@@ -514,6 +531,37 @@ impl PoolServer {
             self.counters.errors.fetch_add(1, Ordering::Relaxed);
         }
         done.complete(outcome);
+    }
+
+    /// A write on this thread, waiting (rather than parking) while its bytes are being
+    /// restriped.
+    fn write_waiting(&self, id: VolumeId, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
+        let (ticket, segs) = {
+            let mut inner = self.inner.lock().expect("pool lock");
+            loop {
+                match self.route(&mut inner, id, offset, data.len() as u64, true) {
+                    Err(e) => return Err(io::Error::other(e)),
+                    Ok(Some(routed)) => break routed,
+                    Ok(None) => {
+                        inner = self
+                            .changed
+                            .wait_timeout(inner, Duration::from_millis(50))
+                            .expect("pool lock")
+                            .0;
+                    }
+                }
+            }
+        };
+        let r = self.write_segments(&segs, data, offset, fua);
+        self.done(id, ticket);
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .written_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        if r.is_err() {
+            self.counters.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        r
     }
 
     /// Sends parked writes through again (after a cursor became durable or a restripe ended).
