@@ -262,6 +262,14 @@ fn schemes(a: SchemesArgs) -> Result<()> {
         Some(_) => bail!("--start must not be negative"),
         None => first + (last - first) / 2,
     };
+    if start_ns >= last {
+        bail!(
+            "--start {} is at or past the trace's end ({} {} from its start): no request would meet the new caches",
+            a.start.unwrap_or(0.0),
+            (last - first) as f64 / unit,
+            if a.axis == Axis::Time { "s" } else { "requests" }
+        );
+    }
     let interval_ns = match a.interval {
         Some(i) if i > 0.0 => (i * unit) as i64,
         Some(_) => bail!("--interval must be positive"),
@@ -288,6 +296,19 @@ fn schemes(a: SchemesArgs) -> Result<()> {
     let wss = algorithms::working_set_blocks(&records);
     let cache_blocks = blocks_of(&a.cache_size, wss, "--cache-size")?;
     let warmup_blocks = blocks_of(&a.warmup_size, wss, "--warmup-size")?;
+    if cache_blocks == 0 {
+        bail!(
+            "--cache-size {} is less than one 4 KiB block (the working set is {wss} blocks)",
+            a.cache_size
+        );
+    }
+    if warmup_blocks > cache_blocks {
+        bail!(
+            "--warmup-size {} ({warmup_blocks} blocks) is more than the cache holds (--cache-size {}: {cache_blocks} blocks)",
+            a.warmup_size,
+            a.cache_size
+        );
+    }
     if cache_blocks >= u64::from(u32::MAX) {
         bail!("--cache-size is over the simulator's limit of 2^32 - 1 blocks");
     }

@@ -149,3 +149,29 @@ fn schemes_run_on_the_time_axis_and_refuse_an_empty_interval() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--interval must be positive"));
 }
+
+/// Out-of-range flags are errors that say why (issue 25): an empty cache, a warm-up larger
+/// than the cache, new caches after the trace's end.
+#[test]
+fn schemes_refuse_an_empty_cache_an_oversized_warmup_and_a_start_past_the_end() {
+    for (args, expected) in [
+        (vec!["--cache-size", "0"], "less than one 4 KiB block"),
+        (
+            vec!["--cache-size", "50%", "--warmup-size", "200%"],
+            "more than the cache holds",
+        ),
+        (
+            vec!["--axis", "requests", "--start", "1e12"],
+            "past the trace's end",
+        ),
+    ] {
+        let out = Command::new(BIN)
+            .args(["warmup", "schemes", SPEC])
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}
