@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cordillera_testkit::cluster::{ClusterOptions, Daemon, LocalCluster};
-use cordillera_testkit::process::{free_addr, have, qemu_io_patterns, Proc};
+use cordillera_testkit::process::{fio_verify as fio, free_addr, have, qemu_io_patterns, Proc};
 
 fn binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_cordillera"))
@@ -55,28 +55,6 @@ fn qemu(url: &str, commands: &[&str]) -> Result<(), String> {
         return Err(format!("qemu-io {commands:?}:\n{text}"));
     }
     Ok(())
-}
-
-fn fio(url: &str, extra: &[&str]) -> String {
-    let mut args = vec![
-        "--name=verify".to_string(),
-        "--ioengine=nbd".into(),
-        format!("--uri={url}"),
-        "--iodepth=8".into(),
-        "--verify=crc32c".into(),
-        "--verify_fatal=1".into(),
-        "--verify_state_save=0".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let out = Command::new("fio").args(&args).output().expect("fio runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "fio {args:?} failed:\n{text}");
-    assert!(!text.contains("verify: bad"), "{text}");
-    text
 }
 
 /// Waits until every server is up in the top gear and no server holds logged bytes.

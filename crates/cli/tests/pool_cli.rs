@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cordillera_striping::layout::PoolLayout;
-use cordillera_testkit::process::{free_addr, have, Proc};
+use cordillera_testkit::process::{fio_verify as fio, free_addr, have, Proc};
 
 fn binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_cordillera"))
@@ -115,29 +115,6 @@ impl Pool {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-}
-
-/// fio over an export with crc32c verification; its output (panics on any error).
-fn fio(url: &str, extra: &[&str]) -> String {
-    let mut args = vec![
-        "--name=verify".to_string(),
-        "--ioengine=nbd".into(),
-        format!("--uri={url}"),
-        "--iodepth=8".into(),
-        "--verify=crc32c".into(),
-        "--verify_fatal=1".into(),
-        "--verify_state_save=0".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let out = Command::new("fio").args(&args).output().expect("fio runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "fio {args:?} failed:\n{text}");
-    assert!(!text.contains("verify: bad"), "{text}");
-    text
 }
 
 fn restripe_fraction(p: &Pool, name: &str) -> Option<f64> {

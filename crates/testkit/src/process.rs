@@ -164,3 +164,27 @@ pub fn qemu_io_patterns(url: &str, export_bytes: u64) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// fio's NBD engine on `url` with crc32c verification (iodepth 8, the first bad block fatal)
+/// and `extra` arguments; its output. Panics, with the output, on any error or bad block.
+pub fn fio_verify(url: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "--name=verify".to_string(),
+        "--ioengine=nbd".into(),
+        format!("--uri={url}"),
+        "--iodepth=8".into(),
+        "--verify=crc32c".into(),
+        "--verify_fatal=1".into(),
+        "--verify_state_save=0".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let out = Command::new("fio").args(&args).output().expect("fio runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "fio {args:?} failed:\n{text}");
+    assert!(!text.contains("verify: bad"), "{text}");
+    text
+}

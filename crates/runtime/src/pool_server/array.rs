@@ -14,6 +14,7 @@ use std::time::Instant;
 use cordillera_striping::members::{parity_full, parity_update, Members, Piece};
 use cordillera_types::Op as IoOp;
 
+use super::segments_io::per_device;
 use crate::emulate::{EmulateSpec, Emulator};
 
 /// Row locks of a member array (a row's parity is read, changed and written under its lock).
@@ -167,17 +168,21 @@ impl ArrayDev {
                 ..
             } => {
                 let pieces = layout.read_pieces(at, buf.len() as u64);
-                let results = per_member(&pieces, |p| {
-                    let mut data = vec![0u8; p.length as usize];
-                    paced(
-                        &emulators[p.member],
-                        IoOp::Read,
-                        p.member_offset,
-                        p.length,
-                        || files[p.member].read_exact_at(&mut data, p.member_offset),
-                    )
-                    .map(|()| data)
-                });
+                let results = per_device(
+                    &pieces,
+                    |p| p.member,
+                    |p| {
+                        let mut data = vec![0u8; p.length as usize];
+                        paced(
+                            &emulators[p.member],
+                            IoOp::Read,
+                            p.member_offset,
+                            p.length,
+                            || files[p.member].read_exact_at(&mut data, p.member_offset),
+                        )
+                        .map(|()| data)
+                    },
+                );
                 let mut out = Ok(());
                 for (p, data) in pieces.iter().zip(results) {
                     match data {
@@ -238,8 +243,11 @@ impl ArrayDev {
                                 lun_offset: u64::MAX,
                                 length: par.hi - par.lo,
                             });
-                            let olds =
-                                per_member(&wanted, |p| read(p.member, p.member_offset, p.length));
+                            let olds = per_device(
+                                &wanted,
+                                |p| p.member,
+                                |p| read(p.member, p.member_offset, p.length),
+                            );
                             let olds: Vec<Vec<u8>> = olds.into_iter().collect::<io::Result<_>>()?;
                             let (old_parity, old_data) = olds.split_last().expect("parity read");
                             let pieces: Vec<(u64, &[u8], &[u8])> = row
@@ -270,16 +278,20 @@ impl ArrayDev {
                         .collect();
                     all.extend(writes);
                     let pieces: Vec<Piece> = all.iter().map(|(p, _)| *p).collect();
-                    let results = per_member(&pieces, |p| {
-                        let bytes = &all.iter().find(|(q, _)| q == p).expect("listed").1;
-                        paced(
-                            &emulators[p.member],
-                            IoOp::Write,
-                            p.member_offset,
-                            p.length,
-                            || files[p.member].write_all_at(bytes, p.member_offset),
-                        )
-                    });
+                    let results = per_device(
+                        &pieces,
+                        |p| p.member,
+                        |p| {
+                            let bytes = &all.iter().find(|(q, _)| q == p).expect("listed").1;
+                            paced(
+                                &emulators[p.member],
+                                IoOp::Write,
+                                p.member_offset,
+                                p.length,
+                                || files[p.member].write_all_at(bytes, p.member_offset),
+                            )
+                        },
+                    );
                     results.into_iter().collect::<io::Result<()>>()?;
                 }
                 Ok(())
@@ -311,43 +323,6 @@ fn paced<T>(
         t.wait();
     }
     r
-}
-
-/// `f` on every piece; pieces of different members at once (a thread per member beyond the
-/// first), those of one member in order.
-fn per_member<T: Send>(pieces: &[Piece], f: impl Fn(&Piece) -> T + Sync) -> Vec<T> {
-    let mut members: Vec<usize> = pieces.iter().map(|p| p.member).collect();
-    members.sort_unstable();
-    members.dedup();
-    if members.len() <= 1 {
-        return pieces.iter().map(&f).collect();
-    }
-    let f = &f;
-    let mut results: Vec<Option<T>> = (0..pieces.len()).map(|_| None).collect();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = members
-            .iter()
-            .map(|&m| {
-                scope.spawn(move || {
-                    pieces
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, p)| p.member == m)
-                        .map(|(i, p)| (i, f(p)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        for h in handles {
-            for (i, t) in h.join().expect("a member I/O thread") {
-                results[i] = Some(t);
-            }
-        }
-    });
-    results
-        .into_iter()
-        .map(|t| t.expect("every piece done"))
-        .collect()
 }
 
 /// The length of a file or block device.
