@@ -223,16 +223,13 @@ fn fio_verifies_wide_and_narrow_volumes_while_an_added_array_is_restriped() {
         &pool.url("narrow"),
         &["--rw=write", "--bs=1m", "--size=48m", "--verify_only"],
     );
-    let metrics = Command::new("curl")
-        .arg("-sf")
-        .arg(format!("http://{}/metrics", pool.http))
-        .output();
-    if let Ok(m) = metrics {
-        if m.status.success() {
-            let m = String::from_utf8_lossy(&m.stdout);
-            assert!(m.contains("cordillera_pool_restripe_bytes_total"), "{m}");
-        }
-    }
+    let metrics = cordillera_testkit::cluster::http_get(&pool.http, "/metrics").unwrap();
+    let copied = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("cordillera_pool_restripe_bytes_total "))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no restripe bytes in /metrics:\n{metrics}"));
+    assert!(copied >= 96 << 20, "{copied}");
 }
 
 #[test]

@@ -630,6 +630,11 @@ impl Pool {
         Ok(())
     }
 
+    /// Disks holding distinct data in a stripe of `array`.
+    pub fn data_disks(&self, array: usize) -> u64 {
+        self.arrays[array].spec.data_disks() as u64
+    }
+
     /// Bytes of an array seen as one logical device (a LUN): its data disks' share of each
     /// member. The real pool keeps each array as such a device (a file or a hardware array's
     /// LUN); the simulator plans member I/Os instead ([`plan`](Self::plan)).

@@ -56,13 +56,13 @@ impl PoolServer {
                     .expect("pool lock");
                 continue;
             };
-            let dd = self.data_disks(&inner);
-            let data_disks = |a: usize| dd[a];
             let (mut from, mut to) = (Vec::new(), Vec::new());
             let v_old = inner.pool.volume(id).expect("restriped volume");
             let v_new = inner.pool.restripe_target(id).expect("its target");
-            let mapped = segments_of(v_old, &data_disks, lo, hi - lo, &mut from)
-                .and_then(|()| segments_of(v_new, &data_disks, lo, hi - lo, &mut to));
+            let mapped = segments_of(v_old, &|a| inner.pool.data_disks(a), lo, hi - lo, &mut from)
+                .and_then(|()| {
+                    segments_of(v_new, &|a| inner.pool.data_disks(a), lo, hi - lo, &mut to)
+                });
             drop(inner);
             let started = Instant::now();
             buffer.resize((hi - lo) as usize, 0);

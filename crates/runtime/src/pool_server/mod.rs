@@ -317,15 +317,6 @@ impl PoolServer {
         }
     }
 
-    fn data_disks(&self, inner: &Inner) -> Vec<u64> {
-        inner
-            .pool
-            .arrays()
-            .iter()
-            .map(|a| a.data_disks() as u64)
-            .collect()
-    }
-
     /// Where a request's bytes are; `None` for a write that must wait. The ticket (with its
     /// restripe's epoch) goes back to [`done`](Self::done).
     fn route(
@@ -336,8 +327,6 @@ impl PoolServer {
         length: u64,
         write: bool,
     ) -> Result<Option<Routed>, String> {
-        let dd = self.data_disks(inner);
-        let data_disks = |a: usize| dd[a];
         let Some(running) = inner.restripes.get_mut(&id) else {
             let mut segs = Vec::new();
             inner
@@ -363,7 +352,14 @@ impl PoolServer {
                 Side::New => inner.pool.restripe_target(id),
             }
             .expect("a restripe has both layouts");
-            segments_of(v, &data_disks, p.lo, p.hi - p.lo, &mut segs).map_err(|e| e.to_string())?;
+            segments_of(
+                v,
+                &|a| inner.pool.data_disks(a),
+                p.lo,
+                p.hi - p.lo,
+                &mut segs,
+            )
+            .map_err(|e| e.to_string())?;
             out.extend_from_slice(&segs);
         }
         Ok(Some((Some((epoch, ticket)), out)))
