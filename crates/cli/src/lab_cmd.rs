@@ -1,8 +1,6 @@
 //! `cordillera lab …`: the papers' experiments on the simulator.
 
-use std::io::{self, IsTerminal};
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
@@ -11,6 +9,10 @@ use cordillera_sim::workload::{ExchangeLike, Generated};
 use cordillera_types::units::s_to_ns;
 
 use cordillera_lab::render::everest::{table, write_outputs};
+use cordillera_lab::spread;
+
+use crate::progress::Progress;
+use crate::trace_cmd::AlignArg;
 
 use crate::lab_io::trace_input;
 use crate::trace_cmd::open_input;
@@ -87,9 +89,11 @@ struct EverestArgs {
     t_store: u64,
     #[arg(long, default_value_t = 256)]
     n_reclaim: usize,
-    /// Off-loaded data is sampled this often (Figure 6), seconds.
-    #[arg(long, default_value_t = 10)]
-    sample_s: u64,
+    /// Off-loaded data is sampled this often (Figure 6), seconds, a multiple of 0.1; by default
+    /// the longest episode over 200 (a 30-minute episode: 9 s). The largest off-loaded figure
+    /// is exact whatever the sampling.
+    #[arg(long)]
+    sample_s: Option<f64>,
     /// Parts beyond Figures 5 and 6 (repeat or separate with commas); all when absent.
     #[arg(long, value_enum, value_delimiter = ',')]
     parts: Vec<PartArg>,
@@ -105,8 +109,24 @@ struct EverestArgs {
     /// Write report.json, CSV files and SVG plots into this folder.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The seed of every random choice: the generated workload's (unless its spec names one)
+    /// and the simulator's.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Runs this many seeds (--seed, --seed + 1, …) and reports every figure's mean, minimum,
+    /// maximum and standard deviation beside the paper's.
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
+    /// Threads for --seeds (default: the machine's cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Where an episode lies: centred on its peak (no peak is cut) or on Everest's segment grid
+    /// (a peak near a segment's end may be cut; the report says so).
+    #[arg(long, value_enum, default_value_t = AlignArg::Centred)]
+    align: AlignArg,
+    /// No progress on standard error.
+    #[arg(long)]
+    quiet: bool,
 }
 
 pub fn run(args: LabArgs) -> Result<()> {
@@ -119,11 +139,23 @@ pub fn run(args: LabArgs) -> Result<()> {
 }
 
 fn run_everest(a: EverestArgs) -> Result<()> {
-    if a.sample_s == 0 || a.micro_s == 0 || a.episodes == 0 {
+    if a.sample_s == Some(0.0) || a.micro_s == 0 || a.episodes == 0 {
         bail!("--sample-s, --micro-s and --episodes must be positive");
     }
+    let sample_ns = match a.sample_s {
+        None => 0,
+        Some(s) if (0.1..=3600.0).contains(&s) && ((s * 10.0).round() - s * 10.0).abs() < 1e-9 => {
+            (s * 10.0).round() as u64 * 100_000_000
+        }
+        Some(s) => bail!(
+            "--sample-s {s}: must be a multiple of 0.1 s (the simulator's tick) from 0.1 to 3600"
+        ),
+    };
     if !(a.rate_window_s > 0.0 && a.segment_s >= a.rate_window_s) {
         bail!("--rate-window-s must be positive and at most --segment-s");
+    }
+    if a.seeds == 0 || a.seeds > 1000 || a.seed.checked_add(a.seeds).is_none() {
+        bail!("--seeds must be 1 to 1000 (and --seed + --seeds must not overflow)");
     }
     let peaks = cordillera_trace::peaks::PeaksOptions {
         rate_window_ns: s_to_ns(a.rate_window_s)
@@ -131,6 +163,7 @@ fn run_everest(a: EverestArgs) -> Result<()> {
         segment_ns: s_to_ns(a.segment_s)
             .ok_or_else(|| anyhow::anyhow!("--segment-s out of range"))?,
         top: a.episodes,
+        align: a.align.into(),
         ..Default::default()
     };
     peaks.validate().map_err(anyhow::Error::msg)?;
@@ -146,30 +179,214 @@ fn run_everest(a: EverestArgs) -> Result<()> {
             micro: a.parts.contains(&PartArg::Micro),
         }
     };
-    let options = Options {
+    let base = Options {
         peaks,
         t_base: a.t_base,
         t_store: a.t_store,
         n_reclaim: a.n_reclaim,
-        sample_ns: a.sample_s * 1_000_000_000,
+        sample_ns,
         micro_s: a.micro_s,
         parts,
         seed: a.seed,
         ..Options::default()
     };
-    let (source, mut open): (String, Box<Opener>) = match &a.trace {
+    // A generated workload takes the run's seed, unless its spec names one (then only the
+    // simulator's own choices change with --seed).
+    let workload_seeded = match &a.trace {
+        None => true,
+        Some(p) => {
+            let spec = p.to_string_lossy();
+            spec.starts_with("gen:") && !spec.contains("seed=")
+        }
+    };
+    if a.seeds > 1
+        && !workload_seeded
+        && a.trace
+            .as_ref()
+            .is_some_and(|p| p.to_string_lossy().starts_with("gen:"))
+    {
+        bail!("--seeds {}: the workload names its own seed (seed=…); leave it out so that each run draws its own", a.seeds);
+    }
+    let seeds: Vec<u64> = (a.seed..a.seed + a.seeds).collect();
+    let progress = Progress::new(a.quiet);
+    let per_seed = 3 * a.episodes
+        + if parts.nvram { 2 * a.episodes } else { 0 }
+        + if parts.sensitivity { 14 } else { 0 }
+        + parts.recovery as usize
+        + if parts.micro { 18 } else { 0 }
+        + 2;
+    progress.expect(per_seed * seeds.len());
+    let run_one = |seed: u64| -> Result<everest::Report> {
+        let options = Options {
+            seed,
+            ..base.clone()
+        };
+        let (source, mut open) = opener(&a, seed)?;
+        let many = seeds.len() > 1;
+        let mut say = |line: &str| {
+            if many {
+                progress.step(&format!("seed {seed}: {line}"))
+            } else {
+                progress.step(line)
+            }
+        };
+        everest::run(&mut *open, &source, &options, &mut say).map_err(anyhow::Error::msg)
+    };
+    let reports = run_seeds(&seeds, a.threads, &run_one)?;
+    progress.finish();
+    if !workload_seeded && seeds.len() > 1 {
+        progress.say("the trace is fixed: the spread over seeds is the simulator's alone (disk positions, timing)");
+    }
+    if reports.len() == 1 {
+        let report = &reports[0];
+        if let Some(dir) = &a.out {
+            write_outputs(dir, report)?;
+        }
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(report)?);
+        } else {
+            print!("{}", table(report));
+            if let Some(dir) = &a.out {
+                println!(
+                    "\nreport.json, CSV files and SVG plots in {}",
+                    dir.display()
+                );
+            }
+        }
+        return Ok(());
+    }
+    let runs: Vec<(u64, Vec<spread::Figure>)> = reports
+        .iter()
+        .map(|r| (r.seed, everest::headlines(r, a.trace.is_none())))
+        .collect();
+    let rows = spread::spread(&runs);
+    if let Some(dir) = &a.out {
+        for r in &reports {
+            write_outputs(&dir.join(format!("seed-{}", r.seed)), r)?;
+        }
+        std::fs::write(dir.join("spread.csv"), spread::csv(&rows))?;
+        std::fs::write(
+            dir.join("spread.json"),
+            serde_json::to_string_pretty(&rows)?,
+        )?;
+        cordillera_lab::render::everest::spread_svgs(dir, &reports, &rows)?;
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "seeds": seeds,
+                "workload_seeded": workload_seeded,
+                "spread": rows,
+                "runs": reports,
+            }))?
+        );
+        return Ok(());
+    }
+    println!(
+        "Everest §4.1 over {} seeds ({}–{}){}",
+        seeds.len(),
+        seeds[0],
+        seeds[seeds.len() - 1],
+        if workload_seeded {
+            ": each seed draws its own workload and simulation"
+        } else {
+            ": one trace, each seed its own simulation"
+        }
+    );
+    for r in &reports {
+        let episodes: Vec<String> = r
+            .episodes
+            .iter()
+            .map(|e| {
+                format!(
+                    "{:.0}–{:.0} s (peak {:.0}–{:.0} s{})",
+                    e.start_s,
+                    e.end_s,
+                    e.peak_start_s,
+                    e.peak_end_s,
+                    if e.peak_whole { "" } else { ", CUT" }
+                )
+            })
+            .collect();
+        println!("  seed {}: episodes {}", r.seed, episodes.join(", "));
+        for n in &r.notices {
+            println!("    notice: {n}");
+        }
+    }
+    println!();
+    print!("{}", spread::table(&rows, runs.len()));
+    if let Some(dir) = &a.out {
+        println!(
+            "\nspread.csv, spread.json, fig5_spread.svg, and each seed's full outputs (seed-N/) in {}",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Runs `run` for every seed on up to `threads` threads (default: the cores), in seed order.
+fn run_seeds<T: Send>(
+    seeds: &[u64],
+    threads: Option<usize>,
+    run: &(dyn Fn(u64) -> Result<T> + Sync),
+) -> Result<Vec<T>> {
+    let threads = threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, seeds.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<Result<T>>>> =
+        seeds.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&seed) = seeds.get(i) else { break };
+                *results[i].lock().expect("result slot") = Some(run(seed));
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .expect("result slot")
+                .expect("every seed ran")
+        })
+        .collect()
+}
+
+/// The lab's input for `seed`: the source's name and a function that opens it (it is read
+/// twice: once for the peaks, once for the episodes).
+fn opener(a: &EverestArgs, seed: u64) -> Result<(String, Box<Opener>)> {
+    Ok(match &a.trace {
         Some(path) => {
-            let input = trace_input(path, a.format, a.time_unit, a.skip_invalid);
+            let spec = path.to_string_lossy();
+            let path = if spec.starts_with("gen:") && !spec.contains("seed=") {
+                // gen:NAME or gen:NAME:key=value,…
+                let sep = if spec.matches(':').count() >= 2 {
+                    ","
+                } else {
+                    ":"
+                };
+                PathBuf::from(format!("{spec}{sep}seed={seed}"))
+            } else {
+                path.clone()
+            };
+            let input = trace_input(&path, a.format, a.time_unit, a.skip_invalid);
             (
                 path.display().to_string(),
                 Box::new(move || open_input(&input).map_err(|e| format!("{e:#}"))),
             )
         }
         None => {
-            let w = ExchangeLike::everest();
+            let w = ExchangeLike {
+                seed,
+                ..ExchangeLike::everest()
+            };
             w.validate().map_err(anyhow::Error::msg)?;
             (
-                "exchange-like".into(),
+                format!("exchange-like (seed {seed})"),
                 Box::new(move || {
                     Ok(
                         Box::new(Generated::new(&w.volume_names(), Box::new(w.records())))
@@ -178,29 +395,5 @@ fn run_everest(a: EverestArgs) -> Result<()> {
                 }),
             )
         }
-    };
-    let started = Instant::now();
-    let verbose = io::stderr().is_terminal() || std::env::var_os("CORDILLERA_PROGRESS").is_some();
-    let mut progress = |line: &str| {
-        if verbose {
-            eprintln!("[{:>6.1} s] {line}", started.elapsed().as_secs_f64());
-        }
-    };
-    let report =
-        everest::run(&mut *open, &source, &options, &mut progress).map_err(anyhow::Error::msg)?;
-    if let Some(dir) = &a.out {
-        write_outputs(dir, &report)?;
-    }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", table(&report));
-        if let Some(dir) = &a.out {
-            println!(
-                "\nreport.json, CSV files and SVG plots in {}",
-                dir.display()
-            );
-        }
-    }
-    Ok(())
+    })
 }

@@ -34,6 +34,7 @@ mod lab_striping;
 mod limit_args;
 mod pool_bench;
 mod pool_cmd;
+mod progress;
 mod replay_cmd;
 mod sim_cmd;
 mod store_bench;

@@ -381,6 +381,28 @@ struct PeaksArgs {
     /// Mean response time above which an interval is slow, in seconds.
     #[arg(long, default_value_t = 1.0)]
     rt_threshold_s: f64,
+    /// Where an episode lies: on the segment grid (Everest; a peak near a segment's end may be
+    /// cut, and is marked) or centred on its peak.
+    #[arg(long, value_enum, default_value_t = AlignArg::Grid)]
+    align: AlignArg,
+}
+
+/// `--align`: where a peak episode lies around its peak.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AlignArg {
+    /// The peak's segment and the following ones, on a grid from the trace start.
+    Grid,
+    /// As long as the segments (longer if the peak is), centred on the peak.
+    Centred,
+}
+
+impl From<AlignArg> for cordillera_trace::peaks::EpisodeAlign {
+    fn from(a: AlignArg) -> Self {
+        match a {
+            AlignArg::Grid => Self::Grid,
+            AlignArg::Centred => Self::Centred,
+        }
+    }
 }
 
 fn peaks(args: PeaksArgs) -> Result<()> {
@@ -391,6 +413,7 @@ fn peaks(args: PeaksArgs) -> Result<()> {
         top: args.top,
         rt_interval_ns: positive_ns(args.rt_interval_s, "--rt-interval-s")?,
         rt_threshold_ns: positive_ns(args.rt_threshold_s, "--rt-threshold-s")?,
+        align: args.align.into(),
     };
     let mut builder = PeaksBuilder::new(options).map_err(anyhow::Error::msg)?;
     let reader = for_each_record(&args.input, |_, record| builder.add(record))?;
@@ -409,10 +432,16 @@ fn peaks(args: PeaksArgs) -> Result<()> {
 }
 
 pub fn print_peaks(report: &PeaksReport) {
-    println!(
-        "Peak episodes (rates over {} s windows; episode = peak's {} s segment + following)",
-        report.rate_window_s, report.segment_s
-    );
+    match report.align {
+        cordillera_trace::peaks::EpisodeAlign::Grid => println!(
+            "Peak episodes (rates over {} s windows; episode = peak's {} s segment + following)",
+            report.rate_window_s, report.segment_s
+        ),
+        cordillera_trace::peaks::EpisodeAlign::Centred => println!(
+            "Peak episodes (rates over {} s windows; episodes of the segments' length or the peak's, centred on the peak)",
+            report.rate_window_s
+        ),
+    }
     println!(
         "{:>2}  {:<41} {:>10} {:>6} {:>12}  {:<14} {:>7}",
         "#", "time", "requests", "read%", "peak req/s", "busiest", "share%"
@@ -431,6 +460,16 @@ pub fn print_peaks(report: &PeaksReport) {
             e.peak_rate_per_s,
             e.busiest_volume,
             e.busiest_share_pct
+        );
+        println!(
+            "      peak {:.0} s – {:.0} s{}",
+            e.peak_start_s,
+            e.peak_end_s,
+            if e.peak_whole {
+                ""
+            } else {
+                "  (cut by the episode's bounds: --align centred holds it)"
+            }
         );
         for v in &e.volumes {
             println!(

@@ -81,6 +81,16 @@ fn lab_everest_on_the_exchange_like_first_episode() {
 fn lab_everest_refuses_bad_flags() {
     for args in [
         &["lab", "everest", "--sample-s", "0"][..],
+        &["lab", "everest", "--sample-s", "0.05"],
+        &["lab", "everest", "--seeds", "0"],
+        &[
+            "lab",
+            "everest",
+            "--trace",
+            "gen:bursty:seed=3",
+            "--seeds",
+            "2",
+        ],
         &[
             "lab",
             "everest",
@@ -97,7 +107,7 @@ fn lab_everest_refuses_bad_flags() {
             .unwrap();
         assert!(!out.status.success(), "{args:?} must fail");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.starts_with("cordillera: error:"), "{args:?}: {err}");
+        assert!(err.contains("cordillera: error:"), "{args:?}: {err}");
     }
 }
 
@@ -749,4 +759,176 @@ fn lab_striping_figures_8_to_10_and_table_3_small() {
         json["skew"][0]["report"]["streams"],
         json["skew"][2]["report"]["streams"]
     );
+}
+
+/// `--seed` drives the workload too (gen:bursty draws its peaks' places from it), `--seeds K`
+/// reports every figure over the K runs, and no episode cuts its peak (they are centred on it).
+#[test]
+fn lab_everest_over_seeds_moves_the_workload_and_never_cuts_a_peak() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args(["lab", "everest", "--trace"])
+        .arg("gen:bursty:duration_s=1800,peaks=2,peak_s=60,volumes=3")
+        .args([
+            "--segment-s",
+            "300",
+            "--rate-window-s",
+            "10",
+            "--episodes",
+            "2",
+        ])
+        .args([
+            "--main-only",
+            "--seeds",
+            "3",
+            "--seed",
+            "4",
+            "--json",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("seed 6: episode 2: peak off-load"),
+        "progress reaches standard error when it is not a terminal:\n{stderr}"
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["seeds"], serde_json::json!([4, 5, 6]));
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    let mut peaks = Vec::new();
+    for run in runs {
+        assert!(run["source"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("seed={}", run["seed"])));
+        for e in run["episodes"].as_array().unwrap() {
+            assert_eq!(e["peak_whole"], true, "{e}");
+            let (start, end) = (e["start_s"].as_f64().unwrap(), e["end_s"].as_f64().unwrap());
+            let (p0, p1) = (
+                e["peak_start_s"].as_f64().unwrap(),
+                e["peak_end_s"].as_f64().unwrap(),
+            );
+            assert!(
+                start <= p0 && p1 <= end + 1.0,
+                "{start}–{end} holds {p0}–{p1}"
+            );
+            peaks.push(p0 as i64);
+        }
+    }
+    peaks.sort_unstable();
+    peaks.dedup();
+    assert!(
+        peaks.len() > 2,
+        "the seeds place their peaks differently: {peaks:?}"
+    );
+    let spread = json["spread"].as_array().unwrap();
+    let row = spread
+        .iter()
+        .find(|r| r["key"] == "episode1/baseline/mean_ms")
+        .expect("episode 1's baseline mean over the seeds");
+    assert_eq!(row["values"].as_array().unwrap().len(), 3);
+    let (min, max) = (row["min"].as_f64().unwrap(), row["max"].as_f64().unwrap());
+    assert!(min < max, "the runs differ: {row}");
+    for file in [
+        "spread.csv",
+        "spread.json",
+        "fig5_spread.svg",
+        "seed-5/report.json",
+    ] {
+        assert!(dir.path().join(file).exists(), "{file}");
+    }
+    let svg = std::fs::read_to_string(dir.path().join("fig5_spread.svg")).unwrap();
+    assert!(svg.contains("<rect"), "bars drawn");
+}
+
+/// Asking for more episodes than the trace holds says so; so does asking for the recovery
+/// part when nothing was off-loaded; the largest off-loaded figure is exact, never below what
+/// is left at the end.
+#[test]
+fn lab_everest_says_what_it_could_not_do() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args(["lab", "everest", "--trace"])
+        .arg("gen:bursty:duration_s=900,peaks=1,peak_s=60,volumes=3,seed=2")
+        .args([
+            "--segment-s",
+            "300",
+            "--rate-window-s",
+            "10",
+            "--episodes",
+            "4",
+        ])
+        .args(["--parts", "recovery", "--json", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "--quiet: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let episodes = json["episodes"].as_array().unwrap();
+    assert!(episodes.len() < 4);
+    let notices: Vec<&str> = json["notices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notices.iter().any(|n| n.contains("4 episodes asked for")),
+        "{notices:?}"
+    );
+    assert!(
+        json["recovery"].is_object() || notices.iter().any(|n| n.contains("no recovery run")),
+        "Table 3 or the reason it is missing: {notices:?}"
+    );
+    for e in episodes {
+        for config in ["always", "peak"] {
+            let c = &e["configs"][config];
+            let (max, end) = (
+                c["offloaded_max_bytes"].as_u64().unwrap(),
+                c["offloaded_at_end_bytes"].as_u64().unwrap(),
+            );
+            assert!(
+                max >= end,
+                "{config}: largest {max} < left at the end {end}"
+            );
+        }
+    }
+    assert!(
+        json["episodes"][0]["configs"]["always"]["offloaded_max_bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    // The text says the same.
+    let text = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args(["lab", "everest", "--trace"])
+        .arg("gen:bursty:duration_s=900,peaks=1,peak_s=60,volumes=3,seed=2")
+        .args([
+            "--segment-s",
+            "300",
+            "--rate-window-s",
+            "10",
+            "--episodes",
+            "4",
+        ])
+        .args(["--main-only", "--quiet"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(stdout.contains("notice: 4 episodes asked for"), "{stdout}");
 }

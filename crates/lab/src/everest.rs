@@ -62,7 +62,8 @@ pub struct Options {
     pub micro_s: u64,
     pub micro_depth: usize,
     pub parts: Parts,
-    /// Off-loaded data is sampled this often (Figure 6).
+    /// Off-loaded data is sampled this often (Figure 6); 0: the longest episode over 200, in
+    /// steps of 100 ms from 100 ms to 10 s (a 30-minute episode: 9 s; a 27 s trace: 100 ms).
     pub sample_ns: Nanos,
     pub seed: u64,
 }
@@ -82,7 +83,7 @@ impl Default for Options {
             micro_s: 20,
             micro_depth: 32,
             parts: Parts::all(),
-            sample_ns: 10_000_000_000,
+            sample_ns: 0,
             seed: 1,
         }
     }
@@ -93,6 +94,8 @@ impl Default for Options {
 pub struct ConfigResult {
     pub requests: u64,
     pub mean_ms: Option<f64>,
+    /// 99th percentile over reads and writes together (Everest Table 2).
+    pub p99_ms: Option<f64>,
     pub read_mean_ms: Option<f64>,
     pub write_mean_ms: Option<f64>,
     pub read_p99_ms: Option<f64>,
@@ -108,6 +111,7 @@ pub struct ConfigResult {
     pub store_reads: u64,
     /// Off-loaded bytes, summed over the clients, at each sample (Figure 6).
     pub offloaded_bytes: Vec<u64>,
+    /// The largest sum of the clients' off-loaded bytes at any moment (exact, not sampled).
     pub offloaded_max_bytes: u64,
     /// Time-average of the off-loaded bytes over the episode.
     pub offloaded_mean_bytes: f64,
@@ -146,6 +150,11 @@ pub struct EpisodeReport {
     pub requests: u64,
     pub read_pct: Option<f64>,
     pub peak_rate_per_s: f64,
+    /// The peak the episode is about (seconds from the trace start) and whether the episode
+    /// holds all of it (see `trace::peaks`).
+    pub peak_start_s: f64,
+    pub peak_end_s: f64,
+    pub peak_whole: bool,
     /// The three replayed volumes.
     pub volumes: Vec<EpisodeVolumeInfo>,
     pub replayed_requests: u64,
@@ -217,9 +226,17 @@ pub struct Report {
     pub t_store: u64,
     pub n_reclaim: usize,
     pub sample_s: f64,
+    /// Where episodes lie around their peaks.
+    pub align: cordillera_trace::peaks::EpisodeAlign,
+    pub seed: u64,
+    /// Episodes asked for; `episodes` may hold fewer (a notice says why).
+    pub episodes_asked: usize,
     pub episodes: Vec<EpisodeReport>,
     pub sensitivity: Vec<SensitivityPoint>,
     pub recovery: Option<RecoveryReport>,
+    /// What was asked for and could not be given, and why (fewer episodes than asked, no
+    /// recovery run because nothing was off-loaded, a peak cut by the grid).
+    pub notices: Vec<String>,
     /// Client core time per off-loaded write over every peak off-load run, µs.
     pub client_us_per_offloaded_write: Option<f64>,
     pub micro: Option<Micro>,
@@ -248,6 +265,17 @@ pub fn run(
     if replays.is_empty() {
         return Err("the trace holds no request: no peak episode to replay".into());
     }
+    let resolved;
+    let options = if options.sample_ns == 0 {
+        let longest = replays.iter().map(|r| r.duration_ns).max().unwrap_or(0);
+        resolved = Options {
+            sample_ns: auto_sample_ns(longest),
+            ..options.clone()
+        };
+        &resolved
+    } else {
+        options
+    };
     let base = Setup::everest(Vec::new());
     let layout = base.layout();
     let mut report = Report {
@@ -260,12 +288,31 @@ pub fn run(
         t_store: options.t_store,
         n_reclaim: options.n_reclaim,
         sample_s: options.sample_ns as f64 / 1e9,
+        align: options.peaks.align,
+        seed: options.seed,
+        episodes_asked: options.peaks.top,
         episodes: Vec::new(),
         sensitivity: Vec::new(),
         recovery: None,
+        notices: Vec::new(),
         client_us_per_offloaded_write: None,
         micro: None,
     };
+    if replays.len() < options.peaks.top {
+        report.notices.push(format!(
+            "{} episodes asked for, {} found: the trace has no other window outside the episodes \
+             found whose episode would not overlap them (a shorter --segment-s finds more)",
+            options.peaks.top,
+            replays.len()
+        ));
+    }
+    for r in replays.iter().filter(|r| !r.info.peak_whole) {
+        report.notices.push(format!(
+            "episode {}: its end cuts the peak ({:.0}–{:.0} s) on the segment grid; \
+             --align centred holds it",
+            r.info.rank, r.info.peak_start_s, r.info.peak_end_s
+        ));
+    }
     let mut cpu = (0u64, 0u64);
     for r in &replays {
         let run = |policy: Policy, nvram: bool, progress: &mut dyn FnMut(&str)| {
@@ -318,6 +365,9 @@ pub fn run(
             requests: r.info.requests,
             read_pct: r.info.read_pct,
             peak_rate_per_s: r.info.peak_rate_per_s,
+            peak_start_s: r.info.peak_start_s,
+            peak_end_s: r.info.peak_end_s,
+            peak_whole: r.info.peak_whole,
             volumes: r.volumes.clone(),
             replayed_requests: replayed,
             replayed_read_pct: (replayed > 0).then(|| 100.0 * reads as f64 / replayed as f64),
@@ -338,11 +388,35 @@ pub fn run(
     }
     if options.parts.recovery {
         report.recovery = recovery(&replays, &report, options, progress);
+        if report.recovery.is_none() {
+            let offloaded = report
+                .episodes
+                .iter()
+                .any(|e| e.configs.peak.offloaded_max_bytes > 0);
+            report.notices.push(if offloaded {
+                format!(
+                    "no recovery run (Table 3): no sample (every {} s) held off-loaded data; a \
+                     smaller --sample-s finds the moment to crash",
+                    options.sample_ns as f64 / 1e9
+                )
+            } else {
+                "no recovery run (Table 3): peak off-load off-loaded nothing in any episode, so a \
+                 crash would have nothing to recover"
+                    .into()
+            });
+        }
     }
     if options.parts.micro {
         report.micro = Some(micro(options, progress));
     }
     Ok(report)
+}
+
+/// Figure 6's sampling period for episodes up to `longest_ns`: 200 samples, in steps of the
+/// driver's 100 ms tick, from 100 ms to 10 s.
+pub fn auto_sample_ns(longest_ns: Nanos) -> Nanos {
+    const TICK: Nanos = 100_000_000;
+    (longest_ns / 200 / TICK * TICK).clamp(TICK, 100 * TICK)
 }
 
 fn policy_name(p: Policy) -> &'static str {
@@ -387,6 +461,7 @@ fn config_result(o: &Outcome, duration_ns: Nanos) -> ConfigResult {
     let mut r = ConfigResult {
         requests: 0,
         mean_ms: None,
+        p99_ms: None,
         read_mean_ms: None,
         write_mean_ms: None,
         read_p99_ms: None,
@@ -432,13 +507,14 @@ fn config_result(o: &Outcome, duration_ns: Nanos) -> ConfigResult {
     }
     r.requests = all.count();
     r.mean_ms = all.mean_ns().map(|n| n / 1e6);
+    r.p99_ms = all.summary().p99_ms;
     r.reads = reads.summary();
     r.writes = writes.summary();
     r.read_mean_ms = r.reads.mean_ms;
     r.write_mean_ms = r.writes.mean_ms;
     r.read_p99_ms = r.reads.p99_ms;
     r.write_p99_ms = r.writes.p99_ms;
-    r.offloaded_max_bytes = r.offloaded_bytes.iter().copied().max().unwrap_or(0);
+    r.offloaded_max_bytes = o.offloaded_peak_bytes;
     // The time-average over the episode (samples beyond it, while the backlog drains, excluded).
     let within = ((duration_ns / o.sample_ns.max(1)) as usize + 1).min(r.offloaded_bytes.len());
     if within > 0 {
@@ -773,4 +849,243 @@ fn micro(options: &Options, progress: Progress) -> Micro {
         });
     }
     m
+}
+
+/// The report's figures for the spread over seeds (`--seeds`), each beside the paper's value as
+/// the paper states it (Tables 2 and 3, §4.1's text, Figure 13's text) when `beside_paper` (the
+/// run replays the paper's workload, or our stand-in for it); the micro-benchmarks always.
+pub fn headlines(r: &Report, beside_paper: bool) -> Vec<crate::spread::Figure> {
+    use crate::spread::Figure;
+    let mut out = Vec::new();
+    let paper_baseline = ["1.53 s", "0.06 s", "0.04 s"];
+    let paper_p99 = ["11.2 s", "0.6 s", "0.4 s"];
+    let paper_gain = [
+        "almost two orders of magnitude",
+        "significant",
+        "significant",
+    ];
+    let push =
+        |out: &mut Vec<Figure>, key: String, label: String, unit, v: Option<f64>, paper: &str| {
+            let paper = if beside_paper || key.starts_with("fig13") {
+                paper
+            } else {
+                ""
+            };
+            if let Some(v) = v {
+                out.push(Figure::new(key, label, unit, v, paper));
+            }
+        };
+    for e in &r.episodes {
+        let k = e.rank;
+        let i = k.saturating_sub(1).min(2);
+        let c = &e.configs;
+        push(
+            &mut out,
+            format!("episode{k}/start_s"),
+            format!("episode {k}: start"),
+            "s",
+            Some(e.start_s),
+            "",
+        );
+        push(
+            &mut out,
+            format!("episode{k}/baseline/mean_ms"),
+            format!("episode {k}: baseline mean"),
+            "ms",
+            c.baseline.mean_ms,
+            paper_baseline[i],
+        );
+        push(
+            &mut out,
+            format!("episode{k}/baseline/p99_ms"),
+            format!("episode {k}: baseline p99"),
+            "ms",
+            c.baseline.p99_ms,
+            paper_p99[i],
+        );
+        push(
+            &mut out,
+            format!("episode{k}/always/mean_ms"),
+            format!("episode {k}: always off-load mean"),
+            "ms",
+            c.always.mean_ms,
+            "",
+        );
+        push(
+            &mut out,
+            format!("episode{k}/peak/mean_ms"),
+            format!("episode {k}: peak off-load mean"),
+            "ms",
+            c.peak.mean_ms,
+            "",
+        );
+        push(
+            &mut out,
+            format!("episode{k}/peak/speedup"),
+            format!("episode {k}: peak off-load speed-up"),
+            "×",
+            e.peak_speedup,
+            paper_gain[i],
+        );
+        push(
+            &mut out,
+            format!("episode{k}/always/speedup"),
+            format!("episode {k}: always off-load speed-up"),
+            "×",
+            e.always_speedup,
+            paper_gain[i],
+        );
+        push(
+            &mut out,
+            format!("episode{k}/peak/offloaded_max_mb"),
+            format!("episode {k}: peak off-load, largest off-loaded"),
+            "MB",
+            Some(c.peak.offloaded_max_bytes as f64 / 1e6),
+            "",
+        );
+        push(
+            &mut out,
+            format!("episode{k}/always/write_mean_ms"),
+            format!("episode {k}: always off-load writes"),
+            "ms",
+            c.always.write_mean_ms,
+            "",
+        );
+        push(
+            &mut out,
+            format!("episode{k}/peak/write_mean_ms"),
+            format!("episode {k}: peak off-load writes"),
+            "ms",
+            c.peak.write_mean_ms,
+            "",
+        );
+        if let Some(n) = &e.nvram {
+            push(
+                &mut out,
+                format!("episode{k}/nvram/baseline_mean_ms"),
+                format!("episode {k}: baseline with NVRAM"),
+                "ms",
+                n.baseline.mean_ms,
+                "",
+            );
+            push(
+                &mut out,
+                format!("episode{k}/nvram/peak_mean_ms"),
+                format!("episode {k}: peak off-load with NVRAM"),
+                "ms",
+                n.peak.mean_ms,
+                "",
+            );
+        }
+    }
+    push(
+        &mut out,
+        "client_us_per_offloaded_write".into(),
+        "client core time per off-loaded write".into(),
+        "µs",
+        r.client_us_per_offloaded_write,
+        "56 µs",
+    );
+    for p in &r.sensitivity {
+        push(
+            &mut out,
+            format!("fig7/{}/{}/mean_ms", p.parameter, p.value),
+            format!("Fig 7: {} = {}, mean", p.parameter, p.value),
+            "ms",
+            p.mean_ms,
+            "",
+        );
+        push(
+            &mut out,
+            format!("fig7/{}/{}/offloaded_mb", p.parameter, p.value),
+            format!("Fig 7: {} = {}, off-loaded", p.parameter, p.value),
+            "MB",
+            Some(p.offloaded_mean_mb),
+            "",
+        );
+    }
+    if let Some(rec) = &r.recovery {
+        push(
+            &mut out,
+            "table3/max_log_mb".into(),
+            "Table 3: max log size".into(),
+            "MB",
+            Some(rec.max_log_bytes as f64 / 1e6),
+            "982MB",
+        );
+        push(
+            &mut out,
+            "table3/max_log_records".into(),
+            "Table 3: max log records".into(),
+            "",
+            Some(rec.max_log_records as f64),
+            "218505",
+        );
+        push(
+            &mut out,
+            "table3/max_valid_mb".into(),
+            "Table 3: max valid data".into(),
+            "MB",
+            Some(rec.max_valid_bytes as f64 / 1e6),
+            "193MB",
+        );
+        push(
+            &mut out,
+            "table3/max_recovery_s".into(),
+            "Table 3: max recovery time".into(),
+            "s",
+            Some(rec.max_store_recovery_s),
+            "14.5 s",
+        );
+    }
+    if let Some(m) = &r.micro {
+        for p in &m.read_ratio {
+            push(
+                &mut out,
+                format!("fig13a/{}", p.x),
+                format!("Fig 13a: {} % reads, off-load", p.x),
+                "MB/s",
+                Some(p.offload_mb_per_s),
+                match p.x as u32 {
+                    0 => "90 MB/s (the disk's streaming write bandwidth)",
+                    100 => "21 MB/s (random-access reads)",
+                    _ => "",
+                },
+            );
+        }
+        for (name, points) in [
+            ("random", &m.reclaim_random),
+            ("streaming", &m.reclaim_streaming),
+        ] {
+            for p in points {
+                push(
+                    &mut out,
+                    format!("fig13b/{name}/{}", p.x),
+                    format!("Fig 13b: reclaim {name}, N_reclaim = {}", p.x),
+                    "MB/s",
+                    Some(p.offload_mb_per_s),
+                    if name == "random" {
+                        "a maximum of about 20 MB/s"
+                    } else {
+                        "up to 70% of the streaming bandwidth"
+                    },
+                );
+            }
+        }
+        for p in &m.stores {
+            push(
+                &mut out,
+                format!("fig13c/{}", p.x),
+                format!("Fig 13c: {} stores", p.x),
+                "MB/s",
+                Some(p.offload_mb_per_s),
+                if p.x == 3.0 {
+                    "206 MB/s (CPU-bound)"
+                } else {
+                    "linear up to 2 stores"
+                },
+            );
+        }
+    }
+    out
 }

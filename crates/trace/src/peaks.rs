@@ -6,6 +6,12 @@
 //! a rate peak plus the `following_segments` after it. Episodes are chosen from the highest window
 //! down, skipping windows whose episode would overlap one already chosen.
 //!
+//! A peak is the run of windows around its highest window whose rate stays above half-way
+//! between the trace's median window rate and that highest rate. On the segment grid a peak near
+//! a segment's end is cut by the episode's end (Everest's choice, kept by `trace peaks`: the
+//! report says so per episode); `EpisodeAlign::Centred` centres the episode on the peak instead
+//! and lengthens it if the peak is longer, so that no episode cuts the peak it is about.
+//!
 //! Slow intervals: per volume, intervals of `rt_interval` (1 min) whose mean recorded response
 //! time exceeds `rt_threshold` (1 s); for each, the percentage of its requests that are writes.
 
@@ -24,6 +30,18 @@ pub struct PeaksOptions {
     pub top: usize,
     pub rt_interval_ns: i64,
     pub rt_threshold_ns: i64,
+    pub align: EpisodeAlign,
+}
+
+/// Where an episode lies around its peak.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EpisodeAlign {
+    /// The peak's segment and the following ones on a grid from the trace start (Everest).
+    #[default]
+    Grid,
+    /// As long as the segments (longer if the peak is), centred on the peak.
+    Centred,
 }
 
 impl Default for PeaksOptions {
@@ -37,6 +55,7 @@ impl Default for PeaksOptions {
             top: 3,
             rt_interval_ns: 60_000_000_000,
             rt_threshold_ns: 1_000_000_000,
+            align: EpisodeAlign::Grid,
         }
     }
 }
@@ -74,6 +93,11 @@ pub struct Episode {
     pub read_pct: Option<f64>,
     /// The episode's highest window rate, all volumes together.
     pub peak_rate_per_s: f64,
+    /// The peak (its run of busy windows, see the module's text), seconds from the trace start.
+    pub peak_start_s: f64,
+    pub peak_end_s: f64,
+    /// Whether the episode holds the whole peak (always, when centred).
+    pub peak_whole: bool,
     pub busiest_volume: String,
     /// Share of the episode's requests on its busiest volume.
     pub busiest_share_pct: f64,
@@ -100,8 +124,25 @@ pub struct SlowIntervals {
 pub struct PeaksReport {
     pub rate_window_s: f64,
     pub segment_s: f64,
+    pub align: EpisodeAlign,
     pub episodes: Vec<Episode>,
     pub slow: SlowIntervals,
+}
+
+/// The median request count over every window from the first to the last (empty ones too).
+fn median_rate(windows: &[(i64, u64)]) -> f64 {
+    let (Some(first), Some(last)) = (
+        windows.iter().map(|w| w.0).min(),
+        windows.iter().map(|w| w.0).max(),
+    ) else {
+        return 0.0;
+    };
+    // Empty windows count (a trace mostly idle has a median of 0), up to a bound on memory.
+    let span = ((last - first + 1) as u64).min(1 << 24) as usize;
+    let mut counts: Vec<u64> = windows.iter().map(|w| w.1).collect();
+    counts.resize(span.max(counts.len()), 0);
+    let mid = counts.len() / 2;
+    *counts.select_nth_unstable(mid).1 as f64
 }
 
 #[derive(Default)]
@@ -161,45 +202,83 @@ impl PeaksBuilder {
     pub fn finish(self, names: &VolumeTable, origin_unix_ns: Option<i64>) -> PeaksReport {
         let o = self.options;
         let windows_per_segment = o.segment_ns / o.rate_window_ns;
-        let span_segments = 1 + o.following_segments as i64;
+        let span = (1 + o.following_segments as i64) * windows_per_segment;
         let mut by_rate: Vec<(i64, u64)> = self.requests.iter().collect();
+        let median = median_rate(&by_rate);
         by_rate.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let mut chosen: Vec<i64> = Vec::new();
+        let first_window = self.requests.iter().map(|(w, _)| w).min().unwrap_or(0);
+        // (episode windows, peak windows), both half-open.
+        let mut chosen: Vec<(std::ops::Range<i64>, std::ops::Range<i64>)> = Vec::new();
         for (window, _) in by_rate {
             if chosen.len() == o.top {
                 break;
             }
-            let segment = window.div_euclid(windows_per_segment);
-            if chosen.iter().all(|s| (segment - s).abs() >= span_segments) {
-                chosen.push(segment);
+            if chosen.iter().any(|(e, _)| e.contains(&window)) {
+                continue;
+            }
+            let peak = self.peak_around(window, median);
+            let episode = match o.align {
+                EpisodeAlign::Grid => {
+                    let first = window.div_euclid(windows_per_segment) * windows_per_segment;
+                    first..first + span
+                }
+                EpisodeAlign::Centred => {
+                    let length = span.max(peak.end - peak.start + 2);
+                    let mid = peak.start + (peak.end - peak.start) / 2;
+                    let start = (mid - length / 2).max(first_window).min(peak.start);
+                    start..start + length
+                }
+            };
+            if chosen
+                .iter()
+                .all(|(e, _)| episode.end <= e.start || e.end <= episode.start)
+            {
+                chosen.push((episode, peak));
             }
         }
         let anchor = self.anchor_ns.unwrap_or(0);
         let episodes = chosen
-            .iter()
+            .into_iter()
             .enumerate()
-            .map(|(rank, segment)| {
-                let first = segment * windows_per_segment;
-                let windows = first..first + span_segments * windows_per_segment;
-                self.episode(rank + 1, windows, names, anchor, origin_unix_ns)
+            .map(|(rank, (windows, peak))| {
+                self.episode(rank + 1, windows, peak, names, anchor, origin_unix_ns)
             })
             .collect();
         PeaksReport {
             rate_window_s: ns_to_s(o.rate_window_ns),
             segment_s: ns_to_s(o.segment_ns),
+            align: o.align,
             episodes,
             slow: self.slow_intervals(),
         }
+    }
+
+    /// The run of windows around `window` whose rate is above half-way from `median` to
+    /// `window`'s rate.
+    fn peak_around(&self, window: i64, median: f64) -> std::ops::Range<i64> {
+        let top = self.requests.get(window) as f64;
+        let threshold = median + (top - median) / 2.0;
+        let busy = |w: i64| self.requests.get(w) as f64 >= threshold;
+        let (mut start, mut end) = (window, window + 1);
+        while busy(start - 1) {
+            start -= 1;
+        }
+        while busy(end) {
+            end += 1;
+        }
+        start..end
     }
 
     fn episode(
         &self,
         rank: usize,
         windows: std::ops::Range<i64>,
+        peak: std::ops::Range<i64>,
         names: &VolumeTable,
         anchor_ns: i64,
         origin_unix_ns: Option<i64>,
     ) -> Episode {
+        let peak_window = peak;
         let window_s = ns_to_s(self.options.rate_window_ns);
         let sum = |counts: &WindowCounts| windows.clone().map(|w| counts.get(w)).sum::<u64>();
         let peak =
@@ -235,6 +314,9 @@ impl PeaksBuilder {
             requests,
             read_pct: pct(sum(&self.reads), requests),
             peak_rate_per_s: peak(&self.requests) as f64 / window_s,
+            peak_start_s: ns_to_s(peak_window.start * self.options.rate_window_ns),
+            peak_end_s: ns_to_s(peak_window.end * self.options.rate_window_ns),
+            peak_whole: windows.start <= peak_window.start && peak_window.end <= windows.end,
             busiest_volume: busiest.map(|v| v.volume.clone()).unwrap_or_default(),
             busiest_share_pct: busiest
                 .and_then(|v| pct(v.requests, requests))
@@ -344,6 +426,51 @@ mod tests {
                 || (3600.0..=7200.0).contains(&third.start_s)
                 || third.start_s >= 9000.0
         );
+    }
+
+    /// A 4-minute peak over minutes 23–26 straddles the boundary at minute 25 of 5-minute
+    /// segments (an episode of one segment): the grid's episode (20–25 min) cuts it, the
+    /// centred one holds it.
+    #[test]
+    fn centred_episodes_hold_the_whole_peak_where_the_grid_cuts_it() {
+        let mut names = VolumeTable::new();
+        names.intern(b"a").unwrap();
+        let mut records = Vec::new();
+        for m in 0..60 {
+            records.extend((0..5).map(|i| record(m * MIN + i, 0, Op::Read, None)));
+        }
+        // The peak: minutes 23, 24, 25 and 26 (100, 120, 110, 90 requests).
+        for (m, n) in [(23, 100), (24, 120), (25, 110), (26, 90)] {
+            records.extend((0..n).map(|i| record(m * MIN + 1000 + i, 0, Op::Write, None)));
+        }
+        records.sort_by_key(|r| r.time_ns);
+        let run = |align| {
+            let options = PeaksOptions {
+                segment_ns: 5 * MIN,
+                following_segments: 0,
+                top: 1,
+                align,
+                ..PeaksOptions::default()
+            };
+            let mut builder = PeaksBuilder::new(options).unwrap();
+            for r in &records {
+                builder.add(r);
+            }
+            builder.finish(&names, None).episodes.remove(0)
+        };
+        let grid = run(EpisodeAlign::Grid);
+        assert_eq!(
+            (grid.peak_start_s, grid.peak_end_s),
+            (23.0 * 60.0, 27.0 * 60.0)
+        );
+        assert_eq!((grid.start_s, grid.end_s), (20.0 * 60.0, 25.0 * 60.0));
+        assert!(!grid.peak_whole, "the grid's episode ends in the peak");
+        let centred = run(EpisodeAlign::Centred);
+        assert!(centred.peak_whole);
+        assert!(centred.start_s <= 23.0 * 60.0 && centred.end_s >= 27.0 * 60.0);
+        // As long as the peak plus a window either side (the segments are shorter).
+        assert_eq!(centred.end_s - centred.start_s, 6.0 * 60.0);
+        assert_eq!(centred.requests, 6 * 5 + 420);
     }
 
     #[test]

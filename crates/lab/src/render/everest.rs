@@ -29,11 +29,21 @@ pub fn table(r: &Report) -> String {
         "Everest §4.1 on {}: volumes are RAID-0 of four {} with a store on the last {:.1} %; T_base = {}, T_store = {}, N_reclaim = {}\n",
         r.source, r.device, r.store_partition_pct, r.t_base, r.t_store, r.n_reclaim
     );
-    let _ = writeln!(s, "Peak episodes (Table 1)");
     let _ = writeln!(
         s,
-        "  {:>2}  {:>9}  {:>9}  {:>9}  {:>6}  {:>11}  replayed volumes (requests)",
-        "#", "start s", "end s", "requests", "read %", "peak req/s"
+        "Peak episodes (Table 1; seed {}; {})",
+        r.seed,
+        match r.align {
+            cordillera_trace::peaks::EpisodeAlign::Centred =>
+                "each centred on its peak, which it holds whole",
+            cordillera_trace::peaks::EpisodeAlign::Grid =>
+                "each the peak's segment and the next, on Everest's grid",
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  {:>2}  {:>9}  {:>9}  {:>15}  {:>9}  {:>6}  {:>11}  replayed volumes (requests)",
+        "#", "start s", "end s", "peak s", "requests", "read %", "peak req/s"
     );
     for e in &r.episodes {
         let vols: Vec<String> = e
@@ -43,15 +53,24 @@ pub fn table(r: &Report) -> String {
             .collect();
         let _ = writeln!(
             s,
-            "  {:>2}  {:>9.0}  {:>9.0}  {:>9}  {:>6}  {:>11.0}  {}",
+            "  {:>2}  {:>9.0}  {:>9.0}  {:>15}  {:>9}  {:>6}  {:>11.0}  {}",
             e.rank,
             e.start_s,
             e.end_s,
+            format!(
+                "{:.0}–{:.0}{}",
+                e.peak_start_s,
+                e.peak_end_s,
+                if e.peak_whole { "" } else { " CUT" }
+            ),
             e.requests,
             e.read_pct.map_or("-".into(), |p| format!("{p:.0}")),
             e.peak_rate_per_s,
             vols.join(", ")
         );
+    }
+    for n in &r.notices {
+        let _ = writeln!(s, "  notice: {n}");
     }
     let _ = writeln!(
         s,
@@ -84,7 +103,8 @@ pub fn table(r: &Report) -> String {
     }
     let _ = writeln!(
         s,
-        "\nOff-loaded data (Figure 6), all clients: largest, time-average, left at the end"
+        "\nOff-loaded data (Figure 6), all clients: largest (exact), time-average (sampled every {} s), left at the end",
+        r.sample_s
     );
     for e in &r.episodes {
         for (name, c) in [("always", &e.configs.always), ("peak", &e.configs.peak)] {
@@ -336,4 +356,78 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
     }
     super::plots::write_svgs(dir, r)?;
     Ok(())
+}
+
+/// Over several seeds: Figure 5's mean response times (bar: mean over the seeds; whisker: the
+/// seeds' minimum to maximum) and the peak off-load speed-up per episode.
+pub fn spread_svgs(dir: &Path, reports: &[Report], rows: &[crate::spread::Spread]) -> Result<()> {
+    use super::plots::{ranged_bars, Bar};
+    let ranks: Vec<usize> = {
+        let mut r: Vec<usize> = reports
+            .iter()
+            .flat_map(|r| r.episodes.iter().map(|e| e.rank))
+            .collect();
+        r.sort_unstable();
+        r.dedup();
+        r
+    };
+    let bar = |key: String| {
+        rows.iter().find(|r| r.key == key).map(|r| Bar {
+            value: r.mean,
+            low: r.min,
+            high: r.max,
+        })
+    };
+    let groups: Vec<String> = ranks.iter().map(|k| format!("episode {k}")).collect();
+    let series: Vec<(String, Vec<Option<Bar>>)> = [
+        ("baseline", "baseline"),
+        ("always off-load", "always"),
+        ("peak off-load", "peak"),
+    ]
+    .iter()
+    .map(|(name, key)| {
+        (
+            name.to_string(),
+            ranks
+                .iter()
+                .map(|k| bar(format!("episode{k}/{key}/mean_ms")))
+                .collect(),
+        )
+    })
+    .collect();
+    ranged_bars(
+        &dir.join("fig5_spread.svg"),
+        &format!(
+            "Mean response time over {} seeds; whiskers: the seeds' min to max (Everest Fig. 5)",
+            reports.len()
+        ),
+        "mean response time, ms (log scale)",
+        true,
+        &groups,
+        &series,
+    )?;
+    let gains: Vec<(String, Vec<Option<Bar>>)> =
+        [("peak off-load", "peak"), ("always off-load", "always")]
+            .iter()
+            .map(|(name, key)| {
+                (
+                    name.to_string(),
+                    ranks
+                        .iter()
+                        .map(|k| bar(format!("episode{k}/{key}/speedup")))
+                        .collect(),
+                )
+            })
+            .collect();
+    ranged_bars(
+        &dir.join("speedup_spread.svg"),
+        &format!(
+            "Speed-up over the baseline, {} seeds; whiskers: min to max",
+            reports.len()
+        ),
+        "baseline mean / configuration mean (log scale)",
+        true,
+        &groups,
+        &gains,
+    )
 }

@@ -120,6 +120,36 @@ struct Node {
     io: VecDeque<IoCommand>,
     result: VolumeResult,
     last_answer_ns: Nanos,
+    tally: Tally,
+}
+
+/// The off-loaded bytes of every client of the run, and the largest sum they reached: updated on
+/// every call into a client, so the peak is exact, not sampled.
+#[derive(Clone)]
+struct Tally(std::sync::Arc<std::sync::Mutex<(Vec<u64>, u64, u64)>>);
+
+impl Tally {
+    fn new(nodes: usize) -> Tally {
+        Tally(std::sync::Arc::new(std::sync::Mutex::new((
+            vec![0; nodes],
+            0,
+            0,
+        ))))
+    }
+
+    fn set(&self, node: NodeId, bytes: u64) {
+        let mut t = self.0.lock().expect("the tally is not poisoned");
+        let (each, sum, peak) = &mut *t;
+        if each[node] != bytes {
+            *sum = *sum - each[node] + bytes;
+            each[node] = bytes;
+            *peak = (*peak).max(*sum);
+        }
+    }
+
+    fn peak(&self) -> u64 {
+        self.0.lock().expect("the tally is not poisoned").2
+    }
 }
 
 impl Node {
@@ -129,12 +159,16 @@ impl Node {
 
     fn timed<R>(&mut self, f: impl FnOnce(&mut Client) -> R) -> Option<R> {
         let client = self.client.as_mut()?;
-        if !self.time_client {
-            return Some(f(client));
-        }
-        let t = Instant::now();
-        let r = f(client);
-        self.result.client_cpu_ns += t.elapsed().as_nanos() as u64;
+        let r = if self.time_client {
+            let t = Instant::now();
+            let r = f(client);
+            self.result.client_cpu_ns += t.elapsed().as_nanos() as u64;
+            r
+        } else {
+            f(client)
+        };
+        // Every change of the off-loaded bytes passes here: the tally's peak is exact.
+        self.tally.set(self.id, client.stats().offloaded_bytes);
         Some(r)
     }
 
@@ -518,6 +552,8 @@ pub fn run(setup: &Setup) -> Outcome {
     let mut started = vec![false; n];
     let specs = setup.volumes.clone();
     let s = setup.clone();
+    let tally = Tally::new(n);
+    let node_tally = tally.clone();
     let builder = WorldBuilder {
         new_core: Box::new(move |id: NodeId| {
             let restart = started[id];
@@ -593,6 +629,7 @@ pub fn run(setup: &Setup) -> Outcome {
                 io: VecDeque::new(),
                 result: VolumeResult::default(),
                 last_answer_ns: 0,
+                tally: node_tally.clone(),
             }
         }),
         new_device: Box::new({
@@ -672,6 +709,7 @@ pub fn run(setup: &Setup) -> Outcome {
     }
     Outcome {
         volumes,
+        offloaded_peak_bytes: tally.peak(),
         sample_ns: setup.sample_ns,
         last_answer_ns,
         stopped_ns: t - start_ns,

@@ -163,6 +163,9 @@ pub struct VolumeResult {
 #[derive(Clone, Debug)]
 pub struct Outcome {
     pub volumes: Vec<VolumeResult>,
+    /// The largest sum of every client's off-loaded bytes at any moment of the run (exact:
+    /// updated on every change, not sampled).
+    pub offloaded_peak_bytes: u64,
     pub sample_ns: Nanos,
     /// When the last request was answered (from the first request).
     pub last_answer_ns: Nanos,
