@@ -1,9 +1,7 @@
 //! `cordillera lab bonfire`: Bonfire §4.3 (Tables 2–3, Figures 6–8) on a multi-day trace and
 //! §6.1 (Figure 10) on the Zipf workload, with tables, JSON, CSV and SVG.
 
-use std::io::{self, IsTerminal};
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
@@ -113,6 +111,10 @@ pub struct BonfireArgs {
     /// Seed of the built-in trace, the Zipf workload and Random-K.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// No progress on standard error (it is printed whether or not standard error is a
+    /// terminal: a status line on a terminal, a line per step otherwise).
+    #[arg(long)]
+    quiet: bool,
     /// Print the report as JSON on standard output.
     #[arg(long)]
     json: bool,
@@ -192,13 +194,8 @@ pub fn run(a: BonfireArgs) -> Result<()> {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     };
     o.validate().map_err(anyhow::Error::msg)?;
-    let started = Instant::now();
-    let verbose = io::stderr().is_terminal() || std::env::var_os("CORDILLERA_PROGRESS").is_some();
-    let progress = |line: &str| {
-        if verbose {
-            eprintln!("[{:>6.1} s] {line}", started.elapsed().as_secs_f64());
-        }
-    };
+    let reporter = crate::progress::Progress::new(a.quiet);
+    let progress = |line: &str| reporter.step(line);
     let mut full = FullReport {
         days: None,
         zipf: None,

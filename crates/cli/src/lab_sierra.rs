@@ -1,6 +1,5 @@
 //! `cordillera lab sierra`: Sierra §2 and §4 on the simulator, with tables, JSON, CSV and SVG.
 
-use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -130,6 +129,10 @@ pub struct SierraArgs {
     /// Seed of the generated workloads and of the testbed (layout, random choices).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// No progress on standard error (it is printed whether or not standard error is a
+    /// terminal: a status line on a terminal, a line per step otherwise).
+    #[arg(long)]
+    quiet: bool,
     /// Run the lab for this many seeds (--seed, --seed + 1, …), one after another (each run
     /// already uses every core), and report each headline figure's mean, range and standard
     /// deviation over them beside the paper's; with --out, each seed's full outputs go to
@@ -189,13 +192,8 @@ pub fn run(a: SierraArgs) -> Result<()> {
     if a.seeds == 0 || a.seeds > 1000 || a.seed.checked_add(a.seeds).is_none() {
         bail!("--seeds must be 1 to 1000 (and --seed + --seeds must not overflow)");
     }
-    let started = Instant::now();
-    let verbose = io::stderr().is_terminal() || std::env::var_os("CORDILLERA_PROGRESS").is_some();
-    let mut progress = |line: &str| {
-        if verbose {
-            eprintln!("[{:>6.1} s] {line}", started.elapsed().as_secs_f64());
-        }
-    };
+    let reporter = crate::progress::Progress::new(a.quiet);
+    let mut progress = |line: &str| reporter.step(line);
     if a.seeds > 1 {
         return run_seeds(&a, &mut progress);
     }
@@ -325,13 +323,12 @@ fn run_seeds(a: &SierraArgs, progress: &mut dyn FnMut(&str)) -> Result<()> {
     let mut runs = Vec::new();
     let mut reports = Vec::new();
     for seed in a.seed..a.seed + a.seeds {
-        // Always said, even without a terminal: a run of several seeds is long.
-        eprintln!(
-            "[{:>7.1} s] lab sierra: seed {seed} ({} of {})",
-            started.elapsed().as_secs_f64(),
+        progress(&format!(
+            "lab sierra: seed {seed} ({} of {}), {:.0} s so far",
             seed - a.seed + 1,
-            a.seeds
-        );
+            a.seeds,
+            started.elapsed().as_secs_f64()
+        ));
         let report = sierra::run(inputs(a, seed), &options(a, seed), progress)
             .map_err(|e| anyhow::anyhow!("seed {seed}: {e}"))?;
         if let Some(dir) = &a.out {

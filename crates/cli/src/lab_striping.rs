@@ -1,7 +1,6 @@
 //! `cordillera lab striping`: narrow vs wide striping (Goyal, Radkov, Shenoy) on the simulator.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::{bail, Result};
 use clap::Args;
@@ -98,6 +97,10 @@ pub struct StripingArgs {
     /// Seed of the streams (arrivals, sizes, offsets, ON periods).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// No progress on standard error (it is printed whether or not standard error is a
+    /// terminal: a status line on a terminal, a line per step otherwise).
+    #[arg(long)]
+    quiet: bool,
     /// Run this many seeds (--seed, --seed + 1, …) and report each figure's spread.
     #[arg(long, default_value_t = 1)]
     seeds: u64,
@@ -159,17 +162,15 @@ pub fn run(a: StripingArgs) -> Result<()> {
         None
     };
     let mut skew_description = None;
-    let started = Instant::now();
+    let reporter = crate::progress::Progress::new(a.quiet);
     let mut runs = Vec::new();
     let mut all: Vec<(u64, Vec<Point>)> = Vec::new();
     let mut skews: Vec<(u64, SkewReport)> = Vec::new();
     let mut tables: Vec<(u64, Vec<Table3Result>)> = Vec::new();
     for seed in a.seed..a.seed + a.seeds {
-        // Always said, even without a terminal: runs take minutes.
         let mut progress = |p: &Point| {
-            eprintln!(
-                "[{:>7.1} s] seed {seed}: Fig {} {}, {} arrays{}: narrow {:.1} ms, wide {:.1} ms, ratio {:.3}",
-                started.elapsed().as_secs_f64(),
+            reporter.step(&format!(
+                "seed {seed}: Fig {} {}, {} arrays{}: narrow {:.1} ms, wide {:.1} ms, ratio {:.3}",
                 p.figure,
                 p.series,
                 p.arrays,
@@ -177,7 +178,7 @@ pub fn run(a: StripingArgs) -> Result<()> {
                 p.narrow_ms,
                 p.wide_ms,
                 p.ratio
-            );
+            ));
         };
         let points = if options.figures.is_empty() {
             Vec::new()
@@ -211,16 +212,15 @@ pub fn run(a: StripingArgs) -> Result<()> {
                 .map_err(|e| {
                     anyhow::anyhow!("seed {seed}: Fig {}: {e}", if ten { "10" } else { "8" })
                 })?;
-                eprintln!(
-                    "[{:>7.1} s] seed {seed}: Fig {}: {} streams ({} dropped as idle) on 4 arrays, partition imbalance {:.2} %; wide/narrow geometric mean {:.3} (mean), {:.3} (p95)",
-                    started.elapsed().as_secs_f64(),
+                reporter.step(&format!(
+                    "seed {seed}: Fig {}: {} streams ({} dropped as idle) on 4 arrays, partition imbalance {:.2} %; wide/narrow geometric mean {:.3} (mean), {:.3} (p95)",
                     r.figure,
                     r.streams.len(),
                     r.dropped.len(),
                     r.imbalance * 100.0,
                     r.geomean_ratio_mean,
                     r.geomean_ratio_p95
-                );
+                ));
                 figures.extend(striping::skew_figures(&r));
                 skews.push((seed, r));
             }
@@ -228,10 +228,7 @@ pub fn run(a: StripingArgs) -> Result<()> {
         if a.figures.contains(&FigArg::T3) {
             let rows = striping::run_table3(a.duration_s, seed)
                 .map_err(|e| anyhow::anyhow!("seed {seed}: Table 3: {e}"))?;
-            eprintln!(
-                "[{:>7.1} s] seed {seed}: Table 3 done",
-                started.elapsed().as_secs_f64()
-            );
+            reporter.step(&format!("seed {seed}: Table 3 done"));
             figures.extend(striping::table3_figures(&rows));
             tables.push((seed, rows));
         }

@@ -209,8 +209,9 @@ fn blocks_of(text: &str, whole_blocks: u64, flag: &str) -> Result<u64> {
 #[derive(Serialize)]
 struct SchemeRow {
     name: &'static str,
-    converge_intervals: usize,
-    converge: f64,
+    /// Equation 1's T_converge; `null` when the scheme never converged within the trace.
+    converge_intervals: Option<usize>,
+    converge: Option<f64>,
     server_load_reduction: Option<f64>,
 }
 
@@ -355,8 +356,10 @@ fn schemes(a: SchemesArgs) -> Result<()> {
                 .map_err(anyhow::Error::msg)?,
         );
     }
-    let cold_converge = cold_t as f64 * interval;
-    let warmed_converge = warmed_t as f64 * interval;
+    let cold_converge = cold_t.map(|t| t as f64 * interval);
+    let warmed_converge = warmed_t.map(|t| t as f64 * interval);
+    // Equation 2 over cold's T_converge, or the whole run if cold never converged.
+    let window = cold_t.unwrap_or(cold.len());
     let report = SchemesReport {
         policy: a.policy,
         algorithm: a.algorithm,
@@ -374,29 +377,28 @@ fn schemes(a: SchemesArgs) -> Result<()> {
         preload_device: a.preload_device.clone(),
         preload_metadata_only_s: metadata_only_s,
         preload_snapshot_s: snapshot_s,
-        converge_improvement_percent: schemes::converge_improvement_pct(
-            cold_converge,
-            warmed_converge,
-            preload_axis,
-        ),
+        converge_improvement_percent: match (cold_converge, warmed_converge) {
+            (Some(c), Some(w)) => schemes::converge_improvement_pct(c, w, preload_axis),
+            _ => None,
+        },
         schemes: vec![
             SchemeRow {
                 name: "always-warm",
-                converge_intervals: 0,
-                converge: 0.0,
-                server_load_reduction: schemes::server_load_reduction(always, cold_t),
+                converge_intervals: Some(0),
+                converge: Some(0.0),
+                server_load_reduction: schemes::server_load_reduction(always, window),
             },
             SchemeRow {
                 name: "cold",
                 converge_intervals: cold_t,
                 converge: cold_converge,
-                server_load_reduction: schemes::server_load_reduction(cold, cold_t),
+                server_load_reduction: schemes::server_load_reduction(cold, window),
             },
             SchemeRow {
                 name: "warmed",
                 converge_intervals: warmed_t,
                 converge: warmed_converge,
-                server_load_reduction: schemes::server_load_reduction(warmed, cold_t),
+                server_load_reduction: schemes::server_load_reduction(warmed, window),
             },
         ],
         intervals: (0..always.len())
@@ -448,21 +450,37 @@ fn schemes(a: SchemesArgs) -> Result<()> {
             pct(row[2])
         );
     }
+    let when = |t: Option<f64>| {
+        t.map_or("never (within the trace)".to_owned(), |t| {
+            format!("{t:.0} {unit_name}")
+        })
+    };
     println!(
-        "T_converge (Th_V {}, Th_N {}): cold {:.0} {unit_name}, warmed {:.0} {unit_name}; improvement {}",
+        "T_converge (Th_V {}, Th_N {}): cold {}, warmed {}; improvement {}",
         a.th_v,
         a.th_n,
-        cold_converge,
-        warmed_converge,
-        report
-            .converge_improvement_percent
-            .map_or("- (cold converges at once)".to_owned(), |p| format!("{p:.0} %"))
+        when(cold_converge),
+        when(warmed_converge),
+        match (
+            cold_converge,
+            warmed_converge,
+            report.converge_improvement_percent
+        ) {
+            (_, _, Some(p)) => format!("{p:.0} %"),
+            (None, _, None) | (_, None, None) => "- (a scheme never converged)".to_owned(),
+            _ => "- (cold converges at once)".to_owned(),
+        }
     );
     if let (Some(name), Some(m), Some(s)) = (&report.preload_device, metadata_only_s, snapshot_s) {
         println!("pre-load on {name}: in place (metadata-only) {m:.2} s, from a snapshot (metadata+data) {s:.2} s");
     }
     println!(
-        "server load reduction over cold's T_converge: always-warm {}, cold {}, warmed {}",
+        "server load reduction over {}: always-warm {}, cold {}, warmed {}",
+        if cold_t.is_some() {
+            "cold's T_converge"
+        } else {
+            "the whole run (cold never converged)"
+        },
         pct(report.schemes[0].server_load_reduction),
         pct(report.schemes[1].server_load_reduction),
         pct(report.schemes[2].server_load_reduction)

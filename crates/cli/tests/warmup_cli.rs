@@ -175,3 +175,36 @@ fn schemes_refuse_an_empty_cache_an_oversized_warmup_and_a_start_past_the_end() 
         assert!(err.contains(expected), "{args:?}: {err}");
     }
 }
+
+/// A scheme that never converges within the trace is reported as such: `null` in JSON and
+/// "never" in the text, not as a time (issue 25: it printed the trace's length).
+#[test]
+fn schemes_report_never_converged_as_null_not_a_time() {
+    let args = [
+        "warmup",
+        "schemes",
+        SPEC,
+        "--cache-size",
+        "100%",
+        "--th-v",
+        "0.99",
+        "--th-n",
+        "0",
+    ];
+    let out = Command::new(BIN).args(args).arg("--json").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cold = &v["schemes"][1];
+    assert_eq!(cold["name"], "cold");
+    assert!(cold["converge"].is_null(), "{cold}");
+    assert!(cold["converge_intervals"].is_null(), "{cold}");
+    assert!(v["converge_improvement_percent"].is_null());
+    assert!(cold["server_load_reduction"].as_f64().is_some());
+    let text = Command::new(BIN).args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(stdout.contains("cold never"), "{stdout}");
+}

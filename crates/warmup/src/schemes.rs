@@ -156,9 +156,9 @@ pub fn converge_improvement_pct(cold: f64, warmed: f64, preload: f64) -> Option<
 
 /// Equation 1: the first interval T from which, until the end, the new cache's hit rate is
 /// below `th_v` × the always-warm cache's in at most `th_n` × (the intervals from T to the end).
-/// An interval without reads is no violation. Returns the interval index (the number of
-/// intervals if only the empty tail qualifies).
-pub fn convergence(new: &[Interval], warm: &[Interval], th_v: f64, th_n: f64) -> usize {
+/// An interval without reads is no violation. Returns the interval index, or `None` when no
+/// interval qualifies: the new cache never converged within the trace.
+pub fn convergence(new: &[Interval], warm: &[Interval], th_v: f64, th_n: f64) -> Option<usize> {
     assert_eq!(new.len(), warm.len(), "series of one trace");
     let violates = |i: usize| match (new[i].hit_rate(), warm[i].hit_rate()) {
         (Some(h_new), Some(h_warm)) => h_new < th_v * h_warm,
@@ -174,7 +174,7 @@ pub fn convergence(new: &[Interval], warm: &[Interval], th_v: f64, th_n: f64) ->
             best = t;
         }
     }
-    best
+    (best < n).then_some(best)
 }
 
 /// Equation 2: the fraction of read blocks the cache served over the first `intervals`
@@ -217,24 +217,28 @@ mod tests {
         let rates = [0, 2, 4, 6, 9, 9, 9, 5, 9, 9];
         let new: Vec<Interval> = rates.iter().map(|&h| interval(10, h)).collect();
         // Th_V 0.9 (a violation is < 8.1 hits), no violation allowed: after the dip.
-        assert_eq!(convergence(&new, &warm, 0.9, 0.0), 8);
+        assert_eq!(convergence(&new, &warm, 0.9, 0.0), Some(8));
         // One violation in six intervals is within 20 %: from interval 4.
-        assert_eq!(convergence(&new, &warm, 0.9, 0.2), 4);
+        assert_eq!(convergence(&new, &warm, 0.9, 0.2), Some(4));
         // Th_V 0.6 (< 5.4 hits): 5 at interval 7 still violates, 6 at interval 3 does not.
-        assert_eq!(convergence(&new, &warm, 0.6, 0.0), 8);
-        assert_eq!(convergence(&new, &warm, 0.6, 0.2), 3);
+        assert_eq!(convergence(&new, &warm, 0.6, 0.0), Some(8));
+        assert_eq!(convergence(&new, &warm, 0.6, 0.2), Some(3));
         // Already warm: zero.
-        assert_eq!(convergence(&warm, &warm, 0.9, 0.0), 0);
-        // Never converging but at the end.
+        assert_eq!(convergence(&warm, &warm, 0.9, 0.0), Some(0));
+        // Never converging: no interval qualifies.
         let never = vec![interval(10, 0); 10];
-        assert_eq!(convergence(&never, &warm, 0.9, 0.0), 10);
+        assert_eq!(
+            convergence(&never, &warm, 0.9, 0.0),
+            None,
+            "never converged"
+        );
     }
 
     #[test]
     fn intervals_without_reads_are_not_violations() {
         let warm = vec![interval(10, 9), interval(0, 0), interval(10, 9)];
         let new = vec![interval(10, 0), interval(0, 0), interval(10, 9)];
-        assert_eq!(convergence(&new, &warm, 0.9, 0.0), 1);
+        assert_eq!(convergence(&new, &warm, 0.9, 0.0), Some(1));
         assert_eq!(server_load_reduction(&new, 3), Some(0.45));
         assert_eq!(server_load_reduction(&new[1..2], 1), None);
     }

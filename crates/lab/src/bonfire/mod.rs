@@ -290,6 +290,8 @@ pub fn run(
         };
         let cold_t = schemes::convergence(&s.cold, &s.always, m.th_v, m.th_n);
         let hours = |i: usize| i as f64 * o.interval_ns as f64 / NS_PER_HOUR as f64;
+        // Equation 2 over cold's T_converge, or the whole day if cold never converged.
+        let window = cold_t.unwrap_or(s.cold.len());
         let picked: Vec<_> = s
             .warmed
             .iter()
@@ -298,15 +300,15 @@ pub fn run(
         figures.push(FigureDay {
             volume: vol.name.clone(),
             day,
-            cold_converge_h: hours(cold_t),
-            load_reduction_cold_pct: pct(schemes::server_load_reduction(&s.cold, cold_t)),
-            load_reduction_always_pct: pct(schemes::server_load_reduction(&s.always, cold_t)),
+            cold_converge_h: cold_t.map(hours),
+            load_reduction_cold_pct: pct(schemes::server_load_reduction(&s.cold, window)),
+            load_reduction_always_pct: pct(schemes::server_load_reduction(&s.always, window)),
             algorithms: picked
                 .iter()
                 .map(|w| AlgorithmResult {
                     algorithm: w.2,
-                    converge_h: hours(schemes::convergence(&w.4, &s.always, m.th_v, m.th_n)),
-                    load_reduction_pct: pct(schemes::server_load_reduction(&w.4, cold_t)),
+                    converge_h: schemes::convergence(&w.4, &s.always, m.th_v, m.th_n).map(hours),
+                    load_reduction_pct: pct(schemes::server_load_reduction(&w.4, window)),
                 })
                 .collect(),
             hit_rates: (0..s.intervals)

@@ -17,9 +17,11 @@ pub struct Case {
     pub th_n: f64,
     pub preload_blocks: u64,
     pub preload_s: f64,
-    pub cold_converge_h: f64,
-    pub warmed_converge_h: f64,
-    /// (cold − (warmed + pre-load)) ÷ cold, %; `None` when cold converges at once.
+    /// T_converge; `None` (JSON `null`) when the cache never converged within the day.
+    pub cold_converge_h: Option<f64>,
+    pub warmed_converge_h: Option<f64>,
+    /// (cold − (warmed + pre-load)) ÷ cold, %; `None` when cold converges at once or either
+    /// never converged.
     pub converge_improvement_pct: Option<f64>,
     /// Equation 2 over cold's T_converge, %; `None` when it is empty or has no reads.
     pub load_reduction_cold_pct: Option<f64>,
@@ -38,14 +40,19 @@ pub struct TableRow {
     /// (volume, day) pairs.
     pub cases: usize,
     pub preload_min: Option<f64>,
+    /// Medians with "never converged" counted as later than any time: `None` when the median
+    /// case never converged.
     pub cold_converge_h: Option<f64>,
     pub bonfire_converge_h: Option<f64>,
     pub converge_improvement_pct: Option<f64>,
     pub load_reduction_cold_pct: Option<f64>,
     pub load_reduction_always_pct: Option<f64>,
     pub load_reduction_bonfire_pct: Option<f64>,
-    /// (Bonfire − cold) ÷ cold, %.
+    /// (Bonfire − cold) ÷ cold, % (the paper's measure; it grows without bound as cold's
+    /// reduction nears zero: read it beside the gain in points).
     pub load_reduction_improvement_pct: Option<f64>,
+    /// Bonfire − cold, percentage points of the read blocks served by the cache.
+    pub load_reduction_gain_points: Option<f64>,
 }
 
 /// Figures 6–7 for one volume on one day, at the middle setting.
@@ -53,7 +60,8 @@ pub struct TableRow {
 pub struct FigureDay {
     pub volume: String,
     pub day: usize,
-    pub cold_converge_h: f64,
+    /// `None`: never converged within the day.
+    pub cold_converge_h: Option<f64>,
     pub load_reduction_cold_pct: Option<f64>,
     pub load_reduction_always_pct: Option<f64>,
     pub algorithms: Vec<AlgorithmResult>,
@@ -64,7 +72,8 @@ pub struct FigureDay {
 #[derive(Clone, Debug, Serialize)]
 pub struct AlgorithmResult {
     pub algorithm: Algorithm,
-    pub converge_h: f64,
+    /// `None`: never converged within the day.
+    pub converge_h: Option<f64>,
     pub load_reduction_pct: Option<f64>,
 }
 
@@ -142,13 +151,26 @@ pub fn median(values: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
     })
 }
 
+/// A convergence time for comparisons: never is later than any time.
+pub fn later_if_never(h: Option<f64>) -> f64 {
+    h.unwrap_or(f64::INFINITY)
+}
+
+/// The median of convergence times, "never" counted as later than any: `None` when the median
+/// itself never converged (or there are none).
+pub fn median_converge(values: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
+    median(values.into_iter().map(|v| Some(later_if_never(v)))).filter(|m| m.is_finite())
+}
+
 /// Orders cases best first: sooner convergence, then more load reduction.
 pub(super) fn better(a: &Case, b: &Case) -> std::cmp::Ordering {
-    a.warmed_converge_h.total_cmp(&b.warmed_converge_h).then(
-        b.load_reduction_warmed_pct
-            .unwrap_or(-1.0)
-            .total_cmp(&a.load_reduction_warmed_pct.unwrap_or(-1.0)),
-    )
+    later_if_never(a.warmed_converge_h)
+        .total_cmp(&later_if_never(b.warmed_converge_h))
+        .then(
+            b.load_reduction_warmed_pct
+                .unwrap_or(-1.0)
+                .total_cmp(&a.load_reduction_warmed_pct.unwrap_or(-1.0)),
+        )
 }
 
 pub(super) fn same_point(
@@ -205,9 +227,11 @@ pub(super) fn table(cases: &[Case], o: &Options) -> Vec<TableRow> {
                             th_n,
                             cases: best.len(),
                             preload_min: median(best.iter().map(|c| Some(c.preload_s / 60.0))),
-                            cold_converge_h: median(best.iter().map(|c| Some(c.cold_converge_h))),
-                            bonfire_converge_h: median(
-                                best.iter().map(|c| Some(c.warmed_converge_h)),
+                            cold_converge_h: median_converge(
+                                best.iter().map(|c| c.cold_converge_h),
+                            ),
+                            bonfire_converge_h: median_converge(
+                                best.iter().map(|c| c.warmed_converge_h),
                             ),
                             converge_improvement_pct: median(
                                 best.iter().map(|c| c.converge_improvement_pct),
@@ -226,6 +250,9 @@ pub(super) fn table(cases: &[Case], o: &Options) -> Vec<TableRow> {
                                     (Some(w), Some(k)) if k > 0.0 => Some(100.0 * (w - k) / k),
                                     _ => None,
                                 }
+                            })),
+                            load_reduction_gain_points: median(best.iter().map(|c| {
+                                Some(c.load_reduction_warmed_pct? - c.load_reduction_cold_pct?)
                             })),
                         });
                     }
@@ -251,7 +278,9 @@ pub(super) fn headline<'a>(cases: impl Iterator<Item = &'a Case>) -> Headline {
             AlgorithmTally {
                 algorithm: alg,
                 best_converge: count(&|g, c| {
-                    g.iter().all(|o| c.warmed_converge_h <= o.warmed_converge_h)
+                    g.iter().all(|o| {
+                        later_if_never(c.warmed_converge_h) <= later_if_never(o.warmed_converge_h)
+                    })
                 }),
                 best_load: count(&|g, c| {
                     g.iter().all(|o| {
@@ -259,9 +288,11 @@ pub(super) fn headline<'a>(cases: impl Iterator<Item = &'a Case>) -> Headline {
                             >= o.load_reduction_warmed_pct.unwrap_or(-1.0)
                     })
                 }),
-                converges_sooner_than_cold: count(&|_, c| c.warmed_converge_h < c.cold_converge_h),
+                converges_sooner_than_cold: count(&|_, c| {
+                    later_if_never(c.warmed_converge_h) < later_if_never(c.cold_converge_h)
+                }),
                 converges_no_later_than_cold: count(&|_, c| {
-                    c.warmed_converge_h <= c.cold_converge_h
+                    later_if_never(c.warmed_converge_h) <= later_if_never(c.cold_converge_h)
                 }),
                 reduces_more_load_than_cold: count(&|_, c| {
                     matches!(
@@ -269,7 +300,7 @@ pub(super) fn headline<'a>(cases: impl Iterator<Item = &'a Case>) -> Headline {
                         (Some(w), Some(k)) if w > k
                     )
                 }),
-                median_converge_h: median(mine.iter().map(|(_, c)| Some(c.warmed_converge_h))),
+                median_converge_h: median_converge(mine.iter().map(|(_, c)| c.warmed_converge_h)),
                 median_load_reduction_pct: median(
                     mine.iter().map(|(_, c)| c.load_reduction_warmed_pct),
                 ),

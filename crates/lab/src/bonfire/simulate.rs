@@ -191,11 +191,13 @@ pub(super) fn cases(series: &[DaySeries], volumes: &[VolumeDays], o: &Options) -
         for &th_v in &o.th_vs {
             for &th_n in &o.th_ns {
                 let cold_t = schemes::convergence(&s.cold, &s.always, th_v, th_n);
-                let cold_h = hours(cold_t);
-                let always_slr = pct(schemes::server_load_reduction(&s.always, cold_t));
-                let cold_slr = pct(schemes::server_load_reduction(&s.cold, cold_t));
+                let cold_h = cold_t.map(hours);
+                // Equation 2 over cold's T_converge, or the whole day if cold never converged.
+                let window = cold_t.unwrap_or(s.cold.len());
+                let always_slr = pct(schemes::server_load_reduction(&s.always, window));
+                let cold_slr = pct(schemes::server_load_reduction(&s.cold, window));
                 for (warmup_pct, region, alg, blocks, w) in &s.warmed {
-                    let warmed_h = hours(schemes::convergence(w, &s.always, th_v, th_n));
+                    let warmed_h = schemes::convergence(w, &s.always, th_v, th_n).map(hours);
                     let preload_s = (*blocks * BLOCK_BYTES) as f64 / (o.preload_mb_per_s * 1e6);
                     out.push(Case {
                         volume: volumes[s.volume].name.clone(),
@@ -210,14 +212,15 @@ pub(super) fn cases(series: &[DaySeries], volumes: &[VolumeDays], o: &Options) -
                         preload_s,
                         cold_converge_h: cold_h,
                         warmed_converge_h: warmed_h,
-                        converge_improvement_pct: schemes::converge_improvement_pct(
-                            cold_h,
-                            warmed_h,
-                            preload_s / 3600.0,
-                        ),
+                        converge_improvement_pct: match (cold_h, warmed_h) {
+                            (Some(c), Some(w)) => {
+                                schemes::converge_improvement_pct(c, w, preload_s / 3600.0)
+                            }
+                            _ => None,
+                        },
                         load_reduction_cold_pct: cold_slr,
                         load_reduction_always_pct: always_slr,
-                        load_reduction_warmed_pct: pct(schemes::server_load_reduction(w, cold_t)),
+                        load_reduction_warmed_pct: pct(schemes::server_load_reduction(w, window)),
                     });
                 }
             }

@@ -42,8 +42,9 @@ pub struct ZipfSeries {
     pub preload_blocks: u64,
     /// Read hit rate per interval from the half-way mark.
     pub hit_rates: Vec<Option<f64>>,
-    /// Equation 1, in I/Os from the trace start (the paper's "I/O mark").
-    pub converge_io: u64,
+    /// Equation 1, in I/Os from the trace start (the paper's "I/O mark"); `None`: never
+    /// converged within the run.
+    pub converge_io: Option<u64>,
     pub final_hit_rate: Option<f64>,
     /// Over the second half.
     pub hit_rate: Option<f64>,
@@ -184,12 +185,12 @@ pub(super) fn summarize(
     start: u64,
     interval: u64,
 ) -> ZipfSeries {
-    let t = schemes::convergence(&s, always, o.th_v, o.th_n) as u64;
+    let t = schemes::convergence(&s, always, o.th_v, o.th_n);
     ZipfSeries {
         scheme,
         warmup_pct,
         preload_blocks,
-        converge_io: start + t * interval,
+        converge_io: t.map(|t| start + t as u64 * interval),
         final_hit_rate: s.iter().rev().find_map(|i| i.hit_rate()),
         hit_rate: schemes::server_load_reduction(&s, s.len()),
         hit_rates: s.iter().map(|i| i.hit_rate()).collect(),

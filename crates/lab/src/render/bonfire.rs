@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::plots::{bars, chart, Series};
-use super::writer;
+use super::{write_csv, writer};
 use crate::bonfire::{self, Report, ZipfReport};
 use crate::bonfire_overheads::Overhead;
 
@@ -97,7 +97,7 @@ pub fn days_text(r: &Report) -> String {
     );
     let _ = writeln!(
         s,
-        "  {:>6} {:>6} {:>6} {:>5} {:>5} {:>5} {:>9} | {:>8} {:>8} {:>8} | {:>6} {:>6} {:>6} {:>7}",
+        "  {:>6} {:>6} {:>6} {:>5} {:>5} {:>5} {:>9} | {:>8} {:>8} {:>8} | {:>6} {:>6} {:>6} {:>7} {:>8}",
         "region",
         "cache",
         "warmup",
@@ -111,7 +111,8 @@ pub fn days_text(r: &Report) -> String {
         "SLR cold",
         "always",
         "bonf.",
-        "impr. %"
+        "impr. %",
+        "gain pts"
     );
     let mut regions: Vec<u64> = r.table.iter().map(|t| t.region_bytes).collect();
     regions.dedup();
@@ -121,7 +122,7 @@ pub fn days_text(r: &Report) -> String {
         for t in r.table.iter().filter(|t| t.region_bytes == region) {
             let _ = writeln!(
                 s,
-                "  {:>6} {:>6} {:>6} {:>5} {:>5} {:>5} {:>9} | {:>8} {:>8} {:>8} | {:>8} {:>6} {:>6} {:>7}",
+                "  {:>6} {:>6} {:>6} {:>5} {:>5} {:>5} {:>9} | {:>8} {:>8} {:>8} | {:>8} {:>6} {:>6} {:>7} {:>8}",
                 region_name(t.region_bytes),
                 t.cache_pct,
                 t.warmup_pct,
@@ -129,13 +130,14 @@ pub fn days_text(r: &Report) -> String {
                 t.th_n * 100.0,
                 t.cases,
                 opt(t.preload_min, 2),
-                opt(t.cold_converge_h, 1),
-                opt(t.bonfire_converge_h, 1),
+                hours_text(t.cold_converge_h),
+                hours_text(t.bonfire_converge_h),
                 opt(t.converge_improvement_pct, 0),
                 opt(t.load_reduction_cold_pct, 0),
                 opt(t.load_reduction_always_pct, 0),
                 opt(t.load_reduction_bonfire_pct, 0),
                 opt(t.load_reduction_improvement_pct, 0),
+                opt(t.load_reduction_gain_points, 1),
             );
         }
     }
@@ -151,19 +153,19 @@ pub fn days_text(r: &Report) -> String {
     for f in &r.figures {
         let _ = write!(
             s,
-            "  {:<12} day {}: cold {:.1} [{}], always-warm [{}]",
+            "  {:<12} day {}: cold {} [{}], always-warm [{}]",
             f.volume,
             f.day,
-            f.cold_converge_h,
+            hours_text(f.cold_converge_h),
             opt(f.load_reduction_cold_pct, 0),
             opt(f.load_reduction_always_pct, 0)
         );
         for x in &f.algorithms {
             let _ = write!(
                 s,
-                ", {} {:.1} [{}]",
+                ", {} {} [{}]",
                 x.algorithm,
-                x.converge_h,
+                hours_text(x.converge_h),
                 opt(x.load_reduction_pct, 0)
             );
         }
@@ -208,7 +210,7 @@ pub fn tally_text(h: &bonfire::Headline) -> String {
             t.best_load,
             t.converges_sooner_than_cold,
             t.reduces_more_load_than_cold,
-            opt(t.median_converge_h, 1),
+            hours_text(t.median_converge_h),
             opt(t.median_load_reduction_pct, 0)
         );
     }
@@ -240,11 +242,10 @@ pub fn zipf_text(z: &ZipfReport) -> String {
             x.preload_blocks,
             opt(x.hit_rate.map(|h| h * 100.0), 1),
             opt(x.final_hit_rate.map(|h| h * 100.0), 1),
-            if x.converge_io >= z.requests {
-                "never".to_owned()
-            } else {
-                format!("{:.2} M I/O", x.converge_io as f64 / 1e6)
-            }
+            x.converge_io.map_or("never".to_owned(), |io| format!(
+                "{:.2} M I/O",
+                io as f64 / 1e6
+            ))
         );
     }
     let _ = writeln!(
@@ -318,154 +319,228 @@ pub fn cell(v: Option<f64>) -> String {
     v.map_or(String::new(), |v| format!("{v:.4}"))
 }
 
+/// A time that may be "never" (JSON `null`, CSV empty, text "never").
+pub fn hours_text(h: Option<f64>) -> String {
+    h.map_or("never".into(), |h| format!("{h:.1}"))
+}
+
 pub fn write_outputs(dir: &Path, r: &FullReport) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let write = writer(dir);
     write("report.json", serde_json::to_string_pretty(r)?)?;
-    let mut t4 = String::from(
-        "workload,scheme,window_requests,window_s,warmup_blocks,log_bytes,log_writes,log_bytes_per_s,preload_log_read_bytes,prewarm_s\n",
-    );
+    let mut t4 = Vec::new();
     for o in all_overheads(r) {
         for (scheme, x) in [
             ("metadata-only", &o.metadata_only),
             ("metadata+data", &o.metadata_data),
         ] {
-            let _ = writeln!(
-                t4,
-                "{},{scheme},{},{:.3},{},{},{},{:.1},{},{:.3}",
-                o.workload,
-                o.window_requests,
-                o.window_s,
-                o.warmup_blocks,
-                x.log_bytes,
-                x.log_writes,
-                x.log_bytes_per_s,
-                x.preload_log_read_bytes,
-                x.prewarm_s
-            );
+            t4.push(vec![
+                o.workload.clone(),
+                scheme.to_owned(),
+                o.window_requests.to_string(),
+                format!("{:.3}", o.window_s),
+                o.warmup_blocks.to_string(),
+                x.log_bytes.to_string(),
+                x.log_writes.to_string(),
+                format!("{:.1}", x.log_bytes_per_s),
+                x.preload_log_read_bytes.to_string(),
+                format!("{:.3}", x.prewarm_s),
+            ]);
         }
     }
-    write("table4_overheads.csv", t4)?;
+    write_csv(
+        dir,
+        "table4_overheads.csv",
+        &[
+            "workload",
+            "scheme",
+            "window_requests",
+            "window_s",
+            "warmup_blocks",
+            "log_bytes",
+            "log_writes",
+            "log_bytes_per_s",
+            "preload_log_read_bytes",
+            "prewarm_s",
+        ],
+        t4,
+    )?;
     if let Some(d) = &r.days {
-        let mut cases = String::from(
-            "volume,day,cache_pct,warmup_pct,region_bytes,algorithm,th_v,th_n,preload_blocks,preload_s,cold_converge_h,warmed_converge_h,converge_improvement_pct,load_reduction_cold_pct,load_reduction_always_pct,load_reduction_warmed_pct\n",
-        );
-        for c in &d.cases {
-            let _ = writeln!(
-                cases,
-                "{},{},{},{},{},{},{},{},{},{:.3},{:.4},{:.4},{},{},{},{}",
-                c.volume,
-                c.day,
-                c.cache_pct,
-                c.warmup_pct,
-                c.region_bytes,
-                c.algorithm,
-                c.th_v,
-                c.th_n,
-                c.preload_blocks,
-                c.preload_s,
-                c.cold_converge_h,
-                c.warmed_converge_h,
-                cell(c.converge_improvement_pct),
-                cell(c.load_reduction_cold_pct),
-                cell(c.load_reduction_always_pct),
-                cell(c.load_reduction_warmed_pct)
-            );
-        }
-        write("cases.csv", cases)?;
-        let mut t3 = String::from(
-            "region_bytes,cache_pct,warmup_pct,th_v,th_n,cases,preload_min,cold_converge_h,bonfire_converge_h,converge_improvement_pct,load_reduction_cold_pct,load_reduction_always_pct,load_reduction_bonfire_pct,load_reduction_improvement_pct\n",
-        );
-        for t in &d.table {
-            let _ = writeln!(
-                t3,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                t.region_bytes,
-                t.cache_pct,
-                t.warmup_pct,
-                t.th_v,
-                t.th_n,
-                t.cases,
-                cell(t.preload_min),
-                cell(t.cold_converge_h),
-                cell(t.bonfire_converge_h),
-                cell(t.converge_improvement_pct),
-                cell(t.load_reduction_cold_pct),
-                cell(t.load_reduction_always_pct),
-                cell(t.load_reduction_bonfire_pct),
-                cell(t.load_reduction_improvement_pct)
-            );
-        }
-        write("table3.csv", t3)?;
-        let mut f67 = String::from("volume,day,scheme,converge_h,load_reduction_pct\n");
+        write_csv(
+            dir,
+            "cases.csv",
+            &[
+                "volume",
+                "day",
+                "cache_pct",
+                "warmup_pct",
+                "region_bytes",
+                "algorithm",
+                "th_v",
+                "th_n",
+                "preload_blocks",
+                "preload_s",
+                "cold_converge_h",
+                "warmed_converge_h",
+                "converge_improvement_pct",
+                "load_reduction_cold_pct",
+                "load_reduction_always_pct",
+                "load_reduction_warmed_pct",
+            ],
+            d.cases.iter().map(|c| {
+                vec![
+                    c.volume.clone(),
+                    c.day.to_string(),
+                    c.cache_pct.to_string(),
+                    c.warmup_pct.to_string(),
+                    c.region_bytes.to_string(),
+                    c.algorithm.to_string(),
+                    c.th_v.to_string(),
+                    c.th_n.to_string(),
+                    c.preload_blocks.to_string(),
+                    format!("{:.3}", c.preload_s),
+                    cell(c.cold_converge_h),
+                    cell(c.warmed_converge_h),
+                    cell(c.converge_improvement_pct),
+                    cell(c.load_reduction_cold_pct),
+                    cell(c.load_reduction_always_pct),
+                    cell(c.load_reduction_warmed_pct),
+                ]
+            }),
+        )?;
+        write_csv(
+            dir,
+            "table3.csv",
+            &[
+                "region_bytes",
+                "cache_pct",
+                "warmup_pct",
+                "th_v",
+                "th_n",
+                "cases",
+                "preload_min",
+                "cold_converge_h",
+                "bonfire_converge_h",
+                "converge_improvement_pct",
+                "load_reduction_cold_pct",
+                "load_reduction_always_pct",
+                "load_reduction_bonfire_pct",
+                "load_reduction_improvement_pct",
+                "load_reduction_gain_points",
+            ],
+            d.table.iter().map(|t| {
+                vec![
+                    t.region_bytes.to_string(),
+                    t.cache_pct.to_string(),
+                    t.warmup_pct.to_string(),
+                    t.th_v.to_string(),
+                    t.th_n.to_string(),
+                    t.cases.to_string(),
+                    cell(t.preload_min),
+                    cell(t.cold_converge_h),
+                    cell(t.bonfire_converge_h),
+                    cell(t.converge_improvement_pct),
+                    cell(t.load_reduction_cold_pct),
+                    cell(t.load_reduction_always_pct),
+                    cell(t.load_reduction_bonfire_pct),
+                    cell(t.load_reduction_improvement_pct),
+                    cell(t.load_reduction_gain_points),
+                ]
+            }),
+        )?;
+        let mut f67 = Vec::new();
         for f in &d.figures {
-            let _ = writeln!(
-                f67,
-                "{},{},cold,{},{}",
-                f.volume,
-                f.day,
+            let row = |scheme: String, h: Option<f64>, slr: Option<f64>| {
+                vec![
+                    f.volume.clone(),
+                    f.day.to_string(),
+                    scheme,
+                    cell(h),
+                    cell(slr),
+                ]
+            };
+            f67.push(row(
+                "cold".into(),
                 f.cold_converge_h,
-                cell(f.load_reduction_cold_pct)
-            );
-            let _ = writeln!(
-                f67,
-                "{},{},always-warm,0,{}",
-                f.volume,
-                f.day,
-                cell(f.load_reduction_always_pct)
-            );
+                f.load_reduction_cold_pct,
+            ));
+            f67.push(row(
+                "always-warm".into(),
+                Some(0.0),
+                f.load_reduction_always_pct,
+            ));
             for x in &f.algorithms {
-                let _ = writeln!(
-                    f67,
-                    "{},{},{},{},{}",
-                    f.volume,
-                    f.day,
-                    x.algorithm,
+                f67.push(row(
+                    x.algorithm.to_string(),
                     x.converge_h,
-                    cell(x.load_reduction_pct)
-                );
+                    x.load_reduction_pct,
+                ));
             }
         }
-        write("fig6_7_algorithms.csv", f67)?;
-        let mut rec = String::from(
-            "volume,hourly_block_pct,daily_block_pct,other_block_pct,reuse_under_10mib_pct,recommended,start_at_hour,measured_best,measured_best_days,warmed_days\n",
-        );
+        write_csv(
+            dir,
+            "fig6_7_algorithms.csv",
+            &[
+                "volume",
+                "day",
+                "scheme",
+                "converge_h",
+                "load_reduction_pct",
+            ],
+            f67,
+        )?;
+        let mut rec = Vec::new();
         for v in d.volumes.iter().filter(|v| v.skipped.is_none()) {
             let (Some(c), Some(r)) = (&v.reaccess, &v.recommendation) else {
                 continue;
             };
-            let _ = writeln!(
-                rec,
-                "{},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{}",
-                v.volume,
-                c.hourly_block_pct,
-                c.daily_block_pct,
-                c.other_block_pct,
-                c.reuse_under_10mib_pct,
-                r.algorithm,
+            rec.push(vec![
+                v.volume.clone(),
+                format!("{:.2}", c.hourly_block_pct),
+                format!("{:.2}", c.daily_block_pct),
+                format!("{:.2}", c.other_block_pct),
+                format!("{:.2}", c.reuse_under_10mib_pct),
+                r.algorithm.to_string(),
                 r.start_at_hour.map_or(String::new(), |h| h.to_string()),
                 v.measured_best.map_or(String::new(), |a| a.to_string()),
-                v.measured_best_days,
-                v.warmed_days
-            );
+                v.measured_best_days.to_string(),
+                v.warmed_days.to_string(),
+            ]);
         }
-        write("fig8_recommendations.csv", rec)?;
+        write_csv(
+            dir,
+            "fig8_recommendations.csv",
+            &[
+                "volume",
+                "hourly_block_pct",
+                "daily_block_pct",
+                "other_block_pct",
+                "reuse_under_10mib_pct",
+                "recommended",
+                "start_at_hour",
+                "measured_best",
+                "measured_best_days",
+                "warmed_days",
+            ],
+            rec,
+        )?;
         days_svgs(dir, d)?;
     }
     if let Some(z) = &r.zipf {
-        let mut csv = String::from("io,scheme,hit_rate\n");
-        for x in &z.series {
-            for (i, h) in x.hit_rates.iter().enumerate() {
-                let _ = writeln!(
-                    csv,
-                    "{},{},{}",
-                    z.start_io + i as u64 * z.interval_ios,
-                    x.scheme,
-                    cell(*h)
-                );
-            }
-        }
-        write("fig10_zipf.csv", csv)?;
+        write_csv(
+            dir,
+            "fig10_zipf.csv",
+            &["io", "scheme", "hit_rate"],
+            z.series.iter().flat_map(|x| {
+                x.hit_rates.iter().enumerate().map(move |(i, h)| {
+                    vec![
+                        (z.start_io + i as u64 * z.interval_ios).to_string(),
+                        x.scheme.clone(),
+                        cell(*h),
+                    ]
+                })
+            }),
+        )?;
         let series: Vec<Series> = z
             .series
             .iter()
@@ -516,7 +591,7 @@ pub fn days_svgs(dir: &Path, d: &Report) -> Result<()> {
         "cold".to_owned(),
         d.figures
             .iter()
-            .map(|f| Some(f.cold_converge_h))
+            .map(|f| f.cold_converge_h)
             .collect::<Vec<_>>(),
     )];
     let mut slr = vec![
@@ -540,7 +615,7 @@ pub fn days_svgs(dir: &Path, d: &Report) -> Result<()> {
             alg.to_string(),
             d.figures
                 .iter()
-                .map(|f| f.algorithms.get(i).map(|x| x.converge_h))
+                .map(|f| f.algorithms.get(i).and_then(|x| x.converge_h))
                 .collect(),
         ));
         slr.push((

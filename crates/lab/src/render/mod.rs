@@ -22,6 +22,32 @@ pub fn csv_field(field: &str) -> String {
     }
 }
 
+/// Writes a CSV file into the lab's output folder with the csv crate (every field quoted as
+/// it needs); a row must have as many fields as the header.
+pub fn write_csv(
+    dir: &Path,
+    name: &str,
+    header: &[&str],
+    rows: impl IntoIterator<Item = Vec<String>>,
+) -> Result<()> {
+    let path = dir.join(name);
+    let mut w =
+        csv::Writer::from_path(&path).with_context(|| format!("writing {}", path.display()))?;
+    w.write_record(header)?;
+    for row in rows {
+        anyhow::ensure!(
+            row.len() == header.len(),
+            "{name}: a row of {} fields under a header of {}",
+            row.len(),
+            header.len()
+        );
+        w.write_record(&row)?;
+    }
+    w.flush()
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
 pub fn writer(dir: &Path) -> impl Fn(&str, String) -> Result<()> + '_ {
     move |name, text| {
         let path = dir.join(name);
