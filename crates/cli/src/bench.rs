@@ -34,6 +34,9 @@ enum BenchCommand {
     /// Requests per second of the cache simulator (LRU, FIFO, CLOCK) on a trace held in
     /// memory, against a straightforward std-collections LRU; bytes per cached block.
     Cache(CacheBenchArgs),
+    /// `lab bonfire` streaming a generated 7-day, 8-volume trace at growing sizes (default up
+    /// to 100 M records): wall time, records per second and peak memory of each run.
+    LabBonfire(crate::lab_bench::LabBenchArgs),
 }
 
 #[derive(Args)]
@@ -98,6 +101,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::Sim(args) => sim(args),
         BenchCommand::Rangemap(args) => rangemap(args),
         BenchCommand::Cache(args) => cache(args),
+        BenchCommand::LabBonfire(args) => crate::lab_bench::run(args),
     }
 }
 

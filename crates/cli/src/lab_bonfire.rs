@@ -9,7 +9,6 @@ use cordillera_lab::bonfire::{self, Options, Setting, ZipfOptions};
 use cordillera_lab::bonfire_overheads::OverheadOptions;
 use cordillera_sim::presets::parse_size;
 use cordillera_sim::workload::{Generated, Reaccess};
-use cordillera_trace::RecordReader;
 use cordillera_types::units::NS_PER_S;
 
 use cordillera_lab::render::bonfire::{
@@ -17,7 +16,7 @@ use cordillera_lab::render::bonfire::{
 };
 
 use crate::lab_io::trace_input;
-use crate::trace_cmd::for_each_record;
+use crate::trace_cmd::open_input;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum PartArg {
@@ -201,17 +200,13 @@ pub fn run(a: BonfireArgs) -> Result<()> {
         zipf: None,
     };
     if parts.contains(&PartArg::Days) {
-        let (source, records, names, info) = match &a.trace {
+        type Open = Box<dyn FnMut() -> Result<Box<dyn cordillera_trace::RecordReader>, String>>;
+        let (source, inner): (String, Open) = match &a.trace {
             Some(path) => {
                 let input = trace_input(path, a.format, a.time_unit, a.skip_invalid);
-                let mut records = Vec::new();
-                let reader = for_each_record(&input, |_, r| records.push(*r))?;
-                progress(&format!("{} requests read", records.len()));
                 (
                     path.display().to_string(),
-                    records,
-                    reader.volumes().clone(),
-                    reader.info().clone(),
+                    Box::new(move || open_input(&input).map_err(|e| format!("{e:#}"))),
                 )
             }
             None => {
@@ -221,21 +216,29 @@ pub fn run(a: BonfireArgs) -> Result<()> {
                     ..Reaccess::bonfire()
                 };
                 w.validate().map_err(anyhow::Error::msg)?;
-                let g = Generated::new(&w.volume_names(), Box::new(w.records()));
-                let (info, names) = (g.info().clone(), g.volumes().clone());
-                let records: Vec<_> = w.records().collect();
-                progress(&format!("gen:reaccess: {} requests", records.len()));
                 (
                     format!("gen:reaccess:days={},seed={}", a.days, a.seed),
-                    records,
-                    names,
-                    info,
+                    Box::new(move || {
+                        Ok(
+                            Box::new(Generated::new(&w.volume_names(), Box::new(w.records())))
+                                as Box<dyn cordillera_trace::RecordReader>,
+                        )
+                    }),
                 )
             }
         };
-        let records = only_volumes(records, &names, &a.volumes)?;
-        let report = bonfire::run(&source, records, &names, &info, &o, &progress)
-            .map_err(anyhow::Error::msg)?;
+        // --volume keeps only those volumes (checked against the trace's names).
+        let wanted = a.volumes.clone();
+        let mut inner = inner;
+        let mut open = move || -> Result<Box<dyn cordillera_trace::RecordReader>, String> {
+            let reader = inner()?;
+            if wanted.is_empty() {
+                return Ok(reader);
+            }
+            Ok(Box::new(OnlyVolumes::new(reader, &wanted)))
+        };
+        let report =
+            bonfire::run_stream(&source, &mut open, &o, &progress).map_err(anyhow::Error::msg)?;
         full.days = Some(report);
     }
     if parts.contains(&PartArg::Zipf) {
@@ -278,23 +281,57 @@ pub fn run(a: BonfireArgs) -> Result<()> {
 }
 
 /// The records of the named volumes (all when none are named).
-fn only_volumes(
-    records: Vec<cordillera_trace::Record>,
-    names: &cordillera_trace::VolumeTable,
-    wanted: &[String],
-) -> Result<Vec<cordillera_trace::Record>> {
-    if wanted.is_empty() {
-        return Ok(records);
-    }
-    let mut ids = Vec::new();
-    for w in wanted {
-        match names.lookup(w) {
-            Some(id) => ids.push(id),
-            None => bail!("--volume {w}: the trace has no such volume"),
+/// A reader that passes only the named volumes' records; a name the trace lacks is an error
+/// (found once the trace has been read, since names are learnt while reading).
+struct OnlyVolumes {
+    inner: Box<dyn cordillera_trace::RecordReader>,
+    wanted: Vec<String>,
+    ids: Vec<Option<bool>>,
+}
+
+impl OnlyVolumes {
+    fn new(inner: Box<dyn cordillera_trace::RecordReader>, wanted: &[String]) -> OnlyVolumes {
+        OnlyVolumes {
+            inner,
+            wanted: wanted.to_vec(),
+            ids: Vec::new(),
         }
     }
-    Ok(records
-        .into_iter()
-        .filter(|r| ids.contains(&r.volume))
-        .collect())
+}
+
+impl cordillera_trace::RecordReader for OnlyVolumes {
+    fn info(&self) -> &cordillera_trace::TraceInfo {
+        self.inner.info()
+    }
+    fn volumes(&self) -> &cordillera_trace::VolumeTable {
+        self.inner.volumes()
+    }
+    fn next_record(
+        &mut self,
+    ) -> Result<Option<cordillera_trace::Record>, cordillera_trace::TraceError> {
+        while let Some(r) = self.inner.next_record()? {
+            let i = r.volume.index();
+            if self.ids.len() <= i {
+                self.ids.resize(i + 1, None);
+            }
+            let keep = *self.ids[i].get_or_insert_with(|| {
+                let name = self.inner.volumes().name(r.volume);
+                self.wanted.iter().any(|w| w == name)
+            });
+            if keep {
+                return Ok(Some(r));
+            }
+        }
+        for w in &self.wanted {
+            if self.inner.volumes().lookup(w).is_none() {
+                return Err(cordillera_trace::TraceError::Incompatible(format!(
+                    "--volume {w}: the trace has no such volume"
+                )));
+            }
+        }
+        Ok(None)
+    }
+    fn summary(&self) -> &cordillera_trace::ReadSummary {
+        self.inner.summary()
+    }
 }

@@ -26,6 +26,7 @@ mod cluster_cmd;
 mod cluster_pgbench;
 mod demo;
 mod http;
+mod lab_bench;
 mod lab_bonfire;
 mod lab_cmd;
 mod lab_io;

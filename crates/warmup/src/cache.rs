@@ -73,11 +73,21 @@ struct Entry {
 impl Lru {
     /// A cache of `capacity` blocks; more than `u32::MAX - 1` is refused.
     pub fn new(capacity: usize) -> Lru {
+        Lru::with_reserve(capacity, capacity.min(1 << 24))
+    }
+
+    /// A cache of `capacity` blocks whose structures start small and grow as blocks arrive:
+    /// for the lab's many short-lived caches (a day each), most of which never fill, where
+    /// reserving the whole capacity up front costs more than the simulation.
+    pub fn growing(capacity: usize) -> Lru {
+        Lru::with_reserve(capacity, capacity.min(1 << 12))
+    }
+
+    fn with_reserve(capacity: usize, reserve: usize) -> Lru {
         assert!(
             capacity < NIL as usize,
             "capacity {capacity} blocks is too large"
         );
-        let reserve = capacity.min(1 << 24);
         let mut map = FxHashMap::default();
         // One more than the capacity: a miss inserts the new block before removing the victim.
         map.reserve(reserve + 1);

@@ -30,13 +30,16 @@ use std::sync::Mutex;
 use cordillera_sim::workload::Zipf;
 use cordillera_trace::reaccess::ReaccessBuilder;
 use cordillera_trace::record::{Record, TraceInfo, VolumeId, VolumeTable};
+use cordillera_trace::RecordReader;
 use cordillera_types::units::{MIB, NS_PER_DAY, NS_PER_HOUR, NS_PER_S};
 use cordillera_types::Op;
 use cordillera_warmup::algorithms::{self, Algorithm, ALGORITHMS};
 use cordillera_warmup::cache::Lru;
+use cordillera_warmup::multi::MultiScheme;
 use cordillera_warmup::schemes::{self, Interval, Scheme, Timeline};
 use cordillera_warmup::sim::BLOCK_BYTES;
 use serde::Serialize;
+use std::sync::Arc;
 
 use crate::bonfire_overheads::{self, Overhead, OverheadOptions};
 
@@ -178,24 +181,31 @@ fn origin(first_ns: i64, clock_origin_ns: i64, hour: Option<u32>, day_ns: i64) -
     }
 }
 
-/// Splits the trace by volume (records of volumes without a name in `names` keep their index).
-fn split_volumes(records: Vec<Record>, names: &VolumeTable) -> Vec<(String, Vec<Record>)> {
-    let mut by: Vec<Vec<Record>> = Vec::new();
-    for r in records {
-        let i = r.volume.index();
-        if by.len() <= i {
-            by.resize_with(i + 1, Vec::new);
-        }
-        by[i].push(r);
-    }
-    by.into_iter()
-        .enumerate()
-        .filter(|(_, r)| !r.is_empty())
-        .map(|(i, r)| (names.name(VolumeId(i as u32)).to_owned(), r))
-        .collect()
+/// A trace held in memory as a [`RecordReader`] (for [`run`]).
+struct InMemory<'a> {
+    records: std::slice::Iter<'a, Record>,
+    names: &'a VolumeTable,
+    info: TraceInfo,
+    summary: cordillera_trace::ReadSummary,
 }
 
-/// Runs the lab on a trace held in memory.
+impl RecordReader for InMemory<'_> {
+    fn info(&self) -> &TraceInfo {
+        &self.info
+    }
+    fn volumes(&self) -> &VolumeTable {
+        self.names
+    }
+    fn next_record(&mut self) -> Result<Option<Record>, cordillera_trace::TraceError> {
+        Ok(self.records.next().copied())
+    }
+    fn summary(&self) -> &cordillera_trace::ReadSummary {
+        &self.summary
+    }
+}
+
+/// Runs the lab on a trace held in memory (tests, small traces); [`run_stream`] reads a trace
+/// of any length.
 pub fn run(
     source: &str,
     records: Vec<Record>,
@@ -204,83 +214,184 @@ pub fn run(
     o: &Options,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Report, String> {
+    let mut open = || -> Result<Box<dyn RecordReader + '_>, String> {
+        Ok(Box::new(InMemory {
+            records: records.iter(),
+            names,
+            info: info.clone(),
+            summary: Default::default(),
+        }))
+    };
+    run_stream(source, &mut open, o, progress)
+}
+
+/// Opens the trace again (the lab reads it twice).
+pub type Opener<'a> = dyn FnMut() -> Result<Box<dyn RecordReader + 'a>, String> + 'a;
+
+/// Runs the lab, streaming the trace twice: first for each volume's span, working set and
+/// reaccess classes, then through the caches day by day (see `simulate_stream`). Memory is
+/// bounded by the working sets and two days of requests per volume, not the trace's length.
+pub fn run_stream(
+    source: &str,
+    open: &mut Opener,
+    o: &Options,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<Report, String> {
     o.validate()?;
-    if records.is_empty() {
+    progress("pass 1: each volume's days, working set and reaccesses");
+    let mut reader = open()?;
+    let mut reaccess = ReaccessBuilder::new(0);
+    let mut stats: Vec<VolumeStats> = Vec::new();
+    let mut total = 0u64;
+    let info = reader.info().clone();
+    while let Some(r) = reader.next_record().map_err(|e| e.to_string())? {
+        total += 1;
+        reaccess.add(&r, &info);
+        let i = r.volume.index();
+        if stats.len() <= i {
+            stats.resize_with(i + 1, VolumeStats::default);
+        }
+        let v = &mut stats[i];
+        if v.requests == 0 {
+            (v.first_ns, v.last_ns) = (r.time_ns, r.time_ns);
+        }
+        v.first_ns = v.first_ns.min(r.time_ns);
+        v.last_ns = v.last_ns.max(r.time_ns);
+        v.requests += 1;
+        v.reads += (r.op == Op::Read) as usize;
+        v.blocks.extend(cordillera_warmup::sim::block_range(
+            r.offset_bytes,
+            r.length_bytes,
+        ));
+        if total.is_multiple_of(1 << 24) {
+            progress(&format!("pass 1: {} M requests", total >> 20));
+        }
+    }
+    let names = reader.volumes().clone();
+    let info = reader.info().clone();
+    drop(reader);
+    if total == 0 {
         return Err("the trace has no requests".into());
     }
     if !info.has_time {
         return Err("the trace has no timestamps, so it cannot be split into days".into());
     }
-    let mut reaccess = ReaccessBuilder::new(0);
-    for r in &records {
-        reaccess.add(r, info);
+    for v in &mut stats {
+        v.wss = v.blocks.len() as u64;
+        v.blocks = Default::default();
     }
-    let reaccess = reaccess.finish(names, info);
+    let reaccess = reaccess.finish(&names, &info);
     let clock_origin = info.origin_unix_ns.unwrap_or(0);
+    let m = &o.middle;
     let mut summaries = Vec::new();
-    let mut volumes = Vec::new();
-    for (name, recs) in split_volumes(records, names) {
-        let first = recs.iter().map(|r| r.time_ns).min().expect("not empty");
-        let reads = recs.iter().filter(|r| r.op == Op::Read).count();
-        let vol = VolumeDays::new(
-            name.clone(),
-            recs,
-            origin(first, clock_origin, o.day_start_hour, o.day_ns),
-            o.day_ns,
-        );
+    let mut views: Vec<View> = Vec::new();
+    for (index, v) in stats.iter().enumerate().filter(|(_, v)| v.requests > 0) {
+        let name = names.name(VolumeId(index as u32)).to_owned();
+        let origin_ns = origin(v.first_ns, clock_origin, o.day_start_hour, o.day_ns);
+        let days = ((v.last_ns - origin_ns) / o.day_ns + 1).max(1) as usize;
         let classes = reaccess
             .volumes
             .iter()
-            .find(|v| v.volume == name)
+            .find(|r| r.volume == name)
             .map(ReaccessClasses::from_report);
-        let skipped = if reads == 0 {
+        let skipped = if v.reads == 0 {
             Some("no reads: read hit rates are undefined".to_owned())
-        } else if vol.days() < 2 {
+        } else if days < 2 {
             Some("shorter than two days".to_owned())
         } else {
             None
         };
         summaries.push(VolumeSummary {
-            volume: name,
-            requests: vol.records.len(),
-            read_requests: reads,
-            working_set_blocks: vol.wss,
-            days: vol.days(),
+            volume: name.clone(),
+            requests: v.requests,
+            read_requests: v.reads,
+            working_set_blocks: v.wss,
+            days,
             skipped: skipped.clone(),
-            recommendation: classes.as_ref().map(|c| c.recommend(o.middle.region_bytes)),
+            recommendation: classes.as_ref().map(|c| c.recommend(m.region_bytes)),
             reaccess: classes,
             measured_best: None,
             measured_best_days: 0,
             warmed_days: 0,
         });
         if skipped.is_none() {
-            volumes.push(vol);
+            let figure_day = o.figure_day.map_or(days, |d| d.clamp(2, days));
+            views.push(View {
+                name,
+                volume: index,
+                wss: v.wss,
+                origin_ns,
+                last_ns: v.last_ns,
+                days,
+                cache_pcts: o.cache_pcts.clone(),
+                warmup_pcts: o.warmup_pcts.clone(),
+                regions: o.region_bytes.clone(),
+                keep_day: Some(figure_day - 2),
+            });
         }
     }
-    if volumes.is_empty() {
+    if views.is_empty() {
         return Err(
             "no volume has reads over at least two days (Bonfire warms day d from day d − 1)"
                 .into(),
         );
     }
+    let own = views.len();
+    // §4.3.3: daily-pattern volumes again, days starting at their daily reaccess hour (the
+    // middle setting only), in the same pass.
+    let mut shifted_hours = Vec::new();
+    for summary in &summaries {
+        let Some(hour) = summary
+            .recommendation
+            .as_ref()
+            .filter(|r| r.algorithm == Algorithm::FirstK)
+            .and_then(|r| r.start_at_hour)
+        else {
+            continue;
+        };
+        let Some(view) = views[..own].iter().find(|v| v.name == summary.volume) else {
+            continue;
+        };
+        if o.day_start_hour == Some(hour) || o.day_ns != NS_PER_DAY {
+            continue;
+        }
+        let first = stats[view.volume].first_ns;
+        let origin_ns = origin(first, clock_origin, Some(hour), o.day_ns);
+        let days = ((view.last_ns - origin_ns) / o.day_ns + 1).max(1) as usize;
+        if days < 2 {
+            continue;
+        }
+        shifted_hours.push(hour);
+        views.push(View {
+            name: view.name.clone(),
+            volume: view.volume,
+            wss: view.wss,
+            origin_ns,
+            last_ns: view.last_ns,
+            days,
+            cache_pcts: vec![m.cache_pct],
+            warmup_pcts: vec![m.warmup_pct],
+            regions: vec![m.region_bytes],
+            keep_day: None,
+        });
+    }
     progress(&format!(
-        "{} volume(s), {} grid points × {} algorithms per day",
-        volumes.len(),
+        "pass 2: {} volume(s) over {} requests, {} grid points × {} algorithms per day",
+        own,
+        total,
         o.cache_pcts.len() * o.warmup_pcts.len() * o.region_bytes.len(),
         ALGORITHMS.len()
     ));
-    let grid = Grid {
-        cache_pcts: &o.cache_pcts,
-        warmup_pcts: &o.warmup_pcts,
-        regions: &o.region_bytes,
-    };
-    let series = simulate(&volumes, &grid, o, progress);
-    let cases = cases(&series, &volumes, o);
-    let m = &o.middle;
+    let mut reader = open()?;
+    let simulated = simulate_stream(reader.as_mut(), &views, o, progress)?;
+    drop(reader);
+    let (series, shifted_series): (Vec<DaySeries>, Vec<DaySeries>) =
+        simulated.series.into_iter().partition(|s| s.volume < own);
+    let cases = cases(&series, &views, o);
     // Figures 6–7: each volume's chosen day at the middle setting.
     let mut figures = Vec::new();
-    for (v, vol) in volumes.iter().enumerate() {
-        let last = vol.days();
+    for (v, vol) in views[..own].iter().enumerate() {
+        let last = vol.days;
         let day = o.figure_day.map_or(last, |d| d.clamp(2, last));
         let Some(s) = series
             .iter()
@@ -322,9 +433,11 @@ pub fn run(
     }
     // Table 4: each volume's monitoring of the day before its figure day.
     let mut overheads = Vec::new();
-    for vol in &volumes {
-        let day = o.figure_day.map_or(vol.days(), |d| d.clamp(2, vol.days()));
-        let window = vol.day(day - 2);
+    for (v, vol) in views[..own].iter().enumerate() {
+        let day = o.figure_day.map_or(vol.days, |d| d.clamp(2, vol.days));
+        let Some(window) = &simulated.kept[v] else {
+            continue;
+        };
         let warmup = algorithms::select(
             window,
             Algorithm::LastK,
@@ -365,51 +478,28 @@ pub fn run(
             summary.measured_best_days = wins[i];
         }
     }
-    // §4.3.3: daily-pattern volumes again, days starting at their daily reaccess hour.
-    let mut shifted_daily = Vec::new();
-    for summary in &summaries {
-        let Some(hour) = summary
-            .recommendation
-            .as_ref()
-            .filter(|r| r.algorithm == Algorithm::FirstK)
-            .and_then(|r| r.start_at_hour)
-        else {
-            continue;
-        };
-        let Some(vol) = volumes.iter().find(|v| v.name == summary.volume) else {
-            continue;
-        };
-        if o.day_start_hour == Some(hour) || o.day_ns != NS_PER_DAY {
-            continue;
-        }
-        let first = vol.records[0].time_ns;
-        let shifted = VolumeDays::new(
-            vol.name.clone(),
-            vol.records.clone(),
-            origin(first, clock_origin, Some(hour), o.day_ns),
-            o.day_ns,
-        );
-        if shifted.days() < 2 {
-            continue;
-        }
-        let grid = Grid {
-            cache_pcts: &[m.cache_pct],
-            warmup_pcts: &[m.warmup_pct],
-            regions: &[m.region_bytes],
-        };
-        let one = Options {
-            th_vs: vec![m.th_v],
-            th_ns: vec![m.th_n],
-            ..o.clone()
-        };
-        let vols = [shifted];
-        let series = simulate(&vols, &grid, &one, progress);
-        let cases = self::cases(&series, &vols, &one);
-        shifted_daily.push(ShiftedDaily {
-            volume: summary.volume.clone(),
+    let one = Options {
+        th_vs: vec![m.th_v],
+        th_ns: vec![m.th_n],
+        ..o.clone()
+    };
+    let shifted_cases = self::cases(&shifted_series, &views, &one);
+    let shifted_daily = (own..views.len())
+        .zip(shifted_hours)
+        .map(|(k, hour)| ShiftedDaily {
+            volume: views[k].name.clone(),
             day_start_hour: hour,
-            headline: headline(cases.iter()),
-        });
+            headline: headline(shifted_cases.iter().filter(|c| {
+                // Cases carry the volume's name; the shifted view's series are its own.
+                c.volume == views[k].name
+            })),
+        })
+        .collect();
+    if simulated.late > 0 {
+        progress(&format!(
+            "{} requests arrived after their day had ended (the trace is ordered by completion); each was counted in the day it arrived in",
+            simulated.late
+        ));
     }
     Ok(Report {
         source: source.to_owned(),

@@ -15,176 +15,313 @@ pub(super) struct DaySeries {
     pub(super) warmed: Vec<(f64, u64, Algorithm, u64, Vec<Interval>)>,
 }
 
-/// A volume's requests in time order and its days.
-pub(super) struct VolumeDays {
-    pub(super) name: String,
-    pub(super) records: Vec<Record>,
+/// What the first pass learns of a volume.
+#[derive(Default)]
+pub(super) struct VolumeStats {
+    pub(super) first_ns: i64,
+    pub(super) last_ns: i64,
+    pub(super) requests: usize,
+    pub(super) reads: usize,
+    /// Distinct 4 KiB blocks (dropped once counted).
+    pub(super) blocks: rustc_hash::FxHashSet<u64>,
     pub(super) wss: u64,
-    pub(super) origin_ns: i64,
-    /// Record index where each day starts, and one past the end.
-    pub(super) bounds: Vec<usize>,
 }
 
-impl VolumeDays {
-    pub(super) fn new(
-        name: String,
-        mut records: Vec<Record>,
-        origin_ns: i64,
-        day_ns: i64,
-    ) -> VolumeDays {
-        records.sort_by_key(|r| r.time_ns);
-        let wss = algorithms::working_set_blocks(&records);
-        let last = records.last().map_or(origin_ns, |r| r.time_ns);
-        let days = ((last - origin_ns) / day_ns + 1).max(1) as usize;
-        let bounds = (0..=days)
-            .map(|d| records.partition_point(|r| r.time_ns < origin_ns + d as i64 * day_ns))
+/// One way of cutting a volume into days, and the grid simulated on each day: the volume's own
+/// days, or (§4.3.3) its days starting at the hour of its daily reaccesses.
+pub(super) struct View {
+    pub(super) name: String,
+    /// The trace's index of the volume.
+    pub(super) volume: usize,
+    pub(super) wss: u64,
+    pub(super) origin_ns: i64,
+    pub(super) last_ns: i64,
+    pub(super) days: usize,
+    pub(super) cache_pcts: Vec<f64>,
+    pub(super) warmup_pcts: Vec<f64>,
+    pub(super) regions: Vec<u64>,
+    /// Keep this day's requests (Table 4 monitors it).
+    pub(super) keep_day: Option<usize>,
+}
+
+impl View {
+    pub(super) fn blocks(&self, pct: f64) -> u64 {
+        ((self.wss as f64 * pct / 100.0).round() as u64).max(1)
+    }
+
+    /// The view's cache sizes in blocks, ascending and distinct (what [`MultiScheme`] takes),
+    /// and for each of `cache_pcts` its index among them.
+    pub(super) fn sizes(&self) -> (Vec<usize>, Vec<usize>) {
+        let blocks: Vec<usize> = self
+            .cache_pcts
+            .iter()
+            .map(|&c| self.blocks(c) as usize)
             .collect();
-        VolumeDays {
-            name,
-            records,
-            wss,
-            origin_ns,
-            bounds,
-        }
+        let mut sizes = blocks.clone();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let index = blocks
+            .iter()
+            .map(|b| sizes.binary_search(b).expect("a size of the list"))
+            .collect();
+        (sizes, index)
     }
 
-    pub(super) fn days(&self) -> usize {
-        self.bounds.len() - 1
-    }
-
-    pub(super) fn day(&self, d: usize) -> &[Record] {
-        &self.records[self.bounds[d]..self.bounds[d + 1]]
+    pub(super) fn day_of(&self, time_ns: i64, day_ns: i64) -> usize {
+        (((time_ns - self.origin_ns).max(0)) / day_ns) as usize
     }
 
     pub(super) fn day_start(&self, d: usize, day_ns: i64) -> i64 {
         self.origin_ns + d as i64 * day_ns
     }
-
-    pub(super) fn blocks(&self, pct: f64) -> u64 {
-        ((self.wss as f64 * pct / 100.0).round() as u64).max(1)
-    }
 }
 
-/// The grid one simulation pass covers.
-pub(super) struct Grid<'a> {
-    pub(super) cache_pcts: &'a [f64],
-    pub(super) warmup_pcts: &'a [f64],
-    pub(super) regions: &'a [u64],
+/// A view's state during the second pass.
+struct Streaming {
+    day: usize,
+    filling: Vec<Record>,
+    previous: Option<Arc<Vec<Record>>>,
+    /// The always-warm caches (every cache size), running since the trace start.
+    always: MultiScheme,
+    kept: Option<Arc<Vec<Record>>>,
 }
 
-/// Runs every (volume, cache size) of `grid` on `threads` threads.
-pub(super) fn simulate(
-    volumes: &[VolumeDays],
-    grid: &Grid,
+/// One (view, day ≥ 1): warm-up from the day before, cold and warmed caches over the day.
+struct DayTask {
+    view: usize,
+    day: usize,
+    previous: Arc<Vec<Record>>,
+    records: Arc<Vec<Record>>,
+}
+
+/// What the second pass leaves: every (view, day, cache size)'s series, and the kept days.
+pub(super) struct Simulated {
+    pub(super) series: Vec<DaySeries>,
+    pub(super) kept: Vec<Option<Arc<Vec<Record>>>>,
+    /// Requests that arrived after their day had been closed (traces ordered by completion);
+    /// they were counted in the day being filled.
+    pub(super) late: u64,
+}
+
+/// The second pass: streams `reader`'s records through every view. A view holds the day
+/// being filled and the day before (the warm-up history); each finished day goes to a worker
+/// thread, which runs its cold and warmed caches, while the always-warm caches run here in
+/// order. Memory: two days of requests per view, the caches and the tasks in flight (at most
+/// two per thread), never the whole trace.
+pub(super) fn simulate_stream(
+    reader: &mut dyn RecordReader,
+    views: &[View],
     o: &Options,
     progress: &(dyn Fn(&str) + Sync),
-) -> Vec<DaySeries> {
-    let tasks: Vec<(usize, f64)> = (0..volumes.len())
-        .flat_map(|v| grid.cache_pcts.iter().map(move |c| (v, *c)))
-        .filter(|(v, _)| volumes[*v].days() >= 2)
+) -> Result<Simulated, String> {
+    let per_day = o.intervals_per_day();
+    let mut by_volume: Vec<Vec<usize>> = Vec::new();
+    for (i, v) in views.iter().enumerate() {
+        if by_volume.len() <= v.volume {
+            by_volume.resize_with(v.volume + 1, Vec::new);
+        }
+        by_volume[v.volume].push(i);
+    }
+    let mut state: Vec<Streaming> = views
+        .iter()
+        .map(|v| Streaming {
+            day: 0,
+            filling: Vec::new(),
+            previous: None,
+            always: MultiScheme::new(&v.sizes().0, o.readahead_bytes),
+            kept: None,
+        })
         .collect();
-    let next = AtomicUsize::new(0);
+    let tasks_total: usize = views.iter().map(|v| v.days.saturating_sub(1)).sum();
     let done = AtomicUsize::new(0);
-    let out = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..o.threads.min(tasks.len()).max(1) {
-            s.spawn(|| loop {
-                let t = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(v, cache_pct)) = tasks.get(t) else {
-                    break;
+    let results: Mutex<Vec<DaySeries>> = Mutex::new(Vec::new());
+    let threads = o.threads.max(1);
+    let (send, receive) = std::sync::mpsc::sync_channel::<DayTask>(threads);
+    let receive = Mutex::new(receive);
+    let mut late = 0u64;
+    let outcome: Result<(), String> = std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let task = match receive.lock().expect("no panics").recv() {
+                    Ok(t) => t,
+                    Err(_) => break,
                 };
-                let series = simulate_one(&volumes[v], v, cache_pct, grid, o);
-                out.lock().expect("no panics").extend(series);
+                let view = &views[task.view];
+                let series =
+                    simulate_day(view, task.view, task.day, &task.previous, &task.records, o);
+                results.lock().expect("no panics").extend(series);
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 progress(&format!(
-                    "{} at cache {cache_pct} % simulated ({n}/{})",
-                    volumes[v].name,
-                    tasks.len()
+                    "{} day {} simulated ({n}/{tasks_total} days)",
+                    view.name,
+                    task.day + 1
                 ));
             });
         }
+        // Closes `view`'s days up to (not including) `until`.
+        let close = |i: usize, s: &mut Streaming, until: usize| -> Result<(), String> {
+            let view = &views[i];
+            while s.day < until {
+                let mut records = std::mem::take(&mut s.filling);
+                records.sort_by_key(|r| r.time_ns);
+                let start = view.day_start(0, o.day_ns);
+                s.always.run(
+                    &records,
+                    Timeline {
+                        start_ns: start,
+                        interval_ns: o.interval_ns,
+                        readahead_bytes: o.readahead_bytes,
+                    },
+                );
+                let records = Arc::new(records);
+                if view.keep_day == Some(s.day) {
+                    s.kept = Some(records.clone());
+                }
+                if let Some(previous) = s.previous.take() {
+                    if s.day < view.days {
+                        send.send(DayTask {
+                            view: i,
+                            day: s.day,
+                            previous,
+                            records: records.clone(),
+                        })
+                        .map_err(|_| "a simulation thread stopped".to_owned())?;
+                    }
+                }
+                s.previous = Some(records);
+                s.day += 1;
+            }
+            Ok(())
+        };
+        let mut read = || -> Result<(), String> {
+            while let Some(r) = reader.next_record().map_err(|e| e.to_string())? {
+                let Some(list) = by_volume.get(r.volume.index()) else {
+                    continue;
+                };
+                for &i in list {
+                    let s = &mut state[i];
+                    let day = views[i].day_of(r.time_ns, o.day_ns);
+                    if day > s.day {
+                        close(i, s, day)?;
+                    } else if day < s.day {
+                        late += 1;
+                    }
+                    s.filling.push(r);
+                }
+            }
+            for (i, s) in state.iter_mut().enumerate() {
+                let until = views[i].days;
+                close(i, s, until.max(s.day + 1))?;
+            }
+            Ok(())
+        };
+        let outcome = read();
+        drop(send);
+        outcome
     });
-    let mut out = out.into_inner().expect("no panics");
-    out.sort_by(|a, b| {
+    outcome?;
+    let mut series = results.into_inner().expect("no panics");
+    // The always-warm series of each day, from the caches that ran since the start.
+    for s in &mut series {
+        let view = &views[s.volume];
+        let k = view
+            .cache_pcts
+            .iter()
+            .position(|c| *c == s.cache_pct)
+            .expect("a size of the view");
+        let always = &state[s.volume].always.intervals[view.sizes().1[k]];
+        s.always = (0..s.intervals)
+            .map(|i| always.get(s.day * per_day + i).copied().unwrap_or_default())
+            .collect();
+    }
+    series.sort_by(|a, b| {
         (a.volume, a.day)
             .cmp(&(b.volume, b.day))
             .then(a.cache_pct.total_cmp(&b.cache_pct))
     });
-    out
+    Ok(Simulated {
+        series,
+        kept: state.into_iter().map(|s| s.kept).collect(),
+        late,
+    })
 }
 
-pub(super) fn simulate_one(
-    vol: &VolumeDays,
+/// Day `d` of `view` at every cache size: cold, and warmed by every (warm-up, region,
+/// algorithm) from the day before. The always-warm series is filled in by the caller.
+fn simulate_day(
+    view: &View,
     v: usize,
-    cache_pct: f64,
-    grid: &Grid,
+    d: usize,
+    previous: &[Record],
+    records: &[Record],
     o: &Options,
 ) -> Vec<DaySeries> {
-    let capacity = vol.blocks(cache_pct) as usize;
     let per_day = o.intervals_per_day();
-    let timeline = |start_ns| Timeline {
-        start_ns,
+    let start = view.day_start(d, o.day_ns);
+    let timeline = Timeline {
+        start_ns: start,
         interval_ns: o.interval_ns,
         readahead_bytes: o.readahead_bytes,
     };
-    let mut always = Scheme::new(Lru::new(capacity));
-    always.run(&vol.records, timeline(vol.origin_ns));
-    let last_ns = vol.records.last().map_or(vol.origin_ns, |r| r.time_ns);
-    let mut out = Vec::new();
-    for d in 1..vol.days() {
-        let start = vol.day_start(d, o.day_ns);
-        // The intervals this day covers (the last day may end early).
-        let intervals = (((last_ns - start) / o.interval_ns) as usize + 1).min(per_day);
-        let fit = |mut s: Vec<Interval>| {
-            s.resize(intervals, Interval::default());
-            s
-        };
-        let always_day: Vec<Interval> = (0..intervals)
-            .map(|i| {
-                always
-                    .intervals
-                    .get(d * per_day + i)
-                    .copied()
-                    .unwrap_or_default()
-            })
-            .collect();
-        let mut cold = Scheme::new(Lru::new(capacity));
-        cold.run(vol.day(d), timeline(start));
-        let mut warmed = Vec::new();
-        for &warmup_pct in grid.warmup_pcts {
-            let warmup_bytes = vol.blocks(warmup_pct) * BLOCK_BYTES;
-            for &region in grid.regions {
-                for alg in ALGORITHMS {
-                    let preload =
-                        algorithms::select(vol.day(d - 1), alg, region, warmup_bytes, o.seed);
-                    let mut s = Scheme::new(Lru::new(capacity));
-                    s.preload(preload.iter().copied());
-                    s.run(vol.day(d), timeline(start));
-                    warmed.push((
-                        warmup_pct,
-                        region,
-                        alg,
-                        preload.len() as u64,
-                        fit(s.intervals),
-                    ));
-                }
+    // The intervals this day covers (the last day may end early).
+    let intervals = (((view.last_ns - start) / o.interval_ns).max(0) as usize + 1).min(per_day);
+    let fit = |mut s: Vec<Interval>| {
+        s.resize(intervals, Interval::default());
+        s
+    };
+    // The warm-up choices do not depend on the cache size.
+    let mut preloads = Vec::new();
+    for &warmup_pct in &view.warmup_pcts {
+        let warmup_bytes = view.blocks(warmup_pct) * BLOCK_BYTES;
+        for &region in &view.regions {
+            for alg in ALGORITHMS {
+                preloads.push((
+                    warmup_pct,
+                    region,
+                    alg,
+                    algorithms::select(previous, alg, region, warmup_bytes, o.seed),
+                ));
             }
         }
+    }
+    // Every cache size in one pass per scheme (LRU's stack property).
+    let (sizes, index) = view.sizes();
+    let cold = {
+        let mut cold = MultiScheme::new(&sizes, o.readahead_bytes);
+        cold.run(records, timeline);
+        cold.intervals
+    };
+    // One cache at a time: each is dropped once its series are taken.
+    let warmed: Vec<_> = preloads
+        .into_iter()
+        .map(|(warmup_pct, region, alg, preload)| {
+            let mut s = MultiScheme::new(&sizes, o.readahead_bytes);
+            s.preload(&preload);
+            s.run(records, timeline);
+            (warmup_pct, region, alg, preload.len() as u64, s.intervals)
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (k, &cache_pct) in view.cache_pcts.iter().enumerate() {
+        let at = index[k];
         out.push(DaySeries {
             volume: v,
             day: d,
             cache_pct,
             intervals,
-            always: always_day,
-            cold: fit(cold.intervals),
-            warmed,
+            always: Vec::new(),
+            cold: fit(cold[at].clone()),
+            warmed: warmed
+                .iter()
+                .map(|(w, r, a, n, s)| (*w, *r, *a, *n, fit(s[at].clone())))
+                .collect(),
         });
     }
     out
 }
 
 /// Cases of every series at every threshold pair.
-pub(super) fn cases(series: &[DaySeries], volumes: &[VolumeDays], o: &Options) -> Vec<Case> {
+pub(super) fn cases(series: &[DaySeries], views: &[View], o: &Options) -> Vec<Case> {
     let hours = |intervals: usize| intervals as f64 * o.interval_ns as f64 / NS_PER_HOUR as f64;
     let mut out = Vec::new();
     for s in series {
@@ -200,7 +337,7 @@ pub(super) fn cases(series: &[DaySeries], volumes: &[VolumeDays], o: &Options) -
                     let warmed_h = schemes::convergence(w, &s.always, th_v, th_n).map(hours);
                     let preload_s = (*blocks * BLOCK_BYTES) as f64 / (o.preload_mb_per_s * 1e6);
                     out.push(Case {
-                        volume: volumes[s.volume].name.clone(),
+                        volume: views[s.volume].name.clone(),
                         day: s.day + 1,
                         cache_pct: s.cache_pct,
                         warmup_pct: *warmup_pct,

@@ -177,6 +177,8 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
                 days: num(take("days"), d.days as f64)? as u64,
                 rate_per_s: num(take("rate"), d.rate_per_s)?,
                 seed: num(take("seed"), d.seed as f64)? as u64,
+                volumes: num(take("volumes"), d.volumes as f64)? as u32,
+                new_span_bytes: size(take("span"), d.new_span_bytes)?,
             };
             g.validate()?;
             Generated::new(&g.volume_names(), Box::new(g.records()))

@@ -17,6 +17,11 @@ pub struct Reaccess {
     /// Mean requests per second of the hourly volume (the daily one's background is a third).
     pub rate_per_s: f64,
     pub seed: u64,
+    /// Volumes: even ones follow the hourly pattern, odd ones the daily one (default 2).
+    pub volumes: u32,
+    /// Span of each volume's new data, which wraps around it (default 56 GiB): with the
+    /// popular GiB and the nightly 2 GiB, it bounds the working set.
+    pub new_span_bytes: u64,
 }
 
 impl Reaccess {
@@ -25,16 +30,32 @@ impl Reaccess {
             days: 7,
             rate_per_s: 2.0,
             seed: 1,
+            volumes: 2,
+            new_span_bytes: 56 * GIB,
         }
     }
 
     pub fn volume_names(&self) -> Vec<String> {
-        vec!["hourly".to_owned(), "daily".to_owned()]
+        (0..self.volumes)
+            .map(|v| match (v, v % 2) {
+                (0, _) => "hourly".to_owned(),
+                (1, _) => "daily".to_owned(),
+                (_, 0) => format!("hourly_{v}"),
+                _ => format!("daily_{v}"),
+            })
+            .collect()
     }
 
     pub fn validate(&self) -> Result<(), String> {
         if self.days == 0 || self.days > 366 || !(self.rate_per_s > 0.0 && self.rate_per_s <= 1e5) {
             return Err("reaccess needs 1–366 days and 0 < rate ≤ 100000".into());
+        }
+        if self.volumes == 0 || self.volumes > 4096 {
+            return Err("reaccess needs 1 to 4096 volumes".into());
+        }
+        if self.new_span_bytes < 64 * cordillera_types::units::MIB || self.new_span_bytes > 1 << 50
+        {
+            return Err("reaccess needs a span of new data from 64 MiB to 1 PiB".into());
         }
         Ok(())
     }
@@ -49,7 +70,8 @@ impl Reaccess {
         const FAR_SHARE: f64 = 0.4;
         const POPULAR_BLOCKS: u64 = GIB / BLOCK;
         const NEW_BASE: u64 = 8 * GIB;
-        const NEW_SPAN: u64 = 56 * GIB;
+        let new_span: u64 = self.new_span_bytes;
+        let volumes = self.volumes as usize;
         const NIGHTLY_BASE: u64 = 4 * GIB;
         const NIGHTLY_BYTES: u64 = 2 * GIB;
         const NIGHTLY_READ: u64 = 64 * KIB;
@@ -67,9 +89,11 @@ impl Reaccess {
         let mut rng = SimRng::new(spec.seed, 7);
         let mut popular = ZipfSampler::new(POPULAR_BLOCKS, 1.0);
         // Per volume: the recent requests (offset, size) and the new-data frontier.
-        let mut recent: [Vec<(u64, u64)>; 2] = [Vec::new(), Vec::new()];
-        let mut at: [usize; 2] = [0, 0];
-        let mut frontier: [u64; 2] = [0, NEW_SPAN / 2];
+        let mut recent: Vec<Vec<(u64, u64)>> = vec![Vec::new(); volumes];
+        let mut at: Vec<usize> = vec![0; volumes];
+        let mut frontier: Vec<u64> = (0..volumes as u64)
+            .map(|v| v * (new_span / volumes as u64) / BLOCK * BLOCK)
+            .collect();
         let mut second = 0u64;
         let end_s = spec.days * 24 * 3600;
         let mut batch: Vec<Record> = Vec::new();
@@ -86,8 +110,9 @@ impl Reaccess {
             next = 0;
             let hour = (17 + second / 3600) % 24;
             let factor = diurnal.factor(hour as f64 + (second % 3600) as f64 / 3600.0);
-            for v in 0..2usize {
-                let rate = spec.rate_per_s * factor * if v == 0 { 1.0 } else { 1.0 / 3.0 };
+            for v in 0..volumes {
+                let hourly = v % 2 == 0;
+                let rate = spec.rate_per_s * factor * if hourly { 1.0 } else { 1.0 / 3.0 };
                 for _ in 0..rng.poisson(rate) {
                     let u = rng.unit();
                     let filled = recent[v].len();
@@ -97,7 +122,7 @@ impl Reaccess {
                         MEAN_BACK_NEAR
                     };
                     let back = (1 + rng.exponential(mean) as usize).min(RECENT);
-                    let (reaccess, popular_share) = if v == 0 { (0.55, 0.25) } else { (0.0, 0.5) };
+                    let (reaccess, popular_share) = if hourly { (0.55, 0.25) } else { (0.0, 0.5) };
                     let (offset, size, read) = if u < reaccess && back <= filled {
                         let (o, s) = recent[v][(at[v] + RECENT - back) % RECENT];
                         (o, s, rng.chance(0.75))
@@ -107,7 +132,7 @@ impl Reaccess {
                     } else {
                         let size = BLOCK * (1 + rng.below(8));
                         let o = NEW_BASE + frontier[v];
-                        frontier[v] = (frontier[v] + size) % (NEW_SPAN - 32 * KIB);
+                        frontier[v] = (frontier[v] + size) % (new_span - 32 * KIB);
                         (o, size, rng.chance(0.3))
                     };
                     if filled < RECENT {
@@ -133,10 +158,13 @@ impl Reaccess {
                     (second % 3600) * reads / 3600,
                     (second % 3600 + 1) * reads / 3600,
                 );
-                for k in from..to {
+                for (v, k) in (1..volumes)
+                    .step_by(2)
+                    .flat_map(|v| (from..to).map(move |k| (v, k)))
+                {
                     batch.push(Record {
                         time_ns: second as i64 * NS_PER_S + rng.below(NS_PER_S as u64) as i64,
-                        volume: VolumeId(1),
+                        volume: VolumeId(v as u32),
                         op: Op::Read,
                         offset_bytes: NIGHTLY_BASE + k * NIGHTLY_READ,
                         length_bytes: NIGHTLY_READ,

@@ -1,0 +1,344 @@
+//! LRU at several cache sizes in one pass (Mattson's stack with markers). LRU is a stack
+//! algorithm: a cache of c blocks holds the c most recently used blocks, so one recency list of
+//! the largest size, cut by a marker after the first c₀, c₁, … entries, answers every size at
+//! once: a block in segment s (between markers s − 1 and s) is a hit for every size from cₛ on.
+//! An access costs one hash probe and one marker step per size, against one probe per size for
+//! separate caches; the lab's grid (four cache sizes) runs in a quarter of the probes.
+//!
+//! Pre-loading is access, so a pre-loaded cache keeps the property. Read-ahead does not (a miss
+//! at one size brings blocks in at that size only): [`MultiScheme`] falls back to one
+//! [`Lru`] per size when it is asked for.
+
+use cordillera_trace::record::Record;
+use cordillera_types::Op;
+use rustc_hash::FxHashMap;
+
+use crate::cache::Lru;
+use crate::schemes::{Interval, Scheme, Timeline};
+use crate::sim::block_range;
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct Entry {
+    block: u64,
+    prev: u32,
+    next: u32,
+    /// The smallest size index whose cache holds the block.
+    segment: u8,
+}
+
+/// LRU caches of `sizes` blocks (ascending), simulated together.
+pub struct MultiLru {
+    sizes: Vec<usize>,
+    map: FxHashMap<u64, u32>,
+    entries: Vec<Entry>,
+    head: u32,
+    tail: u32,
+    /// The least recent entry of each segment's cache (the `sizes[j]`-th entry), `NIL` while
+    /// fewer entries exist.
+    last: Vec<u32>,
+}
+
+impl MultiLru {
+    /// Sizes must be positive and strictly ascending (at most 255 of them).
+    pub fn new(sizes: &[usize]) -> MultiLru {
+        assert!(
+            !sizes.is_empty()
+                && sizes.len() < 255
+                && sizes[0] > 0
+                && sizes.windows(2).all(|w| w[0] < w[1])
+                && *sizes.last().expect("not empty") < NIL as usize,
+            "sizes must be positive, ascending and fewer than 255: {sizes:?}"
+        );
+        MultiLru {
+            sizes: sizes.to_vec(),
+            map: FxHashMap::default(),
+            entries: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            last: vec![NIL; sizes.len()],
+        }
+    }
+
+    pub fn sizes(&self) -> &[usize] {
+        &self.sizes
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let Entry { prev, next, .. } = self.entries[i as usize];
+        if prev == NIL {
+            self.head = next;
+        } else {
+            self.entries[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            self.entries[next as usize].prev = prev;
+        }
+    }
+
+    fn push_front(&mut self, i: u32) {
+        let head = self.head;
+        let e = &mut self.entries[i as usize];
+        e.prev = NIL;
+        e.next = head;
+        e.segment = 0;
+        if head != NIL {
+            self.entries[head as usize].prev = i;
+        }
+        self.head = i;
+        if self.tail == NIL {
+            self.tail = i;
+        }
+    }
+
+    /// Touches `block`; returns the smallest size index whose cache held it (a hit for that
+    /// size and every larger one), `None` if no cache did.
+    pub fn access(&mut self, block: u64) -> Option<usize> {
+        if let Some(&i) = self.map.get(&block) {
+            let s = self.entries[i as usize].segment as usize;
+            if self.head == i {
+                return Some(s);
+            }
+            // The last entry of every smaller cache is pushed out of it by one.
+            for j in 0..s {
+                let b = self.last[j];
+                self.entries[b as usize].segment = j as u8 + 1;
+                self.last[j] = self.entries[b as usize].prev;
+            }
+            if self.last[s] == i {
+                self.last[s] = self.entries[i as usize].prev;
+            }
+            self.unlink(i);
+            self.push_front(i);
+            for j in 0..s {
+                if self.last[j] == NIL {
+                    // A cache of one block: it now holds only this one.
+                    self.last[j] = i;
+                }
+            }
+            return Some(s);
+        }
+        let i = self.entries.len() as u32;
+        self.entries.push(Entry {
+            block,
+            prev: NIL,
+            next: NIL,
+            segment: 0,
+        });
+        self.map.insert(block, i);
+        self.push_front(i);
+        let len = self.map.len();
+        for j in 0..self.sizes.len() {
+            if len > self.sizes[j] {
+                let b = self.last[j];
+                self.entries[b as usize].segment = j as u8 + 1;
+                self.last[j] = self.entries[b as usize].prev;
+            } else if len == self.sizes[j] {
+                self.last[j] = self.tail;
+            }
+        }
+        if len > *self.sizes.last().expect("sizes") {
+            self.evict_tail();
+        }
+        None
+    }
+
+    /// Drops the least recent entry (beyond the largest cache), moving the last entry of the
+    /// array into its slot so that slots stay dense.
+    fn evict_tail(&mut self) {
+        let t = self.tail;
+        self.unlink(t);
+        let gone = self.entries[t as usize].block;
+        self.map.remove(&gone);
+        let moved = self.entries.len() as u32 - 1;
+        if moved != t {
+            let e = self.entries[moved as usize];
+            self.entries[t as usize] = e;
+            *self.map.get_mut(&e.block).expect("cached") = t;
+            if e.prev == NIL {
+                self.head = t;
+            } else {
+                self.entries[e.prev as usize].next = t;
+            }
+            if e.next == NIL {
+                self.tail = t;
+            } else {
+                self.entries[e.next as usize].prev = t;
+            }
+            for l in &mut self.last {
+                if *l == moved {
+                    *l = t;
+                }
+            }
+        }
+        self.entries.pop();
+    }
+}
+
+/// The three schemes' caches at every size of a grid in one pass: [`MultiLru`], or one [`Lru`]
+/// per size when there is read-ahead.
+pub struct MultiScheme {
+    inner: Inner,
+    /// Per size, the interval counts (as [`Scheme::intervals`]).
+    pub intervals: Vec<Vec<Interval>>,
+}
+
+enum Inner {
+    Stack(MultiLru),
+    Each(Vec<Scheme<Lru>>),
+}
+
+impl MultiScheme {
+    /// Caches of `sizes` blocks (ascending, positive); `readahead_bytes` as in [`Timeline`].
+    pub fn new(sizes: &[usize], readahead_bytes: u64) -> MultiScheme {
+        let inner = if readahead_bytes == 0 {
+            Inner::Stack(MultiLru::new(sizes))
+        } else {
+            Inner::Each(
+                sizes
+                    .iter()
+                    .map(|&c| Scheme::new(Lru::growing(c)))
+                    .collect(),
+            )
+        };
+        MultiScheme {
+            inner,
+            intervals: vec![Vec::new(); sizes.len()],
+        }
+    }
+
+    /// Pre-loads `blocks`, oldest first, into every size's cache.
+    pub fn preload(&mut self, blocks: &[u64]) {
+        match &mut self.inner {
+            Inner::Stack(m) => {
+                for &b in blocks {
+                    m.access(b);
+                }
+            }
+            Inner::Each(each) => {
+                for s in each {
+                    s.preload(blocks.iter().copied());
+                }
+            }
+        }
+    }
+
+    /// As [`Scheme::run`], at every size.
+    pub fn run(&mut self, records: &[Record], timeline: Timeline) {
+        match &mut self.inner {
+            Inner::Each(each) => {
+                for (k, s) in each.iter_mut().enumerate() {
+                    s.run(records, timeline);
+                    self.intervals[k] = s.intervals.clone();
+                }
+            }
+            Inner::Stack(m) => {
+                assert!(timeline.interval_ns > 0, "an interval must be positive");
+                let n = m.sizes().len();
+                let mut hits = vec![0u64; n];
+                for record in records {
+                    let blocks = block_range(record.offset_bytes, record.length_bytes);
+                    let count = blocks.end - blocks.start;
+                    hits.iter_mut().for_each(|h| *h = 0);
+                    for block in blocks {
+                        if let Some(s) = m.access(block) {
+                            for h in &mut hits[s..] {
+                                *h += 1;
+                            }
+                        }
+                    }
+                    if record.op != Op::Read || record.time_ns < timeline.start_ns {
+                        continue;
+                    }
+                    let i = ((record.time_ns - timeline.start_ns) / timeline.interval_ns) as usize;
+                    for (k, series) in self.intervals.iter_mut().enumerate() {
+                        if series.len() <= i {
+                            series.resize(i + 1, Interval::default());
+                        }
+                        series[i].read_block_accesses += count;
+                        series[i].read_block_hits += hits[k];
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Cache;
+    use crate::sim::BLOCK_BYTES;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Every access answers, for every size, exactly what a separate LRU of that size
+        /// answers.
+        #[test]
+        fn multi_lru_matches_one_lru_per_size(
+            sizes in proptest::collection::btree_set(1usize..40, 1..5),
+            accesses in proptest::collection::vec(0u64..80, 0..600),
+        ) {
+            let sizes: Vec<usize> = sizes.into_iter().collect();
+            let mut multi = MultiLru::new(&sizes);
+            let mut each: Vec<Lru> = sizes.iter().map(|&c| Lru::new(c)).collect();
+            for (n, &b) in accesses.iter().enumerate() {
+                let got = multi.access(b);
+                for (k, lru) in each.iter_mut().enumerate() {
+                    let hit = lru.access(b);
+                    prop_assert_eq!(hit, got.is_some_and(|s| s <= k), "access {} of block {} at size {}", n, b, sizes[k]);
+                }
+                prop_assert_eq!(multi.len(), each.last().unwrap().len());
+            }
+        }
+    }
+
+    #[test]
+    fn schemes_at_every_size_equal_separate_schemes() {
+        let mut records = Vec::new();
+        let mut x = 7u64;
+        for t in 0..5000i64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            records.push(Record {
+                time_ns: t * 1_000_000,
+                volume: cordillera_trace::record::VolumeId(0),
+                op: if x >> 62 == 0 { Op::Write } else { Op::Read },
+                offset_bytes: ((x >> 20) % 300) * BLOCK_BYTES,
+                length_bytes: BLOCK_BYTES * (1 + (x >> 50) % 3),
+                response_ns: None,
+            });
+        }
+        let timeline = Timeline {
+            start_ns: 1_000_000_000,
+            interval_ns: 500_000_000,
+            readahead_bytes: 0,
+        };
+        let sizes = [10usize, 50, 120, 400];
+        let preload: Vec<u64> = (0..60).collect();
+        let mut multi = MultiScheme::new(&sizes, 0);
+        multi.preload(&preload);
+        multi.run(&records[..2500], timeline);
+        multi.run(&records[2500..], timeline);
+        for (k, &c) in sizes.iter().enumerate() {
+            let mut one = Scheme::new(Lru::new(c));
+            one.preload(preload.iter().copied());
+            one.run(&records, timeline);
+            assert_eq!(multi.intervals[k], one.intervals, "size {c}");
+        }
+    }
+}
