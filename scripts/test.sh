@@ -82,6 +82,10 @@ fi
 # one by one (about 100 s at the default), the longest figure of the suite.
 target/release/cordillera volume warmup-bench --trace gen:zipf:count=100000,span=1g,alpha=1
 
+echo "== $(date +%T) lab bonfire streaming a trace 4x longer: wall time, records/s, peak memory (figures, not pass/fail)"
+# The short version; the size is: cordillera bench lab-bonfire --records 100m --sizes 1
+target/release/cordillera bench lab-bonfire --records 300k --days 3 --volumes 2 --sizes 2 --span 256m
+
 echo "== $(date +%T) pgbench on ext4 on the volume (figures, not pass/fail)"
 if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ] || ! command -v nbdfuse >/dev/null 2>&1 \
    || ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1; then
