@@ -15,6 +15,8 @@ use cordillera_lab::render::bonfire::{
     days_text, overheads_text, write_outputs, zipf_text, FullReport,
 };
 
+use cordillera_lab::spread;
+
 use crate::lab_io::trace_input;
 use crate::trace_cmd::open_input;
 
@@ -110,6 +112,10 @@ pub struct BonfireArgs {
     /// Seed of the built-in trace, the Zipf workload and Random-K.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Runs this many seeds (--seed, --seed + 1, …) and reports the headline figures' mean,
+    /// minimum, maximum and standard deviation beside the paper's (Table 3's rows, Figure 10).
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
     /// No progress on standard error (it is printed whether or not standard error is a
     /// terminal: a status line on a terminal, a line per step otherwise).
     #[arg(long)]
@@ -193,70 +199,67 @@ pub fn run(a: BonfireArgs) -> Result<()> {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     };
     o.validate().map_err(anyhow::Error::msg)?;
+    if a.seeds == 0 || a.seeds > 1000 || a.seed.checked_add(a.seeds).is_none() {
+        bail!("--seeds must be 1 to 1000 (and --seed + --seeds must not overflow)");
+    }
     let reporter = crate::progress::Progress::new(a.quiet);
     let progress = |line: &str| reporter.step(line);
-    let mut full = FullReport {
-        days: None,
-        zipf: None,
-    };
-    if parts.contains(&PartArg::Days) {
-        type Open = Box<dyn FnMut() -> Result<Box<dyn cordillera_trace::RecordReader>, String>>;
-        let (source, inner): (String, Open) = match &a.trace {
-            Some(path) => {
-                let input = trace_input(path, a.format, a.time_unit, a.skip_invalid);
-                (
-                    path.display().to_string(),
-                    Box::new(move || open_input(&input).map_err(|e| format!("{e:#}"))),
-                )
+    if a.seeds > 1 {
+        let mut runs = Vec::new();
+        let mut reports = Vec::new();
+        for seed in a.seed..a.seed + a.seeds {
+            progress(&format!(
+                "lab bonfire: seed {seed} ({} of {})",
+                seed - a.seed + 1,
+                a.seeds
+            ));
+            let o = Options { seed, ..o.clone() };
+            let full = run_once(&a, &parts, &o, overhead.clone(), seed, &progress)?;
+            if let Some(dir) = &a.out {
+                write_outputs(&dir.join(format!("seed-{seed}")), &full)?;
             }
-            None => {
-                let w = Reaccess {
-                    days: a.days,
-                    seed: a.seed,
-                    ..Reaccess::bonfire()
-                };
-                w.validate().map_err(anyhow::Error::msg)?;
-                (
-                    format!("gen:reaccess:days={},seed={}", a.days, a.seed),
-                    Box::new(move || {
-                        Ok(
-                            Box::new(Generated::new(&w.volume_names(), Box::new(w.records())))
-                                as Box<dyn cordillera_trace::RecordReader>,
-                        )
-                    }),
-                )
-            }
-        };
-        // --volume keeps only those volumes (checked against the trace's names).
-        let wanted = a.volumes.clone();
-        let mut inner = inner;
-        let mut open = move || -> Result<Box<dyn cordillera_trace::RecordReader>, String> {
-            let reader = inner()?;
-            if wanted.is_empty() {
-                return Ok(reader);
-            }
-            Ok(Box::new(OnlyVolumes::new(reader, &wanted)))
-        };
-        let report =
-            bonfire::run_stream(&source, &mut open, &o, &progress).map_err(anyhow::Error::msg)?;
-        full.days = Some(report);
+            runs.push((
+                seed,
+                cordillera_lab::render::bonfire::headlines(&full, a.trace.is_none()),
+            ));
+            reports.push(full);
+        }
+        reporter.finish();
+        let rows = spread::spread(&runs);
+        if let Some(dir) = &a.out {
+            std::fs::write(dir.join("spread.csv"), spread::csv(&rows))?;
+            std::fs::write(
+                dir.join("spread.json"),
+                serde_json::to_string_pretty(&rows)?,
+            )?;
+        }
+        if a.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "seeds": (a.seed..a.seed + a.seeds).collect::<Vec<u64>>(),
+                    "spread": rows,
+                    "runs": reports,
+                }))?
+            );
+        } else {
+            println!(
+                "Bonfire over {} seeds ({}–{}){}\n",
+                a.seeds,
+                a.seed,
+                a.seed + a.seeds - 1,
+                if a.trace.is_none() {
+                    ": each seed draws its own gen:reaccess trace, Zipf workload and Random-K"
+                } else {
+                    ": one trace; each seed draws its own Random-K and Zipf workload"
+                }
+            );
+            print!("{}", spread::table(&rows, runs.len()));
+        }
+        return Ok(());
     }
-    if parts.contains(&PartArg::Zipf) {
-        let z = ZipfOptions {
-            workload: cordillera_sim::workload::Zipf {
-                count: a.zipf_count,
-                alpha: a.zipf_alpha,
-                seed: a.seed,
-                ..cordillera_sim::workload::Zipf::bonfire()
-            },
-            cache_pct: a.zipf_cache_pct,
-            foreground_bytes_per_s: a.zipf_foreground_mb_per_s * 1e6,
-            overhead,
-            ..ZipfOptions::default()
-        };
-        progress(&format!("Zipf workload: {} reads", a.zipf_count));
-        full.zipf = Some(bonfire::zipf(&z).map_err(anyhow::Error::msg)?);
-    }
+    let full = run_once(&a, &parts, &o, overhead, a.seed, &progress)?;
+    reporter.finish();
     if let Some(dir) = &a.out {
         write_outputs(dir, &full)?;
     }
@@ -280,7 +283,80 @@ pub fn run(a: BonfireArgs) -> Result<()> {
     Ok(())
 }
 
-/// The records of the named volumes (all when none are named).
+/// One run of the lab at `seed` (the generated trace's, Random-K's and the Zipf workload's).
+fn run_once(
+    a: &BonfireArgs,
+    parts: &[PartArg],
+    o: &Options,
+    overhead: OverheadOptions,
+    seed: u64,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<FullReport> {
+    let mut full = FullReport {
+        days: None,
+        zipf: None,
+    };
+    if parts.contains(&PartArg::Days) {
+        type Open = Box<dyn FnMut() -> Result<Box<dyn cordillera_trace::RecordReader>, String>>;
+        let (source, inner): (String, Open) = match &a.trace {
+            Some(path) => {
+                let input = trace_input(path, a.format, a.time_unit, a.skip_invalid);
+                (
+                    path.display().to_string(),
+                    Box::new(move || open_input(&input).map_err(|e| format!("{e:#}"))),
+                )
+            }
+            None => {
+                let w = Reaccess {
+                    days: a.days,
+                    seed,
+                    ..Reaccess::bonfire()
+                };
+                w.validate().map_err(anyhow::Error::msg)?;
+                (
+                    format!("gen:reaccess:days={},seed={seed}", a.days),
+                    Box::new(move || {
+                        Ok(
+                            Box::new(Generated::new(&w.volume_names(), Box::new(w.records())))
+                                as Box<dyn cordillera_trace::RecordReader>,
+                        )
+                    }),
+                )
+            }
+        };
+        // --volume keeps only those volumes (checked against the trace's names).
+        let wanted = a.volumes.clone();
+        let mut inner = inner;
+        let mut open = move || -> Result<Box<dyn cordillera_trace::RecordReader>, String> {
+            let reader = inner()?;
+            if wanted.is_empty() {
+                return Ok(reader);
+            }
+            Ok(Box::new(OnlyVolumes::new(reader, &wanted)))
+        };
+        let report =
+            bonfire::run_stream(&source, &mut open, o, progress).map_err(anyhow::Error::msg)?;
+        full.days = Some(report);
+    }
+    if parts.contains(&PartArg::Zipf) {
+        let z = ZipfOptions {
+            workload: cordillera_sim::workload::Zipf {
+                count: a.zipf_count,
+                alpha: a.zipf_alpha,
+                seed,
+                ..cordillera_sim::workload::Zipf::bonfire()
+            },
+            cache_pct: a.zipf_cache_pct,
+            foreground_bytes_per_s: a.zipf_foreground_mb_per_s * 1e6,
+            overhead,
+            ..ZipfOptions::default()
+        };
+        progress(&format!("Zipf workload: {} reads", a.zipf_count));
+        full.zipf = Some(bonfire::zipf(&z).map_err(anyhow::Error::msg)?);
+    }
+    Ok(full)
+}
+
 /// A reader that passes only the named volumes' records; a name the trace lacks is an error
 /// (found once the trace has been read, since names are learnt while reading).
 struct OnlyVolumes {

@@ -943,3 +943,46 @@ fn lab_everest_says_what_it_could_not_do() {
     let stdout = String::from_utf8_lossy(&text.stdout);
     assert!(stdout.contains("notice: 4 episodes asked for"), "{stdout}");
 }
+
+/// `lab bonfire --seeds 2`: each seed draws its own trace; Table 3's figures come with their
+/// spread over the seeds and the paper's value beside them.
+#[test]
+fn lab_bonfire_over_two_seeds_reports_the_spread() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args(["lab", "bonfire", "--days", "3", "--cache-pct", "25,100"])
+        .args(["--warmup-pct", "5,25", "--region", "1m", "--th-v", "0.9"])
+        .args([
+            "--th-n", "0.05", "--parts", "days", "--seeds", "2", "--json", "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["seeds"], serde_json::json!([1, 2]));
+    let sources: Vec<&str> = json["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["days"]["source"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        sources,
+        ["gen:reaccess:days=3,seed=1", "gen:reaccess:days=3,seed=2"]
+    );
+    let row = json["spread"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "table3/cache100/warmup25/thv90/thn5/converge_improvement_pct")
+        .expect("Table 3's first row");
+    assert_eq!(row["values"].as_array().unwrap().len(), 2);
+    assert_eq!(row["paper"], "76");
+    assert!(
+        row["min"].as_f64() < row["max"].as_f64(),
+        "the seeds differ: {row}"
+    );
+}

@@ -675,3 +675,114 @@ pub fn days_svgs(dir: &Path, d: &Report) -> Result<()> {
     }
     Ok(())
 }
+
+/// The paper's Table 3 rows (1 MB regions): cache %, warm-up %, Th_V %, Th_N %, and its
+/// T_converge improvement and server-load-reduction improvement, %, as printed.
+const PAPER_TABLE3: [(f64, f64, f64, f64, &str, &str); 16] = [
+    (100.0, 25.0, 90.0, 5.0, "76", "112"),
+    (100.0, 25.0, 90.0, 1.0, "19", "79"),
+    (100.0, 25.0, 70.0, 5.0, "79", "150"),
+    (100.0, 25.0, 70.0, 1.0, "48", "91"),
+    (100.0, 5.0, 90.0, 5.0, "53", "70"),
+    (100.0, 5.0, 90.0, 1.0, "14", "44"),
+    (100.0, 5.0, 70.0, 5.0, "72", "96"),
+    (100.0, 5.0, 70.0, 1.0, "14", "48"),
+    (25.0, 25.0, 90.0, 5.0, "100", "207"),
+    (25.0, 25.0, 90.0, 1.0, "70", "212"),
+    (25.0, 25.0, 70.0, 5.0, "100", "221"),
+    (25.0, 25.0, 70.0, 1.0, "72", "228"),
+    (25.0, 5.0, 90.0, 5.0, "80", "148"),
+    (25.0, 5.0, 90.0, 1.0, "64", "160"),
+    (25.0, 5.0, 70.0, 5.0, "100", "156"),
+    (25.0, 5.0, 70.0, 1.0, "63", "172"),
+];
+
+/// The headline figures of one run for `--seeds`: Table 3's rows that the paper prints (1 MB
+/// regions), the middle setting's tallies, and Figure 10's hit rates; the paper's value beside
+/// each where it gives one (Table 3 only when `beside_paper`: the paper's traces or our
+/// stand-in for them).
+pub fn headlines(r: &FullReport, beside_paper: bool) -> Vec<crate::spread::Figure> {
+    use crate::spread::Figure;
+    let mut out = Vec::new();
+    if let Some(d) = &r.days {
+        for t in d.table.iter().filter(|t| t.region_bytes == 1 << 20) {
+            let key = format!(
+                "table3/cache{}/warmup{}/thv{}/thn{}",
+                t.cache_pct,
+                t.warmup_pct,
+                t.th_v * 100.0,
+                t.th_n * 100.0
+            );
+            let label = format!(
+                "Table 3: cache {} %, warm-up {} %, Th_V {} %, Th_N {} %",
+                t.cache_pct,
+                t.warmup_pct,
+                (t.th_v * 100.0).round(),
+                (t.th_n * 100.0).round()
+            );
+            let paper = PAPER_TABLE3.iter().find(|p| {
+                p.0 == t.cache_pct
+                    && p.1 == t.warmup_pct
+                    && (p.2 - t.th_v * 100.0).abs() < 1e-9
+                    && (p.3 - t.th_n * 100.0).abs() < 1e-9
+            });
+            let (conv, slr) = match paper {
+                Some(p) if beside_paper => (p.4, p.5),
+                _ => ("", ""),
+            };
+            if let Some(v) = t.converge_improvement_pct {
+                out.push(Figure::new(
+                    format!("{key}/converge_improvement_pct"),
+                    format!("{label}: T_converge improvement"),
+                    "%",
+                    v,
+                    conv,
+                ));
+            }
+            if let Some(v) = t.load_reduction_improvement_pct {
+                out.push(Figure::new(
+                    format!("{key}/load_reduction_improvement_pct"),
+                    format!("{label}: load reduction improvement"),
+                    "%",
+                    v,
+                    slr,
+                ));
+            }
+            if let Some(v) = t.load_reduction_gain_points {
+                out.push(Figure::new(
+                    format!("{key}/load_reduction_gain_points"),
+                    format!("{label}: load reduction gain"),
+                    "points",
+                    v,
+                    "",
+                ));
+            }
+        }
+        for t in &d.headline.algorithms {
+            out.push(Figure::new(
+                format!("headline/{}/best_converge", t.algorithm),
+                format!(
+                    "middle setting: {} soonest T_converge (volume-days)",
+                    t.algorithm
+                ),
+                "",
+                t.best_converge as f64,
+                "",
+            ));
+        }
+    }
+    if let Some(z) = &r.zipf {
+        for x in &z.series {
+            if let Some(h) = x.hit_rate {
+                out.push(Figure::new(
+                    format!("fig10/{}/hit_rate_pct", x.scheme),
+                    format!("Fig 10: {} hit rate, second half", x.scheme),
+                    "%",
+                    h * 100.0,
+                    "",
+                ));
+            }
+        }
+    }
+    out
+}
