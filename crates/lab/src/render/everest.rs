@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::writer;
+use super::{write_csv, writer};
 use crate::everest::{ConfigResult, Report};
 
 pub fn ms(v: Option<f64>) -> String {
@@ -245,35 +245,34 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let write = writer(dir);
     write("report.json", serde_json::to_string_pretty(r)?)?;
-    let mut fig5 = String::from(
-        "episode,read_pct,config,requests,mean_ms,read_mean_ms,write_mean_ms,read_p99_ms,write_p99_ms,offloaded_write_bytes\n",
-    );
-    let mut fig6 = String::from("episode,config,time_s,offloaded_bytes\n");
-    let mut fig8 = String::from("episode,config,nvram,mean_ms,read_mean_ms,write_mean_ms\n");
     let cell = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+    let (mut fig5, mut fig6, mut fig8) = (Vec::new(), Vec::new(), Vec::new());
     for e in &r.episodes {
         for (name, c) in [
             ("baseline", &e.configs.baseline),
             ("always", &e.configs.always),
             ("peak", &e.configs.peak),
         ] {
-            let _ = writeln!(
-                fig5,
-                "{},{},{},{},{},{},{},{},{},{}",
-                e.rank,
+            fig5.push(vec![
+                e.rank.to_string(),
                 cell(e.replayed_read_pct),
-                name,
-                c.requests,
+                name.to_owned(),
+                c.requests.to_string(),
                 cell(c.mean_ms),
                 cell(c.read_mean_ms),
                 cell(c.write_mean_ms),
                 cell(c.read_p99_ms),
                 cell(c.write_p99_ms),
-                c.offloaded_write_bytes
-            );
+                c.offloaded_write_bytes.to_string(),
+            ]);
             if name != "baseline" {
                 for (k, b) in c.offloaded_bytes.iter().enumerate() {
-                    let _ = writeln!(fig6, "{},{},{},{}", e.rank, name, k as f64 * r.sample_s, b);
+                    fig6.push(vec![
+                        e.rank.to_string(),
+                        name.to_owned(),
+                        (k as f64 * r.sample_s).to_string(),
+                        b.to_string(),
+                    ]);
                 }
             }
         }
@@ -284,58 +283,105 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
                 ("peak", false, &e.configs.peak),
                 ("peak", true, &n.peak),
             ] {
-                let _ = writeln!(
-                    fig8,
-                    "{},{},{},{},{},{}",
-                    e.rank,
-                    name,
-                    nv,
+                fig8.push(vec![
+                    e.rank.to_string(),
+                    name.to_owned(),
+                    nv.to_string(),
                     cell(c.mean_ms),
                     cell(c.read_mean_ms),
-                    cell(c.write_mean_ms)
-                );
+                    cell(c.write_mean_ms),
+                ]);
             }
         }
     }
-    write("fig5_response_times.csv", fig5)?;
-    write("fig6_offloaded.csv", fig6)?;
-    if r.episodes.iter().any(|e| e.nvram.is_some()) {
-        write("fig8_nvram.csv", fig8)?;
+    write_csv(
+        dir,
+        "fig5_response_times.csv",
+        &[
+            "episode",
+            "read_pct",
+            "config",
+            "requests",
+            "mean_ms",
+            "read_mean_ms",
+            "write_mean_ms",
+            "read_p99_ms",
+            "write_p99_ms",
+            "offloaded_write_bytes",
+        ],
+        fig5,
+    )?;
+    write_csv(
+        dir,
+        "fig6_offloaded.csv",
+        &["episode", "config", "time_s", "offloaded_bytes"],
+        fig6,
+    )?;
+    if !fig8.is_empty() {
+        write_csv(
+            dir,
+            "fig8_nvram.csv",
+            &[
+                "episode",
+                "config",
+                "nvram",
+                "mean_ms",
+                "read_mean_ms",
+                "write_mean_ms",
+            ],
+            fig8,
+        )?;
     }
     if !r.sensitivity.is_empty() {
-        let mut fig7 =
-            String::from("parameter,value,mean_ms,offloaded_mean_mb,offloaded_read_pct\n");
-        for p in &r.sensitivity {
-            let _ = writeln!(
-                fig7,
-                "{},{},{},{:.3},{:.4}",
-                p.parameter,
-                p.value,
-                cell(p.mean_ms),
-                p.offloaded_mean_mb,
-                p.offloaded_read_pct
-            );
-        }
-        write("fig7_sensitivity.csv", fig7)?;
+        write_csv(
+            dir,
+            "fig7_sensitivity.csv",
+            &[
+                "parameter",
+                "value",
+                "mean_ms",
+                "offloaded_mean_mb",
+                "offloaded_read_pct",
+            ],
+            r.sensitivity.iter().map(|p| {
+                vec![
+                    p.parameter.to_owned(),
+                    p.value.to_string(),
+                    cell(p.mean_ms),
+                    format!("{:.3}", p.offloaded_mean_mb),
+                    format!("{:.4}", p.offloaded_read_pct),
+                ]
+            }),
+        )?;
     }
     if let Some(rec) = &r.recovery {
-        write(
+        write_csv(
+            dir,
             "table3_recovery.csv",
-            format!(
-                "episode,crash_at_s,max_log_bytes,max_log_records,max_valid_bytes,max_store_recovery_s,max_client_recovery_s,metadata_bytes\n{},{},{},{},{},{:.4},{:.4},{}\n",
-                rec.episode,
-                rec.crash_at_s,
-                rec.max_log_bytes,
-                rec.max_log_records,
-                rec.max_valid_bytes,
-                rec.max_store_recovery_s,
-                rec.max_client_recovery_s,
-                rec.metadata_bytes
-            ),
+            &[
+                "episode",
+                "crash_at_s",
+                "max_log_bytes",
+                "max_log_records",
+                "max_valid_bytes",
+                "max_store_recovery_s",
+                "max_client_recovery_s",
+                "metadata_bytes",
+            ],
+            [vec![
+                rec.episode.to_string(),
+                rec.crash_at_s.to_string(),
+                rec.max_log_bytes.to_string(),
+                rec.max_log_records.to_string(),
+                rec.max_valid_bytes.to_string(),
+                format!("{:.4}", rec.max_store_recovery_s),
+                format!("{:.4}", rec.max_client_recovery_s),
+                rec.metadata_bytes.to_string(),
+            ]],
         )?;
     }
     if let Some(m) = &r.micro {
-        let mut csv = String::from("experiment,x,offload_mb_per_s,baseline_mb_per_s\n");
+        let mut rows = Vec::new();
         for (name, points) in [
             ("read_pct", &m.read_ratio),
             ("reclaim_random_n", &m.reclaim_random),
@@ -343,16 +389,20 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
             ("stores", &m.stores),
         ] {
             for p in points.iter() {
-                let _ = writeln!(
-                    csv,
-                    "{name},{},{:.3},{}",
-                    p.x,
-                    p.offload_mb_per_s,
-                    cell(p.baseline_mb_per_s)
-                );
+                rows.push(vec![
+                    name.to_owned(),
+                    p.x.to_string(),
+                    format!("{:.3}", p.offload_mb_per_s),
+                    cell(p.baseline_mb_per_s),
+                ]);
             }
         }
-        write("fig13_micro.csv", csv)?;
+        write_csv(
+            dir,
+            "fig13_micro.csv",
+            &["experiment", "x", "offload_mb_per_s", "baseline_mb_per_s"],
+            rows,
+        )?;
     }
     super::plots::write_svgs(dir, r)?;
     Ok(())
