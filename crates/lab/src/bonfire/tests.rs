@@ -218,3 +218,19 @@ fn zipf_warmed_with_everything_matches_always_warm_at_once() {
     assert!(quarter.hit_rate > cold.hit_rate);
     assert_eq!(full.hit_rate, always.hit_rate);
 }
+
+/// A trace ordered by completion may deliver a request after the next day has begun: the
+/// streaming pass counts it in the day being filled and the run goes on, with every day
+/// warmed as before.
+#[test]
+fn a_request_arriving_after_its_day_closed_is_counted_in_the_next() {
+    let (mut records, names, o) = repeating_days();
+    // The last request of day 1 (hour 0) arrives just after day 2's first.
+    let late = records.remove(127);
+    records.insert(128, late);
+    assert!(records[128].time_ns < records[127].time_ns, "out of order");
+    let r = run("t", records, &names, &info(), &o, &|_| {}).unwrap();
+    assert_eq!(r.volumes[0].days, 3);
+    assert_eq!(r.cases.len(), 2 * 4, "days 2 and 3, four algorithms");
+    assert_eq!(r.headline.cases, 2);
+}
