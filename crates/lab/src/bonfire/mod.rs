@@ -516,6 +516,7 @@ pub fn run_stream(
         headline: headline(at_middle(&cases, m)),
         shifted_daily,
         overheads,
+        late_requests: simulated.late,
         cases,
     })
 }

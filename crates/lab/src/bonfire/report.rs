@@ -128,6 +128,9 @@ pub struct Report {
     /// Table 4 per volume: monitoring the day before the figure day, pre-loading Last-K of
     /// 4 KiB blocks of the middle warm-up size.
     pub overheads: Vec<Overhead>,
+    /// Requests that arrived after their day had been closed (traces ordered by completion),
+    /// counted in the day being filled.
+    pub late_requests: u64,
     #[serde(skip)]
     pub cases: Vec<Case>,
 }

@@ -230,6 +230,7 @@ fn a_request_arriving_after_its_day_closed_is_counted_in_the_next() {
     records.insert(128, late);
     assert!(records[128].time_ns < records[127].time_ns, "out of order");
     let r = run("t", records, &names, &info(), &o, &|_| {}).unwrap();
+    assert_eq!(r.late_requests, 1, "the one late request, counted");
     assert_eq!(r.volumes[0].days, 3);
     assert_eq!(r.cases.len(), 2 * 4, "days 2 and 3, four algorithms");
     assert_eq!(r.headline.cases, 2);
