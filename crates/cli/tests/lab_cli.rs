@@ -865,20 +865,24 @@ fn lab_everest_over_seeds_moves_the_workload_and_never_cuts_a_peak() {
 /// is left at the end.
 #[test]
 fn lab_everest_says_what_it_could_not_do() {
-    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
-        .args(["lab", "everest", "--trace"])
-        .arg("gen:bursty:duration_s=900,peaks=1,peak_s=60,volumes=3,seed=2")
-        .args([
-            "--segment-s",
-            "300",
-            "--rate-window-s",
-            "10",
-            "--episodes",
-            "4",
-        ])
-        .args(["--parts", "recovery", "--json", "--quiet"])
-        .output()
-        .unwrap();
+    // Four episodes asked of a 15-minute trace with one peak.
+    let lab = |more: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cordillera"))
+            .args(["lab", "everest", "--trace"])
+            .arg("gen:bursty:duration_s=900,peaks=1,peak_s=60,volumes=3,seed=2")
+            .args([
+                "--segment-s",
+                "300",
+                "--rate-window-s",
+                "10",
+                "--episodes",
+                "4",
+            ])
+            .args(more)
+            .output()
+            .unwrap()
+    };
+    let out = lab(&["--parts", "recovery", "--json", "--quiet"]);
     assert!(
         out.status.success(),
         "{}",
@@ -926,20 +930,7 @@ fn lab_everest_says_what_it_could_not_do() {
             > 0
     );
     // The text says the same.
-    let text = Command::new(env!("CARGO_BIN_EXE_cordillera"))
-        .args(["lab", "everest", "--trace"])
-        .arg("gen:bursty:duration_s=900,peaks=1,peak_s=60,volumes=3,seed=2")
-        .args([
-            "--segment-s",
-            "300",
-            "--rate-window-s",
-            "10",
-            "--episodes",
-            "4",
-        ])
-        .args(["--main-only", "--quiet"])
-        .output()
-        .unwrap();
+    let text = lab(&["--main-only", "--quiet"]);
     let stdout = String::from_utf8_lossy(&text.stdout);
     assert!(stdout.contains("notice: 4 episodes asked for"), "{stdout}");
 }
