@@ -3,8 +3,9 @@
 
 use super::*;
 
-/// The simulated series of one (volume, day, cache size).
+/// The simulated series of one (view, day, cache size).
 pub(super) struct DaySeries {
+    /// The index of the [`View`] (a volume's own days come first, then shifted ones).
     pub(super) volume: usize,
     pub(super) day: usize,
     pub(super) cache_pct: f64,
