@@ -77,9 +77,12 @@ fn free_base(daemons: u16) -> Result<u16, String> {
         ^ std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
+    // Below Linux's ephemeral range (32768–60999 by default): a port there can be taken, between
+    // the probe below and the daemon's bind, by any outgoing connection or `bind(…:0)` on the
+    // machine — which is how a test once found its server's /metrics port in use.
     for attempt in 0..200u64 {
         let base =
-            20_000 + ((seed.wrapping_mul(6364136223846793005) >> 33) + attempt * 997) % 30_000;
+            10_000 + ((seed.wrapping_mul(6364136223846793005) >> 33) + attempt * 997) % 22_000;
         let base = base as u16;
         let ports = (0..daemons).chain(100..100 + daemons);
         if ports
