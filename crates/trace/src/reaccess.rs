@@ -56,6 +56,8 @@ pub struct ReuseBucket {
 pub struct VolumeReaccess {
     pub volume: String,
     pub block_accesses: u64,
+    /// Distinct 4 KiB blocks accessed: the working set.
+    pub distinct_blocks: u64,
     pub reaccesses: u64,
     pub reaccess_pct: Option<f64>,
     /// Blocks reaccessed at least once.
@@ -79,6 +81,7 @@ pub struct ReaccessReport {
     pub total: VolumeReaccess,
 }
 
+#[derive(Default)]
 struct BlockState {
     last_ns: i64,
     classes: u8,
@@ -86,8 +89,8 @@ struct BlockState {
 
 #[derive(Default)]
 struct VolumeAccumulator {
-    blocks: FxHashMap<u64, BlockState>,
-    reuse: ReuseDistance,
+    /// Each block's reuse slot and its state, in one table.
+    reuse: ReuseDistance<BlockState>,
     block_accesses: u64,
     reaccesses: u64,
     class_reaccesses: [u64; 3],
@@ -120,12 +123,11 @@ impl ReaccessBuilder {
         let clock_ns = info.origin_unix_ns.unwrap_or(0) + self.utc_offset_ns + record.time_ns;
         for block in ByteRange::new(record.offset_bytes, record.length_bytes).blocks(BLOCK_BYTES) {
             volume.block_accesses += 1;
-            let distance = volume.reuse.access(block);
-            let state = volume.blocks.entry(block).or_insert(BlockState {
-                last_ns: record.time_ns,
-                classes: 0,
-            });
-            let Some(distance) = distance else { continue };
+            let (distance, state) = volume.reuse.touch(block);
+            let Some(distance) = distance else {
+                state.last_ns = record.time_ns;
+                continue;
+            };
             let gap_ns = record.time_ns.saturating_sub(state.last_ns).abs();
             state.last_ns = record.time_ns;
             let class = if gap_ns <= NS_PER_HOUR {
@@ -156,6 +158,21 @@ impl ReaccessBuilder {
         }
     }
 
+    /// Takes in the volumes another builder (with the same UTC offset) accumulated, so that
+    /// volumes can be accumulated on several threads; a volume must be in only one builder.
+    pub fn absorb(&mut self, other: ReaccessBuilder) {
+        assert_eq!(self.utc_offset_ns, other.utc_offset_ns, "one UTC offset");
+        if self.volumes.len() < other.volumes.len() {
+            self.volumes.resize_with(other.volumes.len(), || None);
+        }
+        for (mine, theirs) in self.volumes.iter_mut().zip(other.volumes) {
+            if let Some(acc) = theirs {
+                assert!(mine.is_none(), "a volume accumulated by two builders");
+                *mine = Some(acc);
+            }
+        }
+    }
+
     pub fn finish(self, names: &VolumeTable, info: &TraceInfo) -> ReaccessReport {
         let mut volumes = Vec::new();
         let mut total = Totals::default();
@@ -183,6 +200,7 @@ struct Totals {
     block_accesses: u64,
     reaccesses: u64,
     reaccessed_blocks: u64,
+    distinct_blocks: u64,
     class_reaccesses: [u64; 3],
     class_blocks: [u64; 3],
     regions: [u64; 3],
@@ -195,7 +213,8 @@ impl Totals {
     fn add(&mut self, acc: &VolumeAccumulator) {
         self.block_accesses += acc.block_accesses;
         self.reaccesses += acc.reaccesses;
-        for state in acc.blocks.values() {
+        self.distinct_blocks += acc.reuse.distinct_blocks();
+        for state in acc.reuse.values() {
             if state.classes != 0 {
                 self.reaccessed_blocks += 1;
             }
@@ -226,6 +245,7 @@ impl Totals {
         VolumeReaccess {
             volume,
             block_accesses: self.block_accesses,
+            distinct_blocks: self.distinct_blocks,
             reaccesses: self.reaccesses,
             reaccess_pct: pct(self.reaccesses, self.block_accesses),
             reaccessed_blocks: self.reaccessed_blocks,

@@ -7,26 +7,30 @@
 //! run out the live ones are renumbered in order (compaction), so memory stays proportional to
 //! the working set, not to the trace length.
 
+use std::collections::hash_map::Entry;
+
 use rustc_hash::FxHashMap;
 
 /// Slots in the smallest tree; grows with the working set.
 const SLOTS_MIN: usize = 1 << 12;
 
-pub struct ReuseDistance {
-    /// Block → slot of its latest access.
-    slots: FxHashMap<u64, usize>,
+/// Reuse distances, with a value `V` kept per distinct block in the same table (one hash
+/// lookup per access serves both).
+pub struct ReuseDistance<V = ()> {
+    /// Block → slot of its latest access, and the block's value.
+    slots: FxHashMap<u64, (usize, V)>,
     tree: Fenwick,
     next_slot: usize,
 }
 
-impl Default for ReuseDistance {
-    fn default() -> ReuseDistance {
+impl<V: Default> Default for ReuseDistance<V> {
+    fn default() -> ReuseDistance<V> {
         ReuseDistance::new()
     }
 }
 
-impl ReuseDistance {
-    pub fn new() -> ReuseDistance {
+impl<V: Default> ReuseDistance<V> {
+    pub fn new() -> ReuseDistance<V> {
         ReuseDistance {
             slots: FxHashMap::default(),
             tree: Fenwick::new(SLOTS_MIN),
@@ -37,21 +41,28 @@ impl ReuseDistance {
     /// Records an access to `block`; returns the reuse distance in distinct blocks if the block
     /// was accessed before.
     pub fn access(&mut self, block: u64) -> Option<u64> {
+        self.touch(block).0
+    }
+
+    /// As [`ReuseDistance::access`], with the block's value (`V::default()` on its first
+    /// access).
+    pub fn touch(&mut self, block: u64) -> (Option<u64>, &mut V) {
         if self.next_slot == self.tree.len() {
             self.compact();
         }
         let slot = self.next_slot;
         self.next_slot += 1;
-        let distance = match self.slots.insert(block, slot) {
-            Some(previous) => {
+        self.tree.add(slot, 1);
+        match self.slots.entry(block) {
+            Entry::Occupied(o) => {
+                let (at, value) = o.into_mut();
+                let previous = std::mem::replace(at, slot);
                 let after = self.tree.prefix_sum(slot) - self.tree.prefix_sum(previous + 1);
                 self.tree.add(previous, -1);
-                Some(after)
+                (Some(after), value)
             }
-            None => None,
-        };
-        self.tree.add(slot, 1);
-        distance
+            Entry::Vacant(v) => (None, &mut v.insert((slot, V::default())).1),
+        }
     }
 
     /// Distinct blocks seen so far.
@@ -59,12 +70,17 @@ impl ReuseDistance {
         self.slots.len() as u64
     }
 
+    /// Every distinct block's value.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.slots.values().map(|(_, v)| v)
+    }
+
     /// Renumbers live slots 0..live in their order and makes room for as many new accesses.
     fn compact(&mut self) {
         let live = self.slots.len();
-        let mut order: Vec<usize> = self.slots.values().copied().collect();
+        let mut order: Vec<usize> = self.slots.values().map(|(s, _)| *s).collect();
         order.sort_unstable();
-        for slot in self.slots.values_mut() {
+        for (slot, _) in self.slots.values_mut() {
             *slot = order.binary_search(slot).expect("live slot");
         }
         let capacity = (2 * live).max(SLOTS_MIN);
@@ -141,7 +157,7 @@ mod tests {
 
     #[test]
     fn small_example() {
-        let mut r = ReuseDistance::new();
+        let mut r = ReuseDistance::<()>::new();
         let got: Vec<_> = [1, 2, 3, 1, 1, 2].iter().map(|b| r.access(*b)).collect();
         assert_eq!(got, vec![None, None, None, Some(2), Some(0), Some(2)]);
         assert_eq!(r.distinct_blocks(), 3);
@@ -152,7 +168,7 @@ mod tests {
         let accesses: Vec<u64> = (0..50_000u64)
             .map(|i| (i * 7919) % 3_000 + (i % 5))
             .collect();
-        let mut r = ReuseDistance::new();
+        let mut r = ReuseDistance::<()>::new();
         let got: Vec<_> = accesses.iter().map(|b| r.access(*b)).collect();
         let want = naive(&accesses[..2_000]);
         assert_eq!(&got[..2_000], &want[..]);
@@ -172,7 +188,7 @@ mod tests {
     proptest! {
         #[test]
         fn equals_the_definition(accesses in prop::collection::vec(0u64..64, 0..600)) {
-            let mut r = ReuseDistance::new();
+            let mut r = ReuseDistance::<()>::new();
             let got: Vec<_> = accesses.iter().map(|b| r.access(*b)).collect();
             prop_assert_eq!(got, naive(&accesses));
         }

@@ -129,13 +129,25 @@ impl MultiLru {
             }
             return Some(s);
         }
-        let i = self.entries.len() as u32;
-        self.entries.push(Entry {
+        let largest = *self.sizes.last().expect("sizes");
+        let entry = Entry {
             block,
             prev: NIL,
             next: NIL,
             segment: 0,
-        });
+        };
+        // A full cache drops its least recent entry first and the new block takes its slot;
+        // the marker of the largest cache, which pointed at it, is set again below.
+        let i = if self.entries.len() == largest {
+            let t = self.tail;
+            self.unlink(t);
+            self.map.remove(&self.entries[t as usize].block);
+            self.entries[t as usize] = entry;
+            t
+        } else {
+            self.entries.push(entry);
+            self.entries.len() as u32 - 1
+        };
         self.map.insert(block, i);
         self.push_front(i);
         let len = self.map.len();
@@ -148,41 +160,16 @@ impl MultiLru {
                 self.last[j] = self.tail;
             }
         }
-        if len > *self.sizes.last().expect("sizes") {
-            self.evict_tail();
-        }
         None
     }
 
-    /// Drops the least recent entry (beyond the largest cache), moving the last entry of the
-    /// array into its slot so that slots stay dense.
-    fn evict_tail(&mut self) {
-        let t = self.tail;
-        self.unlink(t);
-        let gone = self.entries[t as usize].block;
-        self.map.remove(&gone);
-        let moved = self.entries.len() as u32 - 1;
-        if moved != t {
-            let e = self.entries[moved as usize];
-            self.entries[t as usize] = e;
-            *self.map.get_mut(&e.block).expect("cached") = t;
-            if e.prev == NIL {
-                self.head = t;
-            } else {
-                self.entries[e.prev as usize].next = t;
-            }
-            if e.next == NIL {
-                self.tail = t;
-            } else {
-                self.entries[e.next as usize].prev = t;
-            }
-            for l in &mut self.last {
-                if *l == moved {
-                    *l = t;
-                }
-            }
-        }
-        self.entries.pop();
+    /// Makes room for `blocks` more entries (never beyond the largest cache) at once rather
+    /// than growing the table step by step.
+    pub fn reserve(&mut self, blocks: usize) {
+        let largest = *self.sizes.last().expect("sizes");
+        let more = blocks.min(largest.saturating_sub(self.map.len()));
+        self.map.reserve(more);
+        self.entries.reserve(more);
     }
 }
 
@@ -222,6 +209,7 @@ impl MultiScheme {
     pub fn preload(&mut self, blocks: &[u64]) {
         match &mut self.inner {
             Inner::Stack(m) => {
+                m.reserve(blocks.len());
                 for &b in blocks {
                     m.access(b);
                 }
@@ -246,6 +234,15 @@ impl MultiScheme {
             Inner::Stack(m) => {
                 assert!(timeline.interval_ns > 0, "an interval must be positive");
                 let n = m.sizes().len();
+                m.reserve(
+                    records
+                        .iter()
+                        .map(|r| {
+                            let b = block_range(r.offset_bytes, r.length_bytes);
+                            (b.end - b.start) as usize
+                        })
+                        .sum(),
+                );
                 let mut hits = vec![0u64; n];
                 for record in records {
                     let blocks = block_range(record.offset_bytes, record.length_bytes);

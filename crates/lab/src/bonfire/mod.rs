@@ -228,6 +228,9 @@ pub fn run(
 /// Opens the trace again (the lab reads it twice).
 pub type Opener<'a> = dyn FnMut() -> Result<Box<dyn RecordReader + 'a>, String> + 'a;
 
+/// Records per batch handed to a pass 1 worker.
+const PASS1_BATCH: usize = 1 << 14;
+
 /// Runs the lab, streaming the trace twice: first for each volume's span, working set and
 /// reaccess classes, then through the caches day by day (see `simulate_stream`). Memory is
 /// bounded by the working sets and two days of requests per volume, not the trace's length.
@@ -240,33 +243,68 @@ pub fn run_stream(
     o.validate()?;
     progress("pass 1: each volume's days, working set and reaccesses");
     let mut reader = open()?;
-    let mut reaccess = ReaccessBuilder::new(0);
     let mut stats: Vec<VolumeStats> = Vec::new();
     let mut total = 0u64;
     let info = reader.info().clone();
-    while let Some(r) = reader.next_record().map_err(|e| e.to_string())? {
-        total += 1;
-        reaccess.add(&r, &info);
-        let i = r.volume.index();
-        if stats.len() <= i {
-            stats.resize_with(i + 1, VolumeStats::default);
+    // The reaccess analysis (exact reuse distances) costs most of this pass: volumes are
+    // dealt to worker threads (volume mod threads) in batches, each with its own builder.
+    let workers = o.threads.max(1);
+    let (reaccess, read) = std::thread::scope(|scope| {
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for _ in 0..workers {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Record>>(4);
+            let info = info.clone();
+            senders.push(tx);
+            handles.push(scope.spawn(move || {
+                let mut builder = ReaccessBuilder::new(0);
+                for batch in rx {
+                    for r in &batch {
+                        builder.add(r, &info);
+                    }
+                }
+                builder
+            }));
         }
-        let v = &mut stats[i];
-        if v.requests == 0 {
-            (v.first_ns, v.last_ns) = (r.time_ns, r.time_ns);
+        let mut batches: Vec<Vec<Record>> = vec![Vec::with_capacity(PASS1_BATCH); workers];
+        let read = (|| -> Result<(), String> {
+            while let Some(r) = reader.next_record().map_err(|e| e.to_string())? {
+                total += 1;
+                let i = r.volume.index();
+                if stats.len() <= i {
+                    stats.resize_with(i + 1, VolumeStats::default);
+                }
+                let v = &mut stats[i];
+                if v.requests == 0 {
+                    (v.first_ns, v.last_ns) = (r.time_ns, r.time_ns);
+                }
+                v.first_ns = v.first_ns.min(r.time_ns);
+                v.last_ns = v.last_ns.max(r.time_ns);
+                v.requests += 1;
+                v.reads += (r.op == Op::Read) as usize;
+                let batch = &mut batches[i % workers];
+                batch.push(r);
+                if batch.len() == PASS1_BATCH {
+                    let full = std::mem::replace(batch, Vec::with_capacity(PASS1_BATCH));
+                    // A worker only stops early by panicking, which the join below reports.
+                    let _ = senders[i % workers].send(full);
+                }
+                if total.is_multiple_of(1 << 24) {
+                    progress(&format!("pass 1: {} M requests", total >> 20));
+                }
+            }
+            Ok(())
+        })();
+        for (tx, batch) in senders.into_iter().zip(batches) {
+            let _ = tx.send(batch);
         }
-        v.first_ns = v.first_ns.min(r.time_ns);
-        v.last_ns = v.last_ns.max(r.time_ns);
-        v.requests += 1;
-        v.reads += (r.op == Op::Read) as usize;
-        v.blocks.extend(cordillera_warmup::sim::block_range(
-            r.offset_bytes,
-            r.length_bytes,
-        ));
-        if total.is_multiple_of(1 << 24) {
-            progress(&format!("pass 1: {} M requests", total >> 20));
+        let mut reaccess = ReaccessBuilder::new(0);
+        for h in handles {
+            reaccess.absorb(h.join().expect("a pass 1 worker panicked"));
         }
-    }
+        (reaccess, read)
+    });
+    read?;
     let names = reader.volumes().clone();
     let info = reader.info().clone();
     drop(reader);
@@ -276,11 +314,15 @@ pub fn run_stream(
     if !info.has_time {
         return Err("the trace has no timestamps, so it cannot be split into days".into());
     }
-    for v in &mut stats {
-        v.wss = v.blocks.len() as u64;
-        v.blocks = Default::default();
-    }
     let reaccess = reaccess.finish(&names, &info);
+    for (i, v) in stats.iter_mut().enumerate() {
+        let name = names.name(VolumeId(i as u32));
+        v.wss = reaccess
+            .volumes
+            .iter()
+            .find(|r| r.volume == name)
+            .map_or(0, |r| r.distinct_blocks);
+    }
     let clock_origin = info.origin_unix_ns.unwrap_or(0);
     let m = &o.middle;
     let mut summaries = Vec::new();

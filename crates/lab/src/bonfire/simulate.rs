@@ -23,8 +23,6 @@ pub(super) struct VolumeStats {
     pub(super) last_ns: i64,
     pub(super) requests: usize,
     pub(super) reads: usize,
-    /// Distinct 4 KiB blocks (dropped once counted).
-    pub(super) blocks: rustc_hash::FxHashSet<u64>,
     pub(super) wss: u64,
 }
 
