@@ -154,28 +154,33 @@ pub fn table(rows: &[Spread], runs: usize) -> String {
     out
 }
 
-/// The spread as CSV: one row per figure, then its values by seed.
+/// The spread as CSV (the csv crate's quoting): one row per figure, then its values by seed.
 pub fn csv(rows: &[Spread]) -> String {
-    let quote = crate::render::csv_field;
-    let mut out = String::from("key,label,unit,mean,min,max,std_dev,seeds,values,paper\n");
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let header = [
+        "key", "label", "unit", "mean", "min", "max", "std_dev", "seeds", "values", "paper",
+    ];
+    let mut lines = vec![header.map(String::from).to_vec()];
     for r in rows {
         let values: Vec<String> = r.values.iter().map(|v| format!("{v}")).collect();
         let seeds: Vec<String> = r.seeds.iter().map(|s| s.to_string()).collect();
-        out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{}\n",
-            quote(&r.key),
-            quote(&r.label),
-            quote(r.unit),
-            r.mean,
-            r.min,
-            r.max,
-            r.std_dev,
-            quote(&seeds.join(" ")),
-            quote(&values.join(" ")),
-            quote(&r.paper)
-        ));
+        lines.push(vec![
+            r.key.clone(),
+            r.label.clone(),
+            r.unit.to_string(),
+            r.mean.to_string(),
+            r.min.to_string(),
+            r.max.to_string(),
+            r.std_dev.to_string(),
+            seeds.join(" "),
+            values.join(" "),
+            r.paper.clone(),
+        ]);
     }
-    out
+    for line in lines {
+        w.write_record(&line).expect("writing to memory");
+    }
+    String::from_utf8(w.into_inner().expect("writing to memory")).expect("UTF-8 fields")
 }
 
 #[cfg(test)]

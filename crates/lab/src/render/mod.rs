@@ -1,6 +1,11 @@
 //! The labs' reports as people read them: text tables, CSV files and SVG figures, written
 //! into an output folder. The command line only parses arguments and calls these.
 
+/// A CSV row: each value as its `Display` text.
+macro_rules! row {
+    ($($x:expr),* $(,)?) => { vec![$($x.to_string()),*] };
+}
+
 pub mod bonfire;
 pub mod everest;
 pub mod plots;
@@ -10,17 +15,6 @@ pub mod striping;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-
-/// Writes a named file into the lab's output folder.
-/// A CSV field: quoted when it holds a comma, a quote or a line break (trace names such as
-/// "hotmail-like, 48 h" do).
-pub fn csv_field(field: &str) -> String {
-    if field.contains([',', '"', '\n']) {
-        format!("\"{}\"", field.replace('"', "\"\""))
-    } else {
-        field.to_string()
-    }
-}
 
 /// Writes a CSV file into the lab's output folder with the csv crate (every field quoted as
 /// it needs); a row must have as many fields as the header.
@@ -48,6 +42,7 @@ pub fn write_csv(
     Ok(())
 }
 
+/// Writes a named file into the lab's output folder.
 pub fn writer(dir: &Path) -> impl Fn(&str, String) -> Result<()> + '_ {
     move |name, text| {
         let path = dir.join(name);
