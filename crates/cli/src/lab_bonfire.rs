@@ -301,6 +301,7 @@ fn run_once(
         let (source, inner): (String, Open) = match &a.trace {
             Some(path) => {
                 let input = trace_input(path, a.format, a.time_unit, a.skip_invalid);
+                crate::trace_cmd::refuse_stdin(&input, "lab bonfire")?;
                 (
                     path.display().to_string(),
                     Box::new(move || open_input(&input).map_err(|e| format!("{e:#}"))),

@@ -374,6 +374,7 @@ fn opener(a: &EverestArgs, seed: u64) -> Result<(String, Box<Opener>)> {
                 path.clone()
             };
             let input = trace_input(&path, a.format, a.time_unit, a.skip_invalid);
+            crate::trace_cmd::refuse_stdin(&input, "lab everest")?;
             (
                 path.display().to_string(),
                 Box::new(move || open_input(&input).map_err(|e| format!("{e:#}"))),

@@ -119,6 +119,14 @@ pub fn try_for_each_record(
 }
 
 /// Opens a trace file, or a generated workload when the name is `gen:NAME[:key=value,…]`.
+/// For commands that read their trace more than once: standard input can be read only once.
+pub fn refuse_stdin(input: &InputArgs, command: &str) -> Result<()> {
+    if input.file == Path::new("-") {
+        bail!("{command} reads its trace more than once, and standard input can be read only once: save the trace to a file");
+    }
+    Ok(())
+}
+
 pub fn open_input(input: &InputArgs) -> Result<Box<dyn RecordReader>> {
     if let Some(spec) = input.file.to_str().filter(|s| s.starts_with("gen:")) {
         if !input.volumes.is_empty() {

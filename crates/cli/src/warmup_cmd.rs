@@ -5,13 +5,14 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
+use cordillera_trace::record::Record;
 use cordillera_warmup::algorithms::{self, Algorithm};
 use cordillera_warmup::cache::{Cache, Clock, Fifo, Lru, Policy};
 use cordillera_warmup::schemes::{self, Timeline};
-use cordillera_warmup::sim::{apply, Counts, BLOCK_BYTES};
+use cordillera_warmup::sim::{apply, block_range, Counts, BLOCK_BYTES};
 use serde::Serialize;
 
-use crate::trace_cmd::{for_each_record, InputArgs};
+use crate::trace_cmd::{for_each_record, refuse_stdin, InputArgs};
 
 #[derive(Args)]
 pub struct WarmupArgs {
@@ -241,23 +242,58 @@ struct SchemesReport {
     intervals: Vec<[Option<f64>; 3]>,
 }
 
+/// The third pass of `warmup schemes`: the trace through always-warm, cold and warmed caches.
+fn three<C: Cache>(
+    input: &InputArgs,
+    axis: Axis,
+    timeline: Timeline,
+    preload: &[u64],
+    make: impl Fn() -> C,
+) -> Result<[Vec<schemes::Interval>; 3]> {
+    let mut three = schemes::Three::new(timeline, preload, make);
+    let mut index = 0;
+    for_each_record(input, |_, r| {
+        three.feed(&on_axis(axis, index, r));
+        index += 1;
+    })?;
+    Ok(three.finish())
+}
+
+/// A record's place on the axis: its time, or its index in the trace.
+fn on_axis(axis: Axis, index: usize, r: &Record) -> Record {
+    let mut r = *r;
+    if axis == Axis::Requests {
+        r.time_ns = index as i64;
+    }
+    r
+}
+
+/// Streams the trace three times, holding only the working set's blocks, the history window
+/// and the caches: (1) its extent and working set, (2) the history the warm-up chooses from,
+/// (3) the three schemes.
 fn schemes(a: SchemesArgs) -> Result<()> {
-    let mut records = Vec::new();
-    for_each_record(&a.input, |_, r| records.push(*r))?;
-    if records.is_empty() {
+    refuse_stdin(&a.input, "warmup schemes")?;
+    let (mut n, mut first, mut last) = (0usize, i64::MAX, i64::MIN);
+    let mut first_time = None;
+    let mut one_time = true;
+    let mut seen = rustc_hash::FxHashSet::default();
+    for_each_record(&a.input, |_, r| {
+        let r = on_axis(a.axis, n, r);
+        n += 1;
+        (first, last) = (first.min(r.time_ns), last.max(r.time_ns));
+        one_time &= *first_time.get_or_insert(r.time_ns) == r.time_ns;
+        seen.extend(block_range(r.offset_bytes, r.length_bytes));
+    })?;
+    let wss = seen.len() as u64;
+    drop(seen);
+    if n == 0 {
         bail!("the trace has no records");
     }
-    if a.axis == Axis::Requests {
-        for (i, r) in records.iter_mut().enumerate() {
-            r.time_ns = i as i64;
-        }
-    } else if records.iter().all(|r| r.time_ns == records[0].time_ns) {
+    if a.axis == Axis::Time && one_time {
         bail!("the trace has no timestamps: use --axis requests");
     }
     // The axis unit in ns (time) or 1 (requests).
     let unit = if a.axis == Axis::Time { 1e9 } else { 1.0 };
-    let first = records.iter().map(|r| r.time_ns).min().expect("records");
-    let last = records.iter().map(|r| r.time_ns).max().expect("records");
     let start_ns = match a.start {
         Some(s) if s >= 0.0 => first + (s * unit) as i64,
         Some(_) => bail!("--start must not be negative"),
@@ -275,7 +311,7 @@ fn schemes(a: SchemesArgs) -> Result<()> {
         Some(i) if i > 0.0 => (i * unit) as i64,
         Some(_) => bail!("--interval must be positive"),
         None if a.axis == Axis::Time => 600_000_000_000,
-        None => ((records.len() / 100).max(1)) as i64,
+        None => ((n / 100).max(1)) as i64,
     }
     .max(1);
     let history_from = match a.history {
@@ -294,7 +330,6 @@ fn schemes(a: SchemesArgs) -> Result<()> {
     if !(a.th_v > 0.0 && a.th_v <= 1.0 && a.th_n >= 0.0 && a.th_n < 1.0) {
         bail!("Equation 1 needs 0 < Th_V ≤ 1 and 0 ≤ Th_N < 1");
     }
-    let wss = algorithms::working_set_blocks(&records);
     let cache_blocks = blocks_of(&a.cache_size, wss, "--cache-size")?;
     let warmup_blocks = blocks_of(&a.warmup_size, wss, "--warmup-size")?;
     if cache_blocks == 0 {
@@ -313,11 +348,15 @@ fn schemes(a: SchemesArgs) -> Result<()> {
     if cache_blocks >= u64::from(u32::MAX) {
         bail!("--cache-size is over the simulator's limit of 2^32 - 1 blocks");
     }
-    let history: Vec<_> = records
-        .iter()
-        .filter(|r| r.time_ns >= history_from && r.time_ns < start_ns)
-        .copied()
-        .collect();
+    let mut history = Vec::new();
+    let mut index = 0;
+    for_each_record(&a.input, |_, r| {
+        let r = on_axis(a.axis, index, r);
+        index += 1;
+        if r.time_ns >= history_from && r.time_ns < start_ns {
+            history.push(r);
+        }
+    })?;
     let preload = algorithms::select(
         &history,
         a.algorithm,
@@ -330,12 +369,13 @@ fn schemes(a: SchemesArgs) -> Result<()> {
         interval_ns,
         readahead_bytes,
     };
+    drop(history);
     let capacity = cache_blocks as usize;
-    let n = records.len();
+    let (input, axis) = (&a.input, a.axis);
     let series = match a.policy {
-        Policy::Lru => schemes::run_three(records, timeline, &preload, || Lru::new(capacity)),
-        Policy::Fifo => schemes::run_three(records, timeline, &preload, || Fifo::new(capacity)),
-        Policy::Clock => schemes::run_three(records, timeline, &preload, || Clock::new(capacity)),
+        Policy::Lru => three(input, axis, timeline, &preload, || Lru::new(capacity))?,
+        Policy::Fifo => three(input, axis, timeline, &preload, || Fifo::new(capacity))?,
+        Policy::Clock => three(input, axis, timeline, &preload, || Clock::new(capacity))?,
     };
     let [always, cold, warmed] = &series;
     let cold_t = schemes::convergence(cold, always, a.th_v, a.th_n);

@@ -208,3 +208,91 @@ fn schemes_report_never_converged_as_null_not_a_time() {
     let stdout = String::from_utf8_lossy(&text.stdout);
     assert!(stdout.contains("cold never"), "{stdout}");
 }
+
+/// `warmup schemes` streams its trace (issue 25): three passes, holding the working set's
+/// blocks, the history window and the caches, not the records. Its figures equal the
+/// library's schemes over the trace held in memory, and it refuses standard input, which it
+/// could not read three times.
+#[test]
+fn schemes_streamed_equal_the_schemes_over_the_trace_in_memory() {
+    use cordillera_warmup::algorithms::{self, Algorithm};
+    use cordillera_warmup::schemes::{self, Timeline};
+    use cordillera_warmup::sim::BLOCK_BYTES;
+
+    let spec = "gen:reaccess:days=2,volumes=2,rate=0.05";
+    let out = Command::new(BIN)
+        .args(["warmup", "schemes", spec, "--json", "--history", "3600"])
+        .args([
+            "--algorithm",
+            "top-k",
+            "--region",
+            "4k",
+            "--cache-size",
+            "30%",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    let mut reader = cordillera_sim::workload::open_spec(spec).unwrap();
+    let mut records = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        records.push(r);
+    }
+    let first = records.iter().map(|r| r.time_ns).min().unwrap();
+    let last = records.iter().map(|r| r.time_ns).max().unwrap();
+    let start_ns = first + (last - first) / 2;
+    let wss = algorithms::working_set_blocks(&records);
+    let cache = (wss as f64 * 0.3).round() as usize;
+    let warmup = (wss as f64 * 0.1).round() as u64;
+    let history: Vec<_> = records
+        .iter()
+        .filter(|r| r.time_ns >= start_ns - 3_600_000_000_000 && r.time_ns < start_ns)
+        .copied()
+        .collect();
+    let preload = algorithms::select(&history, Algorithm::TopK, 4096, warmup * BLOCK_BYTES, 1);
+    let timeline = Timeline {
+        start_ns,
+        interval_ns: 600_000_000_000,
+        readahead_bytes: 0,
+    };
+    let [always, cold, warmed] =
+        schemes::run_three(records, timeline, &preload, || Lru::new(cache));
+    assert_eq!(got["working_set_blocks"], wss);
+    assert_eq!(got["cache_blocks"], cache as u64);
+    assert_eq!(got["warmup_blocks"], preload.len() as u64);
+    let intervals = got["intervals"].as_array().unwrap();
+    assert_eq!(intervals.len(), always.len());
+    assert!(always.len() > 50, "{} intervals", always.len());
+    for (i, row) in intervals.iter().enumerate() {
+        for (k, series) in [&always, &cold, &warmed].iter().enumerate() {
+            // JSON's decimal text: equal to the last bit or two.
+            let (a, b) = (row[k].as_f64(), series[i].hit_rate());
+            assert!(
+                a.is_some() == b.is_some() && (a.unwrap_or(0.0) - b.unwrap_or(0.0)).abs() < 1e-12,
+                "interval {i}, scheme {k}: {a:?} against {b:?}"
+            );
+        }
+    }
+    let warmed_t = schemes::convergence(&warmed, &always, 0.8, 0.03);
+    assert_eq!(
+        got["schemes"][2]["converge_intervals"].as_u64(),
+        warmed_t.map(|t| t as u64)
+    );
+
+    let out = Command::new(BIN)
+        .args(["warmup", "schemes", "-"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("standard input can be read only once"),
+        "{err}"
+    );
+}

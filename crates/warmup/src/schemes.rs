@@ -98,37 +98,58 @@ pub struct Timeline {
     pub readahead_bytes: u64,
 }
 
-/// Drives the records through the three schemes: `always_warm` sees every record, `cold` and
-/// `warmed` only those at or after `start_ns`. Interval `i` covers
+/// The three schemes fed one record at a time (a trace streamed once): `always_warm` sees
+/// every record, `cold` and `warmed` only those at or after `start_ns`. Interval `i` covers
 /// `[start_ns + i·interval_ns, start_ns + (i+1)·interval_ns)`.
-pub fn drive<A: Cache, B: Cache, W: Cache>(
-    records: impl IntoIterator<Item = Record>,
+pub struct Three<C: Cache> {
+    pub always_warm: Scheme<C>,
+    pub cold: Scheme<C>,
+    pub warmed: Scheme<C>,
     timeline: Timeline,
-    always_warm: &mut Scheme<A>,
-    cold: &mut Scheme<B>,
-    warmed: &mut Scheme<W>,
-) {
-    assert!(timeline.interval_ns > 0, "an interval must be positive");
-    let readahead = timeline.readahead_bytes / BLOCK_BYTES;
-    for record in records {
-        if record.time_ns < timeline.start_ns {
-            always_warm.apply(&record, None, readahead);
-            continue;
+    readahead_blocks: u64,
+}
+
+impl<C: Cache> Three<C> {
+    /// Caches from `make`; the warmed one pre-loaded with `preload` (oldest first).
+    pub fn new(timeline: Timeline, preload: &[u64], make: impl Fn() -> C) -> Three<C> {
+        assert!(timeline.interval_ns > 0, "an interval must be positive");
+        let mut warmed = Scheme::new(make());
+        warmed.preload(preload.iter().copied());
+        Three {
+            always_warm: Scheme::new(make()),
+            cold: Scheme::new(make()),
+            warmed,
+            timeline,
+            readahead_blocks: timeline.readahead_bytes / BLOCK_BYTES,
         }
-        let i = ((record.time_ns - timeline.start_ns) / timeline.interval_ns) as usize;
-        always_warm.apply(&record, Some(i), readahead);
-        cold.apply(&record, Some(i), readahead);
-        warmed.apply(&record, Some(i), readahead);
     }
-    // The same number of intervals for all three (trailing ones may have had no reads).
-    let n = always_warm
-        .intervals
-        .len()
-        .max(cold.intervals.len())
-        .max(warmed.intervals.len());
-    always_warm.intervals.resize(n, Interval::default());
-    cold.intervals.resize(n, Interval::default());
-    warmed.intervals.resize(n, Interval::default());
+
+    pub fn feed(&mut self, record: &Record) {
+        let (t, readahead) = (&self.timeline, self.readahead_blocks);
+        if record.time_ns < t.start_ns {
+            self.always_warm.apply(record, None, readahead);
+            return;
+        }
+        let i = ((record.time_ns - t.start_ns) / t.interval_ns) as usize;
+        self.always_warm.apply(record, Some(i), readahead);
+        self.cold.apply(record, Some(i), readahead);
+        self.warmed.apply(record, Some(i), readahead);
+    }
+
+    /// The interval series of always-warm, cold and warmed, of one length (trailing intervals
+    /// may have had no reads).
+    pub fn finish(self) -> [Vec<Interval>; 3] {
+        let mut series = [
+            self.always_warm.intervals,
+            self.cold.intervals,
+            self.warmed.intervals,
+        ];
+        let n = series.iter().map(Vec::len).max().unwrap_or(0);
+        for s in &mut series {
+            s.resize(n, Interval::default());
+        }
+        series
+    }
 }
 
 /// The three schemes over `records`: always-warm, cold, and warmed (pre-loaded with
@@ -139,12 +160,11 @@ pub fn run_three<C: Cache>(
     preload: &[u64],
     make: impl Fn() -> C,
 ) -> [Vec<Interval>; 3] {
-    let mut always = Scheme::new(make());
-    let mut cold = Scheme::new(make());
-    let mut warmed = Scheme::new(make());
-    warmed.preload(preload.iter().copied());
-    drive(records, timeline, &mut always, &mut cold, &mut warmed);
-    [always.intervals, cold.intervals, warmed.intervals]
+    let mut three = Three::new(timeline, preload, make);
+    for r in records {
+        three.feed(&r);
+    }
+    three.finish()
 }
 
 /// §4.3's improvement in T_converge, in percent: how much sooner the warmed cache converges
@@ -249,34 +269,27 @@ mod tests {
         let s = 1_000_000_000;
         let mut records: Vec<Record> = (0..4).map(|b| read(b as i64, b)).collect();
         records.extend((0..4).map(|b| read(s + b as i64, b)));
-        let mut always = Scheme::new(Lru::new(8));
-        let mut cold = Scheme::new(Lru::new(8));
-        let mut warmed = Scheme::new(Lru::new(8));
-        warmed.preload([2, 3]);
         let timeline = Timeline {
             start_ns: s,
             interval_ns: s,
             readahead_bytes: 0,
         };
-        drive(records, timeline, &mut always, &mut cold, &mut warmed);
-        assert_eq!(always.intervals, vec![interval(4, 4)]);
-        assert_eq!(cold.intervals, vec![interval(4, 0)]);
-        assert_eq!(warmed.intervals, vec![interval(4, 2)]);
+        let [always, cold, warmed] = run_three(records, timeline, &[2, 3], || Lru::new(8));
+        assert_eq!(always, vec![interval(4, 4)]);
+        assert_eq!(cold, vec![interval(4, 0)]);
+        assert_eq!(warmed, vec![interval(4, 2)]);
     }
 
     #[test]
     fn read_ahead_brings_the_following_blocks_after_a_miss() {
-        let mut always = Scheme::new(Lru::new(64));
-        let mut cold = Scheme::new(Lru::new(64));
-        let mut warmed = Scheme::new(Lru::new(64));
         let records = vec![read(0, 10), read(1, 11), read(2, 42), read(3, 10 + 33)];
         let timeline = Timeline {
             start_ns: 0,
             interval_ns: 10,
             readahead_bytes: 128 << 10,
         };
-        drive(records, timeline, &mut always, &mut cold, &mut warmed);
+        let [_, cold, _] = run_three(records, timeline, &[], || Lru::new(64));
         // 11 and 42 were read ahead (32 blocks after 10: 11..=42); 43 was not.
-        assert_eq!(cold.intervals, vec![interval(4, 2)]);
+        assert_eq!(cold, vec![interval(4, 2)]);
     }
 }

@@ -418,7 +418,12 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
         t.iter()
             .flat_map(|t| {
                 t.load.iter().map(|h| {
-                    row![t.name, h.hour, h.hour_of_day, format!("{:.6}", h.normalized)]
+                    row![
+                        t.name,
+                        h.hour,
+                        h.hour_of_day,
+                        format!("{:.6}", h.normalized)
+                    ]
                 })
             })
             .collect(),
@@ -440,7 +445,13 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
     )?;
     csv(
         "figure8_prediction.csv",
-        &["trace", "training_days", "rms_error_normalized", "gears_correct", "test_hours"],
+        &[
+            "trace",
+            "training_days",
+            "rms_error_normalized",
+            "gears_correct",
+            "test_hours",
+        ],
         t.iter()
             .flat_map(|t| {
                 t.prediction.iter().map(|p| {
@@ -468,7 +479,15 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
     )?;
     csv(
         "figure10_schedule.csv",
-        &["trace", "hour", "hour_of_day", "peak_servers", "mean_servers", "g_min", "gear"],
+        &[
+            "trace",
+            "hour",
+            "hour_of_day",
+            "peak_servers",
+            "mean_servers",
+            "g_min",
+            "gear",
+        ],
         r.schedules
             .iter()
             .flat_map(|s| {
@@ -654,7 +673,14 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
         )?;
         csv(
             "figure12_rebuild.csv",
-            &["chunk_bytes", "servers", "write_servers", "rebuilt_bytes", "seconds", "mb_per_s"],
+            &[
+                "chunk_bytes",
+                "servers",
+                "write_servers",
+                "rebuilt_bytes",
+                "seconds",
+                "mb_per_s",
+            ],
             m.figure12
                 .iter()
                 .map(|p| {
