@@ -11,7 +11,7 @@
 
 use cordillera_trace::record::Record;
 use cordillera_types::Op;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::cache::Lru;
 use crate::schemes::{Interval, Scheme, Timeline};
@@ -231,44 +231,176 @@ impl MultiScheme {
                     self.intervals[k] = s.intervals.clone();
                 }
             }
-            Inner::Stack(m) => {
-                assert!(timeline.interval_ns > 0, "an interval must be positive");
-                let n = m.sizes().len();
-                m.reserve(
-                    records
-                        .iter()
-                        .map(|r| {
-                            let b = block_range(r.offset_bytes, r.length_bytes);
-                            (b.end - b.start) as usize
-                        })
-                        .sum(),
-                );
-                let mut hits = vec![0u64; n];
-                for record in records {
-                    let blocks = block_range(record.offset_bytes, record.length_bytes);
-                    let count = blocks.end - blocks.start;
-                    hits.iter_mut().for_each(|h| *h = 0);
-                    for block in blocks {
-                        if let Some(s) = m.access(block) {
-                            for h in &mut hits[s..] {
-                                *h += 1;
-                            }
-                        }
-                    }
-                    if record.op != Op::Read || record.time_ns < timeline.start_ns {
-                        continue;
-                    }
-                    let i = ((record.time_ns - timeline.start_ns) / timeline.interval_ns) as usize;
-                    for (k, series) in self.intervals.iter_mut().enumerate() {
-                        if series.len() <= i {
-                            series.resize(i + 1, Interval::default());
-                        }
-                        series[i].read_block_accesses += count;
-                        series[i].read_block_hits += hits[k];
-                    }
+            Inner::Stack(m) => stack_run(m, records, timeline, &mut self.intervals, |_, _| {}),
+        }
+    }
+}
+
+/// Drives `records` through the stack of every size, counting read hits per interval;
+/// `on_miss(block, interval)` is told of every access no size held (`interval`: where a read
+/// is counted, `None` for a write or a read before the timeline's start).
+fn stack_run(
+    m: &mut MultiLru,
+    records: &[Record],
+    timeline: Timeline,
+    intervals: &mut [Vec<Interval>],
+    mut on_miss: impl FnMut(u64, Option<usize>),
+) {
+    assert!(timeline.interval_ns > 0, "an interval must be positive");
+    let n = m.sizes().len();
+    m.reserve(
+        records
+            .iter()
+            .map(|r| {
+                let b = block_range(r.offset_bytes, r.length_bytes);
+                (b.end - b.start) as usize
+            })
+            .sum(),
+    );
+    let mut hits = vec![0u64; n];
+    for record in records {
+        let blocks = block_range(record.offset_bytes, record.length_bytes);
+        let count = blocks.end - blocks.start;
+        let counted = (record.op == Op::Read && record.time_ns >= timeline.start_ns)
+            .then(|| ((record.time_ns - timeline.start_ns) / timeline.interval_ns) as usize);
+        hits.iter_mut().for_each(|h| *h = 0);
+        for block in blocks {
+            match m.access(block) {
+                Some(s) => hits[s..].iter_mut().for_each(|h| *h += 1),
+                None => on_miss(block, counted),
+            }
+        }
+        let Some(i) = counted else { continue };
+        for (k, series) in intervals.iter_mut().enumerate() {
+            if series.len() <= i {
+                series.resize(i + 1, Interval::default());
+            }
+            series[i].read_block_accesses += count;
+            series[i].read_block_hits += hits[k];
+        }
+    }
+}
+
+/// A block met for the first time in a cold run.
+#[derive(Clone, Copy)]
+struct Touch {
+    block: u64,
+    /// Distinct blocks the run had met before it.
+    distinct_before: u64,
+    /// The interval the access is counted in; `u32::MAX` when it is not counted.
+    interval: u32,
+}
+
+/// One cold run of LRU at every size (no read-ahead) from which the runs of any number of
+/// pre-loaded caches over the same records follow exactly, without simulating them.
+///
+/// A pre-loaded LRU cache's stack is, at every moment, the blocks accessed since its start in
+/// recency order — the cold run's stack — followed by the pre-loaded blocks not yet accessed,
+/// in their pre-load order, cut at the cache's size. So an access hits the warmed cache exactly
+/// when it hits the cold one, except on a block's first access: that hits when the block was
+/// pre-loaded and its depth — the distinct blocks accessed so far plus the pre-loaded blocks
+/// more recent than it and not yet accessed — is below the cache's size.
+pub struct ColdRun {
+    sizes: Vec<usize>,
+    /// Per size, the cold cache's intervals.
+    pub intervals: Vec<Vec<Interval>>,
+    touches: Vec<Touch>,
+}
+
+impl ColdRun {
+    /// Caches of `sizes` blocks (ascending, positive); `timeline.readahead_bytes` must be 0.
+    pub fn new(sizes: &[usize], records: &[Record], timeline: Timeline) -> ColdRun {
+        assert_eq!(
+            timeline.readahead_bytes, 0,
+            "read-ahead breaks the stack property"
+        );
+        let mut m = MultiLru::new(sizes);
+        let mut intervals = vec![Vec::new(); sizes.len()];
+        let mut seen = FxHashSet::default();
+        let mut touches = Vec::new();
+        stack_run(
+            &mut m,
+            records,
+            timeline,
+            &mut intervals,
+            |block, counted| {
+                let distinct_before = seen.len() as u64;
+                if seen.insert(block) {
+                    touches.push(Touch {
+                        block,
+                        distinct_before,
+                        interval: counted.map_or(u32::MAX, |i| i as u32),
+                    });
+                }
+            },
+        );
+        ColdRun {
+            sizes: sizes.to_vec(),
+            intervals,
+            touches,
+        }
+    }
+
+    /// Per size, the intervals of caches pre-loaded with `preload` (oldest first, as
+    /// [`MultiScheme::preload`]) before the same records.
+    pub fn warmed(&self, preload: &[u64]) -> Vec<Vec<Interval>> {
+        // Each pre-loaded block's place in recency order: its last pre-load.
+        let mut place: FxHashMap<u64, usize> = FxHashMap::default();
+        place.reserve(preload.len());
+        for (p, &b) in preload.iter().enumerate() {
+            place.insert(b, p);
+        }
+        let mut waiting = Fenwick::new(preload.len());
+        for &p in place.values() {
+            waiting.add(p, 1);
+        }
+        let mut left = place.len() as u64;
+        let mut out = self.intervals.clone();
+        for t in &self.touches {
+            let Some(&p) = place.get(&t.block) else {
+                continue;
+            };
+            // Pre-loaded blocks more recent than this one and not yet accessed.
+            let newer = left - waiting.prefix_sum(p + 1);
+            waiting.add(p, -1);
+            left -= 1;
+            if t.interval == u32::MAX {
+                continue;
+            }
+            let depth = t.distinct_before + newer;
+            for (k, &size) in self.sizes.iter().enumerate() {
+                if depth < size as u64 {
+                    out[k][t.interval as usize].read_block_hits += 1;
                 }
             }
         }
+        out
+    }
+}
+
+/// A binary indexed tree of counts.
+struct Fenwick(Vec<i64>);
+
+impl Fenwick {
+    fn new(len: usize) -> Fenwick {
+        Fenwick(vec![0; len])
+    }
+
+    fn add(&mut self, mut i: usize, delta: i64) {
+        while i < self.0.len() {
+            self.0[i] += delta;
+            i |= i + 1;
+        }
+    }
+
+    /// Sum of entries `0..end`.
+    fn prefix_sum(&self, end: usize) -> u64 {
+        let (mut sum, mut i) = (0i64, end);
+        while i > 0 {
+            sum += self.0[i - 1];
+            i &= i - 1;
+        }
+        sum as u64
     }
 }
 
@@ -300,6 +432,43 @@ mod tests {
                 }
                 prop_assert_eq!(multi.len(), each.last().unwrap().len());
             }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Every pre-loaded run derived from the cold run equals the pre-loaded cache
+        /// simulated: at every size, in every interval (pre-loads with repeats, longer than
+        /// the caches, writes, reads before the start).
+        #[test]
+        fn warmed_runs_from_the_cold_run_equal_warmed_runs_simulated(
+            sizes in proptest::collection::btree_set(1usize..30, 1..5),
+            preload in proptest::collection::vec(0u64..60, 0..50),
+            accesses in proptest::collection::vec((0u64..60, 1u64..4, any::<bool>()), 0..300),
+        ) {
+            let sizes: Vec<usize> = sizes.into_iter().collect();
+            let records: Vec<Record> = accesses
+                .iter()
+                .enumerate()
+                .map(|(t, &(block, blocks, read))| Record {
+                    time_ns: t as i64,
+                    volume: cordillera_trace::record::VolumeId(0),
+                    op: if read { Op::Read } else { Op::Write },
+                    offset_bytes: block * BLOCK_BYTES,
+                    length_bytes: blocks * BLOCK_BYTES,
+                    response_ns: None,
+                })
+                .collect();
+            let timeline = Timeline { start_ns: 20, interval_ns: 25, readahead_bytes: 0 };
+            let cold = ColdRun::new(&sizes, &records, timeline);
+            let mut simulated = MultiScheme::new(&sizes, 0);
+            simulated.run(&records, timeline);
+            prop_assert_eq!(&cold.intervals, &simulated.intervals);
+            let mut warmed = MultiScheme::new(&sizes, 0);
+            warmed.preload(&preload);
+            warmed.run(&records, timeline);
+            prop_assert_eq!(cold.warmed(&preload), warmed.intervals);
         }
     }
 

@@ -35,7 +35,7 @@ use cordillera_types::units::{MIB, NS_PER_DAY, NS_PER_HOUR, NS_PER_S};
 use cordillera_types::Op;
 use cordillera_warmup::algorithms::{self, Algorithm, ALGORITHMS};
 use cordillera_warmup::cache::Lru;
-use cordillera_warmup::multi::MultiScheme;
+use cordillera_warmup::multi::{ColdRun, MultiScheme};
 use cordillera_warmup::schemes::{self, Interval, Scheme, Timeline};
 use cordillera_warmup::sim::BLOCK_BYTES;
 use serde::Serialize;

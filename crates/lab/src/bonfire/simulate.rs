@@ -283,23 +283,34 @@ fn simulate_day(
             }
         }
     }
-    // Every cache size in one pass per scheme (LRU's stack property).
+    // Every cache size in one pass (LRU's stack property). Without read-ahead the warmed
+    // caches follow from the cold run (`ColdRun`); with it each is simulated, one at a time
+    // and dropped once its series are taken.
     let (sizes, index) = view.sizes();
-    let cold = {
+    let (cold, warmed): (Vec<Vec<Interval>>, Vec<_>) = if o.readahead_bytes == 0 {
+        let run = ColdRun::new(&sizes, records, timeline);
+        let warmed = preloads
+            .into_iter()
+            .map(|(warmup_pct, region, alg, preload)| {
+                let series = run.warmed(&preload);
+                (warmup_pct, region, alg, preload.len() as u64, series)
+            })
+            .collect();
+        (run.intervals, warmed)
+    } else {
         let mut cold = MultiScheme::new(&sizes, o.readahead_bytes);
         cold.run(records, timeline);
-        cold.intervals
+        let warmed = preloads
+            .into_iter()
+            .map(|(warmup_pct, region, alg, preload)| {
+                let mut s = MultiScheme::new(&sizes, o.readahead_bytes);
+                s.preload(&preload);
+                s.run(records, timeline);
+                (warmup_pct, region, alg, preload.len() as u64, s.intervals)
+            })
+            .collect();
+        (cold.intervals, warmed)
     };
-    // One cache at a time: each is dropped once its series are taken.
-    let warmed: Vec<_> = preloads
-        .into_iter()
-        .map(|(warmup_pct, region, alg, preload)| {
-            let mut s = MultiScheme::new(&sizes, o.readahead_bytes);
-            s.preload(&preload);
-            s.run(records, timeline);
-            (warmup_pct, region, alg, preload.len() as u64, s.intervals)
-        })
-        .collect();
     let mut out = Vec::new();
     for (k, &cache_pct) in view.cache_pcts.iter().enumerate() {
         let at = index[k];
