@@ -57,6 +57,8 @@ enum PartArg {
     Recovery,
     /// §4.3 micro-benchmarks (Figure 13).
     Micro,
+    /// §4.2 OLTP throughput (Figures 9, 11, 12).
+    Oltp,
 }
 
 #[derive(Args)]
@@ -97,12 +99,15 @@ struct EverestArgs {
     /// Parts beyond Figures 5 and 6 (repeat or separate with commas); all when absent.
     #[arg(long, value_enum, value_delimiter = ',')]
     parts: Vec<PartArg>,
-    /// Only Figures 5 and 6 (no sensitivity, NVRAM, recovery or micro-benchmarks).
+    /// Only Figures 5 and 6 (no sensitivity, NVRAM, recovery, micro-benchmarks or OLTP).
     #[arg(long, conflicts_with = "parts")]
     main_only: bool,
-    /// Micro-benchmark run length, seconds (Everest §4.3: 20 s).
+    /// Micro-benchmark and OLTP run length, seconds (Everest §4.3: 20 s).
     #[arg(long, default_value_t = 20)]
     micro_s: u64,
+    /// The OLTP load's fraction of writes (§4.2: 27–32 % at the disk).
+    #[arg(long, default_value_t = 0.3)]
+    oltp_writes: f64,
     /// Print the report as JSON on standard output.
     #[arg(long)]
     json: bool,
@@ -139,6 +144,9 @@ pub fn run(args: LabArgs) -> Result<()> {
 }
 
 fn run_everest(a: EverestArgs) -> Result<()> {
+    if !(0.0..1.0).contains(&a.oltp_writes) {
+        bail!("--oltp-writes must be at least 0 and below 1");
+    }
     if a.sample_s == Some(0.0) || a.micro_s == 0 || a.episodes == 0 {
         bail!("--sample-s, --micro-s and --episodes must be positive");
     }
@@ -177,6 +185,7 @@ fn run_everest(a: EverestArgs) -> Result<()> {
             nvram: a.parts.contains(&PartArg::Nvram),
             recovery: a.parts.contains(&PartArg::Recovery),
             micro: a.parts.contains(&PartArg::Micro),
+            oltp: a.parts.contains(&PartArg::Oltp),
         }
     };
     let base = Options {
@@ -186,6 +195,7 @@ fn run_everest(a: EverestArgs) -> Result<()> {
         n_reclaim: a.n_reclaim,
         sample_ns,
         micro_s: a.micro_s,
+        oltp_write_fraction: a.oltp_writes,
         parts,
         seed: a.seed,
         ..Options::default()
@@ -214,6 +224,7 @@ fn run_everest(a: EverestArgs) -> Result<()> {
         + if parts.sensitivity { 14 } else { 0 }
         + parts.recovery as usize
         + if parts.micro { 18 } else { 0 }
+        + if parts.oltp { 15 } else { 0 }
         + 2;
     progress.expect(per_seed * seeds.len());
     let run_one = |seed: u64| -> Result<everest::Report> {

@@ -100,6 +100,8 @@ fn lab_everest_refuses_bad_flags() {
             "60",
         ],
         &["lab", "everest", "--trace", "/nonexistent/trace.csv"],
+        &["lab", "everest", "--parts", "oltp", "--oltp-writes", "1"],
+        &["lab", "everest", "--trace", "-"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
             .args(args)
@@ -109,6 +111,64 @@ fn lab_everest_refuses_bad_flags() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("cordillera: error:"), "{args:?}: {err}");
     }
+}
+
+/// §4.2's OLTP experiment (Figures 9, 11, 12) on a short run: every bar, its CSV, and the
+/// shapes that follow from the disk model — a 2-disk RAID-0 about doubles the baseline;
+/// off-loading the writes gains, and never beyond 1 / (1 − write fraction) while every read
+/// stays on the client's disk; with more writes it gains more.
+#[test]
+fn lab_everest_oltp_figures_9_11_12() {
+    let run = |writes: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+            .args([
+                "lab",
+                "everest",
+                "--parts",
+                "oltp",
+                "--micro-s",
+                "1",
+                "--quiet",
+            ])
+            .args(["--oltp-writes", writes, "--json", "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let csv = std::fs::read_to_string(dir.path().join("fig9_11_12_oltp.csv")).unwrap();
+        (json["oltp"].clone(), csv)
+    };
+    let ratio = |o: &serde_json::Value, figure: &str, i: usize| {
+        o[figure][i]["over_baseline"].as_f64().unwrap()
+    };
+    let (o, csv) = run("0.3");
+    assert_eq!(o["figure9"].as_array().unwrap().len(), 5);
+    assert_eq!(o["figure11_stores"].as_array().unwrap().len(), 3);
+    assert_eq!(o["figure11_clients"].as_array().unwrap().len(), 3);
+    assert_eq!(o["figure12"].as_array().unwrap().len(), 4);
+    assert_eq!(csv.lines().count(), 1 + 15, "{csv}");
+    assert!(o["baseline_iops"].as_f64().unwrap() > 0.0);
+    let ceiling = o["read_bound_ceiling"].as_f64().unwrap();
+    assert!((ceiling - 1.0 / 0.7).abs() < 1e-9);
+    let raid0 = ratio(&o, "figure9", 3);
+    assert!((1.6..2.6).contains(&raid0), "2-disk RAID-0: {raid0}×");
+    let offload = ratio(&o, "figure9", 1);
+    assert!(
+        offload > 1.15 && offload <= ceiling * 1.05,
+        "off-load: {offload}× (ceiling {ceiling})"
+    );
+    let (o, _) = run("0.7");
+    let more = ratio(&o, "figure9", 1);
+    assert!(
+        more > offload * 1.5,
+        "70 % writes: {more}× against {offload}× at 30 %"
+    );
 }
 
 /// `lab bonfire` on three days of gen:reaccess with a small grid and a small Zipf workload:

@@ -32,6 +32,8 @@ pub struct Parts {
     pub nvram: bool,
     pub recovery: bool,
     pub micro: bool,
+    /// §4.2's OLTP throughput (Figures 9, 11, 12).
+    pub oltp: bool,
 }
 
 impl Parts {
@@ -41,6 +43,7 @@ impl Parts {
             nvram: true,
             recovery: true,
             micro: true,
+            oltp: true,
         }
     }
 }
@@ -61,6 +64,10 @@ pub struct Options {
     /// Micro-benchmark run length (§4.3: 20 s) and queue depth.
     pub micro_s: u64,
     pub micro_depth: usize,
+    /// Requests the OLTP load keeps in flight (saturation).
+    pub oltp_depth: usize,
+    /// The OLTP load's fraction of writes (the paper's disk load: 27–32 %).
+    pub oltp_write_fraction: f64,
     pub parts: Parts,
     /// Off-loaded data is sampled this often (Figure 6); 0: the longest episode over 200, in
     /// steps of 100 ms from 100 ms to 10 s (a 30-minute episode: 9 s; a 27 s trace: 100 ms).
@@ -82,6 +89,8 @@ impl Default for Options {
             nvram_write_fraction: 0.5,
             micro_s: 20,
             micro_depth: 32,
+            oltp_depth: 64,
+            oltp_write_fraction: 0.3,
             parts: Parts::all(),
             sample_ns: 0,
             seed: 1,
@@ -240,6 +249,7 @@ pub struct Report {
     /// Client core time per off-loaded write over every peak off-load run, µs.
     pub client_us_per_offloaded_write: Option<f64>,
     pub micro: Option<Micro>,
+    pub oltp: Option<oltp::Oltp>,
 }
 
 /// A replayable episode: the three volumes' requests from the episode start.
@@ -297,6 +307,7 @@ pub fn run(
         notices: Vec::new(),
         client_us_per_offloaded_write: None,
         micro: None,
+        oltp: None,
     };
     if replays.len() < options.peaks.top {
         report.notices.push(format!(
@@ -408,6 +419,9 @@ pub fn run(
     }
     if options.parts.micro {
         report.micro = Some(micro(options, progress));
+    }
+    if options.parts.oltp {
+        report.oltp = Some(oltp::oltp(options, progress));
     }
     Ok(report)
 }
@@ -624,3 +638,5 @@ mod parts;
 
 pub use headlines::headlines;
 use parts::{micro, recovery, sensitivity};
+
+pub mod oltp;

@@ -570,6 +570,7 @@ pub fn run(setup: &Setup) -> Outcome {
             let client = spec.client.then(|| {
                 let config = Config {
                     policy: s.policy,
+                    n_way: s.n_way,
                     t_base: s.t_base,
                     t_store: s.t_store,
                     n_reclaim: s.n_reclaim,

@@ -50,6 +50,8 @@ pub struct Setup {
     /// The store's partition, as a fraction of the volume (at its end).
     pub store_fraction: f64,
     pub policy: Policy,
+    /// Copies of each off-loaded write (on stores of different volumes).
+    pub n_way: usize,
     pub t_base: u64,
     pub t_store: u64,
     pub n_reclaim: usize,
@@ -82,6 +84,7 @@ impl Setup {
             nvram: None,
             store_fraction: 0.029,
             policy: Policy::Peak,
+            n_way: 1,
             t_base: 32,
             t_store: 32,
             n_reclaim: 256,
