@@ -89,9 +89,13 @@ struct SchemesArgs {
     /// place (metadata-only) and from a snapshot (metadata+data), 32 reads outstanding.
     #[arg(long)]
     preload_device: Option<String>,
-    /// Seed of Random-K.
+    /// Seed of Random-K, and of a generated workload (`gen:…` without its own `seed=`).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Runs seeds --seed … --seed + K − 1 and prints each figure's mean, minimum – maximum and
+    /// standard deviation over them.
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
     #[arg(long)]
     json: bool,
 }
@@ -273,11 +277,28 @@ fn on_axis(axis: Axis, index: usize, r: &Record) -> Record {
 /// (3) the three schemes.
 fn schemes(a: SchemesArgs) -> Result<()> {
     refuse_stdin(&a.input, "warmup schemes")?;
+    if a.seeds == 0 {
+        bail!("--seeds must be at least 1");
+    }
+    if a.seeds > 1 {
+        return schemes_over_seeds(&a);
+    }
+    let report = schemes_report(&a, &a.input, a.seed)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    print_schemes(&a, &report);
+    Ok(())
+}
+
+/// One run of the three schemes on `input`, Random-K drawing from `seed`.
+fn schemes_report(a: &SchemesArgs, input: &InputArgs, seed: u64) -> Result<SchemesReport> {
     let (mut n, mut first, mut last) = (0usize, i64::MAX, i64::MIN);
     let mut first_time = None;
     let mut one_time = true;
     let mut seen = rustc_hash::FxHashSet::default();
-    for_each_record(&a.input, |_, r| {
+    for_each_record(input, |_, r| {
         let r = on_axis(a.axis, n, r);
         n += 1;
         (first, last) = (first.min(r.time_ns), last.max(r.time_ns));
@@ -350,7 +371,7 @@ fn schemes(a: SchemesArgs) -> Result<()> {
     }
     let mut history = Vec::new();
     let mut index = 0;
-    for_each_record(&a.input, |_, r| {
+    for_each_record(input, |_, r| {
         let r = on_axis(a.axis, index, r);
         index += 1;
         if r.time_ns >= history_from && r.time_ns < start_ns {
@@ -362,7 +383,7 @@ fn schemes(a: SchemesArgs) -> Result<()> {
         a.algorithm,
         region_bytes,
         warmup_blocks * BLOCK_BYTES,
-        a.seed,
+        seed,
     );
     let timeline = Timeline {
         start_ns,
@@ -371,7 +392,7 @@ fn schemes(a: SchemesArgs) -> Result<()> {
     };
     drop(history);
     let capacity = cache_blocks as usize;
-    let (input, axis) = (&a.input, a.axis);
+    let axis = a.axis;
     let series = match a.policy {
         Policy::Lru => three(input, axis, timeline, &preload, || Lru::new(capacity))?,
         Policy::Fifo => three(input, axis, timeline, &preload, || Fifo::new(capacity))?,
@@ -451,10 +472,14 @@ fn schemes(a: SchemesArgs) -> Result<()> {
             })
             .collect(),
     };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
-    }
+    Ok(report)
+}
+
+/// The report as text.
+fn print_schemes(a: &SchemesArgs, report: &SchemesReport) {
+    let interval = report.interval;
+    let cold_converge = report.schemes[1].converge;
+    let warmed_converge = report.schemes[2].converge;
     let unit_name = if a.axis == Axis::Time {
         "s"
     } else {
@@ -463,14 +488,14 @@ fn schemes(a: SchemesArgs) -> Result<()> {
     println!(
         "{} requests; working set {} blocks; {} cache of {} blocks; {} warmed {} blocks ({} B regions) from the history before T = {:.0} {unit_name}; pre-load {:.1} s at {} MB/s",
         report.requests,
-        wss,
+        report.working_set_blocks,
         report.policy,
-        cache_blocks,
+        report.cache_blocks,
         report.algorithm,
         report.warmup_blocks,
-        region_bytes,
+        report.region_bytes,
         report.start,
-        preload_s,
+        report.preload_s,
         a.preload_mb_per_s
     );
     println!(
@@ -511,12 +536,16 @@ fn schemes(a: SchemesArgs) -> Result<()> {
             _ => "- (cold converges at once)".to_owned(),
         }
     );
-    if let (Some(name), Some(m), Some(s)) = (&report.preload_device, metadata_only_s, snapshot_s) {
+    if let (Some(name), Some(m), Some(s)) = (
+        &report.preload_device,
+        report.preload_metadata_only_s,
+        report.preload_snapshot_s,
+    ) {
         println!("pre-load on {name}: in place (metadata-only) {m:.2} s, from a snapshot (metadata+data) {s:.2} s");
     }
     println!(
         "server load reduction over {}: always-warm {}, cold {}, warmed {}",
-        if cold_t.is_some() {
+        if report.schemes[1].converge_intervals.is_some() {
             "cold's T_converge"
         } else {
             "the whole run (cold never converged)"
@@ -525,5 +554,147 @@ fn schemes(a: SchemesArgs) -> Result<()> {
         pct(report.schemes[1].server_load_reduction),
         pct(report.schemes[2].server_load_reduction)
     );
+}
+
+/// `--seeds K`: the run over K seeds (each its own generated workload, when the trace is one
+/// without a seed of its own, and its own Random-K), on the machine's cores; the spread of
+/// T_converge, the improvement and the load reductions.
+fn schemes_over_seeds(a: &SchemesArgs) -> Result<()> {
+    use cordillera_lab::spread::{spread, Figure};
+    let spec = a.input.file.to_string_lossy().into_owned();
+    let workload_seeded = spec.starts_with("gen:") && !spec.contains("seed=");
+    let seeds: Vec<u64> = (a.seed..a.seed + a.seeds).collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(seeds.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: std::sync::Mutex<Vec<(u64, Result<SchemesReport>)>> = Default::default();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&seed) = seeds.get(k) else { break };
+                let mut input = a.input.clone();
+                if workload_seeded {
+                    let sep = if spec.matches(':').count() >= 2 {
+                        ","
+                    } else {
+                        ":"
+                    };
+                    input.file = format!("{spec}{sep}seed={seed}").into();
+                }
+                eprintln!("warmup schemes: seed {seed}");
+                let report = schemes_report(a, &input, seed);
+                results.lock().expect("no panics").push((seed, report));
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("no panics");
+    results.sort_by_key(|(seed, _)| *seed);
+    let mut runs = Vec::new();
+    let mut figures = Vec::new();
+    for (seed, report) in results {
+        let report = report.map_err(|e| e.context(format!("seed {seed}")))?;
+        let mut f = Vec::new();
+        let unit = if a.axis == Axis::Time {
+            "s"
+        } else {
+            "requests"
+        };
+        if let Some(c) = report.schemes[1].converge {
+            f.push(Figure::new(
+                "cold_converge",
+                "T_converge, cold",
+                unit,
+                c,
+                "",
+            ));
+        }
+        if let Some(w) = report.schemes[2].converge {
+            f.push(Figure::new(
+                "warmed_converge",
+                "T_converge, warmed",
+                unit,
+                w,
+                "",
+            ));
+        }
+        if let Some(p) = report.converge_improvement_percent {
+            f.push(Figure::new(
+                "converge_improvement_pct",
+                "improvement in T_converge (Table 3's measure)",
+                "%",
+                p,
+                "",
+            ));
+        }
+        for (k, name) in ["always-warm", "cold", "warmed"].iter().enumerate() {
+            if let Some(r) = report.schemes[k].server_load_reduction {
+                f.push(Figure::new(
+                    format!("load_reduction/{name}"),
+                    format!("server load reduction, {name}"),
+                    "%",
+                    r * 100.0,
+                    "",
+                ));
+            }
+        }
+        figures.push((seed, f));
+        runs.push(report);
+    }
+    let rows = spread(&figures);
+    let never: Vec<u64> = runs
+        .iter()
+        .zip(&seeds)
+        .filter(|(r, _)| r.schemes[2].converge.is_none() || r.schemes[1].converge.is_none())
+        .map(|(_, s)| *s)
+        .collect();
+    if a.json {
+        #[derive(Serialize)]
+        struct OverSeeds<'a> {
+            seeds: &'a [u64],
+            workload_seeded: bool,
+            /// Seeds where cold or warmed never converged (left out of T_converge's spread).
+            never_converged: &'a [u64],
+            spread: &'a [cordillera_lab::spread::Spread],
+            runs: &'a [SchemesReport],
+        }
+        let out = OverSeeds {
+            seeds: &seeds,
+            workload_seeded,
+            never_converged: &never,
+            spread: &rows,
+            runs: &runs,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!(
+        "warmup schemes over seeds {}–{} ({}): mean, min – max, standard deviation",
+        seeds[0],
+        seeds[seeds.len() - 1],
+        if workload_seeded {
+            "each its own generated workload and Random-K"
+        } else {
+            "the same trace; only Random-K's choices change"
+        }
+    );
+    for r in &rows {
+        println!(
+            "  {:<48} {:>10.2} {}  ({:.2} – {:.2}, sd {:.2}; {} seeds)",
+            r.label,
+            r.mean,
+            r.unit,
+            r.min,
+            r.max,
+            r.std_dev,
+            r.values.len()
+        );
+    }
+    if !never.is_empty() {
+        println!(
+            "  a scheme never converged with seed(s) {never:?}: left out of T_converge's spread"
+        );
+    }
     Ok(())
 }

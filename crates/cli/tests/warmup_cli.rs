@@ -296,3 +296,49 @@ fn schemes_streamed_equal_the_schemes_over_the_trace_in_memory() {
         "{err}"
     );
 }
+
+/// `--seeds K` runs K seeds — each its own generated workload and Random-K — and reports each
+/// figure's spread; `--seeds 0` is refused.
+#[test]
+fn schemes_over_seeds_report_the_spread() {
+    let out = Command::new(BIN)
+        .args([
+            "warmup",
+            "schemes",
+            "gen:reaccess:days=2,volumes=2,rate=0.05",
+        ])
+        .args(["--algorithm", "random-k", "--seeds", "3", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["seeds"], serde_json::json!([1, 2, 3]));
+    assert_eq!(json["workload_seeded"], true);
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    let sets: std::collections::BTreeSet<String> = runs
+        .iter()
+        .map(|r| r["working_set_blocks"].to_string())
+        .collect();
+    assert!(sets.len() > 1, "the seeds drew the same workload: {sets:?}");
+    let warmed = json["spread"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "load_reduction/warmed")
+        .expect("the warmed cache's load reduction");
+    assert_eq!(warmed["values"].as_array().unwrap().len(), 3);
+    assert!(warmed["min"].as_f64() <= warmed["mean"].as_f64());
+    assert!(warmed["mean"].as_f64() <= warmed["max"].as_f64());
+
+    let out = Command::new(BIN)
+        .args(["warmup", "schemes", SPEC, "--seeds", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--seeds must be at least 1"));
+}
