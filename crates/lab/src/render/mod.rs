@@ -10,6 +10,7 @@ pub mod bonfire;
 pub mod everest;
 pub mod plots;
 pub mod sierra;
+mod sierra_csv;
 pub mod striping;
 
 use std::path::Path;
