@@ -373,17 +373,8 @@ fn opener(a: &EverestArgs, seed: u64) -> Result<(String, Box<Opener>)> {
     Ok(match &a.trace {
         Some(path) => {
             let spec = path.to_string_lossy();
-            let path = if spec.starts_with("gen:") && !spec.contains("seed=") {
-                // gen:NAME or gen:NAME:key=value,…
-                let sep = if spec.matches(':').count() >= 2 {
-                    ","
-                } else {
-                    ":"
-                };
-                PathBuf::from(format!("{spec}{sep}seed={seed}"))
-            } else {
-                path.clone()
-            };
+            let path = crate::trace_cmd::seeded_spec(&spec, seed)
+                .map_or_else(|| path.clone(), PathBuf::from);
             let input = trace_input(&path, a.format, a.time_unit, a.skip_invalid);
             crate::trace_cmd::refuse_stdin(&input, "lab everest")?;
             (

@@ -119,6 +119,20 @@ pub fn try_for_each_record(
 }
 
 /// Opens a trace file, or a generated workload when the name is `gen:NAME[:key=value,…]`.
+/// A generated workload's spec (`gen:NAME` or `gen:NAME:key=value,…`) drawing from `seed`,
+/// unless it names a seed of its own or is not a generated workload (`None`).
+pub fn seeded_spec(spec: &str, seed: u64) -> Option<String> {
+    if !spec.starts_with("gen:") || spec.contains("seed=") {
+        return None;
+    }
+    let sep = if spec.matches(':').count() >= 2 {
+        ","
+    } else {
+        ":"
+    };
+    Some(format!("{spec}{sep}seed={seed}"))
+}
+
 /// For commands that read their trace more than once: standard input can be read only once.
 pub fn refuse_stdin(input: &InputArgs, command: &str) -> Result<()> {
     if input.file == Path::new("-") {

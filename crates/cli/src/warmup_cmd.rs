@@ -562,7 +562,7 @@ fn print_schemes(a: &SchemesArgs, report: &SchemesReport) {
 fn schemes_over_seeds(a: &SchemesArgs) -> Result<()> {
     use cordillera_lab::spread::{spread, Figure};
     let spec = a.input.file.to_string_lossy().into_owned();
-    let workload_seeded = spec.starts_with("gen:") && !spec.contains("seed=");
+    let workload_seeded = crate::trace_cmd::seeded_spec(&spec, 0).is_some();
     let seeds: Vec<u64> = (a.seed..a.seed + a.seeds).collect();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -575,13 +575,8 @@ fn schemes_over_seeds(a: &SchemesArgs) -> Result<()> {
                 let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(&seed) = seeds.get(k) else { break };
                 let mut input = a.input.clone();
-                if workload_seeded {
-                    let sep = if spec.matches(':').count() >= 2 {
-                        ","
-                    } else {
-                        ":"
-                    };
-                    input.file = format!("{spec}{sep}seed={seed}").into();
+                if let Some(seeded) = crate::trace_cmd::seeded_spec(&spec, seed) {
+                    input.file = seeded.into();
                 }
                 eprintln!("warmup schemes: seed {seed}");
                 let report = schemes_report(a, &input, seed);

@@ -90,12 +90,12 @@ impl<V: Default> ReuseDistance<V> {
 }
 
 /// A binary indexed tree of counts.
-struct Fenwick {
+pub struct Fenwick {
     sums: Vec<u32>,
 }
 
 impl Fenwick {
-    fn new(len: usize) -> Fenwick {
+    pub fn new(len: usize) -> Fenwick {
         Fenwick { sums: vec![0; len] }
     }
 
@@ -119,7 +119,7 @@ impl Fenwick {
         self.sums.len()
     }
 
-    fn add(&mut self, mut i: usize, delta: i32) {
+    pub fn add(&mut self, mut i: usize, delta: i32) {
         while i < self.sums.len() {
             self.sums[i] = self.sums[i].wrapping_add_signed(delta);
             i |= i + 1;
@@ -127,7 +127,7 @@ impl Fenwick {
     }
 
     /// Sum of entries `0..end`.
-    fn prefix_sum(&self, end: usize) -> u64 {
+    pub fn prefix_sum(&self, end: usize) -> u64 {
         let mut sum = 0u64;
         let mut i = end;
         while i > 0 {

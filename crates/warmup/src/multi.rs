@@ -10,6 +10,7 @@
 //! [`Lru`] per size when it is asked for.
 
 use cordillera_trace::record::Record;
+use cordillera_trace::reuse::Fenwick;
 use cordillera_types::Op;
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -375,32 +376,6 @@ impl ColdRun {
             }
         }
         out
-    }
-}
-
-/// A binary indexed tree of counts.
-struct Fenwick(Vec<i64>);
-
-impl Fenwick {
-    fn new(len: usize) -> Fenwick {
-        Fenwick(vec![0; len])
-    }
-
-    fn add(&mut self, mut i: usize, delta: i64) {
-        while i < self.0.len() {
-            self.0[i] += delta;
-            i |= i + 1;
-        }
-    }
-
-    /// Sum of entries `0..end`.
-    fn prefix_sum(&self, end: usize) -> u64 {
-        let (mut sum, mut i) = (0i64, end);
-        while i > 0 {
-            sum += self.0[i - 1];
-            i &= i - 1;
-        }
-        sum as u64
     }
 }
 
