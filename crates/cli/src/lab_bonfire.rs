@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
+use cordillera_lab::bonfire::latency::LatencyOptions;
+use cordillera_lab::bonfire::replay::ReplayOptions;
 use cordillera_lab::bonfire::{self, Options, Setting, ZipfOptions};
 use cordillera_lab::bonfire_overheads::OverheadOptions;
 use cordillera_sim::presets::parse_size;
@@ -12,7 +14,7 @@ use cordillera_sim::workload::{Generated, Reaccess};
 use cordillera_types::units::NS_PER_S;
 
 use cordillera_lab::render::bonfire::{
-    days_text, overheads_text, write_outputs, zipf_text, FullReport,
+    days_text, overheads_text, replay_text, write_outputs, zipf_text, FullReport,
 };
 
 use cordillera_lab::spread;
@@ -24,8 +26,11 @@ use crate::trace_cmd::open_input;
 enum PartArg {
     /// Days warmed from the day before: Table 3, Figures 6–8 and the daily-reaccess shift.
     Days,
-    /// §6.1: the Zipf workload of Figure 10.
+    /// §6.1: the Zipf workload of Figures 10 (hit rate) and 11 (read latency).
     Zipf,
+    /// §6.2: the trace replayed to the new-cache day (`--replay-day`), hit rate and read
+    /// latency of always-warm, cold and Bonfire per volume (Figures 12–15).
+    Replay,
 }
 
 #[derive(Args)]
@@ -51,7 +56,7 @@ pub struct BonfireArgs {
     /// on short traces (each period warmed from the one before).
     #[arg(long, default_value_t = 86_400)]
     day_s: u64,
-    /// Parts to run (repeat or separate with commas); both when absent.
+    /// Parts to run (repeat or separate with commas); all three when absent.
     #[arg(long, value_enum, value_delimiter = ',')]
     parts: Vec<PartArg>,
     /// Days start at this hour of the trace's clock; by default at the first request (the
@@ -100,9 +105,24 @@ pub struct BonfireArgs {
     /// Table 4: the data staging buffer (metadata+data).
     #[arg(long, default_value = "128m")]
     data_buffer: String,
-    /// Table 4: disk model of the data and logging disks (the paper's: 7,200 rpm SATA).
+    /// Disk model of the data and logging disks (Table 4's pre-load times, the read latencies
+    /// of Figures 11, 13 and 15; the paper's: 7,200 rpm SATA).
     #[arg(long, default_value = "sata-7200")]
     disk: String,
+    /// Figures 11, 13, 15: the time of a read served by the cache (DRAM), µs.
+    #[arg(long, default_value_t = 20.0)]
+    hit_us: f64,
+    /// Replay (Figures 12–15): the new caches start at the start of this day, from 2 (the
+    /// paper's: 6); a volume with fewer days has them at the start of its last day.
+    #[arg(long, default_value_t = 6)]
+    replay_day: usize,
+    /// Replay: cache size, % of each volume's working set (the paper's 256 GB cache against
+    /// proj1's 642 GB working set is 40 %).
+    #[arg(long, default_value_t = 50.0)]
+    replay_cache_pct: f64,
+    /// Replay: warm-up size, % of each volume's working set.
+    #[arg(long, default_value_t = 25.0)]
+    replay_warmup_pct: f64,
     /// Table 4: the Zipf foreground speed, MB/s (the paper assumes 1 Gbps).
     #[arg(long, default_value_t = 125.0)]
     zipf_foreground_mb_per_s: f64,
@@ -140,7 +160,7 @@ fn middle_of<T: Copy + PartialEq + PartialOrd>(grid: &[T], preferred: T) -> T {
 
 pub fn run(a: BonfireArgs) -> Result<()> {
     let parts = if a.parts.is_empty() {
-        vec![PartArg::Days, PartArg::Zipf]
+        vec![PartArg::Days, PartArg::Zipf, PartArg::Replay]
     } else {
         a.parts.clone()
     };
@@ -170,6 +190,17 @@ pub fn run(a: BonfireArgs) -> Result<()> {
         bail!("--metadata-buffer and --data-buffer must be positive");
     }
     cordillera_sim::presets::build(&a.disk, None).map_err(|e| anyhow::anyhow!("--disk: {e}"))?;
+    if !(a.hit_us.is_finite() && (0.0..=1e6).contains(&a.hit_us)) {
+        bail!("--hit-us must be 0 to 1000000");
+    }
+    ReplayOptions {
+        new_cache_day: a.replay_day,
+        cache_pct: a.replay_cache_pct,
+        warmup_pct: a.replay_warmup_pct,
+        ..ReplayOptions::default()
+    }
+    .validate()
+    .map_err(anyhow::Error::msg)?;
     if a.day_s == 0 || a.interval_s == 0 {
         bail!("--day-s and --interval-s must be positive");
     }
@@ -272,6 +303,9 @@ pub fn run(a: BonfireArgs) -> Result<()> {
         if let Some(z) = &full.zipf {
             print!("{}", zipf_text(z));
         }
+        if let Some(x) = &full.replay {
+            print!("{}", replay_text(x));
+        }
         print!("{}", overheads_text(&full));
         if let Some(dir) = &a.out {
             println!(
@@ -295,8 +329,9 @@ fn run_once(
     let mut full = FullReport {
         days: None,
         zipf: None,
+        replay: None,
     };
-    if parts.contains(&PartArg::Days) {
+    if parts.contains(&PartArg::Days) || parts.contains(&PartArg::Replay) {
         type Open = Box<dyn FnMut() -> Result<Box<dyn cordillera_trace::RecordReader>, String>>;
         let (source, inner): (String, Open) = match &a.trace {
             Some(path) => {
@@ -335,9 +370,28 @@ fn run_once(
             }
             Ok(Box::new(OnlyVolumes::new(reader, &wanted)))
         };
-        let report =
-            bonfire::run_stream(&source, &mut open, o, progress).map_err(anyhow::Error::msg)?;
-        full.days = Some(report);
+        if parts.contains(&PartArg::Days) {
+            let report =
+                bonfire::run_stream(&source, &mut open, o, progress).map_err(anyhow::Error::msg)?;
+            full.days = Some(report);
+        }
+        if parts.contains(&PartArg::Replay) {
+            let r = ReplayOptions {
+                new_cache_day: a.replay_day,
+                day_ns: o.day_ns,
+                day_start_hour: o.day_start_hour,
+                cache_pct: a.replay_cache_pct,
+                warmup_pct: a.replay_warmup_pct,
+                th_v: o.middle.th_v,
+                th_n: o.middle.th_n,
+                latency: latency(a),
+                ..ReplayOptions::default()
+            };
+            full.replay = Some(
+                bonfire::replay::replay_stream(&source, &mut open, &r, progress)
+                    .map_err(anyhow::Error::msg)?,
+            );
+        }
     }
     if parts.contains(&PartArg::Zipf) {
         let z = ZipfOptions {
@@ -350,12 +404,21 @@ fn run_once(
             cache_pct: a.zipf_cache_pct,
             foreground_bytes_per_s: a.zipf_foreground_mb_per_s * 1e6,
             overhead,
+            latency: latency(a),
             ..ZipfOptions::default()
         };
         progress(&format!("Zipf workload: {} reads", a.zipf_count));
         full.zipf = Some(bonfire::zipf(&z).map_err(anyhow::Error::msg)?);
     }
     Ok(full)
+}
+
+/// How the labs time reads (Figures 11, 13, 15).
+fn latency(a: &BonfireArgs) -> LatencyOptions {
+    LatencyOptions {
+        device: a.disk.clone(),
+        hit_ns: (a.hit_us * 1e3).round() as u64,
+    }
 }
 
 /// A reader that passes only the named volumes' records; a name the trace lacks is an error

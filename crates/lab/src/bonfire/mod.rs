@@ -19,7 +19,9 @@
 //! - **Figure 10** ([`zipf`]): 5 M 4 KiB Zipf reads, caches created half-way, hit rate over I/Os.
 
 mod classes;
+pub mod latency;
 pub mod preload;
+pub mod replay;
 mod report;
 mod simulate;
 mod zipf;
@@ -34,10 +36,10 @@ use cordillera_trace::RecordReader;
 use cordillera_types::units::{MIB, NS_PER_DAY, NS_PER_HOUR, NS_PER_S};
 use cordillera_types::Op;
 use cordillera_warmup::algorithms::{self, Algorithm, ALGORITHMS};
-use cordillera_warmup::cache::Lru;
+use cordillera_warmup::cache::{Cache, Lru};
 use cordillera_warmup::multi::{ColdRun, MultiScheme};
-use cordillera_warmup::schemes::{self, Interval, Scheme, Timeline};
-use cordillera_warmup::sim::BLOCK_BYTES;
+use cordillera_warmup::schemes::{self, Interval, Timeline};
+use cordillera_warmup::sim::{block_range, BLOCK_BYTES};
 use serde::Serialize;
 use std::sync::Arc;
 

@@ -1,5 +1,6 @@
 //! The Zipf experiment: warm-up on generated workloads of controlled skew.
 
+use super::latency::{self, Timed, TimedInterval};
 use super::*;
 
 /// §6.1 and Figure 10.
@@ -17,6 +18,8 @@ pub struct ZipfOptions {
     /// intense 1 Gbps), in bytes per second.
     pub foreground_bytes_per_s: f64,
     pub overhead: OverheadOptions,
+    /// Figure 11: how reads are timed.
+    pub latency: latency::LatencyOptions,
 }
 
 impl Default for ZipfOptions {
@@ -30,6 +33,7 @@ impl Default for ZipfOptions {
             th_n: 0.03,
             foreground_bytes_per_s: 125e6,
             overhead: OverheadOptions::default(),
+            latency: latency::LatencyOptions::default(),
         }
     }
 }
@@ -48,6 +52,10 @@ pub struct ZipfSeries {
     pub final_hit_rate: Option<f64>,
     /// Over the second half.
     pub hit_rate: Option<f64>,
+    /// Figure 11: mean read latency per interval from the half-way mark, ms.
+    pub read_latency_ms: Vec<Option<f64>>,
+    /// Mean read latency over the second half, ms.
+    pub mean_read_latency_ms: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -61,6 +69,9 @@ pub struct ZipfReport {
     pub interval_ios: u64,
     pub th_v: f64,
     pub th_n: f64,
+    /// Figure 11: the data disk's model and the time of a cache hit.
+    pub disk: String,
+    pub hit_us: f64,
     pub series: Vec<ZipfSeries>,
     /// Table 4: monitoring the first half, pre-loading the largest warm-up.
     pub overhead: Overhead,
@@ -97,25 +108,43 @@ pub fn zipf(o: &ZipfOptions) -> Result<ZipfReport, String> {
         readahead_bytes: 0,
     };
     let (first_half, second_half) = records.split_at(start as usize);
-    let mut always = Scheme::new(Lru::new(capacity));
-    always.run(&records, timeline);
-    let mut runs: Vec<(String, Option<f64>, u64, Vec<Interval>)> = Vec::new();
-    let mut cold = Scheme::new(Lru::new(capacity));
-    cold.run(second_half, timeline);
-    runs.push(("cold".into(), None, 0, cold.intervals));
+    // The schemes are independent: each runs on its own thread (the disk model makes them
+    // costly), always-warm over the whole trace, the others from the half-way mark.
+    type Run = (String, Option<f64>, u64, Vec<TimedInterval>);
+    let mut jobs: Vec<(String, Option<f64>, Option<Vec<u64>>)> = vec![
+        ("always-warm".into(), None, None),
+        ("cold".into(), None, Some(Vec::new())),
+    ];
     for &p in &o.warmup_pcts {
         let bytes = ((wss as f64 * p / 100.0).round() as u64) * BLOCK_BYTES;
         let preload = algorithms::select(first_half, Algorithm::LastK, BLOCK_BYTES, bytes, 0);
-        let mut s = Scheme::new(Lru::new(capacity));
-        s.preload(preload.iter().copied());
-        s.run(second_half, timeline);
-        runs.push((
-            format!("bonfire {p} %"),
-            Some(p),
-            preload.len() as u64,
-            s.intervals,
-        ));
+        jobs.push((format!("bonfire {p} %"), Some(p), Some(preload)));
     }
+    let runs: Vec<Run> = std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs
+            .into_iter()
+            .map(|(name, p, preload)| {
+                let records = &records;
+                scope.spawn(move || -> Result<Run, String> {
+                    let mut s = Timed::new(Lru::new(capacity), &o.latency)?;
+                    let blocks = preload.as_ref().map_or(0, |p| p.len() as u64);
+                    match preload {
+                        None => s.run(records.iter(), timeline)?,
+                        Some(preload) => {
+                            s.preload(preload);
+                            s.run(second_half.iter(), timeline)?;
+                        }
+                    }
+                    Ok((name, p, blocks, s.intervals))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a Zipf scheme panicked"))
+            .collect::<Result<Vec<Run>, String>>()
+    })?;
+    let always: Vec<Interval> = runs[0].3.iter().map(|t| t.blocks).collect();
     let largest = o.warmup_pcts.iter().copied().fold(0.0, f64::max);
     let warmup = algorithms::select(
         first_half,
@@ -135,30 +164,14 @@ pub fn zipf(o: &ZipfOptions) -> Result<ZipfReport, String> {
         &warmup,
         &o.overhead,
     )?;
-    let len = always.intervals.len();
-    let mut series = vec![summarize(
-        "always-warm".into(),
-        None,
-        0,
-        always.intervals.clone(),
-        &always.intervals,
-        o,
-        start,
-        interval,
-    )];
-    for (name, p, blocks, mut s) in runs {
-        s.resize(len, Interval::default());
-        series.push(summarize(
-            name,
-            p,
-            blocks,
-            s,
-            &always.intervals,
-            o,
-            start,
-            interval,
-        ));
-    }
+    let len = always.len();
+    let series = runs
+        .into_iter()
+        .map(|(name, p, blocks, mut timed)| {
+            timed.resize(len, TimedInterval::default());
+            summarize(name, p, blocks, &timed, &always, o, start, interval)
+        })
+        .collect();
     Ok(ZipfReport {
         requests: n,
         alpha: o.workload.alpha,
@@ -169,6 +182,8 @@ pub fn zipf(o: &ZipfOptions) -> Result<ZipfReport, String> {
         interval_ios: interval,
         th_v: o.th_v,
         th_n: o.th_n,
+        disk: o.latency.device.clone(),
+        hit_us: o.latency.hit_ns as f64 / 1e3,
         series,
         overhead,
     })
@@ -179,12 +194,13 @@ pub(super) fn summarize(
     scheme: String,
     warmup_pct: Option<f64>,
     preload_blocks: u64,
-    s: Vec<Interval>,
+    timed: &[TimedInterval],
     always: &[Interval],
     o: &ZipfOptions,
     start: u64,
     interval: u64,
 ) -> ZipfSeries {
+    let s: Vec<Interval> = timed.iter().map(|t| t.blocks).collect();
     let t = schemes::convergence(&s, always, o.th_v, o.th_n);
     ZipfSeries {
         scheme,
@@ -194,5 +210,7 @@ pub(super) fn summarize(
         final_hit_rate: s.iter().rev().find_map(|i| i.hit_rate()),
         hit_rate: schemes::server_load_reduction(&s, s.len()),
         hit_rates: s.iter().map(|i| i.hit_rate()).collect(),
+        read_latency_ms: timed.iter().map(|t| t.mean_ms()).collect(),
+        mean_read_latency_ms: latency::mean_read_ms(timed),
     }
 }

@@ -6,8 +6,10 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+pub use super::bonfire_io::{replay_text, zipf_text};
 use super::plots::{bars, chart, Series};
 use super::{write_csv, writer};
+use crate::bonfire::replay::ReplayReport;
 use crate::bonfire::{self, Report, ZipfReport};
 use crate::bonfire_overheads::Overhead;
 
@@ -16,6 +18,8 @@ use crate::bonfire_overheads::Overhead;
 pub struct FullReport {
     pub days: Option<Report>,
     pub zipf: Option<ZipfReport>,
+    /// §6.2, Figures 12–15.
+    pub replay: Option<ReplayReport>,
 }
 
 pub fn opt(v: Option<f64>, digits: usize) -> String {
@@ -214,45 +218,6 @@ pub fn tally_text(h: &bonfire::Headline) -> String {
             opt(t.median_load_reduction_pct, 0)
         );
     }
-    s
-}
-
-pub fn zipf_text(z: &ZipfReport) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "\nBonfire §6.1 (Figure 10): {} 4 KiB Zipf reads, α = {}, over {:.0} GiB; working set {:.2} GB; caches of {} blocks created at I/O {}; Last-K of 4 KiB blocks",
-        z.requests,
-        z.alpha,
-        z.span_bytes as f64 / (1u64 << 30) as f64,
-        z.working_set_blocks as f64 * 4096.0 / 1e9,
-        z.cache_blocks,
-        z.start_io
-    );
-    let _ = writeln!(
-        s,
-        "  {:<14} {:>14} {:>16} {:>16} {:>14}",
-        "scheme", "pre-loaded", "hit rate, half 2", "hit rate at end", "converged at"
-    );
-    for x in &z.series {
-        let _ = writeln!(
-            s,
-            "  {:<14} {:>14} {:>14} % {:>14} % {:>14}",
-            x.scheme,
-            x.preload_blocks,
-            opt(x.hit_rate.map(|h| h * 100.0), 1),
-            opt(x.final_hit_rate.map(|h| h * 100.0), 1),
-            x.converge_io.map_or("never".to_owned(), |io| format!(
-                "{:.2} M I/O",
-                io as f64 / 1e6
-            ))
-        );
-    }
-    let _ = writeln!(
-        s,
-        "  (converged: Equation 1 with Th_V {} and Th_N {})",
-        z.th_v, z.th_n
-    );
     s
 }
 
@@ -527,48 +492,10 @@ pub fn write_outputs(dir: &Path, r: &FullReport) -> Result<()> {
         days_svgs(dir, d)?;
     }
     if let Some(z) = &r.zipf {
-        write_csv(
-            dir,
-            "fig10_zipf.csv",
-            &["io", "scheme", "hit_rate"],
-            z.series.iter().flat_map(|x| {
-                x.hit_rates.iter().enumerate().map(move |(i, h)| {
-                    vec![
-                        (z.start_io + i as u64 * z.interval_ios).to_string(),
-                        x.scheme.clone(),
-                        cell(*h),
-                    ]
-                })
-            }),
-        )?;
-        let series: Vec<Series> = z
-            .series
-            .iter()
-            .map(|x| Series {
-                name: x.scheme.clone(),
-                points: x
-                    .hit_rates
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, h)| {
-                        h.map(|h| {
-                            (
-                                (z.start_io + i as u64 * z.interval_ios) as f64 / 1e6,
-                                h * 100.0,
-                            )
-                        })
-                    })
-                    .collect(),
-            })
-            .collect();
-        chart(
-            &dir.join("fig10_zipf.svg"),
-            "Read hit rate of the Zipf workload (Bonfire Fig. 10)",
-            "I/Os, millions",
-            "read hit rate, %",
-            false,
-            &series,
-        )?;
+        super::bonfire_io::write_zipf(dir, z)?;
+    }
+    if let Some(x) = &r.replay {
+        super::bonfire_io::write_replay(dir, x)?;
     }
     Ok(())
 }
@@ -779,6 +706,45 @@ pub fn headlines(r: &FullReport, beside_paper: bool) -> Vec<crate::spread::Figur
                     format!("Fig 10: {} hit rate, second half", x.scheme),
                     "%",
                     h * 100.0,
+                    "",
+                ));
+            }
+            if let Some(ms) = x.mean_read_latency_ms {
+                let paper = match x.scheme.as_str() {
+                    "cold" => "2.6 ms",
+                    _ => "0.5 ms",
+                };
+                out.push(Figure::new(
+                    format!("fig11/{}/read_latency_ms", x.scheme),
+                    format!("Fig 11: {} read latency, second half", x.scheme),
+                    "ms",
+                    ms,
+                    paper,
+                ));
+            }
+        }
+    }
+    if let Some(x) = &r.replay {
+        for v in &x.volumes {
+            for scheme in ["cold", "bonfire"] {
+                if let Some(io) =
+                    super::bonfire_io::series(v, scheme).and_then(|s| s.converge_after_ios)
+                {
+                    out.push(Figure::new(
+                        format!("replay/{}/{scheme}/converge_after_ios", v.volume),
+                        format!("Figs 12/14: {} {scheme} converges after T", v.volume),
+                        "I/Os",
+                        io as f64,
+                        "",
+                    ));
+                }
+            }
+            if let Some(p) = v.improvement_pct {
+                out.push(Figure::new(
+                    format!("replay/{}/improvement_pct", v.volume),
+                    format!("Figs 12/14: {} Bonfire converges sooner by", v.volume),
+                    "%",
+                    p,
                     "",
                 ));
             }

@@ -7,6 +7,7 @@ macro_rules! row {
 }
 
 pub mod bonfire;
+mod bonfire_io;
 pub mod everest;
 pub mod plots;
 pub mod sierra;
