@@ -725,30 +725,7 @@ pub fn headlines(r: &FullReport, beside_paper: bool) -> Vec<crate::spread::Figur
         }
     }
     if let Some(x) = &r.replay {
-        for v in &x.volumes {
-            for scheme in ["cold", "bonfire"] {
-                if let Some(io) =
-                    super::bonfire_io::series(v, scheme).and_then(|s| s.converge_after_ios)
-                {
-                    out.push(Figure::new(
-                        format!("replay/{}/{scheme}/converge_after_ios", v.volume),
-                        format!("Figs 12/14: {} {scheme} converges after T", v.volume),
-                        "I/Os",
-                        io as f64,
-                        "",
-                    ));
-                }
-            }
-            if let Some(p) = v.improvement_pct {
-                out.push(Figure::new(
-                    format!("replay/{}/improvement_pct", v.volume),
-                    format!("Figs 12/14: {} Bonfire converges sooner by", v.volume),
-                    "%",
-                    p,
-                    "",
-                ));
-            }
-        }
+        out.extend(super::bonfire_io::replay_headlines(x, beside_paper));
     }
     out
 }

@@ -11,6 +11,7 @@ use super::plots::{chart, Series};
 use super::write_csv;
 use crate::bonfire::replay::{ReplayReport, ReplayVolume};
 use crate::bonfire::ZipfReport;
+use crate::spread::Figure;
 
 /// "1.23 M I/O" or "never".
 fn ios(io: Option<u64>) -> String {
@@ -106,10 +107,10 @@ pub fn replay_text(r: &ReplayReport) -> String {
         }
         let _ = writeln!(
             s,
-            "    Bonfire converges {} sooner than cold",
+            "    Bonfire against cold: {}",
             v.improvement_pct.map_or(
-                "- (one of them never converged, or cold at once)".to_owned(),
-                |p| format!("{p:.0} %")
+                "nothing to compare (cold converged at once, or one of them never did)".to_owned(),
+                |p| format!("converges {p:.0} % sooner")
             )
         );
     }
@@ -259,4 +260,74 @@ pub(super) fn series<'a>(
     scheme: &str,
 ) -> Option<&'a crate::bonfire::replay::ReplaySeries> {
     v.series.iter().find(|x| x.scheme == scheme)
+}
+
+/// The replay's headline figures for `--seeds` (the paper's beside the built-in trace's
+/// volumes: its hourly volume stands for proj1, its nightly-job volume for web2).
+pub(super) fn replay_headlines(x: &ReplayReport, beside_paper: bool) -> Vec<Figure> {
+    let mut out = Vec::new();
+    for v in &x.volumes {
+        let paper = |hourly: &'static str, daily: &'static str| match v.volume.as_str() {
+            "hourly" if beside_paper => hourly,
+            "daily" if beside_paper => daily,
+            _ => "",
+        };
+        let day = v.new_cache_day;
+        for scheme in ["always-warm", "cold", "bonfire"] {
+            let Some(s) = series(v, scheme) else {
+                continue;
+            };
+            let cold = scheme == "cold";
+            if let Some(h) = s.hit_rate {
+                out.push(Figure::new(
+                    format!("replay/{}/{scheme}/hit_rate_pct", v.volume),
+                    format!("Figs 12/14: {} {scheme} hit rate, day {day}", v.volume),
+                    "%",
+                    h * 100.0,
+                    if cold {
+                        paper("", "web2: \"around zero\"")
+                    } else {
+                        ""
+                    },
+                ));
+            }
+            if let Some(ms) = s.mean_read_latency_ms {
+                out.push(Figure::new(
+                    format!("replay/{}/{scheme}/read_latency_ms", v.volume),
+                    format!("Figs 13/15: {} {scheme} read latency, day {day}", v.volume),
+                    "ms",
+                    ms,
+                    if cold {
+                        paper("", "web2: \"around 0.6 ms\"")
+                    } else {
+                        ""
+                    },
+                ));
+            }
+            match (scheme, s.converge_after_ios) {
+                ("always-warm", _) | (_, None) => {}
+                (_, Some(io)) => out.push(Figure::new(
+                    format!("replay/{}/{scheme}/converge_after_ios", v.volume),
+                    format!("Figs 12/14: {} {scheme} converges after T", v.volume),
+                    "I/Os",
+                    io as f64,
+                    if cold {
+                        paper("proj1: \"around 2.7M\"", "")
+                    } else {
+                        paper("proj1: \"around 1.1M\"", "web2: \"after 0.2M\"")
+                    },
+                )),
+            }
+        }
+        if let Some(p) = v.improvement_pct {
+            out.push(Figure::new(
+                format!("replay/{}/improvement_pct", v.volume),
+                format!("Figs 12/14: {} Bonfire converges sooner by", v.volume),
+                "%",
+                p,
+                paper("proj1: \"a 59% improvement\"", ""),
+            ));
+        }
+    }
+    out
 }
