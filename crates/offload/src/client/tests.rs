@@ -490,3 +490,50 @@ fn a_failed_base_write_is_off_loaded() {
     let (start, end, loc) = c.ranges().next().expect("in the range map");
     assert_eq!((start, end, loc.on_base), (4096, 8192, false));
 }
+
+/// Peak off-load with N-way copies needs N lightly loaded stores on different servers (Everest
+/// §4.2, Figure 12: with 2-way off-load and one idle store beside a busy one, "no off-loading
+/// occurs"); with one, writes stay on the base volume. 1-way off-loads to the idle one.
+#[test]
+fn a_peak_off_loads_only_when_n_stores_are_lightly_loaded() {
+    for n_way in [1usize, 2] {
+        let mut config = Config::new(7, 1, 1 << 20);
+        config.policy = Policy::Peak;
+        config.n_way = n_way;
+        config.t_base = 4;
+        config.t_store = 32;
+        let stores = vec![
+            StoreInfo { id: 1, server: 1 },
+            StoreInfo { id: 2, server: 2 },
+        ];
+        let mut c = Client::format(config, stores, 0);
+        let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+            panic!("the superblock is written first");
+        };
+        c.handle_base(1, BaseDone::Written { id });
+        assert!(c.is_ready());
+        // The base volume is in a peak; store 2 is as busy as it.
+        c.set_external_base_load(40);
+        c.handle_load(0, 0);
+        c.handle_load(1, 50);
+        write(&mut c, 1, 0);
+        let sent: Vec<_> = std::iter::from_fn(|| c.poll_store()).collect();
+        if n_way == 1 {
+            assert_eq!(sent.len(), 1);
+            assert_eq!(sent[0].0, 0, "to the idle store");
+            assert!(c.poll_base().is_none());
+        } else {
+            assert!(
+                sent.is_empty(),
+                "2-way finds one light store: {} sent",
+                sent.len()
+            );
+            assert!(matches!(c.poll_base(), Some(BaseOp::Write { .. })));
+            // Both stores light: the next write is off-loaded to both.
+            c.handle_load(1, 0);
+            write(&mut c, 2, 8192);
+            let sent: Vec<_> = std::iter::from_fn(|| c.poll_store()).collect();
+            assert_eq!(sent.len(), 2, "{sent:?}");
+        }
+    }
+}

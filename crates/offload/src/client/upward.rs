@@ -126,9 +126,7 @@ impl Client {
                 must || {
                     let base = self.base_load();
                     base > self.config.t_base
-                        && self
-                            .least_loaded_store()
-                            .is_some_and(|(_, load)| load < self.config.t_store && load < base)
+                        && self.lightly_loaded_servers(base) >= self.config.n_way.max(1)
                 }
             }
         };
@@ -180,13 +178,24 @@ impl Client {
         }
     }
 
-    pub(super) fn least_loaded_store(&self) -> Option<(StoreIdx, u64)> {
-        self.stores
+    /// Servers with an available store loaded below T_store and below the base volume's
+    /// `base`: a peak off-loads only when there are N of them (Everest §3.2.2, §4.2: with 2-way
+    /// off-load and one idle store, "neither Everest client can find two lightly loaded Everest
+    /// stores and hence no off-loading occurs").
+    pub(super) fn lightly_loaded_servers(&self, base: u64) -> usize {
+        let mut servers: Vec<u64> = self
+            .stores
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.up && !s.removed)
-            .map(|(i, _)| (i, self.store_load(i)))
-            .min_by_key(|&(i, load)| (load, i))
+            .filter(|(i, s)| {
+                let load = self.store_load(*i);
+                s.up && !s.removed && load < self.config.t_store && load < base
+            })
+            .map(|(_, s)| s.info.server)
+            .collect();
+        servers.sort_unstable();
+        servers.dedup();
+        servers.len()
     }
 
     /// Up to `n` available stores on different servers, least loaded first, not in `exclude`.
