@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs the Debian packages the tests drive
-# (fio, nbdkit, libnbd-bin with nbdfuse, qemu-utils, e2fsprogs, postgresql) when missing, then builds and runs every test.
+# (fio, nbdkit, libnbd-bin with nbdfuse, qemu-utils, e2fsprogs, postgresql, chromium for the
+# advise report's browser test) when missing, then builds and runs every test.
 # Tests that need ../shared/traces/ say SKIPPED when it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,8 @@ command -v qemu-io >/dev/null 2>&1 || missing+=(qemu-utils)
 command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || missing+=(e2fsprogs)
 # PostgreSQL's programs live under /usr/lib/postgresql/VERSION/bin (pgbench for the benchmark).
 compgen -G "/usr/lib/postgresql/*/bin/pgbench" >/dev/null || missing+=(postgresql)
+# Headless Chromium renders advise's HTML report in a test (fonts for its text).
+command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-liberation)
 if ((${#missing[@]})); then
   echo "== installing Debian packages: ${missing[*]}"
   sudo=""

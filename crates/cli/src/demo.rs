@@ -1,84 +1,86 @@
-//! `cordillera demo`: the main job on a built-in default. Generates a synthetic bursty,
-//! diurnal, multi-volume trace in memory and characterizes it with every `trace` analysis, so
-//! a fresh clone shows what Cordillera measures without any data.
+//! `cordillera demo`: the main job on a built-in default — `advise` on the generated
+//! multi-volume workload (peaks, a diurnal swing, hot data, a nightly job), the report written
+//! to a folder, its path and the verdicts printed. No data or servers needed.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use cordillera_trace::binary::BinaryWriter;
-use cordillera_trace::peaks::{PeaksBuilder, PeaksOptions};
-use cordillera_trace::profile::ProfileBuilder;
-use cordillera_trace::reaccess::ReaccessBuilder;
-use cordillera_trace::stats::StatsBuilder;
-use cordillera_trace::synth::{generate, SynthOptions};
-use cordillera_types::units::{format_unix_ns, NS_PER_HOUR};
+use cordillera_lab::advise::Outcome;
+
+use crate::advise::{advise, AdviseArgs};
 
 #[derive(Args)]
 pub struct DemoArgs {
-    /// Seed of the synthetic trace.
+    /// Seed of the built-in workload and of the seeded runs.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Days of trace to generate.
-    #[arg(long, default_value_t = 2)]
+    /// Days of the built-in workload.
+    #[arg(long, default_value_t = 3)]
     days: u64,
-    /// Volumes.
-    #[arg(long, default_value_t = 4)]
-    volumes: u32,
-    /// Also save the generated trace in the binary format, for the `trace` commands.
+    /// Seeds of the seeded runs.
+    #[arg(long, default_value_t = 3)]
+    seeds: u64,
+    /// A faster, coarser answer (one seed, the busiest peak only).
     #[arg(long)]
-    save: Option<PathBuf>,
+    quick: bool,
+    /// Where to write the report (default: a new folder under the system's temporary folder).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// No progress on standard error.
+    #[arg(long)]
+    quiet: bool,
 }
 
 pub fn run(args: DemoArgs) -> Result<()> {
-    let options = SynthOptions {
-        volumes: args.volumes.max(1),
-        duration_s: args.days.max(1) * 24 * 3600,
+    let out = args.out.unwrap_or_else(|| {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        std::env::temp_dir().join(format!("cordillera-demo-{stamp}-{}", std::process::id()))
+    });
+    let a = AdviseArgs {
+        traces: Vec::new(),
+        format: None,
+        time_unit: None,
+        skip_invalid: false,
         seed: args.seed,
-        ..SynthOptions::default()
+        seeds: args.seeds,
+        quick: args.quick,
+        days: args.days,
+        peak_factor: crate::advise::BUILTIN_PEAK_FACTOR,
+        peak_burst_ms: crate::advise::BUILTIN_PEAK_BURST_MS,
+        threads: None,
+        quiet: args.quiet,
+        json: false,
+        out: Some(out.clone()),
     };
-    let (info, volumes, records) = generate(&options);
-    println!(
-        "Synthetic trace (seed {}): {} volumes, {} days from {} UTC, {} records, {} peaks of {}× for {} s",
-        options.seed,
-        options.volumes,
-        args.days.max(1),
-        format_unix_ns(info.origin_unix_ns.unwrap_or(0)),
-        records.len(),
-        options.peaks,
-        options.peak_factor,
-        options.peak_duration_s
-    );
-    let mut stats = StatsBuilder::new(60_000_000_000);
-    let mut peaks = PeaksBuilder::new(PeaksOptions::default()).map_err(anyhow::Error::msg)?;
-    let mut reaccess = ReaccessBuilder::new(0);
-    let mut profile = ProfileBuilder::new(NS_PER_HOUR, 0).map_err(anyhow::Error::msg)?;
-    for record in &records {
-        stats.add(record);
-        peaks.add(record);
-        reaccess.add(record, &info);
-        profile.add(record, &info);
-    }
-    println!("\n== trace stats ==");
-    crate::trace_cmd::print_stats_table(&stats.finish(&volumes));
-    println!("\n== trace peaks ==");
-    crate::trace_cmd::print_peaks(&peaks.finish(&volumes, info.origin_unix_ns));
-    println!("\n== trace reaccess ==");
-    crate::trace_cmd::print_reaccess(&reaccess.finish(&volumes, &info));
-    println!("\n== trace profile ==");
-    crate::trace_cmd::print_profile(&profile.finish(&info).map_err(anyhow::Error::msg)?);
-    if let Some(path) = args.save {
-        let file = std::fs::File::create(&path)?;
-        let mut writer = BinaryWriter::new(std::io::BufWriter::new(file), &path)?;
-        for record in &records {
-            writer.write(record, &volumes, &info)?;
-        }
-        writer.finish(&info)?;
+    let reports = advise(&a)?;
+    for (r, _) in &reports {
         println!(
-            "\nSaved the trace to {} (try: cordillera trace stats {})",
-            path.display(),
-            path.display()
+            "Cordillera: what each mechanism would do for {}\n",
+            r.source
         );
+        for v in &r.verdicts {
+            println!(
+                "  {:<14} {:<16} {}",
+                v.mechanism,
+                match v.outcome {
+                    Outcome::Applies => "applies",
+                    Outcome::DoesNotApply => "does not apply",
+                    Outcome::CannotJudge => "cannot judge",
+                },
+                v.summary
+            );
+        }
     }
+    println!(
+        "\nThe report (open it in a browser; it needs no network): {}",
+        out.join("report.html").display()
+    );
+    println!(
+        "Why each verdict, the figures with their spread and the commands behind them: in the report, or `cordillera advise --out DIR` for the full text."
+    );
+    println!("On your own trace: cordillera advise YOUR_TRACE --out DIR   (any format `cordillera trace stats` reads: MSR, SPC/UMass, CloudPhysics, Tencent, SYSTOR'17, ASCII5, ARC, .cdt; docs/USAGE.md)");
     Ok(())
 }

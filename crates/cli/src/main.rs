@@ -15,10 +15,12 @@
 //! - `bench`: `bench trace`, `bench sim`, throughput figures against a baseline measured in the same run.
 //! - `lab_cmd`: `lab everest`; `lab_bonfire`: `lab bonfire` (their tables, CSV and SVG output are
 //!   `cordillera_lab::render`); `lab_io`: the trace input every lab shares.
-//! - `demo`: the main job on a built-in synthetic trace.
+//! - `advise`: the main job: each mechanism's verdict on a trace, and a self-contained HTML report.
+//! - `demo`: `advise` on the built-in synthetic workload.
 //! - `warmup_cmd`: `warmup simulate`, the block cache simulator (Bonfire).
 //! - `chaos`: `chaos`, SIGKILL campaigns against real volume servers and stores.
 
+mod advise;
 mod bench;
 mod chaos;
 mod cluster_bench;
@@ -103,6 +105,9 @@ enum Command {
     Replay(replay_cmd::ReplayArgs),
     /// The papers' experiments on the simulator with the real cores.
     Lab(lab_cmd::LabArgs),
+    /// What each mechanism (peak off-load, gears, warm-up, striping) would do for a workload:
+    /// verdicts from the labs run on the trace, a self-contained HTML report.
+    Advise(advise::AdviseArgs),
     /// Generate a built-in synthetic bursty trace and characterize it (no data needed).
     Demo(demo::DemoArgs),
     /// Storage-level cache warm-up (Bonfire): the cache simulator.
@@ -129,6 +134,7 @@ fn main() {
         Command::Volume(args) => volume_cmd::run(args),
         Command::Replay(args) => replay_cmd::run(args),
         Command::Lab(args) => lab_cmd::run(args),
+        Command::Advise(args) => advise::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Warmup(args) => warmup_cmd::run(args),
         Command::Chaos(args) => chaos::run(args),

@@ -7,8 +7,10 @@
 //!   [`bonfire_overheads`]: its §6.3 (Table 4).
 //! - [`sierra`]: `cordillera lab sierra`, Sierra §2 and §4.
 //! - [`render`]: the reports as tables, CSV files and SVG figures.
+//! - [`advise`]: `cordillera advise`: each mechanism's verdict on a trace, from the labs.
 //! - [`spread`]: several seeds of a lab: each headline figure's mean, range and deviation.
 
+pub mod advise;
 pub mod bonfire;
 pub mod bonfire_overheads;
 pub mod everest;

@@ -23,6 +23,9 @@ pub struct SynthOptions {
     /// Rate multiplier during a peak.
     pub peak_factor: f64,
     pub peak_duration_s: u64,
+    /// In a peak, each second's requests arrive within its first this many milliseconds (a
+    /// burst, as a database's checkpoint writes); 1000: spread over the second.
+    pub peak_burst_ms: u64,
     pub seed: u64,
 }
 
@@ -35,6 +38,7 @@ impl Default for SynthOptions {
             peaks: 3,
             peak_factor: 25.0,
             peak_duration_s: 600,
+            peak_burst_ms: 1000,
             seed: 1,
         }
     }
@@ -85,8 +89,13 @@ pub fn generate(options: &SynthOptions) -> (TraceInfo, VolumeTable, Vec<Record>)
             });
             let rate =
                 options.base_rate_per_s * diurnal * if in_peak { options.peak_factor } else { 1.0 };
+            let spread_ns = if in_peak {
+                (options.peak_burst_ms.clamp(1, 1000) * 1_000_000) as i64
+            } else {
+                NS_PER_S
+            };
             for _ in 0..rng.poisson(rate) {
-                let time_ns = second as i64 * NS_PER_S + rng.below(NS_PER_S as u64) as i64;
+                let time_ns = second as i64 * NS_PER_S + rng.below(spread_ns as u64) as i64;
                 let (op, offset, size) = if in_peak {
                     let op = if rng.unit() < 0.75 {
                         Op::Write

@@ -6,6 +6,8 @@ macro_rules! row {
     ($($x:expr),* $(,)?) => { vec![$($x.to_string()),*] };
 }
 
+pub mod advise;
+pub mod advise_html;
 pub mod bonfire;
 mod bonfire_io;
 pub mod everest;

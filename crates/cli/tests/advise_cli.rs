@@ -1,0 +1,367 @@
+//! `cordillera advise` and `cordillera demo` end to end: verdicts for the four mechanisms, the
+//! self-contained report (rendered in headless Chromium), agreement with the lab a verdict
+//! names, and bad input judged, not crashed on.
+
+use std::path::Path;
+use std::process::Command;
+
+fn cordillera(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+const MECHANISMS: [&str; 4] = ["peak off-load", "gears", "warm-up", "striping"];
+
+/// The built-in workload, quick: all four mechanisms judged (each applies to it: it has write
+/// bursts, a diurnal swing, reaccesses), the report folder self-contained, and the commands
+/// name the saved workload.
+#[test]
+fn advise_on_the_builtin_workload_judges_every_mechanism() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cordillera(&[
+        "advise",
+        "--quick",
+        "--quiet",
+        "--json",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let json = json_of(&out);
+    let r = &json[0];
+    let verdicts = r["verdicts"].as_array().unwrap();
+    let names: Vec<&str> = verdicts
+        .iter()
+        .map(|v| v["mechanism"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, MECHANISMS);
+    for v in verdicts {
+        assert_eq!(v["outcome"], "applies", "{v}");
+        assert!(!v["summary"].as_str().unwrap().is_empty());
+        assert!(!v["why"].as_array().unwrap().is_empty(), "{v}");
+        assert!(!v["figures"].as_array().unwrap().is_empty(), "{v}");
+    }
+    // Peak off-load's gain is measured, above the threshold, and the baseline is slower.
+    let figures = &verdicts[0]["figures"];
+    let value = |key: &str| {
+        figures
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["key"] == key)
+            .unwrap_or_else(|| panic!("{key}"))["mean"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(value("offload/speedup") >= 1.2);
+    assert!(value("offload/baseline_ms") > value("offload/peak_ms"));
+    let workload = dir.path().join("workload.cdt");
+    assert!(workload.exists());
+    let cmd = verdicts[0]["commands"][0].as_str().unwrap();
+    assert!(cmd.contains(workload.to_str().unwrap()), "{cmd}");
+    // The report: every figure inline, nothing fetched.
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.matches("<svg").count() >= 5, "figures inline");
+    for external in ["src=\"http", "href=\"http", "<script", "<link", "url(http"] {
+        assert!(!html.contains(external), "the report fetches {external}");
+    }
+    for m in MECHANISMS {
+        assert!(html.contains(m), "{m}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["verdicts"].as_array().unwrap().len(), 4);
+}
+
+/// `demo` is advise on the built-in workload: four verdicts and the report's path.
+#[test]
+fn demo_prints_the_verdicts_and_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cordillera(&[
+        "demo",
+        "--quick",
+        "--quiet",
+        "--days",
+        "2",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for m in MECHANISMS {
+        assert!(text.contains(m), "{m}: {text}");
+    }
+    assert!(text.contains(&dir.path().join("report.html").display().to_string()));
+    assert!(text.contains("cordillera advise YOUR_TRACE"));
+    assert!(dir.path().join("report.html").exists());
+}
+
+/// A verdict's numbers are the lab's: running the `lab everest` command the peak off-load
+/// verdict prints gives the same mean response times (on an MSR fragment).
+#[test]
+fn a_verdict_agrees_with_the_lab_it_names() {
+    let Some(traces) = cordillera_testkit::traces_dir("a_verdict_agrees_with_the_lab_it_names")
+    else {
+        return;
+    };
+    let trace = traces.join("msr/hm_0.chunk_148s.csv");
+    let json = json_of(&cordillera(&[
+        "advise",
+        trace.to_str().unwrap(),
+        "--seeds",
+        "2",
+        "--quiet",
+        "--json",
+    ]));
+    let v = &json[0]["verdicts"][0];
+    assert_eq!(v["mechanism"], "peak off-load");
+    let figure = |key: &str| {
+        v["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["key"] == key)
+            .unwrap_or_else(|| panic!("{key}: {v}"))["values"]
+            .clone()
+    };
+    let baseline = figure("offload/baseline_ms");
+    let peak = figure("offload/peak_ms");
+    let cmd = v["commands"][0].as_str().unwrap();
+    let args: Vec<&str> = cmd.split_whitespace().collect();
+    assert_eq!(args[..3], ["cordillera", "lab", "everest"], "{cmd}");
+    let mut lab: Vec<&str> = args[1..].to_vec();
+    lab.extend(["--json", "--quiet"]);
+    let lab = json_of(&cordillera(&lab));
+    // Two seeds: {spread, runs}; each run's episodes, requests-weighted as advise weights them.
+    let runs = lab["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for (i, run) in runs.iter().enumerate() {
+        let (mut n, mut b, mut p) = (0.0, 0.0, 0.0);
+        for e in run["episodes"].as_array().unwrap() {
+            let k = e["configs"]["baseline"]["requests"].as_f64().unwrap();
+            n += k;
+            b += k * e["configs"]["baseline"]["mean_ms"].as_f64().unwrap();
+            p += k * e["configs"]["peak"]["mean_ms"].as_f64().unwrap();
+        }
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+        assert!(
+            close(b / n, baseline[i].as_f64().unwrap()),
+            "seed {i}: {} against {baseline}",
+            b / n
+        );
+        assert!(
+            close(p / n, peak[i].as_f64().unwrap()),
+            "seed {i}: {} against {peak}",
+            p / n
+        );
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+/// Bad input gets a report that says what could not be judged and why.
+#[test]
+fn bad_input_is_judged_not_crashed_on() {
+    let dir = tempfile::tempdir().unwrap();
+    // An unreadable trace: a clear error naming it.
+    let missing = dir.path().join("nope.csv");
+    let out = cordillera(&["advise", missing.to_str().unwrap(), "--quiet"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope.csv"));
+    // Reads only, over ten minutes (MSR CSV: FILETIME ticks of 100 ns).
+    let t0: u64 = 128_166_372_000_000_000;
+    let mut reads = String::new();
+    for i in 0..3000u64 {
+        let t = t0 + i * 2_000_000; // every 0.2 s
+        reads.push_str(&format!(
+            "{t},web,0,Read,{},4096,100\n",
+            (i * 7919 % 50_000) * 4096
+        ));
+    }
+    let reads_path = dir.path().join("reads.csv");
+    write(&reads_path, &reads);
+    let json = json_of(&cordillera(&[
+        "advise",
+        reads_path.to_str().unwrap(),
+        "--quick",
+        "--quiet",
+        "--json",
+    ]));
+    let v = json[0]["verdicts"].as_array().unwrap();
+    assert_eq!(v[0]["outcome"], "does-not-apply", "{}", v[0]);
+    assert!(v[0]["summary"].as_str().unwrap().contains("no writes"));
+    assert_eq!(v[1]["outcome"], "cannot-judge", "{}", v[1]);
+    assert!(v[1]["summary"].as_str().unwrap().contains("a day or more"));
+    // One minute of writes: no reads for warm-up, too short for gears; no crash, no figure made up.
+    let mut writes = String::new();
+    for i in 0..600u64 {
+        let t = t0 + i * 1_000_000; // every 0.1 s
+        writes.push_str(&format!(
+            "{t},db,0,Write,{},8192,100\n",
+            (i * 104_729 % 90_000) * 4096
+        ));
+    }
+    let writes_path = dir.path().join("minute.csv");
+    write(&writes_path, &writes);
+    let out_dir = dir.path().join("report");
+    let json = json_of(&cordillera(&[
+        "advise",
+        writes_path.to_str().unwrap(),
+        "--quick",
+        "--quiet",
+        "--json",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]));
+    let v = json[0]["verdicts"].as_array().unwrap();
+    assert_eq!(v[1]["outcome"], "cannot-judge");
+    assert_eq!(v[2]["outcome"], "does-not-apply");
+    assert!(v[2]["summary"].as_str().unwrap().contains("no reads"));
+    for verdict in &v[1..3] {
+        assert!(
+            verdict["figures"].as_array().unwrap().is_empty(),
+            "{verdict}"
+        );
+    }
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    assert!(html.contains("cannot be judged") && html.contains("does not apply"));
+}
+
+/// The report in a real browser: headless Chromium loads it with no console error, every
+/// figure has a rendered size, and a screenshot is taken.
+#[test]
+fn the_report_renders_in_headless_chromium() {
+    if !cordillera_testkit::process::have("chromium") {
+        assert!(
+            std::env::var("CI").is_err(),
+            "chromium is missing under CI: scripts/test.sh installs it"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = cordillera(&[
+        "advise",
+        "--quick",
+        "--quiet",
+        "--days",
+        "2",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    // A copy that measures itself once loaded (the report has no script of its own).
+    let probe = r#"<script>
+window.__errors = [];
+window.addEventListener('error', e => window.__errors.push(String(e.message || e.type)));
+window.addEventListener('load', () => {
+  const sizes = [...document.querySelectorAll('figure svg')].map(s => {
+    const r = s.getBoundingClientRect();
+    return Math.round(r.width) + 'x' + Math.round(r.height);
+  });
+  const p = document.createElement('pre');
+  p.id = 'probe';
+  p.textContent = 'FIGURES ' + sizes.join(' ') + ' ERRORS ' + window.__errors.length + ' CARDS ' + document.querySelectorAll('.card').length;
+  document.body.appendChild(p);
+});
+</script></body>"#;
+    let probed = dir.path().join("probed.html");
+    std::fs::write(&probed, html.replace("</body>", probe)).unwrap();
+    let chromium = |extra: &[&str], page: &Path| {
+        let mut cmd = Command::new("chromium");
+        cmd.args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+        ]);
+        cmd.args(extra);
+        cmd.arg(format!("file://{}", page.display()));
+        cmd.output().unwrap()
+    };
+    let dom = chromium(&["--dump-dom"], &probed);
+    assert!(
+        dom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    let text = String::from_utf8_lossy(&dom.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.split("id=\"probe\">FIGURES ").nth(1))
+        .unwrap_or_else(|| panic!("the probe did not run: {text}"));
+    let (figures, rest) = line.split_once(" ERRORS ").unwrap();
+    let errors: u32 = rest.split_whitespace().next().unwrap().parse().unwrap();
+    let cards: u32 = rest
+        .split(" CARDS ")
+        .nth(1)
+        .unwrap()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(errors, 0, "script errors on the page");
+    assert_eq!(cards, 4, "one card per mechanism");
+    let sizes: Vec<&str> = figures.split_whitespace().collect();
+    assert!(sizes.len() >= 5, "{sizes:?}");
+    for s in &sizes {
+        let (w, h) = s.split_once('x').unwrap();
+        let (w, h): (u32, u32) = (w.parse().unwrap(), h.parse().unwrap());
+        assert!(w >= 200 && h >= 100, "a figure rendered at {s}");
+    }
+    let log = String::from_utf8_lossy(&dom.stderr);
+    for bad in ["Failed to load resource", "Uncaught", "net::ERR_"] {
+        assert!(!log.contains(bad), "{bad}: {log}");
+    }
+    // The screenshot of the report itself.
+    let shot = dir.path().join("report.png");
+    let taken = chromium(
+        &[
+            "--window-size=1200,1600",
+            &format!("--screenshot={}", shot.display()),
+        ],
+        &dir.path().join("report.html"),
+    );
+    assert!(
+        taken.status.success(),
+        "{}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
+    let height = u32::from_be_bytes(png[20..24].try_into().unwrap());
+    assert_eq!((width, height), (1200, 1600));
+    assert!(
+        png.len() > 50_000,
+        "a screenshot of {} bytes is blank",
+        png.len()
+    );
+    println!("screenshot: {} ({} bytes)", shot.display(), png.len());
+}

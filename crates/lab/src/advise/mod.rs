@@ -1,0 +1,173 @@
+//! "What would each mechanism do for my workload?": a trace characterized in one streaming
+//! pass, then each lab run on it with settings derived from what the pass found, and a verdict
+//! per mechanism — applies, does not apply, or cannot be judged — with the figures behind it,
+//! their spread over seeds where the run is seeded, the trace property that drives it and the
+//! commands that reproduce every number.
+//!
+//! - **Peak off-load** (Everest): the trace's busiest episodes replayed without and with
+//!   off-loading ([`crate::everest`]), over several simulator seeds.
+//! - **Gears** (Sierra): the trace's hourly load, the gears it allows and the energy they
+//!   save; with two days or more, how well yesterday's load predicts today's gears
+//!   ([`crate::sierra`]).
+//! - **Warm-up** (Bonfire): each day's new cache warmed from the day before, at the paper's
+//!   middle setting ([`crate::bonfire`]); a trace shorter than two days is cut into shorter
+//!   periods, and says so.
+//! - **Striping** (narrow vs wide): the paper's advice from the trace's request sizes, rates
+//!   and volume skew ([`cordillera_striping::policy`]).
+//!
+//! Memory is what each lab needs (bounded by working sets and episodes, never the trace).
+
+mod characterize;
+mod verdicts;
+
+use std::sync::Arc;
+
+use cordillera_trace::RecordReader;
+use serde::Serialize;
+
+pub use characterize::*;
+pub use verdicts::*;
+
+/// Opens the trace again (each lab reads it); callable from several threads.
+pub type Open = Arc<dyn Fn() -> Result<Box<dyn RecordReader>, String> + Send + Sync>;
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Seeds of the seeded runs (Everest's simulator, Bonfire's Random-K): `seed` … `seed +
+    /// seeds − 1`.
+    pub seed: u64,
+    pub seeds: u64,
+    /// A faster, coarser answer: one seed, the busiest episode only, one warm-up setting.
+    pub quick: bool,
+    pub threads: usize,
+    /// How to reproduce the run from a shell: the trace argument as the user gave it.
+    pub trace_arg: String,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            seed: 1,
+            seeds: 3,
+            quick: false,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            trace_arg: String::new(),
+        }
+    }
+}
+
+impl Options {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.seeds == 0 || self.seeds > 100 || self.seed.checked_add(self.seeds).is_none() {
+            return Err("--seeds must be 1 to 100 (and --seed + --seeds must not overflow)".into());
+        }
+        if self.threads == 0 {
+            return Err("--threads must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// The seeds actually run.
+    pub fn seed_list(&self) -> Vec<u64> {
+        let n = if self.quick { 1 } else { self.seeds };
+        (self.seed..self.seed + n).collect()
+    }
+}
+
+/// Whether a mechanism would help this workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Applies,
+    DoesNotApply,
+    /// The trace lacks what the judgement needs (reads, writes, days, time); `why` says what.
+    CannotJudge,
+}
+
+impl Outcome {
+    pub fn text(self) -> &'static str {
+        match self {
+            Outcome::Applies => "applies",
+            Outcome::DoesNotApply => "does not apply",
+            Outcome::CannotJudge => "cannot be judged",
+        }
+    }
+}
+
+/// One mechanism's verdict.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    /// "peak off-load", "gears", "warm-up" or "striping".
+    pub mechanism: &'static str,
+    /// The paper it comes from.
+    pub paper: &'static str,
+    pub outcome: Outcome,
+    /// One line: what it buys, with its spread.
+    pub summary: String,
+    /// Why: the trace properties and measurements that decide it.
+    pub why: Vec<String>,
+    /// The figures behind the summary, each over the seeds run (one value when unseeded),
+    /// with the paper's value where it has one.
+    pub figures: Vec<crate::spread::Spread>,
+    /// Shell commands that reproduce each figure with the lab itself.
+    pub commands: Vec<String>,
+}
+
+/// Everything `advise` found for one trace.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub source: String,
+    pub seeds: Vec<u64>,
+    pub quick: bool,
+    pub characterization: Characterization,
+    pub verdicts: Vec<Verdict>,
+    /// The labs' own reports, for the figures a reader wants beyond the verdicts.
+    pub details: Details,
+    /// Wall time of each step, s.
+    pub timings: Vec<(String, f64)>,
+}
+
+/// The labs' reports behind the verdicts (absent where the lab did not run).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Details {
+    pub everest: Vec<crate::everest::Report>,
+    pub sierra: Option<crate::sierra::Report>,
+    pub bonfire: Option<crate::bonfire::Report>,
+}
+
+/// Characterizes the trace, then judges each mechanism on it.
+pub fn run(
+    source: &str,
+    open: Open,
+    options: &Options,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<Report, String> {
+    options.validate()?;
+    let mut timings = Vec::new();
+    let started = std::time::Instant::now();
+    progress("characterizing the trace (stats, peaks, reaccesses, daily profile)");
+    let characterization = characterize(source, &*open, progress)?;
+    timings.push(("characterize".to_owned(), started.elapsed().as_secs_f64()));
+    let mut details = Details::default();
+    let mut verdicts = Vec::new();
+    let c = &characterization;
+    let step = std::time::Instant::now();
+    verdicts.push(peak_offload(c, &open, options, &mut details, progress));
+    timings.push(("peak off-load".to_owned(), step.elapsed().as_secs_f64()));
+    let step = std::time::Instant::now();
+    verdicts.push(gears(c, &open, options, &mut details, progress));
+    timings.push(("gears".to_owned(), step.elapsed().as_secs_f64()));
+    let step = std::time::Instant::now();
+    verdicts.push(warmup(c, &open, options, &mut details, progress));
+    timings.push(("warm-up".to_owned(), step.elapsed().as_secs_f64()));
+    verdicts.push(striping(c, options));
+    Ok(Report {
+        source: source.to_owned(),
+        seeds: options.seed_list(),
+        quick: options.quick,
+        characterization,
+        verdicts,
+        details,
+        timings,
+    })
+}

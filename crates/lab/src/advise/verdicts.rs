@@ -1,0 +1,773 @@
+//! One verdict per mechanism, each from its lab run on the trace with settings derived from the
+//! characterization.
+
+use std::sync::Mutex;
+
+use cordillera_striping::policy::{self, Knowledge, Setting};
+use cordillera_types::units::{MIB, NS_PER_S};
+
+use super::*;
+use crate::spread::{self, Figure};
+
+/// Below this mean speed-up in the peaks, off-loading is not worth its stores.
+pub const OFFLOAD_MIN_SPEEDUP: f64 = 1.2;
+/// A trace at least this long counts as two days (a generated or cut trace of two days ends
+/// a little before its 48th hour).
+pub const TWO_DAYS_S: f64 = 1.9 * 86_400.0;
+/// Below this energy saving, gears are not worth their complexity.
+pub const GEARS_MIN_SAVING: f64 = 0.10;
+
+/// How the trace argument reads in a shell command.
+fn arg(o: &Options) -> String {
+    let a = &o.trace_arg;
+    if a.is_empty() {
+        "TRACE (the built-in workload: run advise with --out DIR to save it as DIR/workload.cdt)"
+            .to_owned()
+    } else if a
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-:=,+".contains(c))
+    {
+        a.clone()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
+fn verdict(
+    mechanism: &'static str,
+    paper: &'static str,
+    outcome: Outcome,
+    summary: String,
+    why: Vec<String>,
+) -> Verdict {
+    Verdict {
+        mechanism,
+        paper,
+        outcome,
+        summary,
+        why,
+        figures: Vec::new(),
+        commands: Vec::new(),
+    }
+}
+
+/// "12.3 ms (10.1–14.0 over 3 seeds)", "12.3 ms (the same in all 3 seeds)" or "12.3 ms".
+pub fn with_spread(s: &spread::Spread) -> String {
+    let v = spread::number;
+    let unit = if s.unit.is_empty() || s.unit == "×" {
+        s.unit.to_owned()
+    } else {
+        format!(" {}", s.unit)
+    };
+    match s.values.len() {
+        0 | 1 => format!("{}{unit}", v(s.mean)),
+        n if v(s.min) == v(s.max) => format!("{}{unit} (the same in all {n} seeds)", v(s.mean)),
+        n => format!(
+            "{}{unit} ({}–{} over {n} seeds)",
+            v(s.mean),
+            v(s.min),
+            v(s.max)
+        ),
+    }
+}
+
+fn find<'a>(rows: &'a [spread::Spread], key: &str) -> Option<&'a spread::Spread> {
+    rows.iter().find(|r| r.key == key)
+}
+
+/// Runs `run` for each seed on up to `threads` threads, in seed order.
+fn per_seed<T: Send>(
+    seeds: &[u64],
+    threads: usize,
+    run: &(dyn Fn(u64) -> Result<T, String> + Sync),
+) -> Vec<(u64, Result<T, String>)> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<Result<T, String>>>> =
+        seeds.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, seeds.len().max(1)) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&seed) = seeds.get(i) else { break };
+                *slots[i].lock().expect("a seed's slot") = Some(run(seed));
+            });
+        }
+    });
+    seeds
+        .iter()
+        .zip(slots)
+        .map(|(&s, m)| {
+            (
+                s,
+                m.into_inner()
+                    .expect("a seed's slot")
+                    .expect("every seed ran"),
+            )
+        })
+        .collect()
+}
+
+/// Everest: the busiest episodes replayed without and with peak off-loading.
+pub fn peak_offload(
+    c: &Characterization,
+    open: &Open,
+    o: &Options,
+    details: &mut Details,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Verdict {
+    const M: &str = "peak off-load";
+    const P: &str = "Everest (FAST'08)";
+    let total = &c.stats.total;
+    if !c.has_time {
+        return verdict(
+            M,
+            P,
+            Outcome::CannotJudge,
+            "the trace has no timestamps: peaks are bursts in time".into(),
+            vec![],
+        );
+    }
+    if total.writes == 0 {
+        return verdict(
+            M,
+            P,
+            Outcome::DoesNotApply,
+            "no writes: off-loading moves writes, and this trace has none".into(),
+            vec![format!("{} requests, all reads", total.records)],
+        );
+    }
+    let mut settings = c.peaks_options;
+    if o.quick {
+        settings.episodes = 1;
+    }
+    let seeds = o.seed_list();
+    let options = crate::everest::Options {
+        peaks: settings.options(),
+        parts: crate::everest::Parts::default(),
+        ..crate::everest::Options::default()
+    };
+    progress(&format!(
+        "peak off-load: {} episode(s) × 3 configurations × {} seed(s)",
+        settings.episodes,
+        seeds.len()
+    ));
+    let runs = per_seed(&seeds, o.threads, &|seed| {
+        let options = crate::everest::Options {
+            seed,
+            ..options.clone()
+        };
+        let mut open_once = || open();
+        let mut say = |line: &str| progress(&format!("peak off-load, seed {seed}: {line}"));
+        crate::everest::run(&mut open_once, &c.source, &options, &mut say)
+    });
+    let mut reports = Vec::new();
+    for (seed, r) in runs {
+        match r {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                return verdict(
+                    M,
+                    P,
+                    Outcome::CannotJudge,
+                    format!("the peak replay failed (seed {seed}): {e}"),
+                    vec![],
+                )
+            }
+        }
+    }
+    let figures: Vec<(u64, Vec<Figure>)> = reports
+        .iter()
+        .map(|r| (r.seed, offload_figures(r, c)))
+        .collect();
+    let rows = spread::spread(&figures);
+    let first = &reports[0];
+    let episodes = first.episodes.len();
+    let mut why = Vec::new();
+    for e in &first.episodes {
+        why.push(format!(
+            "peak {}: {:.0}–{:.0} s, {:.0} requests/s at its busiest ({}× the trace's mean rate), {:.0} % reads",
+            e.rank,
+            e.peak_start_s,
+            e.peak_end_s,
+            e.peak_rate_per_s,
+            total
+                .mean_rate_per_s
+                .filter(|m| *m > 0.0)
+                .map_or("-".to_owned(), |m| spread::number(e.peak_rate_per_s / m)),
+            e.read_pct.unwrap_or(0.0)
+        ));
+    }
+    let mut v = verdict(M, P, Outcome::CannotJudge, String::new(), why);
+    v.commands.push(format!(
+        "cordillera lab everest --trace {} --main-only --episodes {} --align centred --rate-window-s {} --segment-s {} --seed {} --seeds {}",
+        arg(o),
+        settings.episodes,
+        settings.rate_window_s,
+        settings.segment_s,
+        seeds[0],
+        seeds.len()
+    ));
+    let (Some(base), Some(peak), Some(speedup)) = (
+        find(&rows, "offload/baseline_ms"),
+        find(&rows, "offload/peak_ms"),
+        find(&rows, "offload/speedup"),
+    ) else {
+        v.summary = "no peak held requests to replay".into();
+        v.figures = rows;
+        details.everest = reports;
+        return v;
+    };
+    let store = find(&rows, "offload/store_pct_of_working_set");
+    let store_mb = find(&rows, "offload/store_mb");
+    v.outcome = if speedup.mean >= OFFLOAD_MIN_SPEEDUP {
+        Outcome::Applies
+    } else {
+        Outcome::DoesNotApply
+    };
+    v.summary = format!(
+        "mean response in the top {episodes} peak(s) {} → {}: {}{}",
+        with_spread(base),
+        with_spread(peak),
+        with_spread(speedup),
+        match (store_mb, store) {
+            (Some(mb), Some(pct)) => format!(
+                "; needs {} MB of store space, {} % of the trace's working set",
+                spread::number(mb.max),
+                spread::number(pct.max)
+            ),
+            _ => String::new(),
+        }
+    );
+    if v.outcome == Outcome::DoesNotApply {
+        v.why.push(format!(
+            "the peaks do not overload the disks enough: peak off-load acts only when a volume has more than T_base = {} requests in flight; mean speed-up below {OFFLOAD_MIN_SPEEDUP}×",
+            first.t_base
+        ));
+    } else {
+        v.why.push(format!(
+            "writes in the peaks queue behind each other on the busy volumes; off-loaded to idle volumes' logs they no longer do (T_base = {})",
+            first.t_base
+        ));
+    }
+    v.figures = rows;
+    details.everest = reports;
+    v
+}
+
+/// One Everest run's figures: requests-weighted means over the episodes.
+fn offload_figures(r: &crate::everest::Report, c: &Characterization) -> Vec<Figure> {
+    let mut out = Vec::new();
+    let (mut n, mut base, mut peak, mut max_bytes) = (0u64, 0.0, 0.0, 0u64);
+    for e in &r.episodes {
+        let (Some(b), Some(p)) = (e.configs.baseline.mean_ms, e.configs.peak.mean_ms) else {
+            continue;
+        };
+        let k = e.configs.baseline.requests;
+        n += k;
+        base += b * k as f64;
+        peak += p * k as f64;
+        max_bytes = max_bytes.max(e.configs.peak.offloaded_max_bytes);
+    }
+    if n == 0 || peak <= 0.0 {
+        return out;
+    }
+    let (base, peak) = (base / n as f64, peak / n as f64);
+    out.push(Figure::new(
+        "offload/baseline_ms",
+        "mean response in the peaks, no off-load",
+        "ms",
+        base,
+        "",
+    ));
+    out.push(Figure::new(
+        "offload/peak_ms",
+        "mean response in the peaks, peak off-load",
+        "ms",
+        peak,
+        "",
+    ));
+    out.push(Figure::new(
+        "offload/speedup",
+        "speed-up of the mean response in the peaks",
+        "×",
+        base / peak,
+        "\"almost two orders of magnitude\" (Exchange, §4.1)",
+    ));
+    out.push(Figure::new(
+        "offload/store_mb",
+        "largest off-loaded data at once",
+        "MB",
+        max_bytes as f64 / 1e6,
+        "",
+    ));
+    if c.working_set_bytes > 0 {
+        out.push(Figure::new(
+            "offload/store_pct_of_working_set",
+            "largest off-loaded data over the working set",
+            "%",
+            max_bytes as f64 * 100.0 / c.working_set_bytes as f64,
+            "",
+        ));
+    }
+    out
+}
+
+/// Sierra: the hourly load, its gears and their energy; with two days, the prediction.
+pub fn gears(
+    c: &Characterization,
+    open: &Open,
+    o: &Options,
+    details: &mut Details,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Verdict {
+    const M: &str = "gears";
+    const P: &str = "Sierra (EuroSys'11)";
+    if !c.has_time {
+        return verdict(
+            M,
+            P,
+            Outcome::CannotJudge,
+            "the trace has no timestamps: gears follow the load over the day".into(),
+            vec![],
+        );
+    }
+    if c.duration_s < 86_400.0 {
+        return verdict(
+            M,
+            P,
+            Outcome::CannotJudge,
+            format!(
+                "the trace covers {:.1} h: gears follow a diurnal pattern, which takes a day or more to see",
+                c.duration_s / 3600.0
+            ),
+            vec!["run advise on a trace of a day or more (two or more to judge the prediction)".into()],
+        );
+    }
+    let two_days = c.duration_s >= TWO_DAYS_S;
+    let open_one = open.clone();
+    let input = crate::sierra::Input {
+        name: c.source.clone(),
+        open: Box::new(move || open_one()),
+        maintenance_hours: Vec::new(),
+        utc_offset_hours: 0,
+        load_trace: two_days,
+        io_trace: true,
+    };
+    progress("gears: the hourly load, the oracle gears and their power");
+    let options = crate::sierra::Options::default();
+    let mut say = |line: &str| progress(&format!("gears: {line}"));
+    let report = match crate::sierra::run(vec![input], &options, &mut say) {
+        Ok(r) => r,
+        Err(e) => {
+            return verdict(
+                M,
+                P,
+                Outcome::CannotJudge,
+                format!("the load analysis failed: {e}"),
+                vec![],
+            )
+        }
+    };
+    let mut figures = Vec::new();
+    let mut why = Vec::new();
+    if let Some((min, max)) = c.diurnal_swing() {
+        why.push(format!(
+            "by hour of day the quietest hour carries {:.0} % of the busiest hour's bytes",
+            if max > 0.0 { min * 100.0 / max } else { 0.0 }
+        ));
+    }
+    let Some(s) = report.schedules.first() else {
+        let reason = report.skipped.join("; ");
+        return verdict(
+            M,
+            P,
+            Outcome::CannotJudge,
+            format!("no schedule: {reason}"),
+            why,
+        );
+    };
+    for p in &s.power {
+        figures.push(Figure::new(
+            format!("gears/g_min{}/saving_pct", p.g_min),
+            format!("energy saved by the chunk servers, g_min = {}", p.g_min),
+            "%",
+            (1.0 - p.chunk_servers_over_baseline) * 100.0,
+            if p.g_min == 1 {
+                "\"at least 23 %\" (Hotmail, 48 h)"
+            } else {
+                ""
+            },
+        ));
+        figures.push(Figure::new(
+            format!("gears/g_min{}/servers_on_pct", p.g_min),
+            format!("mean chunk servers powered, g_min = {}", p.g_min),
+            "%",
+            p.chunk_servers_on * 100.0,
+            "",
+        ));
+    }
+    let mut correct = None;
+    if let Some(l) = report.load_traces.first() {
+        if let Some(best) = l.prediction.iter().max_by_key(|p| p.training_days) {
+            let f = best.gears_correct_fraction() * 100.0;
+            correct = Some((f, best.training_days, best.test_days));
+            figures.push(Figure::new(
+                "gears/prediction_correct_pct",
+                format!(
+                    "hours whose predicted gear was right ({} training day(s))",
+                    best.training_days
+                ),
+                "%",
+                f,
+                "",
+            ));
+        }
+    }
+    let rows = spread::spread(&[(o.seed, figures)]);
+    let saving = find(&rows, "gears/g_min1/saving_pct").map_or(0.0, |r| r.mean);
+    let outcome = if saving >= GEARS_MIN_SAVING * 100.0 {
+        Outcome::Applies
+    } else {
+        Outcome::DoesNotApply
+    };
+    why.push(format!(
+        "{} chunk servers provisioned for the busiest hour ({:.1} servers of load); each hour runs the fewest gear groups that carry its load",
+        s.chunk_servers, s.peak_servers_max
+    ));
+    if outcome == Outcome::DoesNotApply {
+        why.push(format!(
+            "the load stays near its peak: below {:.0} % saved, powering servers down is not worth the migrations",
+            GEARS_MIN_SAVING * 100.0
+        ));
+    }
+    let mut summary = format!("{saving:.0} % of the chunk servers' energy saved with g_min = 1");
+    match correct {
+        Some((f, train, test)) => summary.push_str(&format!(
+            ", the gear predicted right {f:.0} % of hours ({train} day(s) of training, {test} tested)"
+        )),
+        None => summary.push_str(" (the prediction not judged: it trains on whole days and tests on the next)"),
+    }
+    for skipped in &report.skipped {
+        why.push(format!("not judged: {skipped}"));
+    }
+    let mut v = verdict(M, P, outcome, summary, why);
+    v.figures = rows;
+    v.commands.push(format!(
+        "cordillera lab sierra --trace {} --parts analysis",
+        arg(o)
+    ));
+    details.sierra = Some(report);
+    v
+}
+
+/// Bonfire: days warmed from the day before at the paper's middle setting.
+pub fn warmup(
+    c: &Characterization,
+    open: &Open,
+    o: &Options,
+    details: &mut Details,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Verdict {
+    const M: &str = "warm-up";
+    const P: &str = "Bonfire (FAST'13)";
+    if !c.has_time {
+        return verdict(
+            M,
+            P,
+            Outcome::CannotJudge,
+            "the trace has no timestamps: warm-up is judged day by day".into(),
+            vec![],
+        );
+    }
+    if c.stats.total.reads == 0 {
+        return verdict(
+            M,
+            P,
+            Outcome::DoesNotApply,
+            "no reads: a read cache has nothing to serve, warm or cold".into(),
+            vec![format!("{} requests, all writes", c.stats.total.records)],
+        );
+    }
+    // Days of 24 h with two or more; else three periods over the trace.
+    let (day_s, interval_s) = if c.duration_s >= TWO_DAYS_S {
+        (86_400u64, 600u64)
+    } else {
+        let interval = ((c.duration_s / 90.0).floor() as u64).max(1);
+        if c.duration_s < 90.0 {
+            return verdict(
+                M,
+                P,
+                Outcome::CannotJudge,
+                format!(
+                    "the trace covers {:.0} s: too short to cut into periods that warm one another",
+                    c.duration_s
+                ),
+                vec![],
+            );
+        }
+        (interval * 30, interval)
+    };
+    let regions = if o.quick { vec![MIB] } else { vec![4096, MIB] };
+    let options = crate::bonfire::Options {
+        day_ns: day_s as i64 * NS_PER_S,
+        interval_ns: interval_s as i64 * NS_PER_S,
+        cache_pcts: vec![50.0],
+        warmup_pcts: vec![10.0],
+        region_bytes: regions.clone(),
+        th_vs: vec![0.8],
+        th_ns: vec![0.03],
+        seed: o.seed,
+        threads: o.threads,
+        ..crate::bonfire::Options::default()
+    };
+    progress(&format!(
+        "warm-up: {} of {} s, each warmed from the one before",
+        if day_s == 86_400 { "days" } else { "periods" },
+        day_s
+    ));
+    let mut open_once = || open();
+    let report = match crate::bonfire::run_stream(&c.source, &mut open_once, &options, progress) {
+        Ok(r) => r,
+        Err(e) => return verdict(M, P, Outcome::CannotJudge, e, vec![]),
+    };
+    let mut why = Vec::new();
+    if day_s != 86_400 {
+        why.push(format!(
+            "the trace is shorter than two days: cut into periods of {day_s} s (each warmed from the one before) instead of days"
+        ));
+    }
+    for v in &report.volumes {
+        if let (Some(rec), Some(cls)) = (&v.recommendation, &v.reaccess) {
+            why.push(format!(
+                "{}: reaccessed blocks {:.0} % hourly, {:.0} % daily, {:.0} % other → the decision tree says {} ({})",
+                v.volume,
+                cls.hourly_block_pct,
+                cls.daily_block_pct,
+                cls.other_block_pct,
+                rec.algorithm,
+                rec.because
+            ));
+        }
+        if let Some(s) = &v.skipped {
+            why.push(format!("{}: not judged: {s}", v.volume));
+        }
+    }
+    let row = report
+        .table
+        .iter()
+        .find(|r| r.region_bytes == MIB)
+        .or_else(|| report.table.first());
+    let mut figures = Vec::new();
+    let h = &report.headline;
+    let best = h
+        .algorithms
+        .iter()
+        .max_by_key(|t| (t.best_converge, t.reduces_more_load_than_cold))
+        .map(|t| t.algorithm);
+    if let Some(r) = row {
+        let hours = |x: Option<f64>| x.map(|h| h * day_s as f64 / 86_400.0);
+        if let Some(x) = hours(r.cold_converge_h) {
+            figures.push(Figure::new(
+                "warmup/cold_converge_h",
+                "cold cache converges after (median)",
+                "h",
+                x,
+                "",
+            ));
+        }
+        if let Some(x) = hours(r.bonfire_converge_h) {
+            figures.push(Figure::new(
+                "warmup/bonfire_converge_h",
+                "warmed cache converges after (median)",
+                "h",
+                x,
+                "",
+            ));
+        }
+        if let Some(x) = r.load_reduction_gain_points {
+            figures.push(Figure::new(
+                "warmup/load_gain_points",
+                "server load reduction, warmed minus cold (median)",
+                "points",
+                x,
+                "",
+            ));
+        }
+        if let Some(x) = r.converge_improvement_pct {
+            figures.push(Figure::new(
+                "warmup/converge_improvement_pct",
+                "convergence sooner than cold (median)",
+                "%",
+                x,
+                "\"44–228 %\" improvement in T_converge (abstract)",
+            ));
+        }
+    }
+    let rows = spread::spread(&[(o.seed, figures)]);
+    let cold = find(&rows, "warmup/cold_converge_h").map(|r| r.mean);
+    let warm = find(&rows, "warmup/bonfire_converge_h").map(|r| r.mean);
+    let gain = find(&rows, "warmup/load_gain_points").map(|r| r.mean);
+    let sooner = match (cold, warm) {
+        (Some(c), Some(w)) => c > w,
+        (None, Some(_)) => true,
+        _ => false,
+    };
+    let applies = sooner || gain.is_some_and(|g| g >= 5.0);
+    let name = best.map_or("-".to_owned(), |a| a.to_string());
+    let unit = "h";
+    let summary = if h.cases == 0 {
+        "no day (period) had reads after one to warm from".to_owned()
+    } else if applies {
+        let when = match (warm, cold) {
+            (Some(w), Some(c)) => format!(
+                "converges {:.2} {unit} sooner than a cold one ({w:.2} h against {c:.2} h)",
+                c - w
+            ),
+            (Some(w), None) => format!(
+                "converges after {w:.2} h where a cold one does not converge within its {}",
+                if day_s == 86_400 { "day" } else { "period" }
+            ),
+            _ => "converges no sooner than a cold one".to_owned(),
+        };
+        format!(
+            "{name}: the new cache {when}, and serves {} more points of the reads (median over {} volume-day(s))",
+            gain.map_or("-".into(), |g| format!("{g:.1}")),
+            h.cases
+        )
+    } else {
+        format!(
+            "a cold cache converges {} on its own; warming gains {} points of the reads",
+            cold.map_or("never (and warming does not help)".into(), |c| format!(
+                "after {c:.2} h"
+            )),
+            gain.map_or("-".into(), |g| format!("{g:.1}"))
+        )
+    };
+    let outcome = if h.cases == 0 {
+        Outcome::CannotJudge
+    } else if applies {
+        Outcome::Applies
+    } else {
+        Outcome::DoesNotApply
+    };
+    let mut v = verdict(M, P, outcome, summary, why);
+    v.figures = rows;
+    v.commands.push(format!(
+        "cordillera lab bonfire --trace {} --parts days --day-s {day_s} --interval-s {interval_s} --cache-pct 50 --warmup-pct 10 --region {} --th-v 0.8 --th-n 0.03 --seed {}",
+        arg(o),
+        if regions.len() == 2 { "4k,1m" } else { "1m" },
+        o.seed
+    ));
+    details.bonfire = Some(report);
+    v
+}
+
+/// Narrow or wide striping: the paper's advice from what the trace shows.
+pub fn striping(c: &Characterization, o: &Options) -> Verdict {
+    const M: &str = "striping";
+    const P: &str = "narrow vs wide striping (the striping paper, §3.6, §5)";
+    let t = &c.stats.total;
+    let span = t.span_s.max(1e-9);
+    let knowledge = Knowledge {
+        mean_request_bytes: t.mean_request_bytes.map(|m| m.round() as u64),
+        large_requests: None,
+        read_iops: Some(t.reads as f64 / span),
+        write_iops: Some(t.writes as f64 / span),
+    };
+    // The busiest volume at its busiest minute against one 4-disk array of the Everest disk
+    // (its random IOPS measured on the model): the narrow layout's hottest array.
+    let disk = crate::sierra::benchmark_server("cheetah-15k").ok();
+    let busiest = c
+        .stats
+        .volumes
+        .iter()
+        .max_by(|a, b| a.peak_rate_per_s.total_cmp(&b.peak_rate_per_s));
+    let utilization = match (disk, busiest) {
+        (Some(d), Some(v)) if v.records > 0 => {
+            let w = v.writes as f64 / v.records as f64;
+            let weighted = v.peak_rate_per_s * (1.0 - w) + 4.0 * v.peak_rate_per_s * w;
+            Some((weighted / (4.0 * d.read_iops)).min(1.0))
+        }
+        _ => None,
+    };
+    let daily: Vec<f64> = c
+        .profile
+        .as_ref()
+        .map(|p| {
+            p.days
+                .iter()
+                .filter(|d| d.covered_s >= 86_000.0)
+                .map(|d| d.mean_iops)
+                .collect()
+        })
+        .unwrap_or_default();
+    let stable = daily.len() >= 2 && {
+        let mean = daily.iter().sum::<f64>() / daily.len() as f64;
+        daily.iter().all(|d| (d - mean).abs() <= 0.2 * mean)
+    };
+    let setting = Setting {
+        utilization,
+        workload_known: stable,
+        migration: false,
+        qos_scheduling: false,
+        mixed_qos: false,
+    };
+    let rec = policy::recommend(&knowledge, &setting);
+    let mut why = Vec::new();
+    why.push(format!(
+        "{} volume(s); mean request {}; {:.0} % reads",
+        c.volumes,
+        t.mean_request_bytes
+            .map_or("unknown".into(), |m| format!("{:.1} KiB", m / 1024.0)),
+        c.read_pct.unwrap_or(0.0)
+    ));
+    if let (Some(u), Some(v)) = (utilization, busiest) {
+        why.push(format!(
+            "the busiest volume ({}) at its busiest minute would keep a 4-disk Cheetah 15K array {:.0} % busy (estimated from the disk model's random IOPS, writes weighted 4×)",
+            v.volume,
+            u * 100.0
+        ));
+    }
+    why.push(if stable {
+        format!(
+            "the load is stable over {} whole days (each within 20 % of their mean)",
+            daily.len()
+        )
+    } else {
+        "the load is not shown stable over two whole days or more, so it is not known precisely"
+            .into()
+    });
+    why.extend(rec.reasons.iter().cloned());
+    let name = match rec.policy {
+        policy::Policy::Wide => "wide",
+        policy::Policy::Narrow => "narrow",
+    };
+    let mut v = verdict(
+        M,
+        P,
+        Outcome::Applies,
+        format!("{name}, stripe unit {} KiB", rec.stripe_unit_bytes >> 10),
+        why,
+    );
+    let mut figures = vec![Figure::new(
+        "striping/stripe_unit_kib",
+        "stripe unit",
+        "KiB",
+        (rec.stripe_unit_bytes >> 10) as f64,
+        "half the mean request size (§3.6)",
+    )];
+    if let Some(u) = utilization {
+        figures.push(Figure::new(
+            "striping/narrow_peak_utilization_pct",
+            "busiest array's utilization, narrow layout (estimate)",
+            "%",
+            u * 100.0,
+            "",
+        ));
+    }
+    v.figures = spread::spread(&[(o.seed, figures)]);
+    v.commands
+        .push(format!("cordillera trace stats {}", arg(o)));
+    v.commands.push("cordillera lab striping".into());
+    v
+}

@@ -1,0 +1,119 @@
+//! `cordillera advise`'s report as a person reads it: the verdicts in text, and the folder with
+//! `report.html` (self-contained), `report.json` and the figures.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::advise::{Outcome, Report};
+use crate::spread::number;
+
+fn mark(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Applies => "APPLIES",
+        Outcome::DoesNotApply => "DOES NOT APPLY",
+        Outcome::CannotJudge => "CANNOT JUDGE",
+    }
+}
+
+/// The characterization in a few lines, then one block per verdict.
+pub fn text(r: &Report) -> String {
+    let mut s = String::new();
+    let c = &r.characterization;
+    let _ = writeln!(s, "Cordillera advise: {}", r.source);
+    let _ = writeln!(
+        s,
+        "  {} requests on {} volume(s) over {}; {} reads; mean request {}; working set {:.2} GB",
+        c.records,
+        c.volumes,
+        duration(c.duration_s),
+        c.read_pct.map_or("-".into(), |p| format!("{p:.0} %")),
+        c.mean_request_bytes
+            .map_or("-".into(), |m| format!("{:.1} KiB", m / 1024.0)),
+        c.working_set_bytes as f64 / 1e9
+    );
+    if let Some(p) = c.stats.total.peak_to_mean {
+        let _ = writeln!(
+            s,
+            "  busiest minute {}× the mean rate; {} peak episode(s) found",
+            number(p),
+            c.peaks.episodes.len()
+        );
+    }
+    if c.skipped_lines > 0 {
+        let _ = writeln!(s, "  {} malformed line(s) skipped", c.skipped_lines);
+    }
+    let _ = writeln!(
+        s,
+        "  seeds {}{}",
+        r.seeds
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        if r.quick { " (--quick)" } else { "" }
+    );
+    for v in &r.verdicts {
+        let _ = writeln!(
+            s,
+            "\n{} — {} ({})\n  {}",
+            v.mechanism,
+            mark(v.outcome),
+            v.paper,
+            v.summary
+        );
+        for w in &v.why {
+            let _ = writeln!(s, "  · {w}");
+        }
+        for f in &v.figures {
+            let _ = writeln!(
+                s,
+                "    {}: {} {}{}",
+                f.label,
+                if f.values.len() > 1 {
+                    format!(
+                        "{} ({}–{}, sd {})",
+                        number(f.mean),
+                        number(f.min),
+                        number(f.max),
+                        number(f.std_dev)
+                    )
+                } else {
+                    number(f.mean)
+                },
+                f.unit,
+                if f.paper.is_empty() {
+                    String::new()
+                } else {
+                    format!("   [paper: {}]", f.paper)
+                }
+            );
+        }
+        for cmd in &v.commands {
+            let _ = writeln!(s, "    $ {cmd}");
+        }
+    }
+    s
+}
+
+pub fn duration(s: f64) -> String {
+    if s >= 2.0 * 86_400.0 {
+        format!("{:.1} days", s / 86_400.0)
+    } else if s >= 2.0 * 3600.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else if s >= 120.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// `report.json` and `report.html` (with its figures inline) in `dir`.
+pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write = super::writer(dir);
+    write("report.json", serde_json::to_string_pretty(r)?)?;
+    write("report.html", super::advise_html::html_in(dir, r)?)?;
+    Ok(())
+}
