@@ -421,39 +421,34 @@ fn bench_rangemap_prints_its_figures() {
 }
 
 #[test]
-fn demo_runs_on_the_built_in_default() {
+fn the_builtin_workload_advise_saves_reads_back() {
     let tmp = tempfile::tempdir().unwrap();
-    let saved = tmp.path().join("synth.cdt");
-    let out = run_ok(
+    run_ok(
         cordillera()
-            .args(["demo", "--days", "1", "--save"])
-            .arg(&saved),
+            .args(["advise", "--quick", "--quiet", "--days", "1", "--out"])
+            .arg(tmp.path()),
     );
-    let text = String::from_utf8(out).unwrap();
-    for section in [
-        "== trace stats ==",
-        "== trace peaks ==",
-        "== trace reaccess ==",
-        "== trace profile ==",
-    ] {
-        assert!(text.contains(section), "{section} missing");
-    }
-    // The saved trace reads back with the same record count as the demo printed.
+    let saved = tmp.path().join("workload.cdt");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("report.json")).unwrap())
+            .unwrap();
+    // The saved trace reads back with the record count advise characterized.
     let json: serde_json::Value = serde_json::from_slice(&run_ok(
         cordillera().args(["trace", "stats", "--json"]).arg(&saved),
     ))
     .unwrap();
-    let records = json["total"]["records"].as_u64().unwrap();
-    assert!(
-        text.contains(&format!(" {records} records")),
-        "demo and saved trace agree on {records} records"
+    assert_eq!(
+        json["total"]["records"], report["characterization"]["records"],
+        "advise and its saved trace agree"
     );
-    // Three peak episodes were planted, each on one volume at 25× its base rate.
+    // Three peak episodes were planted, each on one volume at 100× its base rate.
     let peaks: serde_json::Value = serde_json::from_slice(&run_ok(
         cordillera().args(["trace", "peaks", "--json"]).arg(&saved),
     ))
     .unwrap();
-    for e in peaks["episodes"].as_array().unwrap() {
+    let episodes = peaks["episodes"].as_array().unwrap();
+    assert_eq!(episodes.len(), 3);
+    for e in episodes {
         assert!(e["busiest_share_pct"].as_f64().unwrap() > 50.0, "{e}");
     }
 }
