@@ -51,6 +51,17 @@ fn verdict(
     }
 }
 
+/// The verdict on a trace without timestamps: `what` says why time matters to the mechanism.
+fn no_time(mechanism: &'static str, paper: &'static str, what: &str) -> Verdict {
+    verdict(
+        mechanism,
+        paper,
+        Outcome::CannotJudge,
+        format!("the trace has no timestamps: {what}"),
+        vec![],
+    )
+}
+
 /// "12.3 ms (10.1–14.0 over 3 seeds)", "12.3 ms (the same in all 3 seeds)" or "12.3 ms".
 pub fn with_spread(s: &spread::Spread) -> String {
     let v = spread::number;
@@ -119,13 +130,7 @@ pub fn peak_offload(
     const P: &str = "Everest (FAST'08)";
     let total = &c.stats.total;
     if !c.has_time {
-        return verdict(
-            M,
-            P,
-            Outcome::CannotJudge,
-            "the trace has no timestamps: peaks are bursts in time".into(),
-            vec![],
-        );
+        return no_time(M, P, "peaks are bursts in time");
     }
     if total.writes == 0 {
         return verdict(
@@ -323,13 +328,7 @@ pub fn gears(
     const M: &str = "gears";
     const P: &str = "Sierra (EuroSys'11)";
     if !c.has_time {
-        return verdict(
-            M,
-            P,
-            Outcome::CannotJudge,
-            "the trace has no timestamps: gears follow the load over the day".into(),
-            vec![],
-        );
+        return no_time(M, P, "gears follow the load over the day");
     }
     if c.duration_s < 86_400.0 {
         return verdict(
@@ -471,13 +470,7 @@ pub fn warmup(
     const M: &str = "warm-up";
     const P: &str = "Bonfire (FAST'13)";
     if !c.has_time {
-        return verdict(
-            M,
-            P,
-            Outcome::CannotJudge,
-            "the trace has no timestamps: warm-up is judged day by day".into(),
-            vec![],
-        );
+        return no_time(M, P, "warm-up is judged day by day");
     }
     if c.stats.total.reads == 0 {
         return verdict(

@@ -346,37 +346,24 @@ pub fn replay_stream(
             ("bonfire", pad(bonfire.intervals), true),
         ] {
             let after = &t[first..];
+            let after_counts = counts(after);
             let converge = is_new
-                .then(|| schemes::convergence(&counts(after), &always_after, o.th_v, o.th_n))
+                .then(|| schemes::convergence(&after_counts, &always_after, o.th_v, o.th_n))
                 .flatten();
             // The interval holding T is shared with the day before; T_converge counts from T.
             let converge_after_ios =
                 converge.map(|k| ((first + k) as u64 * v.interval_ios).saturating_sub(v.start_io));
-            let after_counts = counts(after);
+            // Cold and Bonfire have no figure before their caches existed.
+            let per_interval = |f: fn(&TimedInterval) -> Option<f64>| -> Vec<Option<f64>> {
+                t.iter()
+                    .enumerate()
+                    .map(|(k, x)| if is_new && k < first { None } else { f(x) })
+                    .collect()
+            };
             series.push(ReplaySeries {
                 scheme: scheme.into(),
-                hit_rates: t
-                    .iter()
-                    .enumerate()
-                    .map(|(k, x)| {
-                        if is_new && k < first {
-                            None
-                        } else {
-                            x.blocks.hit_rate()
-                        }
-                    })
-                    .collect(),
-                read_latency_ms: t
-                    .iter()
-                    .enumerate()
-                    .map(|(k, x)| {
-                        if is_new && k < first {
-                            None
-                        } else {
-                            x.mean_ms()
-                        }
-                    })
-                    .collect(),
+                hit_rates: per_interval(|x| x.blocks.hit_rate()),
+                read_latency_ms: per_interval(TimedInterval::mean_ms),
                 hit_rate: schemes::server_load_reduction(&after_counts, after_counts.len()),
                 mean_read_latency_ms: latency::mean_read_ms(after),
                 converge_after_ios: if is_new { converge_after_ios } else { Some(0) },
