@@ -87,7 +87,20 @@ fn builtin(a: &AdviseArgs, save: Option<&Path>) -> Result<(String, Open)> {
         peak_burst_ms: a.peak_burst_ms,
         ..SynthOptions::default()
     };
-    let (info, volumes, records) = generate(&options);
+    let (info, volumes, mut records) = generate(&options);
+    // Volumes numbered in order of first appearance, as a saved trace numbers them when read
+    // back: the labs then see the same volume ids in memory and from the file (the striping
+    // partition, say, depends on them).
+    let mut order: Vec<Option<u32>> = vec![None; volumes.len()];
+    let mut names: Vec<String> = Vec::new();
+    for r in &mut records {
+        let i = r.volume.0 as usize;
+        let id = *order[i].get_or_insert_with(|| {
+            names.push(volumes.name(r.volume).to_owned());
+            names.len() as u32 - 1
+        });
+        r.volume = VolumeId(id);
+    }
     if let Some(path) = save {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
@@ -95,14 +108,17 @@ fn builtin(a: &AdviseArgs, save: Option<&Path>) -> Result<(String, Open)> {
         let file =
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
         let mut writer = BinaryWriter::new(std::io::BufWriter::new(file), path)?;
+        let mut table = cordillera_trace::record::VolumeTable::new();
+        for n in &names {
+            table
+                .intern(n.as_bytes())
+                .context("the built-in workload's volume table")?;
+        }
         for r in &records {
-            writer.write(r, &volumes, &info)?;
+            writer.write(r, &table, &info)?;
         }
         writer.finish(&info)?;
     }
-    let names: Vec<String> = (0..volumes.len())
-        .map(|i| volumes.name(VolumeId(i as u32)).to_owned())
-        .collect();
     let records = Arc::new(records);
     let source = format!(
         "built-in workload ({} volumes, {} days, seed {seed}: peaks, a diurnal swing, hot data, a nightly job)",
@@ -128,6 +144,21 @@ fn opener(a: &AdviseArgs, path: &Path) -> Result<Open> {
     Ok(Arc::new(move || {
         open_input(&input).map_err(|e| format!("{e:#}"))
     }))
+}
+
+/// The flags that make a lab read a trace as advise did.
+fn trace_flags(a: &AdviseArgs) -> Vec<String> {
+    let mut flags = Vec::new();
+    if let Some(f) = a.format {
+        flags.extend(["--format".to_owned(), f.name().to_owned()]);
+    }
+    if let Some(u) = a.time_unit {
+        flags.extend(["--time-unit".to_owned(), format!("{u:?}").to_lowercase()]);
+    }
+    if a.skip_invalid {
+        flags.push("--skip-invalid".to_owned());
+    }
+    flags
 }
 
 /// Runs advise and returns the reports (the `demo` command prints its own summary).
@@ -168,6 +199,7 @@ pub fn advise(a: &AdviseArgs) -> Result<Vec<(Report, Option<PathBuf>)>> {
             seeds: a.seeds,
             quick: a.quick,
             threads,
+            trace_flags: trace_flags(a),
             trace_arg: arg,
         };
         let say = |line: &str| {

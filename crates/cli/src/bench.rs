@@ -37,6 +37,9 @@ enum BenchCommand {
     /// `lab bonfire` streaming a generated 7-day, 8-volume trace at growing sizes (default up
     /// to 100 M records): wall time, records per second and peak memory of each run.
     LabBonfire(crate::lab_bench::LabBenchArgs),
+    /// `advise` on one generated day of one volume (a busy MSR volume's day, written as MSR
+    /// CSV), in full and with --quick: wall time of each step and peak memory.
+    Advise(crate::advise_bench::AdviseBenchArgs),
 }
 
 #[derive(Args)]
@@ -102,6 +105,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::Rangemap(args) => rangemap(args),
         BenchCommand::Cache(args) => cache(args),
         BenchCommand::LabBonfire(args) => crate::lab_bench::run(args),
+        BenchCommand::Advise(args) => crate::advise_bench::run(args),
     }
 }
 

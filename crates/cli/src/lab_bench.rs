@@ -200,16 +200,13 @@ pub fn run(a: LabBenchArgs) -> Result<()> {
 }
 
 /// Waits for the child and returns its exit status and maximum resident set, bytes.
-fn wait_with_rusage(pid: libc::pid_t) -> Result<(i32, u64)> {
+pub fn wait_with_rusage(pid: libc::pid_t) -> Result<(i32, u64)> {
     let mut status: libc::c_int = 0;
     // SAFETY: wait4 fills the status and the struct it is given; the child is ours.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     if r != pid {
-        bail!(
-            "waiting for lab bonfire: {}",
-            std::io::Error::last_os_error()
-        );
+        bail!("waiting for the child: {}", std::io::Error::last_os_error());
     }
     let code = if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)

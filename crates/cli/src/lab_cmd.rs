@@ -336,34 +336,17 @@ fn run_everest(a: EverestArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs `run` for every seed on up to `threads` threads (default: the cores), in seed order.
+/// Runs `run` for every seed on up to `threads` threads (default: the cores), in seed order;
+/// the first error stops nothing but is returned.
 fn run_seeds<T: Send>(
     seeds: &[u64],
     threads: Option<usize>,
     run: &(dyn Fn(u64) -> Result<T> + Sync),
 ) -> Result<Vec<T>> {
-    let threads = threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, seeds.len().max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<Result<T>>>> =
-        seeds.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&seed) = seeds.get(i) else { break };
-                *results[i].lock().expect("result slot") = Some(run(seed));
-            });
-        }
-    });
-    results
+    let threads =
+        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    cordillera_lab::spread::per_seed(seeds, threads, run)
         .into_iter()
-        .map(|m| {
-            m.into_inner()
-                .expect("result slot")
-                .expect("every seed ran")
-        })
         .collect()
 }
 

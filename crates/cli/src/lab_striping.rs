@@ -94,6 +94,9 @@ pub struct StripingArgs {
     /// Unit of ASCII5 timestamps in --trace and --websearch files.
     #[arg(long, value_parser = clap::value_parser!(cordillera_trace::TimeUnit))]
     time_unit: Option<cordillera_trace::TimeUnit>,
+    /// Skip malformed lines of --trace instead of stopping at the first.
+    #[arg(long)]
+    skip_invalid: bool,
     /// Seed of the streams (arrivals, sizes, offsets, ON periods).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -369,10 +372,11 @@ fn open_records(
     paths: &[PathBuf],
     format: Option<cordillera_trace::Format>,
     time_unit: Option<cordillera_trace::TimeUnit>,
+    skip_invalid: bool,
 ) -> Result<Box<dyn RecordReader>, String> {
     let mut readers = Vec::new();
     for p in paths {
-        let input = crate::lab_io::trace_input(p, format, time_unit, false);
+        let input = crate::lab_io::trace_input(p, format, time_unit, skip_invalid);
         readers.push(crate::trace_cmd::open_input(&input).map_err(|e| e.to_string())?);
     }
     if readers.len() == 1 {
@@ -393,8 +397,8 @@ fn records_of(mut reader: Box<dyn RecordReader>) -> Records {
 fn trace_source(a: &StripingArgs) -> Result<Source> {
     {
         // A first pass for the volume names (streams are numbered in order of appearance).
-        let mut reader =
-            open_records(&a.trace, a.format, a.time_unit).map_err(anyhow::Error::msg)?;
+        let mut reader = open_records(&a.trace, a.format, a.time_unit, a.skip_invalid)
+            .map_err(anyhow::Error::msg)?;
         while reader.next_record()?.is_some() {}
         let names: Vec<String> = reader
             .volumes()
@@ -404,9 +408,9 @@ fn trace_source(a: &StripingArgs) -> Result<Source> {
         if names.is_empty() {
             bail!("--trace: no requests");
         }
-        let (paths, format, unit) = (a.trace.clone(), a.format, a.time_unit);
+        let (paths, format, unit, skip) = (a.trace.clone(), a.format, a.time_unit, a.skip_invalid);
         let open = Arc::new(move || -> Result<Records, String> {
-            Ok(records_of(open_records(&paths, format, unit)?))
+            Ok(records_of(open_records(&paths, format, unit, skip)?))
         });
         Ok(Source {
             description: format!(
@@ -439,6 +443,7 @@ fn table2_source(a: &StripingArgs, seed: u64) -> Result<Source> {
                     std::slice::from_ref(&path),
                     None,
                     unit,
+                    false,
                 )?))
             });
             Some(skew::Fragment::new(&name, open).map_err(anyhow::Error::msg)?)

@@ -21,6 +21,7 @@
 //! - `chaos`: `chaos`, SIGKILL campaigns against real volume servers and stores.
 
 mod advise;
+mod advise_bench;
 mod bench;
 mod chaos;
 mod cluster_bench;

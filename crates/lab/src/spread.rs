@@ -183,6 +183,31 @@ pub fn csv(rows: &[Spread]) -> String {
     String::from_utf8(w.into_inner().expect("writing to memory")).expect("UTF-8 fields")
 }
 
+/// Runs `run` once per seed on up to `threads` threads, and returns the results in seed order
+/// (each seed's run is independent; the seeds are taken in order as threads come free).
+pub fn per_seed<T: Send>(seeds: &[u64], threads: usize, run: &(dyn Fn(u64) -> T + Sync)) -> Vec<T> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<T>>> =
+        seeds.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, seeds.len().max(1)) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&seed) = seeds.get(i) else { break };
+                *slots[i].lock().expect("a seed's slot") = Some(run(seed));
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .expect("a seed's slot")
+                .expect("every seed ran")
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

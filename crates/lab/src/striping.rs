@@ -369,7 +369,14 @@ pub fn run_skew(
             streams: 2,
         });
     }
-    let r = skew::run(source, &o)?;
+    run_skew_with(source, &o)
+}
+
+/// §3.4's experiment on `source` with any options (arrays, stripe unit, a stop).
+pub fn run_skew_with(source: &skew::Source, o: &skew::SkewOptions) -> Result<SkewReport, String> {
+    let duration_s = o.duration_s;
+    let figure_10 = o.stop.is_some();
+    let r = skew::run(source, o)?;
     let streams: Vec<StreamRow> = r
         .streams
         .iter()

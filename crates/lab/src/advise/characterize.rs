@@ -32,6 +32,9 @@ pub struct Characterization {
     pub profile: Option<ProfileReport>,
     /// Malformed lines skipped (only with skipping asked for).
     pub skipped_lines: u64,
+    /// Each volume's name by its id in the trace's records.
+    #[serde(skip)]
+    pub volume_names: Vec<String>,
 }
 
 /// Peak detection settings, scaled to the trace.
@@ -117,8 +120,12 @@ pub fn characterize(
         progress("finding the peaks again with windows fit for a short trace");
         let mut reader = open()?;
         let mut short = PeaksBuilder::new(settings.options())?;
+        // The busiest rate over the same windows as the peaks': a minute says nothing of a
+        // trace of two minutes.
+        stats = StatsBuilder::new((settings.rate_window_s * 1e9).round() as i64);
         while let Some(r) = reader.next_record().map_err(|e| e.to_string())? {
             short.add(&r);
+            stats.add(&r);
         }
         short.finish(&names, info.origin_unix_ns)
     };
@@ -146,10 +153,31 @@ pub fn characterize(
         reaccess,
         profile,
         skipped_lines,
+        volume_names: names.names().map(|(_, n)| n.to_string()).collect(),
     })
 }
 
 impl Characterization {
+    /// The busiest rate window's rate over the trace's mean rate; `None` for a trace shorter
+    /// than one window (its mean rate is over less time than a window's).
+    pub fn peak_to_mean(&self) -> Option<f64> {
+        (self.duration_s >= self.peaks_options.rate_window_s)
+            .then_some(self.stats.total.peak_to_mean)
+            .flatten()
+    }
+
+    /// The rate window in words: "minute", "40 s".
+    pub fn rate_window(&self) -> String {
+        let w = self.peaks_options.rate_window_s;
+        if w == 60.0 {
+            "minute".into()
+        } else if w == 1.0 {
+            "second".into()
+        } else {
+            format!("{w:.0} s")
+        }
+    }
+
     /// Whole days the trace covers.
     pub fn days(&self) -> f64 {
         self.duration_s / 86_400.0

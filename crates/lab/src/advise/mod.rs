@@ -13,11 +13,14 @@
 //!   middle setting ([`crate::bonfire`]); a trace shorter than two days is cut into shorter
 //!   periods, and says so.
 //! - **Striping** (narrow vs wide): the paper's advice from the trace's request sizes, rates
-//!   and volume skew ([`cordillera_striping::policy`]).
+//!   and volume skew ([`cordillera_striping::policy`]), and with two or more busy volumes the
+//!   paper's §3.4 experiment on them: each volume a stream, partitioned onto arrays (narrow)
+//!   or striped over all (wide), replayed on simulated RAID-5 arrays ([`crate::striping`]).
 //!
 //! Memory is what each lab needs (bounded by working sets and episodes, never the trace).
 
 mod characterize;
+mod striping;
 mod verdicts;
 
 use std::sync::Arc;
@@ -26,6 +29,7 @@ use cordillera_trace::RecordReader;
 use serde::Serialize;
 
 pub use characterize::*;
+pub use striping::striping;
 pub use verdicts::*;
 
 /// Opens the trace again (each lab reads it); callable from several threads.
@@ -42,6 +46,9 @@ pub struct Options {
     pub threads: usize,
     /// How to reproduce the run from a shell: the trace argument as the user gave it.
     pub trace_arg: String,
+    /// The flags that read the trace as advise read it (`--time-unit ns`, `--skip-invalid`),
+    /// each a separate word; every reproducing command carries them after the trace.
+    pub trace_flags: Vec<String>,
 }
 
 impl Default for Options {
@@ -52,6 +59,7 @@ impl Default for Options {
             quick: false,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             trace_arg: String::new(),
+            trace_flags: Vec::new(),
         }
     }
 }
@@ -160,7 +168,9 @@ pub fn run(
     let step = std::time::Instant::now();
     verdicts.push(warmup(c, &open, options, &mut details, progress));
     timings.push(("warm-up".to_owned(), step.elapsed().as_secs_f64()));
-    verdicts.push(striping(c, options));
+    let step = std::time::Instant::now();
+    verdicts.push(striping(c, &open, options, progress));
+    timings.push(("striping".to_owned(), step.elapsed().as_secs_f64()));
     Ok(Report {
         source: source.to_owned(),
         seeds: options.seed_list(),

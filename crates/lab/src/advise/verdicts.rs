@@ -1,12 +1,10 @@
 //! One verdict per mechanism, each from its lab run on the trace with settings derived from the
 //! characterization.
 
-use std::sync::Mutex;
-
-use cordillera_striping::policy::{self, Knowledge, Setting};
 use cordillera_types::units::{MIB, NS_PER_S};
 
 use super::*;
+use crate::render::advise::duration;
 use crate::spread::{self, Figure};
 
 /// Below this mean speed-up in the peaks, off-loading is not worth its stores.
@@ -18,22 +16,30 @@ pub const TWO_DAYS_S: f64 = 1.9 * 86_400.0;
 pub const GEARS_MIN_SAVING: f64 = 0.10;
 
 /// How the trace argument reads in a shell command.
-fn arg(o: &Options) -> String {
+pub(super) fn arg(o: &Options) -> String {
     let a = &o.trace_arg;
     if a.is_empty() {
-        "TRACE (the built-in workload: run advise with --out DIR to save it as DIR/workload.cdt)"
-            .to_owned()
-    } else if a
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-:=,+".contains(c))
-    {
-        a.clone()
-    } else {
-        format!("'{}'", a.replace('\'', "'\\''"))
+        return "TRACE (the built-in workload: run advise with --out DIR to save it as DIR/workload.cdt)"
+            .to_owned();
     }
+    let word = |w: &str| {
+        if !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "/._-:=,+".contains(c))
+        {
+            w.to_owned()
+        } else {
+            format!("'{}'", w.replace('\'', "'\\''"))
+        }
+    };
+    std::iter::once(a.as_str())
+        .chain(o.trace_flags.iter().map(|f| f.as_str()))
+        .map(word)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
-fn verdict(
+pub(super) fn verdict(
     mechanism: &'static str,
     paper: &'static str,
     outcome: Outcome,
@@ -82,40 +88,8 @@ pub fn with_spread(s: &spread::Spread) -> String {
     }
 }
 
-fn find<'a>(rows: &'a [spread::Spread], key: &str) -> Option<&'a spread::Spread> {
+pub(super) fn find<'a>(rows: &'a [spread::Spread], key: &str) -> Option<&'a spread::Spread> {
     rows.iter().find(|r| r.key == key)
-}
-
-/// Runs `run` for each seed on up to `threads` threads, in seed order.
-fn per_seed<T: Send>(
-    seeds: &[u64],
-    threads: usize,
-    run: &(dyn Fn(u64) -> Result<T, String> + Sync),
-) -> Vec<(u64, Result<T, String>)> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let slots: Vec<Mutex<Option<Result<T, String>>>> =
-        seeds.iter().map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..threads.clamp(1, seeds.len().max(1)) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&seed) = seeds.get(i) else { break };
-                *slots[i].lock().expect("a seed's slot") = Some(run(seed));
-            });
-        }
-    });
-    seeds
-        .iter()
-        .zip(slots)
-        .map(|(&s, m)| {
-            (
-                s,
-                m.into_inner()
-                    .expect("a seed's slot")
-                    .expect("every seed ran"),
-            )
-        })
-        .collect()
 }
 
 /// Everest: the busiest episodes replayed without and with peak off-loading.
@@ -145,72 +119,74 @@ pub fn peak_offload(
     if o.quick {
         settings.episodes = 1;
     }
-    let seeds = o.seed_list();
+    // One run: the simulator's seed sets store identities and the network's draws, and with
+    // no faults and a fixed network latency a fixed trace replays the same whatever the seed
+    // (identical figures in every seed on every trace tried). The spread worth showing is
+    // across the peaks.
     let options = crate::everest::Options {
         peaks: settings.options(),
         parts: crate::everest::Parts::default(),
+        seed: o.seed,
         ..crate::everest::Options::default()
     };
     progress(&format!(
-        "peak off-load: {} episode(s) × 3 configurations × {} seed(s)",
-        settings.episodes,
-        seeds.len()
+        "peak off-load: {} episode(s) × 3 configurations",
+        settings.episodes
     ));
-    let runs = per_seed(&seeds, o.threads, &|seed| {
-        let options = crate::everest::Options {
-            seed,
-            ..options.clone()
-        };
-        let mut open_once = || open();
-        let mut say = |line: &str| progress(&format!("peak off-load, seed {seed}: {line}"));
-        crate::everest::run(&mut open_once, &c.source, &options, &mut say)
-    });
-    let mut reports = Vec::new();
-    for (seed, r) in runs {
-        match r {
-            Ok(r) => reports.push(r),
-            Err(e) => {
-                return verdict(
-                    M,
-                    P,
-                    Outcome::CannotJudge,
-                    format!("the peak replay failed (seed {seed}): {e}"),
-                    vec![],
-                )
-            }
+    let mut open_once = || open();
+    let mut say = |line: &str| progress(&format!("peak off-load: {line}"));
+    let report = match crate::everest::run(&mut open_once, &c.source, &options, &mut say) {
+        Ok(r) => r,
+        Err(e) => {
+            return verdict(
+                M,
+                P,
+                Outcome::CannotJudge,
+                format!("the peak replay failed: {e}"),
+                vec![],
+            )
         }
-    }
-    let figures: Vec<(u64, Vec<Figure>)> = reports
-        .iter()
-        .map(|r| (r.seed, offload_figures(r, c)))
-        .collect();
-    let rows = spread::spread(&figures);
-    let first = &reports[0];
-    let episodes = first.episodes.len();
+    };
+    let rows = spread::spread(&[(o.seed, offload_figures(&report, c))]);
     let mut why = Vec::new();
-    for e in &first.episodes {
+    for e in &report.episodes {
         why.push(format!(
-            "peak {}: {:.0}–{:.0} s, {:.0} requests/s at its busiest ({}× the trace's mean rate), {:.0} % reads",
+            "peak {}: {}–{} s, {:.0} requests/s at its busiest{}, {:.0} % reads{}",
             e.rank,
-            e.peak_start_s,
-            e.peak_end_s,
+            spread::number(e.peak_start_s),
+            spread::number(e.peak_end_s),
             e.peak_rate_per_s,
-            total
-                .mean_rate_per_s
-                .filter(|m| *m > 0.0)
-                .map_or("-".to_owned(), |m| spread::number(e.peak_rate_per_s / m)),
-            e.read_pct.unwrap_or(0.0)
+            match total.mean_rate_per_s {
+                Some(m) if m > 0.0 && c.peak_to_mean().is_some() => format!(
+                    " ({}× the trace's mean rate)",
+                    spread::number(e.peak_rate_per_s / m)
+                ),
+                _ => String::new(),
+            },
+            e.read_pct.unwrap_or(0.0),
+            match (
+                e.configs.baseline.mean_ms,
+                e.configs.peak.mean_ms,
+                e.peak_speedup
+            ) {
+                (Some(b), Some(p), Some(x)) => format!(
+                    "; mean response {} → {} ms, {}×",
+                    spread::number(b),
+                    spread::number(p),
+                    spread::number(x)
+                ),
+                _ => String::new(),
+            }
         ));
     }
     let mut v = verdict(M, P, Outcome::CannotJudge, String::new(), why);
     v.commands.push(format!(
-        "cordillera lab everest --trace {} --main-only --episodes {} --align centred --rate-window-s {} --segment-s {} --seed {} --seeds {}",
+        "cordillera lab everest --trace {} --main-only --episodes {} --align centred --rate-window-s {} --segment-s {} --seed {}",
         arg(o),
         settings.episodes,
         settings.rate_window_s,
         settings.segment_s,
-        seeds[0],
-        seeds.len()
+        o.seed,
     ));
     let (Some(base), Some(peak), Some(speedup)) = (
         find(&rows, "offload/baseline_ms"),
@@ -219,9 +195,15 @@ pub fn peak_offload(
     ) else {
         v.summary = "no peak held requests to replay".into();
         v.figures = rows;
-        details.everest = reports;
+        details.everest = vec![report];
         return v;
     };
+    let per_peak: Vec<f64> = report
+        .episodes
+        .iter()
+        .filter_map(|e| e.peak_speedup)
+        .filter(|x| x.is_finite())
+        .collect();
     let store = find(&rows, "offload/store_pct_of_working_set");
     let store_mb = find(&rows, "offload/store_mb");
     v.outcome = if speedup.mean >= OFFLOAD_MIN_SPEEDUP {
@@ -230,10 +212,21 @@ pub fn peak_offload(
         Outcome::DoesNotApply
     };
     v.summary = format!(
-        "mean response in the top {episodes} peak(s) {} → {}: {}{}",
-        with_spread(base),
-        with_spread(peak),
-        with_spread(speedup),
+        "mean response in the top {} peak(s) {} ms → {} ms: {}×{}{}",
+        report.episodes.len(),
+        spread::number(base.mean),
+        spread::number(peak.mean),
+        spread::number(speedup.mean),
+        if per_peak.len() > 1 {
+            format!(
+                " ({}–{}× across the {} peaks)",
+                spread::number(per_peak.iter().copied().fold(f64::INFINITY, f64::min)),
+                spread::number(per_peak.iter().copied().fold(0.0, f64::max)),
+                per_peak.len()
+            )
+        } else {
+            String::new()
+        },
         match (store_mb, store) {
             (Some(mb), Some(pct)) => format!(
                 "; needs {} MB of store space, {} % of the trace's working set",
@@ -246,16 +239,19 @@ pub fn peak_offload(
     if v.outcome == Outcome::DoesNotApply {
         v.why.push(format!(
             "the peaks do not overload the disks enough: peak off-load acts only when a volume has more than T_base = {} requests in flight; mean speed-up below {OFFLOAD_MIN_SPEEDUP}×",
-            first.t_base
+            report.t_base
         ));
     } else {
         v.why.push(format!(
             "writes in the peaks queue behind each other on the busy volumes; off-loaded to idle volumes' logs they no longer do (T_base = {})",
-            first.t_base
+            report.t_base
         ));
     }
+    v.why.push(
+        "one replay: a fixed trace replays the same whatever the simulator's seed (no faults, a fixed network latency), so the spread is across the peaks".into(),
+    );
     v.figures = rows;
-    details.everest = reports;
+    details.everest = vec![report];
     v
 }
 
@@ -336,8 +332,8 @@ pub fn gears(
             P,
             Outcome::CannotJudge,
             format!(
-                "the trace covers {:.1} h: gears follow a diurnal pattern, which takes a day or more to see",
-                c.duration_s / 3600.0
+                "the trace covers {}: gears follow a diurnal pattern, which takes a day or more to see",
+                duration(c.duration_s)
             ),
             vec!["run advise on a trace of a day or more (two or more to judge the prediction)".into()],
         );
@@ -492,8 +488,8 @@ pub fn warmup(
                 P,
                 Outcome::CannotJudge,
                 format!(
-                    "the trace covers {:.0} s: too short to cut into periods that warm one another",
-                    c.duration_s
+                    "the trace covers {}: too short to cut into periods that warm one another (90 s or more)",
+                    duration(c.duration_s)
                 ),
                 vec![],
             );
@@ -518,11 +514,21 @@ pub fn warmup(
         if day_s == 86_400 { "days" } else { "periods" },
         day_s
     ));
-    let mut open_once = || open();
-    let report = match crate::bonfire::run_stream(&c.source, &mut open_once, &options, progress) {
-        Ok(r) => r,
-        Err(e) => return verdict(M, P, Outcome::CannotJudge, e, vec![]),
-    };
+    // One run per seed: Random-K, one of the schemes each case's best is chosen from, is seeded.
+    let mut reports = Vec::new();
+    for seed in o.seed_list() {
+        let mut open_once = || open();
+        let options = crate::bonfire::Options {
+            seed,
+            ..options.clone()
+        };
+        let say = |line: &str| progress(&format!("warm-up, seed {seed}: {line}"));
+        match crate::bonfire::run_stream(&c.source, &mut open_once, &options, &say) {
+            Ok(r) => reports.push(r),
+            Err(e) => return verdict(M, P, Outcome::CannotJudge, e, vec![]),
+        }
+    }
+    let report = &reports[0];
     let mut why = Vec::new();
     if day_s != 86_400 {
         why.push(format!(
@@ -545,60 +551,77 @@ pub fn warmup(
             why.push(format!("{}: not judged: {s}", v.volume));
         }
     }
-    let row = report
-        .table
-        .iter()
-        .find(|r| r.region_bytes == MIB)
-        .or_else(|| report.table.first());
-    let mut figures = Vec::new();
     let h = &report.headline;
     let best = h
         .algorithms
         .iter()
         .max_by_key(|t| (t.best_converge, t.reduces_more_load_than_cold))
         .map(|t| t.algorithm);
-    if let Some(r) = row {
-        let hours = |x: Option<f64>| x.map(|h| h * day_s as f64 / 86_400.0);
-        if let Some(x) = hours(r.cold_converge_h) {
-            figures.push(Figure::new(
-                "warmup/cold_converge_h",
-                "cold cache converges after (median)",
-                "h",
-                x,
-                "",
-            ));
+    // Convergence times (the lab's are in hours) in the unit that fits the period.
+    let (unit, per_unit_s) = if day_s >= 86_400 {
+        ("h", 3600.0)
+    } else if day_s >= 7200 {
+        ("min", 60.0)
+    } else {
+        ("s", 1.0)
+    };
+    let figures_of = |report: &crate::bonfire::Report| {
+        let mut figures = Vec::new();
+        let row = report
+            .table
+            .iter()
+            .find(|r| r.region_bytes == MIB)
+            .or_else(|| report.table.first());
+        if let Some(r) = row {
+            let scaled = |x: Option<f64>| x.map(|h| h * 3600.0 / per_unit_s);
+            if let Some(x) = scaled(r.cold_converge_h) {
+                figures.push(Figure::new(
+                    "warmup/cold_converge",
+                    "cold cache converges after (median)",
+                    unit,
+                    x,
+                    "",
+                ));
+            }
+            if let Some(x) = scaled(r.bonfire_converge_h) {
+                figures.push(Figure::new(
+                    "warmup/bonfire_converge",
+                    "warmed cache converges after (median)",
+                    unit,
+                    x,
+                    "",
+                ));
+            }
+            if let Some(x) = r.load_reduction_gain_points {
+                figures.push(Figure::new(
+                    "warmup/load_gain_points",
+                    "server load reduction, warmed minus cold (median)",
+                    "points",
+                    x,
+                    "",
+                ));
+            }
+            if let Some(x) = r.converge_improvement_pct {
+                figures.push(Figure::new(
+                    "warmup/converge_improvement_pct",
+                    "convergence sooner than cold (median)",
+                    "%",
+                    x,
+                    "\"44–228 %\" improvement in T_converge (abstract)",
+                ));
+            }
         }
-        if let Some(x) = hours(r.bonfire_converge_h) {
-            figures.push(Figure::new(
-                "warmup/bonfire_converge_h",
-                "warmed cache converges after (median)",
-                "h",
-                x,
-                "",
-            ));
-        }
-        if let Some(x) = r.load_reduction_gain_points {
-            figures.push(Figure::new(
-                "warmup/load_gain_points",
-                "server load reduction, warmed minus cold (median)",
-                "points",
-                x,
-                "",
-            ));
-        }
-        if let Some(x) = r.converge_improvement_pct {
-            figures.push(Figure::new(
-                "warmup/converge_improvement_pct",
-                "convergence sooner than cold (median)",
-                "%",
-                x,
-                "\"44–228 %\" improvement in T_converge (abstract)",
-            ));
-        }
-    }
-    let rows = spread::spread(&[(o.seed, figures)]);
-    let cold = find(&rows, "warmup/cold_converge_h").map(|r| r.mean);
-    let warm = find(&rows, "warmup/bonfire_converge_h").map(|r| r.mean);
+        figures
+    };
+    let runs: Vec<(u64, Vec<Figure>)> = o
+        .seed_list()
+        .into_iter()
+        .zip(&reports)
+        .map(|(seed, r)| (seed, figures_of(r)))
+        .collect();
+    let rows = spread::spread(&runs);
+    let cold = find(&rows, "warmup/cold_converge").map(|r| r.mean * per_unit_s);
+    let warm = find(&rows, "warmup/bonfire_converge").map(|r| r.mean * per_unit_s);
     let gain = find(&rows, "warmup/load_gain_points").map(|r| r.mean);
     let sooner = match (cold, warm) {
         (Some(c), Some(w)) => c > w,
@@ -606,34 +629,43 @@ pub fn warmup(
         _ => false,
     };
     let applies = sooner || gain.is_some_and(|g| g >= 5.0);
-    let name = best.map_or("-".to_owned(), |a| a.to_string());
-    let unit = "h";
+    let name = best.map_or("the best scheme".to_owned(), |a| a.to_string());
+    let period = if day_s == 86_400 { "day" } else { "period" };
+    let gain_row = find(&rows, "warmup/load_gain_points");
+    let gain_text = |_: Option<f64>| match gain_row {
+        Some(g) => with_spread(g),
+        None => "nothing measurable".to_owned(),
+    };
     let summary = if h.cases == 0 {
-        "no day (period) had reads after one to warm from".to_owned()
+        format!("no {period} had reads after one to warm from")
     } else if applies {
         let when = match (warm, cold) {
+            (Some(0.0), Some(c)) => format!("converges at once, a cold one after {}", duration(c)),
             (Some(w), Some(c)) => format!(
-                "converges {:.2} {unit} sooner than a cold one ({w:.2} h against {c:.2} h)",
-                c - w
+                "converges {} sooner than a cold one ({} against {})",
+                duration(c - w),
+                duration(w),
+                duration(c)
             ),
             (Some(w), None) => format!(
-                "converges after {w:.2} h where a cold one does not converge within its {}",
-                if day_s == 86_400 { "day" } else { "period" }
+                "converges after {} where a cold one does not converge within its {period}",
+                duration(w)
             ),
             _ => "converges no sooner than a cold one".to_owned(),
         };
         format!(
-            "{name}: the new cache {when}, and serves {} more points of the reads (median over {} volume-day(s))",
-            gain.map_or("-".into(), |g| format!("{g:.1}")),
+            "{name}: the new cache {when}, and serves {} more of the reads (median over {} volume-{period}(s))",
+            gain_text(gain),
             h.cases
         )
     } else {
         format!(
-            "a cold cache converges {} on its own; warming gains {} points of the reads",
-            cold.map_or("never (and warming does not help)".into(), |c| format!(
-                "after {c:.2} h"
-            )),
-            gain.map_or("-".into(), |g| format!("{g:.1}"))
+            "{}; warming gains {} of the reads",
+            match cold {
+                Some(c) => format!("a cold cache converges on its own after {}", duration(c)),
+                None => format!("neither a cold nor a warmed cache converges within its {period}"),
+            },
+            gain_text(gain)
         )
     };
     let outcome = if h.cases == 0 {
@@ -651,116 +683,6 @@ pub fn warmup(
         if regions.len() == 2 { "4k,1m" } else { "1m" },
         o.seed
     ));
-    details.bonfire = Some(report);
-    v
-}
-
-/// Narrow or wide striping: the paper's advice from what the trace shows.
-pub fn striping(c: &Characterization, o: &Options) -> Verdict {
-    const M: &str = "striping";
-    const P: &str = "narrow vs wide striping (the striping paper, §3.6, §5)";
-    let t = &c.stats.total;
-    let span = t.span_s.max(1e-9);
-    let knowledge = Knowledge {
-        mean_request_bytes: t.mean_request_bytes.map(|m| m.round() as u64),
-        large_requests: None,
-        read_iops: Some(t.reads as f64 / span),
-        write_iops: Some(t.writes as f64 / span),
-    };
-    // The busiest volume at its busiest minute against one 4-disk array of the Everest disk
-    // (its random IOPS measured on the model): the narrow layout's hottest array.
-    let disk = crate::sierra::benchmark_server("cheetah-15k").ok();
-    let busiest = c
-        .stats
-        .volumes
-        .iter()
-        .max_by(|a, b| a.peak_rate_per_s.total_cmp(&b.peak_rate_per_s));
-    let utilization = match (disk, busiest) {
-        (Some(d), Some(v)) if v.records > 0 => {
-            let w = v.writes as f64 / v.records as f64;
-            let weighted = v.peak_rate_per_s * (1.0 - w) + 4.0 * v.peak_rate_per_s * w;
-            Some((weighted / (4.0 * d.read_iops)).min(1.0))
-        }
-        _ => None,
-    };
-    let daily: Vec<f64> = c
-        .profile
-        .as_ref()
-        .map(|p| {
-            p.days
-                .iter()
-                .filter(|d| d.covered_s >= 86_000.0)
-                .map(|d| d.mean_iops)
-                .collect()
-        })
-        .unwrap_or_default();
-    let stable = daily.len() >= 2 && {
-        let mean = daily.iter().sum::<f64>() / daily.len() as f64;
-        daily.iter().all(|d| (d - mean).abs() <= 0.2 * mean)
-    };
-    let setting = Setting {
-        utilization,
-        workload_known: stable,
-        migration: false,
-        qos_scheduling: false,
-        mixed_qos: false,
-    };
-    let rec = policy::recommend(&knowledge, &setting);
-    let mut why = Vec::new();
-    why.push(format!(
-        "{} volume(s); mean request {}; {:.0} % reads",
-        c.volumes,
-        t.mean_request_bytes
-            .map_or("unknown".into(), |m| format!("{:.1} KiB", m / 1024.0)),
-        c.read_pct.unwrap_or(0.0)
-    ));
-    if let (Some(u), Some(v)) = (utilization, busiest) {
-        why.push(format!(
-            "the busiest volume ({}) at its busiest minute would keep a 4-disk Cheetah 15K array {:.0} % busy (estimated from the disk model's random IOPS, writes weighted 4×)",
-            v.volume,
-            u * 100.0
-        ));
-    }
-    why.push(if stable {
-        format!(
-            "the load is stable over {} whole days (each within 20 % of their mean)",
-            daily.len()
-        )
-    } else {
-        "the load is not shown stable over two whole days or more, so it is not known precisely"
-            .into()
-    });
-    why.extend(rec.reasons.iter().cloned());
-    let name = match rec.policy {
-        policy::Policy::Wide => "wide",
-        policy::Policy::Narrow => "narrow",
-    };
-    let mut v = verdict(
-        M,
-        P,
-        Outcome::Applies,
-        format!("{name}, stripe unit {} KiB", rec.stripe_unit_bytes >> 10),
-        why,
-    );
-    let mut figures = vec![Figure::new(
-        "striping/stripe_unit_kib",
-        "stripe unit",
-        "KiB",
-        (rec.stripe_unit_bytes >> 10) as f64,
-        "half the mean request size (§3.6)",
-    )];
-    if let Some(u) = utilization {
-        figures.push(Figure::new(
-            "striping/narrow_peak_utilization_pct",
-            "busiest array's utilization, narrow layout (estimate)",
-            "%",
-            u * 100.0,
-            "",
-        ));
-    }
-    v.figures = spread::spread(&[(o.seed, figures)]);
-    v.commands
-        .push(format!("cordillera trace stats {}", arg(o)));
-    v.commands.push("cordillera lab striping".into());
+    details.bonfire = reports.into_iter().next();
     v
 }

@@ -33,13 +33,25 @@ pub fn text(r: &Report) -> String {
             .map_or("-".into(), |m| format!("{:.1} KiB", m / 1024.0)),
         c.working_set_bytes as f64 / 1e9
     );
-    if let Some(p) = c.stats.total.peak_to_mean {
-        let _ = writeln!(
-            s,
-            "  busiest minute {}× the mean rate; {} peak episode(s) found",
-            number(p),
-            c.peaks.episodes.len()
-        );
+    match c.peak_to_mean() {
+        Some(p) => {
+            let _ = writeln!(
+                s,
+                "  busiest {} {}× the mean rate; {} peak episode(s) found",
+                c.rate_window(),
+                number(p),
+                c.peaks.episodes.len()
+            );
+        }
+        None if c.has_time => {
+            let _ = writeln!(
+                s,
+                "  shorter than one rate window ({}): no peak-to-mean ratio; {} peak episode(s) found",
+                c.rate_window(),
+                c.peaks.episodes.len()
+            );
+        }
+        None => {}
     }
     if c.skipped_lines > 0 {
         let _ = writeln!(s, "  {} malformed line(s) skipped", c.skipped_lines);
@@ -69,7 +81,7 @@ pub fn text(r: &Report) -> String {
         for f in &v.figures {
             let _ = writeln!(
                 s,
-                "    {}: {} {}{}",
+                "    {}: {}{}{}",
                 f.label,
                 if f.values.len() > 1 {
                     format!(
@@ -82,7 +94,11 @@ pub fn text(r: &Report) -> String {
                 } else {
                     number(f.mean)
                 },
-                f.unit,
+                if f.unit == "×" {
+                    f.unit.to_owned()
+                } else {
+                    format!(" {}", f.unit)
+                },
                 if f.paper.is_empty() {
                     String::new()
                 } else {
@@ -97,6 +113,7 @@ pub fn text(r: &Report) -> String {
     s
 }
 
+/// A duration in the unit that reads best: "0.4 s", "12.5 min", "3.2 h", "2.5 days".
 pub fn duration(s: f64) -> String {
     if s >= 2.0 * 86_400.0 {
         format!("{:.1} days", s / 86_400.0)
@@ -104,8 +121,10 @@ pub fn duration(s: f64) -> String {
         format!("{:.1} h", s / 3600.0)
     } else if s >= 120.0 {
         format!("{:.1} min", s / 60.0)
+    } else if s >= 10.0 || s == 0.0 {
+        format!("{s:.0} s")
     } else {
-        format!("{s:.1} s")
+        format!("{} s", number(s))
     }
 }
 

@@ -163,7 +163,11 @@ pub fn html_in(dir: &Path, r: &Report) -> Result<String> {
     }
     s.push_str("</div>\n");
 
-    s.push_str("<h2>The workload</h2>\n<table><tr><th>volume</th><th>requests</th><th>reads</th><th>mean request</th><th>mean rate</th><th>busiest minute</th><th>working set</th></tr>");
+    let _ = write!(
+        s,
+        "<h2>The workload</h2>\n<table><tr><th>volume</th><th>requests</th><th>reads</th><th>mean request</th><th>mean rate</th><th>busiest {}</th><th>working set</th></tr>",
+        escape(&c.rate_window())
+    );
     for v in c
         .stats
         .volumes

@@ -1,0 +1,241 @@
+//! The striping verdict: the paper's rule from what the trace shows (request sizes, rates,
+//! how stable the load is, how busy the busiest volume would keep an array), and with four
+//! or more busy volumes the paper's §3.4 experiment on them, which decides.
+
+use std::sync::Arc;
+
+use cordillera_striping::policy::{self, Knowledge, Setting};
+use cordillera_striping::skew::{Records, SkewOptions, Source};
+
+use super::verdicts::{arg, find, verdict};
+use super::*;
+use crate::spread::{self, Figure};
+
+/// The §3.4 experiment's arrays: a narrow layout needs a busy volume on each.
+pub const SIM_ARRAYS: usize = 4;
+/// Wide striping counts as comparable when its mean response, over the streams, is within
+/// this factor of narrow's (the paper's Figure 8 reads "comparable" the same way).
+pub const COMPARABLE: f64 = 1.1;
+
+/// Narrow or wide striping: the paper's advice from what the trace shows.
+pub fn striping(
+    c: &Characterization,
+    open: &Open,
+    o: &Options,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Verdict {
+    const M: &str = "striping";
+    const P: &str = "narrow vs wide striping (the striping paper, §3.6, §5)";
+    let t = &c.stats.total;
+    let span = t.span_s.max(1e-9);
+    let knowledge = Knowledge {
+        mean_request_bytes: t.mean_request_bytes.map(|m| m.round() as u64),
+        large_requests: None,
+        read_iops: Some(t.reads as f64 / span),
+        write_iops: Some(t.writes as f64 / span),
+    };
+    // The busiest volume at its busiest minute against one 4-disk array of the Everest disk
+    // (its random IOPS measured on the model): the narrow layout's hottest array.
+    let disk = crate::sierra::benchmark_server("cheetah-15k").ok();
+    let busiest = c
+        .stats
+        .volumes
+        .iter()
+        .max_by(|a, b| a.peak_rate_per_s.total_cmp(&b.peak_rate_per_s));
+    let utilization = match (disk, busiest) {
+        (Some(d), Some(v)) if v.records > 0 => {
+            let w = v.writes as f64 / v.records as f64;
+            let weighted = v.peak_rate_per_s * (1.0 - w) + 4.0 * v.peak_rate_per_s * w;
+            Some((weighted / (4.0 * d.read_iops)).min(1.0))
+        }
+        _ => None,
+    };
+    let daily: Vec<f64> = c
+        .profile
+        .as_ref()
+        .map(|p| {
+            p.days
+                .iter()
+                .filter(|d| d.covered_s >= 86_000.0)
+                .map(|d| d.mean_iops)
+                .collect()
+        })
+        .unwrap_or_default();
+    let stable = daily.len() >= 2 && {
+        let mean = daily.iter().sum::<f64>() / daily.len() as f64;
+        daily.iter().all(|d| (d - mean).abs() <= 0.2 * mean)
+    };
+    let setting = Setting {
+        utilization,
+        workload_known: stable,
+        migration: false,
+        qos_scheduling: false,
+        mixed_qos: false,
+    };
+    let rec = policy::recommend(&knowledge, &setting);
+    let mut why = Vec::new();
+    why.push(format!(
+        "{} volume(s); mean request {}; {:.0} % reads",
+        c.volumes,
+        t.mean_request_bytes
+            .map_or("unknown".into(), |m| format!("{:.1} KiB", m / 1024.0)),
+        c.read_pct.unwrap_or(0.0)
+    ));
+    if let (Some(u), Some(v)) = (utilization, busiest) {
+        why.push(format!(
+            "the busiest volume ({}) at its busiest {} would keep a 4-disk Cheetah 15K array {:.0} % busy (estimated from the disk model's random IOPS, writes weighted 4×)",
+            v.volume,
+            c.rate_window(),
+            u * 100.0
+        ));
+    }
+    why.push(if stable {
+        format!(
+            "the load is stable over {} whole days (each within 20 % of their mean)",
+            daily.len()
+        )
+    } else {
+        "the load is not shown stable over two whole days or more, so it is not known precisely"
+            .into()
+    });
+    why.extend(rec.reasons.iter().cloned());
+    let sim = simulate(c, open, o, progress);
+    let mut figures = vec![Figure::new(
+        "striping/stripe_unit_kib",
+        "stripe unit",
+        "KiB",
+        (rec.stripe_unit_bytes >> 10) as f64,
+        "half the mean request size (§3.6)",
+    )];
+    if let Some(u) = utilization {
+        figures.push(Figure::new(
+            "striping/narrow_peak_utilization_pct",
+            "busiest array's utilization, narrow layout (estimate)",
+            "%",
+            u * 100.0,
+            "",
+        ));
+    }
+    let rule = match rec.policy {
+        policy::Policy::Wide => "wide",
+        policy::Policy::Narrow => "narrow",
+    };
+    let mut commands = vec![format!("cordillera trace stats {}", arg(o))];
+    let (name, sim_rows) = match sim {
+        Ok(Some((runs, duration_s))) => {
+            let rows = spread::spread(&runs);
+            let ratio = find(&rows, "fig8/geomean_mean");
+            let share = find(&rows, "fig8/comparable_or_better_mean");
+            let name = match ratio {
+                Some(r) if r.mean > COMPARABLE => "narrow",
+                Some(_) => "wide",
+                None => rule,
+            };
+            if let (Some(r), Some(sh)) = (ratio, share) {
+                why.push(format!(
+                    "simulated (§3.4): the trace's {} busy volumes on {SIM_ARRAYS} RAID-5 arrays, narrow partitioned on the whole trace's loads (the best case for narrow) against each striped over all arrays: wide's mean response is {} narrow's (geometric mean over the volumes), {} of the volumes comparable or better",
+                    busy_volumes(c),
+                    over_seeds(r, |x| format!("{}×", spread::number(x))),
+                    over_seeds(sh, |x| format!("{:.0} %", x * 100.0))
+                ));
+            }
+            if name != rule {
+                why.push(format!(
+                    "the simulation overrules the rule ({rule}): on this trace narrow striping is better when its partition fits the loads; that holds only while the loads stay as they are"
+                ));
+            }
+            commands.push(format!(
+                "cordillera lab striping --figures 8 --trace {} --duration-s {duration_s} --seed {} --seeds {}",
+                arg(o),
+                o.seed,
+                runs.len()
+            ));
+            (name, rows)
+        }
+        Ok(None) => {
+            why.push(format!(
+                "not simulated: §3.4's experiment partitions busy volumes onto {SIM_ARRAYS} arrays, and this trace has {} busy volume(s) (each with at least 1 % of the mean volume's requests)",
+                busy_volumes(c)
+            ));
+            (rule, Vec::new())
+        }
+        Err(e) => {
+            why.push(format!("the simulation failed: {e}"));
+            (rule, Vec::new())
+        }
+    };
+    commands.push("cordillera lab striping".into());
+    let mut v = verdict(
+        M,
+        P,
+        Outcome::Applies,
+        format!("{name}, stripe unit {} KiB", rec.stripe_unit_bytes >> 10),
+        why,
+    );
+    v.figures = spread::spread(&[(o.seed, figures)]);
+    v.figures.extend(sim_rows);
+    v.commands = commands;
+    v
+}
+
+/// A figure in its own words, with its range when the seeds differ.
+fn over_seeds(s: &spread::Spread, text: impl Fn(f64) -> String) -> String {
+    if s.values.len() > 1 && s.min != s.max {
+        format!(
+            "{} ({}–{} over {} seeds)",
+            text(s.mean),
+            text(s.min),
+            text(s.max),
+            s.values.len()
+        )
+    } else {
+        text(s.mean)
+    }
+}
+
+/// Volumes with at least 1 % of the mean volume's requests (§3.4 drops the near-idle ones).
+fn busy_volumes(c: &Characterization) -> usize {
+    let v = &c.stats.volumes;
+    let mean = v.iter().map(|v| v.records).sum::<u64>() as f64 / v.len().max(1) as f64;
+    v.iter()
+        .filter(|v| v.records > 0 && v.records as f64 >= 0.01 * mean)
+        .count()
+}
+
+/// §3.4 on the trace's volumes over the whole trace, once per seed (the greedy partition's
+/// restarts are seeded): each seed's figures, and the simulated seconds. `None` when the
+/// trace has too few busy volumes or no timestamps.
+#[allow(clippy::type_complexity)]
+fn simulate(
+    c: &Characterization,
+    open: &Open,
+    o: &Options,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<Option<(Vec<(u64, Vec<Figure>)>, u64)>, String> {
+    if !c.has_time || busy_volumes(c) < SIM_ARRAYS {
+        return Ok(None);
+    }
+    let duration_s = c.duration_s.ceil() as u64 + 1;
+    let reopen = open.clone();
+    let source = Source {
+        names: c.volume_names.clone(),
+        open: Arc::new(move || -> Result<Records, String> {
+            let mut reader = reopen()?;
+            Ok(Box::new(std::iter::from_fn(move || {
+                reader.next_record().map_err(|e| e.to_string()).transpose()
+            })))
+        }),
+        description: c.source.clone(),
+    };
+    let mut runs = Vec::new();
+    for seed in o.seed_list() {
+        progress(&format!(
+            "striping, seed {seed}: {} volumes narrow and wide on {SIM_ARRAYS} arrays over {duration_s} s",
+            busy_volumes(c)
+        ));
+        let r =
+            crate::striping::run_skew_with(&source, &SkewOptions::paper(duration_s as f64, seed))?;
+        runs.push((seed, crate::striping::skew_figures(&r)));
+    }
+    Ok(Some((runs, duration_s)))
+}
