@@ -89,6 +89,10 @@ echo "== $(date +%T) lab bonfire streaming a trace 4x longer: wall time, records
 # The short version; the issue's size is: cordillera bench lab-bonfire --records 100m --sizes 1
 target/release/cordillera bench lab-bonfire --records 300k --days 3 --volumes 2 --sizes 2 --span 256m
 
+echo "== $(date +%T) advise on one generated day of one volume, as MSR CSV (figures, not pass/fail)"
+# The short version; a busy MSR volume's day: cordillera bench advise --rates 7,60
+target/release/cordillera bench advise --rates 7
+
 echo "== $(date +%T) pgbench on ext4 on the volume (figures, not pass/fail)"
 if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ] || ! command -v nbdfuse >/dev/null 2>&1 \
    || ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1; then

@@ -125,7 +125,12 @@ pub fn run(a: StripingArgs) -> Result<()> {
     if !(a.utilization > 0.0 && a.utilization < 1.0) {
         bail!("--utilization must be between 0 and 1");
     }
-    if !(a.mean_on_s > 0.0 && a.mean_on_s * 2.0 <= a.duration_s) {
+    // ON periods shape generated streams only: Figures 8 and 10 on --trace's volumes have none.
+    let generated = a.trace.is_empty()
+        || a.figures
+            .iter()
+            .any(|f| !matches!(f, FigArg::F8 | FigArg::F10));
+    if generated && !(a.mean_on_s > 0.0 && a.mean_on_s * 2.0 <= a.duration_s) {
         bail!("--mean-on-s must be positive and at most half of --duration-s");
     }
     if a.seeds == 0 || a.seeds > 1000 || a.seed.checked_add(a.seeds).is_none() {

@@ -248,6 +248,40 @@ fn every_verdict_agrees_with_the_lab_it_names() {
         close(lab_saving, saving[0]),
         "{lab_saving} against {saving:?}"
     );
+
+    // Striping's simulation on a trace of 16 volumes over 0.14 s (UMass's TPC-C fragment, ns
+    // timestamps): its command carries --time-unit and a span the lab accepts.
+    let tpcc = traces.join("umass/tpcc_small.mqsim.trace");
+    let json = json_of(&cordillera(&[
+        "advise",
+        tpcc.to_str().unwrap(),
+        "--time-unit",
+        "ns",
+        "--quick",
+        "--quiet",
+        "--json",
+    ]));
+    let v = &json[0]["verdicts"][3];
+    assert_eq!(v["mechanism"], "striping");
+    let ratio = figure_values(v, "fig8/geomean_mean");
+    let cmd = v["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .find(|c| c.contains("--figures 8"))
+        .unwrap_or_else(|| panic!("no simulation command: {v}"));
+    assert!(cmd.contains("--time-unit ns"), "{cmd}");
+    let lab = run_printed(cmd);
+    let lab_ratio = lab["spread"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["key"] == "fig8/geomean_mean")
+        .unwrap()["values"][0]
+        .as_f64()
+        .unwrap();
+    assert!(close(lab_ratio, ratio[0]), "{lab_ratio} against {ratio:?}");
 }
 
 fn write(path: &Path, text: &str) {

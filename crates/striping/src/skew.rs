@@ -575,7 +575,11 @@ pub fn run(source: &Source, o: &SkewOptions) -> Result<SkewRun, String> {
         (4u64 << 20) * o.arrays as u64 * o.array.data_disks() as u64 * o.wide_chunk_units.max(1);
     let size = (data / per_array).saturating_sub(step) / step * step;
     if size == 0 {
-        return Err(format!("{} streams do not fit an array", per_array));
+        return Err(format!(
+            "{per_array} streams do not fit an array: each store would be smaller than one wide stripe step ({} MiB) of the array's {:.1} GB",
+            step >> 20,
+            data as f64 / 1e9
+        ));
     }
     let replay = |policy: Policy| -> Result<RunReport, String> {
         let mut pool = Pool::new(&vec![o.array; o.arrays]).map_err(|e| e.to_string())?;

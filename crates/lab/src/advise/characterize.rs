@@ -187,7 +187,7 @@ impl Characterization {
     /// `None` without a day of hourly buckets.
     pub fn diurnal_swing(&self) -> Option<(f64, f64)> {
         let p = self.profile.as_ref()?;
-        if self.duration_s < 86_400.0 || p.hours_of_day.len() < 24 {
+        if self.duration_s < super::ONE_DAY_S || p.hours_of_day.len() < 24 {
             return None;
         }
         let rates: Vec<f64> = p.hours_of_day.iter().map(|h| h.mean_bytes_per_s).collect();

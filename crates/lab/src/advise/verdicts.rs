@@ -12,6 +12,9 @@ pub const OFFLOAD_MIN_SPEEDUP: f64 = 1.2;
 /// A trace at least this long counts as two days (a generated or cut trace of two days ends
 /// a little before its 48th hour).
 pub const TWO_DAYS_S: f64 = 1.9 * 86_400.0;
+/// A trace at least this long counts as a day (a day's trace ends a little before its 24th
+/// hour).
+pub const ONE_DAY_S: f64 = 0.95 * 86_400.0;
 /// Below this energy saving, gears are not worth their complexity.
 pub const GEARS_MIN_SAVING: f64 = 0.10;
 
@@ -326,7 +329,7 @@ pub fn gears(
     if !c.has_time {
         return no_time(M, P, "gears follow the load over the day");
     }
-    if c.duration_s < 86_400.0 {
+    if c.duration_s < ONE_DAY_S {
         return verdict(
             M,
             P,
@@ -429,6 +432,12 @@ pub fn gears(
         "{} chunk servers provisioned for the busiest hour ({:.1} servers of load); each hour runs the fewest gear groups that carry its load",
         s.chunk_servers, s.peak_servers_max
     ));
+    if s.peak_servers_max <= 1.0 {
+        why.push(format!(
+            "the busiest hour needs {:.1} server(s) of load: most of the saving comes from the replicas' minimum of {} servers being more than the load needs at any hour, not from the day's swing",
+            s.peak_servers_max, s.chunk_servers
+        ));
+    }
     if outcome == Outcome::DoesNotApply {
         why.push(format!(
             "the load stays near its peak: below {:.0} % saved, powering servers down is not worth the migrations",
