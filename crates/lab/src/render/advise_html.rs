@@ -263,7 +263,7 @@ pub fn html_in(dir: &Path, r: &Report) -> Result<String> {
             _ => {}
         }
     }
-    s.push_str("<h2>How this was measured</h2><p>Every figure above was measured on this trace by the lab named beside it, with the same core code the runtime runs, on the deterministic simulator's disk models. Seeded figures give their mean, range and standard deviation over the seeds; the paper's value is quoted as the paper states it. <code>report.json</code> holds everything on this page and the labs' full reports.</p>");
+    s.push_str("<h2>How this was measured</h2><p>Every figure above was measured on this trace by the lab named beside it, with the same core code the runtime runs, on the deterministic simulator's disk models. Seeded figures (warm-up's, the striping simulation's) give their mean, range and standard deviation over the seeds; peak off-load is replayed once, since a fixed trace replays the same whatever the simulator's seed, and its spread is across the peaks; the paper's value is quoted as the paper states it. <code>report.json</code> holds everything on this page and the labs' full reports.</p>");
     let _ = write!(
         s,
         "<p class=\"sub\">Time taken: {}.</p>",
@@ -321,7 +321,7 @@ fn offload_figure(dir: &Path, r: &Report) -> String {
             )
         })
         .collect();
-    figure(dir, "offload_peaks.svg", "Mean response time in each peak, without and with off-loading (bars: mean over seeds, whiskers: min–max; Everest Figure 5)", |path| {
+    figure(dir, "offload_peaks.svg", "Mean response time in each peak, without and with off-loading (one replay: a fixed trace replays the same whatever the simulator's seed; Everest Figure 5)", |path| {
         ranged_bars(path, "Mean response in the peaks", "mean response, ms", true, &groups, &series)
     })
 }
