@@ -4,10 +4,8 @@
 //! written as MSR CSV so that parsing costs what it costs on a real MSR file, then judged by
 //! `advise` in a child process (its peak memory its own), in full and with `--quick`.
 
-use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -149,20 +147,8 @@ fn advise_once(
     if let Some(t) = a.threads {
         cmd.args(["--threads", &t.to_string()]);
     }
-    let started = Instant::now();
-    let mut child = cmd.spawn().context("starting advise")?;
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .expect("piped")
-        .read_to_string(&mut out)
-        .context("reading advise's report")?;
-    let (status, rss) = crate::lab_bench::wait_with_rusage(child.id() as libc::pid_t)?;
-    let wall_s = started.elapsed().as_secs_f64();
-    if status != 0 {
-        bail!("advise on {} failed (status {status})", csv.display());
-    }
+    let (out, wall_s, rss) = crate::lab_bench::run_measured(&mut cmd)
+        .with_context(|| format!("advise on {}", csv.display()))?;
     let json: serde_json::Value = serde_json::from_str(&out).context("parsing advise's report")?;
     let report = &json[0];
     let steps = report["timings"]

@@ -115,20 +115,8 @@ pub fn run(a: LabBenchArgs) -> Result<()> {
         if let Some(t) = a.threads {
             cmd.args(["--threads", &t.to_string()]);
         }
-        let started = Instant::now();
-        let mut child = cmd.spawn().context("starting lab bonfire")?;
-        let mut out = String::new();
-        child
-            .stdout
-            .take()
-            .expect("piped")
-            .read_to_string(&mut out)
-            .context("reading lab bonfire's report")?;
-        let (status, rss) = wait_with_rusage(child.id() as libc::pid_t)?;
-        let wall_s = started.elapsed().as_secs_f64();
-        if status != 0 {
-            bail!("lab bonfire on {spec} failed (status {status})");
-        }
+        let (out, wall_s, rss) =
+            run_measured(&mut cmd).with_context(|| format!("lab bonfire on {spec}"))?;
         let report: serde_json::Value =
             serde_json::from_str(&out).context("parsing lab bonfire's report")?;
         let volumes = report["days"]["volumes"]
@@ -199,8 +187,28 @@ pub fn run(a: LabBenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// Runs a child whose standard output is piped and returns that output, its wall time (s)
+/// and its peak memory (maximum resident set, bytes); a failed child is an error.
+pub fn run_measured(cmd: &mut Command) -> Result<(String, f64, u64)> {
+    let started = Instant::now();
+    let mut child = cmd.spawn().context("starting the child")?;
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .context("the child's standard output is not piped")?
+        .read_to_string(&mut out)
+        .context("reading the child's report")?;
+    let (status, rss) = wait_with_rusage(child.id() as libc::pid_t)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    if status != 0 {
+        bail!("failed (status {status})");
+    }
+    Ok((out, wall_s, rss))
+}
+
 /// Waits for the child and returns its exit status and maximum resident set, bytes.
-pub fn wait_with_rusage(pid: libc::pid_t) -> Result<(i32, u64)> {
+fn wait_with_rusage(pid: libc::pid_t) -> Result<(i32, u64)> {
     let mut status: libc::c_int = 0;
     // SAFETY: wait4 fills the status and the struct it is given; the child is ours.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };

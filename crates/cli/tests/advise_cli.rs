@@ -72,24 +72,7 @@ fn advise_on_the_builtin_workload_judges_every_mechanism() {
     // Striping: four busy volumes, so §3.4's experiment ran on them; the lab command it
     // prints gives the same wide/narrow ratio, and the verdict follows it.
     let striping = &verdicts[3];
-    let ratio = figure_values(striping, "fig8/geomean_mean");
-    let cmd = striping["commands"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap())
-        .find(|c| c.contains("--figures 8"))
-        .unwrap_or_else(|| panic!("no simulation command: {striping}"));
-    let lab = run_printed(cmd);
-    let lab_ratio = lab["spread"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["key"] == "fig8/geomean_mean")
-        .unwrap()["values"][0]
-        .as_f64()
-        .unwrap();
-    assert!(close(lab_ratio, ratio[0]), "{lab_ratio} against {ratio:?}");
+    let ratio = striping_agrees(striping);
     let summary = striping["summary"].as_str().unwrap();
     assert!(
         summary.starts_with(if ratio[0] > 1.1 { "narrow" } else { "wide" }),
@@ -164,6 +147,30 @@ fn figure_values(v: &serde_json::Value, key: &str) -> Vec<f64> {
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(1.0)
+}
+
+/// Runs the striping verdict's simulation command and checks the lab's wide/narrow ratio is
+/// the verdict's; returns the verdict's values.
+fn striping_agrees(v: &serde_json::Value) -> Vec<f64> {
+    let ratio = figure_values(v, "fig8/geomean_mean");
+    let cmd = v["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .find(|c| c.contains("--figures 8"))
+        .unwrap_or_else(|| panic!("no simulation command: {v}"));
+    let lab = run_printed(cmd);
+    let lab_ratio = lab["spread"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["key"] == "fig8/geomean_mean")
+        .unwrap()["values"][0]
+        .as_f64()
+        .unwrap();
+    assert!(close(lab_ratio, ratio[0]), "{lab_ratio} against {ratio:?}");
+    ratio
 }
 
 /// Each verdict's numbers are its lab's: the commands the verdicts print, run, give the same
@@ -263,25 +270,9 @@ fn every_verdict_agrees_with_the_lab_it_names() {
     ]));
     let v = &json[0]["verdicts"][3];
     assert_eq!(v["mechanism"], "striping");
-    let ratio = figure_values(v, "fig8/geomean_mean");
-    let cmd = v["commands"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap())
-        .find(|c| c.contains("--figures 8"))
-        .unwrap_or_else(|| panic!("no simulation command: {v}"));
+    striping_agrees(v);
+    let cmd = v["commands"].to_string();
     assert!(cmd.contains("--time-unit ns"), "{cmd}");
-    let lab = run_printed(cmd);
-    let lab_ratio = lab["spread"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["key"] == "fig8/geomean_mean")
-        .unwrap()["values"][0]
-        .as_f64()
-        .unwrap();
-    assert!(close(lab_ratio, ratio[0]), "{lab_ratio} against {ratio:?}");
 }
 
 fn write(path: &Path, text: &str) {
