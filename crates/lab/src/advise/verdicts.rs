@@ -641,7 +641,7 @@ pub fn warmup(
     let name = best.map_or("the best scheme".to_owned(), |a| a.to_string());
     let period = if day_s == 86_400 { "day" } else { "period" };
     let gain_row = find(&rows, "warmup/load_gain_points");
-    let gain_text = |_: Option<f64>| match gain_row {
+    let gain_text = match gain_row {
         Some(g) => with_spread(g),
         None => "nothing measurable".to_owned(),
     };
@@ -664,7 +664,7 @@ pub fn warmup(
         };
         format!(
             "{name}: the new cache {when}, and serves {} more of the reads (median over {} volume-{period}(s))",
-            gain_text(gain),
+            gain_text,
             h.cases
         )
     } else {
@@ -674,7 +674,7 @@ pub fn warmup(
                 Some(c) => format!("a cold cache converges on its own after {}", duration(c)),
                 None => format!("neither a cold nor a warmed cache converges within its {period}"),
             },
-            gain_text(gain)
+            gain_text
         )
     };
     let outcome = if h.cases == 0 {
