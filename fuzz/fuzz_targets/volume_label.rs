@@ -2,7 +2,7 @@
 //! re-encodes to a label that decodes the same.
 #![no_main]
 
-use cordillera_runtime::volume_server::Label;
+use cordillera_volume::label::Label;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -4,6 +4,7 @@
 //! loggers are empty at the end; the MDS and a chunk server holding primaries are SIGKILLed
 //! and started again with the data verified after each.
 
+use cordillera_testkit::process::{Bounded, COMMAND_LIMIT};
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,7 +42,7 @@ fn qemu(url: &str, commands: &[&str]) -> Result<(), String> {
     args.push(url.into());
     let out = Command::new("qemu-io")
         .args(&args)
-        .output()
+        .output_within(COMMAND_LIMIT)
         .map_err(|e| e.to_string())?;
     let text = format!(
         "{}{}",
@@ -103,7 +104,7 @@ fn fio_verifies_every_block_while_gears_shift_and_the_loggers_end_empty() {
                 for g in ["1", "3"] {
                     let out = Command::new(binary())
                         .args(["cluster", "gear", g, "--mds", &mds])
-                        .output()
+                        .output_within(COMMAND_LIMIT)
                         .unwrap();
                     assert!(
                         out.status.success(),
@@ -384,7 +385,7 @@ fn a_logger_killed_in_logging_mode_loses_nothing_and_its_at_risk_data_is_reclaim
     // `cluster status` shows the at-risk bytes and the dead logger among the six.
     let out = Command::new(binary())
         .args(["cluster", "status", "--dir", &c.dir.display().to_string()])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -480,7 +481,10 @@ fn a_logger_killed_in_logging_mode_loses_nothing_and_its_at_risk_data_is_reclaim
 
 /// Runs the binary to its end; its exit status and standard error.
 fn run_to_end(args: &[&str]) -> (bool, String) {
-    let out = Command::new(binary()).args(args).output().unwrap();
+    let out = Command::new(binary())
+        .args(args)
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -600,7 +604,7 @@ fn bad_input_and_unreachable_peers_get_clear_errors_and_crash_nothing() {
     // `cluster status` shows the servers and the loggers.
     let out = Command::new(binary())
         .args(["cluster", "status", "--dir", &c.dir.display().to_string()])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -632,11 +636,17 @@ fn bad_input_and_unreachable_peers_get_clear_errors_and_crash_nothing() {
 fn pgbench_on_ext4_on_the_cluster_through_a_down_shift_and_an_up_shift() {
     let root = Command::new("id")
         .arg("-u")
-        .output()
+        .output_within(COMMAND_LIMIT)
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    let postgres = std::fs::read_dir("/usr/lib/postgresql").is_ok();
-    if !root || !postgres || !have("nbdfuse") || !have("losetup") {
-        println!("SKIPPED cluster pgbench: needs root, nbdfuse, losetup and PostgreSQL (scripts/test.sh installs them)");
+    if !root {
+        cordillera_testkit::missing("root, to attach a loop device and mount ext4");
+        return;
+    }
+    if std::fs::read_dir("/usr/lib/postgresql").is_err() {
+        cordillera_testkit::missing("PostgreSQL (scripts/test.sh installs it)");
+        return;
+    }
+    if !have("nbdfuse") || !have("losetup") {
         return;
     }
     let out = Command::new(binary())
@@ -650,7 +660,7 @@ fn pgbench_on_ext4_on_the_cluster_through_a_down_shift_and_an_up_shift() {
             "--clients",
             "4",
         ])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     let text = format!(
         "{}{}",
@@ -659,8 +669,8 @@ fn pgbench_on_ext4_on_the_cluster_through_a_down_shift_and_an_up_shift() {
     );
     println!("{text}");
     if text.contains("FUSE") || text.contains("losetup cannot attach") {
-        println!(
-            "SKIPPED cluster pgbench: this machine cannot attach an NBD export as a loop device"
+        cordillera_testkit::missing(
+            "a machine that can attach an NBD export as a loop device (FUSE, loop devices)",
         );
         return;
     }
@@ -732,7 +742,6 @@ fn a_permanently_failed_server_is_rebuilt_onto_its_gear_group_and_nothing_is_los
 #[test]
 fn sigkills_at_random_moments_lose_nothing_acknowledged() {
     if !have("fio") {
-        eprintln!("SKIPPED: fio is not installed");
         return;
     }
     let seed = std::env::var("CLUSTER_KILL_SEED")
@@ -825,7 +834,6 @@ fn sigkills_at_random_moments_lose_nothing_acknowledged() {
 #[test]
 fn nbdcopy_copies_in_and_out_of_a_cluster_object_across_a_down_shift() {
     if !have("nbdcopy") {
-        eprintln!("SKIPPED: nbdcopy is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -838,7 +846,10 @@ fn nbdcopy_copies_in_and_out_of_a_cluster_object_across_a_down_shift() {
         .collect();
     std::fs::write(&input, &data).unwrap();
     let copy = |from: &str, to: &str| {
-        let out = Command::new("nbdcopy").args([from, to]).output().unwrap();
+        let out = Command::new("nbdcopy")
+            .args([from, to])
+            .output_within(COMMAND_LIMIT)
+            .unwrap();
         assert!(
             out.status.success(),
             "nbdcopy {from} {to}: {}",
@@ -861,7 +872,6 @@ fn nbdcopy_copies_in_and_out_of_a_cluster_object_across_a_down_shift() {
 #[test]
 fn full_loggers_fail_writes_with_enospc_and_lose_nothing_acknowledged() {
     if !have("qemu-io") {
-        eprintln!("SKIPPED: qemu-io is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -886,7 +896,7 @@ fn full_loggers_fail_writes_with_enospc_and_lose_nothing_acknowledged() {
                 &format!("write -P 0x42 {}M 1M", mib),
                 &url,
             ])
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr);

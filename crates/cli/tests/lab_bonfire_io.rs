@@ -1,13 +1,14 @@
 //! `cordillera lab bonfire`'s figures over I/Os: read latency on the Zipf workload
 //! (Figure 11) and the trace replayed to the new-cache day (§6.2, Figures 12–15).
 
+use cordillera_testkit::process::{Bounded, COMMAND_LIMIT};
 use std::process::Command;
 
 fn lab_bonfire(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_cordillera"))
         .args(["lab", "bonfire", "--quiet"])
         .args(args)
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap()
 }
 

@@ -2,6 +2,7 @@
 //! acceptance figure (peak off-load cuts the mean response time of the Exchange-like
 //! write-dominated episode at least tenfold).
 
+use cordillera_testkit::process::{Bounded, COMMAND_LIMIT};
 use std::process::Command;
 
 #[test]
@@ -18,7 +19,7 @@ fn lab_everest_on_the_exchange_like_first_episode() {
         ])
         .args(["--main-only", "--json", "--out"])
         .arg(dir.path())
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -105,7 +106,7 @@ fn lab_everest_refuses_bad_flags() {
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
             .args(args)
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         assert!(!out.status.success(), "{args:?} must fail");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -133,7 +134,7 @@ fn lab_everest_oltp_figures_9_11_12() {
             ])
             .args(["--oltp-writes", writes, "--json", "--out"])
             .arg(dir.path())
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         assert!(
             out.status.success(),
@@ -189,7 +190,7 @@ fn lab_bonfire_on_three_days_of_reaccess_and_a_small_zipf() {
             "--out",
         ])
         .arg(dir.path())
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -308,7 +309,7 @@ fn lab_bonfire_refuses_bad_flags_and_short_traces() {
         let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
             .args(["lab", "bonfire"])
             .args(args)
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         assert!(!out.status.success(), "{args:?} should fail");
         String::from_utf8_lossy(&out.stderr).into_owned()
@@ -331,7 +332,7 @@ fn lab_bonfire_on_the_cloudphysics_sample_in_half_hours() {
         .args(["lab", "bonfire", "--parts", "days", "--trace"])
         .arg(dir.join("cloudphysics/cloudphysics_vscsi_sample.csv"))
         .args(["--day-s", "1800", "--interval-s", "60", "--json"])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -379,7 +380,7 @@ fn lab_sierra_on_a_generated_week_and_two_days_over_three_seeds() {
         ])
         .args(["--json", "--out"])
         .arg(dir.path())
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -498,7 +499,7 @@ fn lab_sierra_refuses_bad_flags() {
         let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
             .args(["lab", "sierra"])
             .args(args)
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         assert!(!out.status.success(), "{args:?} should fail");
         String::from_utf8_lossy(&out.stderr).into_owned()
@@ -536,7 +537,7 @@ fn lab_sierra_testbed_and_microbenchmarks_small() {
         ])
         .args(["--json", "--out"])
         .arg(dir.path())
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -635,7 +636,7 @@ fn lab_sierra_on_the_msr_fragments() {
         .arg(msr.join("wdev_1.full.csv"))
         .arg("--trace")
         .arg(msr.join("hm_1.writes_subset.csv"))
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -660,7 +661,7 @@ fn lab_striping_figure_2_small() {
             .args(["--figures", "2a,2b"])
             .args(["--seed", seed, "--seeds", seeds, "--json", "--out"])
             .arg(dir.path())
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         assert!(
             out.status.success(),
@@ -717,7 +718,7 @@ fn lab_striping_figure_2_small() {
             "150",
             "--json",
         ])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -752,7 +753,7 @@ fn lab_striping_figure_2_small() {
         let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
             .args(["lab", "striping"])
             .args(&bad)
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         assert!(!out.status.success(), "{bad:?} accepted");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -768,21 +769,19 @@ fn lab_striping_figure_2_small() {
 #[test]
 fn lab_striping_figures_8_to_10_and_table_3_small() {
     let dir = tempfile::tempdir().unwrap();
-    let fragment = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces/umass/umass_websearch_small.mqsim.trace");
+    let traces = cordillera_testkit::traces_dir("the real WebSearch fragment in lab striping");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordillera"));
     cmd.args(["lab", "striping", "--figures", "8,10,table3"])
         .args(["--duration-s", "300", "--seeds", "2", "--json", "--out"])
         .arg(dir.path());
-    if fragment.exists() {
-        cmd.arg("--websearch").arg(&fragment);
-    } else {
-        println!(
-            "SKIPPED the real WebSearch fragment: {} is absent; WebSearch generated from Table 2",
-            fragment.display()
-        );
+    match &traces {
+        Some(t) => {
+            cmd.arg("--websearch")
+                .arg(t.join("umass/umass_websearch_small.mqsim.trace"));
+        }
+        None => println!("WebSearch generated from Table 2 instead"),
     }
-    let out = cmd.output().unwrap();
+    let out = cmd.output_within(COMMAND_LIMIT).unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -858,7 +857,7 @@ fn lab_everest_over_seeds_moves_the_workload_and_never_cuts_a_peak() {
             "--out",
         ])
         .arg(dir.path())
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -939,7 +938,7 @@ fn lab_everest_says_what_it_could_not_do() {
                 "4",
             ])
             .args(more)
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap()
     };
     let out = lab(&["--parts", "recovery", "--json", "--quiet"]);
@@ -1005,7 +1004,7 @@ fn lab_bonfire_over_two_seeds_reports_the_spread() {
         .args([
             "--th-n", "0.05", "--parts", "days", "--seeds", "2", "--json", "--quiet",
         ])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),

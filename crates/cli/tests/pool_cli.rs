@@ -3,6 +3,7 @@
 //! restriped online; the pool is SIGKILLed mid-restripe, restarted, every acknowledged block
 //! read back and the restripe completes; bad input gets clear errors and changes nothing.
 
+use cordillera_testkit::process::{Bounded, COMMAND_LIMIT};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -59,7 +60,7 @@ impl Pool {
             .arg("pool")
             .args(args)
             .args(["--server", &self.http])
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         (
             out.status.success(),
@@ -124,7 +125,6 @@ fn restripe_fraction(p: &Pool, name: &str) -> Option<f64> {
 #[test]
 fn fio_verifies_wide_and_narrow_volumes_while_an_added_array_is_restriped() {
     if !have("fio") {
-        println!("SKIPPED: fio is not installed (scripts/test.sh installs it)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -235,7 +235,6 @@ fn fio_verifies_wide_and_narrow_volumes_while_an_added_array_is_restriped() {
 #[test]
 fn a_sigkill_mid_restripe_loses_nothing_and_the_restripe_completes() {
     if !have("fio") {
-        println!("SKIPPED: fio is not installed (scripts/test.sh installs it)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -310,7 +309,10 @@ fn a_sigkill_mid_restripe_loses_nothing_and_the_restripe_completes() {
 
 /// A command that must fail; its output.
 fn fails(args: &[&str]) -> String {
-    let out = Command::new(binary()).args(args).output().unwrap();
+    let out = Command::new(binary())
+        .args(args)
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -354,7 +356,7 @@ fn bad_input_gets_clear_errors_and_changes_nothing() {
     if have("nbdinfo") {
         let out = Command::new("nbdinfo")
             .arg(format!("nbd://{}/nosuch", pool.nbd))
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         assert!(!out.status.success());
     }
@@ -379,7 +381,7 @@ fn bad_input_gets_clear_errors_and_changes_nothing() {
                 "read -P 0x11 1M 1M",
             ])
             .arg(pool.url("v"))
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).to_string()
             + &String::from_utf8_lossy(&out.stderr);
@@ -431,7 +433,6 @@ fn bad_input_gets_clear_errors_and_changes_nothing() {
 #[test]
 fn member_arrays_serve_verified_io_and_keep_parity_through_a_restripe() {
     if !have("fio") {
-        println!("SKIPPED: fio is not installed (scripts/test.sh installs it)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

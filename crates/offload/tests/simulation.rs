@@ -35,7 +35,7 @@ use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{Core, IoCommand, IoDone, NodeFault, Outgoing, World, WorldBuilder};
 use cordillera_testkit::model::{pattern, writers_of, Model};
-use cordillera_testkit::{all_succeeded, run_schedules};
+use cordillera_testkit::{all_succeeded, Budget, Schedules};
 use cordillera_volume::{Request as VolumeRequest, Volume};
 use cordillera_vstore::index::ClientIndex;
 use cordillera_vstore::store::{Config as StoreConfig, DiskDone, DiskOp, Reply, Request, Store};
@@ -1198,13 +1198,34 @@ const REGRESSIONS: [u64; 15] = [
     9000000000000131449,
 ];
 
+/// The test command's share of schedules: 50 fixed seeds, then fresh ones for a minute (about
+/// 300 on two cores; `scripts/campaign.sh` runs 10^5).
+const BUDGET: Budget = Budget {
+    seconds: 60.0,
+    least: 50,
+};
+
 #[test]
 fn offloaded_writes_survive_crashes_and_are_reclaimed() {
-    let schedules = cordillera_testkit::Schedules::from_env("OFFLOAD", &REGRESSIONS, 2000, 400);
+    let schedules = Schedules::from_env("OFFLOAD", &REGRESSIONS, 50, BUDGET);
     let only = schedules.single.then_some(());
-    let results = run_schedules(&schedules.seeds, run);
+    let ran = schedules.run(run);
+    let ok: Vec<&Outcome> = ran
+        .results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .collect();
+    let sum = |f: fn(&Outcome) -> u64| ok.iter().map(|o| f(o)).sum::<u64>();
+    schedules.summary(
+        &ran,
+        &[
+            ("crashes", sum(|o| o.crashes as u64)),
+            ("writes_acked", sum(|o| o.writes_acked)),
+            ("reads_checked", sum(|o| o.reads_checked)),
+        ],
+    );
     let outcomes = all_succeeded(
-        &results,
+        &ran.results,
         "OFFLOAD",
         "cargo nextest run -p cordillera-offload --test simulation offloaded_writes --no-capture",
     );
@@ -1255,13 +1276,36 @@ fn a_schedule_replays_event_for_event() {
 /// Schedules that once failed with the request path and a cache.
 const CACHE_REGRESSIONS: [u64; 0] = [];
 
+/// 20 fixed seeds, then fresh ones for 30 s (about 80 on two cores).
+const CACHE_BUDGET: Budget = Budget {
+    seconds: 30.0,
+    least: 20,
+};
+
 #[test]
 fn the_request_path_with_a_cache_serves_nothing_stale() {
-    let schedules =
-        cordillera_testkit::Schedules::from_env("VOLUME_PATH", &CACHE_REGRESSIONS, 150, 150);
-    let results = run_schedules(&schedules.seeds, run_with_cache);
+    let schedules = Schedules::from_env("VOLUME_PATH", &CACHE_REGRESSIONS, 20, CACHE_BUDGET);
+    let ran = schedules.run(run_with_cache);
+    let ok: Vec<&Outcome> = ran
+        .results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .collect();
+    let total = |f: fn(&Outcome) -> u64| ok.iter().map(|o| f(o)).sum::<u64>();
+    schedules.summary(
+        &ran,
+        &[
+            ("crashes", total(|o| o.crashes as u64)),
+            ("writes_acked", total(|o| o.writes_acked)),
+            ("reads_checked", total(|o| o.reads_checked)),
+            (
+                "cached_blocks_checked",
+                total(|o| o.cache.cached_blocks_checked),
+            ),
+        ],
+    );
     let outcomes = all_succeeded(
-        &results,
+        &ran.results,
         "VOLUME_PATH",
         "cargo nextest run -p cordillera-offload --test simulation the_request_path --no-capture",
     );

@@ -2,6 +2,7 @@
 //! socket sending bad requests. Tests that need a client program say SKIPPED when it is absent
 //! (`scripts/test.sh` installs them).
 
+use cordillera_testkit::process::{Bounded, COMMAND_LIMIT};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
@@ -45,7 +46,7 @@ fn nbdinfo_lists_the_export() {
     let (addr, _file) = start();
     let out = Command::new("nbdinfo")
         .args(["--json", &format!("nbd://{addr}/vol")])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(
         out.status.success(),
@@ -60,7 +61,7 @@ fn nbdinfo_lists_the_export() {
     assert!(text.contains("\"block_size_minimum\": 512"), "{text}");
     let list = Command::new("nbdinfo")
         .args(["--list", &format!("nbd://{addr}")])
-        .output()
+        .output_within(COMMAND_LIMIT)
         .unwrap();
     assert!(list.status.success());
     assert!(String::from_utf8_lossy(&list.stdout).contains("export=\"vol\""));
@@ -95,7 +96,10 @@ fn nbdcopy_copies_in_and_out_byte_identically() {
         (input.to_str().unwrap(), url.as_str()),
         (url.as_str(), output.to_str().unwrap()),
     ] {
-        let out = Command::new("nbdcopy").args([from, to]).output().unwrap();
+        let out = Command::new("nbdcopy")
+            .args([from, to])
+            .output_within(COMMAND_LIMIT)
+            .unwrap();
         assert!(
             out.status.success(),
             "nbdcopy {from} {to}: {}",

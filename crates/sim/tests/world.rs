@@ -216,18 +216,32 @@ fn check(seed: u64) -> (u64, usize) {
     (w.hash.0, w.faults.len())
 }
 
+/// 50 fixed seeds, then fresh ones for 10 s.
+const BUDGET: cordillera_testkit::Budget = cordillera_testkit::Budget {
+    seconds: 10.0,
+    least: 50,
+};
+
 #[test]
 fn acknowledged_records_survive_seeded_faults() {
-    let schedules = cordillera_testkit::Schedules::from_env("SIM", &[], 300, 100);
-    let mut crashes = 0;
-    for &seed in &schedules.seeds {
-        crashes += check(seed).1;
-    }
+    let schedules = cordillera_testkit::Schedules::from_env("SIM", &[], 50, BUDGET);
+    let ran = schedules.run(|seed| Ok(check(seed).1));
+    let crashes: usize = ran
+        .results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .sum();
+    schedules.summary(&ran, &[("crashes", crashes as u64)]);
+    cordillera_testkit::all_succeeded(
+        &ran.results,
+        "SIM",
+        "cargo nextest run -p cordillera-sim --test world acknowledged_records --no-capture",
+    );
     if schedules.single {
         return;
     }
     assert!(
-        crashes >= schedules.len() * 4,
+        crashes >= ran.len() * 4,
         "crashes and restarts were injected: {crashes}"
     );
 }

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use cordillera_striping::restripe::{Admit, NextBatch, Piece, Restripe, Side, Ticket};
-use cordillera_testkit::{run_schedules, Schedules};
+use cordillera_testkit::{Budget, Schedules};
 use cordillera_types::rng::SimRng;
 
 const B: u64 = 512;
@@ -410,13 +410,20 @@ impl World {
 /// Seeds that once failed (none yet).
 const REGRESSIONS: &[u64] = &[];
 
+/// 50 fixed seeds, then fresh ones for 15 s (about 1,000 on two cores).
+const BUDGET: Budget = Budget {
+    seconds: 15.0,
+    least: 100,
+};
+
 #[test]
 fn no_acknowledged_write_is_lost_and_every_restripe_finishes_across_crashes() {
-    let schedules = Schedules::from_env("RESTRIPE", REGRESSIONS, 200, 3000);
-    let results = run_schedules(&schedules.seeds, schedule);
+    let schedules = Schedules::from_env("RESTRIPE", REGRESSIONS, 50, BUDGET);
+    let ran = schedules.run(schedule);
+    let results = &ran.results;
     let mut failures = Vec::new();
     let (mut crashes, mut reads) = (0u64, 0u64);
-    for (seed, r) in &results {
+    for (seed, r) in results {
         match r {
             Ok((c, n)) => {
                 crashes += *c as u64;
@@ -425,6 +432,7 @@ fn no_acknowledged_write_is_lost_and_every_restripe_finishes_across_crashes() {
             Err(e) => failures.push(format!("seed {seed}: {e}")),
         }
     }
+    schedules.summary(&ran, &[("crashes", crashes), ("reads_checked", reads)]);
     println!(
         "{} schedules, {crashes} crashes, {reads} block reads checked, {} failed",
         results.len(),

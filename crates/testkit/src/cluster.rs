@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::process::Proc;
+use crate::process::{Bounded, Proc, COMMAND_LIMIT};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Daemon {
@@ -149,7 +149,7 @@ impl LocalCluster {
             }
             let out = Command::new(binary)
                 .args(&args)
-                .output()
+                .output_within(COMMAND_LIMIT)
                 .map_err(|e| format!("{}: {e}", binary.display()))?;
             if !out.status.success() {
                 return Err(format!(
@@ -347,7 +347,7 @@ impl LocalCluster {
     pub fn gear(&self, gear: &str) -> Result<String, String> {
         let out = Command::new(&self.binary)
             .args(["cluster", "gear", gear, "--mds", &self.mds_addr()])
-            .output()
+            .output_within(COMMAND_LIMIT)
             .map_err(|e| e.to_string())?;
         if !out.status.success() {
             return Err(String::from_utf8_lossy(&out.stderr).into_owned());

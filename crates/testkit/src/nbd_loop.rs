@@ -7,6 +7,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::process::{Bounded, COMMAND_LIMIT};
+
+/// How long unmounting or detaching may take when the loop device is dropped.
+const CLEANUP_LIMIT: Duration = Duration::from_secs(30);
+
 pub struct NbdLoop {
     fuse_dir: PathBuf,
     mount_dir: PathBuf,
@@ -18,7 +23,7 @@ pub struct NbdLoop {
 fn run(program: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new(program)
         .args(args)
-        .output()
+        .output_within(COMMAND_LIMIT)
         .map_err(|e| format!("cannot run {program}: {e}"))?;
     if !out.status.success() {
         return Err(format!(
@@ -105,12 +110,18 @@ impl NbdLoop {
 impl Drop for NbdLoop {
     fn drop(&mut self) {
         if self.mounted {
-            let _ = Command::new("umount").arg(&self.mount_dir).status();
+            let _ = Command::new("umount")
+                .arg(&self.mount_dir)
+                .status_within(CLEANUP_LIMIT);
         }
         if let Some(d) = &self.loop_device {
-            let _ = Command::new("losetup").args(["-d", d]).status();
+            let _ = Command::new("losetup")
+                .args(["-d", d])
+                .status_within(CLEANUP_LIMIT);
         }
-        let _ = Command::new("umount").arg(&self.fuse_dir).status();
+        let _ = Command::new("umount")
+            .arg(&self.fuse_dir)
+            .status_within(CLEANUP_LIMIT);
         if let Some(mut f) = self.fuse.take() {
             let _ = f.kill();
             let _ = f.wait();

@@ -23,6 +23,8 @@
 //! The client's own duties (its base and store I/O, its timers) stay with the driver, which
 //! owns the client; this core only adds requests to it and takes its answers.
 
+pub mod label;
+
 use std::collections::{HashMap, VecDeque};
 
 use cordillera_offload::{Client, ClientError, UpReply, Upward};

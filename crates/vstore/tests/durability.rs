@@ -482,23 +482,43 @@ fn run_with(seed: u64, crash_count: usize) -> Outcome {
     }
 }
 
+/// 100 fixed seeds, then fresh ones for 30 s (about 500 on two cores).
+const BUDGET: cordillera_testkit::Budget = cordillera_testkit::Budget {
+    seconds: 30.0,
+    least: 100,
+};
+
 #[test]
 fn acknowledged_writes_survive_crashes_and_wraps() {
-    let schedules = cordillera_testkit::Schedules::from_env("VSTORE", &[], 2_000, 400);
+    let schedules = cordillera_testkit::Schedules::from_env("VSTORE", &[], 100, BUDGET);
+    let ran = schedules.run(|seed| Ok(run(seed)));
+    let ok: Vec<&Outcome> = ran
+        .results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .collect();
+    let (acked, reads, crashes) = (
+        ok.iter().map(|o| o.acked).sum::<u64>(),
+        ok.iter().map(|o| o.checked_reads).sum::<u64>(),
+        ok.iter().map(|o| o.crashes).sum::<usize>(),
+    );
+    schedules.summary(
+        &ran,
+        &[
+            ("crashes", crashes as u64),
+            ("writes_acked", acked),
+            ("reads_checked", reads),
+        ],
+    );
+    cordillera_testkit::all_succeeded(
+        &ran.results,
+        "VSTORE",
+        "cargo nextest run -p cordillera-vstore --test durability acknowledged_writes --no-capture",
+    );
     if schedules.single {
-        run(schedules.seeds[0]);
         return;
     }
-    let n = schedules.len() as u64;
-    let (mut acked, mut reads, mut crashes) = (0, 0, 0);
-    for &seed in &schedules.seeds {
-        let outcome = std::panic::catch_unwind(|| run(seed)).unwrap_or_else(|_| {
-            panic!("schedule {seed} failed; reproduce: VSTORE_SEED={seed} cargo nextest run -p cordillera-vstore --test durability --no-capture")
-        });
-        acked += outcome.acked;
-        reads += outcome.checked_reads;
-        crashes += outcome.crashes;
-    }
+    let n = ran.len() as u64;
     let durable_steps = DURABLE_STEPS.load(Ordering::Relaxed);
     let cleaned = CLEANED.load(Ordering::Relaxed);
     println!("vstore durability: {n} schedules, {crashes} crashes, {acked} acknowledged writes and deletes ({durable_steps} by durable write steps), {reads} reads checked, {cleaned} live tail records cleaned");

@@ -90,6 +90,20 @@ struct Counts {
     checked_blocks: u64,
 }
 
+impl Counts {
+    fn add(&mut self, o: &Counts) {
+        self.starts += o.starts;
+        self.clean_stops += o.clean_stops;
+        self.resets += o.resets;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.writes += o.writes;
+        self.snapshot_blocks += o.snapshot_blocks;
+        self.preloaded_blocks += o.preloaded_blocks;
+        self.checked_blocks += o.checked_blocks;
+    }
+}
+
 struct Node {
     options: Options,
     rng: SimRng,
@@ -528,19 +542,45 @@ fn explain(
     }
 }
 
+/// One schedule with every safeguard; its counts.
+fn run_default(seed: u64) -> Result<Counts, String> {
+    let counts = Rc::new(RefCell::new(Counts::default()));
+    run(seed, Safeguards::default(), &counts)?;
+    let c = counts.borrow().clone();
+    Ok(c)
+}
+
+/// 20 fixed seeds, then fresh ones for 15 s (about 300 on two cores).
+const BUDGET: cordillera_testkit::Budget = cordillera_testkit::Budget {
+    seconds: 15.0,
+    least: 40,
+};
+
 #[test]
 fn the_cache_never_holds_or_preloads_stale_contents() {
-    let schedules = cordillera_testkit::Schedules::from_env("WARM", REGRESSIONS, 100, 300);
-    let counts = Rc::new(RefCell::new(Counts::default()));
-    for &seed in &schedules.seeds {
-        if let Err(e) = run(seed, Safeguards::default(), &counts) {
-            panic!("schedule {seed} failed: {e}; reproduce: WARM_SEED={seed} cargo nextest run -p cordillera-warmup --test cache_simulation --no-capture");
-        }
+    let schedules = cordillera_testkit::Schedules::from_env("WARM", REGRESSIONS, 20, BUDGET);
+    let ran = schedules.run(run_default);
+    let mut c = Counts::default();
+    for o in ran.results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+        c.add(o);
     }
-    let c = counts.borrow().clone();
+    schedules.summary(
+        &ran,
+        &[
+            ("starts", c.starts),
+            ("writes", c.writes),
+            ("hits", c.hits),
+            ("blocks_checked", c.checked_blocks),
+        ],
+    );
+    cordillera_testkit::all_succeeded(
+        &ran.results,
+        "WARM",
+        "cargo nextest run -p cordillera-warmup --test cache_simulation the_cache_never --no-capture",
+    );
     println!(
         "warm-up cache simulation: {} schedules, {} starts ({} after a clean stop), {} cache resets, {} hits, {} misses, {} writes, {} blocks loaded from log data, {} cached blocks checked",
-        schedules.len(),
+        ran.len(),
         c.starts,
         c.clean_stops,
         c.resets,
@@ -553,7 +593,7 @@ fn the_cache_never_holds_or_preloads_stale_contents() {
     // The schedules exercise what they claim: restarts after crashes and clean stops, snapshot
     // pre-loads, resets, hits.
     if !schedules.single {
-        let n = schedules.len() as u64;
+        let n = ran.len() as u64;
         assert!(c.starts >= 2 * n, "{c:?}");
         assert!(c.clean_stops >= n / 4, "{c:?}");
         assert!(c.snapshot_blocks > 0 && c.resets >= n / 2, "{c:?}");

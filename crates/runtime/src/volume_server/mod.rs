@@ -22,7 +22,6 @@
 //! acknowledged write is durable somewhere.
 
 mod driver;
-mod label;
 mod metrics;
 
 use std::collections::{HashMap, VecDeque};
@@ -46,11 +45,9 @@ use crate::store_link::{store_link, LinkEvent};
 use crate::warm_cache::{CacheLog, CacheOptions};
 use cordillera_volume::{Request, Volume};
 
-pub use label::*;
+pub use cordillera_volume::label::{Label, LabelError, LABEL_BYTES};
 use metrics::*;
 
-/// Bytes at the end of the base volume holding the [`Label`].
-pub const LABEL_BYTES: u64 = 4096;
 /// Bytes at the end of the base volume not exported: the label and the store set.
 pub const RESERVED_BYTES: u64 = LABEL_BYTES + SUPERBLOCK_BYTES;
 /// Base reads up to this size are tried in place when the page cache holds them
@@ -600,56 +597,5 @@ mod tests {
             }
         }
         link.abort();
-    }
-
-    #[test]
-    fn labels_round_trip_and_damage_is_detected() {
-        let label = Label {
-            client: 0x1234_5678_9abc,
-            volume: 1,
-            n_way: 2,
-            stores: vec!["127.0.0.1:7001".into(), "store-b:7002".into()],
-        };
-        let bytes = label.encode().unwrap();
-        assert_eq!(bytes.len() as u64, LABEL_BYTES);
-        assert_eq!(Label::decode(&bytes).unwrap(), label);
-        assert_eq!(
-            Label::decode(&vec![0u8; 4096]).unwrap_err(),
-            LabelError::Missing
-        );
-        for at in [8, 24, 30, 40, 50] {
-            let mut bad = bytes.clone();
-            bad[at] ^= 0x40;
-            assert_eq!(
-                Label::decode(&bad).unwrap_err(),
-                LabelError::Damaged,
-                "{at}"
-            );
-        }
-        let huge = Label {
-            stores: vec!["x".repeat(5000)],
-            ..label
-        };
-        assert_eq!(huge.encode().unwrap_err(), LabelError::TooLarge);
-    }
-
-    /// Found by the fuzz target: given more bytes than the label area, a checksummed label
-    /// whose addresses run past the area decoded, and could not be encoded again.
-    #[test]
-    fn a_label_running_past_its_area_is_damaged() {
-        let mut out = Vec::new();
-        out.extend_from_slice(LABEL_MAGIC);
-        out.extend_from_slice(&7u64.to_le_bytes());
-        out.extend_from_slice(&1u64.to_le_bytes());
-        out.extend_from_slice(&2u32.to_le_bytes());
-        out.extend_from_slice(&2u32.to_le_bytes());
-        for _ in 0..2 {
-            out.extend_from_slice(&5000u16.to_le_bytes());
-            out.extend_from_slice(&[b'a'; 5000]);
-        }
-        let crc = crc32c::crc32c(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        assert!(out.len() > LABEL_BYTES as usize);
-        assert_eq!(Label::decode(&out).unwrap_err(), LabelError::Damaged);
     }
 }

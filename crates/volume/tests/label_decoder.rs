@@ -1,7 +1,7 @@
 //! The volume label decoder on mutated and truncated labels: typed errors, never a panic; what
 //! decodes re-encodes to the same label. (`fuzz/fuzz_targets/volume_label.rs` runs it longer.)
 
-use cordillera_runtime::volume_server::Label;
+use cordillera_volume::label::Label;
 use proptest::prelude::*;
 
 proptest! {

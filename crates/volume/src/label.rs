@@ -1,7 +1,9 @@
-//! The volume label at the start of the base volume: which volume this is and what it was
-//! formatted with (format: docs/FORMATS.md).
+//! The volume label in the last 4 KiB of an off-loading volume's base: which volume this is
+//! and what it was formatted with (format: docs/FORMATS.md). Pure bytes, so that its decoder is
+//! fuzzed (`fuzz/fuzz_targets/volume_label.rs`) without the daemons around it.
 
-use super::*;
+/// Bytes at the end of the base volume holding the [`Label`].
+pub const LABEL_BYTES: u64 = 4096;
 
 /// The volume label: which client this volume is to its stores, and where they are.
 ///
@@ -24,7 +26,7 @@ pub struct Label {
     pub stores: Vec<String>,
 }
 
-pub(super) const LABEL_MAGIC: &[u8; 8] = b"CDVOLLB1";
+pub const LABEL_MAGIC: &[u8; 8] = b"CDVOLLB1";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LabelError {
@@ -101,5 +103,61 @@ impl Label {
             n_way: u32_at(24),
             stores,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_round_trip_and_damage_is_detected() {
+        let label = Label {
+            client: 0x1234_5678_9abc,
+            volume: 1,
+            n_way: 2,
+            stores: vec!["127.0.0.1:7001".into(), "store-b:7002".into()],
+        };
+        let bytes = label.encode().unwrap();
+        assert_eq!(bytes.len() as u64, LABEL_BYTES);
+        assert_eq!(Label::decode(&bytes).unwrap(), label);
+        assert_eq!(
+            Label::decode(&vec![0u8; 4096]).unwrap_err(),
+            LabelError::Missing
+        );
+        for at in [8, 24, 30, 40, 50] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x40;
+            assert_eq!(
+                Label::decode(&bad).unwrap_err(),
+                LabelError::Damaged,
+                "{at}"
+            );
+        }
+        let huge = Label {
+            stores: vec!["x".repeat(5000)],
+            ..label
+        };
+        assert_eq!(huge.encode().unwrap_err(), LabelError::TooLarge);
+    }
+
+    /// Found by the fuzz target: given more bytes than the label area, a checksummed label
+    /// whose addresses run past the area decoded, and could not be encoded again.
+    #[test]
+    fn a_label_running_past_its_area_is_damaged() {
+        let mut out = Vec::new();
+        out.extend_from_slice(LABEL_MAGIC);
+        out.extend_from_slice(&7u64.to_le_bytes());
+        out.extend_from_slice(&1u64.to_le_bytes());
+        out.extend_from_slice(&2u32.to_le_bytes());
+        out.extend_from_slice(&2u32.to_le_bytes());
+        for _ in 0..2 {
+            out.extend_from_slice(&5000u16.to_le_bytes());
+            out.extend_from_slice(&[b'a'; 5000]);
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        assert!(out.len() > LABEL_BYTES as usize);
+        assert_eq!(Label::decode(&out).unwrap_err(), LabelError::Damaged);
     }
 }

@@ -1,0 +1,239 @@
+//! Every benchmark of `scripts/bench.sh` in a smoke run of a few seconds, so that none can rot
+//! between full runs: each runs to its end on tiny sizes and prints the figures the full run
+//! prints (its JSON, the peer's figures beside ours where it has a peer). The figures
+//! themselves are not judged here: the machine is shared and the runs are short
+//! (docs/BENCHMARKS.md has the full runs). `bench trace`, `bench rangemap` and `store bench`
+//! have their smoke runs in `trace_cli.rs` and `store_cli.rs`.
+
+use cordillera_testkit::process::{have, Bounded, COMMAND_LIMIT};
+use std::process::Command;
+
+/// Runs `cordillera ARGS… --json`; its JSON output.
+fn bench(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args(args)
+        .arg("--json")
+        .output_within(COMMAND_LIMIT)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{args:?}:\n{stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}:\n{stdout}"))
+}
+
+/// `value` is a finite number above zero.
+fn positive(value: &serde_json::Value, what: &str) -> f64 {
+    let v = value
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what}: not a number: {value}"));
+    assert!(v.is_finite() && v > 0.0, "{what}: {v}");
+    v
+}
+
+#[test]
+fn bench_cache_prints_each_policy_beside_the_baseline() {
+    let j = bench(&[
+        "bench",
+        "cache",
+        "--trace",
+        "gen:zipf:count=200000,span=1g",
+        "--cache-size",
+        "64m",
+        "--repeat",
+        "1",
+    ]);
+    assert_eq!(j["requests"], 200_000);
+    positive(&j["lru_ratio_to_baseline"], "lru_ratio_to_baseline");
+    let policies: Vec<&str> = j["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["policy"].as_str().unwrap())
+        .collect();
+    for p in ["lru", "fifo", "clock"] {
+        assert!(policies.contains(&p), "{policies:?}");
+    }
+    assert!(
+        policies.iter().any(|p| p.starts_with("baseline")),
+        "{policies:?}"
+    );
+}
+
+#[test]
+fn volume_warmup_bench_prints_both_schemes() {
+    let j = bench(&[
+        "volume",
+        "warmup-bench",
+        "--trace",
+        "gen:zipf:count=5000,span=64m,alpha=1",
+        "--region",
+        "64m",
+        "--cache-size",
+        "16m",
+    ]);
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{j}");
+    for r in rows {
+        positive(&r["preloaded_bytes"], "preloaded_bytes");
+        positive(&r["hit_rate_after_restart"], "hit_rate_after_restart");
+    }
+    positive(&j["cold_hit_rate"], "cold_hit_rate");
+}
+
+#[test]
+fn bench_lab_bonfire_prints_time_rate_and_memory() {
+    let j = bench(&[
+        "bench",
+        "lab-bonfire",
+        "--records",
+        "20k",
+        "--days",
+        "2",
+        "--volumes",
+        "2",
+        "--sizes",
+        "1",
+        "--span",
+        "64m",
+    ]);
+    let run = &j[0];
+    positive(&run["records"], "records");
+    positive(&run["records_per_s"], "records_per_s");
+    positive(&run["peak_rss_bytes"], "peak_rss_bytes");
+}
+
+#[test]
+fn bench_advise_prints_each_step_and_the_verdicts() {
+    let j = bench(&["bench", "advise", "--rates", "1", "--seeds", "1"]);
+    let runs = j.as_array().unwrap();
+    assert_eq!(runs.len(), 2, "a full and a quick run: {j}");
+    for run in runs {
+        positive(&run["wall_s"], "wall_s");
+        assert_eq!(run["steps"].as_array().unwrap().len(), 5, "{run}");
+        assert_eq!(run["verdicts"].as_array().unwrap().len(), 4, "{run}");
+    }
+}
+
+#[test]
+fn volume_bench_prints_every_ratio_against_nbdkit() {
+    if !have("fio") || !have("nbdkit") {
+        return;
+    }
+    let j = bench(&[
+        "volume",
+        "bench",
+        "--seconds",
+        "1",
+        "--repeat",
+        "1",
+        "--region",
+        "64m",
+    ]);
+    for key in [
+        "randwrite_4k_ratio",
+        "seqwrite_1m_ratio",
+        "randread_4k_ratio",
+        "randrw_70_30_4k_ratio",
+        "seqread_1m_ratio",
+        "partly_offloaded_randread_4k_ratio",
+        "partly_offloaded_randrw_70_30_4k_ratio",
+        "partly_offloaded_seqread_1m_ratio",
+        "emulated_randwrite_64k_ratio",
+    ] {
+        positive(&j[key], key);
+    }
+}
+
+#[test]
+fn pool_bench_prints_narrow_wide_and_the_restripe() {
+    if !have("fio") {
+        return;
+    }
+    let j = bench(&[
+        "pool",
+        "bench",
+        "--seconds",
+        "1",
+        "--rounds",
+        "1",
+        "--restripe-size",
+        "32m",
+        "--batch",
+        "4m",
+    ]);
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "narrow and wide, reads and writes: {j}");
+    for r in rows {
+        positive(&r["random_64k"]["iops"], "random_64k iops");
+        positive(&r["sequential_1m"]["mb_per_s"], "sequential_1m MB/s");
+    }
+    positive(&j["restripe"]["mb_per_s"], "restripe MB/s");
+}
+
+#[test]
+fn volume_pgbench_prints_the_three_configurations() {
+    let root = Command::new("id")
+        .arg("-u")
+        .output_within(COMMAND_LIMIT)
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !root {
+        cordillera_testkit::missing("root, to attach a loop device and mount ext4");
+        return;
+    }
+    if !have("nbdfuse") || !have("losetup") {
+        return;
+    }
+    let j = bench(&[
+        "volume",
+        "pgbench",
+        "--seconds",
+        "2",
+        "--scale",
+        "1",
+        "--clients",
+        "2",
+        "--size",
+        "1g",
+    ]);
+    let configurations = j["cases"].as_array().unwrap();
+    assert_eq!(configurations.len(), 3, "{j}");
+    for c in configurations {
+        positive(&c["tps"], "tps");
+    }
+    positive(&j["peak_ratio"], "peak_ratio");
+    positive(&j["always_ratio"], "always_ratio");
+}
+
+/// The cluster benchmark at its smallest: a day of 2-second hours on two servers per rack,
+/// Table 5 for a second, Figure 12 on one cluster (about two and a half minutes).
+#[test]
+fn cluster_bench_prints_the_day_table_5_and_figure_12() {
+    let j = bench(&[
+        "cluster",
+        "bench",
+        "--per-rack",
+        "2",
+        "--hour-seconds",
+        "2",
+        "--wake-seconds",
+        "0.2",
+        "--throughput-seconds",
+        "1",
+        "--rebuild-per-rack",
+        "2",
+        "--rebuild-bytes-per-server",
+        "8m",
+        "--object-size",
+        "256m",
+    ]);
+    assert_eq!(j["seeds"][0]["plan"].as_array().unwrap().len(), 24, "{j}");
+    let throughput = j["throughput"].as_array().unwrap();
+    assert!(!throughput.is_empty(), "{j}");
+    for t in throughput {
+        positive(&t["measured"], "Table 5 measured");
+        assert_eq!(t["errors"], 0, "{t}");
+    }
+    positive(&j["rebuild"][0]["mb_per_s"], "Figure 12 MB/s");
+}
