@@ -7,7 +7,7 @@
 //! and the old layout is never used after the switch (its blocks are scribbled over then).
 //!
 //! Environment (`cordillera_testkit::Schedules`): `RESTRIPE_SEED`, `RESTRIPE_SCHEDULES`,
-//! `RESTRIPE_FIXED`, `RESTRIPE_BASE_SEED`.
+//! `RESTRIPE_SECONDS`, `RESTRIPE_FIXED`, `RESTRIPE_BASE_SEED`.
 
 use std::collections::HashMap;
 
@@ -410,7 +410,7 @@ impl World {
 /// Seeds that once failed (none yet).
 const REGRESSIONS: &[u64] = &[];
 
-/// 50 fixed seeds, then fresh ones for 15 s (about 1,000 on two cores).
+/// 50 fixed seeds, then fresh ones for 15 s (about 150,000 on two cores).
 const BUDGET: Budget = Budget {
     seconds: 15.0,
     least: 100,

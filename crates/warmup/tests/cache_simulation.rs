@@ -11,8 +11,8 @@
 //! `each_safeguard_is_needed` runs the same schedules with each of the core's three coherence
 //! safeguards removed ([`Safeguards`]) and requires the property to fail for each.
 //!
-//! Environment (`cordillera_testkit::Schedules`): `WARM_SEED`, `WARM_SCHEDULES`, `WARM_FIXED`,
-//! `WARM_BASE_SEED`.
+//! Environment (`cordillera_testkit::Schedules`): `WARM_SEED`, `WARM_SCHEDULES`, `WARM_SECONDS`,
+//! `WARM_FIXED`, `WARM_BASE_SEED`.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -550,7 +550,7 @@ fn run_default(seed: u64) -> Result<Counts, String> {
     Ok(c)
 }
 
-/// 20 fixed seeds, then fresh ones for 15 s (about 300 on two cores).
+/// 20 fixed seeds, then fresh ones for 15 s (about 650 on two cores).
 const BUDGET: cordillera_testkit::Budget = cordillera_testkit::Budget {
     seconds: 15.0,
     least: 40,
