@@ -179,7 +179,9 @@ fn volume_pgbench_prints_the_three_configurations() {
         .output_within(COMMAND_LIMIT)
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     if !root {
-        cordillera_testkit::missing("root, to attach a loop device and mount ext4");
+        cordillera_testkit::missing(
+            "this test needs root (to attach a loop device and mount ext4)",
+        );
         return;
     }
     if !have("nbdfuse") || !have("losetup") {

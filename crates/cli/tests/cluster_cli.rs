@@ -639,11 +639,13 @@ fn pgbench_on_ext4_on_the_cluster_through_a_down_shift_and_an_up_shift() {
         .output_within(COMMAND_LIMIT)
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     if !root {
-        cordillera_testkit::missing("root, to attach a loop device and mount ext4");
+        cordillera_testkit::missing(
+            "this test needs root (to attach a loop device and mount ext4)",
+        );
         return;
     }
     if std::fs::read_dir("/usr/lib/postgresql").is_err() {
-        cordillera_testkit::missing("PostgreSQL (scripts/test.sh installs it)");
+        cordillera_testkit::missing("PostgreSQL is not installed (scripts/test.sh installs it)");
         return;
     }
     if !have("nbdfuse") || !have("losetup") {
@@ -670,7 +672,7 @@ fn pgbench_on_ext4_on_the_cluster_through_a_down_shift_and_an_up_shift() {
     println!("{text}");
     if text.contains("FUSE") || text.contains("losetup cannot attach") {
         cordillera_testkit::missing(
-            "a machine that can attach an NBD export as a loop device (FUSE, loop devices)",
+            "this machine cannot attach an NBD export as a loop device (FUSE, loop devices)",
         );
         return;
     }

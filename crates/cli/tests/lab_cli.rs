@@ -769,7 +769,7 @@ fn lab_striping_figure_2_small() {
 #[test]
 fn lab_striping_figures_8_to_10_and_table_3_small() {
     let dir = tempfile::tempdir().unwrap();
-    let traces = cordillera_testkit::traces_dir("the real WebSearch fragment in lab striping");
+    let traces = cordillera_testkit::traces_dir("lab striping on the real WebSearch fragment");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordillera"));
     cmd.args(["lab", "striping", "--figures", "8,10,table3"])
         .args(["--duration-s", "300", "--seeds", "2", "--json", "--out"])

@@ -686,7 +686,9 @@ impl Ext4 {
         match NbdLoop::attach(&format!("nbd://{addr}"), dir, false) {
             Ok(n) => Some(Ext4(n)),
             Err(e) => {
-                cordillera_testkit::missing(&format!("an NBD export as a loop device: {e}"));
+                cordillera_testkit::missing(&format!(
+                    "this machine cannot attach an NBD export as a loop device: {e}"
+                ));
                 None
             }
         }

@@ -20,14 +20,14 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
-/// A test cannot run for want of `what` (a tool, the trace fragments). Outside CI it says
-/// SKIPPED on both streams (nextest shows stdout of passing tests only with --no-capture, and
+/// A test cannot run: `what` says what is missing (a tool, the trace fragments, root). Outside
+/// CI it says SKIPPED on both streams (nextest shows stdout of passing tests only with --no-capture, and
 /// cargo test hides stderr of passing tests) and the caller returns; under `CI=true` it panics
 /// naming what is missing, so that a broken install step cannot pass as a skip.
 pub fn missing(what: &str) {
     if in_ci() {
         panic!(
-            "CI=true and this test needs {what}; in CI nothing may be skipped (scripts/test.sh installs the tools; CI has ../shared/traces)"
+            "CI=true, and {what}: under CI no test may skip (scripts/test.sh installs the tools; CI has ../shared/traces)"
         );
     }
     println!("SKIPPED: {what}");
@@ -47,7 +47,7 @@ pub fn traces_dir(test: &str) -> Option<PathBuf> {
         Some(dir)
     } else {
         missing(&format!(
-            "{test}: the real traces at {} (set CORDILLERA_TRACES)",
+            "{test} needs the real traces, not found at {} (set CORDILLERA_TRACES)",
             dir.display()
         ));
         None
