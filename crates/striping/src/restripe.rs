@@ -14,6 +14,13 @@
 //! 3. The runtime writes the cursor to the metadata (durably) and calls
 //!    [`persisted`](Restripe::persisted); waiting writes may go on, to the new layout.
 //!
+//! A restripe begins while the volume serves I/O: requests admitted before it, still in flight
+//! on the old layout, were never shown to it. The runtime says how many
+//! ([`in_flight_before`](Restripe::in_flight_before)) and when each completes
+//! ([`done_before`](Restripe::done_before)). No batch is copied until every such write has
+//! completed, since any of them may land in it (copied before it lands, it would be lost on
+//! the new layout); and the old layout is not freed until every such read has.
+//!
 //! Reads never wait: the old layout holds the reserved batch unchanged until its cursor is
 //! durable, since writes there wait. Writes below the durable cursor go to the new layout
 //! only, so a crash, which restarts the copy at the durable cursor, never copies old bytes over
@@ -73,6 +80,11 @@ pub struct Restripe {
     batch: Option<(u64, u64, Stage)>,
     /// Requests with pieces on the old layout: ticket → (lo, hi, is a write).
     old_io: BTreeMap<u64, (u64, u64, bool)>,
+    /// Writes and reads admitted before the restripe began and still in flight (their ranges
+    /// unknown here): every batch drains until the writes are none; the old layout is in use
+    /// until both are.
+    before_writes: u64,
+    before_reads: u64,
     next_ticket: u64,
 }
 
@@ -97,6 +109,8 @@ impl Restripe {
             persisted,
             batch: None,
             old_io: BTreeMap::new(),
+            before_writes: 0,
+            before_reads: 0,
             next_ticket: 0,
         }
     }
@@ -117,7 +131,29 @@ impl Restripe {
 
     /// No request is using the old layout (it may be freed once complete).
     pub fn old_idle(&self) -> bool {
-        self.old_io.is_empty()
+        self.old_io.is_empty() && self.before_writes == 0 && self.before_reads == 0
+    }
+
+    /// `writes` writes and `reads` reads were admitted to the volume before this restripe
+    /// began and are still in flight on the old layout; each is reported with
+    /// [`done_before`](Self::done_before) when it completes.
+    pub fn in_flight_before(&mut self, writes: u64, reads: u64) {
+        self.before_writes += writes;
+        self.before_reads += reads;
+    }
+
+    /// A request admitted before the restripe began (a write or a read) has completed.
+    pub fn done_before(&mut self, write: bool) {
+        let count = if write {
+            &mut self.before_writes
+        } else {
+            &mut self.before_reads
+        };
+        assert!(
+            *count > 0,
+            "done_before({write}) with none in flight from before"
+        );
+        *count -= 1;
     }
 
     fn split(&self, lo: u64, hi: u64) -> Vec<Piece> {
@@ -178,10 +214,11 @@ impl Restripe {
         match self.batch {
             Some((_, _, Stage::Copying | Stage::Persisting)) => NextBatch::Busy,
             Some((lo, hi, Stage::Reserved)) => {
-                let busy = self
-                    .old_io
-                    .values()
-                    .any(|&(a, b, write)| write && a < hi && lo < b);
+                let busy = self.before_writes > 0
+                    || self
+                        .old_io
+                        .values()
+                        .any(|&(a, b, write)| write && a < hi && lo < b);
                 if busy {
                     NextBatch::Drain
                 } else {
@@ -293,6 +330,24 @@ mod tests {
                 hi: 16 << 10
             }
         );
+        assert!(r.old_idle());
+    }
+
+    /// Writes admitted before the restripe began, wherever they are, hold back every batch
+    /// until they complete; reads from then hold the old layout until they complete.
+    #[test]
+    fn writes_from_before_the_restripe_drain_before_any_copy() {
+        let mut r = Restripe::new(64 << 10, 8 << 10, 0);
+        r.in_flight_before(2, 1);
+        assert_eq!(r.next_batch(), NextBatch::Drain);
+        r.done_before(true);
+        assert_eq!(r.next_batch(), NextBatch::Drain);
+        assert!(!r.old_idle());
+        r.done_before(true);
+        assert_eq!(r.next_batch(), NextBatch::Copy { lo: 0, hi: 8 << 10 });
+        // A read from before holds the old layout, not the copy.
+        assert!(!r.old_idle());
+        r.done_before(false);
         assert!(r.old_idle());
     }
 

@@ -193,10 +193,15 @@ impl PoolServer {
                     inner.layout.volumes[i].restripe = Some(record);
                     inner.next_epoch += 1;
                     let epoch = inner.next_epoch;
+                    // Requests admitted before it and still in flight: no batch is copied
+                    // until those writes have landed.
+                    let mut core = Restripe::new(size, self.options.batch_bytes, 0);
+                    let (writes, reads) = inner.before.get(&id).copied().unwrap_or_default();
+                    core.in_flight_before(writes, reads);
                     inner.restripes.insert(
                         id,
                         Running {
-                            core: Restripe::new(size, self.options.batch_bytes, 0),
+                            core,
                             epoch,
                             started: Instant::now(),
                             copied_this_run: 0,

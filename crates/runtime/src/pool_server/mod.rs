@@ -54,9 +54,16 @@ pub struct PoolOptions {
     pub restripe_rate: Option<u64>,
 }
 
-/// A request's place: its ticket with the restripe's epoch (if a restripe is running), and
-/// its segments.
-type Routed = (Option<(u64, Ticket)>, Vec<Segment>);
+/// How a request in flight is known: by a running restripe's ticket (with the restripe's
+/// epoch), or, admitted while no restripe ran, by the volume's count of such requests — which
+/// a restripe that begins meanwhile takes over (`Restripe::in_flight_before`).
+enum Admitted {
+    Ticket(u64, Ticket),
+    Before { write: bool },
+}
+
+/// A request's place: how it is known, and its segments.
+type Routed = (Admitted, Vec<Segment>);
 
 /// A restripe in progress: the core, and the epoch its tickets belong to.
 struct Running {
@@ -80,6 +87,8 @@ pub(crate) struct Inner {
     pub(crate) layout: PoolLayout,
     pub(crate) pool: cordillera_striping::Pool,
     restripes: HashMap<VolumeId, Running>,
+    /// Per volume, writes and reads in flight admitted while no restripe ran.
+    before: HashMap<VolumeId, (u64, u64)>,
     parked: Vec<Parked>,
     next_epoch: u64,
     /// Why a wide volume was not restriped onto an added array.
@@ -263,6 +272,7 @@ impl PoolServer {
                 layout,
                 pool,
                 restripes,
+                before: HashMap::new(),
                 parked: Vec::new(),
                 next_epoch,
                 not_restriped: Vec::new(),
@@ -333,7 +343,13 @@ impl PoolServer {
                 .pool
                 .segments(id, offset, length, &mut segs)
                 .map_err(|e| e.to_string())?;
-            return Ok(Some((None, segs)));
+            let count = inner.before.entry(id).or_default();
+            if write {
+                count.0 += 1;
+            } else {
+                count.1 += 1;
+            }
+            return Ok(Some((Admitted::Before { write }, segs)));
         };
         let (ticket, pieces): (Ticket, Vec<Piece>) = if write {
             match running.core.write(offset, offset + length) {
@@ -362,17 +378,28 @@ impl PoolServer {
             .map_err(|e| e.to_string())?;
             out.extend_from_slice(&segs);
         }
-        Ok(Some((Some((epoch, ticket)), out)))
+        Ok(Some((Admitted::Ticket(epoch, ticket), out)))
     }
 
-    fn done(&self, id: VolumeId, ticket: Option<(u64, Ticket)>) {
-        let Some((epoch, ticket)) = ticket else {
-            return;
-        };
+    fn done(&self, id: VolumeId, admitted: Admitted) {
         let mut inner = self.inner.lock().expect("pool lock");
-        if let Some(r) = inner.restripes.get_mut(&id) {
-            if r.epoch == epoch {
-                r.core.done(ticket);
+        match admitted {
+            Admitted::Ticket(epoch, ticket) => {
+                if let Some(r) = inner.restripes.get_mut(&id) {
+                    if r.epoch == epoch {
+                        r.core.done(ticket);
+                    }
+                }
+            }
+            Admitted::Before { write } => {
+                let count = inner.before.get_mut(&id).expect("counted when admitted");
+                let n = if write { &mut count.0 } else { &mut count.1 };
+                *n -= 1;
+                // A restripe running now began after this request was admitted, so it counted
+                // it among those in flight from before.
+                if let Some(r) = inner.restripes.get_mut(&id) {
+                    r.core.done_before(write);
+                }
             }
         }
         drop(inner);
