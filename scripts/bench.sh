@@ -10,7 +10,7 @@
 #   scripts/bench.sh [NAME…]     NAME: volume store cache warmup lab-bonfire advise pgbench
 #                                cluster pool (default: all)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 all=(volume store cache warmup lab-bonfire advise pgbench cluster pool)
 wanted=("$@")

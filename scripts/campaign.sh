@@ -11,7 +11,7 @@
 # failure names the seed and the command that replays it (and belongs in the family's
 # regression list). The fixed seeds are left out (the test command runs them).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 count=100000
 seconds=""

@@ -10,7 +10,7 @@
 # ../shared/traces fails instead, naming it. The full benchmarks are scripts/bench.sh, the
 # long schedule campaigns scripts/campaign.sh, long fuzzing scripts/fuzz.sh.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 started=$(date +%s)
 phases=()

@@ -74,7 +74,6 @@ impl World {
     fn new(rng: &mut SimRng) -> World {
         let blocks = 8 + rng.below(88) as usize;
         let batch = B * (1 + rng.below(8));
-        let size = blocks as u64 * B;
         let old: Vec<u32> = (0..blocks as u32).map(|b| 1_000_000 + b).collect();
         World {
             blocks,
