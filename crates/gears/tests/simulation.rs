@@ -833,6 +833,8 @@ struct Outcome {
     g_min: usize,
     counts: Counts,
     crashes: usize,
+    /// Writes the world reordered (and crashes that shuffled writes in flight).
+    reordered: u64,
     mds_crash: bool,
     permanent_failure: bool,
     migrations: u64,
@@ -1017,6 +1019,7 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
         crash_model: CrashModel::default(),
         flush_ns: 50_000,
         early_reads: 0.0,
+        reorder: 0.5,
     };
     let mut world = World::new(builder, network, SimRng::new(seed, 4));
     // Crashes of chunk servers, loggers and clients while the gears shift.
@@ -1163,6 +1166,7 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
         g_min,
         counts,
         crashes,
+        reordered: world.reordered,
         mds_crash,
         permanent_failure: permanent,
         migrations: stats.migrations,
@@ -1251,6 +1255,7 @@ fn check(schedules: &Schedules, name: &str, run: fn(u64) -> Result<Outcome, Stri
         &ran,
         &[
             ("crashes", total(|o| o.crashes as u64)),
+            ("reordered", total(|o| o.reordered)),
             ("writes_acked", total(|o| o.counts.writes_acked)),
             ("reads_checked", total(|o| o.counts.reads_checked)),
             ("blocks_verified", total(|o| o.verified_blocks)),

@@ -98,6 +98,10 @@ struct ClientSide {
     /// Store index in the store set → node.
     store_nodes: Vec<NodeId>,
     ops: HashMap<u64, Op>,
+    /// Requests in flight in calm spells.
+    calm: usize,
+    /// Chance that a write's acknowledgement is followed at once by a read of its range.
+    read_back: f64,
     next_op: u64,
     wake_at: Option<Nanos>,
     sweep: Option<u64>,
@@ -255,7 +259,7 @@ impl ClientSide {
         } else if peak {
             24
         } else {
-            2
+            self.calm
         };
         while self.ops.len() < target {
             let count = 1 + self.rng.below(6);
@@ -434,7 +438,29 @@ impl ClientSide {
         };
         let mut model = self.model.borrow_mut();
         match (op, reply) {
-            (Op::Write { write }, UpReply::Written) => model.write_ended(now, write, true),
+            (Op::Write { write }, UpReply::Written) => {
+                let (first, count) = model.writes_of[&write];
+                model.write_ended(now, write, true);
+                drop(model);
+                let serving = self.cache.as_ref().is_none_or(|c| c.serving());
+                if now < ACTIVE_NS && serving && self.rng.chance(self.read_back) {
+                    // Read what was just written, as soon as the acknowledgement is seen:
+                    // reads right after a write are where a volume that shows a write, then
+                    // an older one, is caught.
+                    self.model.borrow_mut().read_issued(now);
+                    let id = self.next_op;
+                    self.next_op += 1;
+                    self.ops.insert(id, Op::Read { first, issued: now });
+                    self.send(
+                        now,
+                        id,
+                        Upward::Read {
+                            offset_bytes: first * BLOCK,
+                            length_bytes: count * BLOCK,
+                        },
+                    );
+                }
+            }
             (Op::Read { first, issued }, UpReply::Read(data)) => {
                 model.check_read(self.index, first, issued, now, &data)
             }
@@ -834,6 +860,9 @@ impl Core for Node {
 struct Outcome {
     n_way: usize,
     crashes: usize,
+    /// Writes that landed after a later overlapping one, and crashes that shuffled the writes
+    /// in flight (the world's reordering).
+    reordered: u64,
     writes_acked: u64,
     offloaded_writes: u64,
     reclaimed_bytes: u64,
@@ -864,6 +893,14 @@ fn run_with_cache(seed: u64) -> Result<Outcome, String> {
 fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, String> {
     let trace = std::env::var("OFFLOAD_TRACE").is_ok();
     let n_way = 1 + (seed % 3) as usize;
+    // The schedule's shape: the base load that marks a peak, from 2 (off-load early, reclaim
+    // only on a nearly idle base) to 12 (reclaim while many base requests are queued), and the
+    // requests kept in flight in calm spells (reclaim then runs beside reads and writes), and
+    // how often a write is read back as soon as it is acknowledged.
+    let mut shape = SimRng::new(seed, 4);
+    let t_base = 2 + shape.below(11);
+    let calm = 1 + shape.below(8) as usize;
+    let read_back = [0.0, 0.25, 0.75][shape.below(3) as usize];
     let cache_options = CacheOptions::drawn(&mut SimRng::new(seed, 3), seed, CACHE_LOG_BYTES, 40);
     let cache_counts = Rc::new(RefCell::new(CacheCounts::default()));
     let builder_counts = cache_counts.clone();
@@ -898,7 +935,7 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
                 let config = Config {
                     policy: Policy::Peak,
                     n_way,
-                    t_base: 4,
+                    t_base,
                     t_store: 8,
                     n_reclaim: 1 + (seed % 16) as usize,
                     request_timeout_ns: Some(400_000_000),
@@ -927,6 +964,8 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
                     rng: SimRng::new(seed, 100 + lives),
                     store_nodes,
                     ops: HashMap::new(),
+                    calm,
+                    read_back,
                     next_op: 1,
                     wake_at: None,
                     sweep: None,
@@ -982,6 +1021,10 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
         crash_model: CrashModel::default(),
         flush_ns: 200_000,
         early_reads: 0.0,
+        // Every write completing while a later overlapping one is in flight is reordered with
+        // it (half the time landing after it, half the time with it landing beneath): at 0.5,
+        // the reclaim hazard of the regressions' last four seeds is found half as often.
+        reorder: 1.0,
     };
     let network = Network::new(
         NetworkParams::sierra_testbed(1, NODES),
@@ -1063,6 +1106,7 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
     let mut outcome = Outcome {
         n_way,
         crashes,
+        reordered: world.reordered,
         writes_acked: 0,
         offloaded_writes: 0,
         reclaimed_bytes: 0,
@@ -1181,7 +1225,13 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
 /// (N−1 missing is tolerated only if every acknowledged write has N copies), so the write was
 /// neither in the map nor kept (the superblock now says "degraded" before such a write is
 /// acknowledged, and a restart then waits for every store).
-const REGRESSIONS: [u64; 15] = [
+/// Seeds that once failed. They were found on earlier simulators (the world did not reorder
+/// writes then, and the schedule's shape was fixed), so most no longer replay their failure
+/// exactly; they stay as schedules that reached corners. The last five failed on a client that
+/// reclaimed over an upper-layer base write in flight: the disk let the older write land last
+/// and a read, after both were done, went back from the newer data to the older (5 of 3,812
+/// fresh schedules on that client).
+const REGRESSIONS: [u64; 20] = [
     2861,
     3437,
     4081,
@@ -1197,6 +1247,11 @@ const REGRESSIONS: [u64; 15] = [
     9000000000000003487,
     9000000000000088324,
     9000000000000131449,
+    7886778113814646695,
+    7886778113814646722,
+    210572468542711041,
+    210572468542711657,
+    210572468542713045,
 ];
 
 /// The test command's share of schedules: 50 fixed seeds, then fresh ones for a minute (about
@@ -1221,6 +1276,7 @@ fn offloaded_writes_survive_crashes_and_are_reclaimed() {
         &ran,
         &[
             ("crashes", sum(|o| o.crashes as u64)),
+            ("reordered", sum(|o| o.reordered)),
             ("writes_acked", sum(|o| o.writes_acked)),
             ("reads_checked", sum(|o| o.reads_checked)),
         ],
@@ -1297,6 +1353,7 @@ fn the_request_path_with_a_cache_serves_nothing_stale() {
         &ran,
         &[
             ("crashes", total(|o| o.crashes as u64)),
+            ("reordered", total(|o| o.reordered)),
             ("writes_acked", total(|o| o.writes_acked)),
             ("reads_checked", total(|o| o.reads_checked)),
             (

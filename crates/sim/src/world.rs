@@ -143,6 +143,13 @@ struct Node<C> {
     writes_in_flight: BTreeSet<u64>,
     /// Reads answered with the contents at their submission: device id → those contents.
     early: BTreeMap<u64, Vec<u8>>,
+    /// Writes the device completed that persist after later overlapping writes still in
+    /// flight (see [`WorldBuilder::reorder`]): device id → the later writes' ids. They stay in
+    /// `in_flight` and `writes_in_flight` (a crash treats them as in flight, a flush waits).
+    held: BTreeMap<u64, BTreeSet<u64>>,
+    /// Writes in flight whose data already landed beneath an earlier overlapping write that
+    /// completed (see [`WorldBuilder::reorder`]); their own completion comes at its time.
+    landed: BTreeSet<u64>,
     /// Flushes whose writes are done, completing at their time.
     flush_done: VecDeque<(Nanos, u64)>,
     timer_at: Option<Nanos>,
@@ -151,6 +158,39 @@ struct Node<C> {
     asleep_since: Option<Nanos>,
     /// Time spent in standby before the current stay.
     asleep_ns: Nanos,
+}
+
+impl<C> Node<C> {
+    /// The device finished request `id`: a write's data reaches the storage (unflushed), a
+    /// read takes the contents now (or those at its submission).
+    fn complete(&mut self, id: u64) -> Option<IoDone> {
+        let command = self.in_flight.remove(&id)?;
+        self.writes_in_flight.remove(&id);
+        Some(match command {
+            IoCommand::Read {
+                id: core_id,
+                offset_bytes,
+                length_bytes,
+            } => IoDone::Read {
+                id: core_id,
+                data: self
+                    .early
+                    .remove(&id)
+                    .unwrap_or_else(|| self.storage.read(offset_bytes, length_bytes as usize)),
+            },
+            IoCommand::Write {
+                id: core_id,
+                offset_bytes,
+                data,
+            } => {
+                if !self.landed.remove(&id) {
+                    self.storage.write(offset_bytes, &data);
+                }
+                IoDone::Written { id: core_id }
+            }
+            IoCommand::Flush { .. } => unreachable!("flushes never reach the device"),
+        })
+    }
 }
 
 /// How a world is built: one core and one device per node.
@@ -164,6 +204,15 @@ pub struct WorldBuilder<C> {
     /// than when it completes: a drive may serve a read before an overlapping write that
     /// completes first. 0 draws nothing (the worlds that do not use it are unchanged).
     pub early_reads: f64,
+    /// Probability that a write the device completes while later writes overlapping it are in
+    /// flight is reordered with them, half the time each way: it lands after them (held until
+    /// they complete, and only then reported done), or they land beneath it now (it is reported
+    /// done at once; their completions come at their own times). Likewise the writes in flight
+    /// at a crash reach the media in a shuffled order. A drive with command queuing, like a
+    /// volume's parallel `pwrite`s, promises no order between overlapping writes in flight at
+    /// once, nor that completions come in the order the data landed. Drawn from a stream of its
+    /// own, so 0 leaves a world's other draws unchanged.
+    pub reorder: f64,
 }
 
 pub struct World<C: Core> {
@@ -177,6 +226,11 @@ pub struct World<C: Core> {
     pub faults: Vec<NodeFault>,
     scratch: Vec<Completion>,
     lost_to_standby: u64,
+    /// Draws for [`WorldBuilder::reorder`] (a stream of its own).
+    reorder_rng: SimRng,
+    /// Writes that persisted after a later overlapping one, and crashes that shuffled the
+    /// writes in flight.
+    pub reordered: u64,
 }
 
 impl Hasher for EventHash {
@@ -225,6 +279,8 @@ impl<C: Core> World<C> {
                 flushes: VecDeque::new(),
                 writes_in_flight: BTreeSet::new(),
                 early: BTreeMap::new(),
+                held: BTreeMap::new(),
+                landed: BTreeSet::new(),
                 flush_done: VecDeque::new(),
                 timer_at: None,
                 disk_at: None,
@@ -237,6 +293,9 @@ impl<C: Core> World<C> {
             builder,
             network,
             queue: EventQueue::new(),
+            // From a copy of `rng`: the world's own draws stay as they were.
+            reorder_rng: SimRng::new(rng.clone().next_u64(), 0x5e0_4de5),
+            reordered: 0,
             rng,
             now: 0,
             hash: EventHash::default(),
@@ -425,16 +484,34 @@ impl<C: Core> World<C> {
             n.asleep_ns += now - since;
         }
         // Writes in flight may have reached the media in part: they meet the fates of
-        // unflushed writes (kept, lost, or torn at sector granularity).
-        for command in std::mem::take(&mut n.in_flight).into_values() {
-            if let IoCommand::Write {
-                offset_bytes, data, ..
-            } = command
-            {
-                n.storage.write(offset_bytes, &data);
+        // unflushed writes (kept, lost, or torn at sector granularity), in issue order or, if
+        // the world reorders, in a shuffled one.
+        let mut writes: Vec<(u64, Vec<u8>)> = std::mem::take(&mut n.in_flight)
+            .into_iter()
+            .filter(|(id, _)| !n.landed.contains(id))
+            .filter_map(|(_, command)| match command {
+                IoCommand::Write {
+                    offset_bytes, data, ..
+                } => Some((offset_bytes, data)),
+                _ => None,
+            })
+            .collect();
+        if self.builder.reorder > 0.0
+            && writes.len() > 1
+            && self.reorder_rng.chance(self.builder.reorder)
+        {
+            for i in (1..writes.len()).rev() {
+                writes.swap(i, self.reorder_rng.below(i as u64 + 1) as usize);
             }
+            self.reordered += 1;
+            self.hash.add(7);
+        }
+        for (offset_bytes, data) in writes {
+            n.storage.write(offset_bytes, &data);
         }
         n.flushes.clear();
+        n.held.clear();
+        n.landed.clear();
         n.writes_in_flight.clear();
         n.early.clear();
         n.flush_done.clear();
@@ -597,34 +674,65 @@ impl<C: Core> World<C> {
         self.nodes[node].device.advance(now, &mut done);
         let mut results = Vec::new();
         {
+            let reorder = self.builder.reorder;
             let n = &mut self.nodes[node];
             for c in done.drain(..) {
-                let Some(command) = n.in_flight.remove(&c.id) else {
+                let Some(command) = n.in_flight.get(&c.id) else {
                     continue;
                 };
-                n.writes_in_flight.remove(&c.id);
-                results.push(match command {
-                    IoCommand::Read {
-                        id,
-                        offset_bytes,
-                        length_bytes,
-                    } => IoDone::Read {
-                        id,
-                        data: n
-                            .early
-                            .remove(&c.id)
-                            .unwrap_or_else(|| n.storage.read(offset_bytes, length_bytes as usize)),
-                    },
-                    IoCommand::Write {
-                        id,
-                        offset_bytes,
-                        data,
-                    } => {
-                        n.storage.write(offset_bytes, &data);
-                        IoDone::Written { id }
+                if let (IoCommand::Write { offset_bytes, data, .. }, true) = (command, reorder > 0.0)
+                {
+                    let (lo, hi) = (*offset_bytes, offset_bytes + data.len() as u64);
+                    let later: BTreeSet<u64> = n
+                        .in_flight
+                        .range(c.id + 1..)
+                        .filter(|(id, _)| !n.landed.contains(id))
+                        .filter(|(_, later)| match later {
+                            IoCommand::Write {
+                                offset_bytes, data, ..
+                            } => *offset_bytes < hi && offset_bytes + data.len() as u64 > lo,
+                            _ => false,
+                        })
+                        .map(|(&id, _)| id)
+                        .collect();
+                    if !later.is_empty() && self.reorder_rng.chance(reorder) {
+                        self.reordered += 1;
+                        if self.reorder_rng.chance(0.5) {
+                            // It lands after them: held until they are done.
+                            n.held.insert(c.id, later);
+                            self.hash.add(8);
+                            continue;
+                        }
+                        // They land beneath it, now.
+                        self.hash.add(9);
+                        for id in later {
+                            if let Some(IoCommand::Write {
+                                offset_bytes, data, ..
+                            }) = n.in_flight.get(&id)
+                            {
+                                n.storage.write(*offset_bytes, data);
+                                n.landed.insert(id);
+                            }
+                        }
                     }
-                    IoCommand::Flush { .. } => unreachable!("flushes never reach the device"),
-                });
+                }
+                results.extend(n.complete(c.id));
+                // Writes held for this one land now (and those held for them, in turn).
+                let mut landed = vec![c.id];
+                while let Some(id) = landed.pop() {
+                    let free: Vec<u64> = n
+                        .held
+                        .iter_mut()
+                        .filter_map(|(&held, waits)| {
+                            (waits.remove(&id) && waits.is_empty()).then_some(held)
+                        })
+                        .collect();
+                    for held in free {
+                        n.held.remove(&held);
+                        results.extend(n.complete(held));
+                        landed.push(held);
+                    }
+                }
             }
             while n.flush_done.front().is_some_and(|(t, _)| *t <= now) {
                 let (_, id) = n.flush_done.pop_front().expect("due flush");

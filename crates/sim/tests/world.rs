@@ -168,6 +168,7 @@ fn world(seed: u64, faults: bool) -> World<Node> {
         crash_model: CrashModel::default(),
         flush_ns: 100_000,
         early_reads: 0.0,
+        reorder: 0.5,
     };
     let net_faults = if faults {
         NetworkFaults {

@@ -5,6 +5,13 @@
 //! (an error, a crash of its issuer) may or may not have happened: it stays possible until such
 //! a later write hides it. Every write's data names its block, sector and write
 //! ([`pattern`]), so a read's bytes say which write each sector came from ([`writers_of`]).
+//!
+//! Reads also never go back in time: once a read returned an acknowledged write `A` for a
+//! block, a read issued after that one completed may return another write `B` only if `B` may
+//! come after `A` — it had not ended before the first read was issued. (Both may have been
+//! concurrent with each other; what a volume may not do is show one, then the other, once
+//! both are done: a reclaim that lets an older write land last shows exactly that.) A crash of
+//! the client's node forgets what reads saw (an acknowledged write not yet durable may go).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -60,14 +67,32 @@ pub struct WriteRec {
     pub acked: Option<Nanos>,
     /// Acknowledged, or lost unacknowledged in a crash (it may or may not have happened then).
     pub ended: Option<Nanos>,
+    /// The model's event count when it ended: orders it against reads issued in the same
+    /// nanosecond.
+    pub ended_seq: u64,
+}
+
+/// What the latest completed read of a block returned (every sector from one write).
+#[derive(Clone, Copy, Debug)]
+pub struct Seen {
+    pub writer: u64,
+    pub issued: Nanos,
+    /// The event count when the first read of that nanosecond was issued.
+    pub issued_seq: u64,
+    pub completed: Nanos,
 }
 
 #[derive(Default)]
 pub struct Model {
     pub blocks: Vec<Vec<WriteRec>>,
+    /// Per block, the latest completed read that returned one write whole.
+    pub seen: Vec<Option<Seen>>,
     pub in_flight: HashSet<u64>,
-    /// Issue times of reads in flight (history a read may still return is kept).
-    pub reads_open: BTreeMap<Nanos, u32>,
+    /// Issue times of reads in flight (history a read may still return is kept), with the
+    /// event count when the first of them was issued.
+    pub reads_open: BTreeMap<Nanos, (u32, u64)>,
+    /// Events so far (writes issued and ended, reads issued): the order within a nanosecond.
+    pub seq: u64,
     pub writes_of: HashMap<u64, (u64, u64)>,
     pub next_write: u64,
     pub starts: u64,
@@ -83,12 +108,14 @@ impl Model {
     pub fn new(blocks: u64) -> Model {
         Model {
             blocks: vec![Vec::new(); blocks as usize],
+            seen: vec![None; blocks as usize],
             next_write: 1,
             ..Model::default()
         }
     }
 
     pub fn write_issued(&mut self, now: Nanos, first: u64, count: u64) -> u64 {
+        self.seq += 1;
         let id = self.next_write;
         self.next_write += 1;
         for b in first..first + count {
@@ -97,6 +124,7 @@ impl Model {
                 issued: now,
                 acked: None,
                 ended: None,
+                ended_seq: 0,
             });
         }
         self.in_flight.insert(id);
@@ -105,12 +133,15 @@ impl Model {
     }
 
     pub fn write_ended(&mut self, now: Nanos, id: u64, acked: bool) {
+        self.seq += 1;
+        let seq = self.seq;
         self.in_flight.remove(&id);
         let (first, count) = self.writes_of.remove(&id).expect("a write in flight");
         for b in first..first + count {
             let history = &mut self.blocks[b as usize];
             let w = history.iter_mut().find(|w| w.id == id).expect("recorded");
             w.ended = Some(now);
+            w.ended_seq = seq;
             if acked {
                 w.acked = Some(now);
             }
@@ -152,12 +183,41 @@ impl Model {
             .is_some_and(|w| w.issued < completed && !Model::stale(history, w, issued))
     }
 
+    /// A read of `block` issued at `issued` returned write `w` whole: the earlier completed
+    /// read it contradicts, if any (see the module's documentation).
+    fn went_back(&self, block: u64, issued: Nanos, w: u64) -> Option<Seen> {
+        let s = self.seen[block as usize]?;
+        if w == s.writer || issued <= s.completed {
+            return None;
+        }
+        let history = &self.blocks[block as usize];
+        let a_acked = history
+            .iter()
+            .find(|x| x.id == s.writer)
+            .and_then(|x| x.acked)
+            .is_some_and(|a| a < issued);
+        if !a_acked {
+            return None;
+        }
+        let b_may_follow = w != 0
+            && history
+                .iter()
+                .find(|x| x.id == w)
+                .is_some_and(|x| {
+                    x.ended
+                        .is_none_or(|e| (e, x.ended_seq) > (s.issued, s.issued_seq))
+                });
+        (!b_may_follow).then_some(s)
+    }
+
     pub fn read_issued(&mut self, at: Nanos) {
-        *self.reads_open.entry(at).or_default() += 1;
+        self.seq += 1;
+        let seq = self.seq;
+        self.reads_open.entry(at).or_insert((0, seq)).0 += 1;
     }
 
     pub fn read_ended(&mut self, at: Nanos) {
-        let n = self.reads_open.get_mut(&at).expect("a read in flight");
+        let (n, _) = self.reads_open.get_mut(&at).expect("a read in flight");
         *n -= 1;
         if *n == 0 {
             self.reads_open.remove(&at);
@@ -172,6 +232,9 @@ impl Model {
         now: Nanos,
         data: &[u8],
     ) {
+        // Reads issued in the same nanosecond are not told apart: this one is taken as the
+        // first of them (the fewest writes ended before it).
+        let issued_seq = self.reads_open.get(&issued).map_or(0, |r| r.1);
         self.read_ended(issued);
         self.reads_checked += 1;
         for (i, bytes) in data.chunks(BLOCK as usize).enumerate() {
@@ -187,6 +250,29 @@ impl Model {
                     self.blocks[block as usize]
                 ));
             }
+            let whole = match writers.first() {
+                Some(&Some(w)) if writers.iter().all(|&x| x == Some(w)) => Some(w),
+                _ => None,
+            };
+            if let (true, Some(w)) = (ok, whole) {
+                if let Some(earlier) = self.went_back(block, issued, w) {
+                    if self.violations.len() < 8 {
+                        self.violations.push(format!(
+                            "client {client}: read of block {block} issued at {issued} ns, completed at {now} ns, returned write {w}, but a read issued at {} ns and completed at {} ns (before this one was issued) returned write {}, acknowledged, and write {w} had ended before that read was issued; history {:?}",
+                            earlier.issued, earlier.completed, earlier.writer, self.blocks[block as usize]
+                        ));
+                    }
+                }
+                let seen = &mut self.seen[block as usize];
+                if seen.is_none_or(|s| now > s.completed) {
+                    *seen = Some(Seen {
+                        writer: w,
+                        issued,
+                        issued_seq,
+                        completed: now,
+                    });
+                }
+            }
         }
     }
 
@@ -200,6 +286,7 @@ impl Model {
     /// caller ends them ([`Model::write_ended`]) when the servers are done with them.
     pub fn crashed_keeping(&mut self, now: Nanos, still_open: &HashSet<u64>) {
         self.reads_open.clear();
+        self.seen.iter_mut().for_each(|s| *s = None);
         let lost: Vec<u64> = self
             .in_flight
             .iter()
@@ -209,5 +296,63 @@ impl Model {
         for id in lost {
             self.write_ended(now, id, false);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(model: &mut Model, block: u64, issued: Nanos, completed: Nanos, writer: u64) {
+        model.read_issued(issued);
+        model.check_read(0, block, issued, completed, &pattern(block, writer));
+    }
+
+    /// Two concurrent writes, `a` (issued first) and `b`: both acknowledged by `acked`.
+    fn two_writes(a_acked: Nanos, b_acked: Nanos) -> (Model, u64, u64) {
+        let mut m = Model::new(4);
+        let a = m.write_issued(0, 1, 1);
+        let b = m.write_issued(1, 1, 1);
+        m.write_ended(b_acked, b, true);
+        m.write_ended(a_acked, a, true);
+        (m, a, b)
+    }
+
+    #[test]
+    fn a_concurrent_write_may_win_after_a_read_issued_while_it_was_in_flight() {
+        // b is read at 3 while a is still in flight; a ends at 5 and is read at 6: a is
+        // ordered after that first read.
+        let (mut m, a, b) = two_writes(5, 2);
+        read(&mut m, 1, 3, 4, b);
+        read(&mut m, 1, 6, 7, a);
+        assert!(m.violations.is_empty(), "{:?}", m.violations);
+    }
+
+    #[test]
+    fn a_read_may_not_go_back_to_a_write_that_had_ended() {
+        // Both done by 3; a read at 4 returns b, a read at 6 returns a: a volume that shows
+        // one write, then the other, with both done.
+        let (mut m, a, b) = two_writes(3, 2);
+        read(&mut m, 1, 4, 5, b);
+        read(&mut m, 1, 6, 7, a);
+        assert_eq!(m.violations.len(), 1, "{:?}", m.violations);
+        assert!(m.violations[0].contains("before this one was issued"));
+    }
+
+    #[test]
+    fn reads_that_overlap_in_time_are_not_ordered() {
+        let (mut m, a, b) = two_writes(3, 2);
+        read(&mut m, 1, 4, 8, b);
+        read(&mut m, 1, 6, 9, a);
+        assert!(m.violations.is_empty(), "{:?}", m.violations);
+    }
+
+    #[test]
+    fn a_crash_forgets_what_reads_saw() {
+        let (mut m, a, b) = two_writes(3, 2);
+        read(&mut m, 1, 4, 5, b);
+        m.crashed(6);
+        read(&mut m, 1, 7, 8, a);
+        assert!(m.violations.is_empty(), "{:?}", m.violations);
     }
 }

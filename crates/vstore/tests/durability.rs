@@ -391,6 +391,8 @@ struct Outcome {
     acked: u64,
     checked_reads: u64,
     crashes: usize,
+    /// Writes the world reordered (and crashes that shuffled writes in flight).
+    reordered: u64,
     hash: u64,
 }
 
@@ -442,6 +444,7 @@ fn run_with(seed: u64, crash_count: usize) -> Outcome {
         crash_model: CrashModel::default(),
         flush_ns: 50_000,
         early_reads: 0.0,
+        reorder: 0.5,
     };
     let network = Network::new(
         NetworkParams::sierra_testbed(1, 2),
@@ -478,6 +481,7 @@ fn run_with(seed: u64, crash_count: usize) -> Outcome {
         acked: client.acked,
         checked_reads: client.checked_reads,
         crashes,
+        reordered: world.reordered,
         hash: world.hash.0,
     }
 }
@@ -506,6 +510,7 @@ fn acknowledged_writes_survive_crashes_and_wraps() {
         &ran,
         &[
             ("crashes", crashes as u64),
+            ("reordered", ok.iter().map(|o| o.reordered).sum::<u64>()),
             ("writes_acked", acked),
             ("reads_checked", reads),
         ],

@@ -460,6 +460,7 @@ fn run(seed: u64, safeguards: Safeguards, counts: &Rc<RefCell<Counts>>) -> Resul
         crash_model: CrashModel::default(),
         flush_ns: 30_000,
         early_reads: 0.3,
+        reorder: 0.5,
     };
     let network = Network::new(
         NetworkParams::sierra_testbed(1, 1),
@@ -622,6 +623,13 @@ fn each_safeguard_is_needed() {
             "changes without data",
             Safeguards {
                 changes_without_data: false,
+                ..Safeguards::default()
+            },
+        ),
+        (
+            "concurrent writes",
+            Safeguards {
+                concurrent_writes: false,
                 ..Safeguards::default()
             },
         ),

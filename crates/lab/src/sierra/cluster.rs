@@ -517,6 +517,7 @@ impl Cluster {
             crash_model: CrashModel::default(),
             flush_ns: 50_000,
             early_reads: 0.0,
+            reorder: 0.0,
         };
         let world = World::new(builder, network, SimRng::new(spec.seed, 4));
         Ok(Cluster {

@@ -643,6 +643,7 @@ pub fn run(setup: &Setup) -> Outcome {
         },
         flush_ns: 0,
         early_reads: 0.0,
+        reorder: 0.0,
     };
     let network = Network::new(
         NetworkParams {

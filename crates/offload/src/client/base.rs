@@ -28,6 +28,8 @@ impl Client {
                 // wins there (on each replica it landed after this one).
                 self.base_in_flight -= 1;
                 self.stats.base_writes_failed += 1;
+                self.vulnerable
+                    .extend(std::mem::take(&mut self.vulnerable_after_base));
                 let version = self.next_version();
                 let key = self.id();
                 self.writes.insert(
@@ -50,6 +52,8 @@ impl Client {
             (BaseKind::UpWrite { up_id, .. }, _) => {
                 self.base_in_flight -= 1;
                 self.upward_out.push_back((up_id, UpReply::Written));
+                self.vulnerable
+                    .extend(std::mem::take(&mut self.vulnerable_after_base));
             }
             (BaseKind::UpRead { read, start }, BaseDone::Read { data, .. }) => {
                 self.base_in_flight -= 1;

@@ -301,6 +301,9 @@ pub struct Client {
     /// record, the range map): `pump_settle` looks at every entry again only then.
     settle_dirty: bool,
     vulnerable: VecDeque<(u64, u64)>,
+    /// Vulnerable ranges whose reclaim waits for an upper-layer base write overlapping them
+    /// (see `reclaim_got`): queued again when a base write completes.
+    vulnerable_after_base: Vec<(u64, u64)>,
     /// Some acknowledged data may have fewer than N copies on stores (see
     /// [`Superblock::degraded`]): wanted in the superblock, and what the last superblock write
     /// that completed holds. Writes acknowledged with fewer than N copies wait in `held_acks`
@@ -368,6 +371,7 @@ impl Client {
             settling: Vec::new(),
             settle_dirty: false,
             vulnerable: VecDeque::new(),
+            vulnerable_after_base: Vec::new(),
             degraded: false,
             degraded_durable: false,
             held_acks: Vec::new(),

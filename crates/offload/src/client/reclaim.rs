@@ -103,6 +103,16 @@ impl Client {
                             // write is still in flight there.
                             continue;
                         }
+                        if self.up_write_in_flight(plo, phi) {
+                            // An upper-layer write to the base volume, issued before this
+                            // version, is still in flight there: the disk may let it land
+                            // after a reclaim write, and the older data would win once the
+                            // range reads from the base. Reclaimed once it is done.
+                            if vulnerable {
+                                self.vulnerable_after_base.push((plo, phi));
+                            }
+                            continue;
+                        }
                         let bytes = &data[(plo - lo) as usize..(phi - lo) as usize];
                         match runs.last_mut() {
                             Some(run) if run.1 == plo && run.2 == v => {
@@ -158,6 +168,13 @@ impl Client {
         }
         self.reclaim_writes.insert(job, (done, count, vulnerable));
         true
+    }
+
+    /// Whether an upper-layer write to the base volume overlapping `[lo, hi)` is in flight.
+    pub(super) fn up_write_in_flight(&self, lo: u64, hi: u64) -> bool {
+        self.base_pending.values().any(
+            |k| matches!(k, BaseKind::UpWrite { start, end, .. } if *start < hi && lo < *end),
+        )
     }
 
     /// A reclaim write the base could not make whole: the run is given up (its range stays

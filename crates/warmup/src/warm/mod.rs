@@ -37,6 +37,11 @@
 //! 3. **Changes without data.** A write the log cannot hold as whole blocks (part of a block,
 //!    zeroes, a write that failed) invalidates the cached blocks and is logged as an entry without
 //!    data, so the newest entry for those blocks never points at older logged data.
+//! 4. **Concurrent writes.** Two writes to a block in flight at once may reach the volume in
+//!    either order (a disk reorders them; an off-loading client orders them by version, not by
+//!    completion), so the one answered last need not be the one the volume keeps. A write that
+//!    was in flight together with another one to the same block does not fill it: the block is
+//!    changed without data (3), and read from the volume next time.
 //!
 //! [`Safeguards`] can switch each of these off, so the simulation tests can show that each is
 //! needed; nothing outside those tests does.
@@ -69,6 +74,7 @@ pub struct Safeguards {
     pub tickets: bool,
     pub clean_close_only: bool,
     pub changes_without_data: bool,
+    pub concurrent_writes: bool,
 }
 
 impl Default for Safeguards {
@@ -77,6 +83,7 @@ impl Default for Safeguards {
             tickets: true,
             clean_close_only: true,
             changes_without_data: true,
+            concurrent_writes: true,
         }
     }
 }
@@ -208,6 +215,9 @@ pub struct WarmCache {
     /// Block → the sequence number of its latest write event, kept while reads are in flight.
     written_at: HashMap<u64, u64>,
     reads_in_flight: usize,
+    /// Block → writes to it in flight (arrived, not answered), and whether two of them were
+    /// in flight at once since it last had none (safeguard 4).
+    writes_in_flight: HashMap<u64, (u32, bool)>,
     counters: status::Counters,
     preload: status::Preload,
     /// Pre-load reads are not issued while held (the volume below is not ready, or stops).
@@ -572,6 +582,35 @@ impl WarmCache {
     /// A write arrives (before the volume has it).
     pub fn write_arrived(&mut self, offset: u64, length: u64) {
         self.stamp(offset, length);
+        let (first, n) = blocks_of(offset, length);
+        for b in first..first + n {
+            let (count, contested) = self.writes_in_flight.entry(b).or_insert((0, false));
+            *count += 1;
+            *contested |= *count > 1;
+        }
+    }
+
+    /// A write's answer: the blocks of `[first, first + n)` it shared with another write in
+    /// flight at once (safeguard 4), as runs; its own count leaves each block.
+    fn write_left(&mut self, first: u64, n: u64) -> Vec<(u64, u64)> {
+        let mut contested: Vec<(u64, u64)> = Vec::new();
+        for b in first..first + n {
+            let Some((count, shared)) = self.writes_in_flight.get_mut(&b) else {
+                continue;
+            };
+            let shared = *shared;
+            *count -= 1;
+            if *count == 0 {
+                self.writes_in_flight.remove(&b);
+            }
+            if shared && self.options.safeguards.concurrent_writes {
+                match contested.last_mut() {
+                    Some((lo, len)) if *lo + *len == b => *len += 1,
+                    _ => contested.push((b, 1)),
+                }
+            }
+        }
+        contested
     }
 
     /// Blocks changed in a way the log cannot hold (partly, by zeroes, or by a write that
@@ -596,6 +635,7 @@ impl WarmCache {
     pub fn zeroes_done(&mut self, offset: u64, length: u64) {
         self.stamp(offset, length);
         let (first, n) = blocks_of(offset, length);
+        self.write_left(first, n);
         self.changed_without_data(first, n);
     }
 
@@ -603,6 +643,7 @@ impl WarmCache {
     pub fn write_done(&mut self, offset: u64, data: &[u8], ok: bool) {
         self.stamp(offset, data.len() as u64);
         let (first, n) = blocks_of(offset, data.len() as u64);
+        let contested = self.write_left(first, n);
         if !ok {
             self.changed_without_data(first, n);
             return;
@@ -624,6 +665,10 @@ impl WarmCache {
                 },
                 Some(pages),
             );
+        }
+        // Blocks another write shared: which one the volume keeps is not known here.
+        for (lo, len) in contested {
+            self.changed_without_data(lo, len);
         }
     }
 

@@ -123,6 +123,7 @@ impl WarmCache {
             write_seq: 0,
             written_at: Default::default(),
             reads_in_flight: 0,
+            writes_in_flight: Default::default(),
             counters: Counters::default(),
             preload: Preload::new(now, WarmupSource::None),
             preload_held: false,
