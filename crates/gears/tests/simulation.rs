@@ -79,6 +79,10 @@ struct Shape {
     active_ns: Nanos,
     verify_ns: Nanos,
     end_ns: Nanos,
+    /// Whether a read going back in time (a write shown, then an older one, both done) fails
+    /// the schedule. Off in the families for a known defect (see
+    /// [`a_read_does_not_go_back_to_an_older_write_known_defect`]).
+    reads_forward: bool,
 }
 
 /// Ten seconds of faults and a twenty-second quiet period.
@@ -86,6 +90,7 @@ const LONG: Shape = Shape {
     active_ns: 10 * S,
     verify_ns: 30 * S,
     end_ns: 40 * S,
+    reads_forward: false,
 };
 
 /// Four seconds of faults (still several gear shifts, crashes and, in some, a permanent
@@ -96,6 +101,7 @@ const SHORT: Shape = Shape {
     active_ns: 4 * S,
     verify_ns: 16 * S,
     end_ns: 20 * S,
+    reads_forward: false,
 };
 const WAKE_NS: Nanos = 300 * MS;
 
@@ -874,7 +880,12 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
     let g_min = 1 + rng.below(2) as usize;
     let trace = std::env::var_os("SIERRA_TRACE").is_some();
     let shared = Rc::new(RefCell::new(Shared {
-        models: (0..CLIENTS).map(|_| Model::new(BLOCKS)).collect(),
+        models: (0..CLIENTS)
+            .map(|_| Model {
+                reads_forward: shape.reads_forward,
+                ..Model::new(BLOCKS)
+            })
+            .collect(),
         created: vec![false; CLIENTS],
         lives: vec![0; NODES],
         trace,
@@ -1233,6 +1244,24 @@ const SHORT_BUDGET: Budget = Budget {
     seconds: 45.0,
     least: 40,
 };
+
+/// A known defect, found when the reference model began to check that reads never go back in
+/// time (1 of 1,693 short schedules, with or without reordered writes): a client's write in
+/// flight for 0.9 s through retries (write 937) and a newer one to the same block (1089) are
+/// both acknowledged; a read then returns 937, and a later read 1089 again — the replicas or
+/// the log disagree on which is the last. Not yet fixed; the families run with the check off
+/// (every other check on) until it is, and this schedule shows it.
+#[test]
+#[ignore = "known defect: Sierra shows one concurrent write, then the other (see its docs)"]
+fn a_read_does_not_go_back_to_an_older_write_known_defect() {
+    let shape = Shape {
+        reads_forward: true,
+        ..SHORT
+    };
+    if let Err(e) = run_shaped(5824628507400813628, shape) {
+        panic!("{e}");
+    }
+}
 
 #[test]
 fn sierra_keeps_every_acknowledged_write_in_short_schedules() {

@@ -680,7 +680,12 @@ impl<C: Core> World<C> {
                 let Some(command) = n.in_flight.get(&c.id) else {
                     continue;
                 };
-                if let (IoCommand::Write { offset_bytes, data, .. }, true) = (command, reorder > 0.0)
+                if let (
+                    IoCommand::Write {
+                        offset_bytes, data, ..
+                    },
+                    true,
+                ) = (command, reorder > 0.0)
                 {
                     let (lo, hi) = (*offset_bytes, offset_bytes + data.len() as u64);
                     let later: BTreeSet<u64> = n

@@ -87,6 +87,9 @@ pub struct Model {
     pub blocks: Vec<Vec<WriteRec>>,
     /// Per block, the latest completed read that returned one write whole.
     pub seen: Vec<Option<Seen>>,
+    /// Whether reads going back in time are violations (on unless a harness turns it off for
+    /// a known defect, which it then names).
+    pub reads_forward: bool,
     pub in_flight: HashSet<u64>,
     /// Issue times of reads in flight (history a read may still return is kept), with the
     /// event count when the first of them was issued.
@@ -109,6 +112,7 @@ impl Model {
         Model {
             blocks: vec![Vec::new(); blocks as usize],
             seen: vec![None; blocks as usize],
+            reads_forward: true,
             next_write: 1,
             ..Model::default()
         }
@@ -200,13 +204,10 @@ impl Model {
             return None;
         }
         let b_may_follow = w != 0
-            && history
-                .iter()
-                .find(|x| x.id == w)
-                .is_some_and(|x| {
-                    x.ended
-                        .is_none_or(|e| (e, x.ended_seq) > (s.issued, s.issued_seq))
-                });
+            && history.iter().find(|x| x.id == w).is_some_and(|x| {
+                x.ended
+                    .is_none_or(|e| (e, x.ended_seq) > (s.issued, s.issued_seq))
+            });
         (!b_may_follow).then_some(s)
     }
 
@@ -256,7 +257,7 @@ impl Model {
             };
             if let (true, Some(w)) = (ok, whole) {
                 if let Some(earlier) = self.went_back(block, issued, w) {
-                    if self.violations.len() < 8 {
+                    if self.reads_forward && self.violations.len() < 8 {
                         self.violations.push(format!(
                             "client {client}: read of block {block} issued at {issued} ns, completed at {now} ns, returned write {w}, but a read issued at {} ns and completed at {} ns (before this one was issued) returned write {}, acknowledged, and write {w} had ended before that read was issued; history {:?}",
                             earlier.issued, earlier.completed, earlier.writer, self.blocks[block as usize]

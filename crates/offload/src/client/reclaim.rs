@@ -172,9 +172,9 @@ impl Client {
 
     /// Whether an upper-layer write to the base volume overlapping `[lo, hi)` is in flight.
     pub(super) fn up_write_in_flight(&self, lo: u64, hi: u64) -> bool {
-        self.base_pending.values().any(
-            |k| matches!(k, BaseKind::UpWrite { start, end, .. } if *start < hi && lo < *end),
-        )
+        self.base_pending
+            .values()
+            .any(|k| matches!(k, BaseKind::UpWrite { start, end, .. } if *start < hi && lo < *end))
     }
 
     /// A reclaim write the base could not make whole: the run is given up (its range stays
