@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Planted bugs: each named mutant removes one safeguard of a core, and the seeded-schedule
+# family that guards it must then fail at the size the test command runs it (its regression
+# seeds, fixed seeds and fresh ones for its time budget). Prints a table: mutant, family,
+# schedules failed of run, caught or MISSED. Exit status 1 if any mutant was missed.
+#
+#   scripts/mutants.sh [--seconds S] [MUTANT…]     (default: every mutant, the family budgets)
+#   scripts/mutants.sh --list
+#
+# The mutants are applied one at a time to a scratch worktree of HEAD (target/mutants/wt), with
+# a build directory of its own (target/mutants/target); the checkout is never touched.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+root=$(pwd)
+
+seconds=""
+wanted=()
+list=false
+while (($#)); do
+  case $1 in
+    --seconds) seconds=$2; shift 2 ;;
+    --list) list=true; shift ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) wanted+=("$1"); shift ;;
+  esac
+done
+
+# family: prefix, package, test binary, test (as scripts/campaign.sh)
+declare -A family=(
+  [offload]="OFFLOAD cordillera-offload simulation offloaded_writes_survive_crashes_and_are_reclaimed"
+  [volume-path]="VOLUME_PATH cordillera-offload simulation the_request_path_with_a_cache_serves_nothing_stale"
+  [sierra-short]="SIERRA_SHORT cordillera-gears simulation sierra_keeps_every_acknowledged_write_in_short_schedules"
+  [warm]="WARM cordillera-warmup cache_simulation the_cache_never_holds_or_preloads_stale_contents"
+  [restripe]="RESTRIPE cordillera-striping restripe_simulation no_acknowledged_write_is_lost_and_every_restripe_finishes_across_crashes"
+)
+
+# The mutants: name, family, file, and the exact text replaced (first occurrence), as JSON
+# lines read by the patcher below. Each text must occur in the file, or the mutant is
+# reported as not applying (the code moved: update this list).
+mutants=$(cat <<'EOF'
+{"name": "reclaim-over-base-write", "family": "offload", "file": "crates/offload/src/client/reclaim.rs", "old": "if self.up_write_in_flight(plo, phi) {", "new": "if false && self.up_write_in_flight(plo, phi) {", "what": "reclaim a range while an older upper-layer base write to it is in flight"}
+{"name": "offload-over-offload-in-flight", "family": "offload", "file": "crates/offload/src/client/upward.rs", "old": "|| self.offloaded_in_flight(start, end, None);", "new": "|| false;", "what": "a write overlapping an off-loaded one in flight may go to the base"}
+{"name": "failed-base-write-precedence", "family": "offload", "file": "crates/offload/src/client/upward.rs", "old": "superseded.push((lo, hi));", "new": "let _ = (lo, hi);", "what": "a failed base write re-off-loaded wins over newer writes issued meanwhile"}
+{"name": "skip-deletion-record", "family": "offload", "file": "crates/offload/src/client/stale.rs", "old": "self.record_deletions(s);", "new": "let _ = s;", "what": "no deletion records for stale copies on failed stores"}
+{"name": "secondary-epoch-fencing", "family": "sierra-short", "file": "crates/gears/src/server/disk.rs", "old": "if epoch < *seen", "new": "if false", "what": "secondaries apply a deposed primary's replicated writes"}
+{"name": "ack-before-last-replica", "family": "sierra-short", "file": "crates/gears/src/server/primary.rs", "old": ".filter(|(_, w)| w.local_done && (w.waiting == 0 || w.failed))", "new": ".filter(|(_, w)| w.local_done)", "what": "a primary acknowledges once its own copy is durable"}
+{"name": "cache-tickets", "family": "warm", "file": "crates/warmup/src/warm/mod.rs", "old": "tickets: true,", "new": "tickets: false,", "what": "a slow read fills the cache over a newer write"}
+{"name": "cache-clean-close-only", "family": "warm", "file": "crates/warmup/src/warm/mod.rs", "old": "clean_close_only: true,", "new": "clean_close_only: false,", "what": "logged data pre-loaded after a crash"}
+{"name": "cache-changes-without-data", "family": "warm", "file": "crates/warmup/src/warm/mod.rs", "old": "changes_without_data: true,", "new": "changes_without_data: false,", "what": "a partial or failed write leaves older logged data newest"}
+{"name": "cache-concurrent-writes", "family": "volume-path", "file": "crates/warmup/src/warm/mod.rs", "old": "concurrent_writes: true,", "new": "concurrent_writes: false,", "what": "the cache keeps whichever of two concurrent writes answered last"}
+{"name": "restripe-writes-before", "family": "restripe", "file": "crates/striping/src/restripe.rs", "old": "let busy = self.before_writes > 0", "new": "let busy = false", "what": "a batch copied while writes admitted before the restripe are in flight"}
+EOF
+)
+
+if $list; then
+  python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    print("%-32s %-13s %s" % (m["name"], m["family"], m["what"]))' <<<"$mutants"
+  exit 0
+fi
+
+wt=target/mutants/wt
+export CARGO_TARGET_DIR=$root/target/mutants/target
+mkdir -p target/mutants
+git worktree remove --force "$wt" >/dev/null 2>&1
+git worktree add --detach "$wt" HEAD >/dev/null || { echo "cannot make a worktree at $wt" >&2; exit 2; }
+trap 'git -C "$root" worktree remove --force "$wt" >/dev/null 2>&1' EXIT
+
+rows=()
+missed=0
+while IFS= read -r line; do
+  [ -n "$line" ] || continue
+  read -r name fam < <(python3 -c 'import json,sys; m=json.loads(sys.argv[1]); print(m["name"], m["family"])' "$line")
+  if ((${#wanted[@]})) && ! printf '%s\n' "${wanted[@]}" | grep -qx -- "$name"; then
+    continue
+  fi
+  git -C "$wt" checkout -q -- .
+  if ! python3 - "$wt" "$line" <<'PY'
+import json, sys
+wt, m = sys.argv[1], json.loads(sys.argv[2])
+path = f"{wt}/{m['file']}"
+text = open(path).read()
+if m["old"] not in text:
+    sys.exit(1)
+open(path, "w").write(text.replace(m["old"], m["new"], 1))
+PY
+  then
+    rows+=("$(printf '%-32s %-13s %s' "$name" "$fam" "DOES NOT APPLY (the code moved: update scripts/mutants.sh)")")
+    missed=$((missed + 1))
+    continue
+  fi
+  read -r prefix package binary test <<<"${family[$fam]}"
+  env=()
+  [ -n "$seconds" ] && env+=("${prefix}_SECONDS=$seconds")
+  log=$root/target/mutants/$name.log
+  echo "== $(date +%T) $name ($fam): $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["what"])' "$line")"
+  (cd "$wt" && env "${env[@]}" cargo nextest run --profile campaign -p "$package" --test "$binary" \
+    -E "test(=$test)" --no-capture >"$log" 2>&1)
+  summary=$(grep -h '^schedule summary:' "$log" | tail -n 1)
+  runs=$(sed -n 's/.* schedules=\([0-9]*\).*/\1/p' <<<"$summary")
+  failed=$(sed -n 's/.* failed=\([0-9]*\).*/\1/p' <<<"$summary")
+  if [ -z "$summary" ]; then
+    verdict="no summary (did not build or run: see $log)"
+    missed=$((missed + 1))
+  elif [ "${failed:-0}" -gt 0 ]; then
+    verdict="caught: $failed of $runs schedules failed"
+  else
+    verdict="MISSED: 0 of $runs schedules failed"
+    missed=$((missed + 1))
+  fi
+  rows+=("$(printf '%-32s %-13s %s' "$name" "$fam" "$verdict")")
+  echo "   $verdict"
+done <<<"$mutants"
+
+echo
+echo "== mutants"
+printf '%-32s %-13s %s\n' mutant family result
+printf '%s\n' "${rows[@]}"
+[ "$missed" = 0 ]
