@@ -427,6 +427,50 @@ fn bad_input_gets_clear_errors_and_changes_nothing() {
     assert_eq!(pool.volume("v")["size_bytes"], 64 << 20);
 }
 
+/// A pool serving two RAID-5 arrays of five member files each under `dir` (16 MiB disks,
+/// 64 KiB units) with `options` added; also the member list of array `a` (for `add-array`).
+fn member_pool(dir: &std::path::Path, options: &[&str]) -> (Pool, impl Fn(usize) -> String) {
+    let members = {
+        let dir = dir.to_path_buf();
+        move |a: usize| -> String {
+            (0..5)
+                .map(|d| dir.join(format!("a{a}d{d}")).display().to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+    };
+    let (nbd, http) = (free_addr().unwrap(), free_addr().unwrap());
+    let mut args: Vec<String> = [
+        "pool",
+        "serve",
+        "--dir",
+        &dir.join("meta").display().to_string(),
+        "--nbd",
+        &nbd.to_string(),
+        "--http",
+        &http.to_string(),
+        "--disk-size",
+        "16m",
+        "--unit",
+        "64k",
+        "--array",
+        &members(0),
+        "--array",
+        &members(1),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(options.iter().map(|s| s.to_string()));
+    let (proc, _) = Proc::spawn_until(binary(), &args, &["cordillera pool: "]).unwrap();
+    let pool = Pool {
+        proc,
+        nbd: nbd.to_string(),
+        http: http.to_string(),
+    };
+    (pool, members)
+}
+
 /// Arrays given as member files, on which the pool runs RAID-5 itself: fio verifies random
 /// writes that cut across stripe units (read-modify-write of parity) while an added member
 /// array is restriped, and after a clean stop every row's parity is the XOR of its data.
@@ -436,44 +480,7 @@ fn member_arrays_serve_verified_io_and_keep_parity_through_a_restripe() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let members = |a: usize| -> String {
-        (0..5)
-            .map(|d| dir.path().join(format!("a{a}d{d}")).display().to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let (nbd, http) = (free_addr().unwrap(), free_addr().unwrap());
-    let args: Vec<String> = [
-        "pool",
-        "serve",
-        "--dir",
-        &dir.path().join("meta").display().to_string(),
-        "--nbd",
-        &nbd.to_string(),
-        "--http",
-        &http.to_string(),
-        "--disk-size",
-        "16m",
-        "--unit",
-        "64k",
-        "--batch",
-        "1m",
-        "--restripe-rate",
-        "8m",
-        "--array",
-        &members(0),
-        "--array",
-        &members(1),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (proc, _) = Proc::spawn_until(binary(), &args, &["cordillera pool: "]).unwrap();
-    let mut pool = Pool {
-        proc,
-        nbd: nbd.to_string(),
-        http: http.to_string(),
-    };
+    let (mut pool, members) = member_pool(dir.path(), &["--batch", "1m", "--restripe-rate", "8m"]);
     pool.ok(&["create-volume", "w", "--size", "48m", "--policy", "wide"]);
     pool.ok(&["create-volume", "n", "--size", "16m", "--policy", "narrow"]);
     let (w, n) = (pool.url("w"), pool.url("n"));
@@ -540,46 +547,17 @@ fn writes_in_flight_when_an_array_is_added_are_not_lost() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let members = |a: usize| -> String {
-        (0..5)
-            .map(|d| dir.path().join(format!("a{a}d{d}")).display().to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let (nbd, http) = (free_addr().unwrap(), free_addr().unwrap());
-    let args: Vec<String> = [
-        "pool",
-        "serve",
-        "--dir",
-        &dir.path().join("meta").display().to_string(),
-        "--nbd",
-        &nbd.to_string(),
-        "--http",
-        &http.to_string(),
-        "--disk-size",
-        "16m",
-        "--unit",
-        "64k",
-        "--emulate",
-        "fujitsu-maj3182mc",
-        "--batch",
-        "256k",
-        "--restripe-rate",
-        "0",
-        "--array",
-        &members(0),
-        "--array",
-        &members(1),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (proc, _) = Proc::spawn_until(binary(), &args, &["cordillera pool: "]).unwrap();
-    let pool = Pool {
-        proc,
-        nbd: nbd.to_string(),
-        http: http.to_string(),
-    };
+    let (pool, members) = member_pool(
+        dir.path(),
+        &[
+            "--emulate",
+            "fujitsu-maj3182mc",
+            "--batch",
+            "256k",
+            "--restripe-rate",
+            "0",
+        ],
+    );
     pool.ok(&["create-volume", "w", "--size", "8m", "--policy", "wide"]);
     let url = pool.url("w");
     let writer = {

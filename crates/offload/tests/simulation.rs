@@ -211,6 +211,21 @@ impl CacheSide {
 }
 
 impl ClientSide {
+    /// Reads blocks `[first, first + count)` as request `id`, checked against the model when
+    /// answered.
+    fn read(&mut self, now: Nanos, id: u64, first: u64, count: u64) {
+        self.model.borrow_mut().read_issued(now);
+        self.ops.insert(id, Op::Read { first, issued: now });
+        self.send(
+            now,
+            id,
+            Upward::Read {
+                offset_bytes: first * BLOCK,
+                length_bytes: count * BLOCK,
+            },
+        );
+    }
+
     /// A request from the workload: to the client, or through the volume's core.
     fn send(&mut self, now: Nanos, id: u64, request: Upward) {
         let Some(volume) = self.cache.as_mut().and_then(|c| c.volume.as_mut()) else {
@@ -283,16 +298,7 @@ impl ClientSide {
                     },
                 );
             } else {
-                self.model.borrow_mut().read_issued(now);
-                self.ops.insert(id, Op::Read { first, issued: now });
-                self.send(
-                    now,
-                    id,
-                    Upward::Read {
-                        offset_bytes: first * BLOCK,
-                        length_bytes: count * BLOCK,
-                    },
-                );
+                self.read(now, id, first, count);
             }
         }
         if now >= SWEEP_AT && self.sweep.is_none() && serving {
@@ -301,16 +307,7 @@ impl ClientSide {
             for first in (0..BLOCKS).step_by(8) {
                 let id = self.next_op;
                 self.next_op += 1;
-                self.model.borrow_mut().read_issued(now);
-                self.ops.insert(id, Op::Read { first, issued: now });
-                self.send(
-                    now,
-                    id,
-                    Upward::Read {
-                        offset_bytes: first * BLOCK,
-                        length_bytes: 8 * BLOCK,
-                    },
-                );
+                self.read(now, id, first, 8);
             }
         }
         self.wake_at = if now < ACTIVE_NS || (self.sweep.is_none() && !serving) {
@@ -447,18 +444,9 @@ impl ClientSide {
                     // Read what was just written, as soon as the acknowledgement is seen:
                     // reads right after a write are where a volume that shows a write, then
                     // an older one, is caught.
-                    self.model.borrow_mut().read_issued(now);
                     let id = self.next_op;
                     self.next_op += 1;
-                    self.ops.insert(id, Op::Read { first, issued: now });
-                    self.send(
-                        now,
-                        id,
-                        Upward::Read {
-                            offset_bytes: first * BLOCK,
-                            length_bytes: count * BLOCK,
-                        },
-                    );
+                    self.read(now, id, first, count);
                 }
             }
             (Op::Read { first, issued }, UpReply::Read(data)) => {
