@@ -112,6 +112,12 @@ struct ServeArgs {
     /// ENOSPC after this many milliseconds; reclaim runs meanwhile [default: 5000].
     #[arg(long)]
     full_timeout_ms: Option<u64>,
+    /// With `--n-way` N above 1, an off-loaded write is acknowledged only once N stores hold
+    /// it: missing copies are sent to stores as they become available for this many
+    /// milliseconds, then the write fails with EIO (a write that need not stay off-loaded goes
+    /// to the base when fewer than N stores are up) [default: 5000].
+    #[arg(long)]
+    copies_timeout_ms: Option<u64>,
     /// At a restart, how long to wait for every store before serving without those that
     /// failed to answer, if they are at most N-1 [default: 1000].
     #[arg(long)]
@@ -166,6 +172,7 @@ struct ServeFile {
     metrics: Option<SocketAddr>,
     export_name: Option<String>,
     full_timeout_ms: Option<u64>,
+    copies_timeout_ms: Option<u64>,
     recovery_grace_ms: Option<u64>,
     cache_size: Option<String>,
     warmup_log: Option<PathBuf>,
@@ -316,6 +323,9 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
     o.limits = a.limits.limits()?;
     if let Some(ms) = a.full_timeout_ms.or(file.full_timeout_ms) {
         o.full_timeout = std::time::Duration::from_millis(ms);
+    }
+    if let Some(ms) = a.copies_timeout_ms.or(file.copies_timeout_ms) {
+        o.copies_timeout = std::time::Duration::from_millis(ms);
     }
     if let Some(ms) = a.recovery_grace_ms.or(file.recovery_grace_ms) {
         o.recovery_grace = std::time::Duration::from_millis(ms);

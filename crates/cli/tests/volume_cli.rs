@@ -401,6 +401,9 @@ struct Ledger {
     acked: HashMap<u64, u64>,
     sent: HashMap<u64, Vec<u64>>,
     acknowledged: u64,
+    /// Writes answered with an error (allowed only where a test expects them).
+    failed: u64,
+    errors_allowed: bool,
 }
 
 impl Ledger {
@@ -486,8 +489,15 @@ fn burst(
         let Ok((handle, error)) = nbd.receive() else {
             return;
         };
-        assert_eq!(error, 0, "write {handle} failed");
         let (block, version) = in_flight.remove(&handle).expect("a write in flight");
+        if error != 0 {
+            assert!(
+                ledger.errors_allowed,
+                "write {handle} failed (error {error})"
+            );
+            ledger.failed += 1;
+            continue;
+        }
         let e = ledger.acked.entry(block).or_insert(0);
         *e = (*e).max(version);
         ledger.acknowledged += 1;
@@ -1322,8 +1332,23 @@ fn a_volume_restarted_while_a_store_is_down_serves_if_another_copy_exists() {
 /// too. Restarted with that store still down, it must not serve (the down store may hold the
 /// only copy of a write): it waits past the grace, its log and status say "degraded", and once
 /// the store returns it serves every acknowledged write.
+/// Whether the off-loading client's superblock at the end of the base file says "degraded".
+fn base_superblock_degraded(base: &Path) -> bool {
+    use cordillera_offload::superblock::{Superblock, SUPERBLOCK_BYTES};
+    let bytes = std::fs::read(base).unwrap();
+    bytes[bytes.len() - 4 * SUPERBLOCK_BYTES as usize..]
+        .chunks(SUPERBLOCK_BYTES as usize)
+        .find_map(|c| Superblock::decode(c).ok())
+        .expect("a superblock near the end of the base file")
+        .degraded
+}
+
+/// With N = 2 over two stores and one killed mid-burst, no write is acknowledged with one copy:
+/// writes that must stay off-loaded fail (EIO) after `--copies-timeout-ms`, the others go to
+/// the base. The failed writes' lone copies mark the volume "degraded", and a restart then
+/// waits for the missing store instead of going on without it.
 #[test]
-fn a_degraded_volume_restarted_while_a_store_is_down_waits_for_it() {
+fn with_a_store_down_no_write_is_acknowledged_short_and_a_restart_waits_for_it() {
     let dir = tempfile::tempdir().unwrap();
     let paths: Vec<PathBuf> = (1..=2).map(|i| dir.path().join(format!("s{i}"))).collect();
     let mut stores: Vec<(Server, SocketAddr)> = paths
@@ -1333,11 +1358,17 @@ fn a_degraded_volume_restarted_while_a_store_is_down_waits_for_it() {
     let addrs: Vec<SocketAddr> = stores.iter().map(|(_, a)| *a).collect();
     let base = dir.path().join("base.img");
     sparse_file(&base, (256 << 20) + 8192);
-    let mut v = start_volume(&base, &peak_flags(&addrs, 2));
-    let mut ledger = Ledger::default();
+    let mut flags = peak_flags(&addrs, 2);
+    flags.extend(strings(&["--copies-timeout-ms", "300"]));
+    let mut v = start_volume(&base, &flags);
+    let mut ledger = Ledger {
+        errors_allowed: true,
+        ..Ledger::default()
+    };
     let store_pid = stores[1].0.child.id();
     let pid = v.server.child.id();
     let (mut store_killed, mut killed) = (false, false);
+    let mut too_few = 0;
     let metrics_first = v.metrics;
     let mut polled = Instant::now();
     let mut states = Vec::new();
@@ -1346,18 +1377,25 @@ fn a_degraded_volume_restarted_while_a_store_is_down_waits_for_it() {
             store_killed = true;
             let _ = signal(store_pid, "KILL");
         }
-        // The volume is killed while its superblock durably says "degraded" (writes acknowledged
-        // with one copy, not yet reclaimed): whether and when that happens depends on the peak
+        // The volume is killed while its superblock durably says "degraded" (writes failed with
+        // one copy, not yet reclaimed): whether and when that happens depends on the peak
         // policy and the reclaimer, so it is watched for rather than assumed after a count.
-        if acked >= 4000 && !killed && polled.elapsed() >= Duration::from_millis(50) {
+        if store_killed && !killed && polled.elapsed() >= Duration::from_millis(50) {
             polled = Instant::now();
-            let state = status(metrics_first)["state"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let now = status(metrics_first);
+            let too_few_copies_seen = now["too_few_copies"].as_u64().unwrap_or(0);
+            let state = now["state"].as_str().unwrap_or_default().to_string();
             if state.starts_with("ready (degraded);") {
-                killed = true;
-                let _ = signal(pid, "KILL");
+                // Frozen, the volume can no longer clear the mark; killed only if the
+                // superblock on the base file says "degraded".
+                let _ = signal(pid, "STOP");
+                if base_superblock_degraded(&base) {
+                    too_few = too_few_copies_seen;
+                    killed = true;
+                    let _ = signal(pid, "KILL");
+                } else {
+                    let _ = signal(pid, "CONT");
+                }
             } else if states.len() < 5 {
                 states.push(state);
             }
@@ -1367,6 +1405,13 @@ fn a_degraded_volume_restarted_while_a_store_is_down_waits_for_it() {
     assert!(
         killed,
         "the volume was never degraded with a store down; states seen: {states:#?}"
+    );
+    // The server failed writes rather than acknowledging them with one copy (the client may
+    // not have read every EIO before the kill).
+    assert!(
+        too_few > 0,
+        "no write was failed for too few copies ({} EIOs seen by the client)",
+        ledger.failed
     );
     let log = v.server.log();
     assert!(
@@ -1439,11 +1484,12 @@ fn a_degraded_volume_restarted_while_a_store_is_down_waits_for_it() {
         .unwrap();
     let verified = ledger.verify(&mut Nbd::connect(nbd_addr), REGION_BLOCKS);
     println!(
-        "degraded restart with a store down, n-way 2 over 2: waited {:.1} s (status {}), served {:.2} s after the store returned; {} writes acknowledged, {verified} blocks verified",
+        "store down, n-way 2 over 2: {} writes acknowledged, {} failed with EIO (too few copies: {too_few}); restart waited {:.1} s (status {}), served {:.2} s after the store returned; {verified} blocks verified",
+        ledger.acknowledged,
+        ledger.failed,
         back.duration_since(started).as_secs_f64(),
         s["recovery"],
         back.elapsed().as_secs_f64(),
-        ledger.acknowledged
     );
 }
 

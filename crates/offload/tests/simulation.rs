@@ -25,7 +25,9 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use cordillera_host::{DiskPort, Durability};
-use cordillera_offload::client::{BaseDone, BaseOp, Client, Config, Policy, UpReply, Upward};
+use cordillera_offload::client::{
+    BaseDone, BaseOp, Client, ClientError, Config, Policy, UpReply, Upward,
+};
 use cordillera_offload::records::companion;
 use cordillera_offload::superblock::SUPERBLOCK_BYTES;
 use cordillera_offload::StoreInfo;
@@ -451,6 +453,11 @@ impl ClientSide {
             }
             (Op::Read { first, issued }, UpReply::Read(data)) => {
                 model.check_read(self.index, first, issued, now, &data)
+            }
+            // Fewer than N stores took it in time: failed, its outcome unknown (a store may
+            // keep its copy until deleted, and a restart may find it).
+            (Op::Write { write }, UpReply::Error(ClientError::TooFewCopies)) => {
+                model.write_ended(now, write, false);
             }
             (_, other) => model
                 .violations

@@ -184,8 +184,17 @@ impl RecordHeader {
     }
 }
 
+/// Superblocks of format 2 carry a fence table after the fixed part; format 1 (no table) is
+/// still read.
+pub const SUPERBLOCK_VERSION: u8 = 2;
+/// Where the fence table starts: `u32 crc32c(count and entries) | u32 count | count × (u64
+/// client, u64 generation)`, entries in ascending client order.
+const FENCES_AT: usize = SUPERBLOCK_BYTES + 4;
+/// The most clients one superblock slot can fence.
+pub const FENCES_MAX: usize = (SUPERBLOCK_SLOT_BYTES as usize - FENCES_AT - 4) / 16;
+
 /// What the superblock records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Superblock {
     pub store_id: u128,
     /// Rises with every superblock write; the valid slot with the highest wins.
@@ -197,6 +206,9 @@ pub struct Superblock {
     pub tail_seq: u64,
     pub tail_epoch: u128,
     pub tail_prev_epoch: u128,
+    /// Each fenced client's lowest generation still accepted (see `Request::Metadata`), in
+    /// ascending client order, at most [`FENCES_MAX`].
+    pub fences: Vec<(u64, u64)>,
 }
 
 impl Superblock {
@@ -207,8 +219,9 @@ impl Superblock {
 
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![0u8; SUPERBLOCK_SLOT_BYTES as usize];
+        assert!(self.fences.len() <= FENCES_MAX, "fence table overflow");
         out[0..8].copy_from_slice(SUPERBLOCK_MAGIC);
-        out[8] = FORMAT_VERSION;
+        out[8] = SUPERBLOCK_VERSION;
         out[16..32].copy_from_slice(&self.store_id.to_le_bytes());
         out[32..40].copy_from_slice(&self.generation.to_le_bytes());
         out[40..48].copy_from_slice(&self.log_bytes.to_le_bytes());
@@ -218,6 +231,15 @@ impl Superblock {
         out[80..96].copy_from_slice(&self.tail_prev_epoch.to_le_bytes());
         let crc = crc32c::crc32c(&out[..96]);
         out[96..SUPERBLOCK_BYTES].copy_from_slice(&crc.to_le_bytes());
+        let table = FENCES_AT + 4 + 16 * self.fences.len();
+        out[FENCES_AT..FENCES_AT + 4].copy_from_slice(&(self.fences.len() as u32).to_le_bytes());
+        for (i, (client, generation)) in self.fences.iter().enumerate() {
+            let at = FENCES_AT + 4 + 16 * i;
+            out[at..at + 8].copy_from_slice(&client.to_le_bytes());
+            out[at + 8..at + 16].copy_from_slice(&generation.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&out[FENCES_AT..table]);
+        out[SUPERBLOCK_BYTES..FENCES_AT].copy_from_slice(&crc.to_le_bytes());
         out
     }
 
@@ -230,9 +252,14 @@ impl Superblock {
         if crc32c::crc32c(&b[..96]) != stored {
             return Err(FormatError::Checksum);
         }
-        if b[8] != FORMAT_VERSION {
+        if b[8] != FORMAT_VERSION && b[8] != SUPERBLOCK_VERSION {
             return Err(FormatError::Version(b[8]));
         }
+        let fences = if b[8] == SUPERBLOCK_VERSION {
+            Self::decode_fences(bytes)?
+        } else {
+            Vec::new()
+        };
         let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
         let u128_at = |at: usize| u128::from_le_bytes(b[at..at + 16].try_into().unwrap());
         let sb = Superblock {
@@ -243,6 +270,7 @@ impl Superblock {
             tail_seq: u64_at(56),
             tail_epoch: u128_at(64),
             tail_prev_epoch: u128_at(80),
+            fences,
         };
         if sb.log_bytes == 0
             || !sb.log_bytes.is_multiple_of(RECORD_ALIGN)
@@ -252,6 +280,31 @@ impl Superblock {
             return Err(FormatError::Sizes);
         }
         Ok(sb)
+    }
+
+    fn decode_fences(bytes: &[u8]) -> Result<Vec<(u64, u64)>, FormatError> {
+        let head = bytes
+            .get(SUPERBLOCK_BYTES..FENCES_AT + 4)
+            .ok_or(FormatError::Short)?;
+        let count = u32::from_le_bytes(head[4..8].try_into().unwrap()) as usize;
+        if count > FENCES_MAX {
+            return Err(FormatError::Sizes);
+        }
+        let table = bytes
+            .get(FENCES_AT..FENCES_AT + 4 + 16 * count)
+            .ok_or(FormatError::Short)?;
+        let stored = u32::from_le_bytes(head[..4].try_into().unwrap());
+        if crc32c::crc32c(table) != stored {
+            return Err(FormatError::Checksum);
+        }
+        let u64_at = |at: usize| u64::from_le_bytes(table[at..at + 8].try_into().unwrap());
+        let fences: Vec<(u64, u64)> = (0..count)
+            .map(|i| (u64_at(4 + 16 * i), u64_at(12 + 16 * i)))
+            .collect();
+        if fences.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(FormatError::Sizes);
+        }
+        Ok(fences)
     }
 }
 
@@ -363,14 +416,46 @@ mod tests {
             tail_seq: 10,
             tail_epoch: 77,
             tail_prev_epoch: 76,
+            fences: vec![(3, 9), (40, 2)],
         };
         let bytes = sb.encode();
-        assert_eq!(Superblock::decode(&bytes), Ok(sb));
+        assert_eq!(Superblock::decode(&bytes), Ok(sb.clone()));
         assert_eq!(sb.slot(), 1);
         let mut bad = bytes.clone();
         bad[50] ^= 4;
         assert_eq!(Superblock::decode(&bad), Err(FormatError::Checksum));
         assert_eq!(Superblock::decode(&[0u8; 4096]), Err(FormatError::Magic));
+        // A damaged fence table is caught by its own checksum; so is a table cut short.
+        for at in [FENCES_AT + 4, FENCES_AT + 4 + 16 + 9] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 1;
+            assert_eq!(
+                Superblock::decode(&bad),
+                Err(FormatError::Checksum),
+                "byte {at}"
+            );
+        }
+        assert_eq!(
+            Superblock::decode(&bytes[..FENCES_AT + 4 + 16]),
+            Err(FormatError::Short)
+        );
+        // A full table round-trips.
+        let full = Superblock {
+            fences: (0..FENCES_MAX as u64).map(|c| (c, c + 1)).collect(),
+            ..sb.clone()
+        };
+        assert_eq!(Superblock::decode(&full.encode()), Ok(full));
+        // Format 1 (no table) is still read, with no fences.
+        let mut v1 = Superblock {
+            fences: Vec::new(),
+            ..sb
+        }
+        .encode();
+        v1[8] = FORMAT_VERSION;
+        let crc = crc32c::crc32c(&v1[..96]);
+        v1[96..100].copy_from_slice(&crc.to_le_bytes());
+        v1[100..].fill(0);
+        assert_eq!(Superblock::decode(&v1).map(|s| s.fences), Ok(Vec::new()));
     }
 
     proptest::proptest! {

@@ -309,6 +309,7 @@ impl Core for Node {
                                 offset_bytes: block * BLOCK,
                                 length_bytes: BLOCK,
                                 version: v,
+                                generation: 0,
                             },
                             Pending::Delete { block, version: v },
                         );

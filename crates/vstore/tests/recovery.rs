@@ -156,6 +156,7 @@ fn writes_that_wrap_the_log_before_an_empty_recovery_is_recorded_are_acknowledge
             offset_bytes: 0,
             length_bytes: 4096,
             version,
+            generation: 0,
         },
     );
     settle(&mut store, &mut disk);
@@ -222,4 +223,131 @@ fn writes_that_wrap_the_log_before_an_empty_recovery_is_recorded_are_acknowledge
     let store = recover(&mut disk);
     let found = extents(&store);
     assert_eq!(found.len(), count as usize, "{found:?}");
+}
+
+const GEN: u32 = cordillera_vstore::store::GENERATION_SHIFT;
+
+fn request(store: &mut Store, disk: &mut Vec<u8>, id: u64, request: Request) -> Reply {
+    store.handle_request(0, id, request);
+    let replies = settle(store, disk);
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(replies[0].0, id);
+    replies[0].1.clone()
+}
+
+/// A newer incarnation's metadata request fences the older one's writes and deletes, still in
+/// the network, from then on; the fence is in the superblock before the answer, and survives a
+/// restart; other clients and the newer generation are untouched.
+#[test]
+fn metadata_fences_a_deposed_incarnation_across_restarts() {
+    use cordillera_vstore::store::StoreError;
+    let mut disk = Vec::new();
+    let mut store = Store::format(Config::new(LOG_BYTES), 9, 1);
+    settle(&mut store, &mut disk);
+    let old = 1u64 << GEN | 4;
+    write(&mut store, &mut disk, 1, 0, old);
+    // Generation 2 recovers: its metadata request lists generation 1's write.
+    let meta = Request::Metadata {
+        client: 7,
+        generation: 2,
+    };
+    store.handle_request(0, 2, meta);
+    assert_eq!(
+        store.poll_reply(),
+        None,
+        "answered before the fence is durable"
+    );
+    let replies = settle(&mut store, &mut disk);
+    assert!(
+        matches!(&replies[..], [(2, Reply::Metadata(e))] if e.len() == 1),
+        "{replies:?}"
+    );
+    assert_eq!(store.superblock().fences, vec![(7, 2)]);
+    let late_write = |v: u64| Request::Write {
+        client: 7,
+        volume: 1,
+        offset_bytes: 4096,
+        version: v,
+        data: vec![1; 4096],
+    };
+    let late_delete = |generation: u64| Request::Delete {
+        client: 7,
+        volume: 1,
+        offset_bytes: 0,
+        length_bytes: 4096,
+        version: old,
+        generation,
+    };
+    for mut store in [store, recover(&mut disk)] {
+        assert_eq!(store.fence(7), 2);
+        assert_eq!(
+            request(&mut store, &mut disk, 3, late_write(1 << GEN | 9)),
+            Reply::Error(StoreError::Fenced)
+        );
+        assert_eq!(
+            request(&mut store, &mut disk, 4, late_delete(1)),
+            Reply::Error(StoreError::Fenced)
+        );
+        assert_eq!(store.stats().fenced_refusals, 2);
+        assert_eq!(extents(&store), vec![(0, 4096, old)]);
+        // Another client, and generation 2 itself, are served.
+        store.handle_request(
+            0,
+            5,
+            Request::Write {
+                client: 8,
+                volume: 1,
+                offset_bytes: 0,
+                version: 1 << GEN | 1,
+                data: vec![2; 4096],
+            },
+        );
+        assert_eq!(settle(&mut store, &mut disk), vec![(5, Reply::Done)]);
+        assert_eq!(
+            request(&mut store, &mut disk, 6, late_write(2 << GEN | 1)),
+            Reply::Done
+        );
+    }
+    // An older generation's metadata request lowers nothing.
+    let mut store = recover(&mut disk);
+    let reply = request(
+        &mut store,
+        &mut disk,
+        7,
+        Request::Metadata {
+            client: 7,
+            generation: 1,
+        },
+    );
+    assert!(matches!(reply, Reply::Metadata(_)), "{reply:?}");
+    assert_eq!(store.fence(7), 2);
+}
+
+/// The fence table has room for a bounded number of clients: one more is refused with a typed
+/// error, not a corrupt superblock.
+#[test]
+fn the_fence_table_refuses_one_client_too_many() {
+    use cordillera_vstore::format::FENCES_MAX;
+    use cordillera_vstore::store::StoreError;
+    let mut disk = Vec::new();
+    let mut store = Store::format(Config::new(LOG_BYTES), 9, 1);
+    settle(&mut store, &mut disk);
+    for client in 0..=FENCES_MAX as u64 {
+        let reply = request(
+            &mut store,
+            &mut disk,
+            client + 1,
+            Request::Metadata {
+                client,
+                generation: 3,
+            },
+        );
+        if client < FENCES_MAX as u64 {
+            assert!(matches!(reply, Reply::Metadata(_)), "{client}: {reply:?}");
+        } else {
+            assert_eq!(reply, Reply::Error(StoreError::TooManyClients));
+        }
+    }
+    let store = recover(&mut disk);
+    assert_eq!(store.superblock().fences.len(), FENCES_MAX);
 }

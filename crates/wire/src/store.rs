@@ -1,4 +1,5 @@
-//! The store protocol, version 1: length-prefixed frames over TCP, each carrying a request id so
+//! The store protocol, version 2 (2 added the sender's generation to deletes and metadata
+//! requests, which fence earlier generations, and the errors `fenced` and `too many clients`): length-prefixed frames over TCP, each carrying a request id so
 //! requests can be pipelined and answered out of order. Every reply carries the store's load
 //! figures; the server also sends them unprompted (request id 0) every broadcast interval.
 //!
@@ -18,7 +19,7 @@ use thiserror::Error;
 
 use crate::codec::{Malformed, Reader, Writer};
 
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// A write's payload is at most 16 MiB (the store's record limit) plus headers.
 pub const FRAME_BYTES_MAX: u32 = 17 * 1024 * 1024;
 // A write of the largest payload the store keeps fits in a frame (its head is 50 bytes), and
@@ -149,16 +150,19 @@ pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
                 offset_bytes,
                 length_bytes,
                 version,
+                generation,
             } => {
                 w.u64(*client);
                 w.u64(*volume);
                 w.u64(*offset_bytes);
                 w.u64(*length_bytes);
                 w.u64(*version);
+                w.u64(*generation);
                 (T_DELETE, *id)
             }
-            Request::Metadata { client } => {
+            Request::Metadata { client, generation } => {
                 w.u64(*client);
+                w.u64(*generation);
                 (T_METADATA, *id)
             }
         },
@@ -199,6 +203,8 @@ pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
                         StoreError::Recovering => 2,
                         StoreError::NoStore => 3,
                         StoreError::BadRequest => 4,
+                        StoreError::Fenced => 5,
+                        StoreError::TooManyClients => 6,
                     });
                 }
             }
@@ -273,12 +279,14 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame, usize)>, WireError> {
                 offset_bytes: r.u64("delete")?,
                 length_bytes: r.u64("delete")?,
                 version: r.u64("delete")?,
+                generation: r.u64("delete")?,
             },
         },
         T_METADATA => Frame::Request {
             id,
             request: Request::Metadata {
                 client: r.u64("metadata")?,
+                generation: r.u64("metadata")?,
             },
         },
         T_REPLY => {
@@ -311,6 +319,8 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame, usize)>, WireError> {
                     2 => StoreError::Recovering,
                     3 => StoreError::NoStore,
                     4 => StoreError::BadRequest,
+                    5 => StoreError::Fenced,
+                    6 => StoreError::TooManyClients,
                     _ => return Err(WireError::Malformed("error code")),
                 }),
                 _ => return Err(WireError::Malformed("reply status")),
@@ -450,11 +460,15 @@ mod tests {
                     offset_bytes: 0,
                     length_bytes: 10,
                     version: 7,
+                    generation: 1,
                 },
             },
             Frame::Request {
                 id: 5,
-                request: Request::Metadata { client: 2 },
+                request: Request::Metadata {
+                    client: 2,
+                    generation: 3,
+                },
             },
             Frame::Reply {
                 id: 1,
@@ -485,6 +499,16 @@ mod tests {
                 id: 6,
                 load,
                 reply: Reply::Error(StoreError::Full),
+            },
+            Frame::Reply {
+                id: 7,
+                load,
+                reply: Reply::Error(StoreError::Fenced),
+            },
+            Frame::Reply {
+                id: 8,
+                load,
+                reply: Reply::Error(StoreError::TooManyClients),
             },
             Frame::Load(load),
         ]
@@ -519,8 +543,8 @@ mod tests {
         let mut ok = Vec::new();
         encode(&frames()[0], &mut ok);
         let mut v = ok.clone();
-        v[4] = 2;
-        assert_eq!(decode(&v), Err(WireError::Version(2)));
+        v[4] = 9;
+        assert_eq!(decode(&v), Err(WireError::Version(9)));
         let mut t = ok.clone();
         t[5] = 99;
         assert_eq!(decode(&t), Err(WireError::Type(99)));

@@ -314,7 +314,8 @@ pub(super) fn drive(
                 if error == 0 {
                     figures.writes_acked += 1;
                 } else {
-                    // ENOSPC from full stores: not acknowledged, may or may not have landed.
+                    // ENOSPC from full stores, EIO with fewer than N stores: not acknowledged,
+                    // may or may not have landed.
                     figures.refused_writes += 1;
                 }
             }

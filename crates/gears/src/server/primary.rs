@@ -34,6 +34,15 @@ impl ChunkServer {
                             cordillera_offload::client::ClientError::NoStoreSet(_) => {
                                 ServeError::Unavailable
                             }
+                            // A newer primary of the group recovered from the loggers.
+                            cordillera_offload::client::ClientError::Fenced => {
+                                ServeError::NotPrimary
+                            }
+                            // Fewer loggers than copies reachable in time: the client may
+                            // try again.
+                            cordillera_offload::client::ClientError::TooFewCopies => {
+                                ServeError::Unavailable
+                            }
                         };
                         // Which kind it was is not kept; the client tells by the id.
                         Message::WriteDone {
@@ -43,6 +52,15 @@ impl ChunkServer {
                     }
                 };
                 self.out.push_back((to, message));
+            }
+            if matches!(
+                p.log.failure(),
+                Some(cordillera_offload::client::ClientError::Fenced)
+            ) {
+                // Deposed: a newer primary recovered from the loggers (this one's lease lapsed
+                // while its messages were held up).
+                self.drop_primary(g, ServeError::NotPrimary);
+                return;
             }
             let stores: Vec<u64> = {
                 let mut ids = Vec::new();

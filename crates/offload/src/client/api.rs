@@ -44,6 +44,12 @@ pub struct Config {
     /// this long (reclaim runs meanwhile whatever the base volume's load) before it is
     /// answered [`ClientError::NoSpace`] (ENOSPC): a full store never stalls a volume.
     pub full_timeout_ns: Nanos,
+    /// An off-loaded write that some stores took, but fewer than `n_way`, is never
+    /// acknowledged short: the missing copies go to other stores as they become available, for
+    /// at most this long; then it is answered [`ClientError::TooFewCopies`] (EIO). A write that
+    /// need not stay off-loaded goes to the base volume instead when fewer than `n_way` stores
+    /// are available.
+    pub copies_timeout_ns: Nanos,
     /// A restarting client waits this long for every store of its set. After it, it serves
     /// without the stores that failed to answer, if they are at most `n_way - 1` (so that
     /// every acknowledged write still has a copy among those that answered), treating them as
@@ -70,6 +76,7 @@ impl Config {
             probe_interval_ns: 100_000_000,
             remove_after_ns: None,
             full_timeout_ns: 5_000_000_000,
+            copies_timeout_ns: 5_000_000_000,
             recovery_grace_ns: 1_000_000_000,
         }
     }
@@ -115,6 +122,16 @@ pub enum ClientError {
     /// acknowledged is lost.
     #[error("no space: every store refused a write that must be off-loaded (the stores are full)")]
     NoSpace,
+    /// A store fenced this client: another incarnation of the same client (volume or group)
+    /// recovered from the stores since this one started. Nothing it had not acknowledged is
+    /// known to have happened; it serves nothing more.
+    #[error("fenced: a newer incarnation of this client took over its stores")]
+    Fenced,
+    /// An off-loaded write got fewer than `n_way` durable copies within
+    /// [`Config::copies_timeout_ns`] (too few stores reachable). It is not acknowledged; the
+    /// copies made may be read later (its outcome is unknown, as with any failed write).
+    #[error("too few copies: fewer than N stores took an off-loaded write in time")]
+    TooFewCopies,
 }
 
 /// An operation on the base volume.
@@ -217,6 +234,13 @@ pub struct StoreFigures {
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
+    /// Times a store refused this client as fenced (a newer incarnation took over).
+    pub fenced: u64,
+    /// Copies of off-loaded writes sent again because fewer than N stores had taken them.
+    pub copies_resent: u64,
+    /// Off-loaded writes answered with an error because they had fewer than N copies when
+    /// `copies_timeout_ns` ran out.
+    pub too_few_copies: u64,
     /// Bytes whose latest version is off-loaded now.
     pub offloaded_bytes: u64,
     pub offloaded_writes: u64,

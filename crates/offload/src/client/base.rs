@@ -5,6 +5,9 @@ use super::*;
 impl Client {
     pub(super) fn base_step(&mut self, now: Nanos, done: BaseDone) {
         self.now = now;
+        if matches!(self.phase, Phase::Fenced) {
+            return;
+        }
         let id = match &done {
             BaseDone::Read { id, .. } | BaseDone::Written { id } | BaseDone::Failed { id, .. } => {
                 *id
@@ -14,18 +17,14 @@ impl Client {
             return;
         };
         match (kind, done) {
-            (
-                BaseKind::UpWrite {
-                    up_id,
-                    start,
-                    superseded,
-                    ..
-                },
-                BaseDone::Failed { data, .. },
-            ) => {
-                // Some replicas may hold it; the stores' copy, newest in the map, is what is
-                // read from now on — except where a newer write was issued meanwhile: that one
-                // wins there (on each replica it landed after this one).
+            (BaseKind::UpWrite { up_id, start, .. }, BaseDone::Failed { data, .. }) => {
+                // Some replicas (or sectors) may hold it, in any order with newer writes issued
+                // meanwhile. Unacknowledged, it may take effect now: it is off-loaded whole
+                // with a fresh version and wins over every write issued while it was in
+                // flight, so the map, not the base's landing order, decides what is read.
+                // (Letting those newer writes keep their bytes left the stores that took this
+                // one holding a copy newer by version than the one the map names: a store
+                // answers a read with its newest copy, so reads flipped between the two.)
                 self.base_in_flight -= 1;
                 self.stats.base_writes_failed += 1;
                 self.vulnerable
@@ -43,8 +42,10 @@ impl Client {
                         waiting: 0,
                         succeeded: 0,
                         tried: 0,
-                        superseded,
+                        superseded: Vec::new(),
                         full_since: None,
+                        short_since: None,
+                        answered: false,
                     },
                 );
                 self.place_write(key);

@@ -63,7 +63,7 @@ type Piece = (Extent, Vec<u8>);
 /// `(start, end, version)`.
 type Span = (u64, u64, u64);
 
-const VERSION_BITS: u32 = 40;
+const VERSION_BITS: u32 = cordillera_vstore::store::GENERATION_SHIFT;
 /// The client id used for probes of stores that are down (it never owns data).
 const PROBE_CLIENT: u64 = u64::MAX;
 /// Deletes in flight per store at most.
@@ -178,6 +178,10 @@ struct WriteOp {
     superseded: Vec<(u64, u64)>,
     /// When every store first refused it as full.
     full_since: Option<Nanos>,
+    /// When it first had some copies but fewer than N (it waits for the rest).
+    short_since: Option<Nanos>,
+    /// Answered already (with an error: fewer than N copies in time).
+    answered: bool,
 }
 
 struct ReadOp {
@@ -191,13 +195,12 @@ struct ReadOp {
 }
 
 enum BaseKind {
-    /// `superseded`: parts a newer upper-layer write took while this one was in flight (if
-    /// this one fails and is off-loaded, the newer one wins there).
+    /// If it fails it is off-loaded with a fresh version and wins over every write issued
+    /// while it was in flight (see `base_step`).
     UpWrite {
         up_id: u64,
         start: u64,
         end: u64,
-        superseded: Vec<(u64, u64)>,
     },
     UpRead {
         read: u64,
@@ -241,6 +244,10 @@ enum Phase {
     Fetching(Fetch),
     Ready,
     Failed(SuperblockError),
+    /// A store refused a request as fenced: a newer incarnation of this client recovered from
+    /// it, so this one is deposed and serves nothing more (every request gets
+    /// [`ClientError::Fenced`]).
+    Fenced,
 }
 
 struct Fetch {
@@ -306,12 +313,15 @@ pub struct Client {
     vulnerable_after_base: Vec<(u64, u64)>,
     /// Some acknowledged data may have fewer than N copies on stores (see
     /// [`Superblock::degraded`]): wanted in the superblock, and what the last superblock write
-    /// that completed holds. Writes acknowledged with fewer than N copies wait in `held_acks`
-    /// until the flag is durable; it is cleared (checked at most every probe interval, once
-    /// the vulnerable ranges are reclaimed) when no range in the map has fewer than N.
+    /// that completed holds (set when a store holding copies fails; a write is never
+    /// acknowledged with fewer than N). It is cleared (checked at most every probe interval,
+    /// once the vulnerable ranges are reclaimed) when no range in the map has fewer than N.
     degraded: bool,
     degraded_durable: bool,
-    held_acks: Vec<u64>,
+    /// Off-loaded writes answered with fewer than N copies: their copies enter the range map
+    /// (where reads can see them) only once "degraded" is durable, so that a restart cannot go
+    /// on without the stores holding them and show older data after a read showed theirs.
+    held_writes: Vec<u64>,
     degraded_check_at: Nanos,
     /// One superblock write at a time (the disk may complete concurrent writes in any
     /// order): the flag it carries, and whether the superblock changed since it was sent.
@@ -374,7 +384,7 @@ impl Client {
             vulnerable_after_base: Vec::new(),
             degraded: false,
             degraded_durable: false,
-            held_acks: Vec::new(),
+            held_writes: Vec::new(),
             degraded_check_at: now,
             superblock_in_flight: None,
             superblock_dirty: false,
@@ -482,6 +492,7 @@ impl Client {
     pub fn failure(&self) -> Option<ClientError> {
         match &self.phase {
             Phase::Failed(e) => Some(ClientError::NoStoreSet(*e)),
+            Phase::Fenced => Some(ClientError::Fenced),
             _ => None,
         }
     }
@@ -534,6 +545,7 @@ impl Client {
             Phase::Fetching(_) => "fetching metadata",
             Phase::Ready => "ready",
             Phase::Failed(_) => "failed",
+            Phase::Fenced => "fenced",
         };
         let stores: Vec<String> = self
             .stores
@@ -692,8 +704,8 @@ impl Client {
             .expect("a superblock write in flight");
         self.degraded_durable = degraded;
         if self.degraded_is_durable() {
-            for up_id in std::mem::take(&mut self.held_acks) {
-                self.upward_out.push_back((up_id, UpReply::Written));
+            for key in std::mem::take(&mut self.held_writes) {
+                self.finish_write(key);
             }
         }
         if std::mem::take(&mut self.superblock_dirty) {
@@ -717,11 +729,7 @@ impl Client {
     /// Clears "degraded" once no range in the map has fewer than N copies (the ranges that
     /// had are reclaimed first; checked at most every probe interval: a scan of the map).
     fn pump_degraded(&mut self) {
-        if !self.degraded
-            || !self.vulnerable.is_empty()
-            || !self.held_acks.is_empty()
-            || self.now < self.degraded_check_at
-        {
+        if !self.degraded || !self.vulnerable.is_empty() || self.now < self.degraded_check_at {
             return;
         }
         self.degraded_check_at = self.now + self.config.probe_interval_ns;

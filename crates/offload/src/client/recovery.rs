@@ -62,6 +62,7 @@ impl Client {
                 s,
                 Request::Metadata {
                     client: self.config.client,
+                    generation: self.generation,
                 },
                 Pending::Metadata,
             );
@@ -71,6 +72,7 @@ impl Client {
                 s,
                 Request::Metadata {
                     client: companion(self.config.client),
+                    generation: self.generation,
                 },
                 Pending::RecordsMeta,
             );

@@ -54,6 +54,7 @@ impl Client {
                         offset_bytes: lo,
                         length_bytes: hi - lo,
                         version,
+                        generation: self.generation,
                     };
                     self.send(
                         s,
@@ -91,6 +92,7 @@ impl Client {
                 offset_bytes: 0,
                 length_bytes: 1 << 62,
                 version,
+                generation: self.generation,
             };
             self.send(s, request, Pending::ClearRecords);
         }
@@ -361,6 +363,7 @@ impl Client {
                 offset_bytes: slot << SLOT_SHIFT,
                 length_bytes: len,
                 version,
+                generation: self.generation,
             };
             self.send(h, request, Pending::RecordGc { slot });
         }

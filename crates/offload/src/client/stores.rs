@@ -22,6 +22,13 @@ impl Client {
             self.stores[store].reported_load = load;
         }
         self.stores[store].last_heard = now;
+        if matches!(self.phase, Phase::Fenced) {
+            return;
+        }
+        if reply == Reply::Error(StoreError::Fenced) {
+            self.deposed();
+            return;
+        }
         let Some(out) = self.outstanding.remove(&id) else {
             return; // Late: the request was already given up.
         };
@@ -44,6 +51,39 @@ impl Client {
             self.store_replied(store, out.pending, reply);
         }
         self.pump();
+    }
+
+    /// A store fenced this client (a newer incarnation recovered from it): every request not
+    /// yet answered fails with [`ClientError::Fenced`], and nothing more is sent anywhere.
+    fn deposed(&mut self) {
+        self.phase = Phase::Fenced;
+        self.stats.fenced += 1;
+        let mut failed: Vec<u64> = Vec::new();
+        failed.extend(self.writes.values().map(|op| op.up_id));
+        failed.extend(self.reads.values().map(|r| r.up_id));
+        failed.extend(self.base_pending.values().filter_map(|k| match k {
+            BaseKind::UpWrite { up_id, .. } => Some(*up_id),
+            _ => None,
+        }));
+        failed.extend(self.queued_upward.drain(..).map(|(id, _)| id));
+        failed.sort_unstable();
+        failed.dedup();
+        failed.retain(|id| {
+            !self
+                .writes
+                .values()
+                .any(|op| op.answered && op.up_id == *id)
+        });
+        self.writes.clear();
+        self.held_writes.clear();
+        self.reads.clear();
+        self.parked_writes.clear();
+        self.base_pending.clear();
+        self.outstanding.clear();
+        for id in failed {
+            self.upward_out
+                .push_back((id, UpReply::Error(ClientError::Fenced)));
+        }
     }
 
     /// The connection to a store broke (the store restarted, or the network failed): every
@@ -411,10 +451,19 @@ impl Client {
         self.parked_retry_at = None;
         let parked_writes = std::mem::take(&mut self.parked_writes);
         for key in parked_writes {
-            if let Some(op) = self.writes.get_mut(&key) {
-                op.tried = 0;
+            let Some(op) = self.writes.get_mut(&key) else {
+                continue;
+            };
+            op.tried = 0;
+            if op.succeeded == 0 {
+                self.retry_write(key);
+            } else if self.now.saturating_sub(op.short_since.unwrap_or(self.now))
+                < self.config.copies_timeout_ns
+            {
+                self.place_missing_copies(key);
+            } else {
+                self.give_up_copies(key);
             }
-            self.retry_write(key);
         }
     }
 

@@ -233,10 +233,13 @@ fn a_store_that_lost_an_acknowledged_copy_is_read_around() {
     assert_eq!(c.stats().lost_bytes, 0);
 }
 
-/// A write acknowledged with fewer than N copies waits until the superblock says
-/// "degraded"; a restart then waits for every store instead of going on without N−1.
+/// An off-loaded write is never acknowledged with fewer than N copies: the missing copy is
+/// sent again (same version) until a store takes it, and after `copies_timeout_ns` the write
+/// fails. Its lone copy may still be found (its outcome is unknown), so the superblock says
+/// "degraded" before reads can see it, and a restart then waits for every store instead of
+/// going on without N−1.
 #[test]
-fn a_write_left_with_fewer_than_n_copies_makes_a_restart_wait_for_every_store() {
+fn a_write_is_never_acknowledged_short_and_one_left_short_makes_a_restart_wait_for_every_store() {
     let mut config = Config::new(7, 1, 1 << 20);
     config.policy = Policy::Always;
     config.n_way = 2;
@@ -250,26 +253,67 @@ fn a_write_left_with_fewer_than_n_copies_makes_a_restart_wait_for_every_store() 
     };
     assert!(!Superblock::decode(&data).expect("superblock").degraded);
     c.handle_base(1, BaseDone::Written { id });
+    // Store 2 refuses the first write once, the second until the timeout.
+    let mut now = 2;
+    let mut refusals = [0u32; 3];
+    let mut superblocks = Vec::new();
     write(&mut c, 1, 0);
-    let sent: Vec<_> = std::iter::from_fn(|| c.poll_store()).collect();
-    assert_eq!(sent.len(), 2, "{sent:?}");
-    c.handle_store(3, sent[0].0, sent[0].1, Reply::Done, Some(0));
-    c.handle_store(
-        3,
-        sent[1].0,
-        sent[1].1,
-        Reply::Error(StoreError::Full),
-        Some(0),
+    write(&mut c, 2, 8192);
+    let mut answers: Vec<(u64, UpReply)> = Vec::new();
+    while answers.len() < 2 && now < 4 * config.copies_timeout_ns {
+        while let Some((store, id, request)) = c.poll_store() {
+            let reply = match request {
+                Request::Write {
+                    offset_bytes,
+                    version,
+                    ..
+                } => {
+                    let w = (offset_bytes / 8192 + 1) as usize;
+                    if store == 1 && (w == 2 || refusals[w] == 0) {
+                        refusals[w] += 1;
+                        Reply::Error(StoreError::Full)
+                    } else {
+                        assert!(version >> 40 == 1, "the same version, not a fresh one");
+                        Reply::Done
+                    }
+                }
+                _ => Reply::Read(Vec::new()),
+            };
+            c.handle_store(now, store, id, reply, Some(0));
+        }
+        while let Some(op) = c.poll_base() {
+            if let BaseOp::Write { id, data, .. } = op {
+                superblocks.push(data);
+                c.handle_base(now, BaseDone::Written { id });
+            }
+        }
+        answers.extend(std::iter::from_fn(|| c.poll_upward()));
+        now = c.poll_timeout().unwrap_or(now + 1).max(now + 1);
+        c.handle_timeout(now);
+    }
+    answers.sort_by_key(|(id, _)| *id);
+    assert_eq!(
+        answers,
+        vec![
+            (1, UpReply::Written),
+            (2, UpReply::Error(ClientError::TooFewCopies))
+        ]
     );
-    // One copy: not acknowledged before the flag is durable.
-    assert_eq!(c.poll_upward(), None);
-    let Some(BaseOp::Write { id, data, .. }) = c.poll_base() else {
-        panic!("the superblock is written again");
-    };
-    let degraded = Superblock::decode(&data).expect("superblock");
-    assert!(degraded.degraded);
-    c.handle_base(4, BaseDone::Written { id });
-    assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+    assert_eq!(refusals[1], 1);
+    assert!(refusals[2] > 1, "the missing copy is asked for again");
+    assert!(c.stats().copies_resent > 0);
+    assert_eq!(c.stats().too_few_copies, 1);
+    while let Some(op) = c.poll_base() {
+        if let BaseOp::Write { id, data, .. } = op {
+            superblocks.push(data);
+            c.handle_base(now, BaseDone::Written { id });
+        }
+    }
+    // The superblock said "degraded" (before the copy entered the map; a restart from it:)
+    let data = superblocks
+        .into_iter()
+        .find(|d| Superblock::decode(d).expect("superblock").degraded)
+        .expect("a superblock written degraded");
 
     // The client restarts; store 2 answers only "recovering".
     let mut r = Client::recover(config, 10);
@@ -284,7 +328,11 @@ fn a_write_left_with_fewer_than_n_copies_makes_a_restart_wait_for_every_store() 
     let mut now = 13;
     while now < 3 * r.config.recovery_grace_ns {
         while let Some((store, id, request)) = r.poll_store() {
-            assert!(matches!(request, Request::Metadata { .. }), "{request:?}");
+            // The restart is generation 2 (format wrote 1): it fences generation 1.
+            assert!(
+                matches!(request, Request::Metadata { generation: 2, .. }),
+                "{request:?}"
+            );
             let reply = if store == 0 {
                 Reply::Metadata(Vec::new())
             } else {
@@ -536,4 +584,44 @@ fn a_peak_off_loads_only_when_n_stores_are_lightly_loaded() {
             assert_eq!(sent.len(), 2, "{sent:?}");
         }
     }
+}
+
+/// A store answering `fenced` (a newer incarnation of this client recovered from it) deposes
+/// the client: the writes it had in flight, on the stores and on the base, fail with
+/// `Fenced`, later requests too, nothing more is sent, and late answers change nothing.
+#[test]
+fn a_fenced_client_fails_what_it_holds_and_serves_nothing_more() {
+    let mut c = ready(Policy::Always);
+    write(&mut c, 1, 0);
+    write(&mut c, 2, 8192);
+    let sent: Vec<(StoreIdx, u64, Request)> = std::iter::from_fn(|| c.poll_store()).collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    c.set_policy(Policy::Baseline);
+    write(&mut c, 3, 65536);
+    let Some(BaseOp::Write { id: base_id, .. }) = c.poll_base() else {
+        panic!("a baseline write goes to the base volume");
+    };
+    let (store, id, _) = &sent[0];
+    c.handle_store(3, *store, *id, Reply::Error(StoreError::Fenced), Some(0));
+    let mut failed: Vec<(u64, UpReply)> = std::iter::from_fn(|| c.poll_upward()).collect();
+    failed.sort_by_key(|(id, _)| *id);
+    assert_eq!(
+        failed,
+        (1..=3)
+            .map(|id| (id, UpReply::Error(ClientError::Fenced)))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(c.failure(), Some(ClientError::Fenced));
+    assert_eq!(c.stats().fenced, 1);
+    // Late answers are ignored; new requests fail at once; nothing is sent.
+    let (store, id, _) = &sent[1];
+    c.handle_store(4, *store, *id, Reply::Done, Some(0));
+    c.handle_base(5, BaseDone::Written { id: base_id });
+    write(&mut c, 4, 0);
+    assert_eq!(
+        c.poll_upward(),
+        Some((4, UpReply::Error(ClientError::Fenced)))
+    );
+    assert_eq!(c.poll_upward(), None);
+    assert!(c.poll_store().is_none() && c.poll_base().is_none());
 }

@@ -29,6 +29,9 @@ impl Client {
             Phase::Failed(e) => self
                 .upward_out
                 .push_back((id, UpReply::Error(ClientError::NoStoreSet(*e)))),
+            Phase::Fenced => self
+                .upward_out
+                .push_back((id, UpReply::Error(ClientError::Fenced))),
             _ => self.queued_upward.push_back((id, request)),
         }
         self.pump();
@@ -100,21 +103,6 @@ impl Client {
 
     pub(super) fn start_write(&mut self, up_id: u64, start: u64, data: Vec<u8>, durable: bool) {
         let end = start + data.len() as u64;
-        // Base writes in flight lose the overlap to this newer one should they fail.
-        for kind in self.base_pending.values_mut() {
-            if let BaseKind::UpWrite {
-                start: s,
-                end: e,
-                superseded,
-                ..
-            } = kind
-            {
-                let (lo, hi) = ((*s).max(start), (*e).min(end));
-                if lo < hi {
-                    superseded.push((lo, hi));
-                }
-            }
-        }
         let must = self.map.overlaps(start, end)
             || self.blocking_stale(start, end)
             || self.offloaded_in_flight(start, end, None);
@@ -155,6 +143,8 @@ impl Client {
                 tried: 0,
                 superseded: Vec::new(),
                 full_since: None,
+                short_since: None,
+                answered: false,
             },
         );
         self.place_write(key);
@@ -224,15 +214,8 @@ impl Client {
     pub(super) fn write_base(&mut self, up_id: u64, start: u64, data: Vec<u8>, durable: bool) {
         let id = self.id();
         let end = start + data.len() as u64;
-        self.base_pending.insert(
-            id,
-            BaseKind::UpWrite {
-                up_id,
-                start,
-                end,
-                superseded: Vec::new(),
-            },
-        );
+        self.base_pending
+            .insert(id, BaseKind::UpWrite { up_id, start, end });
         self.base_in_flight += 1;
         self.stats.base_writes += 1;
         self.base_out.push_back(BaseOp::Write {
@@ -248,15 +231,22 @@ impl Client {
     /// returns.
     pub(super) fn place_write(&mut self, key: u64) {
         let op = &self.writes[&key];
+        let (start, end) = (op.start, op.start + op.data.len() as u64);
+        let must_offload = self.map.overlaps(start, end)
+            || self.blocking_stale(start, end)
+            || self.offloaded_in_flight(start, end, Some(key))
+            || (self.config.policy == Policy::WhileBaseUnavailable && !self.base_available);
         let targets = self.choose_stores(self.config.n_way, op.tried);
+        if !targets.is_empty() && targets.len() < self.config.n_way && !must_offload {
+            // Fewer than N stores available: N copies cannot be had now, and the base volume
+            // can take it (nothing older is off-loaded there).
+            let op = self.writes.remove(&key).expect("write");
+            self.write_base(op.up_id, op.start, op.data, op.durable);
+            return;
+        }
         if targets.is_empty() {
-            let (start, end) = (op.start, op.start + op.data.len() as u64);
             let refused_by_live_stores = op.tried != 0
                 && indices(op.tried).all(|i| self.stores[i].up && !self.stores[i].removed);
-            let must_offload = self.map.overlaps(start, end)
-                || self.blocking_stale(start, end)
-                || self.offloaded_in_flight(start, end, Some(key))
-                || (self.config.policy == Policy::WhileBaseUnavailable && !self.base_available);
             let now = self.now;
             let full_since = if must_offload && refused_by_live_stores {
                 self.stores_full_since.get_or_insert(now);
@@ -335,6 +325,85 @@ impl Client {
             self.retry_write(key);
             return;
         }
+        if (op.succeeded.count_ones() as usize) < self.config.n_way {
+            let now = self.now;
+            let op = self.writes.get_mut(&key).expect("write");
+            let since = *op.short_since.get_or_insert(now);
+            if now.saturating_sub(since) < self.config.copies_timeout_ns {
+                self.place_missing_copies(key);
+                return;
+            }
+            self.give_up_copies(key);
+            return;
+        }
+        self.finish_write(key);
+    }
+
+    /// `copies_timeout_ns` ran out with fewer than N copies: the write is answered with an
+    /// error now (never acknowledged short) and its copies enter the map once the superblock
+    /// says "degraded" (see `held_writes`).
+    pub(super) fn give_up_copies(&mut self, key: u64) {
+        let op = self.writes.get_mut(&key).expect("write");
+        op.answered = true;
+        let up_id = op.up_id;
+        self.stats.too_few_copies += 1;
+        self.upward_out
+            .push_back((up_id, UpReply::Error(ClientError::TooFewCopies)));
+        self.set_degraded();
+        if self.degraded_is_durable() {
+            self.finish_write(key);
+        } else {
+            self.held_writes.push(key);
+        }
+    }
+
+    /// Sends the copies an off-loaded write still lacks (same version, same bytes) to
+    /// available stores that neither took nor refused it; with none, it is parked and tried
+    /// again as stores return (see [`Client::retry_parked_writes`]).
+    pub(super) fn place_missing_copies(&mut self, key: u64) {
+        let op = &self.writes[&key];
+        let need = self.config.n_way - op.succeeded.count_ones() as usize;
+        let (start, end) = (op.start, op.start + op.data.len() as u64);
+        // Not where a copy of the range is to be deleted: a delete in flight there might
+        // remove the new copy (it removes every version up to its own).
+        let mut exclude = op.succeeded | op.tried;
+        for (i, st) in self.stores.iter().enumerate() {
+            if !st.stale.is_empty()
+                && st
+                    .stale
+                    .lookup(start, end)
+                    .iter()
+                    .any(|p| p.value.is_some())
+            {
+                exclude |= bit(i);
+            }
+        }
+        let targets = self.choose_stores(need, exclude);
+        if targets.is_empty() {
+            self.parked_writes.push(key);
+            self.parked_retry_at
+                .get_or_insert(self.now + self.config.probe_interval_ns);
+            return;
+        }
+        let (version, data) = (op.version, op.data.clone());
+        for &s in &targets {
+            let request = Request::Write {
+                client: self.config.client,
+                volume: self.config.volume,
+                offset_bytes: start,
+                version,
+                data: data.clone(),
+            };
+            self.send(s, request, Pending::Write { op: key });
+        }
+        self.stats.copies_resent += targets.len() as u64;
+        self.writes.get_mut(&key).expect("write").waiting = targets.len() as u32;
+    }
+
+    /// Every store asked answered an off-loaded write that some took: into the range map
+    /// (where no newer write superseded it) and answered — written with N copies, or an error
+    /// after `copies_timeout_ns` with fewer.
+    pub(super) fn finish_write(&mut self, key: u64) {
         let op = self.writes.remove(&key).expect("write");
         let (start, end) = (op.start, op.start + op.data.len() as u64);
         // The parts a later write superseded are stale on every store that took them.
@@ -351,11 +420,8 @@ impl Client {
             }
             kept.iter().map(|(lo, hi, _)| (lo, hi)).collect()
         };
+        // Fewer than N copies (answered with an error): reclaimed first.
         let vulnerable = (op.succeeded.count_ones() as usize) < self.config.n_way;
-        if vulnerable {
-            // A restart must not go on without the stores holding its copies.
-            self.set_degraded();
-        }
         for (lo, hi) in kept {
             self.apply_offloaded(lo, hi, op.version, op.succeeded);
             if vulnerable {
@@ -372,9 +438,7 @@ impl Client {
             // looked at again.
             self.stores[s].stale_dirty = true;
         }
-        if vulnerable && !self.degraded_is_durable() {
-            self.held_acks.push(op.up_id);
-        } else {
+        if !op.answered {
             self.upward_out.push_back((op.up_id, UpReply::Written));
         }
     }

@@ -60,6 +60,12 @@ impl Core {
             if let Some(e) = self.failed.take() {
                 return Err(disk_error(e));
             }
+            if ready.is_none() && matches!(client.failure(), Some(ClientError::Fenced)) {
+                // Requests in flight were answered with EIO by the core.
+                return Err(anyhow::anyhow!(
+                    "fenced: another process serving this volume recovered from its stores; this one stops"
+                ));
+            }
             if self.stopping.is_some() && self.volume.in_flight() == 0 {
                 let closed = match (self.volume.cache_mut(), self.cache_log.as_mut()) {
                     (Some(c), Some(l)) => l.close(c).map_err(|e| format!("{e:#}")),

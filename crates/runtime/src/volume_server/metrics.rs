@@ -86,6 +86,18 @@ impl Core {
             stats.refused_writes as f64,
         );
         gauge(
+            "cordillera_volume_too_few_copies_total",
+            "Off-loaded writes answered EIO because fewer than N stores took them in time.",
+            "counter",
+            stats.too_few_copies as f64,
+        );
+        gauge(
+            "cordillera_volume_copies_resent_total",
+            "Copies of off-loaded writes sent again to reach N.",
+            "counter",
+            stats.copies_resent as f64,
+        );
+        gauge(
             "cordillera_volume_store_failures_total",
             "Stores marked failed.",
             "counter",
@@ -179,6 +191,8 @@ impl Core {
             "base_queue_length": client.base_load(),
             "stores_full": client.stores_full_since().is_some(),
             "refused_writes": stats.refused_writes,
+            "too_few_copies": stats.too_few_copies,
+            "copies_resent": stats.copies_resent,
             "lost_copies": stats.lost_copies,
             "lost_bytes": stats.lost_bytes,
             "offloaded_bytes": stats.offloaded_bytes,

@@ -84,6 +84,8 @@ pub struct VolumeOptions {
     pub limits: crate::limits::Limits,
     /// A write every store refuses as full is answered ENOSPC after this.
     pub full_timeout: Duration,
+    /// An off-loaded write with fewer than N copies fails (EIO) after this.
+    pub copies_timeout: Duration,
     /// At a restart, how long to wait for every store before serving without those that
     /// failed to answer (at most N-1).
     pub recovery_grace: Duration,
@@ -108,6 +110,7 @@ impl VolumeOptions {
             cache: None,
             limits: crate::limits::Limits::default(),
             full_timeout: Duration::from_secs(5),
+            copies_timeout: Duration::from_secs(5),
             recovery_grace: Duration::from_secs(1),
         }
     }
@@ -242,6 +245,7 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     config.n_reclaim = options.n_reclaim;
     config.request_timeout_ns = Some(STORE_TIMEOUT.as_nanos() as u64);
     config.full_timeout_ns = options.full_timeout.as_nanos() as u64;
+    config.copies_timeout_ns = options.copies_timeout.as_nanos() as u64;
     config.recovery_grace_ns = options.recovery_grace.as_nanos() as u64;
     let export_bytes = config.usable_bytes();
 

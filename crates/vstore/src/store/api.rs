@@ -57,20 +57,39 @@ pub enum Request {
     ReadAny {
         client: u64,
     },
+    /// Removes the client's copies of versions up to `version` in the range. `generation`: the
+    /// sender's (see [`Request::Metadata`]).
     Delete {
         client: u64,
         volume: u64,
         offset_bytes: u64,
         length_bytes: u64,
         version: u64,
+        generation: u64,
     },
     /// The client's valid ranges and versions (for client recovery, Everest §3.2.1). The
     /// client's requests still waiting for space are refused (`Full`), and the answer waits
     /// until every record appended before it is durable: a restarting client sees everything
-    /// its previous incarnation got into the log, and nothing of it lands later.
+    /// its previous incarnation got into the log.
+    ///
+    /// `generation` (0: none) fences the client's earlier incarnations: from the moment the
+    /// request arrives, writes whose version belongs to a lower generation
+    /// ([`generation_of`]) and deletes sent by one are refused ([`StoreError::Fenced`]), so a
+    /// deposed writer's request still in the network cannot land after the new one recovered.
+    /// The floor is recorded in the superblock before the answer leaves, and survives restarts.
     Metadata {
         client: u64,
+        generation: u64,
     },
+}
+
+/// Versions are `generation << GENERATION_SHIFT | counter`: each incarnation of a client (an
+/// Everest client's start, a Sierra group's new primary) writes with a higher generation.
+pub const GENERATION_SHIFT: u32 = 40;
+
+/// The generation a version was written by.
+pub fn generation_of(version: u64) -> u64 {
+    version >> GENERATION_SHIFT
 }
 
 /// A valid range and where it came from.
@@ -106,6 +125,10 @@ pub enum StoreError {
     NoStore,
     #[error("bad request: zero length, too large, or beyond the address space")]
     BadRequest,
+    #[error("fenced: a newer incarnation of this client has recovered from the store")]
+    Fenced,
+    #[error("the store's fence table is full: it fences at most {FENCES_MAX} clients")]
+    TooManyClients,
 }
 
 /// A disk operation, on byte offsets of the store's file or device.
@@ -225,4 +248,6 @@ pub struct Stats {
     pub empty_deletes: u64,
     /// Writes refused because the log's valid data leaves no room.
     pub full_refusals: u64,
+    /// Writes and deletes refused because a newer incarnation of their client fenced them.
+    pub fenced_refusals: u64,
 }

@@ -26,7 +26,11 @@ impl Store {
                 }
             }
             DiskDone::Flushed { id } => {
-                if self.superblock_flushing.is_some_and(|(f, _)| f == id) {
+                if self
+                    .superblock_flushing
+                    .as_ref()
+                    .is_some_and(|(f, _)| *f == id)
+                {
                     let (_, sb) = self.superblock_flushing.take().expect("superblock flush");
                     if matches!(self.phase, Phase::Formatting) {
                         self.phase = Phase::Ready;
@@ -166,6 +170,9 @@ impl Store {
         if sb.generation > self.durable.generation {
             self.durable = sb;
         }
+        // Fences set while this one was in flight; metadata answers waiting for them.
+        self.persist_fences();
+        self.answer_barriers();
         // Space may have come back.
         self.drain_waiting();
         let deferred = std::mem::take(&mut self.deferred_reads);

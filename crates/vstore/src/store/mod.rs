@@ -28,7 +28,7 @@ mod requests;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use crate::format::{
-    record_total_bytes, RecordHeader, RecordKind, Superblock, HEADER_BYTES, LOG_OFFSET,
+    record_total_bytes, RecordHeader, RecordKind, Superblock, FENCES_MAX, HEADER_BYTES, LOG_OFFSET,
     PAYLOAD_BYTES_MAX, RECORD_ALIGN, SUPERBLOCK_SLOT_BYTES,
 };
 use crate::index::{ClientIndex, LiveDelta};
@@ -69,7 +69,7 @@ enum Phase {
         best: Option<Superblock>,
     },
     /// Scanning the log from the tail.
-    Scanning(Scan),
+    Scanning(Box<Scan>),
     Ready,
 }
 
@@ -206,8 +206,11 @@ pub struct Store {
     /// pointer from moving (a steady stream of reads would otherwise starve it).
     deferred_reads: VecDeque<(u64, Request)>,
     /// Metadata requests waiting for the records appended before them to be durable: (id,
-    /// client, sequence number every earlier record is below).
-    barriers: Vec<(u64, u64, u64)>,
+    /// client, sequence number every earlier record is below, generation fenced).
+    barriers: Vec<(u64, u64, u64, u64)>,
+    /// Each fenced client's lowest accepted generation, in force from the request that set it;
+    /// the superblock makes it durable (`durable.fences`) before that request is answered.
+    fences: BTreeMap<u64, u64>,
     /// After a recovery that found no record, this life's first epoch until a superblock naming
     /// it is durable: records are not acknowledged meanwhile (see `finish_recovery`). Kept as the
     /// epoch itself, not compared with `epoch`: records written meanwhile may wrap the log and
@@ -263,12 +266,14 @@ impl Store {
                 tail_seq: 0,
                 tail_epoch: 0,
                 tail_prev_epoch: 0,
+                fences: Vec::new(),
             },
             superblock_in_flight: None,
             superblock_flushing: None,
             waiting: VecDeque::new(),
             deferred_reads: VecDeque::new(),
             barriers: Vec::new(),
+            fences: BTreeMap::new(),
             unrecorded_epoch: None,
             io_records: HashMap::new(),
             io_reads: HashMap::new(),
@@ -302,14 +307,15 @@ impl Store {
             tail_seq: 0,
             tail_epoch: s.epoch,
             tail_prev_epoch: s.epoch,
+            fences: Vec::new(),
         };
         // Slot 1 holds generation 1; slot 0 a copy at generation 0 so both are valid.
         let sb0 = Superblock {
             generation: 0,
-            ..sb
+            ..sb.clone()
         };
         s.write_superblock_now(sb0);
-        s.write_superblock_now(sb);
+        s.write_superblock_now(sb.clone());
         s.durable = sb;
         s.phase = Phase::Formatting;
         s
@@ -412,8 +418,14 @@ impl Store {
     }
 
     /// The superblock last made durable.
-    pub fn superblock(&self) -> Superblock {
-        self.durable
+    pub fn superblock(&self) -> &Superblock {
+        &self.durable
+    }
+
+    /// The lowest generation of `client` the store accepts writes and deletes from (0: none
+    /// fenced).
+    pub fn fence(&self, client: u64) -> u64 {
+        self.fences.get(&client).copied().unwrap_or(0)
     }
 
     /// Every client's valid ranges, by client.
@@ -451,7 +463,7 @@ impl Store {
         });
         let flush = self.io_id();
         self.disk.push_back(DiskOp::Flush { id: flush });
-        self.superblock_in_flight = Some(sb);
+        self.superblock_in_flight = Some(sb.clone());
         self.superblock_flushing = Some((flush, sb));
         let _ = id;
     }
@@ -592,8 +604,40 @@ impl Store {
             tail_seq,
             tail_epoch,
             tail_prev_epoch,
+            fences: self.fences.iter().map(|(&c, &g)| (c, g)).collect(),
         };
         self.write_superblock_now(sb);
+    }
+
+    /// Writes a superblock carrying fences set since the durable one (the tail as it is
+    /// durable: this may run while reads keep the tail pointer from moving).
+    pub(super) fn persist_fences(&mut self) {
+        if self.superblock_in_flight.is_some() || !self.fences_pending() {
+            return;
+        }
+        let sb = Superblock {
+            generation: self.durable.generation + 1,
+            fences: self.fences.iter().map(|(&c, &g)| (c, g)).collect(),
+            ..self.durable.clone()
+        };
+        self.write_superblock_now(sb);
+    }
+
+    fn fences_pending(&self) -> bool {
+        self.fences.len() != self.durable.fences.len()
+            || self
+                .fences
+                .iter()
+                .zip(&self.durable.fences)
+                .any(|((c, g), (dc, dg))| c != dc || g != dg)
+    }
+
+    /// The generation the durable superblock fences `client` at.
+    pub(super) fn durable_fence(&self, client: u64) -> u64 {
+        self.durable
+            .fences
+            .binary_search_by_key(&client, |&(c, _)| c)
+            .map_or(0, |i| self.durable.fences[i].1)
     }
 }
 

@@ -10,23 +10,24 @@ impl Store {
         };
         *pending -= 1;
         if let Ok(sb) = Superblock::decode(&data) {
-            if best.is_none_or(|b| sb.generation > b.generation) {
+            if best.as_ref().is_none_or(|b| sb.generation > b.generation) {
                 *best = Some(sb);
             }
         }
         if *pending > 0 {
             return;
         }
-        let Some(sb) = *best else {
+        let Some(sb) = best.take() else {
             // Never reformat implicitly: that would discard a damaged store's records.
             self.phase = Phase::Failed;
             return;
         };
         self.store_id = sb.store_id;
-        self.durable = sb;
+        self.fences = sb.fences.iter().copied().collect();
+        self.durable = sb.clone();
         self.config.log_bytes = sb.log_bytes;
-        self.phase = Phase::Scanning(Scan {
-            sb,
+        self.phase = Phase::Scanning(Box::new(Scan {
+            sb: sb.clone(),
             buffer_position: sb.tail,
             buffer: Vec::new(),
             cursor: 0,
@@ -40,7 +41,7 @@ impl Store {
             spill: None,
             discard: 0,
             started: now,
-        });
+        }));
         self.request_scan_reads();
         self.scan_next(now);
     }
@@ -212,6 +213,7 @@ impl Store {
                 tail_seq: self.next_seq,
                 tail_epoch: self.epoch,
                 tail_prev_epoch: self.last_epoch,
+                fences: self.durable.fences.clone(),
             };
             self.write_superblock_now(sb);
         }

@@ -77,7 +77,16 @@ impl Store {
                 });
                 self.start_read(id, range.into_iter().collect(), true);
             }
-            Request::Metadata { client } => {
+            Request::Metadata { client, generation } => {
+                if generation > self.fence(client) {
+                    if !self.fences.contains_key(&client) && self.fences.len() >= FENCES_MAX {
+                        self.replies
+                            .push_back((id, Reply::Error(StoreError::TooManyClients)));
+                        return;
+                    }
+                    self.fences.insert(client, generation);
+                    self.persist_fences();
+                }
                 let waiting = std::mem::take(&mut self.waiting);
                 for (wid, request) in waiting {
                     let theirs = match &request {
@@ -93,7 +102,7 @@ impl Store {
                         self.waiting.push_back((wid, request));
                     }
                 }
-                self.barriers.push((id, client, self.next_seq));
+                self.barriers.push((id, client, self.next_seq, generation));
                 self.drain_waiting();
             }
         }
@@ -103,11 +112,12 @@ impl Store {
     pub(super) fn answer_barriers(&mut self) {
         let mut i = 0;
         while i < self.barriers.len() {
-            if self.ack_cursor < self.barriers[i].2 {
+            let (_, client, below, generation) = self.barriers[i];
+            if self.ack_cursor < below || self.durable_fence(client) < generation {
                 i += 1;
                 continue;
             }
-            let (id, client, _) = self.barriers.remove(i);
+            let (id, client, _, _) = self.barriers.remove(i);
             let extents = self
                 .indexes
                 .get(&client)
@@ -217,6 +227,21 @@ impl Store {
     /// Appends the record of a write or delete, or refuses it, or gives it back to wait for
     /// space (the tail pointer must move first).
     pub(super) fn append(&mut self, id: u64, request: Request) -> Option<(u64, Request)> {
+        let (client, generation) = match &request {
+            Request::Write {
+                client, version, ..
+            } => (*client, generation_of(*version)),
+            Request::Delete {
+                client, generation, ..
+            } => (*client, *generation),
+            _ => unreachable!("only writes and deletes append"),
+        };
+        if generation < self.fence(client) {
+            self.stats.fenced_refusals += 1;
+            self.replies
+                .push_back((id, Reply::Error(StoreError::Fenced)));
+            return None;
+        }
         let (kind, offset_bytes, length_bytes, payload_bytes) = match &request {
             Request::Write {
                 offset_bytes, data, ..
@@ -327,6 +352,7 @@ impl Store {
                 offset_bytes,
                 length_bytes,
                 version,
+                ..
             } => {
                 self.push_record(
                     kind,
