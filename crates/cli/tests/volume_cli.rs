@@ -1169,6 +1169,14 @@ fn an_overwrite_heavy_load_on_a_small_store_keeps_completing() {
     let s = status(v.metrics);
     assert_eq!(s["stores_full"], false, "{s}");
     assert_eq!(s["refused_writes"], 0, "{s}");
+    // A flag value that turns reclaim off is said so at start.
+    assert!(
+        v.server
+            .log()
+            .contains("--t-base 0: off-loaded data is never reclaimed"),
+        "{}",
+        v.server.log()
+    );
     println!(
         "{} writes acknowledged in {:.1} s over a 128 MiB store ({written} blocks verified); offloaded bytes {}",
         ledger.acknowledged,

@@ -245,6 +245,11 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     config.n_reclaim = options.n_reclaim;
     config.request_timeout_ns = Some(STORE_TIMEOUT.as_nanos() as u64);
     config.full_timeout_ns = options.full_timeout.as_nanos() as u64;
+    if config.t_base == 0 && !label.stores.is_empty() {
+        tracing::warn!(
+            "--t-base 0: off-loaded data is never reclaimed by load (only once the stores are full), so the stores fill; use 1 or more unless that is what you want"
+        );
+    }
     config.copies_timeout_ns = options.copies_timeout.as_nanos() as u64;
     config.recovery_grace_ns = options.recovery_grace.as_nanos() as u64;
     let export_bytes = config.usable_bytes();
