@@ -219,6 +219,10 @@ pub struct ExportConfig {
     /// Connections, and memory (write payloads read, read replies not yet written) per
     /// connection and in total.
     pub limits: ServerLimits,
+    /// A client that has not chosen an export this long after connecting is disconnected, so
+    /// that connections which never finish the handshake cannot hold every connection slot.
+    /// (Once in transmission, an idle client is not: a mounted, quiet filesystem is one.)
+    pub handshake_timeout: std::time::Duration,
 }
 
 impl Default for ExportConfig {
@@ -231,6 +235,7 @@ impl Default for ExportConfig {
             maximum_payload: 32 << 20,
             in_flight_max: 128,
             limits: ServerLimits::default(),
+            handshake_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -330,6 +335,8 @@ enum ConnectionError {
     UnknownExport(String),
     #[error("write of {0} bytes is over the {1}-byte limit")]
     OversizedWrite(u32, u32),
+    #[error("no export chosen within {0:?} of connecting (handshake timeout)")]
+    HandshakeTimeout(std::time::Duration),
 }
 
 fn transmission_flags(config: &ExportConfig) -> u16 {
@@ -351,6 +358,22 @@ async fn connection(
     config: Arc<ExportConfig>,
     budget: ConnectionBudget,
 ) -> Result<(), ConnectionError> {
+    let limit = config.handshake_timeout;
+    let chosen = tokio::time::timeout(limit, handshake(&mut stream, &exports, &config))
+        .await
+        .map_err(|_| ConnectionError::HandshakeTimeout(limit))??;
+    match chosen {
+        Some(backend) => transmission(stream, backend, config, budget).await,
+        None => Ok(()),
+    }
+}
+
+/// The newstyle handshake up to the export's choice (`None`: the client aborted).
+async fn handshake(
+    stream: &mut TcpStream,
+    exports: &Arc<dyn Exports>,
+    config: &ExportConfig,
+) -> Result<Option<Arc<dyn Backend>>, ConnectionError> {
     stream.write_all(&nbd::greeting()).await?;
     let mut flags = [0u8; 4];
     stream.read_exact(&mut flags).await?;
@@ -381,7 +404,7 @@ async fn connection(
             }
             nbd::OPT_ABORT => {
                 stream.write_all(&reply(nbd::REP_ACK, &[])).await?;
-                return Ok(());
+                return Ok(None);
             }
             nbd::OPT_LIST => {
                 if !payload.is_empty() {
@@ -435,7 +458,7 @@ async fn connection(
             }
         }
     }
-    transmission(stream, backend, config, budget).await
+    Ok(Some(backend))
 }
 
 async fn transmission(

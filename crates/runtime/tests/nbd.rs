@@ -459,3 +459,48 @@ fn large_unread_replies_are_bounded_by_bytes_and_others_are_served() {
         grown >> 20
     );
 }
+
+/// Connections that never finish the handshake (they connect and send nothing) fill every
+/// connection slot; they are closed after the handshake timeout, and a real client is served
+/// then. Before, they held the slots for ever and every real client got EOF.
+#[test]
+fn connections_that_never_finish_the_handshake_are_closed_and_free_their_slots() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    file.as_file().set_len(EXPORT_BYTES).unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(FileBackend::open(file.path()).unwrap());
+    let mut config = ExportConfig {
+        name: "vol".into(),
+        handshake_timeout: std::time::Duration::from_millis(500),
+        ..ExportConfig::default()
+    };
+    config.limits.connections = 8;
+    let addr = serve_in_background(backend, config).unwrap();
+    let silent: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    // Every slot is held: a ninth connection is closed at once.
+    let mut refused = TcpStream::connect(addr).unwrap();
+    refused
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    assert!(
+        matches!(refused.read(&mut byte), Ok(0) | Err(_)),
+        "over the limit, no greeting"
+    );
+    // After the timeout the silent ones are closed by the server...
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    for mut s in silent {
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut greeting = [0u8; 18];
+        s.read_exact(&mut greeting).unwrap();
+        assert!(
+            matches!(s.read(&mut byte), Ok(0) | Err(_)),
+            "a silent client is disconnected"
+        );
+    }
+    // ...and a real client completes the handshake and is served.
+    let mut good = raw_connect(addr);
+    send(&mut good, nbd::Command::Read, 0, 1, 0, &[], 4096);
+    assert_eq!(receive(&mut good), (1, 0));
+}

@@ -323,12 +323,11 @@ fn metadata_fences_a_deposed_incarnation_across_restarts() {
     assert_eq!(store.fence(7), 2);
 }
 
-/// The fence table has room for a bounded number of clients: one more is refused with a typed
-/// error, not a corrupt superblock.
+/// The fence table has room for a bounded number of clients: one more is served unfenced
+/// (counted), never a corrupt superblock or a refused recovery.
 #[test]
-fn the_fence_table_refuses_one_client_too_many() {
+fn a_client_beyond_the_fence_table_is_served_unfenced() {
     use cordillera_vstore::format::FENCES_MAX;
-    use cordillera_vstore::store::StoreError;
     let mut disk = Vec::new();
     let mut store = Store::format(Config::new(LOG_BYTES), 9, 1);
     settle(&mut store, &mut disk);
@@ -342,12 +341,11 @@ fn the_fence_table_refuses_one_client_too_many() {
                 generation: 3,
             },
         );
-        if client < FENCES_MAX as u64 {
-            assert!(matches!(reply, Reply::Metadata(_)), "{client}: {reply:?}");
-        } else {
-            assert_eq!(reply, Reply::Error(StoreError::TooManyClients));
-        }
+        assert!(matches!(reply, Reply::Metadata(_)), "{client}: {reply:?}");
     }
+    assert_eq!(store.stats().unfenced_metadata, 1);
+    assert_eq!(store.fence(FENCES_MAX as u64), 0);
     let store = recover(&mut disk);
     assert_eq!(store.superblock().fences.len(), FENCES_MAX);
+    assert_eq!(store.fence(FENCES_MAX as u64 - 1), 3);
 }

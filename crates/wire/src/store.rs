@@ -1,5 +1,5 @@
 //! The store protocol, version 2 (2 added the sender's generation to deletes and metadata
-//! requests, which fence earlier generations, and the errors `fenced` and `too many clients`): length-prefixed frames over TCP, each carrying a request id so
+//! requests, which fence earlier generations, and the error `fenced`): length-prefixed frames over TCP, each carrying a request id so
 //! requests can be pipelined and answered out of order. Every reply carries the store's load
 //! figures; the server also sends them unprompted (request id 0) every broadcast interval.
 //!
@@ -204,7 +204,6 @@ pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
                         StoreError::NoStore => 3,
                         StoreError::BadRequest => 4,
                         StoreError::Fenced => 5,
-                        StoreError::TooManyClients => 6,
                     });
                 }
             }
@@ -320,7 +319,6 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame, usize)>, WireError> {
                     3 => StoreError::NoStore,
                     4 => StoreError::BadRequest,
                     5 => StoreError::Fenced,
-                    6 => StoreError::TooManyClients,
                     _ => return Err(WireError::Malformed("error code")),
                 }),
                 _ => return Err(WireError::Malformed("reply status")),
@@ -504,11 +502,6 @@ mod tests {
                 id: 7,
                 load,
                 reply: Reply::Error(StoreError::Fenced),
-            },
-            Frame::Reply {
-                id: 8,
-                load,
-                reply: Reply::Error(StoreError::TooManyClients),
             },
             Frame::Load(load),
         ]

@@ -729,7 +729,11 @@ impl Client {
     /// Clears "degraded" once no range in the map has fewer than N copies (the ranges that
     /// had are reclaimed first; checked at most every probe interval: a scan of the map).
     fn pump_degraded(&mut self) {
-        if !self.degraded || !self.vulnerable.is_empty() || self.now < self.degraded_check_at {
+        if !self.degraded
+            || !self.vulnerable.is_empty()
+            || !self.held_writes.is_empty()
+            || self.now < self.degraded_check_at
+        {
             return;
         }
         self.degraded_check_at = self.now + self.config.probe_interval_ns;

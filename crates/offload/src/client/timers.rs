@@ -34,7 +34,11 @@ impl Client {
         if let Some(t) = self.parked_retry_at {
             consider(t);
         }
-        if self.degraded && self.vulnerable.is_empty() && self.is_ready() {
+        if self.degraded
+            && self.vulnerable.is_empty()
+            && self.held_writes.is_empty()
+            && self.is_ready()
+        {
             consider(self.degraded_check_at);
         }
         if self.reclaims() && self.is_ready() {

@@ -77,6 +77,8 @@ pub enum Request {
     /// ([`generation_of`]) and deletes sent by one are refused ([`StoreError::Fenced`]), so a
     /// deposed writer's request still in the network cannot land after the new one recovered.
     /// The floor is recorded in the superblock before the answer leaves, and survives restarts.
+    /// The superblock holds at most [`FENCES_MAX`] clients' floors; beyond, a client is served
+    /// unfenced ([`Stats::unfenced_metadata`]).
     Metadata {
         client: u64,
         generation: u64,
@@ -127,8 +129,6 @@ pub enum StoreError {
     BadRequest,
     #[error("fenced: a newer incarnation of this client has recovered from the store")]
     Fenced,
-    #[error("the store's fence table is full: it fences at most {FENCES_MAX} clients")]
-    TooManyClients,
 }
 
 /// A disk operation, on byte offsets of the store's file or device.
@@ -250,4 +250,7 @@ pub struct Stats {
     pub full_refusals: u64,
     /// Writes and deletes refused because a newer incarnation of their client fenced them.
     pub fenced_refusals: u64,
+    /// Metadata requests whose generation could not be recorded: the fence table was full
+    /// ([`FENCES_MAX`] clients). Those clients are not fenced (a known limit).
+    pub unfenced_metadata: u64,
 }
