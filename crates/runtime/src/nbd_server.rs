@@ -378,7 +378,7 @@ async fn handshake(
     let mut flags = [0u8; 4];
     stream.read_exact(&mut flags).await?;
     let client = nbd::parse_client_flags(flags)?;
-    let tflags = transmission_flags(&config);
+    let tflags = transmission_flags(config);
     let backend: Arc<dyn Backend>;
     // Option haggling.
     loop {
