@@ -278,8 +278,15 @@ impl Client {
             }
             return;
         }
+        self.send_copies(key, &targets);
+    }
+
+    /// Sends off-loaded write `key` (its version, its bytes) to each of `targets` and waits
+    /// for their answers.
+    fn send_copies(&mut self, key: u64, targets: &[StoreIdx]) {
+        let op = &self.writes[&key];
         let (start, version, data) = (op.start, op.version, op.data.clone());
-        for &s in &targets {
+        for &s in targets {
             let request = Request::Write {
                 client: self.config.client,
                 volume: self.config.volume,
@@ -385,19 +392,8 @@ impl Client {
                 .get_or_insert(self.now + self.config.probe_interval_ns);
             return;
         }
-        let (version, data) = (op.version, op.data.clone());
-        for &s in &targets {
-            let request = Request::Write {
-                client: self.config.client,
-                volume: self.config.volume,
-                offset_bytes: start,
-                version,
-                data: data.clone(),
-            };
-            self.send(s, request, Pending::Write { op: key });
-        }
         self.stats.copies_resent += targets.len() as u64;
-        self.writes.get_mut(&key).expect("write").waiting = targets.len() as u32;
+        self.send_copies(key, &targets);
     }
 
     /// Every store asked answered an off-loaded write that some took: into the range map
