@@ -1501,6 +1501,134 @@ fn with_a_store_down_no_write_is_acknowledged_short_and_a_restart_waits_for_it()
     );
 }
 
+/// Under `--policy always` (which never reclaims by load) a store lost mid-burst leaves data
+/// with one copy of two and marks the volume "degraded"; that data is still reclaimed to the
+/// base volume, and the mark clears. A restart with the store still down then serves after the
+/// recovery grace instead of waiting for every store.
+#[test]
+fn under_the_always_policy_a_degraded_mark_clears_and_a_restart_does_not_wait_for_every_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = (1..=2).map(|i| dir.path().join(format!("s{i}"))).collect();
+    let mut stores: Vec<(Server, SocketAddr)> = paths
+        .iter()
+        .map(|p| start_store(p, "127.0.0.1:0"))
+        .collect();
+    let base = dir.path().join("base.img");
+    sparse_file(&base, (256 << 20) + 8192);
+    let mut flags = strings(&[
+        "--format",
+        "--policy",
+        "always",
+        "--n-way",
+        "2",
+        "--copies-timeout-ms",
+        "100",
+    ]);
+    for (_, a) in &stores {
+        flags.extend(["--store".into(), a.to_string()]);
+    }
+    let mut v = start_volume(&base, &flags);
+    let mut ledger = Ledger {
+        errors_allowed: true,
+        ..Ledger::default()
+    };
+    let store_pid = stores[1].0.child.id();
+    let mut store_killed = false;
+    burst(v.nbd, REGION_BLOCKS, 32, &mut ledger, |acked| {
+        if acked >= 1000 && !store_killed {
+            store_killed = true;
+            let _ = signal(store_pid, "KILL");
+        }
+        acked >= 2500
+    });
+    stores[1].0.kill();
+    let mut seen = Vec::new();
+    let quiet = Instant::now();
+    loop {
+        let state = status(v.metrics)["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if seen.last() != Some(&state) && seen.len() < 20 {
+            seen.push(state.clone());
+        }
+        if !state.contains("degraded") && !base_superblock_degraded(&base) {
+            break;
+        }
+        assert!(
+            quiet.elapsed() < Duration::from_secs(60),
+            "still degraded 60 s after the burst; states seen: {seen:#?}\n{}",
+            v.server.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let cleared = quiet.elapsed();
+    let log = v.server.log();
+    assert!(
+        log.contains("store disconnected"),
+        "the volume saw the store fail:\n{log}"
+    );
+    assert!(
+        seen.iter().any(|s| s.contains("degraded")) || ledger.failed > 0,
+        "the lost store left nothing with one copy (nothing tested); states: {seen:#?}"
+    );
+    v.server.kill();
+
+    // Restarted with the store still down: served after the grace (1 s), not waiting.
+    let metrics = free_addr();
+    let args = strings(&[
+        "volume",
+        "serve",
+        "--base",
+        base.to_str().unwrap(),
+        "--nbd",
+        "127.0.0.1:0",
+        "--metrics",
+        &metrics.to_string(),
+    ]);
+    let started = Instant::now();
+    let (restarted, _) = start(&args, &[]);
+    loop {
+        let out = Command::new(BIN)
+            .args([
+                "volume",
+                "status",
+                "--json",
+                "--metrics",
+                &metrics.to_string(),
+            ])
+            .output_within(COMMAND_LIMIT)
+            .unwrap();
+        if out.status.success()
+            && serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["ready"] == true
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the restart waits for the missing store:\n{}",
+            restarted.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let served = started.elapsed();
+    let nbd_addr: SocketAddr = restarted
+        .log()
+        .lines()
+        .find_map(|l| l.strip_prefix("cordillera volume: NBD export at nbd://"))
+        .expect("the export line once ready")
+        .parse()
+        .unwrap();
+    let verified = ledger.verify(&mut Nbd::connect(nbd_addr), REGION_BLOCKS);
+    println!(
+        "always, n-way 2, a store lost: {} writes acknowledged, {} failed; states {seen:?}; clean {:.1} s after the burst; restart served in {:.1} s with the store down; {verified} blocks verified",
+        ledger.acknowledged,
+        ledger.failed,
+        cleared.as_secs_f64(),
+        served.as_secs_f64(),
+    );
+}
+
 /// `cordillera chaos` (issue 19, item 6): a short campaign kills processes, checks every block
 /// and reports in JSON; a bad flag is refused.
 #[test]

@@ -35,7 +35,7 @@ impl Client {
     /// Whether reclaim of vulnerable data is queued or under way: a server
     /// sharing one reclaim budget among clients gives none to the others' other data meanwhile.
     pub fn reclaiming_vulnerable(&self) -> bool {
-        self.reclaims()
+        self.base_available
             && self.is_ready()
             && (!self.vulnerable.is_empty() || self.vulnerable_jobs > 0)
     }
@@ -43,13 +43,13 @@ impl Client {
     /// Whether reclaim has work it could start now, and whether some of it is at risk (held
     /// by fewer than N stores up).
     pub fn reclaim_wanted(&self) -> Option<bool> {
-        if !self.reclaims() || !self.is_ready() {
+        if !self.base_available || !self.is_ready() {
             return None;
         }
         if !self.vulnerable.is_empty() {
             return Some(true);
         }
-        if self.vulnerable_jobs > 0 {
+        if self.vulnerable_jobs > 0 || !self.reclaims() {
             // Other data waits until the vulnerable data is on the base volume.
             return None;
         }

@@ -5,15 +5,20 @@ use super::*;
 
 impl Client {
     pub(super) fn pump_reclaim(&mut self) {
-        if !self.reclaims() || !self.is_ready() {
+        if !self.is_ready() || !self.base_available {
             return;
         }
-        // Full stores are reclaimed under load too: waiting for a quiet base volume would
-        // stall every write that must be off-loaded.
-        while self.reclaim_jobs < self.config.n_reclaim
-            && (self.base_load() < self.config.t_base || self.stores_full_since.is_some())
-        {
-            // Vulnerable data (fewer than N copies available) first.
+        while self.reclaim_jobs < self.config.n_reclaim {
+            // Vulnerable data (fewer than N copies available) first, under any policy and
+            // any load: it is what keeps the superblock "degraded" (every restart waiting
+            // for every store) until it is safe. Other data under the policy only; full
+            // stores are reclaimed under load too (waiting for a quiet base volume would
+            // stall every write that must be off-loaded).
+            let others = self.reclaims()
+                && (self.base_load() < self.config.t_base || self.stores_full_since.is_some());
+            if !others && self.vulnerable.is_empty() {
+                break;
+            }
             if let Some((lo, hi)) = self.vulnerable.pop_front() {
                 let pieces: Vec<(u64, u64, Loc)> = self
                     .map
@@ -40,7 +45,7 @@ impl Client {
                 }
                 continue;
             }
-            if self.vulnerable_jobs > 0 {
+            if self.vulnerable_jobs > 0 || !others {
                 break;
             }
             let n = self.stores.len();

@@ -185,7 +185,19 @@ fn a_store_that_lost_an_acknowledged_copy_is_read_around() {
         assert_eq!(c.poll_upward(), Some((up_id, UpReply::Written)));
     }
     let current = c.ranges().next().expect("off-loaded").2.version;
-    for bad in [Some(current - 1), None] {
+    for (round, bad) in [Some(current - 1), None].into_iter().enumerate() {
+        // After the first loss the range, down to one copy, is reclaimed (under any policy):
+        // that read stays unanswered here.
+        let reclaims: Vec<_> = std::iter::from_fn(|| c.poll_store()).collect();
+        assert_eq!(reclaims.len(), round, "{reclaims:?}");
+        assert!(reclaims.iter().all(|(_, _, r)| matches!(
+            r,
+            Request::Read {
+                offset_bytes: 0,
+                length_bytes: 4096,
+                ..
+            }
+        )));
         c.handle_upward(
             4,
             9,
@@ -624,4 +636,109 @@ fn a_fenced_client_fails_what_it_holds_and_serves_nothing_more() {
     );
     assert_eq!(c.poll_upward(), None);
     assert!(c.poll_store().is_none() && c.poll_base().is_none());
+}
+
+/// Under a policy that never reclaims (`Always`, as `Baseline` after a policy change), a
+/// write left with fewer than N copies is still reclaimed to the base volume, and the
+/// superblock's "degraded" mark clears once it is there: restarts stop waiting for every store.
+#[test]
+fn a_degraded_mark_clears_under_a_policy_that_never_reclaims() {
+    let mut config = Config::new(7, 1, 1 << 20);
+    config.policy = Policy::Always;
+    config.n_way = 2;
+    let stores = vec![
+        StoreInfo { id: 1, server: 1 },
+        StoreInfo { id: 2, server: 2 },
+    ];
+    let mut c = Client::format(config.clone(), stores, 0);
+    // Store 0 keeps what it is sent; store 1 refuses every write (full).
+    let mut kept: BTreeMap<u64, (u64, Vec<u8>)> = BTreeMap::new();
+    let mut base: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let mut degraded_marks = Vec::new();
+    let mut answers = Vec::new();
+    let mut now = 1;
+    write(&mut c, 1, 8192);
+    while now < 10 * config.copies_timeout_ns {
+        while let Some((store, id, request)) = c.poll_store() {
+            let extent = |offset_bytes: u64, version: u64, len: usize| Extent {
+                volume: 1,
+                offset_bytes,
+                length_bytes: len as u64,
+                version,
+            };
+            let reply = match request {
+                Request::Write { .. } if store == 1 => Reply::Error(StoreError::Full),
+                Request::Write {
+                    offset_bytes,
+                    version,
+                    data,
+                    ..
+                } => {
+                    kept.insert(offset_bytes, (version, data));
+                    Reply::Done
+                }
+                Request::Read {
+                    offset_bytes,
+                    length_bytes,
+                    ..
+                } => Reply::Read(
+                    kept.range(offset_bytes..offset_bytes + length_bytes)
+                        .map(|(&o, (v, d))| (extent(o, *v, d.len()), d.clone()))
+                        .collect(),
+                ),
+                Request::ReadAny { .. } => Reply::ReadAny(
+                    kept.iter()
+                        .next()
+                        .map(|(&o, (v, d))| (extent(o, *v, d.len()), d.clone())),
+                ),
+                Request::Delete {
+                    offset_bytes,
+                    length_bytes,
+                    version,
+                    ..
+                } => {
+                    kept.retain(|&o, (v, _)| {
+                        !(o >= offset_bytes && o < offset_bytes + length_bytes && *v <= version)
+                    });
+                    Reply::Done
+                }
+                Request::Metadata { .. } => Reply::Metadata(Vec::new()),
+            };
+            c.handle_store(now, store, id, reply, Some(0));
+        }
+        while let Some(op) = c.poll_base() {
+            match op {
+                BaseOp::Write {
+                    id,
+                    offset_bytes,
+                    data,
+                    ..
+                } => {
+                    if offset_bytes == config.usable_bytes() {
+                        degraded_marks
+                            .push(Superblock::decode(&data).expect("superblock").degraded);
+                    } else {
+                        base.insert(offset_bytes, data);
+                    }
+                    c.handle_base(now, BaseDone::Written { id });
+                }
+                BaseOp::Read { id, .. } => panic!("no base read expected (op {id})"),
+            }
+        }
+        answers.extend(std::iter::from_fn(|| c.poll_upward()));
+        now = c.poll_timeout().unwrap_or(now + 1_000_000).max(now + 1);
+        c.handle_timeout(now);
+    }
+    assert_eq!(
+        answers,
+        vec![(1, UpReply::Error(ClientError::TooFewCopies))]
+    );
+    // Format (clean), then degraded, then clean again once the lone copy is on the base.
+    assert_eq!(degraded_marks, vec![false, true, false], "{}", c.describe());
+    assert_eq!(
+        base.get(&8192),
+        Some(&vec![1u8; 4096]),
+        "reclaimed to the base"
+    );
+    assert!(c.stats().reclaim_reads > 0);
 }
