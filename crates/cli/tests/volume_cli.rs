@@ -31,11 +31,15 @@ fn start(args: &[String], wanted: &[&str]) -> (Server, Vec<String>) {
 }
 
 fn start_store(path: &Path, listen: &str) -> (Server, SocketAddr) {
+    start_store_sized(path, listen, "128m")
+}
+
+fn start_store_sized(path: &Path, listen: &str, size: &str) -> (Server, SocketAddr) {
     let args: Vec<String> = [
         "store",
         "serve",
         "--size",
-        "128m",
+        size,
         "--io",
         "buffered",
         "--listen",
@@ -449,47 +453,73 @@ fn burst(
     blocks: u64,
     depth: usize,
     ledger: &mut Ledger,
-    mut stop: impl FnMut(u64) -> bool,
+    stop: impl FnMut(u64) -> bool,
 ) {
+    burst_sized(addr, blocks, depth, 1, ledger, stop);
+}
+
+/// As [`burst`], with writes of 1 to `max_blocks` blocks (no two in flight overlapping);
+/// returns the longest time a write waited for its answer.
+fn burst_sized(
+    addr: SocketAddr,
+    blocks: u64,
+    depth: usize,
+    max_blocks: u64,
+    ledger: &mut Ledger,
+    mut stop: impl FnMut(u64) -> bool,
+) -> Duration {
     let mut nbd = Nbd::connect(addr);
     let mut next_version = ledger.sent.values().flatten().max().copied().unwrap_or(0) + 1;
-    let mut in_flight: HashMap<u64, (u64, u64)> = HashMap::new();
+    let mut in_flight: HashMap<u64, (u64, u64, Instant)> = HashMap::new();
     let mut x = next_version.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut longest = Duration::ZERO;
+    let mut rng = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
     loop {
         while in_flight.len() < depth && !stop(ledger.acknowledged) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let block = x % blocks;
+            let count = 1 + rng() % max_blocks;
+            let block = rng() % (blocks - count + 1);
             // Concurrent writes to one block may land in either order (as on any disk): one
             // write in flight per block, so that the last acknowledged one is what must be read.
-            if in_flight.values().any(|(b, _)| *b == block) {
+            if in_flight
+                .values()
+                .any(|(b, n, _)| *b < block + count && block < b + n)
+            {
                 continue;
             }
             let version = next_version;
             next_version += 1;
-            ledger.sent.entry(block).or_default().push(version);
+            let mut data = Vec::with_capacity((count * BLOCK) as usize);
+            for b in block..block + count {
+                ledger.sent.entry(b).or_default().push(version);
+                data.extend_from_slice(&pattern(b, version));
+            }
             if nbd
                 .send(
                     nbd::Command::Write,
                     version,
                     block * BLOCK,
-                    &pattern(block, version),
-                    BLOCK as u32,
+                    &data,
+                    data.len() as u32,
                 )
                 .is_err()
             {
-                return;
+                return longest;
             }
-            in_flight.insert(version, (block, version));
+            in_flight.insert(version, (block, count, Instant::now()));
         }
         if in_flight.is_empty() {
-            return;
+            return longest;
         }
         let Ok((handle, error)) = nbd.receive() else {
-            return;
+            return longest;
         };
-        let (block, version) = in_flight.remove(&handle).expect("a write in flight");
+        let (block, count, sent) = in_flight.remove(&handle).expect("a write in flight");
+        longest = longest.max(sent.elapsed());
         if error != 0 {
             assert!(
                 ledger.errors_allowed,
@@ -498,8 +528,10 @@ fn burst(
             ledger.failed += 1;
             continue;
         }
-        let e = ledger.acked.entry(block).or_insert(0);
-        *e = (*e).max(version);
+        for b in block..block + count {
+            let e = ledger.acked.entry(b).or_insert(0);
+            *e = (*e).max(handle);
+        }
         ledger.acknowledged += 1;
     }
 }
@@ -1627,6 +1659,63 @@ fn under_the_always_policy_a_degraded_mark_clears_and_a_restart_does_not_wait_fo
         cleared.as_secs_f64(),
         served.as_secs_f64(),
     );
+}
+
+/// A 64 MiB store under `--policy always`, 32 random 4–64 KiB writes in flight over 256 MiB:
+/// the log fills with live data and the store holds writes while each cleaning pass frees
+/// little. No write waits much past `--full-timeout-ms`: one no store takes in time is
+/// answered ENOSPC (counted, and a WARN says why), and nothing acknowledged is lost.
+#[test]
+fn a_store_that_cleans_too_slowly_never_stalls_a_write_past_the_full_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s1");
+    let (mut store, addr) = start_store_sized(&path, "127.0.0.1:0", "64m");
+    let base = dir.path().join("base.img");
+    const REGION: u64 = 256 << 20;
+    sparse_file(&base, REGION + 8192);
+    let flags = strings(&[
+        "--format",
+        "--policy",
+        "always",
+        "--full-timeout-ms",
+        "1000",
+        "--store",
+        &addr.to_string(),
+    ]);
+    let mut v = start_volume(&base, &flags);
+    let mut ledger = Ledger {
+        errors_allowed: true,
+        ..Ledger::default()
+    };
+    let started = Instant::now();
+    let longest = burst_sized(v.nbd, REGION / BLOCK, 32, 16, &mut ledger, |_| {
+        started.elapsed() >= Duration::from_secs(12)
+    });
+    let s = status(v.metrics);
+    let late = s["late_writes"].as_u64().unwrap();
+    let log = v.server.log();
+    println!(
+        "64 MiB store, always, 12 s of 32 random 4-64 KiB writes over 256 MiB: {} acknowledged, {} failed (ENOSPC: {} refused, {late} late); longest wait {:.2} s; store full refusals in status: {}",
+        ledger.acknowledged,
+        ledger.failed,
+        s["refused_writes"],
+        longest.as_secs_f64(),
+        s["stores_full"],
+    );
+    assert!(
+        longest < Duration::from_secs(4),
+        "a write waited {longest:?} with --full-timeout-ms 1000\n{log}"
+    );
+    if late > 0 {
+        assert!(
+            log.contains("writes failed with ENOSPC: no store took them within the full timeout"),
+            "{log}"
+        );
+    }
+    let verified = ledger.verify(&mut Nbd::connect(v.nbd), REGION / BLOCK);
+    println!("{verified} blocks verified");
+    v.server.kill();
+    store.kill();
 }
 
 /// `cordillera chaos` (issue 19, item 6): a short campaign kills processes, checks every block

@@ -40,9 +40,11 @@ pub struct Config {
     pub probe_interval_ns: Nanos,
     /// A store down this long is removed from the store set (`None`: only by hand).
     pub remove_after_ns: Option<Nanos>,
-    /// A write that must be off-loaded and that every store, all up, refuses as full waits
-    /// this long (reclaim runs meanwhile whatever the base volume's load) before it is
-    /// answered [`ClientError::NoSpace`] (ENOSPC): a full store never stalls a volume.
+    /// A write that must be off-loaded and that no store takes within this long of its
+    /// arrival is answered [`ClientError::NoSpace`] (ENOSPC), whatever the reason: every
+    /// store, all up, refusing it as full (reclaim runs meanwhile whatever the base volume's
+    /// load), a store holding it while its cleaning frees too little, or no store up. A full
+    /// store never stalls a volume.
     pub full_timeout_ns: Nanos,
     /// An off-loaded write that some stores took, but fewer than `n_way`, is never
     /// acknowledged short: the missing copies go to other stores as they become available, for
@@ -264,6 +266,10 @@ pub struct Stats {
     pub recoveries: u64,
     /// Writes answered [`ClientError::NoSpace`].
     pub refused_writes: u64,
+    /// Of `refused_writes`, those answered because no store took them within
+    /// `full_timeout_ns` of their arrival (held by a store whose cleaning frees too little,
+    /// or no store up), rather than refused by every store.
+    pub late_writes: u64,
     /// Base writes that failed ([`BaseDone::Failed`]): upper-layer writes then off-loaded, and
     /// reclaim writes given up.
     pub base_writes_failed: u64,

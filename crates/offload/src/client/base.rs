@@ -46,6 +46,7 @@ impl Client {
                         full_since: None,
                         short_since: None,
                         answered: false,
+                        arrived: self.now,
                     },
                 );
                 self.place_write(key);

@@ -180,8 +180,11 @@ struct WriteOp {
     full_since: Option<Nanos>,
     /// When it first had some copies but fewer than N (it waits for the rest).
     short_since: Option<Nanos>,
-    /// Answered already (with an error: fewer than N copies in time).
+    /// Answered already, with an error: fewer than N copies in time, or no store took it in
+    /// time (see [`Client::answer_late`]); the stores asked still owe their answers.
     answered: bool,
+    /// When it arrived (the clock of `full_timeout_ns`).
+    arrived: Nanos,
 }
 
 struct ReadOp {

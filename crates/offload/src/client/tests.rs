@@ -742,3 +742,91 @@ fn a_degraded_mark_clears_under_a_policy_that_never_reclaims() {
     );
     assert!(c.stats().reclaim_reads > 0);
 }
+
+/// A write that must stay off-loaded and that a store holds without answering (its cleaning
+/// frees too little) is answered ENOSPC `full_timeout_ns` after it arrived, not whenever the
+/// store gets to it; the store's later answer ends it quietly. With no store up at all, the
+/// same bound holds.
+#[test]
+fn a_write_no_store_takes_in_time_is_answered_enospc_whatever_the_reason() {
+    let mut config = Config::new(7, 1, 1 << 20);
+    config.policy = Policy::Always;
+    config.request_timeout_ns = None;
+    config.full_timeout_ns = 1_000_000_000;
+    let mut c = Client::format(config.clone(), vec![StoreInfo { id: 1, server: 1 }], 0);
+    let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+        panic!("the superblock is written first");
+    };
+    c.handle_base(1, BaseDone::Written { id });
+    write(&mut c, 1, 0);
+    answer(&mut c, Reply::Done);
+    assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+
+    // The next write over block 0 must be off-loaded; the store holds it.
+    c.handle_upward(
+        10,
+        2,
+        Upward::Write {
+            offset_bytes: 0,
+            data: vec![2; 4096],
+            durable: false,
+        },
+    );
+    let (store, held, request) = c.poll_store().expect("the write is sent");
+    assert!(matches!(request, Request::Write { .. }));
+    assert_eq!(c.poll_timeout(), Some(10 + config.full_timeout_ns));
+    c.handle_timeout(10 + config.full_timeout_ns - 1);
+    assert_eq!(c.poll_upward(), None, "not before the timeout");
+    c.handle_timeout(10 + config.full_timeout_ns);
+    assert_eq!(
+        c.poll_upward(),
+        Some((2, UpReply::Error(ClientError::NoSpace)))
+    );
+    assert_eq!((c.stats().refused_writes, c.stats().late_writes), (1, 1));
+    assert!(
+        c.stores_full_since().is_some(),
+        "a store holding a write counts as full"
+    );
+    // The store takes it at last: it ends quietly (its outcome was unknown), in the map.
+    c.handle_store(2_000_000_000, store, held, Reply::Done, Some(0));
+    assert_eq!(c.poll_upward(), None);
+    assert!(c.stores_full_since().is_none());
+    assert!(c.writes_in_flight().is_empty(), "{}", c.describe());
+    let version = c.ranges().next().expect("off-loaded").2.version;
+    let Request::Write { version: sent, .. } = request else {
+        unreachable!()
+    };
+    assert_eq!(version, sent);
+
+    // The store goes away: a write that must stay off-loaded is parked, then answered.
+    c.connection_lost(3_000_000_000, store);
+    c.handle_upward(
+        3_000_000_001,
+        3,
+        Upward::Write {
+            offset_bytes: 0,
+            data: vec![3; 4096],
+            durable: false,
+        },
+    );
+    let mut now = 3_000_000_001;
+    while now < 3_000_000_001 + config.full_timeout_ns {
+        assert_eq!(c.poll_upward(), None);
+        while let Some((_, id, _)) = c.poll_store() {
+            c.handle_store(
+                now,
+                store,
+                id,
+                Reply::Error(StoreError::Recovering),
+                Some(0),
+            );
+        }
+        now = c.poll_timeout().expect("a timer").max(now + 1);
+        c.handle_timeout(now);
+    }
+    assert_eq!(
+        c.poll_upward(),
+        Some((3, UpReply::Error(ClientError::NoSpace)))
+    );
+    assert_eq!(c.stats().late_writes, 2);
+}

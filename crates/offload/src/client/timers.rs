@@ -34,6 +34,11 @@ impl Client {
         if let Some(t) = self.parked_retry_at {
             consider(t);
         }
+        for op in self.writes.values() {
+            if let Some(t) = self.write_deadline(op) {
+                consider(t);
+            }
+        }
         if self.degraded
             && self.vulnerable.is_empty()
             && self.held_writes.is_empty()
@@ -61,6 +66,7 @@ impl Client {
         if self.parked_retry_at.is_some_and(|t| t <= now) {
             self.retry_parked_writes();
         }
+        self.answer_late_writes();
         for store in 0..self.stores.len() {
             if self.silence_deadline(store).is_none_or(|t| t > now) {
                 continue;

@@ -145,6 +145,7 @@ impl Client {
                 full_since: None,
                 short_since: None,
                 answered: false,
+                arrived: self.now,
             },
         );
         self.place_write(key);
@@ -326,6 +327,11 @@ impl Client {
             }
         }
         if op.succeeded == 0 {
+            if op.answered {
+                // Answered with an error already, and no store holds it: it never happened.
+                self.writes.remove(&key);
+                return;
+            }
             // Every copy failed. The retry takes a fresh version, so that deletes owed for the
             // failed attempt (versions at or below the old one) can never touch it; being the
             // newest, it supersedes the writes in flight it overlaps.
@@ -336,7 +342,7 @@ impl Client {
             let now = self.now;
             let op = self.writes.get_mut(&key).expect("write");
             let since = *op.short_since.get_or_insert(now);
-            if now.saturating_sub(since) < self.config.copies_timeout_ns {
+            if !op.answered && now.saturating_sub(since) < self.config.copies_timeout_ns {
                 self.place_missing_copies(key);
                 return;
             }
@@ -351,16 +357,74 @@ impl Client {
     /// says "degraded" (see `held_writes`).
     pub(super) fn give_up_copies(&mut self, key: u64) {
         let op = self.writes.get_mut(&key).expect("write");
-        op.answered = true;
-        let up_id = op.up_id;
-        self.stats.too_few_copies += 1;
-        self.upward_out
-            .push_back((up_id, UpReply::Error(ClientError::TooFewCopies)));
+        if !std::mem::replace(&mut op.answered, true) {
+            let up_id = op.up_id;
+            self.stats.too_few_copies += 1;
+            self.upward_out
+                .push_back((up_id, UpReply::Error(ClientError::TooFewCopies)));
+        }
         self.set_degraded();
         if self.degraded_is_durable() {
             self.finish_write(key);
         } else {
             self.held_writes.push(key);
+        }
+    }
+
+    /// When an off-loaded write not yet answered is answered with an error whatever its stores
+    /// are doing: `copies_timeout_ns` after it first ended a round with fewer than N copies,
+    /// else `full_timeout_ns` after it arrived (its first round not over: stores refusing it,
+    /// holding it while their cleaning frees too little, or down).
+    pub(super) fn write_deadline(&self, op: &WriteOp) -> Option<Nanos> {
+        match (op.answered, op.short_since) {
+            (true, _) => None,
+            (false, Some(short)) => Some(short + self.config.copies_timeout_ns),
+            (false, None) => Some(op.arrived + self.config.full_timeout_ns),
+        }
+    }
+
+    /// Answers the off-loaded writes past their deadline (see [`Client::write_deadline`]):
+    /// with no copy, ENOSPC ([`ClientError::NoSpace`]) — a store that holds a write this long
+    /// counts as full, so reclaim runs under load —; with fewer than N, EIO
+    /// ([`ClientError::TooFewCopies`]). A write whose stores still owe answers stays in
+    /// flight (versions keep ordering it against later writes) and ends quietly: into the map
+    /// with the copies it got (a failed write's outcome is unknown), or nowhere.
+    pub(super) fn answer_late_writes(&mut self) {
+        let late: Vec<u64> = self
+            .writes
+            .iter()
+            .filter(|(_, op)| self.write_deadline(op).is_some_and(|t| t <= self.now))
+            .map(|(&key, _)| key)
+            .collect();
+        for key in late {
+            let op = &self.writes[&key];
+            if op.succeeded != 0 {
+                if op.waiting == 0 {
+                    self.parked_writes.retain(|&k| k != key);
+                    self.give_up_copies(key);
+                } else {
+                    let op = self.writes.get_mut(&key).expect("write");
+                    op.answered = true;
+                    let up_id = op.up_id;
+                    self.stats.too_few_copies += 1;
+                    self.upward_out
+                        .push_back((up_id, UpReply::Error(ClientError::TooFewCopies)));
+                }
+                continue;
+            }
+            let (up_id, arrived, waiting) = (op.up_id, op.arrived, op.waiting);
+            self.stats.refused_writes += 1;
+            self.stats.late_writes += 1;
+            self.upward_out
+                .push_back((up_id, UpReply::Error(ClientError::NoSpace)));
+            if waiting > 0 {
+                // Held by a store that is up: as good as full.
+                self.stores_full_since.get_or_insert(arrived);
+                self.writes.get_mut(&key).expect("write").answered = true;
+            } else {
+                self.parked_writes.retain(|&k| k != key);
+                self.writes.remove(&key);
+            }
         }
     }
 

@@ -442,6 +442,20 @@ impl Core {
                     l.execute(c, io);
                 }
             }
+            let late = client.stats().late_writes;
+            if late > self.late_writes_warned
+                && self
+                    .late_warned_at
+                    .is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(10))
+            {
+                tracing::warn!(
+                    writes = late - self.late_writes_warned,
+                    timeout_ms = client.config().full_timeout_ns / 1_000_000,
+                    "writes failed with ENOSPC: no store took them within the full timeout (a store cleaning a log of nearly all live data, or no store up)"
+                );
+                self.late_writes_warned = late;
+                self.late_warned_at = Some(std::time::Instant::now());
+            }
             let full = client.stores_full_since().is_some();
             if full != self.stores_full {
                 self.stores_full = full;

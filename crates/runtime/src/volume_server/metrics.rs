@@ -86,6 +86,12 @@ impl Core {
             stats.refused_writes as f64,
         );
         gauge(
+            "cordillera_volume_late_writes_total",
+            "Of the writes answered ENOSPC, those no store took within the full timeout of their arrival (a store cleaning too slowly, or none up).",
+            "counter",
+            stats.late_writes as f64,
+        );
+        gauge(
             "cordillera_volume_too_few_copies_total",
             "Off-loaded writes answered EIO because fewer than N stores took them in time.",
             "counter",
@@ -191,6 +197,7 @@ impl Core {
             "base_queue_length": client.base_load(),
             "stores_full": client.stores_full_since().is_some(),
             "refused_writes": stats.refused_writes,
+            "late_writes": stats.late_writes,
             "too_few_copies": stats.too_few_copies,
             "copies_resent": stats.copies_resent,
             "lost_copies": stats.lost_copies,

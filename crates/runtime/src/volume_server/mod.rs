@@ -511,6 +511,9 @@ struct Core {
     reclaim_samples: VecDeque<(Instant, u64)>,
     /// Whether the stores were full at the last pump (for one WARN per episode).
     stores_full: bool,
+    /// Late writes (`Stats::late_writes`) already warned about, and when (one WARN per 10 s).
+    late_writes_warned: u64,
+    late_warned_at: Option<Instant>,
     /// Where non-durable base writes are done in place (see `serve`).
     inline: Option<Arc<DiskFile>>,
     /// Where base reads the page cache holds are done in place (see `serve`).
@@ -537,6 +540,8 @@ impl Core {
             writes: LatencyHistogram::default(),
             reclaim_samples: VecDeque::new(),
             stores_full: false,
+            late_writes_warned: 0,
+            late_warned_at: None,
             inline: None,
             cached_reads: None,
             failed: None,

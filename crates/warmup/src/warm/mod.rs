@@ -19,9 +19,9 @@
 //!
 //! [`CacheIo::VolumeRead`]s are the pre-load's reads (answered by [`WarmCache::preload_done`]);
 //! [`CacheIo::VolumeFlush`] asks that every write the volume acknowledged be durable before the
-//! log is called clean; log writes need no ordering among themselves, but a
-//! [`CacheIo::LogSync`] makes every log write issued before it durable, and is answered only
-//! then.
+//! log is called clean; log writes need no ordering among themselves (the core never has two
+//! overlapping ones in flight, safeguard 5), but a [`CacheIo::LogSync`] makes every log write
+//! issued before it durable, and is answered only then.
 //!
 //! # Coherence (why the cache never serves or pre-loads stale contents)
 //!
@@ -42,6 +42,11 @@
 //!    completion), so the one answered last need not be the one the volume keeps. A write that
 //!    was in flight together with another one to the same block does not fill it: the block is
 //!    changed without data (3), and read from the volume next time.
+//! 5. **Ordered log writes.** The log is circular: a chunk may be written over an older one
+//!    whose write is still in flight, and a disk may land concurrent overlapping writes in either
+//!    order — the older chunk on top would hide the newer entries, and a pre-load from the clean
+//!    log would serve a block's older logged data. A log write overlapping one in flight is
+//!    held, with every log command after it, until that one is answered.
 //!
 //! [`Safeguards`] can switch each of these off, so the simulation tests can show that each is
 //! needed; nothing outside those tests does.
@@ -75,6 +80,7 @@ pub struct Safeguards {
     pub clean_close_only: bool,
     pub changes_without_data: bool,
     pub concurrent_writes: bool,
+    pub ordered_log_writes: bool,
 }
 
 impl Default for Safeguards {
@@ -84,6 +90,7 @@ impl Default for Safeguards {
             clean_close_only: true,
             changes_without_data: true,
             concurrent_writes: true,
+            ordered_log_writes: true,
         }
     }
 }
@@ -222,6 +229,10 @@ pub struct WarmCache {
     preload: status::Preload,
     /// Pre-load reads are not issued while held (the volume below is not ready, or stops).
     preload_held: bool,
+    /// Log writes in flight (id, first byte, end), and the log commands held behind one that
+    /// would overlap them, in order (safeguard 5).
+    log_writing: Vec<(u64, u64, u64)>,
+    log_held: VecDeque<CacheIo>,
 }
 
 fn blocks_of(offset: u64, length: u64) -> (u64, u64) {
@@ -286,7 +297,7 @@ impl WarmCache {
 
     fn log_write(&mut self, offset_bytes: u64, data: Vec<u8>) {
         let id = self.id();
-        self.out.push_back(CacheIo::LogWrite {
+        self.issue_log(CacheIo::LogWrite {
             id,
             offset_bytes,
             data,
@@ -295,8 +306,60 @@ impl WarmCache {
 
     fn log_sync(&mut self) -> u64 {
         let id = self.id();
-        self.out.push_back(CacheIo::LogSync { id });
+        self.issue_log(CacheIo::LogSync { id });
         id
+    }
+
+    /// Issues a log command, or holds it (and every one after it) while it would overlap a
+    /// log write in flight (safeguard 5).
+    fn issue_log(&mut self, io: CacheIo) {
+        if !self.log_held.is_empty() || self.overlaps_log_writing(&io) {
+            self.log_held.push_back(io);
+            return;
+        }
+        if let CacheIo::LogWrite {
+            id,
+            offset_bytes,
+            data,
+        } = &io
+        {
+            self.log_writing
+                .push((*id, *offset_bytes, offset_bytes + data.len() as u64));
+        }
+        self.out.push_back(io);
+    }
+
+    fn overlaps_log_writing(&self, io: &CacheIo) -> bool {
+        let CacheIo::LogWrite {
+            offset_bytes, data, ..
+        } = io
+        else {
+            return false;
+        };
+        let (lo, hi) = (*offset_bytes, offset_bytes + data.len() as u64);
+        self.options.safeguards.ordered_log_writes
+            && self.log_writing.iter().any(|&(_, l, h)| l < hi && lo < h)
+    }
+
+    /// A log command answered: the ones held behind it go as far as they can.
+    fn log_answered(&mut self, id: u64) {
+        self.log_writing.retain(|&(w, _, _)| w != id);
+        while let Some(io) = self.log_held.front() {
+            if self.overlaps_log_writing(io) {
+                break;
+            }
+            let io = self.log_held.pop_front().expect("a held command");
+            if let CacheIo::LogWrite {
+                id,
+                offset_bytes,
+                data,
+            } = &io
+            {
+                self.log_writing
+                    .push((*id, *offset_bytes, offset_bytes + data.len() as u64));
+            }
+            self.out.push_back(io);
+        }
     }
 
     fn record(&mut self, entry: Entry, data: Option<&[u8]>) {
@@ -318,6 +381,7 @@ impl WarmCache {
 
     /// A log command answered.
     pub fn handle_log_done(&mut self, now: u64, id: u64, result: Result<(), String>) {
+        self.log_answered(id);
         if let Err(e) = &result {
             if let Some(log) = self.log.as_mut() {
                 log.failed.get_or_insert_with(|| e.clone());
@@ -329,6 +393,8 @@ impl WarmCache {
                 tracing::warn!(error = %e, "the warm-up log cannot be written; the cache warms on demand");
                 self.log = None;
                 self.out.clear();
+                self.log_writing.clear();
+                self.log_held.clear();
                 self.preload
                     .fall_back(now, format!("the warm-up log cannot be written: {e}"));
                 self.phase = Phase::Running;

@@ -127,6 +127,8 @@ impl WarmCache {
             counters: Counters::default(),
             preload: Preload::new(now, WarmupSource::None),
             preload_held: false,
+            log_writing: Vec::new(),
+            log_held: Default::default(),
             options,
         };
         let Some(log) = log else {
