@@ -694,29 +694,53 @@ fn descriptor_exhaustion_leaves_the_store_serving() {
 }
 
 /// Beyond `--max-connections`, new connections are closed at once; the others are served.
+/// With every slot taken, a new client takes the slot of the oldest connection that never
+/// sent anything (a socket left half-open, or a flood of them), and is served at once; when
+/// every connection has spoken and none has been idle for long, the new one is closed.
 #[test]
-fn connections_beyond_the_limit_are_closed() {
+fn a_full_store_gives_a_silent_connections_slot_to_a_new_client() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, addr) = serve_with(
         &dir.path().join("store"),
         &["--sparse", "--max-connections", "3"],
     );
-    let mut clients: Vec<StoreClient> = (0..3)
-        .map(|_| StoreClient::connect(addr).unwrap())
+    use std::io::Read;
+    let mut first = StoreClient::connect(addr).unwrap();
+    served(&mut first, 1);
+    let mut silent: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
         .collect();
-    served(&mut clients[0], 1);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // Two new clients take the silent ones' slots, oldest first, and are served at once.
+    let mut second = StoreClient::connect(addr).unwrap();
+    served(&mut second, 2);
+    let mut third = StoreClient::connect(addr).unwrap();
+    served(&mut third, 3);
+    for s in &mut silent {
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(
+            s.read(&mut buf).unwrap_or(1),
+            0,
+            "a silent connection is closed"
+        );
+    }
+    // Every slot is held by a client that spoke just now: a fourth is closed at once.
     let mut extra = std::net::TcpStream::connect(addr).unwrap();
     extra
         .set_read_timeout(Some(std::time::Duration::from_secs(5)))
         .unwrap();
     let mut buf = [0u8; 16];
-    use std::io::Read;
-    assert_eq!(extra.read(&mut buf).unwrap_or(0), 0, "the fourth is closed");
-    served(&mut clients[2], 2);
-    drop(clients.pop());
+    let started = std::time::Instant::now();
+    assert_eq!(extra.read(&mut buf).unwrap_or(1), 0, "the fourth is closed");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    served(&mut first, 4);
+    served(&mut third, 5);
+    drop(second);
     std::thread::sleep(std::time::Duration::from_millis(200));
     let mut again = StoreClient::connect(addr).unwrap();
-    served(&mut again, 3);
+    served(&mut again, 6);
     child.kill().unwrap();
     child.wait().unwrap();
 }

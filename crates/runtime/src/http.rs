@@ -38,22 +38,48 @@ impl Response {
 pub const JSON: &str = "application/json";
 pub const PROMETHEUS: &str = "text/plain; version=0.0.4";
 
+/// HTTP connections open at once (control and metrics: few clients).
+pub const HTTP_CONNECTIONS: usize = 64;
+/// Time a client has to send its request's head.
+pub const HTTP_HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves `handler(method, path)` on `listener` for as long as the daemon runs.
 pub async fn serve<F, Fut>(listener: TcpListener, handler: F)
 where
     F: Fn(String, String) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Response> + Send,
 {
+    // Few connections at once, each with its request's head within the time limit; when all
+    // are taken, a new one takes the slot of the oldest still sending its head.
+    let admission = crate::limits::Admission::new(crate::limits::Limits {
+        connection_bytes: 64 << 10,
+        connection_requests: 1,
+        total_bytes: 64 * (64 << 10),
+        connections: HTTP_CONNECTIONS,
+    });
+    let mut refused = 0;
     loop {
-        let (mut stream, _) = crate::limits::accept(&listener, "http").await;
+        let (mut stream, _, mut budget) =
+            crate::limits::accept_admitted(&listener, &admission, "http", &mut refused).await;
         let handler = handler.clone();
         tokio::spawn(async move {
             let mut request = Vec::new();
-            let mut chunk = [0u8; 1024];
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
-                match stream.read(&mut chunk).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => request.extend_from_slice(&chunk[..n]),
+            let head = budget.handshake(HTTP_HEAD_TIMEOUT, async {
+                let mut chunk = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return false,
+                        Ok(n) => request.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                true
+            });
+            match head.await {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) => {
+                    tracing::debug!(error = %e, "http connection closed");
+                    return;
                 }
             }
             let line = String::from_utf8_lossy(&request);
@@ -110,4 +136,50 @@ pub fn gauge(out: &mut String, name: &str, help: &str, value: impl std::fmt::Dis
     out.push_str(&format!(
         "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// More silent connections than the endpoint has slots (a scan, a flood of half-open
+    /// sockets) do not keep a client out: it takes the slot of the oldest, at once.
+    #[tokio::test]
+    async fn silent_connections_never_keep_a_client_out() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve(listener, |_m: String, _p: String| async {
+            Response::ok(JSON, "{}".into())
+        }));
+        let mut silent = Vec::new();
+        for _ in 0..HTTP_CONNECTIONS + 6 {
+            silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let started = std::time::Instant::now();
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /status HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut answer = String::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            s.read_to_string(&mut answer),
+        )
+        .await
+        .expect("answered")
+        .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "waited {:?}",
+            started.elapsed()
+        );
+        // The oldest silent one gave its slot up: closed.
+        let mut byte = [0u8; 1];
+        let first =
+            tokio::time::timeout(std::time::Duration::from_secs(5), silent[0].read(&mut byte))
+                .await
+                .expect("closed, not left open");
+        assert!(matches!(first, Ok(0) | Err(_)));
+    }
 }

@@ -335,8 +335,8 @@ enum ConnectionError {
     UnknownExport(String),
     #[error("write of {0} bytes is over the {1}-byte limit")]
     OversizedWrite(u32, u32),
-    #[error("no export chosen within {0:?} of connecting (handshake timeout)")]
-    HandshakeTimeout(std::time::Duration),
+    #[error("no export chosen: {0}")]
+    Handshake(#[from] crate::limits::HandshakeEnd),
 }
 
 fn transmission_flags(config: &ExportConfig) -> u16 {
@@ -356,12 +356,12 @@ async fn connection(
     mut stream: TcpStream,
     exports: Arc<dyn Exports>,
     config: Arc<ExportConfig>,
-    budget: ConnectionBudget,
+    mut budget: ConnectionBudget,
 ) -> Result<(), ConnectionError> {
     let limit = config.handshake_timeout;
-    let chosen = tokio::time::timeout(limit, handshake(&mut stream, &exports, &config))
-        .await
-        .map_err(|_| ConnectionError::HandshakeTimeout(limit))??;
+    let chosen = budget
+        .handshake(limit, handshake(&mut stream, &exports, &config))
+        .await??;
     match chosen {
         Some(backend) => transmission(stream, backend, config, budget).await,
         None => Ok(()),

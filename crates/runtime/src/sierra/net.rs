@@ -211,6 +211,10 @@ impl Net {
             incarnation: self.incarnation,
         };
         let budget = self.admission.connection();
+        // Dialled: past any handshake of ours from the start.
+        if let Some(b) = &budget {
+            b.established();
+        }
         let task = tokio::spawn(dial(to, conn, address, hello, self.events.clone(), budget));
         self.links.insert(
             to,
@@ -361,11 +365,13 @@ async fn accepted(
     cluster: u64,
     events: mpsc::Sender<NetEvent>,
     standby: Arc<AtomicBool>,
-    budget: ConnectionBudget,
+    mut budget: ConnectionBudget,
 ) {
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = stream.into_split();
-    let hello = tokio::time::timeout(HELLO_TIMEOUT, read_small(&mut reader)).await;
+    let hello = budget
+        .handshake(HELLO_TIMEOUT, read_small(&mut reader))
+        .await;
     let (from, incarnation) = match hello {
         Ok(Ok(Some(Frame::Hello {
             cluster: c,
@@ -381,7 +387,7 @@ async fn accepted(
         Ok(Ok(Some(_))) => return refuse(writer, "the first frame must be a hello".into()).await,
         Ok(Ok(None)) => return,
         Ok(Err(e)) => return refuse(writer, format!("bad frame: {e}")).await,
-        Err(_) => return refuse(writer, "no hello in time".into()).await,
+        Err(e) => return refuse(writer, e.to_string()).await,
     };
     if standby.load(Ordering::SeqCst) {
         // Only a wake is taken in standby.
@@ -563,5 +569,61 @@ pub async fn ask_mds(mds: &str, request: &Frame) -> anyhow::Result<Frame> {
         Ok(Err(e)) => bail!("the MDS's answer: {e}"),
         Ok(Ok(None)) => bail!("the MDS at {mds} closed the connection without answering"),
         Ok(Ok(Some(frame))) => Ok(frame),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Silent connections holding every slot (a flood, or sockets left half-open) do not keep
+    /// a peer out: its hello takes the slot of the oldest one at once.
+    #[tokio::test]
+    async fn a_peer_gets_in_past_silent_connections_holding_every_slot() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (mds_events, mut inbox) = mpsc::channel(64);
+        let mut mds = Net::new(7, Endpoint::Mds, 1, HashMap::new(), mds_events);
+        mds.set_limits(Limits {
+            connections: 3,
+            ..Limits::default()
+        });
+        mds.listen(listener);
+        let mut silent = Vec::new();
+        for _ in 0..3 {
+            silent.push(TcpStream::connect(addr).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (events, mut server_inbox) = mpsc::channel(64);
+        let addresses = HashMap::from([(Endpoint::Mds, addr.to_string())]);
+        let mut server = Net::new(7, Endpoint::Server(1), 1, addresses, events);
+        let started = std::time::Instant::now();
+        server.send(Endpoint::Mds, &Frame::SpecRequest);
+        // The dialled connection comes up on the server's side (its queued frame goes then).
+        let up = tokio::time::timeout(Duration::from_secs(3), server_inbox.recv())
+            .await
+            .expect("the dial ended")
+            .expect("open");
+        assert!(matches!(up, NetEvent::Connected { .. }), "{up:?}");
+        assert!(server.handle(up).is_some());
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(3), inbox.recv())
+                .await
+                .expect("the peer got in before any hello timeout")
+                .expect("open");
+            if let NetEvent::Frame { frame, .. } = event {
+                assert_eq!(frame, Frame::SpecRequest);
+                break;
+            }
+        }
+        assert!(started.elapsed() < HELLO_TIMEOUT, "{:?}", started.elapsed());
+        let mut byte = [0u8; 1];
+        let first = tokio::time::timeout(Duration::from_secs(2), silent[0].read(&mut byte))
+            .await
+            .expect("the oldest silent connection is closed, not left open");
+        assert!(
+            matches!(first, Ok(0) | Err(_)) || byte[0] != 0,
+            "closed (after a refusal frame, if any): {first:?}"
+        );
     }
 }

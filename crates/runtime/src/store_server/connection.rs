@@ -102,13 +102,19 @@ pub(super) async fn connection(
     let mut next_read = READ_CHUNK;
     let read: Result<(), cordillera_wire::store::WireError> = 'read: loop {
         buffer.reserve(next_read);
-        match (&mut reader)
-            .take(next_read as u64)
-            .read_buf(&mut buffer)
-            .await
-        {
+        // Every slot taken: a connection that never sent anything, or (the clients reconnect
+        // by themselves) the one idle longest, gives its slot up.
+        let mut limited = (&mut reader).take(next_read as u64);
+        let read = tokio::select! {
+            read = limited.read_buf(&mut buffer) => read,
+            _ = budget.evicted() => {
+                tracing::info!(connection = id, "connection closed to free its slot (every slot taken; it was idle)");
+                break 'read Ok(());
+            }
+        };
+        match read {
             Ok(0) | Err(_) => break Ok(()),
-            Ok(_) => {}
+            Ok(_) => budget.established(),
         }
         next_read = READ_CHUNK;
         let mut at = 0;

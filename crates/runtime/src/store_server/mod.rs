@@ -238,7 +238,8 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
         let _ = disk_events.blocking_send(Event::Disk(done));
     });
     let accept_events = events.clone();
-    let admission = Admission::new(options.limits.clone());
+    let admission =
+        Admission::new(options.limits.clone()).evict_idle(crate::limits::IDLE_EVICT_AFTER);
     // The largest record the store keeps: what a `read_any` reply may hold.
     let largest_record = Arc::new(AtomicU64::new(store.largest_record_bytes()));
     let accept_largest = largest_record.clone();
