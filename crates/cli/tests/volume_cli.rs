@@ -1718,6 +1718,68 @@ fn a_store_that_cleans_too_slowly_never_stalls_a_write_past_the_full_timeout() {
     store.kill();
 }
 
+/// A tmpfs of `bytes` mounted at `path`, unmounted when dropped (`None` if mounting fails).
+struct SmallFs(PathBuf);
+
+impl SmallFs {
+    fn mount(path: &Path, bytes: u64) -> Option<SmallFs> {
+        std::fs::create_dir_all(path).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(path)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| SmallFs(path.to_path_buf()))
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A sparse base volume on a filesystem that fills up: the writes its device refuses
+/// (ENOSPC) fail one by one, and the volume goes on serving — reads, and writes to space the
+/// base already has — where one failed write used to stop it.
+#[test]
+fn a_base_write_that_fails_fails_alone_and_the_volume_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(fs) = SmallFs::mount(&dir.path().join("small"), 8 << 20) else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "cannot mount a tmpfs (the test needs root)"
+        );
+        println!("SKIPPED: cannot mount a tmpfs");
+        return;
+    };
+    let base = fs.0.join("base.img");
+    const BLOCKS: u64 = 8192; // 32 MiB over an 8 MiB filesystem
+    sparse_file(&base, BLOCKS * BLOCK + 8192);
+    let mut v = start_volume(&base, &strings(&["--format"]));
+    let mut ledger = Ledger {
+        errors_allowed: true,
+        ..Ledger::default()
+    };
+    burst(v.nbd, BLOCKS, 16, &mut ledger, |acked| acked >= 4000);
+    let s = status(v.metrics);
+    println!(
+        "8 MiB filesystem under a 32 MiB sparse base: {} writes acknowledged, {} failed (base errors {})",
+        ledger.acknowledged, ledger.failed, s["base_errors"]
+    );
+    assert!(ledger.failed > 0, "the filesystem never filled");
+    assert_eq!(s["base_errors"].as_u64().unwrap(), ledger.failed, "{s}");
+    assert!(
+        ledger.acknowledged >= 4000,
+        "the volume stopped serving after a failed write"
+    );
+    let log = v.server.log();
+    assert!(log.contains("base volume: operations failed"), "{log}");
+    let verified = ledger.verify(&mut Nbd::connect(v.nbd), BLOCKS);
+    println!("{verified} blocks verified");
+    v.server.kill();
+}
+
 /// `cordillera chaos` (issue 19, item 6): a short campaign kills processes, checks every block
 /// and reports in JSON; a bad flag is refused.
 #[test]

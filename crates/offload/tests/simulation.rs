@@ -115,6 +115,10 @@ struct ClientSide {
     store_lives: HashMap<NodeId, u64>,
     /// The volume's core and its cache, when the schedule has them.
     cache: Option<CacheSide>,
+    /// The chance that the base volume's device fails an operation (EIO; a write may have
+    /// landed all the same), and the draws for it.
+    base_error_rate: f64,
+    faults: SimRng,
 }
 
 /// What a node's store acknowledged, checked after each of its recoveries.
@@ -492,12 +496,19 @@ impl ClientSide {
             (Op::Read { first, issued }, UpReply::Read(data)) => {
                 model.check_read(self.index, first, issued, now, &data)
             }
+            // The base device failed it: nothing to check, the read is over.
+            (Op::Read { issued, .. }, UpReply::Error(ClientError::Base { .. })) => {
+                model.read_ended(issued);
+            }
             // Fewer than N stores took it in time, or none within the full timeout (stores
             // down or crashing for that long): failed, its outcome unknown (a store may still
             // take it or keep its copy until deleted, and a restart may find it).
+            // The base device failed it: the same (some of it may have landed).
             (
                 Op::Write { write },
-                UpReply::Error(ClientError::TooFewCopies | ClientError::NoSpace),
+                UpReply::Error(
+                    ClientError::TooFewCopies | ClientError::NoSpace | ClientError::Base { .. },
+                ),
             ) => {
                 model.write_ended(now, write, false);
             }
@@ -858,12 +869,23 @@ impl Core for Node {
                 self.pump(now);
                 return;
             };
-            let done = BaseDone::from(done);
+            let mut done = BaseDone::from(done);
+            if c.base_error_rate > 0.0 && c.faults.chance(c.base_error_rate) {
+                // The device reports a failure (a write's data may be there all the same).
+                done = match done {
+                    BaseDone::Read { id, .. } | BaseDone::Written { id } => BaseDone::Error {
+                        id,
+                        no_space: false,
+                    },
+                    other => other,
+                };
+            }
             if self.trace {
                 let id = match &done {
                     BaseDone::Read { id, .. }
                     | BaseDone::Written { id }
-                    | BaseDone::Failed { id, .. } => id,
+                    | BaseDone::Failed { id, .. }
+                    | BaseDone::Error { id, .. } => id,
                 };
                 eprintln!("{now} node {} ← base: {id}", self.id);
             }
@@ -905,6 +927,8 @@ struct Outcome {
     reclaimed_bytes: u64,
     deletion_records: u64,
     store_failures: u64,
+    /// Base operations the device failed (the clients' last lives).
+    base_errors: u64,
     reads_checked: u64,
     blocks_checked: u64,
     hash: u64,
@@ -938,6 +962,8 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
     let t_base = 2 + shape.below(11);
     let calm = 1 + shape.below(8) as usize;
     let read_back = [0.0, 0.25, 0.75][shape.below(3) as usize];
+    // Half the schedules have a base device that fails some operations with EIO.
+    let base_error_rate = [0.0, 0.0, 0.002, 0.01][shape.below(4) as usize];
     let cache_options = CacheOptions::drawn(&mut SimRng::new(seed, 3), seed, CACHE_LOG_BYTES, 40);
     let cache_counts = Rc::new(RefCell::new(CacheCounts::default()));
     let builder_counts = cache_counts.clone();
@@ -1009,6 +1035,8 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
                     restarted: restart,
                     ready_seen: false,
                     store_lives: HashMap::new(),
+                    base_error_rate,
+                    faults: SimRng::new(seed, 200 + lives),
                     cache: cache.then(|| {
                         let mut counts = builder_counts.borrow_mut();
                         counts.preloaded_blocks += std::mem::take(&mut counts.preloaded_now[id]);
@@ -1149,6 +1177,7 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
         reclaimed_bytes: 0,
         deletion_records: 0,
         store_failures: 0,
+        base_errors: 0,
         reads_checked: 0,
         blocks_checked: 0,
         hash: world.hash.0,
@@ -1177,6 +1206,7 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
         outcome.reclaimed_bytes += stats.reclaimed_bytes;
         outcome.deletion_records += stats.deletion_records_written;
         outcome.store_failures += stats.store_failures;
+        outcome.base_errors += stats.base_errors;
         if !c.client.is_ready() {
             problems.push(format!("client {i} never finished recovering"));
         }
@@ -1314,6 +1344,7 @@ fn offloaded_writes_survive_crashes_and_are_reclaimed() {
         &[
             ("crashes", sum(|o| o.crashes as u64)),
             ("reordered", sum(|o| o.reordered)),
+            ("base_errors", sum(|o| o.base_errors)),
             ("writes_acked", sum(|o| o.writes_acked)),
             ("reads_checked", sum(|o| o.reads_checked)),
         ],
@@ -1393,6 +1424,7 @@ fn the_request_path_with_a_cache_serves_nothing_stale() {
         &[
             ("crashes", total(|o| o.crashes as u64)),
             ("reordered", total(|o| o.reordered)),
+            ("base_errors", total(|o| o.base_errors)),
             ("writes_acked", total(|o| o.writes_acked)),
             ("reads_checked", total(|o| o.reads_checked)),
             (

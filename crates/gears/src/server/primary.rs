@@ -43,6 +43,11 @@ impl ChunkServer {
                             cordillera_offload::client::ClientError::TooFewCopies => {
                                 ServeError::Unavailable
                             }
+                            // Sierra's base is the chunk group's replicas, which never report
+                            // a device error this way (they answer `Failed`); as unavailable.
+                            cordillera_offload::client::ClientError::Base { .. } => {
+                                ServeError::Unavailable
+                            }
                         };
                         // Which kind it was is not kept; the client tells by the id.
                         Message::WriteDone {

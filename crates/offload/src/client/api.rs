@@ -134,6 +134,10 @@ pub enum ClientError {
     /// copies made may be read later (its outcome is unknown, as with any failed write).
     #[error("too few copies: fewer than N stores took an off-loaded write in time")]
     TooFewCopies,
+    /// The base volume's device failed this request ([`BaseDone::Error`]); only this one. A
+    /// write's outcome is unknown (some of it may have landed).
+    #[error("the base volume failed the request ({})", if *no_space { "no space on its device" } else { "I/O error" })]
+    Base { no_space: bool },
 }
 
 /// An operation on the base volume.
@@ -199,6 +203,14 @@ pub enum BaseDone {
     Failed {
         id: u64,
         data: Vec<u8>,
+    },
+    /// The base volume's device failed the operation (EIO; `no_space`: ENOSPC, a sparse base
+    /// volume whose filesystem is full). Only that operation fails: an upper-layer read or
+    /// write is answered [`ClientError::Base`], a reclaim write is reclaimed again later, a
+    /// superblock write is written again; the client goes on serving.
+    Error {
+        id: u64,
+        no_space: bool,
     },
 }
 
@@ -273,6 +285,8 @@ pub struct Stats {
     /// Base writes that failed ([`BaseDone::Failed`]): upper-layer writes then off-loaded, and
     /// reclaim writes given up.
     pub base_writes_failed: u64,
+    /// Base-volume operations its device failed ([`BaseDone::Error`]).
+    pub base_errors: u64,
     pub reclaims_failed: u64,
 }
 

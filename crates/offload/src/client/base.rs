@@ -9,9 +9,10 @@ impl Client {
             return;
         }
         let id = match &done {
-            BaseDone::Read { id, .. } | BaseDone::Written { id } | BaseDone::Failed { id, .. } => {
-                *id
-            }
+            BaseDone::Read { id, .. }
+            | BaseDone::Written { id }
+            | BaseDone::Failed { id, .. }
+            | BaseDone::Error { id, .. } => *id,
         };
         let Some(kind) = self.base_pending.remove(&id) else {
             return;
@@ -51,6 +52,15 @@ impl Client {
                 );
                 self.place_write(key);
             }
+            (BaseKind::UpWrite { up_id, .. }, BaseDone::Error { no_space, .. }) => {
+                // Only this write fails; nothing was recorded for it but its place in flight.
+                self.base_in_flight -= 1;
+                self.stats.base_errors += 1;
+                self.upward_out
+                    .push_back((up_id, UpReply::Error(ClientError::Base { no_space })));
+                self.vulnerable
+                    .extend(std::mem::take(&mut self.vulnerable_after_base));
+            }
             (BaseKind::UpWrite { up_id, .. }, _) => {
                 self.base_in_flight -= 1;
                 self.upward_out.push_back((up_id, UpReply::Written));
@@ -63,9 +73,25 @@ impl Client {
                 self.read_piece_done(read, start, data, 0, len);
                 self.read_piece_finished(read);
             }
+            (BaseKind::UpRead { read, .. }, BaseDone::Error { no_space, .. }) => {
+                self.base_in_flight -= 1;
+                self.stats.base_errors += 1;
+                let op = self.reads.get_mut(&read).expect("read");
+                op.error.get_or_insert(ClientError::Base { no_space });
+                self.read_piece_finished(read);
+            }
             (BaseKind::Reclaim { job, run }, BaseDone::Failed { .. }) => {
                 self.base_in_flight -= 1;
                 self.reclaim_failed(job, run);
+            }
+            (BaseKind::Reclaim { job, run }, BaseDone::Error { .. }) => {
+                self.base_in_flight -= 1;
+                self.stats.base_errors += 1;
+                self.reclaim_failed(job, run);
+            }
+            (BaseKind::Superblock, BaseDone::Error { .. }) => {
+                self.stats.base_errors += 1;
+                self.superblock_io_failed();
             }
             (BaseKind::Reclaim { job, .. }, _) => {
                 self.base_in_flight -= 1;

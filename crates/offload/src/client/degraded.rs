@@ -21,7 +21,7 @@ impl Client {
     /// The superblock changed: written now, or once the write in flight completes.
     pub(super) fn write_superblock(&mut self) {
         self.superblock_dirty = true;
-        if self.superblock_in_flight.is_some() {
+        if self.superblock_in_flight.is_some() || self.superblock_retry_at.is_some() {
             return;
         }
         self.superblock_dirty = false;
@@ -50,6 +50,53 @@ impl Client {
         if std::mem::take(&mut self.superblock_dirty) {
             self.write_superblock();
         }
+    }
+
+    /// Reads the store set from the base volume (a restart's first step).
+    pub(super) fn read_superblock(&mut self) {
+        let id = self.id();
+        self.base_pending.insert(id, BaseKind::Superblock);
+        self.base_out.push_back(BaseOp::Read {
+            id,
+            offset_bytes: self.config.usable_bytes(),
+            length_bytes: SUPERBLOCK_BYTES,
+        });
+    }
+
+    /// The superblock's read or write failed on the base volume's device: tried again a probe
+    /// interval later.
+    pub(super) fn superblock_io_failed(&mut self) {
+        if matches!(self.phase, Phase::ReadingSuperblock) {
+            self.superblock_retry_at = Some(self.now + self.config.probe_interval_ns);
+        } else {
+            self.superblock_failed();
+        }
+    }
+
+    /// The time to try the superblock's read or write again has come.
+    pub(super) fn retry_superblock(&mut self) {
+        self.superblock_retry_at = None;
+        if matches!(self.phase, Phase::ReadingSuperblock) {
+            self.read_superblock();
+        } else {
+            self.write_superblock();
+        }
+    }
+
+    /// The base volume's device failed the superblock write: what it says on the base volume
+    /// is unknown until a later write succeeds, which is tried after a probe interval. Nothing
+    /// waiting for it (writes held for "degraded", a format, a recovery) goes on meanwhile.
+    fn superblock_failed(&mut self) {
+        let degraded = self
+            .superblock_in_flight
+            .take()
+            .expect("a superblock write in flight");
+        // A "clear" that failed may have landed: the mark is durable no more either way.
+        if !degraded {
+            self.degraded_durable = false;
+        }
+        self.superblock_dirty = true;
+        self.superblock_retry_at = Some(self.now + self.config.probe_interval_ns);
     }
 
     /// The base volume says "degraded" whatever happens to writes in flight.

@@ -138,7 +138,11 @@ enum Pending {
     ReclaimAny {
         writes_acked: u64,
     },
-    ReclaimRead,
+    /// A read of vulnerable data `[start, end)` for reclaim (queued again if it fails).
+    ReclaimRead {
+        start: u64,
+        end: u64,
+    },
     Delete {
         start: u64,
         end: u64,
@@ -196,6 +200,8 @@ struct ReadOp {
     /// buffer as it is (no copy); otherwise the pieces are copied into `len` bytes.
     buf: Vec<u8>,
     outstanding: u32,
+    /// A piece failed: the read is answered with this once every piece is in.
+    error: Option<ClientError>,
 }
 
 enum BaseKind {
@@ -331,6 +337,11 @@ pub struct Client {
     /// order): the flag it carries, and whether the superblock changed since it was sent.
     superblock_in_flight: Option<bool>,
     superblock_dirty: bool,
+    /// A superblock write the base volume failed is written again then.
+    superblock_retry_at: Option<Nanos>,
+    /// Vulnerable ranges whose reclaim failed (its read, or its base write), queued again then.
+    vulnerable_retry: Vec<(u64, u64)>,
+    vulnerable_retry_at: Option<Nanos>,
     next_reclaim_store: usize,
     records: BTreeMap<u64, DelRecordInfo>,
     next_slot: u64,
@@ -392,6 +403,9 @@ impl Client {
             degraded_check_at: now,
             superblock_in_flight: None,
             superblock_dirty: false,
+            superblock_retry_at: None,
+            vulnerable_retry: Vec::new(),
+            vulnerable_retry_at: None,
             next_reclaim_store: 0,
             records: BTreeMap::new(),
             next_slot: 0,
@@ -415,13 +429,7 @@ impl Client {
     /// state from every store's metadata (waiting for stores that are recovering themselves).
     pub fn recover(config: Config, now: Nanos) -> Client {
         let mut c = Client::empty(config, Vec::new(), Phase::ReadingSuperblock, now);
-        let id = c.id();
-        c.base_pending.insert(id, BaseKind::Superblock);
-        c.base_out.push_back(BaseOp::Read {
-            id,
-            offset_bytes: c.config.usable_bytes(),
-            length_bytes: SUPERBLOCK_BYTES,
-        });
+        c.read_superblock();
         c.stats.recoveries += 1;
         c
     }

@@ -31,7 +31,14 @@ impl Client {
                     let replica = indices(l.stores)
                         .filter(|&s| self.stores[s].up)
                         .min_by_key(|&s| self.store_preference(s));
-                    if let Some(s) = replica {
+                    let Some(s) = replica else {
+                        // No store holding it is up now: asked again later (dropped, it
+                        // stayed at risk, and the superblock "degraded", until another
+                        // failure queued it).
+                        self.retry_vulnerable(plo, phi);
+                        continue;
+                    };
+                    {
                         self.reclaim_jobs += 1;
                         self.vulnerable_jobs += 1;
                         self.stats.reclaim_reads += 1;
@@ -40,7 +47,14 @@ impl Client {
                             offset_bytes: plo,
                             length_bytes: phi - plo,
                         };
-                        self.send(s, request, Pending::ReclaimRead);
+                        self.send(
+                            s,
+                            request,
+                            Pending::ReclaimRead {
+                                start: plo,
+                                end: phi,
+                            },
+                        );
                     }
                 }
                 continue;
@@ -184,9 +198,23 @@ impl Client {
 
     /// A reclaim write the base could not make whole: the run is given up (its range stays
     /// off-loaded, on the stores, and is reclaimed again later).
+    /// A vulnerable range whose reclaim failed (its read, or its base write): queued again
+    /// after a probe interval (not at once: a failing device would be asked in a loop).
+    pub(super) fn retry_vulnerable(&mut self, lo: u64, hi: u64) {
+        self.vulnerable_retry.push((lo, hi));
+        self.vulnerable_retry_at
+            .get_or_insert(self.now + self.config.probe_interval_ns);
+    }
+
     pub(super) fn reclaim_failed(&mut self, job: u64, run: usize) {
         let entry = self.reclaim_writes.get_mut(&job).expect("reclaim job");
         let (lo, hi, _) = entry.0[run];
+        if entry.2 {
+            self.vulnerable_retry.push((lo, hi));
+            self.vulnerable_retry_at
+                .get_or_insert(self.now + self.config.probe_interval_ns);
+        }
+        let entry = self.reclaim_writes.get_mut(&job).expect("reclaim job");
         // An empty span settles nothing when the job completes.
         entry.0[run] = (lo, lo, 0);
         self.reclaiming.remove(lo, hi);

@@ -186,13 +186,14 @@ impl Client {
                 }
                 self.reclaim_jobs -= 1;
             }
-            Pending::ReclaimRead => match reply {
+            Pending::ReclaimRead { start, end } => match reply {
                 Reply::Read(pieces) => {
                     self.reclaim_got(store, pieces, true);
                 }
                 _ => {
                     self.reclaim_jobs -= 1;
                     self.vulnerable_jobs -= 1;
+                    self.retry_vulnerable(start, end);
                 }
             },
             Pending::Delete {
@@ -320,9 +321,10 @@ impl Client {
                 self.read_piece_finished(read);
             }
             Pending::ReclaimAny { .. } => self.reclaim_jobs -= 1,
-            Pending::ReclaimRead => {
+            Pending::ReclaimRead { start, end } => {
                 self.reclaim_jobs -= 1;
                 self.vulnerable_jobs -= 1;
+                self.retry_vulnerable(start, end);
             }
             Pending::Delete { start, end, .. } => {
                 self.stores[store].stale.update(start, end, |_, _, old| {

@@ -657,72 +657,84 @@ fn a_degraded_mark_clears_under_a_policy_that_never_reclaims() {
     let mut degraded_marks = Vec::new();
     let mut answers = Vec::new();
     let mut now = 1;
+    // The first reclaim read fails: it is queued again (it was dropped, and the mark stayed).
+    let mut failed_reads = 0;
     write(&mut c, 1, 8192);
     while now < 10 * config.copies_timeout_ns {
-        while let Some((store, id, request)) = c.poll_store() {
-            let extent = |offset_bytes: u64, version: u64, len: usize| Extent {
-                volume: 1,
-                offset_bytes,
-                length_bytes: len as u64,
-                version,
-            };
-            let reply = match request {
-                Request::Write { .. } if store == 1 => Reply::Error(StoreError::Full),
-                Request::Write {
+        // Everything the client asks now is answered now: no time passes in between.
+        let mut progress = true;
+        while std::mem::take(&mut progress) {
+            while let Some((store, id, request)) = c.poll_store() {
+                progress = true;
+                let extent = |offset_bytes: u64, version: u64, len: usize| Extent {
+                    volume: 1,
                     offset_bytes,
+                    length_bytes: len as u64,
                     version,
-                    data,
-                    ..
-                } => {
-                    kept.insert(offset_bytes, (version, data));
-                    Reply::Done
-                }
-                Request::Read {
-                    offset_bytes,
-                    length_bytes,
-                    ..
-                } => Reply::Read(
-                    kept.range(offset_bytes..offset_bytes + length_bytes)
-                        .map(|(&o, (v, d))| (extent(o, *v, d.len()), d.clone()))
-                        .collect(),
-                ),
-                Request::ReadAny { .. } => Reply::ReadAny(
-                    kept.iter()
-                        .next()
-                        .map(|(&o, (v, d))| (extent(o, *v, d.len()), d.clone())),
-                ),
-                Request::Delete {
-                    offset_bytes,
-                    length_bytes,
-                    version,
-                    ..
-                } => {
-                    kept.retain(|&o, (v, _)| {
-                        !(o >= offset_bytes && o < offset_bytes + length_bytes && *v <= version)
-                    });
-                    Reply::Done
-                }
-                Request::Metadata { .. } => Reply::Metadata(Vec::new()),
-            };
-            c.handle_store(now, store, id, reply, Some(0));
-        }
-        while let Some(op) = c.poll_base() {
-            match op {
-                BaseOp::Write {
-                    id,
-                    offset_bytes,
-                    data,
-                    ..
-                } => {
-                    if offset_bytes == config.usable_bytes() {
-                        degraded_marks
-                            .push(Superblock::decode(&data).expect("superblock").degraded);
-                    } else {
-                        base.insert(offset_bytes, data);
+                };
+                let reply = match request {
+                    Request::Write { .. } if store == 1 => Reply::Error(StoreError::Full),
+                    Request::Write {
+                        offset_bytes,
+                        version,
+                        data,
+                        ..
+                    } => {
+                        kept.insert(offset_bytes, (version, data));
+                        Reply::Done
                     }
-                    c.handle_base(now, BaseDone::Written { id });
+                    Request::Read { .. } if failed_reads == 0 => {
+                        failed_reads += 1;
+                        Reply::Error(StoreError::Recovering)
+                    }
+                    Request::Read {
+                        offset_bytes,
+                        length_bytes,
+                        ..
+                    } => Reply::Read(
+                        kept.range(offset_bytes..offset_bytes + length_bytes)
+                            .map(|(&o, (v, d))| (extent(o, *v, d.len()), d.clone()))
+                            .collect(),
+                    ),
+                    Request::ReadAny { .. } => Reply::ReadAny(
+                        kept.iter()
+                            .next()
+                            .map(|(&o, (v, d))| (extent(o, *v, d.len()), d.clone())),
+                    ),
+                    Request::Delete {
+                        offset_bytes,
+                        length_bytes,
+                        version,
+                        ..
+                    } => {
+                        kept.retain(|&o, (v, _)| {
+                            !(o >= offset_bytes && o < offset_bytes + length_bytes && *v <= version)
+                        });
+                        Reply::Done
+                    }
+                    Request::Metadata { .. } => Reply::Metadata(Vec::new()),
+                };
+                c.handle_store(now, store, id, reply, Some(0));
+            }
+            while let Some(op) = c.poll_base() {
+                progress = true;
+                match op {
+                    BaseOp::Write {
+                        id,
+                        offset_bytes,
+                        data,
+                        ..
+                    } => {
+                        if offset_bytes == config.usable_bytes() {
+                            degraded_marks
+                                .push(Superblock::decode(&data).expect("superblock").degraded);
+                        } else {
+                            base.insert(offset_bytes, data);
+                        }
+                        c.handle_base(now, BaseDone::Written { id });
+                    }
+                    BaseOp::Read { id, .. } => panic!("no base read expected (op {id})"),
                 }
-                BaseOp::Read { id, .. } => panic!("no base read expected (op {id})"),
             }
         }
         answers.extend(std::iter::from_fn(|| c.poll_upward()));
@@ -740,7 +752,11 @@ fn a_degraded_mark_clears_under_a_policy_that_never_reclaims() {
         Some(&vec![1u8; 4096]),
         "reclaimed to the base"
     );
-    assert!(c.stats().reclaim_reads > 0);
+    assert!(
+        c.stats().reclaim_reads > 1,
+        "the failed reclaim read was retried"
+    );
+    assert_eq!(failed_reads, 1);
 }
 
 /// A write that must stay off-loaded and that a store holds without answering (its cleaning
@@ -829,4 +845,162 @@ fn a_write_no_store_takes_in_time_is_answered_enospc_whatever_the_reason() {
         Some((3, UpReply::Error(ClientError::NoSpace)))
     );
     assert_eq!(c.stats().late_writes, 2);
+}
+
+/// The base volume's device failing operations fails just those: a write and a read are
+/// answered with the error and the next ones are served; a failed superblock write is written
+/// again a probe interval later (a format becomes ready only then).
+#[test]
+fn a_base_device_error_fails_only_its_own_request() {
+    let config = Config::new(7, 1, 1 << 20);
+    let mut c = Client::format(config.clone(), Vec::new(), 0);
+    let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+        panic!("the superblock is written first");
+    };
+    c.handle_base(
+        1,
+        BaseDone::Error {
+            id,
+            no_space: false,
+        },
+    );
+    assert!(
+        !c.is_ready(),
+        "not ready before the superblock is on the base"
+    );
+    assert!(c.poll_base().is_none(), "not written again at once");
+    let again = c.poll_timeout().expect("a retry");
+    assert_eq!(again, 1 + config.probe_interval_ns);
+    c.handle_timeout(again);
+    let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+        panic!("the superblock is written again");
+    };
+    c.handle_base(again, BaseDone::Written { id });
+    assert!(c.is_ready());
+    assert_eq!(c.stats().base_errors, 1);
+
+    let now = again + 1;
+    for (up_id, no_space) in [(1, true), (2, false)] {
+        write(&mut c, up_id, 8192 * up_id);
+        let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+            panic!("a plain volume writes to the base");
+        };
+        c.handle_base(now, BaseDone::Error { id, no_space });
+        assert_eq!(
+            c.poll_upward(),
+            Some((up_id, UpReply::Error(ClientError::Base { no_space })))
+        );
+    }
+    c.handle_upward(
+        now,
+        3,
+        Upward::Read {
+            offset_bytes: 0,
+            length_bytes: 4096,
+        },
+    );
+    let Some(BaseOp::Read { id, .. }) = c.poll_base() else {
+        panic!("a read of the base");
+    };
+    c.handle_base(
+        now,
+        BaseDone::Error {
+            id,
+            no_space: false,
+        },
+    );
+    assert_eq!(
+        c.poll_upward(),
+        Some((3, UpReply::Error(ClientError::Base { no_space: false })))
+    );
+    // The next requests are served.
+    write(&mut c, 4, 0);
+    let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+        panic!("a write");
+    };
+    c.handle_base(now, BaseDone::Written { id });
+    assert_eq!(c.poll_upward(), Some((4, UpReply::Written)));
+    assert_eq!(c.stats().base_errors, 4);
+    assert!(c.failure().is_none());
+}
+
+/// A logger holding a copy dies; once the data is reclaimed, the dead logger's copy is covered
+/// by a deletion record on N other loggers, and the data leaves the log (`offloaded_bytes`,
+/// Sierra's logged bytes) without waiting for the dead logger to return.
+#[test]
+fn reclaimed_data_leaves_the_log_without_waiting_for_a_dead_logger() {
+    let mut c = logging_client();
+    // Three loggers, N = 2: the dead one's record goes to the other two.
+    c.set_base_available(2, false);
+    write(&mut c, 1, 8192);
+    let sent: Vec<_> = std::iter::from_fn(|| c.poll_store()).collect();
+    assert_eq!(sent.len(), 2);
+    for &(store, id, _) in &sent {
+        c.handle_store(3, store, id, Reply::Done, Some(0));
+    }
+    assert_eq!(c.poll_upward(), Some((1, UpReply::Written)));
+    let (_, _, loc) = c.ranges().next().expect("logged");
+    let (version, holders) = (loc.version, loc.stores);
+    let dead = indices(holders).next().expect("a holder");
+    c.connection_lost(4, dead);
+    c.set_base_available(5, true);
+    let mut now = 6;
+    let mut kept: BTreeMap<(StoreIdx, u64), u64> = BTreeMap::new();
+    for (s, _, _) in &sent {
+        kept.insert((*s, 8192), version);
+    }
+    for _ in 0..10_000 {
+        let mut progress = false;
+        while let Some((store, id, request)) = c.poll_store() {
+            progress = true;
+            assert_ne!(store, dead, "nothing is sent to the dead logger but probes");
+            let reply = match request {
+                Request::Read { client, .. } if client == PROBE_CLIENT => continue,
+                Request::Read { .. } | Request::ReadAny { .. }
+                    if kept.contains_key(&(store, 8192)) =>
+                {
+                    let e = Extent {
+                        volume: 1,
+                        offset_bytes: 8192,
+                        length_bytes: 4096,
+                        version,
+                    };
+                    let piece = (e, vec![1u8; 4096]);
+                    match request {
+                        Request::ReadAny { .. } => Reply::ReadAny(Some(piece)),
+                        _ => Reply::Read(vec![piece]),
+                    }
+                }
+                Request::Read { .. } => Reply::Read(Vec::new()),
+                Request::ReadAny { .. } => Reply::ReadAny(None),
+                Request::Delete { client: 7, .. } => {
+                    kept.remove(&(store, 8192));
+                    Reply::Done
+                }
+                _ => Reply::Done,
+            };
+            c.handle_store(now, store, id, reply, Some(0));
+        }
+        while let Some(op) = c.poll_base() {
+            progress = true;
+            if let BaseOp::Write { id, .. } = op {
+                c.handle_base(now, BaseDone::Written { id });
+            }
+        }
+        if c.stats().offloaded_bytes == 0 {
+            break;
+        }
+        if !progress {
+            now = c.poll_timeout().unwrap_or(now + 1_000_000).max(now + 1);
+            c.handle_timeout(now);
+        }
+    }
+    assert_eq!(
+        c.stats().offloaded_bytes,
+        0,
+        "still logged while the dead logger is away: {}",
+        c.describe()
+    );
+    assert!(c.stats().deletion_records_written > 0);
+    assert!(!c.stores[dead].up, "the dead logger never came back");
 }

@@ -34,6 +34,12 @@ impl Client {
         if let Some(t) = self.parked_retry_at {
             consider(t);
         }
+        for t in [self.superblock_retry_at, self.vulnerable_retry_at]
+            .into_iter()
+            .flatten()
+        {
+            consider(t);
+        }
         for op in self.writes.values() {
             if let Some(t) = self.write_deadline(op) {
                 consider(t);
@@ -67,6 +73,14 @@ impl Client {
             self.retry_parked_writes();
         }
         self.answer_late_writes();
+        if self.superblock_retry_at.is_some_and(|t| t <= now) {
+            self.retry_superblock();
+        }
+        if self.vulnerable_retry_at.is_some_and(|t| t <= now) {
+            self.vulnerable_retry_at = None;
+            let retry = std::mem::take(&mut self.vulnerable_retry);
+            self.vulnerable.extend(retry);
+        }
         for store in 0..self.stores.len() {
             if self.silence_deadline(store).is_none_or(|t| t > now) {
                 continue;

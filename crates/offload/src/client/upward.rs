@@ -52,6 +52,7 @@ impl Client {
                         len: length_bytes,
                         buf: Vec::new(),
                         outstanding: 0,
+                        error: None,
                     },
                 );
                 self.read_piece(key, offset_bytes, offset_bytes + length_bytes);
@@ -632,6 +633,10 @@ impl Client {
         op.outstanding -= 1;
         if op.outstanding == 0 {
             let mut op = self.reads.remove(&read).expect("read");
+            if let Some(e) = op.error {
+                self.upward_out.push_back((op.up_id, UpReply::Error(e)));
+                return;
+            }
             debug_assert_eq!(
                 op.buf.len() as u64,
                 op.len,

@@ -78,6 +78,32 @@ pub const MAX_BATCH_BYTES: usize = 4 << 20;
 pub struct DiskError {
     pub op: &'static str,
     pub error: std::io::Error,
+    /// The operations it failed (their ids; empty when not known): a volume fails just
+    /// those requests, where a store, which cannot continue safely, stops.
+    pub ids: Vec<u64>,
+}
+
+impl DiskError {
+    fn new(op: &'static str, error: std::io::Error) -> DiskError {
+        DiskError {
+            op,
+            error,
+            ids: Vec::new(),
+        }
+    }
+
+    /// The error, naming the operations it failed.
+    pub fn of(mut self, ids: impl IntoIterator<Item = u64>) -> DiskError {
+        self.ids.extend(ids);
+        self
+    }
+}
+
+/// The id of a disk operation.
+pub fn op_id(op: &DiskOp) -> u64 {
+    match op {
+        DiskOp::Read { id, .. } | DiskOp::Write { id, .. } | DiskOp::Flush { id } => *id,
+    }
 }
 
 impl Disk {
@@ -95,7 +121,10 @@ impl Disk {
                     let job = receiver.recv();
                     match job {
                         None => return,
-                        Some(Job::One(op)) => done(file.execute(op)),
+                        Some(Job::One(op)) => {
+                            let id = op_id(&op);
+                            done(file.execute(op).map_err(|e| e.of([id])))
+                        }
                         Some(Job::Read {
                             id,
                             offset_bytes,
@@ -103,7 +132,8 @@ impl Disk {
                             buffer,
                         }) => done(
                             file.read(offset_bytes, length_bytes, buffer)
-                                .map(|data| DiskDone::Read { id, data }),
+                                .map(|data| DiskDone::Read { id, data })
+                                .map_err(|e| e.of([id])),
                         ),
                         Some(Job::Writes {
                             offset_bytes,
@@ -117,7 +147,7 @@ impl Disk {
                                         done(Ok(DiskDone::Written { id }));
                                     }
                                 }
-                                Err(e) => done(Err(e)),
+                                Err(e) => done(Err(e.of(writes.iter().map(|(id, _)| *id)))),
                             }
                         }
                     }
@@ -362,10 +392,7 @@ impl DiskFile {
                     std::io::ErrorKind::InvalidInput,
                     "unaligned write with O_DIRECT",
                 );
-                return Err(DiskError {
-                    op: "write (O_DIRECT)",
-                    error,
-                });
+                return Err(DiskError::new("write (O_DIRECT)", error));
             }
             let mut buffer = self.buffers.take(total);
             let mut at = 0;
@@ -376,15 +403,12 @@ impl DiskFile {
             let result = self
                 .file
                 .write_all_at(&buffer.as_mut()[..total], offset_bytes)
-                .map_err(|error| DiskError {
-                    op: "write (O_DIRECT)",
-                    error,
-                });
+                .map_err(|error| DiskError::new("write (O_DIRECT)", error));
             self.buffers.give_back(buffer);
             return result;
         }
         write_all_vectored_at(&self.file, slices, offset_bytes)
-            .map_err(|error| DiskError { op: "write", error })
+            .map_err(|error| DiskError::new("write", error))
     }
 
     /// Runs one operation.
@@ -434,10 +458,9 @@ impl DiskFile {
 
     /// `fdatasync`: every completed write becomes durable.
     pub fn sync(&self) -> Result<(), DiskError> {
-        self.file.sync_data().map_err(|error| DiskError {
-            op: "fdatasync",
-            error,
-        })
+        self.file
+            .sync_data()
+            .map_err(|error| DiskError::new("fdatasync", error))
     }
 
     /// Reads `length_bytes` at `offset_bytes` into `buffer` (its capacity reused, its
@@ -514,7 +537,7 @@ impl DiskFile {
                 if error.kind() == std::io::ErrorKind::Interrupted {
                     continue;
                 }
-                return Err(DiskError { op: "read", error });
+                return Err(DiskError::new("read", error));
             }
             if n == 0 {
                 break;

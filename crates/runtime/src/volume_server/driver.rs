@@ -57,9 +57,6 @@ impl Core {
             self.volume
                 .set_preloading(client.is_ready() && self.stopping.is_none());
             self.drive(&mut client, &now);
-            if let Some(e) = self.failed.take() {
-                return Err(disk_error(e));
-            }
             if ready.is_none() && matches!(client.failure(), Some(ClientError::Fenced)) {
                 // Requests in flight were answered with EIO by the core.
                 return Err(anyhow::anyhow!(
@@ -232,12 +229,40 @@ impl Core {
         Ok(())
     }
 
+    /// The base volume's device failed operations `e.ids`: each fails alone (its request is
+    /// answered EIO, or ENOSPC when the device is full), and the volume goes on serving. A
+    /// WARN at most every 10 s says how many.
+    fn base_failed(&mut self, client: &mut Client, e: crate::disk::DiskError, now: u64) {
+        let no_space = matches!(
+            e.error.raw_os_error(),
+            Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
+        );
+        self.base_errors += e.ids.len() as u64;
+        if self
+            .base_error_warned_at
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+        {
+            tracing::warn!(
+                op = e.op,
+                error = %e.error,
+                failed = self.base_errors,
+                "base volume: operations failed; each fails its own request (EIO, or ENOSPC), the volume goes on serving"
+            );
+            self.base_error_warned_at = Some(Instant::now());
+        }
+        for id in e.ids {
+            client.handle_base(now, BaseDone::Error { id, no_space });
+        }
+    }
+
     pub(super) fn handle(&mut self, client: &mut Client, event: Event, now: u64) -> Result<()> {
         match event {
             // The core learns it when a request to the store cannot be sent.
             Event::StoreUnreachable { .. } => {}
             Event::Base(Ok(done)) => client.handle_base(now, done.into()),
-            // The base volume failed: stop before acknowledging anything more.
+            // The base volume's device failed operations: only their requests fail.
+            Event::Base(Err(e)) if !e.ids.is_empty() => self.base_failed(client, e, now),
+            // Failed without saying which: stop before acknowledging anything more.
             Event::Base(Err(e)) => return Err(disk_error(e)),
             Event::StoreUp { store, .. } => {
                 let was_down = self.links[store].is_none();
@@ -358,7 +383,9 @@ impl Core {
                     std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
                 }
                 // Answered ENOSPC on the wire.
-                ClientError::NoSpace => std::io::Error::from_raw_os_error(libc::ENOSPC),
+                ClientError::NoSpace | ClientError::Base { no_space: true } => {
+                    std::io::Error::from_raw_os_error(libc::ENOSPC)
+                }
                 _ => std::io::Error::other(e.to_string()),
             }));
         }
@@ -401,12 +428,13 @@ impl Core {
                             }
                         }
                         (Some(file), op @ DiskOp::Write { durable: false, .. }) => {
+                            let id = crate::disk::op_id(&op);
                             match file.execute(op) {
                                 Ok(DiskDone::Written { id }) => {
                                     client.handle_base(now, BaseDone::Written { id })
                                 }
                                 Ok(_) => unreachable!("a write"),
-                                Err(e) => self.failed = Some(e),
+                                Err(e) => self.base_failed(client, e.of([id]), now),
                             }
                         }
                         (_, op) => rest.push(op),

@@ -86,6 +86,12 @@ impl Core {
             stats.refused_writes as f64,
         );
         gauge(
+            "cordillera_volume_base_errors_total",
+            "Base-volume operations its device failed (each failed its own request: EIO, or ENOSPC).",
+            "counter",
+            stats.base_errors as f64,
+        );
+        gauge(
             "cordillera_volume_late_writes_total",
             "Of the writes answered ENOSPC, those no store took within the full timeout of their arrival (a store cleaning too slowly, or none up).",
             "counter",
@@ -198,6 +204,7 @@ impl Core {
             "stores_full": client.stores_full_since().is_some(),
             "refused_writes": stats.refused_writes,
             "late_writes": stats.late_writes,
+            "base_errors": stats.base_errors,
             "too_few_copies": stats.too_few_copies,
             "copies_resent": stats.copies_resent,
             "lost_copies": stats.lost_copies,

@@ -518,8 +518,9 @@ struct Core {
     inline: Option<Arc<DiskFile>>,
     /// Where base reads the page cache holds are done in place (see `serve`).
     cached_reads: Option<Arc<DiskFile>>,
-    /// A base write done in place failed: the core stops.
-    failed: Option<DiskError>,
+    /// Base operations the device failed, and when that was last logged.
+    base_errors: u64,
+    base_error_warned_at: Option<Instant>,
     /// The cache's log file and writer (the cache itself is the request path's).
     cache_log: Option<CacheLog>,
     /// Stopping: answered once the requests in flight are.
@@ -544,7 +545,8 @@ impl Core {
             late_warned_at: None,
             inline: None,
             cached_reads: None,
-            failed: None,
+            base_errors: 0,
+            base_error_warned_at: None,
             cache_log: None,
             stopping: None,
         }
