@@ -48,6 +48,9 @@ pub struct NetworkFaults {
     pub duplicate: f64,
     pub delay: f64,
     pub delay_mean_ns: f64,
+    /// A delayed message holds back the ones sent after it between the same two nodes (a TCP
+    /// connection that stalls: its bytes still arrive in order); otherwise it is overtaken.
+    pub delay_in_order: bool,
 }
 
 /// A fault the simulator injected, so a checker never mistakes it for a bug.
@@ -130,6 +133,8 @@ pub struct Network {
     uplink: Vec<Link>,
     downlink: Vec<Link>,
     partitions: Vec<Partition>,
+    /// The latest delivery between each pair of nodes (with `delay_in_order`).
+    last_delivery: std::collections::HashMap<(NodeId, NodeId), Nanos>,
     pub traffic: Traffic,
     pub injected: Vec<Injected>,
 }
@@ -142,6 +147,7 @@ impl Network {
             params,
             faults,
             rng,
+            last_delivery: Default::default(),
             nic_tx: vec![Link::default(); nodes],
             nic_rx: vec![Link::default(); nodes],
             uplink: vec![Link::default(); racks],
@@ -202,6 +208,11 @@ impl Network {
                 at: now,
                 by_ns,
             });
+        }
+        if self.faults.delay_in_order {
+            let last = self.last_delivery.entry((from, to)).or_insert(0);
+            deliveries[0] = deliveries[0].max(*last);
+            *last = deliveries[0];
         }
         if self.faults.duplicate > 0.0 && self.rng.chance(self.faults.duplicate) {
             let again = self.transmit(now, from, to, bytes);
@@ -298,6 +309,25 @@ mod tests {
         );
     }
 
+    /// A delay overtaken by later messages unless the link keeps order (a stalled TCP
+    /// connection), when the later ones wait behind it.
+    #[test]
+    fn delays_keep_a_link_in_order_when_asked() {
+        for in_order in [false, true] {
+            let mut n = net(NetworkFaults {
+                delay: 0.2,
+                delay_mean_ns: 5e6,
+                delay_in_order: in_order,
+                ..NetworkFaults::default()
+            });
+            let arrivals: Vec<Nanos> = (0..500u64)
+                .flat_map(|i| n.send(i * 1_000, 0, 1, 100))
+                .collect();
+            let ordered = arrivals.windows(2).all(|w| w[0] <= w[1]);
+            assert_eq!(ordered, in_order, "in order: {in_order}");
+        }
+    }
+
     #[test]
     fn faults_are_drawn_from_the_seed_and_tagged() {
         let faults = NetworkFaults {
@@ -305,6 +335,7 @@ mod tests {
             duplicate: 0.1,
             delay: 0.1,
             delay_mean_ns: 1e6,
+            delay_in_order: false,
         };
         let run = || {
             let mut n = net(faults);

@@ -176,6 +176,7 @@ fn world(seed: u64, faults: bool) -> World<Node> {
             duplicate: 0.05,
             delay: 0.05,
             delay_mean_ns: 5e6,
+            delay_in_order: false,
         }
     } else {
         NetworkFaults::default()
