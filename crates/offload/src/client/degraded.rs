@@ -46,6 +46,9 @@ impl Client {
             for key in std::mem::take(&mut self.held_writes) {
                 self.finish_write(key);
             }
+            if matches!(self.phase, Phase::Marking) {
+                self.become_ready();
+            }
         }
         if std::mem::take(&mut self.superblock_dirty) {
             self.write_superblock();

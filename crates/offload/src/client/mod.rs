@@ -252,6 +252,10 @@ enum Phase {
     ReadingSuperblock,
     /// Asking every store for its metadata and deletion records.
     Fetching(Fetch),
+    /// The range map is rebuilt and holds data with fewer than N copies (a write found on
+    /// fewer stores, newer than the rest): the superblock is marked "degraded" durably before
+    /// anything is served, so that a restart cannot go on without the stores holding it.
+    Marking,
     Ready,
     Failed(SuperblockError),
     /// A store refused a request as fenced: a newer incarnation of this client recovered from
@@ -555,6 +559,7 @@ impl Client {
             Phase::Formatting => "formatting",
             Phase::ReadingSuperblock => "reading the store set",
             Phase::Fetching(_) => "fetching metadata",
+            Phase::Marking => "marking the superblock degraded",
             Phase::Ready => "ready",
             Phase::Failed(_) => "failed",
             Phase::Fenced => "fenced",

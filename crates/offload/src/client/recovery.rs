@@ -109,6 +109,13 @@ impl Client {
             unreachable!()
         };
         self.merge(f);
+        if !self.vulnerable.is_empty() && !self.degraded_is_durable() {
+            // Data reads would see has fewer than N copies: a later restart must wait for
+            // every store, so the mark is durable before the first read sees that data.
+            self.phase = Phase::Marking;
+            self.set_degraded();
+            return;
+        }
         self.become_ready();
     }
 

@@ -450,6 +450,19 @@ impl Client {
                 exclude |= bit(i);
             }
         }
+        // Nor where a deletion record not yet collected everywhere says this version of the
+        // range is gone: a recovery that reads the record would delete the new copy with the
+        // old one (the same version), and a store down meanwhile may keep the record for long.
+        let version = op.version;
+        for r in self.records.values() {
+            if r.target < self.stores.len()
+                && r.entries
+                    .iter()
+                    .any(|&(lo, hi, v)| v >= version && lo < end && start < hi)
+            {
+                exclude |= bit(r.target);
+            }
+        }
         let targets = self.choose_stores(need, exclude);
         if targets.is_empty() {
             self.parked_writes.push(key);
