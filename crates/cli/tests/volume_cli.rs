@@ -1793,6 +1793,7 @@ fn a_short_chaos_campaign_kills_and_checks() {
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(s["seed"], 11);
     assert!(s["kills"]["total"].as_u64().unwrap() >= 2, "{s}");
+    assert!(s["stalls"].is_u64(), "stalls are counted: {s}");
     assert!(s["writes_acknowledged"].as_u64().unwrap() > 1000, "{s}");
     assert!(s["blocks_verified"].as_u64().unwrap() >= 4096, "{s}");
     assert!(s["loss"].is_null(), "{s}");

@@ -86,6 +86,27 @@ impl Drop for Proc {
     }
 }
 
+/// SIGSTOP by pid from another thread after `after`, then SIGCONT `stalled` later: the
+/// process and its connections stall (TCP holds what is sent meanwhile, in order) and go on.
+pub(super) fn stall_later(
+    pid: u32,
+    after: Duration,
+    stalled: Duration,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        std::thread::sleep(after);
+        // SAFETY: plain kill(2) on a child we started and have not reaped.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGSTOP);
+        }
+        std::thread::sleep(stalled);
+        // SAFETY: as above.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGCONT);
+        }
+    })
+}
+
 /// SIGKILL by pid from another thread, after `after`.
 pub(super) fn kill_later(pid: u32, after: Duration) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {

@@ -6,7 +6,9 @@
 //! writes. With N-way 2 it also restarts the volume while a store is down (the volume must serve
 //! within seconds from the other copies, unless its superblock is marked degraded — a write was
 //! acknowledged with fewer than N copies — when it must wait for that store) and damages a stopped store's log (flipped bytes, a zeroed range, a cut tail)
-//! before restarting it (reads must stay correct from the other copy).
+//! before restarting it (reads must stay correct from the other copy). It also stalls a store or
+//! the volume server (SIGSTOP, then SIGCONT 0.3–5 s later) mid-load: a stalled store's
+//! connection holds what it was sent and delivers it late, in order.
 //!
 //! The seed fixes the plan (clusters, events, their timing, the requests); the processes'
 //! interleaving is the machine's, so a seed replays the plan, not the exact schedule.
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use cluster::{damage, kill_later, Cluster, Kind};
+use cluster::{damage, kill_later, stall_later, Cluster, Kind};
 use workload::{drive, verify, Figures, Ledger, Rng};
 
 const BLOCK: u64 = 4096;
@@ -56,6 +58,9 @@ struct Campaign {
     kills_store: u64,
     kills_both: u64,
     damaged: u64,
+    /// Processes stopped (SIGSTOP) for a while mid-load, then continued: stores, some past
+    /// the volume's request timeout, and volume servers.
+    stalls: u64,
     figures: Figures,
     /// Seconds from restarting the volume to its export, with a store down (N-way 2).
     restart_with_store_down: Vec<f64>,
@@ -150,6 +155,7 @@ pub fn run(args: ChaosArgs) -> Result<()> {
                     "total": c.kills_volume + c.kills_store + 2 * c.kills_both,
                 },
                 "damaged_store_logs": c.damaged,
+                "stalls": c.stalls,
                 "writes_acknowledged": f.writes_acked,
                 "fua_writes": f.fua_writes,
                 "flushes": f.flushes,
@@ -172,6 +178,10 @@ pub fn run(args: ChaosArgs) -> Result<()> {
             c.kills_volume + c.kills_store + 2 * c.kills_both
         );
         println!("  damaged store logs (N-way 2): {}", c.damaged);
+        println!(
+            "  processes stalled (SIGSTOP, then SIGCONT) mid-load: {}",
+            c.stalls
+        );
         println!(
             "  writes acknowledged: {} ({} with FUA), flushes {}, reads checked during the load {}, writes refused (ENOSPC) {}",
             f.writes_acked, f.fua_writes, f.flushes, f.reads_checked, f.refused_writes
@@ -359,6 +369,41 @@ fn campaign_cluster(
                 )?;
                 verify(cluster.nbd(), &mut ledger, &mut c.figures)
                     .with_context(|| format!("after store {} was damaged ({how})", s + 1))?;
+            }
+            (_, 80..=89) => {
+                // A process stalls mid-load (SIGSTOP for 0.3-5 s, then SIGCONT): a store — past
+                // the volume's 2 s request timeout, it counts as failed, and what it was sent
+                // arrives late, in order — or the volume server itself (its clients wait).
+                let target = rng.below(n as u64 + 1) as usize;
+                let pid = if target < n {
+                    cluster.stores[target].as_ref().expect("store").pid()
+                } else {
+                    cluster.volume.as_ref().expect("volume").0.pid()
+                };
+                let at = rng.millis(100, load.as_millis() as u64);
+                let stalled = rng.millis(300, 5000);
+                let staller = stall_later(pid, at, stalled);
+                load_alive(
+                    &cluster,
+                    &mut ledger,
+                    rng,
+                    args.depth,
+                    load.max(at + stalled + Duration::from_millis(200)),
+                    &mut c.figures,
+                    "when a process stalled",
+                )?;
+                staller.join().expect("staller");
+                c.stalls += 1;
+                verify(cluster.nbd(), &mut ledger, &mut c.figures).with_context(|| {
+                    format!(
+                        "after {} stalled for {stalled:?}",
+                        if target < n {
+                            "a store"
+                        } else {
+                            "the volume server"
+                        }
+                    )
+                })?;
             }
             _ => {
                 // A store, mid-load; back after a while. The volume keeps serving.
