@@ -39,7 +39,7 @@ declare -A family=(
 # reported as not applying (the code moved: update this list).
 mutants=$(cat <<'EOF'
 {"name": "reclaim-over-base-write", "family": "offload", "file": "crates/offload/src/client/reclaim.rs", "old": "if self.up_write_in_flight(plo, phi) {", "new": "if false && self.up_write_in_flight(plo, phi) {", "what": "reclaim a range while an older upper-layer base write to it is in flight"}
-{"name": "offload-over-offload-in-flight", "family": "offload", "file": "crates/offload/src/client/upward.rs", "old": "if op.version > version {", "new": "if true || op.version > version {", "what": "an older off-loaded write still in flight keeps the bytes a newer one took (it may be reclaimed, and its copies deleted, first)"}
+{"name": "offload-over-offload-in-flight", "family": "offload", "file": "crates/offload/src/client/upward.rs", "old": "if op.version > version {", "new": "if true || op.version > version {", "also": [{"file": "crates/offload/src/client/stale.rs", "old": "op.version < l.version", "new": "false && op.version < l.version"}], "what": "an older off-loaded write still in flight keeps the bytes a newer one took, and the newer one's copies may be deleted meanwhile (both safeguards: supersede, and invariant 3's wait for older writes in flight)"}
 {"name": "ack-short", "family": "offload", "file": "crates/offload/src/client/upward.rs", "old": "if (op.succeeded.count_ones() as usize) < self.config.n_way {", "new": "if false {", "what": "an off-loaded write is acknowledged with fewer than N copies, the superblock not marked degraded"}
 {"name": "skip-deletion-record", "family": "offload", "file": "crates/offload/src/client/stale.rs", "old": "self.record_deletions(s);", "new": "let _ = s;", "what": "no deletion records for stale copies on failed stores"}
 {"name": "store-fencing", "family": "sierra-short", "file": "crates/vstore/src/store/requests.rs", "old": "if generation < self.fence(client) {", "new": "if false && generation < self.fence(client) {", "what": "a logger takes a deposed primary's late log writes and deletes"}
@@ -81,11 +81,13 @@ while IFS= read -r line; do
   if ! python3 - "$wt" "$line" <<'PY'
 import json, sys
 wt, m = sys.argv[1], json.loads(sys.argv[2])
-path = f"{wt}/{m['file']}"
-text = open(path).read()
-if m["old"] not in text:
-    sys.exit(1)
-open(path, "w").write(text.replace(m["old"], m["new"], 1))
+# A mutant may plant several edits at once ("also"): safeguards that cover for one another.
+for e in [m] + m.get("also", []):
+    path = f"{wt}/{e['file']}"
+    text = open(path).read()
+    if e["old"] not in text:
+        sys.exit(1)
+    open(path, "w").write(text.replace(e["old"], e["new"], 1))
 PY
   then
     rows+=("$(printf '%-32s %-13s %s' "$name" "$fam" "DOES NOT APPLY (the code moved: update scripts/mutants.sh)")")

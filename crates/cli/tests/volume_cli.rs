@@ -1727,15 +1727,17 @@ impl SmallFs {
         let ok = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
             .arg(path)
-            .status()
-            .is_ok_and(|s| s.success());
+            .output_within(COMMAND_LIMIT)
+            .is_ok_and(|o| o.status.success());
         ok.then(|| SmallFs(path.to_path_buf()))
     }
 }
 
 impl Drop for SmallFs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = Command::new("umount")
+            .arg(&self.0)
+            .output_within(COMMAND_LIMIT);
     }
 }
 

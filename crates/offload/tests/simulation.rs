@@ -1152,7 +1152,8 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
         let mut o = SimRng::new(seed, 5);
         let store = CLIENTS + o.below((NODES - CLIENTS) as u64) as usize;
         let at = 300_000_000 + o.below(1_200_000_000);
-        world.schedule_crash(store, at, Some(1_500_000_000 + o.below(1_500_000_000)));
+        let down = 1_500_000_000 + o.below(1_500_000_000);
+        world.schedule_crash(store, at, Some(down));
         let client = o.below(CLIENTS as u64) as usize;
         let client_at = at + 100_000_000 + o.below(800_000_000);
         world.schedule_crash(client, client_at, Some(20_000_000 + o.below(180_000_000)));

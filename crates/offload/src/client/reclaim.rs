@@ -155,6 +155,11 @@ impl Client {
                             });
                         self.apply_offloaded(plo, phi, v, bit(store));
                         self.vulnerable.push_back((plo, phi));
+                        // One copy of what reads may now see: a restart must wait for this
+                        // store (as after a recovery that adopts such a copy).
+                        if self.config.n_way > 1 {
+                            self.set_degraded();
+                        }
                     }
                     _ => {
                         // Work only if its delete may go (else read_any backs off).
