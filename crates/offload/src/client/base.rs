@@ -43,6 +43,7 @@ impl Client {
                         waiting: 0,
                         succeeded: 0,
                         tried: 0,
+                        asked: 0,
                         superseded: Vec::new(),
                         full_since: None,
                         short_since: None,

@@ -178,6 +178,8 @@ struct WriteOp {
     waiting: u32,
     succeeded: u64,
     tried: u64,
+    /// Stores asked and not yet answered: a delete sent there now could land after the copy.
+    asked: u64,
     /// Parts a newer write took while this one was in flight (it completed first, see
     /// `supersede`): the newer one wins there (deletes owed for it may remove this copy).
     superseded: Vec<(u64, u64)>,

@@ -189,6 +189,9 @@ impl Client {
                 });
                 info.holders |= bit(holder);
                 info.version = info.version.max(e.version);
+                // Records of two lives at one slot (a slot reused after a recovery that did
+                // not read a store holding the older one): the collection covers both.
+                info.bytes = info.bytes.max(e.length_bytes);
                 if let Some(t) = target {
                     for &(lo, hi, v) in &record.entries {
                         owed[t].update(lo, hi, |_, _, old| match old {

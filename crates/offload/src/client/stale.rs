@@ -134,13 +134,13 @@ impl Client {
         // A write still in flight counts on the copies stores have acknowledged; it is not in
         // the map yet, so its copies are looked at here.
         if self.writes.values().any(|op| {
-            op.succeeded & bit(store) != 0
+            (op.succeeded | op.asked) & bit(store) != 0
                 && op.version <= version
                 && op.start < end
                 && start < op.start + op.data.len() as u64
         }) {
             return Some(
-                "invariant 1: it removes a copy that a write in flight counts on (acknowledged by the store, not yet in the map)",
+                "invariant 1: it removes a copy that a write in flight counts on (acknowledged by the store, or sent to it and not answered; not yet in the map)",
             );
         }
         self.current_copy_refusal(store, start, end, version, true)

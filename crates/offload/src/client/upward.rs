@@ -142,6 +142,7 @@ impl Client {
                 waiting: 0,
                 succeeded: 0,
                 tried: 0,
+                asked: 0,
                 superseded: Vec::new(),
                 full_since: None,
                 short_since: None,
@@ -298,7 +299,11 @@ impl Client {
             };
             self.send(s, request, Pending::Write { op: key });
         }
-        self.writes.get_mut(&key).expect("write").waiting = targets.len() as u32;
+        let op = self.writes.get_mut(&key).expect("write");
+        op.waiting = targets.len() as u32;
+        for &s in targets {
+            op.asked |= bit(s);
+        }
     }
 
     /// One store answered (or failed) a write of an off-loaded op.
@@ -307,6 +312,7 @@ impl Client {
             return;
         };
         op.waiting -= 1;
+        op.asked &= !bit(store);
         match outcome {
             WriteOutcome::Done => op.succeeded |= bit(store),
             WriteOutcome::NotWritten => op.tried |= bit(store),
