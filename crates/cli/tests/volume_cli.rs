@@ -1373,6 +1373,40 @@ fn a_volume_restarted_while_a_store_is_down_serves_if_another_copy_exists() {
 /// only copy of a write): it waits past the grace, its log and status say "degraded", and once
 /// the store returns it serves every acknowledged write.
 /// Whether the off-loading client's superblock at the end of the base file says "degraded".
+/// Starts `volume serve` again on `base` (the store set from its superblock), with its metrics
+/// on a fixed port so that its status can be polled before it exports.
+fn restart_volume(base: &Path) -> (Server, SocketAddr) {
+    let metrics = free_addr();
+    let args = strings(&[
+        "volume",
+        "serve",
+        "--base",
+        base.to_str().unwrap(),
+        "--nbd",
+        "127.0.0.1:0",
+        "--metrics",
+        &metrics.to_string(),
+    ]);
+    (start(&args, &[]).0, metrics)
+}
+
+/// The volume's status, once its metrics port answers.
+fn try_status(metrics: SocketAddr) -> Option<serde_json::Value> {
+    let out = Command::new(BIN)
+        .args([
+            "volume",
+            "status",
+            "--json",
+            "--metrics",
+            &metrics.to_string(),
+        ])
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).unwrap())
+}
+
 fn base_superblock_degraded(base: &Path) -> bool {
     use cordillera_offload::superblock::{Superblock, SUPERBLOCK_BYTES};
     let bytes = std::fs::read(base).unwrap();
@@ -1461,33 +1495,13 @@ fn with_a_store_down_no_write_is_acknowledged_short_and_a_restart_waits_for_it()
     v.server.kill();
     stores[1].0.kill();
 
-    let metrics = free_addr();
-    let args = strings(&[
-        "volume",
-        "serve",
-        "--base",
-        base.to_str().unwrap(),
-        "--nbd",
-        "127.0.0.1:0",
-        "--metrics",
-        &metrics.to_string(),
-    ]);
-    let (waiting, _) = start(&args, &[]);
+    let (waiting, metrics) = restart_volume(&base);
     let started = Instant::now();
     // Well past the grace (1 s), it still waits, and says why.
     let s = loop {
-        let out = Command::new(BIN)
-            .args([
-                "volume",
-                "status",
-                "--json",
-                "--metrics",
-                &metrics.to_string(),
-            ])
-            .output_within(COMMAND_LIMIT)
-            .unwrap();
-        if out.status.success() && started.elapsed() >= Duration::from_secs(4) {
-            break serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap();
+        if let Some(s) = try_status(metrics).filter(|_| started.elapsed() >= Duration::from_secs(4))
+        {
+            break s;
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
@@ -1607,33 +1621,10 @@ fn under_the_always_policy_a_degraded_mark_clears_and_a_restart_does_not_wait_fo
     v.server.kill();
 
     // Restarted with the store still down: served after the grace (1 s), not waiting.
-    let metrics = free_addr();
-    let args = strings(&[
-        "volume",
-        "serve",
-        "--base",
-        base.to_str().unwrap(),
-        "--nbd",
-        "127.0.0.1:0",
-        "--metrics",
-        &metrics.to_string(),
-    ]);
     let started = Instant::now();
-    let (restarted, _) = start(&args, &[]);
+    let (restarted, metrics) = restart_volume(&base);
     loop {
-        let out = Command::new(BIN)
-            .args([
-                "volume",
-                "status",
-                "--json",
-                "--metrics",
-                &metrics.to_string(),
-            ])
-            .output_within(COMMAND_LIMIT)
-            .unwrap();
-        if out.status.success()
-            && serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["ready"] == true
-        {
+        if try_status(metrics).is_some_and(|s| s["ready"] == true) {
             break;
         }
         assert!(

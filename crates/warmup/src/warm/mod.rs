@@ -317,6 +317,11 @@ impl WarmCache {
             self.log_held.push_back(io);
             return;
         }
+        self.send_log(io);
+    }
+
+    /// Hands a log command to the driver; a write is in flight until answered.
+    fn send_log(&mut self, io: CacheIo) {
         if let CacheIo::LogWrite {
             id,
             offset_bytes,
@@ -349,16 +354,7 @@ impl WarmCache {
                 break;
             }
             let io = self.log_held.pop_front().expect("a held command");
-            if let CacheIo::LogWrite {
-                id,
-                offset_bytes,
-                data,
-            } = &io
-            {
-                self.log_writing
-                    .push((*id, *offset_bytes, offset_bytes + data.len() as u64));
-            }
-            self.out.push_back(io);
+            self.send_log(io);
         }
     }
 
