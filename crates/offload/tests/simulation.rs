@@ -163,6 +163,10 @@ fn trace_on() -> bool {
     *ON.get_or_init(|| std::env::var("OFFLOAD_TRACE").is_ok())
 }
 
+#[path = "simulation/held.rs"]
+mod held;
+use held::HeldDeletes;
+
 struct Node {
     id: NodeId,
     client: Option<ClientSide>,
@@ -960,6 +964,8 @@ struct Outcome {
     offloaded_writes: u64,
     reclaimed_bytes: u64,
     deletion_records: u64,
+    /// Times a ready client's owed deletes were looked at after requests stopped.
+    held_checks: u64,
     store_failures: u64,
     /// Base operations the device failed (the clients' last lives).
     base_errors: u64,
@@ -1165,6 +1171,21 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
         };
         world.schedule_crash(client, client_at, Some(20_000_000 + o.below(180_000_000)));
     }
+    // A fifth have, instead, a store that goes away for most of the quiet period (9–12 s), and
+    // half the time a client restarts meanwhile: reclaimed copies on the other stores are
+    // deleted while it is away (deletion records stand for its stale copies; see `held`).
+    let long_absence = !slow_links && !long_outage && SimRng::new(seed, 6).chance(0.5);
+    if long_absence && plan.is_none() {
+        let mut o = SimRng::new(seed, 7);
+        let store = CLIENTS + o.below((NODES - CLIENTS) as u64) as usize;
+        let at = 500_000_000 + o.below(1_000_000_000);
+        world.schedule_crash(store, at, Some(9_000_000_000 + o.below(3_000_000_000)));
+        if o.chance(0.5) {
+            let client = o.below(CLIENTS as u64) as usize;
+            let client_at = at + 500_000_000 + o.below(1_000_000_000);
+            world.schedule_crash(client, client_at, Some(20_000_000 + o.below(180_000_000)));
+        }
+    }
     let crash_count = (seed % 5) as usize;
     let nodes: Vec<NodeId> = (0..NODES).collect();
     match plan {
@@ -1175,20 +1196,25 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
             }
         }
     }
+    // Every 10 ms, deletes owed to live stores are not held back for long once requests stop.
+    let mut held = HeldDeletes::default();
+    let mut t = 0;
     if cache {
-        // Every millisecond while requests arrive (every 20 ms in the quiet period after): every
+        // Every millisecond while requests arrive (every 10 ms in the quiet period after): every
         // cached block holds what a read issued then may return; a client whose clean stop is
         // over restarts.
-        let mut t = 0;
         let mut restarting = [0; CLIENTS];
         while t < END_NS {
             let step = if t < ACTIVE_NS + 1_000_000_000 {
                 1_000_000
             } else {
-                20_000_000
+                held::EVERY_NS
             };
             t = (t + step).min(END_NS);
             world.run_until(t);
+            if t % held::EVERY_NS == 0 {
+                held.observe(&world, t)?;
+            }
             for (i, model) in models.iter().enumerate() {
                 let hash = world.hash.0;
                 let Some(node) = world.core(i) else { continue };
@@ -1229,7 +1255,11 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
             }
         }
     } else {
-        world.run_until(END_NS);
+        while t < END_NS {
+            t = (t + held::EVERY_NS).min(END_NS);
+            world.run_until(t);
+            held.observe(&world, t)?;
+        }
     }
     let crashes = world
         .faults
@@ -1244,6 +1274,7 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
         offloaded_writes: 0,
         reclaimed_bytes: 0,
         deletion_records: 0,
+        held_checks: held.checked,
         store_failures: 0,
         base_errors: 0,
         reads_checked: 0,
@@ -1424,6 +1455,7 @@ fn offloaded_writes_survive_crashes_and_are_reclaimed() {
             ("base_errors", sum(|o| o.base_errors)),
             ("writes_acked", sum(|o| o.writes_acked)),
             ("reads_checked", sum(|o| o.reads_checked)),
+            ("held_checks", sum(|o| o.held_checks)),
         ],
     );
     let outcomes = all_succeeded(

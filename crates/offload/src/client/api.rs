@@ -244,6 +244,13 @@ pub struct StoreFigures {
     pub in_flight: u64,
     pub reported_load: u64,
     pub offloaded_bytes: u64,
+    /// Bytes of copies the store holds for this client that are no longer needed, deletes
+    /// owed to it: stale copies, and reclaimed ones (on the base volume now).
+    pub stale_bytes: u64,
+    /// Of those, bytes whose delete is not sent: the store is down (a deletion record may
+    /// stand for them), or an invariant holds the delete back (a reclaimed copy waits until
+    /// no older copy remains elsewhere).
+    pub unsent_delete_bytes: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -252,6 +259,9 @@ pub struct Stats {
     pub fenced: u64,
     /// Copies of off-loaded writes sent again because fewer than N stores had taken them.
     pub copies_resent: u64,
+    /// Off-loaded writes short of N copies sent again whole under a fresh version: the
+    /// stores that could take the missing copies were owed deletes covering the old one.
+    pub writes_reversioned: u64,
     /// Off-loaded writes answered with an error because they had fewer than N copies when
     /// `copies_timeout_ns` ran out.
     pub too_few_copies: u64,

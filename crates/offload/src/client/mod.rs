@@ -468,14 +468,25 @@ impl Client {
                 in_flight: s.in_flight,
                 reported_load: s.reported_load,
                 offloaded_bytes: 0,
+                stale_bytes: s.stale.iter().map(|(lo, hi, _)| hi - lo).sum(),
+                unsent_delete_bytes: s
+                    .stale
+                    .iter()
+                    .filter(|(_, _, v)| !v.sent)
+                    .map(|(lo, hi, _)| hi - lo)
+                    .sum(),
             })
             .collect();
         for (start, end, loc) in self.map.iter() {
-            if loc.on_base {
-                continue;
-            }
             for (i, f) in out.iter_mut().enumerate() {
-                if loc.stores & (1 << i) != 0 {
+                if loc.stores & (1 << i) == 0 {
+                    continue;
+                }
+                if loc.on_base {
+                    // Reclaimed: the copy is deleted once no older one remains elsewhere.
+                    f.stale_bytes += end - start;
+                    f.unsent_delete_bytes += end - start;
+                } else {
                     f.offloaded_bytes += end - start;
                 }
             }
@@ -569,9 +580,24 @@ impl Client {
         let stores: Vec<String> = self
             .stores
             .iter()
-            .map(|s| {
+            .enumerate()
+            .map(|(i, s)| {
+                // The first stale copy whose delete is held back, and why.
+                let held = s
+                    .stale
+                    .iter()
+                    .find(|(_, _, v)| !v.sent && v.slot.is_none())
+                    .map(|(lo, hi, v)| {
+                        let why = self.delete_refusal(i, lo, hi, v.version);
+                        format!(
+                            ", first unsent [{lo}, {hi}) ≤v{:x}: {}",
+                            v.version,
+                            why.unwrap_or("allowed")
+                        )
+                    })
+                    .unwrap_or_default();
                 format!(
-                    "{}{}(load {}, in flight {}, stale {})",
+                    "{}{}(load {}, in flight {}, stale {}{held})",
                     s.info.id,
                     if s.removed {
                         "x"
@@ -586,8 +612,26 @@ impl Client {
                 )
             })
             .collect();
+        // The oldest write in flight: where its copies are.
+        let first_write = self
+            .writes
+            .values()
+            .min_by_key(|op| op.arrived)
+            .map(|op| {
+                format!(
+                    ", oldest [{}, +{}) v{:x} waiting {} succeeded {:b} tried {:b} answered {}",
+                    op.start,
+                    op.data.len(),
+                    op.version,
+                    op.waiting,
+                    op.succeeded,
+                    op.tried,
+                    op.answered
+                )
+            })
+            .unwrap_or_default();
         format!(
-            "{phase}{}; ranges {}; writes {} (parked {}); reads {} (parked {}); queued {}; base in flight {}; store requests {}; reclaim jobs {}; settling {}; records {}; vulnerable {}; stores {}",
+            "{phase}{}; ranges {}; writes {} (parked {}{first_write}); reads {} (parked {}); queued {}; base in flight {}; store requests {}; reclaim jobs {}; settling {}; records {}; vulnerable {}; stores {}",
             match (self.degraded, self.degraded_durable) {
                 (false, false) => "",
                 (true, true) => " (degraded)",

@@ -162,8 +162,14 @@ impl Client {
                         }
                     }
                     _ => {
-                        // Work only if its delete may go (else read_any backs off).
-                        useful |= self.delete_allowed(store, plo, phi, v);
+                        // Work only if its delete may go and is not already on its way (else
+                        // read_any backs off: asking again only competes with the delete).
+                        let sent = self.stores[store]
+                            .stale
+                            .lookup(plo, phi)
+                            .iter()
+                            .all(|p| p.value.is_some_and(|x| x.sent && x.version >= v));
+                        useful |= !sent && self.delete_allowed(store, plo, phi, v);
                         self.add_stale(store, plo, phi, v);
                     }
                 }

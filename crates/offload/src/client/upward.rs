@@ -471,6 +471,14 @@ impl Client {
         }
         let targets = self.choose_stores(need, exclude);
         if targets.is_empty() {
+            let op = &self.writes[&key];
+            if !self.choose_stores(need, op.succeeded | op.tried).is_empty() {
+                // Stores are up but a delete or record owed there covers this version, and
+                // may wait for reclaim of an older copy that waits for this write: the write
+                // is sent again whole under a fresh version, which nothing owed now removes.
+                self.reversion_write(key);
+                return;
+            }
             self.parked_writes.push(key);
             self.parked_retry_at
                 .get_or_insert(self.now + self.config.probe_interval_ns);
@@ -478,6 +486,21 @@ impl Client {
         }
         self.stats.copies_resent += targets.len() as u64;
         self.send_copies(key, &targets);
+    }
+
+    /// A write with fewer than N copies whose missing ones cannot go where they could without a
+    /// delete owed there removing them: the copies it has become stale (deleted like any
+    /// older copy), and it is sent again under a fresh version (see `retry_write`).
+    fn reversion_write(&mut self, key: u64) {
+        let op = self.writes.get_mut(&key).expect("write");
+        let (start, end, version) = (op.start, op.start + op.data.len() as u64, op.version);
+        let had = std::mem::take(&mut op.succeeded);
+        op.tried = 0;
+        for s in indices(had) {
+            self.add_stale(s, start, end, version);
+        }
+        self.stats.writes_reversioned += 1;
+        self.retry_write(key);
     }
 
     /// Every store asked answered an off-loaded write that some took: into the range map

@@ -110,6 +110,12 @@ impl Core {
             stats.copies_resent as f64,
         );
         gauge(
+            "cordillera_volume_writes_reversioned_total",
+            "Off-loaded writes short of N copies sent again whole under a fresh version.",
+            "counter",
+            stats.writes_reversioned as f64,
+        );
+        gauge(
             "cordillera_volume_store_failures_total",
             "Stores marked failed.",
             "counter",
@@ -143,6 +149,15 @@ impl Core {
                 f.offloaded_bytes
             );
         }
+        let _ = writeln!(out, "# HELP cordillera_volume_store_stale_bytes Bytes of stale copies the store still holds for the volume (deletes owed to it).\n# TYPE cordillera_volume_store_stale_bytes gauge");
+        for (i, f) in figures.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "cordillera_volume_store_stale_bytes{{store=\"{}\"}} {}",
+                self.label.stores.get(i).map_or("?", |s| s.as_str()),
+                f.stale_bytes
+            );
+        }
         self.reads.render(
             "cordillera_volume_read_seconds",
             "Read response time at the export.",
@@ -172,6 +187,8 @@ impl Core {
                     "up": f.up,
                     "removed": f.removed,
                     "offloaded_bytes": f.offloaded_bytes,
+                    "stale_bytes": f.stale_bytes,
+                    "unsent_delete_bytes": f.unsent_delete_bytes,
                     "in_flight": f.in_flight,
                     "reported_load": f.reported_load,
                 })
@@ -207,6 +224,7 @@ impl Core {
             "base_errors": stats.base_errors,
             "too_few_copies": stats.too_few_copies,
             "copies_resent": stats.copies_resent,
+            "writes_reversioned": stats.writes_reversioned,
             "lost_copies": stats.lost_copies,
             "lost_bytes": stats.lost_bytes,
             "offloaded_bytes": stats.offloaded_bytes,

@@ -1,5 +1,7 @@
 use super::*;
 
+mod copies;
+
 /// A formatted client with one store, its superblock written; ready.
 fn ready(policy: Policy) -> Client {
     let mut config = Config::new(7, 1, 1 << 20);
@@ -243,121 +245,6 @@ fn a_store_that_lost_an_acknowledged_copy_is_read_around() {
     }
     assert_eq!(c.stats().lost_copies, 2);
     assert_eq!(c.stats().lost_bytes, 0);
-}
-
-/// An off-loaded write is never acknowledged with fewer than N copies: the missing copy is
-/// sent again (same version) until a store takes it, and after `copies_timeout_ns` the write
-/// fails. Its lone copy may still be found (its outcome is unknown), so the superblock says
-/// "degraded" before reads can see it, and a restart then waits for every store instead of
-/// going on without N−1.
-#[test]
-fn a_write_is_never_acknowledged_short_and_one_left_short_makes_a_restart_wait_for_every_store() {
-    let mut config = Config::new(7, 1, 1 << 20);
-    config.policy = Policy::Always;
-    config.n_way = 2;
-    let stores = vec![
-        StoreInfo { id: 1, server: 1 },
-        StoreInfo { id: 2, server: 2 },
-    ];
-    let mut c = Client::format(config.clone(), stores, 0);
-    let Some(BaseOp::Write { id, data, .. }) = c.poll_base() else {
-        panic!("the superblock is written first");
-    };
-    assert!(!Superblock::decode(&data).expect("superblock").degraded);
-    c.handle_base(1, BaseDone::Written { id });
-    // Store 2 refuses the first write once, the second until the timeout.
-    let mut now = 2;
-    let mut refusals = [0u32; 3];
-    let mut superblocks = Vec::new();
-    write(&mut c, 1, 0);
-    write(&mut c, 2, 8192);
-    let mut answers: Vec<(u64, UpReply)> = Vec::new();
-    while answers.len() < 2 && now < 4 * config.copies_timeout_ns {
-        while let Some((store, id, request)) = c.poll_store() {
-            let reply = match request {
-                Request::Write {
-                    offset_bytes,
-                    version,
-                    ..
-                } => {
-                    let w = (offset_bytes / 8192 + 1) as usize;
-                    if store == 1 && (w == 2 || refusals[w] == 0) {
-                        refusals[w] += 1;
-                        Reply::Error(StoreError::Full)
-                    } else {
-                        assert!(version >> 40 == 1, "the same version, not a fresh one");
-                        Reply::Done
-                    }
-                }
-                _ => Reply::Read(Vec::new()),
-            };
-            c.handle_store(now, store, id, reply, Some(0));
-        }
-        while let Some(op) = c.poll_base() {
-            if let BaseOp::Write { id, data, .. } = op {
-                superblocks.push(data);
-                c.handle_base(now, BaseDone::Written { id });
-            }
-        }
-        answers.extend(std::iter::from_fn(|| c.poll_upward()));
-        now = c.poll_timeout().unwrap_or(now + 1).max(now + 1);
-        c.handle_timeout(now);
-    }
-    answers.sort_by_key(|(id, _)| *id);
-    assert_eq!(
-        answers,
-        vec![
-            (1, UpReply::Written),
-            (2, UpReply::Error(ClientError::TooFewCopies))
-        ]
-    );
-    assert_eq!(refusals[1], 1);
-    assert!(refusals[2] > 1, "the missing copy is asked for again");
-    assert!(c.stats().copies_resent > 0);
-    assert_eq!(c.stats().too_few_copies, 1);
-    while let Some(op) = c.poll_base() {
-        if let BaseOp::Write { id, data, .. } = op {
-            superblocks.push(data);
-            c.handle_base(now, BaseDone::Written { id });
-        }
-    }
-    // The superblock said "degraded" (before the copy entered the map; a restart from it:)
-    let data = superblocks
-        .into_iter()
-        .find(|d| Superblock::decode(d).expect("superblock").degraded)
-        .expect("a superblock written degraded");
-
-    // The client restarts; store 2 answers only "recovering".
-    let mut r = Client::recover(config, 10);
-    let Some(BaseOp::Read { id, .. }) = r.poll_base() else {
-        panic!("the superblock is read first");
-    };
-    r.handle_base(11, BaseDone::Read { id, data });
-    let Some(BaseOp::Write { id, .. }) = r.poll_base() else {
-        panic!("the next generation is written");
-    };
-    r.handle_base(12, BaseDone::Written { id });
-    let mut now = 13;
-    while now < 3 * r.config.recovery_grace_ns {
-        while let Some((store, id, request)) = r.poll_store() {
-            // The restart is generation 2 (format wrote 1): it fences generation 1.
-            assert!(
-                matches!(request, Request::Metadata { generation: 2, .. }),
-                "{request:?}"
-            );
-            let reply = if store == 0 {
-                Reply::Metadata(Vec::new())
-            } else {
-                Reply::Error(StoreError::Recovering)
-            };
-            r.handle_store(now, store, id, reply, Some(0));
-        }
-        now = r.poll_timeout().expect("a retry").max(now + 1);
-        r.handle_timeout(now);
-    }
-    assert!(!r.is_ready(), "{}", r.describe());
-    let wait = r.recovery_wait().expect("recovering");
-    assert_eq!((wait.answered, wait.needed, wait.failed), (1, 2, vec![2]));
 }
 
 #[test]
