@@ -49,7 +49,7 @@ mutants=$(cat <<'EOF'
 {"name": "cache-clean-close-only", "family": "warm", "file": "crates/warmup/src/warm/mod.rs", "old": "clean_close_only: true,", "new": "clean_close_only: false,", "what": "logged data pre-loaded after a crash"}
 {"name": "cache-changes-without-data", "family": "warm", "file": "crates/warmup/src/warm/mod.rs", "old": "changes_without_data: true,", "new": "changes_without_data: false,", "what": "a partial or failed write leaves older logged data newest"}
 {"name": "cache-concurrent-writes", "family": "volume-path", "file": "crates/warmup/src/warm/mod.rs", "old": "concurrent_writes: true,", "new": "concurrent_writes: false,", "what": "the cache keeps whichever of two concurrent writes answered last"}
-{"name": "cache-ordered-log-writes", "family": "volume-path", "file": "crates/warmup/src/warm/mod.rs", "old": "ordered_log_writes: true,", "new": "ordered_log_writes: false,", "what": "a wrapped warm-up log chunk is written over an older one still in flight"}
+{"name": "cache-ordered-log-writes", "family": "warm", "file": "crates/warmup/src/warm/mod.rs", "old": "ordered_log_writes: true,", "new": "ordered_log_writes: false,", "what": "a wrapped warm-up log chunk is written over an older one still in flight"}
 {"name": "restripe-writes-before", "family": "restripe", "file": "crates/striping/src/restripe.rs", "old": "let busy = self.before_writes > 0", "new": "let busy = false", "what": "a batch copied while writes admitted before the restripe are in flight"}
 EOF
 )

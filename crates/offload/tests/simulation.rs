@@ -1175,8 +1175,7 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
     // period (9–12 s), and half the time a client restarts meanwhile: reclaimed copies on the
     // other stores are deleted while it is away (deletion records stand for its stale copies;
     // see `held`). (The request path's family keeps its shapes: its regression seeds replay.)
-    let long_absence =
-        !cache && !slow_links && !long_outage && SimRng::new(seed, 6).chance(0.5);
+    let long_absence = !cache && !slow_links && !long_outage && SimRng::new(seed, 6).chance(0.5);
     if long_absence && plan.is_none() {
         let mut o = SimRng::new(seed, 7);
         let store = CLIENTS + o.below((NODES - CLIENTS) as u64) as usize;

@@ -8,6 +8,7 @@ use cordillera_types::Op;
 
 use super::{Core, IoCommand, IoDone, Node, World};
 use crate::device::IoRequest;
+use crate::kernel::Nanos;
 use crate::network::NodeId;
 
 impl<C> Node<C> {
@@ -116,12 +117,35 @@ impl<C: Core> World<C> {
         let now = self.now;
         let mut done = std::mem::take(&mut self.scratch);
         self.nodes[node].device.advance(now, &mut done);
+        // Completions that stall are set aside; those whose stall is over join the device's.
+        let mut ids: Vec<u64> = Vec::with_capacity(done.len());
+        {
+            let n = &mut self.nodes[node];
+            for c in done.drain(..) {
+                match self.stall {
+                    Some((chance, mean)) if self.stall_rng.chance(chance) => {
+                        let until = now + self.stall_rng.exponential(mean) as Nanos;
+                        n.stalled.insert((until, c.id));
+                        self.stalls += 1;
+                        self.hash.add(10);
+                    }
+                    _ => ids.push(c.id),
+                }
+            }
+            while let Some(&(until, id)) = n.stalled.first() {
+                if until > now {
+                    break;
+                }
+                n.stalled.pop_first();
+                ids.push(id);
+            }
+        }
         let mut results = Vec::new();
         {
             let reorder = self.builder.reorder;
             let n = &mut self.nodes[node];
-            for c in done.drain(..) {
-                let Some(command) = n.in_flight.get(&c.id) else {
+            for id in ids {
+                let Some(command) = n.in_flight.get(&id) else {
                     continue;
                 };
                 if let (
@@ -134,7 +158,7 @@ impl<C: Core> World<C> {
                     let (lo, hi) = (*offset_bytes, offset_bytes + data.len() as u64);
                     let later: BTreeSet<u64> = n
                         .in_flight
-                        .range(c.id + 1..)
+                        .range(id + 1..)
                         .filter(|(id, _)| !n.landed.contains(id))
                         .filter(|(_, later)| match later {
                             IoCommand::Write {
@@ -148,7 +172,7 @@ impl<C: Core> World<C> {
                         self.reordered += 1;
                         if self.reorder_rng.chance(0.5) {
                             // It lands after them: held until they are done.
-                            n.held.insert(c.id, later);
+                            n.held.insert(id, later);
                             self.hash.add(8);
                             continue;
                         }
@@ -165,9 +189,9 @@ impl<C: Core> World<C> {
                         }
                     }
                 }
-                results.extend(n.complete(c.id));
+                results.extend(n.complete(id));
                 // Writes held for this one land now (and those held for them, in turn).
-                let mut landed = vec![c.id];
+                let mut landed = vec![id];
                 while let Some(id) = landed.pop() {
                     let free: Vec<u64> = n
                         .held

@@ -152,6 +152,9 @@ struct Node<C> {
     landed: BTreeSet<u64>,
     /// Flushes whose writes are done, completing at their time.
     flush_done: VecDeque<(Nanos, u64)>,
+    /// Requests the device completed that stall (see [`World::stall_ios`]): (release time,
+    /// device id). They stay in `in_flight` until released.
+    stalled: BTreeSet<(Nanos, u64)>,
     timer_at: Option<Nanos>,
     disk_at: Option<Nanos>,
     /// In standby since then.
@@ -198,6 +201,12 @@ pub struct World<C: Core> {
     /// Writes that persisted after a later overlapping one, and crashes that shuffled the
     /// writes in flight.
     pub reordered: u64,
+    /// Device requests that stall, and for how long on average (see [`World::stall_ios`]).
+    stall: Option<(f64, f64)>,
+    /// Draws for stalls (a stream of its own).
+    stall_rng: SimRng,
+    /// Requests that stalled.
+    pub stalls: u64,
 }
 
 impl Hasher for EventHash {
@@ -249,6 +258,7 @@ impl<C: Core> World<C> {
                 held: BTreeMap::new(),
                 landed: BTreeSet::new(),
                 flush_done: VecDeque::new(),
+                stalled: BTreeSet::new(),
                 timer_at: None,
                 disk_at: None,
                 asleep_since: None,
@@ -263,6 +273,9 @@ impl<C: Core> World<C> {
             // From a copy of `rng`: the world's own draws stay as they were.
             reorder_rng: SimRng::new(rng.clone().next_u64(), 0x5e0_4de5),
             reordered: 0,
+            stall: None,
+            stall_rng: SimRng::new(rng.clone().next_u64(), 0x57a_11),
+            stalls: 0,
             rng,
             now: 0,
             hash: EventHash::default(),
@@ -312,6 +325,16 @@ impl<C: Core> World<C> {
     /// Messages lost because their destination was in standby.
     pub fn lost_to_standby(&self) -> u64 {
         self.lost_to_standby
+    }
+
+    /// Makes a share `chance` of device requests stall once the device is done with them: their
+    /// completion (a write's data reaching the media, a read's contents) comes an exponential
+    /// delay of mean `mean_ns` later, while later requests complete at their own times — as a
+    /// drive's internal retries, garbage collection or a controller's queue may. A write that
+    /// stalls lands after later writes to the same blocks; a crash meanwhile finds it in
+    /// flight. Drawn from a stream of its own: worlds that never call this draw nothing.
+    pub fn stall_ios(&mut self, chance: f64, mean_ns: f64) {
+        self.stall = (chance > 0.0).then_some((chance, mean_ns));
     }
 
     /// Schedules a crash of `node` at `at` and, if `restart_after` is given, its restart.
@@ -482,6 +505,7 @@ impl<C: Core> World<C> {
         n.writes_in_flight.clear();
         n.early.clear();
         n.flush_done.clear();
+        n.stalled.clear();
         n.timer_at = None;
         n.disk_at = None;
         n.device = new_device;
@@ -577,12 +601,14 @@ impl<C: Core> World<C> {
                 self.queue.push(t, Event::Timer { node, epoch });
             }
         }
-        let device = n.device.poll_timeout();
-        let flush = n.flush_done.front().map(|(t, _)| *t);
-        let next = match (device, flush) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let next = [
+            n.device.poll_timeout(),
+            n.flush_done.front().map(|(t, _)| *t),
+            n.stalled.first().map(|(t, _)| *t),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         if let Some(t) = next {
             let t = t.max(self.now);
             if n.disk_at.is_none_or(|at| t < at) {
