@@ -274,7 +274,7 @@ impl<C: Core> World<C> {
             reorder_rng: SimRng::new(rng.clone().next_u64(), 0x5e0_4de5),
             reordered: 0,
             stall: None,
-            stall_rng: SimRng::new(rng.clone().next_u64(), 0x57a_11),
+            stall_rng: SimRng::new(rng.clone().next_u64(), 0x57a11),
             stalls: 0,
             rng,
             now: 0,
