@@ -188,6 +188,9 @@ fn world(seed: u64, faults: bool) -> World<Node> {
     );
     let mut w = World::new(builder, network, SimRng::new(seed, 2));
     if faults {
+        // Devices stall too: a write acknowledged after its flush may have stalled past later
+        // writes; the flush waits for it.
+        w.stall_ios(0.05, 5e6);
         w.schedule_random_crashes(&SERVERS, 4, 0, 200_000_000, 30e6);
         w.network
             .partition(vec![0], vec![2], 20_000_000, 80_000_000);
