@@ -5,22 +5,31 @@
 # many as fit in --seconds) before anyone calls a change correct (docs/TESTING.md).
 #
 #   scripts/campaign.sh [--schedules N | --seconds S] [FAMILY…]
+#   scripts/campaign.sh --totals
 #
 # FAMILY: sim vstore offload volume-path sierra sierra-short warm restripe (default: all).
 # Default: --schedules 100000. Each family's fresh schedules start from a new base seed; a
 # failure names the seed and the command that replays it (and belongs in the family's
 # regression list). The fixed seeds are left out (the test command runs them).
+#
+# Each family's run is appended to docs/campaigns.tsv (commit it): date, commit, the code's
+# tree (a hash of crates/ and Cargo.lock, "dirty" with uncommitted changes there), family,
+# fresh schedules, failed, seconds, base seed. Fresh seeds start from a random base each run,
+# so runs of one code tree add up: --totals prints, per family, the fresh schedules and
+# failures recorded for the current tree (toward the 10^5 before "correct").
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 count=100000
 seconds=""
+totals=false
 families=()
 while (($#)); do
   case $1 in
     --schedules) count=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --totals) totals=true; shift ;;
     *) families+=("$1"); shift ;;
   esac
 done
@@ -41,6 +50,25 @@ order=(sim vstore offload volume-path sierra sierra-short warm restripe)
 for f in "${families[@]}"; do
   [ -n "${spec[$f]:-}" ] || { echo "unknown family $f (one of: ${order[*]})" >&2; exit 2; }
 done
+
+ledger=docs/campaigns.tsv
+code_tree() {
+  if [ -n "$(git status --porcelain -- crates Cargo.lock)" ]; then
+    echo dirty
+  else
+    git ls-tree HEAD crates Cargo.lock | git hash-object --stdin | cut -c1-12
+  fi
+}
+tree=$(code_tree)
+if $totals; then
+  echo "code tree $tree (commit $(git rev-parse --short HEAD)); fresh schedules recorded in $ledger:"
+  for f in "${order[@]}"; do
+    awk -F'\t' -v t="$tree" -v f="$f" '$3 == t && $4 == f { n += $5; x += $6; r += 1 }
+      END { printf "  %-13s %9d fresh, %d failed, %d runs\n", f, n, x, r }' "$ledger"
+  done
+  exit 0
+fi
+[ -f "$ledger" ] || printf 'date\tcommit\tcode_tree\tfamily\tfresh\tfailed\tseconds\tbase_seed\n' >"$ledger"
 
 mkdir -p target/campaign
 summaries=()
@@ -65,6 +93,12 @@ for f in "${families[@]}"; do
     line="schedule summary: $prefix (no summary: the run stopped before it; see $log)"
   fi
   summaries+=("${line#schedule summary: }")
+  field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$line"; }
+  base=$(grep -ho 'from base seed [0-9]*' "$log" | head -n 1 | awk '{print $4}')
+  if [ -n "$(field fresh)" ]; then
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$(git rev-parse --short HEAD)" \
+      "$tree" "$f" "$(field fresh)" "$(field failed)" "$(field seconds)" "${base:-?}" >>"$ledger"
+  fi
   if [ $rc != 0 ]; then
     status=1
     grep -E 'schedules failed|reproduce:' "$log" | head -n 5
