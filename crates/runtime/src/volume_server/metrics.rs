@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::http::{self, Response};
+use cordillera_offload::client::StoreFigures;
 
 impl Core {
     /// Reclaimed bytes per second over the last minute's samples.
@@ -122,42 +123,34 @@ impl Core {
             stats.store_failures as f64,
         );
         let figures = client.store_figures();
-        let _ = writeln!(out, "# HELP cordillera_volume_store_up 1 when the store answers.\n# TYPE cordillera_volume_store_up gauge");
-        for (i, f) in figures.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "cordillera_volume_store_up{{store=\"{}\"}} {}",
-                self.label.stores.get(i).map_or("?", |s| s.as_str()),
-                f.up as u8
-            );
-        }
-        let _ = writeln!(out, "# HELP cordillera_volume_store_queue_length Requests in flight to the store.\n# TYPE cordillera_volume_store_queue_length gauge");
-        for (i, f) in figures.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "cordillera_volume_store_queue_length{{store=\"{}\"}} {}",
-                self.label.stores.get(i).map_or("?", |s| s.as_str()),
-                f.in_flight
-            );
-        }
-        let _ = writeln!(out, "# HELP cordillera_volume_store_offloaded_bytes Bytes whose latest version the store holds.\n# TYPE cordillera_volume_store_offloaded_bytes gauge");
-        for (i, f) in figures.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "cordillera_volume_store_offloaded_bytes{{store=\"{}\"}} {}",
-                self.label.stores.get(i).map_or("?", |s| s.as_str()),
-                f.offloaded_bytes
-            );
-        }
-        let _ = writeln!(out, "# HELP cordillera_volume_store_stale_bytes Bytes of stale copies the store still holds for the volume (deletes owed to it).\n# TYPE cordillera_volume_store_stale_bytes gauge");
-        for (i, f) in figures.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "cordillera_volume_store_stale_bytes{{store=\"{}\"}} {}",
-                self.label.stores.get(i).map_or("?", |s| s.as_str()),
-                f.stale_bytes
-            );
-        }
+        // One gauge per store, labelled by its address.
+        let mut per_store = |name: &str, help: &str, value: &dyn Fn(&StoreFigures) -> u64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for (i, f) in figures.iter().enumerate() {
+                let store = self.label.stores.get(i).map_or("?", |s| s.as_str());
+                let _ = writeln!(out, "{name}{{store=\"{store}\"}} {}", value(f));
+            }
+        };
+        per_store(
+            "cordillera_volume_store_up",
+            "1 when the store answers.",
+            &|f| f.up as u64,
+        );
+        per_store(
+            "cordillera_volume_store_queue_length",
+            "Requests in flight to the store.",
+            &|f| f.in_flight,
+        );
+        per_store(
+            "cordillera_volume_store_offloaded_bytes",
+            "Bytes whose latest version the store holds.",
+            &|f| f.offloaded_bytes,
+        );
+        per_store(
+            "cordillera_volume_store_stale_bytes",
+            "Bytes of stale copies the store still holds for the volume (deletes owed to it).",
+            &|f| f.stale_bytes,
+        );
         self.reads.render(
             "cordillera_volume_read_seconds",
             "Read response time at the export.",
