@@ -12,11 +12,12 @@
 # failure names the seed and the command that replays it (and belongs in the family's
 # regression list). The fixed seeds are left out (the test command runs them).
 #
-# Each family's run is appended to docs/campaigns.tsv (commit it): date, commit, the code's
-# tree (a hash of crates/ and Cargo.lock, "dirty" with uncommitted changes there), family,
-# fresh schedules, failed, seconds, base seed. Fresh seeds start from a random base each run,
-# so runs of one code tree add up: --totals prints, per family, the fresh schedules and
-# failures recorded for the current tree (toward the 10^5 before "correct").
+# Each family's run is appended to docs/campaigns.tsv (commit it): date, commit, the family's
+# code tree (a hash of the workspace crates its test compiles, Cargo.toml and Cargo.lock;
+# "dirty" with uncommitted changes there), family, fresh schedules, failed, seconds, base seed.
+# Fresh seeds start from a random base each run, so runs of the same code add up: --totals
+# prints, per family, the fresh schedules and failures recorded at commits whose code for that
+# family is the same as now (toward the 10^5 before "correct").
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -52,19 +53,43 @@ for f in "${families[@]}"; do
 done
 
 ledger=docs/campaigns.tsv
+# The code a family's test compiles: the workspace crates its test binary depends on (normal,
+# build and dev dependencies, found by `cargo tree`), the root Cargo.toml and Cargo.lock. A
+# change elsewhere (the runtime, the command line) leaves a family's count standing.
+closure() {
+  local package=$1
+  cargo tree -q -p "$package" -e normal,build,dev --prefix none -f '{p}' 2>/dev/null |
+    sed -n "s|.*(\($PWD/\)\{0,1\}\(crates/[^)]*\)).*|\2|p" | sort -u | tr '\n' ' '
+}
+# code_tree REV PATHS…: a hash of those paths at commit REV ("dirty" for the work tree with
+# uncommitted changes there).
 code_tree() {
-  if [ -n "$(git status --porcelain -- crates Cargo.lock)" ]; then
+  local rev=$1; shift
+  if [ "$rev" = HEAD ] && [ -n "$(git status --porcelain -- "$@")" ]; then
     echo dirty
   else
-    git ls-tree HEAD crates Cargo.lock | git hash-object --stdin | cut -c1-12
+    git ls-tree "$rev" -- "$@" 2>/dev/null | git hash-object --stdin | cut -c1-12
   fi
 }
-tree=$(code_tree)
+family_paths() {
+  local prefix package binary test
+  read -r prefix package binary test <<<"${spec[$1]}"
+  # shellcheck disable=SC2046
+  echo Cargo.toml Cargo.lock $(closure "$package")
+}
 if $totals; then
-  echo "code tree $tree (commit $(git rev-parse --short HEAD)); fresh schedules recorded in $ledger:"
+  echo "commit $(git rev-parse --short HEAD); fresh schedules recorded in $ledger for the code each"
+  echo "family's test compiles as it is now (its workspace crates, Cargo.toml, Cargo.lock):"
   for f in "${order[@]}"; do
-    awk -F'\t' -v t="$tree" -v f="$f" '$3 == t && $4 == f { n += $5; x += $6; r += 1 }
-      END { printf "  %-13s %9d fresh, %d failed, %d runs\n", f, n, x, r }' "$ledger"
+    read -r -a paths <<<"$(family_paths "$f")"
+    now=$(code_tree HEAD "${paths[@]}")
+    n=0 x=0 r=0
+    while IFS=$'\t' read -r _ commit tree fam fresh failed _; do
+      [ "$fam" = "$f" ] && [ "$tree" != dirty ] || continue
+      [ "$(code_tree "$commit" "${paths[@]}")" = "$now" ] || continue
+      n=$((n + fresh)) x=$((x + failed)) r=$((r + 1))
+    done < <(tail -n +2 "$ledger")
+    printf '  %-13s %9d fresh, %d failed, %d runs  (code %s: %s)\n' "$f" "$n" "$x" "$r" "$now" "${paths[*]:2}"
   done
   exit 0
 fi
@@ -84,7 +109,11 @@ for f in "${families[@]}"; do
     env+=("${prefix}_SCHEDULES=$count")
     what="$count schedules"
   fi
-  echo "== $(date +%T) $f: $what (log: $log)"
+  # The code and commit the test binary is built from, read before the build.
+  read -r -a paths <<<"$(family_paths "$f")"
+  tree=$(code_tree HEAD "${paths[@]}")
+  commit=$(git rev-parse --short HEAD)
+  echo "== $(date +%T) $f: $what, code $tree (log: $log)"
   env "${env[@]}" cargo nextest run --profile campaign -p "$package" --test "$binary" \
     -E "test(=$test)" --no-capture >"$log" 2>&1
   rc=$?
@@ -96,8 +125,7 @@ for f in "${families[@]}"; do
   field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$line"; }
   base=$(grep -ho 'from base seed [0-9]*' "$log" | head -n 1 | awk '{print $4}')
   if [ -n "$(field fresh)" ]; then
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$(git rev-parse --short HEAD)" \
-      "$tree" "$f" "$(field fresh)" "$(field failed)" "$(field seconds)" "${base:-?}" >>"$ledger"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$commit" "$tree" "$f" "$(field fresh)" "$(field failed)" "$(field seconds)" "${base:-?}" >>"$ledger"
   fi
   if [ $rc != 0 ]; then
     status=1
