@@ -7,7 +7,7 @@
 #   scripts/campaign.sh [--schedules N | --seconds S] [FAMILY…]
 #   scripts/campaign.sh --totals
 #
-# FAMILY: sim vstore offload volume-path sierra sierra-short warm restripe (default: all).
+# FAMILY: sim vstore offload volume-path sierra sierra-short warm restripe members (default: all).
 # Default: --schedules 100000. Each family's fresh schedules start from a new base seed; a
 # failure names the seed and the command that replays it (and belongs in the family's
 # regression list). The fixed seeds are left out (the test command runs them).
@@ -45,8 +45,9 @@ declare -A spec=(
   [sierra-short]="SIERRA_SHORT cordillera-gears simulation sierra_keeps_every_acknowledged_write_in_short_schedules"
   [warm]="WARM cordillera-warmup cache_simulation the_cache_never_holds_or_preloads_stale_contents"
   [restripe]="RESTRIPE cordillera-striping restripe_simulation no_acknowledged_write_is_lost_and_every_restripe_finishes_across_crashes"
+  [members]="MEMBERS cordillera-striping member_array_simulation member_arrays_keep_every_acknowledged_write_through_member_loss_and_crashes"
 )
-order=(sim vstore offload volume-path sierra sierra-short warm restripe)
+order=(sim vstore offload volume-path sierra sierra-short warm restripe members)
 ((${#families[@]})) || families=("${order[@]}")
 for f in "${families[@]}"; do
   [ -n "${spec[$f]:-}" ] || { echo "unknown family $f (one of: ${order[*]})" >&2; exit 2; }

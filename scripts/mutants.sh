@@ -32,6 +32,7 @@ declare -A family=(
   [sierra-short]="SIERRA_SHORT cordillera-gears simulation sierra_keeps_every_acknowledged_write_in_short_schedules"
   [warm]="WARM cordillera-warmup cache_simulation the_cache_never_holds_or_preloads_stale_contents"
   [restripe]="RESTRIPE cordillera-striping restripe_simulation no_acknowledged_write_is_lost_and_every_restripe_finishes_across_crashes"
+  [members]="MEMBERS cordillera-striping member_array_simulation member_arrays_keep_every_acknowledged_write_through_member_loss_and_crashes"
 )
 
 # The mutants: name, family, file, and the exact text replaced (first occurrence), as JSON
@@ -51,6 +52,14 @@ mutants=$(cat <<'EOF'
 {"name": "cache-concurrent-writes", "family": "volume-path", "file": "crates/warmup/src/warm/mod.rs", "old": "concurrent_writes: true,", "new": "concurrent_writes: false,", "what": "the cache keeps whichever of two concurrent writes answered last"}
 {"name": "cache-ordered-log-writes", "family": "warm", "file": "crates/warmup/src/warm/mod.rs", "old": "ordered_log_writes: true,", "new": "ordered_log_writes: false,", "what": "a wrapped warm-up log chunk is written over an older one still in flight"}
 {"name": "restripe-writes-before", "family": "restripe", "file": "crates/striping/src/restripe.rs", "old": "let busy = self.before_writes > 0", "new": "let busy = false", "what": "a batch copied while writes admitted before the restripe are in flight"}
+{"name": "members-no-barrier", "family": "members", "file": "crates/striping/src/members/array/mod.rs", "old": "self.barrier_wanted = true;", "new": "", "what": "a member's failure is written before the row writes issued with it are synced"}
+{"name": "members-no-journal", "family": "members", "file": "crates/striping/src/members/array/write.rs", "old": "w.phase = if w.entry.is_some() {", "new": "w.phase = if false {", "what": "degraded RAID-5 writes without the journal (the write hole with a member lost)"}
+{"name": "members-skip-before-durable", "family": "members", "file": "crates/striping/src/members/array/write.rs", "old": "!self.durably_unusable(m, row.row)", "new": "false", "what": "a write skips a failed member before the labels say it failed"}
+{"name": "members-no-dirty-intent", "family": "members", "file": "crates/striping/src/members/array/write.rs", "old": "if !self.durable.dirty[region] || pending_clears {", "new": "if false {", "what": "a row written before its region is durably dirty"}
+{"name": "members-resync-unsynced", "family": "members", "file": "crates/striping/src/members/array/rows.rs", "old": "if s.finishing == 0 {", "new": "if false {", "what": "a resync's repairs served before they are synced"}
+{"name": "members-flush-over-failed", "family": "members", "file": "crates/striping/src/members/array/steps.rs", "old": "op.failed.push(m);", "new": "", "what": "a flush acknowledged over a failed member whose failure is not yet durable"}
+{"name": "members-rebuild-unrecorded", "family": "members", "file": "crates/striping/src/members/array/rows.rs", "old": "if self.durable.members[member].id != self.meta.members[member].id", "new": "if false", "what": "a replacement rebuilt before the labels know it"}
+{"name": "members-no-shadow", "family": "members", "file": "crates/striping/src/members/array/write.rs", "old": "lost.extend(w.shadow);", "new": "w.shadow = None;", "what": "rows rebuilt but not durably are written without the journal"}
 EOF
 )
 

@@ -12,6 +12,10 @@
 
 use cordillera_sim::device::raid::{Layout, RaidLevel};
 
+pub mod array;
+pub mod journal;
+pub mod label;
+
 /// A piece of a logical range on one member.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Piece {
@@ -20,6 +24,17 @@ pub struct Piece {
     /// Byte of the array's logical device.
     pub lun_offset: u64,
     pub length: u64,
+}
+
+/// A logical range's piece within one unit: its row, the bytes `[within, within + length)` of
+/// the unit, and the members holding them (data first, then copies).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnitPlace {
+    pub row: u64,
+    pub within: u64,
+    pub length: u64,
+    pub lun_offset: u64,
+    pub members: Vec<usize>,
 }
 
 /// The writes of one row (stripe) of a logical write.
@@ -114,6 +129,34 @@ impl Members {
             at += len;
         }
         out
+    }
+
+    /// Rows of each member.
+    pub fn rows(&self) -> u64 {
+        self.layout.disk_bytes / self.unit()
+    }
+
+    /// RAID-5: the member holding row `row`'s parity.
+    pub fn parity_member(&self, row: u64) -> usize {
+        self.layout.parity_disk(row)
+    }
+
+    /// The pieces of a logical range, one per unit touched: its row, the range within the
+    /// unit, and the members holding it (the first is the one read; the others are copies).
+    pub fn unit_places(&self, offset: u64, length: u64) -> Vec<UnitPlace> {
+        self.units(offset, length)
+            .into_iter()
+            .map(|(c, within, length, lun_offset)| {
+                let (row, members) = self.place(c);
+                UnitPlace {
+                    row,
+                    within,
+                    length,
+                    lun_offset,
+                    members,
+                }
+            })
+            .collect()
     }
 
     /// Where a logical range is to be read from.
