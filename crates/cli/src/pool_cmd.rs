@@ -28,8 +28,13 @@ enum PoolCommand {
     CreateVolume(CreateArgs),
     /// Add an array; every wide volume is restriped onto it online.
     AddArray(AddArrayArgs),
-    /// Arrays, volumes, placements, stripe units, restripe progress, utilization.
+    /// Arrays, volumes, placements, stripe units, restripe progress, utilization, members.
     Status(StatusArgs),
+    /// Put a new device in place of a failed member of a member array; it is rebuilt online
+    /// (progress below; a restart resumes it).
+    ReplaceMember(ReplaceMemberArgs),
+    /// Check every row of a member array: parity against data, copies against each other.
+    Scrub(ScrubArgs),
     /// Narrow against wide on emulated arrays, and the restripe's copy rate under load.
     Bench(crate::pool_bench::PoolBenchArgs),
 }
@@ -71,9 +76,43 @@ struct ServeArgs {
     /// streaming rate under load, 4 MiB at 0.37 (`pool bench`).
     #[arg(long, default_value = "16m")]
     batch: String,
-    /// Restripe copy rate at most, bytes per second (`0`: unbounded).
+    /// Restripe copy rate at most, bytes per second (`0`: unbounded); also bounds a member
+    /// rebuild's rate.
     #[arg(long, default_value = "200m")]
     restripe_rate: String,
+    /// Serve a member array that stopped uncleanly with a member lost: the rows it names at
+    /// start may hold wrong bytes of that member (without this, such an array is refused).
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Args)]
+struct ReplaceMemberArgs {
+    /// The member array (its index in `cordillera pool status`).
+    #[arg(long)]
+    array: usize,
+    /// The failed member's position (0-based).
+    #[arg(long)]
+    member: usize,
+    /// The new device or file (created sparse if missing; its labels are overwritten).
+    path: PathBuf,
+    #[arg(long, default_value = "127.0.0.1:10810")]
+    server: SocketAddr,
+    /// Return at once instead of following the rebuild to its end.
+    #[arg(long)]
+    no_wait: bool,
+}
+
+#[derive(Args)]
+struct ScrubArgs {
+    /// The member array (its index in `cordillera pool status`).
+    #[arg(long)]
+    array: usize,
+    /// Rewrite parity from the data, and copies from the first live one, where they differ.
+    #[arg(long)]
+    repair: bool,
+    #[arg(long, default_value = "127.0.0.1:10810")]
+    server: SocketAddr,
 }
 
 #[derive(Args)]
@@ -127,6 +166,8 @@ pub fn run(a: PoolArgs) -> Result<()> {
         PoolCommand::CreateVolume(a) => create(a),
         PoolCommand::AddArray(a) => add_array(a),
         PoolCommand::Status(a) => status(a),
+        PoolCommand::ReplaceMember(a) => replace_member(a),
+        PoolCommand::Scrub(a) => scrub(a),
         PoolCommand::Bench(a) => crate::pool_bench::run(a),
     }
 }
@@ -162,6 +203,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         dir: a.dir.clone(),
         batch_bytes: size(&a.batch, "--batch")?,
         restripe_rate: (rate > 0).then_some(rate),
+        force: a.force,
     };
     let server = PoolServer::open(options, &arrays).map_err(|e| anyhow!(e))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -272,6 +314,97 @@ fn add_array(a: AddArrayArgs) -> Result<()> {
     Ok(())
 }
 
+fn replace_member(a: ReplaceMemberArgs) -> Result<()> {
+    let abs = std::path::absolute(&a.path).context("the new member's path")?;
+    let p = abs
+        .to_str()
+        .ok_or_else(|| anyhow!("{}: not a UTF-8 path", abs.display()))?;
+    let query = format!(
+        "/replace-member?array={}&member={}&path={}",
+        a.array,
+        a.member,
+        pool_server::percent_encode(p)
+    );
+    http_request(a.server, "POST", &query)?;
+    println!(
+        "array {} member {}: {p} put in; rebuilding",
+        a.array, a.member
+    );
+    if a.no_wait {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    loop {
+        let body = http_request(a.server, "GET", "/status")?;
+        let s: PoolStatus = serde_json::from_str(&body).context("the pool's status")?;
+        let m = s
+            .arrays
+            .get(a.array)
+            .and_then(|x| x.members.as_ref())
+            .ok_or_else(|| anyhow!("array {} is not a member array", a.array))?;
+        let member = &m.members[a.member];
+        match member.state.as_str() {
+            "in-sync" => {
+                println!(
+                    "array {} member {}: rebuilt, {} rows in {:.1} s",
+                    a.array,
+                    a.member,
+                    m.rows,
+                    started.elapsed().as_secs_f64()
+                );
+                return Ok(());
+            }
+            "failed" => {
+                return Err(anyhow!(
+                    "array {} member {}: failed again during the rebuild (see the pool's log)",
+                    a.array,
+                    a.member
+                ))
+            }
+            _ => {
+                let done = member.rebuilt_rows.unwrap_or(0);
+                let secs = started.elapsed().as_secs_f64().max(1e-3);
+                eprint!(
+                    "\r  rebuilding: {done}/{} rows ({:.0} %), {:.1} rows/s   ",
+                    m.rows,
+                    100.0 * done as f64 / m.rows.max(1) as f64,
+                    done as f64 / secs
+                );
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+fn scrub(a: ScrubArgs) -> Result<()> {
+    let query = format!(
+        "/scrub?array={}{}",
+        a.array,
+        if a.repair { "&repair=1" } else { "" }
+    );
+    let body = http_request(a.server, "POST", &query)?;
+    let v: serde_json::Value = serde_json::from_str(&body).context("the pool's answer")?;
+    let mismatched = v["mismatched"].as_array().map_or(0, |m| m.len());
+    println!(
+        "array {}: {} rows checked, {} inconsistent{}, {} rows degraded (a member lost: not checked)",
+        a.array,
+        v["rows"],
+        mismatched,
+        if a.repair { format!(", {} repaired", v["repaired"]) } else { String::new() },
+        v["degraded"]
+    );
+    if mismatched > 0 {
+        println!("  rows: {}", v["mismatched"]);
+        if !a.repair {
+            return Err(anyhow!(
+                "array {}: {mismatched} inconsistent rows (run with --repair)",
+                a.array
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn status(a: StatusArgs) -> Result<()> {
     let body = http_request(a.server, "GET", "/status")?;
     if a.json {
@@ -299,6 +432,23 @@ fn status(a: StatusArgs) -> Result<()> {
                 .map(|e| format!(" (emulated {e})"))
                 .unwrap_or_default()
         );
+        if let Some(m) = &x.members {
+            println!(
+                "       {}: {} device errors, {} degraded reads, {} degraded writes, {} dirty regions",
+                if m.degraded { "DEGRADED" } else { "whole" },
+                m.device_errors,
+                m.degraded_reads,
+                m.degraded_writes,
+                m.dirty_regions
+            );
+            for (i, d) in m.members.iter().enumerate() {
+                let progress = d
+                    .rebuilt_rows
+                    .map(|r| format!(" ({r}/{} rows)", m.rows))
+                    .unwrap_or_default();
+                println!("       member {i}: {:<10}{progress} {}", d.state, d.path);
+            }
+        }
     }
     println!(
         "{:<16} {:>12} {:<7} {:>8} {:<12} restripe",

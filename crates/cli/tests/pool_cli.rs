@@ -3,120 +3,14 @@
 //! restriped online; the pool is SIGKILLed mid-restripe, restarted, every acknowledged block
 //! read back and the restripe completes; bad input gets clear errors and changes nothing.
 
-use cordillera_testkit::process::{Bounded, COMMAND_LIMIT};
-use std::path::Path;
+mod pool;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cordillera_striping::layout::PoolLayout;
-use cordillera_testkit::process::{fio_verify as fio, free_addr, have, Proc};
-
-fn binary() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_cordillera"))
-}
-
-struct Pool {
-    proc: Proc,
-    nbd: String,
-    http: String,
-}
-
-impl Pool {
-    /// `pool serve` in `dir` (new arrays `a0`, `a1`… when `arrays` > 0), restripe rate as given.
-    fn start(dir: &Path, arrays: usize, extra: &[&str]) -> Result<Pool, String> {
-        let (nbd, http) = (free_addr().unwrap(), free_addr().unwrap());
-        let mut args: Vec<String> = vec![
-            "pool".into(),
-            "serve".into(),
-            "--dir".into(),
-            dir.join("meta").display().to_string(),
-            "--nbd".into(),
-            nbd.to_string(),
-            "--http".into(),
-            http.to_string(),
-            "--disk-size".into(),
-            "64m".into(),
-        ];
-        for a in 0..arrays {
-            args.push("--array".into());
-            args.push(dir.join(format!("a{a}")).display().to_string());
-        }
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let (proc, _) = Proc::spawn_until(binary(), &args, &["cordillera pool: "])?;
-        Ok(Pool {
-            proc,
-            nbd: nbd.to_string(),
-            http: http.to_string(),
-        })
-    }
-
-    fn url(&self, volume: &str) -> String {
-        format!("nbd://{}/{volume}", self.nbd)
-    }
-
-    /// `cordillera pool ARGS… --server HTTP`: (success, output).
-    fn cli(&self, args: &[&str]) -> (bool, String) {
-        let out = Command::new(binary())
-            .arg("pool")
-            .args(args)
-            .args(["--server", &self.http])
-            .output_within(COMMAND_LIMIT)
-            .unwrap();
-        (
-            out.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (ok, text) = self.cli(args);
-        assert!(
-            ok,
-            "pool {args:?}:\n{text}\nserver log:\n{}",
-            self.proc.log()
-        );
-        text
-    }
-
-    fn status(&self) -> serde_json::Value {
-        serde_json::from_str(&self.ok(&["status", "--json"])).unwrap()
-    }
-
-    fn volume(&self, name: &str) -> serde_json::Value {
-        self.status()["volumes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["name"] == name)
-            .cloned()
-            .unwrap_or_else(|| panic!("no volume {name}"))
-    }
-
-    /// Waits until no volume is being restriped.
-    fn wait_restriped(&self, limit: Duration) -> serde_json::Value {
-        let deadline = Instant::now() + limit;
-        loop {
-            let s = self.status();
-            if s["volumes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|v| v["restripe"].is_null())
-            {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "restripe not done after {limit:?}: {s}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
+use cordillera_testkit::process::{fio_verify as fio, have, Bounded, COMMAND_LIMIT};
+use pool::{binary, member_pool, Pool};
 
 fn restripe_fraction(p: &Pool, name: &str) -> Option<f64> {
     p.volume(name)["restripe"]["fraction_done"].as_f64()
@@ -427,50 +321,6 @@ fn bad_input_gets_clear_errors_and_changes_nothing() {
     assert_eq!(pool.volume("v")["size_bytes"], 64 << 20);
 }
 
-/// A pool serving two RAID-5 arrays of five member files each under `dir` (16 MiB disks,
-/// 64 KiB units) with `options` added; also the member list of array `a` (for `add-array`).
-fn member_pool(dir: &std::path::Path, options: &[&str]) -> (Pool, impl Fn(usize) -> String) {
-    let members = {
-        let dir = dir.to_path_buf();
-        move |a: usize| -> String {
-            (0..5)
-                .map(|d| dir.join(format!("a{a}d{d}")).display().to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        }
-    };
-    let (nbd, http) = (free_addr().unwrap(), free_addr().unwrap());
-    let mut args: Vec<String> = [
-        "pool",
-        "serve",
-        "--dir",
-        &dir.join("meta").display().to_string(),
-        "--nbd",
-        &nbd.to_string(),
-        "--http",
-        &http.to_string(),
-        "--disk-size",
-        "16m",
-        "--unit",
-        "64k",
-        "--array",
-        &members(0),
-        "--array",
-        &members(1),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(options.iter().map(|s| s.to_string()));
-    let (proc, _) = Proc::spawn_until(binary(), &args, &["cordillera pool: "]).unwrap();
-    let pool = Pool {
-        proc,
-        nbd: nbd.to_string(),
-        http: http.to_string(),
-    };
-    (pool, members)
-}
-
 /// Arrays given as member files, on which the pool runs RAID-5 itself: fio verifies random
 /// writes that cut across stripe units (read-modify-write of parity) while an added member
 /// array is restriped, and after a clean stop every row's parity is the XOR of its data.
@@ -506,11 +356,17 @@ fn member_arrays_serve_verified_io_and_keep_parity_through_a_restripe() {
             "--loops=2",
         ],
     );
+    for a in ["0", "1", "2"] {
+        let out = pool.ok(&["scrub", "--array", a]);
+        assert!(out.contains(" 0 inconsistent"), "{out}");
+    }
     assert_eq!(pool.proc.terminate(Duration::from_secs(10)), Ok(true));
     let unit = 64 << 10;
+    // Each member: its labels and journal, then its data.
+    let data = cordillera_runtime::pool_server::member_area(unit as u64).data_offset() as usize;
     for a in 0..3 {
         let disks: Vec<Vec<u8>> = (0..5)
-            .map(|d| std::fs::read(dir.path().join(format!("a{a}d{d}"))).unwrap())
+            .map(|d| std::fs::read(dir.path().join(format!("a{a}d{d}"))).unwrap()[data..].to_vec())
             .collect();
         let mut written = 0;
         for row in 0..disks[0].len() / unit {

@@ -50,6 +50,20 @@ pub struct ArrayRecord {
     pub disk_bytes: u64,
     /// The device model pacing it (`fujitsu-maj3182mc@raid5:5`), if any.
     pub emulate: Option<String>,
+    /// A member array's id (32 hex digits), in every member's label: a member of another
+    /// array is never taken for one of this.
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+impl ArrayRecord {
+    /// The member array's id, if it has one.
+    pub fn member_array_id(&self) -> Result<u128, String> {
+        let id = self.id.as_deref().ok_or(
+            "the member array has no id: it was created before members carried labels (recreate it)",
+        )?;
+        u128::from_str_radix(id, 16).map_err(|_| format!("bad array id {id:?}"))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -300,6 +314,7 @@ mod tests {
             disks: 5,
             disk_bytes: 64 << 20,
             emulate: None,
+            id: None,
         };
         PoolLayout {
             generation: 7,
@@ -492,6 +507,7 @@ mod smoke {
                 disks: 5,
                 disk_bytes: 16 << 20,
                 emulate: Some("fujitsu-maj3182mc@raid5:5".into()),
+                id: None,
             }],
             volumes: vec![VolumeRecord {
                 name: "v".into(),

@@ -1,7 +1,8 @@
 //! One array of the pool: a single file or block device holding the array's logical device
 //! (a hardware array's LUN, an md device), or member files or devices on which the pool runs
-//! the RAID itself (`cordillera_striping::members`: layout and parity). Either may be paced by
-//! device models: the whole array's model for a logical device, one disk model per member.
+//! the RAID itself (`members.rs`, over the member-array core of `cordillera_striping`). Either
+//! may be paced by device models: the whole array's model for a logical device, one disk model
+//! per member.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -11,26 +12,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use cordillera_striping::members::{parity_full, parity_update, Members, Piece};
+use cordillera_striping::members::Members;
 use cordillera_types::Op as IoOp;
 
-use super::segments_io::per_device;
+use super::members::MemberArray;
 use crate::emulate::{EmulateSpec, Emulator};
-
-/// Row locks of a member array (a row's parity is read, changed and written under its lock).
-const ROW_LOCKS: usize = 256;
 
 enum Backing {
     Lun {
         file: File,
         emulator: Option<Emulator>,
     },
-    Members {
-        layout: Members,
-        files: Vec<File>,
-        emulators: Vec<Option<Emulator>>,
-        rows: Vec<Mutex<()>>,
-    },
+    Members(Box<MemberArray>),
 }
 
 pub(crate) struct ArrayDev {
@@ -88,13 +81,15 @@ impl ArrayDev {
         }))
     }
 
-    /// Member devices of `disk_bytes` each, laid out by `layout`; each paced by a model of one
-    /// `emulate` disk.
+    /// A member array (`id`) over `paths`, laid out by `layout`; each member paced by a model
+    /// of one `emulate` disk. Assembled from the members' labels (see `members.rs`).
     pub(crate) fn open_members(
+        name: String,
         paths: &[&Path],
         layout: Members,
-        disk_bytes: u64,
+        id: u128,
         emulate: Option<&str>,
+        force: bool,
     ) -> io::Result<ArrayDev> {
         if paths.len() != layout.disks() {
             return Err(io::Error::other(format!(
@@ -103,26 +98,14 @@ impl ArrayDev {
                 layout.disks()
             )));
         }
-        let mut files = Vec::new();
-        let mut emulators = Vec::new();
-        for p in paths {
-            let f = open_rw(p, "array member")?;
-            let len = device_len(&f)?;
-            if len < disk_bytes {
-                return Err(io::Error::other(format!(
-                    "array member {} holds {len} bytes, not the {disk_bytes} each disk needs",
-                    p.display()
-                )));
-            }
-            files.push(f);
-            emulators.push(emulator(emulate)?);
-        }
-        Ok(ArrayDev::new(Backing::Members {
-            layout,
-            files,
-            emulators,
-            rows: (0..ROW_LOCKS).map(|_| Mutex::new(())).collect(),
-        }))
+        let emulators = paths
+            .iter()
+            .map(|_| emulator(emulate))
+            .collect::<io::Result<_>>()?;
+        let paths: Vec<std::path::PathBuf> = paths.iter().map(|p| p.to_path_buf()).collect();
+        let array = MemberArray::open(name, &paths, &layout, id, emulators, force)
+            .map_err(io::Error::other)?;
+        Ok(ArrayDev::new(Backing::Members(Box::new(array))))
     }
 
     fn enter(&self) {
@@ -161,40 +144,7 @@ impl ArrayDev {
                     file.read_exact_at(buf, at)
                 })
             }
-            Backing::Members {
-                layout,
-                files,
-                emulators,
-                ..
-            } => {
-                let pieces = layout.read_pieces(at, buf.len() as u64);
-                let results = per_device(
-                    &pieces,
-                    |p| p.member,
-                    |p| {
-                        let mut data = vec![0u8; p.length as usize];
-                        paced(
-                            &emulators[p.member],
-                            IoOp::Read,
-                            p.member_offset,
-                            p.length,
-                            || files[p.member].read_exact_at(&mut data, p.member_offset),
-                        )
-                        .map(|()| data)
-                    },
-                );
-                let mut out = Ok(());
-                for (p, data) in pieces.iter().zip(results) {
-                    match data {
-                        Ok(d) => {
-                            let o = (p.lun_offset - at) as usize;
-                            buf[o..o + d.len()].copy_from_slice(&d);
-                        }
-                        Err(e) => out = Err(e),
-                    }
-                }
-                out
-            }
+            Backing::Members(array) => array.read(at, buf),
         };
         self.leave();
         r
@@ -208,94 +158,7 @@ impl ArrayDev {
                     file.write_all_at(data, at)
                 })
             }
-            Backing::Members {
-                layout,
-                files,
-                emulators,
-                rows,
-            } => (|| {
-                let u = layout.unit();
-                for row in layout.write_rows(at, data.len() as u64) {
-                    let _lock = rows[(row.row % ROW_LOCKS as u64) as usize]
-                        .lock()
-                        .expect("row lock");
-                    let slice =
-                        |p: &Piece| &data[(p.lun_offset - at) as usize..][..p.length as usize];
-                    let read = |member: usize, offset: u64, length: u64| -> io::Result<Vec<u8>> {
-                        let mut b = vec![0u8; length as usize];
-                        paced(&emulators[member], IoOp::Read, offset, length, || {
-                            files[member].read_exact_at(&mut b, offset)
-                        })?;
-                        Ok(b)
-                    };
-                    let mut writes: Vec<(Piece, Vec<u8>)> = Vec::new();
-                    if let Some(par) = row.parity {
-                        let base = row.row * u;
-                        let parity = if par.full {
-                            let units: Vec<&[u8]> = row.data.iter().map(slice).collect();
-                            parity_full(&units)
-                        } else {
-                            // The old data and parity, read at once from their members.
-                            let mut wanted: Vec<Piece> = row.data.clone();
-                            wanted.push(Piece {
-                                member: par.member,
-                                member_offset: base + par.lo,
-                                lun_offset: u64::MAX,
-                                length: par.hi - par.lo,
-                            });
-                            let olds = per_device(
-                                &wanted,
-                                |p| p.member,
-                                |p| read(p.member, p.member_offset, p.length),
-                            );
-                            let olds: Vec<Vec<u8>> = olds.into_iter().collect::<io::Result<_>>()?;
-                            let (old_parity, old_data) = olds.split_last().expect("parity read");
-                            let pieces: Vec<(u64, &[u8], &[u8])> = row
-                                .data
-                                .iter()
-                                .zip(old_data)
-                                .map(|(p, o)| (p.member_offset - base, o.as_slice(), slice(p)))
-                                .collect();
-                            parity_update(par.lo, old_parity, &pieces)
-                        };
-                        writes.push((
-                            Piece {
-                                member: par.member,
-                                member_offset: base + par.lo,
-                                lun_offset: u64::MAX,
-                                length: par.hi - par.lo,
-                            },
-                            parity,
-                        ));
-                    }
-                    // Data, copies and parity at once across members: a crash between them
-                    // leaves a stale parity, whatever the order (the write hole).
-                    let mut all: Vec<(Piece, Vec<u8>)> = row
-                        .data
-                        .iter()
-                        .chain(&row.copies)
-                        .map(|p| (*p, slice(p).to_vec()))
-                        .collect();
-                    all.extend(writes);
-                    let pieces: Vec<Piece> = all.iter().map(|(p, _)| *p).collect();
-                    let results = per_device(
-                        &pieces,
-                        |p| p.member,
-                        |p| {
-                            let bytes = &all.iter().find(|(q, _)| q == p).expect("listed").1;
-                            paced(
-                                &emulators[p.member],
-                                IoOp::Write,
-                                p.member_offset,
-                                p.length,
-                                || files[p.member].write_all_at(bytes, p.member_offset),
-                            )
-                        },
-                    );
-                    results.into_iter().collect::<io::Result<()>>()?;
-                }
-                Ok(())
-            })(),
+            Backing::Members(array) => array.write(at, data),
         };
         self.leave();
         r
@@ -304,7 +167,23 @@ impl ArrayDev {
     pub(crate) fn sync(&self) -> io::Result<()> {
         match &self.backing {
             Backing::Lun { file, .. } => file.sync_data(),
-            Backing::Members { files, .. } => files.iter().try_for_each(|f| f.sync_data()),
+            Backing::Members(array) => array.sync(),
+        }
+    }
+
+    /// A clean stop: synced (a member array's labels marked clean).
+    pub(crate) fn stop(&self) -> io::Result<()> {
+        match &self.backing {
+            Backing::Lun { file, .. } => file.sync_data(),
+            Backing::Members(array) => array.stop(),
+        }
+    }
+
+    /// The member array, if this is one.
+    pub(crate) fn members(&self) -> Option<&MemberArray> {
+        match &self.backing {
+            Backing::Members(array) => Some(array),
+            Backing::Lun { .. } => None,
         }
     }
 }

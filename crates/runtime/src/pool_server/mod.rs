@@ -13,6 +13,8 @@
 
 mod array;
 mod copier;
+mod members;
+mod repair;
 mod segments_io;
 mod state;
 
@@ -33,6 +35,7 @@ use cordillera_striping::restripe::{Admit, Piece, Restripe, Side, Ticket};
 
 use crate::nbd_server::{Backend, Completion, Exports, Op, Outcome};
 
+pub use members::{area as member_area, MemberStatus, MembersStatus};
 pub use state::{
     percent_decode, percent_encode, serve_http, ArrayStatus, CreateVolume, PoolStatus,
     RestripeStatus, VolumeStatus,
@@ -52,6 +55,9 @@ pub struct PoolOptions {
     pub batch_bytes: u64,
     /// The restripe's copy rate at most, bytes per second (None: as fast as the arrays go).
     pub restripe_rate: Option<u64>,
+    /// Serve a member array that stopped uncleanly with a member lost (its rows named at start
+    /// may hold wrong bytes of that member).
+    pub force: bool,
 }
 
 /// How a request in flight is known: by a running restripe's ticket (with the restripe's
@@ -110,6 +116,7 @@ pub(crate) struct Counters {
     pub(crate) restripe_bytes: AtomicU64,
     pub(crate) restripe_batches: AtomicU64,
     pub(crate) restripes_finished: AtomicU64,
+    pub(crate) scrubbed_rows: AtomicU64,
 }
 
 pub struct PoolServer {
@@ -164,16 +171,21 @@ impl NewArray {
     }
 }
 
-/// Opens an array as its record describes it.
+/// Opens array `i` as its record describes it (`force`: a member array that stopped
+/// uncleanly with a member lost is served anyway).
 fn open_array(
+    i: usize,
     a: &cordillera_striping::layout::ArrayRecord,
     lun_bytes: u64,
+    force: bool,
 ) -> Result<ArrayDev, String> {
     match a.geometry()? {
         None => ArrayDev::open_lun(Path::new(&a.path), lun_bytes, a.emulate.as_deref()),
         Some(layout) => {
             let paths: Vec<&Path> = a.members.iter().map(Path::new).collect();
-            ArrayDev::open_members(&paths, layout, a.disk_bytes, a.emulate.as_deref())
+            let id = a.member_array_id().map_err(|e| format!("array {i}: {e}"))?;
+            let name = format!("array {i}");
+            ArrayDev::open_members(name, &paths, layout, id, a.emulate.as_deref(), force)
         }
     }
     .map_err(|e| e.to_string())
@@ -234,9 +246,10 @@ impl PoolServer {
                 let pool = layout.pool().map_err(|e| e.to_string())?;
                 for (i, a) in create.iter().enumerate() {
                     if a.members() {
-                        for p in &a.paths {
-                            state::prepare_device(p, a.disk_bytes)?;
-                        }
+                        let record = &layout.arrays[i];
+                        let geometry = record.geometry()?.expect("a member array");
+                        let id = record.member_array_id()?;
+                        members::MemberArray::create(&a.paths, &geometry, id)?;
                     } else {
                         state::prepare_device(&a.paths[0], pool.lun_bytes(i))?;
                     }
@@ -247,7 +260,7 @@ impl PoolServer {
         };
         let mut devices = Vec::new();
         for (i, a) in layout.arrays.iter().enumerate() {
-            let dev = open_array(a, pool.lun_bytes(i))?;
+            let dev = open_array(i, a, pool.lun_bytes(i), options.force)?;
             devices.push(Arc::new(dev));
         }
         let mut restripes = HashMap::new();
@@ -292,6 +305,11 @@ impl PoolServer {
             .name("pool-restripe".into())
             .spawn(move || copier.copier())
             .map_err(|e| format!("cannot start the restripe thread: {e}"))?;
+        let rebuilder = server.clone();
+        std::thread::Builder::new()
+            .name("pool-rebuild".into())
+            .spawn(move || rebuilder.rebuilder())
+            .map_err(|e| format!("cannot start the rebuild thread: {e}"))?;
         Ok(server)
     }
 
@@ -323,7 +341,9 @@ impl PoolServer {
         self.stopping.store(true, Ordering::SeqCst);
         self.changed.notify_all();
         for a in self.arrays.lock().expect("arrays").iter() {
-            let _ = a.sync();
+            if let Err(e) = a.stop() {
+                tracing::error!(error = %e, "stopping an array");
+            }
         }
     }
 

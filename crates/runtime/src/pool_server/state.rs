@@ -46,6 +46,11 @@ pub(super) fn array_record(a: &NewArray) -> Result<ArrayRecord, String> {
             disks: a.disks,
             disk_bytes: a.disk_bytes,
             emulate: a.emulate_spec(),
+            id: Some(format!(
+                "{:016x}{:016x}",
+                super::members::random_id(),
+                super::members::random_id()
+            )),
         }
     } else {
         ArrayRecord {
@@ -56,6 +61,7 @@ pub(super) fn array_record(a: &NewArray) -> Result<ArrayRecord, String> {
             disks: a.disks,
             disk_bytes: a.disk_bytes,
             emulate: a.emulate_spec(),
+            id: None,
         }
     };
     record
@@ -188,6 +194,9 @@ pub struct ArrayStatus {
     pub emulate: Option<String>,
     /// Fraction of the time since the pool started with a request in flight on the array.
     pub utilization: f64,
+    /// A member array's members, their states, the rebuild's progress.
+    #[serde(default)]
+    pub members: Option<super::MembersStatus>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -240,6 +249,7 @@ impl PoolServer {
                 utilization: devices
                     .get(i)
                     .map_or(0.0, |d| d.busy_ns() as f64 / 1e9 / up),
+                members: devices.get(i).and_then(|d| d.members()).map(|m| m.status()),
             })
             .collect();
         let volumes = inner
@@ -568,13 +578,13 @@ impl PoolServer {
         };
         let lun = spec.disk_bytes * spec.data_disks() as u64;
         if new.members() {
-            for p in paths {
-                prepare_device(p, new.disk_bytes)?;
-            }
+            let geometry = record.geometry()?.expect("a member array");
+            super::members::MemberArray::create(paths, &geometry, record.member_array_id()?)?;
         } else {
             prepare_device(&paths[0], lun)?;
         }
-        let dev = super::open_array(&record, lun)?;
+        let index = self.arrays.lock().expect("arrays").len();
+        let dev = super::open_array(index, &record, lun, false)?;
         let started = {
             let mut inner = self.inner.lock().expect("pool lock");
             inner.pool.add_array(spec).map_err(|e| e.to_string())?;
@@ -594,6 +604,25 @@ impl PoolServer {
 
 /// Serves `/status`, `/metrics`, `POST /volumes?…` and `POST /arrays?path=…[&disk_bytes=…]`
 /// (`path`: a device, or comma-separated member devices).
+/// A query's `name=value` pairs (values percent-decoded); names outside `known` are refused.
+fn query_map(
+    query: &str,
+    known: &[&str],
+) -> Result<std::collections::HashMap<String, String>, String> {
+    let mut out = std::collections::HashMap::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if !known.contains(&k) {
+            return Err(format!(
+                "unknown parameter {k:?} (known: {})",
+                known.join(", ")
+            ));
+        }
+        out.insert(k.to_string(), percent_decode(v));
+    }
+    Ok(out)
+}
+
 pub async fn serve_http(server: Arc<PoolServer>, listener: tokio::net::TcpListener) {
     http::serve(listener, move |method: String, path: String| {
         let server = server.clone();
@@ -646,9 +675,52 @@ pub async fn serve_http(server: Arc<PoolServer>, listener: tokio::net::TcpListen
                             Err(e) => bad(e),
                         }
                     }
+                    ("POST", "/replace-member") => {
+                        let q = match query_map(&query, &["array", "member", "path"]) {
+                            Ok(q) => q,
+                            Err(e) => return bad(e),
+                        };
+                        let (Some(a), Some(m), Some(p)) = (q.get("array"), q.get("member"), q.get("path")) else {
+                            return bad("POST /replace-member needs array=, member= and path=".into());
+                        };
+                        let (Ok(a), Ok(m)) = (a.parse::<usize>(), m.parse::<usize>()) else {
+                            return bad("array= and member= are numbers".into());
+                        };
+                        match server.replace_member(a, m, std::path::Path::new(p)) {
+                            Ok(()) => Response::ok(
+                                http::JSON,
+                                serde_json::json!({"array": a, "member": m, "path": p, "rebuilding": true}).to_string(),
+                            ),
+                            Err(e) => bad(e),
+                        }
+                    }
+                    ("POST", "/scrub") => {
+                        let q = match query_map(&query, &["array", "repair"]) {
+                            Ok(q) => q,
+                            Err(e) => return bad(e),
+                        };
+                        let Some(Ok(a)) = q.get("array").map(|a| a.parse::<usize>()) else {
+                            return bad("POST /scrub needs array=N".into());
+                        };
+                        let repair = q.get("repair").is_some_and(|r| r == "1" || r == "true");
+                        match server.scrub(a, repair) {
+                            Ok(r) => Response::ok(
+                                http::JSON,
+                                serde_json::json!({
+                                    "array": a,
+                                    "rows": r.rows,
+                                    "mismatched": r.mismatched,
+                                    "repaired": r.repaired,
+                                    "degraded": r.degraded,
+                                })
+                                .to_string(),
+                            ),
+                            Err(e) => bad(e),
+                        }
+                    }
                     _ => Response::text(
                         "404 Not Found",
-                        "GET /status, GET /metrics, POST /volumes?name=&size=&policy=, POST /arrays?path=\n",
+                        "GET /status, GET /metrics, POST /volumes?name=&size=&policy=, POST /arrays?path=, POST /replace-member?array=&member=&path=, POST /scrub?array=[&repair=1]\n",
                     ),
                 }
             });

@@ -11,6 +11,12 @@ use super::steps::{xor_into, MemberWrite, Step};
 use super::{ArrayCore, Done, Io, Kind, Op, OpId, WPhase, WriteOp};
 
 impl ArrayCore {
+    /// Whether the labels already say member `m` is not current at `row`, as of its latest
+    /// failure: only then may a write leave it out.
+    pub(super) fn skip_recorded(&self, m: usize, row: u64) -> bool {
+        self.durably_unusable(m, row) && self.durable.seq >= self.meta.members[m].lost_since
+    }
+
     pub(super) fn advance_write(&mut self, op: &mut Op, id: OpId) -> Step {
         if op.waiting > 0 {
             return Step::Wait;
@@ -98,10 +104,7 @@ impl ArrayCore {
                 }
                 // Skipping a member waits until the labels say it is not current here, and
                 // since when (the journal entry below is dated by the durable label).
-                if lost.iter().any(|&m| {
-                    !self.durably_unusable(m, row.row)
-                        || self.durable.seq < self.meta.members[m].lost_since
-                }) {
+                if lost.iter().any(|&m| !self.skip_recorded(m, row.row)) {
                     return Step::Wait;
                 }
                 let pieces: Vec<&Piece> = row.data.iter().chain(&row.copies).collect();
