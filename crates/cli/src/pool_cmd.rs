@@ -334,6 +334,7 @@ fn replace_member(a: ReplaceMemberArgs) -> Result<()> {
         return Ok(());
     }
     let started = std::time::Instant::now();
+    let mut shown = false;
     loop {
         let body = http_request(a.server, "GET", "/status")?;
         let s: PoolStatus = serde_json::from_str(&body).context("the pool's status")?;
@@ -345,6 +346,9 @@ fn replace_member(a: ReplaceMemberArgs) -> Result<()> {
         let member = &m.members[a.member];
         match member.state.as_str() {
             "in-sync" => {
+                if shown {
+                    eprintln!();
+                }
                 println!(
                     "array {} member {}: rebuilt, {} rows in {:.1} s",
                     a.array,
@@ -362,6 +366,7 @@ fn replace_member(a: ReplaceMemberArgs) -> Result<()> {
                 ))
             }
             _ => {
+                shown = true;
                 let done = member.rebuilt_rows.unwrap_or(0);
                 let secs = started.elapsed().as_secs_f64().max(1e-3);
                 eprint!(

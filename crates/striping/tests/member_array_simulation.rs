@@ -131,6 +131,8 @@ struct World {
     faulty: Option<usize>,
     next_id: u64,
     stats: Stats,
+    /// A disk whose I/Os take long (a third of the schedules have one).
+    slow: Option<usize>,
     /// `MEMBERS_TRACE=1`: print what happens.
     trace: bool,
 }
@@ -240,8 +242,12 @@ impl World {
             faulty: None,
             next_id: 100,
             stats: Stats::default(),
+            slow: None,
             trace: std::env::var("MEMBERS_TRACE").is_ok(),
         };
+        if w.rng.chance(1.0 / 3.0) {
+            w.slow = Some(w.rng.below(n as u64) as usize);
+        }
         trace!(
             w,
             "{level:?} of {n}, unit {unit}, rows {rows}, rows per region {rpr}"
@@ -255,6 +261,19 @@ impl World {
             let generation = self.disks[io.member()].generation;
             self.pending.push((id, io, generation, self.now));
         }
+    }
+
+    /// The pending I/O to carry out next: any, but a slow disk's are passed over 9 times in 10
+    /// (its I/Os, a label's sync among them, stay in flight for long).
+    fn pick(&mut self) -> usize {
+        let mut i = self.rng.below(self.pending.len() as u64) as usize;
+        for _ in 0..3 {
+            if Some(self.pending[i].1.member()) != self.slow || !self.rng.chance(0.9) {
+                break;
+            }
+            i = self.rng.below(self.pending.len() as u64) as usize;
+        }
+        i
     }
 
     /// Carries out pending I/O `i`.
@@ -331,7 +350,7 @@ impl World {
                     }
                 }
             }
-            let i = self.rng.below(self.pending.len() as u64) as usize;
+            let i = self.pick();
             self.run_io(i);
         }
         Err("did not settle in 10^6 I/Os".into())
@@ -556,7 +575,7 @@ impl World {
             if self.pending.is_empty() {
                 return Err(format!("op {op} stalled"));
             }
-            let i = self.rng.below(self.pending.len() as u64) as usize;
+            let i = self.pick();
             self.run_io(i);
             self.poll();
         }
@@ -678,7 +697,7 @@ impl World {
             31 if self.rng.chance(0.1) => return self.clean_restart(),
             _ => {
                 if !self.pending.is_empty() {
-                    let i = self.rng.below(self.pending.len() as u64) as usize;
+                    let i = self.pick();
                     self.run_io(i);
                 }
             }
