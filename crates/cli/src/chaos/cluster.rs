@@ -74,6 +74,22 @@ impl Proc {
         self.child.id()
     }
 
+    /// SIGTERM, then waits for the process to exit (SIGKILL after 30 s).
+    pub(super) fn stop(&mut self) {
+        // SAFETY: plain kill(2) on a child we started and have not reaped.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+    }
+
     pub(super) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -10,10 +10,16 @@
 //! the volume server (SIGSTOP, then SIGCONT 0.3–5 s later) mid-load: a stalled store's
 //! connection holds what it was sent and delivers it late, in order.
 //!
+//! Every fifth cluster is instead a pool over a RAID-5 member array with one member under
+//! nbdkit's error filter (`pool.rs`): the member returns EIO, its device stalls, a member file
+//! is lost while the pool is stopped, replacements are rebuilt (and SIGKILLed mid-rebuild), and
+//! after an unclean stop a scrub must find every row consistent.
+//!
 //! The seed fixes the plan (clusters, events, their timing, the requests); the processes'
 //! interleaving is the machine's, so a seed replays the plan, not the exact schedule.
 
 mod cluster;
+mod pool;
 mod workload;
 
 use std::io::Write;
@@ -68,6 +74,7 @@ struct Campaign {
     /// degraded: some acknowledged write had fewer than N copies), timed to the export.
     restart_waited_for_store: Vec<f64>,
     restart: Vec<f64>,
+    pool: pool::PoolFigures,
 }
 
 pub fn run(args: ChaosArgs) -> Result<()> {
@@ -104,8 +111,21 @@ pub fn run(args: ChaosArgs) -> Result<()> {
     let kinds = [Kind::Two, Kind::One, Kind::Two, Kind::SmallStore];
     let mut outcome = Ok(());
     while Instant::now() < deadline && outcome.is_ok() {
-        let kind = kinds[(c.clusters % kinds.len() as u64) as usize];
         let dir = root.join(format!("cluster{}", c.clusters));
+        // Every fifth cluster is a pool over a member array with a device that fails.
+        if c.clusters % 5 == 1 {
+            c.clusters += 1;
+            outcome =
+                pool::campaign_pool(&dir, &args, &mut rng, deadline, &mut c.figures, &mut c.pool)
+                    .with_context(|| {
+                        format!("cluster {} (pool), in {}", c.clusters, dir.display())
+                    });
+            if outcome.is_ok() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            continue;
+        }
+        let kind = kinds[(c.clusters % kinds.len() as u64) as usize];
         c.clusters += 1;
         outcome =
             campaign_cluster(kind, &dir, &args, &mut rng, deadline, &mut c).with_context(|| {
@@ -155,6 +175,16 @@ pub fn run(args: ChaosArgs) -> Result<()> {
                     "total": c.kills_volume + c.kills_store + 2 * c.kills_both,
                 },
                 "damaged_store_logs": c.damaged,
+                "pool": {
+                    "clusters": c.pool.clusters,
+                    "kills": c.pool.kills,
+                    "kills_mid_rebuild": c.pool.kills_mid_rebuild,
+                    "member_eio": c.pool.member_eio,
+                    "device_stalls": c.pool.device_stalls,
+                    "members_lost": c.pool.members_lost,
+                    "rebuilds": c.pool.rebuilds,
+                    "scrubs_after_unclean_stop": c.pool.scrubs_after_unclean_stop,
+                },
                 "stalls": c.stalls,
                 "writes_acknowledged": f.writes_acked,
                 "fua_writes": f.fua_writes,
@@ -178,6 +208,18 @@ pub fn run(args: ChaosArgs) -> Result<()> {
             c.kills_volume + c.kills_store + 2 * c.kills_both
         );
         println!("  damaged store logs (N-way 2): {}", c.damaged);
+        let p = &c.pool;
+        println!(
+            "  pools over a RAID-5 member array: {} ({} SIGKILLs, {} mid-rebuild; a member returning EIO {} times, its device stalled {} times; {} member files lost; {} rebuilds; {} scrubs after an unclean stop, all consistent)",
+            p.clusters,
+            p.kills,
+            p.kills_mid_rebuild,
+            p.member_eio,
+            p.device_stalls,
+            p.members_lost,
+            p.rebuilds,
+            p.scrubs_after_unclean_stop
+        );
         println!(
             "  processes stalled (SIGSTOP, then SIGCONT) mid-load: {}",
             c.stalls

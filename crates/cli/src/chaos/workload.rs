@@ -111,8 +111,22 @@ pub(super) struct Nbd {
     s: TcpStream,
 }
 
+/// An NBD export: a server's address and the export's name (`""`: the default export).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Target {
+    pub(super) addr: SocketAddr,
+    pub(super) export: &'static str,
+}
+
+impl From<SocketAddr> for Target {
+    fn from(addr: SocketAddr) -> Target {
+        Target { addr, export: "" }
+    }
+}
+
 impl Nbd {
-    pub(super) fn connect(addr: SocketAddr) -> Result<Nbd> {
+    pub(super) fn connect(target: impl Into<Target>) -> Result<Nbd> {
+        let Target { addr, export } = target.into();
         let mut s = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(STALL))?;
@@ -121,8 +135,10 @@ impl Nbd {
         s.write_all(&(nbd::FLAG_C_FIXED_NEWSTYLE | nbd::FLAG_C_NO_ZEROES).to_be_bytes())?;
         let mut h = nbd::IHAVEOPT.to_be_bytes().to_vec();
         h.extend_from_slice(&nbd::OPT_GO.to_be_bytes());
-        h.extend_from_slice(&6u32.to_be_bytes());
-        h.extend_from_slice(&[0; 6]);
+        h.extend_from_slice(&(6 + export.len() as u32).to_be_bytes());
+        h.extend_from_slice(&(export.len() as u32).to_be_bytes());
+        h.extend_from_slice(export.as_bytes());
+        h.extend_from_slice(&[0; 2]);
         s.write_all(&h)?;
         loop {
             let mut h = [0u8; 20];
@@ -195,7 +211,7 @@ pub(super) struct Figures {
 /// Random requests until `until`, then waits for those in flight. Returns `Ok(false)` when the
 /// connection broke (the server died), `Err` on a wrong read or a stall.
 pub(super) fn drive(
-    addr: SocketAddr,
+    addr: impl Into<Target>,
     ledger: &mut Ledger,
     rng: &mut Rng,
     depth: usize,
@@ -343,7 +359,11 @@ pub(super) fn drive(
 }
 
 /// Reads the whole region back and checks every block; then what was read is the new baseline.
-pub(super) fn verify(addr: SocketAddr, ledger: &mut Ledger, figures: &mut Figures) -> Result<()> {
+pub(super) fn verify(
+    addr: impl Into<Target>,
+    ledger: &mut Ledger,
+    figures: &mut Figures,
+) -> Result<()> {
     let mut nbd = Nbd::connect(addr)?;
     let blocks = ledger.acked.len() as u64;
     let chunk = 16u64;
