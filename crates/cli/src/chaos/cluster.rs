@@ -171,6 +171,8 @@ pub(super) struct Cluster {
     pub(super) stores: Vec<Option<Proc>>,
     pub(super) volume: Option<(Proc, SocketAddr)>,
     pub(super) base: PathBuf,
+    /// The volume reaches each store through a proxy, whose link can stall or drop.
+    pub(super) links: Vec<cordillera_faults::LinkProxy>,
 }
 
 impl Cluster {
@@ -184,6 +186,7 @@ impl Cluster {
             store_addrs: Vec::new(),
             stores: Vec::new(),
             volume: None,
+            links: Vec::new(),
         };
         for i in 0..n {
             c.store_addrs.push(free_port()?);
@@ -200,8 +203,10 @@ impl Cluster {
                 flags.extend(["--t-base".into(), "1".into(), "--n-way".into(), "2".into()])
             }
         }
-        for a in &c.store_addrs {
-            flags.extend(["--store".into(), a.to_string()]);
+        for a in c.store_addrs.clone() {
+            let link = cordillera_faults::LinkProxy::start(a).context("a store's link")?;
+            flags.extend(["--store".into(), link.addr().to_string()]);
+            c.links.push(link);
         }
         c.start_volume(&flags)?;
         Ok(c)

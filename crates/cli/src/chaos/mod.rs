@@ -67,6 +67,9 @@ struct Campaign {
     /// Processes stopped (SIGSTOP) for a while mid-load, then continued: stores, some past
     /// the volume's request timeout, and volume servers.
     stalls: u64,
+    /// Store links stalled past the request timeout (then delivered in order), and dropped.
+    link_stalls: u64,
+    link_cuts: u64,
     figures: Figures,
     /// Seconds from restarting the volume to its export, with a store down (N-way 2).
     restart_with_store_down: Vec<f64>,
@@ -186,6 +189,8 @@ pub fn run(args: ChaosArgs) -> Result<()> {
                     "scrubs_after_unclean_stop": c.pool.scrubs_after_unclean_stop,
                 },
                 "stalls": c.stalls,
+                "store_links_stalled": c.link_stalls,
+                "store_links_dropped": c.link_cuts,
                 "writes_acknowledged": f.writes_acked,
                 "fua_writes": f.fua_writes,
                 "flushes": f.flushes,
@@ -223,6 +228,10 @@ pub fn run(args: ChaosArgs) -> Result<()> {
         println!(
             "  processes stalled (SIGSTOP, then SIGCONT) mid-load: {}",
             c.stalls
+        );
+        println!(
+            "  store links stalled past the request timeout (a proxy holding every byte 0.3-8 s): {}, dropped: {}",
+            c.link_stalls, c.link_cuts
         );
         println!(
             "  writes acknowledged: {} ({} with FUA), flushes {}, reads checked during the load {}, writes refused (ENOSPC) {}",
@@ -411,6 +420,59 @@ fn campaign_cluster(
                 )?;
                 verify(cluster.nbd(), &mut ledger, &mut c.figures)
                     .with_context(|| format!("after store {} was damaged ({how})", s + 1))?;
+            }
+            (_, 80..=89) if rng.chance(0.5) => {
+                // A store's link stalls mid-load (its proxy holds every byte for 0.3-8 s, past
+                // the volume's 2 s request timeout, then delivers them in order) or drops (every
+                // connection through it closed); the store itself runs on.
+                let s = rng.below(n as u64) as usize;
+                let at = rng.millis(100, load.as_millis() as u64);
+                let stalled = rng.millis(300, 8000);
+                let cut = rng.chance(0.3);
+                let span = load.max(at + stalled + Duration::from_millis(200));
+                let addr = cluster.nbd();
+                let link = &cluster.links[s];
+                std::thread::scope(|scope| -> Result<()> {
+                    let load = scope.spawn(|| {
+                        drive(
+                            addr,
+                            &mut ledger,
+                            rng,
+                            args.depth,
+                            Instant::now() + span,
+                            &mut c.figures,
+                        )
+                    });
+                    std::thread::sleep(at);
+                    if cut {
+                        link.cut();
+                    } else {
+                        link.pause_for(stalled).join().expect("link");
+                    }
+                    if !load.join().expect("load")? {
+                        bail!(
+                            "the volume server died when a store's link {}",
+                            if cut { "dropped" } else { "stalled" }
+                        );
+                    }
+                    Ok(())
+                })?;
+                if cut {
+                    c.link_cuts += 1;
+                } else {
+                    c.link_stalls += 1;
+                }
+                verify(cluster.nbd(), &mut ledger, &mut c.figures).with_context(|| {
+                    format!(
+                        "after store {}'s link {}",
+                        s + 1,
+                        if cut {
+                            "dropped"
+                        } else {
+                            "stalled for {stalled:?}"
+                        }
+                    )
+                })?;
             }
             (_, 80..=89) => {
                 // A process stalls mid-load (SIGSTOP for 0.3-5 s, then SIGCONT): a store — past
