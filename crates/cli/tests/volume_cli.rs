@@ -1864,3 +1864,211 @@ fn a_plain_volume_serves_without_stores_and_takes_stores_later() {
     drop(v);
     store.kill();
 }
+
+/// A device under nbdkit's `error` filter, mounted as a file by nbdfuse: once its trigger file
+/// exists, a share of its writes (or all its I/O) fail with EIO.
+struct FaultyDevice {
+    nbdkit: std::process::Child,
+    fuse: std::process::Child,
+    mnt: PathBuf,
+    trigger: PathBuf,
+}
+
+impl FaultyDevice {
+    /// `None` (having said SKIPPED, or failed under CI) without nbdkit, nbdfuse or FUSE. The
+    /// device's contents are `dir/device-backing`, made sparse of `bytes` if missing.
+    fn start(dir: &Path, bytes: u64, errors: &[&str]) -> Option<FaultyDevice> {
+        for tool in ["nbdkit", "nbdfuse"] {
+            if !have(tool) {
+                return None;
+            }
+        }
+        if !Path::new("/dev/fuse").exists() {
+            cordillera_testkit::missing("/dev/fuse (nbdfuse needs FUSE)");
+            return None;
+        }
+        let backing = dir.join("device-backing");
+        if !backing.exists() {
+            sparse_file(&backing, bytes);
+        }
+        let sock = dir.join("nbdkit.sock");
+        let trigger = dir.join("eio-now");
+        let nbdkit = Command::new("nbdkit")
+            .args(["-f", "--unix"])
+            .arg(&sock)
+            .args(["--filter=error", "file"])
+            .arg(&backing)
+            .args(errors)
+            .arg(format!("error-file={}", trigger.display()))
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !sock.exists() {
+            assert!(Instant::now() < deadline, "nbdkit did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mnt = dir.join("fuse");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let fuse = Command::new("nbdfuse")
+            .arg(&mnt)
+            .arg("--unix")
+            .arg(&sock)
+            .spawn()
+            .unwrap();
+        while !mnt.join("nbd").exists() {
+            assert!(Instant::now() < deadline, "nbdfuse did not mount");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(FaultyDevice {
+            nbdkit,
+            fuse,
+            mnt,
+            trigger,
+        })
+    }
+
+    fn path(&self) -> PathBuf {
+        self.mnt.join("nbd")
+    }
+
+    fn errors(&self, on: bool) {
+        if on {
+            std::fs::write(&self.trigger, b"").unwrap();
+        } else {
+            std::fs::remove_file(&self.trigger).unwrap();
+        }
+    }
+}
+
+impl Drop for FaultyDevice {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt).status();
+        let _ = self.fuse.kill();
+        let _ = self.fuse.wait();
+        let _ = self.nbdkit.kill();
+        let _ = self.nbdkit.wait();
+    }
+}
+
+/// The base volume returns EIO for a fifth of its writes (nbdkit's error filter): each such
+/// write reaches the client as EIO with a log line naming the device, the volume goes on
+/// serving, and every acknowledged write reads back once the device is healthy again.
+#[test]
+fn a_base_returning_eio_fails_those_writes_alone_and_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(dev) = FaultyDevice::start(
+        dir.path(),
+        (64 << 20) + BLOCK,
+        &["error-pwrite=EIO", "error-pwrite-rate=20%"],
+    ) else {
+        return;
+    };
+    let v = start_volume(&dev.path(), &strings(&["--format"]));
+    let blocks = 1024;
+    let mut ledger = Ledger {
+        errors_allowed: true,
+        ..Ledger::default()
+    };
+    burst(v.nbd, blocks, 8, &mut ledger, |acked| acked >= 300);
+    dev.errors(true);
+    burst(v.nbd, blocks, 8, &mut ledger, |acked| acked >= 2300);
+    dev.errors(false);
+    assert!(
+        ledger.failed > 0,
+        "no write failed with the device failing a fifth of them"
+    );
+    let mut nbd = Nbd::connect(v.nbd);
+    let written = ledger.verify(&mut nbd, blocks);
+    assert!(written > 500, "{written} blocks hold data");
+    let log = v.server.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("Input/output error"))
+        .unwrap_or_default();
+    println!("its log line: {line}");
+    assert!(
+        line.contains(dev.path().to_str().unwrap()),
+        "no log line names the failing device:\n{log}"
+    );
+    println!(
+        "base EIO: {} writes acknowledged, {} failed with EIO, {written} blocks verified",
+        ledger.acknowledged, ledger.failed
+    );
+}
+
+/// The store's log device returns EIO for every write once its trigger is set (nbdkit's error
+/// filter): the volume, off-loading in peaks to that store, sees the store fail and goes on
+/// with its base; no client write fails and every acknowledged write reads back; the store's
+/// log names the device.
+#[test]
+fn a_store_log_returning_eio_is_survived_and_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    // A store is formatted into a new file: formatted here, then served from under nbdkit.
+    run(
+        BIN,
+        &strings(&["store", "format", "--size", "48m", "--path"])
+            .into_iter()
+            .chain([dir.path().join("device-backing").display().to_string()])
+            .collect::<Vec<_>>(),
+    );
+    let Some(dev) = FaultyDevice::start(
+        dir.path(),
+        0,
+        &["error-pwrite=EIO", "error-pwrite-rate=100%"],
+    ) else {
+        return;
+    };
+    let (store, addr) = start_store_sized(&dev.path(), "127.0.0.1:0", "48m");
+    let base = dir.path().join("base.img");
+    sparse_file(&base, (64 << 20) + BLOCK);
+    // Off-loading in peaks (`--policy always` would answer ENOSPC once no store takes a write,
+    // by design: it must off-load).
+    let mut flags = strings(&["--format", "--t-base", "1"]);
+    flags.extend(["--store".to_string(), addr.to_string()]);
+    let v = start_volume(&base, &flags);
+    let blocks = 1024;
+    // Writes over data only that store holds must wait for it (N-way 1: the base would hide a
+    // newer copy behind an older one there) and are refused after the full timeout (ENOSPC);
+    // every other write goes on, to the base.
+    let mut ledger = Ledger {
+        errors_allowed: true,
+        ..Ledger::default()
+    };
+    burst(v.nbd, blocks, 8, &mut ledger, |acked| acked >= 500);
+    let offloaded = status(v.metrics)["offloaded_writes"].as_u64().unwrap();
+    assert!(offloaded > 0, "nothing off-loaded before the fault");
+    dev.errors(true);
+    let before = ledger.acknowledged;
+    let t = Instant::now();
+    burst(v.nbd, blocks, 8, &mut ledger, |acked| {
+        acked >= before + 2000 || t.elapsed() > Duration::from_secs(8)
+    });
+    let during = ledger.acknowledged - before;
+    dev.errors(false);
+    // The store stopped at its device's first error, naming the device.
+    let mut store = store;
+    let log = store.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("Input/output error"))
+        .unwrap_or_default();
+    println!("the store's last line: {line}");
+    assert!(
+        line.contains(dev.path().to_str().unwrap()),
+        "no log line names the device:\n{log}"
+    );
+    store.kill();
+    // Back (it recovers its log), every acknowledged write reads back.
+    let (_store, _) = start_store_sized(&dev.path(), &addr.to_string(), "48m");
+    let mut nbd = Nbd::connect(v.nbd);
+    let written = ledger.verify(&mut nbd, blocks);
+    assert!(written > 500, "{written} blocks hold data");
+    assert!(
+        during > 300,
+        "only {during} writes acknowledged with the store's device failing"
+    );
+    println!(
+        "store EIO: {offloaded} writes off-loaded before, {during} acknowledged after the fault, {} refused (ENOSPC: over data only on the failed store), {written} blocks verified",
+        ledger.failed
+    );
+}

@@ -202,6 +202,15 @@ const CACHED_READ_MAX: u64 = 128 << 10;
 
 /// Serves until the process is stopped. Calls `ready` with the bound address once listening.
 pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+    // A device error stops the store: its message names the device.
+    let path = options.path.clone();
+    serve_store(options, ready).await.map_err(|e| {
+        tracing::error!(device = %path.display(), error = %e, "the store stopped");
+        e.context(format!("store {}", path.display()))
+    })
+}
+
+async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     crate::limits::keep_freed_buffers();
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -243,6 +243,7 @@ impl Core {
             .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
         {
             tracing::warn!(
+                device = %self.base_device,
                 op = e.op,
                 error = %e.error,
                 failed = self.base_errors,

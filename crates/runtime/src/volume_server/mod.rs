@@ -277,6 +277,7 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     });
     let (ready_tx, ready_rx) = oneshot::channel::<Result<(), String>>();
     let mut core = Core::new(label.clone(), disk);
+    core.base_device = options.base.display().to_string();
     // The core's clock: the cache's pre-load is timed from opening its log.
     let started = Instant::now();
     if let Some(c) = &options.cache {
@@ -518,8 +519,9 @@ struct Core {
     inline: Option<Arc<DiskFile>>,
     /// Where base reads the page cache holds are done in place (see `serve`).
     cached_reads: Option<Arc<DiskFile>>,
-    /// Base operations the device failed, and when that was last logged.
+    /// Base operations the device failed, and when that was last logged; the device's path.
     base_errors: u64,
+    base_device: String,
     base_error_warned_at: Option<Instant>,
     /// The cache's log file and writer (the cache itself is the request path's).
     cache_log: Option<CacheLog>,
@@ -546,6 +548,7 @@ impl Core {
             inline: None,
             cached_reads: None,
             base_errors: 0,
+            base_device: String::new(),
             base_error_warned_at: None,
             cache_log: None,
             stopping: None,
