@@ -115,7 +115,9 @@ struct ServeArgs {
     /// With `--n-way` N above 1, an off-loaded write is acknowledged only once N stores hold
     /// it: missing copies are sent to stores as they become available for this many
     /// milliseconds, then the write fails with EIO (a write that need not stay off-loaded goes
-    /// to the base when fewer than N stores are up) [default: 5000].
+    /// to the base when fewer than N stores are up) [default: 10000: past the 3 s after which
+    /// a store that does not answer counts as failed, so that a copy it held goes to another
+    /// store first].
     #[arg(long)]
     copies_timeout_ms: Option<u64>,
     /// At a restart, how long to wait for every store before serving without those that

@@ -2072,3 +2072,48 @@ fn a_store_log_returning_eio_is_survived_and_loses_nothing_acknowledged() {
         ledger.failed
     );
 }
+
+/// N-way 2 over three stores, one reached through a proxy whose link stalls for 6 s mid-burst
+/// (every byte held, past the volume's 3 s store request timeout, then delivered in order), and
+/// later drops: the volume counts the store failed, goes on with the other two, takes it back when
+/// it answers again; every acknowledged write reads back and everything is reclaimed.
+#[test]
+fn n_way_2_survives_a_store_link_stalled_past_its_timeout_and_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (paths, stores, addrs) = three_stores(dir.path());
+    let link = cordillera_faults::LinkProxy::start(addrs[1]).unwrap();
+    let through = [addrs[0], link.addr(), addrs[2]];
+    let base = dir.path().join("base.img");
+    sparse_file(&base, (256 << 20) + 8192);
+    let v = start_volume(&base, &peak_flags(&through, 2));
+    let mut ledger = Ledger::default();
+    let mut stalled = None;
+    let mut cut = false;
+    let longest = burst_sized(v.nbd, REGION_BLOCKS, 32, 1, &mut ledger, |acked| {
+        if acked >= 2000 && stalled.is_none() {
+            stalled = Some(link.pause_for(Duration::from_secs(6)));
+        }
+        if acked >= 6000 && !cut {
+            cut = true;
+            link.cut();
+        }
+        acked >= 8000
+    });
+    stalled.expect("stalled mid-burst").join().unwrap();
+    let mut nbd = Nbd::connect(v.nbd);
+    let written = ledger.verify(&mut nbd, REGION_BLOCKS);
+    let s = wait_quiescent(&v, Duration::from_secs(120));
+    assert_eq!(ledger.verify(&mut nbd, REGION_BLOCKS), written);
+    let (connections, bytes, cuts) = link.figures();
+    assert!(
+        connections >= 2 && cuts == 1,
+        "{connections} connections, {cuts} cuts"
+    );
+    println!(
+        "store link stalled 6 s and dropped, n-way 2: {} writes acknowledged (the longest waited {longest:?}), {written} blocks verified; {connections} connections and {bytes} bytes through the link; {} bytes reclaimed",
+        ledger.acknowledged, s["reclaimed_bytes"]
+    );
+    drop(nbd);
+    drop(v);
+    stop_with_empty_logs(stores, &paths);
+}

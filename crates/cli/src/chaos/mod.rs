@@ -423,7 +423,7 @@ fn campaign_cluster(
             }
             (_, 80..=89) if rng.chance(0.5) => {
                 // A store's link stalls mid-load (its proxy holds every byte for 0.3-8 s, past
-                // the volume's 2 s request timeout, then delivers them in order) or drops (every
+                // the volume's 3 s store request timeout, then delivers them in order) or drops (every
                 // connection through it closed); the store itself runs on.
                 let s = rng.below(n as u64) as usize;
                 let at = rng.millis(100, load.as_millis() as u64);
@@ -476,7 +476,7 @@ fn campaign_cluster(
             }
             (_, 80..=89) => {
                 // A process stalls mid-load (SIGSTOP for 0.3-5 s, then SIGCONT): a store — past
-                // the volume's 2 s request timeout, it counts as failed, and what it was sent
+                // the volume's 3 s store request timeout, it counts as failed, and what it was sent
                 // arrives late, in order — or the volume server itself (its clients wait).
                 let target = rng.below(n as u64 + 1) as usize;
                 let pid = if target < n {

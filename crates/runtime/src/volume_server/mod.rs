@@ -54,8 +54,10 @@ pub const RESERVED_BYTES: u64 = LABEL_BYTES + SUPERBLOCK_BYTES;
 /// ([`DiskFile::read_cached`]); larger ones always go to the disk's workers, so that the core's
 /// task never spends long on one copy.
 const CACHED_READ_MAX: u64 = 128 << 10;
-/// A store request unanswered this long marks the store failed.
-const STORE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A store request unanswered this long marks the store failed. Shorter than the full timeout
+/// (5 s), after which a write waiting for a copy at a stalled store is answered: the copy goes
+/// to another store first (at 5 s, a store stalled 5 s failed N-way writes with EIO).
+const STORE_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long to wait at start for the stores to be reached (or refuse) before recovery asks them:
 /// recovery starts at once when every store has connected or refused a connection.
 const CONNECT_GRACE: Duration = Duration::from_secs(5);
@@ -110,7 +112,9 @@ impl VolumeOptions {
             cache: None,
             limits: crate::limits::Limits::default(),
             full_timeout: Duration::from_secs(5),
-            copies_timeout: Duration::from_secs(5),
+            // Past the store request timeout: a copy held by a stalled store is sent to
+            // another once the stalled one counts as failed, before the write gives up.
+            copies_timeout: Duration::from_secs(10),
             recovery_grace: Duration::from_secs(1),
         }
     }
