@@ -13,8 +13,9 @@
 # regression list). The fixed seeds are left out (the test command runs them).
 #
 # Each family's run is appended to docs/campaigns.tsv (commit it): date, commit, the family's
-# code tree (a hash of the workspace crates its test compiles, Cargo.toml and Cargo.lock;
-# "dirty" with uncommitted changes there), family, fresh schedules, failed, seconds, base seed.
+# code (a hash of what its test compiles: its workspace crates, the packages it resolves, the
+# profiles; "dirty" with uncommitted changes there), family, fresh schedules, failed, seconds,
+# base seed.
 # Fresh seeds start from a random base each run, so runs of the same code add up: --totals
 # prints, per family, the fresh schedules and failures recorded at commits whose code for that
 # family is the same as now (toward the 10^5 before "correct").
@@ -54,43 +55,64 @@ for f in "${families[@]}"; do
 done
 
 ledger=docs/campaigns.tsv
-# The code a family's test compiles: the workspace crates its test binary depends on (normal,
-# build and dev dependencies, found by `cargo tree`), the root Cargo.toml and Cargo.lock. A
-# change elsewhere (the runtime, the command line) leaves a family's count standing.
-closure() {
-  local package=$1
-  cargo tree -q -p "$package" -e normal,build,dev --prefix none -f '{p}' 2>/dev/null |
-    sed -n "s|.*(\($PWD/\)\{0,1\}\(crates/[^)]*\)).*|\2|p" | sort -u | tr '\n' ' '
+# The code a family's test compiles, as one hash: the workspace crates its test binary depends
+# on (their trees in git), every package it resolves with its version and features (`cargo tree`
+# of its package: normal, build and dev dependencies), and the root Cargo.toml's profiles. A
+# change elsewhere (the runtime, the command line, a new crate beside it) leaves the count
+# standing. At another commit it is computed in a scratch worktree (target/campaign/wt).
+deps() {
+  (cd "$1" && cargo tree -q --offline -p "$2" -e normal,build,dev --prefix none -f '{p} {f}' 2>/dev/null) |
+    sed "s|(\($1/\)\{0,1\}\(crates/[^)]*\))|(\2)|" | sort -u
 }
-# code_tree REV PATHS…: a hash of those paths at commit REV ("dirty" for the work tree with
-# uncommitted changes there).
-code_tree() {
-  local rev=$1; shift
-  if [ "$rev" = HEAD ] && [ -n "$(git status --porcelain -- "$@")" ]; then
-    echo dirty
+family_code() {
+  local rev=$1 family=$2 prefix package binary test dir
+  read -r prefix package binary test <<<"${spec[$family]}"
+  if [ "$rev" = HEAD ]; then
+    dir=$PWD
   else
-    git ls-tree "$rev" -- "$@" 2>/dev/null | git hash-object --stdin | cut -c1-12
+    dir=$PWD/target/campaign/wt
+    if [ ! -d "$dir" ]; then
+      git worktree add -q --detach "$dir" "$rev" >/dev/null 2>&1 || return 1
+    fi
+    git -C "$dir" checkout -q --detach "$rev" 2>/dev/null || return 1
   fi
+  local list dirs
+  list=$(deps "$dir" "$package")
+  [ -n "$list" ] || return 1
+  # shellcheck disable=SC2207
+  dirs=($(sed -n 's|.*(\(crates/[^)]*\)).*|\1|p' <<<"$list" | sort -u))
+  if [ "$rev" = HEAD ] && [ -n "$(git status --porcelain -- Cargo.toml Cargo.lock "${dirs[@]}")" ]; then
+    echo dirty
+    return 0
+  fi
+  { echo "$list"; git ls-tree "$rev" -- "${dirs[@]}"; git show "$rev:Cargo.toml" | sed -n '/^\[profile/,$p'; } |
+    git hash-object --stdin | cut -c1-12
 }
-family_paths() {
+family_dirs() {
   local prefix package binary test
   read -r prefix package binary test <<<"${spec[$1]}"
-  # shellcheck disable=SC2046
-  echo Cargo.toml Cargo.lock $(closure "$package")
+  deps "$PWD" "$package" | sed -n 's|.*(\(crates/[^)]*\)).*|\1|p' | sort -u | tr '\n' ' '
 }
 if $totals; then
   echo "commit $(git rev-parse --short HEAD); fresh schedules recorded in $ledger for the code each"
-  echo "family's test compiles as it is now (its workspace crates, Cargo.toml, Cargo.lock):"
+  echo "family's test compiles as it is now (its crates, resolved dependencies, profiles):"
+  cache=target/campaign/codes.tsv
+  mkdir -p target/campaign
+  touch "$cache"
   for f in "${order[@]}"; do
-    read -r -a paths <<<"$(family_paths "$f")"
-    now=$(code_tree HEAD "${paths[@]}")
+    now=$(family_code HEAD "$f")
     n=0 x=0 r=0
     while IFS=$'\t' read -r _ commit tree fam fresh failed _; do
       [ "$fam" = "$f" ] && [ "$tree" != dirty ] || continue
-      [ "$(code_tree "$commit" "${paths[@]}")" = "$now" ] || continue
+      code=$(awk -F'\t' -v c="$commit" -v f="$f" '$1 == c && $2 == f { print $3 }' "$cache")
+      if [ -z "$code" ]; then
+        code=$(family_code "$commit" "$f") || code=unknown
+        printf '%s\t%s\t%s\n' "$commit" "$f" "$code" >>"$cache"
+      fi
+      [ "$code" = "$now" ] || continue
       n=$((n + fresh)) x=$((x + failed)) r=$((r + 1))
     done < <(tail -n +2 "$ledger")
-    printf '  %-13s %9d fresh, %d failed, %d runs  (code %s: %s)\n' "$f" "$n" "$x" "$r" "$now" "${paths[*]:2}"
+    printf '  %-13s %9d fresh, %d failed, %d runs  (code %s: %s)\n' "$f" "$n" "$x" "$r" "$now" "$(family_dirs "$f")"
   done
   exit 0
 fi
@@ -111,8 +133,7 @@ for f in "${families[@]}"; do
     what="$count schedules"
   fi
   # The code and commit the test binary is built from, read before the build.
-  read -r -a paths <<<"$(family_paths "$f")"
-  tree=$(code_tree HEAD "${paths[@]}")
+  tree=$(family_code HEAD "$f")
   commit=$(git rev-parse --short HEAD)
   echo "== $(date +%T) $f: $what, code $tree (log: $log)"
   env "${env[@]}" cargo nextest run --profile campaign -p "$package" --test "$binary" \
