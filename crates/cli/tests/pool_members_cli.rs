@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cordillera_testkit::process::{fio_verify as fio, free_addr, have, Proc};
+use cordillera_testkit::process::{fio_verify as fio, free_addr, have, Bounded, Proc};
 use pool::{binary, Pool};
 
 /// The member files of the array: `dir/m0` … `dir/m4`.
@@ -232,7 +232,7 @@ fn a_member_array_survives_lost_and_blank_members_and_rebuilds_online() {
                 "--time_based",
                 "--runtime=20",
             ])
-            .output()
+            .output_within(Duration::from_secs(60))
     });
     std::thread::sleep(Duration::from_millis(1500));
     let mut pool = pool;
@@ -331,6 +331,8 @@ fn a_member_returning_eio_is_failed_without_an_error_reaching_the_client() {
     assert!(out.contains("rebuilt"), "{out}");
     verify_all(&pool, "3");
     scrub_clean(&pool);
-    let _ = Command::new("umount").arg(&mnt).status();
+    let _ = Command::new("umount")
+        .arg(&mnt)
+        .status_within(Duration::from_secs(10));
     let _ = fuse.wait();
 }
