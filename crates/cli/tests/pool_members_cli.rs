@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use cordillera_faults::FaultyDevice;
 use cordillera_testkit::process::{fio_verify as fio, free_addr, have, Bounded, Proc};
 use pool::{binary, Pool};
 
@@ -257,36 +258,22 @@ fn a_member_returning_eio_is_failed_without_an_error_reaching_the_client() {
             return;
         }
     }
-    if !Path::new("/dev/fuse").exists() {
+    if !FaultyDevice::available() {
         cordillera_testkit::missing("/dev/fuse (nbdfuse needs FUSE)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let mut m = members(dir.path());
     // Member 3 is an nbdfuse file over nbdkit's file plugin, through the error filter.
-    let backing = dir.path().join("m3-backing");
     let area = cordillera_runtime::pool_server::member_area(64 << 10).data_offset();
-    std::fs::File::create(&backing)
-        .unwrap()
-        .set_len(area + (16 << 20))
-        .unwrap();
-    let mnt = dir.path().join("fuse");
-    std::fs::create_dir(&mnt).unwrap();
-    let trigger = dir.path().join("fail-now");
-    let mut fuse = std::process::Command::new("nbdfuse")
-        .arg(&mnt)
-        .args(["--command", "nbdkit", "-s", "--filter=error", "file"])
-        .arg(&backing)
-        .args(["error-rate=100%"])
-        .arg(format!("error-file={}", trigger.display()))
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !mnt.join("nbd").exists() {
-        assert!(Instant::now() < deadline, "nbdfuse did not mount");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    m[3] = mnt.join("nbd");
+    let dev = FaultyDevice::start(
+        dir.path(),
+        &dir.path().join("m3-backing"),
+        area + (16 << 20),
+        &["error-rate=100%"],
+    )
+    .unwrap();
+    m[3] = dev.path();
     let pool = serve(dir.path(), Some(&joined(&m)), &["--restripe-rate", "0"]).unwrap();
     pool.ok(&["create-volume", "v", "--size", "32m", "--policy", "wide"]);
     write_all(&pool, "1");
@@ -304,7 +291,7 @@ fn a_member_returning_eio_is_failed_without_an_error_reaching_the_client() {
         )
     });
     std::thread::sleep(Duration::from_millis(300));
-    std::fs::write(&trigger, b"").unwrap();
+    dev.errors(true).unwrap();
     writer.join().unwrap();
     verify_all(&pool, "3");
     let log = pool.proc.log();
@@ -331,8 +318,4 @@ fn a_member_returning_eio_is_failed_without_an_error_reaching_the_client() {
     assert!(out.contains("rebuilt"), "{out}");
     verify_all(&pool, "3");
     scrub_clean(&pool);
-    let _ = Command::new("umount")
-        .arg(&mnt)
-        .status_within(Duration::from_secs(10));
-    let _ = fuse.wait();
 }

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use cordillera_faults::FaultyDevice;
 use cordillera_testkit::nbd_loop::NbdLoop;
 use cordillera_testkit::process::{have, qemu_io_patterns, Proc};
 use cordillera_wire::nbd;
@@ -1865,91 +1866,18 @@ fn a_plain_volume_serves_without_stores_and_takes_stores_later() {
     store.kill();
 }
 
-/// A device under nbdkit's `error` filter, mounted as a file by nbdfuse: once its trigger file
-/// exists, a share of its writes (or all its I/O) fail with EIO.
-struct FaultyDevice {
-    nbdkit: std::process::Child,
-    fuse: std::process::Child,
-    mnt: PathBuf,
-    trigger: PathBuf,
-}
-
-impl FaultyDevice {
-    /// `None` (having said SKIPPED, or failed under CI) without nbdkit, nbdfuse or FUSE. The
-    /// device's contents are `dir/device-backing`, made sparse of `bytes` if missing.
-    fn start(dir: &Path, bytes: u64, errors: &[&str]) -> Option<FaultyDevice> {
-        for tool in ["nbdkit", "nbdfuse"] {
-            if !have(tool) {
-                return None;
-            }
-        }
-        if !Path::new("/dev/fuse").exists() {
-            cordillera_testkit::missing("/dev/fuse (nbdfuse needs FUSE)");
-            return None;
-        }
-        let backing = dir.join("device-backing");
-        if !backing.exists() {
-            sparse_file(&backing, bytes);
-        }
-        let sock = dir.join("nbdkit.sock");
-        let trigger = dir.join("eio-now");
-        let nbdkit = Command::new("nbdkit")
-            .args(["-f", "--unix"])
-            .arg(&sock)
-            .args(["--filter=error", "file"])
-            .arg(&backing)
-            .args(errors)
-            .arg(format!("error-file={}", trigger.display()))
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !sock.exists() {
-            assert!(Instant::now() < deadline, "nbdkit did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let mnt = dir.join("fuse");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let fuse = Command::new("nbdfuse")
-            .arg(&mnt)
-            .arg("--unix")
-            .arg(&sock)
-            .spawn()
-            .unwrap();
-        while !mnt.join("nbd").exists() {
-            assert!(Instant::now() < deadline, "nbdfuse did not mount");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(FaultyDevice {
-            nbdkit,
-            fuse,
-            mnt,
-            trigger,
-        })
+/// A device under nbdkit's `error` filter (`cordillera_faults::FaultyDevice`) over
+/// `dir/device-backing`, made sparse of `bytes` if missing; `None` (having said SKIPPED, or
+/// failed under CI) without nbdkit, nbdfuse or FUSE.
+fn faulty_device(dir: &Path, bytes: u64, errors: &[&str]) -> Option<FaultyDevice> {
+    if !have("nbdkit") || !have("nbdfuse") {
+        return None;
     }
-
-    fn path(&self) -> PathBuf {
-        self.mnt.join("nbd")
+    if !FaultyDevice::available() {
+        cordillera_testkit::missing("/dev/fuse (nbdfuse needs FUSE)");
+        return None;
     }
-
-    fn errors(&self, on: bool) {
-        if on {
-            std::fs::write(&self.trigger, b"").unwrap();
-        } else {
-            std::fs::remove_file(&self.trigger).unwrap();
-        }
-    }
-}
-
-impl Drop for FaultyDevice {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg(&self.mnt)
-            .status_within(Duration::from_secs(10));
-        let _ = self.fuse.kill();
-        let _ = self.fuse.wait();
-        let _ = self.nbdkit.kill();
-        let _ = self.nbdkit.wait();
-    }
+    Some(FaultyDevice::start(dir, &dir.join("device-backing"), bytes, errors).unwrap())
 }
 
 /// The base volume returns EIO for a fifth of its writes (nbdkit's error filter): each such
@@ -1958,7 +1886,7 @@ impl Drop for FaultyDevice {
 #[test]
 fn a_base_returning_eio_fails_those_writes_alone_and_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(dev) = FaultyDevice::start(
+    let Some(dev) = faulty_device(
         dir.path(),
         (64 << 20) + BLOCK,
         &["error-pwrite=EIO", "error-pwrite-rate=20%"],
@@ -1972,9 +1900,9 @@ fn a_base_returning_eio_fails_those_writes_alone_and_loses_nothing_acknowledged(
         ..Ledger::default()
     };
     burst(v.nbd, blocks, 8, &mut ledger, |acked| acked >= 300);
-    dev.errors(true);
+    dev.errors(true).unwrap();
     burst(v.nbd, blocks, 8, &mut ledger, |acked| acked >= 2300);
-    dev.errors(false);
+    dev.errors(false).unwrap();
     assert!(
         ledger.failed > 0,
         "no write failed with the device failing a fifth of them"
@@ -2013,7 +1941,7 @@ fn a_store_log_returning_eio_is_survived_and_loses_nothing_acknowledged() {
             .chain([dir.path().join("device-backing").display().to_string()])
             .collect::<Vec<_>>(),
     );
-    let Some(dev) = FaultyDevice::start(
+    let Some(dev) = faulty_device(
         dir.path(),
         0,
         &["error-pwrite=EIO", "error-pwrite-rate=100%"],
@@ -2039,14 +1967,14 @@ fn a_store_log_returning_eio_is_survived_and_loses_nothing_acknowledged() {
     burst(v.nbd, blocks, 8, &mut ledger, |acked| acked >= 500);
     let offloaded = status(v.metrics)["offloaded_writes"].as_u64().unwrap();
     assert!(offloaded > 0, "nothing off-loaded before the fault");
-    dev.errors(true);
+    dev.errors(true).unwrap();
     let before = ledger.acknowledged;
     let t = Instant::now();
     burst(v.nbd, blocks, 8, &mut ledger, |acked| {
         acked >= before + 2000 || t.elapsed() > Duration::from_secs(8)
     });
     let during = ledger.acknowledged - before;
-    dev.errors(false);
+    dev.errors(false).unwrap();
     // The store stopped at its device's first error, naming the device.
     let mut store = store;
     let log = store.log();

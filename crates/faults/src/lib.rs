@@ -1,8 +1,12 @@
 //! Faults for real processes, beside SIGKILL and SIGSTOP: a TCP proxy ([`LinkProxy`]) in front
 //! of a server that passes the bytes of every connection through it, or pauses them (held,
 //! in order, until resumed: a link stalled past a lease), delays them, or cuts every connection
-//! (both ends see the link drop). Device faults use nbdkit's `error` and `delay` filters
-//! (docs/TESTING.md); this is the network's.
+//! (both ends see the link drop); and a device that fails on demand ([`FaultyDevice`]:
+//! nbdkit's `error` filter, mounted by nbdfuse).
+
+mod device;
+
+pub use device::FaultyDevice;
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};

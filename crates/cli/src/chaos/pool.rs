@@ -10,10 +10,10 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use cordillera_faults::FaultyDevice;
 
 use super::cluster::{free_port, kill_later, stall_later, Proc};
 use super::workload::{drive, verify, Figures, Ledger, Rng, Target};
@@ -36,104 +36,10 @@ pub(super) struct PoolFigures {
     pub(super) scrubs_after_unclean_stop: u64,
 }
 
-/// A member device under nbdkit's error filter, mounted as a file by nbdfuse.
-struct FaultyMember {
-    nbdkit: Child,
-    fuse: Child,
-    mnt: PathBuf,
-    trigger: PathBuf,
-}
-
-impl FaultyMember {
-    fn start(dir: &Path, bytes: u64) -> Result<FaultyMember> {
-        let backing = dir.join("faulty-backing");
-        std::fs::File::create(&backing)?.set_len(bytes)?;
-        let sock = dir.join("nbdkit.sock");
-        let trigger = dir.join("eio-now");
-        let nbdkit = Command::new("nbdkit")
-            .args(["-f", "--unix"])
-            .arg(&sock)
-            .args(["--filter=error", "file"])
-            .arg(&backing)
-            .arg("error-rate=100%")
-            .arg(format!("error-file={}", trigger.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting nbdkit")?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !sock.exists() {
-            if Instant::now() > deadline {
-                bail!("nbdkit did not create {}", sock.display());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let mnt = dir.join("fuse");
-        std::fs::create_dir_all(&mnt)?;
-        let fuse = Command::new("nbdfuse")
-            .arg(&mnt)
-            .arg("--unix")
-            .arg(&sock)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting nbdfuse")?;
-        let m = FaultyMember {
-            nbdkit,
-            fuse,
-            mnt,
-            trigger,
-        };
-        while !m.path().exists() {
-            if Instant::now() > deadline {
-                bail!("nbdfuse did not mount {}", m.mnt.display());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(m)
-    }
-
-    fn path(&self) -> PathBuf {
-        self.mnt.join("nbd")
-    }
-
-    /// Every I/O to the device fails with EIO from now on.
-    fn fail(&self) -> Result<()> {
-        std::fs::write(&self.trigger, b"").context("turning EIO on")
-    }
-
-    fn heal(&self) -> Result<()> {
-        std::fs::remove_file(&self.trigger).context("turning EIO off")
-    }
-}
-
-impl Drop for FaultyMember {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mnt).status();
-        let _ = self.fuse.kill();
-        let _ = self.fuse.wait();
-        let _ = self.nbdkit.kill();
-        let _ = self.nbdkit.wait();
-    }
-}
-
-/// Whether this machine can put a member under nbdkit (nbdkit, nbdfuse, FUSE).
-fn can_fault() -> bool {
-    let have = |t: &str| {
-        Command::new(t)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    have("nbdkit") && have("nbdfuse") && Path::new("/dev/fuse").exists()
-}
-
 struct PoolCluster {
     dir: PathBuf,
     members: Vec<PathBuf>,
-    faulty: Option<(usize, FaultyMember)>,
+    faulty: Option<(usize, FaultyDevice)>,
     pool: Option<Proc>,
     nbd: SocketAddr,
     http: SocketAddr,
@@ -147,10 +53,16 @@ impl PoolCluster {
         // 4 data members hold the volume with room to spare.
         let disk = (volume_bytes / 4).div_ceil(1 << 20).max(4) << 20;
         let mut members: Vec<PathBuf> = (0..MEMBERS).map(|i| dir.join(format!("m{i}"))).collect();
-        let faulty = if can_fault() {
+        let faulty = if FaultyDevice::available() {
             let i = rng.below(MEMBERS as u64) as usize;
             let area = cordillera_runtime::pool_server::member_area(64 << 10).data_offset();
-            let m = FaultyMember::start(dir, area + disk)?;
+            let m = FaultyDevice::start(
+                dir,
+                &dir.join("faulty-backing"),
+                area + disk,
+                &["error-rate=100%"],
+            )
+            .context("a member under nbdkit")?;
             members[i] = m.path();
             Some((i, m))
         } else {
@@ -318,7 +230,7 @@ pub(super) fn campaign_pool(
                 // The faulty member returns EIO mid-load: failed, nothing reaches the client.
                 let (i, m) = c.faulty.as_ref().expect("faulty");
                 let i = *i;
-                m.fail()?;
+                m.errors(true).context("turning EIO on")?;
                 p.member_eio += 1;
                 alive(
                     &c,
@@ -337,7 +249,7 @@ pub(super) fn campaign_pool(
                 // Healed and put back as a new disk; rebuilt under load, SIGKILL mid-way half
                 // the time.
                 let (_, m) = c.faulty.as_ref().expect("faulty");
-                m.heal()?;
+                m.errors(false).context("turning EIO off")?;
                 let path = m.path();
                 if c.states()?[i] == "failed" {
                     c.replace(i, &path)?;
@@ -374,7 +286,7 @@ pub(super) fn campaign_pool(
             }
             56..=70 if c.faulty.is_some() => {
                 // The device stalls (its nbdkit stopped) mid-load, then goes on.
-                let pid = c.faulty.as_ref().expect("faulty").1.nbdkit.id();
+                let pid = c.faulty.as_ref().expect("faulty").1.nbdkit_pid();
                 let stall = stall_later(pid, rng.millis(50, 300), rng.millis(300, 4000));
                 alive(
                     &c,
