@@ -137,6 +137,32 @@ impl PoolCluster {
         }
     }
 
+    /// Load for `load`, the pool SIGKILLed at a random moment of it (at least `lo` ms in), then
+    /// started again.
+    fn kill_mid_load(
+        &mut self,
+        ledger: &mut Ledger,
+        rng: &mut Rng,
+        depth: usize,
+        load: Duration,
+        lo: u64,
+        figures: &mut Figures,
+    ) -> Result<()> {
+        let pid = self.pool.as_ref().expect("pool").pid();
+        let killer = kill_later(pid, rng.millis(lo, load.as_millis() as u64));
+        let _ = drive(
+            self.target(),
+            ledger,
+            rng,
+            depth,
+            Instant::now() + load,
+            figures,
+        )?;
+        killer.join().expect("killer");
+        self.kill();
+        self.serve(&[])
+    }
+
     fn status(&self) -> Result<serde_json::Value> {
         Ok(serde_json::from_str(&http_request(
             self.http, "GET", "/status",
@@ -254,20 +280,8 @@ pub(super) fn campaign_pool(
                 if c.states()?[i] == "failed" {
                     c.replace(i, &path)?;
                     if rng.chance(0.5) {
-                        let pid = c.pool.as_ref().expect("pool").pid();
-                        let killer = kill_later(pid, rng.millis(50, load.as_millis() as u64));
-                        let _ = drive(
-                            c.target(),
-                            &mut ledger,
-                            rng,
-                            args.depth,
-                            Instant::now() + load,
-                            figures,
-                        )?;
-                        killer.join().expect("killer");
-                        c.kill();
+                        c.kill_mid_load(&mut ledger, rng, args.depth, load, 50, figures)?;
                         p.kills_mid_rebuild += 1;
-                        c.serve(&[])?;
                     } else {
                         alive(
                             &c,
@@ -335,20 +349,8 @@ pub(super) fn campaign_pool(
             }
             86..=99 => {
                 // An unclean stop mid-write: every row consistent after the restart.
-                let pid = c.pool.as_ref().expect("pool").pid();
-                let killer = kill_later(pid, rng.millis(100, load.as_millis() as u64));
-                let _ = drive(
-                    c.target(),
-                    &mut ledger,
-                    rng,
-                    args.depth,
-                    Instant::now() + load,
-                    figures,
-                )?;
-                killer.join().expect("killer");
-                c.kill();
+                c.kill_mid_load(&mut ledger, rng, args.depth, load, 100, figures)?;
                 p.kills += 1;
-                c.serve(&[])?;
                 let r: serde_json::Value =
                     serde_json::from_str(&http_request(c.http, "POST", "/scrub?array=0")?)?;
                 if r["mismatched"].as_array().is_none_or(|m| !m.is_empty()) {
@@ -359,20 +361,8 @@ pub(super) fn campaign_pool(
             }
             _ => {
                 // SIGKILL of the pool mid-load.
-                let pid = c.pool.as_ref().expect("pool").pid();
-                let killer = kill_later(pid, rng.millis(100, load.as_millis() as u64));
-                let _ = drive(
-                    c.target(),
-                    &mut ledger,
-                    rng,
-                    args.depth,
-                    Instant::now() + load,
-                    figures,
-                )?;
-                killer.join().expect("killer");
-                c.kill();
+                c.kill_mid_load(&mut ledger, rng, args.depth, load, 100, figures)?;
                 p.kills += 1;
-                c.serve(&[])?;
                 verify(c.target(), &mut ledger, figures).context("after a pool SIGKILL")?;
             }
         }

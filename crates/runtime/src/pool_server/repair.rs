@@ -20,14 +20,8 @@ impl PoolServer {
     /// layout names the new device first, so a restart opens it (blank until labelled: it is
     /// then failed again, and the command is run again).
     pub fn replace_member(&self, array: usize, member: usize, path: &Path) -> Result<(), String> {
-        let dev = self
-            .devices()
-            .get(array)
-            .cloned()
-            .ok_or(format!("no array {array}"))?;
-        let members = dev
-            .members()
-            .ok_or(format!("array {array} is not a member array"))?;
+        let dev = self.member_array(array)?;
+        let members = dev.members().expect("a member array");
         let abs = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let utf8 = abs
             .to_str()
@@ -61,16 +55,23 @@ impl PoolServer {
         Ok(())
     }
 
-    /// Checks every row of member array `array` (`repair`: rewrites what differs).
-    pub fn scrub(&self, array: usize, repair: bool) -> Result<ScrubReport, String> {
+    /// Array `array`, if it is a member array.
+    fn member_array(&self, array: usize) -> Result<Arc<super::ArrayDev>, String> {
         let dev = self
             .devices()
             .get(array)
             .cloned()
             .ok_or(format!("no array {array}"))?;
-        let members = dev
-            .members()
-            .ok_or(format!("array {array} is not a member array"))?;
+        match dev.members() {
+            Some(_) => Ok(dev),
+            None => Err(format!("array {array} is not a member array")),
+        }
+    }
+
+    /// Checks every row of member array `array` (`repair`: rewrites what differs).
+    pub fn scrub(&self, array: usize, repair: bool) -> Result<ScrubReport, String> {
+        let dev = self.member_array(array)?;
+        let members = dev.members().expect("a member array");
         let report = members.scrub(repair)?;
         self.counters
             .scrubbed_rows
