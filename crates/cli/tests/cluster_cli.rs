@@ -4,87 +4,18 @@
 //! loggers are empty at the end; the MDS and a chunk server holding primaries are SIGKILLed
 //! and started again with the data verified after each.
 
+mod cluster;
+
 use cordillera_testkit::process::{Bounded, COMMAND_LIMIT};
-use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cordillera_testkit::cluster::{ClusterOptions, Daemon, LocalCluster};
-use cordillera_testkit::process::{fio_verify as fio, free_addr, have, qemu_io_patterns, Proc};
+use cordillera_testkit::process::{fio_verify as fio, free_addr, have, qemu_io_patterns};
 
-fn binary() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_cordillera"))
-}
-
-fn start_cluster(dir: &Path) -> LocalCluster {
-    let options = ClusterOptions {
-        wake_seconds: 0.5,
-        logger_size: "256m".into(),
-        ..ClusterOptions::default()
-    };
-    LocalCluster::start(binary(), dir, options).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// `volume serve --cluster` for `object`; its NBD URL.
-fn start_volume(c: &LocalCluster, object: &str, size: &str) -> (Proc, String) {
-    c.start_volume(object, size, &[])
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// qemu-io commands on an export; `Err` with its output unless every one succeeded.
-fn qemu(url: &str, commands: &[&str]) -> Result<(), String> {
-    let mut args = vec!["-f".to_string(), "raw".into()];
-    for c in commands {
-        args.extend(["-c".into(), c.to_string()]);
-    }
-    args.push(url.into());
-    let out = Command::new("qemu-io")
-        .args(&args)
-        .output_within(COMMAND_LIMIT)
-        .map_err(|e| e.to_string())?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if !out.status.success()
-        || text.contains("Pattern verification failed")
-        || text.contains("failed:")
-    {
-        return Err(format!("qemu-io {commands:?}:\n{text}"));
-    }
-    Ok(())
-}
-
-/// Waits until every server is up in the top gear and no server holds logged bytes.
-fn wait_quiet(c: &LocalCluster, limit: Duration) -> serde_json::Value {
-    let deadline = Instant::now() + limit;
-    loop {
-        let mds = c.status(Daemon::Mds).unwrap_or_else(|e| panic!("{e}"));
-        let all_up = mds["servers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|s| s["state"] == "up");
-        let logged: u64 = (0..c.servers())
-            .map(|s| {
-                c.status(Daemon::Server(s)).map_or(u64::MAX, |st| {
-                    st["logged_bytes"].as_u64().unwrap_or(u64::MAX)
-                })
-            })
-            .sum();
-        if all_up && logged == 0 && mds["groups_without_primary"] == 0 {
-            return mds;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not quiet after {limit:?}: logged {logged}, MDS {mds}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
+use cluster::{awake_servers, binary, qemu, start_cluster, start_volume, wait_gear_1, wait_quiet};
 
 #[test]
 fn fio_verifies_every_block_while_gears_shift_and_the_loggers_end_empty() {
@@ -226,32 +157,6 @@ fn data_survives_sigkill_of_the_mds_and_of_a_chunk_server_holding_primaries() {
     }
     let mds = c.status(Daemon::Mds).unwrap();
     assert!(mds["stats"]["reassignments"].as_u64().unwrap() > 0, "{mds}");
-}
-
-/// The servers awake in gear 1 (one rack), for the groups they hold.
-fn awake_servers(c: &LocalCluster) -> Vec<(u32, u64)> {
-    let mds = c.status(Daemon::Mds).unwrap();
-    mds["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|s| s["state"] == "up")
-        .map(|s| {
-            (
-                s["id"].as_u64().unwrap() as u32,
-                s["primaries"].as_u64().unwrap(),
-            )
-        })
-        .collect()
-}
-
-/// Waits until only one rack's servers are up (gear 1 reached).
-fn wait_gear_1(c: &LocalCluster) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while awake_servers(c).len() != c.options.per_rack as usize {
-        assert!(Instant::now() < deadline, "gear 1 not reached");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]

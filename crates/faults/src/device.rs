@@ -7,9 +7,11 @@ use std::time::Duration;
 
 /// A device under nbdkit's `error` filter, mounted as a file by nbdfuse: every I/O passes until
 /// its trigger file exists, then fails as the filter's parameters say (`error-rate=100%`:
-/// every I/O; `error-pwrite=EIO error-pwrite-rate=20%`: a fifth of the writes). Its nbdkit can
-/// be SIGSTOPped to stall the device ([`FaultyDevice::nbdkit_pid`]). Needs nbdkit, nbdfuse and
-/// FUSE ([`FaultyDevice::available`]).
+/// every I/O; `error-pwrite=EIO error-pwrite-rate=20%`: a fifth of the writes). Parameters of
+/// nbdkit's `delay` filter (`delay-write=5ms`, `rdelay=…`) add that filter: every such I/O
+/// takes that long. A latency spike on demand: [`FaultyDevice::stall_for`] stops nbdkit
+/// (SIGSTOP) and continues it later. Needs nbdkit, nbdfuse and FUSE
+/// ([`FaultyDevice::available`]).
 pub struct FaultyDevice {
     nbdkit: std::process::Child,
     fuse: std::process::Child,
@@ -31,13 +33,13 @@ impl FaultyDevice {
         have("nbdkit") && have("nbdfuse") && std::path::Path::new("/dev/fuse").exists()
     }
 
-    /// Serves `backing` (made sparse of `bytes` if missing) through the error filter with
-    /// `errors` (filter parameters), mounted under `dir/fuse`.
+    /// Serves `backing` (made sparse of `bytes` if missing) through the error filter (and the
+    /// delay filter, if `params` has delays) with `params`, mounted under `dir/fuse`.
     pub fn start(
         dir: &std::path::Path,
         backing: &std::path::Path,
         bytes: u64,
-        errors: &[&str],
+        params: &[&str],
     ) -> io::Result<FaultyDevice> {
         use std::process::{Command, Stdio};
         if !backing.exists() {
@@ -45,12 +47,16 @@ impl FaultyDevice {
         }
         let sock = dir.join("nbdkit.sock");
         let trigger = dir.join("eio-now");
+        let delays = params.iter().any(|p| {
+            p.starts_with("delay-") || p.starts_with("rdelay=") || p.starts_with("wdelay=")
+        });
         let nbdkit = Command::new("nbdkit")
             .args(["-f", "--unix"])
             .arg(&sock)
+            .args(delays.then_some("--filter=delay"))
             .args(["--filter=error", "file"])
             .arg(backing)
-            .args(errors)
+            .args(params)
             .arg(format!("error-file={}", trigger.display()))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -103,6 +109,28 @@ impl FaultyDevice {
 
     pub fn nbdkit_pid(&self) -> u32 {
         self.nbdkit.id()
+    }
+
+    /// Stops the device (nbdkit SIGSTOPped: every I/O waits) for `d`, from another thread,
+    /// then continues it.
+    pub fn stall_for(&self, d: Duration) -> thread::JoinHandle<io::Result<()>> {
+        let pid = self.nbdkit.id().to_string();
+        let signal = move |sig: &str| -> io::Result<()> {
+            let status = std::process::Command::new("kill")
+                .args([sig, &pid])
+                .status()?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(io::Error::other(format!("kill {sig} {pid}: {status}")))
+            }
+        };
+        let stopped = signal("-STOP");
+        thread::spawn(move || {
+            stopped?;
+            thread::sleep(d);
+            signal("-CONT")
+        })
     }
 }
 

@@ -216,7 +216,8 @@ pub async fn serve(options: ServerOptions, ready: impl FnOnce(ServerListening)) 
             }
         }
         if let Some(why) = d.failed.take() {
-            bail!("chunk server {}: {why}", d.id);
+            tracing::error!(server = d.id, device = %path.display(), "{why}: stopping");
+            bail!("chunk server {}: {why} on {}", d.id, path.display());
         }
         d.tick();
         d.pump();

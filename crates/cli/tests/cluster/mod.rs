@@ -1,0 +1,109 @@
+//! What the Sierra cluster tests share: the binary, a local cluster with fast wake-ups, an
+//! object exported over NBD, qemu-io commands, and waiting for the cluster to be quiet.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use cordillera_testkit::cluster::{ClusterOptions, Daemon, LocalCluster};
+use cordillera_testkit::process::{Bounded, Proc, COMMAND_LIMIT};
+
+pub fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_cordillera"))
+}
+
+pub fn start_cluster(dir: &Path) -> LocalCluster {
+    let options = ClusterOptions {
+        wake_seconds: 0.5,
+        logger_size: "256m".into(),
+        ..ClusterOptions::default()
+    };
+    LocalCluster::start(binary(), dir, options).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `volume serve --cluster` for `object`; its NBD URL.
+pub fn start_volume(c: &LocalCluster, object: &str, size: &str) -> (Proc, String) {
+    c.start_volume(object, size, &[])
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// qemu-io commands on an export; `Err` with its output unless every one succeeded.
+pub fn qemu(url: &str, commands: &[&str]) -> Result<(), String> {
+    let mut args = vec!["-f".to_string(), "raw".into()];
+    for c in commands {
+        args.extend(["-c".into(), c.to_string()]);
+    }
+    args.push(url.into());
+    let out = Command::new("qemu-io")
+        .args(&args)
+        .output_within(COMMAND_LIMIT)
+        .map_err(|e| e.to_string())?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success()
+        || text.contains("Pattern verification failed")
+        || text.contains("failed:")
+    {
+        return Err(format!("qemu-io {commands:?}:\n{text}"));
+    }
+    Ok(())
+}
+
+/// Waits until every server is up in the top gear and no server holds logged bytes.
+pub fn wait_quiet(c: &LocalCluster, limit: Duration) -> serde_json::Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mds = c.status(Daemon::Mds).unwrap_or_else(|e| panic!("{e}"));
+        let all_up = mds["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["state"] == "up");
+        let logged: u64 = (0..c.servers())
+            .map(|s| {
+                c.status(Daemon::Server(s)).map_or(u64::MAX, |st| {
+                    st["logged_bytes"].as_u64().unwrap_or(u64::MAX)
+                })
+            })
+            .sum();
+        if all_up && logged == 0 && mds["groups_without_primary"] == 0 {
+            return mds;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not quiet after {limit:?}: logged {logged}, MDS {mds}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The servers awake in gear 1 (one rack), for the groups they hold.
+pub fn awake_servers(c: &LocalCluster) -> Vec<(u32, u64)> {
+    let mds = c.status(Daemon::Mds).unwrap();
+    mds["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["state"] == "up")
+        .map(|s| {
+            (
+                s["id"].as_u64().unwrap() as u32,
+                s["primaries"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until only one rack's servers are up (gear 1 reached).
+pub fn wait_gear_1(c: &LocalCluster) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while awake_servers(c).len() != c.options.per_rack as usize {
+        assert!(Instant::now() < deadline, "gear 1 not reached");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
