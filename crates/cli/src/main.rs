@@ -113,8 +113,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Storage-level cache warm-up (Bonfire): the cache simulator.
     Warmup(warmup_cmd::WarmupArgs),
-    /// A kill campaign on real processes: SIGKILLs volume servers and stores under load and
-    /// checks every acknowledged write after each kill.
+    /// A kill-and-fault campaign on real processes: SIGKILLs, stalls, stalled and dropped links,
+    /// damaged logs and failing pool members under load; every acknowledged write checked after
+    /// each event.
     Chaos(chaos::ChaosArgs),
     /// Sierra on real processes: a power-proportional replicated cluster (MDS, chunk servers,
     /// loggers) that shifts gears.
