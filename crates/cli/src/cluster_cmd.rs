@@ -30,11 +30,11 @@ enum ClusterCommand {
     Server(ServerArgs),
     /// PostgreSQL's pgbench on ext4 on a cluster object while the gears shift down and up;
     /// the file system is checked afterwards. Needs root, FUSE and PostgreSQL.
-    Pgbench(crate::cluster_pgbench::ClusterPgbenchArgs),
+    Pgbench(cordillera_harness::cluster_pgbench::ClusterPgbenchArgs),
     /// A compressed diurnal day on a local cluster of emulated disks, in the top gear and with
     /// gear shifting: energy, response times per hour, migrations, logging and reclaim, and
     /// Table 5's throughput.
-    Bench(crate::cluster_bench::ClusterBenchArgs),
+    Bench(cordillera_harness::cluster_bench::ClusterBenchArgs),
     /// Set the cluster's gear by hand (1 … replicas), or `plan` to follow the spec's plan again.
     Gear(GearArgs),
 }
@@ -236,8 +236,8 @@ pub fn run(args: ClusterArgs) -> Result<()> {
         ClusterCommand::Up(a) => up(a),
         ClusterCommand::Status(a) => status(a),
         ClusterCommand::Gear(a) => gear(a),
-        ClusterCommand::Pgbench(a) => crate::cluster_pgbench::run_cluster_pgbench(a),
-        ClusterCommand::Bench(a) => crate::cluster_bench::run(a),
+        ClusterCommand::Pgbench(a) => cordillera_harness::cluster_pgbench::run_cluster_pgbench(a),
+        ClusterCommand::Bench(a) => cordillera_harness::cluster_bench::run(a),
     }
 }
 

@@ -23,12 +23,8 @@
 mod advise;
 mod advise_bench;
 mod bench;
-mod chaos;
-mod cluster_bench;
 mod cluster_cmd;
-mod cluster_pgbench;
 mod demo;
-mod http;
 mod lab_bench;
 mod lab_bonfire;
 mod lab_cmd;
@@ -36,18 +32,13 @@ mod lab_io;
 mod lab_sierra;
 mod lab_striping;
 mod limit_args;
-mod pool_bench;
 mod pool_cmd;
 mod progress;
 mod replay_cmd;
 mod sim_cmd;
-mod store_bench;
 mod store_cmd;
 mod trace_cmd;
-mod volume_bench;
 mod volume_cmd;
-mod volume_pgbench;
-mod volume_warmup_bench;
 mod warmup_cmd;
 
 use clap::{Parser, Subcommand};
@@ -116,7 +107,7 @@ enum Command {
     /// A kill-and-fault campaign on real processes: SIGKILLs, stalls, stalled and dropped links,
     /// damaged logs and failing pool members under load; every acknowledged write checked after
     /// each event.
-    Chaos(chaos::ChaosArgs),
+    Chaos(cordillera_harness::chaos::ChaosArgs),
     /// Sierra on real processes: a power-proportional replicated cluster (MDS, chunk servers,
     /// loggers) that shifts gears.
     Cluster(cluster_cmd::ClusterArgs),
@@ -139,7 +130,7 @@ fn main() {
         Command::Advise(args) => advise::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Warmup(args) => warmup_cmd::run(args),
-        Command::Chaos(args) => chaos::run(args),
+        Command::Chaos(args) => cordillera_harness::chaos::run(args),
         Command::Pool(args) => pool_cmd::run(args),
         Command::Cluster(args) => cluster_cmd::run(args),
     };

@@ -11,7 +11,7 @@ use cordillera_runtime::pool_server::{
 };
 use cordillera_sim::presets::parse_size;
 
-use crate::http::http_request;
+use cordillera_runtime::http::http_request;
 
 #[derive(Args)]
 pub struct PoolArgs {
@@ -36,7 +36,7 @@ enum PoolCommand {
     /// Check every row of a member array: parity against data, copies against each other.
     Scrub(ScrubArgs),
     /// Narrow against wide on emulated arrays, and the restripe's copy rate under load.
-    Bench(crate::pool_bench::PoolBenchArgs),
+    Bench(cordillera_harness::pool_bench::PoolBenchArgs),
 }
 
 #[derive(Args)]
@@ -168,7 +168,7 @@ pub fn run(a: PoolArgs) -> Result<()> {
         PoolCommand::Status(a) => status(a),
         PoolCommand::ReplaceMember(a) => replace_member(a),
         PoolCommand::Scrub(a) => scrub(a),
-        PoolCommand::Bench(a) => crate::pool_bench::run(a),
+        PoolCommand::Bench(a) => cordillera_harness::pool_bench::run(a),
     }
 }
 

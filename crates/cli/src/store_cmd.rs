@@ -26,7 +26,7 @@ enum StoreCommand {
     /// record from the tail to the head.
     Inspect(InspectArgs),
     /// Measure the store against fio on the same file system (four ratios).
-    Bench(crate::store_bench::StoreBenchArgs),
+    Bench(cordillera_harness::store_bench::StoreBenchArgs),
 }
 
 #[derive(Args)]
@@ -128,7 +128,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
             }))
         }
         StoreCommand::Inspect(a) => inspect(a),
-        StoreCommand::Bench(a) => crate::store_bench::run(a),
+        StoreCommand::Bench(a) => cordillera_harness::store_bench::run(a),
     }
 }
 

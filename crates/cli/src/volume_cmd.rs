@@ -13,7 +13,7 @@ use cordillera_runtime::volume_server::{serve, VolumeOptions};
 use cordillera_runtime::warm_cache::CacheOptions;
 use serde::Deserialize;
 
-use crate::http::{http_get, http_request};
+use cordillera_runtime::http::{http_get, http_request};
 
 #[derive(Args)]
 pub struct VolumeArgs {
@@ -31,13 +31,13 @@ enum VolumeCommand {
     /// log and staging buffer (Bonfire §5.2); prints the cache's status.
     CacheReset(CacheResetArgs),
     /// Measure the volume server against `nbdkit file` and against itself without off-load.
-    Bench(crate::volume_bench::VolumeBenchArgs),
+    Bench(cordillera_harness::volume_bench::VolumeBenchArgs),
     /// Bonfire's overheads on real I/O (Table 4): log space, logging bandwidth and pre-warm
     /// time for metadata-only and metadata+data, on a replayed trace.
-    WarmupBench(crate::volume_warmup_bench::WarmupBenchArgs),
+    WarmupBench(cordillera_harness::volume_warmup_bench::WarmupBenchArgs),
     /// PostgreSQL pgbench on ext4 on the volume (emulated base and store): TPS with off-load
     /// against without. Needs root, FUSE and PostgreSQL.
-    Pgbench(crate::volume_pgbench::PgbenchArgs),
+    Pgbench(cordillera_harness::volume_pgbench::PgbenchArgs),
 }
 
 /// Every flag of `volume serve` can also be given in a TOML file (`--config`), under the same
@@ -228,9 +228,9 @@ pub fn run(args: VolumeArgs) -> Result<()> {
             println!("{}", http_request(a.metrics, "POST", "/cache/reset")?);
             Ok(())
         }
-        VolumeCommand::Bench(a) => crate::volume_bench::run(a),
-        VolumeCommand::WarmupBench(a) => crate::volume_warmup_bench::run(a),
-        VolumeCommand::Pgbench(a) => crate::volume_pgbench::run_pgbench(a),
+        VolumeCommand::Bench(a) => cordillera_harness::volume_bench::run(a),
+        VolumeCommand::WarmupBench(a) => cordillera_harness::volume_warmup_bench::run(a),
+        VolumeCommand::Pgbench(a) => cordillera_harness::volume_pgbench::run_pgbench(a),
     }
 }
 

@@ -1,8 +1,13 @@
 //! The daemons' small HTTP/1 endpoint (`/metrics`, `/status`, a few POSTs): one request per
-//! connection, answered by the daemon's handler.
+//! connection, answered by the daemon's handler; and the blocking client the command line and
+//! the harnesses use to reach it ([`http_get`], [`http_request`]).
 
 use std::future::Future;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 
+use anyhow::{anyhow, bail, Context, Result};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -136,6 +141,38 @@ pub fn gauge(out: &mut String, name: &str, help: &str, value: impl std::fmt::Dis
     out.push_str(&format!(
         "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
     ));
+}
+
+/// `GET path` from a daemon's HTTP address.
+pub fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
+    http_request(addr, "GET", path)
+}
+
+/// `METHOD path` to a daemon's HTTP address; the body of a 200 answer.
+pub fn http_request(addr: SocketAddr, method: &str, path: &str) -> Result<String> {
+    let mut stream =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).with_context(|| {
+            format!("cannot reach {addr} (is the daemon running with its HTTP endpoint there?)")
+        })?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("{addr}: malformed HTTP response"))?;
+    if !head.starts_with("HTTP/1.1 200") {
+        let status = head.lines().next().unwrap_or("no status line");
+        let body = body.trim();
+        if body.is_empty() {
+            bail!("{addr}{path}: {status}");
+        }
+        bail!("{body} ({addr}: {status})");
+    }
+    Ok(body.to_string())
 }
 
 #[cfg(test)]

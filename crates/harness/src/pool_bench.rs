@@ -18,7 +18,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use cordillera_testkit::process::{free_addr, Proc};
 
-use crate::http::http_request;
+use cordillera_runtime::http::http_request;
 
 #[derive(Args)]
 pub struct PoolBenchArgs {

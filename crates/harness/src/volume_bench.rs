@@ -406,7 +406,8 @@ pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
 /// The bytes whose latest version is off-loaded, from the volume's status.
 fn offloaded_bytes(metrics: &str) -> Result<u64> {
     let addr = metrics.parse().context("metrics address")?;
-    let v: serde_json::Value = serde_json::from_str(&crate::http::http_get(addr, "/status")?)?;
+    let v: serde_json::Value =
+        serde_json::from_str(&cordillera_runtime::http::http_get(addr, "/status")?)?;
     v["offloaded_bytes"]
         .as_u64()
         .ok_or_else(|| anyhow!("no offloaded_bytes in the volume's status"))
@@ -414,7 +415,8 @@ fn offloaded_bytes(metrics: &str) -> Result<u64> {
 
 pub(crate) fn offloaded_fraction(metrics: &str) -> Result<f64> {
     let addr = metrics.parse().context("metrics address")?;
-    let v: serde_json::Value = serde_json::from_str(&crate::http::http_get(addr, "/status")?)?;
+    let v: serde_json::Value =
+        serde_json::from_str(&cordillera_runtime::http::http_get(addr, "/status")?)?;
     let off = v["offloaded_writes"].as_f64().unwrap_or(0.0);
     let base = v["base_writes"].as_f64().unwrap_or(0.0);
     Ok(if off + base > 0.0 {

@@ -13,8 +13,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 
-use crate::http::http_get;
 use crate::volume_bench::{spawn_until, work_dir, Proc, Setup};
+use cordillera_runtime::http::http_get;
 
 #[derive(Args)]
 pub struct WarmupBenchArgs {

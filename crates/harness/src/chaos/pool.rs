@@ -18,7 +18,7 @@ use cordillera_faults::FaultyDevice;
 use super::cluster::{free_port, kill_later, stall_later, Proc};
 use super::workload::{drive, verify, Figures, Ledger, Rng, Target};
 use super::{ChaosArgs, BLOCK};
-use crate::http::http_request;
+use cordillera_runtime::http::http_request;
 
 const READY: &str = "cordillera pool: 1 array(s)";
 const MEMBERS: usize = 5;

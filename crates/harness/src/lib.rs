@@ -1,0 +1,23 @@
+//! Harnesses that drive real processes — the `cordillera` binary's daemons, peer tools and
+//! clients — and report what they measured:
+//!
+//! - benchmarks against the peers users know, each ratio measured in the same run: the store
+//!   (`store_bench`: `store bench`), the off-loading volume against `nbdkit file`
+//!   (`volume_bench`: `volume bench`), its cache warm-up (`volume_warmup_bench`), PostgreSQL's
+//!   pgbench on ext4 on a volume or a Sierra object (`volume_pgbench`, `cluster_pgbench`), the
+//!   Sierra cluster's day, Table 5 and Figure 12 (`cluster_bench`), narrow against wide pools and
+//!   the restripe's rate (`pool_bench`);
+//! - the kill-and-fault campaign (`chaos`: `cordillera chaos`).
+//!
+//! Each module has its clap arguments and a `run`; the command line only dispatches to them.
+//! The daemons are started from the running executable (`std::env::current_exe`), so the
+//! harnesses run from the `cordillera` binary.
+
+pub mod chaos;
+pub mod cluster_bench;
+pub mod cluster_pgbench;
+pub mod pool_bench;
+pub mod store_bench;
+pub mod volume_bench;
+pub mod volume_pgbench;
+pub mod volume_warmup_bench;
