@@ -9,13 +9,13 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use cordillera_trace::binary::BinaryWriter;
 use cordillera_trace::parse::ParseOptions;
-use cordillera_trace::peaks::{PeaksBuilder, PeaksOptions, PeaksReport};
-use cordillera_trace::profile::{ProfileBuilder, ProfileReport};
-use cordillera_trace::reaccess::{ReaccessBuilder, ReaccessReport};
-use cordillera_trace::stats::{StatsBuilder, TraceStats};
+use cordillera_trace::peaks::{PeaksBuilder, PeaksOptions};
+use cordillera_trace::profile::ProfileBuilder;
+use cordillera_trace::reaccess::ReaccessBuilder;
+use cordillera_trace::stats::StatsBuilder;
 use cordillera_trace::write::{IologOptions, IologWriter, MsrWriter};
 use cordillera_trace::{open, Format, ReadOptions, Record, RecordReader, TimeUnit, TraceError};
-use cordillera_types::units::{format_unix_ns, s_to_ns};
+use cordillera_types::units::s_to_ns;
 
 #[derive(Args)]
 pub struct TraceArgs {
@@ -196,14 +196,6 @@ fn print_json(value: &impl serde::Serialize) -> Result<()> {
     Ok(())
 }
 
-fn opt(value: Option<f64>, decimals: usize) -> String {
-    value.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}"))
-}
-
-fn utc(unix_ns: Option<i64>) -> String {
-    unix_ns.map_or_else(String::new, format_unix_ns)
-}
-
 // ---------------------------------------------------------------------------------------------
 // stats
 
@@ -226,46 +218,9 @@ fn stats(args: StatsArgs) -> Result<()> {
     if args.json {
         print_json(&stats)
     } else {
-        print_stats_table(&stats);
+        print!("{}", cordillera_lab::render::trace::stats_text(&stats));
         Ok(())
     }
-}
-
-pub fn print_stats_table(stats: &TraceStats) {
-    println!(
-        "{:<14} {:>10} {:>6} {:>10} {:>10} {:>8} {:>9} {:>9} {:>7} {:>9} {:>7} {:>8}",
-        "volume",
-        "records",
-        "read%",
-        "read_GiB",
-        "write_GiB",
-        "span_h",
-        "mean/s",
-        "peak/s",
-        "pk:mean",
-        "wss_GiB",
-        "reacc%",
-        "mean_KiB"
-    );
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-    for v in stats.volumes.iter().chain(std::iter::once(&stats.total)) {
-        println!(
-            "{:<14} {:>10} {:>6.1} {:>10.3} {:>10.3} {:>8.2} {:>9} {:>9.2} {:>7} {:>9.3} {:>7} {:>8}",
-            v.volume,
-            v.records,
-            if v.records > 0 { 100.0 * v.reads as f64 / v.records as f64 } else { 0.0 },
-            gib(v.read_bytes),
-            gib(v.write_bytes),
-            v.span_s / 3600.0,
-            opt(v.mean_rate_per_s, 2),
-            v.peak_rate_per_s,
-            opt(v.peak_to_mean, 1),
-            gib(v.wss_bytes),
-            opt(v.reaccess_pct, 1),
-            opt(v.mean_request_bytes.map(|b| b / 1024.0), 1),
-        );
-    }
-    println!("(peak rate over {} s windows)", stats.window_s);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -449,82 +404,8 @@ fn peaks(args: PeaksArgs) -> Result<()> {
     if args.json {
         return print_json(&report);
     }
-    print_peaks(&report);
+    print!("{}", cordillera_lab::render::trace::peaks_text(&report));
     Ok(())
-}
-
-pub fn print_peaks(report: &PeaksReport) {
-    match report.align {
-        cordillera_trace::peaks::EpisodeAlign::Grid => println!(
-            "Peak episodes (rates over {} s windows; episode = peak's {} s segment + following)",
-            report.rate_window_s, report.segment_s
-        ),
-        cordillera_trace::peaks::EpisodeAlign::Centred => println!(
-            "Peak episodes (rates over {} s windows; episodes of the segments' length or the peak's, centred on the peak)",
-            report.rate_window_s
-        ),
-    }
-    println!(
-        "{:>2}  {:<41} {:>10} {:>6} {:>12}  {:<14} {:>7}",
-        "#", "time", "requests", "read%", "peak req/s", "busiest", "share%"
-    );
-    for e in &report.episodes {
-        let time = match (e.start_unix_ns, e.end_unix_ns) {
-            (Some(s), Some(t)) => format!("{} – {}", format_unix_ns(s), &format_unix_ns(t)[11..]),
-            _ => format!("{:.0} s – {:.0} s", e.start_s, e.end_s),
-        };
-        println!(
-            "{:>2}  {:<41} {:>10} {:>6} {:>12.1}  {:<14} {:>7.1}",
-            e.rank,
-            time,
-            e.requests,
-            opt(e.read_pct, 1),
-            e.peak_rate_per_s,
-            e.busiest_volume,
-            e.busiest_share_pct
-        );
-        println!(
-            "      peak {:.0} s – {:.0} s{}",
-            e.peak_start_s,
-            e.peak_end_s,
-            if e.peak_whole {
-                ""
-            } else {
-                "  (cut by the episode's bounds: --align centred holds it)"
-            }
-        );
-        for v in &e.volumes {
-            println!(
-                "      {:<14} {:>10} requests  read {:>6}%  peak {:>10.1} req/s",
-                v.volume,
-                v.requests,
-                opt(v.read_pct, 1),
-                v.peak_rate_per_s
-            );
-        }
-    }
-    let s = &report.slow;
-    println!();
-    if s.intervals_with_response == 0 {
-        println!("Writes in slow intervals: the trace records no response times.");
-        return;
-    }
-    println!(
-        "Writes in slow intervals ({} s intervals per volume, mean response > {} s): {} of {} intervals slow",
-        s.interval_s, s.threshold_s, s.slow_intervals, s.intervals_with_response
-    );
-    if let Some(p) = s.write_pct_percentiles {
-        let text: Vec<String> = p
-            .iter()
-            .enumerate()
-            .map(|(i, v)| format!("p{}={v:.1}", i * 10))
-            .collect();
-        println!("  write % over slow intervals: {}", text.join(" "));
-        println!(
-            "  slow intervals with < 10 % writes: {}%",
-            opt(s.below_10pct_writes_pct, 1)
-        );
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -550,71 +431,8 @@ fn reaccess(args: ReaccessArgs) -> Result<()> {
     if args.json {
         return print_json(&report);
     }
-    print_reaccess(&report);
+    print!("{}", cordillera_lab::render::trace::reaccess_text(&report));
     Ok(())
-}
-
-pub fn print_reaccess(report: &ReaccessReport) {
-    if !report.has_time {
-        println!("(this trace has no timestamps: temporal classes are not meaningful)");
-    }
-    println!("Temporal classes (% of reaccesses; % of reaccessed blocks), reuse distance (% of reaccesses), clustering (% of 1 MiB region)");
-    println!(
-        "{:<14} {:>11} {:>7} {:>13} {:>13} {:>13} {:>7} {:>9} {:>8} {:>7} {:>6} {:>6} {:>6}",
-        "volume",
-        "accesses",
-        "reacc%",
-        "hourly",
-        "daily",
-        "other",
-        "<10MiB",
-        "<1GiB",
-        "<10GiB",
-        ">10GiB",
-        "cl.h",
-        "cl.d",
-        "cl.o"
-    );
-    for v in report.volumes.iter().chain(std::iter::once(&report.total)) {
-        let class = |i: usize| {
-            let c = &v.classes[i];
-            format!("{}/{}", opt(c.reaccess_pct, 1), opt(c.block_pct, 1))
-        };
-        let reuse = |i: usize| opt(v.reuse_distance[i].pct, 1);
-        let cluster = |i: usize| opt(v.classes[i].clustering_pct, 1);
-        println!(
-            "{:<14} {:>11} {:>7} {:>13} {:>13} {:>13} {:>7} {:>9} {:>8} {:>7} {:>6} {:>6} {:>6}",
-            v.volume,
-            v.block_accesses,
-            opt(v.reaccess_pct, 1),
-            class(0),
-            class(1),
-            class(2),
-            reuse(0),
-            reuse(1),
-            reuse(2),
-            reuse(3),
-            cluster(0),
-            cluster(1),
-            cluster(2)
-        );
-    }
-    let hours = &report.total.daily_by_hour;
-    if hours.iter().any(|h| *h > 0) {
-        let clock = if report.wall_clock {
-            format!("UTC{:+}", report.utc_offset_h)
-        } else {
-            "since trace start".into()
-        };
-        println!("Daily reaccesses by hour of day ({clock}):");
-        let text: Vec<String> = hours
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| **n > 0)
-            .map(|(h, n)| format!("{h:02}h:{n}"))
-            .collect();
-        println!("  {}", text.join(" "));
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -651,64 +469,6 @@ fn profile(args: ProfileArgs) -> Result<()> {
     if args.json {
         return print_json(&report);
     }
-    print_profile(&report);
+    print!("{}", cordillera_lab::render::trace::profile_text(&report));
     Ok(())
-}
-
-pub fn print_profile(report: &ProfileReport) {
-    let clock = if report.wall_clock {
-        format!("UTC{:+}", report.utc_offset_h)
-    } else {
-        "hours since trace start".into()
-    };
-    println!("Load by hour of day ({clock}; mean over days, normalized to the busiest hour):");
-    println!(
-        "{:>4} {:>6} {:>10} {:>12} {:>6}",
-        "hour", "days", "IOPS", "MB/s", "norm"
-    );
-    for h in &report.hours_of_day {
-        println!(
-            "{:>4} {:>6} {:>10.2} {:>12.3} {:>6.2}",
-            h.hour,
-            h.buckets,
-            h.mean_iops,
-            h.mean_bytes_per_s / 1e6,
-            h.normalized
-        );
-    }
-    println!("Load by day:");
-    println!(
-        "{:>4} {:<20} {:>12} {:>14} {:>10} {:>12}",
-        "day", "start", "requests", "bytes", "IOPS", "MB/s"
-    );
-    for d in &report.days {
-        println!(
-            "{:>4} {:<20} {:>12} {:>14} {:>10.2} {:>12.3}",
-            d.day,
-            utc(d.start_unix_ns),
-            d.requests,
-            d.bytes,
-            d.mean_iops,
-            d.mean_bytes_per_s / 1e6
-        );
-    }
-    println!(
-        "Peak-to-mean (bytes, {} s buckets): {}",
-        report.bucket_s,
-        opt(report.peak_to_mean_bytes, 2)
-    );
-    println!(
-        "CDF of time at each fraction of peak ({} s buckets):",
-        report.bucket_s
-    );
-    println!(
-        "{:>9} {:>12} {:>12}",
-        "≤ peak×", "time(bytes)", "time(reqs)"
-    );
-    for p in report.cdf.iter().step_by(2) {
-        println!(
-            "{:>9.2} {:>12.3} {:>12.3}",
-            p.fraction_of_peak, p.time_fraction_bytes, p.time_fraction_requests
-        );
-    }
 }

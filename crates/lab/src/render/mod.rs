@@ -15,6 +15,7 @@ pub mod plots;
 pub mod sierra;
 mod sierra_csv;
 pub mod striping;
+pub mod trace;
 
 use std::path::Path;
 
