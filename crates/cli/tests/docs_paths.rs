@@ -1,6 +1,7 @@
-//! Every file path the docs name exists: a path in backquotes in `README.md` or `docs/*.md`
-//! that starts with a directory of the repository (`crates/`, `scripts/`, `docs/`, `fuzz/`,
-//! `.ci/`, `.config/`, or a crate's `NAME/src/`), with `{a,b}` alternatives expanded.
+//! Docs a newcomer can navigate: every file path the docs name exists (a path in backquotes in
+//! `README.md` or `docs/*.md` that starts with a directory of the repository — `crates/`,
+//! `scripts/`, `docs/`, `fuzz/`, `.ci/`, `.config/`, or a crate's `NAME/src/` — with `{a,b}`
+//! alternatives expanded), and every crate's `lib.rs` names each of its modules.
 
 use std::path::{Path, PathBuf};
 
@@ -106,5 +107,54 @@ fn the_scan_finds_what_the_docs_write() {
     assert_eq!(
         named_paths("`crates/vstore/src/store/api.rs:160` `scripts/bench.sh` `cargo nextest`"),
         ["crates/vstore/src/store/api.rs", "scripts/bench.sh"]
+    );
+}
+
+/// The modules a `lib.rs` declares (`mod x;`, `pub mod x;`), test modules left out.
+fn declared_modules(lib: &str) -> Vec<String> {
+    lib.lines()
+        .filter_map(|l| {
+            let l = l
+                .trim_start_matches("pub ")
+                .trim_start_matches("pub(crate) ");
+            let name = l.strip_prefix("mod ")?.strip_suffix(';')?;
+            (name != "tests").then(|| name.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn every_crate_names_its_modules_in_its_lib_rs() {
+    let crates = root().join("crates");
+    let (mut checked, mut unnamed) = (0, Vec::new());
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let lib = entry.unwrap().path().join("src/lib.rs");
+        let Ok(text) = std::fs::read_to_string(&lib) else {
+            continue;
+        };
+        let doc: String = text
+            .lines()
+            .filter(|l| l.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for m in declared_modules(&text) {
+            checked += 1;
+            if !doc.contains(&format!("`{m}`")) && !doc.contains(&format!("`{m}::")) {
+                unnamed.push(format!(
+                    "{}: {m}",
+                    lib.strip_prefix(&root()).unwrap_or(&lib).display()
+                ));
+            }
+        }
+    }
+    println!("{checked} modules named in their crates' lib.rs");
+    assert!(
+        checked > 50,
+        "too few modules found ({checked}): the scan is broken"
+    );
+    assert!(
+        unnamed.is_empty(),
+        "modules their lib.rs does not name:\n{}",
+        unnamed.join("\n")
     );
 }

@@ -1,8 +1,8 @@
 //! Faults for real processes, beside SIGKILL and SIGSTOP: a TCP proxy ([`LinkProxy`]) in front
 //! of a server that passes the bytes of every connection through it, or pauses them (held,
 //! in order, until resumed: a link stalled past a lease), delays them, or cuts every connection
-//! (both ends see the link drop); and a device that fails on demand ([`FaultyDevice`]:
-//! nbdkit's `error` filter, mounted by nbdfuse).
+//! (both ends see the link drop); and a device that fails on demand ([`FaultyDevice`], in
+//! `device`: nbdkit's `error` and `delay` filters, mounted by nbdfuse).
 
 mod device;
 

@@ -12,6 +12,14 @@
 //! - [`schedule`]: per-hour peaks, the hour-of-day predictor, gears from loads with g_min, the
 //!   rotation of gear groups across days, the maintenance override, and the prediction's error
 //!   (§3.4, §4.1, Figure 8).
+//! - [`protocol`]: the messages between the MDS, chunk servers and clients (§3.1, §3.5, §3.7).
+//! - [`mds`]: the metadata service: objects → chunks → groups → replicas and primary,
+//!   heartbeats and leases, primary migration, gear shifts and standby, failures and rebuild,
+//!   and what it keeps across a restart (`mds::persist`).
+//! - [`server`]: a chunk server: leases, primaries serving through their log client (logging
+//!   mode), replication with epoch fencing, rebuild, standby.
+//! - [`client`]: the client library (§3.8): object layouts cached from the MDS, requests cut at
+//!   chunk boundaries, bounded retries.
 
 pub mod client;
 pub mod layout;

@@ -9,6 +9,8 @@
 //! - [`render`]: the reports as tables, CSV files and SVG figures.
 //! - [`advise`]: `cordillera advise`: each mechanism's verdict on a trace, from the labs.
 //! - [`spread`]: several seeds of a lab: each headline figure's mean, range and deviation.
+//! - [`striping`]: `cordillera lab striping`, the striping paper's Figures 2–10 and Table 3 on
+//!   the pool of `cordillera-striping`.
 
 pub mod advise;
 pub mod bonfire;

@@ -15,8 +15,10 @@
 //! - [`emulate`]: real-time disk emulation with the simulator's device models.
 //! - [`sierra`]: Sierra's daemons — the MDS (with its gear plan and durable state), chunk
 //!   servers, and the object client behind a cluster volume — over the Sierra protocol.
-//! - [`http`]: the daemons' `/metrics` and `/status` endpoint.
+//! - [`http`]: the daemons' `/metrics` and `/status` endpoint, and a blocking client for it.
 //! - [`warm_cache`]: the volume server's DRAM cache with Bonfire's monitoring log and pre-load.
+//! - [`pool_server`]: `cordillera pool serve`: volumes placed narrow or wide on RAID arrays,
+//!   exported over NBD, restriped online; member arrays with rebuild and scrub.
 
 pub mod disk;
 pub mod emulate;

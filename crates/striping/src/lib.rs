@@ -8,6 +8,19 @@
 //! array `k mod n`, and within an array the volume's part is laid out as the array's RAID level
 //! lays out a volume of its own (RAID-5 left-symmetric by default), with the same stripe unit.
 //! So a 2 MB request with a 1 MB stripe unit touches two disks under either policy (§3.2.2).
+//!
+//! # Layout
+//!
+//! - [`pool`]: arrays, volumes placed narrow or wide, free space, a request's segments on the
+//!   member disks.
+//! - [`policy`]: the stripe unit rule, the greedy partitioner, anti-correlation pairing and the
+//!   paper's advice.
+//! - [`layout`]: the pool's durable layout record (docs/FORMATS.md).
+//! - [`restripe`]: moving a volume to a new layout while it serves I/O.
+//! - [`members`]: arrays whose member devices the pool runs itself: labels, degraded I/O, the
+//!   journal of degraded RAID-5 writes, resync, rebuild, scrub.
+//! - [`sim`], [`experiment`], [`skew`], [`table3`]: the pool on the simulator and the paper's
+//!   experiments (§3.2–3.5).
 
 pub mod experiment;
 pub mod layout;

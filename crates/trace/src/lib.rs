@@ -21,7 +21,8 @@
 //! - [`profile`]: load by hour of day and by day, time at each fraction of peak (Sierra §2).
 //!
 //! Support: [`window`] (time-window counters), [`reuse`] (exact reuse distance), [`synth`]
-//! (a built-in synthetic trace), [`limits`], [`error`].
+//! (a built-in synthetic trace), [`merge`] (several traces read as one, in time order),
+//! [`limits`], [`error`].
 
 pub mod binary;
 pub mod detect;

@@ -8,6 +8,9 @@
 //! - [`SplitMix64`]: the small seedable generator every crate uses where a stream of
 //!   well-mixed numbers is enough (workload shapes, epochs, test data).
 //! - [`units`]: sizes and time conversions, with units in every name.
+//! - [`rangemap`]: an ordered map of non-overlapping byte ranges (Everest §3.2.1), what a store
+//!   keeps per client and an off-loading client per volume.
+//! - [`rng`]: SplitMix64 and the draws built on any 64-bit stream.
 //!
 //! Every other crate speaks in these types; nothing here does I/O.
 

@@ -22,6 +22,8 @@
 //!
 //! The client's own duties (its base and store I/O, its timers) stay with the driver, which
 //! owns the client; this core only adds requests to it and takes its answers.
+//!
+//! [`label`]: the volume label in the last 4 KiB of the base (docs/FORMATS.md).
 
 pub mod label;
 

@@ -7,6 +7,7 @@
 //! - [`nbd`]: the NBD protocol's messages for a server (handshake, options, requests, replies).
 //! - [`sierra`]: Sierra's messages between the MDS, chunk servers and clients, and the frames
 //!   that carry them (`docs/FORMATS.md`, "Sierra protocol").
+//! - `codec`: the field reader and writer the three share (private).
 
 mod codec;
 pub mod nbd;
