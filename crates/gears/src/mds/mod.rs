@@ -162,6 +162,8 @@ pub struct Mds {
     now: Nanos,
     /// The durable state as last reported by `take_changes`.
     persisted: persist::Persisted,
+    /// Each group's epoch and primary at the last invariant check (debug builds).
+    checked: Vec<(Epoch, Option<ServerId>)>,
 }
 
 impl Mds {
@@ -221,6 +223,7 @@ impl Mds {
             stats: MdsStats::default(),
             now,
             persisted: persist::Persisted::default(),
+            checked: Vec::new(),
         }
     }
 
@@ -285,6 +288,11 @@ impl Mds {
     }
 
     pub fn handle_timeout(&mut self, now: Nanos) {
+        self.on_timeout(now);
+        self.check_invariants();
+    }
+
+    fn on_timeout(&mut self, now: Nanos) {
         self.now = now;
         for s in 0..self.servers.len() {
             let entry = &self.servers[s];
@@ -306,6 +314,11 @@ impl Mds {
     }
 
     pub fn handle_message(&mut self, now: Nanos, from: Endpoint, message: Message) {
+        self.on_message(now, from, message);
+        self.check_invariants();
+    }
+
+    fn on_message(&mut self, now: Nanos, from: Endpoint, message: Message) {
         self.now = now;
         match (from, message) {
             (
@@ -399,6 +412,11 @@ impl Mds {
     /// `rotation` go into standby (after giving up their primaries), the others are woken. A
     /// server is kept on while some group it holds would have no other replica up.
     pub fn set_gear(&mut self, now: Nanos, gear: usize, rotation: &[usize]) {
+        self.on_set_gear(now, gear, rotation);
+        self.check_invariants();
+    }
+
+    fn on_set_gear(&mut self, now: Nanos, gear: usize, rotation: &[usize]) {
         self.now = now;
         let r = rotation.len();
         assert!(gear >= 1 && gear <= r, "gear {gear} of {r}");
@@ -786,6 +804,7 @@ impl Mds {
 }
 
 mod failures;
+mod invariants;
 pub mod persist;
 #[cfg(test)]
 mod tests;

@@ -332,6 +332,17 @@ impl Mds {
                 mds.wakes.push_back(s as ServerId);
             }
         }
+        // A primary on a server that cannot serve (in standby, waking, suspected or failed: a
+        // state no step leaves behind, but the record says so) is dropped: the group's next
+        // replica to heartbeat is given it under a new epoch, as after any lost primary.
+        for entry in mds.groups.iter_mut() {
+            if let Some(p) = entry.primary {
+                let state = mds.servers[p as usize].state;
+                if !matches!(state, ServerState::Up | ServerState::Releasing) {
+                    entry.primary = None;
+                }
+            }
+        }
         // Which groups each server holds: a failed server holds none (its groups were given
         // new replicas, or have none to give).
         for set in mds.groups_of.iter_mut() {

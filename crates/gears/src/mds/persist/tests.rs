@@ -155,6 +155,15 @@ fn a_restart_keeps_standby_and_wakes_again() {
     }
     assert_eq!(r.server_state(0), ServerState::Standby);
     assert_eq!(r.server_state(1), ServerState::Up);
+    // The record had server 0 in standby still primary of its groups (no step leaves that
+    // behind): each went to a replica that heartbeats.
+    for g in 0..r.group_count() as u32 {
+        let primary = r.view(GroupId(g)).primary;
+        assert!(
+            primary.is_some_and(|p| p != 0),
+            "group {g}: primary {primary:?}"
+        );
+    }
 }
 
 #[test]
