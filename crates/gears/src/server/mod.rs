@@ -47,6 +47,7 @@ use crate::model::{GroupId, RackId, ServerId};
 use crate::protocol::{Endpoint, Epoch, GroupView, Message, Nanos, ServeError};
 
 mod disk;
+mod invariants;
 mod primary;
 mod rebuild;
 
@@ -253,6 +254,8 @@ pub struct ChunkServer {
     primaries: BTreeMap<GroupId, Primary>,
     /// The highest epoch seen per group (replication from an older one is refused).
     epochs: BTreeMap<GroupId, Epoch>,
+    /// `epochs` at the last invariant check (debug builds).
+    checked_epochs: BTreeMap<GroupId, Epoch>,
     /// Secondaries that did not answer: unavailable here until then.
     suspected: BTreeMap<ServerId, Nanos>,
     next_id: u64,
@@ -289,6 +292,7 @@ impl ChunkServer {
             power: Power::On,
             primaries: BTreeMap::new(),
             epochs: BTreeMap::new(),
+            checked_epochs: BTreeMap::new(),
             suspected: BTreeMap::new(),
             next_id: 1,
             disk: BTreeMap::new(),
@@ -401,6 +405,7 @@ impl ChunkServer {
         self.power = Power::On;
         self.lease_until = 0;
         self.heartbeat();
+        self.check_invariants();
     }
 
     // ---- The host's entry points: each event, then the reclaim budget shared out again.
@@ -408,28 +413,33 @@ impl ChunkServer {
     pub fn handle_timeout(&mut self, now: Nanos) {
         self.on_timeout(now);
         self.balance_reclaim(true);
+        self.check_invariants();
     }
 
     pub fn handle_message(&mut self, now: Nanos, from: Endpoint, message: Message) {
         self.on_message(now, from, message);
         self.balance_reclaim(false);
+        self.check_invariants();
     }
 
     /// A logger answered request `id` (`load`: the requests open there).
     pub fn handle_store(&mut self, now: Nanos, id: u64, reply: StoreReply, load: Option<u64>) {
         self.on_store(now, id, reply, load);
         self.balance_reclaim(false);
+        self.check_invariants();
     }
 
     /// The connection to a logger broke: its requests may or may not have been carried out.
     pub fn logger_lost(&mut self, now: Nanos, logger: u64) {
         self.on_logger_lost(now, logger);
         self.balance_reclaim(false);
+        self.check_invariants();
     }
 
     pub fn handle_io(&mut self, now: Nanos, done: ChunkIoDone) {
         self.on_io(now, done);
         self.balance_reclaim(false);
+        self.check_invariants();
     }
 
     /// A rebuild piece not taken in this long is sent again: the replication timeout plus

@@ -1,0 +1,73 @@
+//! What must hold after every event of a chunk server, checked in debug builds (the seeded
+//! schedules and the lab run with them) after each `handle_*` and `logger_lost`:
+//!
+//! - a primary serves its own group, names this server as primary, and holds an epoch no newer
+//!   than the newest this server has seen for the group;
+//! - the newest epoch seen per group never goes down (replication from an older one is
+//!   refused against it);
+//! - a server asleep holds no primary;
+//! - writes in flight on the disk never overlap within a group (an overlapping write waits in
+//!   the queue until the first completes), and each lies within the group.
+
+use super::*;
+
+impl ChunkServer {
+    pub(super) fn check_invariants(&mut self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let me = self.config.server;
+        for (&g, p) in &self.primaries {
+            assert_eq!(
+                p.view.group, g,
+                "primary of {g:?} holds the view of another group"
+            );
+            assert_eq!(
+                p.view.primary,
+                Some(me),
+                "server {me}: primary of {g:?} under a view naming {:?}",
+                p.view.primary
+            );
+            let seen = self.epochs.get(&g).copied();
+            assert!(
+                seen.is_some_and(|e| e >= p.view.epoch),
+                "server {me}: primary of {g:?} at epoch {}, newest seen {seen:?}",
+                p.view.epoch
+            );
+        }
+        for (g, &e) in &self.checked_epochs {
+            let now = self.epochs.get(g).copied();
+            assert!(
+                now.is_some_and(|n| n >= e),
+                "server {me}: the newest epoch seen for {g:?} went from {e} to {now:?}"
+            );
+        }
+        self.checked_epochs.clone_from(&self.epochs);
+        if self.power == Power::Asleep {
+            assert!(
+                self.primaries.is_empty(),
+                "server {me}: asleep with {} primaries",
+                self.primaries.len()
+            );
+        }
+        let mut by_group: BTreeMap<GroupId, Vec<(u64, u64)>> = BTreeMap::new();
+        for &(g, start, end) in self.writing.values() {
+            assert!(
+                start <= end && end <= self.config.group_bytes,
+                "server {me}: a write in flight on {g:?} over {start}..{end}"
+            );
+            by_group.entry(g).or_default().push((start, end));
+        }
+        for (g, mut ranges) in by_group {
+            ranges.sort_unstable();
+            for w in ranges.windows(2) {
+                assert!(
+                    w[0].1 <= w[1].0,
+                    "server {me}: overlapping writes in flight on {g:?}: {:?} and {:?}",
+                    w[0],
+                    w[1]
+                );
+            }
+        }
+    }
+}
