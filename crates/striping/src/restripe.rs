@@ -86,6 +86,8 @@ pub struct Restripe {
     before_writes: u64,
     before_reads: u64,
     next_ticket: u64,
+    /// `persisted` at the last invariant check (debug builds).
+    checked_persisted: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +114,7 @@ impl Restripe {
             before_writes: 0,
             before_reads: 0,
             next_ticket: 0,
+            checked_persisted: persisted,
         }
     }
 
@@ -140,6 +143,7 @@ impl Restripe {
     pub fn in_flight_before(&mut self, writes: u64, reads: u64) {
         self.before_writes += writes;
         self.before_reads += reads;
+        self.check_invariants();
     }
 
     /// A request admitted before the restripe began (a write or a read) has completed.
@@ -154,6 +158,7 @@ impl Restripe {
             "done_before({write}) with none in flight from before"
         );
         *count -= 1;
+        self.check_invariants();
     }
 
     fn split(&self, lo: u64, hi: u64) -> Vec<Piece> {
@@ -189,7 +194,9 @@ impl Restripe {
     /// A read of volume bytes `[lo, hi)`: never waits.
     pub fn read(&mut self, lo: u64, hi: u64) -> (Ticket, Vec<Piece>) {
         assert!(lo < hi && hi <= self.size, "{lo}..{hi} of {}", self.size);
-        self.admit(lo, hi, false)
+        let admitted = self.admit(lo, hi, false);
+        self.check_invariants();
+        admitted
     }
 
     /// A write of volume bytes `[lo, hi)`.
@@ -201,16 +208,24 @@ impl Restripe {
             }
         }
         let (ticket, pieces) = self.admit(lo, hi, true);
+        self.check_invariants();
         Admit::Go(ticket, pieces)
     }
 
     /// A request has completed (its pieces are done, successfully or not).
     pub fn done(&mut self, ticket: Ticket) {
         self.old_io.remove(&ticket.0);
+        self.check_invariants();
     }
 
     /// What the copier does next.
     pub fn next_batch(&mut self) -> NextBatch {
+        let next = self.choose_batch();
+        self.check_invariants();
+        next
+    }
+
+    fn choose_batch(&mut self) -> NextBatch {
         match self.batch {
             Some((_, _, Stage::Copying | Stage::Persisting)) => NextBatch::Busy,
             Some((lo, hi, Stage::Reserved)) => {
@@ -231,7 +246,7 @@ impl Restripe {
                 let lo = self.persisted;
                 let hi = (lo + self.batch_bytes).min(self.size);
                 self.batch = Some((lo, hi, Stage::Reserved));
-                self.next_batch()
+                self.choose_batch()
             }
         }
     }
@@ -245,6 +260,7 @@ impl Restripe {
             "copied a batch not being copied"
         );
         self.batch = Some((lo, hi, Stage::Persisting));
+        self.check_invariants();
         hi
     }
 
@@ -260,11 +276,63 @@ impl Restripe {
         debug_assert_eq!(lo, self.persisted);
         self.persisted = hi;
         self.batch = None;
+        self.check_invariants();
     }
 
     /// The copy failed (an I/O error): the batch is released and will be tried again.
     pub fn abandon_batch(&mut self) {
         self.batch = None;
+        self.check_invariants();
+    }
+
+    /// What must hold after every call, checked in debug builds (the seeded schedules run
+    /// with them): the durable cursor never goes back and stays within the volume; a batch
+    /// starts at the cursor and is at most one batch long; a batch being copied or persisted
+    /// has no write from before the restripe in flight and no write on the old layout over it
+    /// (it would be lost on the new layout); and no write on the old layout reaches below the
+    /// cursor (writes there go to the new layout, and a batch drains before it is copied).
+    fn check_invariants(&mut self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        assert!(
+            self.checked_persisted <= self.persisted && self.persisted <= self.size,
+            "cursor {} after {} of {}",
+            self.persisted,
+            self.checked_persisted,
+            self.size
+        );
+        self.checked_persisted = self.persisted;
+        if let Some((lo, hi, stage)) = self.batch {
+            assert!(
+                lo == self.persisted && lo < hi && hi <= (lo + self.batch_bytes).min(self.size),
+                "batch {lo}..{hi} at cursor {} (batches of {})",
+                self.persisted,
+                self.batch_bytes
+            );
+            if stage != Stage::Reserved {
+                assert_eq!(
+                    self.before_writes, 0,
+                    "batch {lo}..{hi} {stage:?} with writes from before in flight"
+                );
+                let over = self
+                    .old_io
+                    .values()
+                    .find(|&&(a, b, write)| write && a < hi && lo < b);
+                assert!(
+                    over.is_none(),
+                    "batch {lo}..{hi} {stage:?} under a write on the old layout {over:?}"
+                );
+            }
+        }
+        for &(lo, hi, write) in self.old_io.values() {
+            assert!(lo < hi && hi <= self.size, "old-layout piece {lo}..{hi}");
+            assert!(
+                !write || lo >= self.persisted,
+                "a write on the old layout at {lo}..{hi}, below the cursor {}",
+                self.persisted
+            );
+        }
     }
 }
 
