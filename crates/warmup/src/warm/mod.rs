@@ -51,6 +51,7 @@
 //! [`Safeguards`] can switch each of these off, so the simulation tests can show that each is
 //! needed; nothing outside those tests does.
 
+mod invariants;
 mod start;
 mod status;
 
@@ -279,6 +280,11 @@ impl WarmCache {
     /// Holds the pre-load's reads back (or lets them go): a driver whose volume cannot serve
     /// reads yet, or is stopping, holds them.
     pub fn hold_preload(&mut self, hold: bool) {
+        self.hold_preload_step(hold);
+        self.check_invariants();
+    }
+
+    fn hold_preload_step(&mut self, hold: bool) {
         self.preload_held = hold;
     }
 
@@ -377,6 +383,11 @@ impl WarmCache {
 
     /// A log command answered.
     pub fn handle_log_done(&mut self, now: u64, id: u64, result: Result<(), String>) {
+        self.handle_log_done_step(now, id, result);
+        self.check_invariants();
+    }
+
+    fn handle_log_done_step(&mut self, now: u64, id: u64, result: Result<(), String>) {
         self.log_answered(id);
         if let Err(e) = &result {
             if let Some(log) = self.log.as_mut() {
@@ -438,6 +449,11 @@ impl WarmCache {
 
     /// The log can no longer be written (its writer is gone): every command outstanding failed.
     pub fn fail_log(&mut self, now: u64, why: String) {
+        self.fail_log_step(now, why);
+        self.check_invariants();
+    }
+
+    fn fail_log_step(&mut self, now: u64, why: String) {
         match self.phase {
             Phase::Starting { id } | Phase::Closing { id: Some(id), .. } => {
                 self.handle_log_done(now, id, Err(why))
@@ -453,6 +469,11 @@ impl WarmCache {
     /// Starts a clean close: the volume made durable, the staged entries written, then the log
     /// marked clean. Serve nothing after this.
     pub fn handle_close(&mut self, _now: u64) {
+        self.handle_close_step(_now);
+        self.check_invariants();
+    }
+
+    fn handle_close_step(&mut self, _now: u64) {
         if !matches!(self.phase, Phase::Running) {
             return;
         }
@@ -474,6 +495,11 @@ impl WarmCache {
 
     /// The volume flush asked for by the close answered.
     pub fn handle_volume_flushed(&mut self, _now: u64, result: Result<(), String>) {
+        self.handle_volume_flushed_step(_now, result);
+        self.check_invariants();
+    }
+
+    fn handle_volume_flushed_step(&mut self, _now: u64, result: Result<(), String>) {
         if self.phase
             != (Phase::Closing {
                 id: None,
@@ -507,6 +533,11 @@ impl WarmCache {
 
     /// The snapshot's pages go into the cache; call before serving any request.
     pub fn load_snapshot(&mut self, now: u64) {
+        self.load_snapshot_step(now);
+        self.check_invariants();
+    }
+
+    fn load_snapshot_step(&mut self, now: u64) {
         for (block, page) in std::mem::take(&mut self.preload.snapshot) {
             if self.cache.fill_if_absent(block, &page) {
                 self.preload.loaded_blocks += 1;
@@ -541,6 +572,11 @@ impl WarmCache {
 
     /// A pre-load read answered (`None`: it failed; the blocks stay out).
     pub fn preload_done(&mut self, now: u64, offset: u64, data: Option<&[u8]>, ticket: Ticket) {
+        self.preload_done_step(now, offset, data, ticket);
+        self.check_invariants();
+    }
+
+    fn preload_done_step(&mut self, now: u64, offset: u64, data: Option<&[u8]>, ticket: Ticket) {
         self.preload.outstanding -= 1;
         self.reads_in_flight -= 1;
         if let Some(data) = data {
@@ -590,6 +626,12 @@ impl WarmCache {
 
     /// A read arrives: its data on a hit, else a ticket for [`WarmCache::read_done`].
     pub fn read(&mut self, offset: u64, length: u64) -> Result<Vec<u8>, Ticket> {
+        let out = self.read_step(offset, length);
+        self.check_invariants();
+        out
+    }
+
+    fn read_step(&mut self, offset: u64, length: u64) -> Result<Vec<u8>, Ticket> {
         let (first, n) = blocks_of(offset, length);
         let c = &mut self.counters;
         c.read_requests += 1;
@@ -612,6 +654,11 @@ impl WarmCache {
 
     /// A missed read answered by the volume (`None`: it failed).
     pub fn read_done(&mut self, offset: u64, data: Option<&[u8]>, ticket: Ticket) {
+        self.read_done_step(offset, data, ticket);
+        self.check_invariants();
+    }
+
+    fn read_done_step(&mut self, offset: u64, data: Option<&[u8]>, ticket: Ticket) {
         self.reads_in_flight -= 1;
         if let Some(data) = data {
             let (first, n, skip) = whole_blocks(offset, data.len() as u64);
@@ -643,6 +690,11 @@ impl WarmCache {
 
     /// A write arrives (before the volume has it).
     pub fn write_arrived(&mut self, offset: u64, length: u64) {
+        self.write_arrived_step(offset, length);
+        self.check_invariants();
+    }
+
+    fn write_arrived_step(&mut self, offset: u64, length: u64) {
         self.stamp(offset, length);
         let (first, n) = blocks_of(offset, length);
         for b in first..first + n {
@@ -695,6 +747,11 @@ impl WarmCache {
 
     /// Zeroes written (or not) over `[offset, offset + length)`.
     pub fn zeroes_done(&mut self, offset: u64, length: u64) {
+        self.zeroes_done_step(offset, length);
+        self.check_invariants();
+    }
+
+    fn zeroes_done_step(&mut self, offset: u64, length: u64) {
         self.stamp(offset, length);
         let (first, n) = blocks_of(offset, length);
         self.write_left(first, n);
@@ -703,6 +760,11 @@ impl WarmCache {
 
     /// A write answered: `data` is what was written; `ok` whether the volume has it.
     pub fn write_done(&mut self, offset: u64, data: &[u8], ok: bool) {
+        self.write_done_step(offset, data, ok);
+        self.check_invariants();
+    }
+
+    fn write_done_step(&mut self, offset: u64, data: &[u8], ok: bool) {
         self.stamp(offset, data.len() as u64);
         let (first, n) = blocks_of(offset, data.len() as u64);
         let contested = self.write_left(first, n);
@@ -736,6 +798,11 @@ impl WarmCache {
 
     /// Once a second: closes a hit-rate sample every [`SAMPLE_S`] seconds.
     pub fn handle_tick(&mut self, now: u64) {
+        self.handle_tick_step(now);
+        self.check_invariants();
+    }
+
+    fn handle_tick_step(&mut self, now: u64) {
         self.counters.tick(now / NANOS_PER_S);
     }
 

@@ -329,6 +329,11 @@ impl WarmCache {
     /// staging buffer only when the log is unavailable, or on demand without either. The blocks
     /// are read from the volume: logged data is not known to be current while the server runs.
     pub fn handle_reset(&mut self, now: u64, warmup_bytes: u64, log: Option<&mut dyn LogReader>) {
+        self.handle_reset_step(now, warmup_bytes, log);
+        self.check_invariants();
+    }
+
+    fn handle_reset_step(&mut self, now: u64, warmup_bytes: u64, log: Option<&mut dyn LogReader>) {
         self.cache = DataCache::new(self.cache.capacity_blocks());
         let limit = (warmup_bytes / BLOCK) as usize;
         let staged: Vec<Entry> = self
