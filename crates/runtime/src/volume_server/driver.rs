@@ -346,8 +346,12 @@ impl Core {
                 length: length as u64,
                 fua,
             },
+            // The backend answers these itself (a flush syncs the base volume, `mod.rs`); one
+            // that arrived here would be acknowledged without a sync, so it fails instead.
             Op::Flush | Op::Trim { .. } => {
-                reply.complete(Ok(None));
+                reply.complete(Err(std::io::Error::other(
+                    "a flush or trim reached the volume's request path",
+                )));
                 return;
             }
         };
