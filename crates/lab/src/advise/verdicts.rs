@@ -4,7 +4,7 @@
 use cordillera_types::units::{MIB, NS_PER_S};
 
 use super::*;
-use crate::render::advise::duration;
+use crate::render::format::duration;
 use crate::spread::{self, Figure};
 
 /// Below this mean speed-up in the peaks, off-loading is not worth its stores.

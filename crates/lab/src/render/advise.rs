@@ -6,6 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use super::format::duration;
 use crate::advise::{Outcome, Report};
 use crate::spread::number;
 
@@ -111,21 +112,6 @@ pub fn text(r: &Report) -> String {
         }
     }
     s
-}
-
-/// A duration in the unit that reads best: "0.4 s", "12.5 min", "3.2 h", "2.5 days".
-pub fn duration(s: f64) -> String {
-    if s >= 2.0 * 86_400.0 {
-        format!("{:.1} days", s / 86_400.0)
-    } else if s >= 2.0 * 3600.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else if s >= 120.0 {
-        format!("{:.1} min", s / 60.0)
-    } else if s >= 10.0 || s == 0.0 {
-        format!("{s:.0} s")
-    } else {
-        format!("{} s", number(s))
-    }
 }
 
 /// `report.json` and `report.html` (with its figures inline) in `dir`.

@@ -153,7 +153,7 @@ pub fn html_in(dir: &Path, r: &Report) -> Result<String> {
         escape(&r.source),
         c.records,
         c.volumes,
-        super::advise::duration(c.duration_s),
+        super::format::duration(c.duration_s),
         r.seeds.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "),
         if r.quick { " (quick)" } else { "" }
     );

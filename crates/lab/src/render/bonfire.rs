@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 pub use super::bonfire_io::{replay_text, zipf_text};
+use super::format::{cell, opt};
 use super::plots::{bars, chart, Series};
 use super::{write_csv, writer};
 use crate::bonfire::replay::ReplayReport;
@@ -20,10 +21,6 @@ pub struct FullReport {
     pub zipf: Option<ZipfReport>,
     /// §6.2, Figures 12–15.
     pub replay: Option<ReplayReport>,
-}
-
-pub fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
 
 pub fn region_name(bytes: u64) -> String {
@@ -278,10 +275,6 @@ pub fn overheads_text(r: &FullReport) -> String {
         );
     }
     s
-}
-
-pub fn cell(v: Option<f64>) -> String {
-    v.map_or(String::new(), |v| format!("{v:.4}"))
 }
 
 /// A time that may be "never" (JSON `null`, CSV empty, text "never").

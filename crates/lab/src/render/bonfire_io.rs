@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::bonfire::{cell, opt};
+use super::format::{cell, opt};
 use super::plots::{chart, Series};
 use super::write_csv;
 use crate::bonfire::replay::{ReplayReport, ReplayVolume};

@@ -283,7 +283,7 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let write = writer(dir);
     write("report.json", serde_json::to_string_pretty(r)?)?;
-    let cell = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+    let cell = super::format::cell;
     let (mut fig5, mut fig6, mut fig8) = (Vec::new(), Vec::new(), Vec::new());
     for e in &r.episodes {
         for (name, c) in [

@@ -11,6 +11,7 @@ pub mod advise_html;
 pub mod bonfire;
 mod bonfire_io;
 pub mod everest;
+pub mod format;
 pub mod plots;
 pub mod sierra;
 mod sierra_csv;

@@ -136,7 +136,7 @@ pub(super) fn write_csvs(dir: &Path, r: &Report) -> Result<()> {
             .collect(),
     )?;
     if !r.testbed.is_empty() {
-        let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+        let opt = super::format::cell;
         csv(
             "figure11_testbed.csv",
             &[

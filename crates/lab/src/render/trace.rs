@@ -9,9 +9,7 @@ use cordillera_trace::reaccess::ReaccessReport;
 use cordillera_trace::stats::TraceStats;
 use cordillera_types::units::format_unix_ns;
 
-fn opt(value: Option<f64>, decimals: usize) -> String {
-    value.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}"))
-}
+use super::format::opt;
 
 fn utc(unix_ns: Option<i64>) -> String {
     unix_ns.map_or_else(String::new, format_unix_ns)
