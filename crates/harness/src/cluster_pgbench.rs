@@ -46,7 +46,7 @@ pub fn run_cluster_pgbench(a: ClusterPgbenchArgs) -> Result<()> {
     let (dir, _scratch) =
         crate::volume_bench::work_dir(&a.dir, default_parent(), "cordillera-cluster-pgbench")?;
     eprintln!("cluster pgbench: files in {}", dir.display());
-    let me = std::env::current_exe()?;
+    let me = crate::this_program()?;
     let options = ClusterOptions {
         emulate: a.emulate.clone(),
         wake_seconds: 0.5,

@@ -10,8 +10,8 @@
 //! - the kill-and-fault campaign (`chaos`: `cordillera chaos`).
 //!
 //! Each module has its clap arguments and a `run`; the command line only dispatches to them.
-//! The daemons are started from the running executable (`std::env::current_exe`), so the
-//! harnesses run from the `cordillera` binary.
+//! The daemons are started from the running executable ([`this_program`]), so the harnesses
+//! run from the `cordillera` binary.
 
 pub mod chaos;
 pub mod cluster_bench;
@@ -21,3 +21,14 @@ pub mod store_bench;
 pub mod volume_bench;
 pub mod volume_pgbench;
 pub mod volume_warmup_bench;
+
+/// The running executable, to start the daemons from: `/proc/self/exe` where there is one, so
+/// that a binary rebuilt or replaced while a long campaign or benchmark runs (its path now a
+/// different file, or none) does not stop it mid-way; else its path.
+pub fn this_program() -> std::io::Result<std::path::PathBuf> {
+    let proc_exe = std::path::Path::new("/proc/self/exe");
+    if proc_exe.exists() {
+        return Ok(proc_exe.to_path_buf());
+    }
+    crate::this_program()
+}

@@ -155,7 +155,7 @@ struct Row {
 }
 
 pub fn run(a: PoolBenchArgs) -> Result<()> {
-    let me = std::env::current_exe()?;
+    let me = crate::this_program()?;
     let tmp;
     let base = match &a.dir {
         Some(d) => d.clone(),

@@ -504,7 +504,7 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         }
     }
     let setup = Setup {
-        me: std::env::current_exe()?,
+        me: crate::this_program()?,
         dir: &dir,
         region,
     };

@@ -244,7 +244,7 @@ pub fn run_pgbench(a: PgbenchArgs) -> Result<()> {
     std::fs::create_dir_all(&socket_dir)?;
     run("chmod", &["777", socket_dir.to_str().expect("UTF-8")])?;
     let setup = Setup {
-        me: std::env::current_exe()?,
+        me: crate::this_program()?,
         dir: &dir,
         region: size,
     };

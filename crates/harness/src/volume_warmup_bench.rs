@@ -163,7 +163,7 @@ pub fn run(a: WarmupBenchArgs) -> Result<()> {
         "cordillera-warmup-bench.",
     )?;
     let setup = Setup {
-        me: std::env::current_exe()?,
+        me: crate::this_program()?,
         dir: &dir,
         region,
     };

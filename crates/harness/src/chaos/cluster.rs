@@ -44,7 +44,7 @@ impl Proc {
         log: &Path,
         wanted: &str,
     ) -> Result<(Proc, mpsc::Receiver<String>)> {
-        let exe = std::env::current_exe().context("locating this program")?;
+        let exe = crate::this_program().context("locating this program")?;
         let mut child = Command::new(exe)
             .args(args)
             .stdin(Stdio::null())

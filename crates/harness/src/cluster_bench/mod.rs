@@ -296,7 +296,7 @@ pub fn run(a: ClusterBenchArgs) -> Result<()> {
     let (dir, _scratch) =
         crate::volume_bench::work_dir(&a.dir, default_parent(), "cordillera-cluster-bench")?;
     eprintln!("cluster bench: files in {}", dir.display());
-    let me = std::env::current_exe().context("the path of this program")?;
+    let me = crate::this_program().context("the path of this program")?;
     let mut seeds = Vec::new();
     for seed in a.seed..a.seed + a.seeds {
         let day = day(&a, servers, seed)?;
