@@ -16,7 +16,6 @@ use cordillera_trace::record::VolumeId;
 use cordillera_trace::synth::{generate, SynthOptions};
 
 use crate::lab_io::trace_input;
-use crate::trace_cmd::open_input;
 
 /// The built-in workload's peaks: 100 times the base rate, each second's requests within its
 /// first 100 ms (bursts of checkpoint writes that queue on the disks, as Everest's do).
@@ -138,12 +137,12 @@ fn builtin(a: &AdviseArgs, save: Option<&Path>) -> Result<(String, Open)> {
 
 fn opener(a: &AdviseArgs, path: &Path) -> Result<Open> {
     let input = trace_input(path, a.format, a.time_unit, a.skip_invalid);
-    crate::trace_cmd::refuse_stdin(&input, "advise")?;
+    input.refuse_stdin("advise")?;
     // Fail now, with the file's own error, rather than inside a lab.
-    open_input(&input).with_context(|| format!("opening {}", path.display()))?;
-    Ok(Arc::new(move || {
-        open_input(&input).map_err(|e| format!("{e:#}"))
-    }))
+    input
+        .open()
+        .with_context(|| format!("opening {}", path.display()))?;
+    Ok(Arc::new(move || input.open().map_err(|e| format!("{e:#}"))))
 }
 
 /// The flags that make a lab read a trace as advise did.

@@ -155,16 +155,9 @@ type CacheRun = Box<dyn FnMut(&[Record]) -> cordillera_warmup::sim::Counts>;
 fn cache(args: CacheBenchArgs) -> Result<()> {
     use cordillera_warmup::cache::{Clock, Fifo, Lru};
     use cordillera_warmup::sim::{simulate, Counts, BLOCK_BYTES};
-    let input = crate::trace_cmd::InputArgs {
-        file: args.trace.clone(),
-        format: None,
-        time_unit: None,
-        arc_block_bytes: 512,
-        volumes: Vec::new(),
-        skip_invalid: false,
-    };
     let mut records = Vec::new();
-    crate::trace_cmd::for_each_record(&input, |_, r| records.push(*r))?;
+    cordillera_lab::input::TraceInput::file(&args.trace)
+        .for_each_record(|_, r| records.push(*r))?;
     anyhow::ensure!(!records.is_empty(), "the trace has no records");
     let bytes =
         cordillera_sim::presets::parse_size(&args.cache_size).map_err(anyhow::Error::msg)?;

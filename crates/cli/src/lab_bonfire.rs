@@ -20,7 +20,6 @@ use cordillera_lab::render::bonfire::{
 use cordillera_lab::spread;
 
 use crate::lab_io::trace_input;
-use crate::trace_cmd::open_input;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum PartArg {
@@ -336,10 +335,10 @@ fn run_once(
         let (source, inner): (String, Open) = match &a.trace {
             Some(path) => {
                 let input = trace_input(path, a.format, a.time_unit, a.skip_invalid);
-                crate::trace_cmd::refuse_stdin(&input, "lab bonfire")?;
+                input.refuse_stdin("lab bonfire")?;
                 (
                     path.display().to_string(),
-                    Box::new(move || open_input(&input).map_err(|e| format!("{e:#}"))),
+                    Box::new(move || input.open().map_err(|e| format!("{e:#}"))),
                 )
             }
             None => {

@@ -15,7 +15,6 @@ use crate::progress::Progress;
 use crate::trace_cmd::AlignArg;
 
 use crate::lab_io::trace_input;
-use crate::trace_cmd::open_input;
 
 /// Opens the lab's input again (it is read once for the peaks, once for the episodes).
 type Opener = dyn FnMut() -> Result<Box<dyn cordillera_trace::RecordReader>, String>;
@@ -356,13 +355,13 @@ fn opener(a: &EverestArgs, seed: u64) -> Result<(String, Box<Opener>)> {
     Ok(match &a.trace {
         Some(path) => {
             let spec = path.to_string_lossy();
-            let path = crate::trace_cmd::seeded_spec(&spec, seed)
+            let path = cordillera_lab::input::seeded_spec(&spec, seed)
                 .map_or_else(|| path.clone(), PathBuf::from);
             let input = trace_input(&path, a.format, a.time_unit, a.skip_invalid);
-            crate::trace_cmd::refuse_stdin(&input, "lab everest")?;
+            input.refuse_stdin("lab everest")?;
             (
                 path.display().to_string(),
-                Box::new(move || open_input(&input).map_err(|e| format!("{e:#}"))),
+                Box::new(move || input.open().map_err(|e| format!("{e:#}"))),
             )
         }
         None => {

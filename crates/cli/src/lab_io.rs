@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::trace_cmd::InputArgs;
+use cordillera_lab::input::TraceInput;
 
 /// A lab's `--trace` file, all volumes.
 pub(crate) fn trace_input(
@@ -10,13 +10,11 @@ pub(crate) fn trace_input(
     format: Option<cordillera_trace::Format>,
     time_unit: Option<cordillera_trace::TimeUnit>,
     skip_invalid: bool,
-) -> InputArgs {
-    InputArgs {
-        file: path.to_path_buf(),
+) -> TraceInput {
+    TraceInput {
         format,
         time_unit,
-        arc_block_bytes: 512,
-        volumes: Vec::new(),
         skip_invalid,
+        ..TraceInput::file(path)
     }
 }

@@ -16,7 +16,6 @@ use cordillera_trace::merge::Merged;
 use cordillera_trace::RecordReader;
 
 use crate::lab_io::trace_input;
-use crate::trace_cmd::open_input;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Part {
@@ -302,7 +301,7 @@ fn inputs(a: &SierraArgs, seed: u64) -> Vec<Input> {
         let opener = move || -> Result<Box<dyn RecordReader>, String> {
             let readers = inputs
                 .iter()
-                .map(|i| open_input(i).map_err(|e| format!("{e:#}")))
+                .map(|i| i.open().map_err(|e| format!("{e:#}")))
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(Box::new(Merged::new(readers).map_err(|e| e.to_string())?))
         };

@@ -382,7 +382,7 @@ fn open_records(
     let mut readers = Vec::new();
     for p in paths {
         let input = crate::lab_io::trace_input(p, format, time_unit, skip_invalid);
-        readers.push(crate::trace_cmd::open_input(&input).map_err(|e| e.to_string())?);
+        readers.push(input.open().map_err(|e| e.to_string())?);
     }
     if readers.len() == 1 {
         return Ok(readers.pop().expect("one"));

@@ -47,7 +47,7 @@ pub struct ReplayArgs {
 
 pub fn run(args: ReplayArgs) -> Result<()> {
     let input = args.input.input(&args.trace);
-    let mut reader = crate::trace_cmd::open_input(&input)?;
+    let mut reader = input.open()?;
     let mode = match args.depth {
         Some(depth) => Mode::Closed { depth },
         None => {

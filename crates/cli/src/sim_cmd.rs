@@ -11,8 +11,6 @@ use cordillera_sim::replay::{replay, ReplayReport};
 use cordillera_trace::Record;
 use cordillera_types::Op;
 
-use crate::trace_cmd::InputArgs;
-
 #[derive(Args)]
 pub struct SimArgs {
     #[command(subcommand)]
@@ -147,14 +145,13 @@ pub struct ReplayInputArgs {
 
 impl ReplayInputArgs {
     /// The reading flags for the trace at `file` (`gen:NAME` for a generated one).
-    pub fn input(&self, file: &std::path::Path) -> InputArgs {
-        InputArgs {
-            file: file.to_owned(),
+    pub fn input(&self, file: &std::path::Path) -> cordillera_lab::input::TraceInput {
+        cordillera_lab::input::TraceInput {
             format: self.format,
             time_unit: self.time_unit,
-            arc_block_bytes: 512,
             volumes: self.volumes.clone(),
             skip_invalid: self.skip_invalid,
+            ..cordillera_lab::input::TraceInput::file(file)
         }
     }
 }
@@ -224,7 +221,7 @@ fn replay_cmd(args: ReplayArgs) -> Result<()> {
         _ => bail!("--interval-s must be positive"),
     };
     let mut device = args.device.build()?;
-    let mut reader = crate::trace_cmd::open_input(&input)?;
+    let mut reader = input.open()?;
     if !reader.info().has_time {
         bail!(
             "{} has no timestamps: an open-loop replay needs them",

@@ -1,20 +1,19 @@
 //! `cordillera trace …`: read, convert and characterize block traces.
 
 use std::fs::File;
-use std::io::{self, BufWriter, IsTerminal, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use cordillera_lab::input::TraceInput;
 use cordillera_trace::binary::BinaryWriter;
-use cordillera_trace::parse::ParseOptions;
 use cordillera_trace::peaks::{PeaksBuilder, PeaksOptions};
 use cordillera_trace::profile::ProfileBuilder;
 use cordillera_trace::reaccess::ReaccessBuilder;
 use cordillera_trace::stats::StatsBuilder;
 use cordillera_trace::write::{IologOptions, IologWriter, MsrWriter};
-use cordillera_trace::{open, Format, ReadOptions, Record, RecordReader, TimeUnit, TraceError};
+use cordillera_trace::{Format, Record, RecordReader, TimeUnit};
 use cordillera_types::units::s_to_ns;
 
 #[derive(Args)]
@@ -61,113 +60,25 @@ pub struct InputArgs {
 }
 
 impl InputArgs {
-    pub fn options(&self) -> ReadOptions {
-        ReadOptions {
+    /// The trace these flags name, for the lab's reader.
+    pub fn input(&self) -> TraceInput {
+        TraceInput {
+            file: self.file.clone(),
             format: self.format,
-            parse: ParseOptions {
-                ascii5_time_unit: self.time_unit.unwrap_or_default(),
-                arc_block_bytes: self.arc_block_bytes,
-            },
+            time_unit: self.time_unit,
+            arc_block_bytes: self.arc_block_bytes,
             volumes: self.volumes.clone(),
             skip_invalid: self.skip_invalid,
         }
     }
 }
 
-/// Opens the input and calls `each` on every record, with progress on a terminal and a summary
-/// of skipped lines on standard error. Returns the reader for its volume table and info.
+/// Opens the input and calls `each` on every record ([`TraceInput::for_each_record`]).
 pub fn for_each_record(
     input: &InputArgs,
-    mut each: impl FnMut(&dyn RecordReader, &Record),
+    each: impl FnMut(&dyn RecordReader, &Record),
 ) -> Result<Box<dyn RecordReader>> {
-    try_for_each_record(input, |reader, record| {
-        each(reader, record);
-        Ok(())
-    })
-}
-
-/// Like [`for_each_record`], stopping at the first error `each` returns.
-pub fn try_for_each_record(
-    input: &InputArgs,
-    mut each: impl FnMut(&dyn RecordReader, &Record) -> Result<(), TraceError>,
-) -> Result<Box<dyn RecordReader>> {
-    let mut reader = open_input(input)?;
-    if reader.info().format == Format::Ascii5 && input.time_unit.is_none() {
-        eprintln!("cordillera: note: ASCII5 traces do not record their time unit; assuming ms (pass --time-unit)");
-    }
-    let progress = io::stderr().is_terminal();
-    let started = Instant::now();
-    let mut next_report = Duration::from_secs(2);
-    let mut count: u64 = 0;
-    while let Some(record) = reader.next_record()? {
-        each(reader.as_ref(), &record)?;
-        count += 1;
-        if progress && count.is_multiple_of(1 << 20) && started.elapsed() >= next_report {
-            let elapsed = started.elapsed().as_secs_f64();
-            eprint!(
-                "\r{count} records, {:.1} M records/s",
-                count as f64 / elapsed / 1e6
-            );
-            next_report += Duration::from_secs(2);
-        }
-    }
-    if progress && started.elapsed() >= Duration::from_secs(2) {
-        eprintln!();
-    }
-    report_reading(input, reader.as_ref());
-    Ok(reader)
-}
-
-/// Opens a trace file, or a generated workload when the name is `gen:NAME[:key=value,…]`.
-/// A generated workload's spec (`gen:NAME` or `gen:NAME:key=value,…`) drawing from `seed`,
-/// unless it names a seed of its own or is not a generated workload (`None`).
-pub fn seeded_spec(spec: &str, seed: u64) -> Option<String> {
-    if !spec.starts_with("gen:") || spec.contains("seed=") {
-        return None;
-    }
-    let sep = if spec.matches(':').count() >= 2 {
-        ","
-    } else {
-        ":"
-    };
-    Some(format!("{spec}{sep}seed={seed}"))
-}
-
-/// For commands that read their trace more than once: standard input can be read only once.
-pub fn refuse_stdin(input: &InputArgs, command: &str) -> Result<()> {
-    if input.file == Path::new("-") {
-        bail!("{command} reads its trace more than once, and standard input can be read only once: save the trace to a file");
-    }
-    Ok(())
-}
-
-pub fn open_input(input: &InputArgs) -> Result<Box<dyn RecordReader>> {
-    if let Some(spec) = input.file.to_str().filter(|s| s.starts_with("gen:")) {
-        if !input.volumes.is_empty() {
-            bail!("--volume does not apply to generated workloads");
-        }
-        return Ok(Box::new(
-            cordillera_sim::workload::open_spec(spec).map_err(anyhow::Error::msg)?,
-        ));
-    }
-    Ok(open(&input.file, &input.options())?)
-}
-
-fn report_reading(input: &InputArgs, reader: &dyn RecordReader) {
-    let summary = reader.summary();
-    if summary.invalid_skipped > 0 {
-        eprintln!(
-            "cordillera: skipped {} malformed line(s) of {}; the first: {}",
-            summary.invalid_skipped,
-            summary.lines,
-            summary.first_invalid.as_deref().unwrap_or("")
-        );
-    }
-    for name in &input.volumes {
-        if reader.volumes().lookup(name).is_none() {
-            eprintln!("cordillera: warning: volume {name:?} does not appear in the trace");
-        }
-    }
+    input.input().for_each_record(each)
 }
 
 pub fn run(args: TraceArgs) -> Result<()> {
@@ -295,11 +206,11 @@ fn convert(args: ConvertArgs) -> Result<()> {
 }
 
 fn convert_into(args: &ConvertArgs, out: Box<dyn Write>, path: &Path) -> Result<u64> {
-    let input = &args.input;
+    let input = args.input.input();
     let written = match args.to {
         OutputFormat::Binary => {
             let mut writer = BinaryWriter::with_level(out, path, args.zstd_level)?;
-            let reader = try_for_each_record(input, |reader, record| {
+            let reader = input.try_for_each_record(|reader, record| {
                 writer.write(record, reader.volumes(), reader.info())
             })?;
             writer.finish(reader.info())?;
@@ -307,7 +218,7 @@ fn convert_into(args: &ConvertArgs, out: Box<dyn Write>, path: &Path) -> Result<
         }
         OutputFormat::Msr => {
             let mut writer = MsrWriter::new(out, path);
-            let reader = try_for_each_record(input, |reader, record| {
+            let reader = input.try_for_each_record(|reader, record| {
                 writer.write(record, reader.volumes(), reader.info())
             })?;
             writer.finish(reader.info())?;
@@ -319,7 +230,7 @@ fn convert_into(args: &ConvertArgs, out: Box<dyn Write>, path: &Path) -> Result<
                 wrap_bytes: args.iolog_wrap_bytes,
             };
             let mut writer = IologWriter::new(out, path, options)?;
-            let reader = try_for_each_record(input, |_, record| writer.write(record))?;
+            let reader = input.try_for_each_record(|_, record| writer.write(record))?;
             let skipped = writer.skipped_empty;
             if skipped > 0 {
                 eprintln!("cordillera: skipped {skipped} zero-length records (fio rejects them)");

@@ -12,7 +12,7 @@ use cordillera_warmup::schemes::{self, Timeline};
 use cordillera_warmup::sim::{apply, block_range, Counts, BLOCK_BYTES};
 use serde::Serialize;
 
-use crate::trace_cmd::{for_each_record, refuse_stdin, InputArgs};
+use crate::trace_cmd::{for_each_record, InputArgs};
 
 #[derive(Args)]
 pub struct WarmupArgs {
@@ -276,7 +276,7 @@ fn on_axis(axis: Axis, index: usize, r: &Record) -> Record {
 /// and the caches: (1) its extent and working set, (2) the history the warm-up chooses from,
 /// (3) the three schemes.
 fn schemes(a: SchemesArgs) -> Result<()> {
-    refuse_stdin(&a.input, "warmup schemes")?;
+    a.input.input().refuse_stdin("warmup schemes")?;
     if a.seeds == 0 {
         bail!("--seeds must be at least 1");
     }
@@ -562,7 +562,7 @@ fn print_schemes(a: &SchemesArgs, report: &SchemesReport) {
 fn schemes_over_seeds(a: &SchemesArgs) -> Result<()> {
     use cordillera_lab::spread::{spread, Figure};
     let spec = a.input.file.to_string_lossy().into_owned();
-    let workload_seeded = crate::trace_cmd::seeded_spec(&spec, 0).is_some();
+    let workload_seeded = cordillera_lab::input::seeded_spec(&spec, 0).is_some();
     let seeds: Vec<u64> = (a.seed..a.seed + a.seeds).collect();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -575,7 +575,7 @@ fn schemes_over_seeds(a: &SchemesArgs) -> Result<()> {
                 let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(&seed) = seeds.get(k) else { break };
                 let mut input = a.input.clone();
-                if let Some(seeded) = crate::trace_cmd::seeded_spec(&spec, seed) {
+                if let Some(seeded) = cordillera_lab::input::seeded_spec(&spec, seed) {
                     input.file = seeded.into();
                 }
                 eprintln!("warmup schemes: seed {seed}");

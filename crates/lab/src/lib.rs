@@ -8,6 +8,8 @@
 //! - [`sierra`]: `cordillera lab sierra`, Sierra §2 and §4.
 //! - [`render`]: the reports as tables, CSV files and SVG figures.
 //! - [`advise`]: `cordillera advise`: each mechanism's verdict on a trace, from the labs.
+//! - [`input`]: the trace a command or a lab reads (a file or a generated workload), record by
+//!   record.
 //! - [`spread`]: several seeds of a lab: each headline figure's mean, range and deviation.
 //! - [`striping`]: `cordillera lab striping`, the striping paper's Figures 2–10 and Table 3 on
 //!   the pool of `cordillera-striping`.
@@ -16,6 +18,7 @@ pub mod advise;
 pub mod bonfire;
 pub mod bonfire_overheads;
 pub mod everest;
+pub mod input;
 pub mod render;
 pub mod sierra;
 pub mod spread;

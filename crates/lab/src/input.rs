@@ -1,0 +1,151 @@
+//! The trace a command or a lab reads: a file (`-` for standard input; compressed files are
+//! decompressed) with how to read it, or a generated workload (`gen:NAME[:key=value,…]`), read
+//! record by record with progress on a terminal and a summary of what was skipped.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use cordillera_trace::parse::ParseOptions;
+use cordillera_trace::{open, Format, ReadOptions, Record, RecordReader, TimeUnit, TraceError};
+
+/// A trace to read and how.
+#[derive(Clone, Debug)]
+pub struct TraceInput {
+    pub file: PathBuf,
+    /// Detected from the content when `None`.
+    pub format: Option<Format>,
+    /// Unit of ASCII5 timestamps (ms when `None`, with a note).
+    pub time_unit: Option<TimeUnit>,
+    /// Block size of ARC `.lis` traces.
+    pub arc_block_bytes: u64,
+    /// Only these volumes (all when empty).
+    pub volumes: Vec<String>,
+    /// Skip malformed lines (and say how many) instead of stopping at the first.
+    pub skip_invalid: bool,
+}
+
+impl TraceInput {
+    /// `file`, every volume, the format detected, malformed lines refused.
+    pub fn file(file: &Path) -> TraceInput {
+        TraceInput {
+            file: file.to_path_buf(),
+            format: None,
+            time_unit: None,
+            arc_block_bytes: 512,
+            volumes: Vec::new(),
+            skip_invalid: false,
+        }
+    }
+
+    pub fn options(&self) -> ReadOptions {
+        ReadOptions {
+            format: self.format,
+            parse: ParseOptions {
+                ascii5_time_unit: self.time_unit.unwrap_or_default(),
+                arc_block_bytes: self.arc_block_bytes,
+            },
+            volumes: self.volumes.clone(),
+            skip_invalid: self.skip_invalid,
+        }
+    }
+
+    /// Opens the trace file, or the generated workload when the name is `gen:…`.
+    pub fn open(&self) -> Result<Box<dyn RecordReader>> {
+        if let Some(spec) = self.file.to_str().filter(|s| s.starts_with("gen:")) {
+            if !self.volumes.is_empty() {
+                bail!("--volume does not apply to generated workloads");
+            }
+            return Ok(Box::new(
+                cordillera_sim::workload::open_spec(spec).map_err(anyhow::Error::msg)?,
+            ));
+        }
+        Ok(open(&self.file, &self.options())?)
+    }
+
+    /// Opens the trace and calls `each` on every record, with progress on a terminal and a
+    /// summary of skipped lines on standard error. Returns the reader for its volume table
+    /// and info.
+    pub fn for_each_record(
+        &self,
+        mut each: impl FnMut(&dyn RecordReader, &Record),
+    ) -> Result<Box<dyn RecordReader>> {
+        self.try_for_each_record(|reader, record| {
+            each(reader, record);
+            Ok(())
+        })
+    }
+
+    /// Like [`TraceInput::for_each_record`], stopping at the first error `each` returns.
+    pub fn try_for_each_record(
+        &self,
+        mut each: impl FnMut(&dyn RecordReader, &Record) -> Result<(), TraceError>,
+    ) -> Result<Box<dyn RecordReader>> {
+        let mut reader = self.open()?;
+        if reader.info().format == Format::Ascii5 && self.time_unit.is_none() {
+            eprintln!("cordillera: note: ASCII5 traces do not record their time unit; assuming ms (pass --time-unit)");
+        }
+        let progress = std::io::stderr().is_terminal();
+        let started = Instant::now();
+        let mut next_report = Duration::from_secs(2);
+        let mut count: u64 = 0;
+        while let Some(record) = reader.next_record()? {
+            each(reader.as_ref(), &record)?;
+            count += 1;
+            if progress && count.is_multiple_of(1 << 20) && started.elapsed() >= next_report {
+                let elapsed = started.elapsed().as_secs_f64();
+                eprint!(
+                    "\r{count} records, {:.1} M records/s",
+                    count as f64 / elapsed / 1e6
+                );
+                next_report += Duration::from_secs(2);
+            }
+        }
+        if progress && started.elapsed() >= Duration::from_secs(2) {
+            eprintln!();
+        }
+        self.report_reading(reader.as_ref());
+        Ok(reader)
+    }
+
+    /// For commands that read their trace more than once: standard input can be read only
+    /// once.
+    pub fn refuse_stdin(&self, command: &str) -> Result<()> {
+        if self.file == Path::new("-") {
+            bail!("{command} reads its trace more than once, and standard input can be read only once: save the trace to a file");
+        }
+        Ok(())
+    }
+
+    fn report_reading(&self, reader: &dyn RecordReader) {
+        let summary = reader.summary();
+        if summary.invalid_skipped > 0 {
+            eprintln!(
+                "cordillera: skipped {} malformed line(s) of {}; the first: {}",
+                summary.invalid_skipped,
+                summary.lines,
+                summary.first_invalid.as_deref().unwrap_or("")
+            );
+        }
+        for name in &self.volumes {
+            if reader.volumes().lookup(name).is_none() {
+                eprintln!("cordillera: warning: volume {name:?} does not appear in the trace");
+            }
+        }
+    }
+}
+
+/// A generated workload's spec (`gen:NAME` or `gen:NAME:key=value,…`) drawing from `seed`,
+/// unless it names a seed of its own or is not a generated workload (`None`).
+pub fn seeded_spec(spec: &str, seed: u64) -> Option<String> {
+    if !spec.starts_with("gen:") || spec.contains("seed=") {
+        return None;
+    }
+    let sep = if spec.matches(':').count() >= 2 {
+        ","
+    } else {
+        ":"
+    };
+    Some(format!("{spec}{sep}seed={seed}"))
+}
