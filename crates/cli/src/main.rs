@@ -21,11 +21,8 @@
 //! - `chaos`: `chaos`, SIGKILL campaigns against real volume servers and stores.
 
 mod advise;
-mod advise_bench;
-mod bench;
 mod cluster_cmd;
 mod demo;
-mod lab_bench;
 mod lab_bonfire;
 mod lab_cmd;
 mod lab_io;
@@ -90,7 +87,7 @@ enum Command {
     /// The versioned store: format, serve, inspect.
     Store(store_cmd::StoreArgs),
     /// Benchmarks that print measured figures.
-    Bench(bench::BenchArgs),
+    Bench(cordillera_harness::bench::BenchArgs),
     /// An off-loading block device: a base volume exported over NBD (Everest on real I/O).
     Volume(volume_cmd::VolumeArgs),
     /// Replay a trace against a live NBD export and report response times (as `sim replay`).
@@ -123,7 +120,7 @@ fn main() {
         Command::Trace(args) => trace_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Store(args) => store_cmd::run(args),
-        Command::Bench(args) => bench::run(args),
+        Command::Bench(args) => cordillera_harness::bench::run(args),
         Command::Volume(args) => volume_cmd::run(args),
         Command::Replay(args) => replay_cmd::run(args),
         Command::Lab(args) => lab_cmd::run(args),

@@ -8,7 +8,6 @@ use cordillera_sim::device::nvram::{Nvram, NvramParams};
 use cordillera_sim::histogram::LatencySummary;
 use cordillera_sim::presets::{self, parse_size, ArraySpec};
 use cordillera_sim::replay::{replay, ReplayReport};
-use cordillera_trace::Record;
 use cordillera_types::Op;
 
 #[derive(Args)]
@@ -374,28 +373,4 @@ fn calibrate(args: CalibrateArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Records of a replay benchmark: `count` MSR-like requests at `rate_per_s`, 64 % reads.
-pub fn bench_records(count: u64, rate_per_s: f64, capacity_bytes: u64, seed: u64) -> Vec<Record> {
-    let mut rng = cordillera_sim::rng::SimRng::new(seed, 0);
-    let mut time_ns = 0f64;
-    (0..count)
-        .map(|_| {
-            time_ns += rng.exponential(1e9 / rate_per_s);
-            let length_bytes = 4096 * (1 + rng.below(16));
-            Record {
-                time_ns: time_ns as i64,
-                volume: cordillera_trace::VolumeId(0),
-                op: if rng.chance(0.64) {
-                    Op::Read
-                } else {
-                    Op::Write
-                },
-                offset_bytes: rng.below((capacity_bytes - length_bytes) / 4096) * 4096,
-                length_bytes,
-                response_ns: None,
-            }
-        })
-        .collect()
 }

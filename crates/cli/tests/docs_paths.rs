@@ -142,7 +142,7 @@ fn every_crate_names_its_modules_in_its_lib_rs() {
             if !doc.contains(&format!("`{m}`")) && !doc.contains(&format!("`{m}::")) {
                 unnamed.push(format!(
                     "{}: {m}",
-                    lib.strip_prefix(&root()).unwrap_or(&lib).display()
+                    lib.strip_prefix(root()).unwrap_or(&lib).display()
                 ));
             }
         }

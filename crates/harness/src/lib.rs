@@ -7,15 +7,22 @@
 //!   pgbench on ext4 on a volume or a Sierra object (`volume_pgbench`, `cluster_pgbench`), the
 //!   Sierra cluster's day, Table 5 and Figure 12 (`cluster_bench`), narrow against wide pools and
 //!   the restripe's rate (`pool_bench`);
-//! - the kill-and-fault campaign (`chaos`: `cordillera chaos`).
+//! - the kill-and-fault campaign (`chaos`: `cordillera chaos`);
+//! - in-process benchmarks against a reference measured in the same run (`bench`: `bench
+//!   trace|sim|rangemap|cache`), and the command's own cost on growing inputs, each run a child
+//!   process whose time and peak memory are measured (`lab_bench`: `bench lab-bonfire`;
+//!   `advise_bench`: `bench advise`).
 //!
 //! Each module has its clap arguments and a `run`; the command line only dispatches to them.
 //! The daemons are started from the running executable ([`this_program`]), so the harnesses
 //! run from the `cordillera` binary.
 
+pub mod advise_bench;
+pub mod bench;
 pub mod chaos;
 pub mod cluster_bench;
 pub mod cluster_pgbench;
+pub mod lab_bench;
 pub mod pool_bench;
 pub mod store_bench;
 pub mod volume_bench;

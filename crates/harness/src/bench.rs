@@ -554,7 +554,7 @@ fn sim(args: SimBenchArgs) -> Result<()> {
         let capacity = build("cheetah-15k", array)
             .map_err(anyhow::Error::msg)?
             .capacity_bytes();
-        let records = crate::sim_cmd::bench_records(n, rate, capacity, 1);
+        let records = bench_records(n, rate, capacity, 1);
         let mut utilization = 0.0;
         let seconds = best_of(
             args.repeat,
@@ -601,4 +601,28 @@ fn sim(args: SimBenchArgs) -> Result<()> {
     }
     println!("target: at least 2,000,000 simulated completions/s on one core");
     Ok(())
+}
+
+/// Records of a replay benchmark: `count` MSR-like requests at `rate_per_s`, 64 % reads.
+pub fn bench_records(count: u64, rate_per_s: f64, capacity_bytes: u64, seed: u64) -> Vec<Record> {
+    let mut rng = cordillera_sim::rng::SimRng::new(seed, 0);
+    let mut time_ns = 0f64;
+    (0..count)
+        .map(|_| {
+            time_ns += rng.exponential(1e9 / rate_per_s);
+            let length_bytes = 4096 * (1 + rng.below(16));
+            Record {
+                time_ns: time_ns as i64,
+                volume: cordillera_trace::VolumeId(0),
+                op: if rng.chance(0.64) {
+                    Op::Read
+                } else {
+                    Op::Write
+                },
+                offset_bytes: rng.below((capacity_bytes - length_bytes) / 4096) * 4096,
+                length_bytes,
+                response_ns: None,
+            }
+        })
+        .collect()
 }
