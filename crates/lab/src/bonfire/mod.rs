@@ -23,6 +23,7 @@ pub mod latency;
 pub mod preload;
 pub mod replay;
 mod report;
+pub mod schemes_run;
 mod simulate;
 mod zipf;
 

@@ -10,6 +10,7 @@ pub mod advise;
 pub mod advise_html;
 pub mod bonfire;
 mod bonfire_io;
+pub mod bonfire_schemes;
 pub mod everest;
 pub mod format;
 pub mod plots;
