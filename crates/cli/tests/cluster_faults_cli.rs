@@ -166,6 +166,22 @@ fn respawn_behind(c: &mut LocalCluster, s: u32, proxy: &LinkProxy) -> Proc {
     .0
 }
 
+/// fio's random 4–64 KiB writes over the 64 MiB object for `seconds`, then every block it wrote
+/// verified; its output.
+fn random_writes_verified(url: &str, seconds: u32) -> String {
+    fio(
+        url,
+        &[
+            "--rw=randwrite",
+            "--bsrange=4k-64k",
+            "--size=64m",
+            "--time_based",
+            &format!("--runtime={seconds}"),
+            "--do_verify=1",
+        ],
+    )
+}
+
 /// Server 0's link to the MDS pauses for 6 s (leases last 1 s; the MDS suspects a server after
 /// 3 s of silence) while fio writes and verifies: the server's leases lapse and it refuses to
 /// write as primary, the MDS gives its groups to other replicas, the client follows them.
@@ -209,19 +225,7 @@ fn a_chunk_server_cut_off_from_the_mds_past_its_lease_changes_nothing_and_loses_
     let stall = Duration::from_secs(6);
     let writer = {
         let url = url.clone();
-        std::thread::spawn(move || {
-            fio(
-                &url,
-                &[
-                    "--rw=randwrite",
-                    "--bsrange=4k-64k",
-                    "--size=64m",
-                    "--time_based",
-                    "--runtime=14",
-                    "--do_verify=1",
-                ],
-            )
-        })
+        std::thread::spawn(move || random_writes_verified(&url, 14))
     };
     std::thread::sleep(Duration::from_secs(2));
     let resumed = proxy.pause_for(stall);
@@ -244,18 +248,9 @@ fn a_chunk_server_cut_off_from_the_mds_past_its_lease_changes_nothing_and_loses_
     );
     assert!(lapsed > 0, "no lease lapsed: {after}");
     assert!(reassigned > 0, "no group moved: {mds}");
-    // Every block fio wrote, read back once more after the link came back.
-    fio(
-        &url,
-        &[
-            "--rw=randwrite",
-            "--bsrange=4k-64k",
-            "--size=64m",
-            "--time_based",
-            "--runtime=2",
-            "--do_verify=1",
-        ],
-    );
+    // The writer above verified every block it wrote during the stall once its time was up;
+    // with the link back, writes and their verification go on as before.
+    random_writes_verified(&url, 2);
     qemu(&url, &["write -P 0x55 0 64M", "read -P 0x55 0 64M"])
         .unwrap_or_else(|e| panic!("after the stall: {e}"));
 }

@@ -164,6 +164,8 @@ pub struct Mds {
     persisted: persist::Persisted,
     /// Each group's epoch and primary at the last invariant check (debug builds).
     checked: Vec<(Epoch, Option<ServerId>)>,
+    /// Events since the last invariant check.
+    events_since_check: u64,
 }
 
 impl Mds {
@@ -224,6 +226,7 @@ impl Mds {
             now,
             persisted: persist::Persisted::default(),
             checked: Vec::new(),
+            events_since_check: 0,
         }
     }
 
