@@ -15,6 +15,8 @@ cd "$(dirname "$0")/.." || exit 1
 started=$(date +%s)
 phases=()
 failed=()
+# The last lines of each failed phase, printed again at the very end: CI keeps only the tail.
+causes=()
 phase_start=$started
 # Ends the current phase: its time, and whether it failed.
 finish() {
@@ -22,6 +24,9 @@ finish() {
   now=$(date +%s)
   phases+=("$(printf '%-28s %5d s  %s' "$name" $((now - phase_start)) "$([ "$rc" = 0 ] && echo ok || echo "FAILED (exit $rc)")")")
   [ "$rc" = 0 ] || failed+=("$name")
+  if [ "$rc" != 0 ] && [ -n "${3:-}" ] && [ -f "$3" ]; then
+    causes+=("-- the last lines of $name ($3):" "$(grep -v '^ *\(PASS\|SLOW\|START\)' "$3" | tail -n 12)")
+  fi
   phase_start=$now
 }
 
@@ -77,7 +82,7 @@ else
   cargo test --workspace --no-fail-fast 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
 fi
-finish "build and tests" "$rc"
+finish "build and tests" "$rc" "$log"
 
 # The command line the tests ran (the test profile: optimized, with debug assertions); the
 # fuzz seed and the chaos campaign use it rather than build a release binary.
@@ -89,12 +94,12 @@ if [ -z "$binary" ] || [ ! -x "$binary" ]; then
 fi
 
 echo "== $(date +%T) fuzz smoke: every decoder, coverage-guided, a few seconds each"
-CORDILLERA_BIN=$binary scripts/fuzz.sh "${FUZZ_SECONDS:-3}" --smoke
-finish "fuzz smoke" $?
+CORDILLERA_BIN=$binary scripts/fuzz.sh "${FUZZ_SECONDS:-3}" --smoke 2>&1 | tee target/fuzz-smoke.log
+finish "fuzz smoke" "${PIPESTATUS[0]}" target/fuzz-smoke.log
 
 echo "== $(date +%T) chaos campaign: SIGKILLs of real volume servers and stores under load (fails on any loss)"
-"$binary" chaos --minutes "${CHAOS_MINUTES:-1}"
-finish "chaos" $?
+"$binary" chaos --minutes "${CHAOS_MINUTES:-1}" 2>&1 | tee target/chaos.log
+finish "chaos" "${PIPESTATUS[0]}" target/chaos.log
 
 echo
 echo "== the 15 slowest tests"
@@ -105,6 +110,7 @@ echo
 echo "== phases ($(( ($(date +%s) - started) / 60 )) min $(( ($(date +%s) - started) % 60 )) s in all)"
 printf '%s\n' "${phases[@]}"
 if ((${#failed[@]})); then
+  printf '%s\n' "${causes[@]}"
   echo "FAILED: ${failed[*]}"
   exit 1
 fi
