@@ -17,7 +17,8 @@
 //!   heartbeats and leases, primary migration, gear shifts and standby, failures and rebuild,
 //!   and what it keeps across a restart (`mds::persist`).
 //! - [`server`]: a chunk server: leases, primaries serving through their log client (logging
-//!   mode), replication with epoch fencing, rebuild, standby.
+//!   mode), replication with epoch fencing, rebuild, standby; where its groups lie on its
+//!   disk (`server::GroupPlacement`, for the runtime and the simulator alike).
 //! - [`client`]: the client library (§3.8): object layouts cached from the MDS, requests cut at
 //!   chunk boundaries, bounded retries.
 

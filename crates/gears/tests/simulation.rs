@@ -30,37 +30,34 @@
 //! fixed seeds.
 
 use std::cell::RefCell;
+use std::hash::Hasher;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 use cordillera_gears::client::{ClientConfig, ClientError, Done, ObjectClient};
 use cordillera_gears::layout::{Layout, LayoutKind, LayoutSpec, RackPolicy};
-use cordillera_gears::mds::persist::{Changes, GroupRecord, ObjectRecord, ServerRecord, Snapshot};
-use cordillera_gears::mds::{Mds, MdsConfig, MdsStats, ServerState};
+use cordillera_gears::mds::{MdsConfig, ServerState};
 use cordillera_gears::model::{GroupId, ObjectId, ServerId, Topology};
-use cordillera_gears::protocol::{Endpoint, Message};
+use cordillera_gears::protocol::Message;
 use cordillera_gears::schedule::rotation;
-use cordillera_gears::server::{ChunkIo, ChunkIoDone, ChunkServer, LoggerInfo, ServerConfig};
+use cordillera_gears::server::{ChunkServer, LoggerInfo, ServerConfig, Slots};
+use cordillera_host::sierra::{ClientApp, LinkFaults, Nodes, Part, Shared, SierraNode, Stall};
 use cordillera_host::{DiskPort, Durability};
 use cordillera_sim::kernel::Nanos;
 use cordillera_sim::network::{Network, NetworkFaults, NetworkParams, NodeId};
 use cordillera_sim::presets;
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
-use cordillera_sim::world::{Core, IoCommand, IoDone, Outgoing, PowerRequest, World, WorldBuilder};
+use cordillera_sim::world::{World, WorldBuilder};
 use cordillera_testkit::model::{pattern, Model, BLOCK};
 use cordillera_testkit::{all_succeeded, Budget, Schedules};
-use cordillera_vstore::store::{Config as StoreConfig, DiskDone, DiskOp, Reply, Request, Store};
+use cordillera_vstore::store::{Config as StoreConfig, Store};
 
 const RACKS: u32 = 3;
 const PER_RACK: u32 = 2;
 const SERVERS: usize = (RACKS * PER_RACK) as usize;
 const LOGGERS: usize = RACKS as usize;
 const CLIENTS: usize = 2;
-const MDS_NODE: NodeId = 0;
-const LOGGER0: NodeId = 1 + SERVERS;
-const CLIENT0: NodeId = LOGGER0 + LOGGERS;
-const NODES: usize = CLIENT0 + CLIENTS;
 
 const CHUNK: u64 = 64 * 1024;
 const BLOCKS: u64 = 64;
@@ -104,67 +101,24 @@ const SHORT: Shape = Shape {
 };
 const WAKE_NS: Nanos = 300 * MS;
 
-#[derive(Clone, Debug, Hash)]
-enum Msg {
-    Sierra(Message),
-    /// `life`: the sending server's incarnation; the reply goes to that incarnation only.
-    Log {
-        id: u64,
-        life: u64,
-        request: Request,
-    },
-    LogReply {
-        id: u64,
-        reply: Reply,
-        load: u64,
-        life: u64,
-        to_life: u64,
-    },
-    /// A chunk server closes its client connections as it goes into standby.
-    Closed,
-}
-
-fn node_of(e: Endpoint) -> NodeId {
-    match e {
-        Endpoint::Mds => MDS_NODE,
-        Endpoint::Server(s) => 1 + s as usize,
-        Endpoint::Client(c) => CLIENT0 + c as usize,
-    }
-}
-
-fn endpoint_of(node: NodeId) -> Endpoint {
-    match node {
-        MDS_NODE => Endpoint::Mds,
-        n if n < LOGGER0 => Endpoint::Server((n - 1) as ServerId),
-        n => Endpoint::Client((n - CLIENT0) as u32),
-    }
-}
+const NODES: Nodes = Nodes {
+    servers: SERVERS,
+    loggers: LOGGERS,
+    clients: CLIENTS,
+};
 
 fn object_of(client: usize) -> ObjectId {
     ObjectId(100 + client as u64)
 }
 
-/// What outlives the nodes' lives: the models, lives, counts.
+/// What the checks keep across the clients' lives: the models and counts.
 #[derive(Default)]
-struct Shared {
+struct Checks {
     models: Vec<Model>,
     created: Vec<bool>,
-    lives: Vec<u64>,
     /// Writes of each client in flight when it crashed end there.
     counts: Counts,
     verified_blocks: u64,
-    trace: bool,
-    /// Drops and delays of Sierra's own messages (logger traffic runs on TCP-like links, lost
-    /// only with a crash of either end, as the versioned store's protocol assumes).
-    faults: Option<SimRng>,
-    dropped: u64,
-    delayed: u64,
-    /// Per node: windows `[from, until)` in which every message it sends (Sierra's and the
-    /// loggers') is held until `until` — a link or NIC that stalls, or a process paused, longer
-    /// than the lease, so that a deposed primary's writes reach secondaries and loggers after
-    /// the next primary took over (fencing must refuse them).
-    stalls: Vec<Vec<Stall>>,
-    stalled: u64,
     /// Per client: its writes in flight → their pieces sent and not answered, with the
     /// attempts outstanding (kept current).
     unanswered: Vec<HashMap<u64, Vec<(u64, u32)>>>,
@@ -173,15 +127,6 @@ struct Shared {
     orphans: HashMap<(usize, u64), (u64, u32)>,
     orphan_pieces: HashMap<(usize, u64), usize>,
     orphans_finished: u64,
-    /// The MDS's durable state, as its driver stored it (changes applied before any message
-    /// left), and what a restarted MDS starts from.
-    mds_store: Snapshot,
-    /// The gear plan, and the last gear set (a restarted MDS is put in it again).
-    gears: VecDeque<(Nanos, usize, Vec<usize>)>,
-    gear: Option<(usize, Vec<usize>)>,
-    /// The MDS's counts from its earlier lives.
-    mds_stats_before: MdsStats,
-    mds_stats_now: MdsStats,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -193,62 +138,6 @@ struct Counts {
     client_retries: u64,
 }
 
-struct MdsPart {
-    mds: Mds,
-    config: MdsConfig,
-    layout: Layout,
-}
-
-/// What the MDS's driver does before sending anything: the changes made durable, each record
-/// through its encoding (as the runtime stores them).
-fn store_changes(store: &mut Snapshot, changes: Changes) {
-    let through = Changes {
-        groups: changes
-            .groups
-            .into_iter()
-            .map(|(g, r)| (g, GroupRecord::decode(&r.encode()).expect("a group record")))
-            .collect(),
-        objects: changes
-            .objects
-            .into_iter()
-            .map(|(o, r)| {
-                let r = r.map(|r| ObjectRecord::decode(&r.encode()).expect("an object record"));
-                (o, r)
-            })
-            .collect(),
-        chunks: changes.chunks,
-        servers: changes
-            .servers
-            .into_iter()
-            .map(|(s, r)| {
-                (
-                    s,
-                    ServerRecord::decode(&r.encode()).expect("a server record"),
-                )
-            })
-            .collect(),
-        rng: changes.rng,
-    };
-    store.apply(&through).expect("changes in order");
-}
-
-struct ServerPart {
-    server: ChunkServer,
-    disk: DiskPort,
-    logger_lives: HashMap<NodeId, u64>,
-    life: u64,
-    sleep_asked: bool,
-}
-
-struct LoggerPart {
-    store: Store,
-    disk: DiskPort,
-    life: u64,
-    open: u64,
-    senders: HashMap<u64, (NodeId, u64, u64)>,
-    next_tag: u64,
-}
-
 enum ClientOp {
     Create,
     Write { write: u64 },
@@ -256,34 +145,20 @@ enum ClientOp {
     Verify { first: u64, issued: Nanos },
 }
 
-struct ClientPart {
+/// A client writing patterned blocks of its object and reading them at random, every read
+/// checked against the model; from `verify_ns`, reading back every block.
+struct ModelClient {
     index: usize,
-    client: ObjectClient,
     ops: BTreeMap<u64, ClientOp>,
     next_op: u64,
     rng: SimRng,
     next_tick: Nanos,
     verify_next: u64,
     shape: Shape,
+    checks: Rc<RefCell<Checks>>,
 }
 
-enum Part {
-    Mds(Box<MdsPart>),
-    Server(Box<ServerPart>),
-    Logger(Box<LoggerPart>),
-    Client(Box<ClientPart>),
-}
-
-struct Node {
-    id: NodeId,
-    part: Part,
-    shared: Rc<RefCell<Shared>>,
-    out: VecDeque<Outgoing<Msg>>,
-    /// Messages held back by an injected delay, with their release times.
-    delayed: Vec<(Nanos, Outgoing<Msg>)>,
-    io: VecDeque<IoCommand>,
-    power: VecDeque<PowerRequest>,
-}
+type Node = SierraNode<ModelClient>;
 
 /// Chance that a message of Sierra's protocols is dropped, or delayed (exponential, mean
 /// `DELAY_MEAN_NS`).
@@ -291,544 +166,189 @@ const DROP: f64 = 0.002;
 const DELAY: f64 = 0.01;
 const DELAY_MEAN_NS: f64 = 3_000_000.0;
 
-fn msg_bytes(m: &Msg) -> u64 {
-    match m {
-        Msg::Sierra(m) => m.wire_bytes(),
-        Msg::Closed => 64,
-        Msg::Log { request, .. } => {
-            64 + match request {
-                Request::Write { data, .. } => data.len() as u64,
-                _ => 0,
-            }
-        }
-        Msg::LogReply { reply, .. } => {
-            64 + match reply {
-                Reply::Read(pieces) => pieces.iter().map(|(_, d)| d.len() as u64).sum(),
-                Reply::ReadAny(Some((_, d))) => d.len() as u64,
-                _ => 0,
-            }
-        }
+impl ModelClient {
+    fn next_id(&mut self) -> u64 {
+        let id = self.next_op;
+        self.next_op += 1;
+        id
     }
 }
 
-impl Node {
-    fn send(&mut self, now: Nanos, to: NodeId, message: Msg) {
-        let mut shared = self.shared.borrow_mut();
-        if shared.trace {
-            let text = format!("{message:?}");
-            eprintln!("  {} → {to}: {}", self.id, &text[..text.len().min(240)]);
-        }
-        let bytes = msg_bytes(&message);
-        let outgoing = Outgoing { to, message, bytes };
-        if let Some(stall) = shared.stalls[self.id]
-            .iter()
-            .find(|s| (s.from..s.until).contains(&now) && s.to.is_none_or(|t| t == to))
-        {
-            let until = stall.until;
-            shared.stalled += 1;
-            self.delayed.push((until, outgoing));
+impl ClientApp for ModelClient {
+    fn start(&mut self, now: Nanos, life: u64) {
+        self.next_tick = now;
+        if life == 1 {
             return;
         }
-        if matches!(outgoing.message, Msg::Sierra(_)) {
-            if let Some(rng) = shared.faults.as_mut() {
-                if rng.chance(DROP) {
-                    shared.dropped += 1;
-                    return;
-                }
-                if rng.chance(DELAY) {
-                    let at = now + 1 + rng.exponential(DELAY_MEAN_NS) as Nanos;
-                    shared.delayed += 1;
-                    self.delayed.push((at, outgoing));
-                    return;
-                }
+        // A restart: its requests in flight ended with the crash, except writes whose pieces
+        // are still at servers, which end when the servers answer them.
+        let mut sh = self.checks.borrow_mut();
+        let index = self.index;
+        let unanswered = std::mem::take(&mut sh.unanswered[index]);
+        // Writes orphaned by an earlier crash stay open too.
+        let open: HashSet<u64> = unanswered
+            .keys()
+            .copied()
+            .chain(
+                sh.orphan_pieces
+                    .keys()
+                    .filter(|(client, _)| *client == index)
+                    .map(|&(_, write)| write),
+            )
+            .collect();
+        for (write, pieces) in unanswered {
+            sh.orphan_pieces.insert((index, write), pieces.len());
+            for (piece, attempts) in pieces {
+                sh.orphans.insert((index, piece), (write, attempts));
             }
         }
-        // Links are FIFO (TCP): behind a delayed message to the same node, a message waits.
-        if let Some(behind) = self
-            .delayed
-            .iter()
-            .filter(|(_, o)| o.to == outgoing.to)
-            .map(|(t, _)| *t)
-            .max()
-        {
-            self.delayed.push((behind, outgoing));
+        sh.models[index].crashed_keeping(now, &open);
+    }
+
+    /// A piece of a write orphaned by an earlier life answered: the write ends when all have.
+    fn observe(&mut self, now: Nanos, message: &Message) {
+        let (Message::WriteDone { id, .. } | Message::ReadDone { id, .. }) = message else {
             return;
-        }
-        self.out.push_back(outgoing);
-    }
-
-    /// Releases delayed messages whose time has come, in the order they were sent.
-    fn release(&mut self, now: Nanos) {
-        let (due, held): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed)
-            .into_iter()
-            .partition(|(t, _)| *t <= now);
-        self.delayed = held;
-        self.out.extend(due.into_iter().map(|(_, o)| o));
-    }
-
-    fn pump(&mut self, now: Nanos) {
-        loop {
-            let mut progress = false;
-            let mut sends = Vec::new();
-            match &mut self.part {
-                Part::Mds(m) => {
-                    let changes = m.mds.take_changes();
-                    {
-                        let mut sh = self.shared.borrow_mut();
-                        store_changes(&mut sh.mds_store, changes);
-                        sh.mds_stats_now = m.mds.stats();
-                    }
-                    while let Some((to, message)) = m.mds.poll_message() {
-                        sends.push((node_of(to), Msg::Sierra(message)));
-                    }
-                    while let Some(s) = m.mds.poll_wake() {
-                        self.power.push_back(PowerRequest::Wake {
-                            node: 1 + s as usize,
-                            after_ns: WAKE_NS,
-                        });
-                    }
-                }
-                Part::Server(p) => {
-                    while let Some((to, message)) = p.server.poll_message() {
-                        sends.push((node_of(to), Msg::Sierra(message)));
-                    }
-                    while let Some((logger, id, request)) = p.server.poll_store() {
-                        sends.push((
-                            logger as NodeId,
-                            Msg::Log {
-                                id,
-                                life: p.life,
-                                request,
-                            },
-                        ));
-                    }
-                    while let Some(io) = p.server.poll_io() {
-                        let op = match io {
-                            ChunkIo::Read {
-                                id,
-                                group,
-                                offset_bytes,
-                                length_bytes,
-                            } => DiskOp::Read {
-                                id,
-                                offset_bytes: disk_offset(group, offset_bytes),
-                                length_bytes,
-                            },
-                            ChunkIo::Write {
-                                id,
-                                group,
-                                offset_bytes,
-                                data,
-                            } => DiskOp::Write {
-                                id,
-                                offset_bytes: disk_offset(group, offset_bytes),
-                                data: data.into(),
-                                durable: true,
-                            },
-                        };
-                        if let Some(command) = p.disk.submit(op) {
-                            self.io.push_back(command);
-                        }
-                    }
-                    if p.server.wants_sleep() && !p.sleep_asked {
-                        p.sleep_asked = true;
-                        for c in 0..CLIENTS {
-                            sends.push((CLIENT0 + c, Msg::Closed));
-                        }
-                        self.power.push_back(PowerRequest::Sleep);
-                    }
-                }
-                Part::Logger(l) => {
-                    while let Some(op) = l.store.poll_disk() {
-                        if let Some(command) = l.disk.submit(op) {
-                            self.io.push_back(command);
-                        }
-                    }
-                    while let Some(done) = l.disk.poll_ready() {
-                        l.store.handle_disk(now, done);
-                        progress = true;
-                    }
-                    while let Some((tag, reply)) = l.store.poll_reply() {
-                        if let Some((to, id, to_life)) = l.senders.remove(&tag) {
-                            l.open -= 1;
-                            sends.push((
-                                to,
-                                Msg::LogReply {
-                                    id,
-                                    reply,
-                                    load: l.open,
-                                    life: l.life,
-                                    to_life,
-                                },
-                            ));
-                        }
-                    }
-                }
-                Part::Client(c) => {
-                    while let Some((to, message)) = c.client.poll_message() {
-                        sends.push((node_of(to), Msg::Sierra(message)));
-                    }
-                    let mut done = Vec::new();
-                    while let Some(d) = c.client.poll_done() {
-                        done.push(d);
-                    }
-                    for (id, result) in done {
-                        progress = true;
-                        client_done(c, &self.shared, now, id, result);
-                    }
-                    if issue(c, &self.shared, now) {
-                        progress = true;
-                    }
-                    // What a crash now would leave at the servers.
-                    let unanswered: HashMap<u64, Vec<(u64, u32)>> = c
-                        .ops
-                        .iter()
-                        .filter_map(|(&op, o)| match o {
-                            ClientOp::Write { write } => {
-                                let pieces = c.client.unanswered_pieces(op);
-                                (!pieces.is_empty()).then_some((*write, pieces))
-                            }
-                            _ => None,
-                        })
-                        .collect();
-                    self.shared.borrow_mut().unanswered[c.index] = unanswered;
-                }
+        };
+        let mut sh = self.checks.borrow_mut();
+        let client = self.index;
+        let piece_done = match sh.orphans.get_mut(&(client, *id)) {
+            Some((write, answers)) => {
+                *answers -= 1;
+                (*answers == 0).then_some(*write)
             }
-            for (to, message) in sends {
-                progress = true;
-                self.send(now, to, message);
-            }
-            if !progress {
-                break;
+            None => None,
+        };
+        if let Some(write) = piece_done {
+            sh.orphans.remove(&(client, *id));
+            let left = sh.orphan_pieces.get_mut(&(client, write)).expect("counted");
+            *left -= 1;
+            if *left == 0 {
+                sh.orphan_pieces.remove(&(client, write));
+                sh.orphans_finished += 1;
+                sh.models[client].write_ended(now, write, false);
             }
         }
     }
-}
 
-fn disk_offset(group: GroupId, offset_bytes: u64) -> u64 {
-    group.0 as u64 * GROUP_BYTES + offset_bytes
-}
-
-/// Starts new requests while the client has room (and, later, the final reads).
-fn issue(c: &mut ClientPart, shared: &Rc<RefCell<Shared>>, now: Nanos) -> bool {
-    let mut any = false;
-    let object = object_of(c.index);
-    if !shared.borrow().created[c.index] {
-        if c.ops.is_empty() {
-            let id = c.next_op;
-            c.next_op += 1;
-            c.ops.insert(id, ClientOp::Create);
-            c.client.create(now, id, object, BLOCKS * BLOCK);
-            return true;
+    fn done(&mut self, now: Nanos, id: u64, result: Result<Done, ClientError>) {
+        let Some(op) = self.ops.remove(&id) else {
+            return;
+        };
+        let mut sh = self.checks.borrow_mut();
+        let index = self.index;
+        match (op, result) {
+            (ClientOp::Create, Ok(_)) | (ClientOp::Create, Err(ClientError::Exists)) => {
+                sh.created[index] = true
+            }
+            (ClientOp::Create, Err(_)) => {}
+            (ClientOp::Write { write }, Ok(_)) => {
+                sh.counts.writes_acked += 1;
+                sh.models[index].write_ended(now, write, true);
+            }
+            (ClientOp::Write { write }, Err(_)) => {
+                // Its outcome is unknown: the model keeps it possible.
+                sh.counts.writes_failed += 1;
+                sh.models[index].write_ended(now, write, false);
+            }
+            (ClientOp::Read { first, issued }, Ok(Done::Read(data))) => {
+                sh.counts.reads_checked += 1;
+                sh.models[index].check_read(index, first, issued, now, &data);
+            }
+            (ClientOp::Verify { first, issued }, Ok(Done::Read(data))) => {
+                sh.verified_blocks += data.len() as u64 / BLOCK;
+                sh.models[index].check_read(index, first, issued, now, &data);
+            }
+            (ClientOp::Verify { first, issued }, _) => {
+                sh.models[index].read_ended(issued);
+                sh.models[index].violations.push(format!(
+                    "client {index}: the final read of blocks {first}.. failed after the quiet period"
+                ));
+            }
+            (ClientOp::Read { issued, .. }, _) => {
+                sh.counts.reads_failed += 1;
+                sh.models[index].read_ended(issued);
+            }
         }
-        return false;
     }
-    if now >= c.shape.verify_ns {
-        while c.ops.is_empty() && c.verify_next < BLOCKS {
-            let first = c.verify_next;
-            let count = 4.min(BLOCKS - first);
-            c.verify_next += count;
-            let id = c.next_op;
-            c.next_op += 1;
-            shared.borrow_mut().models[c.index].read_issued(now);
-            c.ops.insert(id, ClientOp::Verify { first, issued: now });
-            c.client.read(now, id, object, first * BLOCK, count * BLOCK);
+
+    /// Starts new requests while the client has room (and, later, the final reads).
+    fn issue(&mut self, client: &mut ObjectClient, now: Nanos) -> bool {
+        let mut any = false;
+        let object = object_of(self.index);
+        if !self.checks.borrow().created[self.index] {
+            if self.ops.is_empty() {
+                let id = self.next_id();
+                self.ops.insert(id, ClientOp::Create);
+                client.create(now, id, object, BLOCKS * BLOCK);
+                return true;
+            }
+            return false;
+        }
+        if now >= self.shape.verify_ns {
+            while self.ops.is_empty() && self.verify_next < BLOCKS {
+                let first = self.verify_next;
+                let count = 4.min(BLOCKS - first);
+                self.verify_next += count;
+                let id = self.next_id();
+                self.checks.borrow_mut().models[self.index].read_issued(now);
+                self.ops.insert(id, ClientOp::Verify { first, issued: now });
+                client.read(now, id, object, first * BLOCK, count * BLOCK);
+                any = true;
+            }
+            return any;
+        }
+        while now < self.shape.active_ns && self.ops.len() < IN_FLIGHT_MAX {
+            let first = self.rng.below(BLOCKS);
+            let count = (1 + self.rng.below(4)).min(BLOCKS - first);
+            let id = self.next_id();
+            if self.rng.chance(0.5) {
+                let write =
+                    self.checks.borrow_mut().models[self.index].write_issued(now, first, count);
+                let mut data = Vec::with_capacity((count * BLOCK) as usize);
+                for b in first..first + count {
+                    data.extend_from_slice(&pattern(b, write));
+                }
+                self.ops.insert(id, ClientOp::Write { write });
+                client.write(now, id, object, first * BLOCK, data);
+            } else {
+                self.checks.borrow_mut().models[self.index].read_issued(now);
+                self.ops.insert(id, ClientOp::Read { first, issued: now });
+                client.read(now, id, object, first * BLOCK, count * BLOCK);
+            }
             any = true;
         }
-        return any;
-    }
-    while now < c.shape.active_ns && c.ops.len() < IN_FLIGHT_MAX {
-        let first = c.rng.below(BLOCKS);
-        let count = (1 + c.rng.below(4)).min(BLOCKS - first);
-        let id = c.next_op;
-        c.next_op += 1;
-        if c.rng.chance(0.5) {
-            let write = shared.borrow_mut().models[c.index].write_issued(now, first, count);
-            let mut data = Vec::with_capacity((count * BLOCK) as usize);
-            for b in first..first + count {
-                data.extend_from_slice(&pattern(b, write));
-            }
-            c.ops.insert(id, ClientOp::Write { write });
-            c.client.write(now, id, object, first * BLOCK, data);
-        } else {
-            shared.borrow_mut().models[c.index].read_issued(now);
-            c.ops.insert(id, ClientOp::Read { first, issued: now });
-            c.client.read(now, id, object, first * BLOCK, count * BLOCK);
-        }
-        any = true;
-    }
-    any
-}
-
-fn client_done(
-    c: &mut ClientPart,
-    shared: &Rc<RefCell<Shared>>,
-    now: Nanos,
-    id: u64,
-    result: Result<Done, ClientError>,
-) {
-    let Some(op) = c.ops.remove(&id) else {
-        return;
-    };
-    let mut sh = shared.borrow_mut();
-    let index = c.index;
-    match (op, result) {
-        (ClientOp::Create, Ok(_)) | (ClientOp::Create, Err(ClientError::Exists)) => {
-            sh.created[index] = true
-        }
-        (ClientOp::Create, Err(_)) => {}
-        (ClientOp::Write { write }, Ok(_)) => {
-            sh.counts.writes_acked += 1;
-            sh.models[index].write_ended(now, write, true);
-        }
-        (ClientOp::Write { write }, Err(_)) => {
-            // Its outcome is unknown: the model keeps it possible.
-            sh.counts.writes_failed += 1;
-            sh.models[index].write_ended(now, write, false);
-        }
-        (ClientOp::Read { first, issued }, Ok(Done::Read(data))) => {
-            sh.counts.reads_checked += 1;
-            sh.models[index].check_read(index, first, issued, now, &data);
-        }
-        (ClientOp::Verify { first, issued }, Ok(Done::Read(data))) => {
-            sh.verified_blocks += data.len() as u64 / BLOCK;
-            sh.models[index].check_read(index, first, issued, now, &data);
-        }
-        (ClientOp::Verify { first, issued }, _) => {
-            sh.models[index].read_ended(issued);
-            sh.models[index].violations.push(format!(
-                "client {index}: the final read of blocks {first}.. failed after the quiet period"
-            ));
-        }
-        (ClientOp::Read { issued, .. }, _) => {
-            sh.counts.reads_failed += 1;
-            sh.models[index].read_ended(issued);
-        }
-    }
-}
-
-impl Core for Node {
-    type Message = Msg;
-
-    fn handle_start(&mut self, now: Nanos) {
-        let shared = self.shared.clone();
-        if let Part::Mds(m) = &mut self.part {
-            let mut sh = shared.borrow_mut();
-            if sh.lives[self.id] > 1 {
-                // A restart: the MDS from what its driver stored, in the gear last set.
-                let before = std::mem::take(&mut sh.mds_stats_now);
-                add_stats(&mut sh.mds_stats_before, before);
-                let stored = sh.mds_store.clone();
-                m.mds = Mds::restore(m.config.clone(), &m.layout, stored, now)
-                    .unwrap_or_else(|e| panic!("the MDS's stored state: {e}"));
-                if let Some((gear, rotation)) = sh.gear.clone() {
-                    m.mds.set_gear(now, gear, &rotation);
-                }
-            }
-        }
-        if let Part::Client(c) = &mut self.part {
-            c.next_tick = now;
-            let mut sh = shared.borrow_mut();
-            if sh.lives[self.id] > 1 {
-                // A restart: its requests in flight ended with the crash, except writes whose
-                // pieces are still at servers, which end when the servers answer them.
-                let unanswered = std::mem::take(&mut sh.unanswered[c.index]);
-                // Writes orphaned by an earlier crash stay open too.
-                let open: HashSet<u64> = unanswered
-                    .keys()
-                    .copied()
-                    .chain(
-                        sh.orphan_pieces
-                            .keys()
-                            .filter(|(client, _)| *client == c.index)
-                            .map(|&(_, write)| write),
-                    )
-                    .collect();
-                for (write, pieces) in unanswered {
-                    sh.orphan_pieces.insert((c.index, write), pieces.len());
-                    for (piece, attempts) in pieces {
-                        sh.orphans.insert((c.index, piece), (write, attempts));
-                    }
-                }
-                sh.models[c.index].crashed_keeping(now, &open);
-            }
-        }
-        self.pump(now);
+        any
     }
 
-    fn handle_message(&mut self, now: Nanos, from: NodeId, message: Msg) {
-        if self.shared.borrow().trace {
-            let text = format!("{message:?}");
-            eprintln!(
-                "{now} {} ← {from}: {}",
-                self.id,
-                &text[..text.len().min(240)]
-            );
-        }
-        match (&mut self.part, message) {
-            (Part::Mds(m), Msg::Sierra(message)) => {
-                m.mds.handle_message(now, endpoint_of(from), message)
-            }
-            (Part::Server(p), Msg::Sierra(message)) => {
-                p.server.handle_message(now, endpoint_of(from), message)
-            }
-            (
-                Part::Server(p),
-                Msg::LogReply {
-                    id,
-                    reply,
-                    load,
-                    life,
-                    to_life,
-                },
-            ) if to_life == p.life => {
-                let known = p.logger_lives.insert(from, life);
-                if known.is_some_and(|l| l != life) {
-                    p.server.logger_lost(now, from as u64);
+    /// What a crash now would leave at the servers.
+    fn settled(&mut self, client: &ObjectClient) {
+        let unanswered: HashMap<u64, Vec<(u64, u32)>> = self
+            .ops
+            .iter()
+            .filter_map(|(&op, o)| match o {
+                ClientOp::Write { write } => {
+                    let pieces = client.unanswered_pieces(op);
+                    (!pieces.is_empty()).then_some((*write, pieces))
                 }
-                p.server.handle_store(now, id, reply, Some(load));
-            }
-            (Part::Logger(l), Msg::Log { id, life, request }) => {
-                l.open += 1;
-                l.next_tag += 1;
-                l.senders.insert(l.next_tag, (from, id, life));
-                l.store.handle_request(now, l.next_tag, request);
-            }
-            (Part::Client(c), Msg::Sierra(message)) => {
-                if let Message::WriteDone { id, .. } | Message::ReadDone { id, .. } = &message {
-                    let mut sh = self.shared.borrow_mut();
-                    let client = c.index;
-                    let piece_done = match sh.orphans.get_mut(&(client, *id)) {
-                        Some((write, answers)) => {
-                            *answers -= 1;
-                            (*answers == 0).then_some(*write)
-                        }
-                        None => None,
-                    };
-                    if let Some(write) = piece_done {
-                        sh.orphans.remove(&(client, *id));
-                        let left = sh.orphan_pieces.get_mut(&(client, write)).expect("counted");
-                        *left -= 1;
-                        if *left == 0 {
-                            sh.orphan_pieces.remove(&(client, write));
-                            sh.orphans_finished += 1;
-                            sh.models[client].write_ended(now, write, false);
-                        }
-                    }
-                }
-                c.client.handle_message(now, endpoint_of(from), message)
-            }
-            (Part::Client(c), Msg::Closed) => {
-                if let Endpoint::Server(s) = endpoint_of(from) {
-                    c.client.server_gone(now, s);
-                }
-            }
-            _ => {}
-        }
-        self.pump(now);
-    }
-
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.release(now);
-        match &mut self.part {
-            Part::Mds(m) => {
-                let mut sh = self.shared.borrow_mut();
-                while sh.gears.front().is_some_and(|(t, _, _)| *t <= now) {
-                    let (_, gear, rotation) = sh.gears.pop_front().expect("a gear");
-                    m.mds.set_gear(now, gear, &rotation);
-                    sh.gear = Some((gear, rotation));
-                }
-                drop(sh);
-                if m.mds.poll_timeout().is_some_and(|t| t <= now) {
-                    m.mds.handle_timeout(now);
-                }
-            }
-            Part::Server(p) => {
-                if p.server.poll_timeout().is_some_and(|t| t <= now) {
-                    p.server.handle_timeout(now);
-                }
-            }
-            Part::Logger(l) => {
-                if l.store.poll_timeout().is_some_and(|t| t <= now) {
-                    l.store.handle_timeout(now);
-                }
-            }
-            Part::Client(c) => {
-                if c.client.poll_timeout().is_some_and(|t| t <= now) {
-                    c.client.handle_timeout(now);
-                }
-                if c.next_tick <= now {
-                    c.next_tick = if now + 5 * MS < c.shape.active_ns || now >= c.shape.verify_ns {
-                        now + 5 * MS
-                    } else {
-                        c.shape.verify_ns
-                    };
-                }
-            }
-        }
-        self.pump(now);
-    }
-
-    fn handle_io(&mut self, now: Nanos, done: IoDone) {
-        let mut then = Vec::new();
-        match &mut self.part {
-            Part::Server(p) => {
-                if let Some(done) = p.disk.complete(done, &mut then) {
-                    let done = match done {
-                        DiskDone::Read { id, data } => ChunkIoDone::Read { id, data },
-                        DiskDone::Written { id } | DiskDone::Flushed { id } => {
-                            ChunkIoDone::Written { id }
-                        }
-                    };
-                    p.server.handle_io(now, done);
-                }
-            }
-            Part::Logger(l) => {
-                if let Some(done) = l.disk.complete(done, &mut then) {
-                    l.store.handle_disk(now, done);
-                }
-            }
-            _ => {}
-        }
-        self.io.extend(then);
-        self.pump(now);
-    }
-
-    fn handle_wake(&mut self, now: Nanos) {
-        if let Part::Server(p) = &mut self.part {
-            p.sleep_asked = false;
-            p.server.handle_wake(now);
-        }
-        self.pump(now);
-    }
-
-    fn poll_message(&mut self) -> Option<Outgoing<Msg>> {
-        self.out.pop_front()
-    }
-
-    fn poll_io(&mut self) -> Option<IoCommand> {
-        self.io.pop_front()
-    }
-
-    fn poll_power(&mut self) -> Option<PowerRequest> {
-        self.power.pop_front()
+                _ => None,
+            })
+            .collect();
+        self.checks.borrow_mut().unanswered[self.index] = unanswered;
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
-        let delayed = self.delayed.iter().map(|(t, _)| *t).min();
-        let own = match &self.part {
-            Part::Mds(m) => {
-                let gear = self.shared.borrow().gears.front().map(|(t, _, _)| *t);
-                [m.mds.poll_timeout(), gear].into_iter().flatten().min()
-            }
-            Part::Server(p) => p.server.poll_timeout(),
-            Part::Logger(l) => l.store.poll_timeout(),
-            Part::Client(c) => {
-                let tick = (c.verify_next < BLOCKS).then_some(c.next_tick);
-                [c.client.poll_timeout(), tick].into_iter().flatten().min()
-            }
-        };
-        [own, delayed].into_iter().flatten().min()
+        (self.verify_next < BLOCKS).then_some(self.next_tick)
+    }
+
+    fn handle_timeout(&mut self, now: Nanos) {
+        if self.next_tick <= now {
+            self.next_tick = if now + 5 * MS < self.shape.active_ns || now >= self.shape.verify_ns {
+                now + 5 * MS
+            } else {
+                self.shape.verify_ns
+            };
+        }
     }
 }
 
@@ -850,6 +370,8 @@ fn layout() -> Layout {
 
 #[derive(Debug, Default)]
 struct Outcome {
+    /// The run's fingerprint: every event (its time, node, message) hashed in order.
+    hash: u64,
     g_min: usize,
     counts: Counts,
     crashes: usize,
@@ -871,17 +393,6 @@ struct Outcome {
     stalled: u64,
 }
 
-fn add_stats(to: &mut MdsStats, s: MdsStats) {
-    to.migrations += s.migrations;
-    to.reassignments += s.reassignments;
-    to.suspicions += s.suspicions;
-    to.permanent_failures += s.permanent_failures;
-    to.rebuilds_started += s.rebuilds_started;
-    to.rebuilds_done += s.rebuilds_done;
-    to.wakes += s.wakes;
-    to.standbys += s.standbys;
-}
-
 fn run(seed: u64) -> Result<Outcome, String> {
     run_shaped(seed, LONG)
 }
@@ -890,22 +401,13 @@ fn run_short(seed: u64) -> Result<Outcome, String> {
     run_shaped(seed, SHORT)
 }
 
-/// A chunk server's outgoing messages held from `from` until `until`: all of them (`to`
-/// `None`: a paused process or a stalled NIC), or those to one peer (a stalled link).
-#[derive(Clone, Copy, Debug)]
-struct Stall {
-    from: Nanos,
-    until: Nanos,
-    to: Option<NodeId>,
-}
-
 /// Up to three stalls of a chunk server's outgoing messages and up to three of one link
 /// between two chunk servers per schedule, each starting in the active period and lasting
 /// 1.5–4 s: longer than the lease (0.4 s) and the MDS's heartbeat timeout (1.2 s). Their own
 /// random stream: the other faults of a seed stay as they were.
 fn link_stalls(seed: u64, shape: Shape) -> Vec<Vec<Stall>> {
     let mut rng = SimRng::new(seed, 23);
-    let mut stalls = vec![Vec::new(); NODES];
+    let mut stalls = vec![Vec::new(); NODES.total()];
     if !shape.stalls {
         return stalls;
     }
@@ -924,22 +426,37 @@ fn link_stalls(seed: u64, shape: Shape) -> Vec<Vec<Stall>> {
 fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
     let mut rng = SimRng::new(seed, 7);
     let g_min = 1 + rng.below(2) as usize;
-    let trace = std::env::var_os("SIERRA_TRACE").is_some();
-    let shared = Rc::new(RefCell::new(Shared {
+    let checks = Rc::new(RefCell::new(Checks {
         models: (0..CLIENTS).map(|_| Model::new(BLOCKS)).collect(),
         created: vec![false; CLIENTS],
-        lives: vec![0; NODES],
-        trace,
-        faults: Some(SimRng::new(seed, 9)),
-        stalls: link_stalls(seed, shape),
         unanswered: vec![HashMap::new(); CLIENTS],
-        ..Shared::default()
+        ..Checks::default()
     }));
+    // Groups by id on the servers' disks (48 groups); the MDS's durable state kept, so that it
+    // restarts from it.
+    let shared = Rc::new(RefCell::new(Shared::new(
+        NODES,
+        GROUP_BYTES,
+        Slots::ByGroupId,
+        WAKE_NS,
+        true,
+    )));
+    {
+        let mut sh = shared.borrow_mut();
+        sh.trace = std::env::var_os("SIERRA_TRACE").is_some();
+        sh.links = LinkFaults::new(
+            SimRng::new(seed, 9),
+            DROP,
+            DELAY,
+            DELAY_MEAN_NS,
+            link_stalls(seed, shape),
+        );
+    }
     let layout = layout();
     let racks_of_servers: Vec<u32> = layout.topology.racks_of_servers.clone();
     let loggers: Vec<LoggerInfo> = (0..LOGGERS)
         .map(|i| LoggerInfo {
-            id: (LOGGER0 + i) as u64,
+            id: (NODES.logger0() + i) as u64,
             rack: i as u32,
             server: None,
         })
@@ -971,21 +488,14 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
     };
     let new_core = {
         let shared = shared.clone();
+        let checks = checks.clone();
         let layout = layout.clone();
         move |id: NodeId| -> Node {
-            let life = {
-                let mut sh = shared.borrow_mut();
-                sh.lives[id] += 1;
-                sh.lives[id]
-            };
+            let life = shared.borrow_mut().new_life(id);
             let part = match id {
-                // A restarted MDS is restored in `handle_start`, when the time is known.
-                MDS_NODE => Part::Mds(Box::new(MdsPart {
-                    mds: Mds::new(mds_config.clone(), &layout, 0),
-                    config: mds_config.clone(),
-                    layout: layout.clone(),
-                })),
-                n if n < LOGGER0 => {
+                // A restarted MDS is restored when it starts, when the time is known.
+                Nodes::MDS => Part::mds(mds_config.clone(), &layout),
+                n if n < NODES.logger0() => {
                     let server = (n - 1) as ServerId;
                     let mut config = ServerConfig::new(
                         server,
@@ -1001,69 +511,48 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
                     config.log_recovery_grace_ns = 500 * MS;
                     config.rebuild_piece_bytes = CHUNK;
                     config.reclaim_busy_disk = reclaim_busy_disk;
-                    Part::Server(Box::new(ServerPart {
-                        server: ChunkServer::new(config, life, 0),
-                        disk: DiskPort::new(0, 0, Durability::WriteThenFlush),
-                        logger_lives: HashMap::new(),
+                    Part::server(
+                        ChunkServer::new(config, life, 0),
+                        DiskPort::new(0, 0, Durability::WriteThenFlush),
                         life,
-                        sleep_asked: false,
-                    }))
+                    )
                 }
-                n if n < CLIENT0 => {
+                n if n < NODES.client0() => {
                     let config = StoreConfig::new(LOG_BYTES);
                     let store = if life == 1 {
                         Store::format(config, n as u128, seed ^ n as u64)
                     } else {
                         Store::recover(config, seed ^ (n as u64) << 8 ^ life, 0)
                     };
-                    Part::Logger(Box::new(LoggerPart {
-                        store,
-                        disk: DiskPort::new(0, 0, Durability::WriteThenFlush),
-                        life,
-                        open: 0,
-                        senders: HashMap::new(),
-                        next_tag: 0,
-                    }))
+                    Part::logger(store, DiskPort::new(0, 0, Durability::WriteThenFlush), life)
                 }
                 n => {
-                    let index = n - CLIENT0;
+                    let index = n - NODES.client0();
                     let mut config = ClientConfig::new(index as u32);
                     config.incarnation = life as u32;
                     config.request_timeout_ns = 800 * MS;
                     config.retries_max = 16;
-                    Part::Client(Box::new(ClientPart {
-                        index,
-                        client: ObjectClient::new(config),
-                        ops: BTreeMap::new(),
-                        next_op: 1,
-                        rng: SimRng::new(seed, 100 + n as u64 * 7 + life),
-                        next_tick: 0,
-                        verify_next: 0,
-                        shape,
-                    }))
+                    Part::client(
+                        ObjectClient::new(config),
+                        ModelClient {
+                            index,
+                            ops: BTreeMap::new(),
+                            next_op: 1,
+                            rng: SimRng::new(seed, 100 + n as u64 * 7 + life),
+                            next_tick: 0,
+                            verify_next: 0,
+                            shape,
+                            checks: checks.clone(),
+                        },
+                    )
                 }
             };
-            Node {
-                id,
-                part,
-                shared: shared.clone(),
-                out: VecDeque::new(),
-                delayed: Vec::new(),
-                io: VecDeque::new(),
-                power: VecDeque::new(),
-            }
+            Node::new(id, part, shared.clone())
         }
     };
-    let mut racks_of_nodes = vec![0; NODES];
-    for s in 0..SERVERS {
-        racks_of_nodes[1 + s] = layout.topology.racks_of_servers[s] as usize;
-    }
-    for i in 0..LOGGERS {
-        racks_of_nodes[LOGGER0 + i] = i;
-    }
     let params = NetworkParams {
-        racks_of_nodes,
-        ..NetworkParams::sierra_testbed(1, NODES)
+        racks_of_nodes: NODES.racks(&layout.topology.racks_of_servers, |i| i, |_| 0),
+        ..NetworkParams::sierra_testbed(1, NODES.total())
     };
     let network = Network::new(params, NetworkFaults::default(), SimRng::new(seed, 3));
     let builder = WorldBuilder {
@@ -1076,7 +565,7 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
     };
     let mut world = World::new(builder, network, SimRng::new(seed, 4));
     // Crashes of chunk servers, loggers and clients while the gears shift.
-    let candidates: Vec<NodeId> = (1..NODES).collect();
+    let candidates: Vec<NodeId> = (1..NODES.total()).collect();
     let crashes = rng.below(6) as usize;
     world.schedule_random_crashes(&candidates, crashes, S, shape.active_ns, 400.0 * MS as f64);
     let permanent = rng.chance(0.3);
@@ -1091,12 +580,12 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
     if mds_crash {
         let at = S + mds_faults.below(shape.active_ns - S);
         let down = 1 + mds_faults.exponential(400.0 * MS as f64) as Nanos;
-        world.schedule_crash(MDS_NODE, at, Some(down));
+        world.schedule_crash(Nodes::MDS, at, Some(down));
     }
     world.run_until(shape.end_ns);
 
     // ---- checks
-    let sh = shared.borrow();
+    let sh = checks.borrow();
     let mut problems: Vec<String> = Vec::new();
     for (i, m) in sh.models.iter().enumerate() {
         problems.extend(m.violations.iter().cloned());
@@ -1104,14 +593,9 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
             problems.push(format!("client {i} never created its object"));
         }
     }
-    let Some(Node {
-        part: Part::Mds(mds),
-        ..
-    }) = world.core(MDS_NODE)
-    else {
+    let Some(mds) = world.core(Nodes::MDS).and_then(|n| n.mds()) else {
         return Err("the MDS is gone".into());
     };
-    let mds = &mds.mds;
     let mut logged_writes = 0;
     let mut reclaimed = 0;
     for g in 0..mds.group_count() {
@@ -1127,13 +611,9 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
             ));
             continue;
         }
-        match world.core(1 + p as usize) {
-            Some(Node {
-                part: Part::Server(s),
-                ..
-            }) => {
+        match world.core(NODES.server(p)).and_then(|n| n.server()) {
+            Some(s) => {
                 if !s
-                    .server
                     .primaries()
                     .any(|(h, e)| h == view.group && e == view.epoch)
                 {
@@ -1147,30 +627,22 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
         }
     }
     for s in 0..SERVERS {
-        if let Some(Node {
-            part: Part::Server(p),
-            ..
-        }) = world.core(1 + s)
-        {
-            let stats = p.server.stats();
+        if let Some(p) = world.core(1 + s).and_then(|n| n.server()) {
+            let stats = p.stats();
             logged_writes += stats.logged_writes;
             reclaimed += stats.reclaimed_bytes;
-            if p.server.logged_bytes() > 0 {
+            if p.logged_bytes() > 0 {
                 problems.push(format!(
                     "server {s}: {} bytes still logged after the quiet period:\n{}",
-                    p.server.logged_bytes(),
-                    p.server.describe()
+                    p.logged_bytes(),
+                    p.describe()
                 ));
             }
         }
     }
     for i in 0..LOGGERS {
-        if let Some(Node {
-            part: Part::Logger(l),
-            ..
-        }) = world.core(LOGGER0 + i)
-        {
-            for (client, extents) in l.store.clients() {
+        if let Some(store) = world.core(NODES.logger0() + i).and_then(|n| n.logger()) {
+            for (client, extents) in store.clients() {
                 if !extents.is_empty() {
                     problems.push(format!(
                         "logger {i} still holds {} extents of group {client}",
@@ -1189,12 +661,8 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
     }
     let mut retries = 0;
     for c in 0..CLIENTS {
-        if let Some(Node {
-            part: Part::Client(p),
-            ..
-        }) = world.core(CLIENT0 + c)
-        {
-            retries += p.client.stats().retries;
+        if let Some((client, _)) = world.core(NODES.client0() + c).and_then(|n| n.client()) {
+            retries += client.stats().retries;
         }
     }
     if !problems.is_empty() {
@@ -1211,11 +679,12 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
             problems.join("\n")
         ));
     }
-    let mut stats = sh.mds_stats_before;
-    add_stats(&mut stats, mds.stats());
+    let hs = shared.borrow();
+    let stats = hs.mds_stats_all(mds.stats());
     let mut counts = sh.counts;
     counts.client_retries = retries;
     Ok(Outcome {
+        hash: world.hash.finish(),
         g_min,
         counts,
         crashes,
@@ -1231,9 +700,9 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
         lost_to_standby: world.lost_to_standby(),
         verified_blocks: sh.verified_blocks,
         orphans_finished: sh.orphans_finished,
-        dropped: sh.dropped,
-        delayed: sh.delayed,
-        stalled: sh.stalled,
+        dropped: hs.links.dropped,
+        delayed: hs.links.delayed,
+        stalled: hs.links.stalled,
     })
 }
 
@@ -1386,6 +855,19 @@ fn check(schedules: &Schedules, name: &str, run: fn(u64) -> Result<Outcome, Stri
         sum(|o| o.orphans_finished),
     );
     assert!(sum(|o| o.counts.writes_acked) > 0);
+}
+
+/// A seed replays event for event (same fingerprint, same outcome), long and short; another
+/// seed is another run.
+#[test]
+fn a_schedule_replays_event_for_event() {
+    let a = run_short(3).expect("short schedule 3");
+    let b = run_short(3).expect("short schedule 3");
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    assert!(a.counts.writes_acked > 0 && (a.crashes > 0 || a.mds_crash), "{a:?}");
+    assert_ne!(a.hash, run_short(4).expect("short schedule 4").hash);
+    let long = run(5).expect("schedule 5");
+    assert_eq!(long.hash, run(5).expect("schedule 5").hash);
 }
 
 #[test]

@@ -15,11 +15,16 @@
 //!   so a crash in between loses it unacknowledged. Flushes go to the disk.
 //! - [`Durability::WriteThrough`] (the lab's performance model, the drive's write cache not
 //!   modelled): every write is durable once written, and a flush completes at once.
+//!
+//! Modules: [`sierra`], Sierra's nodes (MDS, chunk servers, loggers, object clients) as the
+//! simulator's cores, one harness for the lab's testbed and the seeded simulation tests.
 
 use std::collections::{HashSet, VecDeque};
 
 use cordillera_sim::world::{IoCommand, IoDone};
 use cordillera_vstore::store::{DiskDone, DiskOp};
+
+pub mod sierra;
 
 /// Id bits the ports' tags may use (a core's own ids stay below).
 pub const TAG_BITS: u64 = 0xff << 56;
@@ -66,6 +71,11 @@ impl DiskPort {
     /// Whether the completion `id` is one of this port's.
     pub fn owns(&self, id: u64) -> bool {
         id & TAG_BITS == self.tag
+    }
+
+    /// How this share's durable writes and flushes are modelled.
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// Requests on the disk not yet answered (a load figure).

@@ -48,8 +48,11 @@ use crate::protocol::{Endpoint, Epoch, GroupView, Message, Nanos, ServeError};
 
 mod disk;
 mod invariants;
+mod placement;
 mod primary;
 mod rebuild;
+
+pub use placement::{GroupPlacement, Slots};
 
 use rebuild::{PieceStage, Rebuild, Replication};
 

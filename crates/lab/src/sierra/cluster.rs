@@ -10,20 +10,16 @@
 //! written, and the cores move, replicate, log and reclaim them as any other data.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 use serde::Serialize;
 
 use cordillera_gears::client::{ClientConfig, ObjectClient};
 use cordillera_gears::layout::Layout;
-use cordillera_gears::mds::{Mds, MdsConfig, MdsStats};
-use cordillera_gears::model::{GroupId, ObjectId, ServerId};
-use cordillera_gears::protocol::{Endpoint, Message};
-use cordillera_gears::server::{
-    ChunkIo, ChunkIoDone, ChunkServer, LoggerInfo, ServerConfig, ServerStats,
-};
+use cordillera_gears::mds::{MdsConfig, MdsStats};
+use cordillera_gears::server::{ChunkServer, LoggerInfo, ServerConfig, ServerStats, Slots};
+use cordillera_host::sierra::{Nodes, Part, Shared, SierraNode};
 use cordillera_host::{DiskPort, Durability};
 use cordillera_sim::histogram::Histogram;
 use cordillera_sim::kernel::Nanos;
@@ -32,10 +28,15 @@ use cordillera_sim::power::PowerParams;
 use cordillera_sim::presets;
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
-use cordillera_sim::world::{Core, IoCommand, IoDone, Outgoing, PowerRequest, World, WorldBuilder};
-use cordillera_vstore::store::{Config as StoreConfig, DiskDone, DiskOp, Reply, Request, Store};
+use cordillera_sim::world::{World, WorldBuilder};
+use cordillera_vstore::store::{Config as StoreConfig, Store};
 
-mod node;
+mod client;
+
+use client::ReplayClient;
+
+/// A node of the lab's cluster: the shared Sierra node, its clients replaying or closed-loop.
+pub type Node = SierraNode<ReplayClient>;
 
 const S: Nanos = 1_000_000_000;
 
@@ -110,73 +111,6 @@ pub struct ClosedLoop {
     pub outstanding: usize,
 }
 
-/// What the nodes send: Sierra's protocol, and the log clients' requests to loggers.
-#[derive(Clone, Debug, Hash)]
-pub enum Msg {
-    Sierra(Message),
-    Log {
-        id: u64,
-        request: HashedById<Request>,
-    },
-    LogReply {
-        id: u64,
-        reply: HashedById<Reply>,
-        load: u64,
-    },
-    /// A chunk server closes its client connections as it goes into standby (TCP's FIN).
-    Closed,
-}
-
-/// A payload that enters the run hash by its message id only (the data are zeros).
-#[derive(Clone, Debug)]
-pub struct HashedById<T>(pub T);
-
-impl<T> Hash for HashedById<T> {
-    fn hash<H: Hasher>(&self, _: &mut H) {}
-}
-
-fn msg_bytes(m: &Msg) -> u64 {
-    match m {
-        Msg::Sierra(m) => m.wire_bytes(),
-        Msg::Closed => 64,
-        Msg::Log { request, .. } => {
-            64 + match &request.0 {
-                Request::Write { data, .. } => data.len() as u64,
-                _ => 0,
-            }
-        }
-        Msg::LogReply { reply, .. } => {
-            64 + match &reply.0 {
-                Reply::Read(pieces) => pieces.iter().map(|(_, d)| d.len() as u64).sum(),
-                Reply::ReadAny(Some((_, d))) => d.len() as u64,
-                _ => 0,
-            }
-        }
-    }
-}
-
-/// Time-weighted count of a quantity (a disk queue's length).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Integral {
-    pub value: u64,
-    pub since: Nanos,
-    /// Σ value × time, in ns.
-    pub area: u128,
-}
-
-impl Integral {
-    fn set(&mut self, now: Nanos, value: u64) {
-        self.area += self.value as u128 * (now.saturating_sub(self.since)) as u128;
-        self.since = now;
-        self.value = value;
-    }
-
-    /// The area up to `now`.
-    pub fn area_at(&self, now: Nanos) -> u128 {
-        self.area + self.value as u128 * (now.saturating_sub(self.since)) as u128
-    }
-}
-
 /// What the nodes report to the driver as they run.
 #[derive(Default)]
 pub struct Observed {
@@ -189,18 +123,14 @@ pub struct Observed {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub created: usize,
-    /// Groups whose primary released and not yet taken up elsewhere: release time.
-    releasing: HashMap<GroupId, Nanos>,
-    /// Per completed migration: the group's window without a primary (ns), and when it closed.
-    pub migrations: Vec<(Nanos, Nanos)>,
     /// Requests waiting to be issued, per client.
-    queues: Vec<VecDeque<Replayed>>,
+    pub(super) queues: Vec<VecDeque<Replayed>>,
     /// Bytes of the requests each client completed.
     pub client_bytes: Vec<u64>,
 }
 
 impl Observed {
-    fn record(&mut self, issued: Nanos, latency: Nanos) {
+    pub(super) fn record(&mut self, issued: Nanos, latency: Nanos) {
         let minute = (issued / (60 * S)) as usize;
         if self.minutes.len() <= minute {
             self.minutes.resize_with(minute + 1, Histogram::new);
@@ -220,102 +150,13 @@ impl Observed {
     }
 }
 
-struct ServerPart {
-    server: ChunkServer,
-    disk: DiskPort,
-    /// Each group's place on this disk, in the order the groups were first used.
-    slots: HashMap<GroupId, u64>,
-    sleep_asked: bool,
-}
-
-struct LoggerPart {
-    store: Store,
-    disk: DiskPort,
-    open: u64,
-    senders: HashMap<u64, (NodeId, u64)>,
-    next_tag: u64,
-    /// The disk's queue (submitted and not completed).
-    queue: Integral,
-}
-
-struct ClientPart {
-    index: usize,
-    client: ObjectClient,
-    /// Requests in flight: when issued (`Nanos::MAX`: a creation) and their bytes.
-    ops: HashMap<u64, (Nanos, u64)>,
-    next_op: u64,
-    next_tick: Nanos,
-    closed: Option<ClosedLoop>,
-    next_offset: u64,
-    rng: SimRng,
-    objects: Vec<u64>,
-    /// Objects created so far (client 0 creates them all).
-    creating: usize,
-}
-
-enum Part {
-    Mds(Box<Mds>, VecDeque<(Nanos, usize, Vec<usize>)>),
-    Server(Box<ServerPart>),
-    Logger(Box<LoggerPart>),
-    Client(Box<ClientPart>),
-}
-
-pub struct Node {
-    part: Part,
-    observed: Rc<RefCell<Observed>>,
-    layout_nodes: Layout0,
-    out: VecDeque<Outgoing<Msg>>,
-    io: VecDeque<IoCommand>,
-    power: VecDeque<PowerRequest>,
-    wake_ns: Nanos,
-    group_bytes: u64,
-    writes_since_flush: u32,
-    clients: usize,
-}
-
-/// The driver's own flushes carry this id bit (the disk ports' ids never do).
-const HOUSEKEEPING: u64 = 1 << 61;
-
-/// Where the nodes are: 0 the MDS, then the servers, the loggers and the clients.
-#[derive(Clone, Copy, Debug)]
-struct Layout0 {
-    servers: usize,
-    loggers: usize,
-}
-
-impl Layout0 {
-    fn node_of(&self, e: Endpoint) -> NodeId {
-        match e {
-            Endpoint::Mds => 0,
-            Endpoint::Server(s) => 1 + s as usize,
-            Endpoint::Client(c) => 1 + self.servers + self.loggers + c as usize,
-        }
-    }
-
-    fn endpoint_of(&self, node: NodeId) -> Endpoint {
-        if node == 0 {
-            Endpoint::Mds
-        } else if node <= self.servers {
-            Endpoint::Server((node - 1) as ServerId)
-        } else {
-            Endpoint::Client((node - 1 - self.servers - self.loggers) as u32)
-        }
-    }
-
-    fn logger0(&self) -> NodeId {
-        1 + self.servers
-    }
-
-    fn client0(&self) -> NodeId {
-        1 + self.servers + self.loggers
-    }
-}
-
 /// A cluster running on the simulator.
 pub struct Cluster {
     pub world: World<Node>,
     pub observed: Rc<RefCell<Observed>>,
-    nodes: Layout0,
+    /// What the nodes share: migrations seen, among others.
+    pub shared: Rc<RefCell<Shared>>,
+    nodes: Nodes,
     pub spec: ClusterSpec,
 }
 
@@ -371,12 +212,12 @@ impl From<MdsStats> for MdsStatsCopy {
 impl Cluster {
     pub fn new(spec: ClusterSpec, closed: Vec<Option<ClosedLoop>>) -> Result<Cluster, String> {
         let servers = spec.layout.topology.racks_of_servers.len();
-        let nodes = Layout0 {
+        let nodes = Nodes {
             servers,
             loggers: spec.loggers,
+            clients: spec.clients,
         };
         let racks = spec.layout.topology.rack_count();
-        let total = 1 + servers + spec.loggers + spec.clients;
         let chunks: u64 = spec
             .objects
             .iter()
@@ -416,22 +257,30 @@ impl Cluster {
             ..MdsConfig::new(spec.chunk_bytes)
         };
         let racks_of_servers = spec.layout.topology.racks_of_servers.clone();
-        let wake_ns = spec.power.wake_from_standby_ns;
+        // A server holds a few of the cluster's groups: packed on its modelled disk. The MDS
+        // never crashes here, so its durable state is not kept.
+        let shared = Rc::new(RefCell::new(Shared::new(
+            nodes,
+            group_bytes,
+            Slots::Packed,
+            spec.power.wake_from_standby_ns,
+            false,
+        )));
+        shared.borrow_mut().gears = VecDeque::from(spec.gears.clone());
         let new_core = {
             let observed = observed.clone();
+            let shared = shared.clone();
             let spec = spec.clone();
-            let mut gears = Some(VecDeque::from(spec.gears.clone()));
             let mut closed = closed;
             closed.resize(spec.clients, None);
             move |id: NodeId| -> Node {
-                let part = if id == 0 {
-                    Part::Mds(
-                        Box::new(Mds::new(mds_config.clone(), &spec.layout, 0)),
-                        gears.take().expect("the MDS starts once"),
-                    )
+                let life = shared.borrow_mut().new_life(id);
+                let part = if id == Nodes::MDS {
+                    assert_eq!(life, 1, "the lab's MDS starts once");
+                    Part::mds(mds_config.clone(), &spec.layout)
                 } else if id < nodes.logger0() {
                     let mut config = ServerConfig::new(
-                        (id - 1) as ServerId,
+                        (id - 1) as u32,
                         spec.chunk_bytes,
                         group_bytes,
                         racks_of_servers.clone(),
@@ -439,65 +288,40 @@ impl Cluster {
                     );
                     config.reclaim_jobs_max = spec.reclaim_jobs;
                     config.rebuild_piece_bytes = spec.rebuild_piece_bytes;
-                    Part::Server(Box::new(ServerPart {
-                        server: ChunkServer::new(config, 1, 0),
-                        disk: DiskPort::new(0, 0, Durability::WriteThrough),
-                        slots: HashMap::new(),
-                        sleep_asked: false,
-                    }))
+                    Part::server(
+                        ChunkServer::new(config, life, 0),
+                        DiskPort::new(0, 0, Durability::WriteThrough),
+                        life,
+                    )
                 } else if id < nodes.client0() {
                     let store = Store::format(
                         StoreConfig::new(spec.log_bytes),
                         id as u128,
                         spec.seed ^ id as u64,
                     );
-                    Part::Logger(Box::new(LoggerPart {
-                        store,
-                        disk: DiskPort::new(0, 0, Durability::WriteThrough),
-                        open: 0,
-                        senders: HashMap::new(),
-                        next_tag: 0,
-                        queue: Integral::default(),
-                    }))
+                    Part::logger(store, DiskPort::new(0, 0, Durability::WriteThrough), life)
                 } else {
                     let index = id - nodes.client0();
-                    Part::Client(Box::new(ClientPart {
-                        index,
-                        client: ObjectClient::new(ClientConfig::new(index as u32)),
-                        ops: HashMap::new(),
-                        next_op: 1,
-                        next_tick: 0,
-                        closed: closed[index],
-                        next_offset: 0,
-                        rng: SimRng::new(spec.seed, 50 + index as u64),
-                        objects: spec.objects.clone(),
-                        creating: 0,
-                    }))
+                    Part::client(
+                        ObjectClient::new(ClientConfig::new(index as u32)),
+                        ReplayClient::new(
+                            index,
+                            closed[index],
+                            SimRng::new(spec.seed, 50 + index as u64),
+                            spec.objects.clone(),
+                            observed.clone(),
+                        ),
+                    )
                 };
-                Node {
-                    part,
-                    observed: observed.clone(),
-                    layout_nodes: nodes,
-                    out: VecDeque::new(),
-                    io: VecDeque::new(),
-                    power: VecDeque::new(),
-                    wake_ns,
-                    group_bytes,
-                    writes_since_flush: 0,
-                    clients: spec.clients,
-                }
+                Node::new(id, part, shared.clone())
             }
         };
-        let mut racks_of_nodes = vec![0; total];
-        for s in 0..servers {
-            racks_of_nodes[1 + s] = spec.layout.topology.racks_of_servers[s] as usize;
-        }
-        for i in 0..spec.loggers {
-            racks_of_nodes[nodes.logger0() + i] = i % racks;
-        }
-        for c in 0..spec.clients {
-            racks_of_nodes[nodes.client0() + c] = spec.client_rack.unwrap_or(c % racks);
-        }
+        let racks_of_nodes = nodes.racks(
+            &spec.layout.topology.racks_of_servers,
+            |i| i % racks,
+            |c| spec.client_rack.unwrap_or(c % racks),
+        );
+        let total = nodes.total();
         let params = NetworkParams {
             racks_of_nodes,
             ..NetworkParams::sierra_testbed(1, total)
@@ -523,6 +347,7 @@ impl Cluster {
         Ok(Cluster {
             world,
             observed,
+            shared,
             nodes,
             spec,
         })
@@ -573,31 +398,30 @@ impl Cluster {
             ..Counters::default()
         };
         for node in 0..self.world.network.nodes() {
-            match self.world.core(node).map(|n| &n.part) {
-                Some(Part::Mds(mds, _)) => c.mds = mds.stats().into(),
-                Some(Part::Server(p)) => {
-                    let stats = p.server.stats();
-                    c.logged_bytes_now += p.server.logged_bytes();
-                    c.logged_bytes_total += stats.logged_bytes;
-                    c.reclaimed_bytes += stats.reclaimed_bytes;
-                    c.refused += stats.refused;
-                    c.refused_by[0] += stats.refused_not_primary;
-                    c.refused_by[1] += stats.refused_lease;
-                    c.refused_by[2] += stats.refused_unavailable;
-                    c.refused_by[3] += stats.refused_busy;
-                    c.asleep_ns.push(self.world.asleep_ns(node));
-                    c.busy_ns.push(self.world.busy_ns(node));
-                    c.asleep_now += self.world.is_asleep(node) as usize;
-                }
-                Some(Part::Logger(l)) => {
-                    c.logger_queue_area += l.queue.area_at(now);
-                    c.logger_busy_ns.push(self.world.busy_ns(node));
-                }
-                Some(Part::Client(cl)) => {
-                    c.client_retries += cl.client.stats().retries;
-                    c.client_timeouts += cl.client.stats().timeouts;
-                }
-                None => {}
+            let Some(n) = self.world.core(node) else {
+                continue;
+            };
+            if let Some(mds) = n.mds() {
+                c.mds = mds.stats().into();
+            } else if let Some(server) = n.server() {
+                let stats = server.stats();
+                c.logged_bytes_now += server.logged_bytes();
+                c.logged_bytes_total += stats.logged_bytes;
+                c.reclaimed_bytes += stats.reclaimed_bytes;
+                c.refused += stats.refused;
+                c.refused_by[0] += stats.refused_not_primary;
+                c.refused_by[1] += stats.refused_lease;
+                c.refused_by[2] += stats.refused_unavailable;
+                c.refused_by[3] += stats.refused_busy;
+                c.asleep_ns.push(self.world.asleep_ns(node));
+                c.busy_ns.push(self.world.busy_ns(node));
+                c.asleep_now += self.world.is_asleep(node) as usize;
+            } else if let Some(queue) = n.logger_queue() {
+                c.logger_queue_area += queue.area_at(now);
+                c.logger_busy_ns.push(self.world.busy_ns(node));
+            } else if let Some((client, _)) = n.client() {
+                c.client_retries += client.stats().retries;
+                c.client_timeouts += client.stats().timeouts;
             }
         }
         c
@@ -615,10 +439,7 @@ impl Cluster {
     /// The counters of the chunk servers up now.
     pub fn server_stats(&self) -> Vec<ServerStats> {
         (1..=self.nodes.servers)
-            .filter_map(|node| match self.world.core(node).map(|n| &n.part) {
-                Some(Part::Server(p)) => Some(p.server.stats()),
-                _ => None,
-            })
+            .filter_map(|node| self.world.core(node)?.server().map(|s| s.stats()))
             .collect()
     }
 
@@ -626,21 +447,17 @@ impl Cluster {
     pub fn describe(&self) -> String {
         let mut out = String::new();
         for node in 1..=self.nodes.servers {
-            if let Some(Node {
-                part: Part::Server(p),
-                ..
-            }) = self.world.core(node)
-            {
+            if let Some(server) = self.world.core(node).and_then(|n| n.server()) {
                 out.push_str(&format!(
                     "server {} ({:?}, {}):\n{}\n",
                     node - 1,
-                    p.server.power(),
+                    server.power(),
                     if self.world.is_asleep(node) {
                         "asleep"
                     } else {
                         "awake"
                     },
-                    p.server.describe()
+                    server.describe()
                 ));
             }
         }

@@ -295,7 +295,7 @@ impl Job {
                 cluster.run_until(t1);
                 if start.is_none() && t1 >= m0 {
                     start = Some(cluster.counters());
-                    migrations_before = cluster.observed.borrow().migrations.len();
+                    migrations_before = cluster.shared.borrow().migrations.len();
                 }
                 if let Some(s0) = &start {
                     if drained_at.is_none() && s0.logged_bytes_now > 0 {
@@ -343,7 +343,8 @@ impl Job {
         let stop = cluster.counters();
         let ob = cluster.observed.borrow();
         let latency = ob.window(m0, end).summary();
-        let migrations = &ob.migrations[migrations_before..];
+        let shared = cluster.shared.borrow();
+        let migrations = &shared.migrations[migrations_before..];
         let reclaimed = stop.reclaimed_bytes - start.reclaimed_bytes;
         // Nothing is reclaimed before an up-shift: the rate is timed from it.
         let reclaim_from = self

@@ -19,9 +19,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use cordillera_gears::model::ServerId;
 use cordillera_gears::protocol::Endpoint;
-use cordillera_gears::server::{ChunkIo, ChunkIoDone, ChunkServer, ServerStats};
+use cordillera_gears::server::{ChunkIoDone, ChunkServer, GroupPlacement, ServerStats, Slots};
 use cordillera_sim::power::PowerParams;
-use cordillera_vstore::store::{DiskDone, DiskOp};
+use cordillera_vstore::store::DiskDone;
 use cordillera_wire::sierra::Frame;
 use cordillera_wire::store::{encode as encode_store, Frame as StoreFrame};
 
@@ -74,7 +74,8 @@ struct Daemon {
     core: ChunkServer,
     net: Net,
     disk: Disk,
-    group_bytes: u64,
+    /// Group g's bytes at g × group bytes of `chunks.dat` (a sparse file).
+    placement: GroupPlacement,
     loggers: Vec<Option<(u64, mpsc::Sender<Vec<u8>>)>>,
     start: Instant,
     power: PowerMeter,
@@ -179,7 +180,7 @@ pub async fn serve(options: ServerOptions, ready: impl FnOnce(ServerListening)) 
         core,
         net,
         disk,
-        group_bytes,
+        placement: GroupPlacement::new(group_bytes, Slots::ByGroupId),
         start,
         power: PowerMeter::new(options.power),
         asleep: false,
@@ -293,13 +294,7 @@ impl Daemon {
             Event::Disk(Ok(done)) => {
                 self.disk_in_flight -= 1;
                 self.power.busy(self.disk_in_flight > 0);
-                let done = match done {
-                    DiskDone::Read { id, data } => ChunkIoDone::Read { id, data },
-                    DiskDone::Written { id } | DiskDone::Flushed { id } => {
-                        ChunkIoDone::Written { id }
-                    }
-                };
-                self.core.handle_io(now, done);
+                self.core.handle_io(now, ChunkIoDone::from(done));
             }
             // A chunk the disk cannot keep: stop before acknowledging anything more.
             Event::Disk(Err(e)) => {
@@ -368,29 +363,7 @@ impl Daemon {
             let mut ops = Vec::new();
             while let Some(io) = self.core.poll_io() {
                 progress = true;
-                ops.push(match io {
-                    ChunkIo::Read {
-                        id,
-                        group,
-                        offset_bytes,
-                        length_bytes,
-                    } => DiskOp::Read {
-                        id,
-                        offset_bytes: group.0 as u64 * self.group_bytes + offset_bytes,
-                        length_bytes,
-                    },
-                    ChunkIo::Write {
-                        id,
-                        group,
-                        offset_bytes,
-                        data,
-                    } => DiskOp::Write {
-                        id,
-                        offset_bytes: group.0 as u64 * self.group_bytes + offset_bytes,
-                        data: data.into(),
-                        durable: true,
-                    },
-                });
+                ops.push(self.placement.disk_op(io));
             }
             if !ops.is_empty() {
                 self.disk_in_flight += ops.len() as u64;
