@@ -31,7 +31,11 @@ fn stat(v: &serde_json::Value, name: &str) -> u64 {
 /// second server of another rack goes too.
 #[test]
 fn a_chunk_server_whose_disk_stalls_then_fails_stops_naming_it_and_loses_nothing() {
-    if !have("qemu-io") || !FaultyDevice::available() {
+    if !have("qemu-io") {
+        return;
+    }
+    if !FaultyDevice::available() {
+        cordillera_testkit::missing("/dev/fuse (nbdfuse needs FUSE)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

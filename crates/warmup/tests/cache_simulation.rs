@@ -436,8 +436,9 @@ impl Core for Node {
     }
 }
 
-/// One schedule; `Err` says how the property failed.
-fn run(seed: u64, safeguards: Safeguards, counts: &Rc<RefCell<Counts>>) -> Result<(), String> {
+/// One schedule: the run's fingerprint (every event hashed in order), or how the property
+/// failed.
+fn run(seed: u64, safeguards: Safeguards, counts: &Rc<RefCell<Counts>>) -> Result<u64, String> {
     let mut setup = SimRng::new(seed, 3);
     let options = Options {
         safeguards,
@@ -522,7 +523,7 @@ fn run(seed: u64, safeguards: Safeguards, counts: &Rc<RefCell<Counts>>) -> Resul
         counts.borrow_mut().preloaded_blocks += core.preload_loaded_blocks();
     }
     counts.borrow_mut().stalls += world.stalls;
-    Ok(())
+    Ok(world.hash.0)
 }
 
 /// What the log on the disk says of `block` (for `WARM_TRACE=1`).
@@ -572,6 +573,23 @@ const BUDGET: cordillera_testkit::Budget = cordillera_testkit::Budget {
     seconds: 15.0,
     least: 40,
 };
+
+/// A seed replays event for event (same fingerprint, same counts); another seed is another
+/// run.
+#[test]
+fn a_schedule_replays_event_for_event() {
+    let once = |seed: u64| {
+        let counts = Rc::new(RefCell::new(Counts::default()));
+        let hash = run(seed, Safeguards::default(), &counts)
+            .unwrap_or_else(|e| panic!("schedule {seed}: {e}"));
+        let c = counts.borrow().clone();
+        (hash, format!("{c:?}"), c.starts)
+    };
+    let a = once(3);
+    assert_eq!(a, once(3));
+    assert!(a.2 > 1, "schedule 3 restarts the cache: {}", a.1);
+    assert_ne!(a.0, once(4).0);
+}
 
 #[test]
 fn the_cache_never_holds_or_preloads_stale_contents() {
