@@ -243,7 +243,7 @@ pub fn run(args: ClusterArgs) -> Result<()> {
 
 fn server(a: ServerArgs) -> Result<()> {
     use cordillera_runtime::sierra::server::{serve, ServerOptions};
-    let mut power = cordillera_sim::power::PowerParams::default();
+    let mut power = cordillera_models::power::PowerParams::default();
     if let Some(s) = a.wake_seconds {
         if !(0.0..=3600.0).contains(&s) {
             bail!("--wake-seconds must be 0 to 3600");

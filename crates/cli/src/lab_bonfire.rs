@@ -9,7 +9,7 @@ use cordillera_lab::bonfire::latency::LatencyOptions;
 use cordillera_lab::bonfire::replay::ReplayOptions;
 use cordillera_lab::bonfire::{self, Options, Setting, ZipfOptions};
 use cordillera_lab::bonfire_overheads::OverheadOptions;
-use cordillera_sim::presets::parse_size;
+use cordillera_models::presets::parse_size;
 use cordillera_sim::workload::{Generated, Reaccess};
 use cordillera_types::units::NS_PER_S;
 
@@ -188,7 +188,7 @@ pub fn run(a: BonfireArgs) -> Result<()> {
     if overhead.metadata_buffer_bytes == 0 || overhead.data_buffer_bytes == 0 {
         bail!("--metadata-buffer and --data-buffer must be positive");
     }
-    cordillera_sim::presets::build(&a.disk, None).map_err(|e| anyhow::anyhow!("--disk: {e}"))?;
+    cordillera_models::presets::build(&a.disk, None).map_err(|e| anyhow::anyhow!("--disk: {e}"))?;
     if !(a.hit_us.is_finite() && (0.0..=1e6).contains(&a.hit_us)) {
         bail!("--hit-us must be 0 to 1000000");
     }

@@ -6,8 +6,8 @@ use anyhow::{bail, Result};
 use clap::Args;
 use cordillera_lab::spread;
 use cordillera_lab::striping::{self, Fig, Options, Point, SkewReport};
-use cordillera_striping::skew::{self, Records, Source};
-use cordillera_striping::table3::Table3Result;
+use cordillera_lab::striping::skew::{self, Records, Source};
+use cordillera_lab::striping::table3::Table3Result;
 use cordillera_trace::RecordReader;
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::Args;
 use cordillera_runtime::limits::Limits;
-use cordillera_sim::presets::parse_size;
+use cordillera_models::presets::parse_size;
 
 #[derive(Args, Clone, Debug)]
 pub struct LimitArgs {

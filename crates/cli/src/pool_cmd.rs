@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use cordillera_runtime::pool_server::{
     self, CreateVolume, NewArray, PoolOptions, PoolServer, PoolStatus,
 };
-use cordillera_sim::presets::parse_size;
+use cordillera_models::presets::parse_size;
 
 use cordillera_runtime::http::http_request;
 

@@ -2,11 +2,11 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use cordillera_sim::bench::{self, DiskBench, Pattern};
-use cordillera_sim::calibration;
-use cordillera_sim::device::nvram::{Nvram, NvramParams};
-use cordillera_sim::histogram::LatencySummary;
-use cordillera_sim::presets::{self, parse_size, ArraySpec};
+use cordillera_models::bench::{self, DiskBench, Pattern};
+use cordillera_models::calibration;
+use cordillera_models::device::nvram::{Nvram, NvramParams};
+use cordillera_models::histogram::LatencySummary;
+use cordillera_models::presets::{self, parse_size, ArraySpec};
 use cordillera_sim::replay::{replay, ReplayReport};
 use cordillera_types::Op;
 
@@ -43,7 +43,7 @@ pub struct DeviceArgs {
 }
 
 impl DeviceArgs {
-    pub fn build(&self) -> Result<Box<dyn cordillera_sim::device::Device>> {
+    pub fn build(&self) -> Result<Box<dyn cordillera_models::device::Device>> {
         let device = presets::build(&self.device, self.array).map_err(anyhow::Error::msg)?;
         let Some(spec) = &self.nvram else {
             return Ok(device);

@@ -242,7 +242,7 @@ fn serve_cluster(a: ServeArgs) -> Result<()> {
         .object
         .ok_or_else(|| anyhow!("--cluster needs --object NAME"))?;
     let size = match &a.size {
-        Some(s) => Some(cordillera_sim::presets::parse_size(s).map_err(anyhow::Error::msg)?),
+        Some(s) => Some(cordillera_models::presets::parse_size(s).map_err(anyhow::Error::msg)?),
         None => None,
     };
     let mut export = cordillera_runtime::nbd_server::ExportConfig::default();
@@ -333,7 +333,7 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
         o.recovery_grace = std::time::Duration::from_millis(ms);
     }
     let size = |flag: &str, v: Option<String>| -> Result<Option<u64>> {
-        v.map(|t| cordillera_sim::presets::parse_size(&t).map_err(|e| anyhow!("--{flag}: {e}")))
+        v.map(|t| cordillera_models::presets::parse_size(&t).map_err(|e| anyhow!("--{flag}: {e}")))
             .transpose()
     };
     let warmup_log = a.warmup_log.or(file.warmup_log);

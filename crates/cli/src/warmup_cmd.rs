@@ -141,7 +141,7 @@ fn drive<C: Cache>(mut cache: C, input: &InputArgs) -> Result<Counts> {
 
 fn simulate(a: SimulateArgs) -> Result<()> {
     let cache_bytes =
-        cordillera_sim::presets::parse_size(&a.cache_size).map_err(anyhow::Error::msg)?;
+        cordillera_models::presets::parse_size(&a.cache_size).map_err(anyhow::Error::msg)?;
     let blocks = cache_bytes / BLOCK_BYTES;
     if blocks >= u64::from(u32::MAX) {
         bail!(

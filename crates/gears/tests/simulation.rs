@@ -45,7 +45,7 @@ use cordillera_host::sierra::{ClientApp, LinkFaults, Nodes, Part, Shared, Sierra
 use cordillera_host::{DiskPort, Durability};
 use cordillera_sim::kernel::Nanos;
 use cordillera_sim::network::{Network, NetworkFaults, NetworkParams, NodeId};
-use cordillera_sim::presets;
+use cordillera_models::presets;
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{World, WorldBuilder};

@@ -160,7 +160,7 @@ fn cache(args: CacheBenchArgs) -> Result<()> {
         .for_each_record(|_, r| records.push(*r))?;
     anyhow::ensure!(!records.is_empty(), "the trace has no records");
     let bytes =
-        cordillera_sim::presets::parse_size(&args.cache_size).map_err(anyhow::Error::msg)?;
+        cordillera_models::presets::parse_size(&args.cache_size).map_err(anyhow::Error::msg)?;
     let blocks = (bytes / BLOCK_BYTES) as usize;
     anyhow::ensure!(blocks < u32::MAX as usize, "--cache-size is too large");
     let n = records.len() as u64;
@@ -515,7 +515,7 @@ fn trace(args: TraceBenchArgs) -> Result<()> {
 /// of events pushed through and popped from the kernel's event queue alone.
 fn sim(args: SimBenchArgs) -> Result<()> {
     use cordillera_sim::kernel::EventQueue;
-    use cordillera_sim::presets::{build, ArraySpec};
+    use cordillera_models::presets::{build, ArraySpec};
     use cordillera_sim::replay::replay;
     let n = args.records;
     let configurations: [(&str, Option<ArraySpec>, f64); 2] = [

@@ -89,8 +89,8 @@ impl Server {
             "POST",
             &format!(
                 "/volumes?name={name}&size={}&policy={policy}&stripe_unit={}",
-                cordillera_sim::presets::parse_size(size).map_err(|e| anyhow!(e))?,
-                cordillera_sim::presets::parse_size(unit).map_err(|e| anyhow!(e))?
+                cordillera_models::presets::parse_size(size).map_err(|e| anyhow!(e))?,
+                cordillera_models::presets::parse_size(unit).map_err(|e| anyhow!(e))?
             ),
         )
         .map(|_| ())
@@ -263,7 +263,7 @@ pub fn run(a: PoolBenchArgs) -> Result<()> {
         )?,
         false,
     )?;
-    let size = cordillera_sim::presets::parse_size(&a.restripe_size).map_err(|e| anyhow!(e))?;
+    let size = cordillera_models::presets::parse_size(&a.restripe_size).map_err(|e| anyhow!(e))?;
     let fill = fio_wait(
         fio_spawn(
             &format!("nbd://{}/w", s.nbd),
@@ -403,8 +403,8 @@ pub fn run(a: PoolBenchArgs) -> Result<()> {
 /// The disk model's own sequential read rate: 256 back-to-back 1 MiB reads on one modelled
 /// disk of the preset.
 fn model_streaming_mb_s(preset: &str) -> Result<f64> {
-    use cordillera_sim::device::{Completion, Device, IoRequest};
-    let mut d = cordillera_sim::presets::device(preset).map_err(|e| anyhow!(e))?;
+    use cordillera_models::device::{Completion, Device, IoRequest};
+    let mut d = cordillera_models::presets::device(preset).map_err(|e| anyhow!(e))?;
     let mut now = 0u64;
     let mut done: Vec<Completion> = Vec::new();
     for i in 0..256u64 {

@@ -486,7 +486,7 @@ struct ReadRounds {
 }
 
 pub fn run(a: VolumeBenchArgs) -> Result<()> {
-    let region = cordillera_sim::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
+    let region = cordillera_models::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
     let (dir, _scratch) = work_dir(&a.dir, &std::env::temp_dir(), "cordillera-volume-bench")?;
     // At most: the shared filled base, one case's base and its store's written part, each at
     // most the region, and the store's log overhead. A base write that finds the file system

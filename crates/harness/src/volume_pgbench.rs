@@ -237,7 +237,7 @@ pub fn run_pgbench(a: PgbenchArgs) -> Result<()> {
         bail!("volume pgbench needs root (loop devices and mounts)");
     }
     let pg_bin = pg_bin(&a.pg_bin)?;
-    let size = cordillera_sim::presets::parse_size(&a.size).map_err(anyhow::Error::msg)?;
+    let size = cordillera_models::presets::parse_size(&a.size).map_err(anyhow::Error::msg)?;
     let (dir, _scratch) = work_dir(&a.dir, default_parent(), "cordillera-pgbench")?;
     eprintln!("volume pgbench: files in {}", dir.display());
     let socket_dir = dir.join("socket");

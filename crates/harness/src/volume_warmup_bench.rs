@@ -156,7 +156,7 @@ fn restart(
 }
 
 pub fn run(a: WarmupBenchArgs) -> Result<()> {
-    let region = cordillera_sim::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
+    let region = cordillera_models::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
     let (dir, _scratch) = work_dir(
         &a.dir,
         std::path::Path::new("/var/tmp"),

@@ -112,7 +112,7 @@ pub fn measure(
         }
     }
     let device = |what: &str| {
-        cordillera_sim::presets::build(&o.device, None).map_err(|e| format!("{what}: {e}"))
+        cordillera_models::presets::build(&o.device, None).map_err(|e| format!("{what}: {e}"))
     };
     let sequential = |bytes: u64| -> Result<f64, String> {
         // Whole 4 KiB pages of the log.

@@ -21,8 +21,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cordillera_sim::device::{Completion, Device, IoRequest};
-use cordillera_sim::presets::{build, ArraySpec};
+use cordillera_models::device::{Completion, Device, IoRequest};
+use cordillera_models::presets::{build, ArraySpec};
 use cordillera_types::Op;
 
 /// Which device to emulate: a preset, optionally an array of them (`cheetah-15k`,

@@ -23,7 +23,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cordillera_sim::histogram::{Histogram, LatencySummary};
+use cordillera_models::histogram::{Histogram, LatencySummary};
 use cordillera_trace::Record;
 use cordillera_types::Op;
 use serde::Serialize;

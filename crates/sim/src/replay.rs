@@ -11,8 +11,8 @@ use cordillera_trace::Record;
 use cordillera_types::Op;
 use serde::Serialize;
 
-use crate::device::{Completion, Device, IoRequest};
-use crate::histogram::{Histogram, LatencySummary};
+use cordillera_models::device::{Completion, Device, IoRequest};
+use cordillera_models::histogram::{Histogram, LatencySummary};
 use crate::kernel::{EventHash, Nanos};
 
 #[derive(Clone, Debug, Serialize)]

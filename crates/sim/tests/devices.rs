@@ -1,12 +1,12 @@
 //! Device behaviour end to end: determinism of a replay, conservation of requests, and the
 //! timing relations each model must show.
 
-use cordillera_sim::bench::{run, DiskBench, Pattern};
-use cordillera_sim::device::hdd::{Hdd, Scheduler};
-use cordillera_sim::device::nvram::{Nvram, NvramParams};
-use cordillera_sim::device::ssd::Ssd;
-use cordillera_sim::device::{drain, Device, IoRequest};
-use cordillera_sim::presets::{self, build, hdd_params, ssd_params};
+use cordillera_models::bench::{run, DiskBench, Pattern};
+use cordillera_models::device::hdd::{Hdd, Scheduler};
+use cordillera_models::device::nvram::{Nvram, NvramParams};
+use cordillera_models::device::ssd::Ssd;
+use cordillera_models::device::{drain, Device, IoRequest};
+use cordillera_models::presets::{self, build, hdd_params, ssd_params};
 use cordillera_sim::replay::replay;
 use cordillera_sim::rng::SimRng;
 use cordillera_trace::{Record, VolumeId};

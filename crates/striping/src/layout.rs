@@ -16,7 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::pool::{ArraySpec, Extent, Pool, PoolError, VolumeId};
-use cordillera_sim::device::raid::RaidLevel;
+use cordillera_models::device::raid::RaidLevel;
 
 pub const MAGIC: &[u8; 8] = b"CRDLPOOL";
 pub const VERSION: u32 = 1;

@@ -19,17 +19,14 @@
 //! - [`restripe`]: moving a volume to a new layout while it serves I/O.
 //! - [`members`]: arrays whose member devices the pool runs itself: labels, degraded I/O, the
 //!   journal of degraded RAID-5 writes, resync, rebuild, scrub.
-//! - [`sim`], [`experiment`], [`skew`], [`table3`]: the pool on the simulator and the paper's
-//!   experiments (§3.2–3.5).
+//!
+//! The pool on the simulator and the paper's experiments (§3.2–3.5) are the lab's
+//! (`cordillera_lab::striping`).
 
-pub mod experiment;
 pub mod layout;
 pub mod members;
 pub mod policy;
 pub mod pool;
 pub mod restripe;
-pub mod sim;
-pub mod skew;
-pub mod table3;
 
 pub use pool::{ArraySpec, Extent, Pool, PoolError, Segment, Volume, VolumeId};

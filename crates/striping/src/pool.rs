@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use cordillera_sim::device::raid::{Layout, MemberIo, Plan, RaidLevel};
+use cordillera_models::device::raid::{Layout, MemberIo, Plan, RaidLevel};
 use cordillera_types::Op;
 
 /// One array of the pool: its RAID level, member count and the usable bytes of each member.

@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use cordillera_sim::device::raid::RaidLevel;
+use cordillera_models::device::raid::RaidLevel;
 use cordillera_striping::members::array::{
     ArrayCore, ArrayError, Done, Found, Io, IoId, MemberFound, OpId,
 };

@@ -35,7 +35,7 @@ use cordillera_gears::load::{LoadMeter, ServerPerformance};
 use cordillera_gears::schedule::GearPolicy;
 use cordillera_runtime::nbd_client::NbdUrl;
 use cordillera_runtime::replay::{replay, LiveReplayReport, Mode, ReplayOptions};
-use cordillera_sim::power::PowerParams;
+use cordillera_models::power::PowerParams;
 use cordillera_testkit::cluster::{http_get, ClusterOptions, Daemon, LocalCluster};
 use cordillera_testkit::process::Proc;
 use cordillera_trace::Record;
@@ -288,7 +288,7 @@ pub fn run(a: ClusterBenchArgs) -> Result<()> {
     if a.seeds == 0 {
         bail!("--seeds must be at least 1");
     }
-    let object_bytes = cordillera_sim::presets::parse_size(&a.object_size)
+    let object_bytes = cordillera_models::presets::parse_size(&a.object_size)
         .map_err(|e| anyhow!("--object-size: {e}"))?;
     let servers = a.racks * a.per_rack as usize;
     // Checks g_min and the cluster's shape.
@@ -322,7 +322,7 @@ pub fn run(a: ClusterBenchArgs) -> Result<()> {
     } else {
         Vec::new()
     };
-    let per_server = cordillera_sim::presets::parse_size(&a.rebuild_bytes_per_server)
+    let per_server = cordillera_models::presets::parse_size(&a.rebuild_bytes_per_server)
         .map_err(|e| anyhow!("--rebuild-bytes-per-server: {e}"))?;
     let mut rebuild = Vec::new();
     let sweep: Vec<u32> = match a.rebuild_per_rack.as_str() {

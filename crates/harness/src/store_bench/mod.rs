@@ -207,7 +207,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
     }
     std::fs::create_dir_all(&args.dir)?;
     NO_PIN.store(args.no_pin, std::sync::atomic::Ordering::Relaxed);
-    let bytes = cordillera_sim::presets::parse_size(&args.bytes).map_err(anyhow::Error::msg)?;
+    let bytes = cordillera_models::presets::parse_size(&args.bytes).map_err(anyhow::Error::msg)?;
     let dir = &args.dir;
     let progress = |what: &str| eprintln!("store bench: {what}");
 
@@ -222,7 +222,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("--device: {e}"))?;
     let rounds = args.repeat.max(1);
     let small = (bytes / 8).max(16 << 20);
-    let ceiling_bytes = cordillera_sim::presets::parse_size(&args.ceiling_bytes)
+    let ceiling_bytes = cordillera_models::presets::parse_size(&args.ceiling_bytes)
         .map_err(|e| anyhow::anyhow!("--ceiling-bytes: {e}"))?;
     let ceiling_small = (ceiling_bytes / 4).max(1 << 20);
     let mut samples: Vec<Round> = Vec::new();
@@ -388,7 +388,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
             .collect(),
         pinned: !args.no_pin && pinnable(),
         device: args.device.clone(),
-        device_nominal_transfer_mb_per_s: cordillera_sim::presets::hdd_params(&device.preset)
+        device_nominal_transfer_mb_per_s: cordillera_models::presets::hdd_params(&device.preset)
             .filter(|_| device.array.is_none())
             .map(|p| p.transfer_mb_per_s),
         device_streaming_mb_per_s: median(&|r| r.streaming),

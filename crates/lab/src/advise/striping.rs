@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use cordillera_striping::policy::{self, Knowledge, Setting};
-use cordillera_striping::skew::{Records, SkewOptions, Source};
+use crate::striping::skew::{Records, SkewOptions, Source};
 
 use super::verdicts::{arg, find, verdict};
 use super::*;

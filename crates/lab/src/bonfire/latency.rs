@@ -6,7 +6,7 @@
 //! destaging is off the read path) and are not timed. Hit and miss counts are exactly those of
 //! [`Scheme`]: the cache sees the same accesses.
 
-use cordillera_sim::device::{Completion, Device, IoRequest};
+use cordillera_models::device::{Completion, Device, IoRequest};
 
 use super::*;
 
@@ -59,7 +59,7 @@ impl<C: Cache> Timed<C> {
     pub fn new(cache: C, o: &LatencyOptions) -> Result<Timed<C>, String> {
         Ok(Timed {
             cache,
-            disk: cordillera_sim::presets::build(&o.device, None)?,
+            disk: cordillera_models::presets::build(&o.device, None)?,
             hit_ns: o.hit_ns,
             now: 0,
             completions: Vec::new(),

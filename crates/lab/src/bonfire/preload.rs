@@ -4,7 +4,7 @@
 //! (*metadata+data*: the blocks were copied into one contiguous area, read sequentially). Both
 //! are replayed closed-loop on a simulator device.
 
-use cordillera_sim::device::{Completion, Device, IoRequest};
+use cordillera_models::device::{Completion, Device, IoRequest};
 use cordillera_types::Op;
 
 use cordillera_warmup::sim::BLOCK_BYTES;
@@ -135,11 +135,11 @@ mod tests {
 
     #[test]
     fn a_snapshot_loads_scattered_blocks_faster_than_reading_them_in_place() {
-        let mut device = cordillera_sim::presets::build("cheetah-15k", None).unwrap();
+        let mut device = cordillera_models::presets::build("cheetah-15k", None).unwrap();
         // 2,000 blocks scattered over the disk: one seek each in place.
         let blocks: Vec<u64> = (0..2000u64).map(|i| i * 7_919_993 % 30_000_000).collect();
         let in_place = metadata_only_s(device.as_mut(), &blocks, 32).unwrap();
-        let mut device = cordillera_sim::presets::build("cheetah-15k", None).unwrap();
+        let mut device = cordillera_models::presets::build("cheetah-15k", None).unwrap();
         let snapshot = snapshot_s(device.as_mut(), &blocks, 32).unwrap();
         println!("2,000 scattered blocks on cheetah-15k: in place {in_place:.3} s, snapshot {snapshot:.3} s");
         // 8 MB sequentially takes well under a second; 2,000 random reads take seconds.
@@ -148,7 +148,7 @@ mod tests {
             in_place > 5.0 * snapshot,
             "{in_place} s against {snapshot} s"
         );
-        let mut device = cordillera_sim::presets::build("cheetah-15k", None).unwrap();
+        let mut device = cordillera_models::presets::build("cheetah-15k", None).unwrap();
         assert_eq!(snapshot_s(device.as_mut(), &[], 32).unwrap(), 0.0);
     }
 }

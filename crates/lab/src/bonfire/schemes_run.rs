@@ -68,7 +68,7 @@ fn blocks_of(text: &str, whole_blocks: u64, flag: &str) -> Result<u64> {
         return Ok((whole_blocks as f64 * p / 100.0).round() as u64);
     }
     let bytes =
-        cordillera_sim::presets::parse_size(text).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+        cordillera_models::presets::parse_size(text).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
     Ok(bytes / BLOCK_BYTES)
 }
 
@@ -183,12 +183,12 @@ pub fn run(a: &SchemesConfig, input: &TraceInput, seed: u64) -> Result<SchemesRe
         None => i64::MIN,
     };
     let region_bytes =
-        cordillera_sim::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
+        cordillera_models::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
     if region_bytes == 0 || !region_bytes.is_multiple_of(BLOCK_BYTES) {
         bail!("--region must be a positive multiple of 4 KiB");
     }
     let readahead_bytes =
-        cordillera_sim::presets::parse_size(&a.readahead).map_err(anyhow::Error::msg)?;
+        cordillera_models::presets::parse_size(&a.readahead).map_err(anyhow::Error::msg)?;
     if !(a.th_v > 0.0 && a.th_v <= 1.0 && a.th_n >= 0.0 && a.th_n < 1.0) {
         bail!("Equation 1 needs 0 < Th_V ≤ 1 and 0 ≤ Th_N < 1");
     }
@@ -247,12 +247,12 @@ pub fn run(a: &SchemesConfig, input: &TraceInput, seed: u64) -> Result<SchemesRe
     let preload_axis = if a.axis == Axis::Time { preload_s } else { 0.0 };
     let (mut metadata_only_s, mut snapshot_s) = (None, None);
     if let Some(name) = &a.preload_device {
-        let mut device = cordillera_sim::presets::build(name, None).map_err(anyhow::Error::msg)?;
+        let mut device = cordillera_models::presets::build(name, None).map_err(anyhow::Error::msg)?;
         metadata_only_s = Some(
             crate::bonfire::preload::metadata_only_s(device.as_mut(), &preload, 32)
                 .map_err(anyhow::Error::msg)?,
         );
-        let mut device = cordillera_sim::presets::build(name, None).map_err(anyhow::Error::msg)?;
+        let mut device = cordillera_models::presets::build(name, None).map_err(anyhow::Error::msg)?;
         snapshot_s = Some(
             crate::bonfire::preload::snapshot_s(device.as_mut(), &preload, 32)
                 .map_err(anyhow::Error::msg)?,

@@ -14,8 +14,8 @@
 //! client core's CPU time per off-loaded write, and the §4.3 micro-benchmarks.
 
 use cordillera_offload::client::Policy;
-use cordillera_sim::device::nvram::NvramParams;
-use cordillera_sim::histogram::{Histogram, LatencySummary};
+use cordillera_models::device::nvram::NvramParams;
+use cordillera_models::histogram::{Histogram, LatencySummary};
 use cordillera_sim::kernel::Nanos;
 use cordillera_trace::peaks::{Episode, PeaksBuilder, PeaksOptions};
 use cordillera_trace::RecordReader;

@@ -469,7 +469,7 @@ fn write_svgs(dir: &Path, r: &Report) -> Result<()> {
             for (what, pick) in [
                 (
                     "mean",
-                    (|l: &cordillera_sim::histogram::LatencySummary| l.mean_ms) as fn(&_) -> _,
+                    (|l: &cordillera_models::histogram::LatencySummary| l.mean_ms) as fn(&_) -> _,
                 ),
                 ("p99", |l| l.p99_ms),
             ] {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
-use cordillera_striping::table3::Table3Result;
+use crate::striping::table3::Table3Result;
 
 use super::plots::{bars, chart, Series};
 use crate::striping::{Point, SkewReport};

@@ -11,7 +11,7 @@ use cordillera_gears::schedule::{
     days, evaluate_prediction, oracle_fraction_on, provision, GearPolicy, HourMetric,
     PredictionReport,
 };
-use cordillera_sim::power::PowerParams;
+use cordillera_models::power::PowerParams;
 use cordillera_trace::RecordReader;
 use cordillera_types::units::{NS_PER_DAY, NS_PER_S};
 

@@ -23,9 +23,9 @@ use cordillera_gears::model::{
     ObjectId, Topology, CHUNK_BYTES_EVALUATION, GROUPS_PER_SERVER_DEFAULT,
 };
 use cordillera_gears::protocol::{Endpoint, Message};
-use cordillera_sim::bench::{self, DiskBench, Pattern};
-use cordillera_sim::power::PowerParams;
-use cordillera_sim::presets;
+use cordillera_models::bench::{self, DiskBench, Pattern};
+use cordillera_models::power::PowerParams;
+use cordillera_models::presets;
 use cordillera_trace::RecordReader;
 use cordillera_types::rng::SplitMix64;
 use cordillera_types::Op;

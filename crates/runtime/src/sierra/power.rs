@@ -1,4 +1,4 @@
-//! A daemon's power by the simulator's server power model (`cordillera_sim::power`): the time
+//! A daemon's power by the simulator's server power model (`cordillera_models::power`): the time
 //! it spends up (busy while its disk has requests in flight, else idle), waking and in standby,
 //! and the energy that time costs.
 
@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use cordillera_sim::power::PowerParams;
+use cordillera_models::power::PowerParams;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use cordillera_gears::model::ServerId;
 use cordillera_gears::protocol::Endpoint;
 use cordillera_gears::server::{ChunkIoDone, ChunkServer, GroupPlacement, ServerStats, Slots};
-use cordillera_sim::power::PowerParams;
+use cordillera_models::power::PowerParams;
 use cordillera_vstore::store::DiskDone;
 use cordillera_wire::sierra::Frame;
 use cordillera_wire::store::{encode as encode_store, Frame as StoreFrame};

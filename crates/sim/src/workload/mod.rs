@@ -132,7 +132,7 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
         })
     };
     let size = |v: Option<String>, default: u64| -> Result<u64, String> {
-        v.map_or(Ok(default), |s| crate::presets::parse_size(&s))
+        v.map_or(Ok(default), |s| cordillera_models::presets::parse_size(&s))
     };
     let generated = match name {
         "zipf" => {

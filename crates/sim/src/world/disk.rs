@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use cordillera_types::Op;
 
 use super::{Core, IoCommand, IoDone, Node, World};
-use crate::device::IoRequest;
+use cordillera_models::device::IoRequest;
 use crate::kernel::Nanos;
 use crate::network::NodeId;
 

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
 
-use crate::device::{Completion, Device};
+use cordillera_models::device::{Completion, Device};
 use crate::kernel::{EventHash, EventQueue, Nanos};
 use crate::network::{Network, NodeId};
 use crate::rng::SimRng;

@@ -7,7 +7,7 @@
 //! A member holds two label slots ([`slot_offset`]); label `seq` goes to slot `seq mod 2`,
 //! so a torn label write leaves the previous label readable in the other slot.
 
-use cordillera_sim::device::raid::RaidLevel;
+use cordillera_models::device::raid::RaidLevel;
 
 pub const LABEL_MAGIC: &[u8; 8] = b"CDARRMB1";
 pub const LABEL_VERSION: u32 = 1;

@@ -1,7 +1,7 @@
 //! An array made of member devices (software RAID), as a sans-I/O core: where the bytes of the
 //! array's logical device are on its members, and the parity of a RAID-5 row write.
 //!
-//! Layouts are the simulator's (`cordillera_sim::device::raid::Layout`): RAID-0 stripes units
+//! Layouts are the simulator's (`cordillera_models::device::raid::Layout`): RAID-0 stripes units
 //! over the members; RAID-1 copies every unit to every member; RAID-10 stripes over mirrored
 //! pairs; RAID-5 is left-symmetric (row `r`'s parity on member `n − 1 − r mod n`, its data
 //! units on the members after it). The runtime reads and writes what these functions say, one
@@ -10,7 +10,7 @@
 //! stale parity (RAID-5's write hole), which matters only to reconstruction after a member is
 //! lost — reads never use parity here.
 
-use cordillera_sim::device::raid::{Layout, RaidLevel};
+use cordillera_models::device::raid::{Layout, RaidLevel};
 
 pub mod array;
 pub mod journal;

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use cordillera_sim::device::raid::RaidLevel;
+use cordillera_models::device::raid::RaidLevel;
 
 use super::super::journal::{Area, Entry};
 use super::super::label::{Label, MemberState, Meta};

@@ -28,7 +28,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use cordillera_sim::device::raid::RaidLevel;
+use cordillera_models::device::raid::RaidLevel;
 
 use super::journal::{Area, Entry};
 use super::label::{Label, MemberMeta, MemberState, Meta};

@@ -1,7 +1,7 @@
 //! Reads: direct from the member holding each piece (any live copy), or, with it lost, the
 //! XOR of the rest of its row under the row's lock.
 
-use cordillera_sim::device::raid::RaidLevel;
+use cordillera_models::device::raid::RaidLevel;
 
 use super::steps::{xor_into, Step};
 use super::{ArrayCore, Done, Io, Kind, Op, OpId, RPhase, ReadOp};

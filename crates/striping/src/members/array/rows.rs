@@ -1,7 +1,7 @@
 //! Row by row over the whole array or a range: the rebuild of a replacement, scrubs, and the
 //! resync of dirty rows after an unclean stop (with the journal where a member is lost).
 
-use cordillera_sim::device::raid::RaidLevel;
+use cordillera_models::device::raid::RaidLevel;
 
 use super::super::journal::Entry;
 use super::super::label::MemberState;

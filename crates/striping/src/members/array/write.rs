@@ -3,7 +3,7 @@
 //! when degraded; the member writes; and the acknowledgement once any member that failed
 //! under them is durably failed.
 
-use cordillera_sim::device::raid::RaidLevel;
+use cordillera_models::device::raid::RaidLevel;
 
 use super::super::journal::Entry;
 use super::super::{parity_full, parity_update, Piece};

@@ -9,12 +9,20 @@
 //! arrays (every array loaded alike at each moment, the paper's "identical mean load"). The
 //! paper's "within 10 %" is what the synchronized run shows; independent ON periods let wide
 //! striping spread one array's burst over idle arrays.
+//!
+//! Modules: [`sim`], the pool's requests on simulated arrays; [`experiment`], the paper's
+//! scenarios (§3.2–3.4); [`skew`], Figures 8–10 on skewed and real traces (§3.5); [`table3`],
+//! the sequential reader beside a random one (Table 3).
+
+pub mod experiment;
+pub mod sim;
+pub mod skew;
+pub mod table3;
 
 use serde::Serialize;
 
-use cordillera_striping::experiment::{Scenario, StreamKind};
 use cordillera_striping::policy::Policy;
-use cordillera_striping::{skew, table3};
+use experiment::{Scenario, StreamKind};
 
 use crate::spread::Figure;
 
@@ -420,7 +428,7 @@ pub fn run_skew_with(source: &skew::Source, o: &skew::SkewOptions) -> Result<Ske
         }
     }
     let stop = o.stop.map(|s| {
-        let after = |report: &cordillera_striping::sim::RunReport| {
+        let after = |report: &sim::RunReport| {
             let skip = (s.at_s / report.interval_s).ceil() as usize;
             let tail = &report.array_utilization[s.array];
             let tail = &tail[skip.min(tail.len())..];

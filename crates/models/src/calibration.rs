@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::bench::{self, DiskBench, Pattern};
 use crate::device::hdd::Hdd;
 use crate::presets;
-use crate::rng::SimRng;
+use cordillera_types::rng::SimRng;
 
 /// The tolerance the calibration test enforces.
 pub const TOLERANCE: f64 = 0.15;

@@ -14,14 +14,14 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-use cordillera_sim::histogram::Histogram;
+use cordillera_models::histogram::Histogram;
 use cordillera_trace::{Record, VolumeId as TraceVolume};
 use cordillera_types::rng::SimRng;
 use cordillera_types::Op;
 
-use crate::policy::{self, Partition, Policy};
-use crate::pool::{ArraySpec, Pool};
-use crate::sim::{self, RunReport};
+use cordillera_striping::policy::{self, Partition, Policy};
+use cordillera_striping::pool::{ArraySpec, Pool};
+use super::sim::{self, RunReport};
 
 /// Records in time order (`volume`: the stream's index in the source's names), or an error.
 pub type Records = Box<dyn Iterator<Item = Result<Record, String>>>;
@@ -432,7 +432,7 @@ impl SkewOptions {
     pub fn paper(duration_s: f64, seed: u64) -> SkewOptions {
         SkewOptions {
             arrays: 4,
-            array: ArraySpec::raid5_4p(crate::experiment::FUJITSU_DISK_BYTES),
+            array: ArraySpec::raid5_4p(super::experiment::FUJITSU_DISK_BYTES),
             preset: "fujitsu-maj3182mc".into(),
             stripe_unit_bytes: policy::DEFAULT_SMALL_STRIPE_UNIT,
             wide_chunk_units: 1,

@@ -4,15 +4,15 @@
 
 use std::collections::VecDeque;
 
-use cordillera_sim::device::raid::{Plan, Planner, Raid};
-use cordillera_sim::device::{Completion, Device, IoRequest};
-use cordillera_sim::histogram::Histogram;
+use cordillera_models::device::raid::{Plan, Planner, Raid};
+use cordillera_models::device::{Completion, Device, IoRequest};
+use cordillera_models::histogram::Histogram;
 use cordillera_sim::kernel::Nanos;
-use cordillera_sim::presets;
+use cordillera_models::presets;
 use cordillera_trace::Record;
 use cordillera_types::Op;
 
-use crate::pool::{Pool, VolumeId};
+use cordillera_striping::pool::{Pool, VolumeId};
 
 /// Bits of a pool-wide address below the volume index: a volume spans at most 16 TiB.
 pub const VOLUME_SHIFT: u32 = 44;
@@ -276,7 +276,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pool::ArraySpec;
+    use cordillera_striping::pool::ArraySpec;
     use cordillera_trace::VolumeId as TraceVolume;
 
     fn record(t_ms: i64, volume: u32, offset: u64, length: u64) -> Record {

@@ -3,7 +3,7 @@
 //! energy and the fraction of servers powered (not off or in standby) over time — Sierra's
 //! measure of power proportionality.
 
-use crate::kernel::Nanos;
+use cordillera_types::Nanos;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PowerState {

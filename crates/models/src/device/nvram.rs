@@ -8,7 +8,7 @@ use cordillera_types::units::BLOCK_BYTES;
 use cordillera_types::{ByteRange, Op};
 
 use super::{ms_to_ns, Completion, Device, IoRequest};
-use crate::kernel::Nanos;
+use cordillera_types::Nanos;
 
 #[derive(Clone, Debug)]
 pub struct NvramParams {

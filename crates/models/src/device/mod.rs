@@ -29,7 +29,7 @@ pub mod ssd;
 
 use cordillera_types::Op;
 
-use crate::kernel::Nanos;
+use cordillera_types::Nanos;
 
 /// One I/O given to a device. `id` is the caller's; the device returns it on completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

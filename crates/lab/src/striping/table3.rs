@@ -6,17 +6,17 @@
 
 use std::collections::HashMap;
 
-use cordillera_sim::device::{Completion, Device, IoRequest};
-use cordillera_sim::histogram::Histogram;
+use cordillera_models::device::{Completion, Device, IoRequest};
+use cordillera_models::histogram::Histogram;
 use cordillera_sim::kernel::Nanos;
 use cordillera_types::rng::SimRng;
 use cordillera_types::Op;
 use serde::Serialize;
 
-use crate::policy::Policy;
-use crate::pool::{ArraySpec, Pool};
-use crate::sim::{self, VOLUME_SHIFT};
-use cordillera_sim::device::raid::RaidLevel;
+use cordillera_striping::policy::Policy;
+use cordillera_striping::pool::{ArraySpec, Pool};
+use super::sim::{self, VOLUME_SHIFT};
+use cordillera_models::device::raid::RaidLevel;
 
 /// The setup; [`Table3::paper`] is §3.5's.
 #[derive(Clone, Debug)]
@@ -44,7 +44,7 @@ impl Table3 {
             array: ArraySpec {
                 level: RaidLevel::Raid5,
                 disks: 8,
-                disk_bytes: crate::experiment::FUJITSU_DISK_BYTES,
+                disk_bytes: super::experiment::FUJITSU_DISK_BYTES,
             },
             preset: "fujitsu-maj3182mc".into(),
             stripe_unit_bytes: 64 << 10,

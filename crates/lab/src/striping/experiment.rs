@@ -5,9 +5,9 @@
 use cordillera_sim::workload::{OnOff, Stream};
 use cordillera_trace::{Record, VolumeId as TraceVolume};
 
-use crate::policy::Policy;
-use crate::pool::{ArraySpec, Pool};
-use crate::sim::{self, RunReport};
+use cordillera_striping::policy::Policy;
+use cordillera_striping::pool::{ArraySpec, Pool};
+use super::sim::{self, RunReport};
 
 /// One kind of stream (the paper's L or S).
 #[derive(Clone, Debug, PartialEq)]
@@ -175,7 +175,7 @@ impl Scenario {
         let per = self.per_array();
         (0..per)
             .map(|k| {
-                let mut h = cordillera_sim::histogram::Histogram::new();
+                let mut h = cordillera_models::histogram::Histogram::new();
                 for v in report.volumes.iter().skip(k).step_by(per) {
                     h.merge(&v.histogram);
                 }

@@ -7,7 +7,7 @@ use std::collections::BinaryHeap;
 use cordillera_types::Op;
 
 use super::{ms_to_ns, Completion, Device, IoRequest};
-use crate::kernel::Nanos;
+use cordillera_types::Nanos;
 
 #[derive(Clone, Debug)]
 pub struct SsdParams {

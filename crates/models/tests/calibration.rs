@@ -1,7 +1,7 @@
 //! Every preset meets its published figures within ±15 %, and docs/SIMULATION.md shows the
 //! table the command generates now.
 
-use cordillera_sim::calibration::{markdown, table, DOC_BEGIN, DOC_END, TOLERANCE};
+use cordillera_models::calibration::{markdown, table, DOC_BEGIN, DOC_END, TOLERANCE};
 
 #[test]
 fn every_calibration_target_within_tolerance_and_documented() {

@@ -9,7 +9,7 @@
 use cordillera_types::Op;
 
 use super::{Completion, Device, IoRequest};
-use crate::kernel::Nanos;
+use cordillera_types::Nanos;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RaidLevel {

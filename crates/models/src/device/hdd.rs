@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, VecDeque};
 use cordillera_types::Op;
 
 use super::{ms_to_ns, Completion, Device, IoRequest};
-use crate::kernel::Nanos;
+use cordillera_types::Nanos;
 
 /// Which queued request the disk serves next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
