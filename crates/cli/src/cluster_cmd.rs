@@ -304,7 +304,7 @@ fn gear(a: GearArgs) -> Result<()> {
 }
 
 fn up(a: UpArgs) -> Result<()> {
-    use cordillera_testkit::cluster::{ClusterOptions, Daemon, LocalCluster};
+    use cordillera_procs::cluster::{ClusterOptions, Daemon, LocalCluster};
     let binary = std::env::current_exe().context("the path of this program")?;
     let options = ClusterOptions {
         racks: a.layout.racks,
@@ -388,7 +388,7 @@ fn up(a: UpArgs) -> Result<()> {
 }
 
 fn status(a: StatusArgs) -> Result<()> {
-    use cordillera_testkit::cluster::http_get;
+    use cordillera_procs::cluster::http_get;
     // The spec (with --dir) says how many loggers there are; without it they are probed.
     let mut loggers: Option<usize> = None;
     let mds_http = match a.mds_http {

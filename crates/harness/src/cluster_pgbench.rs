@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use clap::Args;
-use cordillera_testkit::cluster::{ClusterOptions, Daemon, LocalCluster};
+use cordillera_procs::cluster::{ClusterOptions, Daemon, LocalCluster};
 
 use crate::volume_pgbench::{as_postgres, default_parent, parse_pgbench, pg_bin, run, Stack};
 

@@ -37,5 +37,5 @@ pub fn this_program() -> std::io::Result<std::path::PathBuf> {
     if proc_exe.exists() {
         return Ok(proc_exe.to_path_buf());
     }
-    crate::this_program()
+    std::env::current_exe()
 }

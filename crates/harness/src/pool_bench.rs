@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use cordillera_testkit::process::{free_addr, Proc};
+use cordillera_procs::process::{free_addr, Proc};
 
 use cordillera_runtime::http::http_request;
 

@@ -107,7 +107,7 @@ fn spread(ratios: &[f64]) -> String {
     format!("rounds {}", each.join(" "))
 }
 
-pub(crate) use cordillera_testkit::process::Proc;
+pub(crate) use cordillera_procs::process::Proc;
 
 /// Runs `program args…` and waits for each line starting with one of `wanted` on its standard
 /// error; returns the rest of each.
@@ -136,7 +136,7 @@ pub(crate) fn explained<T>(r: Result<T>, servers: &[Proc]) -> Result<T> {
 }
 
 pub(crate) fn free_port() -> Result<u16> {
-    Ok(cordillera_testkit::process::free_addr()?.port())
+    Ok(cordillera_procs::process::free_addr()?.port())
 }
 
 struct Fio {

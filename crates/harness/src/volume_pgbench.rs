@@ -15,7 +15,7 @@ use std::process::Command;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use cordillera_testkit::nbd_loop::NbdLoop;
+use cordillera_procs::nbd_loop::NbdLoop;
 use serde::Serialize;
 
 use crate::volume_bench::{median, offloaded_fraction, work_dir, Setup};

@@ -1,13 +1,14 @@
-//! Helpers shared by the test suites and the benchmarks that drive real processes: the
-//! real-trace fragments, seeded schedules ([`Schedules`]), the reference model of a block
-//! volume ([`model`]), processes started and waited for by
-//! what they print ([`process`]), and an NBD export as a loop device with a file system
-//! ([`nbd_loop`]), and a local Sierra cluster of real processes ([`cluster`]).
+//! Helpers shared by the test suites (a dev-dependency only): the real-trace fragments, seeded
+//! schedules ([`Schedules`]), the reference model of a block volume ([`model`]), and real
+//! processes ([`process`]: `cordillera_procs::process` with what only tests want), an NBD
+//! export as a loop device with a file system ([`nbd_loop`]) and a local Sierra cluster of real
+//! processes ([`cluster`]) from `cordillera-procs`, which the benchmarks and the command line
+//! use directly.
 
-pub mod cluster;
 pub mod model;
-pub mod nbd_loop;
 pub mod process;
+
+pub use cordillera_procs::{cluster, nbd_loop};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -138,7 +138,7 @@ pub(super) fn kill_later(pid: u32, after: Duration) -> std::thread::JoinHandle<(
 const VOLUME_READY: &str = "cordillera volume: NBD export at nbd://";
 
 pub(super) fn free_port() -> Result<SocketAddr> {
-    Ok(cordillera_testkit::process::free_addr()?)
+    Ok(cordillera_procs::process::free_addr()?)
 }
 
 // ---------------------------------------------------------------------------------------------

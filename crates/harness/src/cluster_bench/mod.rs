@@ -36,8 +36,8 @@ use cordillera_gears::schedule::GearPolicy;
 use cordillera_runtime::nbd_client::NbdUrl;
 use cordillera_runtime::replay::{replay, LiveReplayReport, Mode, ReplayOptions};
 use cordillera_models::power::PowerParams;
-use cordillera_testkit::cluster::{http_get, ClusterOptions, Daemon, LocalCluster};
-use cordillera_testkit::process::Proc;
+use cordillera_procs::cluster::{http_get, ClusterOptions, Daemon, LocalCluster};
+use cordillera_procs::process::Proc;
 use cordillera_trace::Record;
 use cordillera_trace::RecordReader;
 
