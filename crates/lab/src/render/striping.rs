@@ -5,10 +5,129 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
-use crate::striping::table3::Table3Result;
 
 use super::plots::{bars, chart, Series};
-use crate::striping::{Point, SkewReport};
+use crate::spread;
+use crate::striping::seeds::SeedsReport;
+use crate::striping::table3::Table3Result;
+use crate::striping::{Point, SkewReport, CDF_QUANTILES};
+
+/// Writes `points.csv`, `spread.json`, the SVG figures and, when Figures 8–10 ran,
+/// `streams.csv` and `utilization_cdf.csv` into `dir`; returns the SVG files written.
+pub fn write_seed_files(dir: &Path, r: &SeedsReport) -> Result<Vec<String>> {
+    std::fs::create_dir_all(dir)?;
+    let mut csv = String::from(
+        "seed,figure,series,arrays,x,x_label,narrow_utilization,narrow_ms,wide_ms,ratio,rate_on_per_s\n",
+    );
+    for (seed, points) in &r.points {
+        for p in points {
+            csv.push_str(&format!(
+                "{seed},{},\"{}\",{},{},\"{}\",{:.4},{:.4},{:.4},{:.5},{:.4}\n",
+                p.figure,
+                p.series,
+                p.arrays,
+                p.x.map_or(String::new(), |x| x.to_string()),
+                p.x_label,
+                p.narrow_utilization,
+                p.narrow_ms,
+                p.wide_ms,
+                p.ratio,
+                p.rate_on_per_s
+            ));
+        }
+    }
+    std::fs::write(dir.join("points.csv"), csv)?;
+    if !r.skews.is_empty() {
+        write_skew_csvs(dir, &r.skews)?;
+    }
+    std::fs::write(
+        dir.join("spread.json"),
+        serde_json::to_string_pretty(&r.json())?,
+    )?;
+    write_svgs(dir, &r.points, &r.skews, &r.tables)
+}
+
+/// `streams.csv` (each stream's response times, narrow and wide) and `utilization_cdf.csv`.
+fn write_skew_csvs(dir: &Path, skews: &[(u64, SkewReport)]) -> Result<()> {
+    let mut w = csv::Writer::from_path(dir.join("streams.csv"))?;
+    w.write_record([
+        "seed",
+        "figure",
+        "stream",
+        "array",
+        "requests",
+        "weighted_iops",
+        "narrow_mean_ms",
+        "narrow_p95_ms",
+        "wide_mean_ms",
+        "wide_p95_ms",
+    ])?;
+    let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+    for (seed, r) in skews {
+        for s in &r.streams {
+            w.write_record([
+                seed.to_string(),
+                r.figure.to_string(),
+                s.name.clone(),
+                (s.array + 1).to_string(),
+                s.requests.to_string(),
+                format!("{:.3}", s.weighted_iops),
+                f(s.narrow_mean_ms),
+                f(s.narrow_p95_ms),
+                f(s.wide_mean_ms),
+                f(s.wide_p95_ms),
+            ])?;
+        }
+    }
+    w.flush()?;
+    let mut w = csv::Writer::from_path(dir.join("utilization_cdf.csv"))?;
+    let mut header = vec![
+        "seed".to_string(),
+        "figure".into(),
+        "policy".into(),
+        "array".into(),
+        "mean".into(),
+    ];
+    header.extend(CDF_QUANTILES.iter().map(|q| format!("q{q}")));
+    w.write_record(&header)?;
+    for (seed, r) in skews {
+        for c in &r.utilization_cdf {
+            let mut row = vec![
+                seed.to_string(),
+                r.figure.to_string(),
+                c.policy.to_string(),
+                (c.array + 1).to_string(),
+                format!("{:.4}", c.mean),
+            ];
+            row.extend(c.quantiles.iter().map(|q| format!("{q:.4}")));
+            w.write_record(&row)?;
+        }
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// The report as a table: the setup, then each figure's spread over the seeds.
+pub fn seeds_text(r: &SeedsReport) -> String {
+    let seeds: Vec<u64> = r.runs.iter().map(|(s, _)| *s).collect();
+    let mut out = format!(
+        "lab striping: wide over narrow mean response time, RAID-5 4+p arrays of fujitsu-maj3182mc, wide stores across arrays by {}, stores {:.0} % busy while ON, {} s per run, seeds {}–{}\n",
+        if r.wide_whole_stripes {
+            "whole RAID stripe"
+        } else {
+            "stripe unit"
+        },
+        r.utilization * 100.0,
+        r.duration_s,
+        seeds.first().copied().unwrap_or(0),
+        seeds.last().copied().unwrap_or(0)
+    );
+    if let Some(d) = &r.skew_description {
+        out.push_str(&format!("Figures 8–10 streams: {d}\n"));
+    }
+    out.push_str(&spread::table(&r.spread, r.runs.len()));
+    out
+}
 
 /// Writes `figure_*.svg` into `dir`; returns the files written.
 pub fn write_svgs(

@@ -12,9 +12,11 @@
 //!
 //! Modules: [`sim`], the pool's requests on simulated arrays; [`experiment`], the paper's
 //! scenarios (§3.2–3.4); [`skew`], Figures 8–10 on skewed and real traces (§3.5); [`table3`],
-//! the sequential reader beside a random one (Table 3).
+//! the sequential reader beside a random one (Table 3); [`seeds`], all of them over seeds and
+//! their spread (`lab striping`).
 
 pub mod experiment;
+pub mod seeds;
 pub mod sim;
 pub mod skew;
 pub mod table3;
