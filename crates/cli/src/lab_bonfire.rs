@@ -7,14 +7,14 @@ use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use cordillera_lab::bonfire::latency::LatencyOptions;
 use cordillera_lab::bonfire::replay::ReplayOptions;
-use cordillera_lab::bonfire::{self, Options, Setting, ZipfOptions};
+use cordillera_lab::bonfire::parts::{self, FullReport, Parts, PartsConfig};
+use cordillera_lab::bonfire::{Options, Setting, ZipfOptions};
 use cordillera_lab::bonfire_overheads::OverheadOptions;
 use cordillera_models::presets::parse_size;
-use cordillera_sim::workload::{Generated, Reaccess};
 use cordillera_types::units::NS_PER_S;
 
 use cordillera_lab::render::bonfire::{
-    days_text, overheads_text, replay_text, write_outputs, zipf_text, FullReport,
+    days_text, headlines, overheads_text, replay_text, write_outputs, zipf_text,
 };
 
 use cordillera_lab::spread;
@@ -232,29 +232,58 @@ pub fn run(a: BonfireArgs) -> Result<()> {
     if a.seeds == 0 || a.seeds > 1000 || a.seed.checked_add(a.seeds).is_none() {
         bail!("--seeds must be 1 to 1000 (and --seed + --seeds must not overflow)");
     }
+    let trace = match &a.trace {
+        Some(path) => {
+            let input = trace_input(path, a.format, a.time_unit, a.skip_invalid);
+            if parts.contains(&PartArg::Days) || parts.contains(&PartArg::Replay) {
+                input.refuse_stdin("lab bonfire")?;
+            }
+            Some(input)
+        }
+        None => None,
+    };
+    let config = PartsConfig {
+        parts: Parts {
+            days: parts.contains(&PartArg::Days),
+            zipf: parts.contains(&PartArg::Zipf),
+            replay: parts.contains(&PartArg::Replay),
+        },
+        trace,
+        volumes: a.volumes.clone(),
+        days: a.days,
+        replay: ReplayOptions {
+            new_cache_day: a.replay_day,
+            cache_pct: a.replay_cache_pct,
+            warmup_pct: a.replay_warmup_pct,
+            latency: latency(&a),
+            ..ReplayOptions::default()
+        },
+        zipf: ZipfOptions {
+            workload: cordillera_sim::workload::Zipf {
+                count: a.zipf_count,
+                alpha: a.zipf_alpha,
+                ..cordillera_sim::workload::Zipf::bonfire()
+            },
+            cache_pct: a.zipf_cache_pct,
+            foreground_bytes_per_s: a.zipf_foreground_mb_per_s * 1e6,
+            overhead,
+            latency: latency(&a),
+            ..ZipfOptions::default()
+        },
+    };
     let reporter = crate::progress::Progress::new(a.quiet);
     let progress = |line: &str| reporter.step(line);
     if a.seeds > 1 {
-        let mut runs = Vec::new();
-        let mut reports = Vec::new();
-        for seed in a.seed..a.seed + a.seeds {
-            progress(&format!(
-                "lab bonfire: seed {seed} ({} of {})",
-                seed - a.seed + 1,
-                a.seeds
-            ));
-            let o = Options { seed, ..o.clone() };
-            let full = run_once(&a, &parts, &o, overhead.clone(), seed, &progress)?;
-            if let Some(dir) = &a.out {
-                write_outputs(&dir.join(format!("seed-{seed}")), &full)?;
-            }
-            runs.push((
-                seed,
-                cordillera_lab::render::bonfire::headlines(&full, a.trace.is_none()),
-            ));
-            reports.push(full);
-        }
+        let reports = parts::run_seeds(&config, &o, a.seed..a.seed + a.seeds, &progress)
+            .map_err(anyhow::Error::msg)?;
         reporter.finish();
+        let mut runs = Vec::new();
+        for (seed, full) in &reports {
+            if let Some(dir) = &a.out {
+                write_outputs(&dir.join(format!("seed-{seed}")), full)?;
+            }
+            runs.push((*seed, headlines(full, a.trace.is_none())));
+        }
         let rows = spread::spread(&runs);
         if let Some(dir) = &a.out {
             std::fs::write(dir.join("spread.csv"), spread::csv(&rows))?;
@@ -264,6 +293,7 @@ pub fn run(a: BonfireArgs) -> Result<()> {
             )?;
         }
         if a.json {
+            let reports: Vec<&FullReport> = reports.iter().map(|(_, r)| r).collect();
             println!(
                 "{}",
                 serde_json::to_string_pretty(&serde_json::json!({
@@ -288,7 +318,7 @@ pub fn run(a: BonfireArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let full = run_once(&a, &parts, &o, overhead, a.seed, &progress)?;
+    let full = parts::run_parts(&config, &o, a.seed, &progress).map_err(anyhow::Error::msg)?;
     reporter.finish();
     if let Some(dir) = &a.out {
         write_outputs(dir, &full)?;
@@ -316,161 +346,10 @@ pub fn run(a: BonfireArgs) -> Result<()> {
     Ok(())
 }
 
-/// One run of the lab at `seed` (the generated trace's, Random-K's and the Zipf workload's).
-fn run_once(
-    a: &BonfireArgs,
-    parts: &[PartArg],
-    o: &Options,
-    overhead: OverheadOptions,
-    seed: u64,
-    progress: &(dyn Fn(&str) + Sync),
-) -> Result<FullReport> {
-    let mut full = FullReport {
-        days: None,
-        zipf: None,
-        replay: None,
-    };
-    if parts.contains(&PartArg::Days) || parts.contains(&PartArg::Replay) {
-        type Open = Box<dyn FnMut() -> Result<Box<dyn cordillera_trace::RecordReader>, String>>;
-        let (source, inner): (String, Open) = match &a.trace {
-            Some(path) => {
-                let input = trace_input(path, a.format, a.time_unit, a.skip_invalid);
-                input.refuse_stdin("lab bonfire")?;
-                (
-                    path.display().to_string(),
-                    Box::new(move || input.open().map_err(|e| format!("{e:#}"))),
-                )
-            }
-            None => {
-                let w = Reaccess {
-                    days: a.days,
-                    seed,
-                    ..Reaccess::bonfire()
-                };
-                w.validate().map_err(anyhow::Error::msg)?;
-                (
-                    format!("gen:reaccess:days={},seed={seed}", a.days),
-                    Box::new(move || {
-                        Ok(
-                            Box::new(Generated::new(&w.volume_names(), Box::new(w.records())))
-                                as Box<dyn cordillera_trace::RecordReader>,
-                        )
-                    }),
-                )
-            }
-        };
-        // --volume keeps only those volumes (checked against the trace's names).
-        let wanted = a.volumes.clone();
-        let mut inner = inner;
-        let mut open = move || -> Result<Box<dyn cordillera_trace::RecordReader>, String> {
-            let reader = inner()?;
-            if wanted.is_empty() {
-                return Ok(reader);
-            }
-            Ok(Box::new(OnlyVolumes::new(reader, &wanted)))
-        };
-        if parts.contains(&PartArg::Days) {
-            let report =
-                bonfire::run_stream(&source, &mut open, o, progress).map_err(anyhow::Error::msg)?;
-            full.days = Some(report);
-        }
-        if parts.contains(&PartArg::Replay) {
-            let r = ReplayOptions {
-                new_cache_day: a.replay_day,
-                day_ns: o.day_ns,
-                day_start_hour: o.day_start_hour,
-                cache_pct: a.replay_cache_pct,
-                warmup_pct: a.replay_warmup_pct,
-                th_v: o.middle.th_v,
-                th_n: o.middle.th_n,
-                latency: latency(a),
-                ..ReplayOptions::default()
-            };
-            full.replay = Some(
-                bonfire::replay::replay_stream(&source, &mut open, &r, progress)
-                    .map_err(anyhow::Error::msg)?,
-            );
-        }
-    }
-    if parts.contains(&PartArg::Zipf) {
-        let z = ZipfOptions {
-            workload: cordillera_sim::workload::Zipf {
-                count: a.zipf_count,
-                alpha: a.zipf_alpha,
-                seed,
-                ..cordillera_sim::workload::Zipf::bonfire()
-            },
-            cache_pct: a.zipf_cache_pct,
-            foreground_bytes_per_s: a.zipf_foreground_mb_per_s * 1e6,
-            overhead,
-            latency: latency(a),
-            ..ZipfOptions::default()
-        };
-        progress(&format!("Zipf workload: {} reads", a.zipf_count));
-        full.zipf = Some(bonfire::zipf(&z).map_err(anyhow::Error::msg)?);
-    }
-    Ok(full)
-}
-
 /// How the labs time reads (Figures 11, 13, 15).
 fn latency(a: &BonfireArgs) -> LatencyOptions {
     LatencyOptions {
         device: a.disk.clone(),
         hit_ns: (a.hit_us * 1e3).round() as u64,
-    }
-}
-
-/// A reader that passes only the named volumes' records; a name the trace lacks is an error
-/// (found once the trace has been read, since names are learnt while reading).
-struct OnlyVolumes {
-    inner: Box<dyn cordillera_trace::RecordReader>,
-    wanted: Vec<String>,
-    ids: Vec<Option<bool>>,
-}
-
-impl OnlyVolumes {
-    fn new(inner: Box<dyn cordillera_trace::RecordReader>, wanted: &[String]) -> OnlyVolumes {
-        OnlyVolumes {
-            inner,
-            wanted: wanted.to_vec(),
-            ids: Vec::new(),
-        }
-    }
-}
-
-impl cordillera_trace::RecordReader for OnlyVolumes {
-    fn info(&self) -> &cordillera_trace::TraceInfo {
-        self.inner.info()
-    }
-    fn volumes(&self) -> &cordillera_trace::VolumeTable {
-        self.inner.volumes()
-    }
-    fn next_record(
-        &mut self,
-    ) -> Result<Option<cordillera_trace::Record>, cordillera_trace::TraceError> {
-        while let Some(r) = self.inner.next_record()? {
-            let i = r.volume.index();
-            if self.ids.len() <= i {
-                self.ids.resize(i + 1, None);
-            }
-            let keep = *self.ids[i].get_or_insert_with(|| {
-                let name = self.inner.volumes().name(r.volume);
-                self.wanted.iter().any(|w| w == name)
-            });
-            if keep {
-                return Ok(Some(r));
-            }
-        }
-        for w in &self.wanted {
-            if self.inner.volumes().lookup(w).is_none() {
-                return Err(cordillera_trace::TraceError::Incompatible(format!(
-                    "--volume {w}: the trace has no such volume"
-                )));
-            }
-        }
-        Ok(None)
-    }
-    fn summary(&self) -> &cordillera_trace::ReadSummary {
-        self.inner.summary()
     }
 }

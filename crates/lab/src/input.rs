@@ -149,3 +149,58 @@ pub fn seeded_spec(spec: &str, seed: u64) -> Option<String> {
     };
     Some(format!("{spec}{sep}seed={seed}"))
 }
+
+/// A reader that passes only the named volumes' records; a name the trace lacks is an error
+/// (found once the trace has been read, since names are learnt while reading).
+pub struct OnlyVolumes {
+    inner: Box<dyn cordillera_trace::RecordReader>,
+    wanted: Vec<String>,
+    ids: Vec<Option<bool>>,
+}
+
+impl OnlyVolumes {
+    pub fn new(inner: Box<dyn cordillera_trace::RecordReader>, wanted: &[String]) -> OnlyVolumes {
+        OnlyVolumes {
+            inner,
+            wanted: wanted.to_vec(),
+            ids: Vec::new(),
+        }
+    }
+}
+
+impl cordillera_trace::RecordReader for OnlyVolumes {
+    fn info(&self) -> &cordillera_trace::TraceInfo {
+        self.inner.info()
+    }
+    fn volumes(&self) -> &cordillera_trace::VolumeTable {
+        self.inner.volumes()
+    }
+    fn next_record(
+        &mut self,
+    ) -> Result<Option<cordillera_trace::Record>, cordillera_trace::TraceError> {
+        while let Some(r) = self.inner.next_record()? {
+            let i = r.volume.index();
+            if self.ids.len() <= i {
+                self.ids.resize(i + 1, None);
+            }
+            let keep = *self.ids[i].get_or_insert_with(|| {
+                let name = self.inner.volumes().name(r.volume);
+                self.wanted.iter().any(|w| w == name)
+            });
+            if keep {
+                return Ok(Some(r));
+            }
+        }
+        for w in &self.wanted {
+            if self.inner.volumes().lookup(w).is_none() {
+                return Err(cordillera_trace::TraceError::Incompatible(format!(
+                    "--volume {w}: the trace has no such volume"
+                )));
+            }
+        }
+        Ok(None)
+    }
+    fn summary(&self) -> &cordillera_trace::ReadSummary {
+        self.inner.summary()
+    }
+}

@@ -20,6 +20,7 @@
 
 mod classes;
 pub mod latency;
+pub mod parts;
 pub mod preload;
 pub mod replay;
 mod report;

@@ -4,24 +4,15 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 
 pub use super::bonfire_io::{replay_text, zipf_text};
 use super::format::{cell, opt};
 use super::plots::{bars, chart, Series};
 use super::{write_csv, writer};
-use crate::bonfire::replay::ReplayReport;
-use crate::bonfire::{self, Report, ZipfReport};
+use crate::bonfire::{self, Report};
 use crate::bonfire_overheads::Overhead;
 
-#[derive(Serialize)]
-/// Everything `lab bonfire` measured: the per-day experiment and the Zipf experiment.
-pub struct FullReport {
-    pub days: Option<Report>,
-    pub zipf: Option<ZipfReport>,
-    /// §6.2, Figures 12–15.
-    pub replay: Option<ReplayReport>,
-}
+use crate::bonfire::parts::FullReport;
 
 pub fn region_name(bytes: u64) -> String {
     if bytes.is_multiple_of(1 << 20) {
