@@ -11,9 +11,6 @@ use cordillera_lab::sierra::micro::MicroOptions;
 use cordillera_lab::sierra::testbed::TestbedOptions;
 use cordillera_lab::sierra::{self, Input, Options};
 use cordillera_lab::spread;
-use cordillera_sim::workload::{Generated, HotmailLike, HOTMAIL_ORIGIN_UNIX_NS};
-use cordillera_trace::merge::Merged;
-use cordillera_trace::RecordReader;
 
 use crate::lab_io::trace_input;
 
@@ -244,75 +241,21 @@ fn options(a: &SierraArgs, seed: u64) -> Options {
 /// user's traces merged into one.
 fn inputs(a: &SierraArgs, seed: u64) -> Vec<Input> {
     if a.traces.is_empty() {
-        let generated = |days: u64, scale: f64, seed: u64| {
-            let w = HotmailLike {
-                days,
-                peak_rate_per_s: HotmailLike::sierra().peak_rate_per_s * scale,
-                seed,
-                ..HotmailLike::sierra()
-            };
-            move || -> Result<Box<dyn RecordReader>, String> {
-                w.validate()?;
-                Ok(Box::new(
-                    Generated::new(&w.volume_names(), Box::new(w.records()))
-                        .with_origin(HOTMAIL_ORIGIN_UNIX_NS),
-                ))
-            }
-        };
-        let maintenance = if a.maintenance_hours.is_empty() {
-            vec![0, 1]
-        } else {
-            a.maintenance_hours.clone()
-        };
-        vec![
-            Input {
-                name: format!("hotmail-like, {} days", a.week_days),
-                open: Box::new(generated(a.week_days, a.week_rate_scale, seed)),
-                maintenance_hours: maintenance.clone(),
-                utc_offset_hours: 0,
-                load_trace: true,
-                io_trace: false,
-            },
-            Input {
-                name: format!("hotmail-like, {} h", a.io_days * 24),
-                open: Box::new(generated(a.io_days, a.io_rate_scale, seed)),
-                maintenance_hours: maintenance,
-                utc_offset_hours: 0,
-                load_trace: false,
-                io_trace: true,
-            },
-        ]
+        sierra::inputs::generated(
+            a.week_days,
+            a.week_rate_scale,
+            a.io_days,
+            a.io_rate_scale,
+            &a.maintenance_hours,
+            seed,
+        )
     } else {
-        let inputs: Vec<_> = a
+        let inputs = a
             .traces
             .iter()
             .map(|p| trace_input(p, a.format, a.time_unit, a.skip_invalid))
             .collect();
-        let name = a
-            .traces
-            .iter()
-            .map(|p| {
-                p.file_name()
-                    .map(|f| f.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| p.display().to_string())
-            })
-            .collect::<Vec<_>>()
-            .join("+");
-        let opener = move || -> Result<Box<dyn RecordReader>, String> {
-            let readers = inputs
-                .iter()
-                .map(|i| i.open().map_err(|e| format!("{e:#}")))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Box::new(Merged::new(readers).map_err(|e| e.to_string())?))
-        };
-        vec![Input {
-            name,
-            open: Box::new(opener),
-            maintenance_hours: a.maintenance_hours.clone(),
-            utc_offset_hours: a.utc_offset_hours,
-            load_trace: true,
-            io_trace: true,
-        }]
+        sierra::inputs::traces(inputs, &a.maintenance_hours, a.utc_offset_hours)
     }
 }
 

@@ -4,6 +4,8 @@
 //!   days of training (Figure 8), the fraction of servers that must stay on with oracle gears
 //!   (Figure 9, left), and for the two-day I/O trace the load metric, provisioning, gears and the
 //!   power they imply (Figure 10, Figure 9 right).
+//! - [`inputs`]: the traces it reads — the generated Hotmail-like load and I/O traces of a
+//!   seed, or the user's traces merged into one.
 //!
 //! Server performance in the load metric is benchmarked on the simulated chunk-server disk (the
 //! `sierra-1tb` preset, calibrated to Table 4) the way §4.6 benchmarks the servers.
@@ -11,6 +13,7 @@
 pub mod analysis;
 pub mod cluster;
 pub mod headlines;
+pub mod inputs;
 pub mod micro;
 pub mod testbed;
 
