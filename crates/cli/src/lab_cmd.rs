@@ -4,20 +4,16 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use cordillera_lab::everest::{self, Options, Parts};
-use cordillera_sim::workload::{ExchangeLike, Generated};
+use cordillera_lab::everest::{self, Opener, Options, Parts};
 use cordillera_types::units::s_to_ns;
 
-use cordillera_lab::render::everest::{table, write_outputs};
+use cordillera_lab::render::everest::{seeds_text, table, write_outputs, write_seed_files};
 use cordillera_lab::spread;
 
 use crate::progress::Progress;
 use crate::trace_cmd::AlignArg;
 
 use crate::lab_io::trace_input;
-
-/// Opens the lab's input again (it is read once for the peaks, once for the episodes).
-type Opener = dyn FnMut() -> Result<Box<dyn cordillera_trace::RecordReader>, String>;
 
 #[derive(Args)]
 pub struct LabArgs {
@@ -271,15 +267,7 @@ fn run_everest(a: EverestArgs) -> Result<()> {
         .collect();
     let rows = spread::spread(&runs);
     if let Some(dir) = &a.out {
-        for r in &reports {
-            write_outputs(&dir.join(format!("seed-{}", r.seed)), r)?;
-        }
-        std::fs::write(dir.join("spread.csv"), spread::csv(&rows))?;
-        std::fs::write(
-            dir.join("spread.json"),
-            serde_json::to_string_pretty(&rows)?,
-        )?;
-        cordillera_lab::render::everest::spread_svgs(dir, &reports, &rows)?;
+        write_seed_files(dir, &reports, &rows)?;
     }
     if a.json {
         println!(
@@ -293,39 +281,7 @@ fn run_everest(a: EverestArgs) -> Result<()> {
         );
         return Ok(());
     }
-    println!(
-        "Everest §4.1 over {} seeds ({}–{}){}",
-        seeds.len(),
-        seeds[0],
-        seeds[seeds.len() - 1],
-        if workload_seeded {
-            ": each seed draws its own workload and simulation"
-        } else {
-            ": one trace, each seed its own simulation"
-        }
-    );
-    for r in &reports {
-        let episodes: Vec<String> = r
-            .episodes
-            .iter()
-            .map(|e| {
-                format!(
-                    "{:.0}–{:.0} s (peak {:.0}–{:.0} s{})",
-                    e.start_s,
-                    e.end_s,
-                    e.peak_start_s,
-                    e.peak_end_s,
-                    if e.peak_whole { "" } else { ", CUT" }
-                )
-            })
-            .collect();
-        println!("  seed {}: episodes {}", r.seed, episodes.join(", "));
-        for n in &r.notices {
-            println!("    notice: {n}");
-        }
-    }
-    println!();
-    print!("{}", spread::table(&rows, runs.len()));
+    print!("{}", seeds_text(&reports, &rows, workload_seeded));
     if let Some(dir) = &a.out {
         println!(
             "\nspread.csv, spread.json, fig5_spread.svg, and each seed's full outputs (seed-N/) in {}",
@@ -349,36 +305,14 @@ fn run_seeds<T: Send>(
         .collect()
 }
 
-/// The lab's input for `seed`: the source's name and a function that opens it (it is read
-/// twice: once for the peaks, once for the episodes).
+/// The lab's input for `seed` (`everest::opener`), the trace refused when it is stdin.
 fn opener(a: &EverestArgs, seed: u64) -> Result<(String, Box<Opener>)> {
-    Ok(match &a.trace {
-        Some(path) => {
-            let spec = path.to_string_lossy();
-            let path = cordillera_lab::input::seeded_spec(&spec, seed)
-                .map_or_else(|| path.clone(), PathBuf::from);
-            let input = trace_input(&path, a.format, a.time_unit, a.skip_invalid);
-            input.refuse_stdin("lab everest")?;
-            (
-                path.display().to_string(),
-                Box::new(move || input.open().map_err(|e| format!("{e:#}"))),
-            )
-        }
-        None => {
-            let w = ExchangeLike {
-                seed,
-                ..ExchangeLike::everest()
-            };
-            w.validate().map_err(anyhow::Error::msg)?;
-            (
-                format!("exchange-like (seed {seed})"),
-                Box::new(move || {
-                    Ok(
-                        Box::new(Generated::new(&w.volume_names(), Box::new(w.records())))
-                            as Box<dyn cordillera_trace::RecordReader>,
-                    )
-                }),
-            )
-        }
-    })
+    let input = a
+        .trace
+        .as_ref()
+        .map(|p| trace_input(p, a.format, a.time_unit, a.skip_invalid));
+    if let Some(i) = &input {
+        i.refuse_stdin("lab everest")?;
+    }
+    everest::opener(input.as_ref(), seed).map_err(anyhow::Error::msg)
 }

@@ -640,3 +640,43 @@ pub use headlines::headlines;
 use parts::{micro, recovery, sensitivity};
 
 pub mod oltp;
+
+/// Opens the lab's input again (it is read once for the peaks, once for the episodes).
+pub type Opener = dyn FnMut() -> Result<Box<dyn cordillera_trace::RecordReader>, String>;
+
+/// The lab's input for `seed`: the source's name and a function that opens it — the trace
+/// (a `gen:` spec without a seed takes `seed`), or the Exchange-like workload of `seed`.
+pub fn opener(
+    trace: Option<&crate::input::TraceInput>,
+    seed: u64,
+) -> Result<(String, Box<Opener>), String> {
+    Ok(match trace {
+        Some(input) => {
+            let spec = input.file.to_string_lossy();
+            let mut input = input.clone();
+            if let Some(seeded) = crate::input::seeded_spec(&spec, seed) {
+                input.file = seeded.into();
+            }
+            (
+                input.file.display().to_string(),
+                Box::new(move || input.open().map_err(|e| format!("{e:#}"))),
+            )
+        }
+        None => {
+            let w = cordillera_sim::workload::ExchangeLike {
+                seed,
+                ..cordillera_sim::workload::ExchangeLike::everest()
+            };
+            w.validate()?;
+            (
+                format!("exchange-like (seed {seed})"),
+                Box::new(move || {
+                    Ok(Box::new(cordillera_sim::workload::Generated::new(
+                        &w.volume_names(),
+                        Box::new(w.records()),
+                    )) as Box<dyn cordillera_trace::RecordReader>)
+                }),
+            )
+        }
+    })
+}

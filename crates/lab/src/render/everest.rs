@@ -545,3 +545,51 @@ pub fn spread_svgs(dir: &Path, reports: &[Report], rows: &[crate::spread::Spread
         &gains,
     )
 }
+
+/// Writes each seed's outputs (`seed-N/`), `spread.csv`, `spread.json` and the spread's SVG.
+pub fn write_seed_files(dir: &Path, reports: &[Report], rows: &[crate::spread::Spread]) -> Result<()> {
+    for r in reports {
+        write_outputs(&dir.join(format!("seed-{}", r.seed)), r)?;
+    }
+    std::fs::write(dir.join("spread.csv"), crate::spread::csv(rows))?;
+    std::fs::write(dir.join("spread.json"), serde_json::to_string_pretty(rows)?)?;
+    spread_svgs(dir, reports, rows)
+}
+
+/// The runs over seeds as text: each seed's episodes and notices, then the spread's table.
+pub fn seeds_text(reports: &[Report], rows: &[crate::spread::Spread], workload_seeded: bool) -> String {
+    let mut out = format!(
+        "Everest §4.1 over {} seeds ({}–{}){}\n",
+        reports.len(),
+        reports.first().map_or(0, |r| r.seed),
+        reports.last().map_or(0, |r| r.seed),
+        if workload_seeded {
+            ": each seed draws its own workload and simulation"
+        } else {
+            ": one trace, each seed its own simulation"
+        }
+    );
+    for r in reports {
+        let episodes: Vec<String> = r
+            .episodes
+            .iter()
+            .map(|e| {
+                format!(
+                    "{:.0}–{:.0} s (peak {:.0}–{:.0} s{})",
+                    e.start_s,
+                    e.end_s,
+                    e.peak_start_s,
+                    e.peak_end_s,
+                    if e.peak_whole { "" } else { ", CUT" }
+                )
+            })
+            .collect();
+        out.push_str(&format!("  seed {}: episodes {}\n", r.seed, episodes.join(", ")));
+        for n in &r.notices {
+            out.push_str(&format!("    notice: {n}\n"));
+        }
+    }
+    out.push('\n');
+    out.push_str(&crate::spread::table(rows, reports.len()));
+    out
+}
