@@ -8,7 +8,8 @@ use clap::Args;
 use cordillera_runtime::nbd_client::NbdUrl;
 use cordillera_runtime::replay::{replay, LiveReplayReport, Mode, ReplayOptions};
 
-use crate::sim_cmd::{print_latencies, ReplayInputArgs};
+use crate::sim_cmd::ReplayInputArgs;
+use cordillera_lab::render::sim::latencies_text;
 
 #[derive(Args)]
 pub struct ReplayArgs {
@@ -124,11 +125,14 @@ fn print_report(r: &LiveReplayReport, args: &ReplayArgs) {
         );
     }
     let lag: Vec<(&str, &_)> = r.send_lag.iter().map(|lag| ("send lag", lag)).collect();
-    print_latencies(
-        &[("measured reads", &r.reads), ("measured writes", &r.writes)],
-        args.compare_recorded
-            .then_some([r.recorded_reads.as_ref(), r.recorded_writes.as_ref()]),
-        &lag,
+    print!(
+        "{}",
+        latencies_text(
+            &[("measured reads", &r.reads), ("measured writes", &r.writes)],
+            args.compare_recorded
+                .then_some([r.recorded_reads.as_ref(), r.recorded_writes.as_ref()]),
+            &lag,
+        )
     );
     println!(
         "most in flight {}, arrivals that waited for a slot {}",

@@ -5,9 +5,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use cordillera_models::bench::{self, DiskBench, Pattern};
 use cordillera_models::calibration;
 use cordillera_models::device::nvram::{Nvram, NvramParams};
-use cordillera_models::histogram::LatencySummary;
 use cordillera_models::presets::{self, parse_size, ArraySpec};
 use cordillera_sim::replay::{replay, ReplayReport};
+use cordillera_lab::render::sim;
 use cordillera_types::Op;
 
 #[derive(Args)]
@@ -257,6 +257,7 @@ fn replay_cmd(args: ReplayArgs) -> Result<()> {
     Ok(())
 }
 
+/// `sim replay`'s text: the device described as the flags built it.
 fn print_replay(r: &ReplayReport, args: &ReplayArgs) {
     let mut device = match args.device.array {
         Some(a) => format!(
@@ -271,87 +272,16 @@ fn print_replay(r: &ReplayReport, args: &ReplayArgs) {
     if let Some(nvram) = &args.device.nvram {
         device = format!("{device} behind {nvram} of NVRAM");
     }
-    println!(
-        "Replayed {} records of {} on {device} (open loop, {:.1} s simulated)",
-        r.records,
-        args.trace.display(),
-        r.duration_s
+    print!(
+        "{}",
+        sim::replay_text(
+            r,
+            &args.trace.display().to_string(),
+            &device,
+            args.compare_recorded,
+            args.intervals
+        )
     );
-    if r.skipped_empty + r.wrapped + r.late > 0 {
-        println!(
-            "  skipped {} zero-length or oversized, wrapped {} beyond the device, {} out of order",
-            r.skipped_empty, r.wrapped, r.late
-        );
-    }
-    print_latencies(
-        &[
-            ("simulated reads", &r.reads),
-            ("simulated writes", &r.writes),
-        ],
-        args.compare_recorded
-            .then_some([r.recorded_reads.as_ref(), r.recorded_writes.as_ref()]),
-        &[],
-    );
-    println!(
-        "utilization {:.1} %, queue length mean {:.2}, max {}",
-        100.0 * r.utilization,
-        r.mean_queue,
-        r.max_queue
-    );
-    if args.intervals {
-        println!(
-            "{:>10} {:>12} {:>10} {:>8} {:>8}",
-            "start_s", "completions", "mean_q", "max_q", "util%"
-        );
-        for i in &r.intervals {
-            println!(
-                "{:>10.1} {:>12} {:>10.2} {:>8} {:>8.1}",
-                i.start_s,
-                i.completions,
-                i.mean_queue,
-                i.max_queue,
-                100.0 * i.utilization
-            );
-        }
-    }
-}
-
-/// The response-time table of `sim replay` and `replay`: `rows`, then the trace's recorded
-/// reads and writes when asked for (`recorded`), then `after`.
-pub fn print_latencies(
-    rows: &[(&str, &LatencySummary)],
-    recorded: Option<[Option<&LatencySummary>; 2]>,
-    after: &[(&str, &LatencySummary)],
-) {
-    let opt = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
-    println!(
-        "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10}",
-        "response time (ms)", "count", "mean", "p50", "p99", "max"
-    );
-    let [recorded_reads, recorded_writes] = recorded.unwrap_or([None, None]);
-    let recorded_rows = [
-        recorded_reads.map(|s| ("recorded reads", s)),
-        recorded_writes.map(|s| ("recorded writes", s)),
-    ];
-    let all = rows
-        .iter()
-        .copied()
-        .chain(recorded_rows.into_iter().flatten())
-        .chain(after.iter().copied());
-    for (name, s) in all {
-        println!(
-            "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10}",
-            name,
-            s.count,
-            opt(s.mean_ms),
-            opt(s.p50_ms),
-            opt(s.p99_ms),
-            opt(s.max_ms)
-        );
-    }
-    if recorded.is_some() && recorded_reads.is_none() && recorded_writes.is_none() {
-        println!("  (the trace records no response times)");
-    }
 }
 
 fn calibrate(args: CalibrateArgs) -> Result<()> {
@@ -361,16 +291,7 @@ fn calibrate(args: CalibrateArgs) -> Result<()> {
     } else if args.markdown {
         print!("{}", calibration::markdown(&rows));
     } else {
-        println!(
-            "{:<18} {:<48} {:>10} {:>10} {:>8}",
-            "device", "metric", "published", "measured", "error"
-        );
-        for r in &rows {
-            println!(
-                "{:<18} {:<48} {:>10} {:>10.2} {:>+7.1}%",
-                r.device, r.metric, r.published, r.measured, r.error_pct
-            );
-        }
+        print!("{}", sim::calibration_text(&rows));
     }
     Ok(())
 }
