@@ -417,94 +417,9 @@ fn status(a: StatusArgs) -> Result<()> {
         println!("{body}");
         return Ok(());
     }
-    let mds: serde_json::Value = serde_json::from_str(&body)?;
-    let port: u16 = mds_http
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .ok_or_else(|| anyhow!("--mds-http has no port"))?;
-    println!(
-        "gear {} ({}; the plan says {} for hour {}), {} groups, {} without a primary, {} migrations, {} standbys, {} wakes",
-        mds["gear"],
-        if mds["gear_by_hand"].as_bool() == Some(true) { "set by hand" } else { "the plan" },
-        mds["planned_gear"],
-        mds["hour"],
-        mds["groups"],
-        mds["groups_without_primary"],
-        mds["stats"]["migrations"],
-        mds["stats"]["standbys"],
-        mds["stats"]["wakes"],
+    print!(
+        "{}",
+        cordillera_procs::cluster::status_text(&mds_http, &body, loggers).map_err(|e| anyhow!(e))?
     );
-    println!(
-        "{:<7} {:<6} {:<22} {:<10} {:>9} {:>13} {:>13} {:>12} {:>10}",
-        "server",
-        "rack",
-        "address",
-        "state",
-        "primaries",
-        "logged bytes",
-        "at risk",
-        "standby s",
-        "energy kJ"
-    );
-    for s in mds["servers"].as_array().cloned().unwrap_or_default() {
-        let id = s["id"].as_u64().unwrap_or(0) as u16;
-        // The server's own figures (a server in standby does not answer: the MDS's are shown).
-        let own = http_get(&format!("127.0.0.1:{}", port + 1 + id), "/status")
-            .ok()
-            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok());
-        let (logged, at_risk, standby, energy) = match &own {
-            Some(o) => (
-                o["logged_bytes"].to_string(),
-                o["at_risk_bytes"].to_string(),
-                format!("{:.1}", o["power"]["standby_s"].as_f64().unwrap_or(0.0)),
-                format!(
-                    "{:.1}",
-                    o["power"]["energy_j"].as_f64().unwrap_or(0.0) / 1000.0
-                ),
-            ),
-            None => ("-".into(), "-".into(), "-".into(), "-".into()),
-        };
-        println!(
-            "{:<7} {:<6} {:<22} {:<10} {:>9} {:>13} {:>13} {:>12} {:>10}",
-            id,
-            s["rack"].as_str().unwrap_or("?"),
-            s["addr"].as_str().unwrap_or("?"),
-            s["state"].as_str().unwrap_or("?"),
-            s["primaries"],
-            logged,
-            at_risk,
-            standby,
-            energy
-        );
-    }
-    // Loggers (their endpoints follow the servers' in the `cluster up` port plan).
-    let servers = mds["servers"].as_array().map_or(0, |s| s.len()) as u16;
-    println!(
-        "{:<7} {:<6} {:>12} {:>14} {:>12}",
-        "logger", "rack", "queue", "used MB", "requests/s"
-    );
-    for i in 0u16.. {
-        if loggers.is_some_and(|n| i as usize >= n) {
-            break;
-        }
-        let l = http_get(&format!("127.0.0.1:{}", port + 1 + servers + i), "/status")
-            .ok()
-            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
-            .filter(|l| l.get("queue_length").is_some());
-        match l {
-            Some(l) => println!(
-                "{:<7} {:<6} {:>12} {:>14.1} {:>12}",
-                i,
-                l["rack"].as_str().unwrap_or("?"),
-                l["queue_length"],
-                l["used_bytes"].as_f64().unwrap_or(0.0) / 1e6,
-                l["requests_per_s"]
-            ),
-            // Probing without a spec: the first that does not answer ends the list.
-            None if loggers.is_none() => break,
-            None => println!("{i:<7} {:<6} {:>12}", "?", "unreachable"),
-        }
-    }
     Ok(())
 }

@@ -383,3 +383,116 @@ impl Drop for LocalCluster {
         self.procs.clear();
     }
 }
+
+/// `cluster status` as a table: the MDS's gear and counts (from its `/status`, `mds_status`,
+/// read at `mds_http`), then each chunk server's figures and each logger's, asked at the ports
+/// `cluster up` gives them (a server in standby does not answer: the MDS's figures are shown).
+/// `loggers`: how many the spec names (`None`: probed until one does not answer).
+pub fn status_text(
+    mds_http: &str,
+    mds_status: &str,
+    loggers: Option<usize>,
+) -> Result<String, String> {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mds: serde_json::Value =
+        serde_json::from_str(mds_status).map_err(|e| format!("the MDS's status: {e}"))?;
+    let port: u16 = mds_http
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| format!("{mds_http} has no port"))?;
+    let _ = writeln!(
+        out,
+        "gear {} ({}; the plan says {} for hour {}), {} groups, {} without a primary, {} migrations, {} standbys, {} wakes",
+        mds["gear"],
+        if mds["gear_by_hand"].as_bool() == Some(true) { "set by hand" } else { "the plan" },
+        mds["planned_gear"],
+        mds["hour"],
+        mds["groups"],
+        mds["groups_without_primary"],
+        mds["stats"]["migrations"],
+        mds["stats"]["standbys"],
+        mds["stats"]["wakes"],
+    );
+    let _ = writeln!(
+        out,
+        "{:<7} {:<6} {:<22} {:<10} {:>9} {:>13} {:>13} {:>12} {:>10}",
+        "server",
+        "rack",
+        "address",
+        "state",
+        "primaries",
+        "logged bytes",
+        "at risk",
+        "standby s",
+        "energy kJ"
+    );
+    for s in mds["servers"].as_array().cloned().unwrap_or_default() {
+        let id = s["id"].as_u64().unwrap_or(0) as u16;
+        // The server's own figures (a server in standby does not answer: the MDS's are shown).
+        let own = http_get(&format!("127.0.0.1:{}", port + 1 + id), "/status")
+            .ok()
+            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok());
+        let (logged, at_risk, standby, energy) = match &own {
+            Some(o) => (
+                o["logged_bytes"].to_string(),
+                o["at_risk_bytes"].to_string(),
+                format!("{:.1}", o["power"]["standby_s"].as_f64().unwrap_or(0.0)),
+                format!(
+                    "{:.1}",
+                    o["power"]["energy_j"].as_f64().unwrap_or(0.0) / 1000.0
+                ),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
+        };
+        let _ = writeln!(
+        out,
+            "{:<7} {:<6} {:<22} {:<10} {:>9} {:>13} {:>13} {:>12} {:>10}",
+            id,
+            s["rack"].as_str().unwrap_or("?"),
+            s["addr"].as_str().unwrap_or("?"),
+            s["state"].as_str().unwrap_or("?"),
+            s["primaries"],
+            logged,
+            at_risk,
+            standby,
+            energy
+        );
+    }
+    // Loggers (their endpoints follow the servers' in the `cluster up` port plan).
+    let servers = mds["servers"].as_array().map_or(0, |s| s.len()) as u16;
+    let _ = writeln!(
+        out,
+        "{:<7} {:<6} {:>12} {:>14} {:>12}",
+        "logger", "rack", "queue", "used MB", "requests/s"
+    );
+    for i in 0u16.. {
+        if loggers.is_some_and(|n| i as usize >= n) {
+            break;
+        }
+        let l = http_get(&format!("127.0.0.1:{}", port + 1 + servers + i), "/status")
+            .ok()
+            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+            .filter(|l| l.get("queue_length").is_some());
+        match l {
+            Some(l) => {
+                let _ = writeln!(
+                    out,
+                "{:<7} {:<6} {:>12} {:>14.1} {:>12}",
+                i,
+                l["rack"].as_str().unwrap_or("?"),
+                l["queue_length"],
+                l["used_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+                l["requests_per_s"]
+                );
+            }
+            // Probing without a spec: the first that does not answer ends the list.
+            None if loggers.is_none() => break,
+            None => {
+                let _ = writeln!(out, "{i:<7} {:<6} {:>12}", "?", "unreachable");
+            }
+        }
+    }
+    Ok(out)
+}
