@@ -304,7 +304,7 @@ fn gear(a: GearArgs) -> Result<()> {
 }
 
 fn up(a: UpArgs) -> Result<()> {
-    use cordillera_procs::cluster::{ClusterOptions, Daemon, LocalCluster};
+    use cordillera_procs::cluster::{ClusterOptions, LocalCluster};
     let binary = std::env::current_exe().context("the path of this program")?;
     let options = ClusterOptions {
         racks: a.layout.racks,
@@ -322,37 +322,7 @@ fn up(a: UpArgs) -> Result<()> {
     };
     eprintln!("cordillera cluster: starting in {}", a.dir.display());
     let mut cluster = LocalCluster::start(&binary, &a.dir, options).map_err(|e| anyhow!(e))?;
-    println!(
-        "MDS        {}  (http://{}/status)",
-        cluster.mds_addr(),
-        cluster.http_addr(Daemon::Mds).expect("an endpoint")
-    );
-    for s in 0..cluster.servers() {
-        let d = Daemon::Server(s);
-        println!(
-            "server {s:<3} {}  (http://{}/status)  pid {}",
-            cluster.addr(d),
-            cluster.http_addr(d).expect("an endpoint"),
-            cluster.pid(d).unwrap_or(0)
-        );
-    }
-    for i in 0..cluster.loggers() {
-        let d = Daemon::Logger(i);
-        println!(
-            "logger {i:<3} {}  pid {}",
-            cluster.addr(d),
-            cluster.pid(d).unwrap_or(0)
-        );
-    }
-    println!(
-        "a volume:  cordillera volume serve --cluster {} --object vol --size 1g",
-        cluster.mds_addr()
-    );
-    println!(
-        "gears:     cordillera cluster gear 1 --mds {}   status: cordillera cluster status --dir {}",
-        cluster.mds_addr(),
-        a.dir.display()
-    );
+    print!("{}", cluster.describe(&a.dir));
     eprintln!("cordillera cluster: up; Ctrl-C stops it");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     {

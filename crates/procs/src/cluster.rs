@@ -96,6 +96,43 @@ fn free_base(daemons: u16) -> Result<u16, String> {
 }
 
 impl LocalCluster {
+    /// Where everything is, and how to use it: each daemon's address, status endpoint and
+    /// pid; a volume, a gear shift and the status of the cluster in `dir`, as commands.
+    pub fn describe(&self, dir: &Path) -> String {
+        let mut out = format!(
+            "MDS        {}  (http://{}/status)\n",
+            self.mds_addr(),
+            self.http_addr(Daemon::Mds).expect("an endpoint")
+        );
+        for s in 0..self.servers() {
+            let d = Daemon::Server(s);
+            out.push_str(&format!(
+                "server {s:<3} {}  (http://{}/status)  pid {}\n",
+                self.addr(d),
+                self.http_addr(d).expect("an endpoint"),
+                self.pid(d).unwrap_or(0)
+            ));
+        }
+        for i in 0..self.loggers() {
+            let d = Daemon::Logger(i);
+            out.push_str(&format!(
+                "logger {i:<3} {}  pid {}\n",
+                self.addr(d),
+                self.pid(d).unwrap_or(0)
+            ));
+        }
+        out.push_str(&format!(
+            "a volume:  cordillera volume serve --cluster {} --object vol --size 1g\n",
+            self.mds_addr()
+        ));
+        out.push_str(&format!(
+            "gears:     cordillera cluster gear 1 --mds {}   status: cordillera cluster status --dir {}\n",
+            self.mds_addr(),
+            dir.display()
+        ));
+        out
+    }
+
     /// Writes the spec (unless `dir` holds one: a cluster started again), then starts every
     /// daemon and waits until each listens.
     pub fn start(
