@@ -389,7 +389,8 @@ fn status(a: StatusArgs) -> Result<()> {
     }
     print!(
         "{}",
-        cordillera_procs::cluster::status_text(&mds_http, &body, loggers).map_err(|e| anyhow!(e))?
+        cordillera_procs::cluster::status_text(&mds_http, &body, loggers)
+            .map_err(|e| anyhow!(e))?
     );
     Ok(())
 }

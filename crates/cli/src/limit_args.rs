@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 use clap::Args;
-use cordillera_runtime::limits::Limits;
 use cordillera_models::presets::parse_size;
+use cordillera_runtime::limits::Limits;
 
 #[derive(Args, Clone, Debug)]
 pub struct LimitArgs {

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
+use cordillera_models::presets::parse_size;
 use cordillera_runtime::pool_server::{
     self, CreateVolume, NewArray, PoolOptions, PoolServer, PoolStatus,
 };
-use cordillera_models::presets::parse_size;
 
 use cordillera_runtime::http::http_request;
 
@@ -417,87 +417,6 @@ fn status(a: StatusArgs) -> Result<()> {
         return Ok(());
     }
     let s: PoolStatus = serde_json::from_str(&body).context("the pool's status")?;
-    println!("pool: generation {}, up {:.0} s", s.generation, s.uptime_s);
-    println!(
-        "{:<6} {:<7} {:>5} {:>12} {:>12} {:>7}  path",
-        "array", "level", "disks", "capacity", "free/disk", "util"
-    );
-    for x in &s.arrays {
-        println!(
-            "{:<6} {:<7} {:>5} {:>12} {:>12} {:>6.1}%  {}{}",
-            x.index,
-            x.level,
-            x.disks,
-            mib(x.capacity_bytes),
-            mib(x.free_disk_bytes),
-            x.utilization * 100.0,
-            x.path,
-            x.emulate
-                .as_deref()
-                .map(|e| format!(" (emulated {e})"))
-                .unwrap_or_default()
-        );
-        if let Some(m) = &x.members {
-            println!(
-                "       {}: {} device errors, {} degraded reads, {} degraded writes, {} dirty regions",
-                if m.degraded { "DEGRADED" } else { "whole" },
-                m.device_errors,
-                m.degraded_reads,
-                m.degraded_writes,
-                m.dirty_regions
-            );
-            for (i, d) in m.members.iter().enumerate() {
-                let progress = d
-                    .rebuilt_rows
-                    .map(|r| format!(" ({r}/{} rows)", m.rows))
-                    .unwrap_or_default();
-                println!("       member {i}: {:<10}{progress} {}", d.state, d.path);
-            }
-        }
-    }
-    println!(
-        "{:<16} {:>12} {:<7} {:>8} {:<12} restripe",
-        "volume", "size", "policy", "unit", "arrays"
-    );
-    for v in &s.volumes {
-        let restripe = match &v.restripe {
-            None => "-".to_string(),
-            Some(r) => format!(
-                "to {:?}: {:.1} % ({}, {:.1} MB/s{})",
-                r.to_arrays,
-                r.fraction_done * 100.0,
-                mib(r.cursor_bytes),
-                r.rate_bytes_per_s / 1e6,
-                r.eta_s
-                    .map(|e| format!(", ~{e:.0} s left"))
-                    .unwrap_or_default()
-            ),
-        };
-        println!(
-            "{:<16} {:>12} {:<7} {:>7}K {:<12} {}",
-            v.name,
-            mib(v.size_bytes),
-            v.policy,
-            v.stripe_unit_bytes >> 10,
-            format!("{:?}", v.arrays),
-            restripe
-        );
-    }
-    for w in &s.not_restriped {
-        println!("note: {w}");
-    }
-    println!(
-        "requests: {} reads, {} writes ({} waited for a restripe batch), {} errors; restriped {} in {} batches",
-        s.reads,
-        s.writes,
-        s.parked_writes,
-        s.errors,
-        mib(s.restripe_bytes),
-        s.restripe_batches
-    );
+    print!("{}", s.text());
     Ok(())
-}
-
-fn mib(b: u64) -> String {
-    format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
 }

@@ -2,12 +2,12 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use cordillera_lab::render::sim;
 use cordillera_models::bench::{self, DiskBench, Pattern};
 use cordillera_models::calibration;
 use cordillera_models::device::nvram::{Nvram, NvramParams};
 use cordillera_models::presets::{self, parse_size, ArraySpec};
 use cordillera_sim::replay::{replay, ReplayReport};
-use cordillera_lab::render::sim;
 use cordillera_types::Op;
 
 #[derive(Args)]

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
+use cordillera_models::presets::parse_size;
 use cordillera_runtime::disk::IoMode;
 use cordillera_runtime::store_server::{create_store, open_store, serve, ServeOptions};
-use cordillera_models::presets::parse_size;
 
 #[derive(Args)]
 pub struct StoreArgs {

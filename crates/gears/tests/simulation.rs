@@ -30,8 +30,8 @@
 //! fixed seeds.
 
 use std::cell::RefCell;
-use std::hash::Hasher;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::hash::Hasher;
 use std::rc::Rc;
 
 use cordillera_gears::client::{ClientConfig, ClientError, Done, ObjectClient};
@@ -43,9 +43,9 @@ use cordillera_gears::schedule::rotation;
 use cordillera_gears::server::{ChunkServer, LoggerInfo, ServerConfig, Slots};
 use cordillera_host::sierra::{ClientApp, LinkFaults, Nodes, Part, Shared, SierraNode, Stall};
 use cordillera_host::{DiskPort, Durability};
+use cordillera_models::presets;
 use cordillera_sim::kernel::Nanos;
 use cordillera_sim::network::{Network, NetworkFaults, NetworkParams, NodeId};
-use cordillera_models::presets;
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{World, WorldBuilder};
@@ -864,7 +864,10 @@ fn a_schedule_replays_event_for_event() {
     let a = run_short(3).expect("short schedule 3");
     let b = run_short(3).expect("short schedule 3");
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
-    assert!(a.counts.writes_acked > 0 && (a.crashes > 0 || a.mds_crash), "{a:?}");
+    assert!(
+        a.counts.writes_acked > 0 && (a.crashes > 0 || a.mds_crash),
+        "{a:?}"
+    );
     assert_ne!(a.hash, run_short(4).expect("short schedule 4").hash);
     let long = run(5).expect("schedule 5");
     assert_eq!(long.hash, run(5).expect("schedule 5").hash);

@@ -514,8 +514,8 @@ fn trace(args: TraceBenchArgs) -> Result<()> {
 /// reports simulated completions per second of wall-clock time. The baseline is the same number
 /// of events pushed through and popped from the kernel's event queue alone.
 fn sim(args: SimBenchArgs) -> Result<()> {
-    use cordillera_sim::kernel::EventQueue;
     use cordillera_models::presets::{build, ArraySpec};
+    use cordillera_sim::kernel::EventQueue;
     use cordillera_sim::replay::replay;
     let n = args.records;
     let configurations: [(&str, Option<ArraySpec>, f64); 2] = [

@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use crate::device::{Completion, Device, IoRequest};
 use crate::histogram::Histogram;
-use cordillera_types::Nanos;
 use cordillera_types::rng::SimRng;
+use cordillera_types::Nanos;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pattern {

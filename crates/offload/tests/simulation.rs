@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use cordillera_host::{DiskPort, Durability};
+use cordillera_models::presets;
 use cordillera_offload::client::{
     BaseDone, BaseOp, Client, ClientError, Config, Policy, UpReply, Upward,
 };
@@ -33,7 +34,6 @@ use cordillera_offload::superblock::SUPERBLOCK_BYTES;
 use cordillera_offload::StoreInfo;
 use cordillera_sim::kernel::Nanos;
 use cordillera_sim::network::{Network, NetworkFaults, NetworkParams, NodeId};
-use cordillera_models::presets;
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{Core, IoCommand, IoDone, NodeFault, Outgoing, World, WorldBuilder};

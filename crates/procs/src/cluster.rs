@@ -484,7 +484,7 @@ pub fn status_text(
             None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
         let _ = writeln!(
-        out,
+            out,
             "{:<7} {:<6} {:<22} {:<10} {:>9} {:>13} {:>13} {:>12} {:>10}",
             id,
             s["rack"].as_str().unwrap_or("?"),
@@ -516,12 +516,12 @@ pub fn status_text(
             Some(l) => {
                 let _ = writeln!(
                     out,
-                "{:<7} {:<6} {:>12} {:>14.1} {:>12}",
-                i,
-                l["rack"].as_str().unwrap_or("?"),
-                l["queue_length"],
-                l["used_bytes"].as_f64().unwrap_or(0.0) / 1e6,
-                l["requests_per_s"]
+                    "{:<7} {:<6} {:>12} {:>14.1} {:>12}",
+                    i,
+                    l["rack"].as_str().unwrap_or("?"),
+                    l["queue_length"],
+                    l["used_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+                    l["requests_per_s"]
                 );
             }
             // Probing without a spec: the first that does not answer ends the list.

@@ -11,9 +11,9 @@ use cordillera_trace::Record;
 use cordillera_types::Op;
 use serde::Serialize;
 
+use crate::kernel::{EventHash, Nanos};
 use cordillera_models::device::{Completion, Device, IoRequest};
 use cordillera_models::histogram::{Histogram, LatencySummary};
-use crate::kernel::{EventHash, Nanos};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Interval {

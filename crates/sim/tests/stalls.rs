@@ -2,9 +2,9 @@
 //! after later ones, so a write that stalls lands after a later write to the same blocks, and a
 //! flush waits for it.
 
+use cordillera_models::presets;
 use cordillera_sim::kernel::Nanos;
 use cordillera_sim::network::{Network, NetworkFaults, NetworkParams, NodeId};
-use cordillera_models::presets;
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{Core, IoCommand, IoDone, Outgoing, World, WorldBuilder};

@@ -6,9 +6,9 @@
 
 use std::collections::BTreeSet;
 
+use cordillera_models::presets;
 use cordillera_sim::kernel::Nanos;
 use cordillera_sim::network::{Network, NetworkFaults, NetworkParams, NodeId};
-use cordillera_models::presets;
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{Core, IoCommand, IoDone, Outgoing, World, WorldBuilder};

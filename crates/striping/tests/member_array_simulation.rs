@@ -794,7 +794,14 @@ fn fingerprint(w: &World) -> u64 {
         (&d.durable, d.dead, d.generation).hash(&mut h);
     }
     let s = &w.stats;
-    (s.crashes, s.faults, s.rebuilds, s.writes_acked, s.blocks_checked).hash(&mut h);
+    (
+        s.crashes,
+        s.faults,
+        s.rebuilds,
+        s.writes_acked,
+        s.blocks_checked,
+    )
+        .hash(&mut h);
     h.finish()
 }
 

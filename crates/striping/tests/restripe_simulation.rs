@@ -388,7 +388,15 @@ fn run(seed: u64) -> Result<World, String> {
 fn fingerprint(w: &World) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (&w.old, &w.new, w.cursor, w.switched, w.crashes, w.reads_checked).hash(&mut h);
+    (
+        &w.old,
+        &w.new,
+        w.cursor,
+        w.switched,
+        w.crashes,
+        w.reads_checked,
+    )
+        .hash(&mut h);
     h.finish()
 }
 
@@ -397,7 +405,11 @@ fn fingerprint(w: &World) -> u64 {
 #[test]
 fn a_schedule_replays_exactly() {
     let a = run(3).expect("schedule 3");
-    assert!(a.crashes > 0 && a.reads_checked > 0, "{} crashes", a.crashes);
+    assert!(
+        a.crashes > 0 && a.reads_checked > 0,
+        "{} crashes",
+        a.crashes
+    );
     assert_eq!(fingerprint(&a), fingerprint(&run(3).expect("schedule 3")));
     assert_ne!(fingerprint(&a), fingerprint(&run(4).expect("schedule 4")));
 }

@@ -18,8 +18,8 @@ use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
-use cordillera_sim::network::{Network, NetworkFaults, NetworkParams};
 use cordillera_models::presets;
+use cordillera_sim::network::{Network, NetworkFaults, NetworkParams};
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{Core, IoCommand, IoDone, Outgoing, World, WorldBuilder};

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Result};
 
 use cordillera_gears::load::ServerPerformance;
+use cordillera_procs::cluster::{ClusterOptions, Daemon, LocalCluster};
 use cordillera_runtime::nbd_client::NbdUrl;
 use cordillera_runtime::replay::{replay, Mode, ReplayOptions};
-use cordillera_procs::cluster::{ClusterOptions, Daemon, LocalCluster};
 use cordillera_trace::Record;
 use cordillera_types::Op;
 

@@ -33,11 +33,11 @@ use serde::Serialize;
 
 use cordillera_gears::load::{LoadMeter, ServerPerformance};
 use cordillera_gears::schedule::GearPolicy;
-use cordillera_runtime::nbd_client::NbdUrl;
-use cordillera_runtime::replay::{replay, LiveReplayReport, Mode, ReplayOptions};
 use cordillera_models::power::PowerParams;
 use cordillera_procs::cluster::{http_get, ClusterOptions, Daemon, LocalCluster};
 use cordillera_procs::process::Proc;
+use cordillera_runtime::nbd_client::NbdUrl;
+use cordillera_runtime::replay::{replay, LiveReplayReport, Mode, ReplayOptions};
 use cordillera_trace::Record;
 use cordillera_trace::RecordReader;
 

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use cordillera_striping::policy::{self, Knowledge, Setting};
 use crate::striping::skew::{Records, SkewOptions, Source};
+use cordillera_striping::policy::{self, Knowledge, Setting};
 
 use super::verdicts::{arg, find, verdict};
 use super::*;

@@ -247,12 +247,14 @@ pub fn run(a: &SchemesConfig, input: &TraceInput, seed: u64) -> Result<SchemesRe
     let preload_axis = if a.axis == Axis::Time { preload_s } else { 0.0 };
     let (mut metadata_only_s, mut snapshot_s) = (None, None);
     if let Some(name) = &a.preload_device {
-        let mut device = cordillera_models::presets::build(name, None).map_err(anyhow::Error::msg)?;
+        let mut device =
+            cordillera_models::presets::build(name, None).map_err(anyhow::Error::msg)?;
         metadata_only_s = Some(
             crate::bonfire::preload::metadata_only_s(device.as_mut(), &preload, 32)
                 .map_err(anyhow::Error::msg)?,
         );
-        let mut device = cordillera_models::presets::build(name, None).map_err(anyhow::Error::msg)?;
+        let mut device =
+            cordillera_models::presets::build(name, None).map_err(anyhow::Error::msg)?;
         snapshot_s = Some(
             crate::bonfire::preload::snapshot_s(device.as_mut(), &preload, 32)
                 .map_err(anyhow::Error::msg)?,

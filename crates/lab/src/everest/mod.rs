@@ -13,9 +13,9 @@
 //! (Figure 7), NVRAM with and without off-load (Figure 8), worst-case recovery (Table 3), the
 //! client core's CPU time per off-loaded write, and the §4.3 micro-benchmarks.
 
-use cordillera_offload::client::Policy;
 use cordillera_models::device::nvram::NvramParams;
 use cordillera_models::histogram::{Histogram, LatencySummary};
+use cordillera_offload::client::Policy;
 use cordillera_sim::kernel::Nanos;
 use cordillera_trace::peaks::{Episode, PeaksBuilder, PeaksOptions};
 use cordillera_trace::RecordReader;
@@ -674,7 +674,8 @@ pub fn opener(
                     Ok(Box::new(cordillera_sim::workload::Generated::new(
                         &w.volume_names(),
                         Box::new(w.records()),
-                    )) as Box<dyn cordillera_trace::RecordReader>)
+                    ))
+                        as Box<dyn cordillera_trace::RecordReader>)
                 }),
             )
         }

@@ -547,7 +547,11 @@ pub fn spread_svgs(dir: &Path, reports: &[Report], rows: &[crate::spread::Spread
 }
 
 /// Writes each seed's outputs (`seed-N/`), `spread.csv`, `spread.json` and the spread's SVG.
-pub fn write_seed_files(dir: &Path, reports: &[Report], rows: &[crate::spread::Spread]) -> Result<()> {
+pub fn write_seed_files(
+    dir: &Path,
+    reports: &[Report],
+    rows: &[crate::spread::Spread],
+) -> Result<()> {
     for r in reports {
         write_outputs(&dir.join(format!("seed-{}", r.seed)), r)?;
     }
@@ -557,7 +561,11 @@ pub fn write_seed_files(dir: &Path, reports: &[Report], rows: &[crate::spread::S
 }
 
 /// The runs over seeds as text: each seed's episodes and notices, then the spread's table.
-pub fn seeds_text(reports: &[Report], rows: &[crate::spread::Spread], workload_seeded: bool) -> String {
+pub fn seeds_text(
+    reports: &[Report],
+    rows: &[crate::spread::Spread],
+    workload_seeded: bool,
+) -> String {
     let mut out = format!(
         "Everest §4.1 over {} seeds ({}–{}){}\n",
         reports.len(),
@@ -584,7 +592,11 @@ pub fn seeds_text(reports: &[Report], rows: &[crate::spread::Spread], workload_s
                 )
             })
             .collect();
-        out.push_str(&format!("  seed {}: episodes {}\n", r.seed, episodes.join(", ")));
+        out.push_str(&format!(
+            "  seed {}: episodes {}\n",
+            r.seed,
+            episodes.join(", ")
+        ));
         for n in &r.notices {
             out.push_str(&format!("    notice: {n}\n"));
         }

@@ -22,10 +22,10 @@ use cordillera_gears::server::{ChunkServer, LoggerInfo, ServerConfig, ServerStat
 use cordillera_host::sierra::{Nodes, Part, Shared, SierraNode};
 use cordillera_host::{DiskPort, Durability};
 use cordillera_models::histogram::Histogram;
-use cordillera_sim::kernel::Nanos;
-use cordillera_sim::network::{Network, NetworkFaults, NetworkParams, NodeId};
 use cordillera_models::power::PowerParams;
 use cordillera_models::presets;
+use cordillera_sim::kernel::Nanos;
+use cordillera_sim::network::{Network, NetworkFaults, NetworkParams, NodeId};
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::storage::CrashModel;
 use cordillera_sim::world::{World, WorldBuilder};

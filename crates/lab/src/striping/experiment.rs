@@ -5,9 +5,9 @@
 use cordillera_sim::workload::{OnOff, Stream};
 use cordillera_trace::{Record, VolumeId as TraceVolume};
 
+use super::sim::{self, RunReport};
 use cordillera_striping::policy::Policy;
 use cordillera_striping::pool::{ArraySpec, Pool};
-use super::sim::{self, RunReport};
 
 /// One kind of stream (the paper's L or S).
 #[derive(Clone, Debug, PartialEq)]

@@ -194,9 +194,8 @@ pub fn trace_source(inputs: Vec<TraceInput>) -> Result<Source, String> {
             .join(", "),
         names.len()
     );
-    let open = Arc::new(move || -> Result<Records, String> {
-        Ok(records_of(open_records(&inputs)?))
-    });
+    let open =
+        Arc::new(move || -> Result<Records, String> { Ok(records_of(open_records(&inputs)?)) });
     Ok(Source {
         description,
         names,

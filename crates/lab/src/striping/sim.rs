@@ -7,8 +7,8 @@ use std::collections::VecDeque;
 use cordillera_models::device::raid::{Plan, Planner, Raid};
 use cordillera_models::device::{Completion, Device, IoRequest};
 use cordillera_models::histogram::Histogram;
-use cordillera_sim::kernel::Nanos;
 use cordillera_models::presets;
+use cordillera_sim::kernel::Nanos;
 use cordillera_trace::Record;
 use cordillera_types::Op;
 

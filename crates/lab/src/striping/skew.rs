@@ -19,9 +19,9 @@ use cordillera_trace::{Record, VolumeId as TraceVolume};
 use cordillera_types::rng::SimRng;
 use cordillera_types::Op;
 
+use super::sim::{self, RunReport};
 use cordillera_striping::policy::{self, Partition, Policy};
 use cordillera_striping::pool::{ArraySpec, Pool};
-use super::sim::{self, RunReport};
 
 /// Records in time order (`volume`: the stream's index in the source's names), or an error.
 pub type Records = Box<dyn Iterator<Item = Result<Record, String>>>;

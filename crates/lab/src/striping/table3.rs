@@ -13,10 +13,10 @@ use cordillera_types::rng::SimRng;
 use cordillera_types::Op;
 use serde::Serialize;
 
-use cordillera_striping::policy::Policy;
-use cordillera_striping::pool::{ArraySpec, Pool};
 use super::sim::{self, VOLUME_SHIFT};
 use cordillera_models::device::raid::RaidLevel;
+use cordillera_striping::policy::Policy;
+use cordillera_striping::pool::{ArraySpec, Pool};
 
 /// The setup; [`Table3::paper`] is §3.5's.
 #[derive(Clone, Debug)]

@@ -761,3 +761,106 @@ pub fn percent_decode(s: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+impl PoolStatus {
+    /// `pool status` as a table: the arrays (and their members), the volumes (and any
+    /// restripe), the request counts.
+    pub fn text(&self) -> String {
+        use std::fmt::Write as _;
+        let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1 << 20) as f64);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "pool: generation {}, up {:.0} s",
+            self.generation, self.uptime_s
+        );
+        let _ = writeln!(
+            out,
+            "{:<6} {:<7} {:>5} {:>12} {:>12} {:>7}  path",
+            "array", "level", "disks", "capacity", "free/disk", "util"
+        );
+        for x in &self.arrays {
+            let _ = writeln!(
+                out,
+                "{:<6} {:<7} {:>5} {:>12} {:>12} {:>6.1}%  {}{}",
+                x.index,
+                x.level,
+                x.disks,
+                mib(x.capacity_bytes),
+                mib(x.free_disk_bytes),
+                x.utilization * 100.0,
+                x.path,
+                x.emulate
+                    .as_deref()
+                    .map(|e| format!(" (emulated {e})"))
+                    .unwrap_or_default()
+            );
+            if let Some(m) = &x.members {
+                let _ = writeln!(
+                    out,
+                    "       {}: {} device errors, {} degraded reads, {} degraded writes, {} dirty regions",
+                    if m.degraded { "DEGRADED" } else { "whole" },
+                    m.device_errors,
+                    m.degraded_reads,
+                    m.degraded_writes,
+                    m.dirty_regions
+                );
+                for (i, d) in m.members.iter().enumerate() {
+                    let progress = d
+                        .rebuilt_rows
+                        .map(|r| format!(" ({r}/{} rows)", m.rows))
+                        .unwrap_or_default();
+                    let _ = writeln!(
+                        out,
+                        "       member {i}: {:<10}{progress} {}",
+                        d.state, d.path
+                    );
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "{:<16} {:>12} {:<7} {:>8} {:<12} restripe",
+            "volume", "size", "policy", "unit", "arrays"
+        );
+        for v in &self.volumes {
+            let restripe = match &v.restripe {
+                None => "-".to_string(),
+                Some(r) => format!(
+                    "to {:?}: {:.1} % ({}, {:.1} MB/s{})",
+                    r.to_arrays,
+                    r.fraction_done * 100.0,
+                    mib(r.cursor_bytes),
+                    r.rate_bytes_per_s / 1e6,
+                    r.eta_s
+                        .map(|e| format!(", ~{e:.0} s left"))
+                        .unwrap_or_default()
+                ),
+            };
+            let _ = writeln!(
+                out,
+                "{:<16} {:>12} {:<7} {:>7}K {:<12} {}",
+                v.name,
+                mib(v.size_bytes),
+                v.policy,
+                v.stripe_unit_bytes >> 10,
+                format!("{:?}", v.arrays),
+                restripe
+            );
+        }
+        for w in &self.not_restriped {
+            let _ = writeln!(out, "note: {w}");
+        }
+        let _ = writeln!(
+                    out,
+            "requests: {} reads, {} writes ({} waited for a restripe batch), {} errors; restriped {} in {} batches",
+            self.reads,
+            self.writes,
+            self.parked_writes,
+            self.errors,
+            mib(self.restripe_bytes),
+            self.restripe_batches
+        );
+        out
+    }
+}

@@ -313,3 +313,113 @@ pub(super) async fn serve_metrics(listener: TcpListener, events: mpsc::Sender<Ev
     })
     .await
 }
+
+/// `volume status` as text, from the `/status` document: the client, what is off-loaded and
+/// how fast it is reclaimed, each store, the cache and its warm-up.
+pub fn status_text(v: &serde_json::Value) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mib = |x: &serde_json::Value| x.as_f64().unwrap_or(0.0) / (1 << 20) as f64;
+    let _ = writeln!(
+        out,
+        "volume client {}: {}, policy {}, n-way {}",
+        v["client"].as_str().unwrap_or("?"),
+        if v["ready"].as_bool() == Some(true) {
+            "ready"
+        } else {
+            "starting"
+        },
+        v["policy"].as_str().unwrap_or("?"),
+        v["n_way"]
+    );
+    let _ = writeln!(
+        out,
+        "off-loaded now: {:.1} MiB; base queue {}; reclaimed so far {:.1} MiB at {:.1} MiB/s (last minute)",
+        mib(&v["offloaded_bytes"]),
+        v["base_queue_length"],
+        mib(&v["reclaimed_bytes"]),
+        mib(&v["reclaim_bytes_per_second"]),
+    );
+    match v["reclaim_eta_seconds"].as_f64() {
+        Some(0.0) => out.push_str("reclaim: nothing to reclaim\n"),
+        Some(s) => {
+            let _ = writeln!(out, "reclaim: about {s:.0} s to finish at the current rate");
+        }
+        None => out.push_str(
+            "reclaim: not progressing now (the base volume is busy, or off-load is always on)\n",
+        ),
+    }
+    let _ = writeln!(
+        out,
+        "{:<24} {:>4} {:>14} {:>10} {:>8}",
+        "store", "up", "off-loaded MiB", "in flight", "load"
+    );
+    for s in v["stores"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "{:<24} {:>4} {:>14.1} {:>10} {:>8}",
+            s["address"].as_str().unwrap_or("?"),
+            if s["up"].as_bool() == Some(true) {
+                "yes"
+            } else {
+                "no"
+            },
+            mib(&s["offloaded_bytes"]),
+            s["in_flight"],
+            s["reported_load"]
+        );
+    }
+    let c = &v["cache"];
+    if c.is_object() {
+        let pct = |x: &serde_json::Value| {
+            x.as_f64()
+                .map_or("-".to_owned(), |r| format!("{:.1} %", r * 100.0))
+        };
+        let _ = writeln!(
+            out,
+            "cache: {:.1} of {:.1} MiB held; read hit rate {} ({} of {} blocks)",
+            c["cached_blocks"].as_f64().unwrap_or(0.0) * 4096.0 / (1 << 20) as f64,
+            mib(&c["capacity_bytes"]),
+            pct(&c["hit_rate"]),
+            c["hit_blocks"],
+            c["read_blocks"]
+        );
+        let w = &c["warmup"];
+        let _ = writeln!(
+            out,
+            "warm-up: {}; {} of {} planned blocks loaded ({:.1} MiB){}",
+            w["source"].as_str().unwrap_or("?"),
+            w["loaded_blocks"],
+            w["planned_blocks"],
+            mib(&w["loaded_bytes"]),
+            match w["seconds"].as_f64() {
+                Some(s) => format!(" in {s:.2} s"),
+                None => ", still loading".into(),
+            }
+        );
+        let recent: Vec<String> = c["hit_rates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .rev()
+            .take(6)
+            .map(pct)
+            .collect();
+        if !recent.is_empty() {
+            let _ = writeln!(
+                out,
+                "hit rate per {} s, newest first: {}",
+                c["hit_rate_samples_s"],
+                recent.join(", ")
+            );
+        }
+        if c["log_failed"].as_bool() == Some(true) {
+            let _ = writeln!(
+                out,
+                "warm-up log FAILED: {} (monitoring continues in memory only)",
+                c["log_error"].as_str().unwrap_or("?")
+            );
+        }
+    }
+    out
+}

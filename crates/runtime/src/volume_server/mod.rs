@@ -23,6 +23,7 @@
 
 mod driver;
 mod metrics;
+pub use metrics::status_text;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;

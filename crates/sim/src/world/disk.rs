@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use cordillera_types::Op;
 
 use super::{Core, IoCommand, IoDone, Node, World};
-use cordillera_models::device::IoRequest;
 use crate::kernel::Nanos;
 use crate::network::NodeId;
+use cordillera_models::device::IoRequest;
 
 impl<C> Node<C> {
     /// The device finished request `id`: a write's data reaches the storage (unflushed), a

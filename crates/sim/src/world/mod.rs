@@ -17,11 +17,11 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
 
-use cordillera_models::device::{Completion, Device};
 use crate::kernel::{EventHash, EventQueue, Nanos};
 use crate::network::{Network, NodeId};
 use crate::rng::SimRng;
 use crate::storage::{CrashModel, SimStorage, WriteFate};
+use cordillera_models::device::{Completion, Device};
 
 mod disk;
 
