@@ -10,10 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use cordillera_lab::advise::{self, Open, Options, Report};
 use cordillera_lab::render::advise::{text, write_outputs};
-use cordillera_sim::workload::Generated;
-use cordillera_trace::binary::BinaryWriter;
-use cordillera_trace::record::VolumeId;
-use cordillera_trace::synth::{generate, SynthOptions};
+use cordillera_trace::synth::SynthOptions;
 
 use crate::lab_io::trace_input;
 
@@ -75,64 +72,16 @@ pub struct AdviseArgs {
     pub out: Option<PathBuf>,
 }
 
-/// The built-in workload as a trace that can be opened again and again; with `save`, also
-/// written there in the binary format, so that the report's commands can name it.
+/// The built-in workload of the flags (`advise::builtin`), saved to `save` when given.
 fn builtin(a: &AdviseArgs, save: Option<&Path>) -> Result<(String, Open)> {
-    let (seed, days) = (a.seed, a.days);
     let options = SynthOptions {
-        duration_s: days.max(1) * 24 * 3600,
-        seed,
+        duration_s: a.days.max(1) * 24 * 3600,
+        seed: a.seed,
         peak_factor: a.peak_factor,
         peak_burst_ms: a.peak_burst_ms,
         ..SynthOptions::default()
     };
-    let (info, volumes, mut records) = generate(&options);
-    // Volumes numbered in order of first appearance, as a saved trace numbers them when read
-    // back: the labs then see the same volume ids in memory and from the file (the striping
-    // partition, say, depends on them).
-    let mut order: Vec<Option<u32>> = vec![None; volumes.len()];
-    let mut names: Vec<String> = Vec::new();
-    for r in &mut records {
-        let i = r.volume.0 as usize;
-        let id = *order[i].get_or_insert_with(|| {
-            names.push(volumes.name(r.volume).to_owned());
-            names.len() as u32 - 1
-        });
-        r.volume = VolumeId(id);
-    }
-    if let Some(path) = save {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let file =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        let mut writer = BinaryWriter::new(std::io::BufWriter::new(file), path)?;
-        let mut table = cordillera_trace::record::VolumeTable::new();
-        for n in &names {
-            table
-                .intern(n.as_bytes())
-                .context("the built-in workload's volume table")?;
-        }
-        for r in &records {
-            writer.write(r, &table, &info)?;
-        }
-        writer.finish(&info)?;
-    }
-    let records = Arc::new(records);
-    let source = format!(
-        "built-in workload ({} volumes, {} days, seed {seed}: peaks, a diurnal swing, hot data, a nightly job)",
-        options.volumes,
-        days.max(1)
-    );
-    let open: Open = Arc::new(move || {
-        let records = records.clone();
-        let n = records.len();
-        Ok(Box::new(Generated::new(
-            &names,
-            Box::new((0..n).map(move |i| records[i])),
-        )) as Box<dyn cordillera_trace::RecordReader>)
-    });
-    Ok((source, open))
+    advise::builtin(&options, save)
 }
 
 fn opener(a: &AdviseArgs, path: &Path) -> Result<Open> {

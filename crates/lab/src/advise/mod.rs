@@ -19,6 +19,7 @@
 //!
 //! Memory is what each lab needs (bounded by working sets and episodes, never the trace).
 
+mod builtin;
 mod characterize;
 mod striping;
 mod verdicts;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 use cordillera_trace::RecordReader;
 use serde::Serialize;
 
+pub use builtin::builtin;
 pub use characterize::*;
 pub use striping::striping;
 pub use verdicts::*;
