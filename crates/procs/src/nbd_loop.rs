@@ -98,11 +98,33 @@ impl NbdLoop {
         Ok(())
     }
 
+    /// Unmounts the file system. A process that has just exited (a database server stopped
+    /// a moment ago) can keep the mount busy for a little while: "target is busy" is tried
+    /// again for up to 10 s, and then names what holds the mount (`fuser -vm`).
     pub fn unmount(&mut self) -> Result<(), String> {
-        if self.mounted {
-            run("umount", &[self.mount_dir.to_str().expect("UTF-8")])?;
-            self.mounted = false;
+        if !self.mounted {
+            return Ok(());
         }
+        let dir = self.mount_dir.to_str().expect("UTF-8");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match run("umount", &[dir]) {
+                Ok(_) => break,
+                Err(e) if e.contains("busy") && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(e) if e.contains("busy") => {
+                    let holders = Command::new("fuser")
+                        .args(["-vm", dir])
+                        .output_within(Duration::from_secs(10))
+                        .map(|o| String::from_utf8_lossy(&o.stderr).trim().to_owned())
+                        .unwrap_or_default();
+                    return Err(format!("{e} (after 10 s; held by: {holders})"));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.mounted = false;
         Ok(())
     }
 }
