@@ -25,6 +25,7 @@ mod completions;
 mod recovery;
 mod requests;
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use crate::format::{
@@ -175,6 +176,9 @@ struct PendingRead {
     clean: Option<u64>,
 }
 
+/// Records [`Store::check_invariants`] visits per event, on average, once the log holds more.
+const CHECK_WALK_PER_EVENT: u64 = 64;
+
 /// The store.
 pub struct Store {
     config: Config,
@@ -239,6 +243,8 @@ pub struct Store {
     cleaning: Option<u64>,
     /// Cleaning waits until its copies (sequence numbers below this) are applied.
     clean_until: u64,
+    /// Events since the last full walk of [`Store::check_invariants`] (it is amortized).
+    unchecked_events: Cell<u64>,
 }
 
 impl Store {
@@ -291,6 +297,7 @@ impl Store {
             live_cost: 0,
             cleaning: None,
             clean_until: 0,
+            unchecked_events: Cell::new(0),
         }
     }
 
@@ -509,11 +516,14 @@ impl Store {
     /// (the bytes from the durable tail to the head fit in the log); those bytes are the
     /// records the tail passed and the records kept; the records kept lie end to end from the
     /// in-memory tail to the head, in sequence; acknowledged records are durable.
+    ///
+    /// The walk is amortized: after every event while the log holds at most
+    /// [`CHECK_WALK_PER_EVENT`] records, otherwise once every `records / CHECK_WALK_PER_EVENT`
+    /// events, so that it costs about that many record visits per event. Broken bookkeeping
+    /// stays broken, so a later walk still finds it; the cheap bound on the head is checked
+    /// after every event.
     fn check_invariants(&self) {
-        if !cfg!(debug_assertions)
-            || !matches!(self.phase, Phase::Ready)
-            || self.records.len() + self.passed.len() >= 4096
-        {
+        if !cfg!(debug_assertions) || !matches!(self.phase, Phase::Ready) {
             return;
         }
         let log = self.config.log_bytes;
@@ -522,6 +532,13 @@ impl Store {
             "the head passed the durable tail: {} bytes in use of {log}",
             self.used_bytes
         );
+        let n = (self.records.len() + self.passed.len()) as u64;
+        let since = self.unchecked_events.get() + 1;
+        if n >= 4096 || since * CHECK_WALK_PER_EVENT < n {
+            self.unchecked_events.set(since);
+            return;
+        }
+        self.unchecked_events.set(0);
         let kept: u64 = self.records.values().map(|r| r.total_bytes).sum();
         assert_eq!(
             self.used_bytes,
