@@ -9,6 +9,11 @@ impl Mds {
     /// replicas, its peers' primaries learn it is gone, and its peers in standby are woken
     /// (§3.7: "it wakes up all the servers that share any chunks with S").
     pub(super) fn suspect(&mut self, s: ServerId) {
+        debug_assert_ne!(
+            self.servers[s as usize].state,
+            ServerState::Failed,
+            "server {s} suspected after it was declared failed"
+        );
         self.servers[s as usize].state = ServerState::Suspect;
         self.servers[s as usize].since = self.now;
         self.stats.suspicions += 1;
@@ -34,6 +39,12 @@ impl Mds {
                 self.tell_primary(g);
             }
         }
+        debug_assert!(
+            self.groups_of[s as usize]
+                .iter()
+                .all(|&g| self.groups[g as usize].primary != Some(s)),
+            "suspected server {s} still primary"
+        );
     }
 
     /// Suspected for `permanent_after_ns`: each of its groups gets a new replica (power-aware
@@ -103,7 +114,12 @@ impl Mds {
             .into_iter()
             .filter(|&t| self.groups_of[t as usize].len() == fewest)
             .collect();
-        Some(least[self.rng.below(least.len() as u64) as usize])
+        let t = least[self.rng.below(least.len() as u64) as usize];
+        debug_assert!(
+            t != failed && !others.contains(&t),
+            "group {g}: replacement {t} already holds it"
+        );
+        Some(t)
     }
 
     pub(super) fn rebuild_done(&mut self, group: GroupId, epoch: Epoch, replica: ServerId) {

@@ -275,18 +275,12 @@ impl Mds {
         self.wakes.pop_front()
     }
 
-    /// The next moment a server's silence must be looked at.
+    /// The next moment a server's silence must be looked at ([`Mds::silence`]).
     pub fn poll_timeout(&self) -> Option<Nanos> {
         self.servers
             .iter()
-            .filter_map(|s| match s.state {
-                ServerState::Up | ServerState::Releasing => {
-                    Some(s.last_heartbeat + self.config.heartbeat_timeout_ns)
-                }
-                ServerState::Suspect => Some(s.since + self.config.permanent_after_ns),
-                ServerState::Waking => Some(s.since + self.config.wake_timeout_ns),
-                _ => None,
-            })
+            .filter_map(|s| self.silence(s))
+            .map(|(at, _)| at)
             .min()
     }
 
@@ -298,19 +292,9 @@ impl Mds {
     fn on_timeout(&mut self, now: Nanos) {
         self.now = now;
         for s in 0..self.servers.len() {
-            let entry = &self.servers[s];
-            match entry.state {
-                ServerState::Up | ServerState::Releasing
-                    if now >= entry.last_heartbeat + self.config.heartbeat_timeout_ns =>
-                {
-                    self.suspect(s as ServerId);
-                }
-                ServerState::Suspect if now >= entry.since + self.config.permanent_after_ns => {
-                    self.fail_permanently(s as ServerId);
-                }
-                ServerState::Waking if now >= entry.since + self.config.wake_timeout_ns => {
-                    self.suspect(s as ServerId);
-                }
+            match self.silence(&self.servers[s]) {
+                Some((at, Silence::Suspect)) if now >= at => self.suspect(s as ServerId),
+                Some((at, Silence::Failed)) if now >= at => self.fail_permanently(s as ServerId),
                 _ => {}
             }
         }
@@ -356,14 +340,7 @@ impl Mds {
                     data,
                 },
             ) => {
-                let ok = match self.groups.get_mut(group.0 as usize) {
-                    Some(g) if g.epoch == epoch && g.primary == Some(s) => {
-                        let len = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
-                        g.superblock = Some(data[..len].to_vec());
-                        true
-                    }
-                    _ => false,
-                };
+                let ok = self.write_superblock(s, group, epoch, &data);
                 self.out
                     .push_back((from, Message::SuperblockWritten { id, ok }));
             }
@@ -392,17 +369,7 @@ impl Mds {
                     .push_back((from, Message::GroupLocated { id, result }));
             }
             (Endpoint::Client(_), Message::Delete { id, object }) => {
-                let result = match self.objects.remove(&object) {
-                    Some(o) => {
-                        self.persisted.object_changed(object);
-                        for c in o.first_chunk..o.first_chunk + o.chunk_count {
-                            self.chunks[c as usize] = (u32::MAX, 0);
-                            self.persisted.chunk_freed(c);
-                        }
-                        Ok(())
-                    }
-                    None => Err(MdsError::NoSuchObject),
-                };
+                let result = self.delete(object);
                 self.out.push_back((from, Message::Deleted { id, result }));
             }
             // Anything else (a message of the wrong kind or from the wrong sender) is ignored:
@@ -417,25 +384,6 @@ impl Mds {
     pub fn set_gear(&mut self, now: Nanos, gear: usize, rotation: &[usize]) {
         self.on_set_gear(now, gear, rotation);
         self.check_invariants();
-    }
-
-    fn on_set_gear(&mut self, now: Nanos, gear: usize, rotation: &[usize]) {
-        self.now = now;
-        let r = rotation.len();
-        assert!(gear >= 1 && gear <= r, "gear {gear} of {r}");
-        let off: BTreeSet<usize> = rotation[..r - gear].iter().copied().collect();
-        for s in 0..self.servers.len() {
-            let wanted_off = self.gear_group[s].is_some_and(|g| off.contains(&g));
-            self.servers[s].wanted_off = wanted_off;
-        }
-        for s in 0..self.servers.len() as ServerId {
-            let entry = &self.servers[s as usize];
-            match (entry.state, entry.wanted_off) {
-                (ServerState::Up, true) => self.begin_standby(s),
-                (ServerState::Standby, false) => self.wake(s),
-                _ => {}
-            }
-        }
     }
 
     /// Whether the last gear shift has run its course: no primary is being released (§3.5's
@@ -483,331 +431,15 @@ impl Mds {
             bytes_per_group: bytes as f64 / self.groups.len().max(1) as f64,
         }
     }
-
-    // ---------------------------------------------------------------------------------------
-
-    /// How long a message may still be in flight: the margin between a lease and the
-    /// heartbeat timeout (the same bound the leases rely on).
-    fn message_margin(&self) -> Nanos {
-        self.config.heartbeat_timeout_ns - self.config.lease_ns
-    }
-
-    fn heartbeat(
-        &mut self,
-        s: ServerId,
-        incarnation: u64,
-        sent_at: Nanos,
-        held: &[(GroupId, Epoch)],
-    ) {
-        let entry = &mut self.servers[s as usize];
-        if entry.state == ServerState::Failed {
-            // Rebuilt elsewhere: it holds nothing the cluster relies on.
-            return;
-        }
-        entry.last_heartbeat = self.now;
-        let restarted = entry.incarnation.is_some_and(|known| known != incarnation);
-        entry.incarnation = Some(incarnation);
-        let state = entry.state;
-        if restarted {
-            // A new life (its memory is gone): whatever it was primary of is assigned again.
-            let held: Vec<u32> = self.groups_of[s as usize]
-                .iter()
-                .copied()
-                .filter(|&g| self.groups[g as usize].primary == Some(s))
-                .collect();
-            for g in held {
-                self.groups[g as usize].primary = None;
-                self.groups[g as usize].release_to = None;
-            }
-        }
-        match state {
-            ServerState::Up | ServerState::Releasing => {}
-            ServerState::Standby | ServerState::Waking | ServerState::Suspect => {
-                self.servers[s as usize].state = ServerState::Up;
-                self.servers[s as usize].since = self.now;
-                self.server_returned(s);
-            }
-            ServerState::Failed => unreachable!(),
-        }
-        if self.servers[s as usize].wanted_off && self.servers[s as usize].state == ServerState::Up
-        {
-            self.begin_standby(s);
-        } else if self.servers[s as usize].state == ServerState::Releasing {
-            // Told again, in case the first message was lost (the server ignores repeats).
-            self.out
-                .push_back((Endpoint::Server(s), Message::EnterStandby));
-        }
-        // Its report against the MDS's assignment: a group assigned to it that it does not
-        // serve, in a heartbeat sent when every message of the assignment must have arrived,
-        // lost its BecomePrimary or its ReleasedPrimary; it is assigned again under a new
-        // epoch. A release asked and not done is asked again.
-        let margin = self.message_margin();
-        let mine: Vec<u32> = self.groups_of[s as usize]
-            .iter()
-            .copied()
-            .filter(|&g| self.groups[g as usize].primary == Some(s))
-            .collect();
-        for g in mine {
-            let entry = &self.groups[g as usize];
-            let serving = held.iter().any(|&(h, e)| h.0 == g && e == entry.epoch);
-            if serving {
-                if entry.release_to.is_some() {
-                    let epoch = entry.epoch;
-                    self.out.push_back((
-                        Endpoint::Server(s),
-                        Message::ReleasePrimary {
-                            group: GroupId(g),
-                            epoch,
-                        },
-                    ));
-                }
-            } else if sent_at >= entry.assigned_at + margin {
-                let to = entry.release_to.flatten();
-                let leaving = self.servers[s as usize].state != ServerState::Up;
-                self.groups[g as usize].primary = None;
-                self.stats.reassignments += 1;
-                self.assign_primary(g, to, leaving.then_some(s));
-            }
-        }
-        // Groups left without a primary (this server's restart, or no replica was up).
-        let orphans: Vec<u32> = self.groups_of[s as usize]
-            .iter()
-            .copied()
-            .filter(|&g| self.groups[g as usize].primary.is_none())
-            .collect();
-        for g in orphans {
-            self.assign_primary(g, None, None);
-        }
-        let primaries: Vec<GroupView> = self.groups_of[s as usize]
-            .iter()
-            .filter(|&&g| self.groups[g as usize].primary == Some(s))
-            .map(|&g| self.view(GroupId(g)))
-            .collect();
-        self.out.push_back((
-            Endpoint::Server(s),
-            Message::Lease {
-                until: sent_at + self.config.lease_ns,
-                primaries,
-            },
-        ));
-    }
-
-    /// `s` is up again: its peers' primaries learn it is available; some primaries migrate
-    /// back to it (§3.5: "it rebalances the load by moving some primaries from other servers").
-    fn server_returned(&mut self, s: ServerId) {
-        let groups: Vec<u32> = self.groups_of[s as usize].iter().copied().collect();
-        for g in groups {
-            let entry = &self.groups[g as usize];
-            let Some(p) = entry.primary else {
-                continue;
-            };
-            if p == s {
-                continue;
-            }
-            self.tell_primary(g);
-            let entry = &self.groups[g as usize];
-            if self.servers[s as usize].wanted_off
-                || entry.release_to.is_some()
-                || entry.rebuilding == Some(s)
-            {
-                continue;
-            }
-            // Each available replica equally likely to be primary.
-            let up = entry
-                .replicas
-                .iter()
-                .filter(|&&x| self.servers[x as usize].state == ServerState::Up)
-                .count()
-                .max(1);
-            if self.rng.below(up as u64) == 0 {
-                let epoch = entry.epoch;
-                self.groups[g as usize].release_to = Some(Some(s));
-                self.out.push_back((
-                    Endpoint::Server(p),
-                    Message::ReleasePrimary {
-                        group: GroupId(g),
-                        epoch,
-                    },
-                ));
-            }
-        }
-    }
-
-    fn released(&mut self, s: ServerId, group: GroupId, epoch: Epoch) {
-        let Some(entry) = self.groups.get_mut(group.0 as usize) else {
-            return;
-        };
-        if entry.epoch != epoch || entry.primary != Some(s) {
-            return;
-        }
-        let to = entry.release_to.take().flatten();
-        entry.primary = None;
-        self.stats.migrations += 1;
-        self.assign_primary(group.0, to, Some(s));
-    }
-
-    fn standby(&mut self, s: ServerId) {
-        if self.servers[s as usize].state != ServerState::Releasing {
-            return;
-        }
-        self.servers[s as usize].state = ServerState::Standby;
-        self.servers[s as usize].since = self.now;
-        self.stats.standbys += 1;
-        if !self.servers[s as usize].wanted_off {
-            // The gear went up while it was releasing.
-            self.wake(s);
-        }
-        let groups: Vec<u32> = self.groups_of[s as usize].iter().copied().collect();
-        for g in groups {
-            if self.groups[g as usize].primary == Some(s) {
-                // Released in a race with this message: assign it elsewhere now.
-                self.groups[g as usize].primary = None;
-                self.assign_primary(g, None, Some(s));
-            }
-        }
-    }
-
-    fn begin_standby(&mut self, s: ServerId) {
-        // Every group it holds keeps another replica up.
-        let alone = self.groups_of[s as usize].iter().any(|&g| {
-            !self.groups[g as usize].replicas.iter().any(|&x| {
-                x != s
-                    && self.servers[x as usize].state == ServerState::Up
-                    && !self.servers[x as usize].wanted_off
-                    && self.groups[g as usize].rebuilding != Some(x)
-            })
-        });
-        if alone {
-            return;
-        }
-        self.servers[s as usize].state = ServerState::Releasing;
-        self.servers[s as usize].since = self.now;
-        let groups: Vec<u32> = self.groups_of[s as usize].iter().copied().collect();
-        for g in groups {
-            match self.groups[g as usize].primary {
-                Some(p) if p == s => self.groups[g as usize].release_to = Some(None),
-                // Its peers' primaries log from now on.
-                Some(_) => self.tell_primary(g),
-                None => {}
-            }
-        }
-        self.out
-            .push_back((Endpoint::Server(s), Message::EnterStandby));
-    }
-
-    fn wake(&mut self, s: ServerId) {
-        self.servers[s as usize].state = ServerState::Waking;
-        self.servers[s as usize].since = self.now;
-        self.stats.wakes += 1;
-        self.wakes.push_back(s);
-    }
-
-    /// Gives group `g` (without a primary) a primary: `prefer` if it is up, else a replica up
-    /// (not `exclude`, not being rebuilt) chosen at random; none if no replica is up (it gets
-    /// one when one returns). A new epoch either way.
-    fn assign_primary(&mut self, g: u32, prefer: Option<ServerId>, exclude: Option<ServerId>) {
-        let entry = &self.groups[g as usize];
-        debug_assert!(entry.primary.is_none());
-        let up = |x: ServerId| self.servers[x as usize].state == ServerState::Up;
-        let candidates: Vec<ServerId> = entry
-            .replicas
-            .iter()
-            .copied()
-            .filter(|&x| up(x) && Some(x) != exclude && entry.rebuilding != Some(x))
-            .collect();
-        let chosen = match prefer {
-            Some(p) if candidates.contains(&p) => Some(p),
-            _ if candidates.is_empty() => None,
-            _ => Some(candidates[self.rng.below(candidates.len() as u64) as usize]),
-        };
-        let entry = &mut self.groups[g as usize];
-        entry.epoch += 1;
-        entry.primary = chosen;
-        entry.release_to = None;
-        entry.assigned_at = self.now;
-        if let Some(p) = chosen {
-            let superblock = entry.superblock.clone();
-            let view = self.view(GroupId(g));
-            self.out.push_back((
-                Endpoint::Server(p),
-                Message::BecomePrimary { view, superblock },
-            ));
-        }
-    }
-
-    /// Tells group `g`'s primary its current view (availability or replicas changed).
-    fn tell_primary(&mut self, g: u32) {
-        if let Some(p) = self.groups[g as usize].primary {
-            let view = self.view(GroupId(g));
-            self.out
-                .push_back((Endpoint::Server(p), Message::GroupChanged { view }));
-        }
-    }
-
-    fn create(&mut self, object: ObjectId, size_bytes: u64) -> Result<ObjectLayout, MdsError> {
-        if self.objects.contains_key(&object) {
-            return Err(MdsError::Exists);
-        }
-        let chunk_count = size_bytes.div_ceil(self.config.chunk_bytes);
-        if chunk_count > self.config.chunks_per_object_max {
-            return Err(MdsError::TooLarge);
-        }
-        let max = self.config.slots_per_group_max;
-        let free: u64 = self
-            .groups
-            .iter()
-            .map(|g| max.saturating_sub(g.next_slot) as u64)
-            .sum();
-        if chunk_count > free {
-            return Err(MdsError::TooLarge);
-        }
-        let first_chunk = self.chunks.len() as u64;
-        let n = self.groups.len();
-        for _ in 0..chunk_count {
-            // §3.5: "Chunks are assigned randomly to chunk groups on creation" (a full group
-            // passes its chunk to the next with room).
-            let drawn = self.rng.below(n as u64) as usize;
-            let g = (0..n)
-                .map(|i| (drawn + i) % n)
-                .find(|&g| self.groups[g].next_slot < max)
-                .expect("room was counted");
-            let slot = self.groups[g].next_slot;
-            self.groups[g].next_slot = slot + 1;
-            self.chunks.push((g as u32, slot));
-        }
-        self.persisted.object_changed(object);
-        self.objects.insert(
-            object,
-            ObjectEntry {
-                size_bytes,
-                first_chunk,
-                chunk_count,
-            },
-        );
-        self.layout_of(object)
-    }
-
-    fn layout_of(&self, object: ObjectId) -> Result<ObjectLayout, MdsError> {
-        let o = self.objects.get(&object).ok_or(MdsError::NoSuchObject)?;
-        let chunks: Vec<(GroupId, u32)> = (o.first_chunk..o.first_chunk + o.chunk_count)
-            .map(|c| {
-                let (g, slot) = self.chunks[c as usize];
-                (GroupId(g), slot)
-            })
-            .collect();
-        let groups: BTreeSet<GroupId> = chunks.iter().map(|&(g, _)| g).collect();
-        Ok(ObjectLayout {
-            object,
-            size_bytes: o.size_bytes,
-            chunk_bytes: self.config.chunk_bytes,
-            chunks,
-            groups: groups.into_iter().map(|g| self.view(g)).collect(),
-        })
-    }
 }
 
 mod failures;
+mod groups;
 mod invariants;
+mod objects;
 pub mod persist;
+mod servers;
+
+use servers::Silence;
 #[cfg(test)]
 mod tests;

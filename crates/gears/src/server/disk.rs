@@ -32,16 +32,26 @@ impl ChunkServer {
             self.queued_writes.push_back(QueuedWrite { io, work });
             return;
         }
-        self.writing.insert(id, (group, offset_bytes, end));
-        self.disk.insert(id, work);
+        let fresh = self
+            .writing
+            .insert(id, (group, offset_bytes, end))
+            .is_none()
+            && self.disk.insert(id, work).is_none();
+        debug_assert!(fresh, "disk id {id} issued twice");
         self.io_out.push_back(io);
     }
 
     pub(super) fn issue_queued_writes(&mut self) {
         let queued = std::mem::take(&mut self.queued_writes);
+        let before = queued.len() + self.writing.len();
         for q in queued {
             self.write_disk(q.io, q.work);
         }
+        debug_assert_eq!(
+            before,
+            self.queued_writes.len() + self.writing.len(),
+            "a queued write lost or issued twice"
+        );
     }
 
     pub(super) fn replicate_in(

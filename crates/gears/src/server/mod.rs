@@ -51,6 +51,8 @@ mod invariants;
 mod placement;
 mod primary;
 mod rebuild;
+mod standing;
+mod timers;
 
 pub use placement::{GroupPlacement, Slots};
 
@@ -445,141 +447,6 @@ impl ChunkServer {
         self.check_invariants();
     }
 
-    /// A rebuild piece not taken in this long is sent again: the replication timeout plus
-    /// the piece's transfer at 1 MB/s. A 64 MB chunk legitimately waits many seconds behind
-    /// the pieces other servers copy to the same new replica; timing it out sooner copied it
-    /// again and again. (A new replica that fails is found by the MDS, which restarts the
-    /// rebuild, so the timeout only covers a lost message.)
-    fn rebuild_piece_timeout_ns(&self) -> Nanos {
-        self.config.replicate_timeout_ns
-            + self.config.rebuild_piece_bytes * 1_000_000_000 / (1 << 20)
-    }
-
-    pub fn poll_timeout(&self) -> Option<Nanos> {
-        if self.power == Power::Asleep {
-            return None;
-        }
-        let mut at = self.next_heartbeat;
-        let mut consider = |t: Nanos| at = at.min(t);
-        if !self.primaries.is_empty() {
-            consider(self.lease_until);
-        }
-        for p in self.primaries.values() {
-            if let Some(t) = p.log.poll_timeout() {
-                consider(t);
-            }
-            // A base write whose secondaries were already given up on waits only for its
-            // local disk (timing it out again would fire at once, forever).
-            for w in p.base.values().filter(|w| !w.failed && w.waiting != 0) {
-                consider(w.started + self.config.replicate_timeout_ns);
-            }
-            for (_, _, sent) in p.superblock_writes.values() {
-                consider(sent + self.config.replicate_timeout_ns);
-            }
-            if let Some(Rebuild {
-                piece: Some((_, _, PieceStage::Sending { since, .. })),
-                ..
-            }) = p.rebuild
-            {
-                consider(since + self.rebuild_piece_timeout_ns());
-            }
-            if let Some((_, _, _, since)) = p.orphan_piece {
-                consider(since + self.rebuild_piece_timeout_ns());
-            }
-        }
-        Some(at)
-    }
-
-    fn on_timeout(&mut self, now: Nanos) {
-        self.now = now;
-        if self.power == Power::Asleep {
-            return;
-        }
-        if now >= self.next_heartbeat {
-            self.heartbeat();
-        }
-        if now >= self.lease_until && !self.primaries.is_empty() {
-            // The lease lapsed on our clock: the MDS may give these groups to others soon.
-            self.stats.leases_lapsed += 1;
-            let groups: Vec<GroupId> = self.primaries.keys().copied().collect();
-            for g in groups {
-                self.drop_primary(g, ServeError::LeaseExpired);
-            }
-        }
-        self.suspected.retain(|_, until| *until > now);
-        let groups: Vec<GroupId> = self.primaries.keys().copied().collect();
-        let piece_timeout = self.rebuild_piece_timeout_ns();
-        for g in groups {
-            let timeout = self.config.replicate_timeout_ns;
-            let Some(p) = self.primaries.get_mut(&g) else {
-                continue;
-            };
-            // Secondaries that did not answer a base write in time.
-            let mut late = 0u64;
-            for w in p.base.values_mut() {
-                if !w.failed && w.waiting != 0 && now >= w.started + timeout {
-                    late |= w.waiting;
-                    w.failed = true;
-                }
-            }
-            let resend: Vec<(u64, u64, Vec<u8>)> = p
-                .superblock_writes
-                .iter()
-                .filter(|(_, (_, _, sent))| now >= sent + timeout)
-                .map(|(&id, (base, data, _))| (id, *base, data.clone()))
-                .collect();
-            let epoch = p.view.epoch;
-            for (id, base, data) in resend {
-                p.superblock_writes.insert(id, (base, data.clone(), now));
-                self.out.push_back((
-                    Endpoint::Mds,
-                    Message::WriteSuperblock {
-                        id,
-                        group: g,
-                        epoch,
-                        data,
-                    },
-                ));
-            }
-            let orphan_done = p
-                .orphan_piece
-                .is_some_and(|(_, _, _, since)| now >= since + piece_timeout);
-            if orphan_done {
-                p.orphan_piece = None;
-            }
-            if let Some(Rebuild {
-                piece: Some((lo, hi, PieceStage::Sending { since, .. })),
-                ..
-            }) = &mut p.rebuild
-            {
-                if now >= *since + piece_timeout {
-                    // Not taken: copy the piece again later.
-                    let lo = *lo;
-                    let _ = hi;
-                    let rebuild = p.rebuild.as_mut().expect("a rebuild");
-                    rebuild.piece = None;
-                    rebuild.next = lo;
-                }
-            }
-            for i in 0..64 {
-                if late & (1 << i) != 0 {
-                    let server = p.view.replicas[i];
-                    self.suspected.insert(server, now + self.config.suspect_ns);
-                }
-            }
-            if let Some(p) = self.primaries.get_mut(&g) {
-                p.log.handle_timeout(now);
-            }
-            if orphan_done {
-                self.release_held(g);
-            }
-            self.refresh_availability(g);
-            self.finish_base_writes(g);
-            self.pump(g);
-        }
-        self.maybe_sleep();
-    }
-
     fn on_message(&mut self, now: Nanos, from: Endpoint, message: Message) {
         self.now = now;
         if self.power == Power::Asleep {
@@ -601,13 +468,7 @@ impl ChunkServer {
                 }
             }
             Message::EnterStandby if from == Endpoint::Mds && self.power == Power::On => {
-                self.power = Power::Releasing;
-                let groups: Vec<GroupId> = self.primaries.keys().copied().collect();
-                for g in groups {
-                    self.primaries.get_mut(&g).expect("primary").releasing = true;
-                    self.pump(g);
-                }
-                self.maybe_sleep();
+                self.enter_standby()
             }
             Message::GroupChanged { view } | Message::Rebuild { view } if from == Endpoint::Mds => {
                 self.group_changed(view)
@@ -733,25 +594,6 @@ impl ChunkServer {
         self.maybe_sleep();
     }
 
-    // ---------------------------------------------------------------------------------------
-
-    fn heartbeat(&mut self) {
-        self.out.push_back((
-            Endpoint::Mds,
-            Message::Heartbeat {
-                server: self.config.server,
-                incarnation: self.incarnation,
-                sent_at: self.now,
-                primaries: self
-                    .primaries
-                    .iter()
-                    .map(|(g, p)| (*g, p.view.epoch))
-                    .collect(),
-            },
-        ));
-        self.next_heartbeat = self.now + self.config.heartbeat_interval_ns;
-    }
-
     fn id_next(&mut self) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
@@ -762,41 +604,6 @@ impl ChunkServer {
         self.primaries
             .get_mut(&group)
             .filter(|p| p.view.epoch == epoch)
-    }
-
-    fn lease(&mut self, until: Nanos, primaries: Vec<GroupView>) {
-        if until <= self.now {
-            return;
-        }
-        self.lease_until = self.lease_until.max(until);
-        let listed: BTreeSet<GroupId> = primaries.iter().map(|v| v.group).collect();
-        // Groups the MDS no longer counts as ours (it reassigned them) stop at once.
-        let ours: Vec<GroupId> = self.primaries.keys().copied().collect();
-        for g in ours {
-            if !listed.contains(&g) {
-                self.drop_primary(g, ServeError::NotPrimary);
-            }
-        }
-        for view in primaries {
-            self.group_changed(view);
-        }
-    }
-
-    /// In standby once every primary is released and nothing is in flight on the disk.
-    fn maybe_sleep(&mut self) {
-        if self.power == Power::Releasing
-            && self.primaries.is_empty()
-            && self.disk.is_empty()
-            && self.queued_writes.is_empty()
-        {
-            self.power = Power::Asleep;
-            self.out.push_back((
-                Endpoint::Mds,
-                Message::Standby {
-                    server: self.config.server,
-                },
-            ));
-        }
     }
 }
 

@@ -307,8 +307,16 @@ impl ChunkServer {
     ) {
         let now = self.now;
         let me = self.config.server;
+        debug_assert!(
+            offset_bytes + data.len() as u64 <= self.config.group_bytes,
+            "server {me}: a base write past the end of {g:?}"
+        );
         let p = self.primaries.get_mut(&g).expect("primary");
         let epoch = p.view.epoch;
+        debug_assert!(
+            !p.base.contains_key(&base),
+            "server {me}: base write {base} of {g:?} started twice"
+        );
         if !p.log.base_available() {
             // A secondary went away since the log client chose the base: log it instead.
             self.stats.base_writes_failed += 1;
@@ -324,6 +332,11 @@ impl ChunkServer {
             .filter(|&(_, s)| s != me)
             .collect();
         let waiting = targets.iter().fold(0u64, |m, &(i, _)| m | 1 << i);
+        debug_assert_eq!(
+            targets.len() + 1,
+            p.view.replicas.len(),
+            "server {me}: primary of {g:?} is not one of its replicas"
+        );
         p.base.insert(
             base,
             BaseWrite {
@@ -381,6 +394,10 @@ impl ChunkServer {
             .collect();
         for id in done {
             let w = p.base.remove(&id).expect("base write");
+            debug_assert!(
+                w.local_done && (w.waiting == 0 || w.failed),
+                "a base write finished before its replicas"
+            );
             if w.failed {
                 self.stats.base_writes_failed += 1;
                 p.log
@@ -428,6 +445,11 @@ impl ChunkServer {
                         _ => None,
                     };
                     if let Some((lo, hi)) = piece {
+                        debug_assert!(
+                            lo < hi && hi <= r.end,
+                            "a rebuild piece {lo}..{hi} past {}",
+                            r.end
+                        );
                         if ok {
                             r.next = hi;
                             copied = hi - lo;
@@ -475,6 +497,10 @@ impl ChunkServer {
         let now = self.now;
         let p = self.primaries.get_mut(&g).expect("primary");
         let (base, data, _) = p.superblock_writes.remove(&id).expect("a superblock write");
+        debug_assert!(
+            !p.superblock_writes.values().any(|(b, _, _)| *b == base),
+            "superblock write of base {base} in flight twice"
+        );
         p.superblock = data;
         p.log.handle_base(now, BaseDone::Written { id: base });
         self.pump(g);
@@ -491,6 +517,12 @@ impl ChunkServer {
         {
             return;
         }
+        debug_assert!(
+            view.replicas.contains(&self.config.server),
+            "server {}: made primary of {g:?}, not one of its replicas {:?}",
+            self.config.server,
+            view.replicas
+        );
         if self.primaries.contains_key(&g) {
             self.drop_primary(g, ServeError::NotPrimary);
         }
@@ -648,6 +680,11 @@ impl ChunkServer {
         if now >= self.lease_until {
             return refuse(self, ServeError::LeaseExpired);
         }
+        debug_assert_eq!(
+            p.view.primary,
+            Some(self.config.server),
+            "serving {group:?} under a view naming another primary"
+        );
         if p.releasing || !p.log.is_ready() {
             return refuse(self, ServeError::Unavailable);
         }
@@ -685,8 +722,6 @@ impl ChunkServer {
         self.pump(group);
     }
 
-    /// Stops serving group `g` at once (lease lapsed, reassigned, fenced): requests waiting are
-    /// answered `error`; work in flight is forgotten (its completions are ignored).
     /// A group's log client leaves with its primary: its counts stay in the server's.
     fn keep_log_stats(&mut self, p: &Primary) {
         let log = p.log.stats();
@@ -696,6 +731,8 @@ impl ChunkServer {
         self.stats.reclaimed_at_risk_bytes += log.reclaimed_at_risk_bytes;
     }
 
+    /// Stops serving group `g` at once (lease lapsed, reassigned, fenced): requests waiting are
+    /// answered `error`; work in flight is forgotten (its completions are ignored).
     pub(super) fn drop_primary(&mut self, g: GroupId, error: ServeError) {
         let Some(p) = self.primaries.remove(&g) else {
             return;

@@ -100,6 +100,10 @@ impl ChunkServer {
                     .values()
                     .filter(|q| q.rebuild.as_ref().is_some_and(|r| r.piece.is_some()))
                     .count();
+                debug_assert!(
+                    copying <= self.config.rebuild_jobs_max.max(1),
+                    "{copying} rebuild pieces copied at once, over the budget"
+                );
                 if copying >= self.config.rebuild_jobs_max.max(1) {
                     return false;
                 }
@@ -107,6 +111,7 @@ impl ChunkServer {
                 let r = p.rebuild.as_mut().expect("a rebuild");
                 let lo = r.next;
                 let hi = (lo + piece_bytes).min(r.end);
+                debug_assert!(lo < hi, "an empty rebuild piece at {lo} of {}", r.end);
                 r.piece = Some((lo, hi, PieceStage::Draining));
                 true
             }
