@@ -32,6 +32,10 @@ impl Client {
                     .extend(std::mem::take(&mut self.vulnerable_after_base));
                 let version = self.next_version();
                 let key = self.id();
+                debug_assert!(
+                    !self.writes.contains_key(&key),
+                    "write key {key} given out twice"
+                );
                 self.writes.insert(
                     key,
                     WriteOp {

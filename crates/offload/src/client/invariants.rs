@@ -1,4 +1,4 @@
-//! The client's entry points, each followed by a check of its whole state in debug builds
+//! The check of the client's whole state that ends each of its entry points in debug builds
 //! (`rangemap.rs`'s `debug_check` is the model): what must hold between any two events,
 //! whatever the driver does.
 //!
@@ -20,46 +20,6 @@ use super::*;
 const CHECKED_RANGES_MAX: usize = 2048;
 
 impl Client {
-    /// A request from above: a read or a write of the volume.
-    pub fn handle_upward(&mut self, now: Nanos, id: u64, request: Upward) {
-        self.upward_step(now, id, request);
-        self.check_invariants();
-    }
-
-    /// A base-volume request completed.
-    pub fn handle_base(&mut self, now: Nanos, done: BaseDone) {
-        self.base_step(now, done);
-        self.check_invariants();
-    }
-
-    /// A store answered request `id`; `load` is the load it piggy-backed (requests in flight
-    /// on its volume), if any.
-    pub fn handle_store(
-        &mut self,
-        now: Nanos,
-        store: StoreIdx,
-        id: u64,
-        reply: Reply,
-        load: Option<u64>,
-    ) {
-        self.store_step(now, store, id, reply, load);
-        self.check_invariants();
-    }
-
-    /// The connection to a store broke (the store restarted, or the network failed): every
-    /// request outstanding there may or may not have been carried out, and the store counts as
-    /// failed until a probe gets an answer.
-    pub fn connection_lost(&mut self, now: Nanos, store: StoreIdx) {
-        self.connection_lost_step(now, store);
-        self.check_invariants();
-    }
-
-    /// The time [`Client::poll_timeout`] named has come.
-    pub fn handle_timeout(&mut self, now: Nanos) {
-        self.timeout_step(now);
-        self.check_invariants();
-    }
-
     /// The checks of the module docs; panics with what broke. Debug builds only.
     pub(super) fn check_invariants(&self) {
         if !cfg!(debug_assertions) || self.map.len() > CHECKED_RANGES_MAX {

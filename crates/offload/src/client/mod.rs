@@ -18,6 +18,19 @@
 //! }
 //! ```
 //!
+//! # Its face
+//!
+//! Every public method is in this file, in five groups: **lifecycle** (`format`, `recover`);
+//! **events in** (`handle_upward`, `handle_base`, `handle_store`, `handle_load`,
+//! `connection_lost`, `handle_timeout`), each checking the whole state afterwards in debug
+//! builds (`invariants.rs`); **work out** (`poll_base`, `poll_store`, `poll_upward`,
+//! `poll_timeout`, whose deadlines are tabled in `timers.rs`); **control** (`set_*`,
+//! `remove_store`); and **queries**. The work behind each event is in the module of its
+//! responsibility: `upward` (reads and writes from above), `base` (base-volume completions),
+//! `stores` (store replies, failed and recovered stores), `stale` (deleting stale copies and
+//! their deletion records), `reclaim`, `degraded` (the superblock and its degraded mark),
+//! `recovery`, `timers`; the state they share is in `state.rs`.
+//!
 //! # What it guarantees
 //!
 //! - A read returns, for every byte, the last acknowledged write or one issued concurrently.
@@ -35,10 +48,10 @@ mod api;
 mod base;
 mod degraded;
 mod invariants;
-mod logging;
 mod reclaim;
 mod recovery;
 mod stale;
+mod state;
 mod stores;
 #[cfg(test)]
 mod tests;
@@ -55,6 +68,7 @@ use crate::superblock::{Superblock, SuperblockError, STORES_MAX, SUPERBLOCK_BYTE
 
 pub use crate::superblock::StoreInfo;
 pub use api::*;
+use state::*;
 
 pub use cordillera_types::Nanos;
 /// A store's position in the client's store set.
@@ -69,215 +83,6 @@ const VERSION_BITS: u32 = cordillera_vstore::store::GENERATION_SHIFT;
 const PROBE_CLIENT: u64 = u64::MAX;
 /// Deletes in flight per store at most.
 const DELETES_IN_FLIGHT_MAX: u64 = 256;
-
-/// A stale copy on one store, waiting for its delete.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Stale {
-    /// Delete versions up to this one.
-    version: u64,
-    /// A delete is in flight.
-    sent: bool,
-    /// A deletion record for it is being written.
-    recording: bool,
-    /// The durable deletion record naming it: it no longer blocks invariant 3.
-    slot: Option<u64>,
-}
-
-struct StoreState {
-    info: StoreInfo,
-    removed: bool,
-    up: bool,
-    down_since: Nanos,
-    next_probe: Nanos,
-    probing: bool,
-    reported_load: u64,
-    in_flight: u64,
-    /// Deletes in flight (capped, so a store short of space is not flooded).
-    deletes_in_flight: u64,
-    /// When the store last answered anything, and when it last went from idle to busy: a
-    /// store silent for the timeout while requests are outstanding has failed (a slow answer
-    /// to one request, e.g. a delete waiting for log space, is not a failure).
-    last_heard: Nanos,
-    busy_since: Nanos,
-    /// read_any may find data for us.
-    may_hold: bool,
-    /// read_any requests in flight, and how many may be: a store offers its records in turn
-    /// and offers them again once all were, so more requests than it has records to offer only
-    /// read the same records again. The window doubles (up to N_reclaim) while answers bring
-    /// new work and falls back to one when one does not.
-    any_in_flight: u64,
-    any_window: u64,
-    /// No read_any before this: the last one found only data being settled or still being
-    /// written, which the store offers again until that work is done.
-    reclaim_after: Nanos,
-    /// Successful writes so far (a read_any answering "nothing" clears `may_hold` only if no
-    /// write succeeded since it was sent).
-    writes_acked: u64,
-    stale: RangeMap<Stale>,
-    stale_dirty: bool,
-    /// No deletion record for this (failed) store before this: the last one was refused by a
-    /// holder (e.g. a full log), and writing it again at once would only be refused again.
-    record_after: Nanos,
-    /// Missed at a recovery: the deletion records it holds from earlier lives (copies of
-    /// records also held by stores that answered) are deleted when it returns, up to this
-    /// version; `true` while that delete is in flight.
-    old_records: Option<(u64, bool)>,
-}
-
-enum Pending {
-    Write {
-        op: u64,
-    },
-    Read {
-        read: u64,
-        start: u64,
-        end: u64,
-        /// The version the range map named for the range when the read was sent.
-        version: u64,
-    },
-    ReclaimAny {
-        writes_acked: u64,
-    },
-    /// A read of vulnerable data `[start, end)` for reclaim (queued again if it fails).
-    ReclaimRead {
-        start: u64,
-        end: u64,
-    },
-    Delete {
-        start: u64,
-        end: u64,
-        version: u64,
-    },
-    RecordWrite {
-        slot: u64,
-    },
-    RecordGc {
-        slot: u64,
-    },
-    Metadata,
-    /// The companion's metadata: which deletion records to read.
-    RecordsMeta,
-    Records,
-    Probe,
-    /// Deletes a returning store's deletion records from earlier lives.
-    ClearRecords,
-}
-
-struct Outstanding {
-    store: StoreIdx,
-    pending: Pending,
-}
-
-struct WriteOp {
-    up_id: u64,
-    start: u64,
-    data: Vec<u8>,
-    durable: bool,
-    version: u64,
-    /// Stores asked and not yet answered, answered with success, and failed (not retried).
-    waiting: u32,
-    succeeded: u64,
-    tried: u64,
-    /// Stores asked and not yet answered: a delete sent there now could land after the copy.
-    asked: u64,
-    /// Parts a newer write took while this one was in flight (it completed first, see
-    /// `supersede`): the newer one wins there (deletes owed for it may remove this copy).
-    superseded: Vec<(u64, u64)>,
-    /// When every store first refused it as full.
-    full_since: Option<Nanos>,
-    /// When it first had some copies but fewer than N (it waits for the rest).
-    short_since: Option<Nanos>,
-    /// Answered already, with an error: fewer than N copies in time, or no store took it in
-    /// time (see [`Client::answer_late`]); the stores asked still owe their answers.
-    answered: bool,
-    /// When it arrived (the clock of `full_timeout_ns`).
-    arrived: Nanos,
-}
-
-struct ReadOp {
-    up_id: u64,
-    start: u64,
-    len: u64,
-    /// Empty until the first piece arrives: a piece covering the whole read becomes the
-    /// buffer as it is (no copy); otherwise the pieces are copied into `len` bytes.
-    buf: Vec<u8>,
-    outstanding: u32,
-    /// A piece failed: the read is answered with this once every piece is in.
-    error: Option<ClientError>,
-}
-
-enum BaseKind {
-    /// If it fails it is off-loaded with a fresh version and wins over every write issued
-    /// while it was in flight (see `base_step`).
-    UpWrite {
-        up_id: u64,
-        start: u64,
-        end: u64,
-    },
-    UpRead {
-        read: u64,
-        start: u64,
-    },
-    Reclaim {
-        job: u64,
-        run: usize,
-    },
-    Superblock,
-}
-
-/// A reclaim whose base write is done, waiting for older copies to go, then for its own copies.
-struct Settle {
-    start: u64,
-    end: u64,
-    version: u64,
-    deleting: bool,
-}
-
-struct DelRecordInfo {
-    target: StoreIdx,
-    version: u64,
-    /// Length of the record's payload (the range it occupies in the companion's space).
-    bytes: u64,
-    holders: u64,
-    /// Holders still to acknowledge the write (while being written).
-    writing: u64,
-    entries: Vec<(u64, u64, u64)>,
-    /// Being garbage-collected: holders with a delete in flight.
-    collecting: u64,
-    collect: bool,
-}
-
-enum Phase {
-    /// Writing the store set of a new volume.
-    Formatting,
-    /// Reading the store set.
-    ReadingSuperblock,
-    /// Asking every store for its metadata and deletion records.
-    Fetching(Fetch),
-    /// The range map is rebuilt and holds data with fewer than N copies (a write found on
-    /// fewer stores, newer than the rest): the superblock is marked "degraded" durably before
-    /// anything is served, so that a restart cannot go on without the stores holding it.
-    Marking,
-    Ready,
-    Failed(SuperblockError),
-    /// A store refused a request as fenced: a newer incarnation of this client recovered from
-    /// it, so this one is deposed and serves nothing more (every request gets
-    /// [`ClientError::Fenced`]).
-    Fenced,
-}
-
-struct Fetch {
-    superblock_written: bool,
-    /// The superblock says "degraded": some acknowledged data may have fewer than N copies,
-    /// so every store must answer.
-    all_needed: bool,
-    metadata: Vec<Option<Vec<Extent>>>,
-    records: Vec<Option<Vec<Piece>>>,
-    retry_at: Vec<Option<Nanos>>,
-    /// Stores that failed a fetch request (down, refusing, recovering, silent) at least once.
-    failed: Vec<bool>,
-    started: Nanos,
-}
 
 pub struct Client {
     config: Config,
@@ -367,61 +172,7 @@ fn indices(mask: u64) -> impl Iterator<Item = StoreIdx> {
 }
 
 impl Client {
-    fn empty(config: Config, stores: Vec<StoreInfo>, phase: Phase, now: Nanos) -> Client {
-        assert!(config.n_way >= 1, "n_way ≥ 1");
-        assert!(config.volume_bytes > SUPERBLOCK_BYTES, "volume too small");
-        let stores = stores
-            .into_iter()
-            .map(|info| new_store_state(info, now))
-            .collect();
-        Client {
-            config,
-            phase,
-            generation: 1,
-            next_counter: 1,
-            stores,
-            map: RangeMap::new(),
-            next_id: 1,
-            outstanding: BTreeMap::new(),
-            writes: HashMap::new(),
-            reads: HashMap::new(),
-            base_pending: HashMap::new(),
-            base_in_flight: 0,
-            external_base_load: 0,
-            base_available: true,
-            store_rank: BTreeMap::new(),
-            queued_upward: VecDeque::new(),
-            parked_reads: Vec::new(),
-            parked_writes: Vec::new(),
-            stores_full_since: None,
-            parked_retry_at: None,
-            reclaim_jobs: 0,
-            vulnerable_jobs: 0,
-            reclaim_writes: HashMap::new(),
-            reclaiming: RangeMap::new(),
-            settling: Vec::new(),
-            settle_dirty: false,
-            vulnerable: VecDeque::new(),
-            vulnerable_after_base: Vec::new(),
-            degraded: false,
-            degraded_durable: false,
-            held_writes: Vec::new(),
-            degraded_check_at: now,
-            superblock_in_flight: None,
-            superblock_dirty: false,
-            superblock_retry_at: None,
-            vulnerable_retry: Vec::new(),
-            vulnerable_retry_at: None,
-            next_reclaim_store: 0,
-            records: BTreeMap::new(),
-            next_slot: 0,
-            base_out: VecDeque::new(),
-            store_out: VecDeque::new(),
-            upward_out: VecDeque::new(),
-            stats: Stats::default(),
-            now,
-        }
-    }
+    // ---- Lifecycle: a new volume, or a restart on one
 
     /// A client for a new volume: writes the store set (generation 1) to the base volume.
     pub fn format(config: Config, stores: Vec<StoreInfo>, now: Nanos) -> Client {
@@ -440,18 +191,153 @@ impl Client {
         c
     }
 
+    // ---- Events in: each ends with the state checked (`invariants.rs`)
+
+    /// A request from above: a read or a write of the volume.
+    pub fn handle_upward(&mut self, now: Nanos, id: u64, request: Upward) {
+        self.upward_step(now, id, request);
+        self.check_invariants();
+    }
+
+    /// A base-volume request completed.
+    pub fn handle_base(&mut self, now: Nanos, done: BaseDone) {
+        self.base_step(now, done);
+        self.check_invariants();
+    }
+
+    /// A store answered request `id`; `load` is the load it piggy-backed (requests in flight
+    /// on its volume), if any.
+    pub fn handle_store(
+        &mut self,
+        now: Nanos,
+        store: StoreIdx,
+        id: u64,
+        reply: Reply,
+        load: Option<u64>,
+    ) {
+        self.store_step(now, store, id, reply, load);
+        self.check_invariants();
+    }
+
+    /// A periodic load broadcast from a store.
+    pub fn handle_load(&mut self, store: StoreIdx, load: u64) {
+        if let Some(s) = self.stores.get_mut(store) {
+            s.reported_load = load;
+        }
+    }
+
+    /// The connection to a store broke (the store restarted, or the network failed): every
+    /// request outstanding there may or may not have been carried out, and the store counts as
+    /// failed until a probe gets an answer.
+    pub fn connection_lost(&mut self, now: Nanos, store: StoreIdx) {
+        self.connection_lost_step(now, store);
+        self.check_invariants();
+    }
+
+    /// The time [`Client::poll_timeout`] named has come.
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        self.timeout_step(now);
+        self.check_invariants();
+    }
+
+    // ---- Work out: what the driver sends and answers
+
+    pub fn poll_base(&mut self) -> Option<BaseOp> {
+        self.base_out.pop_front()
+    }
+
+    pub fn poll_store(&mut self) -> Option<(StoreIdx, u64, Request)> {
+        self.store_out.pop_front()
+    }
+
+    pub fn poll_upward(&mut self) -> Option<(u64, UpReply)> {
+        self.upward_out.pop_front()
+    }
+
+    /// When [`Client::handle_timeout`] is due next (`timers.rs` lists every deadline).
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.next_deadline()
+    }
+
+    // ---- Control: the driver's and Sierra's settings
+
+    /// Changes when writes are off-loaded from now on (e.g. "always" for a burst, then "peak"
+    /// so that the data is reclaimed). Data already off-loaded stays correct under any policy.
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.config.policy = policy;
+    }
+
+    /// Load on the base volume from others (a store co-hosted on it).
+    pub fn set_external_base_load(&mut self, load: u64) {
+        self.external_base_load = load;
+    }
+
+    /// Under [`Policy::WhileBaseUnavailable`]: whether every replica of the base takes writes
+    /// now. While not, every write is off-loaded and nothing is reclaimed.
+    pub fn set_base_available(&mut self, now: Nanos, available: bool) {
+        self.now = now;
+        self.base_available = available;
+        self.pump();
+    }
+
+    /// Sets how many reclaim jobs may run at once ([`Config::n_reclaim`]) and starts what the
+    /// new limit allows. Sierra's chunk server shares one budget among its groups' clients;
+    /// lowering the limit below the jobs running lets them finish.
+    pub fn set_reclaim_limit(&mut self, n: usize) {
+        self.config.n_reclaim = n;
+        self.pump_reclaim();
+    }
+
+    /// Orders stores by preference before load: `rank` of a store's id, lower first (Sierra's
+    /// loggers: on a replica's server, then in a replica's rack, then elsewhere). Copies of a
+    /// write still go to stores of distinct [`StoreInfo::server`]s (Sierra: racks).
+    pub fn set_store_ranks(&mut self, ranks: impl IntoIterator<Item = (u64, u8)>) {
+        self.store_rank = ranks.into_iter().collect();
+    }
+
+    /// Removes a store from the store set (decommissioned, or down for too long). Off-loaded
+    /// data whose only copies were there is lost (counted in [`Stats::lost_bytes`]).
+    pub fn remove_store(&mut self, now: Nanos, store: StoreIdx) {
+        self.remove_store_step(now, store);
+        self.check_invariants();
+    }
+
+    // ---- Queries
+
     pub fn is_ready(&self) -> bool {
         matches!(self.phase, Phase::Ready)
     }
 
-    /// Since when every store refuses the writes that must be off-loaded as full (`None`
-    /// when they are not full): the runtime reports it (WARN, metric).
-    pub fn stores_full_since(&self) -> Option<Nanos> {
-        self.stores_full_since
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// Why the client cannot start (its store set is missing or damaged), if it cannot.
+    pub fn failure(&self) -> Option<ClientError> {
+        match &self.phase {
+            Phase::Failed(e) => Some(ClientError::NoStoreSet(*e)),
+            Phase::Fenced => Some(ClientError::Fenced),
+            _ => None,
+        }
+    }
+
+    /// The store set (removed stores excluded), by index.
+    pub fn stores(&self) -> Vec<(StoreIdx, StoreInfo, bool)> {
+        self.stores
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.removed)
+            .map(|(i, s)| (i, s.info, s.up))
+            .collect()
+    }
+
+    /// The range map: every off-loaded range and where its latest version is.
+    pub fn ranges(&self) -> impl Iterator<Item = (u64, u64, &Loc)> + '_ {
+        self.map.iter()
     }
 
     /// Per store in the store set (by index, removed ones included): whether it is up, its
@@ -508,47 +394,15 @@ impl Client {
             .sum()
     }
 
-    /// The stores that are up, as a mask of store indices.
-    fn up_mask(&self) -> u64 {
-        self.stores
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.up)
-            .fold(0, |m, (i, _)| m | bit(i))
+    /// Since when every store refuses the writes that must be off-loaded as full (`None`
+    /// when they are not full): the runtime reports it (WARN, metric).
+    pub fn stores_full_since(&self) -> Option<Nanos> {
+        self.stores_full_since
     }
 
-    /// Why the client cannot start (its store set is missing or damaged), if it cannot.
-    pub fn failure(&self) -> Option<ClientError> {
-        match &self.phase {
-            Phase::Failed(e) => Some(ClientError::NoStoreSet(*e)),
-            Phase::Fenced => Some(ClientError::Fenced),
-            _ => None,
-        }
-    }
-
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// Changes when writes are off-loaded from now on (e.g. "always" for a burst, then "peak"
-    /// so that the data is reclaimed). Data already off-loaded stays correct under any policy.
-    pub fn set_policy(&mut self, policy: Policy) {
-        self.config.policy = policy;
-    }
-
-    /// The store set (removed stores excluded), by index.
-    pub fn stores(&self) -> Vec<(StoreIdx, StoreInfo, bool)> {
-        self.stores
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| !s.removed)
-            .map(|(i, s)| (i, s.info, s.up))
-            .collect()
-    }
-
-    /// The range map: every off-loaded range and where its latest version is.
-    pub fn ranges(&self) -> impl Iterator<Item = (u64, u64, &Loc)> + '_ {
-        self.map.iter()
+    /// Requests in flight on the base volume (ours plus what the driver reports).
+    pub fn base_load(&self) -> u64 {
+        self.base_in_flight + self.external_base_load
     }
 
     /// Nothing off-loaded, nothing owed to any store, no deletion record left.
@@ -564,6 +418,98 @@ impl Client {
             && self.reclaim_jobs == 0
             && !self.degraded
             && self.superblock_in_flight.is_none()
+    }
+
+    pub fn base_available(&self) -> bool {
+        self.base_available
+    }
+
+    pub fn reclaim_limit(&self) -> usize {
+        self.config.n_reclaim
+    }
+
+    pub fn reclaim_jobs(&self) -> usize {
+        self.reclaim_jobs
+    }
+
+    /// Whether reclaim of vulnerable data is queued or under way: a server
+    /// sharing one reclaim budget among clients gives none to the others' other data meanwhile.
+    pub fn reclaiming_vulnerable(&self) -> bool {
+        self.base_available
+            && self.is_ready()
+            && (!self.vulnerable.is_empty() || self.vulnerable_jobs > 0)
+    }
+
+    /// Whether reclaim has work it could start now, and whether some of it is at risk (held
+    /// by fewer than N stores up).
+    pub fn reclaim_wanted(&self) -> Option<bool> {
+        if !self.base_available || !self.is_ready() {
+            return None;
+        }
+        if !self.vulnerable.is_empty() {
+            return Some(true);
+        }
+        if self.vulnerable_jobs > 0 || !self.reclaims() {
+            // Other data waits until the vulnerable data is on the base volume.
+            return None;
+        }
+        self.stores
+            .iter()
+            .any(|st| {
+                st.up
+                    && st.may_hold
+                    && st.reclaim_after <= self.now
+                    && st.any_in_flight < st.any_window
+            })
+            .then_some(false)
+    }
+
+    /// The off-loaded writes in flight: (start, length, version, stores waited for, succeeded,
+    /// tried), for diagnostics.
+    pub fn writes_in_flight(&self) -> Vec<(u64, u64, u64, u32, u64, u64)> {
+        let mut writes: Vec<_> = self
+            .writes
+            .values()
+            .map(|op| {
+                (
+                    op.start,
+                    op.data.len() as u64,
+                    op.version,
+                    op.waiting,
+                    op.succeeded,
+                    op.tried,
+                )
+            })
+            .collect();
+        writes.sort_unstable();
+        writes
+    }
+
+    /// While recovering (fetching every store's ranges): who answered and who is missing.
+    pub fn recovery_wait(&self) -> Option<RecoveryWait> {
+        let Phase::Fetching(f) = &self.phase else {
+            return None;
+        };
+        let live: Vec<StoreIdx> = (0..self.stores.len())
+            .filter(|&s| !self.stores[s].removed)
+            .collect();
+        let missing: Vec<StoreIdx> = live
+            .iter()
+            .copied()
+            .filter(|&s| f.metadata[s].is_none() || f.records[s].is_none())
+            .collect();
+        let id = |s: &StoreIdx| self.stores[*s].info.id;
+        Some(RecoveryWait {
+            answered: live.len() - missing.len(),
+            stores: live.len(),
+            needed: if f.all_needed {
+                live.len()
+            } else {
+                live.len().saturating_sub(self.config.n_way - 1).max(1)
+            },
+            failed: missing.iter().filter(|&&s| f.failed[s]).map(id).collect(),
+            silent: missing.iter().filter(|&&s| !f.failed[s]).map(id).collect(),
+        })
     }
 
     /// A one-line account of the client's state, for diagnostics.
@@ -653,26 +599,72 @@ impl Client {
             stores.join(" ")
         )
     }
+}
 
-    pub fn base_load(&self) -> u64 {
-        self.base_in_flight + self.external_base_load
+impl Client {
+    fn empty(config: Config, stores: Vec<StoreInfo>, phase: Phase, now: Nanos) -> Client {
+        assert!(config.n_way >= 1, "n_way ≥ 1");
+        assert!(config.volume_bytes > SUPERBLOCK_BYTES, "volume too small");
+        let stores = stores
+            .into_iter()
+            .map(|info| new_store_state(info, now))
+            .collect();
+        Client {
+            config,
+            phase,
+            generation: 1,
+            next_counter: 1,
+            stores,
+            map: RangeMap::new(),
+            next_id: 1,
+            outstanding: BTreeMap::new(),
+            writes: HashMap::new(),
+            reads: HashMap::new(),
+            base_pending: HashMap::new(),
+            base_in_flight: 0,
+            external_base_load: 0,
+            base_available: true,
+            store_rank: BTreeMap::new(),
+            queued_upward: VecDeque::new(),
+            parked_reads: Vec::new(),
+            parked_writes: Vec::new(),
+            stores_full_since: None,
+            parked_retry_at: None,
+            reclaim_jobs: 0,
+            vulnerable_jobs: 0,
+            reclaim_writes: HashMap::new(),
+            reclaiming: RangeMap::new(),
+            settling: Vec::new(),
+            settle_dirty: false,
+            vulnerable: VecDeque::new(),
+            vulnerable_after_base: Vec::new(),
+            degraded: false,
+            degraded_durable: false,
+            held_writes: Vec::new(),
+            degraded_check_at: now,
+            superblock_in_flight: None,
+            superblock_dirty: false,
+            superblock_retry_at: None,
+            vulnerable_retry: Vec::new(),
+            vulnerable_retry_at: None,
+            next_reclaim_store: 0,
+            records: BTreeMap::new(),
+            next_slot: 0,
+            base_out: VecDeque::new(),
+            store_out: VecDeque::new(),
+            upward_out: VecDeque::new(),
+            stats: Stats::default(),
+            now,
+        }
     }
 
-    /// Load on the base volume from others (a store co-hosted on it).
-    pub fn set_external_base_load(&mut self, load: u64) {
-        self.external_base_load = load;
-    }
-
-    pub fn poll_base(&mut self) -> Option<BaseOp> {
-        self.base_out.pop_front()
-    }
-
-    pub fn poll_store(&mut self) -> Option<(StoreIdx, u64, Request)> {
-        self.store_out.pop_front()
-    }
-
-    pub fn poll_upward(&mut self) -> Option<(u64, UpReply)> {
-        self.upward_out.pop_front()
+    /// The stores that are up, as a mask of store indices.
+    fn up_mask(&self) -> u64 {
+        self.stores
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.up)
+            .fold(0, |m, (i, _)| m | bit(i))
     }
 
     fn id(&mut self) -> u64 {
@@ -760,36 +752,5 @@ impl Client {
         self.pump_stale();
         self.pump_reclaim();
         self.pump_degraded();
-    }
-}
-
-enum WriteOutcome {
-    Done,
-    NotWritten,
-    Unknown,
-}
-
-fn new_store_state(info: StoreInfo, now: Nanos) -> StoreState {
-    StoreState {
-        info,
-        removed: false,
-        up: true,
-        down_since: now,
-        next_probe: now,
-        probing: false,
-        reported_load: 0,
-        in_flight: 0,
-        deletes_in_flight: 0,
-        last_heard: now,
-        busy_since: now,
-        may_hold: false,
-        any_in_flight: 0,
-        any_window: 1,
-        reclaim_after: 0,
-        writes_acked: 0,
-        stale: RangeMap::new(),
-        stale_dirty: false,
-        record_after: 0,
-        old_records: None,
     }
 }

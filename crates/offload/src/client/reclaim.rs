@@ -226,6 +226,7 @@ impl Client {
                 .get_or_insert(self.now + self.config.probe_interval_ns);
         }
         let entry = self.reclaim_writes.get_mut(&job).expect("reclaim job");
+        debug_assert!(entry.1 > 0, "reclaim job {job} failed after it finished");
         // An empty span settles nothing when the job completes.
         entry.0[run] = (lo, lo, 0);
         self.reclaiming.remove(lo, hi);
@@ -242,6 +243,12 @@ impl Client {
             return;
         }
         let (runs, _, vulnerable) = self.reclaim_writes.remove(&job).expect("reclaim job");
+        debug_assert!(
+            self.reclaim_jobs >= 1 && self.vulnerable_jobs <= self.reclaim_jobs,
+            "{} reclaim jobs finishing, {} of them at risk",
+            self.reclaim_jobs,
+            self.vulnerable_jobs
+        );
         self.reclaim_jobs -= 1;
         self.vulnerable_jobs -= vulnerable as usize;
         let up = self.up_mask();
@@ -349,5 +356,15 @@ impl Client {
         }
         // What changed here may unblock other entries: look once more at the next pump.
         self.settle_dirty |= changed;
+    }
+
+    /// Whether reclaim may run under the policy: Everest's peak policy, or Sierra's logging
+    /// mode with every replica available.
+    pub(super) fn reclaims(&self) -> bool {
+        match self.config.policy {
+            Policy::Peak => true,
+            Policy::WhileBaseUnavailable => self.base_available,
+            Policy::Baseline | Policy::Always => false,
+        }
     }
 }

@@ -119,33 +119,6 @@ impl Client {
         self.become_ready();
     }
 
-    /// While recovering (fetching every store's ranges): who answered and who is missing.
-    pub fn recovery_wait(&self) -> Option<RecoveryWait> {
-        let Phase::Fetching(f) = &self.phase else {
-            return None;
-        };
-        let live: Vec<StoreIdx> = (0..self.stores.len())
-            .filter(|&s| !self.stores[s].removed)
-            .collect();
-        let missing: Vec<StoreIdx> = live
-            .iter()
-            .copied()
-            .filter(|&s| f.metadata[s].is_none() || f.records[s].is_none())
-            .collect();
-        let id = |s: &StoreIdx| self.stores[*s].info.id;
-        Some(RecoveryWait {
-            answered: live.len() - missing.len(),
-            stores: live.len(),
-            needed: if f.all_needed {
-                live.len()
-            } else {
-                live.len().saturating_sub(self.config.n_way - 1).max(1)
-            },
-            failed: missing.iter().filter(|&&s| f.failed[s]).map(id).collect(),
-            silent: missing.iter().filter(|&&s| !f.failed[s]).map(id).collect(),
-        })
-    }
-
     /// Rebuilds the soft state: deletion records first (what is owed to whom), then every
     /// store's valid ranges merged by version.
     ///

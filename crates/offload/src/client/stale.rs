@@ -5,6 +5,11 @@ use super::*;
 
 impl Client {
     pub(super) fn add_stale(&mut self, store: StoreIdx, start: u64, end: u64, version: u64) {
+        debug_assert!(start < end, "an empty stale range at {start}");
+        debug_assert!(
+            version < (self.generation << VERSION_BITS) | self.next_counter,
+            "a stale copy of version {version}, not yet given out"
+        );
         let st = &mut self.stores[store];
         if st.removed {
             return;
@@ -273,6 +278,14 @@ impl Client {
         let Some(r) = self.records.get_mut(&slot) else {
             return;
         };
+        debug_assert!(
+            r.writing & bit(store) != 0,
+            "store {store} answered a deletion record it was not writing"
+        );
+        debug_assert_ne!(
+            r.target, store,
+            "a deletion record kept on the store it is for"
+        );
         r.writing &= !bit(store);
         match outcome {
             WriteOutcome::Done => r.holders |= bit(store),

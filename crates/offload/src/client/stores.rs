@@ -102,13 +102,6 @@ impl Client {
         self.pump();
     }
 
-    /// A periodic load broadcast from a store.
-    pub fn handle_load(&mut self, store: StoreIdx, load: u64) {
-        if let Some(s) = self.stores.get_mut(store) {
-            s.reported_load = load;
-        }
-    }
-
     pub(super) fn store_replied(&mut self, store: StoreIdx, pending: Pending, reply: Reply) {
         match pending {
             Pending::Write { op } => {
@@ -127,64 +120,9 @@ impl Client {
                 start,
                 end,
                 version,
-            } => {
-                let mut covered = start;
-                let mut gaps = Vec::new();
-                if let Reply::Read(pieces) = reply {
-                    for (e, data) in pieces {
-                        let lo = e.offset_bytes.max(start);
-                        let hi = (e.offset_bytes + e.length_bytes).min(end);
-                        if lo >= hi || data.len() as u64 != e.length_bytes {
-                            continue;
-                        }
-                        if lo > covered {
-                            gaps.push((covered, lo));
-                        }
-                        covered = hi;
-                        if e.version < version {
-                            // Older than the copy acknowledged there: the store lost it.
-                            gaps.push((lo, hi));
-                            continue;
-                        }
-                        // The version read, or a newer one being written (concurrent).
-                        let skip = (lo - e.offset_bytes) as usize;
-                        self.read_piece_done(read, lo, data, skip, (hi - lo) as usize);
-                    }
-                }
-                if covered < end {
-                    gaps.push((covered, end));
-                }
-                // Gaps: the copy was deleted meanwhile (reclaimed), or the store lost it (its
-                // log was damaged); resolve them again, elsewhere in the second case.
-                for (lo, hi) in gaps {
-                    if lo < hi {
-                        self.copy_lost(store, lo, hi, version);
-                        self.read_piece(read, lo, hi);
-                    }
-                }
-                self.read_piece_finished(read);
-            }
+            } => self.read_replied(store, read, (start, end, version), reply),
             Pending::ReclaimAny { writes_acked } => {
-                match reply {
-                    Reply::ReadAny(Some((extent, data))) => {
-                        let useful = self.reclaim_got(store, vec![(extent, data)], false);
-                        let n_reclaim = self.config.n_reclaim as u64;
-                        let st = &mut self.stores[store];
-                        if useful {
-                            st.any_window = (st.any_window * 2).min(n_reclaim.max(1));
-                        } else {
-                            st.any_window = 1;
-                            st.reclaim_after = self.now + self.config.probe_interval_ns;
-                        }
-                        return;
-                    }
-                    Reply::ReadAny(None) if self.stores[store].writes_acked == writes_acked => {
-                        self.stores[store].may_hold = false;
-                        self.stores[store].any_window = 1;
-                    }
-                    _ => self.stores[store].any_window = 1,
-                }
-                self.reclaim_jobs -= 1;
+                self.reclaim_any_replied(store, writes_acked, reply)
             }
             Pending::ReclaimRead { start, end } => match reply {
                 Reply::Read(pieces) => {
@@ -200,37 +138,7 @@ impl Client {
                 start,
                 end,
                 version,
-            } => {
-                let ok = reply == Reply::Done;
-                self.stores[store]
-                    .stale
-                    .update(start, end, |_, _, old| match old {
-                        Some(v) if ok && v.version <= version => None,
-                        Some(v) => Some(Stale { sent: false, ..*v }),
-                        None => None,
-                    });
-                // A settling reclaim may have waited for this delete.
-                self.settle_dirty = true;
-                if !ok {
-                    self.stores[store].stale_dirty = true;
-                } else {
-                    // Deletes of current copies on other stores may have waited for this older
-                    // copy to go (invariant 3): look at them again.
-                    for (i, st) in self.stores.iter_mut().enumerate() {
-                        if i != store
-                            && !st.stale.is_empty()
-                            && st
-                                .stale
-                                .lookup(start, end)
-                                .iter()
-                                .any(|p| p.value.is_some_and(|v| !v.sent))
-                        {
-                            st.stale_dirty = true;
-                        }
-                    }
-                }
-                self.maybe_collect_records(store);
-            }
+            } => self.delete_replied(store, (start, end, version), reply),
             Pending::RecordWrite { slot } => {
                 let outcome = match reply {
                     Reply::Done => WriteOutcome::Done,
@@ -257,33 +165,7 @@ impl Client {
                     self.maybe_finish_fetch();
                 }
             }
-            Pending::RecordsMeta => {
-                if let (Phase::Fetching(_), Reply::Metadata(extents)) = (&self.phase, reply) {
-                    // Metadata is answered once every earlier write is durable, so the records
-                    // listed include those the previous incarnation was still writing.
-                    let end = extents
-                        .iter()
-                        .map(|e| e.offset_bytes + e.length_bytes)
-                        .max();
-                    match end {
-                        None => {
-                            if let Phase::Fetching(f) = &mut self.phase {
-                                f.records[store] = Some(Vec::new());
-                            }
-                            self.maybe_finish_fetch();
-                        }
-                        Some(end) => self.send(
-                            store,
-                            Request::Read {
-                                client: companion(self.config.client),
-                                offset_bytes: 0,
-                                length_bytes: end,
-                            },
-                            Pending::Records,
-                        ),
-                    }
-                }
-            }
+            Pending::RecordsMeta => self.records_meta_replied(store, reply),
             Pending::Records => {
                 if let (Phase::Fetching(f), Reply::Read(pieces)) = (&mut self.phase, reply) {
                     f.records[store] = Some(pieces);
@@ -298,6 +180,152 @@ impl Client {
                 } else {
                     st.old_records.map(|(v, _)| (v, false))
                 };
+            }
+        }
+    }
+
+    /// A store answered an upward read of `[start, end)` at `version`: the pieces it has go
+    /// up; gaps (the copy was reclaimed meanwhile, or the store lost it) are resolved again.
+    fn read_replied(
+        &mut self,
+        store: StoreIdx,
+        read: u64,
+        (start, end, version): Span,
+        reply: Reply,
+    ) {
+        debug_assert!(start < end, "an empty read piece at {start}");
+        let mut covered = start;
+        let mut gaps = Vec::new();
+        if let Reply::Read(pieces) = reply {
+            for (e, data) in pieces {
+                let lo = e.offset_bytes.max(start);
+                let hi = (e.offset_bytes + e.length_bytes).min(end);
+                if lo >= hi || data.len() as u64 != e.length_bytes {
+                    continue;
+                }
+                if lo > covered {
+                    gaps.push((covered, lo));
+                }
+                covered = hi;
+                if e.version < version {
+                    // Older than the copy acknowledged there: the store lost it.
+                    gaps.push((lo, hi));
+                    continue;
+                }
+                // The version read, or a newer one being written (concurrent).
+                let skip = (lo - e.offset_bytes) as usize;
+                self.read_piece_done(read, lo, data, skip, (hi - lo) as usize);
+            }
+        }
+        if covered < end {
+            gaps.push((covered, end));
+        }
+        // Gaps: the copy was deleted meanwhile (reclaimed), or the store lost it (its
+        // log was damaged); resolve them again, elsewhere in the second case.
+        for (lo, hi) in gaps {
+            if lo < hi {
+                self.copy_lost(store, lo, hi, version);
+                self.read_piece(read, lo, hi);
+            }
+        }
+        self.read_piece_finished(read);
+    }
+
+    /// A store answered a reclaim `read_any`: the data goes to the base; the store's window
+    /// of such reads in flight grows while they find data, and it is not asked again until a
+    /// probe interval has passed when they do not.
+    fn reclaim_any_replied(&mut self, store: StoreIdx, writes_acked: u64, reply: Reply) {
+        debug_assert!(
+            self.reclaim_jobs > 0,
+            "a reclaim answer with no reclaim job"
+        );
+        match reply {
+            Reply::ReadAny(Some((extent, data))) => {
+                let useful = self.reclaim_got(store, vec![(extent, data)], false);
+                let n_reclaim = self.config.n_reclaim as u64;
+                let st = &mut self.stores[store];
+                if useful {
+                    st.any_window = (st.any_window * 2).min(n_reclaim.max(1));
+                } else {
+                    st.any_window = 1;
+                    st.reclaim_after = self.now + self.config.probe_interval_ns;
+                }
+                return;
+            }
+            Reply::ReadAny(None) if self.stores[store].writes_acked == writes_acked => {
+                self.stores[store].may_hold = false;
+                self.stores[store].any_window = 1;
+            }
+            _ => self.stores[store].any_window = 1,
+        }
+        self.reclaim_jobs -= 1;
+    }
+
+    /// A store answered a delete of its copies of `[start, end)` up to `version`: done, they
+    /// leave its stale map (and deletes elsewhere that waited for them are looked at again);
+    /// refused, they are sent again.
+    fn delete_replied(&mut self, store: StoreIdx, (start, end, version): Span, reply: Reply) {
+        debug_assert!(start < end, "an empty delete at {start}");
+        debug_assert!(
+            self.stores[store].deletes_in_flight < DELETES_IN_FLIGHT_MAX,
+            "more deletes in flight than allowed"
+        );
+        let ok = reply == Reply::Done;
+        self.stores[store]
+            .stale
+            .update(start, end, |_, _, old| match old {
+                Some(v) if ok && v.version <= version => None,
+                Some(v) => Some(Stale { sent: false, ..*v }),
+                None => None,
+            });
+        // A settling reclaim may have waited for this delete.
+        self.settle_dirty = true;
+        if !ok {
+            self.stores[store].stale_dirty = true;
+        } else {
+            // Deletes of current copies on other stores may have waited for this older
+            // copy to go (invariant 3): look at them again.
+            for (i, st) in self.stores.iter_mut().enumerate() {
+                if i != store
+                    && !st.stale.is_empty()
+                    && st
+                        .stale
+                        .lookup(start, end)
+                        .iter()
+                        .any(|p| p.value.is_some_and(|v| !v.sent))
+                {
+                    st.stale_dirty = true;
+                }
+            }
+        }
+        self.maybe_collect_records(store);
+    }
+
+    /// Recovery: the extents of a store's deletion records; they are read next.
+    fn records_meta_replied(&mut self, store: StoreIdx, reply: Reply) {
+        if let (Phase::Fetching(_), Reply::Metadata(extents)) = (&self.phase, reply) {
+            // Metadata is answered once every earlier write is durable, so the records
+            // listed include those the previous incarnation was still writing.
+            let end = extents
+                .iter()
+                .map(|e| e.offset_bytes + e.length_bytes)
+                .max();
+            match end {
+                None => {
+                    if let Phase::Fetching(f) = &mut self.phase {
+                        f.records[store] = Some(Vec::new());
+                    }
+                    self.maybe_finish_fetch();
+                }
+                Some(end) => self.send(
+                    store,
+                    Request::Read {
+                        client: companion(self.config.client),
+                        offset_bytes: 0,
+                        length_bytes: end,
+                    },
+                    Pending::Records,
+                ),
             }
         }
     }
@@ -481,9 +509,8 @@ impl Client {
         self.place_write(key);
     }
 
-    /// Removes a store from the store set (decommissioned, or down for too long). Off-loaded
-    /// data whose only copies were there is lost (counted in [`Stats::lost_bytes`]).
-    pub fn remove_store(&mut self, now: Nanos, store: StoreIdx) {
+    /// [`Client::remove_store`]'s work.
+    pub(super) fn remove_store_step(&mut self, now: Nanos, store: StoreIdx) {
         self.now = now;
         if store >= self.stores.len() || self.stores[store].removed {
             return;
@@ -533,5 +560,15 @@ impl Client {
         }
         self.write_superblock();
         self.pump();
+    }
+
+    /// The order in which stores are preferred: rank, then load.
+    pub(super) fn store_preference(&self, s: StoreIdx) -> (u8, u64, StoreIdx) {
+        let rank = self
+            .store_rank
+            .get(&self.stores[s].info.id)
+            .copied()
+            .unwrap_or(0);
+        (rank, self.store_load(s), s)
     }
 }

@@ -1,9 +1,26 @@
-//! Timeouts: silent stores, probes, parked writes, full stores, removal, recovery's grace.
+//! The client's deadlines. [`Client::poll_timeout`] reports the earliest of them
+//! (`next_deadline`); `timeout_step` acts on those passed, and the pump picks up the rest.
+//!
+//! | deadline | due at | then |
+//! |---|---|---|
+//! | a store's silence | its last answer (or since it was busy) + `request_timeout_ns`, while requests are outstanding there | the store counts as failed (while recovering: its requests are given up) |
+//! | a probe | a down store's `next_probe`, once ready | a one-byte read to see whether it is back |
+//! | removal | a down store's `down_since` + `remove_after_ns` | the store leaves the set |
+//! | a fetch retry | recovery's `retry_at` per store | the store's ranges asked again |
+//! | recovery's grace | the fetch's start + `recovery_grace_ns`, while some fetch failed | failed fetches decide whether recovery goes on without them |
+//! | parked writes | `parked_retry_at` (full stores) | parked writes placed again |
+//! | a superblock write | `superblock_retry_at` | written again |
+//! | at-risk reclaim | `vulnerable_retry_at` | failed at-risk reclaims queued again |
+//! | a write's bound | its `write_deadline`: `copies_timeout_ns` after a round with fewer than N copies, else `full_timeout_ns` after it arrived | answered with ENOSPC (no copy) or EIO (fewer than N) |
+//! | the degraded mark | `degraded_check_at`, while degraded with nothing at risk | the mark cleared when safe |
+//! | reclaim | a store's `reclaim_after`, while reclaim may run | reclaim from it may start |
+//! | deletion records | a down store's `record_after`, while it holds stale copies | deletion records written elsewhere |
 
 use super::*;
 
 impl Client {
-    pub fn poll_timeout(&self) -> Option<Nanos> {
+    /// The earliest deadline of the table above (none for a client with nothing to wait for).
+    pub(super) fn next_deadline(&self) -> Option<Nanos> {
         let mut at: Option<Nanos> = None;
         let mut consider = |t: Nanos| at = Some(at.map_or(t, |a| a.min(t)));
         for s in 0..self.stores.len() {
@@ -99,7 +116,7 @@ impl Client {
             }
             if let Some(after) = self.config.remove_after_ns {
                 if now >= st.down_since + after {
-                    self.remove_store(now, s);
+                    self.remove_store_step(now, s);
                     continue;
                 }
             }

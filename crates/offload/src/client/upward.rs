@@ -211,12 +211,23 @@ impl Client {
                 chosen.push(i);
             }
         }
+        debug_assert!(chosen.len() <= n, "{} stores chosen of {n}", chosen.len());
+        debug_assert!(
+            chosen.iter().all(|&c| exclude & bit(c) == 0),
+            "a store chosen that was excluded"
+        );
         chosen
     }
 
     pub(super) fn write_base(&mut self, up_id: u64, start: u64, data: Vec<u8>, durable: bool) {
         let id = self.id();
         let end = start + data.len() as u64;
+        // Invariant 2's other side: a write over off-loaded data never goes to the base alone
+        // (the off-loaded copy would stay newer than it in the map).
+        debug_assert!(
+            !self.map.overlaps(start, end),
+            "a base write of [{start}, {end}) over off-loaded data"
+        );
         self.base_pending
             .insert(id, BaseKind::UpWrite { up_id, start, end });
         self.base_in_flight += 1;
@@ -288,6 +299,13 @@ impl Client {
     /// for their answers.
     fn send_copies(&mut self, key: u64, targets: &[StoreIdx]) {
         let op = &self.writes[&key];
+        debug_assert_eq!(op.waiting, 0, "a write sent again while copies are owed");
+        debug_assert!(
+            targets
+                .iter()
+                .all(|&s| op.asked & bit(s) == 0 && op.succeeded & bit(s) == 0),
+            "a copy sent twice to one store"
+        );
         let (start, version, data) = (op.start, op.version, op.data.clone());
         for &s in targets {
             let request = Request::Write {
@@ -311,6 +329,10 @@ impl Client {
         let Some(op) = self.writes.get_mut(&key) else {
             return;
         };
+        debug_assert!(
+            op.waiting > 0 && op.asked & bit(store) != 0,
+            "store {store} answered a write it was not asked for"
+        );
         op.waiting -= 1;
         op.asked &= !bit(store);
         match outcome {
@@ -525,6 +547,15 @@ impl Client {
         };
         // Fewer than N copies (answered with an error): reclaimed first.
         let vulnerable = (op.succeeded.count_ones() as usize) < self.config.n_way;
+        // Acknowledged means N copies: a write short of them was answered with an error.
+        debug_assert!(
+            op.answered || !vulnerable,
+            "[{start}, {end}) version {} acknowledged with {} copies of {}",
+            op.version,
+            op.succeeded.count_ones(),
+            self.config.n_way
+        );
+        debug_assert!(op.succeeded != 0, "a write finished with no copy");
         for (lo, hi) in kept {
             self.apply_offloaded(lo, hi, op.version, op.succeeded);
             if vulnerable {
@@ -579,6 +610,13 @@ impl Client {
             }
         });
         self.stats.offloaded_bytes += gained;
+        debug_assert!(
+            self.map
+                .lookup(start, end)
+                .iter()
+                .all(|p| p.value.is_some_and(|l| l.version >= version)),
+            "[{start}, {end}) left below version {version} after it was applied"
+        );
         for (s, lo, hi, v) in stale {
             self.add_stale(s, lo, hi, v);
         }
@@ -654,6 +692,15 @@ impl Client {
         len: usize,
     ) {
         let op = self.reads.get_mut(&read).expect("read");
+        debug_assert!(
+            start >= op.start
+                && start + len as u64 <= op.start + op.len
+                && skip + len <= data.len(),
+            "a piece [{start}, +{len}) outside read [{}, +{}) or its data",
+            op.start,
+            op.len
+        );
+        debug_assert!(op.outstanding > 0, "a piece of a read with none owed");
         if op.buf.is_empty()
             && start == op.start
             && skip == 0

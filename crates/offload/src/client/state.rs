@@ -1,0 +1,244 @@
+//! The client's state apart from the range map and the queues out: per store, per request in
+//! flight, per upward read and write, recovery's fetch, and the phase of the client's life.
+
+use super::*;
+
+/// A stale copy on one store, waiting for its delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Stale {
+    /// Delete versions up to this one.
+    pub(super) version: u64,
+    /// A delete is in flight.
+    pub(super) sent: bool,
+    /// A deletion record for it is being written.
+    pub(super) recording: bool,
+    /// The durable deletion record naming it: it no longer blocks invariant 3.
+    pub(super) slot: Option<u64>,
+}
+
+pub(super) struct StoreState {
+    pub(super) info: StoreInfo,
+    pub(super) removed: bool,
+    pub(super) up: bool,
+    pub(super) down_since: Nanos,
+    pub(super) next_probe: Nanos,
+    pub(super) probing: bool,
+    pub(super) reported_load: u64,
+    pub(super) in_flight: u64,
+    /// Deletes in flight (capped, so a store short of space is not flooded).
+    pub(super) deletes_in_flight: u64,
+    /// When the store last answered anything, and when it last went from idle to busy: a
+    /// store silent for the timeout while requests are outstanding has failed (a slow answer
+    /// to one request, e.g. a delete waiting for log space, is not a failure).
+    pub(super) last_heard: Nanos,
+    pub(super) busy_since: Nanos,
+    /// read_any may find data for us.
+    pub(super) may_hold: bool,
+    /// read_any requests in flight, and how many may be: a store offers its records in turn
+    /// and offers them again once all were, so more requests than it has records to offer only
+    /// read the same records again. The window doubles (up to N_reclaim) while answers bring
+    /// new work and falls back to one when one does not.
+    pub(super) any_in_flight: u64,
+    pub(super) any_window: u64,
+    /// No read_any before this: the last one found only data being settled or still being
+    /// written, which the store offers again until that work is done.
+    pub(super) reclaim_after: Nanos,
+    /// Successful writes so far (a read_any answering "nothing" clears `may_hold` only if no
+    /// write succeeded since it was sent).
+    pub(super) writes_acked: u64,
+    pub(super) stale: RangeMap<Stale>,
+    pub(super) stale_dirty: bool,
+    /// No deletion record for this (failed) store before this: the last one was refused by a
+    /// holder (e.g. a full log), and writing it again at once would only be refused again.
+    pub(super) record_after: Nanos,
+    /// Missed at a recovery: the deletion records it holds from earlier lives (copies of
+    /// records also held by stores that answered) are deleted when it returns, up to this
+    /// version; `true` while that delete is in flight.
+    pub(super) old_records: Option<(u64, bool)>,
+}
+
+pub(super) enum Pending {
+    Write {
+        op: u64,
+    },
+    Read {
+        read: u64,
+        start: u64,
+        end: u64,
+        /// The version the range map named for the range when the read was sent.
+        version: u64,
+    },
+    ReclaimAny {
+        writes_acked: u64,
+    },
+    /// A read of vulnerable data `[start, end)` for reclaim (queued again if it fails).
+    ReclaimRead {
+        start: u64,
+        end: u64,
+    },
+    Delete {
+        start: u64,
+        end: u64,
+        version: u64,
+    },
+    RecordWrite {
+        slot: u64,
+    },
+    RecordGc {
+        slot: u64,
+    },
+    Metadata,
+    /// The companion's metadata: which deletion records to read.
+    RecordsMeta,
+    Records,
+    Probe,
+    /// Deletes a returning store's deletion records from earlier lives.
+    ClearRecords,
+}
+
+pub(super) struct Outstanding {
+    pub(super) store: StoreIdx,
+    pub(super) pending: Pending,
+}
+
+pub(super) struct WriteOp {
+    pub(super) up_id: u64,
+    pub(super) start: u64,
+    pub(super) data: Vec<u8>,
+    pub(super) durable: bool,
+    pub(super) version: u64,
+    /// Stores asked and not yet answered, answered with success, and failed (not retried).
+    pub(super) waiting: u32,
+    pub(super) succeeded: u64,
+    pub(super) tried: u64,
+    /// Stores asked and not yet answered: a delete sent there now could land after the copy.
+    pub(super) asked: u64,
+    /// Parts a newer write took while this one was in flight (it completed first, see
+    /// `supersede`): the newer one wins there (deletes owed for it may remove this copy).
+    pub(super) superseded: Vec<(u64, u64)>,
+    /// When every store first refused it as full.
+    pub(super) full_since: Option<Nanos>,
+    /// When it first had some copies but fewer than N (it waits for the rest).
+    pub(super) short_since: Option<Nanos>,
+    /// Answered already, with an error: fewer than N copies in time, or no store took it in
+    /// time (see [`Client::answer_late`]); the stores asked still owe their answers.
+    pub(super) answered: bool,
+    /// When it arrived (the clock of `full_timeout_ns`).
+    pub(super) arrived: Nanos,
+}
+
+pub(super) struct ReadOp {
+    pub(super) up_id: u64,
+    pub(super) start: u64,
+    pub(super) len: u64,
+    /// Empty until the first piece arrives: a piece covering the whole read becomes the
+    /// buffer as it is (no copy); otherwise the pieces are copied into `len` bytes.
+    pub(super) buf: Vec<u8>,
+    pub(super) outstanding: u32,
+    /// A piece failed: the read is answered with this once every piece is in.
+    pub(super) error: Option<ClientError>,
+}
+
+pub(super) enum BaseKind {
+    /// If it fails it is off-loaded with a fresh version and wins over every write issued
+    /// while it was in flight (see `base_step`).
+    UpWrite {
+        up_id: u64,
+        start: u64,
+        end: u64,
+    },
+    UpRead {
+        read: u64,
+        start: u64,
+    },
+    Reclaim {
+        job: u64,
+        run: usize,
+    },
+    Superblock,
+}
+
+/// A reclaim whose base write is done, waiting for older copies to go, then for its own copies.
+pub(super) struct Settle {
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) version: u64,
+    pub(super) deleting: bool,
+}
+
+pub(super) struct DelRecordInfo {
+    pub(super) target: StoreIdx,
+    pub(super) version: u64,
+    /// Length of the record's payload (the range it occupies in the companion's space).
+    pub(super) bytes: u64,
+    pub(super) holders: u64,
+    /// Holders still to acknowledge the write (while being written).
+    pub(super) writing: u64,
+    pub(super) entries: Vec<(u64, u64, u64)>,
+    /// Being garbage-collected: holders with a delete in flight.
+    pub(super) collecting: u64,
+    pub(super) collect: bool,
+}
+
+pub(super) enum Phase {
+    /// Writing the store set of a new volume.
+    Formatting,
+    /// Reading the store set.
+    ReadingSuperblock,
+    /// Asking every store for its metadata and deletion records.
+    Fetching(Fetch),
+    /// The range map is rebuilt and holds data with fewer than N copies (a write found on
+    /// fewer stores, newer than the rest): the superblock is marked "degraded" durably before
+    /// anything is served, so that a restart cannot go on without the stores holding it.
+    Marking,
+    Ready,
+    Failed(SuperblockError),
+    /// A store refused a request as fenced: a newer incarnation of this client recovered from
+    /// it, so this one is deposed and serves nothing more (every request gets
+    /// [`ClientError::Fenced`]).
+    Fenced,
+}
+
+pub(super) struct Fetch {
+    pub(super) superblock_written: bool,
+    /// The superblock says "degraded": some acknowledged data may have fewer than N copies,
+    /// so every store must answer.
+    pub(super) all_needed: bool,
+    pub(super) metadata: Vec<Option<Vec<Extent>>>,
+    pub(super) records: Vec<Option<Vec<Piece>>>,
+    pub(super) retry_at: Vec<Option<Nanos>>,
+    /// Stores that failed a fetch request (down, refusing, recovering, silent) at least once.
+    pub(super) failed: Vec<bool>,
+    pub(super) started: Nanos,
+}
+
+pub(super) enum WriteOutcome {
+    Done,
+    NotWritten,
+    Unknown,
+}
+
+pub(super) fn new_store_state(info: StoreInfo, now: Nanos) -> StoreState {
+    StoreState {
+        info,
+        removed: false,
+        up: true,
+        down_since: now,
+        next_probe: now,
+        probing: false,
+        reported_load: 0,
+        in_flight: 0,
+        deletes_in_flight: 0,
+        last_heard: now,
+        busy_since: now,
+        may_hold: false,
+        any_in_flight: 0,
+        any_window: 1,
+        reclaim_after: 0,
+        writes_acked: 0,
+        stale: RangeMap::new(),
+        stale_dirty: false,
+        record_after: 0,
+        old_records: None,
+    }
+}
