@@ -60,17 +60,24 @@ impl DataCache {
         if !self.holds(first, n) {
             return false;
         }
+        let before = out.len();
         for b in first..first + n {
             let (slot, hit) = self.lru.access_slot(b);
             debug_assert!(hit);
             let at = slot as usize * BLOCK_BYTES as usize;
             out.extend_from_slice(&self.data[at..at + BLOCK_BYTES as usize]);
         }
+        debug_assert_eq!((out.len() - before) as u64, n * BLOCK_BYTES);
         true
     }
 
     /// Stores `data` (whole blocks) from block `first`, replacing what was cached.
     pub fn fill(&mut self, first: u64, data: &[u8]) {
+        debug_assert!(
+            (data.len() as u64).is_multiple_of(BLOCK_BYTES),
+            "a fill of part of a block ({} bytes)",
+            data.len()
+        );
         for (k, page) in data.chunks_exact(BLOCK_BYTES as usize).enumerate() {
             let (slot, _) = self.lru.access_slot(first + k as u64);
             self.slot_bytes(slot).copy_from_slice(page);

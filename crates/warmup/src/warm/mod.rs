@@ -23,6 +23,17 @@
 //! overlapping ones in flight, safeguard 5), but a [`CacheIo::LogSync`] makes every log write
 //! issued before it durable, and is answered only then.
 //!
+//! # Its face
+//!
+//! Every public method of [`WarmCache`] is in this file: **lifecycle** (`open`,
+//! `load_snapshot`, `handle_reset`, `handle_close`), **requests** (`read`, `read_done`,
+//! `write_arrived`, `write_done`, `zeroes_done`), **answers and time** (`handle_log_done`,
+//! `handle_volume_flushed`, `preload_done`, `fail_log`, `handle_tick`), **work out**
+//! (`poll_io`), **control** (`hold_preload`) and **queries**; each event ends with the state
+//! checked in debug builds (`invariants.rs`). The work is in `start.rs` (reading the log and
+//! planning the pre-load), `preload.rs`, `requests.rs` and `log.rs` (writing the log and the
+//! clean close).
+//!
 //! # Coherence (why the cache never serves or pre-loads stale contents)
 //!
 //! 1. **Tickets.** A read that may fill the cache (a miss, or a pre-load read) carries the write
@@ -52,12 +63,16 @@
 //! needed; nothing outside those tests does.
 
 mod invariants;
+mod log;
+mod preload;
+mod requests;
 mod start;
 mod status;
 
 use std::collections::{HashMap, VecDeque};
 
 pub use start::{run_in_memory, LogReader, MemoryLog};
+use status::{Counters, Preload};
 pub use status::{PreloadStatus, Status, WarmupSource};
 
 use crate::algorithms::Algorithm;
@@ -256,6 +271,163 @@ fn whole_blocks(offset: u64, length: u64) -> (u64, u64, u64) {
 }
 
 impl WarmCache {
+    // ---- Lifecycle: open (reading the log), the snapshot before the first request, a new cache, close
+
+    /// A new cache. With a log (`log`), reads it and plans the pre-load, and asks for the log to
+    /// be marked not clean: serve nothing before [`WarmCache::is_ready`]. A log that cannot be
+    /// used means on-demand warm-up (said in [`WarmCache::source`]); only bad options are
+    /// errors.
+    pub fn open(
+        now: u64,
+        options: Options,
+        log: Option<&mut dyn LogReader>,
+    ) -> Result<WarmCache, String> {
+        let blocks = (options.cache_bytes / BLOCK) as usize;
+        if blocks < 1 {
+            return Err("the cache must be at least 4 KiB".into());
+        }
+        if blocks >= u32::MAX as usize {
+            return Err("the cache is over 16 TiB, its limit".into());
+        }
+        let mut c = WarmCache {
+            cache: DataCache::new(blocks),
+            log: None,
+            phase: Phase::Running,
+            out: Default::default(),
+            next_id: 0,
+            write_seq: 0,
+            written_at: Default::default(),
+            reads_in_flight: 0,
+            writes_in_flight: Default::default(),
+            counters: Counters::default(),
+            preload: Preload::new(now, WarmupSource::None),
+            preload_held: false,
+            log_writing: Vec::new(),
+            log_held: Default::default(),
+            options,
+        };
+        let Some(log) = log else {
+            c.preload.seconds = Some(0.0);
+            return Ok(c);
+        };
+        if let Err(e) = c.start_log(now, log) {
+            tracing::warn!(error = %e, "warm-up log unavailable; the cache warms on demand");
+            c.log = None;
+            c.out.clear();
+            c.phase = Phase::Running;
+            c.preload.fall_back(now, e);
+        }
+        Ok(c)
+    }
+
+    /// The snapshot's pages go into the cache; call before serving any request.
+    pub fn load_snapshot(&mut self, now: u64) {
+        self.load_snapshot_step(now);
+        self.check_invariants();
+    }
+
+    /// Replaces the cache with an empty one of the same size and pre-loads it while running (a
+    /// new cache, §5.2): from the log (read through `log`) and the staging buffer, or the
+    /// staging buffer only when the log is unavailable, or on demand without either. The blocks
+    /// are read from the volume: logged data is not known to be current while the server runs.
+    pub fn handle_reset(&mut self, now: u64, warmup_bytes: u64, log: Option<&mut dyn LogReader>) {
+        self.handle_reset_step(now, warmup_bytes, log);
+        self.check_invariants();
+    }
+
+    /// Starts a clean close: the volume made durable, the staged entries written, then the log
+    /// marked clean. Serve nothing after this.
+    pub fn handle_close(&mut self, _now: u64) {
+        self.handle_close_step(_now);
+        self.check_invariants();
+    }
+
+    // ---- Requests through the cache
+
+    /// A read arrives: its data on a hit, else a ticket for [`WarmCache::read_done`].
+    pub fn read(&mut self, offset: u64, length: u64) -> Result<Vec<u8>, Ticket> {
+        let out = self.read_step(offset, length);
+        self.check_invariants();
+        out
+    }
+
+    /// A missed read answered by the volume (`None`: it failed).
+    pub fn read_done(&mut self, offset: u64, data: Option<&[u8]>, ticket: Ticket) {
+        self.read_done_step(offset, data, ticket);
+        self.check_invariants();
+    }
+
+    /// A write arrives (before the volume has it).
+    pub fn write_arrived(&mut self, offset: u64, length: u64) {
+        self.write_arrived_step(offset, length);
+        self.check_invariants();
+    }
+
+    /// A write answered: `data` is what was written; `ok` whether the volume has it.
+    pub fn write_done(&mut self, offset: u64, data: &[u8], ok: bool) {
+        self.write_done_step(offset, data, ok);
+        self.check_invariants();
+    }
+
+    /// Zeroes written (or not) over `[offset, offset + length)`.
+    pub fn zeroes_done(&mut self, offset: u64, length: u64) {
+        self.zeroes_done_step(offset, length);
+        self.check_invariants();
+    }
+
+    // ---- Answers from the devices, and time
+
+    /// A log command answered.
+    pub fn handle_log_done(&mut self, now: u64, id: u64, result: Result<(), String>) {
+        self.handle_log_done_step(now, id, result);
+        self.check_invariants();
+    }
+
+    /// The volume flush asked for by the close answered.
+    pub fn handle_volume_flushed(&mut self, _now: u64, result: Result<(), String>) {
+        self.handle_volume_flushed_step(_now, result);
+        self.check_invariants();
+    }
+
+    /// A pre-load read answered (`None`: it failed; the blocks stay out).
+    pub fn preload_done(&mut self, now: u64, offset: u64, data: Option<&[u8]>, ticket: Ticket) {
+        self.preload_done_step(now, offset, data, ticket);
+        self.check_invariants();
+    }
+
+    /// The log can no longer be written (its writer is gone): every command outstanding failed.
+    pub fn fail_log(&mut self, now: u64, why: String) {
+        self.fail_log_step(now, why);
+        self.check_invariants();
+    }
+
+    /// Once a second: closes a hit-rate sample every [`SAMPLE_S`] seconds.
+    pub fn handle_tick(&mut self, now: u64) {
+        self.handle_tick_step(now);
+        self.check_invariants();
+    }
+
+    // ---- Work out
+
+    /// The next thing to do.
+    pub fn poll_io(&mut self) -> Option<CacheIo> {
+        if self.out.is_empty() && self.phase == Phase::Running && !self.preload_held {
+            self.issue_preload_reads();
+        }
+        self.out.pop_front()
+    }
+
+    // ---- Control
+
+    /// Holds the pre-load's reads back (or lets them go): a driver whose volume cannot serve
+    /// reads yet, or is stopping, holds them.
+    pub fn hold_preload(&mut self, hold: bool) {
+        self.hold_preload_step(hold);
+        self.check_invariants();
+    }
+
+    // ---- Queries
+
     pub fn options(&self) -> &Options {
         &self.options
     }
@@ -275,535 +447,6 @@ impl WarmCache {
             Phase::Closed(r) => Some(r),
             _ => None,
         }
-    }
-
-    /// Holds the pre-load's reads back (or lets them go): a driver whose volume cannot serve
-    /// reads yet, or is stopping, holds them.
-    pub fn hold_preload(&mut self, hold: bool) {
-        self.hold_preload_step(hold);
-        self.check_invariants();
-    }
-
-    fn hold_preload_step(&mut self, hold: bool) {
-        self.preload_held = hold;
-    }
-
-    /// The next thing to do.
-    pub fn poll_io(&mut self) -> Option<CacheIo> {
-        if self.out.is_empty() && self.phase == Phase::Running && !self.preload_held {
-            self.issue_preload_reads();
-        }
-        self.out.pop_front()
-    }
-
-    fn id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
-    }
-
-    fn log_write(&mut self, offset_bytes: u64, data: Vec<u8>) {
-        let id = self.id();
-        self.issue_log(CacheIo::LogWrite {
-            id,
-            offset_bytes,
-            data,
-        });
-    }
-
-    fn log_sync(&mut self) -> u64 {
-        let id = self.id();
-        self.issue_log(CacheIo::LogSync { id });
-        id
-    }
-
-    /// Issues a log command, or holds it (and every one after it) while it would overlap a
-    /// log write in flight (safeguard 5).
-    fn issue_log(&mut self, io: CacheIo) {
-        if !self.log_held.is_empty() || self.overlaps_log_writing(&io) {
-            self.log_held.push_back(io);
-            return;
-        }
-        self.send_log(io);
-    }
-
-    /// Hands a log command to the driver; a write is in flight until answered.
-    fn send_log(&mut self, io: CacheIo) {
-        if let CacheIo::LogWrite {
-            id,
-            offset_bytes,
-            data,
-        } = &io
-        {
-            self.log_writing
-                .push((*id, *offset_bytes, offset_bytes + data.len() as u64));
-        }
-        self.out.push_back(io);
-    }
-
-    fn overlaps_log_writing(&self, io: &CacheIo) -> bool {
-        let CacheIo::LogWrite {
-            offset_bytes, data, ..
-        } = io
-        else {
-            return false;
-        };
-        let (lo, hi) = (*offset_bytes, offset_bytes + data.len() as u64);
-        self.options.safeguards.ordered_log_writes
-            && self.log_writing.iter().any(|&(_, l, h)| l < hi && lo < h)
-    }
-
-    /// A log command answered: the ones held behind it go as far as they can.
-    fn log_answered(&mut self, id: u64) {
-        self.log_writing.retain(|&(w, _, _)| w != id);
-        while let Some(io) = self.log_held.front() {
-            if self.overlaps_log_writing(io) {
-                break;
-            }
-            let io = self.log_held.pop_front().expect("a held command");
-            self.send_log(io);
-        }
-    }
-
-    fn record(&mut self, entry: Entry, data: Option<&[u8]>) {
-        let Some(log) = self.log.as_mut() else {
-            return;
-        };
-        let Some(m) = log.monitor.as_mut() else {
-            return;
-        };
-        if let Some(chunk) = m.record(entry, data) {
-            // A failed log is not written to; the staging buffer keeps being emptied.
-            if log.failed.is_none() {
-                log.chunks += 1;
-                log.bytes += chunk.bytes.len() as u64;
-                self.log_write(chunk.offset, chunk.bytes);
-            }
-        }
-    }
-
-    /// A log command answered.
-    pub fn handle_log_done(&mut self, now: u64, id: u64, result: Result<(), String>) {
-        self.handle_log_done_step(now, id, result);
-        self.check_invariants();
-    }
-
-    fn handle_log_done_step(&mut self, now: u64, id: u64, result: Result<(), String>) {
-        self.log_answered(id);
-        if let Err(e) = &result {
-            if let Some(log) = self.log.as_mut() {
-                log.failed.get_or_insert_with(|| e.clone());
-            }
-        }
-        match (self.phase.clone(), result) {
-            (Phase::Starting { .. }, Err(e)) => {
-                // The log cannot be marked not clean: it is not used at all.
-                tracing::warn!(error = %e, "the warm-up log cannot be written; the cache warms on demand");
-                self.log = None;
-                self.out.clear();
-                self.log_writing.clear();
-                self.log_held.clear();
-                self.preload
-                    .fall_back(now, format!("the warm-up log cannot be written: {e}"));
-                self.phase = Phase::Running;
-            }
-            (Phase::Starting { id: sync }, Ok(())) if sync == id => self.phase = Phase::Running,
-            (
-                Phase::Closing {
-                    id: Some(sync),
-                    superblock,
-                },
-                _,
-            ) if sync == id => {
-                // Any log write that failed before this sync (its answer came first) means the
-                // log is not whole: it must not be called clean.
-                if let Some(e) = self.log.as_ref().and_then(|l| l.failed.clone()) {
-                    self.phase = Phase::Closed(Err(format!("closing the warm-up log: {e}")));
-                } else if superblock {
-                    if let Some(log) = self.log.as_mut() {
-                        log.monitor = None;
-                    }
-                    self.phase = Phase::Closed(Ok(()));
-                } else {
-                    self.write_clean_superblock();
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn write_clean_superblock(&mut self) {
-        let Some(log) = self.log.as_ref() else {
-            return;
-        };
-        let clean = Superblock {
-            clean: true,
-            ..log.superblock
-        };
-        self.log_write(0, clean.encode());
-        let id = self.log_sync();
-        self.phase = Phase::Closing {
-            id: Some(id),
-            superblock: true,
-        };
-    }
-
-    /// The log can no longer be written (its writer is gone): every command outstanding failed.
-    pub fn fail_log(&mut self, now: u64, why: String) {
-        self.fail_log_step(now, why);
-        self.check_invariants();
-    }
-
-    fn fail_log_step(&mut self, now: u64, why: String) {
-        match self.phase {
-            Phase::Starting { id } | Phase::Closing { id: Some(id), .. } => {
-                self.handle_log_done(now, id, Err(why))
-            }
-            _ => {
-                if let Some(log) = self.log.as_mut() {
-                    log.failed.get_or_insert(why);
-                }
-            }
-        }
-    }
-
-    /// Starts a clean close: the volume made durable, the staged entries written, then the log
-    /// marked clean. Serve nothing after this.
-    pub fn handle_close(&mut self, _now: u64) {
-        self.handle_close_step(_now);
-        self.check_invariants();
-    }
-
-    fn handle_close_step(&mut self, _now: u64) {
-        if !matches!(self.phase, Phase::Running) {
-            return;
-        }
-        let has_monitor = self.log.as_ref().is_some_and(|l| l.monitor.is_some());
-        if !has_monitor {
-            self.phase = Phase::Closed(Ok(()));
-            return;
-        }
-        if let Some(e) = self.log.as_ref().and_then(|l| l.failed.clone()) {
-            self.phase = Phase::Closed(Err(format!("the warm-up log failed earlier: {e}")));
-            return;
-        }
-        self.out.push_back(CacheIo::VolumeFlush);
-        self.phase = Phase::Closing {
-            id: None,
-            superblock: false,
-        };
-    }
-
-    /// The volume flush asked for by the close answered.
-    pub fn handle_volume_flushed(&mut self, _now: u64, result: Result<(), String>) {
-        self.handle_volume_flushed_step(_now, result);
-        self.check_invariants();
-    }
-
-    fn handle_volume_flushed_step(&mut self, _now: u64, result: Result<(), String>) {
-        if self.phase
-            != (Phase::Closing {
-                id: None,
-                superblock: false,
-            })
-        {
-            return;
-        }
-        if let Err(e) = result {
-            self.phase = Phase::Closed(Err(format!("flushing the volume: {e}")));
-            return;
-        }
-        let chunk = self
-            .log
-            .as_mut()
-            .and_then(|l| l.monitor.as_mut())
-            .and_then(|m| m.flush());
-        if let Some(chunk) = chunk {
-            if let Some(log) = self.log.as_mut() {
-                log.chunks += 1;
-                log.bytes += chunk.bytes.len() as u64;
-            }
-            self.log_write(chunk.offset, chunk.bytes);
-        }
-        let id = self.log_sync();
-        self.phase = Phase::Closing {
-            id: Some(id),
-            superblock: false,
-        };
-    }
-
-    /// The snapshot's pages go into the cache; call before serving any request.
-    pub fn load_snapshot(&mut self, now: u64) {
-        self.load_snapshot_step(now);
-        self.check_invariants();
-    }
-
-    fn load_snapshot_step(&mut self, now: u64) {
-        for (block, page) in std::mem::take(&mut self.preload.snapshot) {
-            if self.cache.fill_if_absent(block, &page) {
-                self.preload.loaded_blocks += 1;
-            }
-        }
-        self.preload.finish_if_done(now);
-    }
-
-    fn issue_preload_reads(&mut self) {
-        let p = &mut self.preload;
-        while p.outstanding < PRELOAD_DEPTH && p.next < p.blocks.len() {
-            let start = p.blocks[p.next];
-            let mut n = 1;
-            while p.next + (n as usize) < p.blocks.len()
-                && p.blocks[p.next + n as usize] == start + n
-                && n < PRELOAD_READ_BLOCKS
-            {
-                n += 1;
-            }
-            p.next += n as usize;
-            p.outstanding += 1;
-            self.reads_in_flight += 1;
-            self.out.push_back(CacheIo::VolumeRead {
-                offset_bytes: start * BLOCK,
-                length_bytes: n * BLOCK,
-                ticket: Ticket {
-                    seq: self.write_seq,
-                },
-            });
-        }
-    }
-
-    /// A pre-load read answered (`None`: it failed; the blocks stay out).
-    pub fn preload_done(&mut self, now: u64, offset: u64, data: Option<&[u8]>, ticket: Ticket) {
-        self.preload_done_step(now, offset, data, ticket);
-        self.check_invariants();
-    }
-
-    fn preload_done_step(&mut self, now: u64, offset: u64, data: Option<&[u8]>, ticket: Ticket) {
-        self.preload.outstanding -= 1;
-        self.reads_in_flight -= 1;
-        if let Some(data) = data {
-            let first = offset / BLOCK;
-            for (k, page) in data.chunks_exact(BLOCK as usize).enumerate() {
-                let b = first + k as u64;
-                if self.written_after(b, ticket) {
-                    self.preload.skipped_blocks += 1;
-                } else if self.cache.fill_if_absent(b, page) {
-                    self.preload.loaded_blocks += 1;
-                }
-            }
-        }
-        self.forget_writes_if_idle();
-        self.preload.finish_if_done(now);
-    }
-
-    fn issue(&mut self) -> Ticket {
-        self.reads_in_flight += 1;
-        Ticket {
-            seq: self.write_seq,
-        }
-    }
-
-    fn written_after(&self, block: u64, ticket: Ticket) -> bool {
-        self.options.safeguards.tickets
-            && self.written_at.get(&block).is_some_and(|s| *s > ticket.seq)
-    }
-
-    fn forget_writes_if_idle(&mut self) {
-        if self.reads_in_flight == 0 {
-            self.written_at.clear();
-        }
-    }
-
-    /// A write event (arrival or completion) on `length` bytes at `offset`.
-    fn stamp(&mut self, offset: u64, length: u64) {
-        self.write_seq += 1;
-        if self.reads_in_flight == 0 {
-            return;
-        }
-        let (first, n) = blocks_of(offset, length);
-        for b in first..first + n {
-            self.written_at.insert(b, self.write_seq);
-        }
-    }
-
-    /// A read arrives: its data on a hit, else a ticket for [`WarmCache::read_done`].
-    pub fn read(&mut self, offset: u64, length: u64) -> Result<Vec<u8>, Ticket> {
-        let out = self.read_step(offset, length);
-        self.check_invariants();
-        out
-    }
-
-    fn read_step(&mut self, offset: u64, length: u64) -> Result<Vec<u8>, Ticket> {
-        let (first, n) = blocks_of(offset, length);
-        let c = &mut self.counters;
-        c.read_requests += 1;
-        c.read_blocks += n;
-        if n > 0 && self.cache.holds(first, n) {
-            let mut out = Vec::with_capacity((n * BLOCK) as usize);
-            self.cache.read(first, n, &mut out);
-            c.read_hits += 1;
-            c.hit_blocks += n;
-            // An unaligned read: its bytes of the whole blocks.
-            let skip = (offset - first * BLOCK) as usize;
-            out.truncate(skip + length as usize);
-            out.drain(..skip);
-            return Ok(out);
-        }
-        // A read the cache holds only part of is read whole from the volume: no block of it
-        // counts as a hit.
-        Err(self.issue())
-    }
-
-    /// A missed read answered by the volume (`None`: it failed).
-    pub fn read_done(&mut self, offset: u64, data: Option<&[u8]>, ticket: Ticket) {
-        self.read_done_step(offset, data, ticket);
-        self.check_invariants();
-    }
-
-    fn read_done_step(&mut self, offset: u64, data: Option<&[u8]>, ticket: Ticket) {
-        self.reads_in_flight -= 1;
-        if let Some(data) = data {
-            let (first, n, skip) = whole_blocks(offset, data.len() as u64);
-            if n > 0 {
-                let pages = &data[skip as usize..(skip + n * BLOCK) as usize];
-                let mut overtaken = false;
-                for (k, page) in pages.chunks_exact(BLOCK as usize).enumerate() {
-                    let b = first + k as u64;
-                    if self.written_after(b, ticket) {
-                        overtaken = true;
-                    } else {
-                        self.cache.fill(b, page);
-                    }
-                }
-                // A write that overtook the read is logged already, and the read's data may be
-                // older: then log the read without its data.
-                self.record(
-                    Entry {
-                        block: first,
-                        blocks: n as u32,
-                        write: false,
-                    },
-                    (!overtaken).then_some(pages),
-                );
-            }
-        }
-        self.forget_writes_if_idle();
-    }
-
-    /// A write arrives (before the volume has it).
-    pub fn write_arrived(&mut self, offset: u64, length: u64) {
-        self.write_arrived_step(offset, length);
-        self.check_invariants();
-    }
-
-    fn write_arrived_step(&mut self, offset: u64, length: u64) {
-        self.stamp(offset, length);
-        let (first, n) = blocks_of(offset, length);
-        for b in first..first + n {
-            let (count, contested) = self.writes_in_flight.entry(b).or_insert((0, false));
-            *count += 1;
-            *contested |= *count > 1;
-        }
-    }
-
-    /// A write's answer: the blocks of `[first, first + n)` it shared with another write in
-    /// flight at once (safeguard 4), as runs; its own count leaves each block.
-    fn write_left(&mut self, first: u64, n: u64) -> Vec<(u64, u64)> {
-        let mut contested: Vec<(u64, u64)> = Vec::new();
-        for b in first..first + n {
-            let Some((count, shared)) = self.writes_in_flight.get_mut(&b) else {
-                continue;
-            };
-            let shared = *shared;
-            *count -= 1;
-            if *count == 0 {
-                self.writes_in_flight.remove(&b);
-            }
-            if shared && self.options.safeguards.concurrent_writes {
-                match contested.last_mut() {
-                    Some((lo, len)) if *lo + *len == b => *len += 1,
-                    _ => contested.push((b, 1)),
-                }
-            }
-        }
-        contested
-    }
-
-    /// Blocks changed in a way the log cannot hold (partly, by zeroes, or by a write that
-    /// failed): invalidated, and logged without data so that a pre-load reads them from the
-    /// volume rather than use an older logged copy.
-    fn changed_without_data(&mut self, first: u64, n: u64) {
-        if n == 0 || !self.options.safeguards.changes_without_data {
-            return;
-        }
-        self.cache.invalidate(first, n);
-        self.record(
-            Entry {
-                block: first,
-                blocks: n as u32,
-                write: true,
-            },
-            None,
-        );
-    }
-
-    /// Zeroes written (or not) over `[offset, offset + length)`.
-    pub fn zeroes_done(&mut self, offset: u64, length: u64) {
-        self.zeroes_done_step(offset, length);
-        self.check_invariants();
-    }
-
-    fn zeroes_done_step(&mut self, offset: u64, length: u64) {
-        self.stamp(offset, length);
-        let (first, n) = blocks_of(offset, length);
-        self.write_left(first, n);
-        self.changed_without_data(first, n);
-    }
-
-    /// A write answered: `data` is what was written; `ok` whether the volume has it.
-    pub fn write_done(&mut self, offset: u64, data: &[u8], ok: bool) {
-        self.write_done_step(offset, data, ok);
-        self.check_invariants();
-    }
-
-    fn write_done_step(&mut self, offset: u64, data: &[u8], ok: bool) {
-        self.stamp(offset, data.len() as u64);
-        let (first, n) = blocks_of(offset, data.len() as u64);
-        let contested = self.write_left(first, n);
-        if !ok {
-            self.changed_without_data(first, n);
-            return;
-        }
-        let (whole, count, skip) = whole_blocks(offset, data.len() as u64);
-        if count < n {
-            // Partial blocks at an end: the whole range without data first, so that the
-            // whole blocks' entry below is the newer one for them.
-            self.changed_without_data(first, n);
-        }
-        if count > 0 {
-            let pages = &data[skip as usize..(skip + count * BLOCK) as usize];
-            self.cache.fill(whole, pages);
-            self.record(
-                Entry {
-                    block: whole,
-                    blocks: count as u32,
-                    write: true,
-                },
-                Some(pages),
-            );
-        }
-        // Blocks another write shared: which one the volume keeps is not known here.
-        for (lo, len) in contested {
-            self.changed_without_data(lo, len);
-        }
-    }
-
-    /// Once a second: closes a hit-rate sample every [`SAMPLE_S`] seconds.
-    pub fn handle_tick(&mut self, now: u64) {
-        self.handle_tick_step(now);
-        self.check_invariants();
-    }
-
-    fn handle_tick_step(&mut self, now: u64) {
-        self.counters.tick(now / NANOS_PER_S);
     }
 
     /// The cached, valid blocks and their contents (checks and tests).

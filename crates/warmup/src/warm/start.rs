@@ -4,8 +4,8 @@
 //! in the tests and the simulator. Reading happens only here (at start, before any request, and
 //! when the cache is replaced); everything the core writes goes out as [`CacheIo`].
 
-use super::status::{Counters, Preload, WarmupSource};
-use super::{CacheIo, Log, Options, Phase, WarmCache, BLOCK};
+use super::status::{Preload, WarmupSource};
+use super::{CacheIo, Log, Phase, WarmCache, BLOCK};
 use crate::data_cache::DataCache;
 use crate::wlog::{self, Chunk, Entry, Monitor, Superblock};
 
@@ -98,54 +98,7 @@ fn chunks_by_offset(chunks: &[Chunk]) -> Vec<&Chunk> {
 }
 
 impl WarmCache {
-    /// A new cache. With a log (`log`), reads it and plans the pre-load, and asks for the log to
-    /// be marked not clean: serve nothing before [`WarmCache::is_ready`]. A log that cannot be
-    /// used means on-demand warm-up (said in [`WarmCache::source`]); only bad options are
-    /// errors.
-    pub fn open(
-        now: u64,
-        options: Options,
-        log: Option<&mut dyn LogReader>,
-    ) -> Result<WarmCache, String> {
-        let blocks = (options.cache_bytes / BLOCK) as usize;
-        if blocks < 1 {
-            return Err("the cache must be at least 4 KiB".into());
-        }
-        if blocks >= u32::MAX as usize {
-            return Err("the cache is over 16 TiB, its limit".into());
-        }
-        let mut c = WarmCache {
-            cache: DataCache::new(blocks),
-            log: None,
-            phase: Phase::Running,
-            out: Default::default(),
-            next_id: 0,
-            write_seq: 0,
-            written_at: Default::default(),
-            reads_in_flight: 0,
-            writes_in_flight: Default::default(),
-            counters: Counters::default(),
-            preload: Preload::new(now, WarmupSource::None),
-            preload_held: false,
-            log_writing: Vec::new(),
-            log_held: Default::default(),
-            options,
-        };
-        let Some(log) = log else {
-            c.preload.seconds = Some(0.0);
-            return Ok(c);
-        };
-        if let Err(e) = c.start_log(now, log) {
-            tracing::warn!(error = %e, "warm-up log unavailable; the cache warms on demand");
-            c.log = None;
-            c.out.clear();
-            c.phase = Phase::Running;
-            c.preload.fall_back(now, e);
-        }
-        Ok(c)
-    }
-
-    fn start_log(&mut self, now: u64, log: &mut dyn LogReader) -> Result<(), String> {
+    pub(super) fn start_log(&mut self, now: u64, log: &mut dyn LogReader) -> Result<(), String> {
         let o = self.options.clone();
         let len = log.length_bytes()?;
         let existing = if len >= wlog::PAGE {
@@ -324,16 +277,12 @@ impl WarmCache {
         Ok(())
     }
 
-    /// Replaces the cache with an empty one of the same size and pre-loads it while running (a
-    /// new cache, §5.2): from the log (read through `log`) and the staging buffer, or the
-    /// staging buffer only when the log is unavailable, or on demand without either. The blocks
-    /// are read from the volume: logged data is not known to be current while the server runs.
-    pub fn handle_reset(&mut self, now: u64, warmup_bytes: u64, log: Option<&mut dyn LogReader>) {
-        self.handle_reset_step(now, warmup_bytes, log);
-        self.check_invariants();
-    }
-
-    fn handle_reset_step(&mut self, now: u64, warmup_bytes: u64, log: Option<&mut dyn LogReader>) {
+    pub(super) fn handle_reset_step(
+        &mut self,
+        now: u64,
+        warmup_bytes: u64,
+        log: Option<&mut dyn LogReader>,
+    ) {
         self.cache = DataCache::new(self.cache.capacity_blocks());
         let limit = (warmup_bytes / BLOCK) as usize;
         let staged: Vec<Entry> = self
