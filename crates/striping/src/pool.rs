@@ -320,6 +320,7 @@ impl Pool {
         for e in &extents {
             take(&mut self.arrays[e.array].free, e.disk_offset, e.disk_bytes);
         }
+        debug_assert_eq!(extents.len(), arrays.len(), "an extent per array");
         Ok(extents)
     }
 
@@ -733,8 +734,14 @@ pub fn segments_of(
                 length: len,
             }),
         }
+        debug_assert!(len > 0, "a segment of no bytes at {at}");
         at += len;
     }
+    debug_assert_eq!(
+        out.iter().map(|s| s.length).sum::<u64>(),
+        length.min(end - offset),
+        "the segments do not cover the request"
+    );
     Ok(())
 }
 
@@ -753,10 +760,23 @@ fn take(free: &mut Vec<(u64, u64)>, at: u64, len: u64) {
         parts.push((at + len, hi));
     }
     free.splice(i..=i, parts);
+    debug_assert!(
+        sorted_apart(free),
+        "a free list out of order after a take: {free:?}"
+    );
+}
+
+/// Whether a free list is sorted, its ranges non-empty and apart (merged where they touch).
+fn sorted_apart(free: &[(u64, u64)]) -> bool {
+    free.iter().all(|&(lo, hi)| lo < hi) && free.windows(2).all(|w| w[0].1 < w[1].0)
 }
 
 /// Returns `[at, at + len)` to a sorted free list, merging neighbours.
 fn give(free: &mut Vec<(u64, u64)>, at: u64, len: u64) {
+    debug_assert!(
+        free.iter().all(|&(lo, hi)| at + len <= lo || hi <= at),
+        "[{at}, +{len}) given back while part of it is free"
+    );
     let i = free.partition_point(|&(lo, _)| lo < at);
     free.insert(i, (at, at + len));
     let mut merged: Vec<(u64, u64)> = Vec::with_capacity(free.len());
@@ -767,6 +787,10 @@ fn give(free: &mut Vec<(u64, u64)>, at: u64, len: u64) {
         }
     }
     *free = merged;
+    debug_assert!(
+        sorted_apart(free),
+        "a free list out of order after a give: {free:?}"
+    );
 }
 
 #[cfg(test)]

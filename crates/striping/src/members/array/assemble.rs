@@ -73,40 +73,8 @@ impl ArrayCore {
             ));
         }
         let layout = Members::new(meta.level, meta.members.len(), meta.unit, meta.disk_bytes)?;
-        let mut notes = Vec::new();
-        for (p, f) in found.iter().enumerate() {
-            let why = match (&meta.members[p].state, f, &labels[p]) {
-                (MemberState::Failed, _, _) => None,
-                (_, Err(e), _) => Some(format!("unreadable: {e}")),
-                (_, Ok(f), None) => Some(match f.labels.iter().flatten().next() {
-                    None => "blank: no member label".to_string(),
-                    Some(l) => format!("a member of another array ({:032x})", l.meta.array),
-                }),
-                (_, Ok(_), Some(l)) if l.position as usize != p => {
-                    Some(format!("the disk of position {}, not {p}", l.position))
-                }
-                (_, Ok(_), Some(l)) if l.meta.members[p].id != meta.members[p].id => Some(format!(
-                    "a disk replaced since (its id {:x}, the array's {:x})",
-                    l.meta.members[p].id, meta.members[p].id
-                )),
-                _ => None,
-            };
-            if let Some(why) = why {
-                notes.push(format!("member {p}: {why}; failed"));
-                meta.members[p].state = MemberState::Failed;
-                meta.members[p].lost_since = labelled.seq + 1;
-            }
-        }
+        let notes = fail_unfit_members(&mut meta, &labelled, &found, &labels);
         let rows = layout.rows();
-        let lost_at = |row: u64, meta: &Meta| -> Vec<usize> {
-            (0..meta.members.len())
-                .filter(|&m| match meta.members[m].state {
-                    MemberState::InSync => false,
-                    MemberState::Failed => true,
-                    MemberState::Rebuilding { cursor } => row >= cursor,
-                })
-                .collect()
-        };
         for row in [0, rows.saturating_sub(1)] {
             let lost = lost_at(row, &meta);
             if !tolerable(meta.level, meta.members.len(), &lost) {
@@ -116,46 +84,7 @@ impl ArrayCore {
                 ));
             }
         }
-        // Dirty rows of RAID-5 with a member lost: if the labels already said it was lost,
-        // the row was written with the journal (or synced by the failure's barrier); if the
-        // member was lost without the labels knowing (a crash and a lost disk together), its
-        // bytes there cannot be trusted.
-        let mut dirty_rows = 0;
-        let mut untrusted = Vec::new();
-        let mut journal: HashMap<u64, Entry> = HashMap::new();
-        for (r, d) in meta.dirty.iter().enumerate() {
-            if !d {
-                continue;
-            }
-            let from = r as u64 * meta.rows_per_region;
-            for row in from..(from + meta.rows_per_region).min(rows) {
-                dirty_rows += 1;
-                if meta.level != RaidLevel::Raid5 {
-                    continue;
-                }
-                let lost = lost_at(row, &meta);
-                let known = lost_at(row, &labelled);
-                if lost.iter().any(|m| !known.contains(m)) {
-                    untrusted.push(row);
-                    continue;
-                }
-                let Some(&x) = lost.first() else { continue };
-                let newest = found
-                    .iter()
-                    .filter_map(|f| f.as_ref().ok())
-                    .flat_map(|f| &f.journal)
-                    .filter(|e| {
-                        e.array == expect
-                            && e.row == row
-                            && e.member as usize == x
-                            && e.label_seq >= labelled.members[x].lost_since
-                    })
-                    .max_by_key(|e| (e.label_seq, e.n));
-                if let Some(e) = newest {
-                    journal.insert(row, e.clone());
-                }
-            }
-        }
+        let (dirty_rows, untrusted, journal) = dirty_rows(expect, &meta, &labelled, &found, rows);
         if !untrusted.is_empty() && !force {
             return Err(format!(
                 "array {expect:032x} stopped uncleanly while a member was lost: rows {untrusted:?} were being written, and the lost member's bytes there cannot be rebuilt from their parity; start it forced to serve it anyway (those bytes may be wrong)"
@@ -216,4 +145,101 @@ impl ArrayCore {
             untrusted_rows: untrusted,
         })
     }
+}
+
+/// Fails (in `meta`) each member whose disk is unreadable, blank, of another array or
+/// position, or replaced since; returns a note for each.
+fn fail_unfit_members(
+    meta: &mut Meta,
+    labelled: &Meta,
+    found: &[Found],
+    labels: &[Option<Label>],
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (p, f) in found.iter().enumerate() {
+        let why = match (&meta.members[p].state, f, &labels[p]) {
+            (MemberState::Failed, _, _) => None,
+            (_, Err(e), _) => Some(format!("unreadable: {e}")),
+            (_, Ok(f), None) => Some(match f.labels.iter().flatten().next() {
+                None => "blank: no member label".to_string(),
+                Some(l) => format!("a member of another array ({:032x})", l.meta.array),
+            }),
+            (_, Ok(_), Some(l)) if l.position as usize != p => {
+                Some(format!("the disk of position {}, not {p}", l.position))
+            }
+            (_, Ok(_), Some(l)) if l.meta.members[p].id != meta.members[p].id => Some(format!(
+                "a disk replaced since (its id {:x}, the array's {:x})",
+                l.meta.members[p].id, meta.members[p].id
+            )),
+            _ => None,
+        };
+        if let Some(why) = why {
+            notes.push(format!("member {p}: {why}; failed"));
+            meta.members[p].state = MemberState::Failed;
+            meta.members[p].lost_since = labelled.seq + 1;
+        }
+    }
+    notes
+}
+
+/// The members `meta` counts as lost at `row`.
+fn lost_at(row: u64, meta: &Meta) -> Vec<usize> {
+    (0..meta.members.len())
+        .filter(|&m| match meta.members[m].state {
+            MemberState::InSync => false,
+            MemberState::Failed => true,
+            MemberState::Rebuilding { cursor } => row >= cursor,
+        })
+        .collect()
+}
+
+/// The dirty rows (counted), the untrusted ones among them, and the newest journal entry of
+/// each dirty RAID-5 row with a member lost. Such a row was written with the journal (or
+/// synced by the failure's barrier) if the labels already said the member was lost; if the
+/// member was lost without the labels knowing (a crash and a lost disk together), its bytes
+/// there cannot be trusted.
+fn dirty_rows(
+    expect: u128,
+    meta: &Meta,
+    labelled: &Meta,
+    found: &[Found],
+    rows: u64,
+) -> (u64, Vec<u64>, HashMap<u64, Entry>) {
+    let mut dirty_rows = 0;
+    let mut untrusted = Vec::new();
+    let mut journal: HashMap<u64, Entry> = HashMap::new();
+    for (r, d) in meta.dirty.iter().enumerate() {
+        if !d {
+            continue;
+        }
+        let from = r as u64 * meta.rows_per_region;
+        for row in from..(from + meta.rows_per_region).min(rows) {
+            dirty_rows += 1;
+            if meta.level != RaidLevel::Raid5 {
+                continue;
+            }
+            let lost = lost_at(row, meta);
+            let known = lost_at(row, labelled);
+            if lost.iter().any(|m| !known.contains(m)) {
+                untrusted.push(row);
+                continue;
+            }
+            let Some(&x) = lost.first() else { continue };
+            let newest = found
+                .iter()
+                .filter_map(|f| f.as_ref().ok())
+                .flat_map(|f| &f.journal)
+                .filter(|e| {
+                    e.array == expect
+                        && e.row == row
+                        && e.member as usize == x
+                        && e.label_seq >= labelled.members[x].lost_since
+                })
+                .max_by_key(|e| (e.label_seq, e.n));
+            if let Some(e) = newest {
+                journal.insert(row, e.clone());
+            }
+        }
+    }
+    (dirty_rows, untrusted, journal)
 }

@@ -484,6 +484,10 @@ impl ArrayCore {
             // The next label is the first to say so: journal entries written before it are
             // stale for this position.
             self.meta.members[m].lost_since = self.meta.seq + 1;
+            debug_assert!(
+                self.durable.seq <= self.meta.seq,
+                "the durable label is newer than the one in memory"
+            );
             self.meta.members[m].state = MemberState::Failed;
             self.cursor[m] = 0;
             self.label_wanted = true;
@@ -532,6 +536,10 @@ impl ArrayCore {
             return self.refuse(offset + len);
         }
         let rows = self.layout.write_rows(offset, len);
+        debug_assert!(
+            len == 0 || !rows.is_empty(),
+            "a write of {len} bytes at {offset} touches no row"
+        );
         self.submit(Kind::Write(WriteOp {
             offset,
             data,
@@ -662,17 +670,24 @@ impl ArrayCore {
         };
         if result.is_err() && self.meta.members[member].id == id {
             self.fail_member(member);
+            debug_assert_eq!(self.meta.members[member].state, MemberState::Failed);
         }
         match owner {
             Owner::Op(op, tag) => {
                 if let Some(o) = self.ops.get_mut(&op) {
+                    debug_assert!(o.waiting > 0, "op {op}: an answer it was not waiting for");
                     o.waiting -= 1;
-                    o.results.insert(tag, result);
+                    let first = o.results.insert(tag, result).is_none();
+                    debug_assert!(first, "op {op}: two answers under tag {tag}");
                 }
             }
-            Owner::Barrier => self.barrier_syncs -= 1,
+            Owner::Barrier => {
+                debug_assert!(self.barrier_syncs > 0, "a barrier sync answered twice");
+                self.barrier_syncs -= 1
+            }
             Owner::Label => {
                 if let Some(l) = &mut self.label {
+                    debug_assert!(l.pending > 0, "a label write answered twice");
                     l.pending -= 1;
                 }
             }

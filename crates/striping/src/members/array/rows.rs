@@ -32,113 +32,9 @@ impl ArrayCore {
             return self.rows_finish(op, id, s);
         }
         let row = s.rows[s.at];
-        let n = self.meta.members.len();
-        let unit = self.layout.unit();
         let results = std::mem::take(&mut op.results);
         match s.phase {
-            SPhase::Lock => {
-                // A replacement is copied to only once the labels know it (on it, too): a
-                // label that moves its cursor is then never found beside a blank disk.
-                if let RowsKind::Rebuild { member } = s.kind {
-                    if self.durable.members[member].id != self.meta.members[member].id
-                        && matches!(
-                            self.meta.members[member].state,
-                            MemberState::Rebuilding { .. }
-                        )
-                    {
-                        return Step::Wait;
-                    }
-                }
-                if !self.lock(row, id) {
-                    return Step::Wait;
-                }
-                let live: Vec<usize> = (0..n).filter(|&m| self.usable(m, row)).collect();
-                let sources: Vec<usize> = match s.kind {
-                    RowsKind::Rebuild { member } => {
-                        if !matches!(
-                            self.meta.members[member].state,
-                            MemberState::Rebuilding { .. }
-                        ) {
-                            return Step::Finished(Err(ArrayError::RebuildStopped {
-                                member,
-                                why: "the replacement failed".into(),
-                            }));
-                        }
-                        match self.meta.level {
-                            RaidLevel::Raid5 => {
-                                if live.len() < n - 1 {
-                                    return Step::Finished(Err(ArrayError::RebuildStopped {
-                                        member,
-                                        why: format!("row {row}: another member lost"),
-                                    }));
-                                }
-                                live.into_iter().filter(|&m| m != member).collect()
-                            }
-                            RaidLevel::Raid10 => {
-                                let partner = member ^ 1;
-                                if !self.usable(partner, row) {
-                                    return Step::Finished(Err(ArrayError::RebuildStopped {
-                                        member,
-                                        why: format!("its mirror {partner} lost"),
-                                    }));
-                                }
-                                vec![partner]
-                            }
-                            _ => match live.into_iter().find(|&m| m != member) {
-                                Some(m) => vec![m],
-                                None => {
-                                    return Step::Finished(Err(ArrayError::RebuildStopped {
-                                        member,
-                                        why: "no live copy".into(),
-                                    }))
-                                }
-                            },
-                        }
-                    }
-                    RowsKind::Resync
-                        if self.meta.level == RaidLevel::Raid5
-                            && live.len() == n - 1
-                            && self.journal.contains_key(&row) =>
-                    {
-                        live
-                    }
-                    _ => {
-                        let complete = match self.meta.level {
-                            RaidLevel::Raid0 => false,
-                            RaidLevel::Raid5 => live.len() == n,
-                            _ => live.len() > 1,
-                        };
-                        if !complete {
-                            if self.meta.level != RaidLevel::Raid0 {
-                                s.report.degraded += 1;
-                            }
-                            let unknown =
-                                (0..n).any(|m| !live.contains(&m) && row < self.lost_from[m]);
-                            if s.kind == RowsKind::Resync
-                                && self.meta.level == RaidLevel::Raid5
-                                && unknown
-                            {
-                                s.report.unrepaired.push(row);
-                            }
-                            s.report.rows += 1;
-                            self.unlock(row);
-                            s.at += 1;
-                            return Step::Progress;
-                        }
-                        live
-                    }
-                };
-                for m in sources {
-                    let io = Io::Read {
-                        member: m,
-                        offset: self.data_offset(row, 0),
-                        length: unit,
-                    };
-                    self.issue(op, id, m, io);
-                }
-                s.phase = SPhase::Reads;
-                Step::Progress
-            }
+            SPhase::Lock => self.rows_lock(op, id, s, row),
             SPhase::Reads => {
                 let mut units = Vec::new();
                 let mut failed = false;
@@ -188,6 +84,111 @@ impl ArrayCore {
                 Step::Progress
             }
         }
+    }
+
+    /// A row's lock, and the units to read for it: a rebuild's sources (or why it stops), a
+    /// resync's or scrub's live members; a row that cannot be checked is counted and passed.
+    fn rows_lock(&mut self, op: &mut Op, id: OpId, s: &mut RowsOp, row: u64) -> Step {
+        let n = self.meta.members.len();
+        let unit = self.layout.unit();
+        // A replacement is copied to only once the labels know it (on it, too): a
+        // label that moves its cursor is then never found beside a blank disk.
+        if let RowsKind::Rebuild { member } = s.kind {
+            if self.durable.members[member].id != self.meta.members[member].id
+                && matches!(
+                    self.meta.members[member].state,
+                    MemberState::Rebuilding { .. }
+                )
+            {
+                return Step::Wait;
+            }
+        }
+        if !self.lock(row, id) {
+            return Step::Wait;
+        }
+        let live: Vec<usize> = (0..n).filter(|&m| self.usable(m, row)).collect();
+        let sources: Vec<usize> = match s.kind {
+            RowsKind::Rebuild { member } => {
+                if !matches!(
+                    self.meta.members[member].state,
+                    MemberState::Rebuilding { .. }
+                ) {
+                    return Step::Finished(Err(ArrayError::RebuildStopped {
+                        member,
+                        why: "the replacement failed".into(),
+                    }));
+                }
+                match self.meta.level {
+                    RaidLevel::Raid5 => {
+                        if live.len() < n - 1 {
+                            return Step::Finished(Err(ArrayError::RebuildStopped {
+                                member,
+                                why: format!("row {row}: another member lost"),
+                            }));
+                        }
+                        live.into_iter().filter(|&m| m != member).collect()
+                    }
+                    RaidLevel::Raid10 => {
+                        let partner = member ^ 1;
+                        if !self.usable(partner, row) {
+                            return Step::Finished(Err(ArrayError::RebuildStopped {
+                                member,
+                                why: format!("its mirror {partner} lost"),
+                            }));
+                        }
+                        vec![partner]
+                    }
+                    _ => match live.into_iter().find(|&m| m != member) {
+                        Some(m) => vec![m],
+                        None => {
+                            return Step::Finished(Err(ArrayError::RebuildStopped {
+                                member,
+                                why: "no live copy".into(),
+                            }))
+                        }
+                    },
+                }
+            }
+            RowsKind::Resync
+                if self.meta.level == RaidLevel::Raid5
+                    && live.len() == n - 1
+                    && self.journal.contains_key(&row) =>
+            {
+                live
+            }
+            _ => {
+                let complete = match self.meta.level {
+                    RaidLevel::Raid0 => false,
+                    RaidLevel::Raid5 => live.len() == n,
+                    _ => live.len() > 1,
+                };
+                if !complete {
+                    if self.meta.level != RaidLevel::Raid0 {
+                        s.report.degraded += 1;
+                    }
+                    let unknown = (0..n).any(|m| !live.contains(&m) && row < self.lost_from[m]);
+                    if s.kind == RowsKind::Resync && self.meta.level == RaidLevel::Raid5 && unknown
+                    {
+                        s.report.unrepaired.push(row);
+                    }
+                    s.report.rows += 1;
+                    self.unlock(row);
+                    s.at += 1;
+                    return Step::Progress;
+                }
+                live
+            }
+        };
+        for m in sources {
+            let io = Io::Read {
+                member: m,
+                offset: self.data_offset(row, 0),
+                length: unit,
+            };
+            self.issue(op, id, m, io);
+        }
+        s.phase = SPhase::Reads;
+        Step::Progress
     }
 
     /// What a scrub, resync or rebuild writes to a row whose units `units` were read.

@@ -29,8 +29,16 @@ impl ArrayCore {
         self.next_io += 1;
         op.waiting += 1;
         let m = io.member();
-        self.ios
-            .insert(io_id, (Owner::Op(id, tag), m, self.meta.members[m].id));
+        debug_assert!(
+            m < self.meta.members.len(),
+            "an I/O to member {m} of {}",
+            self.meta.members.len()
+        );
+        let fresh = self
+            .ios
+            .insert(io_id, (Owner::Op(id, tag), m, self.meta.members[m].id))
+            .is_none();
+        debug_assert!(fresh, "I/O id {io_id} given out twice");
         self.out.push((io_id, io));
     }
 
@@ -39,7 +47,8 @@ impl ArrayCore {
     }
 
     pub(super) fn unlock(&mut self, row: u64) {
-        self.locks.remove(&row);
+        let held = self.locks.remove(&row);
+        debug_assert!(held.is_some(), "row {row} unlocked while not locked");
     }
 
     pub(super) fn lost_error(&self, row: u64, lost: usize) -> ArrayError {

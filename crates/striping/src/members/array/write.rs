@@ -6,7 +6,7 @@
 use cordillera_models::device::raid::RaidLevel;
 
 use super::super::journal::Entry;
-use super::super::{parity_full, parity_update, Piece};
+use super::super::{parity_full, parity_update, Piece, RowWrite};
 use super::steps::{xor_into, MemberWrite, Step};
 use super::{ArrayCore, Done, Io, Kind, Op, OpId, WPhase, WriteOp};
 
@@ -40,7 +40,7 @@ impl ArrayCore {
     }
 
     /// The members of a mirror or stripe row that a write touches.
-    pub(super) fn row_members(&self, row: &super::super::RowWrite) -> Vec<usize> {
+    pub(super) fn row_members(&self, row: &RowWrite) -> Vec<usize> {
         if self.meta.level == RaidLevel::Raid5 {
             return (0..self.meta.members.len()).collect();
         }
@@ -83,102 +83,7 @@ impl ArrayCore {
                 w.phase = WPhase::Plan;
                 Step::Progress
             }
-            WPhase::Plan => {
-                let members = self.row_members(&row);
-                let mut lost: Vec<usize> = members
-                    .iter()
-                    .copied()
-                    .filter(|&m| !self.usable(m, row.row))
-                    .collect();
-                // RAID-5: a replacement's data unit rebuilt but not yet durably (the labels'
-                // cursor is below the row) is written as if lost, with the journal, and also
-                // written itself: after a crash it is lost again, and its bytes are what the
-                // row's parity must give.
-                w.shadow = None;
-                if self.meta.level == RaidLevel::Raid5 {
-                    let p = self.layout.parity_member(row.row);
-                    w.shadow = members.iter().copied().find(|&m| {
-                        m != p && self.usable(m, row.row) && self.durably_unusable(m, row.row)
-                    });
-                    lost.extend(w.shadow);
-                }
-                // Skipping a member waits until the labels say it is not current here, and
-                // since when (the journal entry below is dated by the durable label).
-                if lost.iter().any(|&m| !self.skip_recorded(m, row.row)) {
-                    return Step::Wait;
-                }
-                let pieces: Vec<&Piece> = row.data.iter().chain(&row.copies).collect();
-                match self.meta.level {
-                    RaidLevel::Raid5 => {
-                        if lost.len() > 1 {
-                            return Step::Finished(Err(self.lost_error(row.row, lost.len())));
-                        }
-                        let par = row.parity.expect("a RAID-5 row has parity");
-                        w.skip = lost.clone();
-                        let reads: Vec<(usize, u64, u64)> = match lost.first().copied() {
-                            _ if par.full => Vec::new(),
-                            None => {
-                                let mut v: Vec<(usize, u64, u64)> = row
-                                    .data
-                                    .iter()
-                                    .enumerate()
-                                    .map(|(i, p)| (i, p.member_offset, p.length))
-                                    .collect();
-                                let base = row.row * self.layout.unit();
-                                v.push((usize::MAX, base + par.lo, par.hi - par.lo));
-                                v
-                            }
-                            Some(x) if x == par.member => Vec::new(),
-                            Some(x) => {
-                                self.counters.degraded_writes += 1;
-                                let base = row.row * self.layout.unit();
-                                (0..self.meta.members.len())
-                                    .filter(|&m| m != x)
-                                    .map(|m| (m, base + par.lo, par.hi - par.lo))
-                                    .collect()
-                            }
-                        };
-                        if reads.is_empty() {
-                            w.phase = WPhase::Write;
-                            return Step::Progress;
-                        }
-                        for (tag, member_offset, length) in reads {
-                            let member = if tag == usize::MAX {
-                                par.member
-                            } else if !w.skip.is_empty() {
-                                tag
-                            } else {
-                                row.data[tag].member
-                            };
-                            let io = Io::Read {
-                                member,
-                                offset: self.area.data_offset() + member_offset,
-                                length,
-                            };
-                            self.issue(op, id, tag, io);
-                        }
-                        w.phase = WPhase::Read;
-                        Step::Progress
-                    }
-                    _ => {
-                        // Every unit keeps at least one live copy.
-                        for p in &row.data {
-                            let copies = pieces.iter().filter(|q| q.lun_offset == p.lun_offset);
-                            if copies.clone().all(|q| lost.contains(&q.member)) {
-                                return Step::Finished(Err(
-                                    self.lost_error(row.row, copies.count())
-                                ));
-                            }
-                        }
-                        if !lost.is_empty() {
-                            self.counters.degraded_writes += 1;
-                        }
-                        w.skip = lost;
-                        w.phase = WPhase::Write;
-                        Step::Progress
-                    }
-                }
-            }
+            WPhase::Plan => self.write_plan(op, id, w, &row),
             WPhase::Read => {
                 let failed: Vec<usize> = op
                     .results
@@ -198,50 +103,8 @@ impl ArrayCore {
                 w.phase = WPhase::Write;
                 Step::Progress
             }
-            WPhase::Write => {
-                let (writes, lost_new) = self.row_writes(w, &row, &op.results);
-                op.results.clear();
-                w.writes = writes;
-                w.entry = lost_new.map(|(lo, bytes)| {
-                    self.journal_n += 1;
-                    let x = w.skip[0];
-                    Entry {
-                        array: self.meta.array,
-                        label_seq: self.durable.seq,
-                        n: self.journal_n,
-                        row: row.row,
-                        member: x as u32,
-                        member_id: self.meta.members[x].id,
-                        lo,
-                        bytes,
-                    }
-                });
-                w.phase = if w.entry.is_some() {
-                    WPhase::Journal
-                } else {
-                    WPhase::Issue
-                };
-                Step::Progress
-            }
-            WPhase::Journal => {
-                // Row r's entries always go to slot r mod slots of its parity member, so the
-                // newest entry of a row is the only one of it there is.
-                let p = self.layout.parity_member(row.row);
-                let slot = row.row % self.area.journal_slots;
-                if !self.journal_busy.insert((p, slot)) {
-                    return Step::Wait;
-                }
-                w.slot = Some((p, slot));
-                let entry = w.entry.as_ref().expect("an entry to journal");
-                let io = Io::Write {
-                    member: p,
-                    offset: self.area.journal_offset(slot),
-                    data: entry.encode(self.area.journal_slot()),
-                };
-                self.issue(op, id, p, io);
-                w.phase = WPhase::JournalWritten;
-                Step::Progress
-            }
+            WPhase::Write => self.write_prepare(op, w, &row),
+            WPhase::Journal => self.write_journal(op, id, w, &row),
             WPhase::JournalWritten | WPhase::JournalSynced => {
                 let failed = std::mem::take(&mut op.results).values().any(|r| r.is_err());
                 let (p, slot) = w.slot.expect("a journal slot");
@@ -258,71 +121,8 @@ impl ArrayCore {
                 }
                 Step::Progress
             }
-            WPhase::Issue => {
-                if self.barrier_wanted || self.barrier_syncs > 0 {
-                    return Step::Wait;
-                }
-                // A member of the row failed since planning: planned again (with the journal
-                // if it is a RAID-5 data member), never written as if it were live.
-                // So did the member left out, again, making the entry stale.
-                let now_lost = self
-                    .row_members(&row)
-                    .into_iter()
-                    .any(|m| !w.skip.contains(&m) && !self.usable(m, row.row))
-                    || w.entry.as_ref().is_some_and(|e| {
-                        e.label_seq < self.meta.members[e.member as usize].lost_since
-                    });
-                if now_lost {
-                    if let Some(slot) = w.slot.take() {
-                        self.journal_busy.remove(&slot);
-                    }
-                    w.writes.clear();
-                    w.entry = None;
-                    w.phase = WPhase::Plan;
-                    return Step::Progress;
-                }
-                self.writes_issued += 1;
-                for (member, offset, data) in std::mem::take(&mut w.writes) {
-                    self.issue(
-                        op,
-                        id,
-                        member,
-                        Io::Write {
-                            member,
-                            offset,
-                            data,
-                        },
-                    );
-                }
-                w.phase = WPhase::Issued;
-                Step::Progress
-            }
-            WPhase::Issued => {
-                self.writes_issued -= 1;
-                let failed: Vec<usize> = op
-                    .results
-                    .iter()
-                    .filter(|(_, r)| r.is_err())
-                    .map(|(&m, _)| m)
-                    .collect();
-                for &m in &failed {
-                    if !op.failed.contains(&m) {
-                        op.failed.push(m);
-                    }
-                }
-                let written: Vec<usize> = op.results.keys().copied().collect();
-                op.results.clear();
-                if w.slot.is_some() {
-                    // Degraded: the row's writes are synced before its journal slot is free.
-                    for m in written.into_iter().filter(|m| !failed.contains(m)) {
-                        self.issue(op, id, m, Io::Sync { member: m });
-                    }
-                    w.phase = WPhase::PostSync;
-                } else {
-                    w.phase = WPhase::Settle;
-                }
-                Step::Progress
-            }
+            WPhase::Issue => self.write_issue(op, id, w, &row),
+            WPhase::Issued => self.write_issued(op, id, w),
             WPhase::PostSync => {
                 for (&m, r) in &op.results {
                     if r.is_err() && !op.failed.contains(&m) {
@@ -336,41 +136,268 @@ impl ArrayCore {
                 w.phase = WPhase::Settle;
                 Step::Progress
             }
-            WPhase::Settle => {
-                let members = self.row_members(&row);
-                let lost: Vec<usize> = members
-                    .iter()
-                    .copied()
-                    .filter(|&m| !self.usable(m, row.row))
-                    .collect();
-                let survives = match self.meta.level {
-                    RaidLevel::Raid5 => lost.len() <= 1,
-                    _ => row.data.iter().all(|p| {
-                        row.data
-                            .iter()
-                            .chain(&row.copies)
-                            .filter(|q| q.lun_offset == p.lun_offset)
-                            .any(|q| !lost.contains(&q.member))
-                    }),
-                };
-                if !survives {
+            WPhase::Settle => self.write_settle(op, w, &row, region),
+        }
+    }
+
+    /// Plans a row: which members are lost (or a RAID-5 replacement not yet durably rebuilt
+    /// there), and the old bytes to read for its parity; a row that has lost too much fails.
+    fn write_plan(&mut self, op: &mut Op, id: OpId, w: &mut WriteOp, row: &RowWrite) -> Step {
+        let members = self.row_members(row);
+        let mut lost: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&m| !self.usable(m, row.row))
+            .collect();
+        // RAID-5: a replacement's data unit rebuilt but not yet durably (the labels'
+        // cursor is below the row) is written as if lost, with the journal, and also
+        // written itself: after a crash it is lost again, and its bytes are what the
+        // row's parity must give.
+        w.shadow = None;
+        if self.meta.level == RaidLevel::Raid5 {
+            let p = self.layout.parity_member(row.row);
+            w.shadow = members
+                .iter()
+                .copied()
+                .find(|&m| m != p && self.usable(m, row.row) && self.durably_unusable(m, row.row));
+            lost.extend(w.shadow);
+        }
+        // Skipping a member waits until the labels say it is not current here, and
+        // since when (the journal entry below is dated by the durable label).
+        if lost.iter().any(|&m| !self.skip_recorded(m, row.row)) {
+            return Step::Wait;
+        }
+        let pieces: Vec<&Piece> = row.data.iter().chain(&row.copies).collect();
+        match self.meta.level {
+            RaidLevel::Raid5 => {
+                if lost.len() > 1 {
                     return Step::Finished(Err(self.lost_error(row.row, lost.len())));
                 }
-                // Acknowledged only once a member whose write failed is durably failed.
-                if op.failed.iter().any(|&m| !self.failure_durable(m)) {
-                    return Step::Wait;
+                let par = row.parity.expect("a RAID-5 row has parity");
+                w.skip = lost.clone();
+                let reads: Vec<(usize, u64, u64)> = match lost.first().copied() {
+                    _ if par.full => Vec::new(),
+                    None => {
+                        let mut v: Vec<(usize, u64, u64)> = row
+                            .data
+                            .iter()
+                            .enumerate()
+                            .map(|(i, p)| (i, p.member_offset, p.length))
+                            .collect();
+                        let base = row.row * self.layout.unit();
+                        v.push((usize::MAX, base + par.lo, par.hi - par.lo));
+                        v
+                    }
+                    Some(x) if x == par.member => Vec::new(),
+                    Some(x) => {
+                        self.counters.degraded_writes += 1;
+                        let base = row.row * self.layout.unit();
+                        (0..self.meta.members.len())
+                            .filter(|&m| m != x)
+                            .map(|m| (m, base + par.lo, par.hi - par.lo))
+                            .collect()
+                    }
+                };
+                if reads.is_empty() {
+                    w.phase = WPhase::Write;
+                    return Step::Progress;
                 }
-                op.failed.clear();
-                self.writers[region] -= 1;
-                self.epoch += 1;
-                self.last_write[region] = self.epoch;
-                self.unlock(row.row);
-                w.at += 1;
-                w.phase = WPhase::Lock;
-                w.skip.clear();
+                for (tag, member_offset, length) in reads {
+                    let member = if tag == usize::MAX {
+                        par.member
+                    } else if !w.skip.is_empty() {
+                        tag
+                    } else {
+                        row.data[tag].member
+                    };
+                    let io = Io::Read {
+                        member,
+                        offset: self.area.data_offset() + member_offset,
+                        length,
+                    };
+                    self.issue(op, id, tag, io);
+                }
+                w.phase = WPhase::Read;
+                Step::Progress
+            }
+            _ => {
+                // Every unit keeps at least one live copy.
+                for p in &row.data {
+                    let copies = pieces.iter().filter(|q| q.lun_offset == p.lun_offset);
+                    if copies.clone().all(|q| lost.contains(&q.member)) {
+                        return Step::Finished(Err(self.lost_error(row.row, copies.count())));
+                    }
+                }
+                if !lost.is_empty() {
+                    self.counters.degraded_writes += 1;
+                }
+                w.skip = lost;
+                w.phase = WPhase::Write;
                 Step::Progress
             }
         }
+    }
+
+    /// The row's member writes, and its journal entry when a RAID-5 data member is lost.
+    fn write_prepare(&mut self, op: &mut Op, w: &mut WriteOp, row: &RowWrite) -> Step {
+        let (writes, lost_new) = self.row_writes(w, row, &op.results);
+        op.results.clear();
+        w.writes = writes;
+        w.entry = lost_new.map(|(lo, bytes)| {
+            self.journal_n += 1;
+            let x = w.skip[0];
+            Entry {
+                array: self.meta.array,
+                label_seq: self.durable.seq,
+                n: self.journal_n,
+                row: row.row,
+                member: x as u32,
+                member_id: self.meta.members[x].id,
+                lo,
+                bytes,
+            }
+        });
+        w.phase = if w.entry.is_some() {
+            WPhase::Journal
+        } else {
+            WPhase::Issue
+        };
+        Step::Progress
+    }
+
+    /// The journal entry to its slot on the row's parity member (one row's writes at a time
+    /// there).
+    fn write_journal(&mut self, op: &mut Op, id: OpId, w: &mut WriteOp, row: &RowWrite) -> Step {
+        // Row r's entries always go to slot r mod slots of its parity member, so the
+        // newest entry of a row is the only one of it there is.
+        let p = self.layout.parity_member(row.row);
+        let slot = row.row % self.area.journal_slots;
+        if !self.journal_busy.insert((p, slot)) {
+            return Step::Wait;
+        }
+        w.slot = Some((p, slot));
+        let entry = w.entry.as_ref().expect("an entry to journal");
+        let io = Io::Write {
+            member: p,
+            offset: self.area.journal_offset(slot),
+            data: entry.encode(self.area.journal_slot()),
+        };
+        self.issue(op, id, p, io);
+        w.phase = WPhase::JournalWritten;
+        Step::Progress
+    }
+
+    /// The member writes go out, unless a member failed since planning (planned again).
+    fn write_issue(&mut self, op: &mut Op, id: OpId, w: &mut WriteOp, row: &RowWrite) -> Step {
+        if self.barrier_wanted || self.barrier_syncs > 0 {
+            return Step::Wait;
+        }
+        // A member of the row failed since planning: planned again (with the journal
+        // if it is a RAID-5 data member), never written as if it were live.
+        // So did the member left out, again, making the entry stale.
+        let now_lost = self
+            .row_members(row)
+            .into_iter()
+            .any(|m| !w.skip.contains(&m) && !self.usable(m, row.row))
+            || w.entry
+                .as_ref()
+                .is_some_and(|e| e.label_seq < self.meta.members[e.member as usize].lost_since);
+        if now_lost {
+            if let Some(slot) = w.slot.take() {
+                self.journal_busy.remove(&slot);
+            }
+            w.writes.clear();
+            w.entry = None;
+            w.phase = WPhase::Plan;
+            return Step::Progress;
+        }
+        self.writes_issued += 1;
+        for (member, offset, data) in std::mem::take(&mut w.writes) {
+            self.issue(
+                op,
+                id,
+                member,
+                Io::Write {
+                    member,
+                    offset,
+                    data,
+                },
+            );
+        }
+        w.phase = WPhase::Issued;
+        Step::Progress
+    }
+
+    /// The member writes answered: failures noted; a degraded row's writes synced before its
+    /// journal slot is free.
+    fn write_issued(&mut self, op: &mut Op, id: OpId, w: &mut WriteOp) -> Step {
+        self.writes_issued -= 1;
+        let failed: Vec<usize> = op
+            .results
+            .iter()
+            .filter(|(_, r)| r.is_err())
+            .map(|(&m, _)| m)
+            .collect();
+        for &m in &failed {
+            if !op.failed.contains(&m) {
+                op.failed.push(m);
+            }
+        }
+        let written: Vec<usize> = op.results.keys().copied().collect();
+        op.results.clear();
+        if w.slot.is_some() {
+            // Degraded: the row's writes are synced before its journal slot is free.
+            for m in written.into_iter().filter(|m| !failed.contains(m)) {
+                self.issue(op, id, m, Io::Sync { member: m });
+            }
+            w.phase = WPhase::PostSync;
+        } else {
+            w.phase = WPhase::Settle;
+        }
+        Step::Progress
+    }
+
+    /// The row is done once it survives and every member that failed under it is durably
+    /// failed: its lock and region let go, the next row begins.
+    fn write_settle(
+        &mut self,
+        op: &mut Op,
+        w: &mut WriteOp,
+        row: &RowWrite,
+        region: usize,
+    ) -> Step {
+        let members = self.row_members(row);
+        let lost: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&m| !self.usable(m, row.row))
+            .collect();
+        let survives = match self.meta.level {
+            RaidLevel::Raid5 => lost.len() <= 1,
+            _ => row.data.iter().all(|p| {
+                row.data
+                    .iter()
+                    .chain(&row.copies)
+                    .filter(|q| q.lun_offset == p.lun_offset)
+                    .any(|q| !lost.contains(&q.member))
+            }),
+        };
+        if !survives {
+            return Step::Finished(Err(self.lost_error(row.row, lost.len())));
+        }
+        // Acknowledged only once a member whose write failed is durably failed.
+        if op.failed.iter().any(|&m| !self.failure_durable(m)) {
+            return Step::Wait;
+        }
+        op.failed.clear();
+        self.writers[region] -= 1;
+        self.epoch += 1;
+        self.last_write[region] = self.epoch;
+        self.unlock(row.row);
+        w.at += 1;
+        w.phase = WPhase::Lock;
+        w.skip.clear();
+        Step::Progress
     }
 
     /// The member writes of a row: its data and copies on live members, and (RAID-5) its
@@ -378,7 +405,7 @@ impl ArrayCore {
     pub(super) fn row_writes(
         &self,
         w: &WriteOp,
-        row: &super::super::RowWrite,
+        row: &RowWrite,
         olds: &std::collections::BTreeMap<usize, Result<Vec<u8>, ()>>,
     ) -> (Vec<MemberWrite>, Option<(u64, Vec<u8>)>) {
         let slice = |p: &Piece| -> &[u8] {
