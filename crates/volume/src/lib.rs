@@ -179,6 +179,7 @@ impl Volume {
         }
         let read = matches!(request, Request::Read { .. });
         let upward = pieces(request);
+        debug_assert!(!upward.is_empty(), "a request cut into no piece");
         let parent = self.next_parent;
         self.next_parent += 1;
         self.parents.insert(
@@ -194,7 +195,8 @@ impl Volume {
         );
         for (i, u) in upward.into_iter().enumerate() {
             let id = self.id();
-            self.pieces.insert(id, (parent, i));
+            let fresh = self.pieces.insert(id, (parent, i)).is_none();
+            debug_assert!(fresh, "client request id {id} given out twice");
             client.handle_upward(now, id, u);
         }
     }
@@ -217,9 +219,16 @@ impl Volume {
         let Some(parent) = self.parents.get_mut(&parent_id) else {
             return;
         };
+        debug_assert!(
+            parent.remaining > 0,
+            "a piece answered after its request was whole"
+        );
         match reply {
-            UpReply::Read(data) => parent.pieces[piece] = data,
-            UpReply::Written => {}
+            UpReply::Read(data) => {
+                debug_assert!(parent.read, "a write's piece answered with data");
+                parent.pieces[piece] = data
+            }
+            UpReply::Written => debug_assert!(!parent.read, "a read's piece answered as written"),
             UpReply::Error(e) => {
                 parent.error.get_or_insert(e);
             }

@@ -83,6 +83,10 @@ impl Store {
             if info.state != RecordState::Durable {
                 break;
             }
+            debug_assert_eq!(
+                info.header.seq, self.ack_cursor,
+                "a record filed out of order"
+            );
             self.apply(info.header);
             if let Some(request) = info.request {
                 self.replies.push_back((request, Reply::Done));
@@ -117,6 +121,13 @@ impl Store {
                 .get_mut(&record)
                 .expect("index names a kept record");
             let before = info.live_bytes;
+            debug_assert!(
+                info.live_bytes as i64 + bytes >= 0
+                    && info.live_bytes as i64 + bytes <= info.header.length_bytes as i64,
+                "record {record}: {} live bytes {bytes:+} outside its {} bytes",
+                info.live_bytes,
+                info.header.length_bytes
+            );
             info.live_bytes = (info.live_bytes as i64 + bytes) as u64;
             self.live_cost = self.live_cost - live_cost(before) + live_cost(info.live_bytes);
             let set = self.live_by_client.entry(info.header.client).or_default();
@@ -183,7 +194,13 @@ impl Store {
 
     pub(super) fn piece_read(&mut self, key: u64, index: usize, data: Vec<u8>) {
         let pending = self.reads.get_mut(&key).expect("read");
-        pending.pieces[index].1 = Some(data);
+        debug_assert_eq!(
+            data.len() as u64,
+            pending.pieces[index].0.length_bytes,
+            "a piece read of the wrong length"
+        );
+        let first = pending.pieces[index].1.replace(data).is_none();
+        debug_assert!(first, "piece {index} of read {key} answered twice");
         pending.outstanding -= 1;
         if pending.outstanding > 0 {
             return;
