@@ -535,6 +535,14 @@ impl ClientSide {
 
 impl Node {
     fn pump(&mut self, now: Nanos) {
+        self.pump_client(now);
+        self.check_store_recovery(now);
+        self.pump_store();
+    }
+
+    /// The client's base I/O, store requests and answers up (through the volume's core and
+    /// its cache, with one), until nothing moves.
+    fn pump_client(&mut self, now: Nanos) {
         if let Some(c) = &mut self.client {
             if !c.ready_seen && c.client.is_ready() {
                 c.ready_seen = true;
@@ -610,6 +618,11 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// Once the store has recovered after a restart: every write it acknowledged before is
+    /// still there (or was deleted since), else a loss is noted.
+    fn check_store_recovery(&mut self, now: Nanos) {
         let s = &mut self.store;
         if s.check_when_ready && s.store.is_ready() {
             s.check_when_ready = false;
@@ -654,6 +667,12 @@ impl Node {
             }
             shadow.lost.extend(lost);
         }
+    }
+
+    /// The store's disk I/O, and its replies to the clients (its shadow learns what it
+    /// acknowledged).
+    fn pump_store(&mut self) {
+        let s = &mut self.store;
         while let Some(op) = s.store.poll_disk() {
             self.io.extend(s.disk.submit(op));
         }
@@ -989,33 +1008,94 @@ fn run_with_cache(seed: u64) -> Result<Outcome, String> {
     run_planned(seed, None, true)
 }
 
+/// The schedule's shape, drawn from its seed: the base load that marks a peak, from 2
+/// (off-load early, reclaim only on a nearly idle base) to 12 (reclaim while many base requests
+/// are queued), the requests kept in flight in calm spells (reclaim then runs beside reads and
+/// writes), how often a write is read back as soon as it is acknowledged; half the schedules
+/// have a base device that fails some operations with EIO; a third have slow links (now and
+/// then a message is held up to hundreds of milliseconds: a store slower than a whole reclaim,
+/// yet inside the request timeout); a third have a long store outage during which a client
+/// restarts (its recovery goes on without the store after the grace, if N allows).
+#[derive(Clone, Copy)]
+struct Shape {
+    n_way: usize,
+    t_base: u64,
+    calm: usize,
+    read_back: f64,
+    base_error_rate: f64,
+    slow_links: bool,
+    long_outage: bool,
+}
+
+impl Shape {
+    fn drawn(seed: u64) -> Shape {
+        let n_way = 1 + (seed % 3) as usize;
+        let mut shape = SimRng::new(seed, 4);
+        let t_base = 2 + shape.below(11);
+        let calm = 1 + shape.below(8) as usize;
+        let read_back = [0.0, 0.25, 0.75][shape.below(3) as usize];
+        let base_error_rate = [0.0, 0.0, 0.002, 0.01][shape.below(4) as usize];
+        let slow_links = shape.below(3) == 0;
+        let long_outage = shape.below(3) == 0;
+        Shape {
+            n_way,
+            t_base,
+            calm,
+            read_back,
+            base_error_rate,
+            slow_links,
+            long_outage,
+        }
+    }
+}
+
+/// What a schedule's checks look at: the clients' models, the stores' shadows, the caches'
+/// counts.
+struct Observed {
+    models: Vec<Rc<RefCell<Model>>>,
+    shadows: Vec<Rc<RefCell<StoreShadow>>>,
+    cache_counts: Rc<RefCell<CacheCounts>>,
+}
+
 /// One schedule: random crashes drawn from the seed, or the crashes planned; with `cache`,
 /// the clients' requests go through the volume's core and a cache, and they also stop cleanly.
 fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, String> {
     let trace = std::env::var("OFFLOAD_TRACE").is_ok();
-    let n_way = 1 + (seed % 3) as usize;
-    // The schedule's shape: the base load that marks a peak, from 2 (off-load early, reclaim
-    // only on a nearly idle base) to 12 (reclaim while many base requests are queued), and the
-    // requests kept in flight in calm spells (reclaim then runs beside reads and writes), and
-    // how often a write is read back as soon as it is acknowledged.
-    let mut shape = SimRng::new(seed, 4);
-    let t_base = 2 + shape.below(11);
-    let calm = 1 + shape.below(8) as usize;
-    let read_back = [0.0, 0.25, 0.75][shape.below(3) as usize];
-    // Half the schedules have a base device that fails some operations with EIO.
-    let base_error_rate = [0.0, 0.0, 0.002, 0.01][shape.below(4) as usize];
-    // A third have slow links: now and then a message is held up to hundreds of
-    // milliseconds (a store slower than a whole reclaim, yet inside the request timeout); a
-    // third have a long store outage during which a client restarts (its recovery goes on
-    // without the store after the grace, if N allows).
-    let slow_links = shape.below(3) == 0;
-    let long_outage = shape.below(3) == 0;
+    let shape = Shape::drawn(seed);
+    let observed = Observed {
+        models: (0..CLIENTS)
+            .map(|_| Rc::new(RefCell::new(Model::new(BLOCKS))))
+            .collect(),
+        shadows: (0..NODES)
+            .map(|_| Rc::new(RefCell::new(StoreShadow::default())))
+            .collect(),
+        cache_counts: Rc::new(RefCell::new(CacheCounts::default())),
+    };
+    let builder = builder(seed, shape, cache, trace, &observed);
+    let mut world = new_world(seed, shape, plan, cache, builder);
+    let held = drive(&mut world, cache, &observed)?;
+    conclude(&world, shape, held, &observed)
+}
+
+/// The world's nodes: a store on each, a client (and with `cache`, the volume's core and a
+/// cache above it) on the first [`CLIENTS`]; each start after the first recovers.
+fn builder(
+    seed: u64,
+    shape: Shape,
+    cache: bool,
+    trace: bool,
+    observed: &Observed,
+) -> WorldBuilder<Node> {
+    let Shape {
+        n_way,
+        t_base,
+        calm,
+        read_back,
+        base_error_rate,
+        ..
+    } = shape;
     let cache_options = CacheOptions::drawn(&mut SimRng::new(seed, 3), seed, CACHE_LOG_BYTES, 40);
-    let cache_counts = Rc::new(RefCell::new(CacheCounts::default()));
-    let builder_counts = cache_counts.clone();
-    let models: Vec<Rc<RefCell<Model>>> = (0..CLIENTS)
-        .map(|_| Rc::new(RefCell::new(Model::new(BLOCKS))))
-        .collect();
+    let builder_counts = observed.cache_counts.clone();
     let store_config = StoreConfig {
         tail_idle_ns: 20_000_000,
         scan_chunk_bytes: 64 * 1024,
@@ -1023,12 +1103,9 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
     };
     let mut started = [false; NODES];
     let mut lives = 0u64;
-    let builder_models = models.clone();
-    let shadows: Vec<Rc<RefCell<StoreShadow>>> = (0..NODES)
-        .map(|_| Rc::new(RefCell::new(StoreShadow::default())))
-        .collect();
-    let builder_shadows = shadows.clone();
-    let builder = WorldBuilder {
+    let builder_models = observed.models.clone();
+    let builder_shadows = observed.shadows.clone();
+    WorldBuilder {
         new_core: Box::new(move |id: NodeId| {
             let restart = started[id];
             started[id] = true;
@@ -1136,8 +1213,19 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
         // it (half the time landing after it, half the time with it landing beneath): at 0.5,
         // the reclaim hazard of the regressions' last four seeds is found half as often.
         reorder: 1.0,
-    };
-    let faults = if slow_links && plan.is_none() {
+    }
+}
+
+/// The world of a schedule, its faults scheduled: slow links, a long store outage or absence
+/// with a client restarting, and random crashes (or the planned ones).
+fn new_world(
+    seed: u64,
+    shape: Shape,
+    plan: Option<&Plan>,
+    cache: bool,
+    builder: WorldBuilder<Node>,
+) -> World<Node> {
+    let faults = if shape.slow_links && plan.is_none() {
         NetworkFaults {
             delay: 0.01,
             delay_mean_ns: 200e6,
@@ -1154,7 +1242,7 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
         SimRng::new(seed, 1),
     );
     let mut world = World::new(builder, network, SimRng::new(seed, 2));
-    if long_outage && plan.is_none() {
+    if shape.long_outage && plan.is_none() {
         let mut o = SimRng::new(seed, 5);
         let store = CLIENTS + o.below((NODES - CLIENTS) as u64) as usize;
         let at = 300_000_000 + o.below(1_200_000_000);
@@ -1175,7 +1263,8 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
     // period (9–12 s), and half the time a client restarts meanwhile: reclaimed copies on the
     // other stores are deleted while it is away (deletion records stand for its stale copies;
     // see `held`). (The request path's family keeps its shapes: its regression seeds replay.)
-    let long_absence = !cache && !slow_links && !long_outage && SimRng::new(seed, 6).chance(0.5);
+    let long_absence =
+        !cache && !shape.slow_links && !shape.long_outage && SimRng::new(seed, 6).chance(0.5);
     if long_absence && plan.is_none() {
         let mut o = SimRng::new(seed, 7);
         let store = CLIENTS + o.below((NODES - CLIENTS) as u64) as usize;
@@ -1197,6 +1286,13 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
             }
         }
     }
+    world
+}
+
+/// Runs the schedule to its end: every 10 ms, deletes owed to live stores are not held back
+/// for long once requests stop; with the cache, every millisecond while requests arrive every
+/// cached block is checked, and a client whose clean stop is over restarts.
+fn drive(world: &mut World<Node>, cache: bool, observed: &Observed) -> Result<HeldDeletes, String> {
     // Every 10 ms, deletes owed to live stores are not held back for long once requests stop.
     let mut held = HeldDeletes::default();
     let mut t = 0;
@@ -1214,9 +1310,9 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
             t = (t + step).min(END_NS);
             world.run_until(t);
             if t % held::EVERY_NS == 0 {
-                held.observe(&world, t)?;
+                held.observe(world, t)?;
             }
-            for (i, model) in models.iter().enumerate() {
+            for (i, model) in observed.models.iter().enumerate() {
                 let hash = world.hash.0;
                 let Some(node) = world.core(i) else { continue };
                 let k = node
@@ -1243,7 +1339,7 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
                         ));
                     }
                 }
-                let mut counts = cache_counts.borrow_mut();
+                let mut counts = observed.cache_counts.borrow_mut();
                 counts.cached_blocks_checked += checked;
                 counts.preloaded_now[i] = c.preload_loaded_blocks();
                 let life = m.starts;
@@ -1259,16 +1355,28 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
         while t < END_NS {
             t = (t + held::EVERY_NS).min(END_NS);
             world.run_until(t);
-            held.observe(&world, t)?;
+            held.observe(world, t)?;
         }
     }
+    Ok(held)
+}
+
+/// The schedule's outcome, or what went wrong: every model's violations, and at the end every
+/// client ready, answered and quiescent, every base block a version the model allows, no
+/// store holding a client's ranges.
+fn conclude(
+    world: &World<Node>,
+    shape: Shape,
+    held: HeldDeletes,
+    observed: &Observed,
+) -> Result<Outcome, String> {
     let crashes = world
         .faults
         .iter()
         .filter(|f| matches!(f, NodeFault::Crashed { .. }))
         .count();
     let mut outcome = Outcome {
-        n_way,
+        n_way: shape.n_way,
         crashes,
         reordered: world.reordered,
         writes_acked: 0,
@@ -1281,16 +1389,20 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
         reads_checked: 0,
         blocks_checked: 0,
         hash: world.hash.0,
-        ready_at: models.iter().map(|m| m.borrow().ready_at.clone()).collect(),
+        ready_at: observed
+            .models
+            .iter()
+            .map(|m| m.borrow().ready_at.clone())
+            .collect(),
         cache: {
-            let mut counts = cache_counts.borrow_mut();
+            let mut counts = observed.cache_counts.borrow_mut();
             let now: u64 = counts.preloaded_now.iter().sum();
             counts.preloaded_blocks += now;
             counts.clone()
         },
     };
     let mut problems = Vec::new();
-    for (i, model) in models.iter().enumerate() {
+    for (i, model) in observed.models.iter().enumerate() {
         let m = model.borrow();
         problems.extend(m.violations.iter().cloned());
         outcome.writes_acked += m.writes_acked;
@@ -1344,7 +1456,7 @@ fn run_planned(seed: u64, plan: Option<&Plan>, cache: bool) -> Result<Outcome, S
             }
         }
     }
-    for shadow in &shadows {
+    for shadow in &observed.shadows {
         problems.extend(shadow.borrow().lost.iter().take(4).cloned());
     }
     for n in 0..NODES {
