@@ -453,15 +453,29 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
         );
     }
     let layout = layout();
-    let racks_of_servers: Vec<u32> = layout.topology.racks_of_servers.clone();
-    let loggers: Vec<LoggerInfo> = (0..LOGGERS)
-        .map(|i| LoggerInfo {
-            id: (NODES.logger0() + i) as u64,
-            rack: i as u32,
-            server: None,
-        })
-        .collect();
-    // Gear shifts through the active period; the top gear for the quiet period after it.
+    shared.borrow_mut().gears = gear_plan(&mut rng, g_min, shape);
+    let params = NetworkParams {
+        racks_of_nodes: NODES.racks(&layout.topology.racks_of_servers, |i| i, |_| 0),
+        ..NetworkParams::sierra_testbed(1, NODES.total())
+    };
+    let network = Network::new(params, NetworkFaults::default(), SimRng::new(seed, 3));
+    let builder = WorldBuilder {
+        new_core: Box::new(node_factory(seed, shape, &shared, &checks, &layout)),
+        new_device: Box::new(|_| presets::device("ssd").expect("the ssd preset")),
+        crash_model: CrashModel::default(),
+        flush_ns: 50_000,
+        early_reads: 0.0,
+        reorder: 0.5,
+    };
+    let mut world = World::new(builder, network, SimRng::new(seed, 4));
+    let faults = schedule_faults(&mut world, &mut rng, seed, shape);
+    world.run_until(shape.end_ns);
+    conclude(&world, &checks, &shared, g_min, faults)
+}
+
+/// Gear shifts through the active period (one every 1–3 s, a gear from `g_min` to 3, the
+/// groups' order rotated each time); the top gear for the quiet period after it.
+fn gear_plan(rng: &mut SimRng, g_min: usize, shape: Shape) -> VecDeque<(Nanos, usize, Vec<usize>)> {
     let mut gears = VecDeque::new();
     let mut t = S;
     let mut day = 0;
@@ -472,7 +486,26 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
         t += S + rng.below(2 * S);
     }
     gears.push_back((shape.active_ns, 3, rotation(0, 3)));
-    shared.borrow_mut().gears = gears;
+    gears
+}
+
+/// The nodes of a schedule's world: the MDS, the chunk servers, the loggers and the clients
+/// (a logger's restart recovers its store; the others start empty).
+fn node_factory(
+    seed: u64,
+    shape: Shape,
+    shared: &Rc<RefCell<Shared>>,
+    checks: &Rc<RefCell<Checks>>,
+    layout: &Layout,
+) -> impl FnMut(NodeId) -> Node + 'static {
+    let racks_of_servers: Vec<u32> = layout.topology.racks_of_servers.clone();
+    let loggers: Vec<LoggerInfo> = (0..LOGGERS)
+        .map(|i| LoggerInfo {
+            id: (NODES.logger0() + i) as u64,
+            rack: i as u32,
+            server: None,
+        })
+        .collect();
     // Reclaim as background work (yielding to a busy disk) in half the schedules.
     let reclaim_busy_disk = {
         let mut r = SimRng::new(seed, 17);
@@ -486,85 +519,80 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
         seed,
         ..MdsConfig::new(CHUNK)
     };
-    let new_core = {
-        let shared = shared.clone();
-        let checks = checks.clone();
-        let layout = layout.clone();
-        move |id: NodeId| -> Node {
-            let life = shared.borrow_mut().new_life(id);
-            let part = match id {
-                // A restarted MDS is restored when it starts, when the time is known.
-                Nodes::MDS => Part::mds(mds_config.clone(), &layout),
-                n if n < NODES.logger0() => {
-                    let server = (n - 1) as ServerId;
-                    let mut config = ServerConfig::new(
-                        server,
-                        CHUNK,
-                        GROUP_BYTES,
-                        racks_of_servers.clone(),
-                        loggers.clone(),
-                    );
-                    config.heartbeat_interval_ns = 100 * MS;
-                    config.replicate_timeout_ns = 400 * MS;
-                    config.suspect_ns = 1200 * MS;
-                    config.log_request_timeout_ns = 600 * MS;
-                    config.log_recovery_grace_ns = 500 * MS;
-                    config.rebuild_piece_bytes = CHUNK;
-                    config.reclaim_busy_disk = reclaim_busy_disk;
-                    Part::server(
-                        ChunkServer::new(config, life, 0),
-                        DiskPort::new(0, 0, Durability::WriteThenFlush),
-                        life,
-                    )
-                }
-                n if n < NODES.client0() => {
-                    let config = StoreConfig::new(LOG_BYTES);
-                    let store = if life == 1 {
-                        Store::format(config, n as u128, seed ^ n as u64)
-                    } else {
-                        Store::recover(config, seed ^ (n as u64) << 8 ^ life, 0)
-                    };
-                    Part::logger(store, DiskPort::new(0, 0, Durability::WriteThenFlush), life)
-                }
-                n => {
-                    let index = n - NODES.client0();
-                    let mut config = ClientConfig::new(index as u32);
-                    config.incarnation = life as u32;
-                    config.request_timeout_ns = 800 * MS;
-                    config.retries_max = 16;
-                    Part::client(
-                        ObjectClient::new(config),
-                        ModelClient {
-                            index,
-                            ops: BTreeMap::new(),
-                            next_op: 1,
-                            rng: SimRng::new(seed, 100 + n as u64 * 7 + life),
-                            next_tick: 0,
-                            verify_next: 0,
-                            shape,
-                            checks: checks.clone(),
-                        },
-                    )
-                }
-            };
-            Node::new(id, part, shared.clone())
-        }
-    };
-    let params = NetworkParams {
-        racks_of_nodes: NODES.racks(&layout.topology.racks_of_servers, |i| i, |_| 0),
-        ..NetworkParams::sierra_testbed(1, NODES.total())
-    };
-    let network = Network::new(params, NetworkFaults::default(), SimRng::new(seed, 3));
-    let builder = WorldBuilder {
-        new_core: Box::new(new_core),
-        new_device: Box::new(|_| presets::device("ssd").expect("the ssd preset")),
-        crash_model: CrashModel::default(),
-        flush_ns: 50_000,
-        early_reads: 0.0,
-        reorder: 0.5,
-    };
-    let mut world = World::new(builder, network, SimRng::new(seed, 4));
-    // Crashes of chunk servers, loggers and clients while the gears shift.
+    let shared = shared.clone();
+    let checks = checks.clone();
+    let layout = layout.clone();
+    move |id: NodeId| -> Node {
+        let life = shared.borrow_mut().new_life(id);
+        let part = match id {
+            // A restarted MDS is restored when it starts, when the time is known.
+            Nodes::MDS => Part::mds(mds_config.clone(), &layout),
+            n if n < NODES.logger0() => {
+                let server = (n - 1) as ServerId;
+                let mut config = ServerConfig::new(
+                    server,
+                    CHUNK,
+                    GROUP_BYTES,
+                    racks_of_servers.clone(),
+                    loggers.clone(),
+                );
+                config.heartbeat_interval_ns = 100 * MS;
+                config.replicate_timeout_ns = 400 * MS;
+                config.suspect_ns = 1200 * MS;
+                config.log_request_timeout_ns = 600 * MS;
+                config.log_recovery_grace_ns = 500 * MS;
+                config.rebuild_piece_bytes = CHUNK;
+                config.reclaim_busy_disk = reclaim_busy_disk;
+                Part::server(
+                    ChunkServer::new(config, life, 0),
+                    DiskPort::new(0, 0, Durability::WriteThenFlush),
+                    life,
+                )
+            }
+            n if n < NODES.client0() => {
+                let config = StoreConfig::new(LOG_BYTES);
+                let store = if life == 1 {
+                    Store::format(config, n as u128, seed ^ n as u64)
+                } else {
+                    Store::recover(config, seed ^ (n as u64) << 8 ^ life, 0)
+                };
+                Part::logger(store, DiskPort::new(0, 0, Durability::WriteThenFlush), life)
+            }
+            n => {
+                let index = n - NODES.client0();
+                let mut config = ClientConfig::new(index as u32);
+                config.incarnation = life as u32;
+                config.request_timeout_ns = 800 * MS;
+                config.retries_max = 16;
+                Part::client(
+                    ObjectClient::new(config),
+                    ModelClient {
+                        index,
+                        ops: BTreeMap::new(),
+                        next_op: 1,
+                        rng: SimRng::new(seed, 100 + n as u64 * 7 + life),
+                        next_tick: 0,
+                        verify_next: 0,
+                        shape,
+                        checks: checks.clone(),
+                    },
+                )
+            }
+        };
+        Node::new(id, part, shared.clone())
+    }
+}
+
+/// The faults of a schedule's world: crashes of chunk servers, loggers and clients while the
+/// gears shift, a permanent failure of a server in some, and in some the MDS's crash (drawn
+/// from its own stream, so that the other faults of a seed are those it always had).
+struct Faults {
+    crashes: usize,
+    permanent: bool,
+    mds_crash: bool,
+}
+
+fn schedule_faults(world: &mut World<Node>, rng: &mut SimRng, seed: u64, shape: Shape) -> Faults {
     let candidates: Vec<NodeId> = (1..NODES.total()).collect();
     let crashes = rng.below(6) as usize;
     world.schedule_random_crashes(&candidates, crashes, S, shape.active_ns, 400.0 * MS as f64);
@@ -573,8 +601,6 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
         let s = 1 + rng.below(SERVERS as u64) as usize;
         world.schedule_crash(s, S + rng.below(shape.active_ns - 2 * S), None);
     }
-    // In some schedules the MDS crashes too (drawn from its own stream, so that the other
-    // faults of a seed are those it always had).
     let mut mds_faults = SimRng::new(seed, 13);
     let mds_crash = mds_faults.chance(0.3);
     if mds_crash {
@@ -582,9 +608,27 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
         let down = 1 + mds_faults.exponential(400.0 * MS as f64) as Nanos;
         world.schedule_crash(Nodes::MDS, at, Some(down));
     }
-    world.run_until(shape.end_ns);
+    Faults {
+        crashes,
+        permanent,
+        mds_crash,
+    }
+}
 
-    // ---- checks
+/// The schedule's outcome, or what went wrong: every model's violations, and at the end every
+/// group served by the primary the MDS names, nothing left logged, every block read back.
+fn conclude(
+    world: &World<Node>,
+    checks: &Rc<RefCell<Checks>>,
+    shared: &Rc<RefCell<Shared>>,
+    g_min: usize,
+    faults: Faults,
+) -> Result<Outcome, String> {
+    let Faults {
+        crashes,
+        permanent,
+        mds_crash,
+    } = faults;
     let sh = checks.borrow();
     let mut problems: Vec<String> = Vec::new();
     for (i, m) in sh.models.iter().enumerate() {
