@@ -159,12 +159,7 @@ impl SimStorage {
         fates
     }
 
-    fn apply(
-        durable: &mut Sectors,
-        offset: u64,
-        data: &[u8],
-        only: Option<&[u64]>,
-    ) {
+    fn apply(durable: &mut Sectors, offset: u64, data: &[u8], only: Option<&[u64]>) {
         let first = offset / SECTOR_BYTES;
         if durable.is_empty() && only.is_none() && is_zero(data) {
             // Nothing kept, nothing to forget (the lab's zero-filled replays, mostly).

@@ -112,217 +112,265 @@ pub fn open_spec(spec: &str) -> Result<Generated, String> {
         .strip_prefix("gen:")
         .ok_or("a generator specification starts with gen:")?;
     let (name, params) = body.split_once(':').unwrap_or((body, ""));
-    let mut kv: Vec<(String, String)> = Vec::new();
-    for pair in params.split(',').filter(|p| !p.is_empty()) {
-        let (k, v) = pair
-            .split_once('=')
-            .ok_or_else(|| format!("{pair:?}: expected key=value"))?;
-        kv.push((k.trim().to_owned(), v.trim().to_owned()));
-    }
-    let mut take = |key: &str| {
-        kv.iter()
-            .position(|(k, _)| k == key)
-            .map(|i| kv.remove(i).1)
-    };
-    // Every number parsed below is finite, so plain comparisons validate them.
-    let num = |v: Option<String>, default: f64| -> Result<f64, String> {
-        v.map_or(Ok(default), |s| match s.parse::<f64>() {
-            Ok(x) if x.is_finite() => Ok(x),
-            _ => Err(format!("{s:?} is not a finite number")),
-        })
-    };
-    let size = |v: Option<String>, default: u64| -> Result<u64, String> {
-        v.map_or(Ok(default), |s| cordillera_models::presets::parse_size(&s))
-    };
+    let mut params = Params::parse(params)?;
     let generated = match name {
-        "zipf" => {
-            let d = Zipf::bonfire();
-            let z = Zipf {
-                count: num(take("count"), d.count as f64)? as u64,
-                alpha: num(take("alpha"), d.alpha)?,
-                span_bytes: size(take("span"), d.span_bytes)?,
-                rate_per_s: num(take("rate"), d.rate_per_s)?,
-                seed: num(take("seed"), d.seed as f64)? as u64,
-            };
-            if z.alpha <= 0.0 || z.alpha > 10.0 || z.rate_per_s <= 0.0 || z.span_bytes < 4096 {
-                return Err("zipf needs 0 < alpha ≤ 10, rate > 0 and a span of at least 4k".into());
-            }
-            Generated::new(&["zipf".to_owned()], Box::new(z.records()))
-        }
-        "diurnal" => {
-            let g = Diurnal {
-                days: num(take("days"), 2.0)? as u64,
-                mean_rate_per_s: num(take("rate"), 50.0)?,
-                peak_to_trough: num(take("peak_to_trough"), 4.0)?,
-                peak_hour: num(take("peak_hour"), 15.0)?,
-                read_fraction: num(take("read_fraction"), 0.7)?,
-                request_bytes: size(take("bs"), 64 * KIB)?,
-                span_bytes: size(take("span"), 100 * GIB)?,
-                seed: num(take("seed"), 1.0)? as u64,
-            };
-            if g.peak_to_trough < 1.0
-                || g.mean_rate_per_s <= 0.0
-                || g.mean_rate_per_s * g.peak_to_trough > GENERATED_RATE_MAX_PER_S
-                || g.request_bytes == 0
-                || g.span_bytes < g.request_bytes
-                || !(0.0..=1.0).contains(&g.read_fraction)
-            {
-                return Err("diurnal needs peak_to_trough ≥ 1, rate > 0, 0 < bs ≤ span and read_fraction in [0, 1]".into());
-            }
-            Generated::new(&["diurnal".to_owned()], Box::new(g.records()))
-        }
-        "reaccess" => {
-            let d = Reaccess::bonfire();
-            let g = Reaccess {
-                days: num(take("days"), d.days as f64)? as u64,
-                rate_per_s: num(take("rate"), d.rate_per_s)?,
-                seed: num(take("seed"), d.seed as f64)? as u64,
-                volumes: num(take("volumes"), d.volumes as f64)? as u32,
-                new_span_bytes: size(take("span"), d.new_span_bytes)?,
-            };
-            g.validate()?;
-            Generated::new(&g.volume_names(), Box::new(g.records()))
-        }
-        "exchange-like" => {
-            let d = ExchangeLike::everest();
-            let g = ExchangeLike {
-                duration_s: num(take("duration_s"), d.duration_s as f64)? as u64,
-                peak_rate_per_s: num(take("peak_rate"), d.peak_rate_per_s)?,
-                peak_to_mean: num(take("peak_to_mean"), d.peak_to_mean)?,
-                span_bytes: size(take("span"), d.span_bytes)?,
-                seed: num(take("seed"), d.seed as f64)? as u64,
-                ..d
-            };
-            g.validate()?;
-            Generated::new(&g.volume_names(), Box::new(g.records()))
-        }
-        "hotmail-like" => {
-            let d = HotmailLike::sierra();
-            let g = HotmailLike {
-                days: num(take("days"), d.days as f64)? as u64,
-                peak_rate_per_s: num(take("peak_rate"), d.peak_rate_per_s)?,
-                trough: num(take("trough"), d.trough)?,
-                sharpness: num(take("sharpness"), d.sharpness)?,
-                peak_hour: num(take("peak_hour"), d.peak_hour)?,
-                maintenance_hours: num(take("maintenance_hours"), d.maintenance_hours as f64)?
-                    as u64,
-                maintenance_factor: num(take("maintenance"), d.maintenance_factor)?,
-                day_noise: num(take("day_noise"), d.day_noise)?,
-                read_fraction: num(take("read_fraction"), d.read_fraction)?,
-                mean_request_bytes: size(take("mean_bs"), d.mean_request_bytes)?,
-                sequential_fraction: num(take("sequential"), d.sequential_fraction)?,
-                span_bytes: size(take("span"), d.span_bytes)?,
-                seed: num(take("seed"), d.seed as f64)? as u64,
-                ..d
-            };
-            g.validate()?;
-            Generated::new(&g.volume_names(), Box::new(g.records()))
-                .with_origin(HOTMAIL_ORIGIN_UNIX_NS)
-        }
-        "bursty" => {
-            let d = Bursty::everest();
-            let g = Bursty {
-                volumes: num(take("volumes"), d.volumes as f64)? as u32,
-                duration_s: num(take("duration_s"), d.duration_s as f64)? as u64,
-                base_rate_per_s: num(take("rate"), d.base_rate_per_s)?,
-                peaks: num(take("peaks"), d.peaks as f64)? as u32,
-                peak_s: num(take("peak_s"), d.peak_s as f64)? as u64,
-                peak_to_mean: num(take("peak_to_mean"), d.peak_to_mean)?,
-                peak_read_fraction: num(take("peak_read_fraction"), d.peak_read_fraction)?,
-                base_read_fraction: num(take("read_fraction"), d.base_read_fraction)?,
-                concentration: num(take("concentration"), d.concentration)?,
-                span_bytes: size(take("span"), d.span_bytes)?,
-                seed: num(take("seed"), d.seed as f64)? as u64,
-            };
-            if g.volumes == 0
-                || g.peak_s == 0
-                || g.duration_s == 0
-                || g.span_bytes < 8 * KIB
-                || !(0.0..=1.0).contains(&g.concentration)
-            {
-                return Err("bursty needs volumes > 0, peak_s > 0, duration_s > 0, span ≥ 8k and concentration in [0, 1]".into());
-            }
-            if g.base_rate_per_s <= 0.0
-                || g.peak_to_mean < 1.0
-                || !(0.0..=1.0).contains(&g.peak_read_fraction)
-                || !(0.0..=1.0).contains(&g.base_read_fraction)
-            {
-                return Err(
-                    "bursty needs rate > 0, peak_to_mean ≥ 1 and read fractions in [0, 1]".into(),
-                );
-            }
-            if g.volumes > GENERATED_VOLUMES_MAX
-                || g.base_rate_per_s * g.volumes as f64 * g.peak_to_mean > GENERATED_RATE_MAX_PER_S
-            {
-                return Err(format!("bursty: at most {GENERATED_VOLUMES_MAX} volumes and {GENERATED_RATE_MAX_PER_S} requests/s at peak"));
-            }
-            let d = (g.peak_schedule().len() as u64 * g.peak_s) as f64 / g.duration_s as f64;
-            if g.peak_to_mean * d >= 1.0 {
-                return Err(format!(
-                    "peaks covering {:.1} % of the time cannot reach a peak-to-mean of {}: use fewer or shorter peaks",
-                    100.0 * d,
-                    g.peak_to_mean
-                ));
-            }
-            Generated::new(&g.volume_names(), Box::new(g.records()))
-        }
-        "onoff" => {
-            let pairs = num(take("pairs"), 2.0)? as usize;
-            let correlation = num(take("correlation"), 0.0)?;
-            if !(-1.0..=1.0).contains(&correlation)
-                || pairs == 0
-                || pairs > GENERATED_VOLUMES_MAX as usize / 2
-            {
-                return Err(format!(
-                    "onoff needs 1 to {} pairs and correlation in [-1, 1]",
-                    GENERATED_VOLUMES_MAX / 2
-                ));
-            }
-            let large_rate = num(take("large_rate"), 20.0)?;
-            let small_rate = num(take("small_rate"), 100.0)?;
-            if !(large_rate > 0.0 && small_rate > 0.0)
-                || (large_rate + small_rate) * pairs as f64 > GENERATED_RATE_MAX_PER_S
-            {
-                return Err(format!("onoff needs positive rates, at most {GENERATED_RATE_MAX_PER_S} requests/s in all"));
-            }
-            let g = OnOff {
-                pairs: (0..pairs)
-                    .map(|_| {
-                        (
-                            Stream::large(large_rate),
-                            Stream::small(small_rate),
-                            correlation,
-                        )
-                    })
-                    .collect(),
-                mean_on_s: num(take("mean_on_s"), 10.0)?,
-                duration_s: num(take("duration_s"), 600.0)?,
-                span_bytes: size(take("span"), 64 * GIB)?,
-                seed: num(take("seed"), 1.0)? as u64,
-                cross_correlation: num(take("cross_correlation"), 0.0)?,
-            };
-            if !(0.0..=1.0).contains(&g.cross_correlation) {
-                return Err("onoff needs cross_correlation in [0, 1]".into());
-            }
-            // ON periods are laid out up front: bound their number.
-            if !(g.mean_on_s > 0.0 && g.duration_s > 0.0)
-                || g.duration_s / g.mean_on_s > 1e6
-                || g.span_bytes < 2 * 1024 * 1024
-            {
-                return Err(
-                    "onoff needs mean_on_s > 0, 0 < duration_s ≤ 10^6 × mean_on_s and a span of at least 2m".into(),
-                );
-            }
-            Generated::new(&g.volume_names(), Box::new(g.records()))
-        }
+        "zipf" => gen_zipf(&mut params)?,
+        "diurnal" => gen_diurnal(&mut params)?,
+        "reaccess" => gen_reaccess(&mut params)?,
+        "exchange-like" => gen_exchange_like(&mut params)?,
+        "hotmail-like" => gen_hotmail_like(&mut params)?,
+        "bursty" => gen_bursty(&mut params)?,
+        "onoff" => gen_onoff(&mut params)?,
         other => {
             return Err(format!(
                 "unknown generator {other:?}; one of zipf, diurnal, bursty, onoff, exchange-like, hotmail-like, reaccess"
             ))
         }
     };
-    if let Some((k, _)) = kv.first() {
+    if let Some((k, _)) = params.kv.first() {
         return Err(format!("unknown parameter {k:?} for gen:{name}"));
     }
     Ok(generated)
+}
+
+/// A generator's `key=value` parameters; each is taken once (what is left is unknown).
+struct Params {
+    kv: Vec<(String, String)>,
+}
+
+impl Params {
+    fn parse(params: &str) -> Result<Params, String> {
+        let mut kv: Vec<(String, String)> = Vec::new();
+        for pair in params.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?}: expected key=value"))?;
+            kv.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+        Ok(Params { kv })
+    }
+
+    fn take(&mut self, key: &str) -> Option<String> {
+        self.kv
+            .iter()
+            .position(|(k, _)| k == key)
+            .map(|i| self.kv.remove(i).1)
+    }
+
+    /// A number, `default` when absent; every number parsed is finite, so plain comparisons
+    /// validate them.
+    fn num(&mut self, key: &str, default: f64) -> Result<f64, String> {
+        self.take(key)
+            .map_or(Ok(default), |s| match s.parse::<f64>() {
+                Ok(x) if x.is_finite() => Ok(x),
+                _ => Err(format!("{s:?} is not a finite number")),
+            })
+    }
+
+    /// A size (`64k`, `50g`), `default` when absent.
+    fn size(&mut self, key: &str, default: u64) -> Result<u64, String> {
+        self.take(key)
+            .map_or(Ok(default), |s| cordillera_models::presets::parse_size(&s))
+    }
+}
+
+/// `gen:zipf`: Zipf-distributed block accesses (Bonfire's default).
+fn gen_zipf(p: &mut Params) -> Result<Generated, String> {
+    let d = Zipf::bonfire();
+    let z = Zipf {
+        count: p.num("count", d.count as f64)? as u64,
+        alpha: p.num("alpha", d.alpha)?,
+        span_bytes: p.size("span", d.span_bytes)?,
+        rate_per_s: p.num("rate", d.rate_per_s)?,
+        seed: p.num("seed", d.seed as f64)? as u64,
+    };
+    if z.alpha <= 0.0 || z.alpha > 10.0 || z.rate_per_s <= 0.0 || z.span_bytes < 4096 {
+        return Err("zipf needs 0 < alpha ≤ 10, rate > 0 and a span of at least 4k".into());
+    }
+    Ok(Generated::new(&["zipf".to_owned()], Box::new(z.records())))
+}
+
+/// `gen:diurnal`: A day-night cycle of a mean rate, peak to trough.
+fn gen_diurnal(p: &mut Params) -> Result<Generated, String> {
+    let g = Diurnal {
+        days: p.num("days", 2.0)? as u64,
+        mean_rate_per_s: p.num("rate", 50.0)?,
+        peak_to_trough: p.num("peak_to_trough", 4.0)?,
+        peak_hour: p.num("peak_hour", 15.0)?,
+        read_fraction: p.num("read_fraction", 0.7)?,
+        request_bytes: p.size("bs", 64 * KIB)?,
+        span_bytes: p.size("span", 100 * GIB)?,
+        seed: p.num("seed", 1.0)? as u64,
+    };
+    if g.peak_to_trough < 1.0
+        || g.mean_rate_per_s <= 0.0
+        || g.mean_rate_per_s * g.peak_to_trough > GENERATED_RATE_MAX_PER_S
+        || g.request_bytes == 0
+        || g.span_bytes < g.request_bytes
+        || !(0.0..=1.0).contains(&g.read_fraction)
+    {
+        return Err(
+            "diurnal needs peak_to_trough ≥ 1, rate > 0, 0 < bs ≤ span and read_fraction in [0, 1]"
+                .into(),
+        );
+    }
+    Ok(Generated::new(
+        &["diurnal".to_owned()],
+        Box::new(g.records()),
+    ))
+}
+
+/// `gen:reaccess`: Volumes re-reading what they read on earlier days (Bonfire's re-access).
+fn gen_reaccess(p: &mut Params) -> Result<Generated, String> {
+    let d = Reaccess::bonfire();
+    let g = Reaccess {
+        days: p.num("days", d.days as f64)? as u64,
+        rate_per_s: p.num("rate", d.rate_per_s)?,
+        seed: p.num("seed", d.seed as f64)? as u64,
+        volumes: p.num("volumes", d.volumes as f64)? as u32,
+        new_span_bytes: p.size("span", d.new_span_bytes)?,
+    };
+    g.validate()?;
+    Ok(Generated::new(&g.volume_names(), Box::new(g.records())))
+}
+
+/// `gen:exchange-like`: Exchange-like peaks over a quiet base (Everest's Figure 2 shape).
+fn gen_exchange_like(p: &mut Params) -> Result<Generated, String> {
+    let d = ExchangeLike::everest();
+    let g = ExchangeLike {
+        duration_s: p.num("duration_s", d.duration_s as f64)? as u64,
+        peak_rate_per_s: p.num("peak_rate", d.peak_rate_per_s)?,
+        peak_to_mean: p.num("peak_to_mean", d.peak_to_mean)?,
+        span_bytes: p.size("span", d.span_bytes)?,
+        seed: p.num("seed", d.seed as f64)? as u64,
+        ..d
+    };
+    g.validate()?;
+    Ok(Generated::new(&g.volume_names(), Box::new(g.records())))
+}
+
+/// `gen:hotmail-like`: A Hotmail-like week of diurnal load with maintenance hours (Sierra).
+fn gen_hotmail_like(p: &mut Params) -> Result<Generated, String> {
+    let d = HotmailLike::sierra();
+    let g = HotmailLike {
+        days: p.num("days", d.days as f64)? as u64,
+        peak_rate_per_s: p.num("peak_rate", d.peak_rate_per_s)?,
+        trough: p.num("trough", d.trough)?,
+        sharpness: p.num("sharpness", d.sharpness)?,
+        peak_hour: p.num("peak_hour", d.peak_hour)?,
+        maintenance_hours: p.num("maintenance_hours", d.maintenance_hours as f64)? as u64,
+        maintenance_factor: p.num("maintenance", d.maintenance_factor)?,
+        day_noise: p.num("day_noise", d.day_noise)?,
+        read_fraction: p.num("read_fraction", d.read_fraction)?,
+        mean_request_bytes: p.size("mean_bs", d.mean_request_bytes)?,
+        sequential_fraction: p.num("sequential", d.sequential_fraction)?,
+        span_bytes: p.size("span", d.span_bytes)?,
+        seed: p.num("seed", d.seed as f64)? as u64,
+        ..d
+    };
+    g.validate()?;
+    Ok(
+        Generated::new(&g.volume_names(), Box::new(g.records()))
+            .with_origin(HOTMAIL_ORIGIN_UNIX_NS),
+    )
+}
+
+/// `gen:bursty`: Volumes with peaks of concentrated writes over a base rate (Everest).
+fn gen_bursty(p: &mut Params) -> Result<Generated, String> {
+    let d = Bursty::everest();
+    let g = Bursty {
+        volumes: p.num("volumes", d.volumes as f64)? as u32,
+        duration_s: p.num("duration_s", d.duration_s as f64)? as u64,
+        base_rate_per_s: p.num("rate", d.base_rate_per_s)?,
+        peaks: p.num("peaks", d.peaks as f64)? as u32,
+        peak_s: p.num("peak_s", d.peak_s as f64)? as u64,
+        peak_to_mean: p.num("peak_to_mean", d.peak_to_mean)?,
+        peak_read_fraction: p.num("peak_read_fraction", d.peak_read_fraction)?,
+        base_read_fraction: p.num("read_fraction", d.base_read_fraction)?,
+        concentration: p.num("concentration", d.concentration)?,
+        span_bytes: p.size("span", d.span_bytes)?,
+        seed: p.num("seed", d.seed as f64)? as u64,
+    };
+    if g.volumes == 0
+        || g.peak_s == 0
+        || g.duration_s == 0
+        || g.span_bytes < 8 * KIB
+        || !(0.0..=1.0).contains(&g.concentration)
+    {
+        return Err("bursty needs volumes > 0, peak_s > 0, duration_s > 0, span ≥ 8k and concentration in [0, 1]".into());
+    }
+    if g.base_rate_per_s <= 0.0
+        || g.peak_to_mean < 1.0
+        || !(0.0..=1.0).contains(&g.peak_read_fraction)
+        || !(0.0..=1.0).contains(&g.base_read_fraction)
+    {
+        return Err("bursty needs rate > 0, peak_to_mean ≥ 1 and read fractions in [0, 1]".into());
+    }
+    if g.volumes > GENERATED_VOLUMES_MAX
+        || g.base_rate_per_s * g.volumes as f64 * g.peak_to_mean > GENERATED_RATE_MAX_PER_S
+    {
+        return Err(format!("bursty: at most {GENERATED_VOLUMES_MAX} volumes and {GENERATED_RATE_MAX_PER_S} requests/s at peak"));
+    }
+    let d = (g.peak_schedule().len() as u64 * g.peak_s) as f64 / g.duration_s as f64;
+    if g.peak_to_mean * d >= 1.0 {
+        return Err(format!(
+            "peaks covering {:.1} % of the time cannot reach a peak-to-mean of {}: use fewer or shorter peaks",
+            100.0 * d,
+            g.peak_to_mean
+        ));
+    }
+    Ok(Generated::new(&g.volume_names(), Box::new(g.records())))
+}
+
+/// `gen:onoff`: Pairs of ON/OFF streams of large and small requests (striping).
+fn gen_onoff(p: &mut Params) -> Result<Generated, String> {
+    let pairs = p.num("pairs", 2.0)? as usize;
+    let correlation = p.num("correlation", 0.0)?;
+    if !(-1.0..=1.0).contains(&correlation)
+        || pairs == 0
+        || pairs > GENERATED_VOLUMES_MAX as usize / 2
+    {
+        return Err(format!(
+            "onoff needs 1 to {} pairs and correlation in [-1, 1]",
+            GENERATED_VOLUMES_MAX / 2
+        ));
+    }
+    let large_rate = p.num("large_rate", 20.0)?;
+    let small_rate = p.num("small_rate", 100.0)?;
+    if !(large_rate > 0.0 && small_rate > 0.0)
+        || (large_rate + small_rate) * pairs as f64 > GENERATED_RATE_MAX_PER_S
+    {
+        return Err(format!(
+            "onoff needs positive rates, at most {GENERATED_RATE_MAX_PER_S} requests/s in all"
+        ));
+    }
+    let g = OnOff {
+        pairs: (0..pairs)
+            .map(|_| {
+                (
+                    Stream::large(large_rate),
+                    Stream::small(small_rate),
+                    correlation,
+                )
+            })
+            .collect(),
+        mean_on_s: p.num("mean_on_s", 10.0)?,
+        duration_s: p.num("duration_s", 600.0)?,
+        span_bytes: p.size("span", 64 * GIB)?,
+        seed: p.num("seed", 1.0)? as u64,
+        cross_correlation: p.num("cross_correlation", 0.0)?,
+    };
+    if !(0.0..=1.0).contains(&g.cross_correlation) {
+        return Err("onoff needs cross_correlation in [0, 1]".into());
+    }
+    // ON periods are laid out up front: bound their number.
+    if !(g.mean_on_s > 0.0 && g.duration_s > 0.0)
+        || g.duration_s / g.mean_on_s > 1e6
+        || g.span_bytes < 2 * 1024 * 1024
+    {
+        return Err(
+            "onoff needs mean_on_s > 0, 0 < duration_s ≤ 10^6 × mean_on_s and a span of at least 2m".into(),
+        );
+    }
+    Ok(Generated::new(&g.volume_names(), Box::new(g.records())))
 }
