@@ -4,12 +4,7 @@
 use super::*;
 
 impl Store {
-    pub fn handle_disk(&mut self, now: Nanos, done: DiskDone) {
-        self.handle_disk_step(now, done);
-        self.check_invariants();
-    }
-
-    fn handle_disk_step(&mut self, now: Nanos, done: DiskDone) {
+    pub(super) fn handle_disk_step(&mut self, now: Nanos, done: DiskDone) {
         self.last_activity = now;
         match done {
             DiskDone::Written { id } => {

@@ -13,6 +13,11 @@
 //! }
 //! ```
 //!
+//! Every public method is in this file, each `handle_*` ending with the bookkeeping checked
+//! in debug builds (`check_invariants`); the work is in `requests.rs` (requests, appending
+//! records), `completions.rs` (disk completions, acknowledgements, the tail), `clean.rs`
+//! (cleaning and space) and `recovery.rs` (the scan at start).
+//!
 //! Guarantees: a write or delete is acknowledged only when its record and every earlier record
 //! are durable (a flush issued after their writes completed); concurrent records are written
 //! concurrently and flushes are shared (group commit). The index reflects durable records only,
@@ -473,6 +478,19 @@ impl Store {
         self.superblock_in_flight = Some(sb.clone());
         self.superblock_flushing = Some((flush, sb));
         let _ = id;
+    }
+
+    /// A request, answered later under `id` ([`Store::poll_reply`]); the work is in
+    /// `requests.rs`.
+    pub fn handle_request(&mut self, now: Nanos, id: u64, request: Request) {
+        self.handle_request_step(now, id, request);
+        self.check_invariants();
+    }
+
+    /// A disk operation completed; the work is in `completions.rs`.
+    pub fn handle_disk(&mut self, now: Nanos, done: DiskDone) {
+        self.handle_disk_step(now, done);
+        self.check_invariants();
     }
 
     pub fn poll_disk(&mut self) -> Option<DiskOp> {

@@ -4,12 +4,7 @@
 use super::*;
 
 impl Store {
-    pub fn handle_request(&mut self, now: Nanos, id: u64, request: Request) {
-        self.handle_request_step(now, id, request);
-        self.check_invariants();
-    }
-
-    fn handle_request_step(&mut self, now: Nanos, id: u64, request: Request) {
+    pub(super) fn handle_request_step(&mut self, now: Nanos, id: u64, request: Request) {
         self.last_activity = now;
         if !self.is_ready() {
             let error = if self.failed() {
