@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use cordillera_lab::bonfire::latency::LatencyOptions;
-use cordillera_lab::bonfire::parts::{self, FullReport, Parts, PartsConfig};
+use cordillera_lab::bonfire::parts::{self, Parts, PartsConfig};
 use cordillera_lab::bonfire::replay::ReplayOptions;
 use cordillera_lab::bonfire::{Options, Setting, ZipfOptions};
 use cordillera_lab::bonfire_overheads::OverheadOptions;
@@ -14,10 +14,8 @@ use cordillera_models::presets::parse_size;
 use cordillera_types::units::NS_PER_S;
 
 use cordillera_lab::render::bonfire::{
-    days_text, headlines, overheads_text, replay_text, write_outputs, zipf_text,
+    full_text, seeds_json, seeds_spread, seeds_text, write_outputs, write_seed_files,
 };
-
-use cordillera_lab::spread;
 
 use crate::lab_io::trace_input;
 
@@ -277,44 +275,18 @@ pub fn run(a: BonfireArgs) -> Result<()> {
         let reports = parts::run_seeds(&config, &o, a.seed..a.seed + a.seeds, &progress)
             .map_err(anyhow::Error::msg)?;
         reporter.finish();
-        let mut runs = Vec::new();
-        for (seed, full) in &reports {
-            if let Some(dir) = &a.out {
-                write_outputs(&dir.join(format!("seed-{seed}")), full)?;
-            }
-            runs.push((*seed, headlines(full, a.trace.is_none())));
-        }
-        let rows = spread::spread(&runs);
+        let builtin = a.trace.is_none();
+        let rows = seeds_spread(&reports, builtin);
         if let Some(dir) = &a.out {
-            std::fs::write(dir.join("spread.csv"), spread::csv(&rows))?;
-            std::fs::write(
-                dir.join("spread.json"),
-                serde_json::to_string_pretty(&rows)?,
-            )?;
+            write_seed_files(dir, &reports, &rows)?;
         }
         if a.json {
-            let reports: Vec<&FullReport> = reports.iter().map(|(_, r)| r).collect();
             println!(
                 "{}",
-                serde_json::to_string_pretty(&serde_json::json!({
-                    "seeds": (a.seed..a.seed + a.seeds).collect::<Vec<u64>>(),
-                    "spread": rows,
-                    "runs": reports,
-                }))?
+                serde_json::to_string_pretty(&seeds_json(&reports, &rows))?
             );
         } else {
-            println!(
-                "Bonfire over {} seeds ({}–{}){}\n",
-                a.seeds,
-                a.seed,
-                a.seed + a.seeds - 1,
-                if a.trace.is_none() {
-                    ": each seed draws its own gen:reaccess trace, Zipf workload and Random-K"
-                } else {
-                    ": one trace; each seed draws its own Random-K and Zipf workload"
-                }
-            );
-            print!("{}", spread::table(&rows, runs.len()));
+            print!("{}", seeds_text(&reports, &rows, builtin));
         }
         return Ok(());
     }
@@ -326,16 +298,7 @@ pub fn run(a: BonfireArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&full)?);
     } else {
-        if let Some(r) = &full.days {
-            print!("{}", days_text(r));
-        }
-        if let Some(z) = &full.zipf {
-            print!("{}", zipf_text(z));
-        }
-        if let Some(x) = &full.replay {
-            print!("{}", replay_text(x));
-        }
-        print!("{}", overheads_text(&full));
+        print!("{}", full_text(&full));
         if let Some(dir) = &a.out {
             println!(
                 "\nreport.json, CSV files and SVG plots in {}",

@@ -7,7 +7,7 @@ use cordillera_models::bench::{self, DiskBench, Pattern};
 use cordillera_models::calibration;
 use cordillera_models::device::nvram::{Nvram, NvramParams};
 use cordillera_models::presets::{self, parse_size, ArraySpec};
-use cordillera_sim::replay::{replay, ReplayReport};
+use cordillera_sim::replay::ReplayReport;
 use cordillera_types::Op;
 
 #[derive(Args)]
@@ -220,35 +220,8 @@ fn replay_cmd(args: ReplayArgs) -> Result<()> {
         _ => bail!("--interval-s must be positive"),
     };
     let mut device = args.device.build()?;
-    let mut reader = input.open()?;
-    if !reader.info().has_time {
-        bail!(
-            "{} has no timestamps: an open-loop replay needs them",
-            input.file.display()
-        );
-    }
-    if !(args.speed > 0.0 && args.speed.is_finite()) {
-        bail!("--speed must be positive");
-    }
-    let speed = args.speed;
-    let mut error = None;
-    let records = std::iter::from_fn(|| match reader.next_record() {
-        Ok(record) => record,
-        Err(e) => {
-            error = Some(e);
-            None
-        }
-    })
-    .map(|mut record| {
-        if speed != 1.0 {
-            record.time_ns = (record.time_ns as f64 / speed) as i64;
-        }
-        record
-    });
-    let report = replay(records, device.as_mut(), interval_ns);
-    if let Some(e) = error {
-        return Err(e.into());
-    }
+    let report =
+        cordillera_lab::tools::replay_trace(&input, device.as_mut(), interval_ns, args.speed)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());

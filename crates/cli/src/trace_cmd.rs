@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use cordillera_lab::input::TraceInput;
-use cordillera_trace::binary::BinaryWriter;
+use cordillera_lab::tools::ConvertTo;
 use cordillera_trace::peaks::{PeaksBuilder, PeaksOptions};
 use cordillera_trace::profile::ProfileBuilder;
 use cordillera_trace::reaccess::ReaccessBuilder;
 use cordillera_trace::stats::StatsBuilder;
-use cordillera_trace::write::{IologOptions, IologWriter, MsrWriter};
+use cordillera_trace::write::IologOptions;
 use cordillera_trace::{Format, Record, RecordReader, TimeUnit};
 use cordillera_types::units::s_to_ns;
 
@@ -206,40 +206,17 @@ fn convert(args: ConvertArgs) -> Result<()> {
 }
 
 fn convert_into(args: &ConvertArgs, out: Box<dyn Write>, path: &Path) -> Result<u64> {
-    let input = args.input.input();
-    let written = match args.to {
-        OutputFormat::Binary => {
-            let mut writer = BinaryWriter::with_level(out, path, args.zstd_level)?;
-            let reader = input.try_for_each_record(|reader, record| {
-                writer.write(record, reader.volumes(), reader.info())
-            })?;
-            writer.finish(reader.info())?;
-            reader.summary().records
-        }
-        OutputFormat::Msr => {
-            let mut writer = MsrWriter::new(out, path);
-            let reader = input.try_for_each_record(|reader, record| {
-                writer.write(record, reader.volumes(), reader.info())
-            })?;
-            writer.finish(reader.info())?;
-            reader.summary().records
-        }
-        OutputFormat::FioIolog => {
-            let options = IologOptions {
-                target: args.iolog_target.clone(),
-                wrap_bytes: args.iolog_wrap_bytes,
-            };
-            let mut writer = IologWriter::new(out, path, options)?;
-            let reader = input.try_for_each_record(|_, record| writer.write(record))?;
-            let skipped = writer.skipped_empty;
-            if skipped > 0 {
-                eprintln!("cordillera: skipped {skipped} zero-length records (fio rejects them)");
-            }
-            writer.finish()?;
-            reader.summary().records - skipped
-        }
+    let to = match args.to {
+        OutputFormat::Binary => ConvertTo::Binary {
+            zstd_level: args.zstd_level,
+        },
+        OutputFormat::Msr => ConvertTo::Msr,
+        OutputFormat::FioIolog => ConvertTo::FioIolog(IologOptions {
+            target: args.iolog_target.clone(),
+            wrap_bytes: args.iolog_wrap_bytes,
+        }),
     };
-    Ok(written)
+    cordillera_lab::tools::convert(&args.input.input(), &to, out, path)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -23,4 +23,5 @@ pub mod render;
 pub mod sierra;
 pub mod spread;
 pub mod striping;
+pub mod tools;
 pub mod volumes;

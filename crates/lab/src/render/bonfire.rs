@@ -713,3 +713,76 @@ pub fn headlines(r: &FullReport, beside_paper: bool) -> Vec<crate::spread::Figur
     }
     out
 }
+
+/// The single run's report as text: each part run, then the overheads.
+pub fn full_text(full: &FullReport) -> String {
+    let mut out = String::new();
+    if let Some(r) = &full.days {
+        out.push_str(&days_text(r));
+    }
+    if let Some(z) = &full.zipf {
+        out.push_str(&zipf_text(z));
+    }
+    if let Some(x) = &full.replay {
+        out.push_str(&replay_text(x));
+    }
+    out.push_str(&overheads_text(full));
+    out
+}
+
+/// Runs over several seeds: each seed's headline figures, and their spread beside the paper's
+/// (`builtin`: each seed drew its own trace).
+pub fn seeds_spread(reports: &[(u64, FullReport)], builtin: bool) -> Vec<crate::spread::Spread> {
+    let runs: Vec<_> = reports
+        .iter()
+        .map(|(seed, full)| (*seed, headlines(full, builtin)))
+        .collect();
+    crate::spread::spread(&runs)
+}
+
+/// Writes each seed's outputs into `dir/seed-N`, and `spread.csv` and `spread.json`.
+pub fn write_seed_files(
+    dir: &Path,
+    reports: &[(u64, FullReport)],
+    rows: &[crate::spread::Spread],
+) -> Result<()> {
+    for (seed, full) in reports {
+        write_outputs(&dir.join(format!("seed-{seed}")), full)?;
+    }
+    std::fs::write(dir.join("spread.csv"), crate::spread::csv(rows))?;
+    std::fs::write(dir.join("spread.json"), serde_json::to_string_pretty(rows)?)?;
+    Ok(())
+}
+
+/// The spread over seeds as JSON: the seeds, the spread and every run's report.
+pub fn seeds_json(
+    reports: &[(u64, FullReport)],
+    rows: &[crate::spread::Spread],
+) -> serde_json::Value {
+    let runs: Vec<&FullReport> = reports.iter().map(|(_, r)| r).collect();
+    serde_json::json!({
+        "seeds": reports.iter().map(|(s, _)| *s).collect::<Vec<u64>>(),
+        "spread": rows,
+        "runs": runs,
+    })
+}
+
+/// The spread over seeds as a table, headed by what each seed drew.
+pub fn seeds_text(
+    reports: &[(u64, FullReport)],
+    rows: &[crate::spread::Spread],
+    builtin: bool,
+) -> String {
+    let first = reports.first().map_or(0, |(s, _)| *s);
+    let last = reports.last().map_or(0, |(s, _)| *s);
+    format!(
+        "Bonfire over {} seeds ({first}–{last}){}\n\n{}",
+        reports.len(),
+        if builtin {
+            ": each seed draws its own gen:reaccess trace, Zipf workload and Random-K"
+        } else {
+            ": one trace; each seed draws its own Random-K and Zipf workload"
+        },
+        crate::spread::table(rows, reports.len())
+    )
+}
