@@ -217,20 +217,15 @@ pub fn run(args: ClusterArgs) -> Result<()> {
                 listen: a.listen,
                 http: a.http,
             };
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async {
-                tokio::select! {
-                    r = serve(options, |l| {
-                        eprintln!("cordillera cluster mds: listening on {}", l.addr);
-                        if let Some(h) = l.http {
-                            eprintln!("cordillera cluster mds: metrics on http://{h}/metrics");
-                        }
-                    }) => r,
-                    _ = tokio::signal::ctrl_c() => Ok(()),
-                }
-            })
+            crate::serve_until_interrupted(
+                1,
+                serve(options, |l| {
+                    eprintln!("cordillera cluster mds: listening on {}", l.addr);
+                    if let Some(h) = l.http {
+                        eprintln!("cordillera cluster mds: metrics on http://{h}/metrics");
+                    }
+                }),
+            )
         }
         ClusterCommand::Server(a) => server(a),
         ClusterCommand::Up(a) => up(a),
@@ -261,21 +256,15 @@ fn server(a: ServerArgs) -> Result<()> {
         io: a.io,
         power,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        tokio::select! {
-            r = serve(options, |l| {
-                eprintln!("cordillera cluster server: listening on {}", l.addr);
-                if let Some(h) = l.http {
-                    eprintln!("cordillera cluster server: metrics on http://{h}/metrics");
-                }
-            }) => r,
-            _ = tokio::signal::ctrl_c() => Ok(()),
-        }
-    })
+    crate::serve_until_interrupted(
+        2,
+        serve(options, |l| {
+            eprintln!("cordillera cluster server: listening on {}", l.addr);
+            if let Some(h) = l.http {
+                eprintln!("cordillera cluster server: metrics on http://{h}/metrics");
+            }
+        }),
+    )
 }
 
 fn gear(a: GearArgs) -> Result<()> {
@@ -287,13 +276,10 @@ fn gear(a: GearArgs) -> Result<()> {
             .filter(|&g| g >= 1)
             .ok_or_else(|| anyhow!("the gear is 1 … replicas, or `plan` (not {n:?})"))?,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let answer = runtime.block_on(cordillera_runtime::sierra::net::ask_mds(
-        &a.mds,
-        &Frame::Gear(g),
-    ))?;
+    let answer = crate::block_on(
+        1,
+        cordillera_runtime::sierra::net::ask_mds(&a.mds, &Frame::Gear(g)),
+    )?;
     match answer {
         Frame::Gear(now) if g == 0 => println!("following the plan: gear {now}"),
         Frame::Gear(now) => println!("gear {now}"),

@@ -227,9 +227,7 @@ pub fn run(a: BonfireArgs) -> Result<()> {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     };
     o.validate().map_err(anyhow::Error::msg)?;
-    if a.seeds == 0 || a.seeds > 1000 || a.seed.checked_add(a.seeds).is_none() {
-        bail!("--seeds must be 1 to 1000 (and --seed + --seeds must not overflow)");
-    }
+    crate::lab_io::check_seeds(a.seed, a.seeds)?;
     let trace = match &a.trace {
         Some(path) => {
             let input = trace_input(path, a.format, a.time_unit, a.skip_invalid);

@@ -7,7 +7,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use cordillera_lab::everest::{self, Opener, Options, Parts};
 use cordillera_types::units::s_to_ns;
 
-use cordillera_lab::render::everest::{seeds_text, table, write_outputs, write_seed_files};
+use cordillera_lab::render::everest::{
+    seeds_json, seeds_text, table, write_outputs, write_seed_files,
+};
 use cordillera_lab::spread;
 
 use crate::progress::Progress;
@@ -145,21 +147,11 @@ fn run_everest(a: EverestArgs) -> Result<()> {
     if a.sample_s == Some(0.0) || a.micro_s == 0 || a.episodes == 0 {
         bail!("--sample-s, --micro-s and --episodes must be positive");
     }
-    let sample_ns = match a.sample_s {
-        None => 0,
-        Some(s) if (0.1..=3600.0).contains(&s) && ((s * 10.0).round() - s * 10.0).abs() < 1e-9 => {
-            (s * 10.0).round() as u64 * 100_000_000
-        }
-        Some(s) => bail!(
-            "--sample-s {s}: must be a multiple of 0.1 s (the simulator's tick) from 0.1 to 3600"
-        ),
-    };
+    let sample_ns = everest::sample_ns(a.sample_s).map_err(anyhow::Error::msg)?;
     if !(a.rate_window_s > 0.0 && a.segment_s >= a.rate_window_s) {
         bail!("--rate-window-s must be positive and at most --segment-s");
     }
-    if a.seeds == 0 || a.seeds > 1000 || a.seed.checked_add(a.seeds).is_none() {
-        bail!("--seeds must be 1 to 1000 (and --seed + --seeds must not overflow)");
-    }
+    crate::lab_io::check_seeds(a.seed, a.seeds)?;
     let peaks = cordillera_trace::peaks::PeaksOptions {
         rate_window_ns: s_to_ns(a.rate_window_s)
             .ok_or_else(|| anyhow::anyhow!("--rate-window-s out of range"))?,
@@ -197,13 +189,7 @@ fn run_everest(a: EverestArgs) -> Result<()> {
     };
     // A generated workload takes the run's seed, unless its spec names one (then only the
     // simulator's own choices change with --seed).
-    let workload_seeded = match &a.trace {
-        None => true,
-        Some(p) => {
-            let spec = p.to_string_lossy();
-            spec.starts_with("gen:") && !spec.contains("seed=")
-        }
-    };
+    let workload_seeded = everest::workload_seeded(a.trace.as_deref());
     if a.seeds > 1
         && !workload_seeded
         && a.trace
@@ -214,13 +200,7 @@ fn run_everest(a: EverestArgs) -> Result<()> {
     }
     let seeds: Vec<u64> = (a.seed..a.seed + a.seeds).collect();
     let progress = Progress::new(a.quiet);
-    let per_seed = 3 * a.episodes
-        + if parts.nvram { 2 * a.episodes } else { 0 }
-        + if parts.sensitivity { 14 } else { 0 }
-        + parts.recovery as usize
-        + if parts.micro { 18 } else { 0 }
-        + if parts.oltp { 15 } else { 0 }
-        + 2;
+    let per_seed = parts.steps(a.episodes);
     progress.expect(per_seed * seeds.len());
     let run_one = |seed: u64| -> Result<everest::Report> {
         let options = Options {
@@ -270,15 +250,8 @@ fn run_everest(a: EverestArgs) -> Result<()> {
         write_seed_files(dir, &reports, &rows)?;
     }
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "seeds": seeds,
-                "workload_seeded": workload_seeded,
-                "spread": rows,
-                "runs": reports,
-            }))?
-        );
+        let json = seeds_json(&reports, &rows, workload_seeded);
+        println!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(());
     }
     print!("{}", seeds_text(&reports, &rows, workload_seeded));

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use cordillera_lab::render::sierra::{table, write_outputs};
+use cordillera_lab::render::sierra::{seeds_text, table, write_outputs, write_spread_files};
 use cordillera_lab::sierra::headlines::headlines;
 use cordillera_lab::sierra::micro::MicroOptions;
 use cordillera_lab::sierra::testbed::TestbedOptions;
@@ -185,9 +185,7 @@ pub fn run(a: SierraArgs) -> Result<()> {
             a.g_min
         );
     }
-    if a.seeds == 0 || a.seeds > 1000 || a.seed.checked_add(a.seeds).is_none() {
-        bail!("--seeds must be 1 to 1000 (and --seed + --seeds must not overflow)");
-    }
+    crate::lab_io::check_seeds(a.seed, a.seeds)?;
     let reporter = crate::progress::Progress::new(a.quiet);
     let mut progress = |line: &str| reporter.step(line);
     if a.seeds > 1 {
@@ -284,12 +282,7 @@ fn run_seeds(a: &SierraArgs, progress: &mut dyn FnMut(&str)) -> Result<()> {
     let rows = spread::spread(&runs);
     let seeds: Vec<u64> = runs.iter().map(|(s, _)| *s).collect();
     if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join("spread.csv"), spread::csv(&rows))?;
-        std::fs::write(
-            dir.join("spread.json"),
-            serde_json::to_string_pretty(&serde_json::json!({ "seeds": seeds, "spread": rows }))?,
-        )?;
+        write_spread_files(dir, &seeds, &rows)?;
     }
     if a.json {
         println!(
@@ -299,13 +292,7 @@ fn run_seeds(a: &SierraArgs, progress: &mut dyn FnMut(&str)) -> Result<()> {
             )?
         );
     } else {
-        println!(
-            "lab sierra over {} seeds ({}–{}): each headline figure's mean, range and sample standard deviation",
-            a.seeds,
-            a.seed,
-            a.seed + a.seeds - 1
-        );
-        print!("{}", spread::table(&rows, runs.len()));
+        print!("{}", seeds_text(&seeds, &rows));
         if let Some(dir) = &a.out {
             println!(
                 "\nspread.csv and spread.json in {0}; each seed's report, CSV files and SVG figures in {0}/seed-S",

@@ -129,31 +129,27 @@ pub fn run(a: StripingArgs) -> Result<()> {
     if generated && !(a.mean_on_s > 0.0 && a.mean_on_s * 2.0 <= a.duration_s) {
         bail!("--mean-on-s must be positive and at most half of --duration-s");
     }
-    if a.seeds == 0 || a.seeds > 1000 || a.seed.checked_add(a.seeds).is_none() {
-        bail!("--seeds must be 1 to 1000 (and --seed + --seeds must not overflow)");
-    }
+    crate::lab_io::check_seeds(a.seed, a.seeds)?;
     let options = Options {
         arrays: a.arrays.clone(),
         duration_s: a.duration_s,
         utilization: a.utilization,
         mean_on_s: a.mean_on_s,
         wide_whole_stripes: a.wide_layout == WideLayout::Stripes,
+        // Figures 8 and 10 and Table 3 are the skew and sequential parts, not simulations.
         figures: a
             .figures
             .iter()
-            .map(|f| match f {
-                FigArg::F2a => Fig::F2a,
-                FigArg::F2b => Fig::F2b,
-                FigArg::F3 => Fig::F3,
-                FigArg::F4 => Fig::F4,
-                FigArg::F5 => Fig::F5,
-                FigArg::F6 => Fig::F6,
-                FigArg::F7 => Fig::F7,
-                _ => Fig::F2a,
+            .filter_map(|f| match f {
+                FigArg::F2a => Some(Fig::F2a),
+                FigArg::F2b => Some(Fig::F2b),
+                FigArg::F3 => Some(Fig::F3),
+                FigArg::F4 => Some(Fig::F4),
+                FigArg::F5 => Some(Fig::F5),
+                FigArg::F6 => Some(Fig::F6),
+                FigArg::F7 => Some(Fig::F7),
+                FigArg::F8 | FigArg::F10 | FigArg::T3 => None,
             })
-            .zip(a.figures.iter())
-            .filter(|(_, f)| !matches!(f, FigArg::F8 | FigArg::F10 | FigArg::T3))
-            .map(|(f, _)| f)
             .collect(),
     };
     let wants = |f: FigArg| a.figures.contains(&f);

@@ -7,18 +7,21 @@
 //!
 //! - `trace_cmd`: `trace stats|convert|peaks|reaccess|profile` and the shared input flags.
 //! - `sim_cmd`: `sim disk|replay|calibrate`.
-//! - `store_cmd`: `store format|serve|inspect`.
-//! - `volume_cmd`: `volume serve|status`, the off-loading NBD volume server; `volume_bench`,
-//!   `volume_pgbench` and `volume_warmup_bench`: its benchmarks; `http`: the client of its
-//!   metrics address.
-//! - `replay_cmd`: `replay`, a trace against a live NBD export.
-//! - `bench`: `bench trace`, `bench sim`, throughput figures against a baseline measured in the same run.
-//! - `lab_cmd`: `lab everest`; `lab_bonfire`: `lab bonfire` (their tables, CSV and SVG output are
-//!   `cordillera_lab::render`); `lab_io`: the trace input every lab shares.
+//! - `store_cmd`: `store format|serve|inspect|bench`.
+//! - `volume_cmd`: `volume serve|status|cache-reset|bench|warmup-bench|pgbench`, the
+//!   off-loading NBD volume server.
+//! - `cluster_cmd`: `cluster spec|mds|server|up|status|gear|pgbench|bench` (Sierra).
+//! - `pool_cmd`: `pool serve|create-volume|add-array|replace-member|scrub|status|bench`.
+//! - `lab_cmd`: `lab everest`; `lab_bonfire`, `lab_sierra`, `lab_striping`: the other labs
+//!   (their tables, CSV and SVG output are `cordillera_lab::render`); `lab_io`: the trace
+//!   input every lab shares.
 //! - `advise`: the main job: each mechanism's verdict on a trace, and a self-contained HTML report.
 //! - `demo`: `advise` on the built-in synthetic workload.
-//! - `warmup_cmd`: `warmup simulate`, the block cache simulator (Bonfire).
-//! - `chaos`: `chaos`, SIGKILL campaigns against real volume servers and stores.
+//! - `warmup_cmd`: `warmup simulate|schemes` (Bonfire).
+//!
+//! The benchmarks (`bench …`, `… bench`), `replay` (a trace against a live NBD export) and
+//! `chaos` are `cordillera_harness`'s; the trace
+//! tools behind `trace convert`, `warmup simulate` and `sim replay` are `cordillera_lab::tools`.
 
 mod advise;
 mod cluster_cmd;
@@ -31,7 +34,6 @@ mod lab_striping;
 mod limit_args;
 mod pool_cmd;
 mod progress;
-mod replay_cmd;
 mod sim_cmd;
 mod store_cmd;
 mod trace_cmd;
@@ -91,7 +93,7 @@ enum Command {
     /// An off-loading block device: a base volume exported over NBD (Everest on real I/O).
     Volume(volume_cmd::VolumeArgs),
     /// Replay a trace against a live NBD export and report response times (as `sim replay`).
-    Replay(replay_cmd::ReplayArgs),
+    Replay(cordillera_harness::live_replay::ReplayArgs),
     /// The papers' experiments on the simulator with the real cores.
     Lab(lab_cmd::LabArgs),
     /// What each mechanism (peak off-load, gears, warm-up, striping) would do for a workload:
@@ -122,7 +124,7 @@ fn main() {
         Command::Store(args) => store_cmd::run(args),
         Command::Bench(args) => cordillera_harness::bench::run(args),
         Command::Volume(args) => volume_cmd::run(args),
-        Command::Replay(args) => replay_cmd::run(args),
+        Command::Replay(args) => cordillera_harness::live_replay::run(args),
         Command::Lab(args) => lab_cmd::run(args),
         Command::Advise(args) => advise::run(args),
         Command::Demo(args) => demo::run(args),
@@ -135,4 +137,32 @@ fn main() {
         eprintln!("cordillera: error: {error:#}");
         std::process::exit(1);
     }
+}
+
+/// Runs `work` on `threads` event threads (1: this thread alone) to its end.
+fn block_on<T>(
+    threads: usize,
+    work: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    let mut builder = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    builder.enable_all().build()?.block_on(work)
+}
+
+/// Serves `daemon` on `threads` event threads until it ends or Ctrl-C.
+fn serve_until_interrupted(
+    threads: usize,
+    daemon: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    block_on(threads, async {
+        tokio::select! {
+            r = daemon => r,
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        }
+    })
 }

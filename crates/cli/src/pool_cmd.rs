@@ -8,7 +8,7 @@ use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
 use cordillera_models::presets::parse_size;
 use cordillera_runtime::pool_server::{
-    self, CreateVolume, NewArray, PoolOptions, PoolServer, PoolStatus,
+    self, control, CreateVolume, NewArray, PoolOptions, PoolServer, PoolStatus,
 };
 
 use cordillera_runtime::http::http_request;
@@ -260,153 +260,26 @@ fn create(a: CreateArgs) -> Result<()> {
         iops: a.iops,
         write_fraction: a.write_fraction,
     };
-    let body = http_request(a.server, "POST", &format!("/volumes?{}", c.to_query()))?;
-    let v: serde_json::Value = serde_json::from_str(&body).context("the pool's answer")?;
-    println!(
-        "volume {}: {} on array(s) {}, stripe unit {} KiB; NBD export {:?}",
-        a.name,
-        v["policy"].as_str().unwrap_or("?"),
-        v["arrays"]
-            .as_array()
-            .map(|x| x
-                .iter()
-                .map(|a| a.to_string())
-                .collect::<Vec<_>>()
-                .join(", "))
-            .unwrap_or_default(),
-        v["stripe_unit_bytes"].as_u64().unwrap_or(0) >> 10,
-        a.name
-    );
-    for r in v["reasons"].as_array().into_iter().flatten() {
-        println!("  - {}", r.as_str().unwrap_or(""));
-    }
+    print!("{}", control::create_volume(a.server, &c)?);
     Ok(())
 }
 
 fn add_array(a: AddArrayArgs) -> Result<()> {
-    let paths = a
-        .path
-        .split(',')
-        .map(|p| {
-            let abs = std::path::absolute(p).context("the array's path")?;
-            abs.to_str()
-                .map(str::to_string)
-                .ok_or_else(|| anyhow!("{}: not a UTF-8 path", abs.display()))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let path = paths.join(",");
-    let mut query = format!("/arrays?path={}", pool_server::percent_encode(&path));
-    if let Some(s) = &a.disk_size {
-        query.push_str(&format!("&disk_bytes={}", size(s, "--disk-size")?));
-    }
-    let body = http_request(a.server, "POST", &query)?;
-    let v: serde_json::Value = serde_json::from_str(&body).context("the pool's answer")?;
-    println!("added array {path}");
-    for name in v["restriping"].as_array().into_iter().flatten() {
-        println!(
-            "  restriping wide volume {} onto it (see `cordillera pool status`)",
-            name.as_str().unwrap_or("?")
-        );
-    }
-    for why in v["not_restriped"].as_array().into_iter().flatten() {
-        println!("  {}", why.as_str().unwrap_or(""));
-    }
+    let disk_bytes = a
+        .disk_size
+        .as_deref()
+        .map(|s| size(s, "--disk-size"))
+        .transpose()?;
+    print!("{}", control::add_array(a.server, &a.path, disk_bytes)?);
     Ok(())
 }
 
 fn replace_member(a: ReplaceMemberArgs) -> Result<()> {
-    let abs = std::path::absolute(&a.path).context("the new member's path")?;
-    let p = abs
-        .to_str()
-        .ok_or_else(|| anyhow!("{}: not a UTF-8 path", abs.display()))?;
-    let query = format!(
-        "/replace-member?array={}&member={}&path={}",
-        a.array,
-        a.member,
-        pool_server::percent_encode(p)
-    );
-    http_request(a.server, "POST", &query)?;
-    println!(
-        "array {} member {}: {p} put in; rebuilding",
-        a.array, a.member
-    );
-    if a.no_wait {
-        return Ok(());
-    }
-    let started = std::time::Instant::now();
-    let mut shown = false;
-    loop {
-        let body = http_request(a.server, "GET", "/status")?;
-        let s: PoolStatus = serde_json::from_str(&body).context("the pool's status")?;
-        let m = s
-            .arrays
-            .get(a.array)
-            .and_then(|x| x.members.as_ref())
-            .ok_or_else(|| anyhow!("array {} is not a member array", a.array))?;
-        let member = &m.members[a.member];
-        match member.state.as_str() {
-            "in-sync" => {
-                if shown {
-                    eprintln!();
-                }
-                println!(
-                    "array {} member {}: rebuilt, {} rows in {:.1} s",
-                    a.array,
-                    a.member,
-                    m.rows,
-                    started.elapsed().as_secs_f64()
-                );
-                return Ok(());
-            }
-            "failed" => {
-                return Err(anyhow!(
-                    "array {} member {}: failed again during the rebuild (see the pool's log)",
-                    a.array,
-                    a.member
-                ))
-            }
-            _ => {
-                shown = true;
-                let done = member.rebuilt_rows.unwrap_or(0);
-                let secs = started.elapsed().as_secs_f64().max(1e-3);
-                eprint!(
-                    "\r  rebuilding: {done}/{} rows ({:.0} %), {:.1} rows/s   ",
-                    m.rows,
-                    100.0 * done as f64 / m.rows.max(1) as f64,
-                    done as f64 / secs
-                );
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
+    control::replace_member(a.server, a.array, a.member, &a.path, !a.no_wait)
 }
 
 fn scrub(a: ScrubArgs) -> Result<()> {
-    let query = format!(
-        "/scrub?array={}{}",
-        a.array,
-        if a.repair { "&repair=1" } else { "" }
-    );
-    let body = http_request(a.server, "POST", &query)?;
-    let v: serde_json::Value = serde_json::from_str(&body).context("the pool's answer")?;
-    let mismatched = v["mismatched"].as_array().map_or(0, |m| m.len());
-    println!(
-        "array {}: {} rows checked, {} inconsistent{}, {} rows degraded (a member lost: not checked)",
-        a.array,
-        v["rows"],
-        mismatched,
-        if a.repair { format!(", {} repaired", v["repaired"]) } else { String::new() },
-        v["degraded"]
-    );
-    if mismatched > 0 {
-        println!("  rows: {}", v["mismatched"]);
-        if !a.repair {
-            return Err(anyhow!(
-                "array {}: {mismatched} inconsistent rows (run with --repair)",
-                a.array
-            ));
-        }
-    }
+    print!("{}", control::scrub(a.server, a.array, a.repair)?);
     Ok(())
 }
 

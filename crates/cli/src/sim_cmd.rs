@@ -2,6 +2,7 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use cordillera_harness::live_replay::ReplayInputArgs;
 use cordillera_lab::render::sim;
 use cordillera_models::bench::{self, DiskBench, Pattern};
 use cordillera_models::calibration;
@@ -126,33 +127,6 @@ struct ReplayArgs {
     speed: f64,
     #[arg(long)]
     json: bool,
-}
-
-/// The reading flags of `trace`, without its positional file (replay takes `--trace`).
-#[derive(Args, Clone)]
-pub struct ReplayInputArgs {
-    #[arg(long, value_parser = clap::value_parser!(cordillera_trace::Format))]
-    pub format: Option<cordillera_trace::Format>,
-    #[arg(long, value_parser = clap::value_parser!(cordillera_trace::TimeUnit))]
-    pub time_unit: Option<cordillera_trace::TimeUnit>,
-    /// Replay only these volumes of the trace (names as the trace spells them).
-    #[arg(long = "volume", value_delimiter = ',')]
-    pub volumes: Vec<String>,
-    #[arg(long)]
-    pub skip_invalid: bool,
-}
-
-impl ReplayInputArgs {
-    /// The reading flags for the trace at `file` (`gen:NAME` for a generated one).
-    pub fn input(&self, file: &std::path::Path) -> cordillera_lab::input::TraceInput {
-        cordillera_lab::input::TraceInput {
-            format: self.format,
-            time_unit: self.time_unit,
-            volumes: self.volumes.clone(),
-            skip_invalid: self.skip_invalid,
-            ..cordillera_lab::input::TraceInput::file(file)
-        }
-    }
 }
 
 #[derive(Args)]

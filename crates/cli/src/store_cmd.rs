@@ -120,12 +120,12 @@ pub fn run(args: StoreArgs) -> Result<()> {
             };
             // One event thread: the store core is a single task, and hand-offs between runtime
             // threads would only add wake-ups to every request (disk I/O has its own threads).
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(serve(options, |addr| {
-                eprintln!("cordillera store: listening on {addr}")
-            }))
+            crate::block_on(
+                1,
+                serve(options, |addr| {
+                    eprintln!("cordillera store: listening on {addr}")
+                }),
+            )
         }
         StoreCommand::Inspect(a) => inspect(a),
         StoreCommand::Bench(a) => cordillera_harness::store_bench::run(a),

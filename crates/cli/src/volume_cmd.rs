@@ -212,16 +212,15 @@ pub fn run(args: VolumeArgs) -> Result<()> {
             // Two event threads: an NBD connection reads its requests on one while the core
             // hands writes to the base volume on the other (one thread halves 1 MiB
             // sequential write bandwidth, as every copy then happens in turn).
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
-            runtime.block_on(serve(options, |l| {
-                eprintln!("cordillera volume: NBD export at nbd://{}", l.nbd);
-                if let Some(m) = l.metrics {
-                    eprintln!("cordillera volume: metrics at http://{m}/metrics");
-                }
-            }))
+            crate::block_on(
+                2,
+                serve(options, |l| {
+                    eprintln!("cordillera volume: NBD export at nbd://{}", l.nbd);
+                    if let Some(m) = l.metrics {
+                        eprintln!("cordillera volume: metrics at http://{m}/metrics");
+                    }
+                }),
+            )
         }
         VolumeCommand::Status(a) => status(a),
         VolumeCommand::CacheReset(a) => {
@@ -260,18 +259,15 @@ fn serve_cluster(a: ServeArgs) -> Result<()> {
         export,
         http: a.metrics.map(|m| m.to_string()),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        tokio::select! {
-            r = serve(options, |l| {
-                eprintln!("cordillera volume: NBD export at nbd://{} ({} bytes, cluster object)", l.nbd, l.size_bytes);
-            }) => r,
-            _ = tokio::signal::ctrl_c() => Ok(()),
-        }
-    })
+    crate::serve_until_interrupted(
+        2,
+        serve(options, |l| {
+            eprintln!(
+                "cordillera volume: NBD export at nbd://{} ({} bytes, cluster object)",
+                l.nbd, l.size_bytes
+            );
+        }),
+    )
 }
 
 fn parse_policy(text: &str) -> Result<Policy> {

@@ -7,6 +7,7 @@
 //!   pgbench on ext4 on a volume or a Sierra object (`volume_pgbench`, `cluster_pgbench`), the
 //!   Sierra cluster's day, Table 5 and Figure 12 (`cluster_bench`), narrow against wide pools and
 //!   the restripe's rate (`pool_bench`);
+//! - a trace replayed against a live NBD export (`live_replay`: `cordillera replay`);
 //! - the kill-and-fault campaign (`chaos`: `cordillera chaos`);
 //! - in-process benchmarks against a reference measured in the same run (`bench`: `bench
 //!   trace|sim|rangemap|cache`), and the command's own cost on growing inputs, each run a child
@@ -23,6 +24,7 @@ pub mod chaos;
 pub mod cluster_bench;
 pub mod cluster_pgbench;
 pub mod lab_bench;
+pub mod live_replay;
 pub mod pool_bench;
 pub mod store_bench;
 pub mod volume_bench;

@@ -46,6 +46,40 @@ impl Parts {
             oltp: true,
         }
     }
+
+    /// The progress steps one seed's run reports with these parts over `episodes` episodes.
+    pub fn steps(&self, episodes: usize) -> usize {
+        3 * episodes
+            + if self.nvram { 2 * episodes } else { 0 }
+            + if self.sensitivity { 14 } else { 0 }
+            + self.recovery as usize
+            + if self.micro { 18 } else { 0 }
+            + if self.oltp { 15 } else { 0 }
+            + 2
+    }
+}
+
+/// The sampling interval `--sample-s` names, in nanoseconds (0: chosen from the longest
+/// episode): a multiple of the simulator's 0.1 s tick, from 0.1 to 3600 s.
+pub fn sample_ns(sample_s: Option<f64>) -> Result<u64, String> {
+    match sample_s {
+        None => Ok(0),
+        Some(s) if (0.1..=3600.0).contains(&s) && ((s * 10.0).round() - s * 10.0).abs() < 1e-9 => {
+            Ok((s * 10.0).round() as u64 * 100_000_000)
+        }
+        Some(s) => Err(format!(
+            "--sample-s {s}: must be a multiple of 0.1 s (the simulator's tick) from 0.1 to 3600"
+        )),
+    }
+}
+
+/// Whether each run's workload follows its seed: the built-in one, or a generated one whose
+/// spec names no seed (a trace, or a spec with `seed=`, is the same in every run).
+pub fn workload_seeded(trace: Option<&std::path::Path>) -> bool {
+    trace.is_none_or(|p| {
+        let spec = p.to_string_lossy();
+        spec.starts_with("gen:") && !spec.contains("seed=")
+    })
 }
 
 #[derive(Clone, Debug)]

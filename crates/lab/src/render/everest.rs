@@ -605,3 +605,18 @@ pub fn seeds_text(
     out.push_str(&crate::spread::table(rows, reports.len()));
     out
 }
+
+/// Runs over several seeds as JSON: the seeds, whether the workload followed them, the spread
+/// and every run's report.
+pub fn seeds_json(
+    reports: &[Report],
+    rows: &[crate::spread::Spread],
+    workload_seeded: bool,
+) -> serde_json::Value {
+    serde_json::json!({
+        "seeds": reports.iter().map(|r| r.seed).collect::<Vec<u64>>(),
+        "workload_seeded": workload_seeded,
+        "spread": rows,
+        "runs": reports,
+    })
+}

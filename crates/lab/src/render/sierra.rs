@@ -565,3 +565,26 @@ fn file_name(name: &str) -> String {
         })
         .collect()
 }
+
+/// Runs over several seeds: the spread of their headline figures written as `spread.csv` and
+/// `spread.json` into `dir`.
+pub fn write_spread_files(dir: &Path, seeds: &[u64], rows: &[crate::spread::Spread]) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("spread.csv"), crate::spread::csv(rows))?;
+    std::fs::write(
+        dir.join("spread.json"),
+        serde_json::to_string_pretty(&serde_json::json!({ "seeds": seeds, "spread": rows }))?,
+    )?;
+    Ok(())
+}
+
+/// The spread over `seeds` as a table, under a line saying what it is.
+pub fn seeds_text(seeds: &[u64], rows: &[crate::spread::Spread]) -> String {
+    format!(
+        "lab sierra over {} seeds ({}–{}): each headline figure's mean, range and sample standard deviation\n{}",
+        seeds.len(),
+        seeds.first().copied().unwrap_or(0),
+        seeds.last().copied().unwrap_or(0),
+        crate::spread::table(rows, seeds.len())
+    )
+}

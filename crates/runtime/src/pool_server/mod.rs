@@ -12,6 +12,7 @@
 //! endpoints.
 
 mod array;
+pub mod control;
 mod copier;
 mod members;
 mod repair;

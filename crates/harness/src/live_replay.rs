@@ -1,15 +1,41 @@
 //! `cordillera replay`: a trace replayed against a live NBD export, open loop from its
-//! timestamps or closed loop at a fixed depth, with the response-time table of `sim replay`.
+//! timestamps or closed loop at a fixed depth, with the response-time table of `sim replay`;
+//! and the trace-reading flags both replays share.
 
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use cordillera_lab::render::sim::latencies_text;
 use cordillera_runtime::nbd_client::NbdUrl;
 use cordillera_runtime::replay::{replay, LiveReplayReport, Mode, ReplayOptions};
 
-use crate::sim_cmd::ReplayInputArgs;
-use cordillera_lab::render::sim::latencies_text;
+/// The reading flags of `trace`, without its positional file (replay takes `--trace`).
+#[derive(Args, Clone)]
+pub struct ReplayInputArgs {
+    #[arg(long, value_parser = clap::value_parser!(cordillera_trace::Format))]
+    pub format: Option<cordillera_trace::Format>,
+    #[arg(long, value_parser = clap::value_parser!(cordillera_trace::TimeUnit))]
+    pub time_unit: Option<cordillera_trace::TimeUnit>,
+    /// Replay only these volumes of the trace (names as the trace spells them).
+    #[arg(long = "volume", value_delimiter = ',')]
+    pub volumes: Vec<String>,
+    #[arg(long)]
+    pub skip_invalid: bool,
+}
+
+impl ReplayInputArgs {
+    /// The reading flags for the trace at `file` (`gen:NAME` for a generated one).
+    pub fn input(&self, file: &std::path::Path) -> cordillera_lab::input::TraceInput {
+        cordillera_lab::input::TraceInput {
+            format: self.format,
+            time_unit: self.time_unit,
+            volumes: self.volumes.clone(),
+            skip_invalid: self.skip_invalid,
+            ..cordillera_lab::input::TraceInput::file(file)
+        }
+    }
+}
 
 #[derive(Args)]
 pub struct ReplayArgs {
