@@ -24,6 +24,14 @@ pub fn region_name(bytes: u64) -> String {
 
 pub fn days_text(r: &Report) -> String {
     let mut s = String::new();
+    volumes_text(&mut s, r);
+    cases_text(&mut s, r);
+    algorithms_text(&mut s, r);
+    s
+}
+
+/// The trace's volumes and their working sets.
+fn volumes_text(s: &mut String, r: &Report) {
     let _ = writeln!(
         s,
         "Bonfire §4.3 on {}: {}, each warmed from the one before; hit rates per {:.0} s; LRU caches{}\n",
@@ -82,7 +90,10 @@ pub fn days_text(r: &Report) -> String {
             ),
         };
     }
-    let m = &r.middle;
+}
+
+/// Table 3 over the Table 2 grid, by region size.
+fn cases_text(s: &mut String, r: &Report) {
     let _ = writeln!(
         s,
         "\nTable 3 over the Table 2 grid: medians over (volume, day) of each one's best algorithm"
@@ -133,6 +144,11 @@ pub fn days_text(r: &Report) -> String {
             );
         }
     }
+}
+
+/// Figures 6–7's algorithms, the tally beside the paper's, and the shifted daily reaccesses.
+fn algorithms_text(s: &mut String, r: &Report) {
+    let m = &r.middle;
     let _ = writeln!(
         s,
         "\nFigures 6–7 at the middle setting (cache {} %, warm-up {} %, {} regions, Th_V {}, Th_N {}): T_converge h [server load reduction %]",
@@ -177,7 +193,6 @@ pub fn days_text(r: &Report) -> String {
         );
         s.push_str(&tally_text(&d.headline));
     }
-    s
 }
 
 pub fn tally_text(h: &bonfire::Headline) -> String {
@@ -315,165 +330,7 @@ pub fn write_outputs(dir: &Path, r: &FullReport) -> Result<()> {
         t4,
     )?;
     if let Some(d) = &r.days {
-        write_csv(
-            dir,
-            "cases.csv",
-            &[
-                "volume",
-                "day",
-                "cache_pct",
-                "warmup_pct",
-                "region_bytes",
-                "algorithm",
-                "th_v",
-                "th_n",
-                "preload_blocks",
-                "preload_s",
-                "cold_converge_h",
-                "warmed_converge_h",
-                "converge_improvement_pct",
-                "load_reduction_cold_pct",
-                "load_reduction_always_pct",
-                "load_reduction_warmed_pct",
-            ],
-            d.cases.iter().map(|c| {
-                vec![
-                    c.volume.clone(),
-                    c.day.to_string(),
-                    c.cache_pct.to_string(),
-                    c.warmup_pct.to_string(),
-                    c.region_bytes.to_string(),
-                    c.algorithm.to_string(),
-                    c.th_v.to_string(),
-                    c.th_n.to_string(),
-                    c.preload_blocks.to_string(),
-                    format!("{:.3}", c.preload_s),
-                    cell(c.cold_converge_h),
-                    cell(c.warmed_converge_h),
-                    cell(c.converge_improvement_pct),
-                    cell(c.load_reduction_cold_pct),
-                    cell(c.load_reduction_always_pct),
-                    cell(c.load_reduction_warmed_pct),
-                ]
-            }),
-        )?;
-        write_csv(
-            dir,
-            "table3.csv",
-            &[
-                "region_bytes",
-                "cache_pct",
-                "warmup_pct",
-                "th_v",
-                "th_n",
-                "cases",
-                "preload_min",
-                "cold_converge_h",
-                "bonfire_converge_h",
-                "converge_improvement_pct",
-                "load_reduction_cold_pct",
-                "load_reduction_always_pct",
-                "load_reduction_bonfire_pct",
-                "load_reduction_improvement_pct",
-                "load_reduction_gain_points",
-            ],
-            d.table.iter().map(|t| {
-                vec![
-                    t.region_bytes.to_string(),
-                    t.cache_pct.to_string(),
-                    t.warmup_pct.to_string(),
-                    t.th_v.to_string(),
-                    t.th_n.to_string(),
-                    t.cases.to_string(),
-                    cell(t.preload_min),
-                    cell(t.cold_converge_h),
-                    cell(t.bonfire_converge_h),
-                    cell(t.converge_improvement_pct),
-                    cell(t.load_reduction_cold_pct),
-                    cell(t.load_reduction_always_pct),
-                    cell(t.load_reduction_bonfire_pct),
-                    cell(t.load_reduction_improvement_pct),
-                    cell(t.load_reduction_gain_points),
-                ]
-            }),
-        )?;
-        let mut f67 = Vec::new();
-        for f in &d.figures {
-            let row = |scheme: String, h: Option<f64>, slr: Option<f64>| {
-                vec![
-                    f.volume.clone(),
-                    f.day.to_string(),
-                    scheme,
-                    cell(h),
-                    cell(slr),
-                ]
-            };
-            f67.push(row(
-                "cold".into(),
-                f.cold_converge_h,
-                f.load_reduction_cold_pct,
-            ));
-            f67.push(row(
-                "always-warm".into(),
-                Some(0.0),
-                f.load_reduction_always_pct,
-            ));
-            for x in &f.algorithms {
-                f67.push(row(
-                    x.algorithm.to_string(),
-                    x.converge_h,
-                    x.load_reduction_pct,
-                ));
-            }
-        }
-        write_csv(
-            dir,
-            "fig6_7_algorithms.csv",
-            &[
-                "volume",
-                "day",
-                "scheme",
-                "converge_h",
-                "load_reduction_pct",
-            ],
-            f67,
-        )?;
-        let mut rec = Vec::new();
-        for v in d.volumes.iter().filter(|v| v.skipped.is_none()) {
-            let (Some(c), Some(r)) = (&v.reaccess, &v.recommendation) else {
-                continue;
-            };
-            rec.push(vec![
-                v.volume.clone(),
-                format!("{:.2}", c.hourly_block_pct),
-                format!("{:.2}", c.daily_block_pct),
-                format!("{:.2}", c.other_block_pct),
-                format!("{:.2}", c.reuse_under_10mib_pct),
-                r.algorithm.to_string(),
-                r.start_at_hour.map_or(String::new(), |h| h.to_string()),
-                v.measured_best.map_or(String::new(), |a| a.to_string()),
-                v.measured_best_days.to_string(),
-                v.warmed_days.to_string(),
-            ]);
-        }
-        write_csv(
-            dir,
-            "fig8_recommendations.csv",
-            &[
-                "volume",
-                "hourly_block_pct",
-                "daily_block_pct",
-                "other_block_pct",
-                "reuse_under_10mib_pct",
-                "recommended",
-                "start_at_hour",
-                "measured_best",
-                "measured_best_days",
-                "warmed_days",
-            ],
-            rec,
-        )?;
-        days_svgs(dir, d)?;
+        write_csv_days(dir, d)?;
     }
     if let Some(z) = &r.zipf {
         super::bonfire_io::write_zipf(dir, z)?;
@@ -785,4 +642,180 @@ pub fn seeds_text(
         },
         crate::spread::table(rows, reports.len())
     )
+}
+
+/// The days part's CSV files and figures: every case (Table 2's grid), Table 3, Figures 6–8
+/// and their SVGs.
+fn write_csv_days(dir: &Path, d: &Report) -> Result<()> {
+    cases_csvs(dir, d)?;
+    figures_csvs(dir, d)?;
+    days_svgs(dir, d)
+}
+
+/// Every case of the grid, and Table 3.
+fn cases_csvs(dir: &Path, d: &Report) -> Result<()> {
+    write_csv(
+        dir,
+        "cases.csv",
+        &[
+            "volume",
+            "day",
+            "cache_pct",
+            "warmup_pct",
+            "region_bytes",
+            "algorithm",
+            "th_v",
+            "th_n",
+            "preload_blocks",
+            "preload_s",
+            "cold_converge_h",
+            "warmed_converge_h",
+            "converge_improvement_pct",
+            "load_reduction_cold_pct",
+            "load_reduction_always_pct",
+            "load_reduction_warmed_pct",
+        ],
+        d.cases.iter().map(|c| {
+            vec![
+                c.volume.clone(),
+                c.day.to_string(),
+                c.cache_pct.to_string(),
+                c.warmup_pct.to_string(),
+                c.region_bytes.to_string(),
+                c.algorithm.to_string(),
+                c.th_v.to_string(),
+                c.th_n.to_string(),
+                c.preload_blocks.to_string(),
+                format!("{:.3}", c.preload_s),
+                cell(c.cold_converge_h),
+                cell(c.warmed_converge_h),
+                cell(c.converge_improvement_pct),
+                cell(c.load_reduction_cold_pct),
+                cell(c.load_reduction_always_pct),
+                cell(c.load_reduction_warmed_pct),
+            ]
+        }),
+    )?;
+    write_csv(
+        dir,
+        "table3.csv",
+        &[
+            "region_bytes",
+            "cache_pct",
+            "warmup_pct",
+            "th_v",
+            "th_n",
+            "cases",
+            "preload_min",
+            "cold_converge_h",
+            "bonfire_converge_h",
+            "converge_improvement_pct",
+            "load_reduction_cold_pct",
+            "load_reduction_always_pct",
+            "load_reduction_bonfire_pct",
+            "load_reduction_improvement_pct",
+            "load_reduction_gain_points",
+        ],
+        d.table.iter().map(|t| {
+            vec![
+                t.region_bytes.to_string(),
+                t.cache_pct.to_string(),
+                t.warmup_pct.to_string(),
+                t.th_v.to_string(),
+                t.th_n.to_string(),
+                t.cases.to_string(),
+                cell(t.preload_min),
+                cell(t.cold_converge_h),
+                cell(t.bonfire_converge_h),
+                cell(t.converge_improvement_pct),
+                cell(t.load_reduction_cold_pct),
+                cell(t.load_reduction_always_pct),
+                cell(t.load_reduction_bonfire_pct),
+                cell(t.load_reduction_improvement_pct),
+                cell(t.load_reduction_gain_points),
+            ]
+        }),
+    )?;
+    Ok(())
+}
+
+/// Figures 6–7's algorithms and Figure 8's recommendations.
+fn figures_csvs(dir: &Path, d: &Report) -> Result<()> {
+    let mut f67 = Vec::new();
+    for f in &d.figures {
+        let row = |scheme: String, h: Option<f64>, slr: Option<f64>| {
+            vec![
+                f.volume.clone(),
+                f.day.to_string(),
+                scheme,
+                cell(h),
+                cell(slr),
+            ]
+        };
+        f67.push(row(
+            "cold".into(),
+            f.cold_converge_h,
+            f.load_reduction_cold_pct,
+        ));
+        f67.push(row(
+            "always-warm".into(),
+            Some(0.0),
+            f.load_reduction_always_pct,
+        ));
+        for x in &f.algorithms {
+            f67.push(row(
+                x.algorithm.to_string(),
+                x.converge_h,
+                x.load_reduction_pct,
+            ));
+        }
+    }
+    write_csv(
+        dir,
+        "fig6_7_algorithms.csv",
+        &[
+            "volume",
+            "day",
+            "scheme",
+            "converge_h",
+            "load_reduction_pct",
+        ],
+        f67,
+    )?;
+    let mut rec = Vec::new();
+    for v in d.volumes.iter().filter(|v| v.skipped.is_none()) {
+        let (Some(c), Some(r)) = (&v.reaccess, &v.recommendation) else {
+            continue;
+        };
+        rec.push(vec![
+            v.volume.clone(),
+            format!("{:.2}", c.hourly_block_pct),
+            format!("{:.2}", c.daily_block_pct),
+            format!("{:.2}", c.other_block_pct),
+            format!("{:.2}", c.reuse_under_10mib_pct),
+            r.algorithm.to_string(),
+            r.start_at_hour.map_or(String::new(), |h| h.to_string()),
+            v.measured_best.map_or(String::new(), |a| a.to_string()),
+            v.measured_best_days.to_string(),
+            v.warmed_days.to_string(),
+        ]);
+    }
+    write_csv(
+        dir,
+        "fig8_recommendations.csv",
+        &[
+            "volume",
+            "hourly_block_pct",
+            "daily_block_pct",
+            "other_block_pct",
+            "reuse_under_10mib_pct",
+            "recommended",
+            "start_at_hour",
+            "measured_best",
+            "measured_best_days",
+            "warmed_days",
+        ],
+        rec,
+    )?;
+    Ok(())
 }

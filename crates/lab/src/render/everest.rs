@@ -24,6 +24,15 @@ pub fn mb(bytes: f64) -> String {
 
 pub fn table(r: &Report) -> String {
     let mut s = String::new();
+    episodes_text(&mut s, r);
+    responses_text(&mut s, r);
+    parts_text(&mut s, r);
+    costs_text(&mut s, r);
+    s
+}
+
+/// The setup, and the peak episodes (Table 1) with the notices.
+fn episodes_text(s: &mut String, r: &Report) {
     let _ = writeln!(
         s,
         "Everest §4.1 on {}: volumes are RAID-0 of four {} with a store on the last {:.1} %; T_base = {}, T_store = {}, N_reclaim = {}\n",
@@ -72,6 +81,10 @@ pub fn table(r: &Report) -> String {
     for n in &r.notices {
         let _ = writeln!(s, "  notice: {n}");
     }
+}
+
+/// Response times per configuration (Figure 5) and the data off-loaded (Figure 6).
+fn responses_text(s: &mut String, r: &Report) {
     let _ = writeln!(
         s,
         "\nResponse times (Figure 5): mean, and 99th percentile in brackets"
@@ -120,6 +133,10 @@ pub fn table(r: &Report) -> String {
             );
         }
     }
+}
+
+/// The parts run besides: sensitivity (Figure 7), NVRAM (Figure 8) and recovery.
+fn parts_text(s: &mut String, r: &Report) {
     if !r.sensitivity.is_empty() {
         let _ = writeln!(
             s,
@@ -189,6 +206,10 @@ pub fn table(r: &Report) -> String {
             rec.metadata_bytes as f64 / 1e3
         );
     }
+}
+
+/// The client's CPU per off-loaded write, the micro-benchmarks (§4.3) and OLTP (§4.2).
+fn costs_text(s: &mut String, r: &Report) {
     if let Some(us) = r.client_us_per_offloaded_write {
         let _ = writeln!(
             s,
@@ -276,13 +297,20 @@ pub fn table(r: &Report) -> String {
             }
         }
     }
-    s
 }
 
 pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let write = writer(dir);
     write("report.json", serde_json::to_string_pretty(r)?)?;
+    episode_csvs(dir, r)?;
+    parts_csvs(dir, r)?;
+    super::plots::write_svgs(dir, r)?;
+    Ok(())
+}
+
+/// Each episode's response times (Figure 5), data off-loaded (Figure 6) and NVRAM (Figure 8).
+fn episode_csvs(dir: &Path, r: &Report) -> Result<()> {
     let cell = super::format::cell;
     let (mut fig5, mut fig6, mut fig8) = (Vec::new(), Vec::new(), Vec::new());
     for e in &r.episodes {
@@ -370,6 +398,12 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
             fig8,
         )?;
     }
+    Ok(())
+}
+
+/// The parts run besides: sensitivity, recovery, the micro-benchmarks and OLTP.
+fn parts_csvs(dir: &Path, r: &Report) -> Result<()> {
+    let cell = super::format::cell;
     if !r.sensitivity.is_empty() {
         write_csv(
             dir,
@@ -468,7 +502,6 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
             rows,
         )?;
     }
-    super::plots::write_svgs(dir, r)?;
     Ok(())
 }
 

@@ -213,6 +213,13 @@ fn ms(v: Option<f64>) -> String {
 }
 
 fn testbed_table(out: &mut String, t: &TestbedReport) {
+    testbed_runs_text(out, t);
+    testbed_need_text(out, t);
+    testbed_power_text(out, t);
+}
+
+/// The testbed's setup and each window's runs (Figure 11).
+fn testbed_runs_text(out: &mut String, t: &TestbedReport) {
     let _ = writeln!(
         out,
         "\nTestbed (§4.4–4.5) on {}: Sierra = {} chunk servers + {} loggers, g_min {}; baseline = {} chunk servers, no loggers, top gear; each window replayed from {} s before it (not measured; the paper replays up to 8 h)",
@@ -272,6 +279,10 @@ fn testbed_table(out: &mut String, t: &TestbedReport) {
             );
         }
     }
+}
+
+/// What the Sierra runs needed (Table 2) and the shifts' figures beside the paper's.
+fn testbed_need_text(out: &mut String, t: &TestbedReport) {
     let sierra = |name: &str| {
         t.experiments
             .iter()
@@ -344,6 +355,10 @@ fn testbed_table(out: &mut String, t: &TestbedReport) {
             d.requests
         );
     }
+}
+
+/// The power run, and every failed request.
+fn testbed_power_text(out: &mut String, t: &TestbedReport) {
     if let Some(p) = t.experiments.iter().find(|e| e.name == "power") {
         let run = |c: &str| p.runs.iter().find(|r| r.config == c);
         if let (Some(s), Some(b)) = (run("sierra"), run("baseline")) {

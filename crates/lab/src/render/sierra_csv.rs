@@ -8,6 +8,13 @@ use crate::render::write_csv;
 use crate::sierra::Report;
 
 pub(super) fn write_csvs(dir: &Path, r: &Report) -> Result<()> {
+    analysis_csvs(dir, r)?;
+    testbed_csvs(dir, r)?;
+    micro_csvs(dir, r)
+}
+
+/// The analysis of the load traces: Figures 1, 2, 8, 9 (gears and power) and 10.
+fn analysis_csvs(dir: &Path, r: &Report) -> Result<()> {
     let csv = |name: &str, header: &[&str], rows: Vec<Vec<String>>| -> Result<()> {
         write_csv(dir, name, header, rows)
     };
@@ -135,6 +142,14 @@ pub(super) fn write_csvs(dir: &Path, r: &Report) -> Result<()> {
             })
             .collect(),
     )?;
+    Ok(())
+}
+
+/// The testbed: Figure 11, Table 2 and the power run's logged load (nothing without it).
+fn testbed_csvs(dir: &Path, r: &Report) -> Result<()> {
+    let csv = |name: &str, header: &[&str], rows: Vec<Vec<String>>| -> Result<()> {
+        write_csv(dir, name, header, rows)
+    };
     if !r.testbed.is_empty() {
         let opt = super::format::cell;
         csv(
@@ -240,6 +255,14 @@ pub(super) fn write_csvs(dir: &Path, r: &Report) -> Result<()> {
             )?;
         }
     }
+    Ok(())
+}
+
+/// Table 5 and Figure 12 (nothing without the micro part).
+fn micro_csvs(dir: &Path, r: &Report) -> Result<()> {
+    let csv = |name: &str, header: &[&str], rows: Vec<Vec<String>>| -> Result<()> {
+        write_csv(dir, name, header, rows)
+    };
     if let Some(m) = &r.micro {
         csv(
             "table5.csv",

@@ -136,6 +136,14 @@ pub fn write_svgs(
     skews: &[(u64, SkewReport)],
     tables: &[(u64, Vec<Table3Result>)],
 ) -> Result<Vec<String>> {
+    let mut written = figure_svgs(dir, points)?;
+    written.extend(skew_svgs(dir, skews)?);
+    written.extend(table3_svgs(dir, tables)?);
+    Ok(written)
+}
+
+/// Figures 2–7: each the mean over seeds of wide / narrow against its x (or the arrays).
+fn figure_svgs(dir: &Path, points: &[(u64, Vec<Point>)]) -> Result<Vec<String>> {
     let mut written = Vec::new();
     // Mean over seeds of each (figure, series, arrays, x).
     type Key<'a> = (&'a str, String, usize, i64);
@@ -199,6 +207,12 @@ pub fn write_svgs(
         )?;
         written.push(name);
     }
+    Ok(written)
+}
+
+/// Figures 8–10: the skewed streams' response times and utilization.
+fn skew_svgs(dir: &Path, skews: &[(u64, SkewReport)]) -> Result<Vec<String>> {
+    let mut written = Vec::new();
     for fig in ["8-9", "10"] {
         let Some((seed, r)) = skews.iter().find(|(_, r)| r.figure == fig) else {
             continue;
@@ -271,6 +285,12 @@ pub fn write_svgs(
             written.push(name);
         }
     }
+    Ok(written)
+}
+
+/// Table 3: the sequential and OLTP throughput of the first seed.
+fn table3_svgs(dir: &Path, tables: &[(u64, Vec<Table3Result>)]) -> Result<Vec<String>> {
+    let mut written = Vec::new();
     if let Some((seed, rows)) = tables.first() {
         let groups: Vec<String> = rows
             .chunks(2)
