@@ -156,6 +156,57 @@ fn middle_of<T: Copy + PartialEq + PartialOrd>(grid: &[T], preferred: T) -> T {
 }
 
 pub fn run(a: BonfireArgs) -> Result<()> {
+    let (o, config) = configure(&a)?;
+    let reporter = crate::progress::Progress::new(a.quiet);
+    let progress = |line: &str| reporter.step(line);
+    if a.seeds > 1 {
+        let reports = parts::run_seeds(&config, &o, a.seed..a.seed + a.seeds, &progress)
+            .map_err(anyhow::Error::msg)?;
+        reporter.finish();
+        let builtin = a.trace.is_none();
+        let rows = seeds_spread(&reports, builtin);
+        if let Some(dir) = &a.out {
+            write_seed_files(dir, &reports, &rows)?;
+        }
+        if a.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&seeds_json(&reports, &rows))?
+            );
+        } else {
+            print!("{}", seeds_text(&reports, &rows, builtin));
+        }
+        return Ok(());
+    }
+    let full = parts::run_parts(&config, &o, a.seed, &progress).map_err(anyhow::Error::msg)?;
+    reporter.finish();
+    if let Some(dir) = &a.out {
+        write_outputs(dir, &full)?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&full)?);
+    } else {
+        print!("{}", full_text(&full));
+        if let Some(dir) = &a.out {
+            println!(
+                "\nreport.json, CSV files and SVG plots in {}",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// How the labs time reads (Figures 11, 13, 15).
+fn latency(a: &BonfireArgs) -> LatencyOptions {
+    LatencyOptions {
+        device: a.disk.clone(),
+        hit_ns: (a.hit_us * 1e3).round() as u64,
+    }
+}
+
+/// The lab's options and parts from the flags, every value checked.
+fn configure(a: &BonfireArgs) -> Result<(Options, PartsConfig)> {
     let parts = if a.parts.is_empty() {
         vec![PartArg::Days, PartArg::Zipf, PartArg::Replay]
     } else {
@@ -251,7 +302,7 @@ pub fn run(a: BonfireArgs) -> Result<()> {
             new_cache_day: a.replay_day,
             cache_pct: a.replay_cache_pct,
             warmup_pct: a.replay_warmup_pct,
-            latency: latency(&a),
+            latency: latency(a),
             ..ReplayOptions::default()
         },
         zipf: ZipfOptions {
@@ -263,54 +314,9 @@ pub fn run(a: BonfireArgs) -> Result<()> {
             cache_pct: a.zipf_cache_pct,
             foreground_bytes_per_s: a.zipf_foreground_mb_per_s * 1e6,
             overhead,
-            latency: latency(&a),
+            latency: latency(a),
             ..ZipfOptions::default()
         },
     };
-    let reporter = crate::progress::Progress::new(a.quiet);
-    let progress = |line: &str| reporter.step(line);
-    if a.seeds > 1 {
-        let reports = parts::run_seeds(&config, &o, a.seed..a.seed + a.seeds, &progress)
-            .map_err(anyhow::Error::msg)?;
-        reporter.finish();
-        let builtin = a.trace.is_none();
-        let rows = seeds_spread(&reports, builtin);
-        if let Some(dir) = &a.out {
-            write_seed_files(dir, &reports, &rows)?;
-        }
-        if a.json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&seeds_json(&reports, &rows))?
-            );
-        } else {
-            print!("{}", seeds_text(&reports, &rows, builtin));
-        }
-        return Ok(());
-    }
-    let full = parts::run_parts(&config, &o, a.seed, &progress).map_err(anyhow::Error::msg)?;
-    reporter.finish();
-    if let Some(dir) = &a.out {
-        write_outputs(dir, &full)?;
-    }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&full)?);
-    } else {
-        print!("{}", full_text(&full));
-        if let Some(dir) = &a.out {
-            println!(
-                "\nreport.json, CSV files and SVG plots in {}",
-                dir.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// How the labs time reads (Figures 11, 13, 15).
-fn latency(a: &BonfireArgs) -> LatencyOptions {
-    LatencyOptions {
-        device: a.disk.clone(),
-        hit_ns: (a.hit_us * 1e3).round() as u64,
-    }
+    Ok((o, config))
 }

@@ -12,126 +12,7 @@ pub(super) fn print_result(r: &BenchResult) {
         r.servers, r.loggers, r.emulate, r.hour_seconds
     );
     for s in &r.seeds {
-        println!();
-        println!(
-            "seed {}: {:.0} requests/s at the daytime peak; gears by hour {}",
-            s.seed,
-            s.rate_at_peak_per_s,
-            gears_text(&s.plan)
-        );
-        println!(
-            "{:>4} {:>5} {:>8} {:>9} {:>11} {:>11} {:>10} {:>10}",
-            "hour",
-            "gear",
-            "window",
-            "requests",
-            "base mean",
-            "gears mean",
-            "base p99",
-            "gears p99"
-        );
-        for (b, g) in s.baseline.hours.iter().zip(&s.gears.hours) {
-            println!(
-                "{:>4} {:>5} {:>8} {:>9} {:>11} {:>11} {:>10} {:>10}",
-                g.hour,
-                g.gear,
-                match (g.shift_window, g.reclaiming) {
-                    (true, _) => "shift",
-                    (false, true) => "reclaim",
-                    _ => "",
-                },
-                g.completions,
-                opt(b.mean_ms),
-                opt(g.mean_ms),
-                opt(b.p99_ms),
-                opt(g.p99_ms)
-            );
-        }
-        for p in [&s.baseline, &s.gears] {
-            println!(
-                "{:<9} {} requests, {} errors; mean {:.1} ms reads / {:.1} ms writes, p99 {:.1} / {:.1} ms; energy {:.1} kJ; standby {:.1} % of server time",
-                p.name,
-                p.replay.records,
-                p.replay.errors,
-                p.replay.reads.mean_ms.unwrap_or(0.0),
-                p.replay.writes.mean_ms.unwrap_or(0.0),
-                p.replay.reads.p99_ms.unwrap_or(0.0),
-                p.replay.writes.p99_ms.unwrap_or(0.0),
-                p.energy_j / 1e3,
-                100.0 * p.standby_fraction
-            );
-        }
-        println!(
-            "energy saved: {:.1} % (chunk servers alone), {:.1} % (loggers counted, against a baseline of as many servers); paper: {PAPER_SAVING}",
-            100.0 * s.saving_servers,
-            100.0 * s.saving_with_loggers
-        );
-        println!(
-            "p99 against the baseline's same hour — outside shift windows and reclaims: {}; reclaiming after an up-shift: {}; shift windows: {}",
-            s.p99_steady.text(),
-            s.p99_reclaim.text(),
-            s.p99_shift.text()
-        );
-        let g = &s.gears;
-        println!(
-            "migrations: {} in the day, {} client requests refused and retried; paper (Table 3, one down-shift): {PAPER_TABLE3}",
-            g.migrations, g.refused
-        );
-        for sh in &g.shifts {
-            println!(
-                "  shift {} → {} at {:.1} s: {} migrations, settled in {}",
-                sh["from"],
-                sh["to"],
-                sh["at_s"].as_f64().unwrap_or(0.0),
-                sh["migrations"],
-                sh["settled_ms"]
-                    .as_f64()
-                    .map_or("(not settled)".into(), |ms| format!("{ms:.0} ms"))
-            );
-        }
-        let day_s = 24.0 * r.hour_seconds as f64;
-        let in_day: Vec<&Reclaim> = g.reclaims.iter().filter(|rc| rc.at_s < day_s).collect();
-        let top_s = s.plan.iter().filter(|h| h.gear == 3).count() as f64 * r.hour_seconds as f64;
-        let logged_at_up: u64 = in_day.iter().map(|rc| rc.logged_bytes).sum();
-        let (reclaimed, seconds) = in_day.iter().fold((0u64, 0.0), |(b, t), rc| {
-            (b + rc.reclaimed_bytes, t + rc.seconds)
-        });
-        println!(
-            "Table 2 analogue: {:.1} MB on the loggers at the up-shifts to gear 3, {:.0} s in gear 3: required reclaim rate {}; achieved {} ({:.1} MB in {:.1} s of reclaim)",
-            logged_at_up as f64 / 1e6,
-            top_s,
-            if top_s > 0.0 { format!("{:.1} MB/s", logged_at_up as f64 / 1e6 / top_s) } else { "-".into() },
-            if seconds > 0.0 { format!("{:.1} MB/s", reclaimed as f64 / 1e6 / seconds) } else { "-".into() },
-            reclaimed as f64 / 1e6,
-            seconds
-        );
-        println!(
-            "logging: {:.1} MB logged, {:.1} MB reclaimed in the day; gear 3 set by hand after it, the loggers were empty {}; paper (Table 2): {PAPER_TABLE2}",
-            g.logged_bytes as f64 / 1e6,
-            g.reclaimed_bytes as f64 / 1e6,
-            g.loggers_empty_after_s
-                .map_or("NOT within 120 s".into(), |t| format!(
-                    "{t:.1} s after the day's end"
-                ))
-        );
-        for rc in &g.reclaims {
-            println!(
-                "  up-shift at {:.1} s: {:.1} MB on the loggers; {:.1} MB reclaimed in {:.1} s ({}), {}",
-                rc.at_s,
-                rc.logged_bytes as f64 / 1e6,
-                rc.reclaimed_bytes as f64 / 1e6,
-                rc.seconds,
-                rc.mb_per_s.map_or("-".into(), |r| format!("{r:.1} MB/s")),
-                if rc.left_bytes == 0 {
-                    "the loggers empty".to_string()
-                } else {
-                    format!(
-                        "{:.1} MB left when the gear went down",
-                        rc.left_bytes as f64 / 1e6
-                    )
-                }
-            );
-        }
+        print_seed(r, s);
     }
     if r.seeds.len() > 1 {
         let spread = |f: &dyn Fn(&SeedResult) -> f64| {
@@ -188,5 +69,122 @@ pub(super) fn print_result(r: &BenchResult) {
                 format!("{} ({})", t.paper, t.paper_ideal)
             );
         }
+    }
+}
+
+/// One seed's day: its gears, each hour's figures, its energy and its requests.
+fn print_seed(r: &BenchResult, s: &SeedResult) {
+    println!();
+    println!(
+        "seed {}: {:.0} requests/s at the daytime peak; gears by hour {}",
+        s.seed,
+        s.rate_at_peak_per_s,
+        gears_text(&s.plan)
+    );
+    println!(
+        "{:>4} {:>5} {:>8} {:>9} {:>11} {:>11} {:>10} {:>10}",
+        "hour", "gear", "window", "requests", "base mean", "gears mean", "base p99", "gears p99"
+    );
+    for (b, g) in s.baseline.hours.iter().zip(&s.gears.hours) {
+        println!(
+            "{:>4} {:>5} {:>8} {:>9} {:>11} {:>11} {:>10} {:>10}",
+            g.hour,
+            g.gear,
+            match (g.shift_window, g.reclaiming) {
+                (true, _) => "shift",
+                (false, true) => "reclaim",
+                _ => "",
+            },
+            g.completions,
+            opt(b.mean_ms),
+            opt(g.mean_ms),
+            opt(b.p99_ms),
+            opt(g.p99_ms)
+        );
+    }
+    for p in [&s.baseline, &s.gears] {
+        println!(
+            "{:<9} {} requests, {} errors; mean {:.1} ms reads / {:.1} ms writes, p99 {:.1} / {:.1} ms; energy {:.1} kJ; standby {:.1} % of server time",
+            p.name,
+            p.replay.records,
+            p.replay.errors,
+            p.replay.reads.mean_ms.unwrap_or(0.0),
+            p.replay.writes.mean_ms.unwrap_or(0.0),
+            p.replay.reads.p99_ms.unwrap_or(0.0),
+            p.replay.writes.p99_ms.unwrap_or(0.0),
+            p.energy_j / 1e3,
+            100.0 * p.standby_fraction
+        );
+    }
+    println!(
+        "energy saved: {:.1} % (chunk servers alone), {:.1} % (loggers counted, against a baseline of as many servers); paper: {PAPER_SAVING}",
+        100.0 * s.saving_servers,
+        100.0 * s.saving_with_loggers
+    );
+    println!(
+        "p99 against the baseline's same hour — outside shift windows and reclaims: {}; reclaiming after an up-shift: {}; shift windows: {}",
+        s.p99_steady.text(),
+        s.p99_reclaim.text(),
+        s.p99_shift.text()
+    );
+    let g = &s.gears;
+    println!(
+        "migrations: {} in the day, {} client requests refused and retried; paper (Table 3, one down-shift): {PAPER_TABLE3}",
+        g.migrations, g.refused
+    );
+    for sh in &g.shifts {
+        println!(
+            "  shift {} → {} at {:.1} s: {} migrations, settled in {}",
+            sh["from"],
+            sh["to"],
+            sh["at_s"].as_f64().unwrap_or(0.0),
+            sh["migrations"],
+            sh["settled_ms"]
+                .as_f64()
+                .map_or("(not settled)".into(), |ms| format!("{ms:.0} ms"))
+        );
+    }
+    let day_s = 24.0 * r.hour_seconds as f64;
+    let in_day: Vec<&Reclaim> = g.reclaims.iter().filter(|rc| rc.at_s < day_s).collect();
+    let top_s = s.plan.iter().filter(|h| h.gear == 3).count() as f64 * r.hour_seconds as f64;
+    let logged_at_up: u64 = in_day.iter().map(|rc| rc.logged_bytes).sum();
+    let (reclaimed, seconds) = in_day.iter().fold((0u64, 0.0), |(b, t), rc| {
+        (b + rc.reclaimed_bytes, t + rc.seconds)
+    });
+    println!(
+        "Table 2 analogue: {:.1} MB on the loggers at the up-shifts to gear 3, {:.0} s in gear 3: required reclaim rate {}; achieved {} ({:.1} MB in {:.1} s of reclaim)",
+        logged_at_up as f64 / 1e6,
+        top_s,
+        if top_s > 0.0 { format!("{:.1} MB/s", logged_at_up as f64 / 1e6 / top_s) } else { "-".into() },
+        if seconds > 0.0 { format!("{:.1} MB/s", reclaimed as f64 / 1e6 / seconds) } else { "-".into() },
+        reclaimed as f64 / 1e6,
+        seconds
+    );
+    println!(
+        "logging: {:.1} MB logged, {:.1} MB reclaimed in the day; gear 3 set by hand after it, the loggers were empty {}; paper (Table 2): {PAPER_TABLE2}",
+        g.logged_bytes as f64 / 1e6,
+        g.reclaimed_bytes as f64 / 1e6,
+        g.loggers_empty_after_s
+            .map_or("NOT within 120 s".into(), |t| format!(
+                "{t:.1} s after the day's end"
+            ))
+    );
+    for rc in &g.reclaims {
+        println!(
+            "  up-shift at {:.1} s: {:.1} MB on the loggers; {:.1} MB reclaimed in {:.1} s ({}), {}",
+            rc.at_s,
+            rc.logged_bytes as f64 / 1e6,
+            rc.reclaimed_bytes as f64 / 1e6,
+            rc.seconds,
+            rc.mb_per_s.map_or("-".into(), |r| format!("{r:.1} MB/s")),
+            if rc.left_bytes == 0 {
+                "the loggers empty".to_string()
+            } else {
+                format!(
+                    "{:.1} MB left when the gear went down",
+                    rc.left_bytes as f64 / 1e6
+                )
+            }
+        );
     }
 }
