@@ -37,37 +37,8 @@ pub fn striping(
         read_iops: Some(t.reads as f64 / span),
         write_iops: Some(t.writes as f64 / span),
     };
-    // The busiest volume at its busiest minute against one 4-disk array of the Everest disk
-    // (its random IOPS measured on the model): the narrow layout's hottest array.
-    let disk = crate::sierra::benchmark_server("cheetah-15k").ok();
-    let busiest = c
-        .stats
-        .volumes
-        .iter()
-        .max_by(|a, b| a.peak_rate_per_s.total_cmp(&b.peak_rate_per_s));
-    let utilization = match (disk, busiest) {
-        (Some(d), Some(v)) if v.records > 0 => {
-            let w = v.writes as f64 / v.records as f64;
-            let weighted = v.peak_rate_per_s * (1.0 - w) + 4.0 * v.peak_rate_per_s * w;
-            Some((weighted / (4.0 * d.read_iops)).min(1.0))
-        }
-        _ => None,
-    };
-    let daily: Vec<f64> = c
-        .profile
-        .as_ref()
-        .map(|p| {
-            p.days
-                .iter()
-                .filter(|d| d.covered_s >= 86_000.0)
-                .map(|d| d.mean_iops)
-                .collect()
-        })
-        .unwrap_or_default();
-    let stable = daily.len() >= 2 && {
-        let mean = daily.iter().sum::<f64>() / daily.len() as f64;
-        daily.iter().all(|d| (d - mean).abs() <= 0.2 * mean)
-    };
+    let (busiest, utilization) = narrow_peak_utilization(c);
+    let (stable, days) = stable_days(c);
     let setting = Setting {
         utilization,
         workload_known: stable,
@@ -93,10 +64,7 @@ pub fn striping(
         ));
     }
     why.push(if stable {
-        format!(
-            "the load is stable over {} whole days (each within 20 % of their mean)",
-            daily.len()
-        )
+        format!("the load is stable over {days} whole days (each within 20 % of their mean)")
     } else {
         "the load is not shown stable over two whole days or more, so it is not known precisely"
             .into()
@@ -259,4 +227,48 @@ fn simulate(
         runs.push((seed, crate::striping::skew_figures(&r)));
     }
     Ok(Some((runs, duration_s)))
+}
+
+/// The busiest volume at its busiest minute against one 4-disk array of the Everest disk (its
+/// random IOPS measured on the model, writes weighted 4×): the narrow layout's hottest array,
+/// and how busy it would be.
+fn narrow_peak_utilization(
+    c: &Characterization,
+) -> (Option<&cordillera_trace::stats::VolumeStats>, Option<f64>) {
+    let disk = crate::sierra::benchmark_server("cheetah-15k").ok();
+    let busiest = c
+        .stats
+        .volumes
+        .iter()
+        .max_by(|a, b| a.peak_rate_per_s.total_cmp(&b.peak_rate_per_s));
+    let utilization = match (disk, busiest) {
+        (Some(d), Some(v)) if v.records > 0 => {
+            let w = v.writes as f64 / v.records as f64;
+            let weighted = v.peak_rate_per_s * (1.0 - w) + 4.0 * v.peak_rate_per_s * w;
+            Some((weighted / (4.0 * d.read_iops)).min(1.0))
+        }
+        _ => None,
+    };
+    (busiest, utilization)
+}
+
+/// Whether the load is stable: two whole days or more, each within 20 % of their mean; and
+/// how many whole days there are.
+fn stable_days(c: &Characterization) -> (bool, usize) {
+    let daily: Vec<f64> = c
+        .profile
+        .as_ref()
+        .map(|p| {
+            p.days
+                .iter()
+                .filter(|d| d.covered_s >= 86_000.0)
+                .map(|d| d.mean_iops)
+                .collect()
+        })
+        .unwrap_or_default();
+    let stable = daily.len() >= 2 && {
+        let mean = daily.iter().sum::<f64>() / daily.len() as f64;
+        daily.iter().all(|d| (d - mean).abs() <= 0.2 * mean)
+    };
+    (stable, daily.len())
 }

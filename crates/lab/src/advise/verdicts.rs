@@ -151,37 +151,7 @@ pub fn peak_offload(
         }
     };
     let rows = spread::spread(&[(o.seed, offload_figures(&report, c))]);
-    let mut why = Vec::new();
-    for e in &report.episodes {
-        why.push(format!(
-            "peak {}: {}–{} s, {:.0} requests/s at its busiest{}, {:.0} % reads{}",
-            e.rank,
-            spread::number(e.peak_start_s),
-            spread::number(e.peak_end_s),
-            e.peak_rate_per_s,
-            match total.mean_rate_per_s {
-                Some(m) if m > 0.0 && c.peak_to_mean().is_some() => format!(
-                    " ({}× the trace's mean rate)",
-                    spread::number(e.peak_rate_per_s / m)
-                ),
-                _ => String::new(),
-            },
-            e.read_pct.unwrap_or(0.0),
-            match (
-                e.configs.baseline.mean_ms,
-                e.configs.peak.mean_ms,
-                e.peak_speedup
-            ) {
-                (Some(b), Some(p), Some(x)) => format!(
-                    "; mean response {} → {} ms, {}×",
-                    spread::number(b),
-                    spread::number(p),
-                    spread::number(x)
-                ),
-                _ => String::new(),
-            }
-        ));
-    }
+    let why = peak_reasons(&report, c);
     let mut v = verdict(M, P, Outcome::CannotJudge, String::new(), why);
     v.commands.push(format!(
         "cordillera lab everest --trace {} --main-only --episodes {} --align centred --rate-window-s {} --segment-s {} --seed {}",
@@ -538,6 +508,166 @@ pub fn warmup(
         }
     }
     let report = &reports[0];
+    let why = warmup_reasons(report, day_s);
+    let h = &report.headline;
+    let best = h
+        .algorithms
+        .iter()
+        .max_by_key(|t| (t.best_converge, t.reduces_more_load_than_cold))
+        .map(|t| t.algorithm);
+    // Convergence times (the lab's are in hours) in the unit that fits the period.
+    let (unit, per_unit_s) = if day_s >= 86_400 {
+        ("h", 3600.0)
+    } else if day_s >= 7200 {
+        ("min", 60.0)
+    } else {
+        ("s", 1.0)
+    };
+    let runs: Vec<(u64, Vec<Figure>)> = o
+        .seed_list()
+        .into_iter()
+        .zip(&reports)
+        .map(|(seed, r)| (seed, warmup_figures(r, unit, per_unit_s)))
+        .collect();
+    let rows = spread::spread(&runs);
+    let cold = find(&rows, "warmup/cold_converge").map(|r| r.mean * per_unit_s);
+    let warm = find(&rows, "warmup/bonfire_converge").map(|r| r.mean * per_unit_s);
+    let gain = find(&rows, "warmup/load_gain_points").map(|r| r.mean);
+    let sooner = match (cold, warm) {
+        (Some(c), Some(w)) => c > w,
+        (None, Some(_)) => true,
+        _ => false,
+    };
+    let applies = sooner || gain.is_some_and(|g| g >= 5.0);
+    let name = best.map_or("the best scheme".to_owned(), |a| a.to_string());
+    let period = if day_s == 86_400 { "day" } else { "period" };
+    let gain_row = find(&rows, "warmup/load_gain_points");
+    let gain_text = match gain_row {
+        Some(g) => with_spread(g),
+        None => "nothing measurable".to_owned(),
+    };
+    let summary = warmup_summary(h.cases, applies, &name, period, (warm, cold), &gain_text);
+    let outcome = if h.cases == 0 {
+        Outcome::CannotJudge
+    } else if applies {
+        Outcome::Applies
+    } else {
+        Outcome::DoesNotApply
+    };
+    let mut v = verdict(M, P, outcome, summary, why);
+    v.figures = rows;
+    v.commands.push(format!(
+        "cordillera lab bonfire --trace {} --parts days --day-s {day_s} --interval-s {interval_s} --cache-pct 50 --warmup-pct 10 --region {} --th-v 0.8 --th-n 0.03 --seed {}",
+        arg(o),
+        if regions.len() == 2 { "4k,1m" } else { "1m" },
+        o.seed
+    ));
+    details.bonfire = reports.into_iter().next();
+    v
+}
+
+/// The headline figures of one warm-up run: the convergence times (in `unit`, of
+/// `per_unit_s` seconds) and the load gain of the 1 MiB region (or the first).
+fn warmup_figures(
+    report: &crate::bonfire::Report,
+    unit: &'static str,
+    per_unit_s: f64,
+) -> Vec<Figure> {
+    let mut figures = Vec::new();
+    let row = report
+        .table
+        .iter()
+        .find(|r| r.region_bytes == MIB)
+        .or_else(|| report.table.first());
+    if let Some(r) = row {
+        let scaled = |x: Option<f64>| x.map(|h| h * 3600.0 / per_unit_s);
+        if let Some(x) = scaled(r.cold_converge_h) {
+            figures.push(Figure::new(
+                "warmup/cold_converge",
+                "cold cache converges after (median)",
+                unit,
+                x,
+                "",
+            ));
+        }
+        if let Some(x) = scaled(r.bonfire_converge_h) {
+            figures.push(Figure::new(
+                "warmup/bonfire_converge",
+                "warmed cache converges after (median)",
+                unit,
+                x,
+                "",
+            ));
+        }
+        if let Some(x) = r.load_reduction_gain_points {
+            figures.push(Figure::new(
+                "warmup/load_gain_points",
+                "server load reduction, warmed minus cold (median)",
+                "points",
+                x,
+                "",
+            ));
+        }
+        if let Some(x) = r.converge_improvement_pct {
+            figures.push(Figure::new(
+                "warmup/converge_improvement_pct",
+                "convergence sooner than cold (median)",
+                "%",
+                x,
+                "\"44–228 %\" improvement in T_converge (abstract)",
+            ));
+        }
+    }
+    figures
+}
+
+/// The warm-up verdict in a sentence: over `cases` volume-periods, the new cache's
+/// convergence (`warm`, `cold` in seconds) and its gain.
+fn warmup_summary(
+    cases: usize,
+    applies: bool,
+    name: &str,
+    period: &str,
+    (warm, cold): (Option<f64>, Option<f64>),
+    gain_text: &str,
+) -> String {
+    if cases == 0 {
+        format!("no {period} had reads after one to warm from")
+    } else if applies {
+        let when = match (warm, cold) {
+            (Some(0.0), Some(c)) => format!("converges at once, a cold one after {}", duration(c)),
+            (Some(w), Some(c)) => format!(
+                "converges {} sooner than a cold one ({} against {})",
+                duration(c - w),
+                duration(w),
+                duration(c)
+            ),
+            (Some(w), None) => format!(
+                "converges after {} where a cold one does not converge within its {period}",
+                duration(w)
+            ),
+            _ => "converges no sooner than a cold one".to_owned(),
+        };
+        format!(
+            "{name}: the new cache {when}, and serves {} more of the reads (median over {} volume-{period}(s))",
+            gain_text,
+            cases
+        )
+    } else {
+        format!(
+            "{}; warming gains {} of the reads",
+            match cold {
+                Some(c) => format!("a cold cache converges on its own after {}", duration(c)),
+                None => format!("neither a cold nor a warmed cache converges within its {period}"),
+            },
+            gain_text
+        )
+    }
+}
+
+/// Why the warm-up verdict is what it is: the periods used when the trace is short, and each
+/// volume's reaccess classes with the decision tree's choice (or why it was not judged).
+fn warmup_reasons(report: &crate::bonfire::Report, day_s: u64) -> Vec<String> {
     let mut why = Vec::new();
     if day_s != 86_400 {
         why.push(format!(
@@ -560,138 +690,43 @@ pub fn warmup(
             why.push(format!("{}: not judged: {s}", v.volume));
         }
     }
-    let h = &report.headline;
-    let best = h
-        .algorithms
-        .iter()
-        .max_by_key(|t| (t.best_converge, t.reduces_more_load_than_cold))
-        .map(|t| t.algorithm);
-    // Convergence times (the lab's are in hours) in the unit that fits the period.
-    let (unit, per_unit_s) = if day_s >= 86_400 {
-        ("h", 3600.0)
-    } else if day_s >= 7200 {
-        ("min", 60.0)
-    } else {
-        ("s", 1.0)
-    };
-    let figures_of = |report: &crate::bonfire::Report| {
-        let mut figures = Vec::new();
-        let row = report
-            .table
-            .iter()
-            .find(|r| r.region_bytes == MIB)
-            .or_else(|| report.table.first());
-        if let Some(r) = row {
-            let scaled = |x: Option<f64>| x.map(|h| h * 3600.0 / per_unit_s);
-            if let Some(x) = scaled(r.cold_converge_h) {
-                figures.push(Figure::new(
-                    "warmup/cold_converge",
-                    "cold cache converges after (median)",
-                    unit,
-                    x,
-                    "",
-                ));
-            }
-            if let Some(x) = scaled(r.bonfire_converge_h) {
-                figures.push(Figure::new(
-                    "warmup/bonfire_converge",
-                    "warmed cache converges after (median)",
-                    unit,
-                    x,
-                    "",
-                ));
-            }
-            if let Some(x) = r.load_reduction_gain_points {
-                figures.push(Figure::new(
-                    "warmup/load_gain_points",
-                    "server load reduction, warmed minus cold (median)",
-                    "points",
-                    x,
-                    "",
-                ));
-            }
-            if let Some(x) = r.converge_improvement_pct {
-                figures.push(Figure::new(
-                    "warmup/converge_improvement_pct",
-                    "convergence sooner than cold (median)",
-                    "%",
-                    x,
-                    "\"44–228 %\" improvement in T_converge (abstract)",
-                ));
-            }
-        }
-        figures
-    };
-    let runs: Vec<(u64, Vec<Figure>)> = o
-        .seed_list()
-        .into_iter()
-        .zip(&reports)
-        .map(|(seed, r)| (seed, figures_of(r)))
-        .collect();
-    let rows = spread::spread(&runs);
-    let cold = find(&rows, "warmup/cold_converge").map(|r| r.mean * per_unit_s);
-    let warm = find(&rows, "warmup/bonfire_converge").map(|r| r.mean * per_unit_s);
-    let gain = find(&rows, "warmup/load_gain_points").map(|r| r.mean);
-    let sooner = match (cold, warm) {
-        (Some(c), Some(w)) => c > w,
-        (None, Some(_)) => true,
-        _ => false,
-    };
-    let applies = sooner || gain.is_some_and(|g| g >= 5.0);
-    let name = best.map_or("the best scheme".to_owned(), |a| a.to_string());
-    let period = if day_s == 86_400 { "day" } else { "period" };
-    let gain_row = find(&rows, "warmup/load_gain_points");
-    let gain_text = match gain_row {
-        Some(g) => with_spread(g),
-        None => "nothing measurable".to_owned(),
-    };
-    let summary = if h.cases == 0 {
-        format!("no {period} had reads after one to warm from")
-    } else if applies {
-        let when = match (warm, cold) {
-            (Some(0.0), Some(c)) => format!("converges at once, a cold one after {}", duration(c)),
-            (Some(w), Some(c)) => format!(
-                "converges {} sooner than a cold one ({} against {})",
-                duration(c - w),
-                duration(w),
-                duration(c)
-            ),
-            (Some(w), None) => format!(
-                "converges after {} where a cold one does not converge within its {period}",
-                duration(w)
-            ),
-            _ => "converges no sooner than a cold one".to_owned(),
-        };
-        format!(
-            "{name}: the new cache {when}, and serves {} more of the reads (median over {} volume-{period}(s))",
-            gain_text,
-            h.cases
-        )
-    } else {
-        format!(
-            "{}; warming gains {} of the reads",
-            match cold {
-                Some(c) => format!("a cold cache converges on its own after {}", duration(c)),
-                None => format!("neither a cold nor a warmed cache converges within its {period}"),
+    why
+}
+
+/// Each peak replayed: when, how busy beside the trace's mean, its reads, and its response
+/// times without and with off-loading.
+fn peak_reasons(report: &crate::everest::Report, c: &Characterization) -> Vec<String> {
+    let total = &c.stats.total;
+    let mut why = Vec::new();
+    for e in &report.episodes {
+        why.push(format!(
+            "peak {}: {}–{} s, {:.0} requests/s at its busiest{}, {:.0} % reads{}",
+            e.rank,
+            spread::number(e.peak_start_s),
+            spread::number(e.peak_end_s),
+            e.peak_rate_per_s,
+            match total.mean_rate_per_s {
+                Some(m) if m > 0.0 && c.peak_to_mean().is_some() => format!(
+                    " ({}× the trace's mean rate)",
+                    spread::number(e.peak_rate_per_s / m)
+                ),
+                _ => String::new(),
             },
-            gain_text
-        )
-    };
-    let outcome = if h.cases == 0 {
-        Outcome::CannotJudge
-    } else if applies {
-        Outcome::Applies
-    } else {
-        Outcome::DoesNotApply
-    };
-    let mut v = verdict(M, P, outcome, summary, why);
-    v.figures = rows;
-    v.commands.push(format!(
-        "cordillera lab bonfire --trace {} --parts days --day-s {day_s} --interval-s {interval_s} --cache-pct 50 --warmup-pct 10 --region {} --th-v 0.8 --th-n 0.03 --seed {}",
-        arg(o),
-        if regions.len() == 2 { "4k,1m" } else { "1m" },
-        o.seed
-    ));
-    details.bonfire = reports.into_iter().next();
-    v
+            e.read_pct.unwrap_or(0.0),
+            match (
+                e.configs.baseline.mean_ms,
+                e.configs.peak.mean_ms,
+                e.peak_speedup
+            ) {
+                (Some(b), Some(p), Some(x)) => format!(
+                    "; mean response {} → {} ms, {}×",
+                    spread::number(b),
+                    spread::number(p),
+                    spread::number(x)
+                ),
+                _ => String::new(),
+            }
+        ));
+    }
+    why
 }
