@@ -276,14 +276,7 @@ impl Job {
         let mut logged_hourly = Vec::new();
         let mut t = cluster.now();
         let label = format!("job {} {}", self.experiment, self.config.name());
-        let every = std::env::var("CORDILLERA_TESTBED_EVERY_S")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map_or(5 * MIN, |s| s.max(1) * S);
-        let dump_at = std::env::var("CORDILLERA_TESTBED_DUMP_AT_S")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map(|s| s * S);
+        let (every, dump_at) = diagnostics();
         for batch in batches {
             for r in batch.requests {
                 cluster.push(r);
@@ -496,47 +489,15 @@ pub fn run(
         .collect();
     let gear_of = |h: i64| gears.iter().find(|x| x.0 == h).map_or(3, |x| x.1);
     let top = gears.iter().map(|x| x.1).max().unwrap_or(3);
-    let written: Vec<(i64, u64)> = measured
-        .hours
-        .iter()
-        .map(|h| (h.hour, h.write_bytes))
-        .collect();
     let maintenance = |h: i64| {
         measured
             .maintenance_hours
             .contains(&(h.rem_euclid(24) as usize))
     };
-    let Windows {
-        steady,
-        upshift,
-        downshift,
-    } = choose_windows(
-        &schedule.hours,
-        g_index,
-        &written,
-        &measured.maintenance_hours,
-        options.maintenance_windows,
-    );
     let h = HOUR as i64;
-    let m = MIN as i64;
     let preface = options.preface_s as i64 * S as i64;
     let mut experiments: Vec<Experiment> = Vec::new();
-    let mut windows: Vec<(&'static str, i64, i64, Option<i64>)> = Vec::new();
-    if let Some(h0) = steady {
-        windows.push(("steady", h0 * h, h0 * h + h, None));
-    }
-    if let Some(h0) = upshift {
-        windows.push(("up-shift", h0 * h - 10 * m, h0 * h + h, Some(h0 * h)));
-    }
-    if let Some(h0) = downshift {
-        windows.push(("down-shift", h0 * h - 10 * m, h0 * h + 10 * m, Some(h0 * h)));
-    }
-    windows.retain(|w| options.experiments.iter().any(|e| e == w.0));
-    if options.power_sample.is_some() {
-        let last = gears.iter().map(|x| x.0).max().unwrap_or(0);
-        let first = gears.iter().map(|x| x.0).min().unwrap_or(0);
-        windows.push(("power", first * h, (last + 1) * h, None));
-    }
+    let windows = windows(schedule, measured, options, g_index, &gears);
     let mut jobs = Vec::new();
     for (i, &(name, from, to, shift)) in windows.iter().enumerate() {
         experiments.push(Experiment {
@@ -610,76 +571,16 @@ pub fn run(
             handles.push(scope.spawn(move || job.run(&setup, rx, &say)));
         }
         drop(say_tx);
-        let pass = (|| -> Result<(), String> {
-            let mut reader = open()?;
-            let mut pending: Vec<Vec<Replayed>> = vec![Vec::new(); jobs.len()];
-            let mut second: Option<i64> = None;
-            let mut records = 0u64;
-            loop {
-                let record = reader.next_record().map_err(|e| e.to_string())?;
-                let t = record
-                    .as_ref()
-                    .map_or(i64::MAX, |r| r.time_ns + measured.day_offset_ns);
-                let s = t.div_euclid(S as i64);
-                // A new second: each running job gets the requests so far and runs up to one
-                // second before them (its clients see requests a second ahead).
-                if second.is_some_and(|x| s > x) {
-                    let x = second.expect("some");
-                    for (j, job) in jobs.iter().enumerate() {
-                        let Some(tx) = &senders[j] else { continue };
-                        let edge = (x + 1) * S as i64;
-                        if edge <= job.from {
-                            continue;
-                        }
-                        let batch = Batch {
-                            requests: std::mem::take(&mut pending[j]),
-                            run_until: job.sim_of(edge - S as i64),
-                        };
-                        let finished = edge >= job.to;
-                        if tx.send(batch).is_err() || finished {
-                            senders[j] = None;
-                        }
-                    }
-                    while let Ok(line) = say_rx.try_recv() {
-                        progress(&line);
-                    }
-                }
-                let Some(r) = record else { break };
-                second = Some(s);
-                records += 1;
-                if records.is_multiple_of(20_000_000) {
-                    progress(&format!("testbed: {} M records", records / 1_000_000));
-                }
-                let hour = t.div_euclid(h);
-                need.add(hour, gear_of(hour) < top, &r);
-                for (j, job) in jobs.iter().enumerate() {
-                    if t < job.from || t >= job.to || senders[j].is_none() {
-                        continue;
-                    }
-                    if job.sample > 1 && !records.is_multiple_of(job.sample) {
-                        continue;
-                    }
-                    let object = r.volume.index() as u64;
-                    let size = setup
-                        .object_bytes
-                        .get(object as usize)
-                        .copied()
-                        .unwrap_or(0);
-                    if r.length_bytes == 0 || r.offset_bytes >= size {
-                        continue;
-                    }
-                    pending[j].push(Replayed {
-                        at: job.sim_of(t),
-                        client: object as usize % CLIENTS,
-                        object,
-                        offset_bytes: r.offset_bytes,
-                        length_bytes: r.length_bytes.min(size - r.offset_bytes),
-                        write: r.op == Op::Write,
-                    });
-                }
-            }
-            Ok(())
-        })();
+        let pass = feed(
+            open,
+            measured,
+            &jobs,
+            &mut senders,
+            &setup,
+            (&mut need, &gear_of, top),
+            &say_rx,
+            progress,
+        );
         // Whatever happened, the jobs end.
         senders.clear();
         let mut out = Vec::new();
@@ -704,21 +605,7 @@ pub fn run(
         }
         out
     });
-    for (job, result) in jobs.iter().zip(results) {
-        let run =
-            result.map_err(|e| format!("testbed {}: {e}", experiments[job.experiment].name))?;
-        progress(&format!(
-            "testbed: {} on {}: {} requests, mean {:.1} ms, p99 {:.1} ms, {} failed ({:.0} s)",
-            experiments[job.experiment].name,
-            run.config,
-            run.requests,
-            run.latency.mean_ms.unwrap_or(0.0),
-            run.latency.p99_ms.unwrap_or(0.0),
-            run.failed,
-            run.wall_s
-        ));
-        experiments[job.experiment].runs.push(run);
-    }
+    collect_runs(&jobs, results, &mut experiments, progress)?;
     Ok(TestbedReport {
         options: options.clone(),
         trace: schedule.name.clone(),
@@ -734,3 +621,170 @@ mod windows;
 
 #[cfg(test)]
 mod tests;
+
+/// One pass over the trace feeding the jobs: each running job gets its window's requests a
+/// second at a time (sampled when it samples), and the need meter sees every request
+/// (`meter`: the meter, each hour's gear, the top gear).
+#[allow(clippy::too_many_arguments)]
+fn feed(
+    open: &mut Opener,
+    measured: &Measured,
+    jobs: &[Job],
+    senders: &mut [Option<mpsc::SyncSender<Batch>>],
+    setup: &JobSetup,
+    (need, gear_of, top): (&mut NeedMeter, &dyn Fn(i64) -> usize, usize),
+    say_rx: &mpsc::Receiver<String>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    let h = HOUR as i64;
+    let mut reader = open()?;
+    let mut pending: Vec<Vec<Replayed>> = vec![Vec::new(); jobs.len()];
+    let mut second: Option<i64> = None;
+    let mut records = 0u64;
+    loop {
+        let record = reader.next_record().map_err(|e| e.to_string())?;
+        let t = record
+            .as_ref()
+            .map_or(i64::MAX, |r| r.time_ns + measured.day_offset_ns);
+        let s = t.div_euclid(S as i64);
+        // A new second: each running job gets the requests so far and runs up to one
+        // second before them (its clients see requests a second ahead).
+        if second.is_some_and(|x| s > x) {
+            let x = second.expect("some");
+            for (j, job) in jobs.iter().enumerate() {
+                let Some(tx) = &senders[j] else { continue };
+                let edge = (x + 1) * S as i64;
+                if edge <= job.from {
+                    continue;
+                }
+                let batch = Batch {
+                    requests: std::mem::take(&mut pending[j]),
+                    run_until: job.sim_of(edge - S as i64),
+                };
+                let finished = edge >= job.to;
+                if tx.send(batch).is_err() || finished {
+                    senders[j] = None;
+                }
+            }
+            while let Ok(line) = say_rx.try_recv() {
+                progress(&line);
+            }
+        }
+        let Some(r) = record else { break };
+        second = Some(s);
+        records += 1;
+        if records.is_multiple_of(20_000_000) {
+            progress(&format!("testbed: {} M records", records / 1_000_000));
+        }
+        let hour = t.div_euclid(h);
+        need.add(hour, gear_of(hour) < top, &r);
+        for (j, job) in jobs.iter().enumerate() {
+            if t < job.from || t >= job.to || senders[j].is_none() {
+                continue;
+            }
+            if job.sample > 1 && !records.is_multiple_of(job.sample) {
+                continue;
+            }
+            let object = r.volume.index() as u64;
+            let size = setup
+                .object_bytes
+                .get(object as usize)
+                .copied()
+                .unwrap_or(0);
+            if r.length_bytes == 0 || r.offset_bytes >= size {
+                continue;
+            }
+            pending[j].push(Replayed {
+                at: job.sim_of(t),
+                client: object as usize % CLIENTS,
+                object,
+                offset_bytes: r.offset_bytes,
+                length_bytes: r.length_bytes.min(size - r.offset_bytes),
+                write: r.op == Op::Write,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The testbed's windows (name, from, to, shift instant; trace nanoseconds): the steady hour,
+/// the up-shift and the down-shift the schedule offers (those asked for), and the whole day
+/// for the power run.
+fn windows(
+    schedule: &ScheduleReport,
+    measured: &Measured,
+    options: &TestbedOptions,
+    g_index: usize,
+    gears: &[(i64, usize)],
+) -> Vec<(&'static str, i64, i64, Option<i64>)> {
+    let written: Vec<(i64, u64)> = measured
+        .hours
+        .iter()
+        .map(|h| (h.hour, h.write_bytes))
+        .collect();
+    let Windows {
+        steady,
+        upshift,
+        downshift,
+    } = choose_windows(
+        &schedule.hours,
+        g_index,
+        &written,
+        &measured.maintenance_hours,
+        options.maintenance_windows,
+    );
+    let h = HOUR as i64;
+    let m = MIN as i64;
+    let mut windows: Vec<(&'static str, i64, i64, Option<i64>)> = Vec::new();
+    if let Some(h0) = steady {
+        windows.push(("steady", h0 * h, h0 * h + h, None));
+    }
+    if let Some(h0) = upshift {
+        windows.push(("up-shift", h0 * h - 10 * m, h0 * h + h, Some(h0 * h)));
+    }
+    if let Some(h0) = downshift {
+        windows.push(("down-shift", h0 * h - 10 * m, h0 * h + 10 * m, Some(h0 * h)));
+    }
+    windows.retain(|w| options.experiments.iter().any(|e| e == w.0));
+    if options.power_sample.is_some() {
+        let last = gears.iter().map(|x| x.0).max().unwrap_or(0);
+        let first = gears.iter().map(|x| x.0).min().unwrap_or(0);
+        windows.push(("power", first * h, (last + 1) * h, None));
+    }
+    windows
+}
+
+/// Each job's run into its experiment, said as it goes; the first failed run is the error.
+fn collect_runs(
+    jobs: &[Job],
+    results: Vec<Result<ExperimentRun, String>>,
+    experiments: &mut [Experiment],
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    for (job, result) in jobs.iter().zip(results) {
+        let run =
+            result.map_err(|e| format!("testbed {}: {e}", experiments[job.experiment].name))?;
+        progress(&format!(
+            "testbed: {} on {}: {} requests, mean {:.1} ms, p99 {:.1} ms, {} failed ({:.0} s)",
+            experiments[job.experiment].name,
+            run.config,
+            run.requests,
+            run.latency.mean_ms.unwrap_or(0.0),
+            run.latency.p99_ms.unwrap_or(0.0),
+            run.failed,
+            run.wall_s
+        ));
+        experiments[job.experiment].runs.push(run);
+    }
+    Ok(())
+}
+
+/// The testbed's diagnostics from the environment: how often a job says where it is
+/// (`CORDILLERA_TESTBED_EVERY_S`, 5 minutes of simulated time by default), and when it dumps
+/// its cluster's state (`CORDILLERA_TESTBED_DUMP_AT_S`, never by default).
+fn diagnostics() -> (Nanos, Option<Nanos>) {
+    let seconds = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let every = seconds("CORDILLERA_TESTBED_EVERY_S").map_or(5 * MIN, |s| s.max(1) * S);
+    let dump_at = seconds("CORDILLERA_TESTBED_DUMP_AT_S").map(|s| s * S);
+    (every, dump_at)
+}
