@@ -235,23 +235,29 @@ pub type Opener<'a> = dyn FnMut() -> Result<Box<dyn RecordReader + 'a>, String> 
 /// Records per batch handed to a pass 1 worker.
 const PASS1_BATCH: usize = 1 << 14;
 
-/// Runs the lab, streaming the trace twice: first for each volume's span, working set and
-/// reaccess classes, then through the caches day by day (see `simulate_stream`). Memory is
-/// bounded by the working sets and two days of requests per volume, not the trace's length.
-pub fn run_stream(
-    source: &str,
+/// What the first pass finds: each volume's span, requests and working set, the trace's
+/// volumes and information, the reaccess classes, and the requests in all.
+struct Pass1 {
+    stats: Vec<VolumeStats>,
+    names: VolumeTable,
+    info: TraceInfo,
+    reaccess: cordillera_trace::reaccess::ReaccessReport,
+    total: u64,
+}
+
+/// The first pass over the trace. The reaccess analysis (exact reuse distances) costs most of
+/// it: volumes are dealt to worker threads (volume mod threads) in batches, each with its own
+/// builder. A trace with no request, or no timestamps, is refused.
+fn first_pass(
     open: &mut Opener,
     o: &Options,
     progress: &(dyn Fn(&str) + Sync),
-) -> Result<Report, String> {
-    o.validate()?;
+) -> Result<Pass1, String> {
     progress("pass 1: each volume's days, working set and reaccesses");
     let mut reader = open()?;
     let mut stats: Vec<VolumeStats> = Vec::new();
     let mut total = 0u64;
     let info = reader.info().clone();
-    // The reaccess analysis (exact reuse distances) costs most of this pass: volumes are
-    // dealt to worker threads (volume mod threads) in batches, each with its own builder.
     let workers = o.threads.max(1);
     let (reaccess, read) = std::thread::scope(|scope| {
         let mut senders = Vec::new();
@@ -327,7 +333,116 @@ pub fn run_stream(
             .find(|r| r.volume == name)
             .map_or(0, |r| r.distinct_blocks);
     }
+    Ok(Pass1 {
+        stats,
+        names,
+        info,
+        reaccess,
+        total,
+    })
+}
+
+/// Runs the lab, streaming the trace twice: first for each volume's span, working set and
+/// reaccess classes, then through the caches day by day (see `simulate_stream`). Memory is
+/// bounded by the working sets and two days of requests per volume, not the trace's length.
+pub fn run_stream(
+    source: &str,
+    open: &mut Opener,
+    o: &Options,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<Report, String> {
+    o.validate()?;
+    let Pass1 {
+        stats,
+        names,
+        info,
+        reaccess,
+        total,
+    } = first_pass(open, o, progress)?;
     let clock_origin = info.origin_unix_ns.unwrap_or(0);
+    let m = &o.middle;
+    let (mut summaries, mut views) = volume_views(&stats, &names, &reaccess, clock_origin, o);
+    if views.is_empty() {
+        return Err(
+            "no volume has reads over at least two days (Bonfire warms day d from day d − 1)"
+                .into(),
+        );
+    }
+    let own = views.len();
+    // §4.3.3: daily-pattern volumes again, days starting at their daily reaccess hour (the
+    // middle setting only), in the same pass.
+    let shifted_hours = add_shifted_views(&summaries, &mut views, &stats, clock_origin, o);
+    progress(&format!(
+        "pass 2: {} volume(s) over {} requests, {} grid points × {} algorithms per day",
+        own,
+        total,
+        o.cache_pcts.len() * o.warmup_pcts.len() * o.region_bytes.len(),
+        ALGORITHMS.len()
+    ));
+    let mut reader = open()?;
+    let simulated = simulate_stream(reader.as_mut(), &views, o, progress)?;
+    drop(reader);
+    let (series, shifted_series): (Vec<DaySeries>, Vec<DaySeries>) =
+        simulated.series.into_iter().partition(|s| s.volume < own);
+    let cases = cases(&series, &views, o);
+    let figures = figure_days(&views[..own], &series, o);
+    let overheads = overheads(&views[..own], &simulated.kept, o, progress)?;
+    measured_best(&mut summaries, &cases, m);
+    let one = Options {
+        th_vs: vec![m.th_v],
+        th_ns: vec![m.th_n],
+        ..o.clone()
+    };
+    let shifted_cases = self::cases(&shifted_series, &views, &one);
+    let shifted_daily = (own..views.len())
+        .zip(shifted_hours)
+        .map(|(k, hour)| ShiftedDaily {
+            volume: views[k].name.clone(),
+            day_start_hour: hour,
+            headline: headline(shifted_cases.iter().filter(|c| {
+                // Cases carry the volume's name; the shifted view's series are its own.
+                c.volume == views[k].name
+            })),
+        })
+        .collect();
+    if simulated.late > 0 {
+        progress(&format!(
+            "{} requests arrived after their day had ended (the trace is ordered by completion); each was counted in the day it arrived in",
+            simulated.late
+        ));
+    }
+    Ok(Report {
+        source: source.to_owned(),
+        day_s: o.day_ns as f64 / 1e9,
+        interval_s: o.interval_ns as f64 / 1e9,
+        day_start_hour: o.day_start_hour,
+        middle: *m,
+        figure_day: o.figure_day,
+        preload_mb_per_s: o.preload_mb_per_s,
+        readahead_bytes: o.readahead_bytes,
+        volumes: summaries,
+        table: table(&cases, o),
+        figures,
+        headline: headline(at_middle(&cases, m)),
+        shifted_daily,
+        overheads,
+        late_requests: simulated.late,
+        cases,
+    })
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Each volume with requests: its summary (days, reaccess classes, the decision tree's
+/// recommendation, or why it is skipped), and a view for the simulation of those judged.
+fn volume_views(
+    stats: &[VolumeStats],
+    names: &VolumeTable,
+    reaccess: &cordillera_trace::reaccess::ReaccessReport,
+    clock_origin: i64,
+    o: &Options,
+) -> (Vec<VolumeSummary>, Vec<View>) {
     let m = &o.middle;
     let mut summaries = Vec::new();
     let mut views: Vec<View> = Vec::new();
@@ -376,17 +491,22 @@ pub fn run_stream(
             });
         }
     }
-    if views.is_empty() {
-        return Err(
-            "no volume has reads over at least two days (Bonfire warms day d from day d − 1)"
-                .into(),
-        );
-    }
+    (summaries, views)
+}
+
+/// Views of the daily-pattern volumes again, days starting at their daily reaccess hour, at
+/// the middle setting; returns each one's hour.
+fn add_shifted_views(
+    summaries: &[VolumeSummary],
+    views: &mut Vec<View>,
+    stats: &[VolumeStats],
+    clock_origin: i64,
+    o: &Options,
+) -> Vec<u32> {
+    let m = &o.middle;
     let own = views.len();
-    // §4.3.3: daily-pattern volumes again, days starting at their daily reaccess hour (the
-    // middle setting only), in the same pass.
     let mut shifted_hours = Vec::new();
-    for summary in &summaries {
+    for summary in summaries {
         let Some(hour) = summary
             .recommendation
             .as_ref()
@@ -421,22 +541,14 @@ pub fn run_stream(
             keep_day: None,
         });
     }
-    progress(&format!(
-        "pass 2: {} volume(s) over {} requests, {} grid points × {} algorithms per day",
-        own,
-        total,
-        o.cache_pcts.len() * o.warmup_pcts.len() * o.region_bytes.len(),
-        ALGORITHMS.len()
-    ));
-    let mut reader = open()?;
-    let simulated = simulate_stream(reader.as_mut(), &views, o, progress)?;
-    drop(reader);
-    let (series, shifted_series): (Vec<DaySeries>, Vec<DaySeries>) =
-        simulated.series.into_iter().partition(|s| s.volume < own);
-    let cases = cases(&series, &views, o);
-    // Figures 6–7: each volume's chosen day at the middle setting.
+    shifted_hours
+}
+
+/// Figures 6–7: each volume's chosen day at the middle setting.
+fn figure_days(views: &[View], series: &[DaySeries], o: &Options) -> Vec<FigureDay> {
+    let m = &o.middle;
     let mut figures = Vec::new();
-    for (v, vol) in views[..own].iter().enumerate() {
+    for (v, vol) in views.iter().enumerate() {
         let last = vol.days;
         let day = o.figure_day.map_or(last, |d| d.clamp(2, last));
         let Some(s) = series
@@ -477,11 +589,21 @@ pub fn run_stream(
                 .collect(),
         });
     }
-    // Table 4: each volume's monitoring of the day before its figure day.
+    figures
+}
+
+/// Table 4: each volume's monitoring of the day before its figure day.
+fn overheads(
+    views: &[View],
+    kept: &[Option<Arc<Vec<Record>>>],
+    o: &Options,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<Vec<Overhead>, String> {
+    let m = &o.middle;
     let mut overheads = Vec::new();
-    for (v, vol) in views[..own].iter().enumerate() {
+    for (v, vol) in views.iter().enumerate() {
         let day = o.figure_day.map_or(vol.days, |d| d.clamp(2, vol.days));
-        let Some(window) = &simulated.kept[v] else {
+        let Some(window) = &kept[v] else {
             continue;
         };
         let warmup = algorithms::select(
@@ -501,9 +623,14 @@ pub fn run_stream(
         )?);
         progress(&format!("overheads of {name} measured"));
     }
-    // The measured best algorithm per volume at the middle setting.
+    Ok(overheads)
+}
+
+/// The measured best algorithm per volume at the middle setting: the one best on the most
+/// days, when no other ties it.
+fn measured_best(summaries: &mut [VolumeSummary], cases: &[Case], m: &Setting) {
     for summary in summaries.iter_mut().filter(|s| s.skipped.is_none()) {
-        let groups = by_volume_day(at_middle(&cases, m).filter(|c| c.volume == summary.volume));
+        let groups = by_volume_day(at_middle(cases, m).filter(|c| c.volume == summary.volume));
         let mut wins = [0usize; 4];
         for g in &groups {
             let best = g.iter().min_by(|a, b| better(a, b)).expect("not empty");
@@ -524,48 +651,4 @@ pub fn run_stream(
             summary.measured_best_days = wins[i];
         }
     }
-    let one = Options {
-        th_vs: vec![m.th_v],
-        th_ns: vec![m.th_n],
-        ..o.clone()
-    };
-    let shifted_cases = self::cases(&shifted_series, &views, &one);
-    let shifted_daily = (own..views.len())
-        .zip(shifted_hours)
-        .map(|(k, hour)| ShiftedDaily {
-            volume: views[k].name.clone(),
-            day_start_hour: hour,
-            headline: headline(shifted_cases.iter().filter(|c| {
-                // Cases carry the volume's name; the shifted view's series are its own.
-                c.volume == views[k].name
-            })),
-        })
-        .collect();
-    if simulated.late > 0 {
-        progress(&format!(
-            "{} requests arrived after their day had ended (the trace is ordered by completion); each was counted in the day it arrived in",
-            simulated.late
-        ));
-    }
-    Ok(Report {
-        source: source.to_owned(),
-        day_s: o.day_ns as f64 / 1e9,
-        interval_s: o.interval_ns as f64 / 1e9,
-        day_start_hour: o.day_start_hour,
-        middle: *m,
-        figure_day: o.figure_day,
-        preload_mb_per_s: o.preload_mb_per_s,
-        readahead_bytes: o.readahead_bytes,
-        volumes: summaries,
-        table: table(&cases, o),
-        figures,
-        headline: headline(at_middle(&cases, m)),
-        shifted_daily,
-        overheads,
-        late_requests: simulated.late,
-        cases,
-    })
 }
-
-#[cfg(test)]
-mod tests;
