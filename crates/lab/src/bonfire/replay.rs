@@ -157,67 +157,12 @@ pub fn replay_stream(
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<ReplayReport, String> {
     o.validate()?;
-    progress("replay, pass 1: each volume's working set and days");
-    let mut reader = open()?;
-    let mut learnt: Vec<Learnt> = Vec::new();
-    let mut total = 0u64;
-    while let Some(r) = reader.next_record().map_err(|e| e.to_string())? {
-        total += 1;
-        let i = r.volume.index();
-        if learnt.len() <= i {
-            learnt.resize_with(i + 1, Learnt::default);
-        }
-        let v = &mut learnt[i];
-        if v.requests == 0 {
-            (v.first_ns, v.last_ns) = (r.time_ns, r.time_ns);
-        }
-        v.first_ns = v.first_ns.min(r.time_ns);
-        v.last_ns = v.last_ns.max(r.time_ns);
-        v.requests += 1;
-        v.blocks.extend(block_range(r.offset_bytes, r.length_bytes));
-    }
-    let info = reader.info().clone();
-    let names = reader.volumes().clone();
-    drop(reader);
-    if total == 0 {
-        return Err("the trace has no requests".into());
-    }
-    if !info.has_time {
-        return Err("the trace has no timestamps, so it cannot be split into days".into());
-    }
+    let (mut learnt, info, names, total) = learn(open, progress)?;
     let clock_origin = info.origin_unix_ns.unwrap_or(0);
     progress("replay, pass 2: the two days' I/Os");
+    let (origins, t_days) = new_cache_days(&learnt, clock_origin, o);
     // Per volume: I/Os of the day before T, of T's day, and reads of T's day.
-    let mut counts: FxHashMap<usize, (u64, u64, u64)> = FxHashMap::default();
-    let origins: Vec<i64> = learnt
-        .iter()
-        .map(|v| origin(v.first_ns, clock_origin, o.day_start_hour, o.day_ns))
-        .collect();
-    // Each volume's new-cache day, from 0: the one asked, or its last.
-    let t_days: Vec<i64> = learnt
-        .iter()
-        .zip(&origins)
-        .map(|(v, &origin_ns)| {
-            let last = (v.last_ns - origin_ns).div_euclid(o.day_ns);
-            (o.new_cache_day as i64 - 1).min(last)
-        })
-        .collect();
-    let mut reader = open()?;
-    while let Some(r) = reader.next_record().map_err(|e| e.to_string())? {
-        let i = r.volume.index();
-        let day = (r.time_ns - origins[i]).div_euclid(o.day_ns);
-        let t_day = t_days[i];
-        let c = counts.entry(i).or_default();
-        if day == t_day - 1 {
-            c.0 += 1;
-        } else if day == t_day {
-            c.1 += 1;
-            if r.op == Op::Read {
-                c.2 += 1;
-            }
-        }
-    }
-    drop(reader);
+    let counts = day_counts(open, &origins, &t_days, o)?;
     let mut skipped = Vec::new();
     let mut state: Vec<Option<Replaying>> = Vec::new();
     for (i, v) in learnt.iter_mut().enumerate() {
@@ -229,24 +174,8 @@ pub fn replay_stream(
             state.push(None);
             continue;
         }
-        if t_days[i] < 1 {
-            skipped.push((name, "shorter than two days".to_owned()));
-            state.push(None);
-            continue;
-        }
-        if on_day == 0 {
-            skipped.push((name, format!("no requests on day {}", t_days[i] + 1)));
-            state.push(None);
-            continue;
-        }
-        if reads == 0 {
-            skipped.push((
-                name,
-                format!(
-                    "no reads on day {}: read hit rates are undefined",
-                    t_days[i] + 1
-                ),
-            ));
+        if let Some(why) = skip_reason(t_days[i], on_day, reads) {
+            skipped.push((name, why));
             state.push(None);
             continue;
         }
@@ -324,67 +253,12 @@ pub fn replay_stream(
     drop(reader);
     let mut volumes = Vec::new();
     for (i, s) in state.into_iter().enumerate() {
-        let Some(v) = s else { continue };
+        let Some(mut v) = s else { continue };
         let name = names.name(VolumeId(i as u32)).to_owned();
-        let Some((cold, bonfire)) = v.new else {
-            skipped.push((name, format!("no requests on day {}", v.t_day + 1)));
-            continue;
-        };
-        let n = (v.io.div_ceil(v.interval_ios)) as usize;
-        let first = (v.start_io / v.interval_ios) as usize;
-        let pad = |mut t: Vec<TimedInterval>| {
-            t.resize(n.max(t.len()), TimedInterval::default());
-            t
-        };
-        let always = pad(v.always.intervals);
-        let counts = |t: &[TimedInterval]| t.iter().map(|t| t.blocks).collect::<Vec<Interval>>();
-        let always_after = counts(&always[first..]);
-        let mut series = Vec::new();
-        for (scheme, t, is_new) in [
-            ("always-warm", always.clone(), false),
-            ("cold", pad(cold.intervals), true),
-            ("bonfire", pad(bonfire.intervals), true),
-        ] {
-            let after = &t[first..];
-            let after_counts = counts(after);
-            let converge = is_new
-                .then(|| schemes::convergence(&after_counts, &always_after, o.th_v, o.th_n))
-                .flatten();
-            // The interval holding T is shared with the day before; T_converge counts from T.
-            let converge_after_ios =
-                converge.map(|k| ((first + k) as u64 * v.interval_ios).saturating_sub(v.start_io));
-            // Cold and Bonfire have no figure before their caches existed.
-            let per_interval = |f: fn(&TimedInterval) -> Option<f64>| -> Vec<Option<f64>> {
-                t.iter()
-                    .enumerate()
-                    .map(|(k, x)| if is_new && k < first { None } else { f(x) })
-                    .collect()
-            };
-            series.push(ReplaySeries {
-                scheme: scheme.into(),
-                hit_rates: per_interval(|x| x.blocks.hit_rate()),
-                read_latency_ms: per_interval(TimedInterval::mean_ms),
-                hit_rate: schemes::server_load_reduction(&after_counts, after_counts.len()),
-                mean_read_latency_ms: latency::mean_read_ms(after),
-                converge_after_ios: if is_new { converge_after_ios } else { Some(0) },
-            });
+        match v.new.take() {
+            None => skipped.push((name, format!("no requests on day {}", v.t_day + 1))),
+            Some(new) => volumes.push(replay_volume(name, v, new, o)),
         }
-        let improvement_pct = match (series[1].converge_after_ios, series[2].converge_after_ios) {
-            (Some(c), Some(b)) if c > 0 => Some((c as f64 - b as f64) / c as f64 * 100.0),
-            _ => None,
-        };
-        volumes.push(ReplayVolume {
-            volume: name,
-            new_cache_day: v.t_day as usize + 1,
-            working_set_blocks: v.wss,
-            cache_blocks: v.always.cache.capacity() as u64,
-            preload_blocks: v.preload_blocks,
-            start_io: v.start_io,
-            ios: v.io,
-            interval_ios: v.interval_ios,
-            series,
-            improvement_pct,
-        });
     }
     if volumes.is_empty() {
         return Err(format!(
@@ -410,4 +284,169 @@ pub fn replay_stream(
         volumes,
         skipped,
     })
+}
+
+/// Pass 1: each volume's span, requests and blocks; the trace's information and volumes; the
+/// requests in all. A trace with no request, or no timestamps, is refused.
+fn learn(
+    open: &mut Opener,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<(Vec<Learnt>, TraceInfo, VolumeTable, u64), String> {
+    progress("replay, pass 1: each volume's working set and days");
+    let mut reader = open()?;
+    let mut learnt: Vec<Learnt> = Vec::new();
+    let mut total = 0u64;
+    while let Some(r) = reader.next_record().map_err(|e| e.to_string())? {
+        total += 1;
+        let i = r.volume.index();
+        if learnt.len() <= i {
+            learnt.resize_with(i + 1, Learnt::default);
+        }
+        let v = &mut learnt[i];
+        if v.requests == 0 {
+            (v.first_ns, v.last_ns) = (r.time_ns, r.time_ns);
+        }
+        v.first_ns = v.first_ns.min(r.time_ns);
+        v.last_ns = v.last_ns.max(r.time_ns);
+        v.requests += 1;
+        v.blocks.extend(block_range(r.offset_bytes, r.length_bytes));
+    }
+    let info = reader.info().clone();
+    let names = reader.volumes().clone();
+    drop(reader);
+    if total == 0 {
+        return Err("the trace has no requests".into());
+    }
+    if !info.has_time {
+        return Err("the trace has no timestamps, so it cannot be split into days".into());
+    }
+    Ok((learnt, info, names, total))
+}
+
+/// One volume's replay as reported: always-warm, cold and Bonfire per interval, their hit
+/// rates, read latencies and convergence from the new cache's start (`new`: the cold and
+/// Bonfire caches' timelines).
+fn replay_volume(
+    name: String,
+    v: Replaying,
+    (cold, bonfire): (Timed<Lru>, Timed<Lru>),
+    o: &ReplayOptions,
+) -> ReplayVolume {
+    let n = (v.io.div_ceil(v.interval_ios)) as usize;
+    let first = (v.start_io / v.interval_ios) as usize;
+    let pad = |mut t: Vec<TimedInterval>| {
+        t.resize(n.max(t.len()), TimedInterval::default());
+        t
+    };
+    let always = pad(v.always.intervals);
+    let counts = |t: &[TimedInterval]| t.iter().map(|t| t.blocks).collect::<Vec<Interval>>();
+    let always_after = counts(&always[first..]);
+    let mut series = Vec::new();
+    for (scheme, t, is_new) in [
+        ("always-warm", always.clone(), false),
+        ("cold", pad(cold.intervals), true),
+        ("bonfire", pad(bonfire.intervals), true),
+    ] {
+        let after = &t[first..];
+        let after_counts = counts(after);
+        let converge = is_new
+            .then(|| schemes::convergence(&after_counts, &always_after, o.th_v, o.th_n))
+            .flatten();
+        // The interval holding T is shared with the day before; T_converge counts from T.
+        let converge_after_ios =
+            converge.map(|k| ((first + k) as u64 * v.interval_ios).saturating_sub(v.start_io));
+        // Cold and Bonfire have no figure before their caches existed.
+        let per_interval = |f: fn(&TimedInterval) -> Option<f64>| -> Vec<Option<f64>> {
+            t.iter()
+                .enumerate()
+                .map(|(k, x)| if is_new && k < first { None } else { f(x) })
+                .collect()
+        };
+        series.push(ReplaySeries {
+            scheme: scheme.into(),
+            hit_rates: per_interval(|x| x.blocks.hit_rate()),
+            read_latency_ms: per_interval(TimedInterval::mean_ms),
+            hit_rate: schemes::server_load_reduction(&after_counts, after_counts.len()),
+            mean_read_latency_ms: latency::mean_read_ms(after),
+            converge_after_ios: if is_new { converge_after_ios } else { Some(0) },
+        });
+    }
+    let improvement_pct = match (series[1].converge_after_ios, series[2].converge_after_ios) {
+        (Some(c), Some(b)) if c > 0 => Some((c as f64 - b as f64) / c as f64 * 100.0),
+        _ => None,
+    };
+    ReplayVolume {
+        volume: name,
+        new_cache_day: v.t_day as usize + 1,
+        working_set_blocks: v.wss,
+        cache_blocks: v.always.cache.capacity() as u64,
+        preload_blocks: v.preload_blocks,
+        start_io: v.start_io,
+        ios: v.io,
+        interval_ios: v.interval_ios,
+        series,
+        improvement_pct,
+    }
+}
+
+/// Each volume's day origin, and its new-cache day from 0: the one asked, or its last.
+fn new_cache_days(learnt: &[Learnt], clock_origin: i64, o: &ReplayOptions) -> (Vec<i64>, Vec<i64>) {
+    let origins: Vec<i64> = learnt
+        .iter()
+        .map(|v| origin(v.first_ns, clock_origin, o.day_start_hour, o.day_ns))
+        .collect();
+    let t_days: Vec<i64> = learnt
+        .iter()
+        .zip(&origins)
+        .map(|(v, &origin_ns)| {
+            let last = (v.last_ns - origin_ns).div_euclid(o.day_ns);
+            (o.new_cache_day as i64 - 1).min(last)
+        })
+        .collect();
+    (origins, t_days)
+}
+
+/// Pass 2: per volume, its I/Os of the day before its new-cache day, of that day, and that
+/// day's reads.
+fn day_counts(
+    open: &mut Opener,
+    origins: &[i64],
+    t_days: &[i64],
+    o: &ReplayOptions,
+) -> Result<FxHashMap<usize, (u64, u64, u64)>, String> {
+    let mut counts: FxHashMap<usize, (u64, u64, u64)> = FxHashMap::default();
+    let mut reader = open()?;
+    while let Some(r) = reader.next_record().map_err(|e| e.to_string())? {
+        let i = r.volume.index();
+        let day = (r.time_ns - origins[i]).div_euclid(o.day_ns);
+        let t_day = t_days[i];
+        let c = counts.entry(i).or_default();
+        if day == t_day - 1 {
+            c.0 += 1;
+        } else if day == t_day {
+            c.1 += 1;
+            if r.op == Op::Read {
+                c.2 += 1;
+            }
+        }
+    }
+    drop(reader);
+    Ok(counts)
+}
+
+/// Why a volume with requests is not replayed: fewer than two days, or no request (or no
+/// read) on its new-cache day `t_day` (from 0).
+fn skip_reason(t_day: i64, on_day: u64, reads: u64) -> Option<String> {
+    if t_day < 1 {
+        Some("shorter than two days".to_owned())
+    } else if on_day == 0 {
+        Some(format!("no requests on day {}", t_day + 1))
+    } else if reads == 0 {
+        Some(format!(
+            "no reads on day {}: read hit rates are undefined",
+            t_day + 1
+        ))
+    } else {
+        None
+    }
 }
