@@ -135,25 +135,7 @@ fn on_axis(axis: Axis, index: usize, r: &Record) -> Record {
 
 /// One run of the three schemes on `input`, Random-K drawing from `seed`.
 pub fn run(a: &SchemesConfig, input: &TraceInput, seed: u64) -> Result<SchemesReport> {
-    let (mut n, mut first, mut last) = (0usize, i64::MAX, i64::MIN);
-    let mut first_time = None;
-    let mut one_time = true;
-    let mut seen = rustc_hash::FxHashSet::default();
-    input.for_each_record(|_, r| {
-        let r = on_axis(a.axis, n, r);
-        n += 1;
-        (first, last) = (first.min(r.time_ns), last.max(r.time_ns));
-        one_time &= *first_time.get_or_insert(r.time_ns) == r.time_ns;
-        seen.extend(block_range(r.offset_bytes, r.length_bytes));
-    })?;
-    let wss = seen.len() as u64;
-    drop(seen);
-    if n == 0 {
-        bail!("the trace has no records");
-    }
-    if a.axis == Axis::Time && one_time {
-        bail!("the trace has no timestamps: use --axis requests");
-    }
+    let (n, first, last, wss) = scan(input, a.axis)?;
     // The axis unit in ns (time) or 1 (requests).
     let unit = if a.axis == Axis::Time { 1e9 } else { 1.0 };
     let start_ns = match a.start {
@@ -182,34 +164,7 @@ pub fn run(a: &SchemesConfig, input: &TraceInput, seed: u64) -> Result<SchemesRe
         None if a.axis == Axis::Time => start_ns - 86_400_000_000_000,
         None => i64::MIN,
     };
-    let region_bytes =
-        cordillera_models::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
-    if region_bytes == 0 || !region_bytes.is_multiple_of(BLOCK_BYTES) {
-        bail!("--region must be a positive multiple of 4 KiB");
-    }
-    let readahead_bytes =
-        cordillera_models::presets::parse_size(&a.readahead).map_err(anyhow::Error::msg)?;
-    if !(a.th_v > 0.0 && a.th_v <= 1.0 && a.th_n >= 0.0 && a.th_n < 1.0) {
-        bail!("Equation 1 needs 0 < Th_V ≤ 1 and 0 ≤ Th_N < 1");
-    }
-    let cache_blocks = blocks_of(&a.cache_size, wss, "--cache-size")?;
-    let warmup_blocks = blocks_of(&a.warmup_size, wss, "--warmup-size")?;
-    if cache_blocks == 0 {
-        bail!(
-            "--cache-size {} is less than one 4 KiB block (the working set is {wss} blocks)",
-            a.cache_size
-        );
-    }
-    if warmup_blocks > cache_blocks {
-        bail!(
-            "--warmup-size {} ({warmup_blocks} blocks) is more than the cache holds (--cache-size {}: {cache_blocks} blocks)",
-            a.warmup_size,
-            a.cache_size
-        );
-    }
-    if cache_blocks >= u64::from(u32::MAX) {
-        bail!("--cache-size is over the simulator's limit of 2^32 - 1 blocks");
-    }
+    let (region_bytes, readahead_bytes, cache_blocks, warmup_blocks) = sizes(a, wss)?;
     let mut history = Vec::new();
     let mut index = 0;
     input.for_each_record(|_, r| {
@@ -424,4 +379,63 @@ pub fn over_seeds(
         spread,
         runs,
     })
+}
+
+/// The first pass: the records, the first and last places on the axis, and the working set
+/// in blocks. A trace with no record, or (on the time axis) no timestamps, is refused.
+fn scan(input: &TraceInput, axis: Axis) -> Result<(usize, i64, i64, u64)> {
+    let (mut n, mut first, mut last) = (0usize, i64::MAX, i64::MIN);
+    let mut first_time = None;
+    let mut one_time = true;
+    let mut seen = rustc_hash::FxHashSet::default();
+    input.for_each_record(|_, r| {
+        let r = on_axis(axis, n, r);
+        n += 1;
+        (first, last) = (first.min(r.time_ns), last.max(r.time_ns));
+        one_time &= *first_time.get_or_insert(r.time_ns) == r.time_ns;
+        seen.extend(block_range(r.offset_bytes, r.length_bytes));
+    })?;
+    let wss = seen.len() as u64;
+    drop(seen);
+    if n == 0 {
+        bail!("the trace has no records");
+    }
+    if axis == Axis::Time && one_time {
+        bail!("the trace has no timestamps: use --axis requests");
+    }
+    Ok((n, first, last, wss))
+}
+
+/// The region, read-ahead, cache and warm-up sizes (the last two in blocks of a working set
+/// of `wss`), each checked; and Equation 1's thresholds.
+fn sizes(a: &SchemesConfig, wss: u64) -> Result<(u64, u64, u64, u64)> {
+    let region_bytes =
+        cordillera_models::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
+    if region_bytes == 0 || !region_bytes.is_multiple_of(BLOCK_BYTES) {
+        bail!("--region must be a positive multiple of 4 KiB");
+    }
+    let readahead_bytes =
+        cordillera_models::presets::parse_size(&a.readahead).map_err(anyhow::Error::msg)?;
+    if !(a.th_v > 0.0 && a.th_v <= 1.0 && a.th_n >= 0.0 && a.th_n < 1.0) {
+        bail!("Equation 1 needs 0 < Th_V ≤ 1 and 0 ≤ Th_N < 1");
+    }
+    let cache_blocks = blocks_of(&a.cache_size, wss, "--cache-size")?;
+    let warmup_blocks = blocks_of(&a.warmup_size, wss, "--warmup-size")?;
+    if cache_blocks == 0 {
+        bail!(
+            "--cache-size {} is less than one 4 KiB block (the working set is {wss} blocks)",
+            a.cache_size
+        );
+    }
+    if warmup_blocks > cache_blocks {
+        bail!(
+            "--warmup-size {} ({warmup_blocks} blocks) is more than the cache holds (--cache-size {}: {cache_blocks} blocks)",
+            a.warmup_size,
+            a.cache_size
+        );
+    }
+    if cache_blocks >= u64::from(u32::MAX) {
+        bail!("--cache-size is over the simulator's limit of 2^32 - 1 blocks");
+    }
+    Ok((region_bytes, readahead_bytes, cache_blocks, warmup_blocks))
 }
