@@ -49,123 +49,182 @@ const REQUEST_BYTES: u64 = 8 * KIB;
 const SPAN_BYTES: u64 = 7_500_000_000;
 
 pub(super) fn oltp(options: &Options, progress: Progress) -> Oltp {
-    let run_ns = options.micro_s * 1_000_000_000;
-    let depth = options.oltp_depth;
-    let active = || Load::Closed {
-        depth,
-        read_fraction: 1.0 - options.oltp_write_fraction,
-        sequential: false,
+    let mut rig = Rig {
+        options,
+        run_ns: options.micro_s * 1_000_000_000,
+        progress,
+        baseline: 0.0,
+    };
+    rig.baseline = rig.step(
+        "baseline",
+        rig.setup(vec![rig.client(vec![], false)], Policy::Baseline, None, 1),
+        1,
+    );
+    let figure9 = figure9(&mut rig);
+    let (figure11_stores, figure11_clients) = figure11(&mut rig);
+    let figure12 = figure12(&mut rig);
+    Oltp {
         request_bytes: REQUEST_BYTES,
+        write_fraction: options.oltp_write_fraction,
+        read_bound_ceiling: 1.0 / (1.0 - options.oltp_write_fraction),
         span_bytes: SPAN_BYTES,
-        from_ns: 0,
-        until_ns: run_ns,
-    };
-    let client = |store_set: Vec<usize>, store: bool| VolumeSpec {
-        load: active(),
-        client: true,
-        store,
-        store_set,
-    };
-    let idle_store = || VolumeSpec {
-        load: Load::Idle,
-        client: false,
-        store: true,
-        store_set: Vec::new(),
-    };
-    let setup =
-        |volumes: Vec<VolumeSpec>, policy: Policy, array: Option<&str>, n_way: usize| Setup {
+        depth: options.oltp_depth,
+        seconds: options.micro_s,
+        baseline_iops: rig.baseline,
+        figure9,
+        figure11_stores,
+        figure11_clients,
+        figure12,
+    }
+}
+
+/// What every OLTP run shares: the options, the run's length, where progress goes, and the
+/// baseline's throughput once measured.
+struct Rig<'a> {
+    options: &'a Options,
+    run_ns: u64,
+    progress: Progress<'a>,
+    baseline: f64,
+}
+
+impl Rig<'_> {
+    /// The OLTP load of an active volume.
+    fn active(&self) -> Load {
+        Load::Closed {
+            depth: self.options.oltp_depth,
+            read_fraction: 1.0 - self.options.oltp_write_fraction,
+            sequential: false,
+            request_bytes: REQUEST_BYTES,
+            span_bytes: SPAN_BYTES,
+            from_ns: 0,
+            until_ns: self.run_ns,
+        }
+    }
+
+    /// An active volume with a client off-loading to `store_set` (and a store of its own).
+    fn client(&self, store_set: Vec<usize>, store: bool) -> VolumeSpec {
+        VolumeSpec {
+            load: self.active(),
+            client: true,
+            store,
+            store_set,
+        }
+    }
+
+    /// An idle volume hosting a store.
+    fn idle_store(&self) -> VolumeSpec {
+        VolumeSpec {
+            load: Load::Idle,
+            client: false,
+            store: true,
+            store_set: Vec::new(),
+        }
+    }
+
+    fn setup(
+        &self,
+        volumes: Vec<VolumeSpec>,
+        policy: Policy,
+        array: Option<&str>,
+        n_way: usize,
+    ) -> Setup {
+        let o = self.options;
+        Setup {
             array: array.map(|a| a.parse().expect("a valid array")),
             policy,
             n_way,
-            t_base: options.t_base,
-            t_store: options.t_store,
-            n_reclaim: options.n_reclaim,
+            t_base: o.t_base,
+            t_store: o.t_store,
+            n_reclaim: o.n_reclaim,
             sample_ns: 100_000_000,
-            end_ns: run_ns,
-            seed: options.seed,
+            end_ns: self.run_ns,
+            seed: o.seed,
             ..Setup::everest(volumes)
-        };
-    // The mean throughput of the volumes that carry the load.
-    let iops = |o: &Outcome, clients: usize| {
+        }
+    }
+
+    /// Runs `s`, said as `what`: the mean throughput of the `clients` volumes carrying the load.
+    fn step(&mut self, what: &str, s: Setup, clients: usize) -> f64 {
+        (self.progress)(&format!("OLTP (§4.2): {what}"));
+        let o = volumes::run(&s);
         o.volumes[..clients]
             .iter()
-            .map(|v| v.answered as f64 / (run_ns as f64 / 1e9))
+            .map(|v| v.answered as f64 / (self.run_ns as f64 / 1e9))
             .sum::<f64>()
             / clients as f64
-    };
-    let mut step = |what: &str, s: Setup, clients: usize| {
-        progress(&format!("OLTP (§4.2): {what}"));
-        iops(&volumes::run(&s), clients)
-    };
-    let baseline = step(
-        "baseline",
-        setup(vec![client(vec![], false)], Policy::Baseline, None, 1),
-        1,
-    );
-    let bar = |config: &str, iops: f64, paper: &str| OltpBar {
-        config: config.into(),
-        iops,
-        over_baseline: iops / baseline,
-        paper: paper.into(),
-    };
+    }
+
+    fn bar(&self, config: &str, iops: f64, paper: &str) -> OltpBar {
+        OltpBar {
+            config: config.into(),
+            iops,
+            over_baseline: iops / self.baseline,
+            paper: paper.into(),
+        }
+    }
+}
+
+/// Figure 9: off-loading against a log-structured volume and a striped one.
+fn figure9(rig: &mut Rig) -> Vec<OltpBar> {
     // Figure 9. "Log-structured" is a client off-loading every write to a store on its own
     // disk (or array): writes become appends to a log, reads of written data come from it.
-    let mut figure9 = vec![bar("baseline (1 disk)", baseline, "1 (the baseline)")];
-    let v = step(
+    let mut figure9 = vec![rig.bar("baseline (1 disk)", rig.baseline, "1 (the baseline)")];
+    let v = rig.step(
         "off-load to a store on a second disk",
-        setup(
-            vec![client(vec![1], false), idle_store()],
+        rig.setup(
+            vec![rig.client(vec![1], false), rig.idle_store()],
             Policy::Peak,
             None,
             1,
         ),
         1,
     );
-    figure9.push(bar(
-        "off-load (1 disk + a store's disk)",
-        v,
-        "3× the baseline",
-    ));
-    let v = step(
+    figure9.push(rig.bar("off-load (1 disk + a store's disk)", v, "3× the baseline"));
+    let v = rig.step(
         "log-structured on one disk",
-        setup(vec![client(vec![0], true)], Policy::Always, None, 1),
+        rig.setup(vec![rig.client(vec![0], true)], Policy::Always, None, 1),
         1,
     );
-    figure9.push(bar("log-structured, 1 disk", v, "roughly 2×"));
-    let v = step(
+    figure9.push(rig.bar("log-structured, 1 disk", v, "roughly 2×"));
+    let v = rig.step(
         "a 2-disk RAID-0",
-        setup(
-            vec![client(vec![], false)],
+        rig.setup(
+            vec![rig.client(vec![], false)],
             Policy::Baseline,
             Some("raid0:2"),
             1,
         ),
         1,
     );
-    figure9.push(bar("striped, 2-disk RAID-0", v, "roughly 2×"));
-    let v = step(
+    figure9.push(rig.bar("striped, 2-disk RAID-0", v, "roughly 2×"));
+    let v = rig.step(
         "log-structured on a 2-disk RAID-0",
-        setup(
-            vec![client(vec![0], true)],
+        rig.setup(
+            vec![rig.client(vec![0], true)],
             Policy::Always,
             Some("raid0:2"),
             1,
         ),
         1,
     );
-    figure9.push(bar(
+    figure9.push(rig.bar(
         "log-structured, 2-disk RAID-0",
         v,
         "comparable to off-load (about 3×)",
     ));
 
+    figure9
+}
+
+/// Figure 11: one client with 1–3 idle stores, and 1–3 clients sharing one.
+fn figure11(rig: &mut Rig) -> (Vec<OltpBar>, Vec<OltpBar>) {
     let mut figure11_stores = Vec::new();
     for stores in 1..=3usize {
-        let mut volumes = vec![client((1..=stores).collect(), false)];
-        volumes.extend((0..stores).map(|_| idle_store()));
-        let v = step(
+        let mut volumes = vec![rig.client((1..=stores).collect(), false)];
+        volumes.extend((0..stores).map(|_| rig.idle_store()));
+        let v = rig.step(
             &format!("one client, {stores} idle store(s)"),
-            setup(volumes, Policy::Peak, None, 1),
+            rig.setup(volumes, Policy::Peak, None, 1),
             1,
         );
         let paper = match stores {
@@ -173,16 +232,17 @@ pub(super) fn oltp(options: &Options, progress: Progress) -> Oltp {
             3 => "6× (the abstract: \"scaling up to a factor of 6 with 3 idle machines\")",
             _ => "between 3× and 6× (read from the figure)",
         };
-        figure11_stores.push(bar(&format!("{stores} idle store(s)"), v, paper));
+        figure11_stores.push(rig.bar(&format!("{stores} idle store(s)"), v, paper));
     }
     let mut figure11_clients = Vec::new();
     for clients in 1..=3usize {
-        let mut volumes: Vec<VolumeSpec> =
-            (0..clients).map(|_| client(vec![clients], false)).collect();
-        volumes.push(idle_store());
-        let v = step(
-            &format!("{clients} client(s) sharing one idle store"),
-            setup(volumes, Policy::Peak, None, 1),
+        let mut volumes: Vec<VolumeSpec> = (0..clients)
+            .map(|_| rig.client(vec![clients], false))
+            .collect();
+        volumes.push(rig.idle_store());
+        let v = rig.step(
+            &format!("{clients} rig.client(s) sharing one idle store"),
+            rig.setup(volumes, Policy::Peak, None, 1),
             clients,
         );
         let paper = match clients {
@@ -190,15 +250,25 @@ pub(super) fn oltp(options: &Options, progress: Progress) -> Oltp {
             3 => "1.7× on average",
             _ => "between 3× and 1.7×, decreasing slightly per client",
         };
-        figure11_clients.push(bar(&format!("{clients} client(s), 1 store"), v, paper));
+        figure11_clients.push(rig.bar(&format!("{clients} rig.client(s), 1 store"), v, paper));
     }
 
+    (figure11_stores, figure11_clients)
+}
+
+/// Figure 12: 1-way and 2-way off-load, one client and two idle stores, then two clients and
+/// one idle store.
+fn figure12(rig: &mut Rig) -> Vec<OltpBar> {
     let mut figure12 = Vec::new();
     for n_way in [1usize, 2] {
-        let v = step(
+        let v = rig.step(
             &format!("{n_way}-way, one client, two idle stores"),
-            setup(
-                vec![client(vec![1, 2], false), idle_store(), idle_store()],
+            rig.setup(
+                vec![
+                    rig.client(vec![1, 2], false),
+                    rig.idle_store(),
+                    rig.idle_store(),
+                ],
                 Policy::Peak,
                 None,
                 n_way,
@@ -210,21 +280,17 @@ pub(super) fn oltp(options: &Options, progress: Progress) -> Oltp {
         } else {
             "a relatively small penalty against 1-way"
         };
-        figure12.push(bar(
-            &format!("{n_way}-way, 1 client, 2 idle stores"),
-            v,
-            paper,
-        ));
+        figure12.push(rig.bar(&format!("{n_way}-way, 1 client, 2 idle stores"), v, paper));
     }
     for n_way in [1usize, 2] {
         // Each active server hosts a store too: the other client may off-load to it.
-        let v = step(
+        let v = rig.step(
             &format!("{n_way}-way, two clients, one idle store"),
-            setup(
+            rig.setup(
                 vec![
-                    client(vec![1, 2], true),
-                    client(vec![0, 2], true),
-                    idle_store(),
+                    rig.client(vec![1, 2], true),
+                    rig.client(vec![0, 2], true),
+                    rig.idle_store(),
                 ],
                 Policy::Peak,
                 None,
@@ -237,23 +303,7 @@ pub(super) fn oltp(options: &Options, progress: Progress) -> Oltp {
         } else {
             "equal to the baseline: neither client finds two lightly loaded stores, so nothing is off-loaded"
         };
-        figure12.push(bar(
-            &format!("{n_way}-way, 2 clients, 1 idle store"),
-            v,
-            paper,
-        ));
+        figure12.push(rig.bar(&format!("{n_way}-way, 2 clients, 1 idle store"), v, paper));
     }
-    Oltp {
-        request_bytes: REQUEST_BYTES,
-        write_fraction: options.oltp_write_fraction,
-        read_bound_ceiling: 1.0 / (1.0 - options.oltp_write_fraction),
-        span_bytes: SPAN_BYTES,
-        depth,
-        seconds: options.micro_s,
-        baseline_iops: baseline,
-        figure9,
-        figure11_stores,
-        figure11_clients,
-        figure12,
-    }
+    figure12
 }
