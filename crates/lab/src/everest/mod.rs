@@ -360,71 +360,8 @@ pub fn run(
     }
     let mut cpu = (0u64, 0u64);
     for r in &replays {
-        let run = |policy: Policy, nvram: bool, progress: &mut dyn FnMut(&str)| {
-            progress(&format!(
-                "episode {}: {} off-load{}",
-                r.info.rank,
-                policy_name(policy),
-                if nvram { ", NVRAM" } else { "" }
-            ));
-            let mut setup = setup_for(r, options, policy);
-            setup.time_client = policy == Policy::Peak && !nvram;
-            if nvram {
-                setup.nvram = Some(NvramParams {
-                    capacity_bytes: options.nvram_bytes / 3,
-                    write_fraction: options.nvram_write_fraction,
-                    latency_ms: 0.05,
-                    destage_depth_max: 8,
-                });
-            }
-            let outcome = volumes::run(&setup);
-            config_result(&outcome, r.duration_ns)
-        };
-        let baseline = run(Policy::Baseline, false, progress);
-        let always = run(Policy::Always, false, progress);
-        let peak = run(Policy::Peak, false, progress);
-        if peak.offloaded_writes > 0 {
-            // Runs that off-loaded nothing have no per-write cost to add.
-            cpu.0 += peak.client_cpu_ns;
-            cpu.1 += peak.offloaded_writes;
-        }
-        let nvram = options.parts.nvram.then(|| NvramResult {
-            baseline: run(Policy::Baseline, true, progress),
-            peak: run(Policy::Peak, true, progress),
-        });
-        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-            _ => None,
-        };
-        let replayed = r.loads.iter().map(|l| l.len() as u64).sum::<u64>();
-        let reads = r
-            .loads
-            .iter()
-            .flatten()
-            .filter(|q| q.op == Op::Read)
-            .count() as u64;
-        report.episodes.push(EpisodeReport {
-            rank: r.info.rank,
-            start_s: r.info.start_s,
-            end_s: r.info.end_s,
-            requests: r.info.requests,
-            read_pct: r.info.read_pct,
-            peak_rate_per_s: r.info.peak_rate_per_s,
-            peak_start_s: r.info.peak_start_s,
-            peak_end_s: r.info.peak_end_s,
-            peak_whole: r.info.peak_whole,
-            volumes: r.volumes.clone(),
-            replayed_requests: replayed,
-            replayed_read_pct: (replayed > 0).then(|| 100.0 * reads as f64 / replayed as f64),
-            peak_speedup: ratio(baseline.mean_ms, peak.mean_ms),
-            always_speedup: ratio(baseline.mean_ms, always.mean_ms),
-            configs: Configs {
-                baseline,
-                always,
-                peak,
-            },
-            nvram,
-        });
+        let episode = replay_episode(r, options, &mut cpu, progress);
+        report.episodes.push(episode);
     }
     report.client_us_per_offloaded_write =
         (cpu.1 > 0 && cpu.0 > 0).then(|| cpu.0 as f64 / 1000.0 / cpu.1 as f64);
@@ -458,6 +395,81 @@ pub fn run(
         report.oltp = Some(oltp::oltp(options, progress));
     }
     Ok(report)
+}
+
+/// One episode replayed under the baseline, always and peak off-load (and with NVRAM when
+/// asked); the client's CPU per off-loaded write is added to `cpu` (ns, writes).
+fn replay_episode(
+    r: &Replay,
+    options: &Options,
+    cpu: &mut (u64, u64),
+    progress: &mut dyn FnMut(&str),
+) -> EpisodeReport {
+    let run = |policy: Policy, nvram: bool, progress: &mut dyn FnMut(&str)| {
+        progress(&format!(
+            "episode {}: {} off-load{}",
+            r.info.rank,
+            policy_name(policy),
+            if nvram { ", NVRAM" } else { "" }
+        ));
+        let mut setup = setup_for(r, options, policy);
+        setup.time_client = policy == Policy::Peak && !nvram;
+        if nvram {
+            setup.nvram = Some(NvramParams {
+                capacity_bytes: options.nvram_bytes / 3,
+                write_fraction: options.nvram_write_fraction,
+                latency_ms: 0.05,
+                destage_depth_max: 8,
+            });
+        }
+        let outcome = volumes::run(&setup);
+        config_result(&outcome, r.duration_ns)
+    };
+    let baseline = run(Policy::Baseline, false, progress);
+    let always = run(Policy::Always, false, progress);
+    let peak = run(Policy::Peak, false, progress);
+    if peak.offloaded_writes > 0 {
+        // Runs that off-loaded nothing have no per-write cost to add.
+        cpu.0 += peak.client_cpu_ns;
+        cpu.1 += peak.offloaded_writes;
+    }
+    let nvram = options.parts.nvram.then(|| NvramResult {
+        baseline: run(Policy::Baseline, true, progress),
+        peak: run(Policy::Peak, true, progress),
+    });
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    let replayed = r.loads.iter().map(|l| l.len() as u64).sum::<u64>();
+    let reads = r
+        .loads
+        .iter()
+        .flatten()
+        .filter(|q| q.op == Op::Read)
+        .count() as u64;
+    EpisodeReport {
+        rank: r.info.rank,
+        start_s: r.info.start_s,
+        end_s: r.info.end_s,
+        requests: r.info.requests,
+        read_pct: r.info.read_pct,
+        peak_rate_per_s: r.info.peak_rate_per_s,
+        peak_start_s: r.info.peak_start_s,
+        peak_end_s: r.info.peak_end_s,
+        peak_whole: r.info.peak_whole,
+        volumes: r.volumes.clone(),
+        replayed_requests: replayed,
+        replayed_read_pct: (replayed > 0).then(|| 100.0 * reads as f64 / replayed as f64),
+        peak_speedup: ratio(baseline.mean_ms, peak.mean_ms),
+        always_speedup: ratio(baseline.mean_ms, always.mean_ms),
+        configs: Configs {
+            baseline,
+            always,
+            peak,
+        },
+        nvram,
+    }
 }
 
 /// Figure 6's sampling period for episodes up to `longest_ns`: 200 samples, in steps of the
