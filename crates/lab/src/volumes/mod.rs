@@ -543,96 +543,101 @@ impl Core for Node {
     }
 }
 
+/// The nodes of a run: each volume's upper layer with its load, its client (formatted, or
+/// recovered on a restart) and its store; a restarted volume's load is idle.
+fn node_factory(setup: &Setup, tally: &Tally) -> impl FnMut(NodeId) -> Node + 'static {
+    let start_ns = LEAD_NS;
+    let n = setup.volumes.len();
+    let layout = setup.layout();
+    let store_config = StoreConfig::new(layout.log_bytes);
+    let mut started = vec![false; n];
+    let specs = setup.volumes.clone();
+    let s = setup.clone();
+    let node_tally = tally.clone();
+    move |id: NodeId| {
+        let restart = started[id];
+        started[id] = true;
+        let spec = &specs[id];
+        let store = spec.store.then(|| {
+            if restart {
+                Store::recover(store_config, s.seed ^ id as u64, 0)
+            } else {
+                Store::format(store_config, 1000 + id as u128, s.seed ^ id as u64)
+            }
+        });
+        let store_nodes = spec.store_set.clone();
+        let client = spec.client.then(|| {
+            let config = Config {
+                policy: s.policy,
+                n_way: s.n_way,
+                t_base: s.t_base,
+                t_store: s.t_store,
+                n_reclaim: s.n_reclaim,
+                request_timeout_ns: None,
+                ..Config::new(id as u64 + 1, id as u64 + 1, layout.volume_bytes)
+            };
+            if restart {
+                Client::recover(config, 0)
+            } else {
+                let stores = store_nodes
+                    .iter()
+                    .map(|&n| StoreInfo {
+                        id: 1000 + n as u64,
+                        server: n as u64,
+                    })
+                    .collect();
+                Client::format(config, stores, 0)
+            }
+        });
+        Node {
+            id,
+            nodes: n,
+            start_ns,
+            restart,
+            restarted_at: None,
+            client,
+            store_nodes,
+            store,
+            upper: Upper {
+                load: if restart {
+                    Load::Idle
+                } else {
+                    spec.load.clone()
+                },
+                next: 0,
+                in_flight: HashMap::new(),
+                next_id: 0,
+                rng: SimRng::new(s.seed, 10 + id as u64),
+                seq_offset: 0,
+                usable_bytes: layout.usable_bytes,
+            },
+            time_client: s.time_client,
+            switch_policy: s.switch_policy,
+            sample_ns: s.sample_ns,
+            next_tick: 0,
+            senders: HashMap::new(),
+            next_tag: 0,
+            base_disk: DiskPort::new(0, 0, Durability::WriteThrough),
+            store_disk: DiskPort::new(OWNER_STORE, layout.store_offset, Durability::WriteThrough),
+            store_done: VecDeque::new(),
+            next_housekeeping: 0,
+            out: VecDeque::new(),
+            io: VecDeque::new(),
+            result: VolumeResult::default(),
+            last_answer_ns: 0,
+            tally: node_tally.clone(),
+        }
+    }
+}
+
 /// Runs `setup` to its end and reports what every volume saw.
 pub fn run(setup: &Setup) -> Outcome {
     let layout = setup.layout();
     let n = setup.volumes.len();
-    let store_config = StoreConfig::new(layout.log_bytes);
     let start_ns = LEAD_NS;
-    let mut started = vec![false; n];
-    let specs = setup.volumes.clone();
-    let s = setup.clone();
     let tally = Tally::new(n);
-    let node_tally = tally.clone();
     let builder = WorldBuilder {
-        new_core: Box::new(move |id: NodeId| {
-            let restart = started[id];
-            started[id] = true;
-            let spec = &specs[id];
-            let store = spec.store.then(|| {
-                if restart {
-                    Store::recover(store_config, s.seed ^ id as u64, 0)
-                } else {
-                    Store::format(store_config, 1000 + id as u128, s.seed ^ id as u64)
-                }
-            });
-            let store_nodes = spec.store_set.clone();
-            let client = spec.client.then(|| {
-                let config = Config {
-                    policy: s.policy,
-                    n_way: s.n_way,
-                    t_base: s.t_base,
-                    t_store: s.t_store,
-                    n_reclaim: s.n_reclaim,
-                    request_timeout_ns: None,
-                    ..Config::new(id as u64 + 1, id as u64 + 1, layout.volume_bytes)
-                };
-                if restart {
-                    Client::recover(config, 0)
-                } else {
-                    let stores = store_nodes
-                        .iter()
-                        .map(|&n| StoreInfo {
-                            id: 1000 + n as u64,
-                            server: n as u64,
-                        })
-                        .collect();
-                    Client::format(config, stores, 0)
-                }
-            });
-            Node {
-                id,
-                nodes: n,
-                start_ns,
-                restart,
-                restarted_at: None,
-                client,
-                store_nodes,
-                store,
-                upper: Upper {
-                    load: if restart {
-                        Load::Idle
-                    } else {
-                        spec.load.clone()
-                    },
-                    next: 0,
-                    in_flight: HashMap::new(),
-                    next_id: 0,
-                    rng: SimRng::new(s.seed, 10 + id as u64),
-                    seq_offset: 0,
-                    usable_bytes: layout.usable_bytes,
-                },
-                time_client: s.time_client,
-                switch_policy: s.switch_policy,
-                sample_ns: s.sample_ns,
-                next_tick: 0,
-                senders: HashMap::new(),
-                next_tag: 0,
-                base_disk: DiskPort::new(0, 0, Durability::WriteThrough),
-                store_disk: DiskPort::new(
-                    OWNER_STORE,
-                    layout.store_offset,
-                    Durability::WriteThrough,
-                ),
-                store_done: VecDeque::new(),
-                next_housekeeping: 0,
-                out: VecDeque::new(),
-                io: VecDeque::new(),
-                result: VolumeResult::default(),
-                last_answer_ns: 0,
-                tally: node_tally.clone(),
-            }
-        }),
+        new_core: Box::new(node_factory(setup, &tally)),
         new_device: Box::new({
             let s = setup.clone();
             move |_| s.new_device()
