@@ -116,6 +116,87 @@ pub struct RunReport {
     pub skipped: u64,
 }
 
+/// Each array's utilization per interval of a run: the busy time of its disks over the
+/// interval, per disk.
+struct UtilizationMeter {
+    /// Each array's disks, numbered pool-wide.
+    disks_of: Vec<std::ops::Range<usize>>,
+    interval_ns: u64,
+    busy_at_start: Vec<u64>,
+    next_boundary: Nanos,
+    series: Vec<Vec<f64>>,
+}
+
+impl UtilizationMeter {
+    fn new(device: &PoolDevice, interval_ns: u64) -> UtilizationMeter {
+        let pool = device.layout().pool();
+        let arrays = pool.arrays();
+        let disks_of: Vec<std::ops::Range<usize>> = (0..arrays.len())
+            .map(|a| pool.disk_index(a, 0)..pool.disk_index(a, 0) + arrays[a].disks)
+            .collect();
+        let mut meter = UtilizationMeter {
+            series: vec![Vec::new(); disks_of.len()],
+            disks_of,
+            interval_ns,
+            busy_at_start: Vec::new(),
+            next_boundary: interval_ns,
+        };
+        meter.busy_at_start = meter.busy(device);
+        meter
+    }
+
+    /// Each array's disks' busy time so far.
+    fn busy(&self, device: &PoolDevice) -> Vec<u64> {
+        self.disks_of
+            .iter()
+            .map(|r| {
+                device.members()[r.clone()]
+                    .iter()
+                    .map(|m| m.busy_ns())
+                    .sum()
+            })
+            .collect()
+    }
+
+    /// Closes every interval ending at or before `t`.
+    fn close(&mut self, t: Nanos, device: &PoolDevice) {
+        while t >= self.next_boundary {
+            let now = self.busy(device);
+            for (a, (b, s)) in now.iter().zip(&self.busy_at_start).enumerate() {
+                let disks = self.disks_of[a].len() as f64;
+                self.series[a].push((b - s) as f64 / self.interval_ns as f64 / disks);
+            }
+            self.busy_at_start = now;
+            self.next_boundary += self.interval_ns;
+        }
+    }
+
+    /// The series with the last, partial interval (unless shorter than half the others: it
+    /// would only add noise), and each array's mean utilization over the run to `end`.
+    fn finish(mut self, end: Nanos, device: &PoolDevice) -> (Vec<Vec<f64>>, Vec<f64>) {
+        let now = self.busy(device);
+        let partial = end + self.interval_ns - self.next_boundary;
+        if partial >= self.interval_ns / 2 {
+            for (a, (b, s)) in now.iter().zip(&self.busy_at_start).enumerate() {
+                let disks = self.disks_of[a].len() as f64;
+                self.series[a].push((b - s) as f64 / partial as f64 / disks);
+            }
+        }
+        let means = now
+            .iter()
+            .enumerate()
+            .map(|(a, b)| {
+                if end == 0 {
+                    0.0
+                } else {
+                    *b as f64 / end as f64 / self.disks_of[a].len() as f64
+                }
+            })
+            .collect();
+        (self.series, means)
+    }
+}
+
 /// Replays `records` (time order; `volume` is the index into the pool's volumes) open loop on
 /// the pool, each at its time whatever the disks' state.
 pub fn run(
@@ -138,24 +219,7 @@ pub fn run(
             histogram: Histogram::new(),
         })
         .collect();
-    let arrays = pool.arrays();
-    let disks_of: Vec<std::ops::Range<usize>> = (0..arrays.len())
-        .map(|a| pool.disk_index(a, 0)..pool.disk_index(a, 0) + arrays[a].disks)
-        .collect();
-    let busy = |device: &PoolDevice| -> Vec<u64> {
-        disks_of
-            .iter()
-            .map(|r| {
-                device.members()[r.clone()]
-                    .iter()
-                    .map(|m| m.busy_ns())
-                    .sum()
-            })
-            .collect()
-    };
-    let mut utilization: Vec<Vec<f64>> = vec![Vec::new(); arrays.len()];
-    let mut busy_at_start = busy(device);
-    let mut next_boundary = interval_ns;
+    let mut meter = UtilizationMeter::new(device, interval_ns);
     let mut submitted: VecDeque<Option<(Nanos, usize)>> = VecDeque::new();
     let (mut first_id, mut next_id) = (0u64, 0u64);
     let mut origin: Option<i64> = None;
@@ -164,17 +228,6 @@ pub fn run(
     let (mut wrapped, mut skipped) = (0, 0);
     let mut completions: Vec<Completion> = Vec::new();
     let mut pending = records.peekable();
-    let mut close = |t: Nanos, device: &PoolDevice, utilization: &mut Vec<Vec<f64>>| {
-        while t >= next_boundary {
-            let now = busy(device);
-            for (a, (b, s)) in now.iter().zip(&busy_at_start).enumerate() {
-                let disks = disks_of[a].len() as f64;
-                utilization[a].push((b - s) as f64 / interval_ns as f64 / disks);
-            }
-            busy_at_start = now;
-            next_boundary += interval_ns;
-        }
-    };
     loop {
         let arrival = loop {
             let Some(r) = pending.peek().copied() else {
@@ -197,7 +250,7 @@ pub fn run(
         };
         match (due, arrival) {
             (Some(t), _) => {
-                close(t, device, &mut utilization);
+                meter.close(t, device);
                 device.advance(t, &mut completions);
                 for c in completions.drain(..) {
                     let (at, v) = submitted[(c.id - first_id) as usize]
@@ -213,7 +266,7 @@ pub fn run(
             }
             (None, Some((at, r))) => {
                 pending.next();
-                close(at, device, &mut utilization);
+                meter.close(at, device);
                 first_arrival.get_or_insert(at);
                 last_arrival = at;
                 let v = r.volume.0 as usize;
@@ -239,29 +292,9 @@ pub fn run(
             (None, None) => break,
         }
     }
-    // The last, partial interval.
     let end = last_completion.max(last_arrival);
-    let now = busy(device);
-    let partial = end + interval_ns - next_boundary;
-    // A last interval shorter than half the others would only add noise to the series.
-    if partial >= interval_ns / 2 {
-        for (a, (b, s)) in now.iter().zip(&busy_at_start).enumerate() {
-            let disks = disks_of[a].len() as f64;
-            utilization[a].push((b - s) as f64 / partial as f64 / disks);
-        }
-    }
     let span = end.saturating_sub(first_arrival.unwrap_or(0));
-    let array_mean_utilization = now
-        .iter()
-        .enumerate()
-        .map(|(a, b)| {
-            if end == 0 {
-                0.0
-            } else {
-                *b as f64 / end as f64 / disks_of[a].len() as f64
-            }
-        })
-        .collect();
+    let (utilization, array_mean_utilization) = meter.finish(end, device);
     RunReport {
         volumes,
         array_utilization: utilization,
