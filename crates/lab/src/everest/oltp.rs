@@ -241,7 +241,7 @@ fn figure11(rig: &mut Rig) -> (Vec<OltpBar>, Vec<OltpBar>) {
             .collect();
         volumes.push(rig.idle_store());
         let v = rig.step(
-            &format!("{clients} rig.client(s) sharing one idle store"),
+            &format!("{clients} client(s) sharing one idle store"),
             rig.setup(volumes, Policy::Peak, None, 1),
             clients,
         );
@@ -250,7 +250,7 @@ fn figure11(rig: &mut Rig) -> (Vec<OltpBar>, Vec<OltpBar>) {
             3 => "1.7× on average",
             _ => "between 3× and 1.7×, decreasing slightly per client",
         };
-        figure11_clients.push(rig.bar(&format!("{clients} rig.client(s), 1 store"), v, paper));
+        figure11_clients.push(rig.bar(&format!("{clients} client(s), 1 store"), v, paper));
     }
 
     (figure11_stores, figure11_clients)
