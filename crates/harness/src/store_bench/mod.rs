@@ -209,7 +209,6 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
     NO_PIN.store(args.no_pin, std::sync::atomic::Ordering::Relaxed);
     let bytes = cordillera_models::presets::parse_size(&args.bytes).map_err(anyhow::Error::msg)?;
     let dir = &args.dir;
-    let progress = |what: &str| eprintln!("store bench: {what}");
 
     let memory_dir = match &args.memory_dir {
         Some(d) => d.clone(),
@@ -225,91 +224,21 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
     let ceiling_bytes = cordillera_models::presets::parse_size(&args.ceiling_bytes)
         .map_err(|e| anyhow::anyhow!("--ceiling-bytes: {e}"))?;
     let ceiling_small = (ceiling_bytes / 4).max(1 << 20);
+    let setup = Setup {
+        dir: dir.clone(),
+        bytes,
+        small,
+        memory_dir,
+        device: device.clone(),
+        ceiling_bytes,
+        ceiling_small,
+        rounds,
+    };
     let mut samples: Vec<Round> = Vec::new();
     // Each round measures the store and then fio, alternately, so that slow phases of a shared
     // machine fall on both; the figures are the medians over the rounds.
     for round in 1..=rounds {
-        progress(&format!(
-            "round {round}/{rounds}: 64 KiB writes, 16 outstanding"
-        ));
-        let (store_64k, flush_64k, store_file) =
-            store_writes(dir, 65536, 16, bytes, args.io, args.sparse)?;
-        let fio_64k = fio_write(
-            dir,
-            "64k",
-            16,
-            flush_64k.round().max(1.0) as u64,
-            bytes,
-            args.sparse,
-        )?;
-
-        progress(&format!("round {round}/{rounds}: recovery scan"));
-        // Whichever reads first also warms caches below the page cache (a virtual disk's host
-        // cache): scan, read, read, scan, and the best of each.
-        let (first_scan, scanned) = recovery_scan(&store_file, args.io)?;
-        let first_read = fio_read(&store_file, scanned)?;
-        let second_read = fio_read(&store_file, scanned)?;
-        let (second_scan, _) = recovery_scan(&store_file, args.io)?;
-        if !args.keep || round < rounds {
-            std::fs::remove_file(&store_file).ok();
-        }
-
-        progress(&format!(
-            "round {round}/{rounds}: 4 KiB writes, 32 outstanding"
-        ));
-        let (store_4k, flush_4k, file_4k) =
-            store_writes(dir, 4096, 32, small, args.io, args.sparse)?;
-        std::fs::remove_file(&file_4k).ok();
-        let fio_4k = fio_write(
-            dir,
-            "4k",
-            32,
-            flush_4k.round().max(1.0) as u64,
-            small,
-            args.sparse,
-        )?;
-
-        progress(&format!(
-            "round {round}/{rounds}: acknowledgement latency, 1 outstanding"
-        ));
-        let (store_p50, store_p99) =
-            store_latency(dir, args.latency_requests, args.io, args.sparse)?;
-        let (fio_p50, fio_p99) = fio_latency(dir, args.latency_requests, args.sparse)?;
-        progress(&format!(
-            "round {round}/{rounds}: transport ceiling: the store with its log in {} against a sink",
-            memory_dir.display()
-        ));
-        let ceiling = ceiling::measure(&memory_dir, ceiling_bytes, ceiling_small, round)?;
-        progress(&format!(
-            "round {round}/{rounds}: device streaming on an emulated {}",
-            args.device
-        ));
-        let streaming = device_streaming(&device, args.device_seconds)?;
-        let device_total = |size: u64| {
-            ((streaming * 1e6 * args.device_seconds as f64) as u64 / size).max(64) * size
-        };
-        let device_4k = store_device_writes(dir, &device, 4096, 32, device_total(4096))?;
-        let device_4k_deep = store_device_writes(dir, &device, 4096, 128, device_total(4096))?;
-        let device_64k = store_device_writes(dir, &device, 65536, 16, device_total(65536))?;
-        samples.push(Round {
-            store_64k,
-            fio_64k,
-            flush_64k,
-            store_4k,
-            fio_4k,
-            flush_4k,
-            store_p50,
-            fio_p50,
-            store_p99,
-            fio_p99,
-            scan: first_scan.max(second_scan),
-            read: first_read.max(second_read),
-            ceiling,
-            streaming,
-            device_4k,
-            device_4k_deep,
-            device_64k,
-        });
+        samples.push(measure_round(&args, &setup, round)?);
     }
     let median = |field: &dyn Fn(&Round) -> f64| median_of(samples.iter().map(field).collect());
     // The transport measurements: the median over every slice of every round of the store's
@@ -418,6 +347,227 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&f)?);
         return Ok(());
     }
+    print_figures(&f);
+    Ok(())
+}
+
+/// One round's figures (MB/s, records per flush, µs).
+struct Round {
+    store_64k: f64,
+    fio_64k: f64,
+    flush_64k: f64,
+    store_4k: f64,
+    fio_4k: f64,
+    flush_4k: f64,
+    store_p50: f64,
+    fio_p50: f64,
+    store_p99: f64,
+    fio_p99: f64,
+    scan: f64,
+    read: f64,
+    ceiling: Ceiling,
+    streaming: f64,
+    device_4k: f64,
+    device_4k_deep: f64,
+    device_64k: f64,
+}
+
+/// Binds the calling thread (and the threads it starts later) to CPU `cpu`, if the machine
+/// has it; returns the mask it had, for [`unpin`].
+fn pin(cpu: usize) -> Option<libc::cpu_set_t> {
+    if NO_PIN.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    // SAFETY: sched_{get,set}affinity read and write the cpu_set_t they are given.
+    unsafe {
+        let mut old: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old) != 0
+            || !libc::CPU_ISSET(cpu, &old)
+        {
+            return None;
+        }
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        (libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0)
+            .then_some(old)
+    }
+}
+
+/// Whether this machine lets the client and the servers be kept apart (CPUs 0 and 1).
+fn pinnable() -> bool {
+    // SAFETY: as in `pin`.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0
+            && libc::CPU_ISSET(SERVER_CPU, &set)
+            && libc::CPU_ISSET(CLIENT_CPU, &set)
+    }
+}
+
+/// Restores a mask [`pin`] returned.
+fn unpin(old: Option<libc::cpu_set_t>) {
+    if let Some(old) = old {
+        // SAFETY: as in `pin`.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &old) };
+    }
+}
+
+/// The median of `values` (NaN when there are none).
+fn median_of(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+fn gb(bytes: u64) -> f64 {
+    bytes as f64 / 1e9
+}
+
+/// CPU seconds of `rusage` (user + system).
+fn cpu_seconds(who: libc::c_int) -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(who, &mut usage) };
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(usage.ru_utime) + t(usage.ru_stime)
+}
+
+/// Runs `work` on this thread (the client); returns its result, the CPU seconds the rest of
+/// the process spent meanwhile (the server's threads), and this thread's CPU seconds.
+fn cpu_of<T>(work: impl FnOnce() -> Result<T>) -> Result<(T, f64, f64)> {
+    let (process, thread) = (
+        cpu_seconds(libc::RUSAGE_SELF),
+        cpu_seconds(libc::RUSAGE_THREAD),
+    );
+    let out = work()?;
+    let thread = cpu_seconds(libc::RUSAGE_THREAD) - thread;
+    let process = cpu_seconds(libc::RUSAGE_SELF) - process;
+    Ok((out, (process - thread).max(0.0), thread))
+}
+
+/// Where the servers' threads and the client's run when the machine has two CPUs or more:
+/// apart, as on two machines, and the same for the store and its baselines.
+const SERVER_CPU: usize = 1;
+const CLIENT_CPU: usize = 0;
+/// `--no-pin`: leave the threads where the scheduler puts them.
+static NO_PIN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// What every round measures with: the places and sizes the flags give.
+struct Setup {
+    dir: PathBuf,
+    /// The 64 KiB writes' bytes, and the 4 KiB writes' (an eighth, at least 16 MiB).
+    bytes: u64,
+    small: u64,
+    /// A memory file system for the transport ceiling's log.
+    memory_dir: PathBuf,
+    device: EmulateSpec,
+    ceiling_bytes: u64,
+    ceiling_small: u64,
+    rounds: usize,
+}
+
+/// One round: the store and fio alternately at 64 KiB and 4 KiB, the recovery scan against a
+/// sequential read, acknowledgement latency, the transport ceiling and the device streaming.
+fn measure_round(args: &StoreBenchArgs, setup: &Setup, round: usize) -> Result<Round> {
+    let Setup {
+        dir,
+        bytes,
+        small,
+        memory_dir,
+        device,
+        ceiling_bytes,
+        ceiling_small,
+        rounds,
+    } = setup;
+    let (bytes, small, ceiling_bytes, ceiling_small, rounds) =
+        (*bytes, *small, *ceiling_bytes, *ceiling_small, *rounds);
+    let progress = |what: &str| eprintln!("store bench: {what}");
+    progress(&format!(
+        "round {round}/{rounds}: 64 KiB writes, 16 outstanding"
+    ));
+    let (store_64k, flush_64k, store_file) =
+        store_writes(dir, 65536, 16, bytes, args.io, args.sparse)?;
+    let fio_64k = fio_write(
+        dir,
+        "64k",
+        16,
+        flush_64k.round().max(1.0) as u64,
+        bytes,
+        args.sparse,
+    )?;
+
+    progress(&format!("round {round}/{rounds}: recovery scan"));
+    // Whichever reads first also warms caches below the page cache (a virtual disk's host
+    // cache): scan, read, read, scan, and the best of each.
+    let (first_scan, scanned) = recovery_scan(&store_file, args.io)?;
+    let first_read = fio_read(&store_file, scanned)?;
+    let second_read = fio_read(&store_file, scanned)?;
+    let (second_scan, _) = recovery_scan(&store_file, args.io)?;
+    if !args.keep || round < rounds {
+        std::fs::remove_file(&store_file).ok();
+    }
+
+    progress(&format!(
+        "round {round}/{rounds}: 4 KiB writes, 32 outstanding"
+    ));
+    let (store_4k, flush_4k, file_4k) = store_writes(dir, 4096, 32, small, args.io, args.sparse)?;
+    std::fs::remove_file(&file_4k).ok();
+    let fio_4k = fio_write(
+        dir,
+        "4k",
+        32,
+        flush_4k.round().max(1.0) as u64,
+        small,
+        args.sparse,
+    )?;
+
+    progress(&format!(
+        "round {round}/{rounds}: acknowledgement latency, 1 outstanding"
+    ));
+    let (store_p50, store_p99) = store_latency(dir, args.latency_requests, args.io, args.sparse)?;
+    let (fio_p50, fio_p99) = fio_latency(dir, args.latency_requests, args.sparse)?;
+    progress(&format!(
+        "round {round}/{rounds}: transport ceiling: the store with its log in {} against a sink",
+        memory_dir.display()
+    ));
+    let ceiling = ceiling::measure(memory_dir, ceiling_bytes, ceiling_small, round)?;
+    progress(&format!(
+        "round {round}/{rounds}: device streaming on an emulated {}",
+        args.device
+    ));
+    let streaming = device_streaming(device, args.device_seconds)?;
+    let device_total =
+        |size: u64| ((streaming * 1e6 * args.device_seconds as f64) as u64 / size).max(64) * size;
+    let device_4k = store_device_writes(dir, device, 4096, 32, device_total(4096))?;
+    let device_4k_deep = store_device_writes(dir, device, 4096, 128, device_total(4096))?;
+    let device_64k = store_device_writes(dir, device, 65536, 16, device_total(65536))?;
+    Ok(Round {
+        store_64k,
+        fio_64k,
+        flush_64k,
+        store_4k,
+        fio_4k,
+        flush_4k,
+        store_p50,
+        fio_p50,
+        store_p99,
+        fio_p99,
+        scan: first_scan.max(second_scan),
+        read: first_read.max(second_read),
+        ceiling,
+        streaming,
+        device_4k,
+        device_4k_deep,
+        device_64k,
+    })
+}
+
+/// The figures as a table beside their targets.
+fn print_figures(f: &Figures) {
     let rounds_of = |r: &[f64]| {
         r.iter()
             .map(|x| format!("{x:.2}"))
@@ -563,110 +713,4 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         f.ratio_recovery_scan
     );
     println!("(fio fdatasync every {:.0} writes at 64 KiB and {:.0} at 4 KiB: the store's records per flush)", f.store_64k_records_per_flush.round(), f.store_4k_records_per_flush.round());
-    Ok(())
 }
-
-/// One round's figures (MB/s, records per flush, µs).
-struct Round {
-    store_64k: f64,
-    fio_64k: f64,
-    flush_64k: f64,
-    store_4k: f64,
-    fio_4k: f64,
-    flush_4k: f64,
-    store_p50: f64,
-    fio_p50: f64,
-    store_p99: f64,
-    fio_p99: f64,
-    scan: f64,
-    read: f64,
-    ceiling: Ceiling,
-    streaming: f64,
-    device_4k: f64,
-    device_4k_deep: f64,
-    device_64k: f64,
-}
-
-/// Binds the calling thread (and the threads it starts later) to CPU `cpu`, if the machine
-/// has it; returns the mask it had, for [`unpin`].
-fn pin(cpu: usize) -> Option<libc::cpu_set_t> {
-    if NO_PIN.load(std::sync::atomic::Ordering::Relaxed) {
-        return None;
-    }
-    // SAFETY: sched_{get,set}affinity read and write the cpu_set_t they are given.
-    unsafe {
-        let mut old: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old) != 0
-            || !libc::CPU_ISSET(cpu, &old)
-        {
-            return None;
-        }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        (libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0)
-            .then_some(old)
-    }
-}
-
-/// Whether this machine lets the client and the servers be kept apart (CPUs 0 and 1).
-fn pinnable() -> bool {
-    // SAFETY: as in `pin`.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0
-            && libc::CPU_ISSET(SERVER_CPU, &set)
-            && libc::CPU_ISSET(CLIENT_CPU, &set)
-    }
-}
-
-/// Restores a mask [`pin`] returned.
-fn unpin(old: Option<libc::cpu_set_t>) {
-    if let Some(old) = old {
-        // SAFETY: as in `pin`.
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &old) };
-    }
-}
-
-/// The median of `values` (NaN when there are none).
-fn median_of(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => values[n / 2],
-        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
-}
-
-fn gb(bytes: u64) -> f64 {
-    bytes as f64 / 1e9
-}
-
-/// CPU seconds of `rusage` (user + system).
-fn cpu_seconds(who: libc::c_int) -> f64 {
-    // SAFETY: getrusage fills the struct it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(who, &mut usage) };
-    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
-    t(usage.ru_utime) + t(usage.ru_stime)
-}
-
-/// Runs `work` on this thread (the client); returns its result, the CPU seconds the rest of
-/// the process spent meanwhile (the server's threads), and this thread's CPU seconds.
-fn cpu_of<T>(work: impl FnOnce() -> Result<T>) -> Result<(T, f64, f64)> {
-    let (process, thread) = (
-        cpu_seconds(libc::RUSAGE_SELF),
-        cpu_seconds(libc::RUSAGE_THREAD),
-    );
-    let out = work()?;
-    let thread = cpu_seconds(libc::RUSAGE_THREAD) - thread;
-    let process = cpu_seconds(libc::RUSAGE_SELF) - process;
-    Ok((out, (process - thread).max(0.0), thread))
-}
-
-/// Where the servers' threads and the client's run when the machine has two CPUs or more:
-/// apart, as on two machines, and the same for the store and its baselines.
-const SERVER_CPU: usize = 1;
-const CLIENT_CPU: usize = 0;
-/// `--no-pin`: leave the threads where the scheduler puts them.
-static NO_PIN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
