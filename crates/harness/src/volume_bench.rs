@@ -551,60 +551,13 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
             }
             setup.discard(&["nbdkit.base", "plain.base", "plain.store"]);
         }
-        for nbdkit in [nbdkit_first, !nbdkit_first] {
-            let filled = setup.filled("filled.base")?;
-            if nbdkit {
-                let (_k, uri) = setup.nbdkit_on(&filled)?;
-                for (load, r) in READ_LOADS.iter().zip(reads.iter_mut()) {
-                    eprintln!(
-                        "volume bench: round {}/{rounds}: {} (nbdkit)",
-                        round + 1,
-                        load.label
-                    );
-                    r.nbdkit.push(load.measure(&uri, s, region)?);
-                }
-            } else {
-                let (v, uri, _) = setup.volume_on("reads", &filled, &[], false)?;
-                for (load, r) in READ_LOADS.iter().zip(reads.iter_mut()) {
-                    eprintln!(
-                        "volume bench: round {}/{rounds}: {} (volume)",
-                        round + 1,
-                        load.label
-                    );
-                    r.volume.push(explained(load.measure(&uri, s, region), &v)?);
-                }
-            }
-            setup.discard(&["reads.store"]);
-        }
-        {
-            let filled = setup.filled("filled.base")?;
-            let (v, uri, metrics) =
-                setup.volume_on("partly", &filled, &["--policy", "always"], false)?;
-            eprintln!(
-                "volume bench: round {}/{rounds}: off-loading random 4 KiB writes over a quarter of the region",
-                round + 1
-            );
-            let fill = fio_run(
-                &uri,
-                &[
-                    "--rw=randwrite".into(),
-                    "--bs=4k".into(),
-                    "--iodepth=32".into(),
-                    format!("--size={region}"),
-                    format!("--io_size={}", region / 4 / 4096 * 4096),
-                ],
-            );
-            explained(fill, &v)?;
-            partly_fraction.push(offloaded_bytes(&metrics)? as f64 / region as f64);
-            for (load, r) in READ_LOADS.iter().zip(reads.iter_mut()) {
-                eprintln!(
-                    "volume bench: round {}/{rounds}: {} (volume partly on a store)",
-                    round + 1,
-                    load.label
-                );
-                r.partly.push(explained(load.measure(&uri, s, region), &v)?);
-            }
-        }
+        measure_reads(
+            &setup,
+            (round, rounds, nbdkit_first),
+            (s, region),
+            &mut reads,
+            &mut partly_fraction,
+        )?;
         setup.discard(&["partly.store"]);
         eprintln!(
             "volume bench: round {}/{rounds}: emulated cheetah-15k, 64 KiB random writes, depth 32",
@@ -672,6 +625,12 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&f)?);
         return Ok(());
     }
+    print_figures(&f, s, rounds, region);
+    Ok(())
+}
+
+/// The figures as a table: the volume against nbdkit for each load, with each round's ratio.
+fn print_figures(f: &Figures, s: u64, rounds: usize, region: u64) {
     println!(
         "volume bench: {s} s per run, {rounds} round(s); figures are medians, ratios the median of the rounds' ratios; region {region} bytes"
     );
@@ -765,5 +724,71 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         f.emulated_randwrite_64k_ratio,
         spread(&f.rounds_emulated_ratio)
     );
+}
+
+/// A round's reads: each read load on nbdkit and on a plain volume over the filled base (in
+/// the round's order), then on a volume with a quarter of its region off-loaded to a store
+/// (the fraction off-loaded into `partly_fraction`).
+fn measure_reads(
+    setup: &Setup,
+    (round, rounds, nbdkit_first): (usize, usize, bool),
+    (s, region): (u64, u64),
+    reads: &mut [ReadRounds],
+    partly_fraction: &mut Vec<f64>,
+) -> Result<()> {
+    for nbdkit in [nbdkit_first, !nbdkit_first] {
+        let filled = setup.filled("filled.base")?;
+        if nbdkit {
+            let (_k, uri) = setup.nbdkit_on(&filled)?;
+            for (load, r) in READ_LOADS.iter().zip(reads.iter_mut()) {
+                eprintln!(
+                    "volume bench: round {}/{rounds}: {} (nbdkit)",
+                    round + 1,
+                    load.label
+                );
+                r.nbdkit.push(load.measure(&uri, s, region)?);
+            }
+        } else {
+            let (v, uri, _) = setup.volume_on("reads", &filled, &[], false)?;
+            for (load, r) in READ_LOADS.iter().zip(reads.iter_mut()) {
+                eprintln!(
+                    "volume bench: round {}/{rounds}: {} (volume)",
+                    round + 1,
+                    load.label
+                );
+                r.volume.push(explained(load.measure(&uri, s, region), &v)?);
+            }
+        }
+        setup.discard(&["reads.store"]);
+    }
+    {
+        let filled = setup.filled("filled.base")?;
+        let (v, uri, metrics) =
+            setup.volume_on("partly", &filled, &["--policy", "always"], false)?;
+        eprintln!(
+            "volume bench: round {}/{rounds}: off-loading random 4 KiB writes over a quarter of the region",
+            round + 1
+        );
+        let fill = fio_run(
+            &uri,
+            &[
+                "--rw=randwrite".into(),
+                "--bs=4k".into(),
+                "--iodepth=32".into(),
+                format!("--size={region}"),
+                format!("--io_size={}", region / 4 / 4096 * 4096),
+            ],
+        );
+        explained(fill, &v)?;
+        partly_fraction.push(offloaded_bytes(&metrics)? as f64 / region as f64);
+        for (load, r) in READ_LOADS.iter().zip(reads.iter_mut()) {
+            eprintln!(
+                "volume bench: round {}/{rounds}: {} (volume partly on a store)",
+                round + 1,
+                load.label
+            );
+            r.partly.push(explained(load.measure(&uri, s, region), &v)?);
+        }
+    }
     Ok(())
 }
