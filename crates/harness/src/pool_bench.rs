@@ -164,78 +164,8 @@ pub fn run(a: PoolBenchArgs) -> Result<()> {
             tmp.path().to_path_buf()
         }
     };
-    let mut rows = Vec::new();
+    let rows = compare_policies(&a, &me, &base)?;
     let seconds = a.seconds.to_string();
-    for round in (1..=a.rounds).filter(|_| !a.restripe_only) {
-        for policy in ["narrow", "wide"] {
-            let dir = base.join(format!("{policy}{round}"));
-            std::fs::create_dir_all(&dir)?;
-            let s = start(&me, &dir, 2, &a.emulate, &[])?;
-            // Narrow: the first on array 0, the second on the least loaded: array 1.
-            s.create("random", "256m", policy, "32k")?;
-            s.create("sequential", "256m", policy, "512k")?;
-            if policy == "narrow" {
-                let st = s.status()?;
-                let arrays: Vec<_> = st["volumes"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v["arrays"].clone())
-                    .collect();
-                if arrays[0] == arrays[1] {
-                    bail!("narrow volumes share an array: {arrays:?}");
-                }
-            }
-            for op in ["read", "write"] {
-                let write = op == "write";
-                let (rr, sr) = if write {
-                    ("randwrite", "write")
-                } else {
-                    ("randread", "read")
-                };
-                let runtime = format!("--runtime={seconds}");
-                let random = fio_spawn(
-                    &format!("nbd://{}/random", s.nbd),
-                    &[
-                        &format!("--rw={rr}"),
-                        "--bs=64k",
-                        "--iodepth=4",
-                        "--size=256m",
-                        &runtime,
-                        "--time_based",
-                        "--ramp_time=1",
-                    ],
-                )?;
-                let sequential = fio_spawn(
-                    &format!("nbd://{}/sequential", s.nbd),
-                    &[
-                        &format!("--rw={sr}"),
-                        "--bs=1m",
-                        "--iodepth=2",
-                        "--size=256m",
-                        &runtime,
-                        "--time_based",
-                        "--ramp_time=1",
-                    ],
-                )?;
-                let row = Row {
-                    round,
-                    op,
-                    policy,
-                    random_64k: fio_wait(random, write)?,
-                    sequential_1m: fio_wait(sequential, write)?,
-                };
-                eprintln!(
-                    "[round {round}] {policy:<6} {op:<5}: random 64 KiB mean {:.1} ms p95 {:.1} ms ({:.0} IOPS); sequential 1 MiB mean {:.1} ms p95 {:.1} ms ({:.1} MB/s)",
-                    row.random_64k.mean_ms, row.random_64k.p95_ms, row.random_64k.iops,
-                    row.sequential_1m.mean_ms, row.sequential_1m.p95_ms, row.sequential_1m.mb_per_s
-                );
-                rows.push(row);
-            }
-            drop(s);
-            std::fs::remove_dir_all(&dir)?;
-        }
-    }
     // Part 2: the restripe under load.
     let dir = base.join("restripe");
     std::fs::create_dir_all(&dir)?;
@@ -330,18 +260,6 @@ pub fn run(a: PoolBenchArgs) -> Result<()> {
     if a.dir.is_none() {
         std::fs::remove_dir_all(&base).ok();
     }
-    // Summary.
-    let mean = |f: &dyn Fn(&Row) -> f64, op: &str, policy: &str| {
-        let v: Vec<f64> = rows
-            .iter()
-            .filter(|r| r.op == op && r.policy == policy)
-            .map(f)
-            .collect();
-        let m = v.iter().sum::<f64>() / v.len().max(1) as f64;
-        let lo = v.iter().copied().fold(f64::MAX, f64::min);
-        let hi = v.iter().copied().fold(f64::MIN, f64::max);
-        (m, lo, hi)
-    };
     if a.json {
         println!(
             "{}",
@@ -359,34 +277,7 @@ pub fn run(a: PoolBenchArgs) -> Result<()> {
         );
         return Ok(());
     }
-    println!(
-        "pool bench: 2 arrays of RAID-5 4+p {} (emulated), random 64 KiB (iodepth 4) beside sequential 1 MiB (iodepth 2), {} s per run, {} round(s); mean (min–max) over rounds",
-        a.emulate, a.seconds, a.rounds
-    );
-    println!(
-        "{:<6} {:<7} {:>24} {:>24} {:>24} {:>24}",
-        "op", "policy", "random mean ms", "random p95 ms", "sequential mean ms", "sequential MB/s"
-    );
-    for op in ["read", "write"] {
-        for policy in ["narrow", "wide"] {
-            let f = |x: (f64, f64, f64)| format!("{:.1} ({:.1}–{:.1})", x.0, x.1, x.2);
-            println!(
-                "{op:<6} {policy:<7} {:>24} {:>24} {:>24} {:>24}",
-                f(mean(&|r| r.random_64k.mean_ms, op, policy)),
-                f(mean(&|r| r.random_64k.p95_ms, op, policy)),
-                f(mean(&|r| r.sequential_1m.mean_ms, op, policy)),
-                f(mean(&|r| r.sequential_1m.mb_per_s, op, policy)),
-            );
-        }
-        let ratio = |f: &dyn Fn(&Row) -> f64| mean(f, op, "wide").0 / mean(f, op, "narrow").0;
-        println!(
-            "{op:<6} wide/narrow: random mean {:.2}, random p95 {:.2}, sequential mean {:.2}, sequential MB/s {:.2}",
-            ratio(&|r| r.random_64k.mean_ms),
-            ratio(&|r| r.random_64k.p95_ms),
-            ratio(&|r| r.sequential_1m.mean_ms),
-            ratio(&|r| r.sequential_1m.mb_per_s)
-        );
-    }
+    print_rounds(&a, &rows);
     println!(
         "restripe onto an added array under a random 64 KiB load: {} MiB in {:.1} s = {:.1} MB/s; one emulated array streams {:.1} MB/s (measured) → {:.2} of it; the disk model streams {disk_mb_s:.1} MB/s → {:.2} of it (target ≥ 0.5){}",
         copied >> 20,
@@ -426,4 +317,125 @@ fn model_streaming_mb_s(preset: &str) -> Result<f64> {
         now = done.pop().expect("one").time_ns;
     }
     Ok(256.0 * (1 << 20) as f64 / (now as f64 / 1e9) / 1e6)
+}
+
+/// Part 1: each round, a narrow and a wide pool of two arrays, a random and a sequential
+/// volume on each, every load measured.
+fn compare_policies(a: &PoolBenchArgs, me: &Path, base: &Path) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let seconds = a.seconds.to_string();
+    for round in (1..=a.rounds).filter(|_| !a.restripe_only) {
+        for policy in ["narrow", "wide"] {
+            let dir = base.join(format!("{policy}{round}"));
+            std::fs::create_dir_all(&dir)?;
+            let s = start(me, &dir, 2, &a.emulate, &[])?;
+            // Narrow: the first on array 0, the second on the least loaded: array 1.
+            s.create("random", "256m", policy, "32k")?;
+            s.create("sequential", "256m", policy, "512k")?;
+            if policy == "narrow" {
+                let st = s.status()?;
+                let arrays: Vec<_> = st["volumes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v["arrays"].clone())
+                    .collect();
+                if arrays[0] == arrays[1] {
+                    bail!("narrow volumes share an array: {arrays:?}");
+                }
+            }
+            for op in ["read", "write"] {
+                let write = op == "write";
+                let (rr, sr) = if write {
+                    ("randwrite", "write")
+                } else {
+                    ("randread", "read")
+                };
+                let runtime = format!("--runtime={seconds}");
+                let random = fio_spawn(
+                    &format!("nbd://{}/random", s.nbd),
+                    &[
+                        &format!("--rw={rr}"),
+                        "--bs=64k",
+                        "--iodepth=4",
+                        "--size=256m",
+                        &runtime,
+                        "--time_based",
+                        "--ramp_time=1",
+                    ],
+                )?;
+                let sequential = fio_spawn(
+                    &format!("nbd://{}/sequential", s.nbd),
+                    &[
+                        &format!("--rw={sr}"),
+                        "--bs=1m",
+                        "--iodepth=2",
+                        "--size=256m",
+                        &runtime,
+                        "--time_based",
+                        "--ramp_time=1",
+                    ],
+                )?;
+                let row = Row {
+                    round,
+                    op,
+                    policy,
+                    random_64k: fio_wait(random, write)?,
+                    sequential_1m: fio_wait(sequential, write)?,
+                };
+                eprintln!(
+                    "[round {round}] {policy:<6} {op:<5}: random 64 KiB mean {:.1} ms p95 {:.1} ms ({:.0} IOPS); sequential 1 MiB mean {:.1} ms p95 {:.1} ms ({:.1} MB/s)",
+                    row.random_64k.mean_ms, row.random_64k.p95_ms, row.random_64k.iops,
+                    row.sequential_1m.mean_ms, row.sequential_1m.p95_ms, row.sequential_1m.mb_per_s
+                );
+                rows.push(row);
+            }
+            drop(s);
+            std::fs::remove_dir_all(&dir)?;
+        }
+    }
+    Ok(rows)
+}
+
+/// Part 1's table: each load's figures, mean (min–max) over the rounds, and wide over narrow.
+fn print_rounds(a: &PoolBenchArgs, rows: &[Row]) {
+    let mean = |f: &dyn Fn(&Row) -> f64, op: &str, policy: &str| {
+        let v: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.op == op && r.policy == policy)
+            .map(f)
+            .collect();
+        let m = v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let lo = v.iter().copied().fold(f64::MAX, f64::min);
+        let hi = v.iter().copied().fold(f64::MIN, f64::max);
+        (m, lo, hi)
+    };
+    println!(
+        "pool bench: 2 arrays of RAID-5 4+p {} (emulated), random 64 KiB (iodepth 4) beside sequential 1 MiB (iodepth 2), {} s per run, {} round(s); mean (min–max) over rounds",
+        a.emulate, a.seconds, a.rounds
+    );
+    println!(
+        "{:<6} {:<7} {:>24} {:>24} {:>24} {:>24}",
+        "op", "policy", "random mean ms", "random p95 ms", "sequential mean ms", "sequential MB/s"
+    );
+    for op in ["read", "write"] {
+        for policy in ["narrow", "wide"] {
+            let f = |x: (f64, f64, f64)| format!("{:.1} ({:.1}–{:.1})", x.0, x.1, x.2);
+            println!(
+                "{op:<6} {policy:<7} {:>24} {:>24} {:>24} {:>24}",
+                f(mean(&|r| r.random_64k.mean_ms, op, policy)),
+                f(mean(&|r| r.random_64k.p95_ms, op, policy)),
+                f(mean(&|r| r.sequential_1m.mean_ms, op, policy)),
+                f(mean(&|r| r.sequential_1m.mb_per_s, op, policy)),
+            );
+        }
+        let ratio = |f: &dyn Fn(&Row) -> f64| mean(f, op, "wide").0 / mean(f, op, "narrow").0;
+        println!(
+            "{op:<6} wide/narrow: random mean {:.2}, random p95 {:.2}, sequential mean {:.2}, sequential MB/s {:.2}",
+            ratio(&|r| r.random_64k.mean_ms),
+            ratio(&|r| r.random_64k.p95_ms),
+            ratio(&|r| r.sequential_1m.mean_ms),
+            ratio(&|r| r.sequential_1m.mb_per_s)
+        );
+    }
 }
