@@ -327,7 +327,6 @@ fn campaign_cluster(
         }
         let load = rng.millis(300, 2500);
         let roll = rng.below(100);
-        let n = cluster.stores.len();
         match (kind, roll) {
             (_, 0..=44) => {
                 // The volume server, mid-load.
@@ -343,205 +342,16 @@ fn campaign_cluster(
                     .context("after a volume server SIGKILL")?;
             }
             (Kind::Two, 45..=64) => {
-                // The volume server and a store together; the volume restarts at once and must
-                // serve from the other copies; the store comes back later.
-                let s = rng.below(n as u64) as usize;
-                let pid = cluster.volume.as_ref().expect("volume").0.pid();
-                let at = rng.millis(100, load.as_millis() as u64);
-                let killer = kill_later(pid, at);
-                let store_pid = cluster.stores[s].as_ref().expect("store").pid();
-                let store_killer = kill_later(store_pid, at);
-                load_for(&cluster, &mut ledger, rng, args.depth, load, &mut c.figures)?;
-                killer.join().expect("killer");
-                store_killer.join().expect("killer");
-                cluster.volume.take().expect("volume").0.kill();
-                cluster.stores[s].take().expect("store").kill();
-                c.kills_both += 1;
-                let (took, needed_store) =
-                    cluster.start_volume_with_store_down(s, Duration::from_secs(15))?;
-                if needed_store {
-                    // The superblock was marked degraded: the down store may hold the only copy
-                    // of a write, so the volume waited for it.
-                    c.restart_waited_for_store.push(took.as_secs_f64());
-                    verify(cluster.nbd(), &mut ledger, &mut c.figures)
-                        .context("after a restart that waited for the down store")?;
-                    continue;
-                }
-                c.restart_with_store_down.push(took.as_secs_f64());
-                verify(cluster.nbd(), &mut ledger, &mut c.figures)
-                    .context("after a restart with a store down")?;
-                let more = rng.millis(300, 1500);
-                load_alive(
-                    &cluster,
-                    &mut ledger,
-                    rng,
-                    args.depth,
-                    more,
-                    &mut c.figures,
-                    "while a store was down",
-                )?;
-                cluster.start_store(s)?;
-                verify(cluster.nbd(), &mut ledger, &mut c.figures)
-                    .context("after the store returned")?;
+                kill_volume_and_store(&mut cluster, &mut ledger, rng, args.depth, c, load)?
             }
             (Kind::Two, 65..=79) => {
-                // A store, mid-load; its log damaged while it is down.
-                let s = rng.below(n as u64) as usize;
-                let pid = cluster.stores[s].as_ref().expect("store").pid();
-                let killer = kill_later(pid, rng.millis(100, load.as_millis() as u64));
-                load_alive(
-                    &cluster,
-                    &mut ledger,
-                    rng,
-                    args.depth,
-                    load,
-                    &mut c.figures,
-                    "when a store did",
-                )?;
-                killer.join().expect("killer");
-                cluster.stores[s].take().expect("store").kill();
-                c.kills_store += 1;
-                let how = damage(&cluster.store_path(s), rng)?;
-                c.damaged += 1;
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(dir.join("events.log"))?
-                    .write_all(format!("store {} damaged: {how}\n", s + 1).as_bytes())?;
-                cluster.start_store(s)?;
-                let more = Instant::now() + rng.millis(300, 1500);
-                drive(
-                    cluster.nbd(),
-                    &mut ledger,
-                    rng,
-                    args.depth,
-                    more,
-                    &mut c.figures,
-                )?;
-                verify(cluster.nbd(), &mut ledger, &mut c.figures)
-                    .with_context(|| format!("after store {} was damaged ({how})", s + 1))?;
+                kill_and_damage_store(&mut cluster, &mut ledger, rng, args.depth, c, dir, load)?
             }
             (_, 80..=89) if rng.chance(0.5) => {
-                // A store's link stalls mid-load (its proxy holds every byte for 0.3-8 s, past
-                // the volume's 3 s store request timeout, then delivers them in order) or drops (every
-                // connection through it closed); the store itself runs on.
-                let s = rng.below(n as u64) as usize;
-                let at = rng.millis(100, load.as_millis() as u64);
-                let stalled = rng.millis(300, 8000);
-                let cut = rng.chance(0.3);
-                let span = load.max(at + stalled + Duration::from_millis(200));
-                let addr = cluster.nbd();
-                let link = &cluster.links[s];
-                std::thread::scope(|scope| -> Result<()> {
-                    let load = scope.spawn(|| {
-                        drive(
-                            addr,
-                            &mut ledger,
-                            rng,
-                            args.depth,
-                            Instant::now() + span,
-                            &mut c.figures,
-                        )
-                    });
-                    std::thread::sleep(at);
-                    if cut {
-                        link.cut();
-                    } else {
-                        link.pause_for(stalled).join().expect("link");
-                    }
-                    if !load.join().expect("load")? {
-                        bail!(
-                            "the volume server died when a store's link {}",
-                            if cut { "dropped" } else { "stalled" }
-                        );
-                    }
-                    Ok(())
-                })?;
-                if cut {
-                    c.link_cuts += 1;
-                } else {
-                    c.link_stalls += 1;
-                }
-                verify(cluster.nbd(), &mut ledger, &mut c.figures).with_context(|| {
-                    format!(
-                        "after store {}'s link {}",
-                        s + 1,
-                        if cut {
-                            "dropped"
-                        } else {
-                            "stalled for {stalled:?}"
-                        }
-                    )
-                })?;
+                stall_or_cut_link(&mut cluster, &mut ledger, rng, args.depth, c, load)?
             }
-            (_, 80..=89) => {
-                // A process stalls mid-load (SIGSTOP for 0.3-5 s, then SIGCONT): a store — past
-                // the volume's 3 s store request timeout, it counts as failed, and what it was sent
-                // arrives late, in order — or the volume server itself (its clients wait).
-                let target = rng.below(n as u64 + 1) as usize;
-                let pid = if target < n {
-                    cluster.stores[target].as_ref().expect("store").pid()
-                } else {
-                    cluster.volume.as_ref().expect("volume").0.pid()
-                };
-                let at = rng.millis(100, load.as_millis() as u64);
-                let stalled = rng.millis(300, 5000);
-                let staller = stall_later(pid, at, stalled);
-                load_alive(
-                    &cluster,
-                    &mut ledger,
-                    rng,
-                    args.depth,
-                    load.max(at + stalled + Duration::from_millis(200)),
-                    &mut c.figures,
-                    "when a process stalled",
-                )?;
-                staller.join().expect("staller");
-                c.stalls += 1;
-                verify(cluster.nbd(), &mut ledger, &mut c.figures).with_context(|| {
-                    format!(
-                        "after {} stalled for {stalled:?}",
-                        if target < n {
-                            "a store"
-                        } else {
-                            "the volume server"
-                        }
-                    )
-                })?;
-            }
-            _ => {
-                // A store, mid-load; back after a while. The volume keeps serving.
-                let s = rng.below(n as u64) as usize;
-                let pid = cluster.stores[s].as_ref().expect("store").pid();
-                let at = rng.millis(100, load.as_millis() as u64);
-                let killer = kill_later(pid, at);
-                let down = rng.millis(200, 2000);
-                let store_path_log = dir.join("volume.stderr");
-                let until = Instant::now() + load.max(at + down);
-                // The store is restarted while the load runs: N-way 1 reads of data only there
-                // wait for it.
-                let restart_at = Instant::now() + at + down;
-                let addr = cluster.nbd();
-                let handle = std::thread::scope(|scope| -> Result<bool> {
-                    let load = scope
-                        .spawn(|| drive(addr, &mut ledger, rng, args.depth, until, &mut c.figures));
-                    killer.join().expect("killer");
-                    let wait = restart_at.saturating_duration_since(Instant::now());
-                    std::thread::sleep(wait);
-                    cluster.stores[s].take().expect("store").kill();
-                    cluster.start_store(s)?;
-                    load.join().expect("load")
-                })?;
-                c.kills_store += 1;
-                if !handle {
-                    bail!(
-                        "the volume server died when a store did (see {})",
-                        store_path_log.display()
-                    );
-                }
-                verify(cluster.nbd(), &mut ledger, &mut c.figures)
-                    .context("after a store SIGKILL")?;
-            }
+            (_, 80..=89) => stop_process(&mut cluster, &mut ledger, rng, args.depth, c, load)?,
+            _ => kill_store(&mut cluster, &mut ledger, rng, args.depth, c, dir, load)?,
         }
     }
     for s in cluster.stores.iter_mut().flatten() {
@@ -550,5 +360,246 @@ fn campaign_cluster(
     if let Some((v, _)) = cluster.volume.as_mut() {
         v.kill();
     }
+    Ok(())
+}
+
+/// The volume server and a store killed at once: the volume restarts at once and must serve
+/// from the other copies (or waits for the store, when its superblock says it may hold the only
+/// copy of a write); the store comes back later.
+fn kill_volume_and_store(
+    cluster: &mut Cluster,
+    ledger: &mut Ledger,
+    rng: &mut Rng,
+    depth: usize,
+    c: &mut Campaign,
+    load: Duration,
+) -> Result<()> {
+    let n = cluster.stores.len();
+    let s = rng.below(n as u64) as usize;
+    let pid = cluster.volume.as_ref().expect("volume").0.pid();
+    let at = rng.millis(100, load.as_millis() as u64);
+    let killer = kill_later(pid, at);
+    let store_pid = cluster.stores[s].as_ref().expect("store").pid();
+    let store_killer = kill_later(store_pid, at);
+    load_for(cluster, ledger, rng, depth, load, &mut c.figures)?;
+    killer.join().expect("killer");
+    store_killer.join().expect("killer");
+    cluster.volume.take().expect("volume").0.kill();
+    cluster.stores[s].take().expect("store").kill();
+    c.kills_both += 1;
+    let (took, needed_store) = cluster.start_volume_with_store_down(s, Duration::from_secs(15))?;
+    if needed_store {
+        // The superblock was marked degraded: the down store may hold the only copy
+        // of a write, so the volume waited for it.
+        c.restart_waited_for_store.push(took.as_secs_f64());
+        verify(cluster.nbd(), ledger, &mut c.figures)
+            .context("after a restart that waited for the down store")?;
+        return Ok(());
+    }
+    c.restart_with_store_down.push(took.as_secs_f64());
+    verify(cluster.nbd(), ledger, &mut c.figures).context("after a restart with a store down")?;
+    let more = rng.millis(300, 1500);
+    load_alive(
+        cluster,
+        ledger,
+        rng,
+        depth,
+        more,
+        &mut c.figures,
+        "while a store was down",
+    )?;
+    cluster.start_store(s)?;
+    verify(cluster.nbd(), ledger, &mut c.figures).context("after the store returned")?;
+    Ok(())
+}
+
+/// A store killed mid-load, its log damaged while it is down.
+fn kill_and_damage_store(
+    cluster: &mut Cluster,
+    ledger: &mut Ledger,
+    rng: &mut Rng,
+    depth: usize,
+    c: &mut Campaign,
+    dir: &Path,
+    load: Duration,
+) -> Result<()> {
+    let n = cluster.stores.len();
+    let s = rng.below(n as u64) as usize;
+    let pid = cluster.stores[s].as_ref().expect("store").pid();
+    let killer = kill_later(pid, rng.millis(100, load.as_millis() as u64));
+    load_alive(
+        cluster,
+        ledger,
+        rng,
+        depth,
+        load,
+        &mut c.figures,
+        "when a store did",
+    )?;
+    killer.join().expect("killer");
+    cluster.stores[s].take().expect("store").kill();
+    c.kills_store += 1;
+    let how = damage(&cluster.store_path(s), rng)?;
+    c.damaged += 1;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("events.log"))?
+        .write_all(format!("store {} damaged: {how}\n", s + 1).as_bytes())?;
+    cluster.start_store(s)?;
+    let more = Instant::now() + rng.millis(300, 1500);
+    drive(cluster.nbd(), ledger, rng, depth, more, &mut c.figures)?;
+    verify(cluster.nbd(), ledger, &mut c.figures)
+        .with_context(|| format!("after store {} was damaged ({how})", s + 1))?;
+    Ok(())
+}
+
+/// A store's link stalls mid-load (its proxy holds every byte for 0.3-8 s, past the volume's
+/// 3 s store request timeout, then delivers them in order) or drops (every connection through
+/// it closed); the store itself runs on.
+fn stall_or_cut_link(
+    cluster: &mut Cluster,
+    ledger: &mut Ledger,
+    rng: &mut Rng,
+    depth: usize,
+    c: &mut Campaign,
+    load: Duration,
+) -> Result<()> {
+    let n = cluster.stores.len();
+    let s = rng.below(n as u64) as usize;
+    let at = rng.millis(100, load.as_millis() as u64);
+    let stalled = rng.millis(300, 8000);
+    let cut = rng.chance(0.3);
+    let span = load.max(at + stalled + Duration::from_millis(200));
+    let addr = cluster.nbd();
+    let link = &cluster.links[s];
+    std::thread::scope(|scope| -> Result<()> {
+        let load = scope.spawn(|| {
+            drive(
+                addr,
+                ledger,
+                rng,
+                depth,
+                Instant::now() + span,
+                &mut c.figures,
+            )
+        });
+        std::thread::sleep(at);
+        if cut {
+            link.cut();
+        } else {
+            link.pause_for(stalled).join().expect("link");
+        }
+        if !load.join().expect("load")? {
+            bail!(
+                "the volume server died when a store's link {}",
+                if cut { "dropped" } else { "stalled" }
+            );
+        }
+        Ok(())
+    })?;
+    if cut {
+        c.link_cuts += 1;
+    } else {
+        c.link_stalls += 1;
+    }
+    verify(cluster.nbd(), ledger, &mut c.figures).with_context(|| {
+        format!(
+            "after store {}'s link {}",
+            s + 1,
+            if cut {
+                "dropped"
+            } else {
+                "stalled for {stalled:?}"
+            }
+        )
+    })?;
+    Ok(())
+}
+
+/// A process stopped mid-load (SIGSTOP for 0.3-5 s, then SIGCONT): a store (past the volume's
+/// 3 s store request timeout it counts as failed, and what it was sent arrives late, in order)
+/// or the volume server itself (its clients wait).
+fn stop_process(
+    cluster: &mut Cluster,
+    ledger: &mut Ledger,
+    rng: &mut Rng,
+    depth: usize,
+    c: &mut Campaign,
+    load: Duration,
+) -> Result<()> {
+    let n = cluster.stores.len();
+    let target = rng.below(n as u64 + 1) as usize;
+    let pid = if target < n {
+        cluster.stores[target].as_ref().expect("store").pid()
+    } else {
+        cluster.volume.as_ref().expect("volume").0.pid()
+    };
+    let at = rng.millis(100, load.as_millis() as u64);
+    let stalled = rng.millis(300, 5000);
+    let staller = stall_later(pid, at, stalled);
+    load_alive(
+        cluster,
+        ledger,
+        rng,
+        depth,
+        load.max(at + stalled + Duration::from_millis(200)),
+        &mut c.figures,
+        "when a process stalled",
+    )?;
+    staller.join().expect("staller");
+    c.stalls += 1;
+    verify(cluster.nbd(), ledger, &mut c.figures).with_context(|| {
+        format!(
+            "after {} stalled for {stalled:?}",
+            if target < n {
+                "a store"
+            } else {
+                "the volume server"
+            }
+        )
+    })?;
+    Ok(())
+}
+
+/// A store killed mid-load, back after a while; the volume keeps serving.
+fn kill_store(
+    cluster: &mut Cluster,
+    ledger: &mut Ledger,
+    rng: &mut Rng,
+    depth: usize,
+    c: &mut Campaign,
+    dir: &Path,
+    load: Duration,
+) -> Result<()> {
+    let n = cluster.stores.len();
+    let s = rng.below(n as u64) as usize;
+    let pid = cluster.stores[s].as_ref().expect("store").pid();
+    let at = rng.millis(100, load.as_millis() as u64);
+    let killer = kill_later(pid, at);
+    let down = rng.millis(200, 2000);
+    let store_path_log = dir.join("volume.stderr");
+    let until = Instant::now() + load.max(at + down);
+    // The store is restarted while the load runs: N-way 1 reads of data only there
+    // wait for it.
+    let restart_at = Instant::now() + at + down;
+    let addr = cluster.nbd();
+    let handle = std::thread::scope(|scope| -> Result<bool> {
+        let load = scope.spawn(|| drive(addr, ledger, rng, depth, until, &mut c.figures));
+        killer.join().expect("killer");
+        let wait = restart_at.saturating_duration_since(Instant::now());
+        std::thread::sleep(wait);
+        cluster.stores[s].take().expect("store").kill();
+        cluster.start_store(s)?;
+        load.join().expect("load")
+    })?;
+    c.kills_store += 1;
+    if !handle {
+        bail!(
+            "the volume server died when a store did (see {})",
+            store_path_log.display()
+        );
+    }
+    verify(cluster.nbd(), ledger, &mut c.figures).context("after a store SIGKILL")?;
     Ok(())
 }
