@@ -143,113 +143,10 @@ pub fn run(args: ChaosArgs) -> Result<()> {
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
-    let f = &c.figures;
-    let stat = |v: &Vec<f64>| {
-        if v.is_empty() {
-            "none".to_string()
-        } else {
-            let max = v.iter().copied().fold(0.0, f64::max);
-            format!(
-                "{} (mean {:.2} s, max {:.2} s)",
-                v.len(),
-                v.iter().sum::<f64>() / v.len() as f64,
-                max
-            )
-        }
-    };
     if args.json {
-        let mean_max = |v: &Vec<f64>| {
-            serde_json::json!({
-                "count": v.len(),
-                "mean_seconds": if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 },
-                "max_seconds": v.iter().copied().fold(0.0, f64::max),
-            })
-        };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "seed": seed,
-                "minutes": minutes,
-                "clusters": c.clusters,
-                "kills": {
-                    "volume": c.kills_volume,
-                    "store": c.kills_store,
-                    "volume_and_store": c.kills_both,
-                    "total": c.kills_volume + c.kills_store + 2 * c.kills_both,
-                },
-                "damaged_store_logs": c.damaged,
-                "pool": {
-                    "clusters": c.pool.clusters,
-                    "kills": c.pool.kills,
-                    "kills_mid_rebuild": c.pool.kills_mid_rebuild,
-                    "member_eio": c.pool.member_eio,
-                    "device_stalls": c.pool.device_stalls,
-                    "members_lost": c.pool.members_lost,
-                    "rebuilds": c.pool.rebuilds,
-                    "scrubs_after_unclean_stop": c.pool.scrubs_after_unclean_stop,
-                },
-                "stalls": c.stalls,
-                "store_links_stalled": c.link_stalls,
-                "store_links_dropped": c.link_cuts,
-                "writes_acknowledged": f.writes_acked,
-                "fua_writes": f.fua_writes,
-                "flushes": f.flushes,
-                "reads_checked": f.reads_checked,
-                "refused_writes": f.refused_writes,
-                "blocks_verified": f.blocks_verified,
-                "restarts": mean_max(&c.restart),
-                "restarts_with_a_store_down": mean_max(&c.restart_with_store_down),
-                "restarts_that_waited_for_the_down_store": mean_max(&c.restart_waited_for_store),
-                "loss": outcome.as_ref().err().map(|e| format!("{e:#}")),
-            }))?
-        );
+        print_json(&c, seed, minutes, outcome.as_ref().err())?;
     } else {
-        println!("chaos campaign, seed {seed}: {} clusters", c.clusters);
-        println!(
-            "  kills: {} volume servers, {} stores, {} volume server and store together ({} processes)",
-            c.kills_volume,
-            c.kills_store,
-            c.kills_both,
-            c.kills_volume + c.kills_store + 2 * c.kills_both
-        );
-        println!("  damaged store logs (N-way 2): {}", c.damaged);
-        let p = &c.pool;
-        println!(
-            "  pools over a RAID-5 member array: {} ({} SIGKILLs, {} mid-rebuild; a member returning EIO {} times, its device stalled {} times; {} member files lost; {} rebuilds; {} scrubs after an unclean stop, all consistent)",
-            p.clusters,
-            p.kills,
-            p.kills_mid_rebuild,
-            p.member_eio,
-            p.device_stalls,
-            p.members_lost,
-            p.rebuilds,
-            p.scrubs_after_unclean_stop
-        );
-        println!(
-            "  processes stalled (SIGSTOP, then SIGCONT) mid-load: {}",
-            c.stalls
-        );
-        println!(
-            "  store links stalled past the request timeout (a proxy holding every byte 0.3-8 s): {}, dropped: {}",
-            c.link_stalls, c.link_cuts
-        );
-        println!(
-            "  writes acknowledged: {} ({} with FUA), flushes {}, reads checked during the load {}, writes refused (ENOSPC) {}",
-            f.writes_acked, f.fua_writes, f.flushes, f.reads_checked, f.refused_writes
-        );
-        println!(
-            "  blocks read back and checked after kills: {}",
-            f.blocks_verified
-        );
-        println!("  volume restarts: {}", stat(&c.restart));
-        println!(
-            "  volume restarts with a store down (N-way 2): {}",
-            stat(&c.restart_with_store_down)
-        );
-        println!(
-            "  volume restarts with a store down that waited for it (superblock degraded): {}",
-            stat(&c.restart_waited_for_store)
-        );
+        print_text(&c, seed);
     }
     match outcome {
         Ok(()) => {
@@ -602,4 +499,119 @@ fn kill_store(
     }
     verify(cluster.nbd(), ledger, &mut c.figures).context("after a store SIGKILL")?;
     Ok(())
+}
+
+/// The campaign's counts as JSON, with the loss if one was found.
+fn print_json(c: &Campaign, seed: u64, minutes: f64, loss: Option<&anyhow::Error>) -> Result<()> {
+    let f = &c.figures;
+    let mean_max = |v: &Vec<f64>| {
+        serde_json::json!({
+            "count": v.len(),
+            "mean_seconds": if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 },
+            "max_seconds": v.iter().copied().fold(0.0, f64::max),
+        })
+    };
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::json!({
+            "seed": seed,
+            "minutes": minutes,
+            "clusters": c.clusters,
+            "kills": {
+                "volume": c.kills_volume,
+                "store": c.kills_store,
+                "volume_and_store": c.kills_both,
+                "total": c.kills_volume + c.kills_store + 2 * c.kills_both,
+            },
+            "damaged_store_logs": c.damaged,
+            "pool": {
+                "clusters": c.pool.clusters,
+                "kills": c.pool.kills,
+                "kills_mid_rebuild": c.pool.kills_mid_rebuild,
+                "member_eio": c.pool.member_eio,
+                "device_stalls": c.pool.device_stalls,
+                "members_lost": c.pool.members_lost,
+                "rebuilds": c.pool.rebuilds,
+                "scrubs_after_unclean_stop": c.pool.scrubs_after_unclean_stop,
+            },
+            "stalls": c.stalls,
+            "store_links_stalled": c.link_stalls,
+            "store_links_dropped": c.link_cuts,
+            "writes_acknowledged": f.writes_acked,
+            "fua_writes": f.fua_writes,
+            "flushes": f.flushes,
+            "reads_checked": f.reads_checked,
+            "refused_writes": f.refused_writes,
+            "blocks_verified": f.blocks_verified,
+            "restarts": mean_max(&c.restart),
+            "restarts_with_a_store_down": mean_max(&c.restart_with_store_down),
+            "restarts_that_waited_for_the_down_store": mean_max(&c.restart_waited_for_store),
+            "loss": loss.map(|e| format!("{e:#}")),
+        }))?
+    );
+    Ok(())
+}
+
+/// The campaign's counts in words.
+fn print_text(c: &Campaign, seed: u64) {
+    let f = &c.figures;
+    let stat = |v: &Vec<f64>| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            let max = v.iter().copied().fold(0.0, f64::max);
+            format!(
+                "{} (mean {:.2} s, max {:.2} s)",
+                v.len(),
+                v.iter().sum::<f64>() / v.len() as f64,
+                max
+            )
+        }
+    };
+    println!("chaos campaign, seed {seed}: {} clusters", c.clusters);
+    println!(
+        "  kills: {} volume servers, {} stores, {} volume server and store together ({} processes)",
+        c.kills_volume,
+        c.kills_store,
+        c.kills_both,
+        c.kills_volume + c.kills_store + 2 * c.kills_both
+    );
+    println!("  damaged store logs (N-way 2): {}", c.damaged);
+    let p = &c.pool;
+    println!(
+        "  pools over a RAID-5 member array: {} ({} SIGKILLs, {} mid-rebuild; a member returning EIO {} times, its device stalled {} times; {} member files lost; {} rebuilds; {} scrubs after an unclean stop, all consistent)",
+        p.clusters,
+        p.kills,
+        p.kills_mid_rebuild,
+        p.member_eio,
+        p.device_stalls,
+        p.members_lost,
+        p.rebuilds,
+        p.scrubs_after_unclean_stop
+    );
+    println!(
+        "  processes stalled (SIGSTOP, then SIGCONT) mid-load: {}",
+        c.stalls
+    );
+    println!(
+        "  store links stalled past the request timeout (a proxy holding every byte 0.3-8 s): {}, dropped: {}",
+        c.link_stalls, c.link_cuts
+    );
+    println!(
+        "  writes acknowledged: {} ({} with FUA), flushes {}, reads checked during the load {}, writes refused (ENOSPC) {}",
+        f.writes_acked, f.fua_writes, f.flushes, f.reads_checked, f.refused_writes
+    );
+    println!(
+        "  blocks read back and checked after kills: {}",
+        f.blocks_verified
+    );
+    println!("  volume restarts: {}", stat(&c.restart));
+    println!(
+        "  volume restarts with a store down (N-way 2): {}",
+        stat(&c.restart_with_store_down)
+    );
+    println!(
+        "  volume restarts with a store down that waited for it (superblock degraded): {}",
+        stat(&c.restart_waited_for_store)
+    );
 }
