@@ -120,61 +120,74 @@ impl Core {
                     client.handle_timeout(now());
                 }
                 _ = tick.tick() => {
-                    if let Some(w) = client.recovery_wait() {
-                        let due = waiting.as_ref().is_none_or(|(last, at)| {
-                            *last != w || at.elapsed() >= Duration::from_secs(10)
-                        });
-                        if due && started.elapsed() >= Duration::from_secs(1) {
-                            if waits_for_every_store(&w, client.config().n_way) {
-                                tracing::warn!(
-                                    answered = w.answered,
-                                    stores = w.stores,
-                                    needed = w.needed,
-                                    failed = ?w.failed,
-                                    silent = ?w.silent,
-                                    "recovering: waiting for every store: the superblock is marked degraded (a write was acknowledged with fewer than N copies before the restart), so no store may be missing"
-                                );
-                            } else {
-                                tracing::warn!(
-                                    answered = w.answered,
-                                    stores = w.stores,
-                                    needed = w.needed,
-                                    failed = ?w.failed,
-                                    silent = ?w.silent,
-                                    "recovering: waiting for stores (serving needs every store, or all but N-1 once the others have failed)"
-                                );
-                            }
-                            waiting = Some((w, Instant::now()));
-                        }
-                    }
-                    if let (Some(c), Some(l)) = (self.volume.cache_mut(), self.cache_log.as_mut()) {
-                        c.handle_tick(l.now());
-                        l.collect(c);
-                    }
-                    let at = Instant::now();
-                    let stats = client.stats();
-                    self.reclaim_samples.push_back((at, stats.reclaimed_bytes));
-                    if offloading != (stats.offloaded_bytes > 0) {
-                        offloading = !offloading;
-                        if offloading {
-                            tracing::info!(
-                                offloaded_bytes = stats.offloaded_bytes,
-                                offloaded_writes = stats.offloaded_writes,
-                                "off-loading: data is on stores"
-                            );
-                        } else {
-                            tracing::info!(
-                                reclaimed_bytes = stats.reclaimed_bytes,
-                                offloaded_writes = stats.offloaded_writes,
-                                "reclaim finished: no data off-loaded"
-                            );
-                        }
-                    }
-                    while self.reclaim_samples.len() > 61 {
-                        self.reclaim_samples.pop_front();
-                    }
+                    self.each_second(&client, started, &mut waiting, &mut offloading);
                 }
             }
+        }
+    }
+
+    /// Once a second: while recovering, what the client waits for (on change and every 10 s);
+    /// the cache's tick and its log's collection; a reclaim sample; a line when data starts or
+    /// stops being off-loaded.
+    fn each_second(
+        &mut self,
+        client: &Client,
+        started: Instant,
+        waiting: &mut Option<(RecoveryWait, Instant)>,
+        offloading: &mut bool,
+    ) {
+        if let Some(w) = client.recovery_wait() {
+            let due = waiting
+                .as_ref()
+                .is_none_or(|(last, at)| *last != w || at.elapsed() >= Duration::from_secs(10));
+            if due && started.elapsed() >= Duration::from_secs(1) {
+                if waits_for_every_store(&w, client.config().n_way) {
+                    tracing::warn!(
+                        answered = w.answered,
+                        stores = w.stores,
+                        needed = w.needed,
+                        failed = ?w.failed,
+                        silent = ?w.silent,
+                        "recovering: waiting for every store: the superblock is marked degraded (a write was acknowledged with fewer than N copies before the restart), so no store may be missing"
+                    );
+                } else {
+                    tracing::warn!(
+                        answered = w.answered,
+                        stores = w.stores,
+                        needed = w.needed,
+                        failed = ?w.failed,
+                        silent = ?w.silent,
+                        "recovering: waiting for stores (serving needs every store, or all but N-1 once the others have failed)"
+                    );
+                }
+                *waiting = Some((w, Instant::now()));
+            }
+        }
+        if let (Some(c), Some(l)) = (self.volume.cache_mut(), self.cache_log.as_mut()) {
+            c.handle_tick(l.now());
+            l.collect(c);
+        }
+        let at = Instant::now();
+        let stats = client.stats();
+        self.reclaim_samples.push_back((at, stats.reclaimed_bytes));
+        if *offloading != (stats.offloaded_bytes > 0) {
+            *offloading = !*offloading;
+            if *offloading {
+                tracing::info!(
+                    offloaded_bytes = stats.offloaded_bytes,
+                    offloaded_writes = stats.offloaded_writes,
+                    "off-loading: data is on stores"
+                );
+            } else {
+                tracing::info!(
+                    reclaimed_bytes = stats.reclaimed_bytes,
+                    offloaded_writes = stats.offloaded_writes,
+                    "reclaim finished: no data off-loaded"
+                );
+            }
+        }
+        while self.reclaim_samples.len() > 61 {
+            self.reclaim_samples.pop_front();
         }
     }
 
