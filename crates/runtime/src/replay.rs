@@ -141,20 +141,30 @@ struct Gathered {
     lost: Option<String>,
 }
 
+impl ReplayOptions {
+    /// How many requests may be in flight: the open loop's bound, or the closed loop's
+    /// depth; options that make no sense (a speed that is not positive, no slot, an interval
+    /// that is not positive) are refused.
+    fn slots(&self) -> Result<usize, ReplayError> {
+        let permits = match self.mode {
+            Mode::Open { speed } if speed > 0.0 && speed.is_finite() => self.max_outstanding,
+            Mode::Closed { depth } => depth,
+            Mode::Open { .. } => return Err(ReplayError::BadOptions),
+        };
+        if permits == 0 || permits > Semaphore::MAX_PERMITS || self.interval_s <= 0.0 {
+            return Err(ReplayError::BadOptions);
+        }
+        Ok(permits)
+    }
+}
+
 /// Replays `records` (in trace order) against the export at `url`.
 pub async fn replay(
     url: &NbdUrl,
     records: impl Iterator<Item = Record>,
     options: &ReplayOptions,
 ) -> Result<LiveReplayReport, ReplayError> {
-    let permits = match options.mode {
-        Mode::Open { speed } if speed > 0.0 && speed.is_finite() => options.max_outstanding,
-        Mode::Closed { depth } => depth,
-        Mode::Open { .. } => return Err(ReplayError::BadOptions),
-    };
-    if permits == 0 || permits > Semaphore::MAX_PERMITS || options.interval_s <= 0.0 {
-        return Err(ReplayError::BadOptions);
-    }
+    let permits = options.slots()?;
     let (info, mut sender, receiver) = nbd_client::connect(url).await?;
     if info.length_bytes == 0 {
         return Err(ReplayError::Empty);
@@ -168,14 +178,13 @@ pub async fn replay(
     let gathered = Arc::new(Mutex::new(Gathered::default()));
     let start = Instant::now();
     let interval = Duration::from_secs_f64(options.interval_s);
-    let mut receiving = tokio::spawn(receive(
+    let receiving = tokio::spawn(receive(
         receiver,
         Arc::clone(&slots),
         Arc::clone(&gathered),
         start,
         interval,
     ));
-
     let mut payload: Vec<u8> = Vec::new();
     let mut pattern = 0x9e37_79b9_7f4a_7c15u64;
     let mut origin: Option<i64> = None;
@@ -199,18 +208,8 @@ pub async fn replay(
         if record.op == Op::Write && read_only {
             return Err(ReplayError::ReadOnly);
         }
-        let mut offset = record.offset_bytes;
-        if offset + record.length_bytes > capacity {
-            offset = offset % (capacity - record.length_bytes + 1) / 512 * 512;
-            wrapped += 1;
-        }
-        offset = offset / block * block;
-        let length = record.length_bytes.div_ceil(block) * block;
-        let length = if offset + length > capacity {
-            capacity - offset
-        } else {
-            length
-        };
+        let (offset, length, wraps) = place(&record, capacity, block);
+        wrapped += u64::from(wraps);
         if let Mode::Open { speed } = options.mode {
             let origin = *origin.get_or_insert(record.time_ns);
             let since = (record.time_ns - origin).max(0) as f64 / speed;
@@ -226,16 +225,7 @@ pub async fn replay(
                     failure = Some(e);
                     break;
                 }
-                // The timer's granularity is a millisecond: sleep to within one, then yield
-                // until the moment itself.
-                if let Some(early) = due.checked_sub(SPIN) {
-                    if early > Instant::now() {
-                        tokio::time::sleep_until(early.into()).await;
-                    }
-                }
-                while Instant::now() < due {
-                    tokio::task::yield_now().await;
-                }
+                wait_until(due).await;
             }
             lag.record(Instant::now().saturating_duration_since(due).as_nanos() as u64);
         }
@@ -261,16 +251,7 @@ pub async fn replay(
         let sent = match record.op {
             Op::Read => sender.read(offset, length as u32).await,
             Op::Write => {
-                if payload.len() < length as usize {
-                    let old = payload.len();
-                    payload.resize(length as usize, 0);
-                    for byte in &mut payload[old..] {
-                        pattern ^= pattern << 13;
-                        pattern ^= pattern >> 7;
-                        pattern ^= pattern << 17;
-                        *byte = pattern as u8;
-                    }
-                }
+                grow_payload(&mut payload, &mut pattern, length as usize);
                 sender.write(offset, &payload[..length as usize]).await
             }
         };
@@ -291,25 +272,127 @@ pub async fn replay(
             }
         }
         if let Some(response_ns) = record.response_ns {
-            match record.op {
-                Op::Read => recorded_reads.record(response_ns),
-                Op::Write => recorded_writes.record(response_ns),
-            }
+            let recorded = match record.op {
+                Op::Read => &mut recorded_reads,
+                Op::Write => &mut recorded_writes,
+            };
+            recorded.record(response_ns);
         }
         records_sent += 1;
         if let (Some(at), Some(every)) = (next_progress, options.progress_every) {
             if Instant::now() >= at {
                 let done = gathered.lock().expect("stats lock").completions;
-                tracing::info!(
-                    records_sent,
-                    answered = done,
-                    elapsed_s = format_args!("{:.0}", start.elapsed().as_secs_f64()),
-                    "replay progress"
-                );
+                progress(records_sent, done, start);
                 next_progress = Some(at + every);
             }
         }
     }
+    let g = wind_down(
+        sender,
+        receiving,
+        (&slots, permits),
+        failure,
+        &gathered,
+        records_sent,
+    )
+    .await?;
+    let sent = Sent {
+        records: records_sent,
+        skipped,
+        wrapped,
+        late,
+        throttled,
+        max_seen,
+        lag,
+        recorded_reads,
+        recorded_writes,
+    };
+    Ok(report(url, capacity, options, (start, g), sent))
+}
+
+/// Where a record goes on an export of `capacity` bytes in blocks of `block`: an offset past
+/// the end wraps into the export (said by the flag), then both are aligned to the block and
+/// the length cut at the end.
+fn place(record: &Record, capacity: u64, block: u64) -> (u64, u64, bool) {
+    let mut offset = record.offset_bytes;
+    let wraps = offset + record.length_bytes > capacity;
+    if wraps {
+        offset = offset % (capacity - record.length_bytes + 1) / 512 * 512;
+    }
+    offset = offset / block * block;
+    let length = record.length_bytes.div_ceil(block) * block;
+    let length = if offset + length > capacity {
+        capacity - offset
+    } else {
+        length
+    };
+    (offset, length, wraps)
+}
+
+/// Grows the write payload to `length` bytes of a xorshift pattern (`pattern` its state): the
+/// writes carry bytes no device can compress or skip.
+fn grow_payload(payload: &mut Vec<u8>, pattern: &mut u64, length: usize) {
+    if payload.len() < length {
+        let old = payload.len();
+        payload.resize(length, 0);
+        for byte in &mut payload[old..] {
+            *pattern ^= *pattern << 13;
+            *pattern ^= *pattern >> 7;
+            *pattern ^= *pattern << 17;
+            *byte = *pattern as u8;
+        }
+    }
+}
+
+/// Waits until `due`. The timer's granularity is a millisecond: sleep to within one, then
+/// yield until the moment itself.
+async fn wait_until(due: Instant) {
+    if let Some(early) = due.checked_sub(SPIN) {
+        if early > Instant::now() {
+            tokio::time::sleep_until(early.into()).await;
+        }
+    }
+    while Instant::now() < due {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A progress line: the records sent, those answered, the time so far.
+fn progress(records_sent: u64, answered: u64, start: Instant) {
+    tracing::info!(
+        records_sent,
+        answered,
+        elapsed_s = format_args!("{:.0}", start.elapsed().as_secs_f64()),
+        "replay progress"
+    );
+}
+
+/// What the sending side counted.
+struct Sent {
+    records: u64,
+    skipped: u64,
+    wrapped: u64,
+    late: u64,
+    throttled: u64,
+    max_seen: u64,
+    /// Open loop: how late each request went out.
+    lag: Histogram,
+    /// The trace's own response times, where it records them.
+    recorded_reads: Histogram,
+    recorded_writes: Histogram,
+}
+
+/// Ends the replay: the last requests flushed, every reply awaited (all slots back) and the
+/// connection closed; what the receiving side gathered, or the connection's loss with the
+/// requests it left unanswered.
+async fn wind_down(
+    mut sender: nbd_client::Sender,
+    mut receiving: tokio::task::JoinHandle<()>,
+    (slots, permits): (&Semaphore, usize),
+    mut failure: Option<std::io::Error>,
+    gathered: &Mutex<Gathered>,
+    records_sent: u64,
+) -> Result<Gathered, ReplayError> {
     if failure.is_none() {
         if let Err(e) = sender.flush().await {
             failure = Some(e);
@@ -342,7 +425,17 @@ pub async fn replay(
         };
         return Err(ReplayError::Lost { in_flight, reason });
     }
+    Ok(g)
+}
 
+/// The report of a finished replay.
+fn report(
+    url: &NbdUrl,
+    capacity: u64,
+    options: &ReplayOptions,
+    (start, g): (Instant, Gathered),
+    sent: Sent,
+) -> LiveReplayReport {
     let duration_s = g
         .last_reply
         .map_or(0.0, |t| t.duration_since(start).as_secs_f64());
@@ -354,7 +447,7 @@ pub async fn replay(
         }
     };
     let summary = |h: &Histogram| (h.count() > 0).then(|| h.summary());
-    Ok(LiveReplayReport {
+    LiveReplayReport {
         target: url.to_string(),
         export_bytes: capacity,
         mode: match options.mode {
@@ -369,10 +462,10 @@ pub async fn replay(
             Mode::Open { .. } => None,
             Mode::Closed { depth } => Some(depth),
         },
-        records: records_sent,
-        skipped_empty: skipped,
-        wrapped,
-        late,
+        records: sent.records,
+        skipped_empty: sent.skipped,
+        wrapped: sent.wrapped,
+        late: sent.late,
         errors: g.errors,
         first_error: g.first_error,
         duration_s,
@@ -380,9 +473,9 @@ pub async fn replay(
         mb_per_s: per_s(g.bytes as f64 / 1e6),
         reads: g.reads.summary(),
         writes: g.writes.summary(),
-        send_lag: matches!(options.mode, Mode::Open { .. }).then(|| lag.summary()),
-        throttled,
-        max_outstanding_seen: max_seen,
+        send_lag: matches!(options.mode, Mode::Open { .. }).then(|| sent.lag.summary()),
+        throttled: sent.throttled,
+        max_outstanding_seen: sent.max_seen,
         interval_s: options.interval_s,
         intervals: g
             .intervals
@@ -401,9 +494,9 @@ pub async fn replay(
                 }
             })
             .collect(),
-        recorded_reads: summary(&recorded_reads),
-        recorded_writes: summary(&recorded_writes),
-    })
+        recorded_reads: summary(&sent.recorded_reads),
+        recorded_writes: summary(&sent.recorded_writes),
+    }
 }
 
 /// Takes replies until the connection ends, recording each and freeing its slot.
