@@ -149,27 +149,13 @@ fn random_id() -> u64 {
     (z >> 1).max(1)
 }
 
-/// Serves until the process is stopped. Calls `ready` once the export accepts I/O (after the
-/// soft state has been rebuilt from the stores, on a restart).
-pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Result<()> {
-    crate::limits::keep_freed_buffers();
-    let file = Arc::new(
-        DiskFile::open(&options.base, false, options.io)
-            .with_context(|| format!("cannot open the base volume {}", options.base.display()))?,
-    );
-    let size = base_size(&file)
-        .with_context(|| format!("cannot size the base volume {}", options.base.display()))?;
-    if size < RESERVED_BYTES + (1 << 20) {
-        bail!(
-            "{}: {size} bytes is too small for a volume (at least 1 MiB plus {RESERVED_BYTES} reserved bytes)",
-            options.base.display()
-        );
-    }
-    let label_at = size - LABEL_BYTES;
-    let existing = file
-        .read(label_at, LABEL_BYTES, Vec::new())
-        .map_err(disk_error)?;
-    let (label, formatting) = match Label::decode(&existing) {
+/// The volume's label: the one on the base volume (a plain volume's written anew with the
+/// stores given now: how stores are added to one), or a new one with `--format`; and whether
+/// it is to be written (the client formats the volume then). A store set other than the
+/// label's, too few stores for N, a missing label without `--format`, or a damaged one are
+/// refused.
+fn volume_label(existing: &[u8], options: &VolumeOptions) -> Result<(Label, bool)> {
+    Ok(match Label::decode(existing) {
         // A plain volume (formatted without stores) has never off-loaded a write: its label is
         // written before it serves, and it names stores once any were given. So its superblock
         // is written anew at every start, with the stores given now if any: this is how stores
@@ -233,15 +219,12 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
             options.base.display()
         ),
         Err(e) => bail!("{}: {e}; refusing to start", options.base.display()),
-    };
-    let emulator = match &options.emulate {
-        None => None,
-        Some(spec) => Some(Emulator::start(spec).map_err(|e| anyhow!(e))?),
-    };
-    if let Some(e) = emulator {
-        file.emulate(e);
-    }
+    })
+}
 
+/// The off-loading client's configuration from the label and the options (a `--t-base 0` is
+/// warned about: the stores would fill).
+fn client_config(label: &Label, options: &VolumeOptions, size: u64) -> Config {
     let mut config = Config::new(label.client, label.volume, size - LABEL_BYTES);
     config.policy = options.policy;
     config.n_way = label.n_way as usize;
@@ -257,6 +240,35 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     }
     config.copies_timeout_ns = options.copies_timeout.as_nanos() as u64;
     config.recovery_grace_ns = options.recovery_grace.as_nanos() as u64;
+    config
+}
+
+/// Serves until the process is stopped. Calls `ready` once the export accepts I/O (after the
+/// soft state has been rebuilt from the stores, on a restart).
+pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Result<()> {
+    crate::limits::keep_freed_buffers();
+    let file = Arc::new(
+        DiskFile::open(&options.base, false, options.io)
+            .with_context(|| format!("cannot open the base volume {}", options.base.display()))?,
+    );
+    let size = base_size(&file)
+        .with_context(|| format!("cannot size the base volume {}", options.base.display()))?;
+    if size < RESERVED_BYTES + (1 << 20) {
+        bail!(
+            "{}: {size} bytes is too small for a volume (at least 1 MiB plus {RESERVED_BYTES} reserved bytes)",
+            options.base.display()
+        );
+    }
+    let label_at = size - LABEL_BYTES;
+    let existing = file
+        .read(label_at, LABEL_BYTES, Vec::new())
+        .map_err(disk_error)?;
+    let (label, formatting) = volume_label(&existing, &options)?;
+    if let Some(spec) = &options.emulate {
+        file.emulate(Emulator::start(spec).map_err(|e| anyhow!(e))?);
+    }
+
+    let config = client_config(&label, &options, size);
     let export_bytes = config.usable_bytes();
 
     let export = ExportConfig {
