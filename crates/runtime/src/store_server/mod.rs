@@ -123,6 +123,68 @@ impl StoreReport<'_> {
     }
 }
 
+/// The store's file opened (recovered) for serving, emulating a device when asked; what the
+/// recovery found is logged.
+fn open_for_serving(options: &ServeOptions) -> Result<(Arc<DiskFile>, Store)> {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    let (file, store) = open_store(
+        &options.path,
+        options.log_bytes,
+        seed,
+        options.io,
+        options.sparse,
+    )?;
+    if let Some(spec) = &options.emulate {
+        file.emulate(crate::emulate::Emulator::start(spec).map_err(anyhow::Error::msg)?);
+        tracing::info!(preset = %spec.preset, "store emulating a device");
+    }
+    let stats = store.stats();
+    tracing::info!(
+        path = %options.path.display(),
+        records_scanned = stats.records_scanned,
+        bytes_scanned = stats.bytes_scanned,
+        valid_data_bytes = stats.valid_data_bytes,
+        log_bytes_in_use = store.used_bytes(),
+        "store ready"
+    );
+    Ok((file, store))
+}
+
+/// Accepts connections (as `admission` allows) and starts each one's task, numbered from 1.
+fn spawn_acceptor(
+    listener: TcpListener,
+    admission: Admission,
+    largest_record: Arc<AtomicU64>,
+    events: mpsc::Sender<Event>,
+) {
+    tokio::spawn(async move {
+        let mut next = 1u64;
+        let mut refused = 0u64;
+        loop {
+            let (stream, peer, budget) =
+                crate::limits::accept_admitted(&listener, &admission, "store", &mut refused).await;
+            tracing::info!(connection = next, %peer, "client connected");
+            tokio::spawn(connection(
+                next,
+                stream,
+                budget,
+                largest_record.clone(),
+                events.clone(),
+            ));
+            next += 1;
+        }
+    });
+}
+
+/// Requests the store has not answered: its id → (connection, the client's request id,
+/// arrival, what it holds).
+type Requests = HashMap<u64, (u64, u64, Instant, Charge)>;
+
+/// Open connections: id → (where its frames go, how many are sent and not yet written).
+type Connections = HashMap<u64, (mpsc::Sender<Outgoing>, Arc<AtomicUsize>)>;
+
 fn io_error(e: DiskError) -> anyhow::Error {
     anyhow::anyhow!("disk {} failed: {}", e.op, e.error)
 }
@@ -212,29 +274,7 @@ pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Res
 
 async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     crate::limits::keep_freed_buffers();
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
-    let (file, mut store) = open_store(
-        &options.path,
-        options.log_bytes,
-        seed,
-        options.io,
-        options.sparse,
-    )?;
-    if let Some(spec) = &options.emulate {
-        file.emulate(crate::emulate::Emulator::start(spec).map_err(anyhow::Error::msg)?);
-        tracing::info!(preset = %spec.preset, "store emulating a device");
-    }
-    let stats = store.stats();
-    tracing::info!(
-        path = %options.path.display(),
-        records_scanned = stats.records_scanned,
-        bytes_scanned = stats.bytes_scanned,
-        valid_data_bytes = stats.valid_data_bytes,
-        log_bytes_in_use = store.used_bytes(),
-        "store ready"
-    );
+    let (file, mut store) = open_for_serving(&options)?;
     let listener = TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("cannot listen on {}", options.listen))?;
@@ -252,32 +292,16 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
     // The largest record the store keeps: what a `read_any` reply may hold.
     let largest_record = Arc::new(AtomicU64::new(store.largest_record_bytes()));
     let accept_largest = largest_record.clone();
-    tokio::spawn(async move {
-        let mut next = 1u64;
-        let mut refused = 0u64;
-        loop {
-            let (stream, peer, budget) =
-                crate::limits::accept_admitted(&listener, &admission, "store", &mut refused).await;
-            tracing::info!(connection = next, %peer, "client connected");
-            tokio::spawn(connection(
-                next,
-                stream,
-                budget,
-                accept_largest.clone(),
-                accept_events.clone(),
-            ));
-            next += 1;
-        }
-    });
+    spawn_acceptor(listener, admission, accept_largest, accept_events);
 
     // Whether log writes (not flushes) are done on this task; see where ops are submitted.
     let inline_writes = options.emulate.is_none() && !file.direct;
     let mut flushes = FlushPlace::default();
     let started = Instant::now();
     let now = || started.elapsed().as_nanos() as u64;
-    let mut connections: HashMap<u64, (mpsc::Sender<Outgoing>, Arc<AtomicUsize>)> = HashMap::new();
+    let mut connections: Connections = HashMap::new();
     // Store request id → (connection, the client's request id, arrival, what it holds).
-    let mut requests: HashMap<u64, (u64, u64, Instant, Charge)> = HashMap::new();
+    let mut requests: Requests = HashMap::new();
     let mut next_request = 1u64;
     let mut load = LoadMeter::default();
     let mut broadcast = tokio::time::interval(options.broadcast);
@@ -297,34 +321,19 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
             .map(|t| started + Duration::from_nanos(t));
         tokio::select! {
             event = inbox.recv() => {
-                let Some(mut event) = event else { break };
-                // Take every event already waiting before polling the core, so that requests
-                // arriving together become consecutive records submitted as one transfer.
-                for _ in 0..1024 {
-                    match event {
-                        Event::Request { connection, id, request, charge } => {
-                            let internal = next_request;
-                            next_request += 1;
-                            requests.insert(internal, (connection, id, Instant::now(), charge));
-                            store.handle_request(now(), internal, request);
-                        }
-                        Event::Disk(Ok(done)) => store.handle_disk(now(), done),
-                        Event::Disk(Err(e)) => {
-                            // The device failed: stop before acknowledging anything more.
-                            disk.stop();
-                            return Err(io_error(e));
-                        }
-                        Event::Connected { connection, sender, unwritten } => {
-                            connections.insert(connection, (sender, unwritten));
-                        }
-                        Event::Closed { connection } => {
-                            connections.remove(&connection);
-                        }
-                    }
-                    match inbox.try_recv() {
-                        Ok(next) => event = next,
-                        Err(_) => break,
-                    }
+                let Some(event) = event else { break };
+                let taken = take_events(
+                    event,
+                    &mut inbox,
+                    &mut store,
+                    (&mut requests, &mut next_request),
+                    &mut connections,
+                    &now,
+                );
+                if let Err(e) = taken {
+                    // The device failed: stop before acknowledging anything more.
+                    disk.stop();
+                    return Err(io_error(e));
                 }
             }
             _ = async { tokio::time::sleep_until(timeout.expect("guarded").into()).await }, if timeout.is_some() => {
@@ -332,85 +341,20 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
             }
             request = report_rx.recv() => {
                 let Some(request) = request else { continue };
-                let figures = load.figures(requests.len(), &store);
-                let stats = store.stats();
-                let report = StoreReport {
-                    rack: options.rack.as_deref(),
-                    connections: connections.len(),
-                    queue_length: figures.queue_length,
-                    requests_per_s: figures.requests_per_s,
-                    mean_response_us: figures.mean_response_us,
-                    used_bytes: figures.used_bytes,
-                    log_bytes: figures.log_bytes,
-                    valid_data_bytes: stats.valid_data_bytes,
-                    records_written: stats.records_written,
-                    flushes: stats.flushes,
-                    cleaned_bytes: stats.cleaned_bytes,
-                    full_refusals: stats.full_refusals,
-                };
-                let text = if request.json {
-                    serde_json::to_string_pretty(&report).expect("a report serializes")
-                } else {
-                    report.metrics()
-                };
+                let text = report_text(&store, &mut load, (requests.len(), connections.len()), options.rack.as_deref(), request.json);
                 let _ = request.reply.send(text);
             }
             _ = broadcast.tick() => {
-                let figures = load.figures(requests.len(), &store);
-                let mut frame = Vec::new();
-                encode(&Frame::Load(figures), &mut frame);
-                // Not to a client that leaves its replies unread: they carry the figures too.
-                for (sender, unwritten) in connections.values() {
-                    if unwritten.load(Ordering::Relaxed) == 0 {
-                        unwritten.fetch_add(1, Ordering::Relaxed);
-                        send_frame(sender, Outgoing { frame: frame.clone(), _charge: None, unwritten: unwritten.clone() });
-                    }
-                }
+                broadcast_load(&connections, load.figures(requests.len(), &store));
             }
         }
         loop {
             let mut ops: Vec<DiskOp> = std::iter::from_fn(|| store.poll_disk()).collect();
             if options.emulate.is_none() {
-                // A read of log pages the page cache holds is a copy: done here (without waiting
-                // for the device, see `DiskFile::read_cached`), it saves a worker's wake-up and
-                // the hand-off back, which cost more than the copy for the small pieces a
-                // volume reads of its off-loaded data.
-                ops.retain(|op| match op {
-                    DiskOp::Read {
-                        id,
-                        offset_bytes,
-                        length_bytes,
-                    } if *length_bytes <= CACHED_READ_MAX => {
-                        match file.read_cached(*offset_bytes, *length_bytes) {
-                            Some(data) => {
-                                store.handle_disk(now(), DiskDone::Read { id: *id, data });
-                                false
-                            }
-                            None => true,
-                        }
-                    }
-                    _ => true,
-                });
+                read_cached(&file, &mut store, &mut ops, &now);
             }
             if options.emulate.is_none() && flushes.inline() {
-                // A flush the device answers at once (a memory file system, a device whose
-                // cache is safe) costs less than the hand-off to a worker and back: done here
-                // while recent flushes here were fast. A slow one sends the next ones to the
-                // workers, so that requests keep being read during them.
-                let mut failed = None;
-                ops.retain(|op| match op {
-                    DiskOp::Flush { id } if failed.is_none() => {
-                        let began = Instant::now();
-                        match file.execute(DiskOp::Flush { id: *id }) {
-                            Ok(done) => store.handle_disk(now(), done),
-                            Err(e) => failed = Some(e),
-                        }
-                        flushes.took(began.elapsed());
-                        false
-                    }
-                    _ => true,
-                });
-                if let Some(e) = failed {
+                if let Err(e) = flush_inline(&file, &mut store, &mut ops, &mut flushes, &now) {
                     disk.stop();
                     return Err(io_error(e));
                 }
@@ -441,61 +385,14 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
                     .iter()
                     .any(|op| matches!(op, DiskOp::Write { durable: false, .. }))
             {
-                // Writes to a buffered, unemulated log are copies into the page cache: done here,
-                // each run of consecutive records in one system call, they save two thread
-                // hand-offs per batch (a third of the CPU time of 4 KiB writes went to waking
-                // the workers and back). Flushes, which wait for the device, still go to them.
-                let mut rest = Vec::new();
-                let mut run: Vec<(u64, WriteBytes)> = Vec::new();
-                let mut run_at = 0u64;
-                let mut run_end = 0u64;
-                let mut done = Vec::new();
-                let mut write_run = |run: &mut Vec<(u64, WriteBytes)>, at: u64| -> Result<()> {
-                    if run.is_empty() {
-                        return Ok(());
-                    }
-                    let slices: Vec<&[u8]> = run.iter().flat_map(|(_, d)| d.slices()).collect();
-                    file.write_batch(at, &slices).map_err(io_error)?;
-                    done.extend(run.drain(..).map(|(id, _)| id));
-                    Ok(())
-                };
-                let mut failed = None;
-                for op in ops {
-                    match op {
-                        DiskOp::Write {
-                            id,
-                            offset_bytes,
-                            data,
-                            durable: false,
-                        } => {
-                            if run.is_empty() || offset_bytes != run_end {
-                                if let Err(e) = write_run(&mut run, run_at) {
-                                    failed = Some(e);
-                                    break;
-                                }
-                                run_at = offset_bytes;
-                                run_end = offset_bytes;
-                            }
-                            run_end += data.len() as u64;
-                            run.push((id, data));
-                        }
-                        other => rest.push(other),
+                match write_inline(&file, &mut store, ops, &now) {
+                    Ok(rest) => disk.submit_all(rest),
+                    Err(e) => {
+                        // The device failed: stop before acknowledging anything more.
+                        disk.stop();
+                        return Err(e);
                     }
                 }
-                if failed.is_none() {
-                    if let Err(e) = write_run(&mut run, run_at) {
-                        failed = Some(e);
-                    }
-                }
-                if let Some(e) = failed {
-                    // The device failed: stop before acknowledging anything more.
-                    disk.stop();
-                    return Err(e);
-                }
-                for id in done {
-                    store.handle_disk(now(), DiskDone::Written { id });
-                }
-                disk.submit_all(rest);
                 continue;
             }
             disk.submit_all(ops);
@@ -505,38 +402,259 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
             *shared.lock().expect("stats") = store.stats();
         }
         largest_record.store(store.largest_record_bytes(), Ordering::Relaxed);
-        while let Some((internal, reply)) = store.poll_reply() {
-            let Some((connection, id, arrived, mut charge)) = requests.remove(&internal) else {
-                continue;
-            };
-            load.completed(arrived.elapsed());
-            let figures = load.figures(requests.len(), &store);
-            let mut frame = Vec::new();
-            encode(
-                &Frame::Reply {
-                    id,
-                    load: figures,
-                    reply,
-                },
-                &mut frame,
-            );
-            // The reply holds its request's charge until it is written.
-            charge.shrink_to(frame.len() as u64);
-            if let Some((sender, unwritten)) = connections.get(&connection) {
-                unwritten.fetch_add(1, Ordering::Relaxed);
-                send_frame(
-                    sender,
-                    Outgoing {
-                        frame,
-                        _charge: Some(charge),
-                        unwritten: unwritten.clone(),
-                    },
-                );
-            }
-        }
+        send_replies(&mut store, &mut requests, &connections, &mut load);
     }
     disk.stop();
     Ok(())
+}
+
+/// The load figures to every connection, except one that leaves its replies unread (they
+/// carry the figures too).
+fn broadcast_load(connections: &Connections, figures: Load) {
+    let mut frame = Vec::new();
+    encode(&Frame::Load(figures), &mut frame);
+    for (sender, unwritten) in connections.values() {
+        if unwritten.load(Ordering::Relaxed) == 0 {
+            unwritten.fetch_add(1, Ordering::Relaxed);
+            send_frame(
+                sender,
+                Outgoing {
+                    frame: frame.clone(),
+                    _charge: None,
+                    unwritten: unwritten.clone(),
+                },
+            );
+        }
+    }
+}
+
+/// One event, and every event already waiting after it (up to 1,024), carried to the store.
+/// Take every event already waiting before polling the core, so that requests
+/// arriving together become consecutive records submitted as one transfer.
+fn take_events(
+    mut event: Event,
+    inbox: &mut mpsc::Receiver<Event>,
+    store: &mut Store,
+    (requests, next_request): (&mut Requests, &mut u64),
+    connections: &mut Connections,
+    now: &dyn Fn() -> u64,
+) -> Result<(), DiskError> {
+    for _ in 0..1024 {
+        match event {
+            Event::Request {
+                connection,
+                id,
+                request,
+                charge,
+            } => {
+                let internal = *next_request;
+                *next_request += 1;
+                requests.insert(internal, (connection, id, Instant::now(), charge));
+                store.handle_request(now(), internal, request);
+            }
+            Event::Disk(Ok(done)) => store.handle_disk(now(), done),
+            Event::Disk(Err(e)) => return Err(e),
+            Event::Connected {
+                connection,
+                sender,
+                unwritten,
+            } => {
+                connections.insert(connection, (sender, unwritten));
+            }
+            Event::Closed { connection } => {
+                connections.remove(&connection);
+            }
+        }
+        match inbox.try_recv() {
+            Ok(next) => event = next,
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
+/// A read of log pages the page cache holds is a copy: done here (without waiting
+/// for the device, see `DiskFile::read_cached`), it saves a worker's wake-up and
+/// the hand-off back, which cost more than the copy for the small pieces a
+/// volume reads of its off-loaded data.
+fn read_cached(file: &DiskFile, store: &mut Store, ops: &mut Vec<DiskOp>, now: &dyn Fn() -> u64) {
+    ops.retain(|op| match op {
+        DiskOp::Read {
+            id,
+            offset_bytes,
+            length_bytes,
+        } if *length_bytes <= CACHED_READ_MAX => {
+            match file.read_cached(*offset_bytes, *length_bytes) {
+                Some(data) => {
+                    store.handle_disk(now(), DiskDone::Read { id: *id, data });
+                    false
+                }
+                None => true,
+            }
+        }
+        _ => true,
+    });
+}
+
+/// A flush the device answers at once (a memory file system, a device whose
+/// cache is safe) costs less than the hand-off to a worker and back: done here
+/// while recent flushes here were fast. A slow one sends the next ones to the
+/// workers, so that requests keep being read during them.
+fn flush_inline(
+    file: &DiskFile,
+    store: &mut Store,
+    ops: &mut Vec<DiskOp>,
+    flushes: &mut FlushPlace,
+    now: &dyn Fn() -> u64,
+) -> Result<(), DiskError> {
+    let mut failed = None;
+    ops.retain(|op| match op {
+        DiskOp::Flush { id } if failed.is_none() => {
+            let began = Instant::now();
+            match file.execute(DiskOp::Flush { id: *id }) {
+                Ok(done) => store.handle_disk(now(), done),
+                Err(e) => failed = Some(e),
+            }
+            flushes.took(began.elapsed());
+            false
+        }
+        _ => true,
+    });
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Writes to a buffered, unemulated log are copies into the page cache: done here, each run of
+/// consecutive records in one system call, they save two thread hand-offs per batch (a third
+/// of the CPU time of 4 KiB writes went to waking the workers and back). Flushes, which wait for
+/// the device, still go to them: returned with the other operations.
+fn write_inline(
+    file: &DiskFile,
+    store: &mut Store,
+    ops: Vec<DiskOp>,
+    now: &dyn Fn() -> u64,
+) -> Result<Vec<DiskOp>> {
+    let mut rest = Vec::new();
+    let mut run: Vec<(u64, WriteBytes)> = Vec::new();
+    let mut run_at = 0u64;
+    let mut run_end = 0u64;
+    let mut done = Vec::new();
+    let mut write_run = |run: &mut Vec<(u64, WriteBytes)>, at: u64| -> Result<()> {
+        if run.is_empty() {
+            return Ok(());
+        }
+        let slices: Vec<&[u8]> = run.iter().flat_map(|(_, d)| d.slices()).collect();
+        file.write_batch(at, &slices).map_err(io_error)?;
+        done.extend(run.drain(..).map(|(id, _)| id));
+        Ok(())
+    };
+    let mut failed = None;
+    for op in ops {
+        match op {
+            DiskOp::Write {
+                id,
+                offset_bytes,
+                data,
+                durable: false,
+            } => {
+                if run.is_empty() || offset_bytes != run_end {
+                    if let Err(e) = write_run(&mut run, run_at) {
+                        failed = Some(e);
+                        break;
+                    }
+                    run_at = offset_bytes;
+                    run_end = offset_bytes;
+                }
+                run_end += data.len() as u64;
+                run.push((id, data));
+            }
+            other => rest.push(other),
+        }
+    }
+    if failed.is_none() {
+        if let Err(e) = write_run(&mut run, run_at) {
+            failed = Some(e);
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    for id in done {
+        store.handle_disk(now(), DiskDone::Written { id });
+    }
+    Ok(rest)
+}
+
+/// Each reply the store has, framed with the load figures and sent to its connection (if it
+/// is still there); a reply holds its request's charge until it is written.
+fn send_replies(
+    store: &mut Store,
+    requests: &mut Requests,
+    connections: &Connections,
+    load: &mut LoadMeter,
+) {
+    while let Some((internal, reply)) = store.poll_reply() {
+        let Some((connection, id, arrived, mut charge)) = requests.remove(&internal) else {
+            continue;
+        };
+        load.completed(arrived.elapsed());
+        let figures = load.figures(requests.len(), store);
+        let mut frame = Vec::new();
+        encode(
+            &Frame::Reply {
+                id,
+                load: figures,
+                reply,
+            },
+            &mut frame,
+        );
+        // The reply holds its request's charge until it is written.
+        charge.shrink_to(frame.len() as u64);
+        if let Some((sender, unwritten)) = connections.get(&connection) {
+            unwritten.fetch_add(1, Ordering::Relaxed);
+            send_frame(
+                sender,
+                Outgoing {
+                    frame,
+                    _charge: Some(charge),
+                    unwritten: unwritten.clone(),
+                },
+            );
+        }
+    }
+}
+
+/// The HTTP endpoint's report: `/metrics` text, or JSON.
+fn report_text(
+    store: &Store,
+    load: &mut LoadMeter,
+    (requests, connections): (usize, usize),
+    rack: Option<&str>,
+    json: bool,
+) -> String {
+    let figures = load.figures(requests, store);
+    let stats = store.stats();
+    let report = StoreReport {
+        rack,
+        connections,
+        queue_length: figures.queue_length,
+        requests_per_s: figures.requests_per_s,
+        mean_response_us: figures.mean_response_us,
+        used_bytes: figures.used_bytes,
+        log_bytes: figures.log_bytes,
+        valid_data_bytes: stats.valid_data_bytes,
+        records_written: stats.records_written,
+        flushes: stats.flushes,
+        cleaned_bytes: stats.cleaned_bytes,
+        full_refusals: stats.full_refusals,
+    };
+    if json {
+        serde_json::to_string_pretty(&report).expect("a report serializes")
+    } else {
+        report.metrics()
+    }
 }
 
 /// Request rate and response time, for the load figures.
