@@ -306,63 +306,12 @@ fn a_logger_killed_in_logging_mode_loses_nothing_and_its_at_risk_data_is_reclaim
     );
     // Every block still reads back from the two live copies.
     verify_all();
-    // Per server: (reclaimed, of which at risk) while it held at-risk data. Counters, not
-    // gauges: primaries move at the up-shift.
-    let counters = |c: &LocalCluster| -> Vec<(u64, u64, u64)> {
-        (0..c.servers())
-            .map(|s| {
-                let st = c
-                    .status(Daemon::Server(s))
-                    .unwrap_or_else(|e| panic!("{e}"));
-                (
-                    st["stats"]["reclaimed_bytes"].as_u64().unwrap(),
-                    st["stats"]["reclaimed_at_risk_bytes"].as_u64().unwrap(),
-                    st["at_risk_bytes"].as_u64().unwrap(),
-                )
-            })
-            .collect()
-    };
-    let before = counters(&c);
+    let before = reclaim_counters(&c);
     c.gear("3").unwrap();
     let t = Instant::now();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut while_at_risk = vec![(0u64, 0u64); before.len()];
-    let mut none_at_risk_after = None;
-    let mut previous = before.clone();
-    loop {
-        let now = counters(&c);
-        // What a server reclaimed between two looks that both saw it hold at-risk data (a
-        // group still recovering its log does not know yet that data is at risk).
-        for (s, (&(r, a, risk), &(r0, a0, risk0))) in now.iter().zip(&previous).enumerate() {
-            if risk0 > 0 && risk > 0 {
-                while_at_risk[s].0 += r - r0;
-                while_at_risk[s].1 += a - a0;
-            }
-        }
-        previous = now.clone();
-        if none_at_risk_after.is_none() && now.iter().all(|x| x.2 == 0) {
-            none_at_risk_after = Some(t.elapsed());
-        }
-        // Done when nothing is logged and the counters say all of it was reclaimed: the
-        // gauges alone read zero for a moment while a group that moved recovers its log.
-        let reclaimed: u64 = now.iter().zip(&before).map(|(x, y)| x.0 - y.0).sum();
-        let reclaimed_at_risk: u64 = now.iter().zip(&before).map(|(x, y)| x.1 - y.1).sum();
-        let (now_logged, now_at_risk) = logged_and_at_risk(&c);
-        if now_logged == 0
-            && now_at_risk == 0
-            && reclaimed >= logged
-            && reclaimed_at_risk >= at_risk
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{now_logged} bytes still logged ({now_at_risk} at risk); {reclaimed} of {logged} reclaimed ({reclaimed_at_risk} of {at_risk} at risk)"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (while_at_risk, none_at_risk_after) = watch_reclaim(&c, &before, (logged, at_risk));
     let all = t.elapsed();
-    let after = counters(&c);
+    let after = reclaim_counters(&c);
     let reclaimed: u64 = after.iter().zip(&before).map(|(x, y)| x.0 - y.0).sum();
     let reclaimed_at_risk: u64 = after.iter().zip(&before).map(|(x, y)| x.1 - y.1).sum();
     // Reclaimed while the same server still held at-risk data, and of that, not at risk.
@@ -394,6 +343,71 @@ fn a_logger_killed_in_logging_mode_loses_nothing_and_its_at_risk_data_is_reclaim
     wait_quiet(&c, Duration::from_secs(60));
     qemu(&url, &["write -P 0x72 0 4M", "read -P 0x72 0 4M"])
         .unwrap_or_else(|e| panic!("logger back: {e}"));
+}
+
+/// Per server: (bytes reclaimed, of which at risk, at-risk bytes held now). Counters, not
+/// gauges: primaries move at the up-shift.
+fn reclaim_counters(c: &LocalCluster) -> Vec<(u64, u64, u64)> {
+    (0..c.servers())
+        .map(|s| {
+            let st = c
+                .status(Daemon::Server(s))
+                .unwrap_or_else(|e| panic!("{e}"));
+            (
+                st["stats"]["reclaimed_bytes"].as_u64().unwrap(),
+                st["stats"]["reclaimed_at_risk_bytes"].as_u64().unwrap(),
+                st["at_risk_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Watches the reclaim after the up-shift until nothing is logged and all of it, the at-risk
+/// part counted as such, was reclaimed (2 minutes at most): per server, what it reclaimed (and
+/// of that, at risk) while it held at-risk data; and when none was at risk any more.
+fn watch_reclaim(
+    c: &LocalCluster,
+    before: &[(u64, u64, u64)],
+    (logged, at_risk): (u64, u64),
+) -> (Vec<(u64, u64)>, Option<Duration>) {
+    let t = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut while_at_risk = vec![(0u64, 0u64); before.len()];
+    let mut none_at_risk_after = None;
+    let mut previous = before.to_vec();
+    loop {
+        let now = reclaim_counters(c);
+        // What a server reclaimed between two looks that both saw it hold at-risk data (a
+        // group still recovering its log does not know yet that data is at risk).
+        for (s, (&(r, a, risk), &(r0, a0, risk0))) in now.iter().zip(&previous).enumerate() {
+            if risk0 > 0 && risk > 0 {
+                while_at_risk[s].0 += r - r0;
+                while_at_risk[s].1 += a - a0;
+            }
+        }
+        previous = now.clone();
+        if none_at_risk_after.is_none() && now.iter().all(|x| x.2 == 0) {
+            none_at_risk_after = Some(t.elapsed());
+        }
+        // Done when nothing is logged and the counters say all of it was reclaimed: the
+        // gauges alone read zero for a moment while a group that moved recovers its log.
+        let reclaimed: u64 = now.iter().zip(before).map(|(x, y)| x.0 - y.0).sum();
+        let reclaimed_at_risk: u64 = now.iter().zip(before).map(|(x, y)| x.1 - y.1).sum();
+        let (now_logged, now_at_risk) = logged_and_at_risk(c);
+        if now_logged == 0
+            && now_at_risk == 0
+            && reclaimed >= logged
+            && reclaimed_at_risk >= at_risk
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{now_logged} bytes still logged ({now_at_risk} at risk); {reclaimed} of {logged} reclaimed ({reclaimed_at_risk} of {at_risk} at risk)"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (while_at_risk, none_at_risk_after)
 }
 
 /// Runs the binary to its end; its exit status and standard error.
