@@ -1,0 +1,221 @@
+//! The house's rules, measured on the sources: no function over 150 lines (outside the
+//! codec tables named below), a command line under 4,000 lines, and at least 10 assertions per
+//! 1,000 lines of code in each core. Each test prints what it measured.
+//!
+//! Lines of code: the non-blank lines that are not `//` comments, outside a file's
+//! `#[cfg(test)] mod … { … }` block; test files (`tests/`, `tests.rs`) are not code of a core.
+//! An assertion: `assert!`, `assert_eq!`, `assert_ne!` or their `debug_` forms. A function's
+//! length: from its `fn` line to the line closing its body, braces counted outside strings and
+//! comments.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if p.file_name().is_some_and(|n| n != "target") {
+                    stack.push(p);
+                }
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A line with string and character literals and `//` comments blanked, for brace counting.
+fn code_of(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            match c {
+                '\\' => {
+                    chars.next();
+                }
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '/' if chars.peek() == Some(&'/') => break,
+            '\'' => {
+                // A character literal ('x', '\n', '{'), not a lifetime ('a).
+                let rest: String = chars.clone().take(3).collect();
+                let close = if rest.starts_with('\\') { 2 } else { 1 };
+                if rest.chars().nth(close) == Some('\'') {
+                    for _ in 0..=close {
+                        chars.next();
+                    }
+                } else {
+                    out.push(c);
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The functions over 150 lines in `text`: (first line, name, lines).
+fn long_functions(text: &str) -> Vec<(usize, String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim_start();
+        let t = t.strip_prefix("pub ").unwrap_or(t);
+        let t = t
+            .strip_prefix("pub(crate) ")
+            .or_else(|| t.strip_prefix("pub(super) "))
+            .unwrap_or(t);
+        let t = t.strip_prefix("async ").unwrap_or(t);
+        let t = t.strip_prefix("const ").unwrap_or(t);
+        let Some(rest) = t.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let (mut depth, mut opened) = (0i64, false);
+        for (j, l) in lines.iter().enumerate().skip(i) {
+            let code = code_of(l);
+            if !opened && code.trim_end().ends_with(';') && !code.contains('{') {
+                break; // a declaration without a body
+            }
+            for c in code.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if opened && depth == 0 {
+                let n = j - i + 1;
+                if n > 150 {
+                    out.push((i + 1, name.clone(), n));
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// (lines of code, assertions) of one source file, its inline test module left out.
+fn code_and_assertions(text: &str) -> (usize, usize) {
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut code, mut asserts) = (0, 0);
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim();
+        if t.starts_with("#[cfg(test)]") {
+            if lines.get(i + 1).is_some_and(|n| n.trim_end().ends_with('{')) {
+                break;
+            }
+            continue;
+        }
+        if t.is_empty() || t.starts_with("//") {
+            continue;
+        }
+        code += 1;
+        let c = code_of(line);
+        for m in ["assert!(", "assert_eq!(", "assert_ne!("] {
+            asserts += c.matches(m).count();
+        }
+    }
+    (code, asserts)
+}
+
+/// Functions allowed past the bound: codec test tables, one sample frame a row.
+const TABLES: [(&str, &str); 1] = [("crates/wire/src/sierra/tests.rs", "samples")];
+
+#[test]
+fn no_function_is_over_150_lines() {
+    let root = root();
+    let mut long = Vec::new();
+    let mut functions_seen = 0;
+    for f in rust_files(&root.join("crates")) {
+        let text = std::fs::read_to_string(&f).unwrap();
+        functions_seen += text.matches("fn ").count();
+        let rel = f.strip_prefix(&root).unwrap().display().to_string();
+        for (line, name, n) in long_functions(&text) {
+            if !TABLES.contains(&(rel.as_str(), name.as_str())) {
+                long.push(format!("{rel}:{line} {name}: {n} lines"));
+            }
+        }
+    }
+    println!(
+        "functions over 150 lines: {} (of about {functions_seen} functions; codec tables allowed: {TABLES:?})",
+        long.len()
+    );
+    assert!(functions_seen > 1000, "the sources were not found");
+    assert!(long.is_empty(), "split along responsibilities:\n{}", long.join("\n"));
+}
+
+#[test]
+fn the_command_line_is_under_4000_lines() {
+    let lines: usize = rust_files(&root().join("crates/cli/src"))
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap().lines().count())
+        .sum();
+    println!("crates/cli/src: {lines} lines");
+    assert!(lines > 1000, "the command line's sources were not found");
+    assert!(lines < 4000, "crates/cli/src is {lines} lines: move what is not argument parsing and calls to the crate that does the work");
+}
+
+#[test]
+fn every_core_has_10_assertions_per_1000_lines() {
+    let root = root();
+    let mut thin = Vec::new();
+    for core in ["gears", "warmup", "offload", "striping", "vstore", "volume"] {
+        let (mut code, mut asserts) = (0, 0);
+        for f in rust_files(&root.join("crates").join(core).join("src")) {
+            let p = f.display().to_string();
+            if p.contains("/tests/") || p.ends_with("/tests.rs") {
+                continue;
+            }
+            let (c, a) = code_and_assertions(&std::fs::read_to_string(&f).unwrap());
+            code += c;
+            asserts += a;
+        }
+        let per_k = asserts as f64 * 1000.0 / code.max(1) as f64;
+        println!("{core:<9} {code:>6} lines of code, {asserts:>3} assertions, {per_k:.1} per 1,000 lines");
+        assert!(code > 300, "{core}: its sources were not found");
+        if per_k < 10.0 {
+            thin.push(format!("{core}: {per_k:.1}"));
+        }
+    }
+    assert!(thin.is_empty(), "fewer than 10 assertions per 1,000 lines: {thin:?}");
+}
+
+#[test]
+fn the_measures_see_what_they_count() {
+    let f = "fn f() {\n    let s = \"}\";\n    assert!(s.len() == 1, \"{}\", '{');\n}\n";
+    assert_eq!(code_and_assertions(f), (4, 1));
+    let long = format!("fn g() {{\n{}}}\n", "    x();\n".repeat(149));
+    assert_eq!(long_functions(&long), vec![(1, "g".to_string(), 151)]);
+    assert!(long_functions(&long.replacen("    x();\n", "", 1)).is_empty(), "150 lines is not over");
+    assert!(long_functions(&long.replace(&"    x();\n".repeat(10), "")).is_empty());
+    let tested = "fn h() {}\n#[cfg(test)]\nmod tests {\n    fn t() { assert!(true); }\n}\n";
+    assert_eq!(code_and_assertions(tested), (1, 0));
+}
