@@ -7,7 +7,9 @@
 //!   refused against it);
 //! - a server asleep holds no primary;
 //! - writes in flight on the disk never overlap within a group (an overlapping write waits in
-//!   the queue until the first completes), and each lies within the group.
+//!   the queue until the first completes), and each lies within the group;
+//! - a primary's base writes in flight never overlap (an overlapping one is held until the
+//!   first is done on every replica: replicas apply overlapping writes in one order).
 
 use super::*;
 
@@ -49,6 +51,22 @@ impl ChunkServer {
                 "server {me}: asleep with {} primaries",
                 self.primaries.len()
             );
+        }
+        for (g, p) in &self.primaries {
+            let mut ranges: Vec<(u64, u64)> = p
+                .base
+                .values()
+                .map(|w| (w.offset_bytes, w.offset_bytes + w.data.len() as u64))
+                .collect();
+            ranges.sort_unstable();
+            for w in ranges.windows(2) {
+                assert!(
+                    w[0].1 <= w[1].0,
+                    "server {me}: overlapping base writes in flight on {g:?}: {:?} and {:?}",
+                    w[0],
+                    w[1]
+                );
+            }
         }
         let mut by_group: BTreeMap<GroupId, Vec<(u64, u64)>> = BTreeMap::new();
         for &(g, start, end) in self.writing.values() {

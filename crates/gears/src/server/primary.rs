@@ -279,11 +279,29 @@ impl ChunkServer {
             } => {
                 let end = offset_bytes + data.len() as u64;
                 let over = |lo: u64, hi: u64| lo < end && offset_bytes < hi;
+                // A write over one in flight (or held) waits for it: the secondaries apply
+                // replicated writes as they arrive, and a message can overtake another, so two
+                // overlapping writes sent at once could land in one order on one replica and in
+                // the other on another (the replicas would differ, and a later primary would
+                // serve the older write).
+                let extent = |o: &BaseOp| match o {
+                    BaseOp::Write {
+                        offset_bytes, data, ..
+                    } => Some((*offset_bytes, offset_bytes + data.len() as u64)),
+                    BaseOp::Read { .. } => None,
+                };
                 let held = p
                     .rebuild
                     .as_ref()
                     .is_some_and(|r| matches!(r.piece, Some((lo, hi, _)) if over(lo, hi)))
-                    || p.orphan_piece.is_some_and(|(lo, hi, _, _)| over(lo, hi));
+                    || p.orphan_piece.is_some_and(|(lo, hi, _, _)| over(lo, hi))
+                    || p.base
+                        .values()
+                        .any(|w| over(w.offset_bytes, w.offset_bytes + w.data.len() as u64))
+                    || p.held
+                        .iter()
+                        .filter_map(extent)
+                        .any(|(lo, hi)| over(lo, hi));
                 if held {
                     p.held.push_back(BaseOp::Write {
                         id,
@@ -392,6 +410,7 @@ impl ChunkServer {
             .filter(|(_, w)| w.local_done && (w.waiting == 0 || w.failed))
             .map(|(&id, _)| id)
             .collect();
+        let finished = !done.is_empty();
         for id in done {
             let w = p.base.remove(&id).expect("base write");
             debug_assert!(
@@ -405,6 +424,10 @@ impl ChunkServer {
             } else {
                 p.log.handle_base(now, BaseDone::Written { id });
             }
+        }
+        // Writes that waited for these go on, in their order.
+        if finished && !p.held.is_empty() {
+            self.release_held(g);
         }
     }
 
