@@ -13,6 +13,8 @@
 //! - [`spread`]: several seeds of a lab: each headline figure's mean, range and deviation.
 //! - [`striping`]: `cordillera lab striping`, the striping paper's Figures 2–10 and Table 3 on
 //!   the pool of `cordillera-striping`.
+//! - [`tools`]: the command line's tools over a trace: `trace convert`, `warmup simulate`,
+//!   `sim replay`.
 
 pub mod advise;
 pub mod bonfire;

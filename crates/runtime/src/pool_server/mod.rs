@@ -9,7 +9,7 @@
 //! (`layout::PoolLayout`). Here are the files, threads, sockets and clocks: a copier thread
 //! that moves one batch at a time (read the old layout, write the new, sync it, then write the
 //! cursor into the layout record, synced and renamed into place), and the NBD and HTTP
-//! endpoints.
+//! endpoints; [`control`] is the HTTP control plane as its clients speak it.
 
 mod array;
 pub mod control;
