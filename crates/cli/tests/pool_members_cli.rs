@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cordillera_faults::FaultyDevice;
-use cordillera_testkit::process::{fio_verify as fio, free_addr, have, Bounded, Proc};
+use cordillera_testkit::process::{fio_verify as fio, have, Bounded, Proc};
 use pool::{binary, Pool};
 
 /// The member files of the array: `dir/m0` … `dir/m4`.
@@ -23,7 +23,7 @@ fn members(dir: &Path) -> Vec<PathBuf> {
 /// `pool serve` in `dir`: a new pool over `array` (comma-separated members), or the pool in
 /// `dir` when `array` is `None`.
 fn serve(dir: &Path, array: Option<&str>, extra: &[&str]) -> Result<Pool, String> {
-    let (nbd, http) = (free_addr().unwrap(), free_addr().unwrap());
+    let (nbd, http) = pool::two_free_addrs();
     let mut args: Vec<String> = vec![
         "pool".into(),
         "serve".into(),

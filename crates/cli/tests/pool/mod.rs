@@ -9,6 +9,19 @@ use std::time::{Duration, Instant};
 
 use cordillera_testkit::process::{free_addr, Bounded, Proc, COMMAND_LIMIT};
 
+/// Two free loopback addresses for a pool's NBD and HTTP endpoints, never the same: each is
+/// found by binding port 0 and letting it go, and the kernel may hand the same port out twice
+/// in a row (a pool once got one port for both and could not start).
+pub fn two_free_addrs() -> (std::net::SocketAddr, std::net::SocketAddr) {
+    let first = free_addr().unwrap();
+    loop {
+        let second = free_addr().unwrap();
+        if second != first {
+            return (first, second);
+        }
+    }
+}
+
 pub fn binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_cordillera"))
 }
@@ -22,7 +35,7 @@ pub struct Pool {
 impl Pool {
     /// `pool serve` in `dir` (new arrays `a0`, `a1`… when `arrays` > 0), restripe rate as given.
     pub fn start(dir: &Path, arrays: usize, extra: &[&str]) -> Result<Pool, String> {
-        let (nbd, http) = (free_addr().unwrap(), free_addr().unwrap());
+        let (nbd, http) = two_free_addrs();
         let mut args: Vec<String> = vec![
             "pool".into(),
             "serve".into(),
@@ -128,7 +141,7 @@ pub fn member_pool(dir: &std::path::Path, options: &[&str]) -> (Pool, impl Fn(us
                 .join(",")
         }
     };
-    let (nbd, http) = (free_addr().unwrap(), free_addr().unwrap());
+    let (nbd, http) = two_free_addrs();
     let mut args: Vec<String> = [
         "pool",
         "serve",
