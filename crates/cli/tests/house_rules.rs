@@ -129,7 +129,10 @@ fn code_and_assertions(text: &str) -> (usize, usize) {
     for (i, line) in lines.iter().enumerate() {
         let t = line.trim();
         if t.starts_with("#[cfg(test)]") {
-            if lines.get(i + 1).is_some_and(|n| n.trim_end().ends_with('{')) {
+            if lines
+                .get(i + 1)
+                .is_some_and(|n| n.trim_end().ends_with('{'))
+            {
                 break;
             }
             continue;
@@ -169,7 +172,11 @@ fn no_function_is_over_150_lines() {
         long.len()
     );
     assert!(functions_seen > 1000, "the sources were not found");
-    assert!(long.is_empty(), "split along responsibilities:\n{}", long.join("\n"));
+    assert!(
+        long.is_empty(),
+        "split along responsibilities:\n{}",
+        long.join("\n")
+    );
 }
 
 #[test]
@@ -205,7 +212,10 @@ fn every_core_has_10_assertions_per_1000_lines() {
             thin.push(format!("{core}: {per_k:.1}"));
         }
     }
-    assert!(thin.is_empty(), "fewer than 10 assertions per 1,000 lines: {thin:?}");
+    assert!(
+        thin.is_empty(),
+        "fewer than 10 assertions per 1,000 lines: {thin:?}"
+    );
 }
 
 #[test]
@@ -214,7 +224,10 @@ fn the_measures_see_what_they_count() {
     assert_eq!(code_and_assertions(f), (4, 1));
     let long = format!("fn g() {{\n{}}}\n", "    x();\n".repeat(149));
     assert_eq!(long_functions(&long), vec![(1, "g".to_string(), 151)]);
-    assert!(long_functions(&long.replacen("    x();\n", "", 1)).is_empty(), "150 lines is not over");
+    assert!(
+        long_functions(&long.replacen("    x();\n", "", 1)).is_empty(),
+        "150 lines is not over"
+    );
     assert!(long_functions(&long.replace(&"    x();\n".repeat(10), "")).is_empty());
     let tested = "fn h() {}\n#[cfg(test)]\nmod tests {\n    fn t() { assert!(true); }\n}\n";
     assert_eq!(code_and_assertions(tested), (1, 0));
