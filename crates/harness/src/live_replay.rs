@@ -100,13 +100,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         .build()
         .context("starting the event loop")?;
     let mut error = None;
-    let records = std::iter::from_fn(|| match reader.next_record() {
-        Ok(record) => record,
-        Err(e) => {
-            error = Some(e);
-            None
-        }
-    });
+    let records = cordillera_lab::input::records_until_error(reader.as_mut(), &mut error);
     let report = runtime
         .block_on(replay(&args.nbd, records, &options))
         .with_context(|| format!("replaying on {}", args.nbd))?;

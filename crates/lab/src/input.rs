@@ -204,3 +204,18 @@ impl cordillera_trace::RecordReader for OnlyVolumes {
         self.inner.summary()
     }
 }
+
+/// The records of `reader` as an iterator that ends at the first error, kept in `error` for
+/// the caller to report once the iteration is over (a replay consumes records as it goes).
+pub fn records_until_error<'a>(
+    reader: &'a mut dyn RecordReader,
+    error: &'a mut Option<TraceError>,
+) -> impl Iterator<Item = Record> + 'a {
+    std::iter::from_fn(move || match reader.next_record() {
+        Ok(record) => record,
+        Err(e) => {
+            *error = Some(e);
+            None
+        }
+    })
+}

@@ -159,19 +159,13 @@ pub fn replay_trace(
         bail!("--speed must be positive");
     }
     let mut error = None;
-    let records = std::iter::from_fn(|| match reader.next_record() {
-        Ok(record) => record,
-        Err(e) => {
-            error = Some(e);
-            None
-        }
-    })
-    .map(|mut record| {
-        if speed != 1.0 {
-            record.time_ns = (record.time_ns as f64 / speed) as i64;
-        }
-        record
-    });
+    let records =
+        crate::input::records_until_error(reader.as_mut(), &mut error).map(|mut record| {
+            if speed != 1.0 {
+                record.time_ns = (record.time_ns as f64 / speed) as i64;
+            }
+            record
+        });
     let report = replay(records, device, interval_ns);
     if let Some(e) = error {
         return Err(e.into());
