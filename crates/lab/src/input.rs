@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
+use cordillera_trace::ordered::InTimeOrder;
 use cordillera_trace::parse::ParseOptions;
 use cordillera_trace::{open, Format, ReadOptions, Record, RecordReader, TimeUnit, TraceError};
 
@@ -16,7 +17,8 @@ pub struct TraceInput {
     pub file: PathBuf,
     /// Detected from the content when `None`.
     pub format: Option<Format>,
-    /// Unit of ASCII5 timestamps (ms when `None`, with a note).
+    /// Unit of ASCII5 timestamps (judged from the content when `None`: detected, or assumed
+    /// with a warning naming the alternatives).
     pub time_unit: Option<TimeUnit>,
     /// Block size of ARC `.lis` traces.
     pub arc_block_bytes: u64,
@@ -42,16 +44,20 @@ impl TraceInput {
     pub fn options(&self) -> ReadOptions {
         ReadOptions {
             format: self.format,
+            time_unit: self.time_unit,
             parse: ParseOptions {
-                ascii5_time_unit: self.time_unit.unwrap_or_default(),
                 arc_block_bytes: self.arc_block_bytes,
+                ..ParseOptions::default()
             },
             volumes: self.volumes.clone(),
             skip_invalid: self.skip_invalid,
         }
     }
 
-    /// Opens the trace file, or the generated workload when the name is `gen:…`.
+    /// Opens the trace file, or the generated workload when the name is `gen:…`. A file's
+    /// records come in time order: those written out of order (completion-ordered traces) are
+    /// sorted within a minute ([`InTimeOrder`]), counted in the summary's `reordered`; one more
+    /// out of order than that is an error.
     pub fn open(&self) -> Result<Box<dyn RecordReader>> {
         if let Some(spec) = self.file.to_str().filter(|s| s.starts_with("gen:")) {
             if !self.volumes.is_empty() {
@@ -61,7 +67,8 @@ impl TraceInput {
                 cordillera_sim::workload::open_spec(spec).map_err(anyhow::Error::msg)?,
             ));
         }
-        Ok(open(&self.file, &self.options())?)
+        let reader = open(&self.file, &self.options())?;
+        Ok(Box::new(InTimeOrder::new(reader, InTimeOrder::WINDOW_NS)))
     }
 
     /// Opens the trace and calls `each` on every record, with progress on a terminal and a
@@ -83,8 +90,8 @@ impl TraceInput {
         mut each: impl FnMut(&dyn RecordReader, &Record) -> Result<(), TraceError>,
     ) -> Result<Box<dyn RecordReader>> {
         let mut reader = self.open()?;
-        if reader.info().format == Format::Ascii5 && self.time_unit.is_none() {
-            eprintln!("cordillera: note: ASCII5 traces do not record their time unit; assuming ms (pass --time-unit)");
+        if let Some(note) = time_unit_note(reader.summary()) {
+            eprintln!("cordillera: {note}");
         }
         let progress = std::io::stderr().is_terminal();
         let started = Instant::now();
@@ -120,6 +127,9 @@ impl TraceInput {
 
     fn report_reading(&self, reader: &dyn RecordReader) {
         let summary = reader.summary();
+        for note in reading_notes(summary) {
+            eprintln!("cordillera: {note}");
+        }
         if summary.invalid_skipped > 0 {
             eprintln!(
                 "cordillera: skipped {} malformed line(s) of {}; the first: {}",
@@ -134,6 +144,41 @@ impl TraceInput {
             }
         }
     }
+}
+
+/// How an ASCII5 trace's time unit was chosen, when it was not given: "note: …" when detected,
+/// "warning: …" when assumed.
+pub fn time_unit_note(summary: &cordillera_trace::ReadSummary) -> Option<String> {
+    use cordillera_trace::detect::UnitSource;
+    let choice = summary.time_unit.as_ref()?;
+    let unit = format!("{:?}", choice.unit).to_lowercase();
+    match choice.how {
+        UnitSource::Given => None,
+        UnitSource::Detected => Some(format!(
+            "note: ASCII5 timestamps read in {unit}: {}",
+            choice.reason
+        )),
+        UnitSource::Assumed => Some(format!(
+            "warning: ASCII5 traces do not record their time unit: {}",
+            choice.reason
+        )),
+    }
+}
+
+/// What the reader did to the trace besides reading it: a header row skipped, records put in
+/// time order.
+pub fn reading_notes(summary: &cordillera_trace::ReadSummary) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(header) = &summary.header_skipped {
+        notes.push(format!("note: skipped the header row {header:?}"));
+    }
+    if summary.reordered > 0 {
+        notes.push(format!(
+            "note: {} record(s) were out of time order (the trace is in completion order?): sorted by time, times counted from the earliest",
+            summary.reordered
+        ));
+    }
+    notes
 }
 
 /// A generated workload's spec (`gen:NAME` or `gen:NAME:key=value,…`) drawing from `seed`,

@@ -286,14 +286,11 @@ fn the_experiment_runs_on_the_real_fragments() {
     ] {
         let path = dir.join(name);
         let options = ReadOptions {
-            parse: cordillera_trace::parse::ParseOptions {
-                ascii5_time_unit: if name.contains("mqsim") {
-                    cordillera_trace::TimeUnit::Ns
-                } else {
-                    cordillera_trace::TimeUnit::Ms
-                },
-                ..Default::default()
-            },
+            time_unit: Some(if name.contains("mqsim") {
+                cordillera_trace::TimeUnit::Ns
+            } else {
+                cordillera_trace::TimeUnit::Ms
+            }),
             ..Default::default()
         };
         let mut open = || open(&path, &options).map_err(|e| e.to_string());

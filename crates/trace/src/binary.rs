@@ -92,6 +92,12 @@ impl<W: Write> BinaryWriter<W> {
         volumes: &VolumeTable,
         info: &TraceInfo,
     ) -> Result<(), TraceError> {
+        if let Some(reason) = crate::limits::implausible(record.offset_bytes, record.length_bytes) {
+            return Err(TraceError::Unwritable {
+                index: self.total_records,
+                reason: reason.to_owned(),
+            });
+        }
         let index = record.volume.index();
         if self.volume_numbers.len() <= index {
             self.volume_numbers.resize(index + 1, 0);
@@ -428,7 +434,7 @@ impl<R: Read> BinaryReader<R> {
             volumes,
         ) {
             Some(record) => Ok(record),
-            None => Err(self.corrupt("malformed record (bad varint, time, volume or flags)")),
+            None => Err(self.corrupt("malformed record (bad varint, time, volume or flags, or a request over 64 MiB or past 1 PiB)")),
         }
     }
 }
@@ -456,6 +462,9 @@ fn decode_one(
     }
     let offset_bytes = get_varint(raw, position)?;
     let length_bytes = get_varint(raw, position)?;
+    if crate::limits::implausible(offset_bytes, length_bytes).is_some() {
+        return None;
+    }
     let response_ns = if flags & RECORD_HAS_RESPONSE != 0 {
         Some(get_varint(raw, position)?)
     } else {

@@ -49,6 +49,16 @@ pub enum TraceError {
     #[error("{0}")]
     Incompatible(String),
 
+    /// A record earlier than one already passed on by a reader that puts records in time order
+    /// within a bounded window ([`crate::ordered::InTimeOrder`]).
+    #[error("record {record}: its time is {behind_s:.3} s before a record already passed on, more out of order than the {window_s} s (or {records_max} records) the reader sorts within; sort the trace by time first")]
+    OutOfOrder {
+        record: u64,
+        behind_s: f64,
+        window_s: f64,
+        records_max: usize,
+    },
+
     /// A record that the output format cannot express.
     #[error("cannot write record {index}: {reason}")]
     Unwritable { index: u64, reason: String },

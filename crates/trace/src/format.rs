@@ -25,10 +25,13 @@ pub enum Format {
     Blkparse,
     /// Cordillera's compact binary trace (`docs/FORMATS.md`).
     Binary,
+    /// libCacheSim's `oracleGeneral` binary requests ([`crate::oracle`]); no magic number: named
+    /// by `--format oraclegeneral` or a file name containing `oracleGeneral`.
+    OracleGeneral,
 }
 
 impl Format {
-    pub const ALL: [Format; 9] = [
+    pub const ALL: [Format; 10] = [
         Format::Msr,
         Format::Spc,
         Format::Ascii5,
@@ -38,6 +41,7 @@ impl Format {
         Format::Arc,
         Format::Blkparse,
         Format::Binary,
+        Format::OracleGeneral,
     ];
 
     pub fn name(self) -> &'static str {
@@ -51,6 +55,7 @@ impl Format {
             Format::Arc => "arc",
             Format::Blkparse => "blkparse",
             Format::Binary => "binary",
+            Format::OracleGeneral => "oraclegeneral",
         }
     }
 

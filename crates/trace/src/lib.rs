@@ -12,6 +12,7 @@
 //! - [`read`]: [`open`] a file (decompression, detection) and the streaming text reader.
 //! - [`binary`]: the compact binary format, reader and writer (`docs/FORMATS.md`).
 //! - [`write`]: MSR CSV and fio iolog writers.
+//! - [`oracle`]: libCacheSim's `oracleGeneral` binary traces, read and written.
 //!
 //! Characterizing (each a builder fed one record at a time, then `finish`ed into a
 //! serializable report):
@@ -22,7 +23,7 @@
 //!
 //! Support: [`window`] (time-window counters), [`reuse`] (exact reuse distance), [`synth`]
 //! (a built-in synthetic trace), [`merge`] (several traces read as one, in time order),
-//! [`limits`], [`error`].
+//! [`limits`], [`error`], [`ordered`] (records put in time order within a bounded window).
 
 pub mod binary;
 pub mod detect;
@@ -30,6 +31,8 @@ pub mod error;
 pub mod format;
 pub mod limits;
 pub mod merge;
+pub mod oracle;
+pub mod ordered;
 pub mod parse;
 pub mod peaks;
 pub mod profile;

@@ -22,3 +22,23 @@ pub const BINARY_BLOCK_RAW_BYTES_MAX: u32 = 128 * 1024 * 1024;
 
 const _: () = assert!(BINARY_BLOCK_RECORDS <= BINARY_BLOCK_RECORDS_MAX);
 const _: () = assert!(BINARY_BLOCK_RECORDS_MAX as u64 * 60 <= BINARY_BLOCK_RAW_BYTES_MAX as u64);
+
+/// The largest request a record may carry. Real block layers split requests far below this
+/// (Linux's default `max_sectors_kb` is 512 KiB to 4 MiB); a larger one is a misread field
+/// (offset and size swapped, a size in the wrong unit) and is refused with its line.
+pub const REQUEST_BYTES_MAX: u64 = 64 * 1024 * 1024;
+
+/// The end of the furthest request a record may carry: 1 PiB, beyond any single block device
+/// or volume a trace records.
+pub const DEVICE_BYTES_MAX: u64 = 1 << 50;
+
+/// Why a request is implausible, or `None`.
+pub fn implausible(offset_bytes: u64, length_bytes: u64) -> Option<&'static str> {
+    if length_bytes > REQUEST_BYTES_MAX {
+        Some("request larger than 64 MiB (are offset and size swapped, or the size in the wrong unit?)")
+    } else if offset_bytes.saturating_add(length_bytes) > DEVICE_BYTES_MAX {
+        Some("request ends past 1 PiB, beyond any plausible device (is the offset in the wrong unit?)")
+    } else {
+        None
+    }
+}

@@ -70,7 +70,7 @@ pub fn parse_line<'a>(
         Format::Systor17 => parse_systor17(line),
         Format::Arc => parse_arc(line, options.arc_block_bytes),
         Format::Blkparse => parse_blkparse(line),
-        Format::Binary => Err("a binary trace has no text lines"),
+        Format::Binary | Format::OracleGeneral => Err("a binary trace has no text lines"),
     }
 }
 

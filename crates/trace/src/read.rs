@@ -8,10 +8,11 @@ use std::io::{self, BufRead, BufReader, Cursor, Read};
 use std::path::{Path, PathBuf};
 
 use crate::binary::{BinaryReader, MAGIC as BINARY_MAGIC};
-use crate::detect::detect_text;
+use crate::detect::{detect_text, detect_time_unit, TimeUnitChoice, UnitSource};
 use crate::error::{quote, TraceError};
 use crate::format::Format;
 use crate::limits::{DETECT_SAMPLE_BYTES, LINE_BYTES_MAX};
+use crate::oracle::OracleReader;
 use crate::parse::{parse_line, Line};
 pub use crate::reader::{ReadOptions, RecordReader};
 use crate::record::{ReadSummary, Record, TraceInfo, VolumeId, VolumeTable};
@@ -59,9 +60,14 @@ pub fn from_read(
         message: e.to_string(),
     })?;
     let at_eof = sample.len() < DETECT_SAMPLE_BYTES;
+    let named_oracle = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.to_ascii_lowercase().contains("oraclegeneral"));
     let format = match options.format {
         Some(format) => format,
         None if sample.starts_with(BINARY_MAGIC) => Format::Binary,
+        None if named_oracle => Format::OracleGeneral,
         None => detect_text(&sample, at_eof).ok_or_else(|| TraceError::UnknownFormat {
             path: path.to_owned(),
             first_line: quote(sample.split(|b| *b == b'\n').next().unwrap_or(&[])),
@@ -70,12 +76,33 @@ pub fn from_read(
     if format == Format::Binary {
         return Ok(Box::new(BinaryReader::new(path, input, options)?));
     }
-    Ok(Box::new(TextReader::new(
+    if format == Format::OracleGeneral {
+        return Ok(Box::new(OracleReader::new(
+            path,
+            BufReader::with_capacity(256 * 1024, input),
+            options,
+        )));
+    }
+    let mut options = options.clone();
+    let unit = (format == Format::Ascii5).then(|| match options.time_unit {
+        Some(unit) => TimeUnitChoice {
+            unit,
+            how: UnitSource::Given,
+            reason: "given (--time-unit)".into(),
+        },
+        None => detect_time_unit(&sample, at_eof),
+    });
+    if let Some(choice) = &unit {
+        options.parse.ascii5_time_unit = choice.unit;
+    }
+    let mut reader = TextReader::new(
         path,
         BufReader::with_capacity(256 * 1024, input),
         format,
-        options,
-    )))
+        &options,
+    );
+    reader.summary.time_unit = unit;
+    Ok(Box::new(reader))
 }
 
 /// A decompressor whose failures say what kind of stream broke: a truncated or corrupt stream
@@ -195,6 +222,17 @@ impl<R: BufRead> TextReader<R> {
             reason,
             text: quote(&self.line),
         }
+    }
+
+    /// Whether the current line, which is not a record, is the trace's header: the first line
+    /// that is not a record or a line the format ignores, and reads as one
+    /// ([`crate::detect::looks_like_header`]).
+    fn is_header(&self) -> bool {
+        let first = self.summary.records == 0
+            && self.summary.invalid_skipped == 0
+            && self.summary.header_skipped.is_none()
+            && self.summary.filtered_out == 0;
+        first && crate::detect::looks_like_header(&self.line)
     }
 
     /// Skips the line under `--skip-invalid`, or fails.
@@ -331,6 +369,9 @@ impl<R: BufRead> RecordReader for TextReader<R> {
             match outcome {
                 Ok(Some(record)) => return Ok(Some(record)),
                 Ok(None) => {}
+                Err(_) if self.is_header() => {
+                    self.summary.header_skipped = Some(quote(&self.line));
+                }
                 Err(reason) => self.invalid(reason)?,
             }
         }
@@ -353,6 +394,9 @@ impl<R: BufRead> TextReader<R> {
                 return Ok(None);
             }
         };
+        if let Some(reason) = crate::limits::implausible(raw.offset_bytes, raw.length_bytes) {
+            return Err(reason);
+        }
         let volume = self.intern(raw.volume, raw.volume_suffix)?;
         let origin_ns = *self.origin_ns.get_or_insert(raw.time_ns);
         if self.info.origin_unix_ns.is_none() && self.format.has_wall_clock() {

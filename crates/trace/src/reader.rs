@@ -1,7 +1,7 @@
 //! What every trace reader offers, and how a trace is to be read.
 
 use crate::error::TraceError;
-use crate::format::Format;
+use crate::format::{Format, TimeUnit};
 use crate::parse::ParseOptions;
 use crate::record::{ReadSummary, Record, TraceInfo, VolumeTable};
 
@@ -10,6 +10,10 @@ use crate::record::{ReadSummary, Record, TraceInfo, VolumeTable};
 pub struct ReadOptions {
     /// The format, or `None` to detect it from content.
     pub format: Option<Format>,
+    /// The unit of ASCII5 timestamps; `None` judges it from the trace's first lines
+    /// ([`crate::detect::detect_time_unit`]) and records how in [`ReadSummary::time_unit`]
+    /// (`parse.ascii5_time_unit` is then overwritten with the unit chosen).
+    pub time_unit: Option<TimeUnit>,
     pub parse: ParseOptions,
     /// Volumes to keep, by name; empty keeps all.
     pub volumes: Vec<String>,

@@ -107,6 +107,14 @@ pub struct ReadSummary {
     pub invalid_skipped: u64,
     /// The first malformed line skipped, as an example for the report.
     pub first_invalid: Option<String>,
+    /// Records that arrived before one already read (timestamps out of order), put in time
+    /// order by [`crate::ordered::InTimeOrder`].
+    pub reordered: u64,
+    /// How the unit of an ASCII5 trace's timestamps was chosen (`None` for other formats).
+    pub time_unit: Option<crate::detect::TimeUnitChoice>,
+    /// A first line that is not a record but a header (its fields are words, not numbers):
+    /// skipped, and kept here for the note.
+    pub header_skipped: Option<String>,
     /// Well-formed lines that carry no read or write (headers, blkparse events other than
     /// dispatch, SCSI commands other than READ/WRITE, discards).
     pub ignored: u64,

@@ -3,8 +3,10 @@
 //! Definitions (the JSON field names are part of the interface):
 //! - `span_s`: latest minus earliest timestamp (for the ordered traces, last minus first);
 //! - `mean_rate_per_s`: records / `span_s` (`null` for a zero span);
-//! - `peak_rate_per_s`: the largest record count in consecutive windows of `window_s` seconds
-//!   aligned to the volume's first record, divided by `window_s`;
+//! - `peak_rate_per_s`: the largest record rate in consecutive windows of `window_s` seconds
+//!   aligned to the volume's first record, each window's count over the time it covers; a window
+//!   the span cuts short is joined to its neighbour ([`crate::window::peak_rate_per_s`]), so the
+//!   peak is never below the mean, and a span shorter than `window_s` is one window of the span;
 //! - `peak_to_mean`: `peak_rate_per_s / mean_rate_per_s`;
 //! - `wss_bytes`: distinct 4 KiB-aligned blocks touched × 4096;
 //! - `reaccess_pct`: 100 × block accesses to a block touched earlier / all block accesses;
@@ -18,7 +20,7 @@ use rustc_hash::FxHashSet;
 use serde::Serialize;
 
 use crate::record::{Record, VolumeTable};
-use crate::window::{window_of, WindowCounts};
+use crate::window::{peak_rate_per_s, window_of, WindowCounts};
 
 /// The statistics of one volume, or of the whole trace (`volume` = `"total"`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -107,7 +109,12 @@ impl Accumulator {
             ns_to_s(self.max_ns - self.min_ns)
         };
         let mean_rate_per_s = (span_s > 0.0).then(|| self.records as f64 / span_s);
-        let peak_rate_per_s = self.windows.max() as f64 / ns_to_s(window_ns);
+        let peak_rate_per_s = peak_rate_per_s(
+            &self.windows,
+            self.first_ns,
+            (self.min_ns, self.max_ns),
+            window_ns,
+        );
         VolumeStats {
             volume,
             records: self.records,
@@ -182,6 +189,48 @@ impl StatsBuilder {
             window_s: ns_to_s(window_ns),
             volumes,
             total,
+        }
+    }
+}
+
+#[cfg(test)]
+mod peak_tests {
+    use super::*;
+    use crate::record::VolumeId;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The busiest window's rate is never below the mean rate, for any times in any order
+        /// and any window, and a trace shorter than a window has its mean as its peak.
+        #[test]
+        fn the_peak_is_never_below_the_mean(
+            times in proptest::collection::vec(-5_000_000_000i64..200_000_000_000, 2..300),
+            window_ms in 1i64..120_000,
+        ) {
+            let window_ns = window_ms * 1_000_000;
+            let mut b = StatsBuilder::new(window_ns);
+            for (i, t) in times.iter().enumerate() {
+                b.add(&Record {
+                    time_ns: *t,
+                    volume: VolumeId((i % 2) as u32),
+                    op: Op::Read,
+                    offset_bytes: 0,
+                    length_bytes: 4096,
+                    response_ns: None,
+                });
+            }
+            let mut names = VolumeTable::new();
+            names.intern(b"a");
+            names.intern(b"b");
+            let stats = b.finish(&names);
+            for v in stats.volumes.iter().chain([&stats.total]) {
+                if let Some(mean) = v.mean_rate_per_s {
+                    prop_assert!(v.peak_rate_per_s >= mean * (1.0 - 1e-9), "{v:?}");
+                    if v.span_s * 1e9 <= window_ns as f64 {
+                        prop_assert!((v.peak_rate_per_s - mean).abs() <= mean * 1e-9, "{v:?}");
+                    }
+                }
+            }
         }
     }
 }

@@ -91,6 +91,58 @@ impl WindowCounts {
     }
 }
 
+/// The busiest rate, per second, of counts in windows of `width_ns` anchored at `anchor_ns`,
+/// for records whose times run from `min_ns` to `max_ns`. Each window's count over `width_ns`;
+/// a window the span cuts short (the last, and the first when records precede the anchor) is
+/// also measured over the time it covers: on its own when that is at least a quarter of a
+/// window, joined to its neighbour when it is less (a sliver's rate says little). These windows
+/// partition the span, so the busiest rate is never below the mean rate (`records / span`); a
+/// span within one window is one window of the span's length; a zero span gives the count over
+/// one window.
+pub fn peak_rate_per_s(
+    counts: &WindowCounts,
+    anchor_ns: i64,
+    (min_ns, max_ns): (i64, i64),
+    width_ns: i64,
+) -> f64 {
+    let w = width_ns as f64;
+    let mut best = counts.max() as f64 / w;
+    if max_ns <= min_ns {
+        return best * 1e9;
+    }
+    let total: u64 = counts.iter().map(|(_, n)| n).sum();
+    let span = (max_ns as i128 - min_ns as i128) as f64;
+    let (i0, i1) = (
+        window_of(min_ns, anchor_ns, width_ns),
+        window_of(max_ns, anchor_ns, width_ns),
+    );
+    let start = |i: i64| anchor_ns as i128 + i as i128 * width_ns as i128;
+    let first_len = (start(i0 + 1) - min_ns as i128) as f64;
+    let last_len = (max_ns as i128 - start(i1)) as f64;
+    let c = |i: i64| counts.get(i) as f64;
+    // A sliver joins its neighbour; when the joins meet, the whole span is one window.
+    let sliver = |len: f64| len < w / 4.0;
+    let first_cut = first_len < w;
+    let joined_first = first_cut && sliver(first_len);
+    let joined_last = sliver(last_len);
+    let whole_between = i1 - i0 - 1 - joined_first as i64 - joined_last as i64;
+    if i1 == i0 || whole_between < 0 {
+        return best.max(total as f64 / span) * 1e9;
+    }
+    let first_rate = match (first_cut, joined_first) {
+        (false, _) => 0.0,
+        (true, false) => c(i0) / first_len,
+        (true, true) => (c(i0) + c(i0 + 1)) / (first_len + w),
+    };
+    let last_rate = if joined_last {
+        (c(i1 - 1) + c(i1)) / (w + last_len)
+    } else {
+        c(i1) / last_len
+    };
+    best = best.max(first_rate).max(last_rate);
+    best * 1e9
+}
+
 /// `floor((time_ns - anchor_ns) / width_ns)` without overflow.
 pub fn window_of(time_ns: i64, anchor_ns: i64, width_ns: i64) -> i64 {
     debug_assert!(width_ns > 0);
@@ -100,6 +152,42 @@ pub fn window_of(time_ns: i64, anchor_ns: i64, width_ns: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cut_windows_are_measured_over_what_they_cover() {
+        let mut w = WindowCounts::new();
+        // 27 s of records in 60 s windows: one window of 27 s.
+        w.add(0, 27);
+        assert_eq!(
+            peak_rate_per_s(&w, 0, (0, 27_000_000_000), 60_000_000_000),
+            1.0
+        );
+        // 10 s windows over 0..25 s: the last (20..25 s) is half a window, measured alone.
+        let mut w = WindowCounts::new();
+        for (i, n) in [(0, 10), (1, 10), (2, 25)] {
+            w.add(i, n);
+        }
+        let rate = peak_rate_per_s(&w, 0, (0, 25_000_000_000), 10_000_000_000);
+        assert!((rate - 25.0 / 5.0).abs() < 1e-12, "{rate}");
+        // Over 0..21 s the last is a 1 s sliver: joined to 10..20 s.
+        let rate = peak_rate_per_s(&w, 0, (0, 21_000_000_000), 10_000_000_000);
+        assert!((rate - 35.0 / 11.0).abs() < 1e-12, "{rate}");
+        // A record before the anchor cuts the first window to a 1 s sliver: it joins the next;
+        // a busier whole window wins.
+        let mut w = WindowCounts::new();
+        for (i, n) in [(-1, 1), (0, 10), (1, 1), (2, 30), (3, 1)] {
+            w.add(i, n);
+        }
+        let rate = peak_rate_per_s(&w, 0, (-1_000_000_000, 35_000_000_000), 10_000_000_000);
+        assert!((rate - 3.0).abs() < 1e-12, "{rate}");
+        // Slivers at both ends of a span of two windows: the whole span is one window.
+        let mut w = WindowCounts::new();
+        for (i, n) in [(-1, 4), (0, 1), (1, 4)] {
+            w.add(i, n);
+        }
+        let rate = peak_rate_per_s(&w, 0, (-1_000_000_000, 11_000_000_000), 10_000_000_000);
+        assert!((rate - 9.0 / 12.0).abs() < 1e-12, "{rate}");
+    }
 
     #[test]
     fn windows_in_any_order() {

@@ -45,8 +45,8 @@ fn sample() -> (TraceInfo, VolumeTable, Vec<Record>) {
         }
     }
     records[10].time_ns -= 5_000_000_000;
-    records[11].offset_bytes = u64::MAX;
-    records[11].length_bytes = u64::MAX;
+    records[11].offset_bytes = cordillera_trace::limits::DEVICE_BYTES_MAX - (64 << 20);
+    records[11].length_bytes = 64 << 20;
     (info, volumes, records)
 }
 
@@ -135,4 +135,21 @@ fn every_flipped_byte_is_detected() {
     let mut extra = bytes.clone();
     extra.push(0);
     assert!(matches!(decode(extra), Err(TraceError::Corrupt { .. })));
+}
+
+#[test]
+fn an_implausible_request_is_neither_written_nor_read() {
+    let (info, volumes, mut records) = sample();
+    records.truncate(20);
+    records[5].length_bytes = u64::MAX;
+    let mut writer = BinaryWriter::new(Vec::new(), Path::new("mem")).unwrap();
+    let mut refused = None;
+    for (i, r) in records.iter().enumerate() {
+        if let Err(e) = writer.write(r, &volumes, &info) {
+            refused = Some((i, e.to_string()));
+        }
+    }
+    let (i, message) = refused.expect("the writer refuses a request over 64 MiB");
+    assert_eq!(i, 5);
+    assert!(message.contains("larger than 64 MiB"), "{message}");
 }

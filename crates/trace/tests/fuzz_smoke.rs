@@ -143,3 +143,40 @@ fn binary_reader_never_panics_on_mutated_files() {
         }
     }
 }
+
+#[test]
+fn oracle_general_reader_never_panics_on_mutated_files() {
+    let mut rng = Rng(cordillera_types::SplitMix64(0x0AC1));
+    let mut good = Vec::new();
+    for i in 0..200u64 {
+        good.extend_from_slice(&(i as u32 / 10).to_le_bytes());
+        good.extend_from_slice(&(i % 17).to_le_bytes());
+        good.extend_from_slice(&4096u32.to_le_bytes());
+        good.extend_from_slice(&(-1i64).to_le_bytes());
+    }
+    let (mut ok, mut failed) = (0, 0);
+    for _ in 0..3_000 {
+        let mut bad = good.clone();
+        for _ in 0..1 + rng.below(3) {
+            let at = rng.below(bad.len());
+            match rng.below(3) {
+                0 => bad[at] = rng.next_u64() as u8,
+                1 => bad.truncate(at),
+                _ => bad.insert(at, rng.next_u64() as u8),
+            }
+        }
+        let options = ReadOptions {
+            format: Some(Format::OracleGeneral),
+            ..ReadOptions::default()
+        };
+        let mut reader =
+            from_read(Path::new("fuzz"), Box::new(Cursor::new(bad)), &options).unwrap();
+        match read_all(reader.as_mut()) {
+            Ok(_) => ok += 1,
+            Err(_) => failed += 1,
+        }
+    }
+    // Both outcomes occur: mutations that keep 24-byte framing and plausible fields read, the
+    // rest are refused.
+    assert!(ok > 100 && failed > 100, "{ok} read, {failed} refused");
+}

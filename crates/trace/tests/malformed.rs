@@ -276,3 +276,48 @@ fn truncated_or_corrupt_compressed_traces_are_errors() {
         println!("{name}: {}", err.unwrap());
     }
 }
+
+#[test]
+fn a_header_row_is_skipped_and_noted() {
+    let text = "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n128166372003061629,wdev,1,Write,1,4096,1\n".to_owned();
+    let options = ReadOptions::default();
+    let mut reader = from_read(
+        Path::new("with-header.csv"),
+        Box::new(Cursor::new(text.into_bytes())),
+        &options,
+    )
+    .unwrap();
+    assert_eq!(reader.info().format, Format::Msr);
+    let records = read_all(reader.as_mut()).unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        reader.summary().header_skipped.as_deref(),
+        Some("Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime")
+    );
+    // A word line after the first record is malformed, not a header.
+    let text = "128166372003061629,wdev,1,Write,1,4096,1\nTimestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n".to_owned();
+    let err = read(Format::Msr, text, false).unwrap_err();
+    assert!(
+        matches!(err, TraceError::Malformed { line: 2, .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_implausible_request_is_refused_with_its_line() {
+    // Offset and size swapped: a "size" of 4 GiB.
+    let text = "128166372003061629,wdev,1,Write,4096,4294967296,1\n".to_owned();
+    let err = read(Format::Msr, text, false).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.starts_with("bad.trace:1: request larger than 64 MiB"),
+        "{message}"
+    );
+    // Past 1 PiB.
+    let text = "128166372003061629,wdev,1,Write,1152921504606846976,4096,1\n".to_owned();
+    let message = read(Format::Msr, text, false).unwrap_err().to_string();
+    assert!(message.contains("past 1 PiB"), "{message}");
+    // Skipped and counted under --skip-invalid.
+    let text = "128166372003061629,wdev,1,Write,4096,4294967296,1\n128166372003061629,wdev,1,Write,1,4096,1\n".to_owned();
+    assert_eq!(read(Format::Msr, text, true).unwrap(), (1, 1));
+}

@@ -3,6 +3,7 @@
 
 mod common;
 
+use cordillera_trace::detect::UnitSource;
 use cordillera_trace::read::{open, read_all};
 use cordillera_trace::{Format, ReadOptions, TimeUnit};
 use cordillera_types::Op;
@@ -68,11 +69,25 @@ fn every_inventory_file_parses_with_its_listed_counts() {
     };
     for e in inventory() {
         let path = dir.join(e.path);
-        let mut options = ReadOptions::default();
-        if let Some(unit) = e.time_unit {
-            options.parse.ascii5_time_unit = unit;
-        }
+        let options = ReadOptions::default();
         let mut reader = open(&path, &options).unwrap_or_else(|err| panic!("{err}"));
+        // The inventory's time unit, judged from the content: MQSim's integer nanoseconds are
+        // detected; DiskSim's fractional milliseconds are assumed (seconds fit them too), and
+        // say so.
+        let choice = reader.summary().time_unit.clone();
+        match (e.time_unit, choice) {
+            (None, None) => {}
+            (Some(unit), Some(c)) => {
+                assert_eq!(c.unit, unit, "{}: {}", e.path, c.reason);
+                let expected = if unit == TimeUnit::Ns {
+                    UnitSource::Detected
+                } else {
+                    UnitSource::Assumed
+                };
+                assert_eq!(c.how, expected, "{}: {}", e.path, c.reason);
+            }
+            (want, got) => panic!("{}: unit {want:?}, chosen {got:?}", e.path),
+        }
         assert_eq!(
             reader.info().format,
             e.format,
