@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cordillera_lab::advise::{self, Open, Options, Report};
+use cordillera_lab::devices::DeviceSpec;
 use cordillera_lab::render::advise::{text, write_outputs};
 use cordillera_trace::synth::SynthOptions;
 
@@ -34,6 +35,15 @@ pub struct AdviseArgs {
     /// Skip malformed trace lines instead of stopping at the first.
     #[arg(long)]
     pub skip_invalid: bool,
+    /// The device the verdicts are judged on: hdd-7200, hdd-10k, hdd-15k, sata-ssd, nvme
+    /// (calibrated models; docs/SIMULATION.md). Default: fitted from the trace's recorded
+    /// response times, or, when it records none, Everest's testbed (a RAID-0 of four hdd-15k),
+    /// named on every verdict.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// An array of --device: LEVEL:DISKS[:STRIPE_UNIT], e.g. raid5:5, raid10:4, raid0:4:128k.
+    #[arg(long, requires = "device")]
+    pub array: Option<String>,
     /// First seed of the seeded runs (Everest's simulator, Bonfire's Random-K, the built-in
     /// workload).
     #[arg(long, default_value_t = 1)]
@@ -70,6 +80,11 @@ pub struct AdviseArgs {
     /// report's commands.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Replace the files of an earlier report in --out (report.html, report.json, the figures,
+    /// the tables, workload.cdt, trace-N folders); without it a non-empty --out is refused
+    /// before any work. Other files there are left alone.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// The built-in workload of the flags (`advise::builtin`), saved to `save` when given.
@@ -109,6 +124,52 @@ fn trace_flags(a: &AdviseArgs) -> Vec<String> {
     flags
 }
 
+/// Whether a file name is one an advise report writes.
+fn is_report_file(name: &str) -> bool {
+    matches!(name, "report.html" | "report.json" | "workload.cdt")
+        || name.ends_with(".svg")
+        || name.ends_with(".csv")
+}
+
+/// Checks `--out` before any work: a folder that can be written, empty unless `force`, in
+/// which case the earlier report's files are removed first (and nothing else).
+fn prepare_out(dir: &Path, force: bool) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        bail!("--out {}: exists and is not a folder", dir.display());
+    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--out {}: creating it", dir.display()))?;
+    let entries: Vec<std::fs::DirEntry> = std::fs::read_dir(dir)
+        .with_context(|| format!("--out {}: reading it", dir.display()))?
+        .collect::<std::io::Result<_>>()?;
+    if !entries.is_empty() && !force {
+        bail!(
+            "--out {}: not empty ({} entries, an earlier report?); pass --force to replace the earlier report's files, or name an empty folder",
+            dir.display(),
+            entries.len()
+        );
+    }
+    for entry in entries {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        let trace_dir = name.starts_with("trace-") && path.is_dir();
+        if trace_dir {
+            prepare_out(&path, true)?;
+            // Left in place only when it holds files that are not a report's.
+            let _ = std::fs::remove_dir(&path);
+        } else if is_report_file(&name) && path.is_file() {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("--force: removing {}", path.display()))?;
+        }
+    }
+    // Writable now, not after the analysis.
+    let probe = dir.join(".cordillera-write-check");
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("--out {}: cannot write there", dir.display()))?;
+    std::fs::remove_file(&probe).ok();
+    Ok(())
+}
+
 /// Runs advise and returns the reports (the `demo` command prints its own summary).
 pub fn advise(a: &AdviseArgs) -> Result<Vec<(Report, Option<PathBuf>)>> {
     if a.days == 0 || a.days > 30 {
@@ -120,9 +181,18 @@ pub fn advise(a: &AdviseArgs) -> Result<Vec<(Report, Option<PathBuf>)>> {
     if a.peak_burst_ms == 0 || a.peak_burst_ms > 1000 {
         bail!("--peak-burst-ms must be 1 to 1000");
     }
+    if let Some(dir) = &a.out {
+        prepare_out(dir, a.force)?;
+    }
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let device = a
+        .device
+        .as_deref()
+        .map(|name| DeviceSpec::parse(name, a.array.as_deref()))
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let mut inputs: Vec<(String, String, Open)> = Vec::new();
     if a.traces.is_empty() {
         let saved = a.out.as_ref().map(|d| d.join("workload.cdt"));
@@ -149,6 +219,7 @@ pub fn advise(a: &AdviseArgs) -> Result<Vec<(Report, Option<PathBuf>)>> {
             threads,
             trace_flags: trace_flags(a),
             trace_arg: arg,
+            device: device.clone(),
         };
         let say = |line: &str| {
             if several {

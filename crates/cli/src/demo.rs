@@ -27,6 +27,9 @@ pub struct DemoArgs {
     /// Where to write the report (default: a new folder under the system's temporary folder).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Replace an earlier report's files in --out (see `advise --force`).
+    #[arg(long)]
+    force: bool,
     /// No progress on standard error.
     #[arg(long)]
     quiet: bool,
@@ -44,6 +47,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
         format: None,
         time_unit: None,
         skip_invalid: false,
+        device: None,
+        array: None,
         seed: args.seed,
         seeds: args.seeds,
         quick: args.quick,
@@ -54,6 +59,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         quiet: args.quiet,
         json: false,
         out: Some(out.clone()),
+        force: args.force,
     };
     let reports = advise(&a)?;
     for (r, _) in &reports {

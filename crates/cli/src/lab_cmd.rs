@@ -88,6 +88,14 @@ struct EverestArgs {
     t_store: u64,
     #[arg(long, default_value_t = 256)]
     n_reclaim: usize,
+    /// The episodes' volumes (Figures 5 and 6): a device kind (hdd-7200, hdd-10k, hdd-15k,
+    /// sata-ssd, nvme) or model preset; the other parts keep Everest's testbed.
+    #[arg(long, default_value = "hdd-15k")]
+    device: String,
+    /// The episodes' volumes as arrays of --device: LEVEL:DISKS[:STRIPE_UNIT], or `none` for one
+    /// device (default: the testbed's raid0:4).
+    #[arg(long, default_value = "raid0:4")]
+    array: String,
     /// Off-loaded data is sampled this often (Figure 6), seconds, a multiple of 0.1; by default
     /// the longest episode over 200 (a 30-minute episode: 9 s). The largest off-loaded figure
     /// is exact whatever the sampling.
@@ -175,6 +183,11 @@ fn run_everest(a: EverestArgs) -> Result<()> {
             oltp: a.parts.contains(&PartArg::Oltp),
         }
     };
+    let device = cordillera_lab::devices::DeviceSpec::parse(
+        &a.device,
+        (a.array != "none").then_some(a.array.as_str()),
+    )
+    .map_err(anyhow::Error::msg)?;
     let base = Options {
         peaks,
         t_base: a.t_base,
@@ -185,6 +198,8 @@ fn run_everest(a: EverestArgs) -> Result<()> {
         oltp_write_fraction: a.oltp_writes,
         parts,
         seed: a.seed,
+        device: device.kind.preset.to_owned(),
+        array: device.array,
         ..Options::default()
     };
     // A generated workload takes the run's seed, unless its spec names one (then only the

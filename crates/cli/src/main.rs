@@ -99,7 +99,8 @@ enum Command {
     /// What each mechanism (peak off-load, gears, warm-up, striping) would do for a workload:
     /// verdicts from the labs run on the trace, a self-contained HTML report.
     Advise(advise::AdviseArgs),
-    /// Generate a built-in synthetic bursty trace and characterize it (no data needed).
+    /// The main job on a built-in default: advise on the generated multi-volume workload (peaks,
+    /// a diurnal swing, hot data), the report written to a folder (no data or servers needed).
     Demo(demo::DemoArgs),
     /// Storage-level cache warm-up (Bonfire): the cache simulator.
     Warmup(warmup_cmd::WarmupArgs),

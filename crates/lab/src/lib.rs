@@ -19,6 +19,7 @@
 pub mod advise;
 pub mod bonfire;
 pub mod bonfire_overheads;
+pub mod devices;
 pub mod everest;
 pub mod input;
 pub mod render;

@@ -35,6 +35,12 @@ pub struct Characterization {
     /// Each volume's name by its id in the trace's records.
     #[serde(skip)]
     pub volume_names: Vec<String>,
+    /// The trace's first requests ([`crate::devices::SAMPLE_REQUESTS`]), for fitting the device.
+    #[serde(skip)]
+    pub sample: Vec<cordillera_trace::Record>,
+    /// What reading did besides reading: the time unit chosen, a header skipped, records put
+    /// in time order.
+    pub reading_notes: Vec<String>,
 }
 
 /// Peak detection settings, scaled to the trace.
@@ -90,9 +96,15 @@ pub fn characterize(
     let mut reaccess = ReaccessBuilder::new(0);
     let mut profile = ProfileBuilder::new(NS_PER_HOUR, 0)?;
     let (mut first, mut last, mut records) = (i64::MAX, i64::MIN, 0u64);
+    let mut sample = Vec::new();
     let info = reader.info().clone();
+    let started = std::time::Instant::now();
+    let mut next_report = std::time::Duration::from_secs(2);
     while let Some(r) = reader.next_record().map_err(|e| e.to_string())? {
         records += 1;
+        if sample.len() < crate::devices::SAMPLE_REQUESTS {
+            sample.push(r);
+        }
         first = first.min(r.time_ns);
         last = last.max(r.time_ns);
         stats.add(&r);
@@ -101,8 +113,12 @@ pub fn characterize(
         if info.has_time {
             profile.add(&r, &info);
         }
-        if records.is_multiple_of(1 << 22) {
-            progress(&format!("characterizing: {} M requests", records >> 20));
+        if records.is_multiple_of(1 << 14) && started.elapsed() >= next_report {
+            progress(&format!(
+                "characterizing: {:.1} M requests read",
+                records as f64 / 1e6
+            ));
+            next_report = started.elapsed() + std::time::Duration::from_secs(2);
         }
     }
     if records == 0 {
@@ -111,6 +127,10 @@ pub fn characterize(
     let names = reader.volumes().clone();
     let info = reader.info().clone();
     let skipped_lines = reader.summary().invalid_skipped;
+    let mut reading_notes: Vec<String> = crate::input::time_unit_note(reader.summary())
+        .into_iter()
+        .collect();
+    reading_notes.extend(crate::input::reading_notes(reader.summary()));
     drop(reader);
     let duration_s = (last - first) as f64 / 1e9;
     let settings = peaks_settings(duration_s);
@@ -154,6 +174,8 @@ pub fn characterize(
         profile,
         skipped_lines,
         volume_names: names.names().map(|(_, n)| n.to_string()).collect(),
+        sample,
+        reading_notes,
     })
 }
 

@@ -51,6 +51,9 @@ pub struct Options {
     /// The flags that read the trace as advise read it (`--time-unit ns`, `--skip-invalid`),
     /// each a separate word; every reproducing command carries them after the trace.
     pub trace_flags: Vec<String>,
+    /// The user's device (`--device`, `--array`); `None`: fitted from the trace's recorded
+    /// response times, or Everest's testbed assumed.
+    pub device: Option<crate::devices::DeviceSpec>,
 }
 
 impl Default for Options {
@@ -62,6 +65,7 @@ impl Default for Options {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             trace_arg: String::new(),
             trace_flags: Vec::new(),
+            device: None,
         }
     }
 }
@@ -130,6 +134,9 @@ pub struct Report {
     pub seeds: Vec<u64>,
     pub quick: bool,
     pub characterization: Characterization,
+    /// The device the verdicts are judged on, how it was chosen, recorded against simulated
+    /// latency.
+    pub device: crate::devices::DeviceChoice,
     pub verdicts: Vec<Verdict>,
     /// The labs' own reports, for the figures a reader wants beyond the verdicts.
     pub details: Details,
@@ -158,11 +165,14 @@ pub fn run(
     progress("characterizing the trace (stats, peaks, reaccesses, daily profile)");
     let characterization = characterize(source, &*open, progress)?;
     timings.push(("characterize".to_owned(), started.elapsed().as_secs_f64()));
+    progress("choosing the device the verdicts are judged on");
+    let device = crate::devices::choose(options.device.clone(), &characterization.sample);
+    let d = &device;
     let mut details = Details::default();
     let mut verdicts = Vec::new();
     let c = &characterization;
     let step = std::time::Instant::now();
-    verdicts.push(peak_offload(c, &open, options, &mut details, progress));
+    verdicts.push(peak_offload(c, d, &open, options, &mut details, progress));
     timings.push(("peak off-load".to_owned(), step.elapsed().as_secs_f64()));
     let step = std::time::Instant::now();
     verdicts.push(gears(c, &open, options, &mut details, progress));
@@ -171,13 +181,14 @@ pub fn run(
     verdicts.push(warmup(c, &open, options, &mut details, progress));
     timings.push(("warm-up".to_owned(), step.elapsed().as_secs_f64()));
     let step = std::time::Instant::now();
-    verdicts.push(striping(c, &open, options, progress));
+    verdicts.push(striping(c, d, &open, options, progress));
     timings.push(("striping".to_owned(), step.elapsed().as_secs_f64()));
     Ok(Report {
         source: source.to_owned(),
         seeds: options.seed_list(),
         quick: options.quick,
         characterization,
+        device,
         verdicts,
         details,
         timings,

@@ -23,12 +23,16 @@ pub const COMPARABLE: f64 = 1.1;
 /// Narrow or wide striping: the paper's advice from what the trace shows.
 pub fn striping(
     c: &Characterization,
+    device: &crate::devices::DeviceChoice,
     open: &Open,
     o: &Options,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Verdict {
     const M: &str = "striping";
     const P: &str = "narrow vs wide striping (the striping paper, §3.6, §5)";
+    if let Some(reason) = striping_evidence(c) {
+        return verdict(M, P, Outcome::CannotJudge, reason, vec![]);
+    }
     let t = &c.stats.total;
     let span = t.span_s.max(1e-9);
     let knowledge = Knowledge {
@@ -37,7 +41,7 @@ pub fn striping(
         read_iops: Some(t.reads as f64 / span),
         write_iops: Some(t.writes as f64 / span),
     };
-    let (busiest, utilization) = narrow_peak_utilization(c);
+    let (busiest, utilization) = narrow_peak_utilization(c, &device.spec);
     let (stable, days) = stable_days(c);
     let setting = Setting {
         utilization,
@@ -57,10 +61,16 @@ pub fn striping(
     ));
     if let (Some(u), Some(v)) = (utilization, busiest) {
         why.push(format!(
-            "the busiest volume ({}) at its busiest {} would keep a 4-disk Cheetah 15K array {:.0} % busy (estimated from the disk model's random IOPS, writes weighted 4×)",
+            "the busiest volume ({}) at its busiest {} would keep {} {:.0} % busy{} (estimated from the disk model's random IOPS per member, a RAID-5 write costing 4 operations, a mirrored one 2)",
             v.volume,
             c.rate_window(),
-            u * 100.0
+            device.description,
+            u * 100.0,
+            if u > 1.0 {
+                ": more than it can serve, overloaded"
+            } else {
+                ""
+            }
         ));
     }
     why.push(if stable {
@@ -130,18 +140,32 @@ pub fn striping(
             (name, rows)
         }
         Ok(None) => {
-            why.push(format!(
-                "not simulated: §3.4's experiment partitions busy volumes onto {SIM_ARRAYS} arrays, and this trace has {} busy volume(s) (each with at least 1 % of the mean volume's requests)",
-                busy_volumes(c)
-            ));
-            (rule, Vec::new())
+            let mut v = verdict(
+                M,
+                P,
+                Outcome::CannotJudge,
+                format!(
+                    "not simulated: §3.4's experiment, which decides, partitions busy volumes onto {SIM_ARRAYS} arrays, and this trace has {} busy volume(s); the paper's rule alone would say {rule}",
+                    busy_volumes(c)
+                ),
+                why,
+            );
+            v.figures = spread::spread(&[(o.seed, figures)]);
+            v.commands = commands;
+            return v;
         }
         Err(e) => {
-            why.push(format!("not simulated: {e}"));
-            (rule, Vec::new())
+            let mut v = verdict(
+                M,
+                P,
+                Outcome::CannotJudge,
+                format!("the simulation failed: {e}"),
+                why,
+            );
+            v.commands = commands;
+            return v;
         }
     };
-    commands.push("cordillera lab striping".into());
     let mut v = verdict(
         M,
         P,
@@ -229,13 +253,57 @@ fn simulate(
     Ok(Some((runs, duration_s)))
 }
 
-/// The busiest volume at its busiest minute against one 4-disk array of the Everest disk (its
-/// random IOPS measured on the model, writes weighted 4×): the narrow layout's hottest array,
-/// and how busy it would be.
-fn narrow_peak_utilization(
-    c: &Characterization,
-) -> (Option<&cordillera_trace::stats::VolumeStats>, Option<f64>) {
-    let disk = crate::sierra::benchmark_server("cheetah-15k").ok();
+/// Requests a striping verdict needs at least.
+pub const STRIPING_MIN_REQUESTS: u64 = 1000;
+
+/// Why the trace cannot support a striping verdict, if it cannot: rates need timestamps,
+/// placing volumes needs two or more, and a handful of requests says nothing of a load.
+fn striping_evidence(c: &Characterization) -> Option<String> {
+    if !c.has_time {
+        return Some(
+            "the trace has no timestamps: striping is judged on request rates and how busy they keep the arrays"
+                .into(),
+        );
+    }
+    if c.volumes < 2 {
+        return Some(format!(
+            "the trace has {} volume: striping decides how several volumes share arrays",
+            c.volumes
+        ));
+    }
+    if c.records < STRIPING_MIN_REQUESTS {
+        return Some(format!(
+            "the trace has {} requests: fewer than {STRIPING_MIN_REQUESTS} say nothing of a load",
+            c.records
+        ));
+    }
+    None
+}
+
+/// The busiest volume at its busiest window on the user's device (an array: each member's
+/// random IOPS measured on the model; a RAID-5 write costs 4 member operations, a mirrored one
+/// 2): the narrow layout's hottest array, and how busy it would be — unclamped, over 1 when it
+/// could not keep up.
+fn narrow_peak_utilization<'a>(
+    c: &'a Characterization,
+    device: &crate::devices::DeviceSpec,
+) -> (
+    Option<&'a cordillera_trace::stats::VolumeStats>,
+    Option<f64>,
+) {
+    use cordillera_models::device::raid::RaidLevel;
+    let disk = crate::sierra::benchmark_server(device.kind.preset).ok();
+    let (members, write_cost) = match &device.array {
+        None => (1.0, 1.0),
+        Some(a) => (
+            a.disks as f64,
+            match a.level {
+                RaidLevel::Raid0 => 1.0,
+                RaidLevel::Raid1 | RaidLevel::Raid10 => 2.0,
+                RaidLevel::Raid5 => 4.0,
+            },
+        ),
+    };
     let busiest = c
         .stats
         .volumes
@@ -244,8 +312,8 @@ fn narrow_peak_utilization(
     let utilization = match (disk, busiest) {
         (Some(d), Some(v)) if v.records > 0 => {
             let w = v.writes as f64 / v.records as f64;
-            let weighted = v.peak_rate_per_s * (1.0 - w) + 4.0 * v.peak_rate_per_s * w;
-            Some((weighted / (4.0 * d.read_iops)).min(1.0))
+            let weighted = v.peak_rate_per_s * (1.0 - w) + write_cost * v.peak_rate_per_s * w;
+            Some(weighted / (members * d.read_iops))
         }
         _ => None,
     };

@@ -15,6 +15,12 @@ pub const TWO_DAYS_S: f64 = 1.9 * 86_400.0;
 /// A trace at least this long counts as a day (a day's trace ends a little before its 24th
 /// hour).
 pub const ONE_DAY_S: f64 = 0.95 * 86_400.0;
+/// Writes a peak off-load verdict needs at least: fewer make no peak worth replaying.
+pub const OFFLOAD_MIN_WRITES: u64 = 1000;
+/// Reads a warm-up verdict needs at least, and the share of requests below which a read cache
+/// cannot matter (even a perfect one serves only that share).
+pub const WARMUP_MIN_READS: u64 = 5000;
+pub const WARMUP_MIN_READ_PCT: f64 = 2.0;
 /// Below this energy saving, gears are not worth their complexity.
 pub const GEARS_MIN_SAVING: f64 = 0.10;
 
@@ -98,6 +104,7 @@ pub(super) fn find<'a>(rows: &'a [spread::Spread], key: &str) -> Option<&'a spre
 /// Everest: the busiest episodes replayed without and with peak off-loading.
 pub fn peak_offload(
     c: &Characterization,
+    device: &crate::devices::DeviceChoice,
     open: &Open,
     o: &Options,
     details: &mut Details,
@@ -118,6 +125,18 @@ pub fn peak_offload(
             vec![format!("{} requests, all reads", total.records)],
         );
     }
+    if total.writes < OFFLOAD_MIN_WRITES {
+        return verdict(
+            M,
+            P,
+            Outcome::CannotJudge,
+            format!(
+                "{} writes: too few to find write peaks (a verdict needs {OFFLOAD_MIN_WRITES})",
+                total.writes
+            ),
+            vec![],
+        );
+    }
     let mut settings = c.peaks_options;
     if o.quick {
         settings.episodes = 1;
@@ -130,6 +149,8 @@ pub fn peak_offload(
         peaks: settings.options(),
         parts: crate::everest::Parts::default(),
         seed: o.seed,
+        device: device.spec.kind.preset.to_owned(),
+        array: device.spec.array,
         ..crate::everest::Options::default()
     };
     progress(&format!(
@@ -151,15 +172,25 @@ pub fn peak_offload(
         }
     };
     let rows = spread::spread(&[(o.seed, offload_figures(&report, c))]);
-    let why = peak_reasons(&report, c);
+    let mut why = vec![format!(
+        "judged on {}, with a store on the last 2.9 % of each volume ({})",
+        device.description,
+        match device.chosen {
+            crate::devices::Chosen::Given => "given",
+            crate::devices::Chosen::Fitted => "fitted from the trace's response times",
+            crate::devices::Chosen::Assumed => "assumed: the trace records no response times",
+        }
+    )];
+    why.extend(peak_reasons(&report, c));
     let mut v = verdict(M, P, Outcome::CannotJudge, String::new(), why);
     v.commands.push(format!(
-        "cordillera lab everest --trace {} --main-only --episodes {} --align centred --rate-window-s {} --segment-s {} --seed {}",
+        "cordillera lab everest --trace {} --main-only --episodes {} --align centred --rate-window-s {} --segment-s {} --seed {} {}",
         arg(o),
         settings.episodes,
         settings.rate_window_s,
         settings.segment_s,
         o.seed,
+        device.spec.flags(),
     ));
     let (Some(base), Some(peak), Some(speedup)) = (
         find(&rows, "offload/baseline_ms"),
@@ -454,6 +485,30 @@ pub fn warmup(
             Outcome::DoesNotApply,
             "no reads: a read cache has nothing to serve, warm or cold".into(),
             vec![format!("{} requests, all writes", c.stats.total.records)],
+        );
+    }
+    let (reads, records) = (c.stats.total.reads, c.stats.total.records);
+    let read_pct = reads as f64 * 100.0 / records.max(1) as f64;
+    if read_pct < WARMUP_MIN_READ_PCT {
+        return verdict(
+            M,
+            P,
+            Outcome::DoesNotApply,
+            format!(
+                "reads are {read_pct:.1} % of the requests ({reads} of {records}): even a perfect read cache would serve no more than that"
+            ),
+            vec![format!("a read cache matters from {WARMUP_MIN_READ_PCT} % reads")],
+        );
+    }
+    if reads < WARMUP_MIN_READS {
+        return verdict(
+            M,
+            P,
+            Outcome::CannotJudge,
+            format!(
+                "{reads} reads: too few to judge how a cache warms (a verdict needs {WARMUP_MIN_READS})"
+            ),
+            vec![],
         );
     }
     // Days of 24 h with two or more; else three periods over the trace.

@@ -107,6 +107,10 @@ pub struct Options {
     /// steps of 100 ms from 100 ms to 10 s (a 30-minute episode: 9 s; a 27 s trace: 100 ms).
     pub sample_ns: Nanos,
     pub seed: u64,
+    /// The episodes' volumes (Figures 5 and 6): each a `device` preset, or an array of them
+    /// (the testbed's: a RAID-0 of four `cheetah-15k`). The other parts keep the testbed.
+    pub device: String,
+    pub array: Option<cordillera_models::presets::ArraySpec>,
 }
 
 impl Default for Options {
@@ -128,6 +132,8 @@ impl Default for Options {
             parts: Parts::all(),
             sample_ns: 0,
             seed: 1,
+            device: "cheetah-15k".into(),
+            array: Some("raid0:4".parse().expect("a valid array")),
         }
     }
 }
@@ -320,12 +326,19 @@ pub fn run(
     } else {
         options
     };
-    let base = Setup::everest(Vec::new());
+    cordillera_models::presets::build(&options.device, options.array)?;
+    let base = Setup {
+        device: options.device.clone(),
+        array: options.array,
+        ..Setup::everest(Vec::new())
+    };
     let layout = base.layout();
     let mut report = Report {
         source: source.to_owned(),
         device: base.device.clone(),
-        array: "raid0:4".into(),
+        array: options
+            .array
+            .map_or("none".into(), |a| crate::devices::array_text(&a)),
         store_partition_pct: 100.0 * (layout.capacity_bytes - layout.store_offset) as f64
             / layout.capacity_bytes as f64,
         t_base: options.t_base,
@@ -510,6 +523,8 @@ fn setup_for(r: &Replay, options: &Options, policy: Policy) -> Setup {
         sample_ns: options.sample_ns,
         end_ns: r.duration_ns,
         seed: options.seed,
+        device: options.device.clone(),
+        array: options.array,
         ..Setup::everest(volumes)
     }
 }

@@ -57,6 +57,10 @@ pub fn text(r: &Report) -> String {
     if c.skipped_lines > 0 {
         let _ = writeln!(s, "  {} malformed line(s) skipped", c.skipped_lines);
     }
+    for note in &c.reading_notes {
+        let _ = writeln!(s, "  {note}");
+    }
+    s.push_str(&device_text(&r.device));
     let _ = writeln!(
         s,
         "  seeds {}{}",
@@ -110,6 +114,40 @@ pub fn text(r: &Report) -> String {
         for cmd in &v.commands {
             let _ = writeln!(s, "    $ {cmd}");
         }
+    }
+    s
+}
+
+/// The device the verdicts are judged on, how it was chosen, and the trace's recorded latency
+/// beside the simulated one on the same requests.
+pub fn device_text(d: &crate::devices::DeviceChoice) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "  judged on {} — {}", d.description, d.reason);
+    let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{} ms", number(v)));
+    let row = |l: &crate::devices::Latencies| {
+        format!(
+            "reads mean {} (median {}), writes mean {} (median {}) over {} requests",
+            ms(l.read_mean_ms),
+            ms(l.read_p50_ms),
+            ms(l.write_mean_ms),
+            ms(l.write_p50_ms),
+            l.requests
+        )
+    };
+    if let Some(rec) = &d.recorded {
+        let _ = writeln!(s, "  recorded by the trace:  {}", row(rec));
+    }
+    if let Some(sim) = &d.simulated {
+        let _ = writeln!(s, "  simulated on {}: {}", d.device, row(sim));
+    }
+    for f in &d.fit {
+        let _ = writeln!(
+            s,
+            "    fit: {:<9} simulated mean {} ({}× the recorded)",
+            f.device,
+            ms(Some(f.simulated_mean_ms)),
+            number(f.ratio)
+        );
     }
     s
 }

@@ -139,6 +139,44 @@ fn verdict_section(v: &Verdict) -> String {
 }
 
 /// The page; its figures are written into `dir` as SVG files as well.
+/// Recorded against simulated latency on the trace's first requests, and the fit's rows.
+fn device_table(d: &crate::devices::DeviceChoice) -> String {
+    let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{} ms", number(v)));
+    let mut s = String::new();
+    if d.recorded.is_none() && d.simulated.is_none() {
+        return s;
+    }
+    s.push_str("<table><tr><th>latency of the trace's first requests</th><th>requests</th><th>read mean</th><th>read median</th><th>write mean</th><th>write median</th></tr>");
+    for (name, l) in [
+        ("recorded by the trace", &d.recorded),
+        (&format!("simulated on {}", d.device) as &str, &d.simulated),
+    ] {
+        if let Some(l) = l {
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                escape(name),
+                l.requests,
+                ms(l.read_mean_ms),
+                ms(l.read_p50_ms),
+                ms(l.write_mean_ms),
+                ms(l.write_p50_ms)
+            );
+        }
+    }
+    for f in &d.fit {
+        let _ = write!(
+            s,
+            "<tr><td>fit: {}</td><td></td><td class=\"num\" colspan=\"4\">simulated mean {} = {}× the recorded</td></tr>",
+            escape(&f.device),
+            ms(Some(f.simulated_mean_ms)),
+            number(f.ratio)
+        );
+    }
+    s.push_str("</table>\n");
+    s
+}
+
 pub fn html_in(dir: &Path, r: &Report) -> Result<String> {
     let c = &r.characterization;
     let mut s = String::new();
@@ -157,6 +195,16 @@ pub fn html_in(dir: &Path, r: &Report) -> Result<String> {
         r.seeds.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "),
         if r.quick { " (quick)" } else { "" }
     );
+    let _ = writeln!(
+        s,
+        "<p class=\"sub\">Judged on {} — {}</p>",
+        escape(&r.device.description),
+        escape(&r.device.reason)
+    );
+    for note in &c.reading_notes {
+        let _ = writeln!(s, "<p class=\"sub\">{}</p>", escape(note));
+    }
+    s.push_str(&device_table(&r.device));
     s.push_str("<div class=\"verdicts\">");
     for v in &r.verdicts {
         s.push_str(&verdict_card(v));
