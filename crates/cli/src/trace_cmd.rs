@@ -142,6 +142,10 @@ enum OutputFormat {
     Binary,
     Msr,
     FioIolog,
+    /// libCacheSim's oracleGeneral (24-byte requests with each object's next access): for
+    /// `cachesim FILE oracleGeneral …`; a file, not standard output.
+    #[value(name = "oraclegeneral")]
+    OracleGeneral,
 }
 
 #[derive(Args)]
@@ -215,6 +219,7 @@ fn convert_into(args: &ConvertArgs, out: Box<dyn Write>, path: &Path) -> Result<
             target: args.iolog_target.clone(),
             wrap_bytes: args.iolog_wrap_bytes,
         }),
+        OutputFormat::OracleGeneral => ConvertTo::OracleGeneral,
     };
     cordillera_lab::tools::convert(&args.input.input(), &to, out, path)
 }

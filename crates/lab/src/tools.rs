@@ -27,6 +27,9 @@ pub enum ConvertTo {
     Msr,
     /// A fio iolog.
     FioIolog(IologOptions),
+    /// libCacheSim's oracleGeneral (`cordillera_trace::oracle`): `path` must be a file, which
+    /// the writer patches in place (`out` is not used).
+    OracleGeneral,
 }
 
 /// Converts `input` into `out` (named `path` in errors); returns the records written. A fio
@@ -63,6 +66,15 @@ pub fn convert(
             }
             writer.finish()?;
             reader.summary().records - skipped
+        }
+        ConvertTo::OracleGeneral => {
+            drop(out);
+            if path == Path::new("-") {
+                bail!("oracleGeneral output patches each object's earlier request with the index of its next: name a file, not -");
+            }
+            let mut writer = cordillera_trace::oracle::OracleWriter::create(path)?;
+            input.try_for_each_record(|_, record| writer.write(record))?;
+            writer.finish()?
         }
     };
     Ok(written)
