@@ -125,6 +125,56 @@ pub struct Verdict {
     pub figures: Vec<crate::spread::Spread>,
     /// Shell commands that reproduce each figure with the lab itself.
     pub commands: Vec<String>,
+    /// What to do next: the command or setting that puts the verdict to use, or the evidence
+    /// to bring when it cannot be judged.
+    pub next_step: String,
+    /// How far the deciding figure is from its threshold, and whether that is borderline.
+    pub confidence: Option<Confidence>,
+    /// Why the variant chosen beats the others (peak against always off-loading, wide against
+    /// narrow, the warm-up scheme, the lowest gear), with their figures and costs.
+    pub alternatives: Vec<String>,
+}
+
+/// How sure a verdict is: the deciding figure against its threshold.
+#[derive(Clone, Debug, Serialize)]
+pub struct Confidence {
+    /// Within the borderline band of the threshold, or the spread (over seeds or peaks)
+    /// straddles it: the verdict could go the other way.
+    pub borderline: bool,
+    /// In words: "1.27× against the 1.2× threshold (6 % above); one peak".
+    pub basis: String,
+}
+
+impl Confidence {
+    /// `value` (with its spread `min`–`max`) against `threshold`: borderline within `band`
+    /// (relative) of it, or when the spread straddles it.
+    pub fn of(value: f64, (min, max): (f64, f64), threshold: f64, band: f64, unit: &str, extra: &str) -> Confidence {
+        let relative = (value - threshold) / threshold.abs().max(1e-12);
+        let straddles = min < threshold && max >= threshold;
+        let borderline = relative.abs() <= band || straddles;
+        let num = crate::spread::number;
+        let mut basis = format!(
+            "{}{unit} against the {}{unit} threshold ({:.0} % {})",
+            num(value),
+            num(threshold),
+            relative.abs() * 100.0,
+            if relative >= 0.0 { "above" } else { "below" }
+        );
+        if min != max {
+            basis.push_str(&format!("; {}–{}{unit} across the runs", num(min), num(max)));
+        }
+        if straddles {
+            basis.push_str(", which straddles the threshold");
+        }
+        if !extra.is_empty() {
+            basis.push_str("; ");
+            basis.push_str(extra);
+        }
+        if borderline {
+            basis.push_str(" — borderline: more of the trace could change the verdict");
+        }
+        Confidence { borderline, basis }
+    }
 }
 
 /// Everything `advise` found for one trace.

@@ -183,6 +183,31 @@ pub fn striping(
         ),
         why,
     );
+    if let (Some(r), Some(sh)) = (
+        find(&sim_rows, "fig8/geomean_mean"),
+        find(&sim_rows, "fig8/comparable_or_better_mean"),
+    ) {
+        v.confidence = Some(super::Confidence::of(
+            r.mean,
+            (r.min, r.max),
+            COMPARABLE,
+            0.05,
+            "×",
+            "wide's mean response over narrow's: above it narrow wins",
+        ));
+        v.alternatives = vec![
+            format!(
+                "wide (every volume striped over all {SIM_ARRAYS} arrays): mean response {}× narrow's, {:.0} % of the volumes comparable or better; nothing to re-plan when the loads change",
+                spread::number(r.mean),
+                sh.mean * 100.0
+            ),
+            "narrow (each volume on one array, partitioned on the whole trace's loads — its best case): needs the loads known in advance and a new partition, with migration, whenever they change".into(),
+        ];
+    }
+    v.next_step = format!(
+        "place the volumes {name} in a pool: `cordillera pool create-volume NAME --size SIZE --policy {name} --stripe-unit {}k` (docs/USAGE.md)",
+        rec.stripe_unit_bytes >> 10
+    );
     v.figures = spread::spread(&[(o.seed, figures)]);
     v.figures.extend(sim_rows);
     v.commands = commands;

@@ -80,8 +80,22 @@ pub fn text(r: &Report) -> String {
             v.paper,
             v.summary
         );
+        if let Some(c) = &v.confidence {
+            let _ = writeln!(
+                s,
+                "  {}: {}",
+                if c.borderline { "BORDERLINE" } else { "confidence" },
+                c.basis
+            );
+        }
+        if !v.next_step.is_empty() {
+            let _ = writeln!(s, "  next: {}", v.next_step);
+        }
         for w in &v.why {
             let _ = writeln!(s, "  · {w}");
+        }
+        for a in &v.alternatives {
+            let _ = writeln!(s, "  ∘ {a}");
         }
         for f in &v.figures {
             let _ = writeln!(

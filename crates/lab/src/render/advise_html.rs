@@ -100,10 +100,28 @@ fn verdict_section(v: &Verdict) -> String {
         escape(v.paper),
         escape(&v.summary)
     );
+    if let Some(c) = &v.confidence {
+        let _ = write!(
+            s,
+            "<p><b>{}</b>: {}</p>",
+            if c.borderline { "Borderline" } else { "Confidence" },
+            escape(&c.basis)
+        );
+    }
+    if !v.next_step.is_empty() {
+        let _ = write!(s, "<p><b>Next</b>: {}</p>", escape(&v.next_step));
+    }
     if !v.why.is_empty() {
         s.push_str("<ul class=\"why\">");
         for w in &v.why {
             let _ = write!(s, "<li>{}</li>", escape(w));
+        }
+        s.push_str("</ul>");
+    }
+    if !v.alternatives.is_empty() {
+        s.push_str("<p class=\"sub\">Against the alternatives:</p><ul class=\"why\">");
+        for a in &v.alternatives {
+            let _ = write!(s, "<li>{}</li>", escape(a));
         }
         s.push_str("</ul>");
     }
