@@ -22,6 +22,7 @@ pub mod bonfire_overheads;
 pub mod devices;
 pub mod everest;
 pub mod input;
+pub mod mrc;
 pub mod render;
 pub mod sierra;
 pub mod spread;

@@ -148,7 +148,14 @@ pub struct Confidence {
 impl Confidence {
     /// `value` (with its spread `min`–`max`) against `threshold`: borderline within `band`
     /// (relative) of it, or when the spread straddles it.
-    pub fn of(value: f64, (min, max): (f64, f64), threshold: f64, band: f64, unit: &str, extra: &str) -> Confidence {
+    pub fn of(
+        value: f64,
+        (min, max): (f64, f64),
+        threshold: f64,
+        band: f64,
+        unit: &str,
+        extra: &str,
+    ) -> Confidence {
         let relative = (value - threshold) / threshold.abs().max(1e-12);
         let straddles = min < threshold && max >= threshold;
         let borderline = relative.abs() <= band || straddles;
@@ -161,7 +168,11 @@ impl Confidence {
             if relative >= 0.0 { "above" } else { "below" }
         );
         if min != max {
-            basis.push_str(&format!("; {}–{}{unit} across the runs", num(min), num(max)));
+            basis.push_str(&format!(
+                "; {}–{}{unit} across the runs",
+                num(min),
+                num(max)
+            ));
         }
         if straddles {
             basis.push_str(", which straddles the threshold");
@@ -184,6 +195,9 @@ pub struct Report {
     pub seeds: Vec<u64>,
     pub quick: bool,
     pub characterization: Characterization,
+    /// The read miss ratio of an LRU cache at sizes up to the working set (`None` without
+    /// reads).
+    pub miss_ratio_curve: Option<crate::mrc::MissRatioCurve>,
     /// The device the verdicts are judged on, how it was chosen, recorded against simulated
     /// latency.
     pub device: crate::devices::DeviceChoice,
@@ -212,8 +226,25 @@ pub fn run(
     options.validate()?;
     let mut timings = Vec::new();
     let started = std::time::Instant::now();
-    progress("characterizing the trace (stats, peaks, reaccesses, daily profile)");
-    let characterization = characterize(source, &*open, progress)?;
+    progress("characterizing the trace (stats, peaks, reaccesses, daily profile; the miss-ratio curve beside it)");
+    // The miss-ratio curve reads the trace on a second thread, beside the characterization.
+    let (characterization, miss_ratio_curve) = std::thread::scope(|scope| {
+        let curve = scope.spawn(|| -> Result<crate::mrc::MissRatioCurve, String> {
+            let mut reader = open()?;
+            let mut builder = crate::mrc::MrcBuilder::new();
+            while let Some(r) = reader.next_record().map_err(|e| e.to_string())? {
+                builder.add(&r);
+            }
+            Ok(builder.finish())
+        });
+        let c = characterize(source, &*open, progress);
+        let curve = curve
+            .join()
+            .map_err(|_| "the miss-ratio curve's thread panicked".to_owned());
+        (c, curve)
+    });
+    let characterization = characterization?;
+    let miss_ratio_curve = miss_ratio_curve?.ok().filter(|m| m.read_block_accesses > 0);
     timings.push(("characterize".to_owned(), started.elapsed().as_secs_f64()));
     progress("choosing the device the verdicts are judged on");
     let device = crate::devices::choose(options.device.clone(), &characterization.sample);
@@ -238,6 +269,7 @@ pub fn run(
         seeds: options.seed_list(),
         quick: options.quick,
         characterization,
+        miss_ratio_curve,
         device,
         verdicts,
         details,

@@ -67,9 +67,7 @@ pub(super) fn verdict(
         figures: Vec::new(),
         commands: Vec::new(),
         next_step: match outcome {
-            Outcome::CannotJudge => format!(
-                "bring a trace that shows what is missing, e.g. a longer one recorded on the volume itself (`cordillera volume serve … --record-trace FILE`)"
-            ),
+            Outcome::CannotJudge => "bring a trace that shows what is missing, e.g. a longer one recorded on the volume itself (`cordillera volume serve … --record-trace FILE`)".to_owned(),
             _ => String::new(),
         },
         confidence: None,
@@ -286,7 +284,8 @@ pub fn peak_offload(
             report.t_base
         )
     } else {
-        "nothing to do: keep the writes on the volume (a volume without stores never off-loads)".into()
+        "nothing to do: keep the writes on the volume (a volume without stores never off-loads)"
+            .into()
     };
     v.figures = rows;
     details.everest = vec![report];

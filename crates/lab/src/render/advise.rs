@@ -61,6 +61,9 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(s, "  {note}");
     }
     s.push_str(&device_text(&r.device));
+    if let Some(m) = &r.miss_ratio_curve {
+        s.push_str(&mrc_text(m));
+    }
     let _ = writeln!(
         s,
         "  seeds {}{}",
@@ -84,7 +87,11 @@ pub fn text(r: &Report) -> String {
             let _ = writeln!(
                 s,
                 "  {}: {}",
-                if c.borderline { "BORDERLINE" } else { "confidence" },
+                if c.borderline {
+                    "BORDERLINE"
+                } else {
+                    "confidence"
+                },
                 c.basis
             );
         }
@@ -166,11 +173,168 @@ pub fn device_text(d: &crate::devices::DeviceChoice) -> String {
     s
 }
 
+/// Volumes the report's tables show: the busiest by requests; the rest are summarised (and
+/// every one is in `volumes.csv`).
+pub const VOLUMES_SHOWN: usize = 20;
+
+/// The `n` busiest volumes by requests, and how many others there are with their requests.
+pub fn busiest_volumes(
+    c: &crate::advise::Characterization,
+    n: usize,
+) -> (
+    Vec<&cordillera_trace::stats::VolumeStats>,
+    Option<(usize, u64)>,
+) {
+    let mut all: Vec<&cordillera_trace::stats::VolumeStats> = c.stats.volumes.iter().collect();
+    all.sort_by(|a, b| b.records.cmp(&a.records).then(a.volume.cmp(&b.volume)));
+    let rest: Vec<_> = all.split_off(n.min(all.len()));
+    let summary = (!rest.is_empty()).then(|| (rest.len(), rest.iter().map(|v| v.records).sum()));
+    (all, summary)
+}
+
+/// The miss-ratio curve in one line per size.
+fn mrc_text(m: &crate::mrc::MissRatioCurve) -> String {
+    let mut s = format!(
+        "  miss-ratio curve (LRU, {}; {} read block accesses, {} cold):
+   ",
+        m.method, m.read_block_accesses, m.cold_read_misses
+    );
+    for p in &m.points {
+        let _ = write!(
+            s,
+            " {}: {:.1} %",
+            super::format::bytes(p.cache_bytes),
+            p.read_miss_ratio * 100.0
+        );
+    }
+    s.push('\n');
+    s
+}
+
+/// Every table of the report as CSV: volumes, verdicts, figures, the miss-ratio curve, the
+/// device fit.
+fn write_csvs(dir: &Path, r: &Report) -> Result<()> {
+    use super::write_csv;
+    let c = &r.characterization;
+    let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
+    write_csv(
+        dir,
+        "volumes.csv",
+        &[
+            "volume",
+            "requests",
+            "reads",
+            "writes",
+            "read_bytes",
+            "write_bytes",
+            "span_s",
+            "mean_rate_per_s",
+            "peak_rate_per_s",
+            "wss_bytes",
+            "mean_request_bytes",
+        ],
+        c.stats.volumes.iter().chain([&c.stats.total]).map(|v| {
+            vec![
+                v.volume.clone(),
+                v.records.to_string(),
+                v.reads.to_string(),
+                v.writes.to_string(),
+                v.read_bytes.to_string(),
+                v.write_bytes.to_string(),
+                v.span_s.to_string(),
+                opt(v.mean_rate_per_s),
+                v.peak_rate_per_s.to_string(),
+                v.wss_bytes.to_string(),
+                opt(v.mean_request_bytes),
+            ]
+        }),
+    )?;
+    write_csv(
+        dir,
+        "verdicts.csv",
+        &["mechanism", "outcome", "borderline", "summary", "next_step"],
+        r.verdicts.iter().map(|v| {
+            vec![
+                v.mechanism.to_owned(),
+                v.outcome.text().to_owned(),
+                v.confidence
+                    .as_ref()
+                    .map_or(String::new(), |c| c.borderline.to_string()),
+                v.summary.clone(),
+                v.next_step.clone(),
+            ]
+        }),
+    )?;
+    write_csv(
+        dir,
+        "figures.csv",
+        &[
+            "mechanism",
+            "key",
+            "label",
+            "unit",
+            "mean",
+            "min",
+            "max",
+            "sd",
+            "runs",
+            "paper",
+        ],
+        r.verdicts.iter().flat_map(|v| {
+            v.figures.iter().map(move |f| {
+                vec![
+                    v.mechanism.to_owned(),
+                    f.key.clone(),
+                    f.label.clone(),
+                    f.unit.to_owned(),
+                    f.mean.to_string(),
+                    f.min.to_string(),
+                    f.max.to_string(),
+                    f.std_dev.to_string(),
+                    f.values.len().to_string(),
+                    f.paper.clone(),
+                ]
+            })
+        }),
+    )?;
+    if let Some(m) = &r.miss_ratio_curve {
+        write_csv(
+            dir,
+            "miss_ratio_curve.csv",
+            &["cache_bytes", "read_hits", "read_miss_ratio"],
+            m.points.iter().map(|p| {
+                vec![
+                    p.cache_bytes.to_string(),
+                    p.read_hits.to_string(),
+                    p.read_miss_ratio.to_string(),
+                ]
+            }),
+        )?;
+    }
+    if r.device.fit.is_empty() {
+        return Ok(());
+    }
+    write_csv(
+        dir,
+        "device_fit.csv",
+        &["device", "simulated_mean_ms", "over_recorded"],
+        r.device.fit.iter().map(|f| {
+            vec![
+                f.device.clone(),
+                f.simulated_mean_ms.to_string(),
+                f.ratio.to_string(),
+            ]
+        }),
+    )?;
+    Ok(())
+}
+
 /// `report.json` and `report.html` (with its figures inline) in `dir`.
 pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let write = super::writer(dir);
     write("report.json", serde_json::to_string_pretty(r)?)?;
     write("report.html", super::advise_html::html_in(dir, r)?)?;
+    write_csvs(dir, r)?;
     Ok(())
 }

@@ -104,7 +104,11 @@ fn verdict_section(v: &Verdict) -> String {
         let _ = write!(
             s,
             "<p><b>{}</b>: {}</p>",
-            if c.borderline { "Borderline" } else { "Confidence" },
+            if c.borderline {
+                "Borderline"
+            } else {
+                "Confidence"
+            },
             escape(&c.basis)
         );
     }
@@ -157,6 +161,60 @@ fn verdict_section(v: &Verdict) -> String {
 }
 
 /// The page; its figures are written into `dir` as SVG files as well.
+/// The miss-ratio curve: a figure and its table.
+fn mrc_section(dir: &Path, m: &crate::mrc::MissRatioCurve) -> String {
+    let mut s = format!(
+        "<h2>Miss-ratio curve</h2><p class=\"sub\">The read miss ratio of an LRU cache of 4 KiB blocks at each size ({}): {} read block accesses, {} of them first accesses (misses at any size); working set {}. Table: miss_ratio_curve.csv.</p>",
+        escape(m.method),
+        m.read_block_accesses,
+        m.cold_read_misses,
+        super::format::bytes(m.working_set_bytes)
+    );
+    let points: Vec<(f64, f64)> = m
+        .points
+        .iter()
+        .map(|p| {
+            (
+                p.cache_bytes as f64 / (1 << 20) as f64,
+                p.read_miss_ratio * 100.0,
+            )
+        })
+        .collect();
+    if points.len() >= 2 {
+        s.push_str(&figure(
+            dir,
+            "miss_ratio_curve.svg",
+            "Read miss ratio by cache size (LRU, exact)",
+            |path| {
+                super::plots::chart_xy(
+                    path,
+                    "Miss-ratio curve",
+                    "cache size, MiB",
+                    "read miss ratio, %",
+                    true,
+                    false,
+                    &[Series {
+                        name: "LRU".into(),
+                        points,
+                    }],
+                )
+            },
+        ));
+    }
+    s.push_str("<table><tr><th>cache</th><th>read hits</th><th>read miss ratio</th></tr>");
+    for p in &m.points {
+        let _ = write!(
+            s,
+            "<tr><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{:.2} %</td></tr>",
+            super::format::bytes(p.cache_bytes),
+            p.read_hits,
+            p.read_miss_ratio * 100.0
+        );
+    }
+    s.push_str("</table>\n");
+    s
+}
+
 /// Recorded against simulated latency on the trace's first requests, and the fit's rows.
 fn device_table(d: &crate::devices::DeviceChoice) -> String {
     let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{} ms", number(v)));
@@ -234,12 +292,8 @@ pub fn html_in(dir: &Path, r: &Report) -> Result<String> {
         "<h2>The workload</h2>\n<table><tr><th>volume</th><th>requests</th><th>reads</th><th>mean request</th><th>mean rate</th><th>busiest {}</th><th>working set</th></tr>",
         escape(&c.rate_window())
     );
-    for v in c
-        .stats
-        .volumes
-        .iter()
-        .chain(std::iter::once(&c.stats.total))
-    {
+    let (top, rest) = super::advise::busiest_volumes(c, super::advise::VOLUMES_SHOWN);
+    for v in top.into_iter().chain(std::iter::once(&c.stats.total)) {
         let _ = write!(
             s,
             "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}/s</td><td class=\"num\">{:.2} GB</td></tr>",
@@ -252,7 +306,17 @@ pub fn html_in(dir: &Path, r: &Report) -> Result<String> {
             v.wss_bytes as f64 / 1e9
         );
     }
+    if let Some(rest) = rest {
+        let _ = write!(
+            s,
+            "<tr><td colspan=\"7\">… and {} more volume(s) with {} requests in all (every volume: volumes.csv)</td></tr>",
+            rest.0, rest.1
+        );
+    }
     s.push_str("</table>\n");
+    if let Some(m) = &r.miss_ratio_curve {
+        s.push_str(&mrc_section(dir, m));
+    }
     if let Some(p) = &c.profile {
         let points: Vec<(f64, f64)> = p
             .buckets

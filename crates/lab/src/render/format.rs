@@ -26,3 +26,19 @@ pub fn duration(s: f64) -> String {
         format!("{} s", number(s))
     }
 }
+
+/// "512 KiB", "64 MiB", "1.5 GiB" (binary units, as cache sizes are given).
+pub fn bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[unit])
+    } else {
+        format!("{v:.2} {}", UNITS[unit])
+    }
+}
