@@ -124,6 +124,14 @@ struct ServeArgs {
     /// failed to answer, if they are at most N-1 [default: 1000].
     #[arg(long)]
     recovery_grace_ms: Option<u64>,
+    /// Record the volume's reads and writes, with their response times, as a binary trace to
+    /// this file, for `cordillera advise FILE` (docs/USAGE.md). Finished on a clean stop.
+    #[arg(long)]
+    record_trace: Option<PathBuf>,
+    /// The recorded trace's size at most, over FILE and FILE.1 (the older half, rotated)
+    /// [default: 256m].
+    #[arg(long)]
+    record_trace_size: Option<String>,
     /// A DRAM block cache of this size above the volume (k, m, g suffixes) [default: none].
     #[arg(long)]
     cache_size: Option<String>,
@@ -176,6 +184,8 @@ struct ServeFile {
     full_timeout_ms: Option<u64>,
     copies_timeout_ms: Option<u64>,
     recovery_grace_ms: Option<u64>,
+    record_trace: Option<PathBuf>,
+    record_trace_size: Option<String>,
     cache_size: Option<String>,
     warmup_log: Option<PathBuf>,
     warmup_log_size: Option<String>,
@@ -332,6 +342,16 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
         v.map(|t| cordillera_models::presets::parse_size(&t).map_err(|e| anyhow!("--{flag}: {e}")))
             .transpose()
     };
+    if let Some(path) = a.record_trace.or(file.record_trace) {
+        let max = size(
+            "record-trace-size",
+            a.record_trace_size.or(file.record_trace_size),
+        )?
+        .unwrap_or(256 << 20);
+        o.record_trace = Some((path, max));
+    } else if a.record_trace_size.is_some() {
+        bail!("--record-trace-size needs --record-trace");
+    }
     let warmup_log = a.warmup_log.or(file.warmup_log);
     let warmup_size = a.warmup_size.or(file.warmup_size);
     let warmup_algorithm = a.warmup_algorithm.or(file.warmup_algorithm);

@@ -2047,3 +2047,74 @@ fn n_way_2_survives_a_store_link_stalled_past_its_timeout_and_dropped() {
     drop(v);
     stop_with_empty_logs(stores, &paths);
 }
+
+/// `--record-trace`: fio's reads and writes on a live volume are recorded with their response
+/// times; after a clean stop the file is a whole trace that `advise` reads, fitting the device
+/// from the recorded response times and showing them beside the simulated ones.
+#[test]
+fn a_recorded_trace_of_the_volume_is_what_advise_judges() {
+    if !have("fio") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.img");
+    sparse_file(&base, 256 << 20);
+    let trace = dir.path().join("volume.cdt");
+    let v = start_volume(
+        &base,
+        &strings(&["--format", "--record-trace", trace.to_str().unwrap()]),
+    );
+    run(
+        "fio",
+        &strings(&[
+            "--name=mix",
+            "--ioengine=nbd",
+            &format!("--uri=nbd://{}", v.nbd),
+            "--rw=randrw",
+            "--rwmixread=60",
+            "--bs=8k",
+            "--size=64m",
+            "--number_ios=6000",
+            "--iodepth=4",
+            "--randseed=11",
+        ]),
+    );
+    stop_cleanly(v);
+    let mut reader = cordillera_trace::open(&trace, &Default::default()).unwrap();
+    let records = cordillera_trace::read::read_all(reader.as_mut()).unwrap();
+    let reads = records
+        .iter()
+        .filter(|r| r.op == cordillera_types::Op::Read)
+        .count();
+    assert!(records.len() >= 6000, "{} requests recorded", records.len());
+    assert!((2000..5000).contains(&reads), "{reads} reads");
+    assert!(records
+        .iter()
+        .all(|r| r.response_ns.is_some() && r.length_bytes == 8192));
+    let out = Command::new(BIN)
+        .args([
+            "advise",
+            trace.to_str().unwrap(),
+            "--quick",
+            "--quiet",
+            "--json",
+        ])
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let device = &report[0]["device"];
+    assert_eq!(device["chosen"], "fitted", "{device}");
+    assert!(
+        device["recorded"]["read_mean_ms"].as_f64().unwrap() > 0.0,
+        "{device}"
+    );
+    assert!(
+        device["simulated"]["write_mean_ms"].as_f64().unwrap() > 0.0,
+        "{device}"
+    );
+}

@@ -10,6 +10,7 @@
 //! - [`volume_server`]: `cordillera volume serve`: a base volume exported over NBD with the
 //!   off-loading client core between, sending writes to stores when the base volume is loaded.
 //! - [`nbd_client`], [`replay`]: `cordillera replay`, a trace replayed against a live NBD export.
+//! - [`record_trace`]: `volume serve --record-trace`, the volume's requests as a trace.
 //! - [`limits`]: connections and memory one client can take from a daemon; `accept` that
 //!   backs off when descriptors run out.
 //! - [`emulate`]: real-time disk emulation with the simulator's device models.
@@ -27,6 +28,7 @@ pub mod limits;
 pub mod nbd_client;
 pub mod nbd_server;
 pub mod pool_server;
+pub mod record_trace;
 pub mod replay;
 pub mod sierra;
 pub mod store_link;

@@ -67,14 +67,27 @@ pub struct Completion {
     replies: Option<mpsc::Sender<Reply>>,
     slot: Option<OwnedSemaphorePermit>,
     charge: Option<Charge>,
+    /// Told whether the request succeeded as its outcome is sent (a trace recorder).
+    observer: Option<Observer>,
 }
+
+type Observer = Box<dyn FnOnce(bool) + Send>;
 
 impl Completion {
     pub fn complete(mut self, outcome: Outcome) {
         self.send(outcome);
     }
 
+    /// Calls `observe` with whether the request succeeded when its outcome is sent (after the
+    /// backend completes it, before the reply is written).
+    pub fn observe(&mut self, observe: impl FnOnce(bool) + Send + 'static) {
+        self.observer = Some(Box::new(observe));
+    }
+
     fn send(&mut self, outcome: Outcome) {
+        if let Some(observe) = self.observer.take() {
+            observe(outcome.is_ok());
+        }
         if let Some(replies) = self.replies.take() {
             let mut reply = Reply::new(self.handle, outcome, self.slot.take());
             reply._charge = self.charge.take();
@@ -557,6 +570,7 @@ async fn transmission(
             replies: Some(tx.clone()),
             slot: Some(permit),
             charge: Some(charge),
+            observer: None,
         };
         backend.submit(op, done);
     };

@@ -92,6 +92,9 @@ pub struct VolumeOptions {
     /// At a restart, how long to wait for every store before serving without those that
     /// failed to answer (at most N-1).
     pub recovery_grace: Duration,
+    /// Record the requests as a binary trace to this file, at most this many bytes over it and
+    /// its predecessor (`crate::record_trace`).
+    pub record_trace: Option<(PathBuf, u64)>,
 }
 
 impl VolumeOptions {
@@ -117,6 +120,7 @@ impl VolumeOptions {
             // another once the stalled one counts as failed, before the write gives up.
             copies_timeout: Duration::from_secs(10),
             recovery_grace: Duration::from_secs(1),
+            record_trace: None,
         }
     }
 }
@@ -379,11 +383,24 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         nbd: listener.local_addr()?,
         metrics: metrics_addr,
     });
-    let backend = Arc::new(VolumeBackend {
+    let mut backend: Arc<dyn Backend> = Arc::new(VolumeBackend {
         requests,
         file: file.clone(),
         length_bytes: export_bytes,
     });
+    let recorder = match &options.record_trace {
+        None => None,
+        Some((path, max_bytes)) => {
+            let recorder =
+                crate::record_trace::Recorder::start(path, *max_bytes, &options.export_name)?;
+            tracing::info!(path = %path.display(), max_bytes, "recording the volume's requests");
+            backend = Arc::new(crate::record_trace::RecordingBackend {
+                inner: backend,
+                recorder: recorder.clone(),
+            });
+            Some(recorder)
+        }
+    };
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("SIGTERM handler")?;
     tokio::select! {
@@ -391,6 +408,14 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         r = &mut core_task => r.context("volume core")??,
         _ = terminate.recv() => stop(&events).await,
         _ = tokio::signal::ctrl_c() => stop(&events).await,
+    }
+    if let Some(recorder) = recorder {
+        let written = recorder.finish()?;
+        tracing::info!(
+            written,
+            dropped = recorder.dropped(),
+            "recorded trace finished"
+        );
     }
     Ok(())
 }
