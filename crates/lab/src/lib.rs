@@ -7,7 +7,9 @@
 //!   [`bonfire_overheads`]: its §6.3 (Table 4).
 //! - [`sierra`]: `cordillera lab sierra`, Sierra §2 and §4.
 //! - [`render`]: the reports as tables, CSV files and SVG figures.
-//! - [`advise`]: `cordillera advise`: each mechanism's verdict on a trace, from the labs.
+//! - [`advise`]: `cordillera advise`: each mechanism's verdict on a trace, from the labs;
+//!   [`devices`]: the user's device it judges on (given, or fitted from recorded response
+//!   times); [`mrc`]: the trace's miss-ratio curve from exact stack distances.
 //! - [`input`]: the trace a command or a lab reads (a file or a generated workload), record by
 //!   record.
 //! - [`spread`]: several seeds of a lab: each headline figure's mean, range and deviation.

@@ -213,6 +213,34 @@ impl Recorder {
     }
 }
 
+/// With `record` (`--record-trace FILE` and its size), starts a recorder and wraps `backend`
+/// in a [`RecordingBackend`]; returns the recorder to finish at the end.
+pub fn wrap(
+    record: Option<&(PathBuf, u64)>,
+    volume: &str,
+    backend: &mut Arc<dyn Backend>,
+) -> Result<Option<Arc<Recorder>>> {
+    let Some((path, max_bytes)) = record else {
+        return Ok(None);
+    };
+    let recorder = Recorder::start(path, *max_bytes, volume)?;
+    tracing::info!(path = %path.display(), max_bytes, "recording the volume's requests");
+    *backend = Arc::new(RecordingBackend {
+        inner: backend.clone(),
+        recorder: recorder.clone(),
+    });
+    Ok(Some(recorder))
+}
+
+impl Recorder {
+    /// [`Recorder::finish`], logging what was written and left out.
+    pub fn finish_logged(&self) -> Result<()> {
+        let written = self.finish()?;
+        tracing::info!(written, dropped = self.dropped(), "recorded trace finished");
+        Ok(())
+    }
+}
+
 /// A backend whose reads and writes are recorded as they complete.
 pub struct RecordingBackend {
     pub inner: Arc<dyn Backend>,

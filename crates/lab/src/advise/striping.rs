@@ -33,53 +33,7 @@ pub fn striping(
     if let Some(reason) = striping_evidence(c) {
         return verdict(M, P, Outcome::CannotJudge, reason, vec![]);
     }
-    let t = &c.stats.total;
-    let span = t.span_s.max(1e-9);
-    let knowledge = Knowledge {
-        mean_request_bytes: t.mean_request_bytes.map(|m| m.round() as u64),
-        large_requests: None,
-        read_iops: Some(t.reads as f64 / span),
-        write_iops: Some(t.writes as f64 / span),
-    };
-    let (busiest, utilization) = narrow_peak_utilization(c, &device.spec);
-    let (stable, days) = stable_days(c);
-    let setting = Setting {
-        utilization,
-        workload_known: stable,
-        migration: false,
-        qos_scheduling: false,
-        mixed_qos: false,
-    };
-    let rec = policy::recommend(&knowledge, &setting);
-    let mut why = Vec::new();
-    why.push(format!(
-        "{} volume(s); mean request {}; {:.0} % reads",
-        c.volumes,
-        t.mean_request_bytes
-            .map_or("unknown".into(), |m| format!("{:.1} KiB", m / 1024.0)),
-        c.read_pct.unwrap_or(0.0)
-    ));
-    if let (Some(u), Some(v)) = (utilization, busiest) {
-        why.push(format!(
-            "the busiest volume ({}) at its busiest {} would keep {} {:.0} % busy{} (estimated from the disk model's random IOPS per member, a RAID-5 write costing 4 operations, a mirrored one 2)",
-            v.volume,
-            c.rate_window(),
-            device.description,
-            u * 100.0,
-            if u > 1.0 {
-                ": more than it can serve, overloaded"
-            } else {
-                ""
-            }
-        ));
-    }
-    why.push(if stable {
-        format!("the load is stable over {days} whole days (each within 20 % of their mean)")
-    } else {
-        "the load is not shown stable over two whole days or more, so it is not known precisely"
-            .into()
-    });
-    why.extend(rec.reasons.iter().cloned());
+    let (rec, utilization, mut why) = rule(c, device);
     let sim = simulate(c, open, o, progress);
     let mut figures = vec![Figure::new(
         "striping/stripe_unit_kib",
@@ -212,6 +166,62 @@ pub fn striping(
     v.figures.extend(sim_rows);
     v.commands = commands;
     v
+}
+
+/// The paper's rule on what the trace shows, the busiest array's estimated utilization on the
+/// device, and the reasons in words.
+fn rule(
+    c: &Characterization,
+    device: &crate::devices::DeviceChoice,
+) -> (policy::Recommendation, Option<f64>, Vec<String>) {
+    let t = &c.stats.total;
+    let span = t.span_s.max(1e-9);
+    let knowledge = Knowledge {
+        mean_request_bytes: t.mean_request_bytes.map(|m| m.round() as u64),
+        large_requests: None,
+        read_iops: Some(t.reads as f64 / span),
+        write_iops: Some(t.writes as f64 / span),
+    };
+    let (busiest, utilization) = narrow_peak_utilization(c, &device.spec);
+    let (stable, days) = stable_days(c);
+    let setting = Setting {
+        utilization,
+        workload_known: stable,
+        migration: false,
+        qos_scheduling: false,
+        mixed_qos: false,
+    };
+    let rec = policy::recommend(&knowledge, &setting);
+    let mut why = Vec::new();
+    why.push(format!(
+        "{} volume(s); mean request {}; {:.0} % reads",
+        c.volumes,
+        t.mean_request_bytes
+            .map_or("unknown".into(), |m| format!("{:.1} KiB", m / 1024.0)),
+        c.read_pct.unwrap_or(0.0)
+    ));
+    if let (Some(u), Some(v)) = (utilization, busiest) {
+        why.push(format!(
+            "the busiest volume ({}) at its busiest {} would keep {} {:.0} % busy{} (estimated from the disk model's random IOPS per member, a RAID-5 write costing 4 operations, a mirrored one 2)",
+            v.volume,
+            c.rate_window(),
+            device.description,
+            u * 100.0,
+            if u > 1.0 {
+                ": more than it can serve, overloaded"
+            } else {
+                ""
+            }
+        ));
+    }
+    why.push(if stable {
+        format!("the load is stable over {days} whole days (each within 20 % of their mean)")
+    } else {
+        "the load is not shown stable over two whole days or more, so it is not known precisely"
+            .into()
+    });
+    why.extend(rec.reasons.iter().cloned());
+    (rec, utilization, why)
 }
 
 /// A figure in its own words, with its range when the seeds differ.

@@ -110,6 +110,35 @@ pub(super) fn find<'a>(rows: &'a [spread::Spread], key: &str) -> Option<&'a spre
     rows.iter().find(|r| r.key == key)
 }
 
+/// The verdict when the trace cannot show write peaks: no timestamps, no writes, too few.
+fn offload_evidence(c: &Characterization, m: &'static str, p: &'static str) -> Option<Verdict> {
+    let total = &c.stats.total;
+    if !c.has_time {
+        return Some(no_time(m, p, "peaks are bursts in time"));
+    }
+    if total.writes == 0 {
+        return Some(verdict(
+            m,
+            p,
+            Outcome::DoesNotApply,
+            "no writes: off-loading moves writes, and this trace has none".into(),
+            vec![format!("{} requests, all reads", total.records)],
+        ));
+    }
+    (total.writes < OFFLOAD_MIN_WRITES).then(|| {
+        verdict(
+            m,
+            p,
+            Outcome::CannotJudge,
+            format!(
+                "{} writes: too few to find write peaks (a verdict needs {OFFLOAD_MIN_WRITES})",
+                total.writes
+            ),
+            vec![],
+        )
+    })
+}
+
 /// Everest: the busiest episodes replayed without and with peak off-loading.
 pub fn peak_offload(
     c: &Characterization,
@@ -121,30 +150,8 @@ pub fn peak_offload(
 ) -> Verdict {
     const M: &str = "peak off-load";
     const P: &str = "Everest (FAST'08)";
-    let total = &c.stats.total;
-    if !c.has_time {
-        return no_time(M, P, "peaks are bursts in time");
-    }
-    if total.writes == 0 {
-        return verdict(
-            M,
-            P,
-            Outcome::DoesNotApply,
-            "no writes: off-loading moves writes, and this trace has none".into(),
-            vec![format!("{} requests, all reads", total.records)],
-        );
-    }
-    if total.writes < OFFLOAD_MIN_WRITES {
-        return verdict(
-            M,
-            P,
-            Outcome::CannotJudge,
-            format!(
-                "{} writes: too few to find write peaks (a verdict needs {OFFLOAD_MIN_WRITES})",
-                total.writes
-            ),
-            vec![],
-        );
+    if let Some(v) = offload_evidence(c, M, P) {
+        return v;
     }
     let mut settings = c.peaks_options;
     if o.quick {
@@ -263,10 +270,30 @@ pub fn peak_offload(
     v.why.push(
         "one replay: a fixed trace replays the same whatever the simulator's seed (no faults, a fixed network latency), so the spread is across the peaks".into(),
     );
-    let lo = per_peak.iter().copied().fold(speedup.mean, f64::min);
-    let hi = per_peak.iter().copied().fold(speedup.mean, f64::max);
+    offload_guidance(
+        &mut v,
+        &report,
+        &per_peak,
+        (base.mean, speedup.mean),
+        store_mb,
+    );
+    v.figures = rows;
+    details.everest = vec![report];
+    v
+}
+
+/// What to do next, how sure, and peak against always off-loading.
+fn offload_guidance(
+    v: &mut Verdict,
+    report: &crate::everest::Report,
+    per_peak: &[f64],
+    (base_ms, speedup): (f64, f64),
+    store_mb: Option<&spread::Spread>,
+) {
+    let lo = per_peak.iter().copied().fold(speedup, f64::min);
+    let hi = per_peak.iter().copied().fold(speedup, f64::max);
     v.confidence = Some(Confidence::of(
-        speedup.mean,
+        speedup,
         (lo, hi),
         OFFLOAD_MIN_SPEEDUP,
         0.1,
@@ -276,7 +303,7 @@ pub fn peak_offload(
             n => format!("over {n} peaks"),
         },
     ));
-    v.alternatives = offload_alternatives(&report, base.mean);
+    v.alternatives = offload_alternatives(report, base_ms);
     v.next_step = if v.outcome == Outcome::Applies {
         format!(
             "serve the volume with off-loading at its peaks: `cordillera store serve` on idle volumes with at least {} MB free each, then `cordillera volume serve BASE --store HOST:PORT … --policy peak --t-base {}` (docs/USAGE.md)",
@@ -287,9 +314,6 @@ pub fn peak_offload(
         "nothing to do: keep the writes on the volume (a volume without stores never off-loads)"
             .into()
     };
-    v.figures = rows;
-    details.everest = vec![report];
-    v
 }
 
 /// Peak against always off-loading on the same peaks: response and what each moves.
@@ -531,13 +555,30 @@ pub fn gears(
         why.push(format!("not judged: {skipped}"));
     }
     let mut v = verdict(M, P, outcome, summary, why);
+    gears_guidance(&mut v, s, saving, c.days());
+    v.figures = rows;
+    v.commands.push(format!(
+        "cordillera lab sierra --trace {} --parts analysis",
+        arg(o)
+    ));
+    details.sierra = Some(report);
+    v
+}
+
+/// What to do next, how sure, and each lowest gear's saving.
+fn gears_guidance(
+    v: &mut Verdict,
+    s: &crate::sierra::analysis::ScheduleReport,
+    saving: f64,
+    days: f64,
+) {
     v.confidence = Some(Confidence::of(
         saving,
         (saving, saving),
         GEARS_MIN_SAVING * 100.0,
         0.2,
         " %",
-        &format!("{:.1} days of trace", c.days()),
+        &format!("{days:.1} days of trace"),
     ));
     for p in &s.power {
         v.alternatives.push(format!(
@@ -552,18 +593,52 @@ pub fn gears(
             }
         ));
     }
-    v.next_step = if outcome == Outcome::Applies {
+    v.next_step = if v.outcome == Outcome::Applies {
         "run the servers as a Sierra cluster with g_min = 1: `cordillera cluster spec` for the spec, then `cordillera cluster mds` and one `cordillera cluster server` per server (docs/USAGE.md)".into()
     } else {
         "keep every server powered: the load leaves too little to save".into()
     };
-    v.figures = rows;
-    v.commands.push(format!(
-        "cordillera lab sierra --trace {} --parts analysis",
-        arg(o)
-    ));
-    details.sierra = Some(report);
-    v
+}
+
+/// The verdict when the trace cannot show a cache warming: no timestamps, no or few reads.
+fn warmup_evidence(c: &Characterization, m: &'static str, p: &'static str) -> Option<Verdict> {
+    if !c.has_time {
+        return Some(no_time(m, p, "warm-up is judged day by day"));
+    }
+    if c.stats.total.reads == 0 {
+        return Some(verdict(
+            m,
+            p,
+            Outcome::DoesNotApply,
+            "no reads: a read cache has nothing to serve, warm or cold".into(),
+            vec![format!("{} requests, all writes", c.stats.total.records)],
+        ));
+    }
+    let (reads, records) = (c.stats.total.reads, c.stats.total.records);
+    let read_pct = reads as f64 * 100.0 / records.max(1) as f64;
+    if read_pct < WARMUP_MIN_READ_PCT {
+        return Some(verdict(
+            m,
+            p,
+            Outcome::DoesNotApply,
+            format!(
+                "reads are {read_pct:.1} % of the requests ({reads} of {records}): even a perfect read cache would serve no more than that"
+            ),
+            vec![format!("a read cache matters from {WARMUP_MIN_READ_PCT} % reads")],
+        ));
+    }
+    if reads < WARMUP_MIN_READS {
+        return Some(verdict(
+            m,
+            p,
+            Outcome::CannotJudge,
+            format!(
+                "{reads} reads: too few to judge how a cache warms (a verdict needs {WARMUP_MIN_READS})"
+            ),
+            vec![],
+        ));
+    }
+    None
 }
 
 /// Bonfire: days warmed from the day before at the paper's middle setting.
@@ -576,41 +651,8 @@ pub fn warmup(
 ) -> Verdict {
     const M: &str = "warm-up";
     const P: &str = "Bonfire (FAST'13)";
-    if !c.has_time {
-        return no_time(M, P, "warm-up is judged day by day");
-    }
-    if c.stats.total.reads == 0 {
-        return verdict(
-            M,
-            P,
-            Outcome::DoesNotApply,
-            "no reads: a read cache has nothing to serve, warm or cold".into(),
-            vec![format!("{} requests, all writes", c.stats.total.records)],
-        );
-    }
-    let (reads, records) = (c.stats.total.reads, c.stats.total.records);
-    let read_pct = reads as f64 * 100.0 / records.max(1) as f64;
-    if read_pct < WARMUP_MIN_READ_PCT {
-        return verdict(
-            M,
-            P,
-            Outcome::DoesNotApply,
-            format!(
-                "reads are {read_pct:.1} % of the requests ({reads} of {records}): even a perfect read cache would serve no more than that"
-            ),
-            vec![format!("a read cache matters from {WARMUP_MIN_READ_PCT} % reads")],
-        );
-    }
-    if reads < WARMUP_MIN_READS {
-        return verdict(
-            M,
-            P,
-            Outcome::CannotJudge,
-            format!(
-                "{reads} reads: too few to judge how a cache warms (a verdict needs {WARMUP_MIN_READS})"
-            ),
-            vec![],
-        );
+    if let Some(v) = warmup_evidence(c, M, P) {
+        return v;
     }
     // Days of 24 h with two or more; else three periods over the trace.
     let (day_s, interval_s) = if c.duration_s >= TWO_DAYS_S {
@@ -711,6 +753,26 @@ pub fn warmup(
         Outcome::DoesNotApply
     };
     let mut v = verdict(M, P, outcome, summary, why);
+    warmup_guidance(&mut v, gain_row, h, (period, sooner), &name);
+    v.figures = rows;
+    v.commands.push(format!(
+        "cordillera lab bonfire --trace {} --parts days --day-s {day_s} --interval-s {interval_s} --cache-pct 50 --warmup-pct 10 --region {} --th-v 0.8 --th-n 0.03 --seed {}",
+        arg(o),
+        if regions.len() == 2 { "4k,1m" } else { "1m" },
+        o.seed
+    ));
+    details.bonfire = reports.into_iter().next();
+    v
+}
+
+/// What to do next, how sure, and each warm-up scheme's record.
+fn warmup_guidance(
+    v: &mut Verdict,
+    gain_row: Option<&spread::Spread>,
+    h: &crate::bonfire::Headline,
+    (period, sooner): (&str, bool),
+    name: &str,
+) {
     if let Some(g) = gain_row {
         v.confidence = Some(Confidence::of(
             g.mean,
@@ -735,24 +797,15 @@ pub fn warmup(
             t.algorithm, t.best_converge, h.cases, t.converges_sooner_than_cold, t.reduces_more_load_than_cold
         ));
     }
-    v.next_step = if outcome == Outcome::Applies {
+    v.next_step = if v.outcome == Outcome::Applies {
         format!(
             "serve the volume with a cache and Bonfire's warm-up log: `cordillera volume serve … --cache-size SIZE --warmup-log FILE` (add `--warmup-data` for a sequential pre-load); the lab's best scheme here is {name}"
         )
-    } else if outcome == Outcome::DoesNotApply {
+    } else if v.outcome == Outcome::DoesNotApply {
         "nothing to do: a cold cache does as well here".into()
     } else {
         v.next_step.clone()
     };
-    v.figures = rows;
-    v.commands.push(format!(
-        "cordillera lab bonfire --trace {} --parts days --day-s {day_s} --interval-s {interval_s} --cache-pct 50 --warmup-pct 10 --region {} --th-v 0.8 --th-n 0.03 --seed {}",
-        arg(o),
-        if regions.len() == 2 { "4k,1m" } else { "1m" },
-        o.seed
-    ));
-    details.bonfire = reports.into_iter().next();
-    v
 }
 
 /// The headline figures of one warm-up run: the convergence times (in `unit`, of

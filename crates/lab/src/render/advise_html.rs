@@ -161,6 +161,39 @@ fn verdict_section(v: &Verdict) -> String {
 }
 
 /// The page; its figures are written into `dir` as SVG files as well.
+/// The workload's table: the busiest volumes, the rest summed up, the total.
+fn workload_table(c: &crate::advise::Characterization) -> String {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<h2>The workload</h2>\n<table><tr><th>volume</th><th>requests</th><th>reads</th><th>mean request</th><th>mean rate</th><th>busiest {}</th><th>working set</th></tr>",
+        escape(&c.rate_window())
+    );
+    let (top, rest) = super::advise::busiest_volumes(c, super::advise::VOLUMES_SHOWN);
+    for v in top.into_iter().chain(std::iter::once(&c.stats.total)) {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}/s</td><td class=\"num\">{:.2} GB</td></tr>",
+            escape(&v.volume),
+            v.records,
+            if v.records > 0 { format!("{:.0} %", v.reads as f64 * 100.0 / v.records as f64) } else { "-".into() },
+            v.mean_request_bytes.map_or("-".into(), |m| format!("{:.1} KiB", m / 1024.0)),
+            v.mean_rate_per_s.map_or("-".into(), |m| format!("{}/s", number(m))),
+            number(v.peak_rate_per_s),
+            v.wss_bytes as f64 / 1e9
+        );
+    }
+    if let Some(rest) = rest {
+        let _ = write!(
+            s,
+            "<tr><td colspan=\"7\">… and {} more volume(s) with {} requests in all (every volume: volumes.csv)</td></tr>",
+            rest.0, rest.1
+        );
+    }
+    s.push_str("</table>\n");
+    s
+}
+
 /// The miss-ratio curve: a figure and its table.
 fn mrc_section(dir: &Path, m: &crate::mrc::MissRatioCurve) -> String {
     let mut s = format!(
@@ -287,33 +320,7 @@ pub fn html_in(dir: &Path, r: &Report) -> Result<String> {
     }
     s.push_str("</div>\n");
 
-    let _ = write!(
-        s,
-        "<h2>The workload</h2>\n<table><tr><th>volume</th><th>requests</th><th>reads</th><th>mean request</th><th>mean rate</th><th>busiest {}</th><th>working set</th></tr>",
-        escape(&c.rate_window())
-    );
-    let (top, rest) = super::advise::busiest_volumes(c, super::advise::VOLUMES_SHOWN);
-    for v in top.into_iter().chain(std::iter::once(&c.stats.total)) {
-        let _ = write!(
-            s,
-            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}/s</td><td class=\"num\">{:.2} GB</td></tr>",
-            escape(&v.volume),
-            v.records,
-            if v.records > 0 { format!("{:.0} %", v.reads as f64 * 100.0 / v.records as f64) } else { "-".into() },
-            v.mean_request_bytes.map_or("-".into(), |m| format!("{:.1} KiB", m / 1024.0)),
-            v.mean_rate_per_s.map_or("-".into(), |m| format!("{}/s", number(m))),
-            number(v.peak_rate_per_s),
-            v.wss_bytes as f64 / 1e9
-        );
-    }
-    if let Some(rest) = rest {
-        let _ = write!(
-            s,
-            "<tr><td colspan=\"7\">… and {} more volume(s) with {} requests in all (every volume: volumes.csv)</td></tr>",
-            rest.0, rest.1
-        );
-    }
-    s.push_str("</table>\n");
+    s.push_str(&workload_table(c));
     if let Some(m) = &r.miss_ratio_curve {
         s.push_str(&mrc_section(dir, m));
     }

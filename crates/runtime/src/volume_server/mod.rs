@@ -376,6 +376,9 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         formatted = formatting,
         "volume ready"
     );
+    // Recording starts before anyone is told the volume serves: a bad path fails first.
+    let (backend, recorder) =
+        VolumeBackend::recorded(requests, file.clone(), export_bytes, &options)?;
     let listener = TcpListener::bind(options.nbd)
         .await
         .with_context(|| format!("cannot listen on {}", options.nbd))?;
@@ -383,39 +386,28 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         nbd: listener.local_addr()?,
         metrics: metrics_addr,
     });
-    let mut backend: Arc<dyn Backend> = Arc::new(VolumeBackend {
-        requests,
-        file: file.clone(),
-        length_bytes: export_bytes,
-    });
-    let recorder = match &options.record_trace {
-        None => None,
-        Some((path, max_bytes)) => {
-            let recorder =
-                crate::record_trace::Recorder::start(path, *max_bytes, &options.export_name)?;
-            tracing::info!(path = %path.display(), max_bytes, "recording the volume's requests");
-            backend = Arc::new(crate::record_trace::RecordingBackend {
-                inner: backend,
-                recorder: recorder.clone(),
-            });
-            Some(recorder)
-        }
-    };
+    serve_until_stopped(listener, backend, export, &mut core_task, &events).await?;
+    if let Some(recorder) = recorder {
+        recorder.finish_logged()?;
+    }
+    Ok(())
+}
+
+/// Serves NBD until the listener or the core fails, or SIGTERM or Ctrl-C stops the core cleanly.
+async fn serve_until_stopped(
+    listener: TcpListener,
+    backend: Arc<dyn Backend>,
+    export: ExportConfig,
+    core_task: &mut tokio::task::JoinHandle<Result<()>>,
+    events: &mpsc::Sender<Event>,
+) -> Result<()> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("SIGTERM handler")?;
     tokio::select! {
         r = nbd_server::serve(listener, backend, export) => r.context("NBD listener")?,
-        r = &mut core_task => r.context("volume core")??,
-        _ = terminate.recv() => stop(&events).await,
-        _ = tokio::signal::ctrl_c() => stop(&events).await,
-    }
-    if let Some(recorder) = recorder {
-        let written = recorder.finish()?;
-        tracing::info!(
-            written,
-            dropped = recorder.dropped(),
-            "recorded trace finished"
-        );
+        r = core_task => r.context("volume core")??,
+        _ = terminate.recv() => stop(events).await,
+        _ = tokio::signal::ctrl_c() => stop(events).await,
     }
     Ok(())
 }
@@ -499,6 +491,30 @@ struct VolumeBackend {
     requests: mpsc::Sender<Upward>,
     file: Arc<DiskFile>,
     length_bytes: u64,
+}
+
+impl VolumeBackend {
+    /// The export's backend, recording its requests with `--record-trace` (the recorder is
+    /// returned to be finished at the end).
+    #[allow(clippy::type_complexity)]
+    fn recorded(
+        requests: mpsc::Sender<Upward>,
+        file: Arc<DiskFile>,
+        length_bytes: u64,
+        options: &VolumeOptions,
+    ) -> Result<(Arc<dyn Backend>, Option<Arc<crate::record_trace::Recorder>>)> {
+        let mut backend: Arc<dyn Backend> = Arc::new(VolumeBackend {
+            requests,
+            file,
+            length_bytes,
+        });
+        let recorder = crate::record_trace::wrap(
+            options.record_trace.as_ref(),
+            &options.export_name,
+            &mut backend,
+        )?;
+        Ok((backend, recorder))
+    }
 }
 
 impl Backend for VolumeBackend {
