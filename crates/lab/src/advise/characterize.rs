@@ -84,10 +84,12 @@ pub fn peaks_settings(duration_s: f64) -> PeaksSettings {
 
 /// Reads the trace once: first its duration is unknown, so peaks are found with windows fit
 /// for the trace's length by a second, cheap pass when the trace is shorter than three hours.
+/// `each` sees every record of the first pass (the miss-ratio curve is fed from it).
 pub fn characterize(
     source: &str,
     open: &(dyn Fn() -> Result<Box<dyn RecordReader>, String> + Send + Sync),
     progress: &(dyn Fn(&str) + Sync),
+    each: &mut dyn FnMut(&cordillera_trace::Record),
 ) -> Result<Characterization, String> {
     let long = peaks_settings(f64::INFINITY);
     let mut reader = open()?;
@@ -102,6 +104,7 @@ pub fn characterize(
     let mut next_report = std::time::Duration::from_secs(2);
     while let Some(r) = reader.next_record().map_err(|e| e.to_string())? {
         records += 1;
+        each(&r);
         if sample.len() < crate::devices::SAMPLE_REQUESTS {
             sample.push(r);
         }

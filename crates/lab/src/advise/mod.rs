@@ -216,6 +216,9 @@ pub struct Details {
     pub bonfire: Option<crate::bonfire::Report>,
 }
 
+/// Records handed to the miss-ratio curve's thread at a time.
+const MRC_BATCH: usize = 8192;
+
 /// Characterizes the trace, then judges each mechanism on it.
 pub fn run(
     source: &str,
@@ -227,24 +230,35 @@ pub fn run(
     let mut timings = Vec::new();
     let started = std::time::Instant::now();
     progress("characterizing the trace (stats, peaks, reaccesses, daily profile; the miss-ratio curve beside it)");
-    // The miss-ratio curve reads the trace on a second thread, beside the characterization.
+    // The miss-ratio curve is built on a second thread from the characterization's records,
+    // handed over in batches.
     let (characterization, miss_ratio_curve) = std::thread::scope(|scope| {
-        let curve = scope.spawn(|| -> Result<crate::mrc::MissRatioCurve, String> {
-            let mut reader = open()?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<cordillera_trace::Record>>(4);
+        let curve = scope.spawn(move || {
             let mut builder = crate::mrc::MrcBuilder::new();
-            while let Some(r) = reader.next_record().map_err(|e| e.to_string())? {
-                builder.add(&r);
+            for batch in rx {
+                batch.iter().for_each(|r| builder.add(r));
             }
-            Ok(builder.finish())
+            builder.finish()
         });
-        let c = characterize(source, &*open, progress);
+        let mut batch = Vec::with_capacity(MRC_BATCH);
+        let mut feed = |r: &cordillera_trace::Record| {
+            batch.push(*r);
+            if batch.len() == MRC_BATCH {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(MRC_BATCH));
+                let _ = tx.send(full);
+            }
+        };
+        let c = characterize(source, &*open, progress, &mut feed);
+        let _ = tx.send(batch);
+        drop(tx);
         let curve = curve
             .join()
             .map_err(|_| "the miss-ratio curve's thread panicked".to_owned());
         (c, curve)
     });
     let characterization = characterization?;
-    let miss_ratio_curve = miss_ratio_curve?.ok().filter(|m| m.read_block_accesses > 0);
+    let miss_ratio_curve = Some(miss_ratio_curve?).filter(|m| m.read_block_accesses > 0);
     timings.push(("characterize".to_owned(), started.elapsed().as_secs_f64()));
     progress("choosing the device the verdicts are judged on");
     let device = crate::devices::choose(options.device.clone(), &characterization.sample);
