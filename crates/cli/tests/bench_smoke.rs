@@ -187,6 +187,7 @@ fn volume_pgbench_prints_the_three_configurations() {
     if !have("nbdfuse") || !have("losetup") {
         return;
     }
+    let traces = tempfile::tempdir().unwrap();
     let j = bench(&[
         "volume",
         "pgbench",
@@ -198,6 +199,8 @@ fn volume_pgbench_prints_the_three_configurations() {
         "2",
         "--size",
         "1g",
+        "--record-trace",
+        traces.path().to_str().unwrap(),
     ]);
     let configurations = j["cases"].as_array().unwrap();
     assert_eq!(configurations.len(), 3, "{j}");
@@ -206,6 +209,31 @@ fn volume_pgbench_prints_the_three_configurations() {
     }
     positive(&j["peak_ratio"], "peak_ratio");
     positive(&j["always_ratio"], "always_ratio");
+    // PostgreSQL's own I/O on the emulated 15K disk, recorded: advise fits a disk to its
+    // response times, not flash.
+    let recorded = traces.path().join("no-off-load-1.cdt");
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args([
+            "advise",
+            recorded.to_str().unwrap(),
+            "--quick",
+            "--quiet",
+            "--json",
+        ])
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let device = &report[0]["device"];
+    assert_eq!(device["chosen"], "fitted", "{device}");
+    assert!(
+        device["device"].as_str().unwrap().starts_with("hdd-"),
+        "{device}"
+    );
 }
 
 /// The cluster benchmark at its smallest: a day of 2-second hours on two servers per rack,

@@ -50,6 +50,11 @@ pub struct PgbenchArgs {
     /// PostgreSQL's binaries (default: the newest /usr/lib/postgresql/*/bin).
     #[arg(long)]
     pg_bin: Option<PathBuf>,
+    /// Record each configuration's volume as a trace in this folder (`volume serve
+    /// --record-trace`): `no-off-load-1.cdt`, … per configuration and round, finished by a
+    /// clean stop of the volume server; `cordillera advise` judges them.
+    #[arg(long)]
+    record_trace: Option<PathBuf>,
     #[arg(long)]
     json: bool,
 }
@@ -240,6 +245,10 @@ pub fn run_pgbench(a: PgbenchArgs) -> Result<()> {
     let size = cordillera_models::presets::parse_size(&a.size).map_err(anyhow::Error::msg)?;
     let (dir, _scratch) = work_dir(&a.dir, default_parent(), "cordillera-pgbench")?;
     eprintln!("volume pgbench: files in {}", dir.display());
+    if let Some(d) = &a.record_trace {
+        std::fs::create_dir_all(d)
+            .with_context(|| format!("--record-trace {}: creating it", d.display()))?;
+    }
     let socket_dir = dir.join("socket");
     std::fs::create_dir_all(&socket_dir)?;
     run("chmod", &["777", socket_dir.to_str().expect("UTF-8")])?;
@@ -265,7 +274,15 @@ pub fn run_pgbench(a: PgbenchArgs) -> Result<()> {
             round + 1,
             a.scale
         );
-            let (_procs, uri, metrics) = setup.volume("pgbench", flags, true)?;
+            let recording = a
+                .record_trace
+                .as_ref()
+                .map(|d| d.join(format!("{}-{}.cdt", name.replace(' ', "-"), round + 1)));
+            let mut flags = flags.clone();
+            if let Some(path) = &recording {
+                flags.extend(["--record-trace", path.to_str().expect("UTF-8")]);
+            }
+            let (mut procs, uri, metrics) = setup.volume("pgbench", &flags, true)?;
             let mut stack = Stack::attach(&uri, &dir, &pg_bin)?;
             let port = crate::volume_bench::free_port()?;
             stack.start_postgres(&socket_dir, port)?;
@@ -294,6 +311,20 @@ pub fn run_pgbench(a: PgbenchArgs) -> Result<()> {
             )?;
             let (tps, latency_ms) = parse_pgbench(&out)?;
             measured[index].push((tps, latency_ms, offloaded_fraction(&metrics)?));
+            if let Some(path) = &recording {
+                // The file system down first, then the volume server stopped cleanly, so that
+                // the recorded trace is finished.
+                drop(stack);
+                let clean = procs[0]
+                    .terminate(std::time::Duration::from_secs(60))
+                    .map_err(anyhow::Error::msg)?;
+                anyhow::ensure!(
+                    clean,
+                    "the volume server did not stop cleanly: {}",
+                    procs[0].log()
+                );
+                eprintln!("volume pgbench: {name}: recorded {}", path.display());
+            }
         }
     }
     for name in ["pgbench.base", "pgbench.store"] {
