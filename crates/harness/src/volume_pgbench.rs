@@ -101,6 +101,24 @@ pub(crate) fn pg_bin(given: &Option<PathBuf>) -> Result<PathBuf> {
         .ok_or_else(|| anyhow!("no /usr/lib/postgresql/*/bin/pgbench"))
 }
 
+/// Stops a recording volume server cleanly (its trace finished), or says why not.
+fn stop_recorded(
+    volume: &mut cordillera_procs::process::Proc,
+    name: &str,
+    path: &Path,
+) -> Result<()> {
+    let clean = volume
+        .terminate(std::time::Duration::from_secs(60))
+        .map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(
+        clean,
+        "the volume server did not stop cleanly: {}",
+        volume.log()
+    );
+    eprintln!("volume pgbench: {name}: recorded {}", path.display());
+    Ok(())
+}
+
 /// Runs a command, failing with its output.
 pub(crate) fn run(program: &str, args: &[&str]) -> Result<String> {
     let out = Command::new(program)
@@ -312,18 +330,9 @@ pub fn run_pgbench(a: PgbenchArgs) -> Result<()> {
             let (tps, latency_ms) = parse_pgbench(&out)?;
             measured[index].push((tps, latency_ms, offloaded_fraction(&metrics)?));
             if let Some(path) = &recording {
-                // The file system down first, then the volume server stopped cleanly, so that
-                // the recorded trace is finished.
+                // The file system down first, so that the recorded trace is finished whole.
                 drop(stack);
-                let clean = procs[0]
-                    .terminate(std::time::Duration::from_secs(60))
-                    .map_err(anyhow::Error::msg)?;
-                anyhow::ensure!(
-                    clean,
-                    "the volume server did not stop cleanly: {}",
-                    procs[0].log()
-                );
-                eprintln!("volume pgbench: {name}: recorded {}", path.display());
+                stop_recorded(&mut procs[0], name, path)?;
             }
         }
     }
