@@ -21,6 +21,7 @@
 
 mod builtin;
 mod characterize;
+mod guidance;
 mod striping;
 mod verdicts;
 
