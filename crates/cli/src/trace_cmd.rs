@@ -26,7 +26,7 @@ pub struct TraceArgs {
 enum TraceCommand {
     /// Counts, bytes, rates, working set and reaccesses per volume and in total.
     Stats(StatsArgs),
-    /// Convert a trace to the binary format, MSR CSV or a fio iolog.
+    /// Convert a trace to the binary format, MSR CSV, a fio iolog or libCacheSim's oracleGeneral.
     Convert(ConvertArgs),
     /// The top peak episodes by request rate (Everest §2, Table 1, Figure 2).
     Peaks(PeaksArgs),

@@ -276,6 +276,54 @@ fn every_verdict_agrees_with_the_lab_it_names() {
     assert!(cmd.contains("--time-unit ns"), "{cmd}");
 }
 
+/// Striping is simulated on the user's device, and its reproduce command runs that simulation:
+/// TPC-C's 16 volumes on arrays of 7,200 RPM disks in RAID-5 (where narrow, fit to the loads,
+/// wins) and on NVMe devices (where the spindles' seeks are gone and wide does not lose).
+#[test]
+fn striping_is_simulated_on_the_users_device() {
+    let Some(traces) = cordillera_testkit::traces_dir("striping_is_simulated_on_the_users_device")
+    else {
+        return;
+    };
+    let tpcc = traces.join("umass/tpcc_small.mqsim.trace");
+    let mut ratios = Vec::new();
+    for (device, array, flags) in [
+        (
+            "hdd-7200",
+            Some("raid5:5"),
+            "--device hdd-7200 --array raid5:5",
+        ),
+        ("nvme", None, "--device nvme --array none"),
+    ] {
+        let mut args = vec!["advise", tpcc.to_str().unwrap(), "--device", device];
+        if let Some(a) = array {
+            args.extend(["--array", a]);
+        }
+        args.extend(["--quick", "--quiet", "--json"]);
+        let json = json_of(&cordillera(&args));
+        let v = &json[0]["verdicts"][3];
+        assert_eq!(v["mechanism"], "striping");
+        assert_eq!(v["outcome"], "applies", "{v}");
+        let why = v["why"].to_string();
+        assert!(why.contains(&format!("({device})")), "{why}");
+        let cmd = v["commands"].to_string();
+        assert!(cmd.contains(flags), "{cmd}");
+        ratios.push((
+            striping_agrees(v)[0],
+            v["summary"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let ((disk, disk_says), (flash, flash_says)) = (&ratios[0], &ratios[1]);
+    assert!(
+        disk > &1.1 && disk_says.starts_with("narrow"),
+        "{disk} {disk_says}"
+    );
+    assert!(
+        flash < &1.1 && flash_says.starts_with("wide"),
+        "{flash} {flash_says}"
+    );
+}
+
 fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }

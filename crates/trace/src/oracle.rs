@@ -8,7 +8,7 @@
 //! | 0–3 | `u32 clock_time` | seconds since the trace start |
 //! | 4–11 | `u64 obj_id` | the object (here: a 4 KiB block number) |
 //! | 12–15 | `u32 obj_size` | bytes |
-//! | 16–23 | `i64 next_access_vtime` | index of the next request to the same object; −1 if none |
+//! | 16–23 | `i64 next_access_vtime` | the next request to the same object, counted from 1 (libCacheSim's `traceConv`); −1 if none |
 //!
 //! Reading: every request is a read of `obj_size` bytes at byte offset `obj_id × 4096` in one
 //! volume named `0` (ids of 2^36 or more — hashes of object names — are folded modulo 2^36, so
@@ -218,9 +218,10 @@ impl OracleWriter {
         Ok(())
     }
 
-    /// Sets request `at`'s next access to `next`.
+    /// Sets request `at`'s next access to request `next` (both counted from 0; the field counts
+    /// from 1, as libCacheSim's own converter writes it).
     fn patch(&mut self, at: u64, next: u64) -> Result<(), TraceError> {
-        let value = (next as i64).to_le_bytes();
+        let value = (next as i64 + 1).to_le_bytes();
         if at >= self.buffered_from {
             self.buffer[(at - self.buffered_from) as usize][16..24].copy_from_slice(&value);
             return Ok(());
@@ -290,7 +291,8 @@ mod tests {
         assert_eq!(bytes.len(), 4 * RECORD_BYTES);
         let next =
             |i: usize| i64::from_le_bytes(bytes[i * 24 + 16..i * 24 + 24].try_into().unwrap());
-        assert_eq!((next(0), next(1), next(2), next(3)), (2, -1, -1, -1));
+        // Request 0's block is requested again by the third request: 3, counted from 1.
+        assert_eq!((next(0), next(1), next(2), next(3)), (3, -1, -1, -1));
         // Read back by name (no magic: the name says the format).
         let options = ReadOptions::default();
         let mut reader = crate::read::open(&path, &options).unwrap();

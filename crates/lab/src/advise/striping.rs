@@ -34,7 +34,7 @@ pub fn striping(
         return verdict(M, P, Outcome::CannotJudge, reason, vec![]);
     }
     let (rec, utilization, mut why) = rule(c, device);
-    let sim = simulate(c, open, o, progress);
+    let sim = simulate(c, &device.spec, open, o, progress);
     let mut figures = vec![Figure::new(
         "striping/stripe_unit_kib",
         "stripe unit",
@@ -68,8 +68,9 @@ pub fn striping(
             };
             if let (Some(r), Some(sh)) = (ratio, share) {
                 why.push(format!(
-                    "simulated (§3.4): the trace's {} busy volumes on {SIM_ARRAYS} RAID-5 arrays, narrow partitioned on the whole trace's loads (the best case for narrow) against each striped over all arrays: wide's mean response is {} narrow's (geometric mean over the volumes), {} of the volumes comparable or better",
+                    "simulated (§3.4): the trace's {} busy volumes on {SIM_ARRAYS} arrays, each {}, narrow partitioned on the whole trace's loads (the best case for narrow) against each striped over all arrays: wide's mean response is {} narrow's (geometric mean over the volumes), {} of the volumes comparable or better",
                     busy_volumes(c),
+                    device.spec.describe(),
                     over_seeds(r, |x| format!("{}×", spread::number(x))),
                     over_seeds(sh, |x| format!("{:.0} %", x * 100.0))
                 ));
@@ -86,8 +87,9 @@ pub fn striping(
                 ));
             }
             commands.push(format!(
-                "cordillera lab striping --figures 8 --trace {} --duration-s {duration_s} --seed {} --seeds {}",
+                "cordillera lab striping --figures 8 --trace {} {} --duration-s {duration_s} --seed {} --seeds {}",
                 arg(o),
+                sim_flags(&device.spec),
                 o.seed,
                 runs.len()
             ));
@@ -254,6 +256,7 @@ fn busy_volumes(c: &Characterization) -> usize {
 #[allow(clippy::type_complexity)]
 fn simulate(
     c: &Characterization,
+    device: &crate::devices::DeviceSpec,
     open: &Open,
     o: &Options,
     progress: &(dyn Fn(&str) + Sync),
@@ -278,14 +281,30 @@ fn simulate(
     let mut runs = Vec::new();
     for seed in o.seed_list() {
         progress(&format!(
-            "striping, seed {seed}: {} volumes narrow and wide on {SIM_ARRAYS} arrays over {duration_s} s",
-            busy_volumes(c)
+            "striping, seed {seed}: {} volumes narrow and wide on {SIM_ARRAYS} arrays, each {}, over {duration_s} s",
+            busy_volumes(c),
+            device.describe()
         ));
-        let r =
-            crate::striping::run_skew_with(&source, &SkewOptions::paper(duration_s as f64, seed))?;
+        let options = SkewOptions::paper(duration_s as f64, seed).on_device(device)?;
+        let r = crate::striping::run_skew_with(&source, &options)?;
         runs.push((seed, crate::striping::skew_figures(&r)));
     }
     Ok(Some((runs, duration_s)))
+}
+
+/// `lab striping`'s flags for the simulation's arrays: the user's device, its array without
+/// the stripe unit (§3.4's stays), or one device per array.
+fn sim_flags(device: &crate::devices::DeviceSpec) -> String {
+    match &device.array {
+        None => format!("--device {} --array none", device.kind.name),
+        Some(a) => format!(
+            "--device {} --array {}",
+            device.kind.name,
+            crate::devices::array_text(a)
+                .rsplit_once(':')
+                .map_or(String::new(), |(head, _)| head.to_owned())
+        ),
+    }
 }
 
 /// Requests a striping verdict needs at least.

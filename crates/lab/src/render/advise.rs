@@ -338,3 +338,49 @@ pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {
     write_csvs(dir, r)?;
     Ok(())
 }
+
+/// Whether a file name is one an advise report writes.
+fn is_report_file(name: &str) -> bool {
+    matches!(name, "report.html" | "report.json" | "workload.cdt")
+        || name.ends_with(".svg")
+        || name.ends_with(".csv")
+}
+
+/// Checks `--out` before any work: a folder that can be written, empty unless `force`, in
+/// which case the earlier report's files are removed first (and nothing else).
+pub fn prepare_out(dir: &Path, force: bool) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!("--out {}: exists and is not a folder", dir.display());
+    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--out {}: creating it", dir.display()))?;
+    let entries: Vec<std::fs::DirEntry> = std::fs::read_dir(dir)
+        .with_context(|| format!("--out {}: reading it", dir.display()))?
+        .collect::<std::io::Result<_>>()?;
+    if !entries.is_empty() && !force {
+        anyhow::bail!(
+            "--out {}: not empty ({} entries, an earlier report?); pass --force to replace the earlier report's files, or name an empty folder",
+            dir.display(),
+            entries.len()
+        );
+    }
+    for entry in entries {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        let trace_dir = name.starts_with("trace-") && path.is_dir();
+        if trace_dir {
+            prepare_out(&path, true)?;
+            // Left in place only when it holds files that are not a report's.
+            let _ = std::fs::remove_dir(&path);
+        } else if is_report_file(&name) && path.is_file() {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("--force: removing {}", path.display()))?;
+        }
+    }
+    // Writable now, not after the analysis.
+    let probe = dir.join(".cordillera-write-check");
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("--out {}: cannot write there", dir.display()))?;
+    std::fs::remove_file(&probe).ok();
+    Ok(())
+}

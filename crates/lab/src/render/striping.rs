@@ -111,7 +111,12 @@ fn write_skew_csvs(dir: &Path, skews: &[(u64, SkewReport)]) -> Result<()> {
 pub fn seeds_text(r: &SeedsReport) -> String {
     let seeds: Vec<u64> = r.runs.iter().map(|(s, _)| *s).collect();
     let mut out = format!(
-        "lab striping: wide over narrow mean response time, RAID-5 4+p arrays of fujitsu-maj3182mc, wide stores across arrays by {}, stores {:.0} % busy while ON, {} s per run, seeds {}–{}\n",
+        "lab striping: wide over narrow mean response time, RAID-5 4+p arrays of fujitsu-maj3182mc{}, wide stores across arrays by {}, stores {:.0} % busy while ON, {} s per run, seeds {}–{}\n",
+        if r.skew_arrays.is_some() {
+            " (Figures 8–10: the arrays below)"
+        } else {
+            ""
+        },
         if r.wide_whole_stripes {
             "whole RAID stripe"
         } else {
@@ -124,6 +129,9 @@ pub fn seeds_text(r: &SeedsReport) -> String {
     );
     if let Some(d) = &r.skew_description {
         out.push_str(&format!("Figures 8–10 streams: {d}\n"));
+    }
+    if let Some(a) = &r.skew_arrays {
+        out.push_str(&format!("Figures 8–10 arrays: {a}\n"));
     }
     out.push_str(&spread::table(&r.spread, r.runs.len()));
     out

@@ -360,15 +360,19 @@ pub struct StopReport {
 pub const CDF_QUANTILES: [f64; 11] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
 
 /// §3.4 on `source` (Figures 8–9), or with two streams of array 2 stopped after a tenth of
-/// the run (Figure 10).
+/// the run (Figure 10); on the paper's arrays, or on arrays of `device`.
 pub fn run_skew(
     source: &skew::Source,
     duration_s: f64,
     wide_whole_stripes: bool,
     seed: u64,
     figure_10: bool,
+    device: Option<&crate::devices::DeviceSpec>,
 ) -> Result<SkewReport, String> {
     let mut o = skew::SkewOptions::paper(duration_s, seed);
+    if let Some(d) = device {
+        o = o.on_device(d)?;
+    }
     if wide_whole_stripes {
         o.wide_chunk_units = o.array.data_disks() as u64;
     }

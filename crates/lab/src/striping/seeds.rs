@@ -35,6 +35,9 @@ pub struct SeedsConfig {
     pub fig10: bool,
     pub table3: bool,
     pub skew: SkewStreams,
+    /// Figures 8–10 on arrays of this device (`lab striping --device`); the paper's RAID-5
+    /// 4+p arrays of Fujitsu disks when absent.
+    pub skew_device: Option<crate::devices::DeviceSpec>,
     pub seed: u64,
     pub seeds: u64,
 }
@@ -47,6 +50,8 @@ pub struct SeedsReport {
     pub tables: Vec<(u64, Vec<Table3Result>)>,
     /// What Figures 8–10's streams were, when they ran.
     pub skew_description: Option<String>,
+    /// Figures 8–10's arrays when not the paper's (`--device`).
+    pub skew_arrays: Option<String>,
     pub spread: Vec<Spread>,
     pub wide_whole_stripes: bool,
     pub duration_s: f64,
@@ -63,6 +68,10 @@ pub fn run_seeds(c: &SeedsConfig, step: &mut dyn FnMut(&str)) -> Result<SeedsRep
         skews: Vec::new(),
         tables: Vec::new(),
         skew_description: None,
+        skew_arrays: c
+            .skew_device
+            .as_ref()
+            .map(|d| format!("4 arrays, each {}", d.describe())),
         spread: Vec::new(),
         wide_whole_stripes: o.wide_whole_stripes,
         duration_s: o.duration_s,
@@ -104,15 +113,24 @@ pub fn run_seeds(c: &SeedsConfig, step: &mut dyn FnMut(&str)) -> Result<SeedsRep
                 if !wanted {
                     continue;
                 }
-                let r = super::run_skew(&source, o.duration_s, o.wide_whole_stripes, seed, ten)
-                    .map_err(|e| {
-                        format!("seed {seed}: Fig {}: {e}", if ten { "10" } else { "8" })
-                    })?;
+                let r = super::run_skew(
+                    &source,
+                    o.duration_s,
+                    o.wide_whole_stripes,
+                    seed,
+                    ten,
+                    c.skew_device.as_ref(),
+                )
+                .map_err(|e| format!("seed {seed}: Fig {}: {e}", if ten { "10" } else { "8" }))?;
                 step(&format!(
-                    "seed {seed}: Fig {}: {} streams ({} dropped as idle) on 4 arrays, partition imbalance {:.2} %; wide/narrow geometric mean {:.3} (mean), {:.3} (p95)",
+                    "seed {seed}: Fig {}: {} streams ({} dropped as idle) on {}, partition imbalance {:.2} %; wide/narrow geometric mean {:.3} (mean), {:.3} (p95)",
                     r.figure,
                     r.streams.len(),
                     r.dropped.len(),
+                    report
+                        .skew_arrays
+                        .as_deref()
+                        .unwrap_or("4 RAID-5 4+p arrays of fujitsu-maj3182mc"),
                     r.imbalance * 100.0,
                     r.geomean_ratio_mean,
                     r.geomean_ratio_p95
@@ -144,6 +162,7 @@ impl SeedsReport {
             "wide_layout": if self.wide_whole_stripes { "stripes" } else { "units" },
             "duration_s": self.duration_s,
             "utilization": self.utilization,
+            "skew_arrays": self.skew_arrays,
             "spread": self.spread,
             "runs": self.points.iter().map(|(s, p)| json!({"seed": s, "points": p})).collect::<Vec<_>>(),
             "skew": self.skews.iter().map(|(s, r)| json!({"seed": s, "report": r})).collect::<Vec<_>>(),

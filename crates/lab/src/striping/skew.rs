@@ -443,6 +443,28 @@ impl SkewOptions {
             stop: None,
         }
     }
+
+    /// The same experiment on arrays of the user's device: each of the `arrays` arrays is
+    /// `device`'s array (its level and disk count; the stripe unit stays §3.4's), or one device
+    /// alone when it names no array; each disk holds the device's whole capacity.
+    pub fn on_device(mut self, device: &crate::devices::DeviceSpec) -> Result<SkewOptions, String> {
+        use cordillera_models::device::raid::RaidLevel;
+        let disk_bytes = cordillera_models::presets::device(device.kind.preset)?.capacity_bytes();
+        self.preset = device.kind.preset.to_owned();
+        self.array = match &device.array {
+            None => ArraySpec {
+                level: RaidLevel::Raid0,
+                disks: 1,
+                disk_bytes,
+            },
+            Some(a) => ArraySpec {
+                level: a.level,
+                disks: a.disks,
+                disk_bytes,
+            },
+        };
+        Ok(self)
+    }
 }
 
 /// Both runs of the experiment.
