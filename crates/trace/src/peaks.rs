@@ -158,6 +158,7 @@ struct VolumeWindows {
 pub struct PeaksBuilder {
     options: PeaksOptions,
     anchor_ns: Option<i64>,
+    first_ns: i64,
     last_ns: i64,
     requests: WindowCounts,
     reads: WindowCounts,
@@ -170,6 +171,7 @@ impl PeaksBuilder {
         Ok(PeaksBuilder {
             options,
             anchor_ns: None,
+            first_ns: i64::MAX,
             last_ns: i64::MIN,
             requests: WindowCounts::new(),
             reads: WindowCounts::new(),
@@ -179,6 +181,7 @@ impl PeaksBuilder {
 
     pub fn add(&mut self, record: &Record) {
         let anchor = *self.anchor_ns.get_or_insert(record.time_ns);
+        self.first_ns = self.first_ns.min(record.time_ns);
         self.last_ns = self.last_ns.max(record.time_ns);
         let window = window_of(record.time_ns, anchor, self.options.rate_window_ns);
         let is_read = (record.op == Op::Read) as u64;
@@ -279,10 +282,24 @@ impl PeaksBuilder {
         origin_unix_ns: Option<i64>,
     ) -> Episode {
         let peak_window = peak;
-        let window_s = ns_to_s(self.options.rate_window_ns);
+        let width = self.options.rate_window_ns;
         let sum = |counts: &WindowCounts| windows.clone().map(|w| counts.get(w)).sum::<u64>();
-        let peak =
-            |counts: &WindowCounts| windows.clone().map(|w| counts.get(w)).max().unwrap_or(0);
+        // The busiest window's rate, each window over the time the trace covers of it (a trace
+        // shorter than a window, or ending inside one, is not diluted by time it never had).
+        let covered = (
+            (anchor_ns + windows.start * width).max(self.first_ns),
+            (anchor_ns + windows.end * width).min(self.last_ns),
+        );
+        let peak = |counts: &WindowCounts| {
+            let mut within = WindowCounts::new();
+            for w in windows.clone() {
+                let n = counts.get(w);
+                if n > 0 {
+                    within.add(w, n);
+                }
+            }
+            crate::window::peak_rate_per_s(&within, anchor_ns, covered, width)
+        };
         let pct = |part: u64, whole: u64| (whole > 0).then(|| 100.0 * part as f64 / whole as f64);
         let requests = sum(&self.requests);
         let mut volumes: Vec<EpisodeVolume> = self
@@ -296,7 +313,7 @@ impl PeaksBuilder {
                     volume: names.name(VolumeId(index as u32)).to_owned(),
                     requests,
                     read_pct: pct(sum(&v.reads), requests),
-                    peak_rate_per_s: peak(&v.requests) as f64 / window_s,
+                    peak_rate_per_s: peak(&v.requests),
                 })
             })
             .collect();
@@ -313,7 +330,7 @@ impl PeaksBuilder {
             end_unix_ns: origin_unix_ns.map(|o| o + end_ns),
             requests,
             read_pct: pct(sum(&self.reads), requests),
-            peak_rate_per_s: peak(&self.requests) as f64 / window_s,
+            peak_rate_per_s: peak(&self.requests),
             peak_start_s: ns_to_s(peak_window.start * self.options.rate_window_ns),
             peak_end_s: ns_to_s(peak_window.end * self.options.rate_window_ns),
             peak_whole: windows.start <= peak_window.start && peak_window.end <= windows.end,
@@ -377,6 +394,28 @@ mod tests {
             length_bytes: 4096,
             response_ns,
         }
+    }
+
+    /// A trace shorter than one rate window: its episode's busiest rate is over the 27 s the
+    /// trace covers, not the 60 s window (no peak below the mean).
+    #[test]
+    fn a_trace_shorter_than_a_window_is_not_diluted() {
+        let mut names = VolumeTable::new();
+        names.intern(b"a").unwrap();
+        let mut builder = PeaksBuilder::new(PeaksOptions::default()).unwrap();
+        // 270 requests over 27 s, the first at 5 s.
+        for i in 0..270 {
+            builder.add(&record(5_000_000_000 + i * 100_000_000, 0, Op::Read, None));
+        }
+        let report = builder.finish(&names, None);
+        let e = &report.episodes[0];
+        let mean = 270.0 / 26.9;
+        assert!(
+            (e.peak_rate_per_s - mean).abs() < 1e-9,
+            "{}",
+            e.peak_rate_per_s
+        );
+        assert!((e.volumes[0].peak_rate_per_s - mean).abs() < 1e-9);
     }
 
     #[test]
