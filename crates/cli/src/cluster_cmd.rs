@@ -92,6 +92,10 @@ struct SpecArgs {
     /// The gear plan: 24 gears, comma-separated (default: the top gear all day).
     #[arg(long)]
     plan: Option<String>,
+    /// Any field of the spec (docs/FORMATS.md), its value JSON or a bare string; repeat:
+    /// `--set schedule=learned --set maintenance_hours=[0,1] --set g_min=2`.
+    #[arg(long, value_name = "FIELD=VALUE")]
+    set: Vec<String>,
     /// Seconds of silence after which a chunk server is declared failed and rebuilt.
     #[arg(long, default_value_t = 900)]
     permanent_after_s: u64,
@@ -200,7 +204,7 @@ pub fn run(args: ClusterArgs) -> Result<()> {
                     .collect::<Result<_, _>>()
                     .context("--plan: 24 gears, comma-separated")?;
             }
-            spec.check()?;
+            let spec = spec.with_settings(&a.set)?;
             println!("{}", spec.to_json());
             Ok(())
         }
@@ -305,6 +309,7 @@ fn up(a: UpArgs) -> Result<()> {
         permanent_after_s: a.layout.permanent_after_s,
         up_shift_lead_s: a.layout.up_shift_lead_s,
         reclaim_busy_disk: a.layout.reclaim_busy_disk,
+        spec_settings: a.layout.set,
     };
     eprintln!("cordillera cluster: starting in {}", a.dir.display());
     let mut cluster = LocalCluster::start(&binary, &a.dir, options).map_err(|e| anyhow!(e))?;

@@ -12,6 +12,8 @@
 //! - [`schedule`]: per-hour peaks, the hour-of-day predictor, gears from loads with g_min, the
 //!   rotation of gear groups across days, the maintenance override, and the prediction's error
 //!   (§3.4, §4.1, Figure 8).
+//! - [`learned`]: the same scheduler on a running cluster: the chunk servers' per-second counts
+//!   summed into L, each hour's peak kept, each day planned from the days before it.
 //! - [`protocol`]: the messages between the MDS, chunk servers and clients (§3.1, §3.5, §3.7).
 //! - [`mds`]: the metadata service: objects → chunks → groups → replicas and primary,
 //!   heartbeats and leases, primary migration, gear shifts and standby, failures and rebuild,
@@ -24,6 +26,7 @@
 
 pub mod client;
 pub mod layout;
+pub mod learned;
 pub mod load;
 pub mod mds;
 pub mod model;

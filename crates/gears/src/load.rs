@@ -39,7 +39,7 @@ pub const STREAMS_PER_VOLUME_MAX: usize = 8;
 pub const SEQUENTIAL_REQUEST_BYTES: u64 = 256 * 1024;
 
 /// What one chunk server sustains (§4.6 Table 4: benchmarked on the servers themselves).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct ServerPerformance {
     pub read_iops: f64,
     pub write_iops: f64,
@@ -133,7 +133,7 @@ impl SequentialDetector {
 }
 
 /// One hour of load (hours counted from the wall clock's hour 0 of day 0, see [`LoadMeter`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct HourLoad {
     /// Hours since the start of the trace's first day.
     pub hour: i64,

@@ -42,6 +42,8 @@ pub struct ClusterOptions {
     pub up_shift_lead_s: Option<f64>,
     /// `cluster spec --reclaim-busy-disk` (a number, or `none`).
     pub reclaim_busy_disk: Option<String>,
+    /// `cluster spec --set FIELD=VALUE` for each (any field of the spec).
+    pub spec_settings: Vec<String>,
 }
 
 impl Default for ClusterOptions {
@@ -59,6 +61,7 @@ impl Default for ClusterOptions {
             permanent_after_s: 900,
             up_shift_lead_s: None,
             reclaim_busy_disk: None,
+            spec_settings: Vec::new(),
         }
     }
 }
@@ -183,6 +186,9 @@ impl LocalCluster {
             }
             if let Some(b) = &options.reclaim_busy_disk {
                 args.extend(["--reclaim-busy-disk".into(), b.clone()]);
+            }
+            for setting in &options.spec_settings {
+                args.extend(["--set".into(), setting.clone()]);
             }
             let out = Command::new(binary)
                 .args(&args)
@@ -425,6 +431,79 @@ impl Drop for LocalCluster {
 /// read at `mds_http`), then each chunk server's figures and each logger's, asked at the ports
 /// `cluster up` gives them (a server in standby does not answer: the MDS's figures are shown).
 /// `loggers`: how many the spec names (`None`: probed until one does not answer).
+/// The gear scheduler's part of the MDS's status: the gears of today and tomorrow with the
+/// loads predicted, the hour being measured and the last day measured (peak L per hour).
+fn schedule_text(s: &serde_json::Value) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    if s.is_null() {
+        return out;
+    }
+    let gears = |key: &str| -> String {
+        s[key]
+            .as_array()
+            .map(|a| a.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(""))
+            .unwrap_or_default()
+    };
+    let loads = |key: &str| -> String {
+        s[key]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|l| l.as_f64().map_or("-".into(), |l| format!("{l:.1}")))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default()
+    };
+    let _ = writeln!(
+        out,
+        "schedule: {} (hours of {} s), {} hours measured, {} late reports",
+        s["schedule"].as_str().unwrap_or("?"),
+        s["hour_seconds"],
+        s["hours_measured"],
+        s["late_reports"]
+    );
+    let _ = writeln!(
+        out,
+        "  learned gears today    (hours 0–23): {}",
+        gears("today")
+    );
+    let _ = writeln!(
+        out,
+        "  learned gears tomorrow (hours 0–23): {}",
+        gears("tomorrow")
+    );
+    let _ = writeln!(out, "  predicted L today: {}", loads("today_predicted"));
+    if let Some(m) = s["measuring"].as_object() {
+        let _ = writeln!(
+            out,
+            "  measuring hour {}: peak L {:.2}, mean {:.2}, {} s seen",
+            m["hour"],
+            m["peak"].as_f64().unwrap_or(0.0),
+            m["mean"].as_f64().unwrap_or(0.0),
+            m["covered_s"]
+        );
+    }
+    let measured = s["measured"].as_array().cloned().unwrap_or_default();
+    let last: Vec<String> = measured
+        .iter()
+        .rev()
+        .take(24)
+        .rev()
+        .map(|h| format!("{:.1}", h["peak"].as_f64().unwrap_or(0.0)))
+        .collect();
+    if !last.is_empty() {
+        let _ = writeln!(
+            out,
+            "  peak L, last {} hours: {}",
+            last.len(),
+            last.join(" ")
+        );
+    }
+    out
+}
+
 pub fn status_text(
     mds_http: &str,
     mds_status: &str,
@@ -497,6 +576,7 @@ pub fn status_text(
             energy
         );
     }
+    out.push_str(&schedule_text(&mds["schedule"]));
     // Loggers (their endpoints follow the servers' in the `cluster up` port plan).
     let servers = mds["servers"].as_array().map_or(0, |s| s.len()) as u16;
     let _ = writeln!(

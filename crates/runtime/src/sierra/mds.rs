@@ -1,7 +1,9 @@
 //! `cordillera cluster mds`: the MDS core (`cordillera_gears::mds`) on real time and TCP, its
-//! state in `DIR/mds.redb` (each step committed before its messages leave), the gear plan of
-//! the cluster spec (hours of `hour_seconds`, days rotating the gear groups) and gears set by
-//! hand, wake requests to servers in standby, `/metrics` and `/status`.
+//! state in `DIR/mds.redb` (each step committed before its messages leave), the gears — the
+//! spec's plan, or learned by the gear scheduler (`cordillera_gears::learned`) from the load the
+//! chunk servers report every second, its hours kept in `mds.redb` — with hours of
+//! `hour_seconds` and days rotating the gear groups, gears set by hand, wake requests to
+//! servers in standby, `/metrics` and `/status`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -13,6 +15,8 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
+use cordillera_gears::learned::Scheduler;
+use cordillera_gears::load::HourLoad;
 use cordillera_gears::mds::{Mds, MdsStats, ServerState, StateSize};
 use cordillera_gears::model::{GroupId, ServerId};
 use cordillera_gears::protocol::Endpoint;
@@ -21,7 +25,7 @@ use cordillera_wire::sierra::Frame;
 
 use super::mds_store::MdsStore;
 use super::net::{Net, NetEvent};
-use super::spec::ClusterSpec;
+use super::spec::{ClusterSpec, Schedule};
 use crate::http;
 
 pub struct MdsOptions {
@@ -41,6 +45,13 @@ pub struct MdsListening {
 
 /// How often a wake request is repeated while the server has not come back.
 const WAKE_REPEAT: Duration = Duration::from_secs(2);
+
+/// A second of load is closed this long after it ends (the chunk servers send theirs within
+/// about a second); a report later than that is counted as late and dropped.
+const LOAD_GRACE_S: u64 = 3;
+
+/// Measured hours `/status` lists (the most recent: a week).
+const HOURS_SHOWN: usize = 24 * 7;
 
 enum Control {
     Report {
@@ -70,6 +81,9 @@ struct Daemon {
     waking: HashMap<ServerId, Instant>,
     gear_changes: u64,
     shifts: std::collections::VecDeque<Shift>,
+    /// The gear scheduler: measures the load always, plans the gears when the spec says
+    /// `"schedule": "learned"`.
+    scheduler: Scheduler,
 }
 
 fn unix_ms() -> u64 {
@@ -145,6 +159,16 @@ pub async fn serve(options: MdsOptions, ready: impl FnOnce(MdsListening)) -> Res
         Some(_) => bail!("MDS state: the stored gear is not 1..={}", spec.replicas),
         None => None,
     };
+    let mut scheduler = Scheduler::new(
+        spec.gear_policy()?,
+        spec.server_performance,
+        spec.hour_seconds,
+    );
+    let hours = store.load_hours()?;
+    if !hours.is_empty() {
+        tracing::info!(hours = hours.len(), "measured load restored");
+    }
+    scheduler.restore(hours);
     let listen = options.listen.clone().unwrap_or_else(|| spec.mds.clone());
     let listener = TcpListener::bind(&listen)
         .await
@@ -189,6 +213,7 @@ pub async fn serve(options: MdsOptions, ready: impl FnOnce(MdsListening)) -> Res
         waking: HashMap::new(),
         gear_changes: 0,
         shifts: std::collections::VecDeque::new(),
+        scheduler,
     };
     d.shift_gear();
     d.flush()?;
@@ -217,6 +242,7 @@ pub async fn serve(options: MdsOptions, ready: impl FnOnce(MdsListening)) -> Res
         if d.mds.poll_timeout().is_some_and(|t| t <= now) {
             d.mds.handle_timeout(now);
         }
+        d.measure();
         d.shift_gear();
         d.flush()?;
         d.follow_shift();
@@ -236,9 +262,11 @@ impl Daemon {
             .map(|t| self.start + Duration::from_nanos(t));
         // The next moment the plan may change (an hour, or an up-shift's lead before one).
         let next_hour =
-            Instant::now() + Duration::from_millis(self.spec.next_plan_change_ms(unix_ms()));
+            Instant::now() + Duration::from_millis(self.spec.next_plan_change_ms(self.clock_ms()));
         let wake = self.waking.values().map(|&t| t + WAKE_REPEAT).min();
-        [core, Some(next_hour), wake]
+        // Seconds of load close every second.
+        let measure = Some(Instant::now() + Duration::from_secs(1));
+        [core, Some(next_hour), wake, measure]
             .into_iter()
             .flatten()
             .min()
@@ -259,6 +287,14 @@ impl Daemon {
         let now = self.now();
         match frame {
             Frame::Message(m) => self.mds.handle_message(now, endpoint, m),
+            Frame::Load(seconds) => {
+                if matches!(endpoint, Endpoint::Server(_)) {
+                    let offset = self.spec.day_offset_s;
+                    for (second, counts) in &seconds {
+                        self.scheduler.report(second + offset, counts);
+                    }
+                }
+            }
             Frame::SpecRequest => {
                 let spec = self.spec.to_json().into_bytes();
                 self.net.send(endpoint, &Frame::Spec(spec));
@@ -288,8 +324,44 @@ impl Daemon {
         }
     }
 
+    /// The plan's clock: Unix time shifted by the spec's `day_offset_s`, milliseconds.
+    fn clock_ms(&self) -> u64 {
+        unix_ms() + self.spec.day_offset_s * 1000
+    }
+
+    /// Closes the seconds of load whose reports are in, and keeps the hours that ended.
+    fn measure(&mut self) {
+        let now_s = self.clock_ms() / 1000;
+        let ended = self
+            .scheduler
+            .close_before(now_s.saturating_sub(LOAD_GRACE_S));
+        for h in &ended {
+            tracing::info!(
+                hour = h.hour,
+                peak = h.peak,
+                mean = h.mean,
+                covered_s = h.covered_s,
+                "hour of load measured"
+            );
+        }
+        // Not the cluster's state: an hour lost to a failed commit is an hour not learned.
+        if let Err(e) = self.store.store_load_hours(&ended) {
+            tracing::error!(error = %e, "could not keep the measured hours");
+        }
+    }
+
+    /// The schedule's gear at `unix_ms`: the spec's plan, or the learned one.
+    fn planned_at(&self, unix_ms: u64) -> (u64, usize) {
+        match self.spec.schedule {
+            Schedule::Plan => self.spec.plan_at(unix_ms),
+            Schedule::Learned => self
+                .spec
+                .gear_at(unix_ms, |hour| self.scheduler.gear(hour as i64)),
+        }
+    }
+
     fn gear(&self) -> Gear {
-        let (hour_index, planned) = self.spec.plan_at(unix_ms());
+        let (hour_index, planned) = self.planned_at(self.clock_ms());
         let hour = hour_index % 24;
         let day = (hour_index / 24) as i64;
         let (gear, by_hand) = match self.by_hand {
@@ -398,7 +470,8 @@ impl Daemon {
             cluster: self.spec.cluster,
             gear: g.gear,
             gear_by_hand: g.by_hand,
-            planned_gear: self.spec.planned_gear(g.hour),
+            planned_gear: self.planned_at(self.clock_ms()).1,
+            schedule: self.schedule_report(),
             shifts: self.shifts.iter().map(|s| s.report.clone()).collect(),
             hour: g.hour,
             day: g.day,
@@ -421,6 +494,30 @@ impl Daemon {
             frames_dropped: self.net.stats.frames_dropped,
             frames_charged_bytes: self.net.charged_bytes(),
             uptime_s: self.start.elapsed().as_secs_f64(),
+        }
+    }
+
+    fn schedule_report(&self) -> ScheduleReport {
+        let hour_seconds = self.spec.hour_seconds;
+        let hour = (self.clock_ms() / 1000 / hour_seconds) as i64;
+        let day = hour.div_euclid(24);
+        let mut measured: Vec<HourLoad> = self.scheduler.hours().copied().collect();
+        let keep_from = measured.len().saturating_sub(HOURS_SHOWN);
+        let predicted = |day: i64| -> Vec<Option<f64>> {
+            let p = self.scheduler.predictor(day);
+            (0..24).map(|h| p.predict(h)).collect()
+        };
+        ScheduleReport {
+            schedule: self.spec.schedule,
+            hour_seconds,
+            hours_measured: measured.len(),
+            measured: measured.split_off(keep_from),
+            measuring: self.scheduler.current(),
+            late_reports: self.scheduler.late(),
+            today: self.scheduler.plan(day).gears.to_vec(),
+            today_predicted: predicted(day),
+            tomorrow: self.scheduler.plan(day + 1).gears.to_vec(),
+            tomorrow_predicted: predicted(day + 1),
         }
     }
 
@@ -494,12 +591,32 @@ struct ServerReport {
     primaries: u64,
 }
 
+/// The gear scheduler: what it measured and what it plans (whether or not the spec follows it).
+#[derive(Serialize)]
+struct ScheduleReport {
+    schedule: Schedule,
+    hour_seconds: u64,
+    hours_measured: usize,
+    /// The latest hours measured (up to a week), oldest first.
+    measured: Vec<HourLoad>,
+    /// The hour being measured, so far.
+    measuring: Option<HourLoad>,
+    late_reports: u64,
+    /// The learned plan's gears for each hour of today and tomorrow, and the loads predicted
+    /// (in chunk servers; none for an hour no earlier day measured).
+    today: Vec<usize>,
+    today_predicted: Vec<Option<f64>>,
+    tomorrow: Vec<usize>,
+    tomorrow_predicted: Vec<Option<f64>>,
+}
+
 #[derive(Serialize)]
 struct Report {
     cluster: u64,
     gear: usize,
     gear_by_hand: bool,
     planned_gear: usize,
+    schedule: ScheduleReport,
     hour: u64,
     day: i64,
     gear_changes: u64,

@@ -15,9 +15,10 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use redb::{Database, ReadableTable, TableDefinition};
 
+use cordillera_gears::load::HourLoad;
 use cordillera_gears::mds::persist::{
     chunk_from_u64, chunk_to_u64, Changes, GroupRecord, ObjectRecord, ServerRecord, Snapshot,
 };
@@ -28,6 +29,8 @@ const GROUPS: TableDefinition<u32, &[u8]> = TableDefinition::new("groups");
 const OBJECTS: TableDefinition<u64, &[u8]> = TableDefinition::new("objects");
 const CHUNKS: TableDefinition<u64, u64> = TableDefinition::new("chunks");
 const SERVERS: TableDefinition<u32, &[u8]> = TableDefinition::new("servers");
+/// The gear scheduler's measured hours (hour since the epoch → `HourLoad` as JSON).
+const LOAD_HOURS: TableDefinition<i64, &[u8]> = TableDefinition::new("load_hours");
 
 pub struct MdsStore {
     db: Database,
@@ -54,6 +57,7 @@ impl MdsStore {
             txn.open_table(OBJECTS).map_err(db_error)?;
             txn.open_table(CHUNKS).map_err(db_error)?;
             txn.open_table(SERVERS).map_err(db_error)?;
+            txn.open_table(LOAD_HOURS).map_err(db_error)?;
         }
         txn.commit().map_err(db_error)?;
         Ok(store)
@@ -79,6 +83,45 @@ impl MdsStore {
                 None => {
                     table.remove(key).map_err(db_error)?;
                 }
+            }
+        }
+        txn.commit().map_err(db_error)?;
+        self.commits += 1;
+        Ok(())
+    }
+
+    /// The gear scheduler's hours measured so far, in order.
+    pub fn load_hours(&self) -> Result<Vec<HourLoad>> {
+        let txn = self.db.begin_read().map_err(db_error)?;
+        let table = txn.open_table(LOAD_HOURS).map_err(db_error)?;
+        let mut hours = Vec::new();
+        for entry in table.iter().map_err(db_error)? {
+            let (k, v) = entry.map_err(db_error)?;
+            let hour: HourLoad = serde_json::from_slice(v.value())
+                .map_err(|e| anyhow!("MDS state: measured hour {}: {e}", k.value()))?;
+            if hour.hour != k.value() {
+                bail!(
+                    "MDS state: measured hour {} is stored under {}",
+                    hour.hour,
+                    k.value()
+                );
+            }
+            hours.push(hour);
+        }
+        Ok(hours)
+    }
+
+    /// Keeps hours the gear scheduler finished measuring (one commit).
+    pub fn store_load_hours(&mut self, hours: &[HourLoad]) -> Result<()> {
+        if hours.is_empty() {
+            return Ok(());
+        }
+        let txn = self.db.begin_write().map_err(db_error)?;
+        {
+            let mut table = txn.open_table(LOAD_HOURS).map_err(db_error)?;
+            for h in hours {
+                let bytes = serde_json::to_vec(h)?;
+                table.insert(h.hour, &bytes[..]).map_err(db_error)?;
             }
         }
         txn.commit().map_err(db_error)?;

@@ -6,8 +6,10 @@
 //! - [`mds`]: `cordillera cluster mds`: the MDS core, its state in an embedded database
 //!   ([`mds_store`]), the gear plan and gears set by hand.
 //! - [`server`]: `cordillera cluster server`: a chunk server on a file, with standby for real
-//!   and its power by the model ([`power`]).
+//!   and its power by the model ([`power`]); its client I/O per second goes to the MDS's gear
+//!   scheduler ([`load_report`]).
 
+pub mod load_report;
 pub mod mds;
 pub mod mds_store;
 pub mod net;

@@ -25,6 +25,7 @@ use cordillera_vstore::store::DiskDone;
 use cordillera_wire::sierra::Frame;
 use cordillera_wire::store::{encode as encode_store, Frame as StoreFrame};
 
+use super::load_report::{unix_second, LoadCounter};
 use super::net::{Net, NetEvent};
 use super::power::{PowerMeter, PowerReport, PowerState};
 use super::spec::ClusterSpec;
@@ -82,6 +83,10 @@ struct Daemon {
     /// In standby since, or waking until.
     asleep: bool,
     wake_at: Option<Instant>,
+    /// Client I/O per second, for the MDS's gear scheduler.
+    load: LoadCounter,
+    /// The next whole second at which finished seconds go to the MDS.
+    load_sent_through: u64,
     disk_in_flight: u64,
     /// Why the daemon must stop (a disk error).
     failed: Option<String>,
@@ -186,6 +191,8 @@ pub async fn serve(options: ServerOptions, ready: impl FnOnce(ServerListening)) 
         asleep: false,
         wake_at: None,
         disk_in_flight: 0,
+        load: LoadCounter::default(),
+        load_sent_through: unix_second(),
         failed: None,
     };
     d.pump();
@@ -239,9 +246,12 @@ impl Daemon {
         if self.asleep {
             return far;
         }
+        // Finished seconds of load go to the MDS within a second.
+        let report = Instant::now() + Duration::from_secs(1);
         self.core
             .poll_timeout()
             .map_or(far, |t| self.start + Duration::from_nanos(t))
+            .min(report)
             .max(Instant::now())
     }
 
@@ -260,6 +270,13 @@ impl Daemon {
         }
         if self.asleep {
             return;
+        }
+        let second = unix_second();
+        if second > self.load_sent_through {
+            for frame in self.load.take_finished(second) {
+                self.net.send(Endpoint::Mds, &frame);
+            }
+            self.load_sent_through = second;
         }
         let now = self.now();
         if self.core.poll_timeout().is_some_and(|t| t <= now) {
@@ -283,7 +300,12 @@ impl Daemon {
                 endpoint,
                 frame: Frame::Message(m),
                 ..
-            } if !self.asleep => self.core.handle_message(now, endpoint, m),
+            } if !self.asleep => {
+                if matches!(endpoint, Endpoint::Client(_)) {
+                    self.load.observe(unix_second(), &m);
+                }
+                self.core.handle_message(now, endpoint, m)
+            }
             _ => {}
         }
     }

@@ -7,8 +7,10 @@ use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use cordillera_gears::layout::{Layout, LayoutKind, LayoutSpec, RackPolicy};
+pub use cordillera_gears::load::ServerPerformance;
 use cordillera_gears::mds::MdsConfig;
 use cordillera_gears::model::{ServerId, Topology};
+use cordillera_gears::schedule::GearPolicy;
 use cordillera_gears::server::{LoggerInfo, ServerConfig};
 use cordillera_types::rng::SplitMix64;
 
@@ -48,9 +50,28 @@ pub struct ClusterSpec {
     /// Seconds in an "hour" of the gear plan (3,600; less for tests and demos).
     #[serde(default = "defaults::hour_seconds")]
     pub hour_seconds: u64,
+    /// Seconds added to Unix time before hours are counted: where the day starts (a time zone's
+    /// offset east of UTC; with compressed hours, any point of the day). Less than a day.
+    #[serde(default)]
+    pub day_offset_s: u64,
     /// The gear for each hour of the day (24 entries, 1 to `replicas`).
     #[serde(default)]
     pub plan: Vec<u8>,
+    /// Where the gears come from: `plan` (the 24 entries above; the default) or `learned` (the
+    /// MDS's gear scheduler, §3.4: the chunk servers' load each second, each hour's peak, every
+    /// day planned from the days before it; gear r until a day has been measured).
+    #[serde(default)]
+    pub schedule: Schedule,
+    /// The lowest gear the learned schedule uses (§3.7: 1 for power, 2 for availability).
+    #[serde(default = "defaults::g_min")]
+    pub g_min: usize,
+    /// Hours of day the learned schedule keeps in the top gear (§4.3's maintenance window).
+    #[serde(default)]
+    pub maintenance_hours: Vec<usize>,
+    /// What one chunk server sustains, for the load metric L (§3.4; Table 4's by default —
+    /// benchmark the servers and give theirs).
+    #[serde(default = "defaults::server_performance")]
+    pub server_performance: ServerPerformance,
     /// An up-shift of the plan takes effect this long before its hour, so that the servers it
     /// wakes are serving when the hour's load arrives (`schedule::up_shift_lead_ns`: three
     /// wake-up delays). Down-shifts wait for the hour. Shorter than an hour.
@@ -74,7 +95,24 @@ pub struct LoggerSpec {
     pub server: Option<ServerId>,
 }
 
+/// Where the gears come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Schedule {
+    /// The spec's 24 entries.
+    #[default]
+    Plan,
+    /// The MDS's gear scheduler on measured load.
+    Learned,
+}
+
 mod defaults {
+    pub fn g_min() -> usize {
+        1
+    }
+    pub fn server_performance() -> cordillera_gears::load::ServerPerformance {
+        cordillera_gears::load::ServerPerformance::sierra_table4()
+    }
     pub fn reclaim_busy_disk() -> Option<usize> {
         None
     }
@@ -119,6 +157,22 @@ impl ClusterSpec {
         let spec: ClusterSpec = serde_json::from_slice(text).context("the cluster spec")?;
         spec.check()?;
         Ok(spec)
+    }
+
+    /// This spec with fields set from `FIELD=VALUE` texts (the value as JSON, or else as a
+    /// string), checked as a whole.
+    pub fn with_settings(&self, settings: &[String]) -> Result<ClusterSpec> {
+        let mut value = serde_json::to_value(self)?;
+        for setting in settings {
+            let Some((field, text)) = setting.split_once('=') else {
+                bail!("--set {setting:?}: expected FIELD=VALUE");
+            };
+            let v = serde_json::from_str(text)
+                .unwrap_or_else(|_| serde_json::Value::String(text.to_owned()));
+            value[field] = v;
+        }
+        let text = serde_json::to_vec(&value)?;
+        ClusterSpec::parse(&text)
     }
 
     pub fn to_json(&self) -> String {
@@ -173,6 +227,29 @@ impl ClusterSpec {
             "up_shift_lead_ms ({}) must be shorter than an hour of the plan ({} s)",
             self.up_shift_lead_ms,
             self.hour_seconds
+        );
+        self.gear_policy()?;
+        ensure!(
+            self.day_offset_s < 24 * self.hour_seconds,
+            "day_offset_s ({}) must be less than a day of the plan ({} s)",
+            self.day_offset_s,
+            24 * self.hour_seconds
+        );
+        let p = &self.server_performance;
+        ensure!(
+            [
+                p.read_iops,
+                p.write_iops,
+                p.read_bytes_per_s,
+                p.write_bytes_per_s
+            ]
+            .iter()
+            .all(|v| v.is_finite() && *v > 0.0),
+            "server_performance: every figure must be positive"
+        );
+        ensure!(
+            self.schedule == Schedule::Plan || self.plan.is_empty(),
+            "a learned schedule makes its own plan: leave `plan` out"
         );
         for &g in &self.plan {
             ensure!(
@@ -306,7 +383,12 @@ impl ClusterSpec {
             heartbeat_timeout_ms: defaults::heartbeat_timeout_ms(),
             permanent_after_s: defaults::permanent_after_s(),
             hour_seconds: defaults::hour_seconds(),
+            day_offset_s: 0,
             plan: Vec::new(),
+            schedule: Schedule::Plan,
+            g_min: defaults::g_min(),
+            maintenance_hours: Vec::new(),
+            server_performance: defaults::server_performance(),
             up_shift_lead_ms: defaults::up_shift_lead_ms(),
             reclaim_busy_disk: defaults::reclaim_busy_disk(),
         }
@@ -325,6 +407,18 @@ impl ClusterSpec {
             .collect()
     }
 
+    /// How the learned schedule turns loads into gears (N chunk servers, r, g_min, the
+    /// maintenance hours).
+    pub fn gear_policy(&self) -> Result<GearPolicy> {
+        GearPolicy::new(
+            self.servers.len(),
+            self.replicas,
+            self.g_min,
+            self.maintenance_hours.clone(),
+        )
+        .map_err(|e| anyhow::anyhow!("the gear policy: {e}"))
+    }
+
     /// The plan's gear for `hour` of the day (the top gear without a plan).
     pub fn planned_gear(&self, hour: u64) -> usize {
         self.plan
@@ -336,10 +430,16 @@ impl ClusterSpec {
     /// `hour_seconds` since the epoch) whose gear applies, with up-shifts `up_shift_lead_ms`
     /// early. Day `index / 24` picks the rotation of the gear groups.
     pub fn plan_at(&self, unix_ms: u64) -> (u64, usize) {
+        self.gear_at(unix_ms, |hour| self.planned_gear(hour % 24))
+    }
+
+    /// As [`plan_at`](Self::plan_at) for any plan: `gear_of` gives the gear of an hour index
+    /// (hours of `hour_seconds` since the epoch).
+    pub fn gear_at(&self, unix_ms: u64, gear_of: impl Fn(u64) -> usize) -> (u64, usize) {
         let hour_ms = self.hour_seconds * 1000;
         let now = unix_ms / hour_ms;
         let ahead = (unix_ms + self.up_shift_lead_ms) / hour_ms;
-        let (g_now, g_ahead) = (self.planned_gear(now % 24), self.planned_gear(ahead % 24));
+        let (g_now, g_ahead) = (gear_of(now), gear_of(ahead));
         if g_ahead > g_now {
             (ahead, g_ahead)
         } else {
@@ -415,5 +515,37 @@ mod tests {
         assert!(refused(&|s| s.chunk_bytes = 1000).contains("power of two"));
         assert!(ClusterSpec::parse(b"{\"cluster\": 1, \"bogus\": 2}").is_err());
         assert!(ClusterSpec::parse(b"not json").is_err());
+        // The learned schedule's settings.
+        assert!(refused(&|s| s.g_min = 4).contains("g_min = 4"));
+        assert!(refused(&|s| s.maintenance_hours = vec![24]).contains("hour 24"));
+        assert!(refused(&|s| s.day_offset_s = 24 * 3600).contains("less than a day"));
+        assert!(refused(&|s| s.server_performance.read_iops = 0.0).contains("positive"));
+        assert!(refused(&|s| {
+            s.schedule = Schedule::Learned;
+            s.plan = vec![1; 24];
+        })
+        .contains("leave `plan` out"));
+    }
+
+    #[test]
+    fn fields_are_set_by_name_with_json_or_text_values() {
+        let good = ClusterSpec::local(7, 3, 2, 7000);
+        let s = good
+            .with_settings(&[
+                "schedule=learned".into(),
+                "maintenance_hours=[0,1]".into(),
+                "g_min=2".into(),
+            ])
+            .unwrap();
+        assert_eq!(s.schedule, Schedule::Learned);
+        assert_eq!((s.maintenance_hours, s.g_min), (vec![0, 1], 2));
+        let e = |set: &str| format!("{:#}", good.with_settings(&[set.into()]).unwrap_err());
+        assert!(e("bogus=1").contains("unknown field"), "{}", e("bogus=1"));
+        assert!(e("g_min").contains("FIELD=VALUE"));
+        assert!(format!(
+            "{:#}",
+            good.with_settings(&["g_min=abc".into()]).unwrap_err()
+        )
+        .contains("invalid type"));
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! frame    = u32:length(of what follows) u8:version u8:type body
-//! types    = 1 hello, 2 spec request, 3 spec, 4 wake, 5 gear, 6 refused     (driver frames)
+//! types    = 1 hello, 2 spec request, 3 spec, 4 wake, 5 gear, 6 refused, 7 load (driver frames)
 //!            16.. one per message (see `message_type`)                       (Sierra's messages)
 //! hello    = u64:cluster endpoint u64:incarnation   (the first frame on every connection)
 //! endpoint = u8:kind (0 MDS, 1 chunk server, 2 client) u32:id
@@ -12,6 +12,9 @@
 //! wake     = (empty)                (to a chunk server in standby: power on)
 //! gear     = u8:gear (0: back to the plan)
 //! refused  = bytes (why the peer closes the connection, UTF-8)
+//! load     = list of second   (a chunk server's I/O, second by second, for the gear scheduler)
+//! second   = u64:unix second u32:random reads u32:random writes u64:sequential read bytes
+//!            u64:sequential write bytes u32:requests u64:read bytes u64:write bytes
 //! ```
 //!
 //! Integers are little-endian; `bytes` is a `u32` length then the bytes; a list is a `u32`
@@ -20,6 +23,7 @@
 //! [`FRAME_BYTES_MAX`], of another version or an unknown type, or with fields that do not fill
 //! it exactly is an error; the decoder never panics and allocates at most a frame's length.
 
+use cordillera_gears::learned::ServerSecond;
 use cordillera_gears::model::{GroupId, ObjectId};
 use cordillera_gears::protocol::{
     Endpoint, GroupView, MdsError, Message, ObjectLayout, ServeError,
@@ -38,6 +42,9 @@ const T_SPEC: u8 = 3;
 const T_WAKE: u8 = 4;
 const T_GEAR: u8 = 5;
 const T_REFUSED: u8 = 6;
+const T_LOAD: u8 = 7;
+/// Bytes of one second of a load frame.
+const LOAD_SECOND_BYTES: usize = 52;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Frame {
@@ -56,6 +63,8 @@ pub enum Frame {
     Gear(u8),
     /// The peer refuses the connection, and says why, before closing it.
     Refused(String),
+    /// A chunk server's I/O per second (Unix seconds), for the MDS's gear scheduler.
+    Load(Vec<(u64, ServerSecond)>),
     Message(Message),
 }
 
@@ -616,6 +625,20 @@ pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
             w.bytes(why.as_bytes());
             T_REFUSED
         }
+        Frame::Load(seconds) => {
+            w.u32(seconds.len() as u32);
+            for (second, c) in seconds {
+                w.u64(*second);
+                w.u32(c.random_reads);
+                w.u32(c.random_writes);
+                w.u64(c.sequential_read_bytes);
+                w.u64(c.sequential_write_bytes);
+                w.u32(c.requests);
+                w.u64(c.read_bytes);
+                w.u64(c.write_bytes);
+            }
+            T_LOAD
+        }
         Frame::Message(m) => {
             w.message(m);
             message_type(m)
@@ -671,6 +694,26 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame, usize)>, WireError> {
         T_REFUSED => Frame::Refused(
             String::from_utf8(r.bytes("refusal")?).map_err(|_| Malformed("refusal text"))?,
         ),
+        T_LOAD => {
+            let n = r.count(LOAD_SECOND_BYTES, "load seconds")?;
+            let mut seconds = Vec::with_capacity(n);
+            for _ in 0..n {
+                let second = r.u64("load second")?;
+                seconds.push((
+                    second,
+                    ServerSecond {
+                        random_reads: r.u32("load")?,
+                        random_writes: r.u32("load")?,
+                        sequential_read_bytes: r.u64("load")?,
+                        sequential_write_bytes: r.u64("load")?,
+                        requests: r.u32("load")?,
+                        read_bytes: r.u64("load")?,
+                        write_bytes: r.u64("load")?,
+                    },
+                ));
+            }
+            Frame::Load(seconds)
+        }
         kind => match r.message(kind)? {
             Some(m) => Frame::Message(m),
             None => return Err(WireError::Type(kind)),

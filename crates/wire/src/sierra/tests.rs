@@ -173,6 +173,22 @@ fn samples() -> Vec<Frame> {
         Frame::Wake,
         Frame::Gear(2),
         Frame::Refused("wrong cluster".into()),
+        Frame::Load(vec![]),
+        Frame::Load(vec![
+            (
+                1_700_000_000,
+                cordillera_gears::learned::ServerSecond {
+                    random_reads: 3,
+                    random_writes: 4,
+                    sequential_read_bytes: 1 << 20,
+                    sequential_write_bytes: 5,
+                    requests: 9,
+                    read_bytes: 6,
+                    write_bytes: u64::MAX,
+                },
+            ),
+            (1_700_000_001, Default::default()),
+        ]),
     ];
     frames.extend(messages.into_iter().map(Frame::Message));
     frames
