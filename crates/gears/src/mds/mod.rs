@@ -418,7 +418,8 @@ impl Mds {
                 .map(|g| 4 * g.len() as u64)
                 .sum::<u64>();
         let chunks = self.chunks.iter().filter(|c| c.0 != u32::MAX).count() as u64;
-        let bytes = chunk * self.chunks.len() as u64
+        // The chunk table as allocated (its spare capacity too: up to twice its length).
+        let bytes = chunk * self.chunks.capacity() as u64
             + object * self.objects.len() as u64
             + group_bytes
             + server_bytes;

@@ -146,6 +146,17 @@ pub struct MdsStateReport {
 /// Builds an MDS for 15 chunk servers (3 racks, power-aware rack-aligned, 64·N groups) and
 /// creates `chunks` 1 MB chunks in 8 objects (the 8 traced volumes), then counts its state.
 pub fn mds_state(chunks: u64) -> Result<MdsStateReport, String> {
+    let mds = mds_with_chunks(chunks)?;
+    Ok(MdsStateReport {
+        servers: 15,
+        objects: 8,
+        chunk_bytes: CHUNK_BYTES_EVALUATION,
+        size: mds.state_size(),
+    })
+}
+
+/// [`mds_state`]'s MDS itself (for measuring its memory from the allocator).
+pub fn mds_with_chunks(chunks: u64) -> Result<Mds, String> {
     let servers = 15;
     let topology = Topology::racks(3, 5);
     let spec = LayoutSpec {
@@ -174,12 +185,7 @@ pub fn mds_state(chunks: u64) -> Result<MdsStateReport, String> {
             other => return Err(format!("the MDS refused an object: {other:?}")),
         }
     }
-    Ok(MdsStateReport {
-        servers,
-        objects,
-        chunk_bytes: CHUNK_BYTES_EVALUATION,
-        size: mds.state_size(),
-    })
+    Ok(mds)
 }
 
 /// Table 4 on the simulated disk: 64 KB streaming reads and writes, and 64 KB random reads and
