@@ -19,6 +19,7 @@ pub enum Part {
     Analysis,
     Testbed,
     Micro,
+    Predictors,
 }
 
 impl std::fmt::Display for Part {
@@ -27,6 +28,7 @@ impl std::fmt::Display for Part {
             Part::Analysis => "analysis",
             Part::Testbed => "testbed",
             Part::Micro => "micro",
+            Part::Predictors => "predictors",
         })
     }
 }
@@ -78,8 +80,9 @@ pub struct SierraArgs {
     /// Which parts to run: `analysis` (Figures 1, 2, 8, 9, 10 and the MDS state, from the
     /// traces alone) and `testbed` (§4.4–4.5: the I/O trace replayed through the real cores on
     /// the simulated testbed: Figure 11, Tables 2 and 3) and `micro` (§4.6: Table 5's
-    /// throughput of 9 clients on 9 chunk servers, Figure 12's rebuild rates).
-    #[arg(long, value_delimiter = ',', default_values_t = [Part::Analysis, Part::Testbed, Part::Micro])]
+    /// throughput of 9 clients on 9 chunk servers, Figure 12's rebuild rates) and `predictors`
+    /// (the hour-of-day predictor against yesterday, last week and the oracle on generated weeks).
+    #[arg(long, value_delimiter = ',', default_values_t = [Part::Analysis, Part::Testbed, Part::Micro, Part::Predictors])]
     parts: Vec<Part>,
     /// Seconds each Table 5 workload is measured.
     #[arg(long, default_value_t = 10)]
@@ -225,6 +228,7 @@ fn options(a: &SierraArgs, seed: u64) -> Options {
             power_sample: a.power_run.then_some(a.power_sample),
             maintenance_windows: a.windows_in_maintenance,
         }),
+        predictors: a.parts.contains(&Part::Predictors).then_some(seed),
         micro: a.parts.contains(&Part::Micro).then_some(MicroOptions {
             measure_s: a.table5_seconds,
             data_per_server_bytes: (a.rebuild_gb * 1e9) as u64,

@@ -12,6 +12,8 @@
 //! - [`schedule`]: per-hour peaks, the hour-of-day predictor, gears from loads with g_min, the
 //!   rotation of gear groups across days, the maintenance override, and the prediction's error
 //!   (§3.4, §4.1, Figure 8).
+//! - [`predict`]: the hour-of-day predictor against baselines (yesterday, last week, the
+//!   oracle): error, gear-hours right, hours under-geared, energy.
 //! - [`learned`]: the same scheduler on a running cluster: the chunk servers' per-second counts
 //!   summed into L, each hour's peak kept, each day planned from the days before it.
 //! - [`protocol`]: the messages between the MDS, chunk servers and clients (§3.1, §3.5, §3.7).
@@ -30,6 +32,7 @@ pub mod learned;
 pub mod load;
 pub mod mds;
 pub mod model;
+pub mod predict;
 pub mod protocol;
 pub mod schedule;
 pub mod server;

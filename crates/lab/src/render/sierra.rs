@@ -148,6 +148,7 @@ pub fn table(r: &Report) -> String {
             m.size.bytes_per_chunk
         );
     }
+    predictors_table(&mut out, &r.predictors);
     for t in &r.testbed {
         testbed_table(&mut out, t);
     }
@@ -158,6 +159,56 @@ pub fn table(r: &Report) -> String {
         let _ = writeln!(out, "\nnot judged: {why}");
     }
     out
+}
+
+/// The hour-of-day predictor against the baselines, workload by workload.
+fn predictors_table(out: &mut String, workloads: &[crate::sierra::predictors::WorkloadScores]) {
+    if workloads.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nPredictors (§3.4's hour of day against baselines; each day predicted from the days before it; Figure 8's error, gears with N = r servers at the busiest hour)"
+    );
+    for w in workloads {
+        let _ = writeln!(
+            out,
+            "  {}: {} days, days {}–{} predicted",
+            w.workload,
+            w.days,
+            w.first_test_day,
+            w.days - 1
+        );
+        let _ = writeln!(
+            out,
+            "    {:<22} {:>11} {:>14} {:>7} {:>7} {:>13}",
+            "predictor", "RMS / mean", "gears right", "under", "over", "servers on"
+        );
+        for s in &w.scores {
+            if s.predicted_hours == 0 {
+                let _ = writeln!(
+                    out,
+                    "    {:<22} cannot predict: no earlier day at that distance (every hour in gear r)",
+                    s.predictor.name()
+                );
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "    {:<22} {:>11} {:>8.1} %    {:>7} {:>7} {:>11.1} %",
+                s.predictor.name(),
+                if s.predicted_hours == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{:.3}", s.rms_error_normalized)
+                },
+                100.0 * s.gears_correct as f64 / s.test_hours.max(1) as f64,
+                s.hours_under_geared,
+                s.hours_over_geared,
+                100.0 * s.fraction_on
+            );
+        }
+    }
 }
 
 fn micro_table(out: &mut String, m: &MicroReport) {

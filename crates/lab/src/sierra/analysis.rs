@@ -109,6 +109,8 @@ pub struct LoadTraceReport {
     pub prediction: Vec<PredictionReport>,
     /// Figure 9 (left): mean fraction of servers on with oracle gears, per g_min.
     pub oracle_fraction_on: Vec<(usize, f64)>,
+    /// The hour-of-day predictor against baselines on the whole days (the first g_min).
+    pub predictors: Option<super::predictors::WorkloadScores>,
 }
 
 /// Figures 1, 2, 8 and 9 (left) from hourly bytes, §4.1's metric ("mean bytes transferred per
@@ -184,6 +186,14 @@ pub fn load_trace_report(
         .filter(|(_, d)| d.iter().all(Option::is_some))
         .collect();
     let first_policy = policy(*g_mins.first().unwrap_or(&1))?;
+    let predictors = super::predictors::score(
+        &measured.name,
+        &whole,
+        replicas,
+        *g_mins.first().unwrap_or(&1),
+        &measured.maintenance_hours,
+    )
+    .ok();
     let prediction = (1..whole.len())
         .map(|n| evaluate_prediction(&whole, n, &first_policy))
         .collect();
@@ -207,6 +217,7 @@ pub fn load_trace_report(
         utilization_cdf,
         prediction,
         oracle_fraction_on: oracle,
+        predictors,
     })
 }
 

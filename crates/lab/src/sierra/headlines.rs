@@ -31,6 +31,33 @@ pub fn headlines(r: &Report) -> Vec<Figure> {
             ));
         }
     }
+    for w in &r.predictors {
+        for s in w.scores.iter().filter(|s| s.predicted_hours > 0) {
+            let key = format!("predict/{}/{:?}", w.workload, s.predictor);
+            let name = format!("{}: {}", w.workload, s.predictor.name());
+            out.push(Figure::new(
+                format!("{key}/rms"),
+                format!("{name}, RMS error / mean"),
+                "",
+                s.rms_error_normalized,
+                "Figure 8: Hotmail, Messenger low after a day; Cambridge high, falling",
+            ));
+            out.push(Figure::new(
+                format!("{key}/gears_right"),
+                format!("{name}, gears right"),
+                "%",
+                100.0 * s.gears_correct as f64 / s.test_hours.max(1) as f64,
+                "",
+            ));
+            out.push(Figure::new(
+                format!("{key}/under_geared"),
+                format!("{name}, hours under-geared"),
+                "h",
+                s.hours_under_geared as f64,
+                "",
+            ));
+        }
+    }
     for s in &r.schedules {
         schedule(&mut out, s);
     }

@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod headlines;
 pub mod inputs;
 pub mod micro;
+pub mod predictors;
 pub mod testbed;
 
 use serde::Serialize;
@@ -71,6 +72,9 @@ pub struct Options {
     pub testbed: Option<testbed::TestbedOptions>,
     /// §4.6's microbenchmarks (Table 5, Figure 12); none skips them.
     pub micro: Option<micro::MicroOptions>,
+    /// The predictor against baselines on the generated weekly workloads of this seed (and on
+    /// the load traces); none skips them.
+    pub predictors: Option<u64>,
 }
 
 /// The power model's figures, as reported.
@@ -110,6 +114,7 @@ impl Default for Options {
             analysis: true,
             testbed: None,
             micro: None,
+            predictors: None,
         }
     }
 }
@@ -130,6 +135,9 @@ pub struct Report {
     pub mds_state: Option<MdsStateReport>,
     /// §4.4–4.5 on the simulated testbed, per I/O trace.
     pub testbed: Vec<testbed::TestbedReport>,
+    /// The hour-of-day predictor against baselines: the generated weekly workloads, then each
+    /// load trace of two whole days or more.
+    pub predictors: Vec<predictors::WorkloadScores>,
     /// §4.6: Table 5 and Figure 12.
     pub micro: Option<micro::MicroReport>,
 }
@@ -297,7 +305,14 @@ pub fn run(
     } else {
         None
     };
+    let mut predictor_scores = Vec::new();
+    if let Some(seed) = options.predictors {
+        let g_min = options.g_mins[0];
+        predictor_scores = predictors::generated_scores(seed, options.replicas, g_min)?;
+        predictor_scores.extend(load_reports.iter().filter_map(|t| t.predictors.clone()));
+    }
     Ok(Report {
+        predictors: predictor_scores,
         mds_state,
         options: options.clone(),
         server,
