@@ -151,6 +151,7 @@ impl Scheduler {
                 ..HourLoad::default()
             });
             let load = Load::of(&counts.rates(), &self.server, self.policy.replicas);
+            debug_assert!(load.servers() >= 0.0, "a load is never negative");
             if load.servers() > current.peak {
                 current.peak = load.servers();
                 current.peak_nonsequential = load.nonsequential;
@@ -158,12 +159,18 @@ impl Scheduler {
             }
             current.mean += load.servers();
             current.covered_s += 1;
+            debug_assert!(
+                current.covered_s <= self.hour_seconds,
+                "hour {} saw more seconds than it has",
+                current.hour
+            );
             current.requests += counts.requests as u64;
             current.bytes += counts.read_bytes + counts.write_bytes;
             current.write_bytes += counts.write_bytes;
         }
         // A long gap (the MDS was down) leaves no open seconds behind.
         self.open = self.open.split_off(&before);
+        debug_assert!(self.open.keys().all(|&s| s >= before), "a closed second left open");
         self.closed_before = Some(before);
         if self.current.is_some_and(|c| self.hour_of(before) != c.hour) {
             ended.extend(self.end_hour());
@@ -248,6 +255,13 @@ impl Scheduler {
         }
         let mut plan = self.predictor(day).plan(day, &self.policy);
         plan.rotation = rotation(day, self.policy.replicas);
+        debug_assert!(
+            plan.gears
+                .iter()
+                .all(|&g| (self.policy.g_min..=self.policy.replicas).contains(&g)),
+            "a planned gear outside g_min..=r: {:?}",
+            plan.gears
+        );
         let mut plans = self.plans.borrow_mut();
         if plans.len() > 4 {
             plans.clear();

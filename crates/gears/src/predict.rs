@@ -141,6 +141,12 @@ fn score(
             on += gear as f64 / policy.replicas as f64;
         }
     }
+    assert_eq!(
+        s.gears_correct + s.hours_under_geared + s.hours_over_geared,
+        s.test_hours,
+        "every test hour is right, under- or over-geared"
+    );
+    debug_assert!(s.predicted_hours <= s.test_hours);
     let mean = actual_sum / s.test_hours.max(1) as f64;
     let rms = (squared / s.predicted_hours.max(1) as f64).sqrt();
     s.rms_error_normalized = if mean > 0.0 { rms / mean } else { 0.0 };
