@@ -170,7 +170,10 @@ impl Scheduler {
         }
         // A long gap (the MDS was down) leaves no open seconds behind.
         self.open = self.open.split_off(&before);
-        debug_assert!(self.open.keys().all(|&s| s >= before), "a closed second left open");
+        debug_assert!(
+            self.open.keys().all(|&s| s >= before),
+            "a closed second left open"
+        );
         self.closed_before = Some(before);
         if self.current.is_some_and(|c| self.hour_of(before) != c.hour) {
             ended.extend(self.end_hour());

@@ -84,57 +84,7 @@ pub fn table(r: &Report) -> String {
         let _ = writeln!(out);
     }
     for sch in &r.schedules {
-        let _ = writeln!(
-            out,
-            "\nI/O trace {} ({} records): load metric L in chunk servers, oracle gears (Figure 10)",
-            sch.name, sch.records
-        );
-        let _ = writeln!(
-            out,
-            "  peak L outside maintenance {:.2}, in maintenance {:.2} → N = {} chunk servers (paper: 15) + {} loggers",
-            sch.peak_servers_max, sch.peak_servers_max_maintenance, sch.chunk_servers, sch.loggers
-        );
-        let gear_names: Vec<String> = sch
-            .g_mins
-            .iter()
-            .map(|g| format!("g (g_min {g})"))
-            .collect();
-        let _ = writeln!(
-            out,
-            "  hour  day:h   peak L   mean L   {}",
-            gear_names.join("  ")
-        );
-        for h in &sch.hours {
-            let gears: Vec<String> = h.gears.iter().map(|g| format!("{g:>11}")).collect();
-            let _ = writeln!(
-                out,
-                "  {:>4}  {:>2}:{:02}  {:>7.2}  {:>7.2}  {}",
-                h.hour,
-                h.hour.div_euclid(24),
-                h.hour_of_day,
-                h.peak_servers,
-                h.mean_servers,
-                gears.join("  ")
-            );
-        }
-        let _ = writeln!(
-            out,
-            "  Power (estimate from the schedule; Figure 9 right — paper: at least 23 % saved with g_min 1, loggers included):"
-        );
-        for p in &sch.power {
-            let _ = writeln!(
-                out,
-                "    g_min {}: chunk servers on {:.1} %; energy vs baseline: {:.1} % with loggers (saves {:.1} %), chunk servers alone {:.1} % (saves {:.1} %); {} h in the top gear (paper: 14 h in 48 h), {} gear changes",
-                p.g_min,
-                100.0 * p.chunk_servers_on,
-                100.0 * p.with_loggers_over_baseline,
-                100.0 * (1.0 - p.with_loggers_over_baseline),
-                100.0 * p.chunk_servers_over_baseline,
-                100.0 * (1.0 - p.chunk_servers_over_baseline),
-                p.hours_in_top_gear,
-                p.gear_changes
-            );
-        }
+        schedule_table(&mut out, sch);
     }
     if let Some(m) = &r.mds_state {
         let _ = writeln!(
@@ -159,6 +109,91 @@ pub fn table(r: &Report) -> String {
         let _ = writeln!(out, "\nnot judged: {why}");
     }
     out
+}
+
+/// One I/O trace's schedule (Figure 10) and the power it implies (Figure 9 right), with the
+/// power model's sensitivity.
+fn schedule_table(out: &mut String, sch: &crate::sierra::analysis::ScheduleReport) {
+    let _ = writeln!(
+        out,
+        "\nI/O trace {} ({} records): load metric L in chunk servers, oracle gears (Figure 10)",
+        sch.name, sch.records
+    );
+    let _ = writeln!(
+        out,
+        "  peak L outside maintenance {:.2}, in maintenance {:.2} → N = {} chunk servers (paper: 15) + {} loggers",
+        sch.peak_servers_max, sch.peak_servers_max_maintenance, sch.chunk_servers, sch.loggers
+    );
+    let gear_names: Vec<String> = sch
+        .g_mins
+        .iter()
+        .map(|g| format!("g (g_min {g})"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  hour  day:h   peak L   mean L   {}",
+        gear_names.join("  ")
+    );
+    for h in &sch.hours {
+        let gears: Vec<String> = h.gears.iter().map(|g| format!("{g:>11}")).collect();
+        let _ = writeln!(
+            out,
+            "  {:>4}  {:>2}:{:02}  {:>7.2}  {:>7.2}  {}",
+            h.hour,
+            h.hour.div_euclid(24),
+            h.hour_of_day,
+            h.peak_servers,
+            h.mean_servers,
+            gears.join("  ")
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  Power (estimate from the schedule; Figure 9 right — paper: at least 23 % saved with g_min 1, loggers included):"
+    );
+    for p in &sch.power {
+        let _ = writeln!(
+            out,
+            "    g_min {}: chunk servers on {:.1} %; energy vs baseline: {:.1} % with loggers (saves {:.1} %), chunk servers alone {:.1} % (saves {:.1} %); {} h in the top gear (paper: 14 h in 48 h), {} gear changes",
+            p.g_min,
+            100.0 * p.chunk_servers_on,
+            100.0 * p.with_loggers_over_baseline,
+            100.0 * (1.0 - p.with_loggers_over_baseline),
+            100.0 * p.chunk_servers_over_baseline,
+            100.0 * (1.0 - p.chunk_servers_over_baseline),
+            p.hours_in_top_gear,
+            p.gear_changes
+        );
+    }
+    if let Some(first) = sch.sensitivity.first() {
+        let _ = writeln!(
+            out,
+            "  Sensitivity (g_min {}; active {:.0} W; the model's 150 W idle and 10 W standby are assumed: the paper gives no wattages): saved with loggers / chunk servers alone",
+            sch.g_mins[0], first.active_w
+        );
+        let _ = write!(out, "    idle \\ standby");
+        for w in crate::sierra::analysis::SENSITIVITY_STANDBY_W {
+            let _ = write!(out, " {:>16}", format!("{w:.0} W"));
+        }
+        for row in sch
+            .sensitivity
+            .chunks(crate::sierra::analysis::SENSITIVITY_STANDBY_W.len())
+        {
+            let _ = write!(out, "\n    {:>6.0} W      ", row[0].idle_w);
+            for c in row {
+                let _ = write!(
+                    out,
+                    " {:>16}",
+                    format!(
+                        "{:.1} / {:.1} %",
+                        100.0 * c.saved_with_loggers,
+                        100.0 * c.saved_chunk_servers
+                    )
+                );
+            }
+        }
+        let _ = writeln!(out);
+    }
 }
 
 /// The hour-of-day predictor against the baselines, workload by workload.

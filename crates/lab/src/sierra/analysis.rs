@@ -261,6 +261,8 @@ pub struct ScheduleReport {
     pub g_mins: Vec<usize>,
     pub hours: Vec<ScheduledHour>,
     pub power: Vec<PowerEstimate>,
+    /// The first g_min's savings with the idle and standby powers varied.
+    pub sensitivity: Vec<SensitivityRow>,
 }
 
 /// The provisioning, oracle gears and power for a measured trace. Power (an estimate from the
@@ -296,62 +298,33 @@ pub fn schedule_report(
                 .collect(),
         })
         .collect();
-    let mut estimates = Vec::new();
-    for (i, &g_min) in g_mins.iter().enumerate() {
-        let mut sierra_chunk_j = 0.0;
-        let mut baseline_chunk_j = 0.0;
-        let mut on_sum = 0.0;
-        let mut covered = 0.0;
-        let mut previous = replicas;
-        let mut changes = 0;
-        let mut top = 0;
-        for (h, s) in hours.iter().zip(&scheduled) {
-            let seconds = h.covered_s as f64;
-            let gear = s.gears[i];
-            let on = (n * gear / replicas) as f64;
-            let off = n as f64 - on;
-            let u = (h.mean / on).min(1.0);
-            sierra_chunk_j += seconds
-                * (on * (power.idle_w + (power.active_w - power.idle_w) * u)
-                    + off * power.standby_w);
-            if gear > previous {
-                let woken = (n * (gear - previous) / replicas) as f64;
-                sierra_chunk_j +=
-                    woken * (power.active_w - power.standby_w) * power.wake_from_standby_ns as f64
-                        / 1e9;
-            }
-            if gear != previous {
-                changes += 1;
-            }
-            previous = gear;
-            if gear == replicas {
-                top += 1;
-            }
-            let base_u = (h.mean / n as f64).min(1.0);
-            baseline_chunk_j +=
-                seconds * n as f64 * (power.idle_w + (power.active_w - power.idle_w) * base_u);
-            on_sum += seconds * on / n as f64;
-            covered += seconds;
+    let estimates: Vec<PowerEstimate> = g_mins
+        .iter()
+        .enumerate()
+        .map(|(i, &g_min)| {
+            let gears: Vec<usize> = scheduled.iter().map(|s| s.gears[i]).collect();
+            energy(&hours, &gears, n, replicas, loggers, power, g_min)
+        })
+        .collect();
+    // How the savings move with the power model's figures (the paper gives no wattages).
+    let first_gears: Vec<usize> = scheduled.iter().map(|s| s.gears[0]).collect();
+    let mut sensitivity = Vec::new();
+    for idle_w in SENSITIVITY_IDLE_W {
+        for standby_w in SENSITIVITY_STANDBY_W {
+            let p = PowerParams {
+                idle_w,
+                standby_w,
+                ..*power
+            };
+            let e = energy(&hours, &first_gears, n, replicas, loggers, &p, g_mins[0]);
+            sensitivity.push(SensitivityRow {
+                active_w: p.active_w,
+                idle_w,
+                standby_w,
+                saved_with_loggers: 1.0 - e.with_loggers_over_baseline,
+                saved_chunk_servers: 1.0 - e.chunk_servers_over_baseline,
+            });
         }
-        let seconds: f64 = covered;
-        let loggers_j = seconds * loggers as f64 * power.idle_w;
-        // The baseline's extra servers are chunk servers sharing the load.
-        let total = (n + loggers) as f64;
-        let baseline_all_j: f64 = hours
-            .iter()
-            .map(|h| {
-                let u = (h.mean / total).min(1.0);
-                h.covered_s as f64 * total * (power.idle_w + (power.active_w - power.idle_w) * u)
-            })
-            .sum();
-        estimates.push(PowerEstimate {
-            g_min,
-            chunk_servers_on: on_sum / seconds.max(1.0),
-            with_loggers_over_baseline: (sierra_chunk_j + loggers_j) / baseline_all_j,
-            chunk_servers_over_baseline: sierra_chunk_j / baseline_chunk_j,
-            hours_in_top_gear: top,
-            gear_changes: changes,
-        });
     }
     let is_maintenance = |h: &HourLoad| measured.maintenance_hours.contains(&h.hour_of_day());
     Ok(ScheduleReport {
@@ -373,5 +346,144 @@ pub fn schedule_report(
         g_mins: g_mins.to_vec(),
         hours: scheduled,
         power: estimates,
+        sensitivity,
     })
+}
+
+/// Idle and standby powers the sensitivity table varies (active stays the model's).
+pub const SENSITIVITY_IDLE_W: [f64; 4] = [100.0, 125.0, 150.0, 175.0];
+pub const SENSITIVITY_STANDBY_W: [f64; 3] = [2.0, 10.0, 25.0];
+
+/// One row of the sensitivity table (the first g_min).
+#[derive(Clone, Debug, Serialize)]
+pub struct SensitivityRow {
+    pub active_w: f64,
+    pub idle_w: f64,
+    pub standby_w: f64,
+    pub saved_with_loggers: f64,
+    pub saved_chunk_servers: f64,
+}
+
+/// The energy of running `hours` in `gears` (one per hour) on N = `n` chunk servers and
+/// `loggers` loggers, against the baselines (see [`schedule_report`]).
+fn energy(
+    hours: &[HourLoad],
+    gears: &[usize],
+    n: usize,
+    replicas: usize,
+    loggers: usize,
+    power: &PowerParams,
+    g_min: usize,
+) -> PowerEstimate {
+    let mut sierra_chunk_j = 0.0;
+    let mut baseline_chunk_j = 0.0;
+    let mut on_sum = 0.0;
+    let mut covered = 0.0;
+    let mut previous = replicas;
+    let mut changes = 0;
+    let mut top = 0;
+    for (h, &gear) in hours.iter().zip(gears) {
+        let seconds = h.covered_s as f64;
+        let on = (n * gear / replicas) as f64;
+        let off = n as f64 - on;
+        let u = (h.mean / on).min(1.0);
+        sierra_chunk_j += seconds
+            * (on * (power.idle_w + (power.active_w - power.idle_w) * u) + off * power.standby_w);
+        if gear > previous {
+            let woken = (n * (gear - previous) / replicas) as f64;
+            sierra_chunk_j +=
+                woken * (power.active_w - power.standby_w) * power.wake_from_standby_ns as f64
+                    / 1e9;
+        }
+        if gear != previous {
+            changes += 1;
+        }
+        previous = gear;
+        if gear == replicas {
+            top += 1;
+        }
+        let base_u = (h.mean / n as f64).min(1.0);
+        baseline_chunk_j +=
+            seconds * n as f64 * (power.idle_w + (power.active_w - power.idle_w) * base_u);
+        on_sum += seconds * on / n as f64;
+        covered += seconds;
+    }
+    let loggers_j = covered * loggers as f64 * power.idle_w;
+    // The baseline's extra servers are chunk servers sharing the load.
+    let total = (n + loggers) as f64;
+    let baseline_all_j: f64 = hours
+        .iter()
+        .map(|h| {
+            let u = (h.mean / total).min(1.0);
+            h.covered_s as f64 * total * (power.idle_w + (power.active_w - power.idle_w) * u)
+        })
+        .sum();
+    PowerEstimate {
+        g_min,
+        chunk_servers_on: on_sum / covered.max(1.0),
+        with_loggers_over_baseline: (sierra_chunk_j + loggers_j) / baseline_all_j,
+        chunk_servers_over_baseline: sierra_chunk_j / baseline_chunk_j,
+        hours_in_top_gear: top,
+        gear_changes: changes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sensitivity_table_contains_the_model_and_moves_the_right_way() {
+        // Two days: busy afternoons (L = 12 servers), quiet otherwise (L = 2).
+        let hours: Vec<HourLoad> = (0..48)
+            .map(|h| {
+                let busy = (12..18).contains(&(h % 24));
+                let l = if busy { 12.0 } else { 2.0 };
+                HourLoad {
+                    hour: h,
+                    peak: l,
+                    mean: 0.8 * l,
+                    covered_s: 3600,
+                    ..HourLoad::default()
+                }
+            })
+            .collect();
+        let measured = Measured {
+            name: "two days".into(),
+            records: 1,
+            hours,
+            maintenance_hours: vec![],
+            day_offset_ns: 0,
+            volume_bytes: vec![],
+        };
+        let power = PowerParams::default();
+        let r = schedule_report(
+            &measured,
+            3,
+            3,
+            &[1, 2],
+            &power,
+            ServerPerformance::sierra_table4(),
+        )
+        .unwrap();
+        let model = r
+            .sensitivity
+            .iter()
+            .find(|s| s.idle_w == power.idle_w && s.standby_w == power.standby_w)
+            .unwrap();
+        let p = &r.power[0];
+        assert!((model.saved_with_loggers - (1.0 - p.with_loggers_over_baseline)).abs() < 1e-12);
+        assert!((model.saved_chunk_servers - (1.0 - p.chunk_servers_over_baseline)).abs() < 1e-12);
+        // More idle power: more saved by switching off; more standby power: less.
+        let at = |idle: f64, standby: f64| {
+            r.sensitivity
+                .iter()
+                .find(|s| s.idle_w == idle && s.standby_w == standby)
+                .unwrap()
+                .saved_chunk_servers
+        };
+        assert!(at(175.0, 10.0) > at(100.0, 10.0));
+        assert!(at(150.0, 2.0) > at(150.0, 25.0));
+        assert_eq!(r.sensitivity.len(), 12);
+    }
 }
