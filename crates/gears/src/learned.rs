@@ -21,6 +21,11 @@ use serde::Serialize;
 use crate::load::{HourLoad, Load, Rates, ServerPerformance};
 use crate::schedule::{rotation, DayPlan, GearPolicy, HourOfDayPredictor};
 
+/// Reports for seconds this far from the scheduler's clock (before its first closed second, or
+/// after its last) are refused: a server's clock gone wrong, or a forged report, cannot make it
+/// measure years of seconds or keep reports for the far future.
+pub const REPORT_WINDOW_S: u64 = 3600;
+
 /// One chunk server's I/O in one second.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ServerSecond {
@@ -73,6 +78,7 @@ pub struct Scheduler {
     current: Option<HourLoad>,
     hours: BTreeMap<i64, HourLoad>,
     late: u64,
+    refused: u64,
     /// Plans already made, by day (cleared whenever an hour is added: the daemon asks for the
     /// gear on every step).
     plans: RefCell<BTreeMap<i64, DayPlan>>,
@@ -90,6 +96,7 @@ impl Scheduler {
             current: None,
             hours: BTreeMap::new(),
             late: 0,
+            refused: 0,
             plans: RefCell::new(BTreeMap::new()),
         }
     }
@@ -117,9 +124,15 @@ impl Scheduler {
 
     /// One server's counts for Unix second `second`.
     pub fn report(&mut self, second: u64, counts: &ServerSecond) {
-        if self.closed_before.is_some_and(|c| second < c) {
-            self.late += 1;
-            return;
+        if let Some(c) = self.closed_before {
+            if second < c {
+                self.late += 1;
+                return;
+            }
+            if second - c >= REPORT_WINDOW_S {
+                self.refused += 1;
+                return;
+            }
         }
         self.open.entry(second).or_default().add(counts);
     }
@@ -130,14 +143,20 @@ impl Scheduler {
         let from = match self.closed_before {
             Some(c) if c >= before => return Vec::new(),
             Some(c) => c,
-            // The first call: measuring starts at the earliest second reported, or now.
-            None => self
-                .open
-                .keys()
-                .next()
-                .copied()
-                .unwrap_or(before)
-                .min(before),
+            // The first call: measuring starts at the earliest second reported, or now, and
+            // no more than the report window back.
+            None => {
+                let earliest = before.saturating_sub(REPORT_WINDOW_S);
+                let kept = self.open.split_off(&earliest);
+                self.refused += self.open.len() as u64;
+                self.open = kept;
+                self.open
+                    .keys()
+                    .next()
+                    .copied()
+                    .unwrap_or(before)
+                    .min(before)
+            }
         };
         let mut ended = Vec::new();
         for second in from..before {
@@ -229,6 +248,11 @@ impl Scheduler {
     /// Reports that came after their second was closed.
     pub fn late(&self) -> u64 {
         self.late
+    }
+
+    /// Reports for seconds outside the report window ([`REPORT_WINDOW_S`]).
+    pub fn refused(&self) -> u64 {
+        self.refused
     }
 
     /// Whether an hour was seen long enough to learn from (half of it or more).
@@ -386,6 +410,21 @@ mod tests {
         assert_eq!(plan.gears[2], 3);
         assert_eq!(plan.rotation, rotation(13, 3));
         assert_eq!(s.gear(13 * 24 + 14), 3);
+    }
+
+    /// A server's clock far off (or a forged report) cannot make the MDS measure years of
+    /// seconds nor keep reports for the far future.
+    #[test]
+    fn reports_far_from_the_clock_are_refused() {
+        let mut s = Scheduler::new(policy(), server(), 10);
+        s.report(0, &reads(100));
+        s.close_before(10_000_000);
+        assert!(s.hours().count() <= (REPORT_WINDOW_S / 10) as usize + 1);
+        assert_eq!(s.refused(), 1);
+        s.report(10_000_000 + REPORT_WINDOW_S + 1, &reads(100));
+        assert_eq!(s.refused(), 2);
+        s.report(10_000_000 + 5, &reads(100));
+        assert_eq!(s.refused(), 2);
     }
 
     #[test]

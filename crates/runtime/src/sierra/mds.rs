@@ -514,6 +514,7 @@ impl Daemon {
             measured: measured.split_off(keep_from),
             measuring: self.scheduler.current(),
             late_reports: self.scheduler.late(),
+            refused_reports: self.scheduler.refused(),
             today: self.scheduler.plan(day).gears.to_vec(),
             today_predicted: predicted(day),
             tomorrow: self.scheduler.plan(day + 1).gears.to_vec(),
@@ -602,6 +603,8 @@ struct ScheduleReport {
     /// The hour being measured, so far.
     measuring: Option<HourLoad>,
     late_reports: u64,
+    /// Reports for seconds an hour or more from the MDS's clock (a server's clock gone wrong).
+    refused_reports: u64,
     /// The learned plan's gears for each hour of today and tomorrow, and the loads predicted
     /// (in chunk servers; none for an hour no earlier day measured).
     today: Vec<usize>,
