@@ -173,6 +173,15 @@ fn samples() -> Vec<Frame> {
         Frame::Wake,
         Frame::Gear(2),
         Frame::Refused("wrong cluster".into()),
+    ];
+    frames.extend(load_samples());
+    frames.extend(messages.into_iter().map(Frame::Message));
+    frames
+}
+
+/// Load frames: empty, and with the widest counts.
+fn load_samples() -> Vec<Frame> {
+    vec![
         Frame::Load(vec![]),
         Frame::Load(vec![
             (
@@ -189,9 +198,7 @@ fn samples() -> Vec<Frame> {
             ),
             (1_700_000_001, Default::default()),
         ]),
-    ];
-    frames.extend(messages.into_iter().map(Frame::Message));
-    frames
+    ]
 }
 
 #[test]
