@@ -112,6 +112,11 @@ pub fn peak_rate_per_s(
     }
     let total: u64 = counts.iter().map(|(_, n)| n).sum();
     let span = (max_ns as i128 - min_ns as i128) as f64;
+    if span <= w {
+        // Records before the anchor (an unordered trace) can put a span shorter than one window
+        // across two windows; it is still one window of the span's length.
+        return total as f64 / span * 1e9;
+    }
     let (i0, i1) = (
         window_of(min_ns, anchor_ns, width_ns),
         window_of(max_ns, anchor_ns, width_ns),
@@ -187,6 +192,14 @@ mod tests {
         }
         let rate = peak_rate_per_s(&w, 0, (-1_000_000_000, 11_000_000_000), 10_000_000_000);
         assert!((rate - 9.0 / 12.0).abs() < 1e-12, "{rate}");
+        // A span shorter than a window, across two because the first record (the anchor) is
+        // not the earliest: one window of the span, not two cut ones (found by a fresh seed).
+        let mut w = WindowCounts::new();
+        for (i, n) in [(-1, 1), (0, 2)] {
+            w.add(i, n);
+        }
+        let rate = peak_rate_per_s(&w, 0, (-6_000_000_000, 3_000_000_000), 10_000_000_000);
+        assert!((rate - 3.0 / 9.0).abs() < 1e-12, "{rate}");
     }
 
     #[test]
