@@ -117,6 +117,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
                 limits: a.limits.limits()?,
                 http: a.http,
                 rack: a.rack,
+                power: Default::default(),
             };
             // One event thread: the store core is a single task, and hand-offs between runtime
             // threads would only add wake-ups to every request (disk I/O has its own threads).

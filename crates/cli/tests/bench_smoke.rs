@@ -236,8 +236,10 @@ fn volume_pgbench_prints_the_three_configurations() {
     );
 }
 
-/// The cluster benchmark at its smallest: a day of 2-second hours on two servers per rack,
-/// Table 5 for a second, Figure 12 on one cluster (about two and a half minutes).
+/// The cluster benchmark at its smallest: a day of 2-second hours on two servers per rack by
+/// the paper's method (three runs of the day: the baseline, the baseline of as many servers as
+/// chunk servers and loggers, gear shifting), Table 5 for a second, Figure 12 on one cluster
+/// (about three and a half minutes).
 #[test]
 fn cluster_bench_prints_the_day_table_5_and_figure_12() {
     let j = bench(&[
@@ -258,7 +260,36 @@ fn cluster_bench_prints_the_day_table_5_and_figure_12() {
         "--object-size",
         "256m",
     ]);
-    assert_eq!(j["seeds"][0]["plan"].as_array().unwrap().len(), 24, "{j}");
+    assert_eq!(j["method"], "paper", "{j}");
+    let seed = &j["seeds"][0];
+    let plan = seed["plan"].as_array().unwrap();
+    assert_eq!(plan.len(), 24, "{j}");
+    // The maintenance hours run in the top gear; every gear sustains its hour's busiest second.
+    for h in plan {
+        let gear = h["gear"].as_u64().unwrap();
+        if h["maintenance"] == true {
+            assert_eq!(gear, 3, "{h}");
+        } else {
+            let needed = h["peak"].as_f64().unwrap() / 6.0 * 3.0;
+            assert!(gear as f64 >= needed - 1e-9 || gear == 3, "{h}");
+        }
+    }
+    assert!(plan.iter().any(|h| h["gear"].as_u64() < Some(3)), "{j}");
+    // The paper's provisioning rule gives the cluster's servers for the day generated.
+    assert_eq!(seed["provisioned_servers"], 6, "{seed}");
+    // The loggers are measured, and the second baseline ran with 3 servers per rack.
+    positive(&seed["logger_energy_j"], "loggers' energy");
+    positive(
+        &seed["baseline_all"]["energy_j"],
+        "the 9-server baseline's energy",
+    );
+    assert!(
+        seed["baseline_all"]["energy_j"].as_f64() > seed["baseline"]["energy_j"].as_f64(),
+        "{seed}"
+    );
+    for phase in ["baseline", "baseline_all", "gears"] {
+        assert_eq!(seed[phase]["replay"]["errors"], 0, "{phase}");
+    }
     let throughput = j["throughput"].as_array().unwrap();
     assert!(!throughput.is_empty(), "{j}");
     for t in throughput {

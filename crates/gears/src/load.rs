@@ -137,11 +137,12 @@ impl SequentialDetector {
 pub struct HourLoad {
     /// Hours since the start of the trace's first day.
     pub hour: i64,
-    /// The largest per-second L in the hour, and its parts at that second.
+    /// The largest L of the hour's seconds (intervals, [`LoadMeter::with_interval`]), and its
+    /// parts then.
     pub peak: f64,
     pub peak_nonsequential: f64,
     pub peak_sequential: f64,
-    /// The mean per-second L over the seconds of the hour the trace covers.
+    /// The mean L over the seconds of the hour the trace covers.
     pub mean: f64,
     /// Bytes transferred in the hour (Figure 8's metric for the load traces).
     pub bytes: u64,
@@ -172,12 +173,15 @@ pub struct LoadMeter {
     replicas: usize,
     start_ns: i64,
     detector: SequentialDetector,
-    second: Option<i64>,
+    /// The measurement interval (the paper's second).
+    interval_ns: i64,
+    interval: Option<i64>,
     rates: Rates,
     hours: BTreeMap<i64, HourLoad>,
+    /// Per hour, the sum of L × interval seconds.
     sum_in_hour: BTreeMap<i64, f64>,
-    first_s: Option<i64>,
-    last_s: i64,
+    first_interval: Option<i64>,
+    last_interval: i64,
 }
 
 impl LoadMeter {
@@ -187,28 +191,39 @@ impl LoadMeter {
             replicas,
             start_ns,
             detector: SequentialDetector::default(),
-            second: None,
+            interval_ns: NS_PER_S,
+            interval: None,
             rates: Rates::default(),
             hours: BTreeMap::new(),
             sum_in_hour: BTreeMap::new(),
-            first_s: None,
-            last_s: 0,
+            first_interval: None,
+            last_interval: 0,
         }
+    }
+
+    /// Measures L over intervals of `interval_ns` instead of one second: for a trace replayed
+    /// `k` times faster than it was recorded, an interval of `k` seconds of the trace is one
+    /// second of the replay (the hour's peak is then the replay's busiest second, as the
+    /// servers see it). An interval that spans an hour boundary counts in the hour it starts.
+    pub fn with_interval(mut self, interval_ns: i64) -> LoadMeter {
+        assert!(interval_ns > 0, "a positive interval");
+        self.interval_ns = interval_ns;
+        self
     }
 
     /// Adds one record; records come in time order (a record earlier than the current second is
     /// counted in it).
     pub fn add(&mut self, record: &Record) {
         let at_ns = self.start_ns + record.time_ns;
-        let second = at_ns.div_euclid(NS_PER_S);
-        match self.second {
-            Some(current) if second > current => {
-                self.close_second(current);
-                self.second = Some(second);
+        let interval = at_ns.div_euclid(self.interval_ns);
+        match self.interval {
+            Some(current) if interval > current => {
+                self.close_interval(current);
+                self.interval = Some(interval);
             }
             None => {
-                self.second = Some(second);
-                self.first_s.get_or_insert(second);
+                self.interval = Some(interval);
+                self.first_interval.get_or_insert(interval);
             }
             _ => {}
         }
@@ -225,7 +240,7 @@ impl LoadMeter {
             (Op::Read, true) => self.rates.sequential_read_bytes += bytes,
             (Op::Write, true) => self.rates.sequential_write_bytes += bytes,
         }
-        let hour = self.hours.entry(hour_of_second(second)).or_default();
+        let hour = self.hours.entry(hour_of_ns(at_ns)).or_default();
         hour.bytes += record.length_bytes;
         if record.op == Op::Write {
             hour.write_bytes += record.length_bytes;
@@ -233,29 +248,38 @@ impl LoadMeter {
         hour.requests += 1;
     }
 
-    fn close_second(&mut self, second: i64) {
-        let load = Load::of(&self.rates, &self.server, self.replicas);
-        let key = hour_of_second(second);
+    fn close_interval(&mut self, interval: i64) {
+        let interval_s = self.interval_ns as f64 / NS_PER_S as f64;
+        let r = &self.rates;
+        let per_second = Rates {
+            random_reads: r.random_reads / interval_s,
+            random_writes: r.random_writes / interval_s,
+            sequential_read_bytes: r.sequential_read_bytes / interval_s,
+            sequential_write_bytes: r.sequential_write_bytes / interval_s,
+        };
+        let load = Load::of(&per_second, &self.server, self.replicas);
+        let key = hour_of_ns(interval * self.interval_ns);
         let hour = self.hours.entry(key).or_default();
         if load.servers() > hour.peak {
             hour.peak = load.servers();
             hour.peak_nonsequential = load.nonsequential;
             hour.peak_sequential = load.sequential;
         }
-        *self.sum_in_hour.entry(key).or_default() += load.servers();
+        *self.sum_in_hour.entry(key).or_default() += load.servers() * interval_s;
         self.rates = Rates::default();
-        self.last_s = second;
+        self.last_interval = interval;
     }
 
     /// Every hour from the first to the last the trace touches (hours without I/O have zero
     /// load), with coverage: the first and last may be partial.
     pub fn finish(mut self) -> Vec<HourLoad> {
-        let Some(current) = self.second else {
+        let Some(current) = self.interval else {
             return Vec::new();
         };
-        self.close_second(current);
-        let first_s = self.first_s.expect("a first second");
-        let last_s = self.last_s;
+        self.close_interval(current);
+        let first = self.first_interval.expect("a first interval");
+        let first_s = (first * self.interval_ns).div_euclid(NS_PER_S);
+        let last_s = ((self.last_interval + 1) * self.interval_ns - 1).div_euclid(NS_PER_S);
         let (first_hour, last_hour) = (hour_of_second(first_s), hour_of_second(last_s));
         let hour_s = NS_PER_HOUR / NS_PER_S;
         (first_hour..=last_hour)
@@ -275,6 +299,10 @@ impl LoadMeter {
 
 fn hour_of_second(second: i64) -> i64 {
     second.div_euclid(NS_PER_HOUR / NS_PER_S)
+}
+
+fn hour_of_ns(at_ns: i64) -> i64 {
+    at_ns.div_euclid(NS_PER_HOUR)
 }
 
 #[cfg(test)]
@@ -368,5 +396,36 @@ mod tests {
         let sequential = 31.0 * 65536.0 / 1e6;
         assert!((hours[1].peak - sequential).abs() < 1e-9, "{hours:?}");
         assert_eq!(hours[1].hour_of_day(), 1);
+    }
+
+    #[test]
+    fn a_longer_interval_measures_a_replay_second() {
+        let server = ServerPerformance {
+            read_iops: 100.0,
+            write_iops: 100.0,
+            read_bytes_per_s: 1e6,
+            write_bytes_per_s: 1e6,
+        };
+        // 100 random reads in second 0 of each 10 s, for a minute.
+        let meter_for = |interval_ns: i64| {
+            let mut meter = LoadMeter::new(server, 3, 0).with_interval(interval_ns);
+            for burst in 0..6u64 {
+                for i in 0..100u64 {
+                    let t = 10.0 * burst as f64 + 0.005 * i as f64;
+                    meter.add(&record(t, Op::Read, (burst * 100 + i) << 20, 4096));
+                }
+            }
+            meter.finish()
+        };
+        let by_second = meter_for(NS_PER_S);
+        assert!((by_second[0].peak - 1.0).abs() < 1e-9, "{by_second:?}");
+        // Ten seconds as one: 100 reads over 10 s, 0.1 servers; the mean is the same either way.
+        let by_ten = meter_for(10 * NS_PER_S);
+        assert!((by_ten[0].peak - 0.1).abs() < 1e-9, "{by_ten:?}");
+        assert_eq!(by_ten[0].requests, 600);
+        assert_eq!(by_second[0].covered_s, 51);
+        assert_eq!(by_ten[0].covered_s, 60);
+        assert!((by_second[0].mean - 600.0 / 100.0 / 51.0).abs() < 1e-9);
+        assert!((by_ten[0].mean - 600.0 / 100.0 / 60.0).abs() < 1e-9);
     }
 }

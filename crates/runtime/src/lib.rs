@@ -28,6 +28,7 @@ pub mod limits;
 pub mod nbd_client;
 pub mod nbd_server;
 pub mod pool_server;
+pub mod power;
 pub mod record_trace;
 pub mod replay;
 pub mod sierra;

@@ -2,17 +2,27 @@
 //! of real processes on emulated disks, once in the top gear all day (the baseline) and once
 //! with the gear plan the scheduler derives from the day's load (§4.4–4.5).
 //!
-//! - **Workload.** `gen:hotmail-like` for one day (docs/WORKLOADS.md), its rate set so that the
-//!   daytime peak hour needs `--peak-load` of the chunk servers (L of §3.4, writes weighted by
-//!   r, at Table 4's server performance), replayed open loop with each hour compressed to
-//!   `--hour-seconds`, onto one object through `volume serve --cluster` and our NBD client.
-//! - **Gears.** Each hour's gear is g = ⌈(L/N)·r⌉ (clamped to [g_min, r]) for L = the hour's
-//!   mean load over `--gear-utilization` (the oracle policy of §4.3: the hour's load is known).
-//!   The MDS runs the plan by the clock; up-shifts take effect three wake-up delays early.
-//! - **Energy.** Each chunk server's power model (`PowerMeter`: active watts while its disk has
-//!   requests in flight, idle while up or waking, standby watts) over the day. Loggers are
-//!   counted at the model's idle power all day (they never sleep); the paper's comparison with
-//!   loggers uses a baseline with as many servers as chunk servers and loggers together.
+//! - **Workload.** `gen:hotmail-like` for one day (docs/WORKLOADS.md), replayed open loop with
+//!   each hour compressed to `--hour-seconds`, onto one object through `volume serve --cluster`
+//!   and our NBD client. L (§3.4, writes weighted by r, at Table 4's server performance) is
+//!   measured per second of the replay.
+//! - **`--method paper`** (the default, §4.3–4.4): the day has the generator's two maintenance
+//!   hours after midnight; its rate is set so that the busiest second outside them needs
+//!   `--peak-load` (0.9) of the chunk servers, so the paper's provisioning rule (that peak
+//!   rounded up to a multiple of 3) gives the cluster's servers. Each hour's gear is the lowest
+//!   that sustains its busiest second (g = ⌈(L/N)·r⌉ clamped to [g_min, r], the oracle policy of
+//!   §4.2), the maintenance hours in gear 3. Energy: the chunk servers' against the baseline's
+//!   (Figure 9's last bars), and with the loggers' measured energy against a second baseline
+//!   run with as many chunk servers as the shifting cluster has servers and no loggers (the
+//!   paper's 6 per rack against 5 and a logger).
+//! - **`--method mean-load`** (a labelled variant, this bench's first method): the hour's mean
+//!   load over `--gear-utilization` (0.75), no maintenance hours, the peak hour's mean at 0.6
+//!   of the servers; loggers at the model's idle power all day against the chunk servers'
+//!   baseline scaled to as many servers.
+//! - **Energy.** Each chunk server's and logger's power model (`PowerMeter`: active watts while
+//!   its disk has requests in flight, idle while up or waking, standby watts), from their
+//!   `/status`. The MDS runs the plan by the clock; up-shifts take effect three wake-up delays
+//!   early.
 //! - **Response times** per hour (mean and p99, reads and writes together); hours with a gear
 //!   shift, or an up-shift's lead, are the shift windows; the others are compared with the
 //!   baseline's same hour.
@@ -31,7 +41,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 
-use cordillera_gears::load::{LoadMeter, ServerPerformance};
+use cordillera_gears::load::{HourLoad, LoadMeter, ServerPerformance};
 use cordillera_gears::schedule::GearPolicy;
 use cordillera_models::power::PowerParams;
 use cordillera_procs::cluster::{http_get, ClusterOptions, Daemon, LocalCluster};
@@ -69,12 +79,24 @@ pub struct ClusterBenchArgs {
     /// Seconds from a wake request to a server serving again.
     #[arg(long, default_value_t = 1.0)]
     wake_seconds: f64,
-    /// The daytime peak hour's load, as a fraction of the chunk servers (L/N).
-    #[arg(long, default_value_t = 0.6)]
-    peak_load: f64,
-    /// Gears are chosen so that the awake servers run at most this loaded (L over this).
-    #[arg(long, default_value_t = 0.75)]
-    gear_utilization: f64,
+    /// How gears and energy are figured: `paper` (§4.3–4.4: each hour's busiest second, the
+    /// workload's two maintenance hours kept in the top gear, the loggers' energy as measured,
+    /// the baseline with loggers run with as many chunk servers as the shifting cluster has
+    /// servers) or `mean-load` (this bench's first method, a labelled variant: the hour's mean
+    /// load over `--gear-utilization` 0.75, no maintenance hours, loggers at idle power, that
+    /// baseline scaled from the chunk servers' one).
+    #[arg(long, value_enum, default_value_t = Method::Paper)]
+    method: Method,
+    /// The load the day is generated for, as a fraction of the chunk servers (L/N): with
+    /// `paper`, the busiest second outside the maintenance hours (default 0.9: the paper's
+    /// provisioning, N = that peak rounded up to a multiple of 3, gives the cluster's servers);
+    /// with `mean-load`, the daytime peak hour's mean (default 0.6).
+    #[arg(long)]
+    peak_load: Option<f64>,
+    /// Gears are chosen so that the awake servers run at most this loaded (L over this;
+    /// default 1.0 with `paper`, 0.75 with `mean-load`).
+    #[arg(long)]
+    gear_utilization: Option<f64>,
     /// The lowest gear (1: most power saved; 2: two replicas always awake).
     #[arg(long, default_value_t = 1)]
     g_min: usize,
@@ -110,6 +132,45 @@ pub struct ClusterBenchArgs {
     json: bool,
 }
 
+/// How the bench figures gears and energy (`--method`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    Paper,
+    MeanLoad,
+}
+
+impl Method {
+    fn peak_load(self) -> f64 {
+        match self {
+            Method::Paper => 0.9,
+            Method::MeanLoad => 0.6,
+        }
+    }
+
+    fn gear_utilization(self) -> f64 {
+        match self {
+            Method::Paper => 1.0,
+            Method::MeanLoad => 0.75,
+        }
+    }
+
+    /// Hours of the day in the top gear whatever their load (the generator's maintenance).
+    fn maintenance_hours(self) -> Vec<usize> {
+        match self {
+            Method::Paper => vec![0, 1],
+            Method::MeanLoad => Vec::new(),
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Method::Paper => "the paper's method (each hour's busiest second, maintenance hours in gear 3, loggers measured)",
+            Method::MeanLoad => "VARIANT mean-load (the hour's mean over 0.75, no maintenance hours, loggers at idle power)",
+        }
+    }
+}
+
 /// The paper's figures, as it states them.
 const PAPER_SAVING: &str = "at least 23 % (Hotmail, g_min = 1, loggers included; §4.4)";
 const PAPER_TABLE3: &str = "102 migrations in 28 ms; 77 retries of 254,536 requests";
@@ -120,8 +181,13 @@ const PAPER_TABLE2: &str = "166 GB logged in 48 h; required 3.4 MB/s; 22 GB recl
 struct HourPlan {
     hour: usize,
     requests: u64,
-    /// Mean L over the hour, in chunk servers.
+    /// L of the hour's busiest second of the replay, in chunk servers.
+    peak: f64,
+    /// Mean L over the hour.
+    mean: f64,
+    /// The load the gear was chosen for (`peak` or `mean`, by the method).
     load: f64,
+    maintenance: bool,
     gear: usize,
 }
 
@@ -129,6 +195,9 @@ struct Day {
     records: Vec<Record>,
     hours: Vec<HourPlan>,
     rate_at_peak: f64,
+    /// The paper's provisioning rule on this day: the busiest second outside the maintenance
+    /// hours rounded up to a multiple of 3.
+    provisioned: usize,
 }
 
 /// A sample of the cluster while the day runs.
@@ -145,6 +214,8 @@ struct Sample {
     refused_total: u64,
     energy_j: f64,
     standby_s: f64,
+    /// The loggers' energy, by the same power model (busy while their disks are).
+    logger_energy_j: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -177,6 +248,8 @@ struct Phase {
     hours: Vec<HourResult>,
     /// Chunk servers' energy over the day (J).
     energy_j: f64,
+    /// The loggers' energy over the day (J), measured as the chunk servers' is.
+    logger_energy_j: f64,
     /// Of the day's server-seconds, the fraction spent in standby.
     standby_fraction: f64,
     shifts: Vec<serde_json::Value>,
@@ -197,11 +270,17 @@ struct SeedResult {
     seed: u64,
     plan: Vec<HourPlan>,
     rate_at_peak_per_s: f64,
+    /// The paper's provisioning rule on the day's load (§4.3); the cluster has `servers`.
+    provisioned_servers: usize,
     baseline: Phase,
+    /// `paper`: the baseline run with as many chunk servers as the shifting cluster's servers.
+    baseline_all: Option<Phase>,
+    /// The loggers' energy counted (measured with `paper`, idle power with `mean-load`).
+    logger_energy_j: f64,
     gears: Phase,
-    /// 1 − gears/baseline, chunk servers alone.
+    /// 1 − gears/baseline, chunk servers alone (the last two bars of Figure 9).
     saving_servers: f64,
-    /// With the loggers at idle power, against a baseline of as many servers.
+    /// The loggers counted, against a baseline of as many servers (Figure 9's Hotmail bars).
     saving_with_loggers: f64,
     /// Hours outside shift windows and reclaims (the target's "outside shift windows").
     p99_steady: Ratios,
@@ -250,6 +329,7 @@ struct ThroughputRow {
 
 #[derive(Serialize)]
 struct BenchResult {
+    method: Method,
     servers: usize,
     loggers: usize,
     hour_seconds: u64,
@@ -276,10 +356,10 @@ pub fn run(a: ClusterBenchArgs) -> Result<()> {
     if a.hour_seconds < 2 {
         bail!("--hour-seconds must be at least 2");
     }
-    if !(a.peak_load > 0.0 && a.peak_load <= 2.0) {
+    if a.peak_load.is_some_and(|p| !(p > 0.0 && p <= 2.0)) {
         bail!("--peak-load must be above 0 and at most 2");
     }
-    if !(a.gear_utilization > 0.0 && a.gear_utilization <= 1.0) {
+    if a.gear_utilization.is_some_and(|u| !(u > 0.0 && u <= 1.0)) {
         bail!("--gear-utilization must be above 0 and at most 1");
     }
     if !(0.0..=60.0).contains(&a.wake_seconds) || a.wake_seconds * 3.0 >= a.hour_seconds as f64 {
@@ -301,21 +381,47 @@ pub fn run(a: ClusterBenchArgs) -> Result<()> {
     for seed in a.seed..a.seed + a.seeds {
         let day = day(&a, servers, seed)?;
         eprintln!(
-            "cluster bench: seed {seed}: {} requests, {:.0}/s at the daytime peak; gears {}",
+            "cluster bench: seed {seed}: {} requests, {:.0}/s at the daytime peak; gears {} ({})",
             day.records.len(),
             day.rate_at_peak,
-            gears_text(&day.hours)
+            gears_text(&day.hours),
+            a.method.label()
         );
-        let baseline = run_phase(&a, &me, &dir.join(format!("s{seed}-baseline")), &day, None)?;
+        let baseline = run_phase(
+            &a,
+            &me,
+            &dir.join(format!("s{seed}-baseline")),
+            &day,
+            (None, a.per_rack),
+        )?;
+        // The paper's baseline for the figure with loggers: as many chunk servers as the
+        // shifting cluster has servers (its chunk servers and loggers), and no loggers.
+        let baseline_all = match a.method {
+            Method::Paper => Some(run_phase(
+                &a,
+                &me,
+                &dir.join(format!("s{seed}-baseline-all")),
+                &day,
+                (None, a.per_rack + LOGGERS_PER_RACK),
+            )?),
+            Method::MeanLoad => None,
+        };
         let gears: Vec<usize> = day.hours.iter().map(|h| h.gear).collect();
         let shifting = run_phase(
             &a,
             &me,
             &dir.join(format!("s{seed}-gears")),
             &day,
-            Some(&gears),
+            (Some(&gears), a.per_rack),
         )?;
-        seeds.push(compare(seed, &a, servers, day, baseline, shifting));
+        seeds.push(compare(
+            seed,
+            &a,
+            servers,
+            day,
+            (baseline, baseline_all),
+            shifting,
+        ));
     }
     let throughput = if a.throughput_seconds > 0 {
         table5(&a, &me, &dir.join("table5"), servers, object_bytes)?
@@ -343,6 +449,7 @@ pub fn run(a: ClusterBenchArgs) -> Result<()> {
         )?);
     }
     let result = BenchResult {
+        method: a.method,
         servers,
         loggers: a.racks,
         hour_seconds: a.hour_seconds,
@@ -373,43 +480,80 @@ fn gears_text(hours: &[HourPlan]) -> String {
 }
 
 /// The day's requests and each hour's load and gear.
+///
+/// The load is measured per second of the replay (an interval of `speed` seconds of the
+/// trace), against the servers' performance slowed `speed` times (the trace's time runs
+/// `speed` times faster on the real servers). With `paper` the rate is set by a few
+/// generations until the busiest second outside the maintenance hours is `peak_load` of the
+/// servers (within 2 %); with `mean-load`, from the requests' mean cost at the peak hour.
 fn day(a: &ClusterBenchArgs, servers: usize, seed: u64) -> Result<Day> {
     let r = 3usize;
+    let method = a.method;
+    let peak_load = a.peak_load.unwrap_or(method.peak_load());
+    let utilization = a.gear_utilization.unwrap_or(method.gear_utilization());
+    let maintenance = method.maintenance_hours();
     let perf = ServerPerformance::sierra_table4();
     let speed = 3600.0 / a.hour_seconds as f64;
     // The load of one request per second (60 % reads, 3-way writes, all random).
     let per_request = 0.6 / perf.read_iops + 0.4 * r as f64 / perf.write_iops;
-    let rate_at_peak = a.peak_load * servers as f64 / per_request;
-    let spec = format!(
-        "gen:hotmail-like:days=1,maintenance_hours=0,peak_rate={},seed={seed}",
-        rate_at_peak / speed
-    );
-    let mut reader =
-        cordillera_sim::workload::open_spec(&spec).map_err(|e| anyhow!("{spec}: {e}"))?;
-    // Real-time load of a trace replayed `speed` times faster: servers `speed` times slower.
     let scaled = ServerPerformance {
         read_iops: perf.read_iops / speed,
         write_iops: perf.write_iops / speed,
         read_bytes_per_s: perf.read_bytes_per_s / speed,
         write_bytes_per_s: perf.write_bytes_per_s / speed,
     };
-    let mut meter = LoadMeter::new(scaled, r, 0);
-    let mut records = Vec::new();
-    while let Some(record) = reader.next_record()? {
-        meter.add(&record);
-        records.push(record);
+    let generate = |rate_at_peak: f64| -> Result<(Vec<Record>, Vec<HourLoad>)> {
+        let spec = format!(
+            "gen:hotmail-like:days=1,maintenance_hours={},peak_rate={},seed={seed}",
+            maintenance.len(),
+            rate_at_peak / speed
+        );
+        let mut reader =
+            cordillera_sim::workload::open_spec(&spec).map_err(|e| anyhow!("{spec}: {e}"))?;
+        let mut meter = LoadMeter::new(scaled, r, 0).with_interval((speed * 1e9) as i64);
+        let mut records = Vec::new();
+        while let Some(record) = reader.next_record()? {
+            meter.add(&record);
+            records.push(record);
+        }
+        Ok((records, meter.finish()))
+    };
+    let target = peak_load * servers as f64;
+    let mut rate_at_peak = target / per_request;
+    let (mut records, mut loads) = generate(rate_at_peak)?;
+    if method == Method::Paper {
+        for _ in 0..6 {
+            let busiest = loads
+                .iter()
+                .filter(|l| !maintenance.contains(&l.hour_of_day()))
+                .map(|l| l.peak)
+                .fold(0.0, f64::max);
+            if busiest <= 0.0 || (busiest / target - 1.0).abs() <= 0.02 {
+                break;
+            }
+            rate_at_peak *= target / busiest;
+            (records, loads) = generate(rate_at_peak)?;
+        }
     }
-    let policy = GearPolicy::new(servers, r, a.g_min, Vec::new()).map_err(|e| anyhow!("{e}"))?;
-    let loads = meter.finish();
+    let policy =
+        GearPolicy::new(servers, r, a.g_min, maintenance.clone()).map_err(|e| anyhow!("{e}"))?;
+    let provisioned = cordillera_gears::schedule::provision(&loads, &maintenance, r);
     let hours = (0..24)
         .map(|h| {
             let l = loads.iter().find(|l| l.hour == h as i64);
-            let load = l.map_or(0.0, |l| l.mean);
+            let (peak, mean) = l.map_or((0.0, 0.0), |l| (l.peak, l.mean));
+            let load = match method {
+                Method::Paper => peak,
+                Method::MeanLoad => mean,
+            };
             HourPlan {
                 hour: h,
                 requests: l.map_or(0, |l| l.requests),
+                peak,
+                mean,
                 load,
-                gear: policy.gear(load / a.gear_utilization, h),
+                maintenance: maintenance.contains(&h),
+                gear: policy.gear(load / utilization, h),
             }
         })
         .collect();
@@ -417,6 +561,7 @@ fn day(a: &ClusterBenchArgs, servers: usize, seed: u64) -> Result<Day> {
         records,
         hours,
         rate_at_peak,
+        provisioned,
     })
 }
 
@@ -426,15 +571,23 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// One run of the day: a fresh cluster, top gear all day (`gears` None) or the plan.
+/// Dedicated loggers per rack (the paper's testbed: one).
+const LOGGERS_PER_RACK: u32 = 1;
+
+/// One run of the day: a fresh cluster of `per_rack` chunk servers in each rack, top gear all
+/// day (`gears` None) or the plan.
 fn run_phase(
     a: &ClusterBenchArgs,
     me: &Path,
     dir: &Path,
     day: &Day,
-    gears: Option<&[usize]>,
+    (gears, per_rack): (Option<&[usize]>, u32),
 ) -> Result<Phase> {
-    let name = if gears.is_some() { "gears" } else { "baseline" };
+    let name = match (gears.is_some(), per_rack == a.per_rack) {
+        (true, _) => "gears",
+        (false, true) => "baseline",
+        (false, false) => "baseline-all",
+    };
     let hour_ms = a.hour_seconds * 1000;
     // The day starts on an hour of the MDS's clock far enough ahead for the cluster to start
     // and settle; the plan is rotated so that the day's hour 0 falls on it.
@@ -453,7 +606,8 @@ fn run_phase(
     std::fs::create_dir_all(dir)?;
     let options = ClusterOptions {
         racks: a.racks,
-        per_rack: a.per_rack,
+        per_rack,
+        loggers_per_rack: LOGGERS_PER_RACK as usize,
         hour_seconds: a.hour_seconds,
         plan,
         emulate: Some(a.emulate.clone()),
@@ -485,6 +639,14 @@ fn run_day(
     let server_http: Vec<String> = (0..cluster.servers())
         .map(|s| cluster.http_addr(Daemon::Server(s)).expect("an endpoint"))
         .collect();
+    let logger_http: Vec<String> = (0..cluster.loggers())
+        .map(|i| cluster.http_addr(Daemon::Logger(i)).expect("an endpoint"))
+        .collect();
+    let http = Endpoints {
+        servers: server_http.clone(),
+        loggers: logger_http,
+        mds: cluster.http_addr(Daemon::Mds).expect("an endpoint"),
+    };
     let mds_http = cluster.http_addr(Daemon::Mds).expect("an endpoint");
     let wait_ms = start_ms.saturating_sub(unix_ms());
     if wait_ms == 0 {
@@ -500,20 +662,15 @@ fn run_day(
         .as_array()
         .map_or(0, |s| s.len());
     let mds_before = mds_status(&mds_http)?;
-    let before = sample(&server_http, &mds_http, Instant::now(), Instant::now())?;
+    let before = sample(&http, Instant::now(), Instant::now())?;
     let t0 = Instant::now();
     let samples = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let poller = {
-        let (samples, stop, server_http, mds_http) = (
-            samples.clone(),
-            stop.clone(),
-            server_http.clone(),
-            mds_http.clone(),
-        );
+        let (samples, stop, http) = (samples.clone(), stop.clone(), http.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
-                if let Ok(s) = sample(&server_http, &mds_http, t0, Instant::now()) {
+                if let Ok(s) = sample(&http, t0, Instant::now()) {
                     samples.lock().expect("samples").push(s);
                 }
                 std::thread::sleep(Duration::from_millis(250));
@@ -537,7 +694,7 @@ fn run_day(
     let report = runtime
         .block_on(replay(&url, day.records.iter().cloned(), &options))
         .map_err(|e| anyhow!("{name}: the replay: {e}"))?;
-    let after = sample(&server_http, &mds_http, t0, Instant::now())?;
+    let after = sample(&http, t0, Instant::now())?;
     let mds = mds_status(&mds_http)?;
     // The day over, the gear goes to the top by hand; the loggers must then empty.
     let day_end = Instant::now();
@@ -546,7 +703,7 @@ fn run_day(
         .map_err(|e| anyhow!("setting gear 3 after the day: {e}"))?;
     let mut loggers_empty_after_s = None;
     while day_end.elapsed() < Duration::from_secs(120) {
-        let s = sample(&server_http, &mds_http, t0, Instant::now())?;
+        let s = sample(&http, t0, Instant::now())?;
         if s.logged_bytes == 0 && s.servers_up == server_http.len() {
             loggers_empty_after_s = Some(day_end.elapsed().as_secs_f64());
             break;
@@ -556,7 +713,7 @@ fn run_day(
     stop.store(true, Ordering::SeqCst);
     poller.join().expect("the poller");
     let mut samples = std::mem::take(&mut *samples.lock().expect("samples"));
-    samples.push(sample(&server_http, &mds_http, t0, Instant::now())?);
+    samples.push(sample(&http, t0, Instant::now())?);
     let reclaims = reclaims(&samples);
     let shifts: Vec<serde_json::Value> = mds["shifts"]
         .as_array()
@@ -595,6 +752,7 @@ fn run_day(
         name,
         hours,
         energy_j: after.energy_j - before.energy_j,
+        logger_energy_j: after.logger_energy_j - before.logger_energy_j,
         standby_fraction: standby_s / server_seconds.max(1e-9),
         shifts,
         migrations,
@@ -613,17 +771,28 @@ fn mds_status(mds_http: &str) -> Result<serde_json::Value> {
     Ok(serde_json::from_str(&body)?)
 }
 
-/// The cluster now: the MDS's gear and the servers' figures summed.
-fn sample(server_http: &[String], mds_http: &str, t0: Instant, now: Instant) -> Result<Sample> {
-    let mds = mds_status(mds_http)?;
+/// Where the bench reads the cluster's figures.
+#[derive(Clone)]
+struct Endpoints {
+    servers: Vec<String>,
+    loggers: Vec<String>,
+    mds: String,
+}
+
+/// The cluster now: the MDS's gear and the servers' and loggers' figures summed.
+fn sample(http: &Endpoints, t0: Instant, now: Instant) -> Result<Sample> {
+    let mds = mds_status(&http.mds)?;
     let mut s = Sample {
         t_s: now.duration_since(t0).as_secs_f64(),
         gear: mds["gear"].as_u64().unwrap_or(0) as usize,
         ..Sample::default()
     };
-    for addr in server_http {
-        let body = http_get(addr, "/status").map_err(|e| anyhow!("server {addr}: {e}"))?;
-        let v: serde_json::Value = serde_json::from_str(&body)?;
+    let status = |addr: &str| -> Result<serde_json::Value> {
+        let body = http_get(addr, "/status").map_err(|e| anyhow!("{addr}: {e}"))?;
+        Ok(serde_json::from_str(&body)?)
+    };
+    for addr in &http.servers {
+        let v = status(addr)?;
         let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
         s.servers_up += (v["power"]["state"] == "up") as usize;
         s.logged_bytes += n(&v["logged_bytes"]);
@@ -632,6 +801,12 @@ fn sample(server_http: &[String], mds_http: &str, t0: Instant, now: Instant) -> 
         s.refused_total += n(&v["stats"]["refused"]);
         s.energy_j += v["power"]["energy_j"].as_f64().unwrap_or(0.0);
         s.standby_s += v["power"]["standby_s"].as_f64().unwrap_or(0.0);
+    }
+    for addr in &http.loggers {
+        let v = status(addr)?;
+        s.logger_energy_j += v["power"]["energy_j"]
+            .as_f64()
+            .ok_or_else(|| anyhow!("logger {addr}: no power figures in /status"))?;
     }
     Ok(s)
 }
@@ -677,17 +852,23 @@ fn compare(
     a: &ClusterBenchArgs,
     servers: usize,
     day: Day,
-    baseline: Phase,
+    (baseline, baseline_all): (Phase, Option<Phase>),
     gears: Phase,
 ) -> SeedResult {
     let saving_servers = 1.0 - gears.energy_j / baseline.energy_j.max(1e-9);
-    // Loggers never sleep: at the model's idle power for the whole day, beside a baseline of
-    // as many servers (chunk servers and loggers) as the shifting cluster has.
-    let idle_w = PowerParams::default().idle_w;
-    let loggers = a.racks as f64;
-    let logger_j = loggers * idle_w * gears.replay.duration_s;
-    let baseline_all = baseline.energy_j * (servers as f64 + loggers) / servers as f64;
-    let saving_with_loggers = 1.0 - (gears.energy_j + logger_j) / baseline_all.max(1e-9);
+    let loggers = (a.racks * LOGGERS_PER_RACK as usize) as f64;
+    let (logger_j, baseline_all_j) = match &baseline_all {
+        // The paper's: the loggers as measured, against a baseline run with as many chunk
+        // servers as the shifting cluster has servers.
+        Some(all) => (gears.logger_energy_j, all.energy_j),
+        // The variant's: the loggers at the model's idle power all day, against the chunk
+        // servers' baseline scaled to as many servers.
+        None => (
+            loggers * PowerParams::default().idle_w * gears.replay.duration_s,
+            baseline.energy_j * (servers as f64 + loggers) / servers as f64,
+        ),
+    };
+    let saving_with_loggers = 1.0 - (gears.energy_j + logger_j) / baseline_all_j.max(1e-9);
     let (mut steady, mut reclaim, mut shift) =
         (Ratios::default(), Ratios::default(), Ratios::default());
     for (b, g) in baseline.hours.iter().zip(&gears.hours) {
@@ -704,7 +885,10 @@ fn compare(
         seed,
         plan: day.hours,
         rate_at_peak_per_s: day.rate_at_peak,
+        provisioned_servers: day.provisioned,
         baseline,
+        baseline_all,
+        logger_energy_j: logger_j,
         gears,
         saving_servers,
         saving_with_loggers,

@@ -11,6 +11,7 @@ pub(super) fn print_result(r: &BenchResult) {
         "cluster bench: {} chunk servers and {} loggers on emulated {} disks; a day of {} s hours, baseline (gear 3 all day) and gear shifting",
         r.servers, r.loggers, r.emulate, r.hour_seconds
     );
+    println!("gears and energy by {}", r.method.label());
     for s in &r.seeds {
         print_seed(r, s);
     }
@@ -76,10 +77,12 @@ pub(super) fn print_result(r: &BenchResult) {
 fn print_seed(r: &BenchResult, s: &SeedResult) {
     println!();
     println!(
-        "seed {}: {:.0} requests/s at the daytime peak; gears by hour {}",
+        "seed {}: {:.0} requests/s at the daytime peak; gears by hour {}; the paper's provisioning rule gives {} chunk servers for this day (the cluster has {})",
         s.seed,
         s.rate_at_peak_per_s,
-        gears_text(&s.plan)
+        gears_text(&s.plan),
+        s.provisioned_servers,
+        r.servers
     );
     println!(
         "{:>4} {:>5} {:>8} {:>9} {:>11} {:>11} {:>10} {:>10}",
@@ -102,7 +105,10 @@ fn print_seed(r: &BenchResult, s: &SeedResult) {
             opt(g.p99_ms)
         );
     }
-    for p in [&s.baseline, &s.gears] {
+    for p in [Some(&s.baseline), s.baseline_all.as_ref(), Some(&s.gears)]
+        .into_iter()
+        .flatten()
+    {
         println!(
             "{:<9} {} requests, {} errors; mean {:.1} ms reads / {:.1} ms writes, p99 {:.1} / {:.1} ms; energy {:.1} kJ; standby {:.1} % of server time",
             p.name,
@@ -116,8 +122,22 @@ fn print_seed(r: &BenchResult, s: &SeedResult) {
             100.0 * p.standby_fraction
         );
     }
+    let loggers = match r.method {
+        Method::Paper => format!(
+            "{} loggers measured at {:.1} kJ, against the baseline of {} chunk servers run",
+            r.loggers,
+            s.logger_energy_j / 1e3,
+            r.servers + r.loggers
+        ),
+        Method::MeanLoad => format!(
+            "{} loggers at idle power, {:.1} kJ, against the baseline scaled to {} servers",
+            r.loggers,
+            s.logger_energy_j / 1e3,
+            r.servers + r.loggers
+        ),
+    };
     println!(
-        "energy saved: {:.1} % (chunk servers alone), {:.1} % (loggers counted, against a baseline of as many servers); paper: {PAPER_SAVING}",
+        "energy saved: {:.1} % (chunk servers alone), {:.1} % ({loggers}); paper: {PAPER_SAVING}",
         100.0 * s.saving_servers,
         100.0 * s.saving_with_loggers
     );

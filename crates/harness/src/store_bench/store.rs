@@ -38,6 +38,7 @@ pub(super) fn start_store_with(
         limits: Default::default(),
         http: None,
         rack: None,
+        power: Default::default(),
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -13,7 +13,6 @@ pub mod load_report;
 pub mod mds;
 pub mod mds_store;
 pub mod net;
-pub mod power;
 pub mod server;
 pub mod spec;
 pub mod volume;

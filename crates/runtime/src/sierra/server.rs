@@ -27,11 +27,11 @@ use cordillera_wire::store::{encode as encode_store, Frame as StoreFrame};
 
 use super::load_report::{unix_second, LoadCounter};
 use super::net::{Net, NetEvent};
-use super::power::{PowerMeter, PowerReport, PowerState};
 use super::spec::ClusterSpec;
 use crate::disk::{Disk, DiskError, DiskFile, IoMode};
 use crate::emulate::{EmulateSpec, Emulator};
 use crate::http;
+use crate::power::{PowerMeter, PowerReport, PowerState};
 use crate::store_link::{store_link, LinkEvent};
 
 pub struct ServerOptions {

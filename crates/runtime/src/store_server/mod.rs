@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 
 use crate::disk::{run_to_quiet, run_to_quiet_concurrently, Disk, DiskError, DiskFile, IoMode};
 use crate::limits::{Admission, Charge, ConnectionBudget, Limits};
+use crate::power::{PowerMeter, PowerReport};
 
 pub use client::*;
 pub(crate) use connection::*;
@@ -51,6 +52,8 @@ pub struct ServeOptions {
     pub http: Option<String>,
     /// A label reported with the figures (a Sierra logger's rack).
     pub rack: Option<String>,
+    /// The power model the figures' energy is counted by.
+    pub power: cordillera_models::power::PowerParams,
 }
 
 /// A request for the store's figures from its HTTP endpoint.
@@ -75,6 +78,9 @@ struct StoreReport<'a> {
     flushes: u64,
     cleaned_bytes: u64,
     full_refusals: u64,
+    /// The store's machine by the server power model: busy while its disk has operations in
+    /// flight, idle otherwise (a store never sleeps).
+    power: PowerReport,
 }
 
 impl StoreReport<'_> {
@@ -118,6 +124,16 @@ impl StoreReport<'_> {
             "store_connections",
             "Connections open.",
             self.connections as u64,
+        );
+        line(
+            "store_disk_busy_milliseconds_total",
+            "Time the disk had operations in flight.",
+            (self.power.busy_s * 1e3) as u64,
+        );
+        line(
+            "store_energy_joules_total",
+            "Energy by the server power model.",
+            self.power.energy_j as u64,
         );
         out
     }
@@ -262,6 +278,29 @@ impl FlushPlace {
 /// Log reads up to this size are tried in place when the page cache holds them.
 const CACHED_READ_MAX: u64 = 128 << 10;
 
+/// The disk's operations in flight, for the power model (busy while there are any). Reads the
+/// page cache answers in place are not disk time.
+struct DiskBusy {
+    meter: PowerMeter,
+    in_flight: u64,
+}
+
+impl DiskBusy {
+    fn started(&mut self, ops: usize) {
+        if ops > 0 {
+            self.in_flight += ops as u64;
+            self.meter.busy(true);
+        }
+    }
+
+    fn finished(&mut self, ops: usize) {
+        self.in_flight = self.in_flight.saturating_sub(ops as u64);
+        if self.in_flight == 0 {
+            self.meter.busy(false);
+        }
+    }
+}
+
 /// Serves until the process is stopped. Calls `ready` with the bound address once listening.
 pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     // A device error stops the store: its message names the device.
@@ -297,6 +336,10 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
     // Whether log writes (not flushes) are done on this task; see where ops are submitted.
     let inline_writes = options.emulate.is_none() && !file.direct;
     let mut flushes = FlushPlace::default();
+    let mut busy = DiskBusy {
+        meter: PowerMeter::new(options.power),
+        in_flight: 0,
+    };
     let started = Instant::now();
     let now = || started.elapsed().as_nanos() as u64;
     let mut connections: Connections = HashMap::new();
@@ -328,6 +371,7 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
                     &mut store,
                     (&mut requests, &mut next_request),
                     &mut connections,
+                    &mut busy,
                     &now,
                 );
                 if let Err(e) = taken {
@@ -341,7 +385,8 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
             }
             request = report_rx.recv() => {
                 let Some(request) = request else { continue };
-                let text = report_text(&store, &mut load, (requests.len(), connections.len()), options.rack.as_deref(), request.json);
+                let power = busy.meter.report();
+                let text = report_text(&store, &mut load, (requests.len(), connections.len()), (options.rack.as_deref(), power), request.json);
                 let _ = request.reply.send(text);
             }
             _ = broadcast.tick() => {
@@ -354,7 +399,10 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
                 read_cached(&file, &mut store, &mut ops, &now);
             }
             if options.emulate.is_none() && flushes.inline() {
-                if let Err(e) = flush_inline(&file, &mut store, &mut ops, &mut flushes, &now) {
+                busy.started(1);
+                let flushed = flush_inline(&file, &mut store, &mut ops, &mut flushes, &now);
+                busy.finished(1);
+                if let Err(e) = flushed {
                     disk.stop();
                     return Err(io_error(e));
                 }
@@ -371,7 +419,10 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
             // one write and flush, and are then taken together.
             if let [DiskOp::Write { durable: true, .. }] = ops.as_slice() {
                 let op = ops.into_iter().next().expect("one operation");
-                match file.execute(op) {
+                busy.started(1);
+                let executed = file.execute(op);
+                busy.finished(1);
+                match executed {
                     Ok(done) => store.handle_disk(now(), done),
                     Err(e) => {
                         disk.stop();
@@ -385,8 +436,14 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
                     .iter()
                     .any(|op| matches!(op, DiskOp::Write { durable: false, .. }))
             {
-                match write_inline(&file, &mut store, ops, &now) {
-                    Ok(rest) => disk.submit_all(rest),
+                busy.started(1);
+                let written = write_inline(&file, &mut store, ops, &now);
+                busy.finished(1);
+                match written {
+                    Ok(rest) => {
+                        busy.started(rest.len());
+                        disk.submit_all(rest);
+                    }
                     Err(e) => {
                         // The device failed: stop before acknowledging anything more.
                         disk.stop();
@@ -395,6 +452,7 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
                 }
                 continue;
             }
+            busy.started(ops.len());
             disk.submit_all(ops);
             break;
         }
@@ -437,6 +495,7 @@ fn take_events(
     store: &mut Store,
     (requests, next_request): (&mut Requests, &mut u64),
     connections: &mut Connections,
+    busy: &mut DiskBusy,
     now: &dyn Fn() -> u64,
 ) -> Result<(), DiskError> {
     for _ in 0..1024 {
@@ -452,7 +511,10 @@ fn take_events(
                 requests.insert(internal, (connection, id, Instant::now(), charge));
                 store.handle_request(now(), internal, request);
             }
-            Event::Disk(Ok(done)) => store.handle_disk(now(), done),
+            Event::Disk(Ok(done)) => {
+                busy.finished(1);
+                store.handle_disk(now(), done);
+            }
             Event::Disk(Err(e)) => return Err(e),
             Event::Connected {
                 connection,
@@ -631,7 +693,7 @@ fn report_text(
     store: &Store,
     load: &mut LoadMeter,
     (requests, connections): (usize, usize),
-    rack: Option<&str>,
+    (rack, power): (Option<&str>, PowerReport),
     json: bool,
 ) -> String {
     let figures = load.figures(requests, store);
@@ -649,6 +711,7 @@ fn report_text(
         flushes: stats.flushes,
         cleaned_bytes: stats.cleaned_bytes,
         full_refusals: stats.full_refusals,
+        power,
     };
     if json {
         serde_json::to_string_pretty(&report).expect("a report serializes")
