@@ -620,6 +620,73 @@ fn lab_sierra_testbed_and_microbenchmarks_small() {
     }
 }
 
+/// The measured power run (Figure 9 right) at its smallest: the first six hours of a day (the
+/// maintenance hours, then the night's trough) at a hundredth of the rate, every request
+/// replayed on Sierra, on the baseline of as many servers and on N chunk servers always on.
+/// Sierra, with its standby, spends less than either baseline and fails nothing.
+#[test]
+fn lab_sierra_power_run_small() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args([
+            "lab",
+            "sierra",
+            "--parts",
+            "testbed",
+            "--experiments",
+            "steady",
+        ])
+        .args(["--power-run", "--power-sample", "1"])
+        .args(["--trace", "gen:hotmail-like:hours=6,peak_rate=10"])
+        .args(["--maintenance-hours", "0,1", "--preface-s", "60"])
+        .args(["--quiet", "--json"])
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let power = json["testbed"][0]["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "power")
+        .expect("a power run")
+        .clone();
+    let run = |config: &str| {
+        power["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["config"] == config)
+            .unwrap_or_else(|| panic!("no {config} run: {power}"))
+            .clone()
+    };
+    let (sierra, baseline, n) = (run("sierra"), run("baseline"), run("baseline-n"));
+    assert_eq!(n["servers"], sierra["servers"], "{n}");
+    assert_eq!(n["loggers"], 0);
+    assert_eq!(
+        baseline["servers"].as_u64().unwrap(),
+        sierra["servers"].as_u64().unwrap() + sierra["loggers"].as_u64().unwrap()
+    );
+    for r in [&sierra, &baseline, &n] {
+        assert_eq!(r["failed"], 0, "{r}");
+        assert_eq!(r["sample"], 1, "every request: {r}");
+        assert_eq!(r["requests"], sierra["requests"], "the same requests: {r}");
+    }
+    let e = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap();
+    assert!(e(&sierra, "asleep_fraction") > 0.0, "{sierra}");
+    assert!(
+        e(&sierra, "energy_j") < e(&baseline, "energy_j"),
+        "{sierra} {baseline}"
+    );
+    assert!(
+        e(&sierra, "chunk_server_energy_j") < e(&n, "chunk_server_energy_j"),
+        "{sierra} {n}"
+    );
+}
+
 /// The MSR Cambridge fragments (several volumes merged on their clock), as the paper's
 /// "Cambridge" load: the analysis runs and says what it found.
 #[test]

@@ -8,9 +8,10 @@
 //! - Table 2: data logged and the reclaim rate needed (from the trace), the up-shift's reclaim
 //!   (measured), the loggers' disk queue in steady state and while reclaiming.
 //! - Table 3: the down-shift's primary migrations, their duration and the clients' retries.
-//! - Figure 9 (right), measured (`power_sample`): the whole trace, one request in K, replayed
-//!   on Sierra with the oracle gears and on the baseline; energy by the power model, requests
-//!   failed, logged bytes at each day's end.
+//! - Figure 9 (right), measured (`power_sample`): the whole trace, one request in K (1: every
+//!   request), replayed on Sierra with the oracle gears, on the baseline and on N chunk servers
+//!   always on (the chunk servers' own baseline); energy by the power model, requests failed,
+//!   logged bytes at each day's end.
 
 use serde::Serialize;
 
@@ -165,7 +166,11 @@ pub fn testbed_layout(per_rack: u32, seed: u64) -> Result<Layout, String> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Config {
     Sierra,
+    /// N + loggers chunk servers always on, no loggers (§4.3: the same total resources).
     Baseline,
+    /// N chunk servers always on, no loggers: the baseline of Figure 9's chunk servers alone
+    /// (run for the power run only).
+    BaselineN,
 }
 
 impl Config {
@@ -173,6 +178,7 @@ impl Config {
         match self {
             Config::Sierra => "sierra",
             Config::Baseline => "baseline",
+            Config::BaselineN => "baseline-n",
         }
     }
 }
@@ -220,6 +226,7 @@ impl Job {
         let (per_rack, loggers) = match self.config {
             Config::Sierra => (setup.n / 3, setup.loggers),
             Config::Baseline => ((setup.n + setup.loggers) / 3, 0),
+            Config::BaselineN => (setup.n / 3, 0),
         };
         let layout = testbed_layout(per_rack as u32, setup.options.seed)?;
         let gear_of = |h: i64| setup.gears.iter().find(|x| x.0 == h).map_or(3, |x| x.1);
@@ -510,7 +517,12 @@ pub fn run(
                 && (from.div_euclid(h)..=(to - 1).div_euclid(h)).any(maintenance),
             runs: Vec::new(),
         });
-        for config in [Config::Sierra, Config::Baseline] {
+        let configs: &[Config] = if name == "power" {
+            &[Config::Sierra, Config::Baseline, Config::BaselineN]
+        } else {
+            &[Config::Sierra, Config::Baseline]
+        };
+        for &config in configs {
             jobs.push(Job {
                 experiment: i,
                 config,

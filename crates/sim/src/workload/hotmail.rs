@@ -28,6 +28,9 @@ pub const HOTMAIL_ORIGIN_UNIX_NS: i64 = 1_217_808_000 * NS_PER_S;
 #[derive(Clone, Debug)]
 pub struct HotmailLike {
     pub days: u64,
+    /// The trace's length in hours when shorter than `days` (a part of the first day: a
+    /// short run for tests).
+    pub hours: Option<u64>,
     /// Requests per second over all volumes at the daytime peak (hourly mean).
     pub peak_rate_per_s: f64,
     /// The trough's rate over the daytime peak's.
@@ -52,6 +55,7 @@ impl HotmailLike {
     pub fn sierra() -> HotmailLike {
         HotmailLike {
             days: 2,
+            hours: None,
             peak_rate_per_s: 1000.0,
             trough: 0.22,
             sharpness: 3.0,
@@ -82,6 +86,9 @@ impl HotmailLike {
         }
         if self.days == 0 || self.days > 366 {
             return Err("hotmail-like needs 1 to 366 days".into());
+        }
+        if self.hours.is_some_and(|h| h == 0 || h > self.days * 24) {
+            return Err("hotmail-like needs hours from 1 to days × 24".into());
         }
         if self.peak_rate_per_s <= 0.0
             || self.peak_rate_per_s * self.maintenance_factor.max(1.0) > GENERATED_RATE_MAX_PER_S
@@ -137,7 +144,7 @@ impl HotmailLike {
     pub fn records(&self) -> impl Iterator<Item = Record> {
         let spec = self.clone();
         let mut rng = SimRng::new(self.seed, 0);
-        let hours = (self.days * 24) as usize;
+        let hours = self.hours.unwrap_or(self.days * 24) as usize;
         // Noise per hour of the trace, drawn up front from its own stream.
         let mut noise_rng = SimRng::new(self.seed, 1);
         let noise: Vec<f64> = (0..hours)

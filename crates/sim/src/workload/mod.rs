@@ -167,6 +167,17 @@ impl Params {
             })
     }
 
+    /// A number, `None` when absent.
+    fn opt_num(&mut self, key: &str) -> Result<Option<f64>, String> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(s) => match s.parse::<f64>() {
+                Ok(x) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
+                _ => Err(format!("{key}: {s:?} is not a finite number of at least 0")),
+            },
+        }
+    }
+
     /// A size (`64k`, `50g`), `default` when absent.
     fn size(&mut self, key: &str, default: u64) -> Result<u64, String> {
         self.take(key)
@@ -254,6 +265,7 @@ fn gen_hotmail_like(p: &mut Params) -> Result<Generated, String> {
     let d = HotmailLike::sierra();
     let g = HotmailLike {
         days: p.num("days", d.days as f64)? as u64,
+        hours: p.opt_num("hours")?.map(|h| h as u64),
         peak_rate_per_s: p.num("peak_rate", d.peak_rate_per_s)?,
         trough: p.num("trough", d.trough)?,
         sharpness: p.num("sharpness", d.sharpness)?,
