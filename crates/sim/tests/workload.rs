@@ -190,9 +190,28 @@ fn specs_open_as_readers_and_reject_nonsense() {
         "gen:onoff:correlation=2",
         "zipf",
         "gen:zipf:count",
+        "gen:hotmail-like:hours=0",
+        "gen:hotmail-like:days=1,hours=25",
+        "gen:hotmail-like:hours=-3",
     ] {
         assert!(open_spec(bad).is_err(), "{bad}");
     }
+    // hours=H: the first H hours of the day, the same requests as the whole day's up to there.
+    let times = |spec: &str| {
+        let mut r = open_spec(spec).unwrap();
+        let mut t = Vec::new();
+        while let Some(record) = r.next_record().unwrap() {
+            t.push(record.time_ns);
+        }
+        t
+    };
+    let short = times("gen:hotmail-like:days=1,hours=3,peak_rate=5");
+    let day = times("gen:hotmail-like:days=1,peak_rate=5");
+    let hour = 3_600_000_000_000i64;
+    assert!(short.last().unwrap() < &(3 * hour), "{:?}", short.last());
+    assert!(short.last().unwrap() > &(2 * hour));
+    let first_three: Vec<i64> = day.iter().copied().take_while(|t| *t < 3 * hour).collect();
+    assert_eq!(short, first_three);
 }
 
 #[test]
