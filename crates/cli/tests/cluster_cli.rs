@@ -532,6 +532,17 @@ fn bad_input_and_unreachable_peers_get_clear_errors_and_crash_nothing() {
     let logger = c.status(Daemon::Logger(1)).unwrap();
     assert_eq!(logger["rack"], "r1", "{logger}");
     assert!(logger["queue_length"].is_u64(), "{logger}");
+    // And their power by the server model: always up, idle watts at least.
+    let power = &logger["power"];
+    assert_eq!(power["state"], "up", "{logger}");
+    let (up_s, busy_s, energy_j) = (
+        power["up_s"].as_f64().unwrap(),
+        power["busy_s"].as_f64().unwrap(),
+        power["energy_j"].as_f64().unwrap(),
+    );
+    assert!(up_s > 0.0 && busy_s <= up_s, "{power}");
+    let idle_w = cordillera_models::power::PowerParams::default().idle_w;
+    assert!(energy_j >= idle_w * up_s * 0.999, "{power}");
     // `cluster status` shows the servers and the loggers.
     let out = Command::new(binary())
         .args(["cluster", "status", "--dir", &c.dir.display().to_string()])
