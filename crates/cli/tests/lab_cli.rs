@@ -620,7 +620,7 @@ fn lab_sierra_testbed_and_microbenchmarks_small() {
     }
 }
 
-/// The measured power run (Figure 9 right) at its smallest: the first six hours of a day (the
+/// The measured power run (Figure 9 right) at its smallest: the first four hours of a day (the
 /// maintenance hours, then the night's trough) at a hundredth of the rate, every request
 /// replayed on Sierra, on the baseline of as many servers and on N chunk servers always on.
 /// Sierra, with its standby, spends less than either baseline and fails nothing.
@@ -636,7 +636,7 @@ fn lab_sierra_power_run_small() {
             "steady",
         ])
         .args(["--power-run", "--power-sample", "1"])
-        .args(["--trace", "gen:hotmail-like:hours=6,peak_rate=10"])
+        .args(["--trace", "gen:hotmail-like:hours=4,peak_rate=10"])
         .args(["--maintenance-hours", "0,1", "--preface-s", "60"])
         .args(["--quiet", "--json"])
         .output_within(COMMAND_LIMIT)
