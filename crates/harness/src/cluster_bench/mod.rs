@@ -623,6 +623,13 @@ fn run_phase(
     let rotation_hour = (24 - h0) % 24;
     let result = run_day(a, &cluster, day, gears, name, start_ms, rotation_hour);
     cluster.stop();
+    // Each run's chunk and log files (GBs, in memory under /dev/shm) go as soon as it ends,
+    // unless they were asked for with --dir: kept, three runs a seed would fill the memory.
+    if a.dir.is_none() {
+        if let Err(e) = std::fs::remove_dir_all(dir) {
+            eprintln!("cluster bench: removing {}: {e}", dir.display());
+        }
+    }
     result
 }
 
@@ -691,9 +698,25 @@ fn run_day(
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let report = runtime
-        .block_on(replay(&url, day.records.iter().cloned(), &options))
-        .map_err(|e| anyhow!("{name}: the replay: {e}"))?;
+    // A day that runs far past its length has a daemon gone (a logger whose disk filled up,
+    // say): stop with what the cluster looks like rather than wait for ever.
+    let limit = Duration::from_secs(2 * 24 * a.hour_seconds + 120);
+    let replayed = runtime.block_on(async {
+        tokio::time::timeout(limit, replay(&url, day.records.iter().cloned(), &options)).await
+    });
+    let report = match replayed {
+        Ok(report) => report.map_err(|e| anyhow!("{name}: the replay: {e}"))?,
+        Err(_) => {
+            stop.store(true, Ordering::SeqCst);
+            let now = sample(&http, t0, Instant::now())
+                .map_or_else(|e| format!("{e:#}"), |s| format!("{s:?}"));
+            bail!(
+                "{name}: the day did not end within {} s (it lasts {} s): {now}",
+                limit.as_secs(),
+                24 * a.hour_seconds
+            );
+        }
+    };
     let after = sample(&http, t0, Instant::now())?;
     let mds = mds_status(&mds_http)?;
     // The day over, the gear goes to the top by hand; the loggers must then empty.
