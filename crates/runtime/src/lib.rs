@@ -17,6 +17,8 @@
 //! - [`sierra`]: Sierra's daemons — the MDS (with its gear plan and durable state), chunk
 //!   servers, and the object client behind a cluster volume — over the Sierra protocol.
 //! - [`http`]: the daemons' `/metrics` and `/status` endpoint, and a blocking client for it.
+//! - [`power`]: a daemon's time up, busy and in standby, and its energy by the power model
+//!   (chunk servers and stores report it).
 //! - [`warm_cache`]: the volume server's DRAM cache with Bonfire's monitoring log and pre-load.
 //! - [`pool_server`]: `cordillera pool serve`: volumes placed narrow or wide on RAID arrays,
 //!   exported over NBD, restriped online; member arrays with rebuild and scrub.

@@ -684,29 +684,10 @@ fn run_day(
             }
         })
     };
-    let options = ReplayOptions {
-        mode: Mode::Open {
-            speed: 3600.0 / a.hour_seconds as f64,
-        },
-        interval_s: a.hour_seconds as f64,
-        max_outstanding: 4096,
-        max_records: None,
-        progress_every: Some(Duration::from_secs(4 * a.hour_seconds)),
-    };
-    let url: NbdUrl = url.parse()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    // A day that runs far past its length has a daemon gone (a logger whose disk filled up,
-    // say): stop with what the cluster looks like rather than wait for ever.
-    let limit = Duration::from_secs(2 * 24 * a.hour_seconds + 120);
-    let replayed = runtime.block_on(async {
-        tokio::time::timeout(limit, replay(&url, day.records.iter().cloned(), &options)).await
-    });
+    let replayed = replay_day(a, &url, day);
     let report = match replayed {
         Ok(report) => report.map_err(|e| anyhow!("{name}: the replay: {e}"))?,
-        Err(_) => {
+        Err(limit) => {
             stop.store(true, Ordering::SeqCst);
             let now = sample(&http, t0, Instant::now())
                 .map_or_else(|e| format!("{e:#}"), |s| format!("{s:?}"));
@@ -787,6 +768,44 @@ fn run_day(
         samples,
         replay: report,
     })
+}
+
+/// The day replayed open loop on the volume at `url`, hours compressed. A day that runs far
+/// past its length has a daemon gone (a logger whose disk filled up, say): `Err(limit)`, for
+/// the caller to stop with what the cluster looks like rather than wait for ever.
+fn replay_day(
+    a: &ClusterBenchArgs,
+    url: &str,
+    day: &Day,
+) -> Result<Result<LiveReplayReport>, Duration> {
+    let options = ReplayOptions {
+        mode: Mode::Open {
+            speed: 3600.0 / a.hour_seconds as f64,
+        },
+        interval_s: a.hour_seconds as f64,
+        max_outstanding: 4096,
+        max_records: None,
+        progress_every: Some(Duration::from_secs(4 * a.hour_seconds)),
+    };
+    let setup = || -> Result<(NbdUrl, tokio::runtime::Runtime)> {
+        let url: NbdUrl = url.parse()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        Ok((url, runtime))
+    };
+    let (url, runtime) = match setup() {
+        Ok(x) => x,
+        Err(e) => return Ok(Err(e)),
+    };
+    let limit = Duration::from_secs(2 * 24 * a.hour_seconds + 120);
+    match runtime.block_on(async {
+        tokio::time::timeout(limit, replay(&url, day.records.iter().cloned(), &options)).await
+    }) {
+        Ok(report) => Ok(report.map_err(|e| anyhow!("{e}"))),
+        Err(_) => Err(limit),
+    }
 }
 
 fn mds_status(mds_http: &str) -> Result<serde_json::Value> {

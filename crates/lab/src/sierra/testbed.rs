@@ -517,30 +517,7 @@ pub fn run(
                 && (from.div_euclid(h)..=(to - 1).div_euclid(h)).any(maintenance),
             runs: Vec::new(),
         });
-        let configs: &[Config] = if name == "power" {
-            &[Config::Sierra, Config::Baseline, Config::BaselineN]
-        } else {
-            &[Config::Sierra, Config::Baseline]
-        };
-        for &config in configs {
-            jobs.push(Job {
-                experiment: i,
-                config,
-                from: if name == "power" {
-                    from
-                } else {
-                    (from - preface).max(0)
-                },
-                measure_from: from,
-                to,
-                shift,
-                sample: if name == "power" {
-                    options.power_sample.unwrap_or(1)
-                } else {
-                    1
-                },
-            });
-        }
+        jobs.extend(window_jobs(i, (name, from, to, shift), preface, options));
         progress(&format!(
             "testbed: {name}: trace {:.2} h to {:.2} h (gears {} → {}), replayed from {:.2} h",
             from as f64 / h as f64,
@@ -717,6 +694,39 @@ fn feed(
         }
     }
     Ok(())
+}
+
+/// The runs of window `i`: on Sierra and the baseline (the power run also on N chunk servers
+/// always on), each from `preface` before the window (the power run: from its start), one
+/// request in the power sample for the power run.
+fn window_jobs(
+    i: usize,
+    (name, from, to, shift): (&str, i64, i64, Option<i64>),
+    preface: i64,
+    options: &TestbedOptions,
+) -> Vec<Job> {
+    let power = name == "power";
+    let configs: &[Config] = if power {
+        &[Config::Sierra, Config::Baseline, Config::BaselineN]
+    } else {
+        &[Config::Sierra, Config::Baseline]
+    };
+    configs
+        .iter()
+        .map(|&config| Job {
+            experiment: i,
+            config,
+            from: if power { from } else { (from - preface).max(0) },
+            measure_from: from,
+            to,
+            shift,
+            sample: if power {
+                options.power_sample.unwrap_or(1)
+            } else {
+                1
+            },
+        })
+        .collect()
 }
 
 /// The testbed's windows (name, from, to, shift instant; trace nanoseconds): the steady hour,

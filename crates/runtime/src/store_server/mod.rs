@@ -348,16 +348,8 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
     let mut next_request = 1u64;
     let mut load = LoadMeter::default();
     let mut broadcast = tokio::time::interval(options.broadcast);
-    // The HTTP endpoint's requests (the sender is kept so that the branch below never sees the
-    // channel closed).
-    let (report_tx, mut report_rx) = mpsc::channel::<ReportRequest>(16);
-    if let Some(addr) = &options.http {
-        let http = crate::http::serve_reports(addr, report_tx.clone(), |json, reply| {
-            ReportRequest { json, reply }
-        })
-        .await?;
-        tracing::info!(%http, "store metrics on http://{http}/metrics");
-    }
+    // The sender is kept so that the branch below never sees the channel closed.
+    let (_report_tx, mut report_rx) = serve_http(options.http.as_deref()).await?;
     loop {
         let timeout = store
             .poll_timeout()
@@ -464,6 +456,21 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
     }
     disk.stop();
     Ok(())
+}
+
+/// The HTTP endpoint (when asked for) and the channel its requests for the figures come by.
+async fn serve_http(
+    addr: Option<&str>,
+) -> Result<(mpsc::Sender<ReportRequest>, mpsc::Receiver<ReportRequest>)> {
+    let (report_tx, report_rx) = mpsc::channel::<ReportRequest>(16);
+    if let Some(addr) = addr {
+        let http = crate::http::serve_reports(addr, report_tx.clone(), |json, reply| {
+            ReportRequest { json, reply }
+        })
+        .await?;
+        tracing::info!(%http, "store metrics on http://{http}/metrics");
+    }
+    Ok((report_tx, report_rx))
 }
 
 /// The load figures to every connection, except one that leaves its replies unread (they
