@@ -796,7 +796,11 @@ fn sierra_keeps_every_acknowledged_write_through_gear_shifts_and_failures() {
 /// two overlapping writes replicated at once, one replica received them in the other order (a
 /// delayed message), and a later primary served the older write after a read had returned the
 /// newer (a primary now holds a base write over one in flight until that one is done).
-const SHORT_REGRESSIONS: [u64; 8] = [
+/// 7215719370509121817 (1 of 858 fresh in CI, 2026-11-29): both servers of one gear group
+/// failed for good; the second's groups found no replacement in its gear group and kept
+/// naming it, so their primaries logged for ever (512 KiB still logged after the quiet
+/// period). A lost gear group's groups are now rebuilt in the others.
+const SHORT_REGRESSIONS: [u64; 9] = [
     7200000000000015982,
     7200000000000019506,
     7200000000000019942,
@@ -805,6 +809,7 @@ const SHORT_REGRESSIONS: [u64; 8] = [
     6079397473711833691,
     7995176825174970720,
     7316622331457701252,
+    7215719370509121817,
 ];
 
 const SHORT_BUDGET: Budget = Budget {

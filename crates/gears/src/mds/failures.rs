@@ -83,9 +83,14 @@ impl Mds {
         }
     }
 
-    /// A new replica for group `g` in place of `failed`: a server of the same gear group
-    /// (power-aware grouping) on a rack the group's other replicas do not use (with racks),
-    /// not failed, holding the fewest groups.
+    /// A new replica for group `g` in place of `failed`, not failed and not already one of
+    /// its replicas, holding the fewest groups among the first of these that has any: a server
+    /// of the same gear group (power-aware grouping) on a rack the group's other replicas do
+    /// not use (with racks); then a server of any gear group on such a rack; then any server.
+    /// Three copies on fewer racks or outside the gear layout are better than two: a group
+    /// still naming a failed replica keeps its writes logged for ever, and no server is let
+    /// into standby while a group it holds has no other replica up, so availability in low
+    /// gears holds (at the cost of power while the layout is mixed).
     pub(super) fn replacement(&mut self, g: u32, failed: ServerId) -> Option<ServerId> {
         let entry = &self.groups[g as usize];
         let others: Vec<ServerId> = entry
@@ -94,18 +99,26 @@ impl Mds {
             .copied()
             .filter(|&x| x != failed)
             .collect();
-        let candidates: Vec<ServerId> = (0..self.servers.len() as ServerId)
-            .filter(|&t| {
-                self.servers[t as usize].state != ServerState::Failed
-                    && !entry.replicas.contains(&t)
-                    && (self.layout_kind != LayoutKind::PowerAware
-                        || self.gear_group[t as usize] == self.gear_group[failed as usize])
-                    && (!self.cross_rack
-                        || others
-                            .iter()
-                            .all(|&o| self.topology.rack_of(o) != self.topology.rack_of(t)))
-            })
-            .collect();
+        let live = |t: ServerId| {
+            self.servers[t as usize].state != ServerState::Failed && !entry.replicas.contains(&t)
+        };
+        let same_gear = |t: ServerId| {
+            self.layout_kind != LayoutKind::PowerAware
+                || self.gear_group[t as usize] == self.gear_group[failed as usize]
+        };
+        let other_rack = |t: ServerId| {
+            !self.cross_rack
+                || others
+                    .iter()
+                    .all(|&o| self.topology.rack_of(o) != self.topology.rack_of(t))
+        };
+        let servers = 0..self.servers.len() as ServerId;
+        let tiers: [&dyn Fn(ServerId) -> bool; 3] =
+            [&|t| same_gear(t) && other_rack(t), &other_rack, &|_| true];
+        let candidates: Vec<ServerId> = tiers.iter().find_map(|tier| {
+            let found: Vec<ServerId> = servers.clone().filter(|&t| live(t) && tier(t)).collect();
+            (!found.is_empty()).then_some(found)
+        })?;
         let fewest = candidates
             .iter()
             .map(|&t| self.groups_of[t as usize].len())

@@ -241,6 +241,45 @@ fn a_failed_server_is_suspected_then_rebuilt_in_its_gear_group() {
     assert_eq!(m.stats().permanent_failures, 1);
 }
 
+/// Both servers of gear group 2 (rack 2) fail for good: their gear group has no server left,
+/// so each of their groups gets its new replica from another gear group (and rack) rather than
+/// none — a group left naming a failed replica would keep its writes logged for ever (a
+/// short schedule of 2026-11-29 held 512 KiB logged after its quiet period this way).
+#[test]
+fn a_gear_group_lost_whole_is_rebuilt_in_the_others() {
+    let mut m = mds();
+    start(&mut m);
+    let mut now = 2 * S;
+    while m.server_state(4) != ServerState::Failed || m.server_state(5) != ServerState::Failed {
+        assert!(
+            now <= 2 * S + m.config().permanent_after_ns + m.config().heartbeat_timeout_ns + 2 * S,
+            "servers 4 and 5 declared failed in time"
+        );
+        for s in 0..4 {
+            heartbeat(&mut m, now, s, 100 + s as u64);
+        }
+        m.handle_timeout(now);
+        now += S;
+    }
+    drain(&mut m);
+    assert_eq!(m.stats().permanent_failures, 2);
+    for g in 0..m.group_count() as u32 {
+        let view = m.view(GroupId(g));
+        assert!(
+            view.replicas.iter().all(|&s| s < 4),
+            "group {g} still names a failed server: {:?}",
+            view.replicas
+        );
+        assert_eq!(view.replicas.len(), 3, "group {g}: {:?}", view.replicas);
+        if let Some(t) = view.rebuilding {
+            assert!(t < 4 && view.replicas.contains(&t), "group {g}: {view:?}");
+        }
+    }
+    // Every group had a replica on server 4 or 5 (one per gear group): each is rebuilt, some
+    // twice (moved to the other one before it failed too).
+    assert!(m.stats().rebuilds_started >= m.group_count() as u64);
+}
+
 /// Only the current primary, in its current epoch, writes a group's superblock.
 #[test]
 fn superblock_writes_are_fenced_by_epoch() {
