@@ -574,6 +574,16 @@ impl Node {
                                 offset_bytes,
                                 data,
                                 ..
+                            }
+                            | BaseOp::WriteLocal {
+                                id,
+                                offset_bytes,
+                                data,
+                            }
+                            | BaseOp::Replicate {
+                                id,
+                                offset_bytes,
+                                data,
                             } => (id, "write", offset_bytes, data.len() as u64),
                         };
                         eprintln!("{now} node {} → base: {id} {kind} [{at}, +{len})", self.id);

@@ -66,6 +66,16 @@ impl Harness {
                         offset_bytes,
                         data,
                         ..
+                    }
+                    | BaseOp::WriteLocal {
+                        id,
+                        offset_bytes,
+                        data,
+                    }
+                    | BaseOp::Replicate {
+                        id,
+                        offset_bytes,
+                        data,
                     } => {
                         let at = offset_bytes as usize;
                         self.disk[at..at + data.len()].copy_from_slice(&data);

@@ -100,6 +100,9 @@ pub struct ServerConfig {
     pub rebuild_jobs_max: usize,
     /// Client requests in flight at most; more are refused `Busy`.
     pub requests_max: usize,
+    /// §3.6: logged writes are also written to the primary's own replica, which then serves
+    /// reads of them and is not written again by their reclaim (on by default, as the paper).
+    pub local_copy: bool,
 }
 
 impl ServerConfig {
@@ -128,6 +131,7 @@ impl ServerConfig {
             rebuild_piece_bytes: 1 << 20,
             rebuild_jobs_max: 4,
             requests_max: 4096,
+            local_copy: true,
         }
     }
 }
@@ -179,6 +183,26 @@ pub struct ServerStats {
     pub reclaimed_bytes: u64,
     /// Of `reclaimed_bytes`, those that had fewer than `log_copies` copies on live loggers.
     pub reclaimed_at_risk_bytes: u64,
+    /// §3.6: logged writes also written to the local replica; read pieces of logged data it
+    /// served; read pieces the loggers served; reclaimed bytes not written to it again.
+    pub local_copies: u64,
+    pub local_reads: u64,
+    pub logger_reads: u64,
+    pub reclaim_local_bytes: u64,
+}
+
+impl ServerStats {
+    /// Adds a log client's figures (a primary's, while it serves or as it ends).
+    fn add_log(&mut self, log: &cordillera_offload::client::Stats) {
+        self.logged_writes += log.offloaded_writes;
+        self.logged_bytes += log.offloaded_write_bytes;
+        self.reclaimed_bytes += log.reclaimed_bytes;
+        self.reclaimed_at_risk_bytes += log.reclaimed_at_risk_bytes;
+        self.local_copies += log.local_copies;
+        self.local_reads += log.local_reads;
+        self.logger_reads += log.store_reads;
+        self.reclaim_local_bytes += log.reclaim_local_bytes;
+    }
 }
 
 /// A base write of a group's log client: on the local disk and on every secondary.
@@ -324,11 +348,7 @@ impl ChunkServer {
     pub fn stats(&self) -> ServerStats {
         let mut stats = self.stats;
         for p in self.primaries.values() {
-            let log = p.log.stats();
-            stats.logged_writes += log.offloaded_writes;
-            stats.logged_bytes += log.offloaded_write_bytes;
-            stats.reclaimed_bytes += log.reclaimed_bytes;
-            stats.reclaimed_at_risk_bytes += log.reclaimed_at_risk_bytes;
+            stats.add_log(&p.log.stats());
         }
         stats
     }

@@ -214,6 +214,55 @@ impl ChunkServer {
     }
 }
 
+/// Which replicas a base write goes to: a write of the volume or a reclaim (all), a local copy
+/// of an off-loaded write (the primary's own, §3.6), a reclaim of bytes the primary's replica
+/// holds already (the others).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Replicas {
+    All,
+    Local,
+    Others,
+}
+
+impl Replicas {
+    fn op(self, id: u64, offset_bytes: u64, data: Vec<u8>) -> BaseOp {
+        match self {
+            Replicas::All => BaseOp::Write {
+                id,
+                offset_bytes,
+                data,
+                durable: true,
+            },
+            Replicas::Local => BaseOp::WriteLocal {
+                id,
+                offset_bytes,
+                data,
+            },
+            Replicas::Others => BaseOp::Replicate {
+                id,
+                offset_bytes,
+                data,
+            },
+        }
+    }
+}
+
+/// The bytes a base operation writes (`None`: a read).
+fn write_extent(op: &BaseOp) -> Option<(u64, u64)> {
+    match op {
+        BaseOp::Write {
+            offset_bytes, data, ..
+        }
+        | BaseOp::WriteLocal {
+            offset_bytes, data, ..
+        }
+        | BaseOp::Replicate {
+            offset_bytes, data, ..
+        } => Some((*offset_bytes, offset_bytes + data.len() as u64)),
+        BaseOp::Read { .. } => None,
+    }
+}
+
 impl ChunkServer {
     pub(super) fn base_op(&mut self, g: GroupId, op: BaseOp) {
         let group_bytes = self.config.group_bytes;
@@ -271,25 +320,34 @@ impl ChunkServer {
                     length_bytes,
                 });
             }
-            BaseOp::Write {
-                id,
-                offset_bytes,
-                data,
-                ..
-            } => {
+            write => {
+                let (id, offset_bytes, data, to) = match write {
+                    BaseOp::Write {
+                        id,
+                        offset_bytes,
+                        data,
+                        ..
+                    } => (id, offset_bytes, data, Replicas::All),
+                    BaseOp::WriteLocal {
+                        id,
+                        offset_bytes,
+                        data,
+                    } => (id, offset_bytes, data, Replicas::Local),
+                    BaseOp::Replicate {
+                        id,
+                        offset_bytes,
+                        data,
+                    } => (id, offset_bytes, data, Replicas::Others),
+                    BaseOp::Read { .. } => unreachable!("a read among the writes"),
+                };
                 let end = offset_bytes + data.len() as u64;
                 let over = |lo: u64, hi: u64| lo < end && offset_bytes < hi;
                 // A write over one in flight (or held) waits for it: the secondaries apply
                 // replicated writes as they arrive, and a message can overtake another, so two
                 // overlapping writes sent at once could land in one order on one replica and in
                 // the other on another (the replicas would differ, and a later primary would
-                // serve the older write).
-                let extent = |o: &BaseOp| match o {
-                    BaseOp::Write {
-                        offset_bytes, data, ..
-                    } => Some((*offset_bytes, offset_bytes + data.len() as u64)),
-                    BaseOp::Read { .. } => None,
-                };
+                // serve the older write). Local copies and reclaim writes to the other
+                // replicas wait the same way.
                 let held = p
                     .rebuild
                     .as_ref()
@@ -300,28 +358,26 @@ impl ChunkServer {
                         .any(|w| over(w.offset_bytes, w.offset_bytes + w.data.len() as u64))
                     || p.held
                         .iter()
-                        .filter_map(extent)
+                        .filter_map(write_extent)
                         .any(|(lo, hi)| over(lo, hi));
                 if held {
-                    p.held.push_back(BaseOp::Write {
-                        id,
-                        offset_bytes,
-                        data,
-                        durable: true,
-                    });
+                    p.held.push_back(to.op(id, offset_bytes, data));
                     return;
                 }
-                self.start_base_write(g, id, offset_bytes, data);
+                self.start_base_write(g, id, offset_bytes, data, to);
             }
         }
     }
 
+    /// Starts base write `base` on the replicas `to` names: the local disk, and a replicated
+    /// write to each other replica.
     pub(super) fn start_base_write(
         &mut self,
         g: GroupId,
         base: u64,
         offset_bytes: u64,
         data: Vec<u8>,
+        to: Replicas,
     ) {
         let now = self.now;
         let me = self.config.server;
@@ -335,8 +391,9 @@ impl ChunkServer {
             !p.base.contains_key(&base),
             "server {me}: base write {base} of {g:?} started twice"
         );
-        if !p.log.base_available() {
-            // A secondary went away since the log client chose the base: log it instead.
+        if to != Replicas::Local && !p.log.base_available() {
+            // A secondary went away since the log client chose the base: log it instead (a
+            // local copy is for logging mode: it needs no secondary).
             self.stats.base_writes_failed += 1;
             p.log.handle_base(now, BaseDone::Failed { id: base, data });
             return;
@@ -347,20 +404,20 @@ impl ChunkServer {
             .iter()
             .copied()
             .enumerate()
-            .filter(|&(_, s)| s != me)
+            .filter(|&(_, s)| s != me && to != Replicas::Local)
             .collect();
         let waiting = targets.iter().fold(0u64, |m, &(i, _)| m | 1 << i);
-        debug_assert_eq!(
-            targets.len() + 1,
-            p.view.replicas.len(),
+        debug_assert!(
+            p.view.replicas.contains(&me),
             "server {me}: primary of {g:?} is not one of its replicas"
         );
+        let local = to != Replicas::Others;
         p.base.insert(
             base,
             BaseWrite {
                 offset_bytes,
                 data: data.clone(),
-                local_done: false,
+                local_done: !local,
                 waiting,
                 failed: false,
                 started: now,
@@ -380,6 +437,11 @@ impl ChunkServer {
                     data: data.clone(),
                 },
             ));
+        }
+        if !local {
+            // Nothing to wait for on the local disk (and nothing at all with no other replica).
+            self.finish_base_writes(g);
+            return;
         }
         let disk = self.id_next();
         self.write_disk(
@@ -556,6 +618,7 @@ impl ChunkServer {
             self.config.group_bytes + SUPERBLOCK_BYTES,
         );
         config.policy = Policy::WhileBaseUnavailable;
+        config.local_copy = self.config.local_copy;
         config.n_way = self.config.log_copies;
         // The server's budget is shared out by `balance_reclaim`.
         config.n_reclaim = 0;
@@ -747,11 +810,7 @@ impl ChunkServer {
 
     /// A group's log client leaves with its primary: its counts stay in the server's.
     fn keep_log_stats(&mut self, p: &Primary) {
-        let log = p.log.stats();
-        self.stats.logged_writes += log.offloaded_writes;
-        self.stats.logged_bytes += log.offloaded_write_bytes;
-        self.stats.reclaimed_bytes += log.reclaimed_bytes;
-        self.stats.reclaimed_at_risk_bytes += log.reclaimed_at_risk_bytes;
+        self.stats.add_log(&p.log.stats());
     }
 
     /// Stops serving group `g` at once (lease lapsed, reassigned, fenced): requests waiting are

@@ -60,6 +60,14 @@ pub struct Config {
     /// `n_way` copies since the last time every copy was whole), no store may be missing: the
     /// client waits for every store, however long.
     pub recovery_grace_ns: Nanos,
+    /// Sierra §3.6, under [`Policy::WhileBaseUnavailable`] only: each off-loaded write is also
+    /// written to the primary's local replica ([`BaseOp::WriteLocal`], not waited for by the
+    /// acknowledgement). Once that write is done and nothing else was written over it on the
+    /// local replica meanwhile, the range map marks the range [`Loc::local`]: reads of it go to
+    /// the base volume (the local replica) instead of a store, and reclaim writes it to the
+    /// other replicas only ([`BaseOp::Replicate`]). The marks live in memory: a restarted or
+    /// migrated client starts without them and reads from the stores.
+    pub local_copy: bool,
 }
 
 impl Config {
@@ -80,6 +88,7 @@ impl Config {
             full_timeout_ns: 5_000_000_000,
             copies_timeout_ns: 5_000_000_000,
             recovery_grace_ns: 1_000_000_000,
+            local_copy: false,
         }
     }
 
@@ -155,6 +164,21 @@ pub enum BaseOp {
         data: Vec<u8>,
         durable: bool,
     },
+    /// Sierra §3.6 ([`Config::local_copy`]): an off-loaded write's copy on the primary's own
+    /// replica only, durable. Completes [`BaseDone::Written`] or [`BaseDone::Error`].
+    WriteLocal {
+        id: u64,
+        offset_bytes: u64,
+        data: Vec<u8>,
+    },
+    /// Sierra §3.6 ([`Config::local_copy`]): a reclaim write to every replica but the
+    /// primary's own, which holds these bytes already; durable. Completes as a
+    /// [`BaseOp::Write`] does (`Failed` when a replica did not take it).
+    Replicate {
+        id: u64,
+        offset_bytes: u64,
+        data: Vec<u8>,
+    },
 }
 
 /// A base-volume request as a disk operation of the kind the store's core issues (the
@@ -182,6 +206,24 @@ impl From<BaseOp> for cordillera_vstore::store::DiskOp {
                 offset_bytes,
                 data: data.into(),
                 durable,
+            },
+            // A base volume of one copy is its own local replica; a client issues these only
+            // with `local_copy`, which a single-copy base never sets (and rewriting bytes the
+            // volume holds already changes nothing).
+            BaseOp::WriteLocal {
+                id,
+                offset_bytes,
+                data,
+            }
+            | BaseOp::Replicate {
+                id,
+                offset_bytes,
+                data,
+            } => DiskOp::Write {
+                id,
+                offset_bytes,
+                data: data.into(),
+                durable: true,
             },
         }
     }
@@ -227,12 +269,14 @@ impl From<cordillera_vstore::store::DiskDone> for BaseDone {
 }
 
 /// Where the latest version of a range is: its version, the stores holding it (a bit per store
-/// index) and whether it has been reclaimed to the base volume (its copies are being deleted).
+/// index), whether it has been reclaimed to the base volume (its copies are being deleted), and
+/// whether the primary's local replica holds it too ([`Config::local_copy`], in memory only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Loc {
     pub version: u64,
     pub stores: u64,
     pub on_base: bool,
+    pub local: bool,
 }
 
 /// One store as the client sees it ([`Client::store_figures`]).
@@ -298,6 +342,16 @@ pub struct Stats {
     /// Base-volume operations its device failed ([`BaseDone::Error`]).
     pub base_errors: u64,
     pub reclaims_failed: u64,
+    /// Off-loaded writes also written to the local replica ([`Config::local_copy`]).
+    pub local_copies: u64,
+    /// Of those, copies that did not become readable there: another write over the same bytes
+    /// of the local replica was in flight beside it (the order they land in is unknown), the
+    /// write itself failed, or the local write failed.
+    pub local_copies_unused: u64,
+    /// Read pieces of off-loaded data served by the local replica instead of a store.
+    pub local_reads: u64,
+    /// Reclaimed bytes written to the other replicas only (the local replica held them).
+    pub reclaim_local_bytes: u64,
 }
 
 /// What a recovering client waits for ([`Client::recovery_wait`]).

@@ -17,7 +17,21 @@ impl Client {
         let Some(kind) = self.base_pending.remove(&id) else {
             return;
         };
+        self.local_write_ended(id);
         match (kind, done) {
+            (BaseKind::LocalCopy { key }, BaseDone::Written { .. }) => {
+                self.base_in_flight -= 1;
+                self.local_copy_done(key, true);
+            }
+            (BaseKind::LocalCopy { key }, BaseDone::Error { .. } | BaseDone::Failed { .. }) => {
+                // Only the copy fails: the write's copies on the stores are what count.
+                self.base_in_flight -= 1;
+                self.stats.base_errors += 1;
+                self.local_copy_done(key, false);
+            }
+            (BaseKind::LocalCopy { .. }, BaseDone::Read { .. }) => {
+                unreachable!("a local copy completed as a read")
+            }
             (BaseKind::UpWrite { up_id, start, .. }, BaseDone::Failed { data, .. }) => {
                 // Some replicas (or sectors) may hold it, in any order with newer writes issued
                 // meanwhile. Unacknowledged, it may take effect now: it is off-loaded whole

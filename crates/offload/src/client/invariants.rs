@@ -13,6 +13,8 @@
 //!   invariant 2 — a write over off-loaded data is off-loaded with a higher version — when each
 //!   write is placed.
 //! - A stale copy with a durable deletion record is not being recorded again.
+//! - A range marked as held by the local replica (§3.6) has no write to the local replica in
+//!   flight over it, and is marked only with local copies on.
 
 use super::*;
 
@@ -40,6 +42,22 @@ impl Client {
                 "[{start}, {end}) has version {} at or above the next one, {next}",
                 l.version
             );
+            if l.local {
+                assert!(
+                    self.local_copies_on(),
+                    "[{start}, {end}) marked local without local copies"
+                );
+                if let Some((id, (lo, hi))) = self
+                    .local_disk
+                    .iter()
+                    .find(|(_, &(lo, hi))| lo < end && start < hi)
+                {
+                    panic!(
+                        "[{start}, {end}) version {} marked local while base write {id} of [{lo}, {hi}) to the local replica is in flight",
+                        l.version
+                    );
+                }
+            }
         }
         for out in self.outstanding.values() {
             if let Pending::Delete {

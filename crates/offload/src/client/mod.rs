@@ -7,7 +7,9 @@
 //! let mut c = Client::format(config, stores, now)    // new volume: writes the store set
 //!          or Client::recover(config, now)           // restart: reads it, asks every store
 //! loop {
-//!     while let Some(op) = c.poll_base()   { base volume ← op }        // reads, writes (durable?)
+//!     while let Some(op) = c.poll_base()   { base volume ← op }        // reads, writes (durable?); with
+//!                                                                      // local copies, writes to the local
+//!                                                                      // replica or to the others only
 //!     while let Some((store, id, request)) = c.poll_store() { send to store }
 //!     while let Some((id, reply)) = c.poll_upward() { answer the upper layer }
 //!     wait for: an upward request      → c.handle_upward(now, id, request)
@@ -28,7 +30,8 @@
 //! `remove_store`); and **queries**. The work behind each event is in the module of its
 //! responsibility: `upward` (reads and writes from above), `base` (base-volume completions),
 //! `stores` (store replies, failed and recovered stores), `stale` (deleting stale copies and
-//! their deletion records), `reclaim`, `degraded` (the superblock and its degraded mark),
+//! their deletion records), `reclaim`, `local` (Sierra §3.6's local copies of off-loaded
+//! writes), `degraded` (the superblock and its degraded mark),
 //! `recovery`, `timers`; the state they share is in `state.rs`.
 //!
 //! # What it guarantees
@@ -48,6 +51,7 @@ mod api;
 mod base;
 mod degraded;
 mod invariants;
+mod local;
 mod reclaim;
 mod recovery;
 mod stale;
@@ -121,6 +125,12 @@ pub struct Client {
     /// Reclaim jobs writing to the base volume: the spans written, writes left, and whether the
     /// job reclaims vulnerable data.
     reclaim_writes: HashMap<u64, (Vec<Span>, u32, bool)>,
+    /// Local copies of off-loaded writes (Sierra §3.6), by write key, until they mark their
+    /// ranges or are found useless (`local.rs`).
+    local: HashMap<u64, local::LocalCopy>,
+    /// With local copies: the base operations in flight that write the local replica, and
+    /// the bytes they write.
+    local_disk: HashMap<u64, (u64, u64)>,
     /// Ranges with a reclaim write to the base volume in flight (by job). A newer version of
     /// an overlapping range waits for it: the disk may complete concurrent writes in any order.
     reclaiming: RangeMap<u64>,
@@ -633,6 +643,8 @@ impl Client {
             reclaim_jobs: 0,
             vulnerable_jobs: 0,
             reclaim_writes: HashMap::new(),
+            local: HashMap::new(),
+            local_disk: HashMap::new(),
             reclaiming: RangeMap::new(),
             settling: Vec::new(),
             settle_dirty: false,
@@ -752,5 +764,6 @@ impl Client {
         self.pump_stale();
         self.pump_reclaim();
         self.pump_degraded();
+        self.sweep_local_copies();
     }
 }

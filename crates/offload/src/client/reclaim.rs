@@ -101,7 +101,8 @@ impl Client {
         vulnerable: bool,
     ) -> bool {
         let mut useful = false;
-        let mut runs: Vec<(u64, u64, u64, Vec<u8>)> = Vec::new();
+        // (start, end, version, bytes, whether the local replica holds them: §3.6).
+        let mut runs: Vec<(u64, u64, u64, Vec<u8>, bool)> = Vec::new();
         for (e, data) in pieces {
             let (lo, hi, v) = (e.offset_bytes, e.offset_bytes + e.length_bytes, e.version);
             if data.len() as u64 != e.length_bytes {
@@ -134,11 +135,11 @@ impl Client {
                         }
                         let bytes = &data[(plo - lo) as usize..(phi - lo) as usize];
                         match runs.last_mut() {
-                            Some(run) if run.1 == plo && run.2 == v => {
+                            Some(run) if run.1 == plo && run.2 == v && run.4 == l.local => {
                                 run.1 = phi;
                                 run.3.extend_from_slice(bytes);
                             }
-                            _ => runs.push((plo, phi, v, bytes.to_vec())),
+                            _ => runs.push((plo, phi, v, bytes.to_vec(), l.local)),
                         }
                     }
                     Some(l) if l.stores & bit(store) != 0 && l.version < v && !l.on_base => {
@@ -183,17 +184,28 @@ impl Client {
         let job = self.id();
         let count = runs.len() as u32;
         let mut done = Vec::with_capacity(runs.len());
-        for (run, (lo, hi, v, data)) in runs.into_iter().enumerate() {
+        for (run, (lo, hi, v, data, local)) in runs.into_iter().enumerate() {
             let id = self.id();
             self.reclaiming.insert(lo, hi, job);
             self.base_pending.insert(id, BaseKind::Reclaim { job, run });
             self.base_in_flight += 1;
-            self.base_out.push_back(BaseOp::Write {
-                id,
-                offset_bytes: lo,
-                data,
-                durable: true,
-            });
+            if local {
+                // The local replica holds these bytes: the other replicas only.
+                self.stats.reclaim_local_bytes += hi - lo;
+                self.base_out.push_back(BaseOp::Replicate {
+                    id,
+                    offset_bytes: lo,
+                    data,
+                });
+            } else {
+                self.local_write_issued(id, lo, hi);
+                self.base_out.push_back(BaseOp::Write {
+                    id,
+                    offset_bytes: lo,
+                    data,
+                    durable: true,
+                });
+            }
             done.push((lo, hi, v));
         }
         self.reclaim_writes.insert(job, (done, count, vulnerable));

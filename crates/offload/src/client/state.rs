@@ -156,6 +156,10 @@ pub(super) enum BaseKind {
         run: usize,
     },
     Superblock,
+    /// The local copy of off-loaded write `key` (Sierra §3.6, `local.rs`).
+    LocalCopy {
+        key: u64,
+    },
 }
 
 /// A reclaim whose base write is done, waiting for older copies to go, then for its own copies.

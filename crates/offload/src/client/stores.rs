@@ -79,6 +79,8 @@ impl Client {
         self.reads.clear();
         self.parked_writes.clear();
         self.base_pending.clear();
+        self.local.clear();
+        self.local_disk.clear();
         self.outstanding.clear();
         for id in failed {
             self.upward_out

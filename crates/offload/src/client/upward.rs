@@ -228,6 +228,7 @@ impl Client {
             !self.map.overlaps(start, end),
             "a base write of [{start}, {end}) over off-loaded data"
         );
+        self.local_write_issued(id, start, end);
         self.base_pending
             .insert(id, BaseKind::UpWrite { up_id, start, end });
         self.base_in_flight += 1;
@@ -322,6 +323,7 @@ impl Client {
         for &s in targets {
             op.asked |= bit(s);
         }
+        self.copy_locally(key);
     }
 
     /// One store answered (or failed) a write of an off-loaded op.
@@ -562,6 +564,7 @@ impl Client {
                 self.vulnerable.push_back((lo, hi));
             }
         }
+        self.local_write_applied(key, op.version);
         self.supersede(start, end, op.version);
         self.stats.offloaded_writes += 1;
         self.stats.offloaded_write_bytes += end - start;
@@ -598,6 +601,7 @@ impl Client {
                     version,
                     stores,
                     on_base: false,
+                    local: false,
                 })
             }
             None => {
@@ -606,6 +610,7 @@ impl Client {
                     version,
                     stores,
                     on_base: false,
+                    local: false,
                 })
             }
         });
@@ -631,13 +636,17 @@ impl Client {
             .collect()
     }
 
-    /// Resolves `[start, end)` of a read by the range map: base pieces, store pieces (least
-    /// loaded replica), parked pieces (no replica available).
+    /// Resolves `[start, end)` of a read by the range map: base pieces (with those the local
+    /// replica holds, §3.6), store pieces (least loaded replica), parked pieces (no replica
+    /// available).
     pub(super) fn read_piece(&mut self, read: u64, start: u64, end: u64) {
         let pieces: Vec<(u64, u64, Option<Loc>)> = self.map_pieces(start, end);
         for (lo, hi, loc) in pieces {
             match loc {
-                None | Some(Loc { on_base: true, .. }) => {
+                None | Some(Loc { on_base: true, .. }) | Some(Loc { local: true, .. }) => {
+                    if loc.is_some_and(|l| l.local && !l.on_base) {
+                        self.stats.local_reads += 1;
+                    }
                     let id = self.id();
                     self.base_pending
                         .insert(id, BaseKind::UpRead { read, start: lo });

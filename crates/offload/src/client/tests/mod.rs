@@ -1,6 +1,7 @@
 use super::*;
 
 mod copies;
+mod local;
 
 /// A formatted client with one store, its superblock written; ready.
 fn ready(policy: Policy) -> Client {
@@ -621,6 +622,7 @@ fn a_degraded_mark_clears_under_a_policy_that_never_reclaims() {
                         c.handle_base(now, BaseDone::Written { id });
                     }
                     BaseOp::Read { id, .. } => panic!("no base read expected (op {id})"),
+                    other => panic!("no local copies without local_copy: {other:?}"),
                 }
             }
         }
