@@ -105,6 +105,11 @@ pub struct SierraArgs {
     /// it is primary of): more reclaims faster and interferes more with clients (§4.5).
     #[arg(long, default_value_t = 4)]
     reclaim_jobs: usize,
+    /// Turn off §3.6's local copies in the testbed: logged writes go to the loggers only, so
+    /// their reads are served by the loggers and their reclaim rewrites the primary's replica
+    /// (to measure what the copies save).
+    #[arg(long)]
+    no_local_copy: bool,
     /// Also replay the whole I/O trace on Sierra and on the baseline to measure power (Figure 9
     /// right): standby from the cores' gear shifts, energy by the power model, every request
     /// answered, logged bytes at each day's end. Long: see --power-sample.
@@ -225,6 +230,7 @@ fn options(a: &SierraArgs, seed: u64) -> Options {
             log_bytes: 100 << 30,
             experiments: a.experiments.clone(),
             reclaim_jobs: a.reclaim_jobs,
+            local_copy: !a.no_local_copy,
             power_sample: a.power_run.then_some(a.power_sample),
             maintenance_windows: a.windows_in_maintenance,
         }),

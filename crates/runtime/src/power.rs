@@ -118,3 +118,66 @@ impl PowerMeter {
         }
     }
 }
+
+/// A disk's operations in flight, for the power model: the meter counts the machine busy while
+/// there are any.
+pub struct DiskBusy {
+    pub meter: PowerMeter,
+    in_flight: u64,
+}
+
+impl DiskBusy {
+    pub fn new(params: PowerParams) -> DiskBusy {
+        DiskBusy {
+            meter: PowerMeter::new(params),
+            in_flight: 0,
+        }
+    }
+
+    /// `ops` operations went to the disk (none: nothing changes).
+    pub fn started(&mut self, ops: usize) {
+        if ops > 0 {
+            self.in_flight += ops as u64;
+            self.meter.busy(true);
+        }
+    }
+
+    /// `ops` of them completed; idle once none is left.
+    pub fn finished(&mut self, ops: usize) {
+        self.in_flight = self.in_flight.saturating_sub(ops as u64);
+        if self.in_flight == 0 {
+            self.meter.busy(false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Busy from the first operation started to the last finished; starting none (an inline
+    /// step with no flush to do) is no disk time.
+    #[test]
+    fn the_disk_is_busy_while_operations_are_in_flight() {
+        let mut d = DiskBusy::new(PowerParams::default());
+        d.started(0);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        d.finished(0);
+        assert_eq!(d.meter.report().busy_s, 0.0, "no operation, no disk time");
+        d.started(2);
+        d.finished(1);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        d.finished(1);
+        let busy = d.meter.report().busy_s;
+        assert!(
+            busy >= 0.025,
+            "busy while one of two was in flight: {busy} s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let after = d.meter.report().busy_s;
+        assert!(
+            after - busy < 0.005,
+            "idle after the last finished: {busy} → {after} s"
+        );
+    }
+}

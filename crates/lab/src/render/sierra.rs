@@ -420,6 +420,13 @@ fn testbed_need_text(out: &mut String, t: &TestbedReport) {
             "    logger mean disk queue, reclaim             {:>8.2}       2.3",
             u.logger_queue_mean
         );
+        let _ = writeln!(
+            out,
+            "    §3.6 local copies: reads of logged data from the primary's replica {} / from loggers {}; reclaimed without rewriting it {:.2} GB",
+            u.local_reads,
+            u.logger_reads,
+            u.reclaim_local_bytes as f64 / 1e9
+        );
     }
     if let Some(s) = sierra("steady") {
         let _ = writeln!(

@@ -175,6 +175,9 @@ fn testbed_csvs(dir: &Path, r: &Report) -> Result<()> {
                 "reclaimed_bytes",
                 "reclaim_mb_per_s",
                 "logger_queue_mean",
+                "local_reads",
+                "logger_reads",
+                "reclaim_local_bytes",
             ],
             r.testbed
                 .iter()
@@ -201,7 +204,10 @@ fn testbed_csvs(dir: &Path, r: &Report) -> Result<()> {
                                 run.logged_bytes_at_start,
                                 run.reclaimed_bytes,
                                 opt(run.reclaim_mb_per_s),
-                                format!("{:.4}", run.logger_queue_mean)
+                                format!("{:.4}", run.logger_queue_mean),
+                                run.local_reads,
+                                run.logger_reads,
+                                run.reclaim_local_bytes
                             ]
                         })
                     })

@@ -64,6 +64,8 @@ pub struct ClusterSpec {
     pub permanent_after_ns: Nanos,
     /// Bytes a rebuild copies per step.
     pub rebuild_piece_bytes: u64,
+    /// §3.6: logged writes also written to the primary's own replica (the default).
+    pub local_copy: bool,
     pub seed: u64,
 }
 
@@ -85,6 +87,7 @@ impl ClusterSpec {
             client_rack: None,
             permanent_after_ns: MdsConfig::new(1 << 20).permanent_after_ns,
             rebuild_piece_bytes: 1 << 20,
+            local_copy: true,
             seed: 1,
         }
     }
@@ -169,6 +172,11 @@ pub struct Counters {
     pub logged_bytes_now: u64,
     pub logged_bytes_total: u64,
     pub reclaimed_bytes: u64,
+    /// §3.6: read pieces of logged data served by primaries' own replicas and by loggers;
+    /// reclaimed bytes not written to the primary's replica again.
+    pub local_reads: u64,
+    pub logger_reads: u64,
+    pub reclaim_local_bytes: u64,
     pub client_retries: u64,
     pub client_timeouts: u64,
     /// Client requests the chunk servers refused (not primary, lease, unavailable, busy).
@@ -288,6 +296,7 @@ impl Cluster {
                     );
                     config.reclaim_jobs_max = spec.reclaim_jobs;
                     config.rebuild_piece_bytes = spec.rebuild_piece_bytes;
+                    config.local_copy = spec.local_copy;
                     Part::server(
                         ChunkServer::new(config, life, 0),
                         DiskPort::new(0, 0, Durability::WriteThrough),
@@ -408,6 +417,9 @@ impl Cluster {
                 c.logged_bytes_now += server.logged_bytes();
                 c.logged_bytes_total += stats.logged_bytes;
                 c.reclaimed_bytes += stats.reclaimed_bytes;
+                c.local_reads += stats.local_reads;
+                c.logger_reads += stats.logger_reads;
+                c.reclaim_local_bytes += stats.reclaim_local_bytes;
                 c.refused += stats.refused;
                 c.refused_by[0] += stats.refused_not_primary;
                 c.refused_by[1] += stats.refused_lease;

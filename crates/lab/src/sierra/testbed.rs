@@ -53,6 +53,8 @@ pub struct TestbedOptions {
     pub experiments: Vec<String>,
     /// Reclaim jobs at once per chunk server (its budget over all its groups).
     pub reclaim_jobs: usize,
+    /// §3.6's local copies of logged writes (the default; off to measure what they save).
+    pub local_copy: bool,
     /// The measured power run (Figure 9 right): the whole trace replayed on Sierra and on the
     /// baseline with one request in this many (none: no power run).
     pub power_sample: Option<u64>,
@@ -91,6 +93,11 @@ pub struct ExperimentRun {
     pub reclaim_mb_per_s: Option<f64>,
     pub reclaim_done_after_s: Option<f64>,
     pub logger_queue_mean: f64,
+    /// §3.6 in the window: read pieces of logged data served by primaries' own replicas and
+    /// by loggers; reclaimed bytes not written to the primary's replica again.
+    pub local_reads: u64,
+    pub logger_reads: u64,
+    pub reclaim_local_bytes: u64,
     pub requests: u64,
     /// Chunk servers and loggers (by the power model), and chunk servers alone.
     pub energy_j: f64,
@@ -257,6 +264,7 @@ impl Job {
             power: setup.power,
             log_bytes: setup.options.log_bytes,
             reclaim_jobs: setup.options.reclaim_jobs,
+            local_copy: setup.options.local_copy,
             seed: setup.options.seed,
             ..ClusterSpec::new(layout, loggers, setup.object_bytes.clone())
         };
@@ -392,6 +400,9 @@ impl Job {
             } else {
                 queue_area as f64 / span / loggers as f64
             },
+            local_reads: stop.local_reads - start.local_reads,
+            logger_reads: stop.logger_reads - start.logger_reads,
+            reclaim_local_bytes: stop.reclaim_local_bytes - start.reclaim_local_bytes,
             energy_j: energy_j(&setup.power, &start, &stop),
             chunk_server_energy_j: energy_j(
                 &setup.power,

@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 
 use crate::disk::{run_to_quiet, run_to_quiet_concurrently, Disk, DiskError, DiskFile, IoMode};
 use crate::limits::{Admission, Charge, ConnectionBudget, Limits};
-use crate::power::{PowerMeter, PowerReport};
+use crate::power::{DiskBusy, PowerReport};
 
 pub use client::*;
 pub(crate) use connection::*;
@@ -278,29 +278,6 @@ impl FlushPlace {
 /// Log reads up to this size are tried in place when the page cache holds them.
 const CACHED_READ_MAX: u64 = 128 << 10;
 
-/// The disk's operations in flight, for the power model (busy while there are any). Reads the
-/// page cache answers in place are not disk time.
-struct DiskBusy {
-    meter: PowerMeter,
-    in_flight: u64,
-}
-
-impl DiskBusy {
-    fn started(&mut self, ops: usize) {
-        if ops > 0 {
-            self.in_flight += ops as u64;
-            self.meter.busy(true);
-        }
-    }
-
-    fn finished(&mut self, ops: usize) {
-        self.in_flight = self.in_flight.saturating_sub(ops as u64);
-        if self.in_flight == 0 {
-            self.meter.busy(false);
-        }
-    }
-}
-
 /// Serves until the process is stopped. Calls `ready` with the bound address once listening.
 pub async fn serve(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     // A device error stops the store: its message names the device.
@@ -336,10 +313,8 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
     // Whether log writes (not flushes) are done on this task; see where ops are submitted.
     let inline_writes = options.emulate.is_none() && !file.direct;
     let mut flushes = FlushPlace::default();
-    let mut busy = DiskBusy {
-        meter: PowerMeter::new(options.power),
-        in_flight: 0,
-    };
+    // Reads the page cache answers in place are not disk time.
+    let mut busy = DiskBusy::new(options.power);
     let started = Instant::now();
     let now = || started.elapsed().as_nanos() as u64;
     let mut connections: Connections = HashMap::new();
@@ -391,9 +366,11 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
                 read_cached(&file, &mut store, &mut ops, &now);
             }
             if options.emulate.is_none() && flushes.inline() {
-                busy.started(1);
+                // Disk time only when there is a flush to do.
+                let flushing = ops.iter().any(|op| matches!(op, DiskOp::Flush { .. })) as usize;
+                busy.started(flushing);
                 let flushed = flush_inline(&file, &mut store, &mut ops, &mut flushes, &now);
-                busy.finished(1);
+                busy.finished(flushing);
                 if let Err(e) = flushed {
                     disk.stop();
                     return Err(io_error(e));
