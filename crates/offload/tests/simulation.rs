@@ -563,29 +563,19 @@ impl Node {
                 while let Some(op) = c.client.poll_base() {
                     progress = true;
                     if self.trace {
-                        let (id, kind, at, len) = match &op {
-                            BaseOp::Read {
-                                id,
-                                offset_bytes,
-                                length_bytes,
-                            } => (id, "read", offset_bytes, *length_bytes),
-                            BaseOp::Write {
-                                id,
-                                offset_bytes,
-                                data,
-                                ..
-                            }
-                            | BaseOp::WriteLocal {
-                                id,
-                                offset_bytes,
-                                data,
-                            }
-                            | BaseOp::Replicate {
-                                id,
-                                offset_bytes,
-                                data,
-                            } => (id, "write", offset_bytes, data.len() as u64),
+                        let (kind, at, len) = match (&op, op.written()) {
+                            (
+                                BaseOp::Read {
+                                    offset_bytes,
+                                    length_bytes,
+                                    ..
+                                },
+                                _,
+                            ) => ("read", *offset_bytes, *length_bytes),
+                            (_, Some((at, data))) => ("write", at, data.len() as u64),
+                            (_, None) => unreachable!("a read is matched above"),
                         };
+                        let id = op.id();
                         eprintln!("{now} node {} → base: {id} {kind} [{at}, +{len})", self.id);
                     }
                     self.io.extend(self.base.submit(op));

@@ -61,22 +61,8 @@ impl Harness {
                             data: self.disk[at..at + length_bytes as usize].to_vec(),
                         }
                     }
-                    BaseOp::Write {
-                        id,
-                        offset_bytes,
-                        data,
-                        ..
-                    }
-                    | BaseOp::WriteLocal {
-                        id,
-                        offset_bytes,
-                        data,
-                    }
-                    | BaseOp::Replicate {
-                        id,
-                        offset_bytes,
-                        data,
-                    } => {
+                    write => {
+                        let (id, offset_bytes, data) = write.into_write().expect("a write");
                         let at = offset_bytes as usize;
                         self.disk[at..at + data.len()].copy_from_slice(&data);
                         BaseDone::Written { id }

@@ -249,18 +249,8 @@ impl Replicas {
 
 /// The bytes a base operation writes (`None`: a read).
 fn write_extent(op: &BaseOp) -> Option<(u64, u64)> {
-    match op {
-        BaseOp::Write {
-            offset_bytes, data, ..
-        }
-        | BaseOp::WriteLocal {
-            offset_bytes, data, ..
-        }
-        | BaseOp::Replicate {
-            offset_bytes, data, ..
-        } => Some((*offset_bytes, offset_bytes + data.len() as u64)),
-        BaseOp::Read { .. } => None,
-    }
+    op.written()
+        .map(|(offset, data)| (offset, offset + data.len() as u64))
 }
 
 impl ChunkServer {

@@ -181,6 +181,56 @@ pub enum BaseOp {
     },
 }
 
+impl BaseOp {
+    pub fn id(&self) -> u64 {
+        match self {
+            BaseOp::Read { id, .. }
+            | BaseOp::Write { id, .. }
+            | BaseOp::WriteLocal { id, .. }
+            | BaseOp::Replicate { id, .. } => *id,
+        }
+    }
+
+    /// A write of any kind: its offset and bytes (`None`: a read).
+    pub fn written(&self) -> Option<(u64, &[u8])> {
+        match self {
+            BaseOp::Read { .. } => None,
+            BaseOp::Write {
+                offset_bytes, data, ..
+            }
+            | BaseOp::WriteLocal {
+                offset_bytes, data, ..
+            }
+            | BaseOp::Replicate {
+                offset_bytes, data, ..
+            } => Some((*offset_bytes, data)),
+        }
+    }
+
+    /// A write of any kind taken apart: its id, offset and bytes (`Err`: a read, given back).
+    pub fn into_write(self) -> Result<(u64, u64, Vec<u8>), BaseOp> {
+        match self {
+            BaseOp::Write {
+                id,
+                offset_bytes,
+                data,
+                ..
+            }
+            | BaseOp::WriteLocal {
+                id,
+                offset_bytes,
+                data,
+            }
+            | BaseOp::Replicate {
+                id,
+                offset_bytes,
+                data,
+            } => Ok((id, offset_bytes, data)),
+            read => Err(read),
+        }
+    }
+}
+
 /// A base-volume request as a disk operation of the kind the store's core issues (the
 /// runtime's disk and the simulator's host layer carry both).
 impl From<BaseOp> for cordillera_vstore::store::DiskOp {
@@ -210,21 +260,15 @@ impl From<BaseOp> for cordillera_vstore::store::DiskOp {
             // A base volume of one copy is its own local replica; a client issues these only
             // with `local_copy`, which a single-copy base never sets (and rewriting bytes the
             // volume holds already changes nothing).
-            BaseOp::WriteLocal {
-                id,
-                offset_bytes,
-                data,
+            local @ (BaseOp::WriteLocal { .. } | BaseOp::Replicate { .. }) => {
+                let (id, offset_bytes, data) = local.into_write().expect("a write");
+                DiskOp::Write {
+                    id,
+                    offset_bytes,
+                    data: data.into(),
+                    durable: true,
+                }
             }
-            | BaseOp::Replicate {
-                id,
-                offset_bytes,
-                data,
-            } => DiskOp::Write {
-                id,
-                offset_bytes,
-                data: data.into(),
-                durable: true,
-            },
         }
     }
 }
