@@ -87,6 +87,10 @@ pub struct SierraArgs {
     /// Seconds each Table 5 workload is measured.
     #[arg(long, default_value_t = 10)]
     table5_seconds: u64,
+    /// Table 5 with this read-ahead (KiB) on the chunk servers' disks in place of the preset's
+    /// 256 (0: none) — to see what the streaming reads owe to it.
+    #[arg(long)]
+    read_ahead_kib: Option<u64>,
     /// GB on the failed server of Figure 12 (the paper: about 200 GB; the rate, not the
     /// size, is the result).
     #[arg(long, default_value_t = 2.0)]
@@ -239,6 +243,7 @@ fn options(a: &SierraArgs, seed: u64) -> Options {
             measure_s: a.table5_seconds,
             data_per_server_bytes: (a.rebuild_gb * 1e9) as u64,
             max_write_servers: a.rebuild_servers,
+            read_ahead_bytes: a.read_ahead_kib.map(|k| k << 10),
             seed,
         }),
         ..Options::default()

@@ -249,8 +249,10 @@ fn predictors_table(out: &mut String, workloads: &[crate::sierra::predictors::Wo
 fn micro_table(out: &mut String, m: &MicroReport) {
     let _ = writeln!(
         out,
-        "\nTable 5: 9 clients on 9 chunk servers, 64 KB requests, {} s each (in brackets the ideal: 9 × one server for reads, a third of that for writes)",
-        m.measure_s
+        "\nTable 5: 9 clients on 9 chunk servers, 64 KB requests, {} s each (in brackets the ideal: 9 × one server for reads, a third of that for writes){}",
+        m.measure_s,
+        m.read_ahead_bytes
+            .map_or(String::new(), |b| format!("; read-ahead {} KiB, not the preset's", b >> 10))
     );
     let _ = writeln!(
         out,

@@ -21,6 +21,7 @@ use cordillera_gears::mds::{MdsConfig, MdsStats};
 use cordillera_gears::server::{ChunkServer, LoggerInfo, ServerConfig, ServerStats, Slots};
 use cordillera_host::sierra::{Nodes, Part, Shared, SierraNode};
 use cordillera_host::{DiskPort, Durability};
+use cordillera_models::device::hdd::{Hdd, ReadAhead};
 use cordillera_models::histogram::Histogram;
 use cordillera_models::power::PowerParams;
 use cordillera_models::presets;
@@ -54,6 +55,9 @@ pub struct ClusterSpec {
     pub gears: Vec<(Nanos, usize, Vec<usize>)>,
     /// The disk preset of chunk servers and loggers.
     pub preset: String,
+    /// The chunk servers' and loggers' read-ahead in place of the preset's (a disk preset
+    /// only; `None`: the preset's).
+    pub read_ahead_bytes: Option<u64>,
     pub power: PowerParams,
     pub log_bytes: u64,
     /// Reclaim jobs at once per chunk server.
@@ -81,6 +85,7 @@ impl ClusterSpec {
             objects,
             gears: Vec::new(),
             preset: super::SERVER_PRESET.into(),
+            read_ahead_bytes: None,
             power: PowerParams::default(),
             log_bytes: 100 << 30,
             reclaim_jobs: 4,
@@ -337,15 +342,34 @@ impl Cluster {
         };
         let network = Network::new(params, NetworkFaults::default(), SimRng::new(spec.seed, 3));
         let preset = spec.preset.clone();
+        let read_ahead = spec.read_ahead_bytes;
+        if read_ahead.is_some() && presets::hdd_params(&preset).is_none() {
+            return Err(format!(
+                "a read-ahead for {preset:?}, which is not a disk preset"
+            ));
+        }
         let builder = WorldBuilder {
             new_core: Box::new(new_core),
             new_device: Box::new(move |node| {
-                let name = if node == 0 || node >= nodes.client0() {
-                    "ssd"
-                } else {
-                    preset.as_str()
-                };
-                presets::device(name).expect("a checked preset")
+                if node == 0 || node >= nodes.client0() {
+                    return presets::device("ssd").expect("a preset");
+                }
+                match (read_ahead, presets::hdd_params(&preset)) {
+                    (Some(bytes), Some(mut params)) => {
+                        params.read_ahead = params
+                            .read_ahead
+                            .map(|ra| ReadAhead { bytes, ..ra })
+                            .or(Some(ReadAhead {
+                                bytes,
+                                segments: 16,
+                                hit_ms: 0.05,
+                                hit_mb_per_s: 300.0,
+                            }))
+                            .filter(|ra| ra.bytes > 0);
+                        Box::new(Hdd::new(params))
+                    }
+                    _ => presets::device(&preset).expect("a checked preset"),
+                }
             }),
             crash_model: CrashModel::default(),
             flush_ns: 50_000,

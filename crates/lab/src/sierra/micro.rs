@@ -59,6 +59,8 @@ pub struct MicroOptions {
     pub data_per_server_bytes: u64,
     /// Figure 12's largest number of servers written to.
     pub max_write_servers: usize,
+    /// Table 5's chunk-server read-ahead in place of the preset's (`None`: the preset's).
+    pub read_ahead_bytes: Option<u64>,
     pub seed: u64,
 }
 
@@ -69,7 +71,14 @@ pub fn run(
     progress: &mut dyn FnMut(&str),
 ) -> Result<MicroReport, String> {
     Ok(MicroReport {
-        table5: table5(server, options.measure_s, options.seed, progress)?,
+        table5: table5(
+            server,
+            options.measure_s,
+            options.read_ahead_bytes,
+            options.seed,
+            progress,
+        )?,
+        read_ahead_bytes: options.read_ahead_bytes,
         measure_s: options.measure_s,
         figure12: figure12(
             options.max_write_servers,
@@ -85,6 +94,8 @@ pub fn run(
 pub struct MicroReport {
     pub table5: Vec<ThroughputRow>,
     pub measure_s: u64,
+    /// Table 5's read-ahead when not the preset's.
+    pub read_ahead_bytes: Option<u64>,
     pub figure12: Vec<RebuildPoint>,
     pub data_per_server_bytes: u64,
 }
@@ -110,10 +121,16 @@ fn layout(
 
 /// One Table 5 row: 9 clients, each on its own 2.4 GB object, for `measure_s` after a
 /// second of warm-up.
-fn throughput(load: ClosedLoop, measure_s: u64, seed: u64) -> Result<(Vec<f64>, u64), String> {
+fn throughput(
+    load: ClosedLoop,
+    measure_s: u64,
+    read_ahead_bytes: Option<u64>,
+    seed: u64,
+) -> Result<(Vec<f64>, u64), String> {
     const CLIENTS: usize = 9;
     let object = 2400 << 20;
     let spec = ClusterSpec {
+        read_ahead_bytes,
         // Rack 0: the chunk servers (and the MDS); rack 1: the clients.
         client_rack: Some(1),
         seed,
@@ -157,6 +174,7 @@ fn throughput(load: ClosedLoop, measure_s: u64, seed: u64) -> Result<(Vec<f64>, 
 pub fn table5(
     server: &cordillera_gears::load::ServerPerformance,
     measure_s: u64,
+    read_ahead_bytes: Option<u64>,
     seed: u64,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<ThroughputRow>, String> {
@@ -216,7 +234,7 @@ pub fn table5(
             request_bytes: 64 << 10,
             outstanding,
         };
-        let (rates, failed) = throughput(load, measure_s, seed)?;
+        let (rates, failed) = throughput(load, measure_s, read_ahead_bytes, seed)?;
         out.push(ThroughputRow {
             workload,
             aggregate: rates.iter().sum(),
