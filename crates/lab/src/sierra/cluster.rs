@@ -22,6 +22,7 @@ use cordillera_gears::server::{ChunkServer, LoggerInfo, ServerConfig, ServerStat
 use cordillera_host::sierra::{Nodes, Part, Shared, SierraNode};
 use cordillera_host::{DiskPort, Durability};
 use cordillera_models::device::hdd::{Hdd, ReadAhead};
+use cordillera_models::device::Device;
 use cordillera_models::histogram::Histogram;
 use cordillera_models::power::PowerParams;
 use cordillera_models::presets;
@@ -352,23 +353,9 @@ impl Cluster {
             new_core: Box::new(new_core),
             new_device: Box::new(move |node| {
                 if node == 0 || node >= nodes.client0() {
-                    return presets::device("ssd").expect("a preset");
-                }
-                match (read_ahead, presets::hdd_params(&preset)) {
-                    (Some(bytes), Some(mut params)) => {
-                        params.read_ahead = params
-                            .read_ahead
-                            .map(|ra| ReadAhead { bytes, ..ra })
-                            .or(Some(ReadAhead {
-                                bytes,
-                                segments: 16,
-                                hit_ms: 0.05,
-                                hit_mb_per_s: 300.0,
-                            }))
-                            .filter(|ra| ra.bytes > 0);
-                        Box::new(Hdd::new(params))
-                    }
-                    _ => presets::device(&preset).expect("a checked preset"),
+                    presets::device("ssd").expect("a preset")
+                } else {
+                    server_disk(&preset, read_ahead)
                 }
             }),
             crash_model: CrashModel::default(),
@@ -518,4 +505,25 @@ pub fn energy_j(power: &PowerParams, from: &Counters, to: &Counters) -> f64 {
         joules += span * power.idle_w + busy.min(span) * (power.active_w - power.idle_w);
     }
     joules
+}
+
+/// A chunk server's or logger's disk: the preset, with its read-ahead replaced when one is
+/// given (0: none; a preset without read-ahead gets the `sierra-1tb` cache's other figures).
+fn server_disk(preset: &str, read_ahead: Option<u64>) -> Box<dyn Device> {
+    match (read_ahead, presets::hdd_params(preset)) {
+        (Some(bytes), Some(mut params)) => {
+            params.read_ahead = params
+                .read_ahead
+                .map(|ra| ReadAhead { bytes, ..ra })
+                .or(Some(ReadAhead {
+                    bytes,
+                    segments: 16,
+                    hit_ms: 0.05,
+                    hit_mb_per_s: 300.0,
+                }))
+                .filter(|ra| ra.bytes > 0);
+            Box::new(Hdd::new(params))
+        }
+        _ => presets::device(preset).expect("a checked preset"),
+    }
 }

@@ -39,6 +39,10 @@ impl Client {
         let op = &self.writes[&key];
         let (start, data) = (op.start, op.data.clone());
         let end = start + data.len() as u64;
+        debug_assert!(
+            start < end && end <= self.config.usable_bytes(),
+            "a local copy of [{start}, {end}) outside the volume"
+        );
         let id = self.id();
         let busy = self.local_write_issued(id, start, end);
         self.local.insert(
@@ -99,6 +103,7 @@ impl Client {
         let Some(copy) = self.local.get_mut(&key) else {
             return;
         };
+        debug_assert!(!copy.done, "the local copy of write {key} completed twice");
         copy.done = true;
         if !ok {
             copy.tainted = true;
@@ -117,6 +122,7 @@ impl Client {
         let Some(copy) = self.local.get_mut(&key) else {
             return;
         };
+        debug_assert!(copy.applied.is_none(), "write {key} entered the map twice");
         copy.applied = Some(version);
         if copy.done {
             self.settle_local_copy(key, version);
@@ -141,6 +147,10 @@ impl Client {
     /// taken some) are marked as held by the local replica, unless the copy is tainted.
     fn settle_local_copy(&mut self, key: u64, version: u64) {
         let copy = self.local.remove(&key).expect("local copy");
+        debug_assert!(
+            copy.done && copy.applied == Some(version),
+            "the local copy of write {key} settled before both halves were in"
+        );
         if copy.tainted {
             self.stats.local_copies_unused += 1;
             return;
