@@ -256,12 +256,12 @@ fn micro_table(out: &mut String, m: &MicroReport) {
     );
     let _ = writeln!(
         out,
-        "    workload            ours (ideal)          per client      paper (ideal)     failed"
+        "    workload            ours (ideal)          per client      paper (ideal)     failed   timeouts"
     );
     for row in &m.table5 {
         let _ = writeln!(
             out,
-            "    {:<18} {:>7.0} ({:>5.0}) {:<5}  {:>6.1} – {:<6.1}   {:>5.0} ({:>5.0})      {}",
+            "    {:<18} {:>7.0} ({:>5.0}) {:<5}  {:>6.1} – {:<6.1}   {:>5.0} ({:>5.0})      {:<8} {}",
             row.workload,
             row.aggregate,
             row.ideal,
@@ -270,7 +270,8 @@ fn micro_table(out: &mut String, m: &MicroReport) {
             row.per_client_max,
             row.paper,
             row.paper_ideal,
-            row.failed
+            row.failed,
+            row.client_timeouts
         );
     }
     let _ = writeln!(

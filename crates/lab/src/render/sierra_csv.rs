@@ -282,6 +282,7 @@ fn micro_csvs(dir: &Path, r: &Report) -> Result<()> {
                 "paper",
                 "paper_ideal",
                 "failed",
+                "client_timeouts",
             ],
             m.table5
                 .iter()
@@ -295,7 +296,8 @@ fn micro_csvs(dir: &Path, r: &Report) -> Result<()> {
                         format!("{:.2}", row.per_client_max),
                         row.paper,
                         row.paper_ideal,
-                        row.failed
+                        row.failed,
+                        row.client_timeouts
                     ]
                 })
                 .collect(),

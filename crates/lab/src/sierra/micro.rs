@@ -37,7 +37,10 @@ pub struct ThroughputRow {
     pub paper: f64,
     pub paper_ideal: f64,
     pub unit: &'static str,
+    /// Requests answered with an error (every attempt timed out or was refused).
     pub failed: u64,
+    /// Client attempts that timed out (then retried) during the run.
+    pub client_timeouts: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -126,7 +129,7 @@ fn throughput(
     measure_s: u64,
     read_ahead_bytes: Option<u64>,
     seed: u64,
-) -> Result<(Vec<f64>, u64), String> {
+) -> Result<(Vec<f64>, u64, u64), String> {
     const CLIENTS: usize = 9;
     let object = 2400 << 20;
     let spec = ClusterSpec {
@@ -166,7 +169,8 @@ fn throughput(
         .zip(&after)
         .map(|(b, a)| unit(a - b))
         .collect();
-    Ok((rates, cluster.counters().failed))
+    let end = cluster.counters();
+    Ok((rates, end.failed, end.client_timeouts))
 }
 
 /// Table 5, with the single server's figures (`server`: read and write MB/s and IOPS of one
@@ -234,7 +238,7 @@ pub fn table5(
             request_bytes: 64 << 10,
             outstanding,
         };
-        let (rates, failed) = throughput(load, measure_s, read_ahead_bytes, seed)?;
+        let (rates, failed, client_timeouts) = throughput(load, measure_s, read_ahead_bytes, seed)?;
         out.push(ThroughputRow {
             workload,
             aggregate: rates.iter().sum(),
@@ -245,6 +249,7 @@ pub fn table5(
             paper_ideal,
             unit,
             failed,
+            client_timeouts,
         });
     }
     Ok(out)
