@@ -120,6 +120,16 @@ fn schedule(out: &mut Vec<Figure>, s: &ScheduleReport) {
             if p.g_min == 1 { "at least 23" } else { "" },
         ));
         out.push(Figure::new(
+            format!("schedule/{}/saved_chunk_servers/{}", s.name, p.g_min),
+            format!(
+                "{}: energy saved by the chunk servers alone, schedule estimate, g_min {}",
+                s.name, p.g_min
+            ),
+            "%",
+            100.0 * (1.0 - p.chunk_servers_over_baseline),
+            "",
+        ));
+        out.push(Figure::new(
             format!("schedule/{}/top_gear_hours/{}", s.name, p.g_min),
             format!("{}: hours in the top gear, g_min {}", s.name, p.g_min),
             "h",
