@@ -153,10 +153,14 @@ fn print_seed(r: &BenchResult, s: &SeedResult) {
         g.migrations, g.refused
     );
     for sh in &g.shifts {
+        // The gear unchanged: the MDS's day turned, and with it the rotation of gear groups.
+        let what = if sh["from"] == sh["to"] {
+            format!("rotation of the gear groups in gear {}", sh["to"])
+        } else {
+            format!("shift {} → {}", sh["from"], sh["to"])
+        };
         println!(
-            "  shift {} → {} at {:.1} s: {} migrations, settled in {}",
-            sh["from"],
-            sh["to"],
+            "  {what} at {:.1} s: {} migrations, settled in {}",
             sh["at_s"].as_f64().unwrap_or(0.0),
             sh["migrations"],
             sh["settled_ms"]
