@@ -46,6 +46,7 @@ use cordillera_vstore::store::{Reply as StoreReply, Request as StoreRequest};
 use crate::model::{GroupId, RackId, ServerId};
 use crate::protocol::{Endpoint, Epoch, GroupView, Message, Nanos, ServeError};
 
+mod base;
 mod disk;
 mod invariants;
 mod placement;
