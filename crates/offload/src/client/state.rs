@@ -1,5 +1,6 @@
-//! The client's state apart from the range map and the queues out: per store, per request in
-//! flight, per upward read and write, recovery's fetch, and the phase of the client's life.
+//! The client's state: its parts — per store, per request in flight, per upward read and write,
+//! recovery's fetch, the phase of the client's life — and the `Client` itself, whose fields
+//! every module of the client shares, with its empty start.
 
 use super::*;
 
@@ -244,5 +245,155 @@ pub(super) fn new_store_state(info: StoreInfo, now: Nanos) -> StoreState {
         stale_dirty: false,
         record_after: 0,
         old_records: None,
+    }
+}
+
+pub struct Client {
+    pub(super) config: Config,
+    pub(super) phase: Phase,
+    pub(super) generation: u64,
+    pub(super) next_counter: u64,
+    pub(super) stores: Vec<StoreState>,
+    pub(super) map: RangeMap<Loc>,
+    pub(super) next_id: u64,
+    pub(super) outstanding: BTreeMap<u64, Outstanding>,
+    pub(super) writes: HashMap<u64, WriteOp>,
+    pub(super) reads: HashMap<u64, ReadOp>,
+    pub(super) base_pending: HashMap<u64, BaseKind>,
+    /// Base I/Os in flight from the upper layer and from reclaim.
+    pub(super) base_in_flight: u64,
+    /// Load on the base volume that is not ours (a co-hosted store), told by the driver.
+    pub(super) external_base_load: u64,
+    /// Under [`Policy::WhileBaseUnavailable`]: whether every replica takes writes.
+    pub(super) base_available: bool,
+    /// Preference among stores by id (lower first; 0 when not told): Sierra's logger
+    /// locality classes (§3.6). Load orders stores within a class.
+    pub(super) store_rank: BTreeMap<u64, u8>,
+    pub(super) queued_upward: VecDeque<(u64, Upward)>,
+    pub(super) parked_reads: Vec<(u64, u64, u64)>,
+    pub(super) parked_writes: Vec<u64>,
+    /// Since when the stores refuse writes as full (cleared by a write a store accepts):
+    /// reclaim then runs whatever the base volume's load.
+    pub(super) stores_full_since: Option<Nanos>,
+    /// Parked writes are tried again then (stores may have room, or the range may no longer
+    /// need to be off-loaded).
+    pub(super) parked_retry_at: Option<Nanos>,
+    pub(super) reclaim_jobs: usize,
+    /// Reclaim jobs of vulnerable ranges (reading them, then writing them to the base volume):
+    /// other data waits for them (vulnerable data first, not merely alongside).
+    pub(super) vulnerable_jobs: usize,
+    /// Reclaim jobs writing to the base volume: the spans written, writes left, and whether the
+    /// job reclaims vulnerable data.
+    pub(super) reclaim_writes: HashMap<u64, (Vec<Span>, u32, bool)>,
+    /// Local copies of off-loaded writes (Sierra §3.6), by write key, until they mark their
+    /// ranges or are found useless (`local.rs`).
+    pub(super) local: HashMap<u64, local::LocalCopy>,
+    /// With local copies: the base operations in flight that write the local replica, and
+    /// the bytes they write.
+    pub(super) local_disk: HashMap<u64, (u64, u64)>,
+    /// Ranges with a reclaim write to the base volume in flight (by job). A newer version of
+    /// an overlapping range waits for it: the disk may complete concurrent writes in any order.
+    pub(super) reclaiming: RangeMap<u64>,
+    pub(super) settling: Vec<Settle>,
+    /// Something a settling reclaim waits for may have changed (a stale list, a deletion
+    /// record, the range map): `pump_settle` looks at every entry again only then.
+    pub(super) settle_dirty: bool,
+    pub(super) vulnerable: VecDeque<(u64, u64)>,
+    /// Vulnerable ranges whose reclaim waits for an upper-layer base write overlapping them
+    /// (see `reclaim_got`): queued again when a base write completes.
+    pub(super) vulnerable_after_base: Vec<(u64, u64)>,
+    /// Some acknowledged data may have fewer than N copies on stores (see
+    /// [`Superblock::degraded`]): wanted in the superblock, and what the last superblock write
+    /// that completed holds (set when a store holding copies fails; a write is never
+    /// acknowledged with fewer than N). It is cleared (checked at most every probe interval,
+    /// once the vulnerable ranges are reclaimed) when no range in the map has fewer than N.
+    pub(super) degraded: bool,
+    pub(super) degraded_durable: bool,
+    /// Off-loaded writes answered with fewer than N copies: their copies enter the range map
+    /// (where reads can see them) only once "degraded" is durable, so that a restart cannot go
+    /// on without the stores holding them and show older data after a read showed theirs.
+    pub(super) held_writes: Vec<u64>,
+    pub(super) degraded_check_at: Nanos,
+    /// One superblock write at a time (the disk may complete concurrent writes in any
+    /// order): the flag it carries, and whether the superblock changed since it was sent.
+    pub(super) superblock_in_flight: Option<bool>,
+    pub(super) superblock_dirty: bool,
+    /// A superblock write the base volume failed is written again then.
+    pub(super) superblock_retry_at: Option<Nanos>,
+    /// Vulnerable ranges whose reclaim failed (its read, or its base write), queued again then.
+    pub(super) vulnerable_retry: Vec<(u64, u64)>,
+    pub(super) vulnerable_retry_at: Option<Nanos>,
+    pub(super) next_reclaim_store: usize,
+    pub(super) records: BTreeMap<u64, DelRecordInfo>,
+    pub(super) next_slot: u64,
+    pub(super) base_out: VecDeque<BaseOp>,
+    pub(super) store_out: VecDeque<(StoreIdx, u64, Request)>,
+    pub(super) upward_out: VecDeque<(u64, UpReply)>,
+    pub(super) stats: Stats,
+    pub(super) now: Nanos,
+}
+
+impl Client {
+    pub(super) fn empty(
+        config: Config,
+        stores: Vec<StoreInfo>,
+        phase: Phase,
+        now: Nanos,
+    ) -> Client {
+        assert!(config.n_way >= 1, "n_way ≥ 1");
+        assert!(config.volume_bytes > SUPERBLOCK_BYTES, "volume too small");
+        let stores = stores
+            .into_iter()
+            .map(|info| new_store_state(info, now))
+            .collect();
+        Client {
+            config,
+            phase,
+            generation: 1,
+            next_counter: 1,
+            stores,
+            map: RangeMap::new(),
+            next_id: 1,
+            outstanding: BTreeMap::new(),
+            writes: HashMap::new(),
+            reads: HashMap::new(),
+            base_pending: HashMap::new(),
+            base_in_flight: 0,
+            external_base_load: 0,
+            base_available: true,
+            store_rank: BTreeMap::new(),
+            queued_upward: VecDeque::new(),
+            parked_reads: Vec::new(),
+            parked_writes: Vec::new(),
+            stores_full_since: None,
+            parked_retry_at: None,
+            reclaim_jobs: 0,
+            vulnerable_jobs: 0,
+            reclaim_writes: HashMap::new(),
+            local: HashMap::new(),
+            local_disk: HashMap::new(),
+            reclaiming: RangeMap::new(),
+            settling: Vec::new(),
+            settle_dirty: false,
+            vulnerable: VecDeque::new(),
+            vulnerable_after_base: Vec::new(),
+            degraded: false,
+            degraded_durable: false,
+            held_writes: Vec::new(),
+            degraded_check_at: now,
+            superblock_in_flight: None,
+            superblock_dirty: false,
+            superblock_retry_at: None,
+            vulnerable_retry: Vec::new(),
+            vulnerable_retry_at: None,
+            next_reclaim_store: 0,
+            records: BTreeMap::new(),
+            next_slot: 0,
+            base_out: VecDeque::new(),
+            store_out: VecDeque::new(),
+            upward_out: VecDeque::new(),
+            stats: Stats::default(),
+            now,
+        }
     }
 }
