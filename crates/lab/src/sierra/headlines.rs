@@ -109,26 +109,28 @@ fn schedule(out: &mut Vec<Figure>, s: &ScheduleReport) {
         "15",
     ));
     for p in &s.power {
-        out.push(Figure::new(
-            format!("schedule/{}/saved/{}", s.name, p.g_min),
-            format!(
-                "{}: energy saved, schedule estimate, g_min {}",
-                s.name, p.g_min
+        let savings = [
+            ("saved", "energy saved", p.with_loggers_over_baseline),
+            (
+                "saved_chunk_servers",
+                "energy saved by the chunk servers alone",
+                p.chunk_servers_over_baseline,
             ),
-            "%",
-            100.0 * (1.0 - p.with_loggers_over_baseline),
-            if p.g_min == 1 { "at least 23" } else { "" },
-        ));
-        out.push(Figure::new(
-            format!("schedule/{}/saved_chunk_servers/{}", s.name, p.g_min),
-            format!(
-                "{}: energy saved by the chunk servers alone, schedule estimate, g_min {}",
-                s.name, p.g_min
-            ),
-            "%",
-            100.0 * (1.0 - p.chunk_servers_over_baseline),
-            "",
-        ));
+        ];
+        for (key, what, ratio) in savings {
+            let paper = if key == "saved" && p.g_min == 1 {
+                "at least 23"
+            } else {
+                ""
+            };
+            out.push(Figure::new(
+                format!("schedule/{}/{key}/{}", s.name, p.g_min),
+                format!("{}: {what}, schedule estimate, g_min {}", s.name, p.g_min),
+                "%",
+                100.0 * (1.0 - ratio),
+                paper,
+            ));
+        }
         out.push(Figure::new(
             format!("schedule/{}/top_gear_hours/{}", s.name, p.g_min),
             format!("{}: hours in the top gear, g_min {}", s.name, p.g_min),

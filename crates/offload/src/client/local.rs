@@ -83,9 +83,12 @@ impl Client {
                 copy.tainted = true;
             }
         }
-        self.map.update(start, end, |_, _, old| {
-            old.map(|l| Loc { local: false, ..*l })
-        });
+        // Most such writes are the volume's own, over bytes not off-loaded: nothing to clear.
+        if self.map.overlaps(start, end) {
+            self.map.update(start, end, |_, _, old| {
+                old.map(|l| Loc { local: false, ..*l })
+            });
+        }
         self.local_disk.insert(id, (start, end));
         busy
     }
