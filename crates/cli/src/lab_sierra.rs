@@ -1,16 +1,14 @@
 //! `cordillera lab sierra`: Sierra §2 and §4 on the simulator, with tables, JSON, CSV and SVG.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use cordillera_lab::render::sierra::{seeds_text, table, write_outputs, write_spread_files};
-use cordillera_lab::sierra::headlines::headlines;
+use cordillera_lab::render::sierra::{seeds_text, table, write_outputs};
 use cordillera_lab::sierra::micro::MicroOptions;
+use cordillera_lab::sierra::table5::Table5Setup;
 use cordillera_lab::sierra::testbed::TestbedOptions;
 use cordillera_lab::sierra::{self, Input, Options};
-use cordillera_lab::spread;
 
 use crate::lab_io::trace_input;
 
@@ -91,6 +89,16 @@ pub struct SierraArgs {
     /// 256 (0: none) — to see what the streaming reads owe to it.
     #[arg(long)]
     read_ahead_kib: Option<u64>,
+    /// Table 5 with the chunk servers' read-ahead (the preset's or --read-ahead-kib's size)
+    /// done asynchronously, as a host file cache does (the next window read while the stream
+    /// is served from the current one), instead of only when a read misses.
+    #[arg(long)]
+    read_ahead_async: bool,
+    /// Also run Table 5's streaming reads changed in one respect at a time (read-ahead size
+    /// and timing, cut-through network, two reads outstanding, one client alone) and in
+    /// combination: what holds them below the paper's figure.
+    #[arg(long)]
+    table5_causes: bool,
     /// GB on the failed server of Figure 12 (the paper: about 200 GB; the rate, not the
     /// size, is the result).
     #[arg(long, default_value_t = 2.0)]
@@ -243,7 +251,12 @@ fn options(a: &SierraArgs, seed: u64) -> Options {
             measure_s: a.table5_seconds,
             data_per_server_bytes: (a.rebuild_gb * 1e9) as u64,
             max_write_servers: a.rebuild_servers,
-            read_ahead_bytes: a.read_ahead_kib.map(|k| k << 10),
+            table5: Table5Setup {
+                read_ahead_bytes: a.read_ahead_kib.map(|k| k << 10),
+                read_ahead_async: a.read_ahead_async,
+                ..Table5Setup::default()
+            },
+            table5_causes: a.table5_causes,
             seed,
         }),
         ..Options::default()
@@ -274,31 +287,15 @@ fn inputs(a: &SierraArgs, seed: u64) -> Vec<Input> {
 
 /// `--seeds K`: the lab for each seed, then the spread of its headline figures.
 fn run_seeds(a: &SierraArgs, progress: &mut dyn FnMut(&str)) -> Result<()> {
-    let started = Instant::now();
-    let mut runs = Vec::new();
-    let mut reports = Vec::new();
-    for seed in a.seed..a.seed + a.seeds {
-        progress(&format!(
-            "lab sierra: seed {seed} ({} of {}), {:.0} s so far",
-            seed - a.seed + 1,
-            a.seeds,
-            started.elapsed().as_secs_f64()
-        ));
-        let report = sierra::run(inputs(a, seed), &options(a, seed), progress)
-            .map_err(|e| anyhow::anyhow!("seed {seed}: {e}"))?;
-        if let Some(dir) = &a.out {
-            write_outputs(&dir.join(format!("seed-{seed}")), &report)?;
-        }
-        runs.push((seed, headlines(&report)));
-        if a.json {
-            reports.push(report);
-        }
-    }
-    let rows = spread::spread(&runs);
-    let seeds: Vec<u64> = runs.iter().map(|(s, _)| *s).collect();
-    if let Some(dir) = &a.out {
-        write_spread_files(dir, &seeds, &rows)?;
-    }
+    let over = sierra::seeds::run_seeds(
+        a.seed..a.seed + a.seeds,
+        &|seed| inputs(a, seed),
+        &|seed| options(a, seed),
+        a.out.as_deref(),
+        a.json,
+        progress,
+    )?;
+    let (seeds, rows, reports) = (over.seeds, over.spread, over.reports);
     if a.json {
         println!(
             "{}",

@@ -98,6 +98,7 @@ pub fn hdd_params(name: &str) -> Option<HddParams> {
                 segments: 16,
                 hit_ms: 0.05,
                 hit_mb_per_s: 300.0,
+                asynchronous: false,
             }),
         },
         _ => return None,

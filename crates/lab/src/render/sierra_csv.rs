@@ -302,6 +302,46 @@ fn micro_csvs(dir: &Path, r: &Report) -> Result<()> {
                 })
                 .collect(),
         )?;
+        if !m.causes.is_empty() {
+            csv(
+                "table5_causes.csv",
+                &[
+                    "variant",
+                    "clients",
+                    "outstanding",
+                    "read_ahead_bytes",
+                    "read_ahead_async",
+                    "cut_through",
+                    "mb_per_s",
+                    "per_client_min",
+                    "per_client_max",
+                    "mean_ms",
+                    "median_ms",
+                    "disk_busy",
+                ],
+                m.causes
+                    .iter()
+                    .map(|c| {
+                        row![
+                            c.variant,
+                            c.setup.clients,
+                            c.setup.streaming_outstanding,
+                            c.setup
+                                .read_ahead_bytes
+                                .map_or("preset".to_owned(), |b| b.to_string()),
+                            c.setup.read_ahead_async,
+                            c.setup.cut_through,
+                            format!("{:.2}", c.aggregate),
+                            format!("{:.2}", c.per_client_min),
+                            format!("{:.2}", c.per_client_max),
+                            format!("{:.3}", c.mean_ms),
+                            format!("{:.3}", c.median_ms),
+                            format!("{:.3}", c.disk_busy)
+                        ]
+                    })
+                    .collect(),
+            )?;
+        }
         csv(
             "figure12_rebuild.csv",
             &[

@@ -23,6 +23,7 @@ use cordillera_host::sierra::{Nodes, Part, Shared, SierraNode};
 use cordillera_host::{DiskPort, Durability};
 use cordillera_models::device::hdd::{Hdd, ReadAhead};
 use cordillera_models::device::Device;
+
 use cordillera_models::histogram::Histogram;
 use cordillera_models::power::PowerParams;
 use cordillera_models::presets;
@@ -59,6 +60,11 @@ pub struct ClusterSpec {
     /// The chunk servers' and loggers' read-ahead in place of the preset's (a disk preset
     /// only; `None`: the preset's).
     pub read_ahead_bytes: Option<u64>,
+    /// The chunk servers' and loggers' read-ahead done asynchronously, as a host file cache
+    /// does, instead of only on a miss ([`ReadAhead::asynchronous`]).
+    pub read_ahead_async: bool,
+    /// The network's switches forward packets as they arrive (`NetworkParams::cut_through`).
+    pub cut_through: bool,
     pub power: PowerParams,
     pub log_bytes: u64,
     /// Reclaim jobs at once per chunk server.
@@ -87,6 +93,8 @@ impl ClusterSpec {
             gears: Vec::new(),
             preset: super::SERVER_PRESET.into(),
             read_ahead_bytes: None,
+            read_ahead_async: false,
+            cut_through: false,
             power: PowerParams::default(),
             log_bytes: 100 << 30,
             reclaim_jobs: 4,
@@ -339,12 +347,14 @@ impl Cluster {
         let total = nodes.total();
         let params = NetworkParams {
             racks_of_nodes,
+            cut_through: spec.cut_through,
             ..NetworkParams::sierra_testbed(1, total)
         };
         let network = Network::new(params, NetworkFaults::default(), SimRng::new(spec.seed, 3));
         let preset = spec.preset.clone();
         let read_ahead = spec.read_ahead_bytes;
-        if read_ahead.is_some() && presets::hdd_params(&preset).is_none() {
+        let read_ahead_async = spec.read_ahead_async;
+        if (read_ahead.is_some() || read_ahead_async) && presets::hdd_params(&preset).is_none() {
             return Err(format!(
                 "a read-ahead for {preset:?}, which is not a disk preset"
             ));
@@ -355,7 +365,7 @@ impl Cluster {
                 if node == 0 || node >= nodes.client0() {
                     presets::device("ssd").expect("a preset")
                 } else {
-                    server_disk(&preset, read_ahead)
+                    server_disk(&preset, read_ahead, read_ahead_async)
                 }
             }),
             crash_model: CrashModel::default(),
@@ -507,21 +517,25 @@ pub fn energy_j(power: &PowerParams, from: &Counters, to: &Counters) -> f64 {
     joules
 }
 
-/// A chunk server's or logger's disk: the preset, with its read-ahead replaced when one is
-/// given (0: none; a preset without read-ahead gets the `sierra-1tb` cache's other figures).
-fn server_disk(preset: &str, read_ahead: Option<u64>) -> Box<dyn Device> {
-    match (read_ahead, presets::hdd_params(preset)) {
-        (Some(bytes), Some(mut params)) => {
-            params.read_ahead = params
-                .read_ahead
-                .map(|ra| ReadAhead { bytes, ..ra })
-                .or(Some(ReadAhead {
-                    bytes,
-                    segments: 16,
-                    hit_ms: 0.05,
-                    hit_mb_per_s: 300.0,
-                }))
-                .filter(|ra| ra.bytes > 0);
+/// A chunk server's or logger's disk: the preset, with its read-ahead's size replaced when one
+/// is given (0: none; a preset without read-ahead gets the `sierra-1tb` cache's other figures)
+/// and made asynchronous when asked.
+fn server_disk(preset: &str, read_ahead: Option<u64>, asynchronous: bool) -> Box<dyn Device> {
+    match presets::hdd_params(preset) {
+        Some(mut params) if read_ahead.is_some() || asynchronous => {
+            let ra = params.read_ahead.unwrap_or(ReadAhead {
+                bytes: 256 << 10,
+                segments: 16,
+                hit_ms: 0.05,
+                hit_mb_per_s: 300.0,
+                asynchronous: false,
+            });
+            params.read_ahead = Some(ReadAhead {
+                bytes: read_ahead.unwrap_or(ra.bytes),
+                asynchronous: asynchronous || ra.asynchronous,
+                ..ra
+            })
+            .filter(|ra| ra.bytes > 0);
             Box::new(Hdd::new(params))
         }
         _ => presets::device(preset).expect("a checked preset"),

@@ -1,10 +1,6 @@
 //! §4.6's microbenchmarks on the simulated testbed, through the real cores.
 //!
-//! - Table 5: 9 clients in one rack against 9 chunk servers in another, each client on its own
-//!   object: 64 KB streaming reads and writes (one request outstanding per client, as the
-//!   single-server measurement of Table 4), and 64 KB random reads and writes with 64
-//!   outstanding per client. Aggregate throughput, and the paper's "ideal": nine times one
-//!   server for reads, a third of that for writes (3-way replication).
+//! - Table 5 ([`super::table5`]), and with `table5_causes` what holds its streaming reads.
 //! - Figure 12: a chunk server holding `data_per_server_bytes` fails for good; the MDS gives
 //!   each of its groups a new replica in its gear group and the primaries copy the data. With
 //!   power-aware grouping on N = 3(k + 1) servers the failed server's data is rebuilt onto k
@@ -16,32 +12,15 @@
 use serde::Serialize;
 
 use cordillera_gears::layout::{Layout, LayoutKind, LayoutSpec, RackPolicy};
-use cordillera_gears::model::{Topology, GROUPS_PER_SERVER_DEFAULT};
+use cordillera_gears::model::Topology;
 use cordillera_gears::server::ServerStats;
 use cordillera_sim::kernel::Nanos;
 use cordillera_types::rng::SplitMix64;
 
-use super::cluster::{ClosedLoop, Cluster, ClusterSpec};
+use super::cluster::{Cluster, ClusterSpec};
+use super::table5::{causes, table5, CauseRow, Table5Setup, ThroughputRow};
 
 const S: Nanos = 1_000_000_000;
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ThroughputRow {
-    pub workload: &'static str,
-    /// MB/s (2^20 bytes) for streaming, IOPS for random.
-    pub aggregate: f64,
-    pub per_client_min: f64,
-    pub per_client_max: f64,
-    /// The paper's ideal from our single-server figures (Table 4 on our disk model).
-    pub ideal: f64,
-    pub paper: f64,
-    pub paper_ideal: f64,
-    pub unit: &'static str,
-    /// Requests answered with an error (every attempt timed out or was refused).
-    pub failed: u64,
-    /// Client attempts that timed out (then retried) during the run.
-    pub client_timeouts: u64,
-}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct RebuildPoint {
@@ -62,8 +41,10 @@ pub struct MicroOptions {
     pub data_per_server_bytes: u64,
     /// Figure 12's largest number of servers written to.
     pub max_write_servers: usize,
-    /// Table 5's chunk-server read-ahead in place of the preset's (`None`: the preset's).
-    pub read_ahead_bytes: Option<u64>,
+    /// Table 5's setup (the paper's unless changed to see what a figure owes to it).
+    pub table5: Table5Setup,
+    /// Also run the streaming reads changed one respect at a time ([`causes`]).
+    pub table5_causes: bool,
     pub seed: u64,
 }
 
@@ -77,11 +58,16 @@ pub fn run(
         table5: table5(
             server,
             options.measure_s,
-            options.read_ahead_bytes,
+            &options.table5,
             options.seed,
             progress,
         )?,
-        read_ahead_bytes: options.read_ahead_bytes,
+        table5_setup: options.table5,
+        causes: if options.table5_causes {
+            causes(options.measure_s, options.seed, progress)?
+        } else {
+            Vec::new()
+        },
         measure_s: options.measure_s,
         figure12: figure12(
             options.max_write_servers,
@@ -97,15 +83,16 @@ pub fn run(
 pub struct MicroReport {
     pub table5: Vec<ThroughputRow>,
     pub measure_s: u64,
-    /// Table 5's read-ahead when not the preset's.
-    pub read_ahead_bytes: Option<u64>,
+    pub table5_setup: Table5Setup,
+    /// The streaming reads changed one respect at a time (empty unless asked).
+    pub causes: Vec<CauseRow>,
     pub figure12: Vec<RebuildPoint>,
     pub data_per_server_bytes: u64,
 }
 
 /// `groups_per_server`: groups with a replica on each server (64·N groups in all is the
 /// default, 192 per server; the paper's testbed had 320 for 15 servers, 64 per server).
-fn layout(
+pub(super) fn layout(
     racks: u32,
     per_rack: u32,
     policy: RackPolicy,
@@ -120,139 +107,6 @@ fn layout(
     };
     let groups = topology.servers() * groups_per_server / 3;
     Layout::generate(spec, &topology, groups, &mut SplitMix64(seed)).map_err(|e| e.to_string())
-}
-
-/// One Table 5 row: 9 clients, each on its own 2.4 GB object, for `measure_s` after a
-/// second of warm-up.
-fn throughput(
-    load: ClosedLoop,
-    measure_s: u64,
-    read_ahead_bytes: Option<u64>,
-    seed: u64,
-) -> Result<(Vec<f64>, u64, u64), String> {
-    const CLIENTS: usize = 9;
-    let object = 2400 << 20;
-    let spec = ClusterSpec {
-        read_ahead_bytes,
-        // Rack 0: the chunk servers (and the MDS); rack 1: the clients.
-        client_rack: Some(1),
-        seed,
-        ..ClusterSpec::new(
-            layout(
-                1,
-                9,
-                RackPolicy::Ignored,
-                3 * GROUPS_PER_SERVER_DEFAULT as usize,
-                seed,
-            )?,
-            0,
-            vec![object; CLIENTS],
-        )
-    };
-    let mut cluster = Cluster::new(spec, vec![Some(load); CLIENTS])?;
-    cluster.start(60 * S)?;
-    let t0 = cluster.now() + S;
-    cluster.run_until(t0);
-    let per_client = |c: &Cluster| c.client_bytes_done();
-    let before = per_client(&cluster);
-    cluster.run_until(t0 + measure_s * S);
-    let after = per_client(&cluster);
-    let unit = |bytes: u64| {
-        if load.sequential {
-            bytes as f64 / (1 << 20) as f64 / measure_s as f64
-        } else {
-            bytes as f64 / load.request_bytes as f64 / measure_s as f64
-        }
-    };
-    let rates = before
-        .iter()
-        .zip(&after)
-        .map(|(b, a)| unit(a - b))
-        .collect();
-    let end = cluster.counters();
-    Ok((rates, end.failed, end.client_timeouts))
-}
-
-/// Table 5, with the single server's figures (`server`: read and write MB/s and IOPS of one
-/// server) for the ideal.
-pub fn table5(
-    server: &cordillera_gears::load::ServerPerformance,
-    measure_s: u64,
-    read_ahead_bytes: Option<u64>,
-    seed: u64,
-    progress: &mut dyn FnMut(&str),
-) -> Result<Vec<ThroughputRow>, String> {
-    let mb = (1 << 20) as f64;
-    // (workload, writes, streaming, outstanding, ideal, paper, paper's ideal, unit)
-    type Row = (&'static str, bool, bool, usize, f64, f64, f64, &'static str);
-    let rows: [Row; 4] = [
-        (
-            "streaming writes",
-            true,
-            true,
-            1,
-            server.write_bytes_per_s / mb * 3.0,
-            96.0,
-            246.0,
-            "MB/s",
-        ),
-        (
-            "streaming reads",
-            false,
-            true,
-            1,
-            server.read_bytes_per_s / mb * 9.0,
-            348.0,
-            738.0,
-            "MB/s",
-        ),
-        (
-            "random writes",
-            true,
-            false,
-            64,
-            server.write_iops * 3.0,
-            465.0,
-            537.0,
-            "IOPS",
-        ),
-        (
-            "random reads",
-            false,
-            false,
-            64,
-            server.read_iops * 9.0,
-            1152.0,
-            1233.0,
-            "IOPS",
-        ),
-    ];
-    let mut out = Vec::new();
-    for (workload, write, sequential, outstanding, ideal, paper, paper_ideal, unit) in rows {
-        progress(&format!(
-            "table 5: {workload}, 9 clients on 9 chunk servers"
-        ));
-        let load = ClosedLoop {
-            write,
-            sequential,
-            request_bytes: 64 << 10,
-            outstanding,
-        };
-        let (rates, failed, client_timeouts) = throughput(load, measure_s, read_ahead_bytes, seed)?;
-        out.push(ThroughputRow {
-            workload,
-            aggregate: rates.iter().sum(),
-            per_client_min: rates.iter().copied().fold(f64::INFINITY, f64::min),
-            per_client_max: rates.iter().copied().fold(0.0, f64::max),
-            ideal,
-            paper,
-            paper_ideal,
-            unit,
-            failed,
-            client_timeouts,
-        });
-    }
-    Ok(out)
 }
 
 /// One Figure 12 point: N = 3(k + 1) servers in 3 racks (rack-aligned power-aware grouping,

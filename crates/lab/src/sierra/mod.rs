@@ -16,6 +16,8 @@ pub mod headlines;
 pub mod inputs;
 pub mod micro;
 pub mod predictors;
+pub mod seeds;
+pub mod table5;
 pub mod testbed;
 
 use serde::Serialize;

@@ -656,6 +656,7 @@ pub fn run(setup: &Setup) -> Outcome {
             nic_bits_per_s: 100e9,
             uplink_bits_per_s: 100e9,
             latency_ns: 5_000,
+            cut_through: false,
         },
         NetworkFaults::default(),
         SimRng::new(setup.seed, 1),

@@ -19,6 +19,12 @@
 //! when its last byte has come off the platter if the read-ahead is still filling the segment.
 //! A write drops the segments it overlaps. Random reads never read ahead.
 //!
+//! With [`ReadAhead::asynchronous`] (a host file cache's read-ahead, as NTFS's cache manager
+//! does it, rather than a drive's), a hit that leaves less than `bytes` of its segment ahead of
+//! it, once the segment is all in, also queues a read of the next `bytes` into the segment: an
+//! internal request, scheduled like any other, whose bytes the stream then finds cached instead
+//! of waiting for a miss to position and read them.
+//!
 //! Seek time for distance `d ≥ 1` cylinders is `a + b·√d + c·d`, fitted so that the one-cylinder
 //! seek equals the track-to-track figure, the full-stroke seek equals the full-stroke figure, and
 //! the mean over uniformly random start and end cylinders equals the average figure (which is how
@@ -76,6 +82,9 @@ pub struct ReadAhead {
     pub hit_ms: f64,
     /// Host transfer rate of a hit, MB/s (10^6 bytes).
     pub hit_mb_per_s: f64,
+    /// Whether a stream's next `bytes` are read while it is served from the current ones
+    /// (see the module's documentation); otherwise only a miss reads ahead.
+    pub asynchronous: bool,
 }
 
 /// Bytes `[start, end)` of the read cache; byte `b ≥ fill_from` is in at
@@ -161,8 +170,11 @@ struct Pending {
     /// Where the request starts, precomputed for the scheduler's scans.
     cylinder: u64,
     angle_ns: u64,
-    /// Whether the request's completion is reported (destages of the cache are internal).
+    /// Whether the request's completion is reported (destages of the cache and asynchronous
+    /// read-ahead are internal).
     reported: bool,
+    /// An asynchronous read-ahead into the segment ending at its offset.
+    prefetch: bool,
     /// Bytes read ahead after it (set when its service starts); its completion is then
     /// reported when its own bytes are in, before the service ends.
     read_ahead: u64,
@@ -203,6 +215,8 @@ pub struct Hdd {
     read_acks: BTreeMap<(Nanos, u64), u64>,
     outstanding: usize,
     next_seq: u64,
+    /// Offsets of asynchronous read-aheads queued and not yet started.
+    prefetches: Vec<u64>,
 }
 
 impl Hdd {
@@ -237,6 +251,7 @@ impl Hdd {
             read_acks: BTreeMap::new(),
             outstanding: 0,
             next_seq: 0,
+            prefetches: Vec::new(),
         }
     }
 
@@ -251,9 +266,43 @@ impl Hdd {
         let seg = self.segments.remove(i).expect("found");
         self.segments.push_front(seg);
         let host = ms_to_ns(ra.hit_ms) + (end - offset) as f64 * 1e3 / ra.hit_mb_per_s;
-        let arrived = seg.fill_start_ns
-            + (end.saturating_sub(seg.fill_from) as f64 * self.ns_per_byte).ceil() as u64;
+        // Bytes before `fill_from` are in (an asynchronous read-ahead extends a segment).
+        let arrived_at = |b: u64| match b.checked_sub(seg.fill_from).filter(|&n| n > 0) {
+            Some(n) => seg.fill_start_ns + (n as f64 * self.ns_per_byte).ceil() as u64,
+            None => 0,
+        };
+        let arrived = arrived_at(end);
+        if ra.asynchronous && seg.end - end < ra.bytes && arrived_at(seg.end) <= now {
+            self.prefetch(now, seg.end, ra.bytes);
+        }
         Some((now + host.ceil() as u64).max(arrived))
+    }
+
+    /// Queues an asynchronous read-ahead of `bytes` from `offset` (a segment's end), unless
+    /// one is already queued there.
+    fn prefetch(&mut self, now: Nanos, offset: u64, bytes: u64) {
+        let bytes = bytes.min(self.params.capacity_bytes - offset);
+        if bytes == 0 || self.prefetches.contains(&offset) {
+            return;
+        }
+        self.prefetches.push(offset);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.enqueue(Pending {
+            cylinder: self.cylinder_of(offset),
+            angle_ns: self.angle_of(offset),
+            request: IoRequest {
+                id: u64::MAX,
+                op: Op::Read,
+                offset_bytes: offset,
+                length_bytes: bytes,
+            },
+            reported: false,
+            prefetch: true,
+            read_ahead: 0,
+            seq,
+            arrived: now,
+        });
     }
 
     /// Takes `segment` into the read cache (replacing the one it continues, if any).
@@ -376,6 +425,32 @@ impl Hdd {
         debug_assert!(self.in_service.is_none());
         while let Some(mut pending) = self.next_pending(now) {
             let r = pending.request;
+            if pending.prefetch {
+                self.prefetches.retain(|&o| o != r.offset_bytes);
+                let positioning = self.positioning_ns(now, &pending);
+                let service =
+                    (positioning + (r.length_bytes as f64 * self.ns_per_byte).ceil() as u64).max(1);
+                let Some(start) = self
+                    .segments
+                    .iter()
+                    .find(|s| s.end == r.offset_bytes)
+                    .map(|s| s.start)
+                else {
+                    continue; // its segment is gone (written over, replaced or read past)
+                };
+                self.keep_segment(
+                    Segment {
+                        start,
+                        end: r.offset_bytes + r.length_bytes,
+                        fill_from: r.offset_bytes,
+                        fill_start_ns: now + positioning,
+                    },
+                    true,
+                );
+                self.busy_ns += service;
+                self.in_service = Some((now + service, pending));
+                return;
+            }
             if r.op == Op::Read && pending.reported && self.params.read_ahead.is_some() {
                 let end = r.offset_bytes + r.length_bytes;
                 // Read ahead for its stream while it waited.
@@ -437,6 +512,10 @@ impl Device for Hdd {
         if request.op == Op::Read {
             if let Some(t) = self.read_hit(now, request.offset_bytes, end) {
                 self.read_acks.insert((t, seq), request.id);
+                // An asynchronous read-ahead it queued starts at once on an idle disk.
+                if self.in_service.is_none() && !self.queue_is_empty() {
+                    self.start_next(now);
+                }
                 return;
             }
         } else if !self.segments.is_empty() {
@@ -458,6 +537,7 @@ impl Device for Hdd {
             angle_ns: self.angle_of(request.offset_bytes),
             request,
             reported: !cached,
+            prefetch: false,
             read_ahead: 0,
             seq,
             arrived: now,
@@ -505,8 +585,8 @@ impl Device for Hdd {
                     let head_end = r.offset_bytes + r.length_bytes + done.read_ahead;
                     self.head_cylinder = self.cylinder_of(head_end.saturating_sub(1));
                     self.head_end_bytes = head_end;
-                    if done.read_ahead > 0 {
-                        // Answered when its bytes were in (`read_acks`).
+                    if done.read_ahead > 0 || done.prefetch {
+                        // Answered when its bytes were in (`read_acks`), or internal.
                     } else if done.reported {
                         self.outstanding -= 1;
                         completions.push(Completion {
@@ -588,6 +668,69 @@ mod tests {
         }
         assert_eq!(disk.outstanding(), 0);
         (streams * count * block) as f64 / end as f64 * 1e3
+    }
+
+    /// As [`streams`], each reader sending its next read `think_ns` after the last one's
+    /// answer (a request's trip over a network); MB/s.
+    fn streams_thinking(params: HddParams, streams: u64, count: u64, think_ns: Nanos) -> f64 {
+        let mut disk = Hdd::new(params);
+        let block = 64 * 1024;
+        let mut next: Vec<u64> = (0..streams).map(|s| s * 10_000_000_000).collect();
+        let mut left = vec![count; streams as usize];
+        let mut due: BTreeMap<(Nanos, u64), ()> = (0..streams).map(|s| ((0, s), ())).collect();
+        let (mut done, mut end) = (Vec::new(), 0);
+        loop {
+            let submit = due.keys().next().copied();
+            match (disk.poll_timeout(), submit) {
+                (Some(t), s) if s.is_none_or(|(at, _)| t < at) => {
+                    disk.advance(t, &mut done);
+                    for c in done.drain(..) {
+                        end = end.max(c.time_ns);
+                        if left[c.id as usize] > 0 {
+                            due.insert((c.time_ns + think_ns, c.id), ());
+                        }
+                    }
+                }
+                (_, Some((at, s))) => {
+                    due.remove(&(at, s));
+                    left[s as usize] -= 1;
+                    let offset_bytes = next[s as usize];
+                    next[s as usize] += block;
+                    let request = IoRequest {
+                        id: s,
+                        op: Op::Read,
+                        offset_bytes,
+                        length_bytes: block,
+                    };
+                    disk.submit(at, request);
+                }
+                _ => break,
+            }
+        }
+        assert_eq!(disk.outstanding(), 0);
+        (streams * count * block) as f64 / end as f64 * 1e3
+    }
+
+    fn asynchronous() -> HddParams {
+        let mut params = presets::hdd_params("sierra-1tb").unwrap();
+        params.read_ahead.as_mut().unwrap().asynchronous = true;
+        params
+    }
+
+    #[test]
+    fn asynchronous_read_ahead_reads_the_next_window_while_the_stream_is_served() {
+        let sync = presets::hdd_params("sierra-1tb").unwrap();
+        let think = 1_000_000;
+        let one = (
+            streams_thinking(sync.clone(), 1, 2000, think),
+            streams_thinking(asynchronous(), 1, 2000, think),
+        );
+        let nine = (
+            streams_thinking(sync, 9, 300, think),
+            streams_thinking(asynchronous(), 9, 300, think),
+        );
+        println!("MB/s synchronous and asynchronous, 1 ms between reads: one stream {one:?}, nine {nine:?}");
+        assert!(one.1 > one.0 && nine.1 > nine.0, "{one:?} {nine:?}");
     }
 
     fn without_read_ahead() -> HddParams {
