@@ -139,7 +139,8 @@ pub struct SierraArgs {
     /// qualifies there, else among all hours.
     #[arg(long)]
     windows_in_maintenance: bool,
-    /// Which testbed experiments to run (§4.5).
+    /// Which testbed experiments to run (§4.5); `none` runs no window and reports Table 2's
+    /// reclaim need from one pass over the trace.
     #[arg(long, value_delimiter = ',', default_values_t = ["steady".to_string(), "up-shift".to_string(), "down-shift".to_string()])]
     experiments: Vec<String>,
     /// Seed of the generated workloads and of the testbed (layout, random choices).
@@ -180,9 +181,9 @@ pub fn run(a: SierraArgs) -> Result<()> {
     if let Some(e) = a
         .experiments
         .iter()
-        .find(|e| !["steady", "up-shift", "down-shift"].contains(&e.as_str()))
+        .find(|e| !["steady", "up-shift", "down-shift", "none"].contains(&e.as_str()))
     {
-        bail!("--experiments: {e:?} is not one of steady, up-shift, down-shift");
+        bail!("--experiments: {e:?} is not one of steady, up-shift, down-shift, none");
     }
     if a.table5_seconds == 0
         || !(a.rebuild_gb > 0.0 && a.rebuild_gb <= 1000.0)
@@ -240,7 +241,12 @@ fn options(a: &SierraArgs, seed: u64) -> Options {
             preface_s: a.preface_s,
             seed,
             log_bytes: 100 << 30,
-            experiments: a.experiments.clone(),
+            experiments: a
+                .experiments
+                .iter()
+                .filter(|e| *e != "none")
+                .cloned()
+                .collect(),
             reclaim_jobs: a.reclaim_jobs,
             local_copy: !a.no_local_copy,
             power_sample: a.power_run.then_some(a.power_sample),

@@ -589,6 +589,19 @@ fn lab_sierra_testbed_and_microbenchmarks_small() {
     println!("up-shift on sierra: {up}");
     assert!(up["reclaimed_bytes"].as_u64().unwrap() > 0, "{up}");
     assert_eq!(up["logged_bytes_at_end"], 0, "everything reclaimed: {up}");
+    // The up-shift's parts add up to the window, the shift cutting it.
+    let phases = up["phases"].as_array().unwrap();
+    assert!(phases.len() >= 2, "{phases:?}");
+    assert_eq!(phases[0]["phase"], "before the shift");
+    let counted: u64 = phases
+        .iter()
+        .map(|p| p["latency"]["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, up["requests"].as_u64().unwrap(), "{phases:?}");
+    assert!(
+        phases.windows(2).all(|w| w[0]["to_s"] == w[1]["from_s"]),
+        "{phases:?}"
+    );
     let down = run("down-shift", "sierra");
     assert!(down["migrations"].as_u64().unwrap() > 0, "{down}");
     assert_eq!(run("steady", "baseline")["loggers"], 0);
@@ -618,6 +631,46 @@ fn lab_sierra_testbed_and_microbenchmarks_small() {
         let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
         assert!(text.lines().count() > 1, "{file} holds rows");
     }
+}
+
+/// `--experiments none`: Table 2's reclaim need from one pass over the trace, no window run.
+/// What the loggers must hold (unique bytes) is at most what they take in below the top gear,
+/// which is at most what the trace writes.
+#[test]
+fn lab_sierra_reclaim_need_alone() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args([
+            "lab",
+            "sierra",
+            "--parts",
+            "testbed",
+            "--experiments",
+            "none",
+        ])
+        .args(["--io-rate-scale", "0.05", "--json"])
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tb = &json["testbed"][0];
+    assert_eq!(tb["experiments"].as_array().unwrap().len(), 0);
+    let need = &tb["need"];
+    let bytes = |k: &str| need[k].as_u64().unwrap();
+    println!("{need}");
+    assert!(bytes("logged_bytes_total") > 0, "{need}");
+    assert!(
+        bytes("logged_bytes_total") <= bytes("written_bytes_total"),
+        "{need}"
+    );
+    assert!(
+        bytes("written_bytes_total") < bytes("trace_written_bytes"),
+        "{need}"
+    );
+    assert!(bytes("trace_read_bytes") > 0, "{need}");
 }
 
 /// Table 5's streaming reads changed one respect at a time (`--table5-causes`): a row per

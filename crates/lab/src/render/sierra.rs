@@ -401,6 +401,18 @@ fn testbed_runs_text(out: &mut String, t: &TestbedReport) {
                 run.failed,
                 run.client_retries
             );
+            for p in &run.phases {
+                let _ = writeln!(
+                    out,
+                    "      {:<26} {:>6.2} – {:<6.2}                      {:>9}  {:>8}  {:>8}",
+                    p.phase,
+                    p.from_s as f64 / 3600.0,
+                    p.to_s as f64 / 3600.0,
+                    p.latency.count,
+                    ms(p.latency.mean_ms),
+                    ms(p.latency.p99_ms)
+                );
+            }
         }
     }
 }
@@ -422,6 +434,13 @@ fn testbed_need_text(out: &mut String, t: &TestbedReport) {
         out,
         "    data logged in the trace (unique, below top gear)  {:>8.1} GB   166 GB",
         n.logged_bytes_total as f64 / 1e9
+    );
+    let _ = writeln!(
+        out,
+        "      written below top gear, overwrites included  {:>8.1} GB   (the trace: {:.1} GB written, {:.1} GB read)",
+        n.written_bytes_total as f64 / 1e9,
+        n.trace_written_bytes as f64 / 1e9,
+        n.trace_read_bytes as f64 / 1e9
     );
     let _ = writeln!(
         out,

@@ -219,6 +219,9 @@ fn testbed_csvs(dir: &Path, r: &Report) -> Result<()> {
             &[
                 "trace",
                 "logged_bytes_total",
+                "written_bytes_total",
+                "trace_written_bytes",
+                "trace_read_bytes",
                 "hours_in_top_gear",
                 "required_mb_per_s",
                 "largest_stretch_bytes",
@@ -230,6 +233,9 @@ fn testbed_csvs(dir: &Path, r: &Report) -> Result<()> {
                     row![
                         t.trace,
                         n.logged_bytes_total,
+                        n.written_bytes_total,
+                        n.trace_written_bytes,
+                        n.trace_read_bytes,
                         n.hours_in_top_gear,
                         format!("{:.4}", n.required_mb_per_s),
                         n.largest_bytes

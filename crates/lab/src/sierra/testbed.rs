@@ -17,19 +17,21 @@ use serde::Serialize;
 
 use cordillera_gears::layout::{Layout, LayoutKind, LayoutSpec, RackPolicy};
 use cordillera_gears::model::{Topology, CHUNK_BYTES_EVALUATION, GROUPS_PER_SERVER_DEFAULT};
-use cordillera_gears::schedule::{rotation, shift_at, up_shift_lead_ns};
+
 use cordillera_models::histogram::LatencySummary;
 use cordillera_models::power::PowerParams;
 use cordillera_sim::kernel::Nanos;
-use cordillera_trace::Record;
+
 use cordillera_types::rng::SplitMix64;
 use cordillera_types::Op;
 
 use std::sync::mpsc;
 
 use super::analysis::{Measured, ScheduleReport};
-use super::cluster::{energy_j, Cluster, ClusterSpec, Counters, Replayed};
+use super::cluster::Replayed;
 use super::Opener;
+use job::{Batch, Job, JobSetup};
+use need::NeedMeter;
 use windows::{choose_windows, Windows};
 
 const S: Nanos = 1_000_000_000;
@@ -69,6 +71,8 @@ pub struct TestbedOptions {
 #[derive(Clone, Debug, Serialize)]
 pub struct ExperimentRun {
     pub config: &'static str,
+    /// A shift's window in parts (before it, while reclaim drains, after), each's latency.
+    pub phases: Vec<PhaseLatency>,
     pub servers: usize,
     pub loggers: usize,
     pub latency: LatencySummary,
@@ -131,11 +135,27 @@ pub struct Experiment {
     pub runs: Vec<ExperimentRun>,
 }
 
+/// The response times of a part of a window.
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseLatency {
+    pub phase: &'static str,
+    /// Trace seconds since the first day's midnight, whole minutes.
+    pub from_s: i64,
+    pub to_s: i64,
+    pub latency: LatencySummary,
+}
+
 /// Table 2's top half, from the trace and the schedule.
 #[derive(Clone, Debug, Serialize)]
 pub struct ReclaimNeed {
     /// Unique bytes written while below the top gear, summed over the low-gear stretches.
     pub logged_bytes_total: u64,
+    /// Every byte written while below the top gear, overwrites included (what the loggers
+    /// take in; `logged_bytes_total` is what they must still hold at the up-shifts).
+    pub written_bytes_total: u64,
+    /// Bytes written in the whole trace, and read.
+    pub trace_written_bytes: u64,
+    pub trace_read_bytes: u64,
     pub hours_in_top_gear: usize,
     pub required_mb_per_s: f64,
     /// The largest low-gear stretch's unique bytes, and the up-shift ending it (hour).
@@ -186,301 +206,6 @@ impl Config {
             Config::Sierra => "sierra",
             Config::Baseline => "baseline",
             Config::BaselineN => "baseline-n",
-        }
-    }
-}
-
-/// One run of one window on one configuration, in its own thread.
-#[derive(Clone, Debug)]
-struct Job {
-    experiment: usize,
-    config: Config,
-    /// Trace time (ns since the first midnight): replay from `from`, measure from
-    /// `measure_from`, stop at `to`.
-    from: i64,
-    measure_from: i64,
-    to: i64,
-    /// The gear shift the window is about (reclaim is timed from it).
-    shift: Option<i64>,
-    /// One request in this many is replayed (the power run).
-    sample: u64,
-}
-
-/// What the driver sends a job: requests up to a time, then how far to run.
-struct Batch {
-    requests: Vec<Replayed>,
-    run_until: Nanos,
-}
-
-/// What a job needs to build its cluster (plain data: it crosses into the job's thread).
-#[derive(Clone)]
-struct JobSetup {
-    n: usize,
-    loggers: usize,
-    /// Hour of the trace → gear (the chosen policy's).
-    gears: Vec<(i64, usize)>,
-    object_bytes: Vec<u64>,
-    options: TestbedOptions,
-    power: PowerParams,
-}
-
-impl Job {
-    fn sim_of(&self, trace_ns: i64) -> Nanos {
-        (trace_ns - self.from) as Nanos + START
-    }
-
-    fn cluster(&self, setup: &JobSetup) -> Result<Cluster, String> {
-        let (per_rack, loggers) = match self.config {
-            Config::Sierra => (setup.n / 3, setup.loggers),
-            Config::Baseline => ((setup.n + setup.loggers) / 3, 0),
-            Config::BaselineN => (setup.n / 3, 0),
-        };
-        let layout = testbed_layout(per_rack as u32, setup.options.seed)?;
-        let gear_of = |h: i64| setup.gears.iter().find(|x| x.0 == h).map_or(3, |x| x.1);
-        let mut gears = Vec::new();
-        if self.config == Config::Sierra {
-            let first = self.from.div_euclid(HOUR as i64);
-            let last = (self.to - 1).div_euclid(HOUR as i64);
-            let lead = up_shift_lead_ns(setup.power.wake_from_standby_ns);
-            for h in first..=last {
-                // The first hour's gear is in place before the replay starts; up-shifts are
-                // made ahead of their hour, so the servers they wake are up when it starts.
-                let at = if h == first {
-                    S
-                } else {
-                    shift_at(
-                        self.sim_of(h * HOUR as i64),
-                        gear_of(h - 1),
-                        gear_of(h),
-                        lead,
-                    )
-                    .max(S)
-                };
-                gears.push((at, gear_of(h), rotation(h.div_euclid(24), 3)));
-            }
-        }
-        let spec = ClusterSpec {
-            gears,
-            power: setup.power,
-            log_bytes: setup.options.log_bytes,
-            reclaim_jobs: setup.options.reclaim_jobs,
-            local_copy: setup.options.local_copy,
-            seed: setup.options.seed,
-            ..ClusterSpec::new(layout, loggers, setup.object_bytes.clone())
-        };
-        let mut cluster = Cluster::new(spec, Vec::new())?;
-        cluster.start(START - S)?;
-        Ok(cluster)
-    }
-
-    /// Runs the job on the batches it is sent until the driver hangs up.
-    fn run(
-        &self,
-        setup: &JobSetup,
-        batches: mpsc::Receiver<Batch>,
-        say: &mpsc::Sender<String>,
-    ) -> Result<ExperimentRun, String> {
-        let wall = std::time::Instant::now();
-        let mut cluster = self.cluster(setup)?;
-        let m0 = self.sim_of(self.measure_from);
-        let end = self.sim_of(self.to);
-        let mut start: Option<Counters> = None;
-        let mut migrations_before = 0;
-        let mut drained_at: Option<Nanos> = None;
-        let mut logged_at_day_end = Vec::new();
-        let mut logged_hourly = Vec::new();
-        let mut t = cluster.now();
-        let label = format!("job {} {}", self.experiment, self.config.name());
-        let (every, dump_at) = diagnostics();
-        for batch in batches {
-            for r in batch.requests {
-                cluster.push(r);
-            }
-            let until = batch.run_until.min(end);
-            while t < until {
-                t = (t / S + 1) * S;
-                let t1 = t.min(until);
-                cluster.run_until(t1);
-                if start.is_none() && t1 >= m0 {
-                    start = Some(cluster.counters());
-                    migrations_before = cluster.shared.borrow().migrations.len();
-                }
-                if let Some(s0) = &start {
-                    if drained_at.is_none() && s0.logged_bytes_now > 0 {
-                        let now = cluster.counters();
-                        if now.logged_bytes_now == 0 {
-                            drained_at = Some(now.at_ns);
-                        }
-                    }
-                }
-                // The last second of each day of the trace: what is still logged.
-                // (Before START the cluster is still being set up.)
-                let trace_t = t1 as i64 - START as i64 + self.from;
-                if (trace_t + S as i64).rem_euclid(24 * HOUR as i64) == 0 && start.is_some() {
-                    logged_at_day_end.push(cluster.counters().logged_bytes_now);
-                }
-                if (trace_t + S as i64).rem_euclid(HOUR as i64) == 0 && start.is_some() {
-                    let hour = (trace_t + S as i64).div_euclid(HOUR as i64) - 1;
-                    logged_hourly.push((hour, cluster.counters().logged_bytes_now));
-                }
-                if dump_at == Some(t1) {
-                    let _ = say.send(format!("{label} at {} s:\n{}", t1 / S, cluster.describe()));
-                }
-                if t1.is_multiple_of(every) {
-                    let c = cluster.counters();
-                    let _ = say.send(format!(
-                        "  {label}: {:.0} of {:.0} min, {} requests done, {} failed, {} retries ({} timeouts, {} refused: {:?} not primary / lease / unavailable / busy), {:.0} MB logged, {} asleep ({:.0} s)",
-                        t1.saturating_sub(START) as f64 / 60e9,
-                        (end - START) as f64 / 60e9,
-                        c.completed,
-                        c.failed,
-                        c.client_retries,
-                        c.client_timeouts,
-                        c.refused,
-                        c.refused_by,
-                        c.logged_bytes_now as f64 / 1e6,
-                        c.asleep_now,
-                        wall.elapsed().as_secs_f64()
-                    ));
-                }
-                t = t1;
-            }
-        }
-        cluster.run_until(end);
-        let start = start.ok_or("the trace ended before the window")?;
-        let stop = cluster.counters();
-        let ob = cluster.observed.borrow();
-        let latency = ob.window(m0, end).summary();
-        let shared = cluster.shared.borrow();
-        let migrations = &shared.migrations[migrations_before..];
-        let reclaimed = stop.reclaimed_bytes - start.reclaimed_bytes;
-        // Nothing is reclaimed before an up-shift: the rate is timed from it.
-        let reclaim_from = self
-            .shift
-            .map_or(start.at_ns, |s| self.sim_of(s).max(start.at_ns));
-        let reclaim_span = drained_at
-            .unwrap_or(stop.at_ns)
-            .saturating_sub(reclaim_from)
-            .max(1);
-        let span = (stop.at_ns - start.at_ns).max(1) as f64;
-        let loggers = cluster.spec.loggers;
-        let queue_area = stop.logger_queue_area - start.logger_queue_area;
-        let asleep: Nanos = stop
-            .asleep_ns
-            .iter()
-            .zip(&start.asleep_ns)
-            .map(|(b, a)| b - a)
-            .sum();
-        Ok(ExperimentRun {
-            config: self.config.name(),
-            servers: cluster.servers(),
-            loggers,
-            requests: latency.count,
-            latency,
-            failed: stop.failed - start.failed,
-            failures: ob.failures.clone(),
-            client_retries: stop.client_retries - start.client_retries,
-            client_timeouts: stop.client_timeouts - start.client_timeouts,
-            refused: stop.refused - start.refused,
-            migrations: migrations.len() as u64,
-            migration_ns_total: migrations.iter().map(|m| m.0).sum(),
-            migration_ns_max: migrations.iter().map(|m| m.0).max().unwrap_or(0),
-            migration_span_ns: match (migrations.first(), migrations.last()) {
-                (Some(a), Some(b)) => b.1 - (a.1 - a.0),
-                _ => 0,
-            },
-            logged_bytes_at_start: start.logged_bytes_now,
-            logged_bytes_at_end: stop.logged_bytes_now,
-            reclaimed_bytes: reclaimed,
-            reclaim_mb_per_s: (reclaimed > 0)
-                .then(|| reclaimed as f64 / 1e6 / (reclaim_span as f64 / 1e9)),
-            reclaim_done_after_s: drained_at.map(|t| t.saturating_sub(reclaim_from) as f64 / 1e9),
-            logger_queue_mean: if loggers == 0 {
-                0.0
-            } else {
-                queue_area as f64 / span / loggers as f64
-            },
-            local_reads: stop.local_reads - start.local_reads,
-            logger_reads: stop.logger_reads - start.logger_reads,
-            reclaim_local_bytes: stop.reclaim_local_bytes - start.reclaim_local_bytes,
-            energy_j: energy_j(&setup.power, &start, &stop),
-            chunk_server_energy_j: energy_j(
-                &setup.power,
-                &Counters {
-                    logger_busy_ns: Vec::new(),
-                    ..start.clone()
-                },
-                &Counters {
-                    logger_busy_ns: Vec::new(),
-                    ..stop.clone()
-                },
-            ),
-            asleep_fraction: asleep as f64 / span / stop.asleep_ns.len().max(1) as f64,
-            logged_at_day_end,
-            logged_hourly,
-            sample: self.sample,
-            wall_s: wall.elapsed().as_secs_f64(),
-        })
-    }
-}
-
-/// Unique bytes written in each stretch below the top gear (4 KiB blocks): what the loggers
-/// must hold at each up-shift (Table 2).
-struct NeedMeter {
-    written: Vec<Vec<u64>>,
-    stretch_bytes: u64,
-    stretches: Vec<(i64, u64)>,
-    in_stretch: bool,
-}
-
-impl NeedMeter {
-    const BLOCK: u64 = 4096;
-
-    fn add(&mut self, hour: i64, low: bool, r: &Record) {
-        if !low {
-            if self.in_stretch {
-                self.stretches.push((hour, self.stretch_bytes));
-                self.stretch_bytes = 0;
-                self.written.iter_mut().for_each(|w| w.clear());
-                self.in_stretch = false;
-            }
-            return;
-        }
-        self.in_stretch = true;
-        if r.op != Op::Write || r.length_bytes == 0 {
-            return;
-        }
-        let v = r.volume.index();
-        if self.written.len() <= v {
-            self.written.resize_with(v + 1, Vec::new);
-        }
-        let bits = &mut self.written[v];
-        let end = r.offset_bytes.saturating_add(r.length_bytes);
-        for b in r.offset_bytes / Self::BLOCK..end.div_ceil(Self::BLOCK) {
-            let (word, bit) = ((b / 64) as usize, b % 64);
-            if bits.len() <= word {
-                bits.resize(word + 1, 0);
-            }
-            if bits[word] & (1 << bit) == 0 {
-                bits[word] |= 1 << bit;
-                self.stretch_bytes += Self::BLOCK;
-            }
-        }
-    }
-
-    fn finish(self, hours_in_top_gear: usize) -> ReclaimNeed {
-        let total: u64 = self.stretches.iter().map(|s| s.1).sum::<u64>() + self.stretch_bytes;
-        let largest = self.stretches.iter().max_by_key(|s| s.1).copied();
-        ReclaimNeed {
-            logged_bytes_total: total,
-            hours_in_top_gear,
-            required_mb_per_s: if hours_in_top_gear == 0 {
-                0.0
-            } else {
-                total as f64 / 1e6 / (hours_in_top_gear as f64 * 3600.0)
-            },
-            largest_bytes: largest.map_or(0, |s| s.1),
-            largest_upshift_hour: largest.map(|s| s.0),
         }
     }
 }
@@ -553,6 +278,9 @@ pub fn run(
     let hours_in_top_gear = gears.iter().filter(|x| x.1 == top).count();
     let mut need = NeedMeter {
         written: Vec::new(),
+        written_total: 0,
+        trace_written: 0,
+        trace_read: 0,
         stretch_bytes: 0,
         stretches: Vec::new(),
         in_stretch: false,
@@ -617,6 +345,8 @@ pub fn run(
     })
 }
 
+mod job;
+mod need;
 mod windows;
 
 #[cfg(test)]
