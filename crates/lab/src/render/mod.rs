@@ -16,6 +16,7 @@ pub mod format;
 pub mod plots;
 pub mod sierra;
 mod sierra_csv;
+mod sierra_micro;
 pub mod sim;
 pub mod striping;
 pub mod trace;
