@@ -25,6 +25,7 @@
 
 pub mod disk;
 pub mod emulate;
+pub mod etcd;
 pub mod http;
 pub mod limits;
 pub mod nbd_client;

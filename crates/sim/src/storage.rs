@@ -7,8 +7,11 @@
 //!   random subset of its 512-byte sectors reaches the media and the rest does not;
 //! - flushed data is never lost or changed.
 //!
-//! Contents are stored by sector, only where written and not zero; other sectors read as zeros.
+//! Contents are stored by sector, only where written and not zero, and each only up to its last
+//! byte that is not zero: other sectors and the rest of a sector read as zeros. A log record's
+//! header in a sector of zero payload (the lab's replays) costs its header's bytes, not 512.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -41,9 +44,10 @@ pub enum WriteFate {
     Torn(Vec<u64>),
 }
 
-/// The durable sectors by number. Hashed by one multiplication (the keys are sector numbers,
-/// not chosen by anyone hostile): SipHash was a tenth of a Sierra schedule's time.
-type Sectors = HashMap<u64, Box<[u8; SECTOR_BYTES as usize]>, BuildHasherDefault<SectorHasher>>;
+/// The durable sectors by number, each up to its last byte that is not zero (never empty).
+/// Hashed by one multiplication (the keys are sector numbers, not chosen by anyone hostile):
+/// SipHash was a tenth of a Sierra schedule's time.
+type Sectors = HashMap<u64, Box<[u8]>, BuildHasherDefault<SectorHasher>>;
 
 /// Fibonacci hashing of a sector number: the top bits (hashbrown's tag) mix every key bit, the
 /// low bits (its bucket) spread consecutive sectors.
@@ -132,6 +136,12 @@ impl SimStorage {
         out
     }
 
+    /// Bytes of durable contents held in memory (each sector up to its last byte that is not
+    /// zero).
+    pub fn held_bytes(&self) -> u64 {
+        self.durable.values().map(|b| b.len() as u64).sum()
+    }
+
     /// Unflushed writes pending.
     pub fn unflushed(&self) -> usize {
         self.unflushed.len()
@@ -171,23 +181,34 @@ impl SimStorage {
             }
             // A sector of zeros reads the same as one never written: keep nothing for it, so
             // long replays of zero-filled data (the lab) cost memory only for what is not zero.
-            if is_zero(chunk) {
+            let Some(last) = chunk.iter().rposition(|&b| b != 0) else {
                 durable.remove(&(first + i as u64));
                 continue;
+            };
+            let kept = &chunk[..=last];
+            match durable.entry(first + i as u64) {
+                // An overwrite of the same length reuses the sector's buffer.
+                Entry::Occupied(mut e) if e.get().len() == kept.len() => {
+                    e.get_mut().copy_from_slice(kept)
+                }
+                Entry::Occupied(mut e) => *e.get_mut() = kept.into(),
+                Entry::Vacant(e) => {
+                    e.insert(kept.into());
+                }
             }
-            // An overwrite reuses the sector's buffer.
-            durable
-                .entry(first + i as u64)
-                .or_insert_with(|| Box::new([0u8; 512]))
-                .copy_from_slice(chunk);
         }
     }
 }
 
+/// Copies the held bytes of `sector` (its prefix up to the last byte not zero) that fall in
+/// `out`, which starts at `offset` and is zero where nothing is copied.
 fn copy_sector(out: &mut [u8], offset: u64, sector: u64, bytes: &[u8]) {
     let s_start = sector * SECTOR_BYTES;
     let from = s_start.max(offset);
-    let to = (s_start + SECTOR_BYTES).min(offset + out.len() as u64);
+    let to = (s_start + bytes.len() as u64).min(offset + out.len() as u64);
+    if from >= to {
+        return;
+    }
     out[(from - offset) as usize..(to - offset) as usize]
         .copy_from_slice(&bytes[(from - s_start) as usize..(to - s_start) as usize]);
 }
@@ -269,5 +290,65 @@ mod tests {
         }
         assert_eq!(seen, [true; 3]);
         assert_eq!(SimStorage::new().read(100, 10), vec![0; 10]);
+    }
+
+    /// A sector is held up to its last byte that is not zero, reads back whole, and an
+    /// overwrite of another length (or of zeros) replaces what was held.
+    #[test]
+    fn sectors_are_held_up_to_their_last_byte_that_is_not_zero() {
+        let mut s = SimStorage::new();
+        // A 128-byte header and zeros, then a sector all ones.
+        let mut record = vec![0u8; 1024];
+        record[..128].fill(9);
+        record[512..].fill(1);
+        s.write(4096, &record);
+        s.flush();
+        assert_eq!(s.held_bytes(), 128 + 512);
+        assert_eq!(s.read(4096, 1024), record);
+        // Reads that start or end inside the held prefix, or past it.
+        assert_eq!(
+            s.read(4096 + 100, 100),
+            [&[9u8; 28][..], &[0u8; 72][..]].concat()
+        );
+        assert_eq!(s.read(4096 + 200, 300), vec![0; 300]);
+        // Longer, shorter, then zero contents in the first sector.
+        let mut longer = vec![0u8; 512];
+        longer[..300].fill(5);
+        s.write(4096, &longer);
+        s.flush();
+        assert_eq!(s.held_bytes(), 300 + 512);
+        assert_eq!(s.read(4096, 512), longer);
+        s.write(4096, &record[..512]);
+        s.flush();
+        assert_eq!(s.held_bytes(), 128 + 512);
+        assert_eq!(s.read(4096, 512), record[..512].to_vec());
+        s.write(4096, &[0u8; 512]);
+        s.flush();
+        assert_eq!(s.held_bytes(), 512);
+        assert_eq!(
+            s.read(4096, 1024),
+            [&[0u8; 512][..], &[1u8; 512][..]].concat()
+        );
+        // A torn write keeps trimmed sectors as well.
+        for seed in 0..20 {
+            let mut t = SimStorage::new();
+            t.write(0, &record);
+            let fates = t.crash(&mut SimRng::new(seed, 3), CrashModel::default());
+            let expected: Vec<u8> = match &fates[0] {
+                WriteFate::Kept => record.clone(),
+                WriteFate::Lost => vec![0; 1024],
+                WriteFate::Torn(kept) => (0..2u64)
+                    .flat_map(|i| {
+                        let sector = &record[i as usize * 512..(i as usize + 1) * 512];
+                        if kept.contains(&i) {
+                            sector.to_vec()
+                        } else {
+                            vec![0; 512]
+                        }
+                    })
+                    .collect(),
+            };
+            assert_eq!(t.read(0, 1024), expected, "seed {seed}");
+        }
     }
 }
