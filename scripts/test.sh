@@ -35,6 +35,7 @@ echo "== $(date +%T) Debian packages the tests drive"
 tools=(
   "fio fio" "nbdkit nbdkit" "nbdinfo libnbd-bin" "nbdcopy libnbd-bin" "nbdfuse libnbd-bin"
   "qemu-io qemu-utils" "mkfs.ext4 e2fsprogs" "losetup mount" "chromium chromium"
+  "etcd etcd-server"
 )
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
 missing=()

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use cordillera_runtime::sierra::mds::{serve, MdsOptions};
+use cordillera_runtime::sierra::mds::{serve, EtcdOptions, MdsOptions};
 use cordillera_runtime::sierra::spec::ClusterSpec;
 use cordillera_wire::sierra::Frame;
 
@@ -55,6 +55,15 @@ struct UpArgs {
     /// Each logger's log size.
     #[arg(long, default_value = "1g")]
     logger_size: String,
+    /// MDS processes: more than one keeps the MDS's state in etcd, one active at a time.
+    #[arg(long, default_value_t = 1)]
+    mds: usize,
+    /// etcd members to start for the MDS's state (default: 3 with --mds above 1, else none).
+    #[arg(long)]
+    etcd: Option<usize>,
+    /// The active MDS's lease in etcd, seconds.
+    #[arg(long, default_value_t = 5)]
+    mds_lease_seconds: u64,
 }
 
 #[derive(Args)]
@@ -113,8 +122,8 @@ struct SpecArgs {
 
 #[derive(Args)]
 struct MdsArgs {
-    /// Where the MDS keeps its state (`mds.redb`).
-    #[arg(long)]
+    /// Where the MDS keeps its state (`mds.redb`; with --etcd, nothing).
+    #[arg(long, default_value = ".")]
     dir: PathBuf,
     /// The cluster spec (JSON): required at the first start, stored with the state after.
     #[arg(long)]
@@ -125,6 +134,19 @@ struct MdsArgs {
     /// Serve `/metrics` (Prometheus) and `/status` (JSON) here.
     #[arg(long)]
     http: Option<String>,
+    /// Keep the state in etcd (its members' client addresses, comma-separated) and take turns
+    /// with other MDS processes started the same way: one is active, the others stand by and
+    /// take over when its lease lapses. Needs --listen (this MDS's own address, one of the
+    /// spec's comma-separated MDS addresses).
+    #[arg(long, value_delimiter = ',')]
+    etcd: Vec<String>,
+    /// The keys' prefix in etcd (default: /cordillera/CLUSTER/, the cluster id in hex).
+    #[arg(long)]
+    etcd_prefix: Option<String>,
+    /// The active MDS's lease in etcd, seconds: a standby takes over this long after the
+    /// active one stops renewing it.
+    #[arg(long, default_value_t = 5)]
+    mds_lease_seconds: u64,
 }
 
 #[derive(Args)]
@@ -220,9 +242,25 @@ pub fn run(args: ClusterArgs) -> Result<()> {
                 spec,
                 listen: a.listen,
                 http: a.http,
+                etcd: (!a.etcd.is_empty()).then_some(EtcdOptions {
+                    endpoints: a.etcd,
+                    prefix: a.etcd_prefix,
+                    lease_s: a.mds_lease_seconds,
+                }),
             };
+            if options.etcd.as_ref().is_some_and(|e| e.lease_s < 2) {
+                anyhow::bail!("--mds-lease-seconds must be at least 2 (etcd's shortest lease)");
+            }
+            if let Some(e) = &options.etcd {
+                eprintln!(
+                    "cordillera cluster mds: standing by for the leadership (etcd {})",
+                    e.endpoints.join(",")
+                );
+            }
+            // With etcd, its calls block a thread of their own while the connections go on.
+            let threads = if options.etcd.is_some() { 2 } else { 1 };
             crate::serve_until_interrupted(
-                1,
+                threads,
                 serve(options, |l| {
                     eprintln!("cordillera cluster mds: listening on {}", l.addr);
                     if let Some(h) = l.http {
@@ -310,6 +348,9 @@ fn up(a: UpArgs) -> Result<()> {
         up_shift_lead_s: a.layout.up_shift_lead_s,
         reclaim_busy_disk: a.layout.reclaim_busy_disk,
         spec_settings: a.layout.set,
+        mds: a.mds.max(1),
+        etcd: a.etcd.unwrap_or(if a.mds > 1 { 3 } else { 0 }),
+        mds_lease_s: a.mds_lease_seconds,
     };
     eprintln!("cordillera cluster: starting in {}", a.dir.display());
     let mut cluster = LocalCluster::start(&binary, &a.dir, options).map_err(|e| anyhow!(e))?;
@@ -366,6 +407,9 @@ fn status(a: StatusArgs) -> Result<()> {
             loggers = Some(spec.loggers.len());
             let port: u16 = spec
                 .mds
+                .split(',')
+                .next()
+                .unwrap_or_default()
                 .rsplit(':')
                 .next()
                 .and_then(|p| p.parse().ok())

@@ -2,9 +2,14 @@
 //! cluster benchmark): the MDS, chunk servers and loggers, each its own process, started from
 //! a directory, killed and restarted one at a time.
 //!
-//! Ports: the MDS on `base`, chunk server s on `base + 1 + s`, logger i after the servers;
-//! HTTP endpoints (`/metrics`, `/status`): the MDS on `base + 100`, chunk server s on
-//! `base + 101 + s`, logger i after the servers'.
+//! With `mds > 1` and `etcd > 0` the MDS is highly available: an etcd cluster of that many
+//! members (the Debian package's `etcd`, data in `DIR/etcdJ`) keeps its state, and `mds` MDS
+//! processes take turns (`cluster mds --etcd`), MDS 0 the first active one.
+//!
+//! Ports: the MDS on `base`, chunk server s on `base + 1 + s`, logger i after the servers,
+//! MDS 1… after the loggers, then each etcd member's client and peer ports; HTTP endpoints
+//! (`/metrics`, `/status`): 100 above each daemon's port (etcd serves its own on its client
+//! port).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,9 +20,14 @@ use crate::process::{Bounded, Proc, COMMAND_LIMIT};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Daemon {
+    /// The first MDS (the only one without etcd).
     Mds,
     Server(u32),
     Logger(usize),
+    /// MDS 1, 2… of a highly available MDS.
+    MdsPeer(usize),
+    /// An etcd member.
+    Etcd(usize),
 }
 
 #[derive(Clone, Debug)]
@@ -44,6 +54,12 @@ pub struct ClusterOptions {
     pub reclaim_busy_disk: Option<String>,
     /// `cluster spec --set FIELD=VALUE` for each (any field of the spec).
     pub spec_settings: Vec<String>,
+    /// MDS processes (more than one needs etcd).
+    pub mds: usize,
+    /// etcd members keeping the MDS's state (0: the MDS's own `mds.redb`).
+    pub etcd: usize,
+    /// `cluster mds --mds-lease-seconds`.
+    pub mds_lease_s: u64,
 }
 
 impl Default for ClusterOptions {
@@ -62,6 +78,9 @@ impl Default for ClusterOptions {
             up_shift_lead_s: None,
             reclaim_busy_disk: None,
             spec_settings: Vec::new(),
+            mds: 1,
+            etcd: 0,
+            mds_lease_s: 5,
         }
     }
 }
@@ -102,11 +121,24 @@ impl LocalCluster {
     /// Where everything is, and how to use it: each daemon's address, status endpoint and
     /// pid; a volume, a gear shift and the status of the cluster in `dir`, as commands.
     pub fn describe(&self, dir: &Path) -> String {
-        let mut out = format!(
-            "MDS        {}  (http://{}/status)\n",
-            self.mds_addr(),
-            self.http_addr(Daemon::Mds).expect("an endpoint")
-        );
+        let mut out = String::new();
+        for d in std::iter::once(Daemon::Mds).chain((1..self.options.mds).map(Daemon::MdsPeer)) {
+            out.push_str(&format!(
+                "MDS        {}  (http://{}/status)  pid {}\n",
+                self.addr(d),
+                self.http_addr(d).expect("an endpoint"),
+                self.pid(d).unwrap_or(0)
+            ));
+        }
+        for j in 0..self.options.etcd {
+            let d = Daemon::Etcd(j);
+            out.push_str(&format!(
+                "etcd {j:<5} {}  (data {})  pid {}\n",
+                self.addr(d),
+                self.dir.join(format!("etcd{j}")).display(),
+                self.pid(d).unwrap_or(0)
+            ));
+        }
         for s in 0..self.servers() {
             let d = Daemon::Server(s);
             out.push_str(&format!(
@@ -150,14 +182,21 @@ impl LocalCluster {
             let text = std::fs::read_to_string(&spec_path).map_err(|e| e.to_string())?;
             let spec: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
             let mds = spec["mds"].as_str().ok_or("spec.json has no mds")?;
-            mds.rsplit(':')
+            let first = mds.split(',').next().unwrap_or(mds);
+            first
+                .rsplit(':')
                 .next()
                 .and_then(|p| p.parse().ok())
                 .ok_or("spec.json's mds has no port")?
         } else {
+            if options.mds > 1 && options.etcd == 0 {
+                return Err("more than one MDS needs etcd (etcd members > 0)".into());
+            }
+            let loggers = (options.racks * options.loggers_per_rack) as u16;
+            let extra = options.mds.max(1) as u16 - 1 + 2 * options.etcd as u16;
             let base = match options.base_port {
                 Some(b) => b,
-                None => free_base(1 + servers + (options.racks * options.loggers_per_rack) as u16)?,
+                None => free_base(1 + servers + loggers + extra)?,
             };
             let mut args = vec![
                 "cluster".to_string(),
@@ -190,6 +229,15 @@ impl LocalCluster {
             for setting in &options.spec_settings {
                 args.extend(["--set".into(), setting.clone()]);
             }
+            if options.mds > 1 {
+                // Every MDS's address: daemons and clients find the active one among them.
+                let first_peer = base + 1 + servers + loggers;
+                let list: Vec<String> = std::iter::once(base)
+                    .chain((0..options.mds as u16 - 1).map(|i| first_peer + i))
+                    .map(|p| format!("127.0.0.1:{p}"))
+                    .collect();
+                args.extend(["--set".into(), format!("mds={}", list.join(","))]);
+            }
             let out = Command::new(binary)
                 .args(&args)
                 .output_within(COMMAND_LIMIT)
@@ -210,7 +258,11 @@ impl LocalCluster {
             base_port,
             procs: BTreeMap::new(),
         };
+        c.start_etcd()?;
         c.spawn(Daemon::Mds)?;
+        for i in 1..c.options.mds {
+            c.spawn(Daemon::MdsPeer(i))?;
+        }
         for i in 0..c.loggers() {
             c.spawn(Daemon::Logger(i))?;
         }
@@ -228,34 +280,142 @@ impl LocalCluster {
         self.options.racks * self.options.loggers_per_rack
     }
 
+    /// The MDS's address as daemons and clients are given it: every MDS's, comma-separated.
     pub fn mds_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.base_port)
+        std::iter::once(Daemon::Mds)
+            .chain((1..self.options.mds).map(Daemon::MdsPeer))
+            .map(|d| self.addr(d))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn port(&self, d: Daemon) -> u16 {
+        let after_loggers = self.base_port + 1 + self.servers() as u16 + self.loggers() as u16;
+        match d {
+            Daemon::Mds => self.base_port,
+            Daemon::Server(s) => self.base_port + 1 + s as u16,
+            Daemon::Logger(i) => self.base_port + 1 + self.servers() as u16 + i as u16,
+            Daemon::MdsPeer(i) => after_loggers + i as u16 - 1,
+            Daemon::Etcd(j) => after_loggers + self.options.mds.max(1) as u16 - 1 + 2 * j as u16,
+        }
     }
 
     pub fn http_addr(&self, d: Daemon) -> Option<String> {
         match d {
-            Daemon::Mds => Some(format!("127.0.0.1:{}", self.base_port + 100)),
-            Daemon::Server(s) => Some(format!("127.0.0.1:{}", self.base_port + 101 + s as u16)),
-            Daemon::Logger(i) => Some(format!(
-                "127.0.0.1:{}",
-                self.base_port + 101 + self.servers() as u16 + i as u16
-            )),
+            Daemon::Etcd(_) => None,
+            d => Some(format!("127.0.0.1:{}", self.port(d) + 100)),
         }
     }
 
+    /// A daemon's address (an etcd member's: its client address).
     pub fn addr(&self, d: Daemon) -> String {
-        let port = match d {
-            Daemon::Mds => self.base_port,
-            Daemon::Server(s) => self.base_port + 1 + s as u16,
-            Daemon::Logger(i) => self.base_port + 1 + self.servers() as u16 + i as u16,
-        };
-        format!("127.0.0.1:{port}")
+        format!("127.0.0.1:{}", self.port(d))
     }
 
-    fn args(&self, d: Daemon) -> (Vec<String>, &'static str) {
+    /// The etcd members' client addresses, comma-separated.
+    pub fn etcd_endpoints(&self) -> String {
+        (0..self.options.etcd)
+            .map(|j| self.addr(Daemon::Etcd(j)))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Starts every etcd member (all at once: each waits for a quorum), then waits until each
+    /// reports itself healthy.
+    fn start_etcd(&mut self) -> Result<(), String> {
+        for j in 0..self.options.etcd {
+            self.start_etcd_member(j)?;
+        }
+        for j in 0..self.options.etcd {
+            self.wait_etcd_healthy(j, Duration::from_secs(60))?;
+        }
+        Ok(())
+    }
+
+    fn etcd_args(&self, j: usize) -> Vec<String> {
+        let peer = |j: usize| format!("http://127.0.0.1:{}", self.port(Daemon::Etcd(j)) + 1);
+        let cluster: Vec<String> = (0..self.options.etcd)
+            .map(|k| format!("m{k}={}", peer(k)))
+            .collect();
+        let client = format!("http://{}", self.addr(Daemon::Etcd(j)));
+        [
+            "--name",
+            &format!("m{j}"),
+            "--data-dir",
+            &self.dir.join(format!("etcd{j}")).display().to_string(),
+            "--listen-client-urls",
+            &client,
+            "--advertise-client-urls",
+            &client,
+            "--listen-peer-urls",
+            &peer(j),
+            "--initial-advertise-peer-urls",
+            &peer(j),
+            "--initial-cluster",
+            &cluster.join(","),
+            "--initial-cluster-token",
+            &format!("cordillera-{}", self.base_port),
+            "--initial-cluster-state",
+            "new",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    /// Starts etcd member `j` (again: its data directory is kept), its output in
+    /// `DIR/etcdJ.log`.
+    pub fn start_etcd_member(&mut self, j: usize) -> Result<(), String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("etcd{j}.log")))
+            .map_err(|e| e.to_string())?;
+        let child = Command::new("etcd")
+            .args(self.etcd_args(j))
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot run etcd (the Debian package etcd-server): {e}"))?;
+        self.procs.insert(Daemon::Etcd(j), Proc::adopt(child));
+        Ok(())
+    }
+
+    /// Waits until etcd member `j` answers `/health` with true (it is in a cluster with a
+    /// leader).
+    pub fn wait_etcd_healthy(&self, j: usize, limit: Duration) -> Result<(), String> {
+        let addr = self.addr(Daemon::Etcd(j));
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            match http_get(&addr, "/health") {
+                Ok(body) if body.contains("\"health\":\"true\"") => return Ok(()),
+                other if std::time::Instant::now() > deadline => {
+                    return Err(format!(
+                        "etcd member {j} at {addr} is not healthy: {other:?}"
+                    ))
+                }
+                _ => std::thread::sleep(Duration::from_millis(200)),
+            }
+        }
+    }
+
+    fn args(&self, d: Daemon) -> (Vec<String>, Vec<&'static str>) {
         let dir = |name: String| self.dir.join(name).display().to_string();
         let mut args: Vec<String> = match d {
-            Daemon::Mds => vec![
+            Daemon::Mds | Daemon::MdsPeer(_) if self.options.etcd > 0 => vec![
+                "cluster".into(),
+                "mds".into(),
+                "--spec".into(),
+                dir("spec.json".into()),
+                "--etcd".into(),
+                self.etcd_endpoints(),
+                "--listen".into(),
+                self.addr(d),
+                "--mds-lease-seconds".into(),
+                self.options.mds_lease_s.to_string(),
+            ],
+            Daemon::Mds | Daemon::MdsPeer(_) => vec![
                 "cluster".into(),
                 "mds".into(),
                 "--dir".into(),
@@ -263,6 +423,7 @@ impl LocalCluster {
                 "--spec".into(),
                 dir("spec.json".into()),
             ],
+            Daemon::Etcd(j) => self.etcd_args(j),
             Daemon::Server(s) => vec![
                 "cluster".into(),
                 "server".into(),
@@ -296,18 +457,37 @@ impl LocalCluster {
         if let (Some(e), Daemon::Server(_) | Daemon::Logger(_)) = (&self.options.emulate, d) {
             args.extend(["--emulate".into(), e.clone()]);
         }
+        // With etcd, an MDS stands by first; the first one started leads at once (the
+        // others, and any started again, may stand by for long).
+        let first_mds = !self
+            .procs
+            .keys()
+            .any(|k| matches!(k, Daemon::Mds | Daemon::MdsPeer(_)));
         let ready = match d {
-            Daemon::Mds => "cordillera cluster mds: listening on ",
-            Daemon::Server(_) => "cordillera cluster server: listening on ",
-            Daemon::Logger(_) => "cordillera store: listening on ",
+            Daemon::Mds | Daemon::MdsPeer(_) if self.options.etcd > 0 && first_mds => vec![
+                "cordillera cluster mds: standing by",
+                "cordillera cluster mds: listening on ",
+            ],
+            Daemon::Mds | Daemon::MdsPeer(_) if self.options.etcd > 0 => {
+                vec!["cordillera cluster mds: standing by"]
+            }
+            Daemon::Mds | Daemon::MdsPeer(_) => vec!["cordillera cluster mds: listening on "],
+            Daemon::Etcd(_) => Vec::new(),
+            Daemon::Server(_) => vec!["cordillera cluster server: listening on "],
+            Daemon::Logger(_) => vec!["cordillera store: listening on "],
         };
         (args, ready)
     }
 
-    /// Starts (or starts again) one daemon and waits until it listens.
+    /// Starts (or starts again) one daemon and waits until it listens (an MDS of several: until
+    /// it stands by; an etcd member: until it is healthy).
     pub fn spawn(&mut self, d: Daemon) -> Result<(), String> {
+        if let Daemon::Etcd(j) = d {
+            self.start_etcd_member(j)?;
+            return self.wait_etcd_healthy(j, Duration::from_secs(60));
+        }
         let (args, ready) = self.args(d);
-        let (proc, _) = Proc::spawn_until(&self.binary, &args, &[ready])?;
+        let (proc, _) = Proc::spawn_until(&self.binary, &args, &ready)?;
         self.procs.insert(d, proc);
         Ok(())
     }

@@ -76,14 +76,18 @@ async fn start(
     spec: Option<ClusterSpec>,
 ) -> anyhow::Result<std::net::SocketAddr> {
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let mut tx = Some(tx);
     let options = MdsOptions {
         dir: dir.to_path_buf(),
         spec,
         listen: Some("127.0.0.1:0".into()),
         http: None,
+        etcd: None,
     };
     let task = tokio::spawn(serve(options, move |l| {
-        let _ = tx.send(l.addr);
+        if let Some(tx) = tx.take() {
+            let _ = tx.send(l.addr);
+        }
     }));
     match rx.await {
         Ok(addr) => Ok(addr),
@@ -246,14 +250,18 @@ async fn peers_announcing_long_frames_are_held_to_the_memory_budgets() {
     let dir = tempfile::tempdir().unwrap();
     let spec = ClusterSpec::local(0xb0d9e7, 3, 2, 1);
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let mut tx = Some(tx);
     let options = MdsOptions {
         dir: dir.path().to_path_buf(),
         spec: Some(spec.clone()),
         listen: Some("127.0.0.1:0".into()),
         http: Some("127.0.0.1:0".into()),
+        etcd: None,
     };
     tokio::spawn(serve(options, move |l| {
-        let _ = tx.send((l.addr, l.http.expect("an endpoint")));
+        if let Some(tx) = tx.take() {
+            let _ = tx.send((l.addr, l.http.expect("an endpoint")));
+        }
     }));
     let (addr, http) = rx.await.unwrap();
 

@@ -5,11 +5,13 @@
 //! - [`store`]: the versioned store's protocol: framing, requests, replies and load figures
 //!   (`docs/FORMATS.md`, "Store protocol").
 //! - [`nbd`]: the NBD protocol's messages for a server (handshake, options, requests, replies).
+//! - [`mds_journal`]: the MDS's state as batches of changes, for etcd.
 //! - [`sierra`]: Sierra's messages between the MDS, chunk servers and clients, and the frames
 //!   that carry them (`docs/FORMATS.md`, "Sierra protocol").
 //! - `codec`: the field reader and writer the three share (private).
 
 mod codec;
+pub mod mds_journal;
 pub mod nbd;
 pub mod sierra;
 pub mod store;

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -23,9 +23,13 @@ use cordillera_gears::protocol::Endpoint;
 use cordillera_gears::schedule::rotation;
 use cordillera_wire::sierra::Frame;
 
+use super::mds_etcd::{EtcdState, NotLeader, Unavailable};
+use super::mds_leader::{Leadership, Standing};
+use super::mds_state::State;
 use super::mds_store::MdsStore;
 use super::net::{Net, NetEvent};
 use super::spec::{ClusterSpec, Schedule};
+use crate::etcd::Etcd;
 use crate::http;
 
 pub struct MdsOptions {
@@ -36,6 +40,19 @@ pub struct MdsOptions {
     pub listen: Option<String>,
     /// Where to serve `/metrics` and `/status`.
     pub http: Option<String>,
+    /// Keep the state in etcd and take turns with other MDS processes (one active).
+    pub etcd: Option<EtcdOptions>,
+}
+
+/// `cluster mds --etcd`: where the state is kept and how leadership is held.
+#[derive(Clone, Debug)]
+pub struct EtcdOptions {
+    /// etcd's client endpoints (`host:port`), every member's.
+    pub endpoints: Vec<String>,
+    /// The keys' prefix (default `/cordillera/CLUSTER/`, the cluster id in hex).
+    pub prefix: Option<String>,
+    /// The leader's lease: a standby takes over this long after the leader stops renewing.
+    pub lease_s: u64,
 }
 
 pub struct MdsListening {
@@ -69,10 +86,15 @@ struct Gear {
     by_hand: bool,
 }
 
-struct Daemon {
+struct Daemon<'a> {
     spec: ClusterSpec,
     mds: Mds,
-    store: MdsStore,
+    store: State,
+    /// With etcd: acting only while it holds.
+    leadership: Option<&'a Leadership>,
+    /// Changes etcd could not take yet, and the steps they span.
+    unstored: Option<cordillera_gears::mds::persist::Changes>,
+    held_steps: u64,
     net: Net,
     start: Instant,
     by_hand: Option<usize>,
@@ -117,12 +139,161 @@ struct Shift {
 }
 
 /// Serves until the process is stopped; `ready` once it listens.
-pub async fn serve(options: MdsOptions, ready: impl FnOnce(MdsListening)) -> Result<()> {
-    let mut store = MdsStore::open(&options.dir)?;
-    let spec = match (store.meta("spec")?, options.spec) {
+pub async fn serve(options: MdsOptions, mut ready: impl FnMut(MdsListening)) -> Result<()> {
+    let (control_tx, mut control_rx) = mpsc::channel(64);
+    let http = match &options.http {
+        Some(a) => Some(
+            http::serve_reports(a, control_tx, |json, reply| Control::Report { json, reply })
+                .await?,
+        ),
+        None => None,
+    };
+    let Some(etcd) = options.etcd.clone() else {
+        let mut store = State::Redb(MdsStore::open(&options.dir)?);
+        let spec = resolve_spec(
+            &mut store,
+            options.spec.clone(),
+            &options.dir.display().to_string(),
+        )?;
+        // The term grows with every start: chunk servers and clients refuse an MDS of an
+        // older term than one they have seen.
+        let term = match store.meta("term")? {
+            Some(b) => u64::from_le_bytes(
+                b.as_slice()
+                    .try_into()
+                    .map_err(|_| anyhow!("MDS state: the term is not 8 bytes"))?,
+            ),
+            None => 0,
+        } + 1;
+        store.set_meta("term", Some(&term.to_le_bytes()))?;
+        let serving = Serving {
+            options: &options,
+            leadership: None,
+            http,
+            incarnation: term,
+        };
+        return run(store, spec, serving, &mut control_rx, &mut ready).await;
+    };
+    if options.listen.is_none() {
+        bail!("--etcd needs --listen: this MDS's own address (one of the spec's MDS addresses)");
+    }
+    let name = format!(
+        "{}#{:016x}",
+        options.listen.as_deref().unwrap_or("mds"),
+        super::random_u64()
+    );
+    loop {
+        let (endpoints, name_c) = (etcd.endpoints.clone(), name.clone());
+        let spec_given = options.spec.clone();
+        let prefix_given = etcd.prefix.clone();
+        let lease_s = etcd.lease_s;
+        // Blocking calls (etcd over HTTP) off the runtime's threads.
+        let campaign = tokio::task::spawn_blocking(move || -> Result<_> {
+            let prefix = match (&prefix_given, &spec_given) {
+                (Some(p), _) => p.clone(),
+                (None, Some(spec)) => default_prefix(spec.cluster),
+                (None, None) => {
+                    bail!("--etcd needs --etcd-prefix or --spec (to name the cluster's keys)")
+                }
+            };
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let leadership = Leadership::campaign(
+                &endpoints,
+                prefix.as_bytes(),
+                &name_c,
+                lease_s,
+                |leader| match leader {
+                    Some(l) => tracing::info!(leader = l, "standing by"),
+                    None => tracing::info!("standing by: no leader"),
+                },
+                &stop,
+            )?;
+            tracing::info!(term = leadership.revision, "elected MDS leader");
+            // A write that takes longer than half the lease is one the lease may not cover.
+            let timeout = Duration::from_millis(lease_s * 500).max(Duration::from_secs(1));
+            let client = Etcd::new(&endpoints, timeout)?;
+            let state = EtcdState::open(client, prefix.as_bytes(), leadership.revision)?;
+            Ok((leadership, state, prefix))
+        });
+        let (leadership, state, prefix) = standing_by(campaign, &mut control_rx)
+            .await
+            .context("the campaign for MDS leadership")??;
+        let mut store = State::Etcd(state);
+        let spec = match tokio::task::block_in_place(|| {
+            resolve_spec(&mut store, options.spec.clone(), &format!("etcd {prefix}"))
+        }) {
+            Ok(spec) => spec,
+            Err(e) if e.is::<NotLeader>() || e.is::<Unavailable>() => {
+                tracing::warn!(error = %e, "lost the leadership before serving");
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let serving = Serving {
+            options: &options,
+            leadership: Some(&leadership),
+            http,
+            incarnation: leadership.revision as u64,
+        };
+        let outcome = run(store, spec, serving, &mut control_rx, &mut ready).await;
+        match outcome {
+            Err(e) if e.is::<NotLeader>() => {
+                tracing::warn!(error = %e, "stepping down: standing by again");
+                tokio::task::spawn_blocking(move || leadership.resign())
+                    .await
+                    .ok();
+            }
+            other => {
+                tokio::task::spawn_blocking(move || leadership.resign())
+                    .await
+                    .ok();
+                return other;
+            }
+        }
+    }
+}
+
+/// Waits for `campaign`, answering `/status` and `/metrics` meanwhile (standing by).
+async fn standing_by<T>(
+    campaign: tokio::task::JoinHandle<T>,
+    control: &mut mpsc::Receiver<Control>,
+) -> Result<T, tokio::task::JoinError> {
+    tokio::pin!(campaign);
+    loop {
+        tokio::select! {
+            done = &mut campaign => return done,
+            Some(Control::Report { json, reply }) = control.recv() => {
+                let _ = reply.send(if json {
+                    "{\"role\":\"standby\"}\n".to_string()
+                } else {
+                    let mut out = String::new();
+                    http::gauge(&mut out, "cordillera_mds_leader", "1 while this MDS is the active one", 0);
+                    out
+                });
+            }
+        }
+    }
+}
+
+/// How this MDS serves: its options, its leadership (with etcd), its HTTP address, and the
+/// incarnation its hellos carry (with etcd, the leadership's term).
+struct Serving<'a> {
+    options: &'a MdsOptions,
+    leadership: Option<&'a Leadership>,
+    http: Option<SocketAddr>,
+    incarnation: u64,
+}
+
+/// The keys of a cluster's MDS in etcd unless `--etcd-prefix` says otherwise.
+pub fn default_prefix(cluster: u64) -> String {
+    format!("/cordillera/{cluster:016x}/")
+}
+
+/// The cluster spec: the stored one, or the given one at the first start (then stored).
+fn resolve_spec(store: &mut State, given: Option<ClusterSpec>, place: &str) -> Result<ClusterSpec> {
+    Ok(match (store.meta("spec")?, given) {
         (None, None) => bail!(
-            "{} holds no cluster: give the cluster spec (--spec FILE) at the first start",
-            options.dir.display()
+            "{place} holds no cluster: give the cluster spec (--spec FILE) at the first start"
         ),
         (None, Some(spec)) => {
             store.set_meta("spec", Some(spec.to_json().as_bytes()))?;
@@ -132,13 +303,24 @@ pub async fn serve(options: MdsOptions, ready: impl FnOnce(MdsListening)) -> Res
             let stored = ClusterSpec::parse(&stored).context("the stored cluster spec")?;
             if given.as_ref().is_some_and(|g| *g != stored) {
                 bail!(
-                    "the cluster spec given differs from the one stored in {}; start without --spec to use the stored one",
-                    options.dir.display()
+                    "the cluster spec given differs from the one stored in {place}; start without --spec to use the stored one"
                 );
             }
             stored
         }
-    };
+    })
+}
+
+/// Serves as the MDS on `store` until the daemon stops, fails, or (with etcd) is no longer the
+/// leader ([`NotLeader`]).
+async fn run(
+    mut store: State,
+    spec: ClusterSpec,
+    serving: Serving<'_>,
+    control_rx: &mut mpsc::Receiver<Control>,
+    ready: &mut impl FnMut(MdsListening),
+) -> Result<()> {
+    let options = serving.options;
     let layout = spec.layout()?;
     let config = spec.mds_config()?;
     let start = Instant::now();
@@ -184,28 +366,23 @@ pub async fn serve(options: MdsOptions, ready: impl FnOnce(MdsListening)) -> Res
     let mut net = Net::new(
         spec.cluster,
         Endpoint::Mds,
-        super::random_u64(),
+        serving.incarnation,
         addresses,
         net_tx,
     );
     net.listen(listener);
-    let (control_tx, mut control_rx) = mpsc::channel(64);
-    let http_addr = match &options.http {
-        Some(a) => Some(
-            http::serve_reports(a, control_tx, |json, reply| Control::Report { json, reply })
-                .await?,
-        ),
-        None => None,
-    };
     tracing::info!(%addr, cluster = spec.cluster, servers = spec.servers.len(), "MDS listening");
     ready(MdsListening {
         addr,
-        http: http_addr,
+        http: serving.http,
     });
     let mut d = Daemon {
         spec,
         mds,
         store,
+        leadership: serving.leadership,
+        unstored: None,
+        held_steps: 0,
         net,
         start,
         by_hand,
@@ -250,7 +427,12 @@ pub async fn serve(options: MdsOptions, ready: impl FnOnce(MdsListening)) -> Res
     Ok(())
 }
 
-impl Daemon {
+impl Daemon<'_> {
+    /// With etcd, whether its lease keeper finds it unavailable (no quorum, unreachable).
+    fn etcd_down(&self) -> bool {
+        self.leadership.is_some_and(|l| !l.etcd_available())
+    }
+
     fn now(&self) -> u64 {
         super::nanos_since(self.start)
     }
@@ -308,6 +490,11 @@ impl Daemon {
                     return;
                 }
                 let stored = value.map(|g| [g as u8]);
+                if self.etcd_down() {
+                    let why = "etcd is unavailable: the MDS changes nothing until it answers";
+                    self.net.send(endpoint, &Frame::Refused(why.into()));
+                    return;
+                }
                 if let Err(e) = self.store.set_meta("gear", stored.as_ref().map(|b| &b[..])) {
                     tracing::error!(error = %e, "could not store the gear set by hand");
                     self.net
@@ -345,6 +532,13 @@ impl Daemon {
             );
         }
         // Not the cluster's state: an hour lost to a failed commit is an hour not learned.
+        if !ended.is_empty() && self.etcd_down() {
+            tracing::warn!(
+                hours = ended.len(),
+                "etcd unavailable: measured hours not kept"
+            );
+            return;
+        }
         if let Err(e) = self.store.store_load_hours(&ended) {
             tracing::error!(error = %e, "could not keep the measured hours");
         }
@@ -424,12 +618,59 @@ impl Daemon {
         }
     }
 
-    /// Commits the step's changes, then sends its messages and wake requests.
+    /// Commits the step's changes, then sends its messages and wake requests. With etcd, a
+    /// leader that no longer holds its lease sends nothing ([`NotLeader`]); while etcd cannot
+    /// take a step's changes, they wait for it, and no message leaves — of that step or any
+    /// after it, which may rest on them (Sierra's messages tolerate loss: the cores repeat
+    /// them) — so the cluster goes on as it is, changing nothing, until etcd answers.
     fn flush(&mut self) -> Result<()> {
-        let changes = self.mds.take_changes();
-        self.store.store(&changes).context(
-            "storing the MDS's state (the MDS stops: it cannot act on state it did not keep)",
-        )?;
+        let mut changes = self.mds.take_changes();
+        if let Some(mut earlier) = self.unstored.take() {
+            earlier.groups.append(&mut changes.groups);
+            earlier.objects.append(&mut changes.objects);
+            earlier.chunks.append(&mut changes.chunks);
+            earlier.servers.append(&mut changes.servers);
+            earlier.rng = changes.rng.or(earlier.rng);
+            changes = earlier;
+        }
+        let standing = self.leadership.map(Leadership::standing);
+        if standing == Some(Standing::Lost) {
+            return Err(anyhow!(NotLeader));
+        }
+        // Unsure of its lease, the leader acts on nothing; while the lease keeper finds etcd
+        // unavailable, a write would only wait out its timeouts: the changes wait untried.
+        let stored = if standing == Some(Standing::Unsure) {
+            Err(anyhow!(Unavailable(
+                "the MDS's lease is not confirmed yet".into()
+            )))
+        } else if self.etcd_down() && !changes.is_empty() {
+            Err(anyhow!(Unavailable(
+                "the MDS's lease renewals get no answer".into()
+            )))
+        } else {
+            self.store.store(&changes)
+        };
+        match stored {
+            Ok(()) => {
+                if self.held_steps > 0 {
+                    tracing::info!(steps = self.held_steps, "etcd took the steps that waited");
+                    self.held_steps = 0;
+                }
+            }
+            Err(e) if e.is::<Unavailable>() => {
+                if self.held_steps == 0 {
+                    tracing::warn!(error = %e, "etcd cannot take the MDS's changes: holding them, sending nothing");
+                }
+                self.held_steps += 1;
+                self.unstored = Some(changes);
+                while self.mds.poll_message().is_some() {}
+                while self.mds.poll_wake().is_some() {}
+                return Ok(());
+            }
+            Err(e) => return Err(e.context(
+                "storing the MDS's state (the MDS stops: it cannot act on state it did not keep)",
+            )),
+        }
         while let Some((to, m)) = self.mds.poll_message() {
             self.net.send(to, &Frame::Message(m));
         }
@@ -489,7 +730,7 @@ impl Daemon {
             groups_without_primary: without_primary,
             stats: self.mds.stats(),
             state_size: self.mds.state_size(),
-            commits: self.store.commits,
+            commits: self.store.commits(),
             frames_sent: self.net.stats.frames_sent,
             frames_dropped: self.net.stats.frames_dropped,
             frames_charged_bytes: self.net.charged_bytes(),

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! table meta    : &str → bytes   "spec" (the cluster spec, JSON), "rng" (u64 LE),
-//!                                "gear" (u8: a gear set by hand; absent: the plan)
+//!                                "gear" (u8: a gear set by hand; absent: the plan),
+//!                                "term" (u64 LE: starts so far; hellos carry it)
 //! table groups  : u32 group  → group record      (gears::mds::persist)
 //! table objects : u64 object → object record
 //! table chunks  : u64 chunk  → u64 (group | slot << 32)

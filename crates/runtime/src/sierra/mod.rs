@@ -11,6 +11,9 @@
 
 pub mod load_report;
 pub mod mds;
+pub mod mds_etcd;
+pub mod mds_leader;
+pub mod mds_state;
 pub mod mds_store;
 pub mod net;
 pub mod server;

@@ -109,6 +109,8 @@ pub struct NetStats {
     pub frames_dropped: u64,
     pub dials: u64,
     pub dials_failed: u64,
+    /// Connections of an MDS of an older term closed unheard.
+    pub mds_fenced: u64,
 }
 
 pub struct Net {
@@ -123,7 +125,24 @@ pub struct Net {
     standby: Arc<AtomicBool>,
     /// Connection slots and memory budgets, for accepted and dialled connections alike.
     admission: Admission,
+    /// The task accepting connections, if listening.
+    listener: Option<AbortHandle>,
+    /// The highest MDS term (its incarnation) seen: an MDS of a lower one is a deposed one,
+    /// and its connections are closed unheard.
+    mds_term: u64,
+    /// Connections closed for that; their frames still in flight are dropped.
+    fenced: std::collections::HashSet<u64>,
     pub stats: NetStats,
+}
+
+impl Drop for Net {
+    /// Stops listening and closes every connection (an MDS stepping down, a daemon stopping).
+    fn drop(&mut self) {
+        if let Some(l) = self.listener.take() {
+            l.abort();
+        }
+        self.close_all();
+    }
 }
 
 impl Net {
@@ -144,6 +163,9 @@ impl Net {
             next_conn: 1,
             standby: Arc::new(AtomicBool::new(false)),
             admission: Admission::new(Limits::default()),
+            listener: None,
+            mds_term: 0,
+            fenced: std::collections::HashSet::new(),
             stats: NetStats::default(),
         }
     }
@@ -165,10 +187,21 @@ impl Net {
     /// Accepts connections on `listener` for as long as the daemon runs.
     pub fn listen(&mut self, listener: TcpListener) {
         let (cluster, events, standby) = (self.cluster, self.events.clone(), self.standby.clone());
+        // The MDS answers every hello with its own (dialers find the active MDS by it).
+        let answer = (self.me == Endpoint::Mds).then(|| {
+            let mut bytes = Vec::new();
+            let hello = Frame::Hello {
+                cluster,
+                from: Endpoint::Mds,
+                incarnation: self.incarnation,
+            };
+            encode(&hello, &mut bytes);
+            Arc::new(bytes)
+        });
         let admission = self.admission.clone();
         // Connection numbers of accepted connections count down from the top, so they never
         // meet dialled ones.
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut conn = u64::MAX;
             let mut refused = 0;
             loop {
@@ -176,10 +209,15 @@ impl Net {
                     crate::limits::accept_admitted(&listener, &admission, "sierra", &mut refused)
                         .await;
                 conn -= 1;
-                let (events, standby) = (events.clone(), standby.clone());
-                tokio::spawn(accepted(stream, conn, cluster, events, standby, budget));
+                let (events, standby, answer) = (events.clone(), standby.clone(), answer.clone());
+                tokio::spawn(accepted(
+                    stream, conn, cluster, events, standby, budget, answer,
+                ));
             }
         });
+        if let Some(old) = self.listener.replace(task.abort_handle()) {
+            old.abort();
+        }
     }
 
     /// Sends `frame` to `to`: on its newest connection, or on one dialled now. Dropped (and
@@ -234,12 +272,44 @@ impl Net {
     pub fn handle(&mut self, event: NetEvent) -> Option<NetEvent> {
         match event {
             NetEvent::Connected {
+                endpoint: Endpoint::Mds,
+                conn,
+                incarnation,
+                ref closer,
+                ..
+            } if self.me != Endpoint::Mds && incarnation < self.mds_term => {
+                tracing::warn!(
+                    term = incarnation,
+                    newest = self.mds_term,
+                    "refusing an MDS of an older term (deposed)"
+                );
+                closer.notify_one();
+                self.fenced.insert(conn);
+                self.stats.mds_fenced += 1;
+                if let Some(link) = self.links.get(&Endpoint::Mds).filter(|l| l.conn == conn) {
+                    link.close();
+                    self.links.remove(&Endpoint::Mds);
+                }
+                None
+            }
+            NetEvent::Frame { conn, .. } | NetEvent::Closed { conn, .. }
+                if !self.fenced.is_empty() && self.fenced.contains(&conn) =>
+            {
+                if matches!(event, NetEvent::Closed { .. }) {
+                    self.fenced.remove(&conn);
+                }
+                None
+            }
+            NetEvent::Connected {
                 endpoint,
                 conn,
                 incarnation,
                 sender,
                 closer,
             } => {
+                if endpoint == Endpoint::Mds && self.me != Endpoint::Mds {
+                    self.mds_term = self.mds_term.max(incarnation);
+                }
                 let mut pending = Vec::new();
                 match self.links.get_mut(&endpoint) {
                     // Our own dial completed.
@@ -334,28 +404,58 @@ async fn dial(
         let _ = events.send(unreachable(error)).await;
         return;
     };
-    let stream = match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&address)).await {
+    // The MDS may be several processes, one active: its address is a list, and only the
+    // active one answers a hello with its own (a standby does not listen; a paused one does
+    // not answer).
+    let mut errors = Vec::new();
+    for address in address.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+        match connect(endpoint, address, &hello).await {
+            Ok((reader, writer, incarnation)) => {
+                run_connection(endpoint, conn, incarnation, reader, writer, events, budget).await;
+                return;
+            }
+            Err(e) => errors.push(format!("{address}: {e}")),
+        }
+    }
+    let _ = events.send(unreachable(errors.join("; "))).await;
+}
+
+/// Connects to `address` and says `hello`; from the MDS, waits for its answering hello (its
+/// incarnation; 0 from others).
+async fn connect(
+    endpoint: Endpoint,
+    address: &str,
+    hello: &Frame,
+) -> Result<(OwnedReadHalf, OwnedWriteHalf, u64), String> {
+    let stream = match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(address)).await {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            let _ = events.send(unreachable(format!("{address}: {e}"))).await;
-            return;
-        }
-        Err(_) => {
-            let error = format!("{address}: no answer in {DIAL_TIMEOUT:?}");
-            let _ = events.send(unreachable(error)).await;
-            return;
-        }
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err(format!("no answer in {DIAL_TIMEOUT:?}")),
     };
     let _ = stream.set_nodelay(true);
-    let (reader, mut writer) = stream.into_split();
+    let (mut reader, mut writer) = stream.into_split();
     let mut bytes = Vec::new();
-    encode(&hello, &mut bytes);
+    encode(hello, &mut bytes);
     if writer.write_all(&bytes).await.is_err() {
-        let error = format!("{address}: the connection closed at once");
-        let _ = events.send(unreachable(error)).await;
-        return;
+        return Err("the connection closed at once".into());
     }
-    run_connection(endpoint, conn, 0, reader, writer, events, budget).await;
+    if endpoint != Endpoint::Mds {
+        return Ok((reader, writer, 0));
+    }
+    match tokio::time::timeout(DIAL_TIMEOUT, read_small(&mut reader)).await {
+        Ok(Ok(Some(Frame::Hello {
+            from: Endpoint::Mds,
+            incarnation,
+            ..
+        }))) => Ok((reader, writer, incarnation)),
+        Ok(Ok(Some(Frame::Refused(why)))) => Err(format!("refused: {why}")),
+        Ok(Ok(Some(other))) => Err(format!("answered {other:?} instead of a hello")),
+        Ok(Ok(None)) => Err("closed without a hello".into()),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(format!(
+            "no hello in {DIAL_TIMEOUT:?} (a paused or stale MDS?)"
+        )),
+    }
 }
 
 /// An accepted connection: its hello first (from our cluster), then frames both ways.
@@ -366,9 +466,10 @@ async fn accepted(
     events: mpsc::Sender<NetEvent>,
     standby: Arc<AtomicBool>,
     mut budget: ConnectionBudget,
+    answer: Option<Arc<Vec<u8>>>,
 ) {
     let _ = stream.set_nodelay(true);
-    let (mut reader, writer) = stream.into_split();
+    let (mut reader, mut writer) = stream.into_split();
     let hello = budget
         .handshake(HELLO_TIMEOUT, read_small(&mut reader))
         .await;
@@ -398,6 +499,11 @@ async fn accepted(
             _ => refuse(writer, "in standby".into()).await,
         }
         return;
+    }
+    if let Some(hello) = answer {
+        if writer.write_all(&hello).await.is_err() {
+            return;
+        }
     }
     run_connection(from, conn, incarnation, reader, writer, events, budget).await;
 }
@@ -548,26 +654,34 @@ async fn read_charged(
 /// One request to the MDS as a client that does not know the cluster's id yet (a hello naming
 /// [`ANY_CLUSTER`]): its first answer. What `cluster gear` and a daemon fetching the spec use.
 pub async fn ask_mds(mds: &str, request: &Frame) -> anyhow::Result<Frame> {
-    use anyhow::{anyhow, bail, Context};
-    let connect = TcpStream::connect(mds);
-    let stream = tokio::time::timeout(DIAL_TIMEOUT, connect)
-        .await
-        .map_err(|_| anyhow!("the MDS at {mds} does not answer"))?
-        .with_context(|| format!("the MDS at {mds} is unreachable"))?;
-    let (mut reader, mut writer) = stream.into_split();
-    let mut bytes = Vec::new();
+    use anyhow::bail;
     let hello = Frame::Hello {
         cluster: ANY_CLUSTER,
         from: Endpoint::Client(u32::MAX - std::process::id()),
         incarnation: 1,
     };
-    encode(&hello, &mut bytes);
+    // The active MDS among the addresses given (the others do not answer a hello).
+    let mut errors = Vec::new();
+    let mut found = None;
+    for address in mds.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+        match connect(Endpoint::Mds, address, &hello).await {
+            Ok((reader, writer, _)) => {
+                found = Some((address, reader, writer));
+                break;
+            }
+            Err(e) => errors.push(format!("{address}: {e}")),
+        }
+    }
+    let Some((address, mut reader, mut writer)) = found else {
+        bail!("no MDS answers at {mds} ({})", errors.join("; "));
+    };
+    let mut bytes = Vec::new();
     encode(request, &mut bytes);
     writer.write_all(&bytes).await?;
     match tokio::time::timeout(Duration::from_secs(10), read_frame(&mut reader)).await {
-        Err(_) => bail!("no answer from the MDS at {mds} in 10 s"),
+        Err(_) => bail!("no answer from the MDS at {address} in 10 s"),
         Ok(Err(e)) => bail!("the MDS's answer: {e}"),
-        Ok(Ok(None)) => bail!("the MDS at {mds} closed the connection without answering"),
+        Ok(Ok(None)) => bail!("the MDS at {address} closed the connection without answering"),
         Ok(Ok(Some(frame))) => Ok(frame),
     }
 }
