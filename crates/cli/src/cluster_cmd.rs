@@ -332,7 +332,7 @@ fn gear(a: GearArgs) -> Result<()> {
 }
 
 fn up(a: UpArgs) -> Result<()> {
-    use cordillera_procs::cluster::{ClusterOptions, LocalCluster};
+    use cordillera_procs::cluster::{ClusterOptions, Daemon, LocalCluster};
     let binary = std::env::current_exe().context("the path of this program")?;
     let options = ClusterOptions {
         racks: a.layout.racks,
@@ -380,6 +380,13 @@ fn up(a: UpArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(200));
         let exited = cluster.exited();
         if let Some((d, why)) = exited.first() {
+            // A highly available MDS goes on without one of its processes: it is started
+            // again, and stands by.
+            if cluster.options.etcd > 0 && matches!(d, Daemon::Mds | Daemon::MdsPeer(_)) {
+                eprintln!("cordillera cluster: {d:?} exited ({why}); starting it again");
+                cluster.spawn(*d).map_err(|e| anyhow!(e))?;
+                continue;
+            }
             result = Err(anyhow!("{d:?} exited ({why}); stopping the cluster"));
             break;
         }

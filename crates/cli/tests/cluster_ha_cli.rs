@@ -18,6 +18,8 @@ const LEASE_S: u64 = 2;
 fn start_ha(dir: &std::path::Path) -> LocalCluster {
     let options = ClusterOptions {
         wake_seconds: 0.5,
+        // A chunk server silent this long is rebuilt elsewhere.
+        permanent_after_s: 3,
         logger_size: "256m".into(),
         mds: 3,
         etcd: 3,
@@ -93,9 +95,16 @@ fn shift_to(c: &LocalCluster, gear: u64) {
     }
 }
 
+/// A stat of the active MDS's `/status`.
+fn mds_stat(c: &LocalCluster, name: &str) -> u64 {
+    let d = active(c, None).expect("an active MDS");
+    c.status(d).unwrap()["stats"][name].as_u64().unwrap_or(0)
+}
+
 /// (a) The active MDS SIGKILLed under fio: a standby takes over within the lease and a few
-/// seconds, gears shift under it; (b) the new active one SIGSTOPped past its lease, then
-/// resumed: another takes over, and the paused one, resumed, steps down without acting.
+/// seconds, gears shift under it and a failed chunk server is rebuilt under it; (b) the new
+/// active one SIGSTOPped past its lease, then resumed: another takes over, and the paused one,
+/// resumed, steps down without storing anything.
 #[test]
 fn a_killed_or_paused_active_mds_is_replaced_and_nothing_is_lost() {
     if !have("fio") || !have("etcd") {
@@ -122,6 +131,14 @@ fn a_killed_or_paused_active_mds_is_replaced_and_nothing_is_lost() {
     assert!(text.contains("err= 0"), "{text}");
     shift_to(&c, 1);
     shift_to(&c, 3);
+    // A chunk server lost for good: the new active MDS has it rebuilt.
+    let rebuilt_before = mds_stat(&c, "rebuilds_done");
+    c.kill(Daemon::Server(5));
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while mds_stat(&c, "rebuilds_done") == rebuilt_before {
+        assert!(Instant::now() < deadline, "no rebuild under the new MDS");
+        std::thread::sleep(Duration::from_millis(250));
+    }
     c.spawn(first).unwrap_or_else(|e| panic!("{e}"));
 
     // (b) SIGSTOP past the lease, then SIGCONT.
@@ -134,6 +151,7 @@ fn a_killed_or_paused_active_mds_is_replaced_and_nothing_is_lost() {
     signal(pid, "STOP").unwrap();
     let (third, paused_failover) = wait_active(&c, Some(second), Duration::from_secs(30));
     std::thread::sleep(Duration::from_secs(1));
+    let paused_log = c.log(second).len();
     signal(pid, "CONT").unwrap();
     let text = writer.join().unwrap();
     assert!(text.contains("err= 0"), "{text}");
@@ -148,6 +166,12 @@ fn a_killed_or_paused_active_mds_is_replaced_and_nothing_is_lost() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(active(&c, None), Some(third), "one active MDS");
+    // Resumed, it stored nothing: the steps it held were never offered to etcd.
+    let resumed = &c.log(second)[paused_log..];
+    assert!(
+        !resumed.contains("etcd took the steps"),
+        "the deposed MDS stored steps:\n{resumed}"
+    );
     shift_to(&c, 1);
     shift_to(&c, 3);
     qemu(&url, &["write -P 0x5a 0 64M", "read -P 0x5a 0 64M"])
@@ -229,4 +253,50 @@ fn etcd_losing_a_member_or_its_quorum_stops_no_client() {
     shift_to(&c, 3);
     qemu(&url, &["write -P 0x3c 0 64M", "read -P 0x3c 0 64M"])
         .unwrap_or_else(|e| panic!("after etcd's quorum returned: {e}"));
+}
+
+/// The active MDS SIGKILLed again and again (`MDS_FAILOVERS` times, 3 by default; the
+/// campaign in docs/USAGE.md runs 20) while fio writes and verifies: every time a standby takes
+/// over; the failover times (kill to a new active MDS answering) as min, median and max.
+#[test]
+fn active_mds_killed_again_and_again_fails_over_every_time() {
+    if !have("fio") || !have("etcd") {
+        return;
+    }
+    let rounds: usize = std::env::var("MDS_FAILOVERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = start_ha(dir.path());
+    wait_active(&c, None, Duration::from_secs(30));
+    let (_vol, url) = start_volume(&c, "campaign", "64m");
+    fio(
+        &url,
+        &["--rw=write", "--bs=64k", "--size=64m", "--do_verify=1"],
+    );
+    let mut times = Vec::new();
+    for round in 0..rounds {
+        let (leader, _) = wait_active(&c, None, Duration::from_secs(30));
+        let writer = {
+            let url = url.clone();
+            std::thread::spawn(move || writes_verified(&url, 4 + LEASE_S as u32 + 2))
+        };
+        std::thread::sleep(Duration::from_secs(2));
+        c.kill(leader);
+        let (_, took) = wait_active(&c, Some(leader), Duration::from_secs(30));
+        times.push(took);
+        let text = writer.join().unwrap();
+        assert!(text.contains("err= 0"), "round {round}: {text}");
+        c.spawn(leader).unwrap_or_else(|e| panic!("{e}"));
+    }
+    qemu(&url, &["write -P 0x66 0 64M", "read -P 0x66 0 64M"])
+        .unwrap_or_else(|e| panic!("after {rounds} failovers: {e}"));
+    times.sort();
+    println!(
+        "{rounds} MDS failovers under fio (lease {LEASE_S} s): min {:.2} s, median {:.2} s, max {:.2} s; every block verified",
+        times[0].as_secs_f64(),
+        times[times.len() / 2].as_secs_f64(),
+        times[times.len() - 1].as_secs_f64()
+    );
 }
