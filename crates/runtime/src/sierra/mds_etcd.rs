@@ -53,6 +53,8 @@ pub struct EtcdState {
     next_step: u64,
     steps_since_snapshot: u64,
     snapshot_gen: u64,
+    /// Steps between snapshots ([`SNAPSHOT_STEPS`] unless set).
+    snapshot_steps: u64,
     pub commits: u64,
 }
 
@@ -82,6 +84,7 @@ impl EtcdState {
             next_step: 0,
             steps_since_snapshot: 0,
             snapshot_gen: 0,
+            snapshot_steps: SNAPSHOT_STEPS,
             commits: 0,
         };
         state.read()?;
@@ -153,6 +156,16 @@ impl EtcdState {
         self.next_step = next_step;
         self.steps_since_snapshot = applied;
         Ok(())
+    }
+
+    /// Takes a snapshot every `steps` steps instead.
+    pub fn set_snapshot_steps(&mut self, steps: u64) {
+        self.snapshot_steps = steps.max(1);
+    }
+
+    /// The snapshot in force (0: none yet) and the steps after it.
+    pub fn journal(&self) -> (u64, u64) {
+        (self.snapshot_gen, self.steps_since_snapshot)
     }
 
     fn leader_is_me(&self) -> Compare {
@@ -257,7 +270,7 @@ impl EtcdState {
         self.mirror = next;
         self.next_step += 1;
         self.steps_since_snapshot += 1;
-        if self.steps_since_snapshot >= SNAPSHOT_STEPS {
+        if self.steps_since_snapshot >= self.snapshot_steps {
             self.compact()?;
         }
         Ok(())
@@ -267,23 +280,19 @@ impl EtcdState {
     fn compact(&mut self) -> Result<()> {
         let gen = self.snapshot_gen + 1;
         let parts = snapshot_batches(&self.mirror, PART_BYTES);
+        // Parts of a compaction cut short before its pointer went in go first (etcd takes no
+        // put inside a range deleted in the same transaction).
         let dir = key(&self.prefix, &format!("snap/{gen:020}/"));
+        self.write(&[Op::Delete {
+            end: prefix_end(&dir),
+            key: dir,
+        }])?;
         for (i, part) in parts.iter().enumerate() {
-            let put = Op::Put {
+            self.write(&[Op::Put {
                 key: key(&self.prefix, &format!("snap/{gen:020}/{i:06}")),
                 value: part.clone(),
                 lease: 0,
-            };
-            if i == 0 {
-                // Parts of a compaction cut short before its pointer went in are replaced.
-                let clear = Op::Delete {
-                    key: dir.clone(),
-                    end: prefix_end(&dir),
-                };
-                self.write(&[clear, put])?;
-            } else {
-                self.write(&[put])?;
-            }
+            }])?;
         }
         let last = self.next_step - 1;
         let steps_from = key(&self.prefix, "steps/");
