@@ -1,7 +1,6 @@
 //! `cordillera cluster …`: Sierra's daemons and tools.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -332,7 +331,7 @@ fn gear(a: GearArgs) -> Result<()> {
 }
 
 fn up(a: UpArgs) -> Result<()> {
-    use cordillera_procs::cluster::{ClusterOptions, Daemon, LocalCluster};
+    use cordillera_procs::cluster::{ClusterOptions, LocalCluster};
     let binary = std::env::current_exe().context("the path of this program")?;
     let options = ClusterOptions {
         racks: a.layout.racks,
@@ -375,56 +374,16 @@ fn up(a: UpArgs) -> Result<()> {
             stop.store(true, std::sync::atomic::Ordering::SeqCst);
         });
     }
-    let mut result = Ok(());
-    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(200));
-        let exited = cluster.exited();
-        if let Some((d, why)) = exited.first() {
-            // A highly available MDS goes on without one of its processes: it is started
-            // again, and stands by.
-            if cluster.options.etcd > 0 && matches!(d, Daemon::Mds | Daemon::MdsPeer(_)) {
-                eprintln!("cordillera cluster: {d:?} exited ({why}); starting it again");
-                cluster.spawn(*d).map_err(|e| anyhow!(e))?;
-                continue;
-            }
-            result = Err(anyhow!("{d:?} exited ({why}); stopping the cluster"));
-            break;
-        }
-    }
+    let result = cluster.supervise(&stop).map_err(|e| anyhow!(e));
     eprintln!("cordillera cluster: stopping");
     cluster.stop();
     result
 }
 
 fn status(a: StatusArgs) -> Result<()> {
-    use cordillera_procs::cluster::http_get;
-    // The spec (with --dir) says how many loggers there are; without it they are probed.
-    let mut loggers: Option<usize> = None;
-    let mds_http = match a.mds_http {
-        Some(h) => h,
-        None => {
-            let path = a.dir.join("spec.json");
-            let text = std::fs::read(&path).with_context(|| {
-                format!(
-                    "{} (give --dir of `cluster up`, or --mds-http)",
-                    path.display()
-                )
-            })?;
-            let spec = ClusterSpec::parse(&text)?;
-            loggers = Some(spec.loggers.len());
-            let port: u16 = spec
-                .mds
-                .split(',')
-                .next()
-                .unwrap_or_default()
-                .rsplit(':')
-                .next()
-                .and_then(|p| p.parse().ok())
-                .ok_or_else(|| anyhow!("the spec's MDS address has no port"))?;
-            format!("127.0.0.1:{}", port + 100)
-        }
-    };
-    let body = http_get(&mds_http, "/status").map_err(|e| anyhow!("the MDS: {e}"))?;
+    let (mds_http, body, loggers) =
+        cordillera_procs::cluster::active_mds_status(&a.dir, a.mds_http.as_deref())
+            .map_err(|e| anyhow!(e))?;
     if a.json {
         println!("{body}");
         return Ok(());

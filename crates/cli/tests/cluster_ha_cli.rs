@@ -176,6 +176,7 @@ fn a_killed_or_paused_active_mds_is_replaced_and_nothing_is_lost() {
     shift_to(&c, 3);
     qemu(&url, &["write -P 0x5a 0 64M", "read -P 0x5a 0 64M"])
         .unwrap_or_else(|e| panic!("after the failovers: {e}"));
+    assert_eq!(c.exited(), Vec::new(), "no daemon stopped on its own");
     println!(
         "MDS failover under fio: SIGKILL {:.2} s, SIGSTOP {:.2} s (lease {LEASE_S} s); every block verified",
         failover.as_secs_f64(),
@@ -253,6 +254,7 @@ fn etcd_losing_a_member_or_its_quorum_stops_no_client() {
     shift_to(&c, 3);
     qemu(&url, &["write -P 0x3c 0 64M", "read -P 0x3c 0 64M"])
         .unwrap_or_else(|e| panic!("after etcd's quorum returned: {e}"));
+    assert_eq!(c.exited(), Vec::new(), "no daemon stopped on its own");
 }
 
 /// The active MDS SIGKILLed again and again (`MDS_FAILOVERS` times, 3 by default; the
@@ -292,6 +294,7 @@ fn active_mds_killed_again_and_again_fails_over_every_time() {
     }
     qemu(&url, &["write -P 0x66 0 64M", "read -P 0x66 0 64M"])
         .unwrap_or_else(|e| panic!("after {rounds} failovers: {e}"));
+    assert_eq!(c.exited(), Vec::new(), "no daemon stopped on its own");
     times.sort();
     println!(
         "{rounds} MDS failovers under fio (lease {LEASE_S} s): min {:.2} s, median {:.2} s, max {:.2} s; every block verified",

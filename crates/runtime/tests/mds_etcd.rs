@@ -80,7 +80,7 @@ fn the_journal_restores_across_snapshots_and_a_deposed_leader_writes_nothing() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (_etcd, endpoint) = start_etcd(dir.path());
-    let client = || Etcd::new(&[endpoint.clone()], Duration::from_secs(2)).unwrap();
+    let client = || Etcd::new(std::slice::from_ref(&endpoint), Duration::from_secs(2)).unwrap();
 
     let a = elect(&endpoint, "a");
     assert_eq!(a.standing(), Standing::Holds);
@@ -105,7 +105,11 @@ fn the_journal_restores_across_snapshots_and_a_deposed_leader_writes_nothing() {
     let err = state.set_meta("gear", Some(&[1])).unwrap_err();
     assert!(err.is::<NotLeader>(), "{err:#}");
     let mut state_b = EtcdState::open(client(), b"/t/", b.revision).unwrap();
-    assert_eq!(state_b.snapshot(), Some(expected.clone()), "nothing of A's late writes");
+    assert_eq!(
+        state_b.snapshot(),
+        Some(expected.clone()),
+        "nothing of A's late writes"
+    );
     assert_eq!(state_b.meta("gear").unwrap(), None);
     state_b.store(&step(10)).unwrap();
     expected.apply(&step(10)).unwrap();

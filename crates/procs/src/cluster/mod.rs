@@ -18,6 +18,11 @@ use std::time::Duration;
 
 use crate::process::{Bounded, Proc, COMMAND_LIMIT};
 
+mod etcd;
+mod status;
+
+pub use status::{active_mds_status, status_text};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Daemon {
     /// The first MDS (the only one without etcd).
@@ -312,94 +317,6 @@ impl LocalCluster {
         format!("127.0.0.1:{}", self.port(d))
     }
 
-    /// The etcd members' client addresses, comma-separated.
-    pub fn etcd_endpoints(&self) -> String {
-        (0..self.options.etcd)
-            .map(|j| self.addr(Daemon::Etcd(j)))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
-    /// Starts every etcd member (all at once: each waits for a quorum), then waits until each
-    /// reports itself healthy.
-    fn start_etcd(&mut self) -> Result<(), String> {
-        for j in 0..self.options.etcd {
-            self.start_etcd_member(j)?;
-        }
-        for j in 0..self.options.etcd {
-            self.wait_etcd_healthy(j, Duration::from_secs(60))?;
-        }
-        Ok(())
-    }
-
-    fn etcd_args(&self, j: usize) -> Vec<String> {
-        let peer = |j: usize| format!("http://127.0.0.1:{}", self.port(Daemon::Etcd(j)) + 1);
-        let cluster: Vec<String> = (0..self.options.etcd)
-            .map(|k| format!("m{k}={}", peer(k)))
-            .collect();
-        let client = format!("http://{}", self.addr(Daemon::Etcd(j)));
-        [
-            "--name",
-            &format!("m{j}"),
-            "--data-dir",
-            &self.dir.join(format!("etcd{j}")).display().to_string(),
-            "--listen-client-urls",
-            &client,
-            "--advertise-client-urls",
-            &client,
-            "--listen-peer-urls",
-            &peer(j),
-            "--initial-advertise-peer-urls",
-            &peer(j),
-            "--initial-cluster",
-            &cluster.join(","),
-            "--initial-cluster-token",
-            &format!("cordillera-{}", self.base_port),
-            "--initial-cluster-state",
-            "new",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    }
-
-    /// Starts etcd member `j` (again: its data directory is kept), its output in
-    /// `DIR/etcdJ.log`.
-    pub fn start_etcd_member(&mut self, j: usize) -> Result<(), String> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(format!("etcd{j}.log")))
-            .map_err(|e| e.to_string())?;
-        let child = Command::new("etcd")
-            .args(self.etcd_args(j))
-            .stdin(std::process::Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot run etcd (the Debian package etcd-server): {e}"))?;
-        self.procs.insert(Daemon::Etcd(j), Proc::adopt(child));
-        Ok(())
-    }
-
-    /// Waits until etcd member `j` answers `/health` with true (it is in a cluster with a
-    /// leader).
-    pub fn wait_etcd_healthy(&self, j: usize, limit: Duration) -> Result<(), String> {
-        let addr = self.addr(Daemon::Etcd(j));
-        let deadline = std::time::Instant::now() + limit;
-        loop {
-            match http_get(&addr, "/health") {
-                Ok(body) if body.contains("\"health\":\"true\"") => return Ok(()),
-                other if std::time::Instant::now() > deadline => {
-                    return Err(format!(
-                        "etcd member {j} at {addr} is not healthy: {other:?}"
-                    ))
-                }
-                _ => std::thread::sleep(Duration::from_millis(200)),
-            }
-        }
-    }
-
     fn args(&self, d: Daemon) -> (Vec<String>, Vec<&'static str>) {
         let dir = |name: String| self.dir.join(name).display().to_string();
         let mut args: Vec<String> = match d {
@@ -519,6 +436,25 @@ impl LocalCluster {
         out
     }
 
+    /// Watches the daemons until `stop` is set: an MDS of a highly available one that exits is
+    /// started again (it stands by); any other daemon exiting is an error naming it.
+    pub fn supervise(&mut self, stop: &std::sync::atomic::AtomicBool) -> Result<(), String> {
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(200));
+            let exited = self.exited();
+            let Some((d, why)) = exited.first() else {
+                continue;
+            };
+            if self.options.etcd > 0 && matches!(d, Daemon::Mds | Daemon::MdsPeer(_)) {
+                eprintln!("cordillera cluster: {d:?} exited ({why}); starting it again");
+                self.spawn(*d)?;
+                continue;
+            }
+            return Err(format!("{d:?} exited ({why}); stopping the cluster"));
+        }
+        Ok(())
+    }
+
     /// SIGTERM to every daemon, servers first.
     pub fn stop(&mut self) {
         let order: Vec<Daemon> = self.procs.keys().rev().copied().collect();
@@ -605,191 +541,4 @@ impl Drop for LocalCluster {
         // Procs are killed when dropped.
         self.procs.clear();
     }
-}
-
-/// `cluster status` as a table: the MDS's gear and counts (from its `/status`, `mds_status`,
-/// read at `mds_http`), then each chunk server's figures and each logger's, asked at the ports
-/// `cluster up` gives them (a server in standby does not answer: the MDS's figures are shown).
-/// `loggers`: how many the spec names (`None`: probed until one does not answer).
-/// The gear scheduler's part of the MDS's status: the gears of today and tomorrow with the
-/// loads predicted, the hour being measured and the last day measured (peak L per hour).
-fn schedule_text(s: &serde_json::Value) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    if s.is_null() {
-        return out;
-    }
-    let gears = |key: &str| -> String {
-        s[key]
-            .as_array()
-            .map(|a| a.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(""))
-            .unwrap_or_default()
-    };
-    let loads = |key: &str| -> String {
-        s[key]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|l| l.as_f64().map_or("-".into(), |l| format!("{l:.1}")))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_default()
-    };
-    let _ = writeln!(
-        out,
-        "schedule: {} (hours of {} s), {} hours measured, {} late reports",
-        s["schedule"].as_str().unwrap_or("?"),
-        s["hour_seconds"],
-        s["hours_measured"],
-        s["late_reports"]
-    );
-    let _ = writeln!(
-        out,
-        "  learned gears today    (hours 0–23): {}",
-        gears("today")
-    );
-    let _ = writeln!(
-        out,
-        "  learned gears tomorrow (hours 0–23): {}",
-        gears("tomorrow")
-    );
-    let _ = writeln!(out, "  predicted L today: {}", loads("today_predicted"));
-    if let Some(m) = s["measuring"].as_object() {
-        let _ = writeln!(
-            out,
-            "  measuring hour {}: peak L {:.2}, mean {:.2}, {} s seen",
-            m["hour"],
-            m["peak"].as_f64().unwrap_or(0.0),
-            m["mean"].as_f64().unwrap_or(0.0),
-            m["covered_s"]
-        );
-    }
-    let measured = s["measured"].as_array().cloned().unwrap_or_default();
-    let last: Vec<String> = measured
-        .iter()
-        .rev()
-        .take(24)
-        .rev()
-        .map(|h| format!("{:.1}", h["peak"].as_f64().unwrap_or(0.0)))
-        .collect();
-    if !last.is_empty() {
-        let _ = writeln!(
-            out,
-            "  peak L, last {} hours: {}",
-            last.len(),
-            last.join(" ")
-        );
-    }
-    out
-}
-
-pub fn status_text(
-    mds_http: &str,
-    mds_status: &str,
-    loggers: Option<usize>,
-) -> Result<String, String> {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let mds: serde_json::Value =
-        serde_json::from_str(mds_status).map_err(|e| format!("the MDS's status: {e}"))?;
-    let port: u16 = mds_http
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .ok_or_else(|| format!("{mds_http} has no port"))?;
-    let _ = writeln!(
-        out,
-        "gear {} ({}; the plan says {} for hour {}), {} groups, {} without a primary, {} migrations, {} standbys, {} wakes",
-        mds["gear"],
-        if mds["gear_by_hand"].as_bool() == Some(true) { "set by hand" } else { "the plan" },
-        mds["planned_gear"],
-        mds["hour"],
-        mds["groups"],
-        mds["groups_without_primary"],
-        mds["stats"]["migrations"],
-        mds["stats"]["standbys"],
-        mds["stats"]["wakes"],
-    );
-    let _ = writeln!(
-        out,
-        "{:<7} {:<6} {:<22} {:<10} {:>9} {:>13} {:>13} {:>12} {:>10}",
-        "server",
-        "rack",
-        "address",
-        "state",
-        "primaries",
-        "logged bytes",
-        "at risk",
-        "standby s",
-        "energy kJ"
-    );
-    for s in mds["servers"].as_array().cloned().unwrap_or_default() {
-        let id = s["id"].as_u64().unwrap_or(0) as u16;
-        // The server's own figures (a server in standby does not answer: the MDS's are shown).
-        let own = http_get(&format!("127.0.0.1:{}", port + 1 + id), "/status")
-            .ok()
-            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok());
-        let (logged, at_risk, standby, energy) = match &own {
-            Some(o) => (
-                o["logged_bytes"].to_string(),
-                o["at_risk_bytes"].to_string(),
-                format!("{:.1}", o["power"]["standby_s"].as_f64().unwrap_or(0.0)),
-                format!(
-                    "{:.1}",
-                    o["power"]["energy_j"].as_f64().unwrap_or(0.0) / 1000.0
-                ),
-            ),
-            None => ("-".into(), "-".into(), "-".into(), "-".into()),
-        };
-        let _ = writeln!(
-            out,
-            "{:<7} {:<6} {:<22} {:<10} {:>9} {:>13} {:>13} {:>12} {:>10}",
-            id,
-            s["rack"].as_str().unwrap_or("?"),
-            s["addr"].as_str().unwrap_or("?"),
-            s["state"].as_str().unwrap_or("?"),
-            s["primaries"],
-            logged,
-            at_risk,
-            standby,
-            energy
-        );
-    }
-    out.push_str(&schedule_text(&mds["schedule"]));
-    // Loggers (their endpoints follow the servers' in the `cluster up` port plan).
-    let servers = mds["servers"].as_array().map_or(0, |s| s.len()) as u16;
-    let _ = writeln!(
-        out,
-        "{:<7} {:<6} {:>12} {:>14} {:>12}",
-        "logger", "rack", "queue", "used MB", "requests/s"
-    );
-    for i in 0u16.. {
-        if loggers.is_some_and(|n| i as usize >= n) {
-            break;
-        }
-        let l = http_get(&format!("127.0.0.1:{}", port + 1 + servers + i), "/status")
-            .ok()
-            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
-            .filter(|l| l.get("queue_length").is_some());
-        match l {
-            Some(l) => {
-                let _ = writeln!(
-                    out,
-                    "{:<7} {:<6} {:>12} {:>14.1} {:>12}",
-                    i,
-                    l["rack"].as_str().unwrap_or("?"),
-                    l["queue_length"],
-                    l["used_bytes"].as_f64().unwrap_or(0.0) / 1e6,
-                    l["requests_per_s"]
-                );
-            }
-            // Probing without a spec: the first that does not answer ends the list.
-            None if loggers.is_none() => break,
-            None => {
-                let _ = writeln!(out, "{i:<7} {:<6} {:>12}", "?", "unreachable");
-            }
-        }
-    }
-    Ok(out)
 }
