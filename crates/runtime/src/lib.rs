@@ -14,8 +14,10 @@
 //! - [`limits`]: connections and memory one client can take from a daemon; `accept` that
 //!   backs off when descriptors run out.
 //! - [`emulate`]: real-time disk emulation with the simulator's device models.
-//! - [`sierra`]: Sierra's daemons — the MDS (with its gear plan and durable state), chunk
-//!   servers, and the object client behind a cluster volume — over the Sierra protocol.
+//! - [`sierra`]: Sierra's daemons — the MDS (with its gear plan and durable state, in redb or,
+//!   several MDS taking turns, in etcd), chunk servers, and the object client behind a cluster
+//!   volume — over the Sierra protocol.
+//! - [`etcd`]: a blocking client of etcd's v3 JSON gateway (ranges, transactions, leases).
 //! - [`http`]: the daemons' `/metrics` and `/status` endpoint, and a blocking client for it.
 //! - [`power`]: a daemon's time up, busy and in standby, and its energy by the power model
 //!   (chunk servers and stores report it).

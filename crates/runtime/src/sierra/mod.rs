@@ -3,8 +3,9 @@
 //!
 //! - [`spec`]: the cluster's description, which the MDS keeps and hands out.
 //! - [`net`]: connections between the daemons.
-//! - [`mds`]: `cordillera cluster mds`: the MDS core, its state in an embedded database
-//!   ([`mds_store`]), the gear plan and gears set by hand.
+//! - [`mds`]: `cordillera cluster mds`: the MDS core, its state ([`mds_state`]) in an embedded
+//!   database ([`mds_store`]) or in etcd ([`mds_etcd`], several MDS taking turns by
+//!   [`mds_leader`]), the gear plan and gears set by hand.
 //! - [`server`]: `cordillera cluster server`: a chunk server on a file, with standby for real
 //!   and its power by the model ([`power`]); its client I/O per second goes to the MDS's gear
 //!   scheduler ([`load_report`]).

@@ -412,7 +412,7 @@ pub async fn ask_mds(mds: &str, request: &Frame) -> anyhow::Result<Frame> {
         }
     }
     let Some((address, mut reader, mut writer)) = found else {
-        bail!("no MDS answers at {mds} ({})", errors.join("; "));
+        bail!("the MDS at {mds} is unreachable: {}", errors.join("; "));
     };
     let mut bytes = Vec::new();
     encode(request, &mut bytes);
