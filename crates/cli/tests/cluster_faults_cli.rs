@@ -12,7 +12,7 @@ use cordillera_faults::{FaultyDevice, LinkProxy};
 use cordillera_testkit::cluster::{ClusterOptions, Daemon, LocalCluster};
 use cordillera_testkit::process::{fio_verify as fio, have, Proc};
 
-use cluster::{binary, qemu, start_volume, wait_quiet};
+use cluster::{binary, qemu, random_writes_verified, start_volume, wait_quiet};
 
 /// A chunk server's `/status` stats (`Null` if it does not answer).
 fn server_stats(c: &LocalCluster, s: u32) -> serde_json::Value {
@@ -168,22 +168,6 @@ fn respawn_behind(c: &mut LocalCluster, s: u32, proxy: &LinkProxy) -> Proc {
     )
     .unwrap_or_else(|e| panic!("{e}"))
     .0
-}
-
-/// fio's random 4–64 KiB writes over the 64 MiB object for `seconds`, then every block it wrote
-/// verified; its output.
-fn random_writes_verified(url: &str, seconds: u32) -> String {
-    fio(
-        url,
-        &[
-            "--rw=randwrite",
-            "--bsrange=4k-64k",
-            "--size=64m",
-            "--time_based",
-            &format!("--runtime={seconds}"),
-            "--do_verify=1",
-        ],
-    )
 }
 
 /// Server 0's link to the MDS pauses for 6 s (leases last 1 s; the MDS suspects a server after

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use cordillera_testkit::cluster::{ClusterOptions, Daemon, LocalCluster};
 use cordillera_testkit::process::{fio_verify as fio, have, signal};
 
-use cluster::{binary, qemu, start_volume};
+use cluster::{binary, qemu, random_writes_verified, start_volume};
 
 /// The MDS's lease in etcd in these tests.
 const LEASE_S: u64 = 2;
@@ -63,21 +63,6 @@ fn wait_active(c: &LocalCluster, except: Option<Daemon>, limit: Duration) -> (Da
     }
 }
 
-/// fio's random 4–64 KiB writes over the 64 MiB object for `seconds`, every block verified.
-fn writes_verified(url: &str, seconds: u32) -> String {
-    fio(
-        url,
-        &[
-            "--rw=randwrite",
-            "--bsrange=4k-64k",
-            "--size=64m",
-            "--time_based",
-            &format!("--runtime={seconds}"),
-            "--do_verify=1",
-        ],
-    )
-}
-
 /// Sets a gear by hand through the MDS's address list and waits until the active MDS's
 /// status shows it.
 fn shift_to(c: &LocalCluster, gear: u64) {
@@ -122,7 +107,7 @@ fn a_killed_or_paused_active_mds_is_replaced_and_nothing_is_lost() {
     // (a) SIGKILL.
     let writer = {
         let url = url.clone();
-        std::thread::spawn(move || writes_verified(&url, 12))
+        std::thread::spawn(move || random_writes_verified(&url, 12))
     };
     std::thread::sleep(Duration::from_secs(3));
     c.kill(first);
@@ -144,7 +129,7 @@ fn a_killed_or_paused_active_mds_is_replaced_and_nothing_is_lost() {
     // (b) SIGSTOP past the lease, then SIGCONT.
     let writer = {
         let url = url.clone();
-        std::thread::spawn(move || writes_verified(&url, 14))
+        std::thread::spawn(move || random_writes_verified(&url, 14))
     };
     std::thread::sleep(Duration::from_secs(2));
     let pid = c.pid(second).unwrap();
@@ -208,7 +193,7 @@ fn etcd_losing_a_member_or_its_quorum_stops_no_client() {
     // (c) One member killed and started again.
     let writer = {
         let url = url.clone();
-        std::thread::spawn(move || writes_verified(&url, 10))
+        std::thread::spawn(move || random_writes_verified(&url, 10))
     };
     std::thread::sleep(Duration::from_secs(2));
     c.kill(Daemon::Etcd(0));
@@ -223,7 +208,7 @@ fn etcd_losing_a_member_or_its_quorum_stops_no_client() {
     // (d) No quorum for longer than several leases.
     let writer = {
         let url = url.clone();
-        std::thread::spawn(move || writes_verified(&url, 14))
+        std::thread::spawn(move || random_writes_verified(&url, 14))
     };
     std::thread::sleep(Duration::from_secs(2));
     let stopped: Vec<u32> = [1, 2]
@@ -282,7 +267,7 @@ fn active_mds_killed_again_and_again_fails_over_every_time() {
         let (leader, _) = wait_active(&c, None, Duration::from_secs(30));
         let writer = {
             let url = url.clone();
-            std::thread::spawn(move || writes_verified(&url, 4 + LEASE_S as u32 + 2))
+            std::thread::spawn(move || random_writes_verified(&url, 4 + LEASE_S as u32 + 2))
         };
         std::thread::sleep(Duration::from_secs(2));
         c.kill(leader);

@@ -107,3 +107,19 @@ pub fn wait_gear_1(c: &LocalCluster) {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// fio's random 4–64 KiB writes over the 64 MiB object for `seconds`, then every block it wrote
+/// verified; its output.
+pub fn random_writes_verified(url: &str, seconds: u32) -> String {
+    cordillera_testkit::process::fio_verify(
+        url,
+        &[
+            "--rw=randwrite",
+            "--bsrange=4k-64k",
+            "--size=64m",
+            "--time_based",
+            &format!("--runtime={seconds}"),
+            "--do_verify=1",
+        ],
+    )
+}
