@@ -69,6 +69,10 @@ pub struct ClusterSpec {
     pub log_bytes: u64,
     /// Reclaim jobs at once per chunk server.
     pub reclaim_jobs: usize,
+    /// Reclaim as background work: no new reclaim job (at-risk data excepted) while more than
+    /// this many other operations are in flight on the server's disk (`None`: whatever the
+    /// load, as the paper's prototype).
+    pub reclaim_busy_disk: Option<usize>,
     /// The clients' rack (none: client i in rack i mod racks).
     pub client_rack: Option<usize>,
     /// A silent server is declared failed (and its data rebuilt) after this long.
@@ -98,6 +102,7 @@ impl ClusterSpec {
             power: PowerParams::default(),
             log_bytes: 100 << 30,
             reclaim_jobs: 4,
+            reclaim_busy_disk: None,
             client_rack: None,
             permanent_after_ns: MdsConfig::new(1 << 20).permanent_after_ns,
             rebuild_piece_bytes: 1 << 20,
@@ -309,6 +314,7 @@ impl Cluster {
                         loggers.clone(),
                     );
                     config.reclaim_jobs_max = spec.reclaim_jobs;
+                    config.reclaim_busy_disk = spec.reclaim_busy_disk;
                     config.rebuild_piece_bytes = spec.rebuild_piece_bytes;
                     config.local_copy = spec.local_copy;
                     Part::server(

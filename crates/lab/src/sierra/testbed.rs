@@ -55,6 +55,8 @@ pub struct TestbedOptions {
     pub experiments: Vec<String>,
     /// Reclaim jobs at once per chunk server (its budget over all its groups).
     pub reclaim_jobs: usize,
+    /// Reclaim as background work (`ClusterSpec::reclaim_busy_disk`).
+    pub reclaim_busy_disk: Option<usize>,
     /// §3.6's local copies of logged writes (the default; off to measure what they save).
     pub local_copy: bool,
     /// The measured power run (Figure 9 right): the whole trace replayed on Sierra and on the

@@ -124,6 +124,7 @@ impl Job {
             power: setup.power,
             log_bytes: setup.options.log_bytes,
             reclaim_jobs: setup.options.reclaim_jobs,
+            reclaim_busy_disk: setup.options.reclaim_busy_disk,
             local_copy: setup.options.local_copy,
             seed: setup.options.seed,
             ..ClusterSpec::new(layout, loggers, setup.object_bytes.clone())
