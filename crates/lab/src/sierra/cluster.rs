@@ -18,6 +18,7 @@ use serde::Serialize;
 use cordillera_gears::client::{ClientConfig, ObjectClient};
 use cordillera_gears::layout::Layout;
 use cordillera_gears::mds::{MdsConfig, MdsStats};
+use cordillera_gears::model::RackId;
 use cordillera_gears::server::{ChunkServer, LoggerInfo, ServerConfig, ServerStats, Slots};
 use cordillera_host::sierra::{Nodes, Part, Shared, SierraNode};
 use cordillera_host::{DiskPort, Durability};
@@ -85,6 +86,28 @@ pub struct ClusterSpec {
 }
 
 impl ClusterSpec {
+    /// Chunk server `server`'s configuration in this cluster.
+    fn server_config(
+        &self,
+        server: u32,
+        group_bytes: u64,
+        racks_of_servers: Vec<RackId>,
+        loggers: Vec<LoggerInfo>,
+    ) -> ServerConfig {
+        let mut config = ServerConfig::new(
+            server,
+            self.chunk_bytes,
+            group_bytes,
+            racks_of_servers,
+            loggers,
+        );
+        config.reclaim_jobs_max = self.reclaim_jobs;
+        config.reclaim_busy_disk = self.reclaim_busy_disk;
+        config.rebuild_piece_bytes = self.rebuild_piece_bytes;
+        config.local_copy = self.local_copy;
+        config
+    }
+
     /// Sierra's testbed defaults around a layout: 9 clients, 1 MB chunks, `sierra-1tb`
     /// disks, the MDS's 15-minute wait before a rebuild.
     pub fn new(layout: Layout, loggers: usize, objects: Vec<u64>) -> ClusterSpec {
@@ -306,17 +329,12 @@ impl Cluster {
                     assert_eq!(life, 1, "the lab's MDS starts once");
                     Part::mds(mds_config.clone(), &spec.layout)
                 } else if id < nodes.logger0() {
-                    let mut config = ServerConfig::new(
+                    let config = spec.server_config(
                         (id - 1) as u32,
-                        spec.chunk_bytes,
                         group_bytes,
                         racks_of_servers.clone(),
                         loggers.clone(),
                     );
-                    config.reclaim_jobs_max = spec.reclaim_jobs;
-                    config.reclaim_busy_disk = spec.reclaim_busy_disk;
-                    config.rebuild_piece_bytes = spec.rebuild_piece_bytes;
-                    config.local_copy = spec.local_copy;
                     Part::server(
                         ChunkServer::new(config, life, 0),
                         DiskPort::new(0, 0, Durability::WriteThrough),
