@@ -110,10 +110,6 @@ impl Etcd {
         })
     }
 
-    pub fn endpoints(&self) -> &[String] {
-        &self.endpoints
-    }
-
     /// The entry of `key`, if any.
     pub fn get(&mut self, key: &[u8]) -> EtcdResult<Option<Kv>> {
         let answer = self.call("/v3/kv/range", &json!({ "key": b64(key) }))?;

@@ -62,19 +62,6 @@ fn leader_key(prefix: &[u8]) -> Vec<u8> {
     k
 }
 
-/// The leader's name as stored in the leader key, if any.
-pub fn current_leader(etcd: &mut Etcd, prefix: &[u8]) -> Result<Option<(String, i64)>> {
-    Ok(etcd
-        .get(&leader_key(prefix))
-        .map_err(|e| anyhow!("reading the MDS leader: {e}"))?
-        .map(|kv| {
-            (
-                String::from_utf8_lossy(&kv.value).to_string(),
-                kv.create_revision,
-            )
-        }))
-}
-
 impl Leadership {
     /// Campaigns until this process (named `name`) holds the leader key; `waiting` is told who
     /// leads while it waits.
