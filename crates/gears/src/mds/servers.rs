@@ -149,19 +149,30 @@ impl Mds {
             }
             self.tell_primary(g);
             let entry = &self.groups[g as usize];
-            if self.servers[s as usize].wanted_off
-                || entry.release_to.is_some()
-                || entry.rebuilding == Some(s)
-            {
+            if self.servers[s as usize].wanted_off || entry.rebuilding == Some(s) {
                 continue;
             }
-            // Each available replica equally likely to be primary.
+            // Each available replica equally likely to be primary. A migration already under
+            // way to another returned server counts as that server's: it is redirected here
+            // with the same chance (servers woken together heartbeat before the first one's
+            // migrations complete; skipping those left the later ones a fraction of a share).
             let up = entry
                 .replicas
                 .iter()
                 .filter(|&&x| self.servers[x as usize].state == ServerState::Up)
                 .count()
                 .max(1);
+            match entry.release_to {
+                None => {}
+                Some(Some(t)) if t != s => {
+                    if self.rng.below(up as u64) == 0 {
+                        self.groups[g as usize].release_to = Some(Some(s));
+                    }
+                    continue;
+                }
+                // Being released to `s` already, or because its primary is leaving.
+                Some(_) => continue,
+            }
             if self.rng.below(up as u64) == 0 {
                 let epoch = entry.epoch;
                 self.groups[g as usize].release_to = Some(Some(s));

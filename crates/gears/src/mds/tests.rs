@@ -160,6 +160,79 @@ fn a_gear_shift_migrates_primaries_and_back() {
     assert!(asked > 0, "some primaries migrate back");
 }
 
+/// Gear 1 to gear 3 with three servers holding every group: the two woken servers heartbeat
+/// one after the other while the first one's migrations are still being released, and each
+/// of the three ends primary of about a third of the groups (§3.5's rebalancing). A rule that
+/// skips groups already migrating gave the second server half its share (a third of the
+/// remaining half), so the first carried 1.4 × its share at the top gear and refused
+/// requests as busy.
+#[test]
+fn servers_woken_together_each_take_a_fair_share_of_primaries() {
+    let topology = Topology::racks(3, 1);
+    let spec = LayoutSpec {
+        kind: LayoutKind::PowerAware,
+        racks: RackPolicy::Aligned,
+        replicas: 3,
+    };
+    let groups = 300;
+    let layout = Layout::generate(spec, &topology, groups, &mut SplitMix64(5)).unwrap();
+    let mut m = Mds::new(MdsConfig::new(1 << 20), &layout, 0);
+    for s in 0..3 {
+        heartbeat(&mut m, 1, s, 100 + s as u64);
+    }
+    // Gear 1: servers 0 and 1 release every primary to server 2 and enter standby.
+    m.set_gear(10 * S, 1, &[0, 1, 2]);
+    drain(&mut m);
+    for s in 0..2 {
+        for g in 0..m.group_count() as u32 {
+            let view = m.view(GroupId(g));
+            if view.primary == Some(s) {
+                let message = Message::ReleasedPrimary {
+                    group: GroupId(g),
+                    epoch: view.epoch,
+                };
+                m.handle_message(11 * S, Endpoint::Server(s), message);
+            }
+        }
+        m.handle_message(12 * S, Endpoint::Server(s), Message::Standby { server: s });
+    }
+    drain(&mut m);
+    assert!((0..m.group_count() as u32).all(|g| m.view(GroupId(g)).primary == Some(2)));
+    // Gear 3: both wake; each heartbeats before server 2 has released anything.
+    m.set_gear(20 * S, 3, &[0, 1, 2]);
+    while m.poll_wake().is_some() {}
+    let mut asked = Vec::new();
+    for s in 0..2 {
+        for (_, msg) in heartbeat(&mut m, 21 * S, s, 100 + s as u64) {
+            if let Message::ReleasePrimary { group, epoch } = msg {
+                asked.push((group, epoch));
+            }
+        }
+    }
+    // Server 2 releases what it was asked to (once each); the MDS hands each on.
+    asked.sort_unstable();
+    asked.dedup();
+    for (group, epoch) in asked {
+        m.handle_message(
+            22 * S,
+            Endpoint::Server(2),
+            Message::ReleasedPrimary { group, epoch },
+        );
+    }
+    drain(&mut m);
+    let mut held = [0usize; 3];
+    for g in 0..m.group_count() as u32 {
+        held[m.view(GroupId(g)).primary.expect("a primary") as usize] += 1;
+    }
+    let fair = groups / 3;
+    for (s, &n) in held.iter().enumerate() {
+        assert!(
+            n.abs_diff(fair) <= fair / 4,
+            "server {s} primary of {n} groups, a fair share is {fair}: {held:?}"
+        );
+    }
+}
+
 /// A silent server is suspected after the timeout: its primaries go to other replicas (new
 /// epochs), its peers in standby are woken; after the permanent-failure time each of its
 /// groups gets a new replica from the same gear group, and the primary is told to rebuild it.

@@ -500,6 +500,22 @@ impl Cluster {
             .collect()
     }
 
+    /// Per chunk server (for the testbed's progress lines): awake, groups it is primary of,
+    /// bytes logged now, and its counters so far.
+    pub fn server_loads(&self) -> Vec<(bool, usize, u64, ServerStats)> {
+        (1..=self.nodes.servers)
+            .filter_map(|node| {
+                let server = self.world.core(node)?.server()?;
+                Some((
+                    !self.world.is_asleep(node),
+                    server.primaries().count(),
+                    server.logged_bytes(),
+                    server.stats(),
+                ))
+            })
+            .collect()
+    }
+
     /// Every chunk server's account of its primaries (for diagnosis).
     pub fn describe(&self) -> String {
         let mut out = String::new();

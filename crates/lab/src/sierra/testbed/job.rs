@@ -12,6 +12,7 @@ use super::{
     START,
 };
 use cordillera_gears::schedule::{rotation, shift_at, up_shift_lead_ns};
+use cordillera_gears::server::ServerStats;
 use cordillera_models::histogram::LatencySummary;
 
 /// One run of one window on one configuration, in its own thread.
@@ -153,6 +154,7 @@ impl Job {
         let mut t = cluster.now();
         let label = format!("job {} {}", self.experiment, self.config.name());
         let (every, dump_at) = diagnostics();
+        let mut last_line: Option<(Counters, Vec<_>)> = None;
         for batch in batches {
             for r in batch.requests {
                 cluster.push(r);
@@ -189,6 +191,14 @@ impl Job {
                 }
                 if t1.is_multiple_of(every) {
                     let c = cluster.counters();
+                    let loads = cluster.server_loads();
+                    if let Some((c0, loads0)) = &last_line {
+                        let _ = say.send(format!(
+                            "  {label}: {}",
+                            server_lines(c0, loads0, &c, &loads)
+                        ));
+                    }
+                    last_line = Some((c.clone(), loads));
                     let _ = say.send(format!(
                         "  {label}: {:.0} of {:.0} min, {} requests done, {} failed, {} retries ({} timeouts, {} refused: {:?} not primary / lease / unavailable / busy), {:.0} MB logged, {} asleep ({:.0} s)",
                         t1.saturating_sub(START) as f64 / 60e9,
@@ -285,4 +295,36 @@ impl Job {
             wall_s: wall.elapsed().as_secs_f64(),
         })
     }
+}
+
+/// Per chunk server between two progress lines: awake or asleep, primaries held, GB logged
+/// now, and in the interval its disk's busy share, requests served, writes logged and
+/// requests refused as busy (to see where a loaded hour's work lands).
+fn server_lines(
+    c0: &Counters,
+    loads0: &[(bool, usize, u64, ServerStats)],
+    c: &Counters,
+    loads: &[(bool, usize, u64, ServerStats)],
+) -> String {
+    let span = c.at_ns.saturating_sub(c0.at_ns).max(1) as f64;
+    let mut parts = Vec::new();
+    for (i, ((awake, primaries, logged, st), (_, _, _, st0))) in
+        loads.iter().zip(loads0).enumerate()
+    {
+        let busy = match (c.busy_ns.get(i), c0.busy_ns.get(i)) {
+            (Some(b), Some(b0)) => b.saturating_sub(*b0) as f64 / span,
+            _ => 0.0,
+        };
+        parts.push(format!(
+            "s{i} {} p{} {:.1}GB busy {:.0}% io {} logw {} refbusy {}",
+            if *awake { "up" } else { "zz" },
+            primaries,
+            *logged as f64 / 1e9,
+            100.0 * busy,
+            (st.reads + st.writes).saturating_sub(st0.reads + st0.writes),
+            st.logged_writes.saturating_sub(st0.logged_writes),
+            st.refused_busy.saturating_sub(st0.refused_busy),
+        ));
+    }
+    parts.join(" | ")
 }
