@@ -135,10 +135,30 @@ impl Mds {
         ));
     }
 
-    /// `s` is up again: its peers' primaries learn it is available; some primaries migrate
-    /// back to it (§3.5: "it rebalances the load by moving some primaries from other servers").
+    /// `s` is up again: its peers' primaries learn it is available; primaries migrate back to
+    /// it (§3.5: "it rebalances the load by moving some primaries from other servers"; §3.4:
+    /// "spreading primaries uniformly across active servers"). A group moves when its primary
+    /// holds at least two more than `s` — counting a migration under way as its target's, so
+    /// servers woken together, each heartbeating before the first one's migrations complete,
+    /// share the groups evenly (a random choice that skipped groups already migrating left
+    /// the second a fraction of its share, and the first refused requests as busy at the top
+    /// gear). Groups are taken in a random order.
     pub(super) fn server_returned(&mut self, s: ServerId) {
-        let groups: Vec<u32> = self.groups_of[s as usize].iter().copied().collect();
+        let mut groups: Vec<u32> = self.groups_of[s as usize].iter().copied().collect();
+        for i in (1..groups.len()).rev() {
+            let j = self.rng.below(i as u64 + 1) as usize;
+            groups.swap(i, j);
+        }
+        let mut held = vec![0usize; self.servers.len()];
+        for entry in &self.groups {
+            let owner = match entry.release_to {
+                Some(Some(t)) => Some(t),
+                _ => entry.primary,
+            };
+            if let Some(x) = owner {
+                held[x as usize] += 1;
+            }
+        }
         for g in groups {
             let entry = &self.groups[g as usize];
             let Some(p) = entry.primary else {
@@ -152,30 +172,21 @@ impl Mds {
             if self.servers[s as usize].wanted_off || entry.rebuilding == Some(s) {
                 continue;
             }
-            // Each available replica equally likely to be primary. A migration already under
-            // way to another returned server counts as that server's: it is redirected here
-            // with the same chance (servers woken together heartbeat before the first one's
-            // migrations complete; skipping those left the later ones a fraction of a share).
-            let up = entry
-                .replicas
-                .iter()
-                .filter(|&&x| self.servers[x as usize].state == ServerState::Up)
-                .count()
-                .max(1);
-            match entry.release_to {
-                None => {}
-                Some(Some(t)) if t != s => {
-                    if self.rng.below(up as u64) == 0 {
-                        self.groups[g as usize].release_to = Some(Some(s));
-                    }
-                    continue;
-                }
+            let owner = match entry.release_to {
+                None => p,
+                Some(Some(t)) if t != s => t,
                 // Being released to `s` already, or because its primary is leaving.
                 Some(_) => continue,
+            };
+            if held[owner as usize] < held[s as usize] + 2 {
+                continue;
             }
-            if self.rng.below(up as u64) == 0 {
-                let epoch = entry.epoch;
-                self.groups[g as usize].release_to = Some(Some(s));
+            held[owner as usize] -= 1;
+            held[s as usize] += 1;
+            let already_releasing = entry.release_to.is_some();
+            let epoch = entry.epoch;
+            self.groups[g as usize].release_to = Some(Some(s));
+            if !already_releasing {
                 self.out.push_back((
                     Endpoint::Server(p),
                     Message::ReleasePrimary {
