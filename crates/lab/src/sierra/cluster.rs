@@ -236,6 +236,16 @@ pub struct Counters {
     pub asleep_now: usize,
 }
 
+/// A chunk server at a moment ([`Cluster::server_loads`]).
+#[derive(Clone, Debug)]
+pub struct ServerLoad {
+    pub awake: bool,
+    /// Groups it is primary of.
+    pub primaries: usize,
+    pub logged_bytes: u64,
+    pub stats: ServerStats,
+}
+
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct MdsStatsCopy {
     pub migrations: u64,
@@ -502,16 +512,16 @@ impl Cluster {
 
     /// Per chunk server (for the testbed's progress lines): awake, groups it is primary of,
     /// bytes logged now, and its counters so far.
-    pub fn server_loads(&self) -> Vec<(bool, usize, u64, ServerStats)> {
+    pub fn server_loads(&self) -> Vec<ServerLoad> {
         (1..=self.nodes.servers)
             .filter_map(|node| {
                 let server = self.world.core(node)?.server()?;
-                Some((
-                    !self.world.is_asleep(node),
-                    server.primaries().count(),
-                    server.logged_bytes(),
-                    server.stats(),
-                ))
+                Some(ServerLoad {
+                    awake: !self.world.is_asleep(node),
+                    primaries: server.primaries().count(),
+                    logged_bytes: server.logged_bytes(),
+                    stats: server.stats(),
+                })
             })
             .collect()
     }

@@ -6,13 +6,12 @@ use std::sync::mpsc;
 use cordillera_models::power::PowerParams;
 use cordillera_sim::kernel::Nanos;
 
-use super::super::cluster::{energy_j, Cluster, ClusterSpec, Counters, Replayed};
+use super::super::cluster::{energy_j, Cluster, ClusterSpec, Counters, Replayed, ServerLoad};
 use super::{
     diagnostics, testbed_layout, Config, ExperimentRun, PhaseLatency, TestbedOptions, HOUR, S,
     START,
 };
 use cordillera_gears::schedule::{rotation, shift_at, up_shift_lead_ns};
-use cordillera_gears::server::ServerStats;
 use cordillera_models::histogram::LatencySummary;
 
 /// One run of one window on one configuration, in its own thread.
@@ -152,9 +151,10 @@ impl Job {
         let mut logged_at_day_end = Vec::new();
         let mut logged_hourly = Vec::new();
         let mut t = cluster.now();
-        let label = format!("job {} {}", self.experiment, self.config.name());
-        let (every, dump_at) = diagnostics();
-        let mut last_line: Option<(Counters, Vec<_>)> = None;
+        let mut progress = Progress::new(
+            format!("job {} {}", self.experiment, self.config.name()),
+            say,
+        );
         for batch in batches {
             for r in batch.requests {
                 cluster.push(r);
@@ -186,34 +186,7 @@ impl Job {
                     let hour = (trace_t + S as i64).div_euclid(HOUR as i64) - 1;
                     logged_hourly.push((hour, cluster.counters().logged_bytes_now));
                 }
-                if dump_at == Some(t1) {
-                    let _ = say.send(format!("{label} at {} s:\n{}", t1 / S, cluster.describe()));
-                }
-                if t1.is_multiple_of(every) {
-                    let c = cluster.counters();
-                    let loads = cluster.server_loads();
-                    if let Some((c0, loads0)) = &last_line {
-                        let _ = say.send(format!(
-                            "  {label}: {}",
-                            server_lines(c0, loads0, &c, &loads)
-                        ));
-                    }
-                    last_line = Some((c.clone(), loads));
-                    let _ = say.send(format!(
-                        "  {label}: {:.0} of {:.0} min, {} requests done, {} failed, {} retries ({} timeouts, {} refused: {:?} not primary / lease / unavailable / busy), {:.0} MB logged, {} asleep ({:.0} s)",
-                        t1.saturating_sub(START) as f64 / 60e9,
-                        (end - START) as f64 / 60e9,
-                        c.completed,
-                        c.failed,
-                        c.client_retries,
-                        c.client_timeouts,
-                        c.refused,
-                        c.refused_by,
-                        c.logged_bytes_now as f64 / 1e6,
-                        c.asleep_now,
-                        wall.elapsed().as_secs_f64()
-                    ));
-                }
+                progress.tick(&cluster, t1, end);
                 t = t1;
             }
         }
@@ -297,29 +270,90 @@ impl Job {
     }
 }
 
+/// A job's progress lines on the driver's channel: every `CORDILLERA_TESTBED_EVERY_S` of
+/// simulated time the cluster's counters and each chunk server's share since the last line,
+/// and the cluster's state dumped once at `CORDILLERA_TESTBED_DUMP_AT_S` ([`diagnostics`]).
+struct Progress<'a> {
+    label: String,
+    say: &'a mpsc::Sender<String>,
+    every: Nanos,
+    dump_at: Option<Nanos>,
+    wall: std::time::Instant,
+    last: Option<(Counters, Vec<ServerLoad>)>,
+}
+
+impl<'a> Progress<'a> {
+    fn new(label: String, say: &'a mpsc::Sender<String>) -> Progress<'a> {
+        let (every, dump_at) = diagnostics();
+        Progress {
+            label,
+            say,
+            every,
+            dump_at,
+            wall: std::time::Instant::now(),
+            last: None,
+        }
+    }
+
+    /// The cluster has run to `t1` (a whole second) of a replay ending at `end`.
+    fn tick(&mut self, cluster: &Cluster, t1: Nanos, end: Nanos) {
+        let label = &self.label;
+        if self.dump_at == Some(t1) {
+            let _ = self
+                .say
+                .send(format!("{label} at {} s:\n{}", t1 / S, cluster.describe()));
+        }
+        if !t1.is_multiple_of(self.every) {
+            return;
+        }
+        let c = cluster.counters();
+        let loads = cluster.server_loads();
+        if let Some((c0, loads0)) = &self.last {
+            let _ = self.say.send(format!(
+                "  {label}: {}",
+                server_lines(c0, loads0, &c, &loads)
+            ));
+        }
+        let _ = self.say.send(format!(
+            "  {label}: {:.0} of {:.0} min, {} requests done, {} failed, {} retries ({} timeouts, {} refused: {:?} not primary / lease / unavailable / busy), {:.0} MB logged, {} asleep ({:.0} s)",
+            t1.saturating_sub(START) as f64 / 60e9,
+            (end - START) as f64 / 60e9,
+            c.completed,
+            c.failed,
+            c.client_retries,
+            c.client_timeouts,
+            c.refused,
+            c.refused_by,
+            c.logged_bytes_now as f64 / 1e6,
+            c.asleep_now,
+            self.wall.elapsed().as_secs_f64()
+        ));
+        self.last = Some((c, loads));
+    }
+}
+
 /// Per chunk server between two progress lines: awake or asleep, primaries held, GB logged
 /// now, and in the interval its disk's busy share, requests served, writes logged and
 /// requests refused as busy (to see where a loaded hour's work lands).
 fn server_lines(
     c0: &Counters,
-    loads0: &[(bool, usize, u64, ServerStats)],
+    loads0: &[ServerLoad],
     c: &Counters,
-    loads: &[(bool, usize, u64, ServerStats)],
+    loads: &[ServerLoad],
 ) -> String {
     let span = c.at_ns.saturating_sub(c0.at_ns).max(1) as f64;
     let mut parts = Vec::new();
-    for (i, ((awake, primaries, logged, st), (_, _, _, st0))) in
-        loads.iter().zip(loads0).enumerate()
-    {
+    for (i, (now, before)) in loads.iter().zip(loads0).enumerate() {
         let busy = match (c.busy_ns.get(i), c0.busy_ns.get(i)) {
             (Some(b), Some(b0)) => b.saturating_sub(*b0) as f64 / span,
             _ => 0.0,
         };
+        let (st, st0) = (&now.stats, &before.stats);
         parts.push(format!(
             "s{i} {} p{} {:.1}GB busy {:.0}% io {} logw {} refbusy {}",
-            if *awake { "up" } else { "zz" },
-            primaries,
-            *logged as f64 / 1e9,
+            if now.awake { "up" } else { "zz" },
+            now.primaries,
+            now.logged_bytes as f64 / 1e9,
             100.0 * busy,
             (st.reads + st.writes).saturating_sub(st0.reads + st0.writes),
             st.logged_writes.saturating_sub(st0.logged_writes),
