@@ -22,12 +22,9 @@ pub enum Part {
 
 impl std::fmt::Display for Part {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Part::Analysis => "analysis",
-            Part::Testbed => "testbed",
-            Part::Micro => "micro",
-            Part::Predictors => "predictors",
-        })
+        use clap::ValueEnum;
+        let value = self.to_possible_value().expect("no hidden parts");
+        f.write_str(value.get_name())
     }
 }
 
@@ -125,6 +122,9 @@ pub struct SierraArgs {
     /// (to measure what the copies save).
     #[arg(long)]
     no_local_copy: bool,
+    /// Each simulated logger's log size in the testbed (e.g. 100G, 1G: a small one fills).
+    #[arg(long, default_value = "100G", value_parser = cordillera_models::presets::parse_size)]
+    log_size: u64,
     /// Also replay the whole I/O trace on Sierra and on the baseline to measure power (Figure 9
     /// right): standby from the cores' gear shifts, energy by the power model, every request
     /// answered, logged bytes at each day's end. Long: see --power-sample.
@@ -237,7 +237,7 @@ fn options(a: &SierraArgs, seed: u64) -> Options {
             g_min: a.testbed_g_min,
             preface_s: a.preface_s,
             seed,
-            log_bytes: 100 << 30,
+            log_bytes: a.log_size,
             experiments: a
                 .experiments
                 .iter()

@@ -113,6 +113,9 @@ pub enum Message {
         sent_at: Nanos,
         /// The groups it serves as primary, with their epochs (releasing ones included).
         primaries: Vec<(GroupId, Epoch)>,
+        /// Of those, the groups whose loggers refuse their writes as full: the MDS keeps their
+        /// replicas up (waking them if asleep) until the log drains by reclaim.
+        log_full: Vec<GroupId>,
     },
     /// §3.5 step 2: the server no longer serves as the group's primary.
     ReleasedPrimary {
@@ -255,7 +258,8 @@ impl Hash for Message {
                 incarnation,
                 sent_at,
                 primaries,
-            } => (server, incarnation, sent_at, primaries).hash(state),
+                log_full,
+            } => (server, incarnation, sent_at, primaries, log_full).hash(state),
             Message::ReleasedPrimary { group, epoch }
             | Message::ReleasePrimary { group, epoch } => (group, epoch).hash(state),
             Message::Standby { server } => server.hash(state),

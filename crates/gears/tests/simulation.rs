@@ -545,6 +545,8 @@ fn node_factory(
                 config.replicate_timeout_ns = 400 * MS;
                 config.suspect_ns = 1200 * MS;
                 config.log_request_timeout_ns = 600 * MS;
+                // Below the clients' request timeout (800 ms).
+                config.log_wait_ns = 500 * MS;
                 config.log_recovery_grace_ns = 500 * MS;
                 config.rebuild_piece_bytes = CHUNK;
                 config.reclaim_busy_disk = reclaim_busy_disk;

@@ -115,6 +115,7 @@ async fn heartbeat_all(
             incarnation: 100 + s as u64,
             sent_at: 1,
             primaries: mine,
+            log_full: Vec::new(),
         }))
         .await;
         loop {

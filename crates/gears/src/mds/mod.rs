@@ -127,6 +127,8 @@ pub struct MdsStats {
     pub rebuilds_started: u64,
     pub rebuilds_done: u64,
     pub wakes: u64,
+    /// Of `wakes`, those for groups whose loggers refused writes as full.
+    pub log_full_wakes: u64,
     pub standbys: u64,
 }
 
@@ -158,6 +160,11 @@ pub struct Mds {
     rng: SplitMix64,
     out: VecDeque<(Endpoint, Message)>,
     wakes: VecDeque<ServerId>,
+    /// The last gear set and its rotation, applied again when log pressure changes.
+    plan: Option<(usize, Vec<usize>)>,
+    /// Groups whose primary reports its loggers refusing writes as full (soft state: every
+    /// heartbeat reports it again): their replicas are kept up whatever the gear.
+    log_full: BTreeSet<u32>,
     stats: MdsStats,
     now: Nanos,
     /// The durable state as last reported by `take_changes`.
@@ -222,6 +229,8 @@ impl Mds {
             config,
             out: VecDeque::new(),
             wakes: VecDeque::new(),
+            plan: None,
+            log_full: BTreeSet::new(),
             stats: MdsStats::default(),
             now,
             persisted: persist::Persisted::default(),
@@ -315,9 +324,11 @@ impl Mds {
                     incarnation,
                     sent_at,
                     primaries,
+                    log_full,
                 },
             ) if s == server && (s as usize) < self.servers.len() => {
-                self.heartbeat(s, incarnation, sent_at, &primaries)
+                self.heartbeat(s, incarnation, sent_at, &primaries);
+                self.log_full_reported(s, &log_full);
             }
             (Endpoint::Server(s), Message::ReleasedPrimary { group, epoch }) => {
                 self.released(s, group, epoch)

@@ -270,10 +270,25 @@ impl Mds {
         self.now = now;
         let r = rotation.len();
         assert!(gear >= 1 && gear <= r, "gear {gear} of {r}");
-        let off: BTreeSet<usize> = rotation[..r - gear].iter().copied().collect();
-        for s in 0..self.servers.len() {
-            let wanted_off = self.gear_group[s].is_some_and(|g| off.contains(&g));
-            self.servers[s].wanted_off = wanted_off;
+        self.plan = Some((gear, rotation.to_vec()));
+        self.apply_plan();
+    }
+
+    /// Puts each server where the last gear set wants it, except that a server holding a
+    /// replica of a group whose loggers are full stays up (or is woken).
+    fn apply_plan(&mut self) {
+        let Some((gear, rotation)) = &self.plan else {
+            return;
+        };
+        let off: BTreeSet<usize> = rotation[..rotation.len() - gear].iter().copied().collect();
+        let wanted_off: Vec<bool> = (0..self.servers.len())
+            .map(|s| {
+                let planned_off = self.gear_group[s].is_some_and(|g| off.contains(&g));
+                planned_off && !self.groups_of[s].iter().any(|g| self.log_full.contains(g))
+            })
+            .collect();
+        for (entry, off) in self.servers.iter_mut().zip(wanted_off) {
+            entry.wanted_off = off;
         }
         for s in 0..self.servers.len() as ServerId {
             let entry = &self.servers[s as usize];
@@ -281,6 +296,36 @@ impl Mds {
                 (ServerState::Up, true) => self.begin_standby(s),
                 (ServerState::Standby, false) => self.wake(s),
                 _ => {}
+            }
+        }
+    }
+
+    /// A heartbeat's report of the groups whose loggers refuse writes as full, for the groups
+    /// `s` is primary of. The paper's loggers are "not provisioned or optimized for long-term
+    /// storage": when they fill, the group's replicas come up, so that writes go to them and
+    /// reclaim drains the log; when the report clears, the gear's plan applies again.
+    pub(super) fn log_full_reported(&mut self, s: ServerId, groups: &[GroupId]) {
+        let mine = |g: u32| self.groups[g as usize].primary == Some(s);
+        let reported: BTreeSet<u32> = groups
+            .iter()
+            .map(|g| g.0)
+            .filter(|&g| (g as usize) < self.groups.len() && mine(g))
+            .collect();
+        let before: BTreeSet<u32> = self.log_full.iter().copied().filter(|&g| mine(g)).collect();
+        if reported == before {
+            return;
+        }
+        let asleep_before: Vec<bool> = self
+            .servers
+            .iter()
+            .map(|e| e.state == ServerState::Standby)
+            .collect();
+        self.log_full.retain(|&g| !mine(g));
+        self.log_full.extend(&reported);
+        self.apply_plan();
+        for (s, was_asleep) in asleep_before.into_iter().enumerate() {
+            if was_asleep && self.servers[s].state == ServerState::Waking {
+                self.stats.log_full_wakes += 1;
             }
         }
     }

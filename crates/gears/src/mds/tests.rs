@@ -42,6 +42,7 @@ pub(super) fn heartbeat(
             incarnation,
             sent_at: now,
             primaries,
+            log_full: Vec::new(),
         },
     );
     drain(m)
@@ -511,4 +512,77 @@ fn groups_hold_at_most_their_slots() {
     assert_eq!(layout.chunks.len(), 8);
     assert!((0..m.group_count()).all(|g| m.view(GroupId(g as u32)).slots == 2));
     assert_eq!(create(&mut m, 4, 1).unwrap_err(), MdsError::TooLarge);
+}
+
+/// Full loggers wake a group's replicas (the loggers are not long-term storage): in gear 1, a
+/// primary on rack 2 reports a group's loggers refusing writes as full; the MDS wakes the
+/// standby servers holding its other replicas, and only those. A gear shift meanwhile keeps
+/// them up. When the report clears, the plan applies again and they go back to standby.
+#[test]
+fn full_loggers_wake_the_group_replicas_until_the_log_drains() {
+    let mut m = mds();
+    let mut primaries = start(&mut m);
+    m.set_gear(10 * S, 1, &[0, 1, 2]);
+    drain(&mut m);
+    for (&g, &p) in primaries.clone().iter().filter(|(_, &p)| p < 4) {
+        let epoch = m.view(GroupId(g)).epoch;
+        let released = Message::ReleasedPrimary {
+            group: GroupId(g),
+            epoch,
+        };
+        m.handle_message(11 * S, Endpoint::Server(p), released);
+        for (to, msg) in drain(&mut m) {
+            if let (Endpoint::Server(to), Message::BecomePrimary { .. }) = (to, msg) {
+                primaries.insert(g, to);
+            }
+        }
+    }
+    for s in 0..4 {
+        m.handle_message(12 * S, Endpoint::Server(s), Message::Standby { server: s });
+    }
+    assert!(std::iter::from_fn(|| m.poll_wake()).next().is_none());
+    let (&g, &p) = primaries.iter().next().expect("a group");
+    assert!(p >= 4, "rack 2 holds every primary in gear 1");
+    let replicas = m.view(GroupId(g)).replicas.clone();
+    let report = |m: &mut Mds, now: Nanos, log_full: Vec<GroupId>| {
+        let held = (0..m.group_count() as u32)
+            .map(|g| m.view(GroupId(g)))
+            .filter(|v| v.primary == Some(p))
+            .map(|v| (v.group, v.epoch))
+            .collect();
+        let heartbeat = Message::Heartbeat {
+            server: p,
+            incarnation: 100 + p as u64,
+            sent_at: now,
+            primaries: held,
+            log_full,
+        };
+        m.handle_message(now, Endpoint::Server(p), heartbeat);
+        drain(m)
+    };
+    report(&mut m, 13 * S, vec![GroupId(g)]);
+    let mut woken: Vec<ServerId> = std::iter::from_fn(|| m.poll_wake()).collect();
+    woken.sort_unstable();
+    let mut expected: Vec<ServerId> = replicas.iter().copied().filter(|&r| r < 4).collect();
+    expected.sort_unstable();
+    assert_eq!(woken, expected, "the group's asleep replicas, no others");
+    assert_eq!(m.stats().log_full_wakes, expected.len() as u64);
+    for &s in &expected {
+        heartbeat(&mut m, 14 * S, s, 100 + s as u64);
+        assert_eq!(m.server_state(s), ServerState::Up);
+    }
+    // The plan is applied again (same gear): the group's replicas stay up.
+    m.set_gear(15 * S, 1, &[0, 1, 2]);
+    for &s in &expected {
+        assert_eq!(m.server_state(s), ServerState::Up, "server {s}");
+    }
+    // Still full at the next heartbeat: nothing changes.
+    report(&mut m, 16 * S, vec![GroupId(g)]);
+    assert!(std::iter::from_fn(|| m.poll_wake()).next().is_none());
+    // Drained: the plan takes them down again.
+    let out = report(&mut m, 17 * S, Vec::new());
+    for &s in &expected {
+        assert_eq!(m.server_state(s), ServerState::Releasing, "server {s}");
+        assert!(out.contains(&(Endpoint::Server(s), Message::EnterStandby)));
+    }
 }

@@ -86,6 +86,12 @@ pub struct ServerConfig {
     /// Copies of a logged write (r, on distinct racks).
     pub log_copies: usize,
     pub log_request_timeout_ns: Nanos,
+    /// A write that must be logged and that the loggers cannot take — all refusing it as full,
+    /// or fewer than `log_copies` of them reachable — is answered within this long of its
+    /// arrival (`NoSpace`, or `Unavailable` for too few copies). Keep it below the clients'
+    /// request timeout: a client that times out first sends the write again into the same
+    /// wait, and the retries pile up behind full loggers.
+    pub log_wait_ns: Nanos,
     pub log_recovery_grace_ns: Nanos,
     /// Reclaim jobs at once over all the groups the server is primary of (at least 1).
     pub reclaim_jobs_max: usize,
@@ -125,6 +131,7 @@ impl ServerConfig {
             loggers,
             log_copies: 3,
             log_request_timeout_ns: 2_000_000_000,
+            log_wait_ns: 1_000_000_000,
             log_recovery_grace_ns: 1_000_000_000,
             reclaim_jobs_max: 2,
             reclaim_busy_disk: None,

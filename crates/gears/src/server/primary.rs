@@ -346,6 +346,8 @@ impl ChunkServer {
         config.n_reclaim = 0;
         config.request_timeout_ns = Some(self.config.log_request_timeout_ns);
         config.recovery_grace_ns = self.config.log_recovery_grace_ns;
+        config.full_timeout_ns = self.config.log_wait_ns;
+        config.copies_timeout_ns = self.config.log_wait_ns;
         // Reclaim runs whatever the group's own load (it is background work on replicas
         // shared with other groups; §4.5 throttles it by priority, not by queue length).
         config.t_base = u64::MAX;

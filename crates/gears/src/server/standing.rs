@@ -17,6 +17,18 @@ impl ChunkServer {
                     .iter()
                     .map(|(g, p)| (*g, p.view.epoch))
                     .collect(),
+                // Full loggers matter while the group's writes must be logged (a replica is
+                // down) or data logged waits for reclaim; a store's next accepted write clears
+                // the client's mark, but once the replicas take the writes none may come.
+                log_full: self
+                    .primaries
+                    .iter()
+                    .filter(|(_, p)| {
+                        p.log.stores_full_since().is_some()
+                            && (p.log.stats().offloaded_bytes > 0 || !p.view.all_available())
+                    })
+                    .map(|(g, _)| *g)
+                    .collect(),
             },
         ));
         self.next_heartbeat = self.now + self.config.heartbeat_interval_ns;

@@ -1,4 +1,5 @@
 use super::*;
+use cordillera_vstore::store::StoreError;
 
 /// A replicated write whose secondary does not answer in time, while the primary's own disk
 /// is still writing it: once the secondary is given up on, the server's next timeout is
@@ -78,5 +79,153 @@ fn a_write_given_up_on_waits_for_its_disk_without_a_due_timer() {
     assert!(
         next > now,
         "the next timeout {next} is due at once (now {now})"
+    );
+}
+
+/// A write that must be logged (the group's other replicas asleep) while every logger refuses
+/// it as full: the primary answers it with `NoSpace` before the clients' request timeout, so
+/// a client sees the error instead of timing out and sending it again into the same wait (the
+/// full-rate testbed with 1 GiB loggers stalled this way: 13,207 client timeouts in ten
+/// simulated minutes, the simulator slowed tenfold, no ENOSPC); and its heartbeats name the
+/// group, so that the MDS wakes its replicas.
+#[test]
+fn a_write_the_full_loggers_refuse_is_answered_before_the_clients_timeout() {
+    let loggers = (0..3)
+        .map(|i| LoggerInfo {
+            id: 100 + i,
+            rack: i as RackId,
+            server: None,
+        })
+        .collect();
+    let config = ServerConfig::new(0, 1 << 20, 64 << 20, vec![0, 1, 2], loggers);
+    let client_timeout = crate::client::ClientConfig::new(0).request_timeout_ns;
+    let mut s = ChunkServer::new(config, 1, 0);
+    let view = GroupView {
+        group: GroupId(3),
+        epoch: 1,
+        replicas: vec![0, 1, 2],
+        primary: Some(0),
+        available: 0b001,
+        rebuilding: None,
+        slots: 1,
+    };
+    let lease = Message::Lease {
+        until: 1000 * client_timeout,
+        primaries: vec![view.clone()],
+    };
+    s.handle_message(1, Endpoint::Mds, lease);
+    let become_primary = Message::BecomePrimary {
+        view,
+        superblock: None,
+    };
+    s.handle_message(1, Endpoint::Mds, become_primary);
+    let write = Message::Write {
+        id: 9,
+        group: GroupId(3),
+        offset_bytes: 0,
+        data: vec![1; 4096],
+    };
+    let mut sent_at = None;
+    let mut answer = None;
+    let mut now = 2;
+    let mut full_refusals = 0;
+    let mut reported_full = false;
+    while (answer.is_none() || !reported_full) && now < 20 * client_timeout {
+        // The MDS keeps the superblock; the disk writes; the loggers take anything but writes.
+        while let Some((to, m)) = s.poll_message() {
+            match m {
+                Message::WriteSuperblock { id, .. } => {
+                    let written = Message::SuperblockWritten { id, ok: true };
+                    s.handle_message(now, Endpoint::Mds, written);
+                }
+                Message::WriteDone { id: 9, result } if to == Endpoint::Client(0) => {
+                    answer = Some((now, result));
+                }
+                Message::Heartbeat { log_full, .. } => {
+                    reported_full |= log_full == vec![GroupId(3)];
+                }
+                _ => {}
+            }
+        }
+        while let Some(io) = s.poll_io() {
+            let done = match io {
+                ChunkIo::Read {
+                    id, length_bytes, ..
+                } => ChunkIoDone::Read {
+                    id,
+                    data: vec![0; length_bytes as usize],
+                },
+                ChunkIo::Write { id, .. } => ChunkIoDone::Written { id },
+            };
+            s.handle_io(now, done);
+        }
+        let mut replies = Vec::new();
+        while let Some((_, id, request)) = s.poll_store() {
+            let reply = match request {
+                StoreRequest::Write { .. } => {
+                    full_refusals += 1;
+                    StoreReply::Error(StoreError::Full)
+                }
+                StoreRequest::Metadata { .. } => StoreReply::Metadata(Vec::new()),
+                StoreRequest::Read { .. } => StoreReply::Read(Vec::new()),
+                StoreRequest::ReadAny { .. } => StoreReply::ReadAny(None),
+                StoreRequest::Delete { .. } => StoreReply::Done,
+            };
+            replies.push((id, reply));
+        }
+        let progressed = !replies.is_empty();
+        for (id, reply) in replies {
+            s.handle_store(now, id, reply, None);
+        }
+        if progressed {
+            continue;
+        }
+        if sent_at.is_none() && s.primaries().any(|(g, _)| g == GroupId(3)) {
+            sent_at = Some(now);
+            s.handle_message(now, Endpoint::Client(0), write.clone());
+            continue;
+        }
+        now = s.poll_timeout().map_or(now + 1_000_000, |t| t.max(now + 1));
+        s.handle_timeout(now);
+    }
+    let sent_at = sent_at.expect("the server became the group's primary");
+    let (at, result) = answer.expect("the write is answered");
+    assert!(
+        full_refusals >= 3,
+        "the loggers refused it: {full_refusals}"
+    );
+    assert_eq!(result, Err(ServeError::NoSpace));
+    assert!(
+        reported_full,
+        "the heartbeats tell the MDS the group's loggers are full"
+    );
+    assert!(
+        at - sent_at < client_timeout,
+        "answered {} ms after it arrived; the clients time out at {} ms",
+        (at - sent_at) / 1_000_000,
+        client_timeout / 1_000_000
+    );
+    // The replicas are up again and nothing of the group is logged: the mark clears.
+    let view = GroupView {
+        available: 0b111,
+        ..s.primaries[&GroupId(3)].view.clone()
+    };
+    s.handle_message(now, Endpoint::Mds, Message::GroupChanged { view });
+    let until = now + 2 * s.config.heartbeat_interval_ns;
+    let mut last_report = None;
+    while now < until {
+        now = s.poll_timeout().map_or(now + 1_000_000, |t| t.max(now + 1));
+        s.handle_timeout(now);
+        while let Some((_, m)) = s.poll_message() {
+            if let Message::Heartbeat { log_full, .. } = m {
+                last_report = Some(log_full);
+            }
+        }
+        while s.poll_store().is_some() {}
+    }
+    assert_eq!(
+        last_report,
+        Some(Vec::new()),
+        "the group is no longer named"
     );
 }

@@ -163,6 +163,8 @@ pub struct Observed {
     pub minutes: Vec<Histogram>,
     pub completed: u64,
     pub failed: u64,
+    /// Of `failed`, those answered `NoSpace` (the loggers full).
+    pub failed_no_space: u64,
     /// The first few failures, described.
     pub failures: Vec<String>,
     pub bytes_read: u64,
@@ -211,6 +213,7 @@ pub struct Counters {
     pub at_ns: Nanos,
     pub completed: u64,
     pub failed: u64,
+    pub failed_no_space: u64,
     pub logged_bytes_now: u64,
     pub logged_bytes_total: u64,
     pub reclaimed_bytes: u64,
@@ -459,6 +462,7 @@ impl Cluster {
             at_ns: now,
             completed: ob.completed,
             failed: ob.failed,
+            failed_no_space: ob.failed_no_space,
             ..Counters::default()
         };
         for node in 0..self.world.network.nodes() {

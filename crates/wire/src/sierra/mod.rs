@@ -243,6 +243,7 @@ impl Writer<'_> {
                 incarnation,
                 sent_at,
                 primaries,
+                log_full,
             } => {
                 self.u32(*server);
                 self.u64(*incarnation);
@@ -251,6 +252,10 @@ impl Writer<'_> {
                 for (g, e) in primaries {
                     self.u32(g.0);
                     self.u64(*e);
+                }
+                self.u32(log_full.len() as u32);
+                for g in log_full {
+                    self.u32(g.0);
                 }
             }
             Message::ReleasedPrimary { group, epoch }
@@ -475,11 +480,16 @@ impl Reader<'_> {
                 let primaries = (0..n)
                     .map(|_| Ok((GroupId(self.u32("primary")?), self.u64("primary")?)))
                     .collect::<Result<_, Malformed>>()?;
+                let n = self.count(4, "heartbeat log full")?;
+                let log_full = (0..n)
+                    .map(|_| Ok(GroupId(self.u32("log full")?)))
+                    .collect::<Result<_, Malformed>>()?;
                 Message::Heartbeat {
                     server,
                     incarnation,
                     sent_at,
                     primaries,
+                    log_full,
                 }
             }
             17 => Message::ReleasedPrimary {

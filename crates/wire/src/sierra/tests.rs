@@ -29,6 +29,7 @@ fn samples() -> Vec<Frame> {
             incarnation: 99,
             sent_at: 1234,
             primaries: vec![(GroupId(1), 8), (GroupId(2), 1)],
+            log_full: vec![GroupId(2)],
         },
         Message::ReleasedPrimary {
             group: GroupId(2),

@@ -80,6 +80,7 @@ impl ClientApp for ReplayClient {
             }
             Err(e) => {
                 observed.failed += 1;
+                observed.failed_no_space += u64::from(e == ClientError::NoSpace);
                 if observed.failures.len() < 8 {
                     observed
                         .failures

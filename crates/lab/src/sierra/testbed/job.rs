@@ -315,11 +315,12 @@ impl<'a> Progress<'a> {
             ));
         }
         let _ = self.say.send(format!(
-            "  {label}: {:.0} of {:.0} min, {} requests done, {} failed, {} retries ({} timeouts, {} refused: {:?} not primary / lease / unavailable / busy), {:.0} MB logged, {} asleep ({:.0} s)",
+            "  {label}: {:.0} of {:.0} min, {} requests done, {} failed ({} no space), {} retries ({} timeouts, {} refused: {:?} not primary / lease / unavailable / busy), {:.0} MB logged, {} asleep ({:.0} s)",
             t1.saturating_sub(START) as f64 / 60e9,
             (end - START) as f64 / 60e9,
             c.completed,
             c.failed,
+            c.failed_no_space,
             c.client_retries,
             c.client_timeouts,
             c.refused,
