@@ -8,10 +8,13 @@
 //! - [`mds_journal`]: the MDS's state as batches of changes, for etcd.
 //! - [`sierra`]: Sierra's messages between the MDS, chunk servers and clients, and the frames
 //!   that carry them (`docs/FORMATS.md`, "Sierra protocol").
+//! - [`psk`]: pre-shared keys files (`identity:hexkey` lines, as GnuTLS's `psktool` writes
+//!   them and nbdkit, qemu-nbd and libnbd read them).
 //! - `codec`: the field reader and writer the three share (private).
 
 mod codec;
 pub mod mds_journal;
 pub mod nbd;
+pub mod psk;
 pub mod sierra;
 pub mod store;
