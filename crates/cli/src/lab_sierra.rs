@@ -122,7 +122,7 @@ pub struct SierraArgs {
     /// (to measure what the copies save).
     #[arg(long)]
     no_local_copy: bool,
-    /// Each simulated logger's log size in the testbed (e.g. 100G, 1G: a small one fills).
+    /// Each simulated logger's log in the testbed (at least 64M; a small one fills: 1G).
     #[arg(long, default_value = "100G", value_parser = cordillera_models::presets::parse_size)]
     log_size: u64,
     /// Also replay the whole I/O trace on Sierra and on the baseline to measure power (Figure 9

@@ -514,6 +514,18 @@ fn lab_sierra_refuses_bad_flags() {
     assert!(run(&["--rebuild-gb", "0"]).contains("rebuild-gb"));
     assert!(run(&["--seeds", "0"]).contains("--seeds"));
     assert!(run(&["--seed", &u64::MAX.to_string(), "--seeds", "2"]).contains("overflow"));
+    assert!(run(&["--log-size", "12Q"]).contains("bad size unit"));
+    let small = [
+        "--log-size",
+        "1M",
+        "--parts",
+        "testbed",
+        "--experiments",
+        "none",
+        "--trace",
+        "gen:hotmail-like:hours=1,peak_rate=10",
+    ];
+    assert!(run(&small).contains("too small for the testbed"));
 }
 
 /// The testbed (§4.4–4.5) and the microbenchmarks (§4.6) through the real cores, small: the

@@ -214,6 +214,10 @@ impl Config {
 
 /// Runs the three experiments of §4.5 on Sierra and on the baseline, in one pass over the
 /// trace: the windows' runs are threads fed with the trace's requests as the pass reaches them.
+/// The smallest logger log the testbed runs with (room for 1 MB chunk writes, the store's
+/// cleaning reserve and more than a few seconds of logging).
+pub const LOG_BYTES_MIN: u64 = 64 << 20;
+
 pub fn run(
     open: &mut Opener,
     measured: &Measured,
@@ -222,6 +226,13 @@ pub fn run(
     power: &PowerParams,
     progress: &mut dyn FnMut(&str),
 ) -> Result<TestbedReport, String> {
+    if options.log_bytes < LOG_BYTES_MIN {
+        return Err(format!(
+            "a logger's log of {} bytes is too small for the testbed: at least {} MiB",
+            options.log_bytes,
+            LOG_BYTES_MIN >> 20
+        ));
+    }
     let g_index = schedule
         .g_mins
         .iter()
