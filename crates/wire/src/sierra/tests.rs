@@ -15,7 +15,8 @@ fn view(group: u32) -> GroupView {
     }
 }
 
-fn samples() -> Vec<Frame> {
+/// One of every Sierra message, with its fields' edge values.
+fn message_samples() -> Vec<Message> {
     let layout = ObjectLayout {
         object: ObjectId(42),
         size_bytes: 5 << 20,
@@ -23,7 +24,7 @@ fn samples() -> Vec<Frame> {
         chunks: vec![(GroupId(1), 0), (GroupId(4), 2)],
         groups: vec![view(1), view(4)],
     };
-    let messages = vec![
+    vec![
         Message::Heartbeat {
             server: 3,
             incarnation: 99,
@@ -152,7 +153,11 @@ fn samples() -> Vec<Frame> {
             data: vec![3; 512],
         },
         Message::Replicated { id: 18, ok: false },
-    ];
+    ]
+}
+
+/// Every frame kind: hellos, the control frames, load reports and every message.
+fn samples() -> Vec<Frame> {
     let mut frames = vec![
         Frame::Hello {
             cluster: 0xfeed,
@@ -176,7 +181,7 @@ fn samples() -> Vec<Frame> {
         Frame::Refused("wrong cluster".into()),
     ];
     frames.extend(load_samples());
-    frames.extend(messages.into_iter().map(Frame::Message));
+    frames.extend(message_samples().into_iter().map(Frame::Message));
     frames
 }
 
