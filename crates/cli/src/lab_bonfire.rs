@@ -145,16 +145,6 @@ pub struct BonfireArgs {
     out: Option<PathBuf>,
 }
 
-/// The paper's value when the grid has it, else the grid's middle value.
-fn middle_of<T: Copy + PartialEq + PartialOrd>(grid: &[T], preferred: T) -> T {
-    if grid.contains(&preferred) {
-        return preferred;
-    }
-    let mut sorted = grid.to_vec();
-    sorted.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
-    sorted[sorted.len() / 2]
-}
-
 pub fn run(a: BonfireArgs) -> Result<()> {
     let (o, config) = configure(&a)?;
     let reporter = crate::progress::Progress::new(a.quiet);
@@ -256,13 +246,7 @@ fn configure(a: &BonfireArgs) -> Result<(Options, PartsConfig)> {
         day_ns: (a.day_s as i64).saturating_mul(NS_PER_S),
         day_start_hour: a.day_start_hour,
         interval_ns: (a.interval_s as i64).saturating_mul(NS_PER_S),
-        middle: Setting {
-            cache_pct: middle_of(&a.cache_pct, 50.0),
-            warmup_pct: middle_of(&a.warmup_pct, 10.0),
-            region_bytes: middle_of(&regions, 1 << 20),
-            th_v: middle_of(&a.th_v, 0.8),
-            th_n: middle_of(&a.th_n, 0.03),
-        },
+        middle: Setting::middle_of_grids(&a.cache_pct, &a.warmup_pct, &regions, &a.th_v, &a.th_n),
         cache_pcts: a.cache_pct.clone(),
         warmup_pcts: a.warmup_pct.clone(),
         region_bytes: regions,

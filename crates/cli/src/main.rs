@@ -36,6 +36,7 @@ mod pool_cmd;
 mod progress;
 mod sim_cmd;
 mod store_cmd;
+mod tls_args;
 mod trace_cmd;
 mod volume_cmd;
 mod warmup_cmd;

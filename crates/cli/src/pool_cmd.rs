@@ -71,6 +71,8 @@ struct ServeArgs {
     /// HTTP listen address (control, `/status`, `/metrics`).
     #[arg(long, default_value = "127.0.0.1:10810")]
     http: SocketAddr,
+    #[command(flatten)]
+    tls: crate::tls_args::TlsArgs,
     /// Bytes per restripe batch (each ends with a sync and a durable cursor; writes to the
     /// batch being copied wait for it). 16 MiB copies at 0.68 of an emulated 4+p array's
     /// streaming rate under load, 4 MiB at 0.37 (`pool bench`).
@@ -227,7 +229,10 @@ fn serve(a: ServeArgs) -> Result<()> {
             http.local_addr()?
         );
         let exports = std::sync::Arc::new(pool_server::PoolExports(server.clone()));
-        let config = cordillera_runtime::nbd_server::ExportConfig::default();
+        let config = cordillera_runtime::nbd_server::ExportConfig {
+            tls: a.tls.nbd()?,
+            ..Default::default()
+        };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("a SIGTERM handler")?;
         tokio::select! {

@@ -1,10 +1,9 @@
 //! `cordillera trace …`: read, convert and characterize block traces.
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use cordillera_lab::input::TraceInput;
 use cordillera_lab::tools::ConvertTo;
@@ -168,48 +167,7 @@ struct ConvertArgs {
     zstd_level: i32,
 }
 
-fn create_output(path: &Path) -> Result<Box<dyn Write>> {
-    if path == Path::new("-") {
-        return Ok(Box::new(BufWriter::new(io::stdout().lock())));
-    }
-    let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    Ok(Box::new(BufWriter::with_capacity(1 << 20, file)))
-}
-
 fn convert(args: ConvertArgs) -> Result<()> {
-    // Write to a temporary name and rename at the end, so a failed conversion leaves no
-    // plausible-looking partial output.
-    let to_stdout = args.output == Path::new("-");
-    let partial = if to_stdout {
-        args.output.clone()
-    } else {
-        let mut name = args.output.clone().into_os_string();
-        name.push(".partial");
-        PathBuf::from(name)
-    };
-    let out = create_output(&partial)?;
-    let result = convert_into(&args, out, &partial);
-    if result.is_err() && !to_stdout {
-        let _ = std::fs::remove_file(&partial);
-    }
-    let written = result?;
-    if !to_stdout {
-        std::fs::rename(&partial, &args.output).with_context(|| {
-            format!(
-                "cannot rename {} to {}",
-                partial.display(),
-                args.output.display()
-            )
-        })?;
-    }
-    eprintln!(
-        "cordillera: wrote {written} records to {}",
-        args.output.display()
-    );
-    Ok(())
-}
-
-fn convert_into(args: &ConvertArgs, out: Box<dyn Write>, path: &Path) -> Result<u64> {
     let to = match args.to {
         OutputFormat::Binary => ConvertTo::Binary {
             zstd_level: args.zstd_level,
@@ -221,7 +179,10 @@ fn convert_into(args: &ConvertArgs, out: Box<dyn Write>, path: &Path) -> Result<
         }),
         OutputFormat::OracleGeneral => ConvertTo::OracleGeneral,
     };
-    cordillera_lab::tools::convert(&args.input.input(), &to, out, path)
+    let written = cordillera_lab::tools::convert_to_file(&args.input.input(), &to, &args.output)?;
+    let output = args.output.display();
+    eprintln!("cordillera: wrote {written} records to {output}");
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

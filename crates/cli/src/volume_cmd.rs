@@ -108,6 +108,8 @@ struct ServeArgs {
     export_name: Option<String>,
     #[command(flatten)]
     limits: crate::limit_args::LimitArgs,
+    #[command(flatten)]
+    tls: crate::tls_args::TlsArgs,
     /// A write that every store refuses as full (and that must stay off-loaded) is answered
     /// ENOSPC after this many milliseconds; reclaim runs meanwhile [default: 5000].
     #[arg(long)]
@@ -259,6 +261,7 @@ fn serve_cluster(a: ServeArgs) -> Result<()> {
         export.name = name;
     }
     export.limits = a.limits.limits()?;
+    export.tls = a.tls.nbd()?;
     let options = ClusterVolumeOptions {
         mds,
         object,
@@ -329,6 +332,7 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
     o.metrics = a.metrics.or(file.metrics);
     o.export_name = a.export_name.or(file.export_name).unwrap_or_default();
     o.limits = a.limits.limits()?;
+    o.tls = a.tls.nbd()?;
     if let Some(ms) = a.full_timeout_ms.or(file.full_timeout_ms) {
         o.full_timeout = std::time::Duration::from_millis(ms);
     }

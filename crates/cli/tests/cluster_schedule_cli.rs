@@ -92,7 +92,9 @@ fn the_mds_learns_the_gears_from_measured_load_and_shifts_by_itself() {
                 "--verify_backlog=16",
                 &format!("--rate_iops={}", if busy { BUSY_IOPS } else { QUIET_IOPS }),
                 "--time_based",
-                &format!("--runtime={runtime:.1}"),
+                // In milliseconds: fio reads `--runtime=0.5` as 0 s, which with
+                // `--time_based` runs until killed (seen: a run hung for minutes).
+                &format!("--runtime={}ms", (runtime * 1000.0) as u64),
             ],
         );
         assert!(text.contains("err= 0"), "{text}");

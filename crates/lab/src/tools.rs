@@ -32,6 +32,39 @@ pub enum ConvertTo {
     OracleGeneral,
 }
 
+/// Converts `input` into the file `output` (`-`: standard output); returns the records
+/// written. The file is written under `output.partial` and renamed at the end, so a failed
+/// conversion leaves no plausible-looking partial output (the partial file is removed).
+pub fn convert_to_file(input: &TraceInput, to: &ConvertTo, output: &Path) -> Result<u64> {
+    use anyhow::Context;
+    use std::io::BufWriter;
+    if output == Path::new("-") {
+        let out = Box::new(BufWriter::new(std::io::stdout().lock()));
+        return convert(input, to, out, output);
+    }
+    let mut name = output.to_owned().into_os_string();
+    name.push(".partial");
+    let partial = std::path::PathBuf::from(name);
+    let file = std::fs::File::create(&partial)
+        .with_context(|| format!("cannot create {}", partial.display()))?;
+    let out = Box::new(BufWriter::with_capacity(1 << 20, file));
+    let written = match convert(input, to, out, &partial) {
+        Ok(written) => written,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e);
+        }
+    };
+    std::fs::rename(&partial, output).with_context(|| {
+        format!(
+            "cannot rename {} to {}",
+            partial.display(),
+            output.display()
+        )
+    })?;
+    Ok(written)
+}
+
 /// Converts `input` into `out` (named `path` in errors); returns the records written. A fio
 /// iolog leaves out zero-length records (fio rejects them), said on standard error.
 pub fn convert(

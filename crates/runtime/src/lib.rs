@@ -24,6 +24,7 @@
 //! - [`warm_cache`]: the volume server's DRAM cache with Bonfire's monitoring log and pre-load.
 //! - [`pool_server`]: `cordillera pool serve`: volumes placed narrow or wide on RAID arrays,
 //!   exported over NBD, restriped online; member arrays with rebuild and scrub.
+//! - [`tls`]: TLS on the daemons' ports, with pre-shared keys or X.509 certificates.
 
 pub mod disk;
 pub mod emulate;
@@ -39,5 +40,6 @@ pub mod replay;
 pub mod sierra;
 pub mod store_link;
 pub mod store_server;
+pub mod tls;
 pub mod volume_server;
 pub mod warm_cache;

@@ -13,12 +13,15 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use cordillera_wire::nbd::haggle::{BlockSizes, Found, Haggle, Refusal, Step, TlsPolicy};
 use cordillera_wire::nbd::{self, Command, Limits, NbdError};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio_openssl::SslStream;
 
 use crate::limits::{Admission, Charge, ConnectionBudget, Limits as ServerLimits};
+use crate::tls::{TlsError, TlsServer};
 
 /// One request to an export, checked against its limits.
 #[derive(Debug)]
@@ -236,6 +239,9 @@ pub struct ExportConfig {
     /// that connections which never finish the handshake cannot hold every connection slot.
     /// (Once in transmission, an idle client is not: a mounted, quiet filesystem is one.)
     pub handshake_timeout: std::time::Duration,
+    /// Whether clients may or must start TLS before choosing an export (the TLS handshake
+    /// counts in `handshake_timeout`).
+    pub tls: NbdTls,
 }
 
 impl Default for ExportConfig {
@@ -249,6 +255,7 @@ impl Default for ExportConfig {
             in_flight_max: 128,
             limits: ServerLimits::default(),
             handshake_timeout: std::time::Duration::from_secs(10),
+            tls: NbdTls::default(),
         }
     }
 }
@@ -322,6 +329,9 @@ pub async fn serve_exports(
     exports: Arc<dyn Exports>,
     config: ExportConfig,
 ) -> io::Result<()> {
+    if let Some(server) = &config.tls.server {
+        tracing::info!(tls = %config.tls.policy, credentials = ?server, "NBD port with TLS");
+    }
     let config = Arc::new(config);
     let admission = Admission::new(config.limits.clone());
     let mut refused = 0u64;
@@ -344,8 +354,10 @@ enum ConnectionError {
     Io(#[from] io::Error),
     #[error("protocol violation: {0}")]
     Protocol(#[from] NbdError),
-    #[error("unknown export {0:?}")]
-    UnknownExport(String),
+    #[error("handshake ended: {0}")]
+    Refused(Refusal),
+    #[error("{0}")]
+    Tls(#[from] TlsError),
     #[error("write of {0} bytes is over the {1}-byte limit")]
     OversizedWrite(u32, u32),
     #[error("no export chosen: {0}")]
@@ -365,128 +377,155 @@ fn transmission_flags(config: &ExportConfig) -> u16 {
     flags
 }
 
+/// How a port offers TLS: its policy and, unless it is off, the server side of the handshake.
+#[derive(Clone, Debug, Default)]
+pub struct NbdTls {
+    policy: TlsPolicy,
+    server: Option<TlsServer>,
+}
+
+impl NbdTls {
+    /// `--tls allow|require` need credentials; `--tls off` takes none.
+    pub fn new(policy: TlsPolicy, server: Option<TlsServer>) -> Result<NbdTls, String> {
+        match (policy, &server) {
+            (TlsPolicy::Off, Some(_)) => Err("--tls off with TLS credentials: say --tls allow or --tls require, or give no credentials".into()),
+            (TlsPolicy::Allow | TlsPolicy::Require, None) => Err(format!(
+                "--tls {policy} needs credentials (--tls-psk FILE or --tls-certs DIR)"
+            )),
+            _ => Ok(NbdTls { policy, server }),
+        }
+    }
+
+    pub fn policy(&self) -> TlsPolicy {
+        self.policy
+    }
+}
+
+/// A connection's stream once the handshake is over: as accepted, or inside TLS.
+enum Link {
+    Plain(TcpStream),
+    Tls(Box<SslStream<TcpStream>>),
+}
+
 async fn connection(
-    mut stream: TcpStream,
+    stream: TcpStream,
     exports: Arc<dyn Exports>,
     config: Arc<ExportConfig>,
     mut budget: ConnectionBudget,
 ) -> Result<(), ConnectionError> {
     let limit = config.handshake_timeout;
     let chosen = budget
-        .handshake(limit, handshake(&mut stream, &exports, &config))
+        .handshake(limit, handshake(stream, &exports, &config))
         .await??;
     match chosen {
-        Some(backend) => transmission(stream, backend, config, budget).await,
+        Some((Link::Plain(stream), backend)) => {
+            let (reader, writer) = stream.into_split();
+            transmission(reader, writer, backend, config, budget).await
+        }
+        Some((Link::Tls(stream), backend)) => {
+            let (reader, writer) = tokio::io::split(*stream);
+            transmission(reader, writer, backend, config, budget).await
+        }
         None => Ok(()),
     }
 }
 
-/// The newstyle handshake up to the export's choice (`None`: the client aborted).
+/// How one round of option haggling ended.
+enum Haggled {
+    Chosen(Arc<dyn Backend>),
+    Aborted,
+    StartTls,
+}
+
+/// The newstyle handshake up to the export's choice (`None`: the client aborted), TLS
+/// started on the way if the client asks and the port offers it.
 async fn handshake(
-    stream: &mut TcpStream,
+    mut stream: TcpStream,
     exports: &Arc<dyn Exports>,
     config: &ExportConfig,
-) -> Result<Option<Arc<dyn Backend>>, ConnectionError> {
+) -> Result<Option<(Link, Arc<dyn Backend>)>, ConnectionError> {
     stream.write_all(&nbd::greeting()).await?;
     let mut flags = [0u8; 4];
     stream.read_exact(&mut flags).await?;
     let client = nbd::parse_client_flags(flags)?;
-    let tflags = transmission_flags(config);
-    let backend: Arc<dyn Backend>;
-    // Option haggling.
+    let block = BlockSizes {
+        minimum: config.minimum_block,
+        preferred: config.preferred_block,
+        maximum: config.maximum_payload,
+    };
+    let mut haggle = Haggle::new(config.tls.policy, client, transmission_flags(config), block);
+    match haggle_options(&mut stream, &mut haggle, exports).await? {
+        Haggled::Chosen(backend) => return Ok(Some((Link::Plain(stream), backend))),
+        Haggled::Aborted => return Ok(None),
+        Haggled::StartTls => {}
+    }
+    let Some(server) = &config.tls.server else {
+        unreachable!("STARTTLS is only acknowledged on a port with TLS credentials");
+    };
+    let (mut tls, peer) = server.accept(stream).await?;
+    tracing::debug!(identity = ?peer.identity, "nbd connection inside TLS");
+    haggle.tls_started();
+    match haggle_options(&mut tls, &mut haggle, exports).await? {
+        Haggled::Chosen(backend) => Ok(Some((Link::Tls(Box::new(tls)), backend))),
+        Haggled::Aborted => {
+            let _ = tls.shutdown().await;
+            Ok(None)
+        }
+        Haggled::StartTls => unreachable!("STARTTLS inside TLS is refused by the haggle"),
+    }
+}
+
+/// Reads options and answers them as [`Haggle`] decides, until an export is chosen, the
+/// client aborts or TLS is to start.
+async fn haggle_options<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    haggle: &mut Haggle,
+    exports: &Arc<dyn Exports>,
+) -> Result<Haggled, ConnectionError> {
     loop {
         let mut header = [0u8; nbd::OPTION_HEADER_BYTES];
         stream.read_exact(&mut header).await?;
         let h = nbd::parse_option_header(header)?;
         let mut payload = vec![0u8; h.length as usize];
         stream.read_exact(&mut payload).await?;
-        let reply = |kind: u32, data: &[u8]| nbd::option_reply(h.option, kind, data);
-        match h.option {
-            nbd::OPT_EXPORT_NAME => {
-                let name = nbd::parse_export_name(&payload)?;
-                let Some(found) = exports.lookup(&name) else {
-                    // This option cannot be answered with an error: close.
-                    return Err(ConnectionError::UnknownExport(name));
-                };
-                let size = found.length_bytes();
-                stream
-                    .write_all(&nbd::export_name_reply(size, tflags, client.no_zeroes))
-                    .await?;
-                backend = found;
-                break;
-            }
-            nbd::OPT_ABORT => {
-                stream.write_all(&reply(nbd::REP_ACK, &[])).await?;
-                return Ok(None);
-            }
-            nbd::OPT_LIST => {
-                if !payload.is_empty() {
-                    stream.write_all(&reply(nbd::REP_ERR_INVALID, &[])).await?;
-                    continue;
-                }
-                let mut out = Vec::new();
-                for name in exports.names() {
-                    out.extend(reply(nbd::REP_SERVER, &nbd::server_entry(&name)));
-                }
-                out.extend(reply(nbd::REP_ACK, &[]));
-                stream.write_all(&out).await?;
-            }
-            nbd::OPT_INFO | nbd::OPT_GO => {
-                let request = match nbd::parse_info_request(&payload) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        stream
-                            .write_all(&reply(nbd::REP_ERR_INVALID, e.to_string().as_bytes()))
-                            .await?;
-                        continue;
-                    }
-                };
-                let Some(found) = exports.lookup(&request.name) else {
-                    let msg = format!("no export named {:?}", request.name);
-                    stream
-                        .write_all(&reply(nbd::REP_ERR_UNKNOWN, msg.as_bytes()))
-                        .await?;
-                    continue;
-                };
-                let size = found.length_bytes();
-                let mut out = reply(nbd::REP_INFO, &nbd::info_export(size, tflags));
-                out.extend(reply(
-                    nbd::REP_INFO,
-                    &nbd::info_block_size(
-                        config.minimum_block,
-                        config.preferred_block,
-                        config.maximum_payload,
-                    ),
-                ));
-                out.extend(reply(nbd::REP_ACK, &[]));
-                stream.write_all(&out).await?;
-                if h.option == nbd::OPT_GO {
-                    backend = found;
-                    break;
-                }
-            }
-            _ => {
-                // STARTTLS, STRUCTURED_REPLY and anything else: not offered here.
-                stream.write_all(&reply(nbd::REP_ERR_UNSUP, &[])).await?;
-            }
+        let lookup = |name: &str| {
+            exports.lookup(name).map(|backend| Found {
+                length_bytes: backend.length_bytes(),
+                export: backend,
+            })
+        };
+        let (bytes, end) = match haggle.option(h, &payload, lookup, || exports.names()) {
+            Step::Reply(bytes) => (bytes, None),
+            Step::StartTls(bytes) => (bytes, Some(Haggled::StartTls)),
+            Step::Chosen { reply, export } => (reply, Some(Haggled::Chosen(export))),
+            Step::Abort(bytes) => (bytes, Some(Haggled::Aborted)),
+            Step::Close(refusal) => return Err(ConnectionError::Refused(refusal)),
+        };
+        stream.write_all(&bytes).await?;
+        if let Some(end) = end {
+            stream.flush().await?;
+            return Ok(end);
         }
     }
-    Ok(Some(backend))
 }
 
-async fn transmission(
-    stream: TcpStream,
+async fn transmission<R, W>(
+    mut reader: R,
+    writer: W,
     backend: Arc<dyn Backend>,
     config: Arc<ExportConfig>,
     budget: ConnectionBudget,
-) -> Result<(), ConnectionError> {
+) -> Result<(), ConnectionError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let limits = Limits {
         length_bytes: backend.length_bytes(),
         minimum_block: config.minimum_block,
         maximum_payload: config.maximum_payload,
         read_only: config.read_only,
     };
-    let (mut reader, writer) = stream.into_split();
     // Replies, in the order requests complete; every request, bad ones too, holds a slot until
     // its reply is written, so at most `in_flight_max` are in flight or waiting.
     let (tx, rx) = mpsc::channel::<Reply>(config.in_flight_max.max(1));
@@ -584,7 +623,7 @@ async fn transmission(
 /// Replies waiting together go out in one write: headers and small reads are gathered
 /// (up to `GATHER_BYTES`); a large read's bytes are written from their own buffer.
 async fn write_replies(
-    mut writer: tokio::net::tcp::OwnedWriteHalf,
+    mut writer: impl AsyncWrite + Unpin,
     mut replies: mpsc::Receiver<Reply>,
 ) -> io::Result<()> {
     const GATHER_BYTES: usize = 64 << 10;

@@ -62,6 +62,35 @@ pub struct Setting {
     pub th_n: f64,
 }
 
+impl Setting {
+    /// The paper's middle setting (50 %, 10 %, 1 MiB, 0.8, 0.03), each value taken where its
+    /// grid has it, else the grid's middle value. Every grid holds at least one value.
+    pub fn middle_of_grids(
+        cache_pcts: &[f64],
+        warmup_pcts: &[f64],
+        region_bytes: &[u64],
+        th_vs: &[f64],
+        th_ns: &[f64],
+    ) -> Setting {
+        fn middle_of<T: Copy + PartialOrd>(grid: &[T], preferred: T) -> T {
+            assert!(!grid.is_empty(), "an empty grid has no middle");
+            if grid.contains(&preferred) {
+                return preferred;
+            }
+            let mut sorted = grid.to_vec();
+            sorted.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
+            sorted[sorted.len() / 2]
+        }
+        Setting {
+            cache_pct: middle_of(cache_pcts, 50.0),
+            warmup_pct: middle_of(warmup_pcts, 10.0),
+            region_bytes: middle_of(region_bytes, MIB),
+            th_v: middle_of(th_vs, 0.8),
+            th_n: middle_of(th_ns, 0.03),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Day length (the paper's: 24 h).

@@ -235,3 +235,19 @@ fn a_request_arriving_after_its_day_closed_is_counted_in_the_next() {
     assert_eq!(r.cases.len(), 2 * 4, "days 2 and 3, four algorithms");
     assert_eq!(r.headline.cases, 2);
 }
+
+#[test]
+fn the_middle_setting_is_the_papers_where_the_grid_has_it() {
+    let m = Setting::middle_of_grids(
+        &[25.0, 50.0],
+        &[5.0, 25.0, 40.0],
+        &[4096],
+        &[0.8],
+        &[0.01, 0.05],
+    );
+    assert_eq!(m.cache_pct, 50.0, "the paper's value, in the grid");
+    assert_eq!(m.warmup_pct, 25.0, "not in the grid: its middle value");
+    assert_eq!(m.region_bytes, 4096);
+    assert_eq!(m.th_v, 0.8);
+    assert_eq!(m.th_n, 0.05, "of two, the upper middle");
+}

@@ -85,6 +85,8 @@ pub struct VolumeOptions {
     pub cache: Option<CacheOptions>,
     /// What NBD clients can take: connections and memory ([`crate::limits`]).
     pub limits: crate::limits::Limits,
+    /// Whether NBD clients may or must start TLS, and with what credentials.
+    pub tls: crate::nbd_server::NbdTls,
     /// A write every store refuses as full is answered ENOSPC after this.
     pub full_timeout: Duration,
     /// An off-loaded write with fewer than N copies fails (EIO) after this.
@@ -115,6 +117,7 @@ impl VolumeOptions {
             export_name: String::new(),
             cache: None,
             limits: crate::limits::Limits::default(),
+            tls: crate::nbd_server::NbdTls::default(),
             full_timeout: Duration::from_secs(5),
             // Past the store request timeout: a copy held by a stalled store is sent to
             // another once the stalled one counts as failed, before the write gives up.
@@ -278,6 +281,7 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     let export = ExportConfig {
         name: options.export_name.clone(),
         limits: options.limits.clone(),
+        tls: options.tls.clone(),
         ..ExportConfig::default()
     };
     // NBD requests on a channel of their own, sized for every request the NBD server admits

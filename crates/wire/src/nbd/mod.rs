@@ -5,6 +5,9 @@
 //!
 //! Everything here is big-endian ("network byte order"). Malformed input is a typed
 //! [`NbdError`], never a panic; which errors allow the connection to continue is stated on each.
+//! [`haggle`] decides each option of the handshake, STARTTLS and a port's TLS policy included.
+
+pub mod haggle;
 
 /// `NBDMAGIC`, the first 8 bytes a server sends.
 pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;
