@@ -47,6 +47,9 @@ done
 compgen -G "/usr/lib/postgresql/*/bin/pgbench" >/dev/null || missing+=(postgresql)
 # Chromium renders advise's HTML report in a test (fonts for its text).
 have chromium || missing+=(fonts-liberation)
+# The build links OpenSSL (TLS with pre-shared keys on every port): its headers and pkg-config.
+have pkg-config || missing+=(pkg-config)
+pkg-config --exists openssl 2>/dev/null || missing+=(libssl-dev)
 if ((${#missing[@]})); then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   echo "installing: ${missing[*]}"
