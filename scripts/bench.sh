@@ -3,16 +3,17 @@
 # pass/fail: the machine is shared and noisy; docs/BENCHMARKS.md reads them). A release build,
 # then: the volume against nbdkit, the store against its transport ceiling and fio, the cache
 # simulator, Bonfire's overheads on real I/O, lab bonfire on a 4× longer trace, advise on a
-# generated day, pgbench on ext4 on the volume, Sierra's cluster day, the storage pool.
+# generated day, pgbench on ext4 on the volume, Sierra's cluster day, the storage pool, the NBD
+# port with TLS against nbdkit's.
 # About 30 minutes on two cores. The test command runs each of them in a smoke run of a few
 # seconds (crates/cli/tests/bench_smoke.rs and the store's and trace's tests).
 #
 #   scripts/bench.sh [NAME…]     NAME: volume store cache warmup lab-bonfire advise pgbench
-#                                cluster pool (default: all)
+#                                cluster pool tls (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-all=(volume store cache warmup lab-bonfire advise pgbench cluster pool)
+all=(volume store cache warmup lab-bonfire advise pgbench cluster pool tls)
 wanted=("$@")
 ((${#wanted[@]})) || wanted=("${all[@]}")
 for w in "${wanted[@]}"; do
@@ -112,6 +113,15 @@ if want pool; then
     echo "SKIPPED pool benchmark: fio is not installed"
   else
     run pool "$bin" pool bench --seconds 4 --rounds 2
+  fi
+fi
+
+if want tls; then
+  echo "== $(date +%T) TLS benchmark: the NBD port with a pre-shared key against nbdkit's, nbdcopy as the client"
+  if ! command -v nbdcopy >/dev/null 2>&1 || ! command -v nbdkit >/dev/null 2>&1; then
+    echo "SKIPPED tls benchmark: nbdcopy or nbdkit is not installed"
+  else
+    run tls "$bin" bench tls --region 512m --repeat 5
   fi
 fi
 

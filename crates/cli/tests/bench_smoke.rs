@@ -307,3 +307,25 @@ fn cluster_bench_prints_the_day_table_5_and_figure_12() {
     }
     positive(&j["rebuild"][0]["mb_per_s"], "Figure 12 MB/s");
 }
+
+#[test]
+fn bench_tls_prints_ours_and_nbdkits_with_and_without_tls() {
+    if !have("nbdcopy") || !have("nbdkit") {
+        return;
+    }
+    let j = bench(&["bench", "tls", "--region", "16m", "--repeat", "1"]);
+    let rows = j.as_array().unwrap();
+    let loads: Vec<&str> = rows.iter().map(|r| r["load"].as_str().unwrap()).collect();
+    assert_eq!(loads, ["write_1m", "read_1m", "read_4k"]);
+    for r in rows {
+        for field in [
+            "volume_tls",
+            "nbdkit_tls",
+            "volume_plain",
+            "nbdkit_plain",
+            "ratio_tls",
+        ] {
+            positive(&r[field], field);
+        }
+    }
+}

@@ -40,6 +40,9 @@ enum BenchCommand {
     /// `advise` on one generated day of one volume (a busy MSR volume's day, written as MSR
     /// CSV), in full and with --quick: wall time of each step and peak memory.
     Advise(crate::advise_bench::AdviseBenchArgs),
+    /// The NBD port with TLS (a pre-shared key) and without: `volume serve` against `nbdkit
+    /// file` with the same key, nbdcopy as the client; 1 MiB writes and reads, 4 KiB reads.
+    Tls(crate::tls_bench::TlsBenchArgs),
 }
 
 #[derive(Args)]
@@ -106,6 +109,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::Cache(args) => cache(args),
         BenchCommand::LabBonfire(args) => crate::lab_bench::run(args),
         BenchCommand::Advise(args) => crate::advise_bench::run(args),
+        BenchCommand::Tls(args) => crate::tls_bench::run(args),
     }
 }
 

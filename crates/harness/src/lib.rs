@@ -6,7 +6,8 @@
 //!   (`volume_bench`: `volume bench`), its cache warm-up (`volume_warmup_bench`), PostgreSQL's
 //!   pgbench on ext4 on a volume or a Sierra object (`volume_pgbench`, `cluster_pgbench`), the
 //!   Sierra cluster's day, Table 5 and Figure 12 (`cluster_bench`), narrow against wide pools and
-//!   the restripe's rate (`pool_bench`);
+//!   the restripe's rate (`pool_bench`), the NBD port with TLS against nbdkit's with the same
+//!   pre-shared key (`tls_bench`: `bench tls`);
 //! - a trace replayed against a live NBD export (`live_replay`: `cordillera replay`);
 //! - the kill-and-fault campaign (`chaos`: `cordillera chaos`);
 //! - in-process benchmarks against a reference measured in the same run (`bench`: `bench
@@ -27,6 +28,7 @@ pub mod lab_bench;
 pub mod live_replay;
 pub mod pool_bench;
 pub mod store_bench;
+pub mod tls_bench;
 pub mod volume_bench;
 pub mod volume_pgbench;
 pub mod volume_warmup_bench;

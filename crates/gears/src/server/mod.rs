@@ -92,6 +92,10 @@ pub struct ServerConfig {
     /// request timeout: a client that times out first sends the write again into the same
     /// wait, and the retries pile up behind full loggers.
     pub log_wait_ns: Nanos,
+    /// Until every logger has refused the group's writes as full for this long, such a write
+    /// is answered "busy" (the client sends it again later: cleaning, reclaim or the replicas'
+    /// wake-up may make room meanwhile); after it, `NoSpace`.
+    pub log_full_final_ns: Nanos,
     pub log_recovery_grace_ns: Nanos,
     /// Reclaim jobs at once over all the groups the server is primary of (at least 1).
     pub reclaim_jobs_max: usize,
@@ -132,6 +136,7 @@ impl ServerConfig {
             log_copies: 3,
             log_request_timeout_ns: 2_000_000_000,
             log_wait_ns: 1_000_000_000,
+            log_full_final_ns: 5_000_000_000,
             log_recovery_grace_ns: 1_000_000_000,
             reclaim_jobs_max: 2,
             reclaim_busy_disk: None,

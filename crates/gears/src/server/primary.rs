@@ -9,6 +9,7 @@ impl ChunkServer {
     /// Moves a group's log client's output: answers to clients, logger requests, base I/O;
     /// completes a release when nothing is in flight; advances a rebuild.
     pub(super) fn pump(&mut self, g: GroupId) {
+        let (now, final_ns) = (self.now, self.config.log_full_final_ns);
         loop {
             let Some(p) = self.primaries.get_mut(&g) else {
                 return;
@@ -27,7 +28,16 @@ impl ChunkServer {
                     UpReply::Written => Message::WriteDone { id, result: Ok(()) },
                     UpReply::Error(e) => {
                         let error = match e {
-                            cordillera_offload::client::ClientError::NoSpace => ServeError::NoSpace,
+                            // Full for a moment (cleaning, a burst, replicas waking): busy,
+                            // and the client sends it again; full for long: no space.
+                            cordillera_offload::client::ClientError::NoSpace => {
+                                let since = p.log.stores_full_since();
+                                if since.is_some_and(|t| now.saturating_sub(t) >= final_ns) {
+                                    ServeError::NoSpace
+                                } else {
+                                    ServeError::Busy
+                                }
+                            }
                             cordillera_offload::client::ClientError::BadRequest => {
                                 ServeError::BadRequest
                             }
