@@ -11,7 +11,7 @@ use cordillera_runtime::pool_server::{
     self, control, CreateVolume, NewArray, PoolOptions, PoolServer, PoolStatus,
 };
 
-use cordillera_runtime::http::http_request;
+use cordillera_runtime::http::{http_request, ControlToken};
 
 #[derive(Args)]
 pub struct PoolArgs {
@@ -73,6 +73,11 @@ struct ServeArgs {
     http: SocketAddr,
     #[command(flatten)]
     tls: crate::tls_args::TlsArgs,
+    /// A file holding the control token (one line, 32+ characters): the HTTP endpoint then
+    /// needs `Authorization: Bearer TOKEN` for all but loopback reads (clients: set
+    /// `CORDILLERA_CONTROL_TOKEN_FILE`).
+    #[arg(long, value_name = "FILE")]
+    control_token: Option<PathBuf>,
     /// Bytes per restripe batch (each ends with a sync and a durable cursor; writes to the
     /// batch being copied wait for it). 16 MiB copies at 0.68 of an emulated 4+p array's
     /// streaming rate under load, 4 MiB at 0.37 (`pool bench`).
@@ -207,6 +212,11 @@ fn serve(a: ServeArgs) -> Result<()> {
         restripe_rate: (rate > 0).then_some(rate),
         force: a.force,
     };
+    let token = a
+        .control_token
+        .as_deref()
+        .map(ControlToken::read)
+        .transpose()?;
     let server = PoolServer::open(options, &arrays).map_err(|e| anyhow!(e))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -237,7 +247,7 @@ fn serve(a: ServeArgs) -> Result<()> {
             .context("a SIGTERM handler")?;
         tokio::select! {
             r = cordillera_runtime::nbd_server::serve_exports(nbd, exports, config) => r.map_err(anyhow::Error::from),
-            _ = pool_server::serve_http(server.clone(), http) => Ok(()),
+            _ = pool_server::serve_http(server.clone(), http, token) => Ok(()),
             _ = tokio::signal::ctrl_c() => Ok(()),
             _ = term.recv() => Ok(()),
         }

@@ -623,8 +623,14 @@ fn query_map(
     Ok(out)
 }
 
-pub async fn serve_http(server: Arc<PoolServer>, listener: tokio::net::TcpListener) {
-    http::serve(listener, move |method: String, path: String| {
+/// The pool's control plane and `/status`, `/metrics`; with `token`, every request but a
+/// loopback `GET` must carry it ([`http::admit`]).
+pub async fn serve_http(
+    server: Arc<PoolServer>,
+    listener: tokio::net::TcpListener,
+    token: Option<http::ControlToken>,
+) {
+    http::serve(listener, token, move |method: String, path: String| {
         let server = server.clone();
         async move {
             let (route, query) = path.split_once('?').unwrap_or((path.as_str(), ""));

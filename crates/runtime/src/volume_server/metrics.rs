@@ -277,7 +277,7 @@ impl LatencyHistogram {
 
 /// `GET /metrics` (Prometheus text) and `GET /status` (JSON) over plain HTTP/1.
 pub(super) async fn serve_metrics(listener: TcpListener, events: mpsc::Sender<Event>) {
-    crate::http::serve(listener, move |method: String, path: String| {
+    crate::http::serve(listener, None, move |method: String, path: String| {
         let events = events.clone();
         async move {
             match path.as_str() {
