@@ -168,9 +168,6 @@ pub struct SierraArgs {
 }
 
 pub fn run(a: SierraArgs) -> Result<()> {
-    if a.g_min.contains(&0) {
-        bail!("--g-min 0 would leave chunks with no replica on (§3.7); use 1 or more");
-    }
     if let Some(h) = a.maintenance_hours.iter().find(|&&h| h >= 24) {
         bail!("--maintenance-hours: {h} is not an hour of the day (0–23)");
     }
@@ -181,28 +178,8 @@ pub fn run(a: SierraArgs) -> Result<()> {
     if !fraction(a.week_rate_scale) || !fraction(a.io_rate_scale) {
         bail!("--week-rate-scale and --io-rate-scale must be in (0, 1]");
     }
-    if let Some(e) = a
-        .experiments
-        .iter()
-        .find(|e| !["steady", "up-shift", "down-shift", "none"].contains(&e.as_str()))
-    {
-        bail!("--experiments: {e:?} is not one of steady, up-shift, down-shift, none");
-    }
-    if a.table5_seconds == 0
-        || !(a.rebuild_gb > 0.0 && a.rebuild_gb <= 1000.0)
-        || a.rebuild_servers == 0
-    {
-        bail!(
-            "--table5-seconds and --rebuild-servers must be at least 1, --rebuild-gb in (0, 1000]"
-        );
-    }
-    if !a.g_min.contains(&a.testbed_g_min) {
-        bail!(
-            "--testbed-g-min {} must be in --g-min {:?}",
-            a.testbed_g_min,
-            a.g_min
-        );
-    }
+    // g_min, the testbed's experiments, Table 5 and Figure 12 (of the parts that run).
+    options(&a, a.seed).validate().map_err(anyhow::Error::msg)?;
     crate::lab_io::check_seeds(a.seed, a.seeds)?;
     let reporter = crate::progress::Progress::new(a.quiet);
     let mut progress = |line: &str| reporter.step(line);

@@ -100,6 +100,42 @@ impl PowerSettings {
     }
 }
 
+impl Options {
+    /// Every value checked, in the words of the command line's flags.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.g_mins.is_empty() || self.g_mins.contains(&0) {
+            return Err(
+                "--g-min 0 would leave chunks with no replica on (§3.7); use 1 or more".into(),
+            );
+        }
+        if let Some(t) = &self.testbed {
+            if let Some(e) = t
+                .experiments
+                .iter()
+                .find(|e| !["steady", "up-shift", "down-shift"].contains(&e.as_str()))
+            {
+                return Err(format!(
+                    "--experiments: {e:?} is not one of steady, up-shift, down-shift, none"
+                ));
+            }
+            if !self.g_mins.contains(&t.g_min) {
+                return Err(format!(
+                    "--testbed-g-min {} must be in --g-min {:?}",
+                    t.g_min, self.g_mins
+                ));
+            }
+        }
+        if let Some(m) = &self.micro {
+            let bytes_ok =
+                m.data_per_server_bytes > 0 && m.data_per_server_bytes <= 1_000_000_000_000;
+            if m.measure_s == 0 || !bytes_ok || m.max_write_servers == 0 {
+                return Err("--table5-seconds and --rebuild-servers must be at least 1, --rebuild-gb in (0, 1000]".into());
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for Options {
     fn default() -> Options {
         let p = PowerParams::default();
@@ -233,9 +269,7 @@ pub fn run(
     options: &Options,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, String> {
-    if options.g_mins.is_empty() {
-        return Err("at least one g_min".into());
-    }
+    options.validate()?;
     let server = benchmark_server(SERVER_PRESET)?;
     progress(&format!(
         "server ({SERVER_PRESET}): {:.0} read / {:.0} write IOPS, {:.0} / {:.0} MB/s",
