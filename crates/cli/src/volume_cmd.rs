@@ -110,6 +110,9 @@ struct ServeArgs {
     limits: crate::limit_args::LimitArgs,
     #[command(flatten)]
     tls: crate::tls_args::TlsArgs,
+    /// A file holding the control token for `--metrics` (as `pool serve --control-token`).
+    #[arg(long, value_name = "FILE")]
+    control_token: Option<PathBuf>,
     /// A write that every store refuses as full (and that must stay off-loaded) is answered
     /// ENOSPC after this many milliseconds; reclaim runs meanwhile [default: 5000].
     #[arg(long)]
@@ -333,6 +336,10 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
     o.export_name = a.export_name.or(file.export_name).unwrap_or_default();
     o.limits = a.limits.limits()?;
     o.tls = a.tls.nbd()?;
+    let token = a.control_token.as_deref();
+    o.control_token = token
+        .map(cordillera_runtime::http::ControlToken::read)
+        .transpose()?;
     if let Some(ms) = a.full_timeout_ms.or(file.full_timeout_ms) {
         o.full_timeout = std::time::Duration::from_millis(ms);
     }

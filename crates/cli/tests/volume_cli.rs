@@ -2118,3 +2118,47 @@ fn a_recorded_trace_of_the_volume_is_what_advise_judges() {
         "{device}"
     );
 }
+
+/// `volume serve --control-token FILE`: `volume cache-reset` without the token is refused
+/// (401); with `CORDILLERA_CONTROL_TOKEN_FILE` it is; `volume
+/// status` from the machine itself needs no token.
+#[test]
+fn the_cache_reset_needs_the_control_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.img");
+    std::fs::File::create(&base)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "4f9e2b7c1d8a6035e4b2c9d7f1a0836b\n").unwrap();
+    let flags = strings(&[
+        "--format",
+        "--policy",
+        "baseline",
+        "--cache-size",
+        "16m",
+        "--control-token",
+        token.to_str().unwrap(),
+    ]);
+    let v = start_volume(&base, &flags);
+    let reset = |with_token: bool| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["volume", "cache-reset", "--metrics", &v.metrics.to_string()]);
+        if with_token {
+            cmd.env("CORDILLERA_CONTROL_TOKEN_FILE", &token);
+        }
+        let out = cmd.output_within(COMMAND_LIMIT).unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, text) = reset(false);
+    assert!(!ok && text.contains("401"), "{text}");
+    let (ok, text) = reset(true);
+    assert!(ok, "{text}");
+    // A read from the machine itself: no token needed.
+    let s = status(v.metrics);
+    assert!(s.as_object().is_some_and(|o| !o.is_empty()), "{s}");
+}

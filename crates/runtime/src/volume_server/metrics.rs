@@ -275,9 +275,14 @@ impl LatencyHistogram {
     }
 }
 
-/// `GET /metrics` (Prometheus text) and `GET /status` (JSON) over plain HTTP/1.
-pub(super) async fn serve_metrics(listener: TcpListener, events: mpsc::Sender<Event>) {
-    crate::http::serve(listener, None, move |method: String, path: String| {
+/// `GET /metrics` (Prometheus text) and `GET /status` (JSON) over plain HTTP/1, and `POST
+/// /cache/reset`; with a control token, all but loopback reads need it.
+pub(super) async fn serve_metrics(
+    listener: TcpListener,
+    events: mpsc::Sender<Event>,
+    token: Option<crate::http::ControlToken>,
+) {
+    crate::http::serve(listener, token, move |method: String, path: String| {
         let events = events.clone();
         async move {
             match path.as_str() {

@@ -87,6 +87,8 @@ pub struct VolumeOptions {
     pub limits: crate::limits::Limits,
     /// Whether NBD clients may or must start TLS, and with what credentials.
     pub tls: crate::nbd_server::NbdTls,
+    /// The `--metrics` endpoint's control token (`POST /cache/reset`, reads from elsewhere).
+    pub control_token: Option<crate::http::ControlToken>,
     /// A write every store refuses as full is answered ENOSPC after this.
     pub full_timeout: Duration,
     /// An off-loaded write with fewer than N copies fails (EIO) after this.
@@ -118,6 +120,7 @@ impl VolumeOptions {
             cache: None,
             limits: crate::limits::Limits::default(),
             tls: crate::nbd_server::NbdTls::default(),
+            control_token: None,
             full_timeout: Duration::from_secs(5),
             // Past the store request timeout: a copy held by a stalled store is sent to
             // another once the stalled one counts as failed, before the write gives up.
@@ -345,7 +348,11 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     if let Some(l) = metrics_listener {
         tracing::info!(metrics = %l.local_addr()?, "metrics and status served while the volume starts");
-        tokio::spawn(serve_metrics(l, events.clone()));
+        tokio::spawn(serve_metrics(
+            l,
+            events.clone(),
+            options.control_token.clone(),
+        ));
     }
     let mut core_task = tokio::spawn(core.run(
         config,
