@@ -212,11 +212,15 @@ fn serve(a: ServeArgs) -> Result<()> {
         restripe_rate: (rate > 0).then_some(rate),
         force: a.force,
     };
-    let token = a
-        .control_token
-        .as_deref()
-        .map(ControlToken::read)
-        .transpose()?;
+    let token = a.control_token.as_deref().map(ControlToken::read);
+    let token = token.transpose()?;
+    use cordillera_runtime::tls::{check_ports, HTTP_CREDENTIALS as HTTP, NBD_CREDENTIALS as NBD};
+    let require = a.tls.tls == cordillera_wire::nbd::haggle::TlsPolicy::Require;
+    let ports = [
+        ("NBD", a.nbd, require, NBD),
+        ("HTTP", a.http, token.is_some(), HTTP),
+    ];
+    check_ports(&ports, a.tls.insecure).map_err(anyhow::Error::msg)?;
     let server = PoolServer::open(options, &arrays).map_err(|e| anyhow!(e))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -25,6 +25,9 @@ pub struct TlsArgs {
     /// With `--tls-certs`: clients must show a certificate signed by `ca-cert.pem`.
     #[arg(long)]
     pub tls_verify_peer: bool,
+    /// Listen beyond loopback without credentials (logged as a warning); refused otherwise.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 impl TlsArgs {

@@ -336,6 +336,7 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
     o.export_name = a.export_name.or(file.export_name).unwrap_or_default();
     o.limits = a.limits.limits()?;
     o.tls = a.tls.nbd()?;
+    o.insecure = a.tls.insecure;
     let token = a.control_token.as_deref();
     o.control_token = token
         .map(cordillera_runtime::http::ControlToken::read)

@@ -2162,3 +2162,62 @@ fn the_cache_reset_needs_the_control_token() {
     let s = status(v.metrics);
     assert!(s.as_object().is_some_and(|o| !o.is_empty()), "{s}");
 }
+
+/// A daemon asked to listen beyond loopback without credentials refuses to start, naming the
+/// flags that would protect the port; `--insecure` starts it anyway (with a warning), and so
+/// do credentials.
+#[test]
+fn listening_beyond_loopback_needs_credentials_or_insecure() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.img");
+    std::fs::File::create(&base)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let refused = |extra: &[&str]| {
+        let out = Command::new(BIN)
+            .args(["volume", "serve", "--format", "--policy", "baseline"])
+            .args(["--base", base.to_str().unwrap()])
+            .args(extra)
+            .output_within(COMMAND_LIMIT)
+            .unwrap();
+        assert!(!out.status.success(), "{extra:?} started");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let text = refused(&["--nbd", "0.0.0.0:0"]);
+    assert!(
+        text.contains("refusing to listen on 0.0.0.0:0 for NBD"),
+        "{text}"
+    );
+    assert!(text.contains("--tls require"), "{text}");
+    let keys = dir.path().join("keys.psk");
+    std::fs::write(&keys, "alice:8cd2a4b1c8e5f30e2d9a6b7c4e1f0a3d\n").unwrap();
+    let tls = ["--tls", "require", "--tls-psk", keys.to_str().unwrap()];
+    let mut metrics = vec!["--nbd", "0.0.0.0:0", "--metrics", "0.0.0.0:0"];
+    metrics.extend(tls);
+    let text = refused(&metrics);
+    assert!(
+        text.contains("for --metrics") && text.contains("--control-token"),
+        "{text}"
+    );
+    // With credentials, or with --insecure, it starts.
+    let base_arg = base.to_str().unwrap();
+    let serve = strings(&[
+        "volume", "serve", "--policy", "baseline", "--base", base_arg,
+    ]);
+    let ready = ["cordillera volume: NBD export at nbd://"];
+    let mut args = serve.clone();
+    args.extend(strings(&["--format", "--nbd", "0.0.0.0:0"]));
+    args.extend(strings(&tls));
+    drop(start(&args, &ready));
+    let mut args = serve;
+    args.extend(strings(&[
+        "--nbd",
+        "0.0.0.0:0",
+        "--metrics",
+        "0.0.0.0:0",
+        "--insecure",
+    ]));
+    let (server, _) = start(&args, &ready);
+    assert!(server.log().contains("--insecure"), "{}", server.log());
+}

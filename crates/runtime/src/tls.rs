@@ -287,3 +287,62 @@ pub fn nbd_tls(
     .map_err(|e| e.to_string())?;
     crate::nbd_server::NbdTls::new(policy, server)
 }
+
+/// Whether a daemon may listen on `addr` for `port`: on loopback always; beyond it only when
+/// the port keeps strangers out (`authenticated`), or when its operator says `--insecure`
+/// (logged as a WARN). `how` names the flags that would protect the port.
+pub fn check_exposure(
+    port: &str,
+    addr: std::net::SocketAddr,
+    authenticated: bool,
+    insecure: bool,
+    how: &str,
+) -> Result<(), String> {
+    if addr.ip().is_loopback() || authenticated {
+        return Ok(());
+    }
+    if insecure {
+        tracing::warn!(%addr, port, "listening beyond loopback without credentials (--insecure): anyone who reaches this port can use it");
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to listen on {addr} for {port} without credentials: anyone who can reach it could use it; give {how}, or --insecure to accept that"
+    ))
+}
+
+/// What protects an NBD port: `--tls require` with keys or certificates.
+pub const NBD_CREDENTIALS: &str = "--tls require with --tls-psk or --tls-certs";
+/// What protects an HTTP endpoint: a control token.
+pub const HTTP_CREDENTIALS: &str = "--control-token FILE";
+
+/// [`check_exposure`] for each of a daemon's ports: (name, address, authenticated, how).
+pub fn check_ports(
+    ports: &[(&str, std::net::SocketAddr, bool, &str)],
+    insecure: bool,
+) -> Result<(), String> {
+    for &(port, addr, authenticated, how) in ports {
+        check_exposure(port, addr, authenticated, insecure, how)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_beyond_loopback_needs_credentials_or_insecure() {
+        let local: std::net::SocketAddr = "127.0.0.1:10809".parse().unwrap();
+        let any: std::net::SocketAddr = "0.0.0.0:10809".parse().unwrap();
+        let v6: std::net::SocketAddr = "[::1]:10809".parse().unwrap();
+        assert!(check_exposure("NBD", local, false, false, "--tls require").is_ok());
+        assert!(check_exposure("NBD", v6, false, false, "--tls require").is_ok());
+        let e = check_exposure("NBD", any, false, false, "--tls require").unwrap_err();
+        assert!(
+            e.contains("0.0.0.0:10809") && e.contains("--tls require"),
+            "{e}"
+        );
+        assert!(check_exposure("NBD", any, true, false, "--tls require").is_ok());
+        assert!(check_exposure("NBD", any, false, true, "--tls require").is_ok());
+    }
+}

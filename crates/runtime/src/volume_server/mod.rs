@@ -89,6 +89,8 @@ pub struct VolumeOptions {
     pub tls: crate::nbd_server::NbdTls,
     /// The `--metrics` endpoint's control token (`POST /cache/reset`, reads from elsewhere).
     pub control_token: Option<crate::http::ControlToken>,
+    /// Listen beyond loopback without credentials (`--insecure`); refused otherwise.
+    pub insecure: bool,
     /// A write every store refuses as full is answered ENOSPC after this.
     pub full_timeout: Duration,
     /// An off-loaded write with fewer than N copies fails (EIO) after this.
@@ -121,6 +123,7 @@ impl VolumeOptions {
             limits: crate::limits::Limits::default(),
             tls: crate::nbd_server::NbdTls::default(),
             control_token: None,
+            insecure: false,
             full_timeout: Duration::from_secs(5),
             // Past the store request timeout: a copy held by a stalled store is sent to
             // another once the stalled one counts as failed, before the write gives up.
@@ -256,6 +259,18 @@ fn client_config(label: &Label, options: &VolumeOptions, size: u64) -> Config {
 /// Serves until the process is stopped. Calls `ready` once the export accepts I/O (after the
 /// soft state has been rebuilt from the stores, on a restart).
 pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Result<()> {
+    use crate::tls::{check_ports, HTTP_CREDENTIALS, NBD_CREDENTIALS};
+    let require = options.tls.policy() == cordillera_wire::nbd::haggle::TlsPolicy::Require;
+    let mut ports = vec![("NBD", options.nbd, require, NBD_CREDENTIALS)];
+    if let Some(m) = options.metrics {
+        ports.push((
+            "--metrics",
+            m,
+            options.control_token.is_some(),
+            HTTP_CREDENTIALS,
+        ));
+    }
+    check_ports(&ports, options.insecure).map_err(|e| anyhow!(e))?;
     crate::limits::keep_freed_buffers();
     let file = Arc::new(
         DiskFile::open(&options.base, false, options.io)
