@@ -492,6 +492,9 @@ fn with_a_control_token_the_control_plane_refuses_clients_without_it() {
     // Beyond loopback without a token the control plane is refused before anything opens.
     let meta = dir.path().join("other").display().to_string();
     let text = fails(&["pool", "serve", "--dir", &meta, "--http", "0.0.0.0:0"]);
-    assert!(text.contains("refusing to listen on 0.0.0.0:0 for HTTP"), "{text}");
+    assert!(
+        text.contains("refusing to listen on 0.0.0.0:0 for HTTP"),
+        "{text}"
+    );
     assert!(!dir.path().join("other").exists(), "nothing created");
 }

@@ -256,9 +256,8 @@ fn client_config(label: &Label, options: &VolumeOptions, size: u64) -> Config {
     config
 }
 
-/// Serves until the process is stopped. Calls `ready` once the export accepts I/O (after the
-/// soft state has been rebuilt from the stores, on a restart).
-pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Result<()> {
+/// The NBD port and `--metrics` beyond loopback only with credentials, or `--insecure`.
+fn check_exposure(options: &VolumeOptions) -> Result<()> {
     use crate::tls::{check_ports, HTTP_CREDENTIALS, NBD_CREDENTIALS};
     let require = options.tls.policy() == cordillera_wire::nbd::haggle::TlsPolicy::Require;
     let mut ports = vec![("NBD", options.nbd, require, NBD_CREDENTIALS)];
@@ -270,7 +269,13 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
             HTTP_CREDENTIALS,
         ));
     }
-    check_ports(&ports, options.insecure).map_err(|e| anyhow!(e))?;
+    check_ports(&ports, options.insecure).map_err(|e| anyhow!(e))
+}
+
+/// Serves until the process is stopped. Calls `ready` once the export accepts I/O (after the
+/// soft state has been rebuilt from the stores, on a restart).
+pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Result<()> {
+    check_exposure(&options)?;
     crate::limits::keep_freed_buffers();
     let file = Arc::new(
         DiskFile::open(&options.base, false, options.io)
