@@ -92,9 +92,10 @@ pub struct ServerConfig {
     /// request timeout: a client that times out first sends the write again into the same
     /// wait, and the retries pile up behind full loggers.
     pub log_wait_ns: Nanos,
-    /// Until every logger has refused the group's writes as full for this long, such a write
-    /// is answered "busy" (the client sends it again later: cleaning, reclaim or the replicas'
-    /// wake-up may make room meanwhile); after it, `NoSpace`.
+    /// Until the group's writes that must be logged have found the loggers full for this long
+    /// (none of them logged since), such a write is answered "busy" (the client sends it again
+    /// later: cleaning, reclaim or the replicas' wake-up may make room meanwhile); after it,
+    /// `NoSpace`.
     pub log_full_final_ns: Nanos,
     pub log_recovery_grace_ns: Nanos,
     /// Reclaim jobs at once over all the groups the server is primary of (at least 1).
@@ -247,6 +248,9 @@ struct Primary {
     /// sent at). Base writes over it wait for its answer, or its timeout, as for a current one.
     orphan_piece: Option<(u64, u64, u64, Nanos)>,
     next_up: u64,
+    /// Since when the group's writes that must be logged have found the loggers full (from
+    /// the first such answer, less the wait it took); cleared when one is logged.
+    log_full_since: Option<Nanos>,
 }
 
 enum DiskWork {

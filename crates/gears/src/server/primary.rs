@@ -10,6 +10,7 @@ impl ChunkServer {
     /// completes a release when nothing is in flight; advances a rebuild.
     pub(super) fn pump(&mut self, g: GroupId) {
         let (now, final_ns) = (self.now, self.config.log_full_final_ns);
+        let log_wait_ns = self.config.log_wait_ns;
         loop {
             let Some(p) = self.primaries.get_mut(&g) else {
                 return;
@@ -25,14 +26,19 @@ impl ChunkServer {
                         id,
                         result: Ok(data),
                     },
-                    UpReply::Written => Message::WriteDone { id, result: Ok(()) },
+                    UpReply::Written => {
+                        p.log_full_since = None;
+                        Message::WriteDone { id, result: Ok(()) }
+                    }
                     UpReply::Error(e) => {
                         let error = match e {
                             // Full for a moment (cleaning, a burst, replicas waking): busy,
                             // and the client sends it again; full for long: no space.
                             cordillera_offload::client::ClientError::NoSpace => {
-                                let since = p.log.stores_full_since();
-                                if since.is_some_and(|t| now.saturating_sub(t) >= final_ns) {
+                                let since = *p
+                                    .log_full_since
+                                    .get_or_insert(now.saturating_sub(log_wait_ns));
+                                if now.saturating_sub(since) >= final_ns {
                                     ServeError::NoSpace
                                 } else {
                                     ServeError::Busy
@@ -389,6 +395,7 @@ impl ChunkServer {
             rebuild: None,
             orphan_piece: None,
             next_up: 1,
+            log_full_since: None,
         };
         primary
             .log
