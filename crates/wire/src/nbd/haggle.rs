@@ -223,10 +223,13 @@ impl Haggle {
     }
 }
 
+/// An option split off the front of a byte string: its header, its payload, the bytes after.
+pub type SplitOption<'a> = (OptionHeader, &'a [u8], &'a [u8]);
+
 /// Parses a whole option (header and payload) from the front of `bytes`, for tests and fuzz
 /// targets that drive [`Haggle`] from a byte string: the option and the bytes after it, or
 /// `None` when `bytes` holds less than one option.
-pub fn split_option(bytes: &[u8]) -> Option<Result<(OptionHeader, &[u8], &[u8]), NbdError>> {
+pub fn split_option(bytes: &[u8]) -> Option<Result<SplitOption<'_>, NbdError>> {
     let header: [u8; OPTION_HEADER_BYTES] = bytes.get(..OPTION_HEADER_BYTES)?.try_into().ok()?;
     let header = match parse_option_header(header) {
         Ok(h) => h,
