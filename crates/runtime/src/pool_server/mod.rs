@@ -9,11 +9,13 @@
 //! (`layout::PoolLayout`). Here are the files, threads, sockets and clocks: a copier thread
 //! that moves one batch at a time (read the old layout, write the new, sync it, then write the
 //! cursor into the layout record, synced and renamed into place), and the NBD and HTTP
-//! endpoints; [`control`] is the HTTP control plane as its clients speak it.
+//! endpoints; `http_api` serves the HTTP endpoint, [`control`] is the HTTP control plane as
+//! its clients speak it.
 
 mod array;
 pub mod control;
 mod copier;
+mod http_api;
 mod members;
 mod repair;
 mod segments_io;
@@ -36,11 +38,9 @@ use cordillera_striping::restripe::{Admit, Piece, Restripe, Side, Ticket};
 
 use crate::nbd_server::{Backend, Completion, Exports, Op, Outcome};
 
+pub use http_api::{percent_decode, percent_encode, serve_http};
 pub use members::{area as member_area, MemberStatus, MembersStatus};
-pub use state::{
-    percent_decode, percent_encode, serve_http, ArrayStatus, CreateVolume, PoolStatus,
-    RestripeStatus, VolumeStatus,
-};
+pub use state::{ArrayStatus, CreateVolume, PoolStatus, RestripeStatus, VolumeStatus};
 
 /// WRITE_ZEROES is carried out in pieces of this many bytes.
 const ZERO_CHUNK: usize = 1 << 20;
