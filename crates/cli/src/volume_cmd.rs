@@ -274,6 +274,7 @@ fn serve_cluster(a: ServeArgs) -> Result<()> {
             .unwrap_or_else(|| "127.0.0.1:10809".parse().expect("an address")),
         export,
         http: a.metrics.map(|m| m.to_string()),
+        insecure: a.tls.insecure,
     };
     crate::serve_until_interrupted(
         2,

@@ -2200,6 +2200,24 @@ fn listening_beyond_loopback_needs_credentials_or_insecure() {
         text.contains("for --metrics") && text.contains("--control-token"),
         "{text}"
     );
+    // A cluster volume too, before it asks the MDS for anything.
+    let out = Command::new(BIN)
+        .args([
+            "volume",
+            "serve",
+            "--cluster",
+            "127.0.0.1:1",
+            "--object",
+            "x",
+        ])
+        .args(["--nbd", "0.0.0.0:0"])
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("refusing to listen on 0.0.0.0:0 for NBD"),
+        "{text}"
+    );
     // With credentials, or with --insecure, it starts.
     let base_arg = base.to_str().unwrap();
     let serve = strings(&[

@@ -34,6 +34,29 @@ pub struct ClusterVolumeOptions {
     /// Serve `/metrics` (Prometheus) and `/status` (JSON) here: the client's requests, retries,
     /// timeouts and failures.
     pub http: Option<String>,
+    /// Listen beyond loopback without credentials (`--insecure`); refused otherwise.
+    pub insecure: bool,
+}
+
+/// The NBD port beyond loopback only with `--tls require`, `/metrics` only on loopback (it
+/// has no credentials yet), unless `--insecure`.
+fn check_exposure(o: &ClusterVolumeOptions) -> Result<()> {
+    use std::net::ToSocketAddrs;
+    let require = o.export.tls.policy() == cordillera_wire::nbd::haggle::TlsPolicy::Require;
+    let mut ports = vec![("NBD", o.nbd, require, crate::tls::NBD_CREDENTIALS)];
+    for m in o
+        .http
+        .iter()
+        .flat_map(|h| h.to_socket_addrs().into_iter().flatten())
+    {
+        ports.push((
+            "--metrics",
+            m,
+            false,
+            "a loopback address (a cluster volume's --metrics has no credentials yet)",
+        ));
+    }
+    crate::tls::check_ports(&ports, o.insecure).map_err(|e| anyhow!(e))
 }
 
 /// A request for the volume's figures from its HTTP endpoint.
@@ -265,6 +288,7 @@ pub async fn serve(
     options: ClusterVolumeOptions,
     ready: impl FnOnce(ClusterVolumeListening),
 ) -> Result<()> {
+    check_exposure(&options)?;
     let spec = fetch_spec(&options.mds).await?;
     let object = object_id(&options.object);
     let mut addresses: HashMap<Endpoint, String> = spec
