@@ -248,6 +248,9 @@ pub struct Stats {
     pub empty_deletes: u64,
     /// Writes refused because the log's valid data leaves no room.
     pub full_refusals: u64,
+    /// Attempts to append a request that was waiting for room (each waiting request is tried
+    /// again when room may have come; the work of a full store per request).
+    pub waiting_retries: u64,
     /// Writes and deletes refused because a newer incarnation of their client fenced them.
     pub fenced_refusals: u64,
     /// Metadata requests whose generation could not be recorded: the fence table was full

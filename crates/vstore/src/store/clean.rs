@@ -203,6 +203,7 @@ impl Store {
                 self.waiting.push_back((id, request));
                 continue;
             }
+            self.stats.waiting_retries += 1;
             if let Some(wait) = self.append(id, request) {
                 write_waits |= is_write;
                 self.waiting.push_back(wait);
