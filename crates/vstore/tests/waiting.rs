@@ -33,7 +33,10 @@ impl SlowDisk {
                     offset_bytes,
                     length_bytes,
                 } => {
-                    let (lo, hi) = (offset_bytes as usize, (offset_bytes + length_bytes) as usize);
+                    let (lo, hi) = (
+                        offset_bytes as usize,
+                        (offset_bytes + length_bytes) as usize,
+                    );
                     if self.bytes.len() < hi {
                         self.bytes.resize(hi, 0);
                     }
@@ -116,7 +119,10 @@ fn a_full_store_retries_each_waiting_request_a_bounded_number_of_times() {
              {retries} retries of waiting requests, {seconds:.2} s"
         );
         assert_eq!(answered, requests);
-        assert!(refused > 0 && refused < requests, "the store must both wait and refuse");
+        assert!(
+            refused > 0 && refused < requests,
+            "the store must both wait and refuse"
+        );
         assert!(
             retries <= 4 * requests,
             "{retries} retries for {requests} requests: the work per request grows with the \

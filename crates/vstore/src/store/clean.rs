@@ -17,19 +17,14 @@ impl Store {
 
     /// Bytes the tail passed that a durable tail pointer gives back.
     pub(super) fn passed_bytes(&self) -> u64 {
-        self.passed.iter().map(|(_, b)| b).sum()
+        self.passed_total
     }
 
     /// Garbage ahead of the tail that cleaning can give back: bytes kept that neither hold live
     /// data nor belong to records not yet applied.
     pub(super) fn cleanable_bytes(&self) -> u64 {
-        let unapplied: u64 = self
-            .records
-            .range(self.ack_cursor..)
-            .map(|(_, r)| r.total_bytes)
-            .sum();
         self.used_bytes
-            .saturating_sub(self.passed_bytes() + self.live_cost + unapplied)
+            .saturating_sub(self.passed_bytes() + self.live_cost + self.unapplied_bytes)
     }
 
     /// Cleaning is worth a pass only when it gives back at least this much (less is churn).
@@ -190,24 +185,25 @@ impl Store {
         self.clean_until = self.next_seq;
     }
 
-    /// Retries requests waiting for space. Deletes commute with one another, so a delete may
-    /// pass waiting deletes, but never a waiting write (it may be what the delete removes).
-    /// Writes may pass anything: a client never writes a version at or below one it has asked
-    /// to delete.
+    /// Retries requests waiting for space, in arrival order, up to the first write that must
+    /// still wait: the requests behind it keep waiting untried (room comes back for the
+    /// oldest write first, and a drain costs the requests it settles plus one, however many
+    /// wait). Deletes commute with one another, so a delete may pass waiting deletes, but
+    /// never a waiting write (it may be what the delete removes).
     pub(super) fn drain_waiting(&mut self) {
-        let waiting = std::mem::take(&mut self.waiting);
-        let mut write_waits = false;
-        for (id, request) in waiting {
+        let mut kept = Vec::new();
+        while let Some((id, request)) = self.waiting.pop_front() {
             let is_write = matches!(request, Request::Write { .. });
-            if !is_write && write_waits {
-                self.waiting.push_back((id, request));
-                continue;
-            }
             self.stats.waiting_retries += 1;
             if let Some(wait) = self.append(id, request) {
-                write_waits |= is_write;
-                self.waiting.push_back(wait);
+                kept.push(wait);
+                if is_write {
+                    break;
+                }
             }
+        }
+        for wait in kept.into_iter().rev() {
+            self.waiting.push_front(wait);
         }
         if !self.waiting.is_empty() {
             self.persist_tail();

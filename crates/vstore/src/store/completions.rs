@@ -88,6 +88,7 @@ impl Store {
                 self.stats.requests_in_flight -= 1;
             }
             self.ack_cursor += 1;
+            self.unapplied_bytes -= info.total_bytes;
         }
         self.advance_tail();
         self.answer_barriers();
@@ -145,6 +146,7 @@ impl Store {
                 break;
             }
             self.passed.push_back((seq, info.total_bytes));
+            self.passed_total += info.total_bytes;
             self.records.remove(&seq);
             if info.header.kind == RecordKind::Data {
                 let count = self
@@ -172,6 +174,7 @@ impl Store {
         {
             let (_, bytes) = self.passed.pop_front().expect("passed record");
             self.used_bytes -= bytes;
+            self.passed_total -= bytes;
         }
         if sb.generation > self.durable.generation {
             self.durable = sb;

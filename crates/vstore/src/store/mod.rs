@@ -244,6 +244,10 @@ pub struct Store {
     /// What copying every live piece forward would take: Σ over data records of the size of a
     /// record holding their live bytes.
     live_cost: u64,
+    /// Bytes of the records passed (Σ of `passed`), and of the records not yet applied (from
+    /// `ack_cursor` on): kept as sums, as space checks run once per request.
+    passed_total: u64,
+    unapplied_bytes: u64,
     /// The record whose live pieces a cleaning read is fetching.
     cleaning: Option<u64>,
     /// Cleaning waits until its copies (sequence numbers below this) are applied.
@@ -300,6 +304,8 @@ impl Store {
             stats: Stats::default(),
             data_sizes: BTreeMap::new(),
             live_cost: 0,
+            passed_total: 0,
+            unapplied_bytes: 0,
             cleaning: None,
             clean_until: 0,
             unchecked_events: Cell::new(0),
@@ -562,6 +568,17 @@ impl Store {
             self.used_bytes,
             self.passed_bytes() + kept,
             "bytes in use are not the passed records and the kept ones"
+        );
+        let passed: u64 = self.passed.iter().map(|(_, b)| b).sum();
+        assert_eq!(self.passed_total, passed, "the passed bytes' sum drifted");
+        let unapplied: u64 = self
+            .records
+            .range(self.ack_cursor..)
+            .map(|(_, r)| r.total_bytes)
+            .sum();
+        assert_eq!(
+            self.unapplied_bytes, unapplied,
+            "the unapplied bytes' sum drifted"
         );
         let mut seq = self.passed.front().map(|(s, _)| *s);
         for (s, _) in &self.passed {

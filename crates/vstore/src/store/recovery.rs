@@ -198,6 +198,8 @@ impl Store {
             self.apply(h);
             self.ack_cursor = h.seq + 1;
         }
+        // Every record found was applied (its bytes were never counted as unapplied).
+        self.unapplied_bytes = 0;
         self.advance_tail();
         if scan.consumed == 0 {
             // No record at the tail: the superblock names the epoch of a record that never

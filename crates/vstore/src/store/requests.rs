@@ -434,6 +434,7 @@ impl Store {
         self.next_seq += 1;
         self.last_epoch = self.epoch;
         self.used_bytes += total;
+        self.unapplied_bytes += total;
         self.head += total;
         if self.head == self.config.log_bytes {
             self.head = 0;
