@@ -95,7 +95,9 @@ fn advise_on_the_builtin_workload_judges_every_mechanism() {
     assert_eq!(report["verdicts"].as_array().unwrap().len(), 4);
 }
 
-/// `demo` is advise on the built-in workload: four verdicts and the report's path.
+/// `demo` is advise on the built-in workload: four verdicts and the report's path; the report
+/// renders in headless Chromium, and the workload it saved reads back as advise characterized
+/// it (one run of the main job for the three, as each takes a minute or two).
 #[test]
 fn demo_prints_the_verdicts_and_the_report() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,6 +122,38 @@ fn demo_prints_the_verdicts_and_the_report() {
     assert!(text.contains(&dir.path().join("report.html").display().to_string()));
     assert!(text.contains("cordillera advise YOUR_TRACE"));
     assert!(dir.path().join("report.html").exists());
+    the_saved_workload_reads_back(dir.path());
+    the_report_renders_in_headless_chromium(dir.path());
+}
+
+/// The workload advise saved reads back with the record count it characterized, and holds the
+/// three planted peak episodes, each on one volume at 100× its base rate.
+fn the_saved_workload_reads_back(out_dir: &Path) {
+    let saved = out_dir.join("workload.cdt");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+            .unwrap();
+    let stats = json_of(&cordillera(&[
+        "trace",
+        "stats",
+        "--json",
+        saved.to_str().unwrap(),
+    ]));
+    assert_eq!(
+        stats["total"]["records"], report["characterization"]["records"],
+        "advise and its saved trace agree"
+    );
+    let peaks = json_of(&cordillera(&[
+        "trace",
+        "peaks",
+        "--json",
+        saved.to_str().unwrap(),
+    ]));
+    let episodes = peaks["episodes"].as_array().unwrap();
+    assert_eq!(episodes.len(), 3);
+    for e in episodes {
+        assert!(e["busiest_share_pct"].as_f64().unwrap() > 50.0, "{e}");
+    }
 }
 
 /// Runs a command a verdict prints (`cordillera lab …`) with `--json --quiet` and returns its
@@ -398,27 +432,12 @@ fn bad_input_is_judged_not_crashed_on() {
 
 /// The report in a real browser: headless Chromium loads it with no console error, every
 /// figure has a rendered size, and a screenshot is taken.
-#[test]
-fn the_report_renders_in_headless_chromium() {
+fn the_report_renders_in_headless_chromium(out_dir: &Path) {
     if !cordillera_testkit::process::have("chromium") {
+        println!("SKIPPED the rendering: no chromium");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = cordillera(&[
-        "advise",
-        "--quick",
-        "--quiet",
-        "--days",
-        "2",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
     // A copy that measures itself once loaded (the report has no script of its own).
     let probe = r#"<script>
 window.__errors = [];
@@ -434,7 +453,7 @@ window.addEventListener('load', () => {
   document.body.appendChild(p);
 });
 </script></body>"#;
-    let probed = dir.path().join("probed.html");
+    let probed = out_dir.join("probed.html");
     std::fs::write(&probed, html.replace("</body>", probe)).unwrap();
     let chromium = |extra: &[&str], page: &Path| {
         let mut cmd = Command::new("chromium");
@@ -487,13 +506,13 @@ window.addEventListener('load', () => {
         assert!(!log.contains(bad), "{bad}: {log}");
     }
     // The screenshot of the report itself.
-    let shot = dir.path().join("report.png");
+    let shot = out_dir.join("report.png");
     let taken = chromium(
         &[
             "--window-size=1200,1600",
             &format!("--screenshot={}", shot.display()),
         ],
-        &dir.path().join("report.html"),
+        &out_dir.join("report.html"),
     );
     assert!(
         taken.status.success(),

@@ -442,39 +442,6 @@ fn bench_rangemap_prints_its_figures() {
     assert!(after > 1000 && after != 20_000, "{after}");
 }
 
-#[test]
-fn the_builtin_workload_advise_saves_reads_back() {
-    let tmp = tempfile::tempdir().unwrap();
-    run_ok(
-        cordillera()
-            .args(["advise", "--quick", "--quiet", "--days", "1", "--out"])
-            .arg(tmp.path()),
-    );
-    let saved = tmp.path().join("workload.cdt");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("report.json")).unwrap())
-            .unwrap();
-    // The saved trace reads back with the record count advise characterized.
-    let json: serde_json::Value = serde_json::from_slice(&run_ok(
-        cordillera().args(["trace", "stats", "--json"]).arg(&saved),
-    ))
-    .unwrap();
-    assert_eq!(
-        json["total"]["records"], report["characterization"]["records"],
-        "advise and its saved trace agree"
-    );
-    // Three peak episodes were planted, each on one volume at 100× its base rate.
-    let peaks: serde_json::Value = serde_json::from_slice(&run_ok(
-        cordillera().args(["trace", "peaks", "--json"]).arg(&saved),
-    ))
-    .unwrap();
-    let episodes = peaks["episodes"].as_array().unwrap();
-    assert_eq!(episodes.len(), 3);
-    for e in episodes {
-        assert!(e["busiest_share_pct"].as_f64().unwrap() > 50.0, "{e}");
-    }
-}
-
 /// The analyses are independent implementations over the same records: where their
 /// definitions meet, their figures must agree.
 #[test]

@@ -783,10 +783,10 @@ const REGRESSIONS: [u64; 12] = [
     6100000000000001987,
 ];
 
-/// The long schedules' share of the test command: 10 fixed seeds, then fresh ones for 45 s
+/// The long schedules' share of the test command: 10 fixed seeds, then fresh ones for 30 s
 /// (about 25 on two cores; `scripts/campaign.sh` runs 10^5).
 const BUDGET: Budget = Budget {
-    seconds: 45.0,
+    seconds: 30.0,
     least: 10,
 };
 
@@ -797,7 +797,7 @@ fn sierra_keeps_every_acknowledged_write_through_gear_shifts_and_failures() {
 }
 
 /// Short schedules (four seconds of faults, a twelve-second quiet period): 40 fixed seeds,
-/// then fresh ones for 45 s (about 150 on two cores). `SIERRA_SHORT_SEED`,
+/// then fresh ones for 30 s (about 100 on two cores). `SIERRA_SHORT_SEED`,
 /// `SIERRA_SHORT_SCHEDULES`, `SIERRA_SHORT_SECONDS`, `SIERRA_SHORT_BASE_SEED` and
 /// `SIERRA_SHORT_FIXED` as for the long schedules.
 /// Short seeds that once failed (campaign on 7200000000000000000 + 2000·k): a rebuild the MDS
@@ -827,7 +827,7 @@ const SHORT_REGRESSIONS: [u64; 9] = [
 ];
 
 const SHORT_BUDGET: Budget = Budget {
-    seconds: 45.0,
+    seconds: 30.0,
     least: 40,
 };
 

@@ -1542,10 +1542,10 @@ const REGRESSIONS: [u64; 23] = [
     210572468542713045,
 ];
 
-/// The test command's share of schedules: 50 fixed seeds, then fresh ones for a minute (about
-/// 300 on two cores; `scripts/campaign.sh` runs 10^5).
+/// The test command's share of schedules: 50 fixed seeds, then fresh ones for 40 s (about 200
+/// on two cores; `scripts/campaign.sh` runs 10^5).
 const BUDGET: Budget = Budget {
-    seconds: 60.0,
+    seconds: 40.0,
     least: 50,
 };
 
@@ -1631,9 +1631,9 @@ fn a_schedule_replays_event_for_event() {
 /// superblock "degraded"; the next restart went on without that store.
 const CACHE_REGRESSIONS: [u64; 2] = [885259639884934420, 7255250955329516053];
 
-/// 20 fixed seeds, then fresh ones for 30 s (about 80 on two cores).
+/// 20 fixed seeds, then fresh ones for 20 s (about 50 on two cores).
 const CACHE_BUDGET: Budget = Budget {
-    seconds: 30.0,
+    seconds: 20.0,
     least: 20,
 };
 

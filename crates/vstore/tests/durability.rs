@@ -487,9 +487,9 @@ fn run_with(seed: u64, crash_count: usize) -> Outcome {
     }
 }
 
-/// 100 fixed seeds, then fresh ones for 30 s (about 900 on two cores).
+/// 100 fixed seeds, then fresh ones for 20 s (about 600 on two cores).
 const BUDGET: cordillera_testkit::Budget = cordillera_testkit::Budget {
-    seconds: 30.0,
+    seconds: 20.0,
     least: 100,
 };
 
