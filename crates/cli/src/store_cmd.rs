@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use cordillera_models::presets::parse_size;
 use cordillera_runtime::disk::IoMode;
-use cordillera_runtime::store_server::{create_store, open_store, serve, ServeOptions};
+use cordillera_runtime::store_server::{create_store, open_store, serve, ServeOptions, StoreAuth};
 
 #[derive(Args)]
 pub struct StoreArgs {
@@ -75,6 +75,16 @@ struct ServeArgs {
     /// A label the figures carry (a Sierra logger's rack, as the cluster spec names it).
     #[arg(long)]
     rack: Option<String>,
+    #[command(flatten)]
+    cluster_key: crate::tls_args::ClusterKeyArgs,
+    /// With `--cluster-key`: the file recording which identity owns each client id
+    /// [default: the store's path with `.peers` appended].
+    #[arg(long, value_name = "FILE", requires = "cluster_key")]
+    peers: Option<PathBuf>,
+    /// Listen (or serve `--http`) beyond loopback without credentials (logged as a warning);
+    /// refused otherwise.
+    #[arg(long)]
+    insecure: bool,
 }
 
 #[derive(Args)]
@@ -105,6 +115,14 @@ pub fn run(args: StoreArgs) -> Result<()> {
             Ok(())
         }
         StoreCommand::Serve(a) => {
+            let auth = match a.cluster_key.server()? {
+                Some(tls) => Some(StoreAuth {
+                    tls,
+                    peers: peers_file(&a.path, a.peers.as_deref())?,
+                }),
+                None => None,
+            };
+            check_exposure(a.listen, a.http.as_deref(), auth.is_some(), a.insecure)?;
             let options = ServeOptions {
                 path: a.path,
                 log_bytes: parse_size(&a.size).map_err(anyhow::Error::msg)?,
@@ -118,6 +136,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
                 http: a.http,
                 rack: a.rack,
                 power: Default::default(),
+                auth,
             };
             // One event thread: the store core is a single task, and hand-offs between runtime
             // threads would only add wake-ups to every request (disk I/O has its own threads).
@@ -131,6 +150,52 @@ pub fn run(args: StoreArgs) -> Result<()> {
         StoreCommand::Inspect(a) => inspect(a),
         StoreCommand::Bench(a) => cordillera_harness::store_bench::run(a),
     }
+}
+
+/// Where a store's peer bindings are kept: `--peers`, or beside a store file (a block device's
+/// directory is no place for them).
+fn peers_file(store: &std::path::Path, peers: Option<&std::path::Path>) -> Result<PathBuf> {
+    if let Some(p) = peers {
+        return Ok(p.to_owned());
+    }
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::metadata(store).is_ok_and(|m| m.file_type().is_block_device()) {
+        bail!(
+            "{} is a block device: give --peers FILE for the peer bindings",
+            store.display()
+        );
+    }
+    let mut name = store.as_os_str().to_owned();
+    name.push(".peers");
+    Ok(PathBuf::from(name))
+}
+
+/// The store's port beyond loopback needs `--cluster-key`; its read-only `--http` figures
+/// stay on loopback (they have no token); `--insecure` overrides both.
+fn check_exposure(
+    listen: SocketAddr,
+    http: Option<&str>,
+    authenticated: bool,
+    insecure: bool,
+) -> Result<()> {
+    use cordillera_runtime::tls::{check_exposure, CLUSTER_CREDENTIALS};
+    check_exposure(
+        "the store protocol",
+        listen,
+        authenticated,
+        insecure,
+        CLUSTER_CREDENTIALS,
+    )
+    .map_err(anyhow::Error::msg)?;
+    if let Some(http) = http {
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(http)
+            .map_err(|e| anyhow::anyhow!("--http {http}: {e}"))?
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("--http {http}: no address"))?;
+        check_exposure("--http", addr, false, insecure, "a loopback --http address")
+            .map_err(anyhow::Error::msg)?;
+    }
+    Ok(())
 }
 
 fn inspect(a: InspectArgs) -> Result<()> {

@@ -1,11 +1,13 @@
 //! TLS flags shared by every daemon with an NBD port (`volume serve`, `pool serve`), named as
-//! nbdkit names them.
+//! nbdkit names them; and the cluster key of our own daemons' links (stores and their
+//! clients).
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
 use cordillera_runtime::nbd_server::NbdTls;
+use cordillera_runtime::tls::{TlsClient, TlsServer};
 use cordillera_wire::nbd::haggle::TlsPolicy;
 
 #[derive(Args, Clone, Debug, Default)]
@@ -34,6 +36,39 @@ impl TlsArgs {
     pub fn nbd(&self) -> Result<NbdTls> {
         let (psk, certs) = (self.tls_psk.as_deref(), self.tls_certs.as_deref());
         cordillera_runtime::tls::nbd_tls(self.tls, psk, certs, self.tls_verify_peer)
+            .map_err(anyhow::Error::msg)
+    }
+}
+
+/// Our own daemons' links over TLS with pre-shared keys: a store serving with `--cluster-key`
+/// accepts only the identities in its keys file and binds each client id to the first
+/// identity that uses it; a client (`volume serve`) proves `--cluster-identity` with its key.
+#[derive(Args, Clone, Debug, Default)]
+pub struct ClusterKeyArgs {
+    /// A keys file (psktool's format, `identity:hexkey` lines) for the links between our
+    /// daemons: a server accepts every identity in it, a client proves one.
+    #[arg(long, value_name = "FILE")]
+    pub cluster_key: Option<PathBuf>,
+    /// The identity a client proves [default: the keys file's first].
+    #[arg(long, value_name = "NAME", requires = "cluster_key")]
+    pub cluster_identity: Option<String>,
+}
+
+impl ClusterKeyArgs {
+    pub fn server(&self) -> Result<Option<TlsServer>> {
+        self.cluster_key
+            .as_deref()
+            .map(cordillera_runtime::tls::cluster_server)
+            .transpose()
+            .map_err(anyhow::Error::msg)
+    }
+
+    pub fn client(&self) -> Result<Option<TlsClient>> {
+        let identity = self.cluster_identity.as_deref();
+        self.cluster_key
+            .as_deref()
+            .map(|keys| cordillera_runtime::tls::cluster_client(keys, identity))
+            .transpose()
             .map_err(anyhow::Error::msg)
     }
 }

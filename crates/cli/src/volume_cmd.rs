@@ -110,6 +110,8 @@ struct ServeArgs {
     limits: crate::limit_args::LimitArgs,
     #[command(flatten)]
     tls: crate::tls_args::TlsArgs,
+    #[command(flatten)]
+    cluster_key: crate::tls_args::ClusterKeyArgs,
     /// A file holding the control token for `--metrics` (as `pool serve --control-token`).
     #[arg(long, value_name = "FILE")]
     control_token: Option<PathBuf>,
@@ -338,6 +340,7 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
     o.limits = a.limits.limits()?;
     o.tls = a.tls.nbd()?;
     o.insecure = a.tls.insecure;
+    o.store_tls = a.cluster_key.client()?;
     let token = a.control_token.as_deref();
     o.control_token = token
         .map(cordillera_runtime::http::ControlToken::read)

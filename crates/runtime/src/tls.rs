@@ -131,14 +131,17 @@ impl TlsServer {
         let mut b = base(SslMethod::tls_server())?;
         b.set_cipher_list(PSK_CIPHERS_TLS12)
             .map_err(setup("PSK cipher suites"))?;
-        b.set_psk_server_callback(move |_ssl, identity, out| {
-            let Some(key) = identity.and_then(|id| keys.get(id)) else {
+        b.set_psk_server_callback(move |ssl, identity, out| {
+            let Some((identity, key)) = identity.and_then(|id| Some((id, keys.get(id)?))) else {
                 // Unknown identity: a zero-length key fails the handshake.
                 return Ok(0);
             };
             if key.len() > out.len() {
                 return Ok(0);
             }
+            // OpenSSL does not keep a TLS 1.3 peer's PSK identity where
+            // `SSL_get_psk_identity` finds it: kept with the session here.
+            ssl.set_ex_data(psk_identity_index(), identity.to_vec());
             out[..key.len()].copy_from_slice(key);
             Ok(key.len())
         });
@@ -181,8 +184,16 @@ impl TlsServer {
     }
 }
 
+/// Where the server's PSK callback keeps the identity it accepted.
+fn psk_identity_index() -> openssl::ex_data::Index<Ssl, Vec<u8>> {
+    static INDEX: std::sync::OnceLock<openssl::ex_data::Index<Ssl, Vec<u8>>> =
+        std::sync::OnceLock::new();
+    *INDEX.get_or_init(|| Ssl::new_ex_index().expect("an OpenSSL ex_data index"))
+}
+
 fn peer_of(ssl: &openssl::ssl::SslRef) -> Peer {
-    if let Some(id) = ssl.psk_identity() {
+    let accepted = ssl.ex_data(psk_identity_index()).map(Vec::as_slice);
+    if let Some(id) = accepted.or_else(|| ssl.psk_identity()) {
         return Peer {
             identity: Some(String::from_utf8_lossy(id).into_owned()),
         };
@@ -202,6 +213,15 @@ pub struct TlsClient {
     context: SslContext,
     /// The name the server's certificate must carry (unused with keys).
     server_name: Option<String>,
+}
+
+impl std::fmt::Debug for TlsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.server_name {
+            Some(name) => write!(f, "certificates for {name}"),
+            None => f.write_str("pre-shared key"),
+        }
+    }
 }
 
 impl TlsClient {
@@ -287,6 +307,33 @@ pub fn nbd_tls(
     .map_err(|e| e.to_string())?;
     crate::nbd_server::NbdTls::new(policy, server)
 }
+
+/// The server side of our own daemons' links (`--cluster-key FILE`): every identity in the
+/// keys file is accepted.
+pub fn cluster_server(keys: &Path) -> Result<TlsServer, String> {
+    TlsServer::psk(read_psk_file(keys).map_err(|e| e.to_string())?).map_err(|e| e.to_string())
+}
+
+/// The client side of our own daemons' links: proves `identity` (by default the keys file's
+/// first) with its key from the file.
+pub fn cluster_client(keys: &Path, identity: Option<&str>) -> Result<TlsClient, String> {
+    let file = read_psk_file(keys).map_err(|e| e.to_string())?;
+    let identity = match identity {
+        Some(id) => id.to_owned(),
+        None => file
+            .identities()
+            .next()
+            .expect("a keys file read holds a key")
+            .to_owned(),
+    };
+    let key = file
+        .get(identity.as_bytes())
+        .ok_or_else(|| format!("{}: no key for identity {identity:?}", keys.display()))?;
+    TlsClient::psk(&identity, key).map_err(|e| e.to_string())
+}
+
+/// What protects our own daemons' links: a cluster key.
+pub const CLUSTER_CREDENTIALS: &str = "--cluster-key FILE";
 
 /// Whether a daemon may listen on `addr` for `port`: on loopback always; beyond it only when
 /// the port keeps strangers out (`authenticated`), or when its operator says `--insecure`

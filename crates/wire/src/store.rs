@@ -204,6 +204,7 @@ pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
                         StoreError::NoStore => 3,
                         StoreError::BadRequest => 4,
                         StoreError::Fenced => 5,
+                        StoreError::Denied => 6,
                     });
                 }
             }
@@ -319,6 +320,7 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame, usize)>, WireError> {
                     3 => StoreError::NoStore,
                     4 => StoreError::BadRequest,
                     5 => StoreError::Fenced,
+                    6 => StoreError::Denied,
                     _ => return Err(WireError::Malformed("error code")),
                 }),
                 _ => return Err(WireError::Malformed("reply status")),
@@ -502,6 +504,11 @@ mod tests {
                 id: 7,
                 load,
                 reply: Reply::Error(StoreError::Fenced),
+            },
+            Frame::Reply {
+                id: 8,
+                load,
+                reply: Reply::Error(StoreError::Denied),
             },
             Frame::Load(load),
         ]

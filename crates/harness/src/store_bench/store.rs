@@ -39,6 +39,7 @@ pub(super) fn start_store_with(
         http: None,
         rack: None,
         power: Default::default(),
+        auth: None,
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

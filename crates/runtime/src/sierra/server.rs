@@ -158,7 +158,7 @@ pub async fn serve(options: ServerOptions, ready: impl FnOnce(ServerListening)) 
         let _ = disk_events.blocking_send(Event::Disk(done));
     });
     for (i, l) in spec.loggers.iter().enumerate() {
-        tokio::spawn(store_link(i, l.addr.clone(), events_tx.clone()));
+        tokio::spawn(store_link(i, l.addr.clone(), None, events_tx.clone()));
     }
     let http_addr = match &options.http {
         Some(a) => Some(

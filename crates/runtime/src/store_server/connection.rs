@@ -74,14 +74,19 @@ pub(super) fn request_charge(request: &Request, largest_record: u64) -> u64 {
 /// One connection: frames in, frames out. Each request is charged to the connection's budget
 /// before it goes to the core, and the charge is released once its reply is written: a client
 /// that never reads its replies is no longer read from once its budget is used.
-pub(super) async fn connection(
+/// `identity`: the peer the connection's TLS authenticated, if any (its requests' client ids
+/// are bound to it).
+pub(super) async fn connection<R, W>(
     id: u64,
-    stream: TcpStream,
+    (mut reader, writer): (R, W),
+    identity: Option<String>,
     budget: ConnectionBudget,
     largest_record: Arc<AtomicU64>,
     events: mpsc::Sender<Event>,
-) {
-    let (mut reader, writer) = stream.into_split();
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     // Frames waiting to be written: replies (each holds one of the connection's requests) and
     // at most one load broadcast (sent only when nothing else waits).
     let (sender, outbox) = mpsc::channel::<Outgoing>(budget.requests_max() + 1);
@@ -90,6 +95,7 @@ pub(super) async fn connection(
             connection: id,
             sender,
             unwritten: Arc::new(AtomicUsize::new(0)),
+            identity,
         })
         .await;
     let writing = tokio::spawn(write_frames(writer, outbox));
@@ -186,8 +192,8 @@ pub(super) async fn connection(
 /// waiting goes out in one write: replies completed together (a group commit acknowledges
 /// many) cost one system call, not one each. A lone frame is written without a copy. Frames
 /// are dropped (releasing what they hold) only once written.
-pub(crate) async fn write_frames<T: AsRef<[u8]>>(
-    mut writer: tokio::net::tcp::OwnedWriteHalf,
+pub(crate) async fn write_frames<W: AsyncWrite + Unpin, T: AsRef<[u8]>>(
+    mut writer: W,
     mut outbox: mpsc::Receiver<T>,
 ) {
     let mut gathered: Vec<u8> = Vec::new();
@@ -236,9 +242,9 @@ impl FrameReader {
 
     /// The next frame; `Ok(None)` once the stream ends or fails, `Err` if a frame does not
     /// decode.
-    pub(crate) async fn next(
+    pub(crate) async fn next<R: AsyncRead + Unpin>(
         &mut self,
-        reader: &mut tokio::net::tcp::OwnedReadHalf,
+        reader: &mut R,
     ) -> Result<Option<Frame>, cordillera_wire::store::WireError> {
         loop {
             if let Some((frame, used)) = decode(&self.buffer[self.at..])? {

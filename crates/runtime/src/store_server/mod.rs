@@ -5,6 +5,7 @@
 mod client;
 mod connection;
 mod file;
+mod peers;
 mod report;
 
 use std::collections::{HashMap, VecDeque};
@@ -16,10 +17,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use cordillera_vstore::format::LOG_OFFSET;
-use cordillera_vstore::store::{Config, DiskDone, DiskOp, Reply, Request, Store, WriteBytes};
+use cordillera_vstore::store::{
+    Config, DiskDone, DiskOp, Reply, Request, Store, StoreError, WriteBytes,
+};
 use cordillera_wire::store::{decode, decode_write_head, encode, Frame, Load, WriteHead};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::disk::{run_to_quiet, run_to_quiet_concurrently, Disk, DiskError, DiskFile, IoMode};
@@ -29,6 +32,7 @@ use crate::power::{DiskBusy, PowerReport};
 pub use client::*;
 pub(crate) use connection::*;
 pub use file::*;
+use peers::{Admit, Peers};
 use report::*;
 
 #[derive(Clone, Debug)]
@@ -56,7 +60,21 @@ pub struct ServeOptions {
     pub rack: Option<String>,
     /// The power model the figures' energy is counted by.
     pub power: cordillera_models::power::PowerParams,
+    /// TLS on the port, and each client id bound to its authenticated peer (`--cluster-key`);
+    /// `None`: plain TCP, anyone who reaches the port is served.
+    pub auth: Option<StoreAuth>,
 }
+
+/// A store's authentication: the TLS every connection must complete, and the file recording
+/// which peer owns each client id ([`cordillera_wire::peers`]).
+#[derive(Clone, Debug)]
+pub struct StoreAuth {
+    pub tls: crate::tls::TlsServer,
+    pub peers: PathBuf,
+}
+
+/// How long a connection may take to complete its TLS handshake before its slot is freed.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The store's file opened (recovered) for serving, emulating a device when asked; what the
 /// recovery found is logged.
@@ -87,10 +105,13 @@ fn open_for_serving(options: &ServeOptions) -> Result<(Arc<DiskFile>, Store)> {
     Ok((file, store))
 }
 
-/// Accepts connections (as `admission` allows) and starts each one's task, numbered from 1.
+/// Accepts connections (as `admission` allows) and starts each one's task, numbered from 1;
+/// with `tls`, a connection is served once its handshake completes (within
+/// [`HANDSHAKE_TIMEOUT`]), as the peer it authenticated.
 fn spawn_acceptor(
     listener: TcpListener,
     admission: Admission,
+    tls: Option<crate::tls::TlsServer>,
     largest_record: Arc<AtomicU64>,
     events: mpsc::Sender<Event>,
 ) {
@@ -101,13 +122,27 @@ fn spawn_acceptor(
             let (stream, peer, budget) =
                 crate::limits::accept_admitted(&listener, &admission, "store", &mut refused).await;
             tracing::info!(connection = next, %peer, "client connected");
-            tokio::spawn(connection(
-                next,
-                stream,
-                budget,
-                largest_record.clone(),
-                events.clone(),
-            ));
+            let (id, largest, events, tls) =
+                (next, largest_record.clone(), events.clone(), tls.clone());
+            tokio::spawn(async move {
+                let Some(tls) = tls else {
+                    let halves = stream.into_split();
+                    return connection(id, halves, None, budget, largest, events).await;
+                };
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+                    Ok(Ok((stream, authenticated))) => {
+                        let halves = tokio::io::split(stream);
+                        let identity = authenticated.identity;
+                        connection(id, halves, identity, budget, largest, events).await
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(connection = id, %peer, error = %e, "client refused")
+                    }
+                    Err(_) => {
+                        tracing::warn!(connection = id, %peer, "client refused: no TLS handshake within {HANDSHAKE_TIMEOUT:?}")
+                    }
+                }
+            });
             next += 1;
         }
     });
@@ -152,6 +187,8 @@ enum Event {
         sender: mpsc::Sender<Outgoing>,
         /// Frames sent and not yet written.
         unwritten: Arc<AtomicUsize>,
+        /// The peer its TLS authenticated.
+        identity: Option<String>,
     },
     Closed {
         connection: u64,
@@ -227,7 +264,12 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
     // The largest record the store keeps: what a `read_any` reply may hold.
     let largest_record = Arc::new(AtomicU64::new(store.largest_record_bytes()));
     let accept_largest = largest_record.clone();
-    spawn_acceptor(listener, admission, accept_largest, accept_events);
+    let mut peers = match &options.auth {
+        Some(auth) => Peers::bound_in(&auth.peers)?,
+        None => Peers::default(),
+    };
+    let tls = options.auth.as_ref().map(|a| a.tls.clone());
+    spawn_acceptor(listener, admission, tls, accept_largest, accept_events);
 
     // Whether log writes (not flushes) are done on this task; see where ops are submitted.
     let inline_writes = options.emulate.is_none() && !file.direct;
@@ -240,6 +282,8 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
     // Store request id → (connection, the client's request id, arrival, what it holds).
     let mut requests: Requests = HashMap::new();
     let mut next_request = 1u64;
+    // Requests answered without the store (a client id bound to another peer).
+    let mut answered: VecDeque<(u64, Reply)> = VecDeque::new();
     let mut load = LoadMeter::default();
     let mut broadcast = tokio::time::interval(options.broadcast);
     // The sender is kept so that the branch below never sees the channel closed.
@@ -255,8 +299,8 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
                     event,
                     &mut inbox,
                     &mut store,
-                    (&mut requests, &mut next_request),
-                    &mut connections,
+                    (&mut requests, &mut next_request, &mut answered),
+                    (&mut connections, &mut peers),
                     &mut busy,
                     &now,
                 );
@@ -348,7 +392,12 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
             *shared.lock().expect("stats") = store.stats();
         }
         largest_record.store(store.largest_record_bytes(), Ordering::Relaxed);
-        send_replies(&mut store, &mut requests, &connections, &mut load);
+        send_replies(
+            &mut store,
+            (&mut requests, &mut answered),
+            &connections,
+            &mut load,
+        );
     }
     disk.stop();
     Ok(())
@@ -361,8 +410,8 @@ fn take_events(
     mut event: Event,
     inbox: &mut mpsc::Receiver<Event>,
     store: &mut Store,
-    (requests, next_request): (&mut Requests, &mut u64),
-    connections: &mut Connections,
+    (requests, next_request, answered): (&mut Requests, &mut u64, &mut VecDeque<(u64, Reply)>),
+    (connections, peers): (&mut Connections, &mut Peers),
     busy: &mut DiskBusy,
     now: &dyn Fn() -> u64,
 ) -> Result<(), DiskError> {
@@ -377,7 +426,10 @@ fn take_events(
                 let internal = *next_request;
                 *next_request += 1;
                 requests.insert(internal, (connection, id, Instant::now(), charge));
-                store.handle_request(now(), internal, request);
+                match peers.admit(connection, &request) {
+                    Admit::Serve => store.handle_request(now(), internal, request),
+                    Admit::Deny => answered.push_back((internal, Reply::Error(StoreError::Denied))),
+                }
             }
             Event::Disk(Ok(done)) => {
                 busy.finished(1);
@@ -388,11 +440,14 @@ fn take_events(
                 connection,
                 sender,
                 unwritten,
+                identity,
             } => {
                 connections.insert(connection, (sender, unwritten));
+                peers.connected(connection, identity);
             }
             Event::Closed { connection } => {
                 connections.remove(&connection);
+                peers.closed(connection);
             }
         }
         match inbox.try_recv() {
@@ -521,11 +576,11 @@ fn write_inline(
 /// is still there); a reply holds its request's charge until it is written.
 fn send_replies(
     store: &mut Store,
-    requests: &mut Requests,
+    (requests, answered): (&mut Requests, &mut VecDeque<(u64, Reply)>),
     connections: &Connections,
     load: &mut LoadMeter,
 ) {
-    while let Some((internal, reply)) = store.poll_reply() {
+    while let Some((internal, reply)) = answered.pop_front().or_else(|| store.poll_reply()) {
         let Some((connection, id, arrived, mut charge)) = requests.remove(&internal) else {
             continue;
         };

@@ -91,6 +91,8 @@ pub struct VolumeOptions {
     pub control_token: Option<crate::http::ControlToken>,
     /// Listen beyond loopback without credentials (`--insecure`); refused otherwise.
     pub insecure: bool,
+    /// The links to the stores over TLS with this key (`--cluster-key`); plain TCP when `None`.
+    pub store_tls: Option<crate::tls::TlsClient>,
     /// A write every store refuses as full is answered ENOSPC after this.
     pub full_timeout: Duration,
     /// An off-loaded write with fewer than N copies fails (EIO) after this.
@@ -124,6 +126,7 @@ impl VolumeOptions {
             tls: crate::nbd_server::NbdTls::default(),
             control_token: None,
             insecure: false,
+            store_tls: None,
             full_timeout: Duration::from_secs(5),
             // Past the store request timeout: a copy held by a stalled store is sent to
             // another once the stalled one counts as failed, before the write gives up.
@@ -316,7 +319,8 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
     let (requests, request_inbox) = mpsc::channel::<Upward>(request_slots);
     let (events, inbox) = mpsc::channel::<Event>(INBOX_EVENTS);
     for (i, address) in label.stores.iter().enumerate() {
-        tokio::spawn(store_link(i, address.clone(), events.clone()));
+        let tls = options.store_tls.clone();
+        tokio::spawn(store_link(i, address.clone(), tls, events.clone()));
     }
     let disk_events = events.clone();
     // Called on the disk's worker threads (not the runtime's), which may block.
@@ -677,7 +681,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap().to_string();
         let (events, mut inbox) = mpsc::channel::<Event>(INBOX_EVENTS);
-        let link = tokio::spawn(store_link(0, address, events));
+        let link = tokio::spawn(store_link(0, address, None, events));
         let (mut store, _) = listener.accept().await.unwrap();
         let mut frame = Vec::new();
         encode(&Frame::Load(Default::default()), &mut frame);

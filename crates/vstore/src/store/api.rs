@@ -129,6 +129,10 @@ pub enum StoreError {
     BadRequest,
     #[error("fenced: a newer incarnation of this client has recovered from the store")]
     Fenced,
+    /// Given by the store's server, never by the core: the client id belongs to another
+    /// authenticated peer (each id is bound to the first peer that used it).
+    #[error("denied: this client id belongs to another authenticated peer")]
+    Denied,
 }
 
 /// A disk operation, on byte offsets of the store's file or device.
