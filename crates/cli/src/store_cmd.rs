@@ -8,7 +8,9 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use cordillera_models::presets::parse_size;
 use cordillera_runtime::disk::IoMode;
-use cordillera_runtime::store_server::{create_store, open_store, serve, ServeOptions, StoreAuth};
+use cordillera_runtime::store_server::{
+    check_exposure, create_store, peers_file, serve, ServeOptions, StoreAuth,
+};
 
 #[derive(Args)]
 pub struct StoreArgs {
@@ -118,11 +120,12 @@ pub fn run(args: StoreArgs) -> Result<()> {
             let auth = match a.cluster_key.server()? {
                 Some(tls) => Some(StoreAuth {
                     tls,
-                    peers: peers_file(&a.path, a.peers.as_deref())?,
+                    peers: peers_file(&a.path, a.peers.as_deref()).map_err(anyhow::Error::msg)?,
                 }),
                 None => None,
             };
-            check_exposure(a.listen, a.http.as_deref(), auth.is_some(), a.insecure)?;
+            check_exposure(a.listen, a.http.as_deref(), auth.is_some(), a.insecure)
+                .map_err(anyhow::Error::msg)?;
             let options = ServeOptions {
                 path: a.path,
                 log_bytes: parse_size(&a.size).map_err(anyhow::Error::msg)?,
@@ -152,111 +155,10 @@ pub fn run(args: StoreArgs) -> Result<()> {
     }
 }
 
-/// Where a store's peer bindings are kept: `--peers`, or beside a store file (a block device's
-/// directory is no place for them).
-fn peers_file(store: &std::path::Path, peers: Option<&std::path::Path>) -> Result<PathBuf> {
-    if let Some(p) = peers {
-        return Ok(p.to_owned());
-    }
-    use std::os::unix::fs::FileTypeExt;
-    if std::fs::metadata(store).is_ok_and(|m| m.file_type().is_block_device()) {
-        bail!(
-            "{} is a block device: give --peers FILE for the peer bindings",
-            store.display()
-        );
-    }
-    let mut name = store.as_os_str().to_owned();
-    name.push(".peers");
-    Ok(PathBuf::from(name))
-}
-
-/// The store's port beyond loopback needs `--cluster-key`; its read-only `--http` figures
-/// stay on loopback (they have no token); `--insecure` overrides both.
-fn check_exposure(
-    listen: SocketAddr,
-    http: Option<&str>,
-    authenticated: bool,
-    insecure: bool,
-) -> Result<()> {
-    use cordillera_runtime::tls::{check_exposure, CLUSTER_CREDENTIALS};
-    check_exposure(
-        "the store protocol",
-        listen,
-        authenticated,
-        insecure,
-        CLUSTER_CREDENTIALS,
-    )
-    .map_err(anyhow::Error::msg)?;
-    if let Some(http) = http {
-        let addr = std::net::ToSocketAddrs::to_socket_addrs(http)
-            .map_err(|e| anyhow::anyhow!("--http {http}: {e}"))?
-            .next()
-            .ok_or_else(|| anyhow::anyhow!("--http {http}: no address"))?;
-        check_exposure("--http", addr, false, insecure, "a loopback --http address")
-            .map_err(anyhow::Error::msg)?;
-    }
-    Ok(())
-}
-
 fn inspect(a: InspectArgs) -> Result<()> {
-    if !a.path.exists() {
-        bail!("{} does not exist", a.path.display());
-    }
-    let started = std::time::Instant::now();
-    let (_, store) = open_store(&a.path, 0, 1, IoMode::Buffered, false)?;
-    let elapsed = started.elapsed();
-    let sb = store.superblock();
-    let stats = store.stats();
-    let clients = store.clients();
-    if a.json {
-        let json = serde_json::json!({
-            "store_id": format!("{:032x}", sb.store_id),
-            "generation": sb.generation,
-            "log_bytes": sb.log_bytes,
-            "tail": sb.tail,
-            "tail_seq": sb.tail_seq,
-            "records_verified": stats.records_scanned,
-            "bytes_scanned": stats.bytes_scanned,
-            "valid_data_bytes": stats.valid_data_bytes,
-            "used_bytes": store.used_bytes(),
-            "scan_seconds": elapsed.as_secs_f64(),
-            "clients": clients.iter().map(|(c, extents)| serde_json::json!({
-                "client": c,
-                "ranges": extents.iter().map(|e| serde_json::json!({"volume": e.volume, "offset_bytes": e.offset_bytes, "length_bytes": e.length_bytes, "version": e.version})).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-        });
-        println!("{}", serde_json::to_string_pretty(&json)?);
-        return Ok(());
-    }
-    println!(
-        "store {:032x}, format v{}, superblock generation {}",
-        sb.store_id,
-        cordillera_vstore::format::FORMAT_VERSION,
-        sb.generation
+    print!(
+        "{}",
+        cordillera_runtime::store_server::inspect(&a.path, a.json)?
     );
-    println!(
-        "log: {} bytes; durable tail at {} (record {}); {} bytes in use",
-        sb.log_bytes,
-        sb.tail,
-        sb.tail_seq,
-        store.used_bytes()
-    );
-    println!("verified {} records ({} bytes) from the tail to the head in {:.3} s; {} bytes of valid data", stats.records_scanned, stats.bytes_scanned, elapsed.as_secs_f64(), stats.valid_data_bytes);
-    println!("{}", store.describe());
-    for (client, extents) in &clients {
-        println!("client {client}: {} valid ranges", extents.len());
-        for e in extents.iter().take(20) {
-            println!(
-                "  volume {} bytes {}..{} version {}",
-                e.volume,
-                e.offset_bytes,
-                e.offset_bytes + e.length_bytes,
-                e.version
-            );
-        }
-        if extents.len() > 20 {
-            println!("  … {} more (--json lists all)", extents.len() - 20);
-        }
-    }
     Ok(())
 }

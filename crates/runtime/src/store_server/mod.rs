@@ -32,6 +32,7 @@ use crate::power::{DiskBusy, PowerReport};
 pub use client::*;
 pub(crate) use connection::*;
 pub use file::*;
+pub use peers::{check_exposure, peers_file};
 use peers::{Admit, Peers};
 use report::*;
 
@@ -148,6 +149,25 @@ fn spawn_acceptor(
     });
 }
 
+/// Reads the peer bindings (with `--cluster-key`) and starts accepting connections, as the
+/// options' limits admit them.
+fn start_accepting(
+    listener: TcpListener,
+    options: &ServeOptions,
+    largest_record: Arc<AtomicU64>,
+    events: mpsc::Sender<Event>,
+) -> Result<Peers> {
+    let admission =
+        Admission::new(options.limits.clone()).evict_idle(crate::limits::IDLE_EVICT_AFTER);
+    let peers = match &options.auth {
+        Some(auth) => Peers::bound_in(&auth.peers)?,
+        None => Peers::default(),
+    };
+    let tls = options.auth.as_ref().map(|a| a.tls.clone());
+    spawn_acceptor(listener, admission, tls, largest_record, events);
+    Ok(peers)
+}
+
 /// Requests the store has not answered: its id → (connection, the client's request id,
 /// arrival, what it holds).
 type Requests = HashMap<u64, (u64, u64, Instant, Charge)>;
@@ -258,18 +278,9 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
     let disk = Disk::start(file.clone(), move |done| {
         let _ = disk_events.blocking_send(Event::Disk(done));
     });
-    let accept_events = events.clone();
-    let admission =
-        Admission::new(options.limits.clone()).evict_idle(crate::limits::IDLE_EVICT_AFTER);
     // The largest record the store keeps: what a `read_any` reply may hold.
     let largest_record = Arc::new(AtomicU64::new(store.largest_record_bytes()));
-    let accept_largest = largest_record.clone();
-    let mut peers = match &options.auth {
-        Some(auth) => Peers::bound_in(&auth.peers)?,
-        None => Peers::default(),
-    };
-    let tls = options.auth.as_ref().map(|a| a.tls.clone());
-    spawn_acceptor(listener, admission, tls, accept_largest, accept_events);
+    let mut peers = start_accepting(listener, &options, largest_record.clone(), events.clone())?;
 
     // Whether log writes (not flushes) are done on this task; see where ops are submitted.
     let inline_writes = options.emulate.is_none() && !file.direct;

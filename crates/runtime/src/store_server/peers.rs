@@ -1,8 +1,13 @@
-//! Client ids bound to authenticated peers (`store serve --cluster-key`): the first peer that
+//! Who may use a store: its port beyond loopback only with a cluster key ([`check_exposure`]),
+//! and client ids bound to authenticated peers (`store serve --cluster-key`): the first peer that
 //! uses a client id owns it, recorded durably in the bindings file
 //! ([`cordillera_wire::peers`]) before that request is served; any other peer's request for it
 //! is answered `Denied` without reaching the store, so a forged id reads, writes and deletes
 //! nothing. Connections without an authenticated peer (no TLS) are not bound.
+//!
+//! One id is nobody's: [`PROBE_CLIENT`], which every off-load client reads to learn whether a
+//! store it counts as failed answers again. Any authenticated peer may read it (it holds
+//! nothing); nobody may write, delete, recover or read-any it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -10,6 +15,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use cordillera_vstore::store::Request;
+
+/// The id off-load clients probe a store with (`cordillera_offload::client`'s, which never
+/// owns data).
+pub(super) const PROBE_CLIENT: u64 = u64::MAX;
 
 /// The bindings of a store, and the authenticated peer of each open connection.
 #[derive(Default)]
@@ -54,6 +63,12 @@ impl Peers {
             return Admit::Deny;
         };
         let client = client_of(request);
+        if client == PROBE_CLIENT {
+            return match request {
+                Request::Read { .. } => Admit::Serve,
+                _ => Admit::Deny,
+            };
+        }
         match bindings.admit(client, identity) {
             Ok(true) => Admit::Serve,
             Ok(false) => {
@@ -137,6 +152,50 @@ impl PeerBindings {
     }
 }
 
+/// Where a store's peer bindings are kept: `explicit` (`--peers`), or beside a store file (a
+/// block device's directory is no place for them).
+pub fn peers_file(store: &Path, explicit: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(p) = explicit {
+        return Ok(p.to_owned());
+    }
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::metadata(store).is_ok_and(|m| m.file_type().is_block_device()) {
+        return Err(format!(
+            "{} is a block device: give --peers FILE for the peer bindings",
+            store.display()
+        ));
+    }
+    let mut name = store.as_os_str().to_owned();
+    name.push(".peers");
+    Ok(PathBuf::from(name))
+}
+
+/// The store's port beyond loopback needs `--cluster-key` (`authenticated`); its read-only
+/// `--http` figures stay on loopback (they have no token); `insecure` overrides both.
+pub fn check_exposure(
+    listen: std::net::SocketAddr,
+    http: Option<&str>,
+    authenticated: bool,
+    insecure: bool,
+) -> Result<(), String> {
+    use crate::tls::{check_exposure, CLUSTER_CREDENTIALS};
+    check_exposure(
+        "the store protocol",
+        listen,
+        authenticated,
+        insecure,
+        CLUSTER_CREDENTIALS,
+    )?;
+    if let Some(http) = http {
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(http)
+            .map_err(|e| format!("--http {http}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("--http {http}: no address"))?;
+        check_exposure("--http", addr, false, insecure, "a loopback --http address")?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +221,17 @@ mod tests {
         assert_eq!(peers.admit(2, &read(7)), Admit::Deny);
         assert_eq!(peers.admit(2, &read(8)), Admit::Serve);
         assert_eq!(peers.admit(3, &read(9)), Admit::Deny, "unauthenticated");
+        // Every peer probes with the probe id, which nobody owns or writes.
+        assert_eq!(peers.admit(1, &read(PROBE_CLIENT)), Admit::Serve);
+        assert_eq!(peers.admit(2, &read(PROBE_CLIENT)), Admit::Serve);
+        let probe_write = Request::Write {
+            client: PROBE_CLIENT,
+            volume: 1,
+            offset_bytes: 0,
+            version: 1,
+            data: vec![1; 4096],
+        };
+        assert_eq!(peers.admit(1, &probe_write), Admit::Deny);
         // A torn append after the two bindings is dropped at the next start.
         std::fs::OpenOptions::new()
             .append(true)
