@@ -6,7 +6,6 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use cordillera_runtime::sierra::mds::{serve, EtcdOptions, MdsOptions};
 use cordillera_runtime::sierra::spec::ClusterSpec;
-use cordillera_wire::sierra::Frame;
 
 #[derive(Args)]
 pub struct ClusterArgs {
@@ -146,6 +145,8 @@ struct MdsArgs {
     /// active one stops renewing it.
     #[arg(long, default_value_t = 5)]
     mds_lease_seconds: u64,
+    #[command(flatten)]
+    cluster_key: crate::tls_args::ClusterKeyArgs,
 }
 
 #[derive(Args)]
@@ -179,6 +180,8 @@ struct ServerArgs {
     /// I/O to the chunk file: `buffered`, `direct` or `auto`.
     #[arg(long, default_value = "buffered")]
     io: cordillera_runtime::disk::IoMode,
+    #[command(flatten)]
+    cluster_key: crate::tls_args::ClusterKeyArgs,
 }
 
 #[derive(Args)]
@@ -188,6 +191,8 @@ struct GearArgs {
     /// The MDS's address.
     #[arg(long)]
     mds: String,
+    #[command(flatten)]
+    cluster_key: crate::tls_args::ClusterKeyArgs,
 }
 
 pub fn run(args: ClusterArgs) -> Result<()> {
@@ -246,6 +251,7 @@ pub fn run(args: ClusterArgs) -> Result<()> {
                     prefix: a.etcd_prefix,
                     lease_s: a.mds_lease_seconds,
                 }),
+                tls: a.cluster_key.sierra()?,
             };
             if options.etcd.as_ref().is_some_and(|e| e.lease_s < 2) {
                 anyhow::bail!("--mds-lease-seconds must be at least 2 (etcd's shortest lease)");
@@ -296,6 +302,7 @@ fn server(a: ServerArgs) -> Result<()> {
         http: a.http,
         io: a.io,
         power,
+        tls: a.cluster_key.sierra()?,
     };
     crate::serve_until_interrupted(
         2,
@@ -309,24 +316,9 @@ fn server(a: ServerArgs) -> Result<()> {
 }
 
 fn gear(a: GearArgs) -> Result<()> {
-    let g: u8 = match a.gear.as_str() {
-        "plan" => 0,
-        n => n
-            .parse()
-            .ok()
-            .filter(|&g| g >= 1)
-            .ok_or_else(|| anyhow!("the gear is 1 … replicas, or `plan` (not {n:?})"))?,
-    };
-    let answer = crate::block_on(
-        1,
-        cordillera_runtime::sierra::net::ask_mds(&a.mds, &Frame::Gear(g)),
-    )?;
-    match answer {
-        Frame::Gear(now) if g == 0 => println!("following the plan: gear {now}"),
-        Frame::Gear(now) => println!("gear {now}"),
-        Frame::Refused(why) => bail!("the MDS refused: {why}"),
-        other => bail!("unexpected answer from the MDS: {other:?}"),
-    }
+    let tls = a.cluster_key.sierra()?;
+    let ask = cordillera_runtime::sierra::net::shift_gear(&a.mds, tls.as_ref(), &a.gear);
+    println!("{}", crate::block_on(1, ask)?);
     Ok(())
 }
 

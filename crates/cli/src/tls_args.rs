@@ -63,6 +63,14 @@ impl ClusterKeyArgs {
             .map_err(anyhow::Error::msg)
     }
 
+    /// A Sierra daemon's links (both sides).
+    pub fn sierra(&self) -> Result<Option<cordillera_runtime::sierra::net::ClusterTls>> {
+        let identity = self.cluster_identity.as_deref();
+        let tls = |keys| cordillera_runtime::sierra::net::ClusterTls::from_keys(keys, identity);
+        let keys = self.cluster_key.as_deref();
+        keys.map(tls).transpose().map_err(anyhow::Error::msg)
+    }
+
     pub fn client(&self) -> Result<Option<TlsClient>> {
         let identity = self.cluster_identity.as_deref();
         self.cluster_key

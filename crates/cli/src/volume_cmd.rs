@@ -277,6 +277,7 @@ fn serve_cluster(a: ServeArgs) -> Result<()> {
         export,
         http: a.metrics.map(|m| m.to_string()),
         insecure: a.tls.insecure,
+        tls: a.cluster_key.sierra()?,
     };
     crate::serve_until_interrupted(
         2,

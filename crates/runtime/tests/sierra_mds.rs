@@ -83,6 +83,7 @@ async fn start(
         listen: Some("127.0.0.1:0".into()),
         http: None,
         etcd: None,
+        tls: None,
     };
     let task = tokio::spawn(serve(options, move |l| {
         if let Some(tx) = tx.take() {
@@ -258,6 +259,7 @@ async fn peers_announcing_long_frames_are_held_to_the_memory_budgets() {
         listen: Some("127.0.0.1:0".into()),
         http: Some("127.0.0.1:0".into()),
         etcd: None,
+        tls: None,
     };
     tokio::spawn(serve(options, move |l| {
         if let Some(tx) = tx.take() {

@@ -26,7 +26,7 @@ use cordillera_wire::sierra::Frame;
 use cordillera_wire::store::{encode as encode_store, Frame as StoreFrame};
 
 use super::load_report::{unix_second, LoadCounter};
-use super::net::{Net, NetEvent};
+use super::net::{ClusterTls, Net, NetEvent};
 use super::spec::ClusterSpec;
 use crate::disk::{Disk, DiskError, DiskFile, IoMode};
 use crate::emulate::{EmulateSpec, Emulator};
@@ -47,6 +47,8 @@ pub struct ServerOptions {
     pub io: IoMode,
     /// The power model (its wake-up delay is waited for on a wake request).
     pub power: PowerParams,
+    /// Every link (MDS, peers, clients, loggers) inside TLS with the cluster's key.
+    pub tls: Option<ClusterTls>,
 }
 
 pub struct ServerListening {
@@ -93,8 +95,8 @@ struct Daemon {
 }
 
 /// Asks the MDS for the cluster spec (as a client: the cluster id is not known yet).
-pub async fn fetch_spec(mds: &str) -> Result<ClusterSpec> {
-    match super::net::ask_mds(mds, &Frame::SpecRequest).await? {
+pub async fn fetch_spec(mds: &str, tls: Option<&ClusterTls>) -> Result<ClusterSpec> {
+    match super::net::ask_mds(mds, tls, &Frame::SpecRequest).await? {
         Frame::Spec(text) => ClusterSpec::parse(&text),
         Frame::Refused(why) => bail!("the MDS at {mds} refused: {why}"),
         other => bail!("unexpected answer from the MDS at {mds}: {other:?}"),
@@ -102,7 +104,7 @@ pub async fn fetch_spec(mds: &str) -> Result<ClusterSpec> {
 }
 
 pub async fn serve(options: ServerOptions, ready: impl FnOnce(ServerListening)) -> Result<()> {
-    let spec = fetch_spec(&options.mds).await?;
+    let spec = fetch_spec(&options.mds, options.tls.as_ref()).await?;
     let id = options.id;
     let Some(own) = spec.servers.get(id as usize).cloned() else {
         bail!(
@@ -152,13 +154,15 @@ pub async fn serve(options: ServerOptions, ready: impl FnOnce(ServerListening)) 
         addresses,
         net_tx,
     );
+    net.set_tls(options.tls.clone());
     net.listen(listener);
     let disk_events = events_tx.clone();
     let disk = Disk::start(Arc::new(file), move |done| {
         let _ = disk_events.blocking_send(Event::Disk(done));
     });
     for (i, l) in spec.loggers.iter().enumerate() {
-        tokio::spawn(store_link(i, l.addr.clone(), None, events_tx.clone()));
+        let tls = options.tls.as_ref().map(|t| t.client.clone());
+        tokio::spawn(store_link(i, l.addr.clone(), tls, events_tx.clone()));
     }
     let http_addr = match &options.http {
         Some(a) => Some(

@@ -36,6 +36,8 @@ pub struct ClusterVolumeOptions {
     pub http: Option<String>,
     /// Listen beyond loopback without credentials (`--insecure`); refused otherwise.
     pub insecure: bool,
+    /// The links to the MDS and chunk servers inside TLS with the cluster's key.
+    pub tls: Option<super::net::ClusterTls>,
 }
 
 /// The NBD port beyond loopback only with `--tls require`, `/metrics` only on loopback (it
@@ -289,7 +291,7 @@ pub async fn serve(
     ready: impl FnOnce(ClusterVolumeListening),
 ) -> Result<()> {
     check_exposure(&options)?;
-    let spec = fetch_spec(&options.mds).await?;
+    let spec = fetch_spec(&options.mds, options.tls.as_ref()).await?;
     let object = object_id(&options.object);
     let mut addresses: HashMap<Endpoint, String> = spec
         .servers
@@ -302,13 +304,14 @@ pub async fn serve(
     let client_id = (r as u32).min(u32::MAX - (1 << 24));
     let incarnation = (r >> 40) as u32 & 0xffff;
     let (net_tx, mut net_rx) = mpsc::channel(4096);
-    let net = Net::new(
+    let mut net = Net::new(
         spec.cluster,
         Endpoint::Client(client_id),
         incarnation as u64,
         addresses,
         net_tx,
     );
+    net.set_tls(options.tls.clone());
     let mut config = ClientConfig::new(client_id);
     config.incarnation = incarnation;
     // A request waits out a failure rather than fail it: the MDS's suspicion (the heartbeat

@@ -45,6 +45,8 @@ pub struct MdsOptions {
     pub http: Option<String>,
     /// Keep the state in etcd and take turns with other MDS processes (one active).
     pub etcd: Option<EtcdOptions>,
+    /// Every link inside TLS with the cluster's key.
+    pub tls: Option<super::net::ClusterTls>,
 }
 
 /// `cluster mds --etcd`: where the state is kept and how leadership is held.
@@ -373,6 +375,7 @@ async fn run(
         addresses,
         net_tx,
     );
+    net.set_tls(options.tls.clone());
     net.listen(listener);
     tracing::info!(%addr, cluster = spec.cluster, servers = spec.servers.len(), "MDS listening");
     ready(MdsListening {

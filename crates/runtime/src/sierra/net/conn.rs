@@ -8,16 +8,25 @@ use std::time::Duration;
 
 use cordillera_gears::protocol::Endpoint;
 use cordillera_wire::sierra::{decode, encode, frame_length, Frame};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
 
+use super::ClusterTls;
 use super::{
     NetEvent, ANY_CLUSTER, BODY_TIMEOUT, DIAL_TIMEOUT, FRAME_MAX, HELLO_BYTES_MAX, HELLO_TIMEOUT,
     LINK_FRAMES, SMALL_FRAME,
 };
 use crate::limits::{Charge, ConnectionBudget};
+
+/// A connection's halves: TCP's own, or inside TLS (`--cluster-key`).
+pub(super) type Reader = Box<dyn AsyncRead + Send + Unpin>;
+pub(super) type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
+fn plain(stream: TcpStream) -> (Reader, Writer) {
+    let (r, w) = stream.into_split();
+    (Box::new(r), Box::new(w))
+}
 
 pub(super) async fn dial(
     endpoint: Endpoint,
@@ -26,6 +35,7 @@ pub(super) async fn dial(
     hello: Frame,
     events: mpsc::Sender<NetEvent>,
     budget: Option<ConnectionBudget>,
+    tls: Option<ClusterTls>,
 ) {
     let unreachable = |error: String| NetEvent::Unreachable {
         endpoint,
@@ -42,7 +52,7 @@ pub(super) async fn dial(
     // not answer).
     let mut errors = Vec::new();
     for address in address.split(',').map(str::trim).filter(|a| !a.is_empty()) {
-        match connect(endpoint, address, &hello).await {
+        match connect(endpoint, address, &hello, tls.as_ref()).await {
             Ok((reader, writer, incarnation)) => {
                 run_connection(endpoint, conn, incarnation, reader, writer, events, budget).await;
                 return;
@@ -53,20 +63,31 @@ pub(super) async fn dial(
     let _ = events.send(unreachable(errors.join("; "))).await;
 }
 
-/// Connects to `address` and says `hello`; from the MDS, waits for its answering hello (its
-/// incarnation; 0 from others).
+/// Connects to `address` (and, with `tls`, authenticates) and says `hello`; from the MDS,
+/// waits for its answering hello (its incarnation; 0 from others).
 pub(super) async fn connect(
     endpoint: Endpoint,
     address: &str,
     hello: &Frame,
-) -> Result<(OwnedReadHalf, OwnedWriteHalf, u64), String> {
+    tls: Option<&ClusterTls>,
+) -> Result<(Reader, Writer, u64), String> {
     let stream = match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(address)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(e.to_string()),
         Err(_) => return Err(format!("no answer in {DIAL_TIMEOUT:?}")),
     };
     let _ = stream.set_nodelay(true);
-    let (mut reader, mut writer) = stream.into_split();
+    let (mut reader, mut writer) = match tls {
+        None => plain(stream),
+        Some(tls) => match tokio::time::timeout(HELLO_TIMEOUT, tls.client.connect(stream)).await {
+            Ok(Ok(stream)) => {
+                let (r, w) = tokio::io::split(stream);
+                (Box::new(r) as Reader, Box::new(w) as Writer)
+            }
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err(format!("no TLS handshake in {HELLO_TIMEOUT:?}")),
+        },
+    };
     let mut bytes = Vec::new();
     encode(hello, &mut bytes);
     if writer.write_all(&bytes).await.is_err() {
@@ -91,7 +112,10 @@ pub(super) async fn connect(
     }
 }
 
-/// An accepted connection: its hello first (from our cluster), then frames both ways.
+/// An accepted connection: with `tls`, its handshake (a peer without the cluster key is
+/// dropped before it can say anything); then its hello (from our cluster), then frames both
+/// ways.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn accepted(
     stream: TcpStream,
     conn: u64,
@@ -100,9 +124,29 @@ pub(super) async fn accepted(
     standby: Arc<AtomicBool>,
     mut budget: ConnectionBudget,
     answer: Option<Arc<Vec<u8>>>,
+    tls: Option<ClusterTls>,
 ) {
     let _ = stream.set_nodelay(true);
-    let (mut reader, mut writer) = stream.into_split();
+    let (mut reader, mut writer) = match tls {
+        None => plain(stream),
+        Some(tls) => match budget
+            .handshake(HELLO_TIMEOUT, tls.server.accept(stream))
+            .await
+        {
+            Ok(Ok((stream, _))) => {
+                let (r, w) = tokio::io::split(stream);
+                (Box::new(r) as Reader, Box::new(w) as Writer)
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(conn, error = %e, "connection refused: no cluster key");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(conn, error = %e, "connection refused: no TLS handshake");
+                return;
+            }
+        },
+    };
     let hello = budget
         .handshake(HELLO_TIMEOUT, read_small(&mut reader))
         .await;
@@ -142,7 +186,7 @@ pub(super) async fn accepted(
 }
 
 /// Tells the peer why, then closes.
-async fn refuse(mut writer: OwnedWriteHalf, why: String) {
+async fn refuse(mut writer: Writer, why: String) {
     let mut bytes = Vec::new();
     encode(&Frame::Refused(why), &mut bytes);
     let _ = writer.write_all(&bytes).await;
@@ -154,8 +198,8 @@ async fn run_connection(
     endpoint: Endpoint,
     conn: u64,
     incarnation: u64,
-    mut reader: OwnedReadHalf,
-    writer: OwnedWriteHalf,
+    mut reader: Reader,
+    writer: Writer,
     events: mpsc::Sender<NetEvent>,
     budget: ConnectionBudget,
 ) {
@@ -207,7 +251,7 @@ async fn run_connection(
     let _ = events.send(NetEvent::Closed { endpoint, conn }).await;
 }
 
-async fn write_frames(mut writer: OwnedWriteHalf, mut outbox: mpsc::Receiver<Vec<u8>>) {
+async fn write_frames(mut writer: Writer, mut outbox: mpsc::Receiver<Vec<u8>>) {
     let mut buffer = Vec::new();
     while let Some(first) = outbox.recv().await {
         buffer.clear();
@@ -227,14 +271,14 @@ async fn write_frames(mut writer: OwnedWriteHalf, mut outbox: mpsc::Receiver<Vec
 }
 
 /// One frame: `Ok(None)` at a clean end of the stream between frames.
-pub async fn read_frame(reader: &mut OwnedReadHalf) -> Result<Option<Frame>, String> {
+pub async fn read_frame(reader: &mut Reader) -> Result<Option<Frame>, String> {
     Ok(read_charged(reader, FRAME_MAX, None)
         .await?
         .map(|(frame, _)| frame))
 }
 
 /// A hello or a wake: at most [`HELLO_BYTES_MAX`] bytes.
-pub(super) async fn read_small(reader: &mut OwnedReadHalf) -> Result<Option<Frame>, String> {
+pub(super) async fn read_small(reader: &mut Reader) -> Result<Option<Frame>, String> {
     Ok(read_charged(reader, HELLO_BYTES_MAX, None)
         .await?
         .map(|(frame, _)| frame))
@@ -243,7 +287,7 @@ pub(super) async fn read_small(reader: &mut OwnedReadHalf) -> Result<Option<Fram
 /// One frame of at most `max` bytes (its length included), charged to `budget` (if any)
 /// before its body is read.
 async fn read_charged(
-    reader: &mut OwnedReadHalf,
+    reader: &mut Reader,
     max: usize,
     budget: Option<&ConnectionBudget>,
 ) -> Result<Option<(Frame, Option<Charge>)>, String> {

@@ -32,6 +32,26 @@ mod conn;
 pub use conn::read_frame;
 use conn::{accepted, connect, dial};
 
+/// The links of a cluster whose daemons share a key (`--cluster-key`): every connection, in
+/// either direction, runs inside TLS with pre-shared keys, and its hello (the cluster id) is
+/// read only after the handshake.
+#[derive(Clone, Debug)]
+pub struct ClusterTls {
+    pub server: crate::tls::TlsServer,
+    pub client: crate::tls::TlsClient,
+}
+
+impl ClusterTls {
+    /// Both sides from the keys file: every identity in it accepted, `identity` (by default
+    /// the file's first) proved.
+    pub fn from_keys(keys: &std::path::Path, identity: Option<&str>) -> Result<ClusterTls, String> {
+        Ok(ClusterTls {
+            server: crate::tls::cluster_server(keys)?,
+            client: crate::tls::cluster_client(keys, identity)?,
+        })
+    }
+}
+
 /// The cluster a client names before it knows the cluster's id (it asks the MDS for the
 /// spec): accepted from clients only.
 pub const ANY_CLUSTER: u64 = 0;
@@ -136,6 +156,8 @@ pub struct Net {
     mds_term: u64,
     /// Connections closed for that; their frames still in flight are dropped.
     fenced: std::collections::HashSet<u64>,
+    /// TLS on every connection (`--cluster-key`).
+    tls: Option<ClusterTls>,
     pub stats: NetStats,
 }
 
@@ -170,8 +192,14 @@ impl Net {
             listener: None,
             mds_term: 0,
             fenced: std::collections::HashSet::new(),
+            tls: None,
             stats: NetStats::default(),
         }
+    }
+
+    /// Every connection from now on inside TLS with the cluster's key.
+    pub fn set_tls(&mut self, tls: Option<ClusterTls>) {
+        self.tls = tls;
     }
 
     /// Replaces the default limits (512 connections, 64 MiB per connection, 1 GiB in all).
@@ -203,6 +231,7 @@ impl Net {
             Arc::new(bytes)
         });
         let admission = self.admission.clone();
+        let tls = self.tls.clone();
         // Connection numbers of accepted connections count down from the top, so they never
         // meet dialled ones.
         let task = tokio::spawn(async move {
@@ -215,7 +244,14 @@ impl Net {
                 conn -= 1;
                 let (events, standby, answer) = (events.clone(), standby.clone(), answer.clone());
                 tokio::spawn(accepted(
-                    stream, conn, cluster, events, standby, budget, answer,
+                    stream,
+                    conn,
+                    cluster,
+                    events,
+                    standby,
+                    budget,
+                    answer,
+                    tls.clone(),
                 ));
             }
         });
@@ -257,7 +293,15 @@ impl Net {
         if let Some(b) = &budget {
             b.established();
         }
-        let task = tokio::spawn(dial(to, conn, address, hello, self.events.clone(), budget));
+        let task = tokio::spawn(dial(
+            to,
+            conn,
+            address,
+            hello,
+            self.events.clone(),
+            budget,
+            self.tls.clone(),
+        ));
         self.links.insert(
             to,
             Link {
@@ -392,7 +436,11 @@ impl Net {
 
 /// One request to the MDS as a client that does not know the cluster's id yet (a hello naming
 /// [`ANY_CLUSTER`]): its first answer. What `cluster gear` and a daemon fetching the spec use.
-pub async fn ask_mds(mds: &str, request: &Frame) -> anyhow::Result<Frame> {
+pub async fn ask_mds(
+    mds: &str,
+    tls: Option<&ClusterTls>,
+    request: &Frame,
+) -> anyhow::Result<Frame> {
     use anyhow::bail;
     let hello = Frame::Hello {
         cluster: ANY_CLUSTER,
@@ -403,7 +451,7 @@ pub async fn ask_mds(mds: &str, request: &Frame) -> anyhow::Result<Frame> {
     let mut errors = Vec::new();
     let mut found = None;
     for address in mds.split(',').map(str::trim).filter(|a| !a.is_empty()) {
-        match connect(Endpoint::Mds, address, &hello).await {
+        match connect(Endpoint::Mds, address, &hello, tls).await {
             Ok((reader, writer, _)) => {
                 found = Some((address, reader, writer));
                 break;
@@ -422,6 +470,24 @@ pub async fn ask_mds(mds: &str, request: &Frame) -> anyhow::Result<Frame> {
         Ok(Err(e)) => bail!("the MDS's answer: {e}"),
         Ok(Ok(None)) => bail!("the MDS at {address} closed the connection without answering"),
         Ok(Ok(Some(frame))) => Ok(frame),
+    }
+}
+
+/// `cluster gear`: asks the MDS for gear `gear` (1 … replicas) or to follow its plan
+/// (`plan`); what it answers, in words.
+pub async fn shift_gear(mds: &str, tls: Option<&ClusterTls>, gear: &str) -> anyhow::Result<String> {
+    let g: u8 =
+        match gear {
+            "plan" => 0,
+            n => n.parse().ok().filter(|&g| g >= 1).ok_or_else(|| {
+                anyhow::anyhow!("the gear is 1 … replicas, or `plan` (not {n:?})")
+            })?,
+        };
+    match ask_mds(mds, tls, &Frame::Gear(g)).await? {
+        Frame::Gear(now) if g == 0 => Ok(format!("following the plan: gear {now}")),
+        Frame::Gear(now) => Ok(format!("gear {now}")),
+        Frame::Refused(why) => anyhow::bail!("the MDS refused: {why}"),
+        other => anyhow::bail!("unexpected answer from the MDS: {other:?}"),
     }
 }
 
