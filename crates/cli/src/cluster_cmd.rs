@@ -147,6 +147,9 @@ struct MdsArgs {
     mds_lease_seconds: u64,
     #[command(flatten)]
     cluster_key: crate::tls_args::ClusterKeyArgs,
+    /// Listen beyond loopback without `--cluster-key` (logged as a warning).
+    #[arg(long)]
+    insecure: bool,
 }
 
 #[derive(Args)]
@@ -182,6 +185,9 @@ struct ServerArgs {
     io: cordillera_runtime::disk::IoMode,
     #[command(flatten)]
     cluster_key: crate::tls_args::ClusterKeyArgs,
+    /// Listen beyond loopback without `--cluster-key` (logged as a warning).
+    #[arg(long)]
+    insecure: bool,
 }
 
 #[derive(Args)]
@@ -252,6 +258,7 @@ pub fn run(args: ClusterArgs) -> Result<()> {
                     lease_s: a.mds_lease_seconds,
                 }),
                 tls: a.cluster_key.sierra()?,
+                insecure: a.insecure,
             };
             if options.etcd.as_ref().is_some_and(|e| e.lease_s < 2) {
                 anyhow::bail!("--mds-lease-seconds must be at least 2 (etcd's shortest lease)");
@@ -303,6 +310,7 @@ fn server(a: ServerArgs) -> Result<()> {
         io: a.io,
         power,
         tls: a.cluster_key.sierra()?,
+        insecure: a.insecure,
     };
     crate::serve_until_interrupted(
         2,
@@ -347,25 +355,7 @@ fn up(a: UpArgs) -> Result<()> {
     let mut cluster = LocalCluster::start(&binary, &a.dir, options).map_err(|e| anyhow!(e))?;
     print!("{}", cluster.describe(&a.dir));
     eprintln!("cordillera cluster: up; Ctrl-C stops it");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        std::thread::spawn(move || {
-            runtime.block_on(async {
-                let mut term =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                        .expect("a SIGTERM handler");
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            });
-            stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        });
-    }
+    let stop = cordillera_runtime::signals::stop_flag()?;
     let result = cluster.supervise(&stop).map_err(|e| anyhow!(e));
     eprintln!("cordillera cluster: stopping");
     cluster.stop();

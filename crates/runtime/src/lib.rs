@@ -25,6 +25,7 @@
 //! - [`pool_server`]: `cordillera pool serve`: volumes placed narrow or wide on RAID arrays,
 //!   exported over NBD, restriped online; member arrays with rebuild and scrub.
 //! - [`tls`]: TLS on the daemons' ports, with pre-shared keys or X.509 certificates.
+//! - [`signals`]: a flag SIGINT or SIGTERM sets, for a supervising loop.
 
 pub mod disk;
 pub mod emulate;
@@ -38,6 +39,7 @@ pub mod power;
 pub mod record_trace;
 pub mod replay;
 pub mod sierra;
+pub mod signals;
 pub mod store_link;
 pub mod store_server;
 pub mod tls;

@@ -84,6 +84,7 @@ async fn start(
         http: None,
         etcd: None,
         tls: None,
+        insecure: false,
     };
     let task = tokio::spawn(serve(options, move |l| {
         if let Some(tx) = tx.take() {
@@ -260,6 +261,7 @@ async fn peers_announcing_long_frames_are_held_to_the_memory_budgets() {
         http: Some("127.0.0.1:0".into()),
         etcd: None,
         tls: None,
+        insecure: false,
     };
     tokio::spawn(serve(options, move |l| {
         if let Some(tx) = tx.take() {

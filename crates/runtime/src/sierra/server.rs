@@ -49,6 +49,8 @@ pub struct ServerOptions {
     pub power: PowerParams,
     /// Every link (MDS, peers, clients, loggers) inside TLS with the cluster's key.
     pub tls: Option<ClusterTls>,
+    /// Listen beyond loopback without the key (`--insecure`); refused otherwise.
+    pub insecure: bool,
 }
 
 pub struct ServerListening {
@@ -134,6 +136,8 @@ pub async fn serve(options: ServerOptions, ready: impl FnOnce(ServerListening)) 
     if let Some(e) = &options.emulate {
         file.emulate(Emulator::start(e).map_err(|e| anyhow!(e))?);
     }
+    let (tls, http) = (options.tls.is_some(), options.http.as_deref());
+    super::net::check_exposure(Some(&listen), http, tls, options.insecure)?;
     let listener = TcpListener::bind(&listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;

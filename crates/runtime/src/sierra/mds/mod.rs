@@ -47,6 +47,8 @@ pub struct MdsOptions {
     pub etcd: Option<EtcdOptions>,
     /// Every link inside TLS with the cluster's key.
     pub tls: Option<super::net::ClusterTls>,
+    /// Listen beyond loopback without the key (`--insecure`); refused otherwise.
+    pub insecure: bool,
 }
 
 /// `cluster mds --etcd`: where the state is kept and how leadership is held.
@@ -146,6 +148,7 @@ struct Shift {
 /// Serves until the process is stopped; `ready` once it listens.
 pub async fn serve(options: MdsOptions, mut ready: impl FnMut(MdsListening)) -> Result<()> {
     let (control_tx, mut control_rx) = mpsc::channel(64);
+    super::net::check_exposure(None, options.http.as_deref(), false, options.insecure)?;
     let http = match &options.http {
         Some(a) => Some(
             http::serve_reports(a, control_tx, |json, reply| Control::Report { json, reply })
@@ -357,6 +360,7 @@ async fn run(
     }
     scheduler.restore(hours);
     let listen = options.listen.clone().unwrap_or_else(|| spec.mds.clone());
+    super::net::check_exposure(Some(&listen), None, options.tls.is_some(), options.insecure)?;
     let listener = TcpListener::bind(&listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;

@@ -52,6 +52,32 @@ impl ClusterTls {
     }
 }
 
+/// Whether a Sierra daemon may listen on `listen` (and serve its read-only figures on `http`):
+/// beyond loopback only with the cluster key (`tls`), its figures only on loopback, unless
+/// `insecure` (logged as a WARN).
+pub fn check_exposure(
+    listen: Option<&str>,
+    http: Option<&str>,
+    tls: bool,
+    insecure: bool,
+) -> anyhow::Result<()> {
+    use crate::tls::{check_ports, CLUSTER_CREDENTIALS};
+    use std::net::ToSocketAddrs;
+    let resolve = |a: &str| -> anyhow::Result<Vec<std::net::SocketAddr>> {
+        Ok(a.to_socket_addrs()
+            .map_err(|e| anyhow::anyhow!("{a}: {e}"))?
+            .collect())
+    };
+    let mut ports = Vec::new();
+    for addr in listen.map(resolve).transpose()?.unwrap_or_default() {
+        ports.push(("the Sierra protocol", addr, tls, CLUSTER_CREDENTIALS));
+    }
+    for addr in http.map(resolve).transpose()?.unwrap_or_default() {
+        ports.push(("--http", addr, false, "a loopback --http address"));
+    }
+    check_ports(&ports, insecure).map_err(|e| anyhow::anyhow!(e))
+}
+
 /// The cluster a client names before it knows the cluster's id (it asks the MDS for the
 /// spec): accepted from clients only.
 pub const ANY_CLUSTER: u64 = 0;

@@ -232,3 +232,16 @@ async fn with_the_cluster_key_only_its_holders_are_heard() {
         .await
         .is_err());
 }
+
+/// A Sierra daemon beyond loopback needs the cluster key; its read-only figures stay on
+/// loopback; `--insecure` overrides both.
+#[test]
+fn a_daemon_beyond_loopback_needs_the_cluster_key() {
+    assert!(check_exposure(Some("127.0.0.1:7000"), Some("127.0.0.1:7100"), false, false).is_ok());
+    let e = check_exposure(Some("0.0.0.0:7000"), None, false, false).unwrap_err();
+    assert!(e.to_string().contains("--cluster-key"), "{e}");
+    assert!(check_exposure(Some("0.0.0.0:7000"), None, true, false).is_ok());
+    let e = check_exposure(None, Some("0.0.0.0:7100"), true, false).unwrap_err();
+    assert!(e.to_string().contains("--http"), "{e}");
+    assert!(check_exposure(Some("0.0.0.0:7000"), Some("0.0.0.0:7100"), false, true).is_ok());
+}
