@@ -332,6 +332,32 @@ pub fn cluster_client(keys: &Path, identity: Option<&str>) -> Result<TlsClient, 
     TlsClient::psk(&identity, key).map_err(|e| e.to_string())
 }
 
+/// [`check_ports`] for a daemon of our own links: its protocol port (`listen`, named `port`)
+/// beyond loopback only with the cluster key (`authenticated`), its read-only `--http`
+/// figures (no token) only on loopback; `insecure` overrides both.
+pub fn check_cluster_ports(
+    port: &str,
+    listen: Option<&str>,
+    http: Option<&str>,
+    authenticated: bool,
+    insecure: bool,
+) -> Result<(), String> {
+    use std::net::ToSocketAddrs;
+    let resolve = |a: &str| -> Result<Vec<std::net::SocketAddr>, String> {
+        Ok(a.to_socket_addrs()
+            .map_err(|e| format!("{a}: {e}"))?
+            .collect())
+    };
+    let mut ports = Vec::new();
+    for addr in listen.map(resolve).transpose()?.unwrap_or_default() {
+        ports.push((port, addr, authenticated, CLUSTER_CREDENTIALS));
+    }
+    for addr in http.map(resolve).transpose()?.unwrap_or_default() {
+        ports.push(("--http", addr, false, "a loopback --http address"));
+    }
+    check_ports(&ports, insecure)
+}
+
 /// What protects our own daemons' links: a cluster key.
 pub const CLUSTER_CREDENTIALS: &str = "--cluster-key FILE";
 

@@ -178,22 +178,9 @@ pub fn check_exposure(
     authenticated: bool,
     insecure: bool,
 ) -> Result<(), String> {
-    use crate::tls::{check_exposure, CLUSTER_CREDENTIALS};
-    check_exposure(
-        "the store protocol",
-        listen,
-        authenticated,
-        insecure,
-        CLUSTER_CREDENTIALS,
-    )?;
-    if let Some(http) = http {
-        let addr = std::net::ToSocketAddrs::to_socket_addrs(http)
-            .map_err(|e| format!("--http {http}: {e}"))?
-            .next()
-            .ok_or_else(|| format!("--http {http}: no address"))?;
-        check_exposure("--http", addr, false, insecure, "a loopback --http address")?;
-    }
-    Ok(())
+    let listen = listen.to_string();
+    let port = "the store protocol";
+    crate::tls::check_cluster_ports(port, Some(&listen), http, authenticated, insecure)
 }
 
 #[cfg(test)]

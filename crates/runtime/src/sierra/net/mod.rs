@@ -61,21 +61,8 @@ pub fn check_exposure(
     tls: bool,
     insecure: bool,
 ) -> anyhow::Result<()> {
-    use crate::tls::{check_ports, CLUSTER_CREDENTIALS};
-    use std::net::ToSocketAddrs;
-    let resolve = |a: &str| -> anyhow::Result<Vec<std::net::SocketAddr>> {
-        Ok(a.to_socket_addrs()
-            .map_err(|e| anyhow::anyhow!("{a}: {e}"))?
-            .collect())
-    };
-    let mut ports = Vec::new();
-    for addr in listen.map(resolve).transpose()?.unwrap_or_default() {
-        ports.push(("the Sierra protocol", addr, tls, CLUSTER_CREDENTIALS));
-    }
-    for addr in http.map(resolve).transpose()?.unwrap_or_default() {
-        ports.push(("--http", addr, false, "a loopback --http address"));
-    }
-    check_ports(&ports, insecure).map_err(|e| anyhow::anyhow!(e))
+    let port = "the Sierra protocol";
+    crate::tls::check_cluster_ports(port, listen, http, tls, insecure).map_err(anyhow::Error::msg)
 }
 
 /// The cluster a client names before it knows the cluster's id (it asks the MDS for the
