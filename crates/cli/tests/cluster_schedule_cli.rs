@@ -1,7 +1,7 @@
 //! Sierra's gear scheduler on real processes (§3.4): no plan is given; the chunk servers report
 //! their load every second, the MDS keeps each hour's peak and plans every day from the days
-//! before it. Compressed hours of 2 s: two days of a diurnal load driven through NBD by fio
-//! (busy 12:00–18:00, quiet otherwise), verified with crc32c throughout, then the third day's
+//! before it. Compressed hours of 2 s: a day of a diurnal load driven through NBD by fio
+//! (busy 12:00–18:00, quiet otherwise), verified with crc32c throughout, then the second day's
 //! shifts — made by the MDS alone — and its plan against the offline predictor's on the hours
 //! the MDS measured.
 
@@ -54,9 +54,10 @@ fn the_mds_learns_the_gears_from_measured_load_and_shifts_by_itself() {
     let c = LocalCluster::start(binary(), dir.path(), options).unwrap_or_else(|e| panic!("{e}"));
     let (_vol, url) = start_volume(&c, "diurnal", "64m");
     let clock = |t: f64| t + offset as f64;
-    // Days 0 and 1 (measured, learned from) and day 2 until its busy hours are over.
+    // Day 0 (measured, learned from) and day 1 until its busy hours are over.
     let day0 = (clock(start as f64) as u64) / DAY_S;
-    let end = (day0 + 2) * DAY_S + (BUSY_HOURS.end + 1) * HOUR_S;
+    let day1 = day0 + 1;
+    let end = day1 * DAY_S + (BUSY_HOURS.end + 1) * HOUR_S;
     let mut phases = 0;
     loop {
         let now = clock(unix_s());
@@ -104,19 +105,19 @@ fn the_mds_learns_the_gears_from_measured_load_and_shifts_by_itself() {
     let schedule = &mds["schedule"];
     assert_eq!(schedule["schedule"], "learned", "{schedule}");
 
-    // The plan of day 2 is the offline predictor's on the two days the MDS measured.
+    // The plan of day 1 is the offline predictor's on the day the MDS measured.
     let measured: Vec<HourLoad> = serde_json::from_value(schedule["measured"].clone()).unwrap();
     let policy = GearPolicy::new(6, 3, 1, vec![]).unwrap();
     let learned: Vec<HourLoad> = measured
         .iter()
         .copied()
-        .filter(|h| h.day() < (day0 + 2) as i64)
+        .filter(|h| h.day() < day1 as i64)
         .collect();
     let mut p = HourOfDayPredictor::default();
     for (_, d) in days(&learned, HourMetric::Peak, 0.5 * HOUR_S as f64 / 3600.0) {
         p.learn(&d);
     }
-    let offline = p.plan((day0 + 2) as i64, &policy);
+    let offline = p.plan(day1 as i64, &policy);
     let today: Vec<usize> = serde_json::from_value(schedule["today"].clone()).unwrap();
     assert_eq!(today, offline.gears.to_vec(), "{schedule}");
     // It is the diurnal pattern: the busy hours in gear 3, the quiet ones in gear 1.
@@ -129,23 +130,23 @@ fn the_mds_learns_the_gears_from_measured_load_and_shifts_by_itself() {
         assert_eq!(g, want, "hour {h}: {today:?}\n{schedule}");
     }
 
-    // Day 2's shifts were the MDS's own: into gear 3 for the busy hours and back to 1.
+    // Day 1's shifts were the MDS's own: into gear 3 for the busy hours and back to 1.
     let since_start = |t: f64| t - (mds["uptime_s"].as_f64().unwrap() - unix_s());
-    let day2_start = ((day0 + 2) * DAY_S - offset) as f64;
+    let day1_start = (day1 * DAY_S - offset) as f64;
     let shifts = mds["shifts"].as_array().unwrap();
-    let on_day2: Vec<(u64, u64)> = shifts
+    let on_day1: Vec<(u64, u64)> = shifts
         .iter()
-        .filter(|s| since_start(s["at_s"].as_f64().unwrap()) >= day2_start - 1.0)
+        .filter(|s| since_start(s["at_s"].as_f64().unwrap()) >= day1_start - 1.0)
         .map(|s| {
             assert_eq!(s["by_hand"], false, "{s}");
             (s["from"].as_u64().unwrap_or(0), s["to"].as_u64().unwrap())
         })
         .collect();
-    assert!(on_day2.contains(&(1, 3)), "{on_day2:?}: {shifts:?}");
-    assert!(on_day2.contains(&(3, 1)), "{on_day2:?}: {shifts:?}");
+    assert!(on_day1.contains(&(1, 3)), "{on_day1:?}: {shifts:?}");
+    assert!(on_day1.contains(&(3, 1)), "{on_day1:?}: {shifts:?}");
     let stats = &mds["stats"];
     println!(
-        "learned schedule: {phases} fio phases verified, {} hours measured, day 2 planned {today:?}, shifts on day 2 {on_day2:?}, {} standbys, {} wakes, {} late load reports",
+        "learned schedule: {phases} fio phases verified, {} hours measured, day 1 planned {today:?}, shifts on day 1 {on_day1:?}, {} standbys, {} wakes, {} late load reports",
         schedule["hours_measured"], stats["standbys"], stats["wakes"], schedule["late_reports"]
     );
 }
