@@ -53,15 +53,11 @@ impl<V: Default> ReuseDistance<V> {
         let slot = self.next_slot;
         self.next_slot += 1;
         self.tree.add(slot, 1);
-        // Every distinct block holds one slot before `slot`, so the slots after the block's
-        // previous one number the distinct blocks less those up to and including it: one
-        // prefix sum, not two.
-        let distinct = self.slots.len() as u64;
         match self.slots.entry(block) {
             Entry::Occupied(o) => {
                 let (at, value) = o.into_mut();
                 let previous = std::mem::replace(at, slot);
-                let after = distinct - self.tree.prefix_sum(previous + 1);
+                let after = self.tree.prefix_sum(slot) - self.tree.prefix_sum(previous + 1);
                 self.tree.add(previous, -1);
                 (Some(after), value)
             }
