@@ -62,6 +62,11 @@ struct UpArgs {
     /// The active MDS's lease in etcd, seconds.
     #[arg(long, default_value_t = 5)]
     mds_lease_seconds: u64,
+    /// A keys file (psktool's format) for every link of the cluster: the MDS, chunk servers
+    /// and loggers started get it (as CORDILLERA_CLUSTER_KEY), and volumes and `cluster gear`
+    /// need it too.
+    #[arg(long, value_name = "FILE", env = crate::tls_args::CLUSTER_KEY_ENV)]
+    cluster_key: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -351,15 +356,38 @@ fn up(a: UpArgs) -> Result<()> {
         etcd: a.etcd.unwrap_or(if a.mds > 1 { 3 } else { 0 }),
         mds_lease_s: a.mds_lease_seconds,
     };
+    let key = a
+        .cluster_key
+        .as_deref()
+        .map(cluster_key_for_daemons)
+        .transpose()?;
     eprintln!("cordillera cluster: starting in {}", a.dir.display());
     let mut cluster = LocalCluster::start(&binary, &a.dir, options).map_err(|e| anyhow!(e))?;
     print!("{}", cluster.describe(&a.dir));
+    if let Some(key) = key {
+        println!(
+            "every link inside TLS with the keys in {0}: volumes and `cluster gear` need --cluster-key {0}",
+            key.display()
+        );
+    }
     eprintln!("cordillera cluster: up; Ctrl-C stops it");
     let stop = cordillera_runtime::signals::stop_flag()?;
     let result = cluster.supervise(&stop).map_err(|e| anyhow!(e));
     eprintln!("cordillera cluster: stopping");
     cluster.stop();
     result
+}
+
+/// Checks the keys file and hands it to the daemons `cluster up` starts: they inherit its
+/// environment, where `--cluster-key` falls back to CORDILLERA_CLUSTER_KEY (an absolute path:
+/// they run in directories of their own).
+fn cluster_key_for_daemons(path: &std::path::Path) -> Result<PathBuf> {
+    cordillera_runtime::sierra::net::ClusterTls::from_keys(path, None)
+        .map_err(anyhow::Error::msg)?;
+    let path =
+        std::fs::canonicalize(path).with_context(|| format!("the keys file {}", path.display()))?;
+    std::env::set_var(crate::tls_args::CLUSTER_KEY_ENV, &path);
+    Ok(path)
 }
 
 fn status(a: StatusArgs) -> Result<()> {

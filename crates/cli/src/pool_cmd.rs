@@ -222,41 +222,20 @@ fn serve(a: ServeArgs) -> Result<()> {
     ];
     check_ports(&ports, a.tls.insecure).map_err(anyhow::Error::msg)?;
     let server = PoolServer::open(options, &arrays).map_err(|e| anyhow!(e))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let result = runtime.block_on(async {
-        let nbd = tokio::net::TcpListener::bind(a.nbd)
-            .await
-            .with_context(|| format!("listening on {} for NBD", a.nbd))?;
-        let http = tokio::net::TcpListener::bind(a.http)
-            .await
-            .with_context(|| format!("listening on {} for HTTP", a.http))?;
-        let s = server.status();
+    let status = server.status();
+    let ready = |nbd, http| {
         eprintln!(
-            "cordillera pool: {} array(s), {} volume(s) in {}; NBD at nbd://{} (export = volume name), control at http://{}/status",
-            s.arrays.len(),
-            s.volumes.len(),
+            "cordillera pool: {} array(s), {} volume(s) in {}; NBD at nbd://{nbd} (export = volume name), control at http://{http}/status",
+            status.arrays.len(),
+            status.volumes.len(),
             a.dir.display(),
-            nbd.local_addr()?,
-            http.local_addr()?
-        );
-        let exports = std::sync::Arc::new(pool_server::PoolExports(server.clone()));
-        let config = cordillera_runtime::nbd_server::ExportConfig {
-            tls: a.tls.nbd()?,
-            ..Default::default()
-        };
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("a SIGTERM handler")?;
-        tokio::select! {
-            r = cordillera_runtime::nbd_server::serve_exports(nbd, exports, config) => r.map_err(anyhow::Error::from),
-            _ = pool_server::serve_http(server.clone(), http, token) => Ok(()),
-            _ = tokio::signal::ctrl_c() => Ok(()),
-            _ = term.recv() => Ok(()),
-        }
-    });
-    server.stop();
+        )
+    };
+    let config = cordillera_runtime::nbd_server::ExportConfig {
+        tls: a.tls.nbd()?,
+        ..Default::default()
+    };
+    let result = pool_server::daemon::run(server, a.nbd, a.http, config, token, ready);
     eprintln!("cordillera pool: stopped");
     result
 }

@@ -40,14 +40,18 @@ impl TlsArgs {
     }
 }
 
+/// The environment variable `--cluster-key` falls back to.
+pub const CLUSTER_KEY_ENV: &str = "CORDILLERA_CLUSTER_KEY";
+
 /// Our own daemons' links over TLS with pre-shared keys: a store serving with `--cluster-key`
 /// accepts only the identities in its keys file and binds each client id to the first
 /// identity that uses it; a client (`volume serve`) proves `--cluster-identity` with its key.
 #[derive(Args, Clone, Debug, Default)]
 pub struct ClusterKeyArgs {
     /// A keys file (psktool's format, `identity:hexkey` lines) for the links between our
-    /// daemons: a server accepts every identity in it, a client proves one.
-    #[arg(long, value_name = "FILE")]
+    /// daemons: a server accepts every identity in it, a client proves one (`cluster up
+    /// --cluster-key` gives it to the daemons it starts through the environment).
+    #[arg(long, value_name = "FILE", env = CLUSTER_KEY_ENV)]
     pub cluster_key: Option<PathBuf>,
     /// The identity a client proves [default: the keys file's first].
     #[arg(long, value_name = "NAME", requires = "cluster_key")]

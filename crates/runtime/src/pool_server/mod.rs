@@ -10,11 +10,12 @@
 //! that moves one batch at a time (read the old layout, write the new, sync it, then write the
 //! cursor into the layout record, synced and renamed into place), and the NBD and HTTP
 //! endpoints; `http_api` serves the HTTP endpoint, [`control`] is the HTTP control plane as
-//! its clients speak it.
+//! its clients speak it, [`daemon`] runs both for `pool serve`.
 
 mod array;
 pub mod control;
 mod copier;
+pub mod daemon;
 mod http_api;
 mod members;
 mod repair;

@@ -473,7 +473,14 @@ pub async fn ask_mds(
         }
     }
     let Some((address, mut reader, mut writer)) = found else {
-        bail!("the MDS at {mds} is unreachable: {}", errors.join("; "));
+        let hint = match tls {
+            None => " (a cluster whose daemons run with --cluster-key hears no one without it)",
+            Some(_) => " (or its daemons do not hold this --cluster-key)",
+        };
+        bail!(
+            "the MDS at {mds} is unreachable: {}{hint}",
+            errors.join("; ")
+        );
     };
     let mut bytes = Vec::new();
     encode(request, &mut bytes);
