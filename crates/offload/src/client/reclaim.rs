@@ -106,6 +106,9 @@ impl Client {
         for (e, data) in pieces {
             let (lo, hi, v) = (e.offset_bytes, e.offset_bytes + e.length_bytes, e.version);
             if data.len() as u64 != e.length_bytes {
+                if vulnerable {
+                    self.retry_vulnerable(lo, hi);
+                }
                 continue;
             }
             if self.writes.values().any(|op| op.version == v) {
@@ -115,12 +118,11 @@ impl Client {
                 continue;
             }
             let parts: Vec<(u64, u64, Option<Loc>)> = self.map_pieces(lo, hi);
-            for (plo, phi, loc) in parts {
+            for (plo, phi, loc) in self.outside_reclaims(parts, vulnerable) {
                 match loc {
                     Some(l) if l.version == v && l.stores & bit(store) != 0 => {
-                        if l.on_base || self.reclaiming.overlaps(plo, phi) {
-                            // Another reclaim got here first, or an older version's reclaim
-                            // write is still in flight there.
+                        if l.on_base {
+                            // Another reclaim got here first.
                             continue;
                         }
                         if self.up_write_in_flight(plo, phi) {
@@ -210,6 +212,40 @@ impl Client {
         }
         self.reclaim_writes.insert(job, (done, count, vulnerable));
         true
+    }
+
+    /// The map's pieces with what reclaim writes in flight cover cut out: another job (or an
+    /// older version's) writes those bytes, and a piece only partly under one is reclaimed
+    /// for the rest (skipping the whole piece dropped the rest: found by the always-policy
+    /// schedules, a range left with fewer than N copies and the volume "degraded" for
+    /// good). A vulnerable job asks again later for the parts it leaves to the other job,
+    /// which may fail or reclaim an older version there.
+    fn outside_reclaims(
+        &mut self,
+        parts: Vec<(u64, u64, Option<Loc>)>,
+        vulnerable: bool,
+    ) -> Vec<(u64, u64, Option<Loc>)> {
+        let mut out = Vec::with_capacity(parts.len());
+        for (plo, phi, loc) in parts {
+            if loc.is_none_or(|l| l.on_base) || !self.reclaiming.overlaps(plo, phi) {
+                out.push((plo, phi, loc));
+                continue;
+            }
+            let cut: Vec<(u64, u64, bool)> = self
+                .reclaiming
+                .lookup(plo, phi)
+                .iter()
+                .map(|p| (p.start, p.end, p.value.is_some()))
+                .collect();
+            for (a, b, taken) in cut {
+                if !taken {
+                    out.push((a, b, loc));
+                } else if vulnerable {
+                    self.retry_vulnerable(a, b);
+                }
+            }
+        }
+        out
     }
 
     /// Whether an upper-layer write to the base volume overlapping `[lo, hi)` is in flight.
