@@ -221,7 +221,7 @@ fn cluster_up_with_a_key_keeps_everyone_without_it_out() {
 
     // A volume without the cluster key finds no MDS.
     let nbd = free_addr().unwrap().to_string();
-    let out = run(&[
+    let volume = [
         "volume",
         "serve",
         "--cluster",
@@ -232,7 +232,8 @@ fn cluster_up_with_a_key_keeps_everyone_without_it_out() {
         "32m",
         "--nbd",
         &nbd,
-    ]);
+    ];
+    let out = run(&volume);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("unreachable"), "{}", text(&out));
 
@@ -240,17 +241,8 @@ fn cluster_up_with_a_key_keeps_everyone_without_it_out() {
     let good = nbd_keys(dir.path(), "good", NBD_KEY);
     let other = nbd_keys(dir.path(), "wrong", WRONG_KEY);
     let psk = good.join("keys.psk");
-    let volume_args = strings(&[
-        "volume",
-        "serve",
-        "--cluster",
-        &mds,
-        "--object",
-        "v",
-        "--size",
-        "32m",
-        "--nbd",
-        &nbd,
+    let mut volume_args = strings(&volume);
+    volume_args.extend(strings(&[
         "--export-name",
         "v",
         "--cluster-key",
@@ -259,7 +251,7 @@ fn cluster_up_with_a_key_keeps_everyone_without_it_out() {
         "require",
         "--tls-psk",
         psk.to_str().unwrap(),
-    ]);
+    ]));
     let (_volume, _) = Proc::spawn_until(
         Path::new(BIN),
         &volume_args,
