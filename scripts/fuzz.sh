@@ -4,8 +4,9 @@
 #
 #   scripts/fuzz.sh [SECONDS] [--smoke] [TARGET…]     (SECONDS: default 10)
 #
-# --smoke is the test command's: the targets built at opt-level 1 (about half the build time
-# of opt-level 3; fewer runs per second, enough for a few seconds each). Any crash fails the
+# --smoke is the test command's: the targets built at opt-level 1 without debug information
+# (about half the build time of opt-level 3; fewer runs per second, enough for a few seconds
+# each). Any crash fails the
 # run, with the crashing input in fuzz/artifacts/TARGET/ and the command that replays it.
 #
 # No cargo-fuzz is needed: the build passes what `cargo fuzz build -s none` of cargo-fuzz 0.13
@@ -36,7 +37,9 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing \
 -Cllvm-args=-simplifycfg-branch-fold-threshold=0 -Cllvm-args=-sanitizer-coverage-stack-depth \
 -Cdebug-assertions -Ccodegen-units=16"
-if ((smoke)); then export CARGO_PROFILE_RELEASE_OPT_LEVEL=1; fi
+# The smoke build also leaves out debug information (a panic still names its file and line;
+# a crash replays under the full build): 163 s instead of 207 s on one core.
+if ((smoke)); then export CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=0; fi
 echo "== fuzz: building ${#targets[@]} targets ($( ((smoke)) && echo "opt-level 1, smoke" || echo "opt-level 3"))"
 bins=()
 for t in "${targets[@]}"; do bins+=(--bin "$t"); done

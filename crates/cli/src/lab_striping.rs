@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
+use cordillera_lab::striping::model::{Model, Queue, Sizes, UtilizationOf};
 use cordillera_lab::striping::seeds::{self, SeedsConfig, SkewStreams};
 use cordillera_lab::striping::{Fig, Options};
 
@@ -75,6 +76,18 @@ pub struct StripingArgs {
     /// across arrays would).
     #[arg(long, value_enum, default_value_t = WideLayout::Units)]
     wide_layout: WideLayout,
+    /// Figures 2–7, choices the paper leaves open (docs/LAB.md): the disks' queue discipline…
+    #[arg(long, default_value = "sptf")]
+    disk_queue: Queue,
+    /// …what --utilization sets: the load while a store is ON (on) or over the run (mean)…
+    #[arg(long, default_value = "on")]
+    utilization_of: UtilizationOf,
+    /// …each store's MiB (stores fill their arrays when absent)…
+    #[arg(long)]
+    store_mib: Option<u64>,
+    /// …request sizes around each stream's mean (exponential, §3.1, or fixed).
+    #[arg(long, default_value = "exponential")]
+    sizes: Sizes,
     /// Figures 8–10: a recorded WebSearch fragment to loop as WebSearch 1–3 (an MQSim ASCII5
     /// file such as `umass/umass_websearch_small.mqsim.trace`, time in ns unless --time-unit);
     /// without it WebSearch is generated from Table 2 like the Financial traces.
@@ -122,49 +135,28 @@ pub struct StripingArgs {
 }
 
 pub fn run(a: StripingArgs) -> Result<()> {
-    if a.arrays.is_empty() || a.arrays.iter().any(|&n| n == 0 || n > 64) {
-        bail!("--arrays: 1 to 64 arrays each");
-    }
-    if !(a.duration_s >= 10.0 && a.duration_s <= 1e6) {
-        bail!("--duration-s must be 10 to 10^6");
-    }
-    if !(a.utilization > 0.0 && a.utilization < 1.0) {
-        bail!("--utilization must be between 0 and 1");
-    }
-    // ON periods shape generated streams only: Figures 8 and 10 on --trace's volumes have none.
-    let generated = a.trace.is_empty()
-        || a.figures
-            .iter()
-            .any(|f| !matches!(f, FigArg::F8 | FigArg::F10));
-    if generated && !(a.mean_on_s > 0.0 && a.mean_on_s * 2.0 <= a.duration_s) {
-        bail!("--mean-on-s must be positive and at most half of --duration-s");
-    }
     crate::lab_io::check_seeds(a.seed, a.seeds)?;
-    let skew_device = a
-        .device
-        .as_deref()
-        .map(|d| {
-            cordillera_lab::devices::DeviceSpec::parse(
-                d,
-                (a.array != "none").then_some(a.array.as_str()),
-            )
-        })
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
-    if skew_device.is_some()
-        && !a
-            .figures
-            .iter()
-            .any(|f| matches!(f, FigArg::F8 | FigArg::F10))
-    {
+    let is_skew = |f: &FigArg| matches!(f, FigArg::F8 | FigArg::F10);
+    if a.device.is_some() && !a.figures.iter().any(is_skew) {
         bail!("--device applies to Figures 8 and 10 only: add --figures 8 (or 10)");
     }
+    let array = (a.array != "none").then_some(a.array.as_str());
+    let skew_device = (a.device.as_deref())
+        .map(|d| cordillera_lab::devices::DeviceSpec::parse(d, array))
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let options = Options {
         arrays: a.arrays.clone(),
         duration_s: a.duration_s,
         utilization: a.utilization,
         mean_on_s: a.mean_on_s,
         wide_whole_stripes: a.wide_layout == WideLayout::Stripes,
+        model: Model {
+            queue: a.disk_queue,
+            utilization_of: a.utilization_of,
+            store_bytes: a.store_mib.map(|m| m << 20),
+            sizes: a.sizes,
+        },
         // Figures 8 and 10 and Table 3 are the skew and sequential parts, not simulations.
         figures: a
             .figures
@@ -181,6 +173,9 @@ pub fn run(a: StripingArgs) -> Result<()> {
             })
             .collect(),
     };
+    options
+        .check(a.trace.is_empty())
+        .map_err(anyhow::Error::msg)?;
     let wants = |f: FigArg| a.figures.contains(&f);
     let skew = if (wants(FigArg::F8) || wants(FigArg::F10)) && !a.trace.is_empty() {
         let inputs = a

@@ -946,6 +946,40 @@ fn lab_striping_figure_2_small() {
     let other = run("7", "1");
     let ratio = |j: &serde_json::Value| j["runs"][0]["points"][6]["ratio"].as_f64().unwrap();
     assert_ne!(ratio(&json), ratio(&other));
+    // Each modelling switch changes Figure 2(b) on two arrays, and the report names it.
+    let figure_2b = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+            .args(["lab", "striping", "--arrays", "2", "--figures", "2b"])
+            .args(["--duration-s", "150", "--json", "--quiet"])
+            .args(extra)
+            .output_within(COMMAND_LIMIT)
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            j["runs"][0]["points"][1]["ratio"].as_f64().unwrap(),
+            j["model"].clone(),
+        )
+    };
+    let (plain, model) = figure_2b(&[]);
+    assert_eq!(model["queue"], "Sptf", "{model}");
+    for (flag, value, field, shown) in [
+        ("--disk-queue", "fcfs", "queue", "Fcfs"),
+        ("--utilization-of", "array-on", "utilization_of", "ArrayOn"),
+        ("--store-mib", "1024", "store_bytes", "1073741824"),
+        ("--sizes", "fixed", "sizes", "Fixed"),
+        ("--mean-on-s", "0.1", "", ""),
+    ] {
+        let (small, model) = figure_2b(&[flag, value]);
+        assert_ne!(small, plain, "{flag} {value} changed nothing");
+        if !field.is_empty() {
+            assert_eq!(model[field].to_string().trim_matches('"'), shown, "{model}");
+        }
+    }
     for bad in [
         vec!["--arrays", "0"],
         vec!["--utilization", "1.5"],
@@ -953,6 +987,10 @@ fn lab_striping_figure_2_small() {
         vec!["--seeds", "0"],
         vec!["--figures", "9"],
         vec!["--wide-layout", "diagonal"],
+        vec!["--disk-queue", "lifo"],
+        vec!["--utilization-of", "peak"],
+        vec!["--store-mib", "1"],
+        vec!["--sizes", "uniform"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
             .args(["lab", "striping"])

@@ -111,7 +111,7 @@ fn write_skew_csvs(dir: &Path, skews: &[(u64, SkewReport)]) -> Result<()> {
 pub fn seeds_text(r: &SeedsReport) -> String {
     let seeds: Vec<u64> = r.runs.iter().map(|(s, _)| *s).collect();
     let mut out = format!(
-        "lab striping: wide over narrow mean response time, RAID-5 4+p arrays of fujitsu-maj3182mc{}, wide stores across arrays by {}, stores {:.0} % busy while ON, {} s per run, seeds {}–{}\n",
+        "lab striping: wide over narrow mean response time, RAID-5 4+p arrays of fujitsu-maj3182mc{}, wide stores across arrays by {}, stores {:.0} % busy {}, {} s per run, seeds {}–{}\n",
         if r.skew_arrays.is_some() {
             " (Figures 8–10: the arrays below)"
         } else {
@@ -123,10 +123,23 @@ pub fn seeds_text(r: &SeedsReport) -> String {
             "stripe unit"
         },
         r.utilization * 100.0,
+        if r.model.utilization_of.while_on() {
+            "while ON"
+        } else {
+            "over the run"
+        },
         r.duration_s,
         seeds.first().copied().unwrap_or(0),
         seeds.last().copied().unwrap_or(0)
     );
+    let model = r.model.describe();
+    if !model.is_empty() || r.mean_on_s != 10.0 {
+        out.push_str(&format!(
+            "Figures 2–7: mean ON period {} s{}{model}\n",
+            r.mean_on_s,
+            if model.is_empty() { "" } else { ", " }
+        ));
+    }
     if let Some(d) = &r.skew_description {
         out.push_str(&format!("Figures 8–10 streams: {d}\n"));
     }

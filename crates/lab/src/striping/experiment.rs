@@ -5,6 +5,7 @@
 use cordillera_sim::workload::{OnOff, Stream};
 use cordillera_trace::{Record, VolumeId as TraceVolume};
 
+use super::model::Model;
 use super::sim::{self, RunReport};
 use cordillera_striping::policy::Policy;
 use cordillera_striping::pool::{ArraySpec, Pool};
@@ -67,6 +68,8 @@ pub struct Scenario {
     /// Wide stores: stripe units on one array before the next (1: unit by unit; the array's
     /// data disks: whole RAID stripes, as a volume manager striping across arrays).
     pub wide_chunk_units: u64,
+    /// The modelling choices the paper leaves open.
+    pub model: Model,
 }
 
 /// The Fujitsu MAJ3182MC's 18.2 GB, in whole MiB.
@@ -86,6 +89,7 @@ impl Scenario {
             duration_s: 600.0,
             seed,
             wide_chunk_units: 1,
+            model: Model::default(),
         }
     }
 
@@ -93,8 +97,9 @@ impl Scenario {
         self.kinds.len()
     }
 
-    /// Each store's size: its array's data capacity over the stores it holds (narrow), a
-    /// multiple of 4 MiB × arrays so that every stripe unit divides it.
+    /// Each store's size: its array's data capacity over the stores it holds (narrow), or the
+    /// model's size when it is smaller, a multiple of 4 MiB × arrays so that every stripe unit
+    /// divides it.
     fn store_bytes(&self) -> u64 {
         let data = self.array.disk_bytes * self.array.data_disks() as u64;
         let step = (4u64 << 20)
@@ -102,7 +107,9 @@ impl Scenario {
             * self.array.data_disks() as u64
             * self.wide_chunk_units.max(1);
         // Some room for the rounding up of extents.
-        (data / self.per_array() as u64).saturating_sub(step) / step * step
+        let fill = (data / self.per_array() as u64).saturating_sub(step);
+        let wanted = self.model.store_bytes.map_or(fill, |b| b.min(fill));
+        (wanted / step).max(1) * step
     }
 
     /// The pool for a policy: store `a * per_array + k` is kind k's store of array a.
@@ -154,19 +161,22 @@ impl Scenario {
             seed: self.seed,
             cross_correlation: self.cross_correlation,
         };
+        let model = self.model.clone();
+        let means: Vec<f64> = self.kinds.iter().map(|k| k.mean_request_bytes).collect();
         g.records().filter_map(move |mut r| {
             let (array, k) = (r.volume.0 as usize / 2, r.volume.0 as usize % 2);
             if k >= per {
                 return None;
             }
             r.volume = TraceVolume((array * per + k) as u32);
+            r.length_bytes = model.size(r.length_bytes, means[k]);
             Some(r)
         })
     }
 
     /// Runs the scenario under a policy.
     pub fn run(&self, policy: Policy) -> Result<RunReport, String> {
-        let mut device = sim::device(self.pool(policy)?, &self.preset)?;
+        let mut device = sim::device_with(self.pool(policy)?, &|| self.model.disk(&self.preset))?;
         Ok(sim::run(&mut device, self.records(), 1_000_000_000))
     }
 
@@ -185,21 +195,31 @@ impl Scenario {
     }
 
     /// Scales each kind's ON rate so that, alone on a narrow array, it keeps the array's disks
-    /// `target` busy while it is ON (two short calibration runs per kind).
+    /// `target` busy while it is ON — or over the whole run, by the model's `utilization_of`
+    /// (two short calibration runs per kind).
     pub fn solve_rates(&mut self, target: f64) -> Result<(), String> {
         for k in 0..self.kinds.len() {
             for _ in 0..2 {
                 let mut alone = self.clone();
                 alone.kinds = vec![self.kinds[k].clone()];
                 alone.arrays = 1;
-                alone.duration_s = (self.mean_on_s * 40.0).min(self.duration_s.max(1.0));
+                // Forty ON periods, and at least a minute for short ones.
+                alone.duration_s = (self.mean_on_s * 40.0)
+                    .max(60.0)
+                    .min(self.duration_s.max(1.0));
                 let report = alone.run(Policy::Narrow)?;
                 // A lone stream is ON half the time.
-                let on_utilization = report.array_mean_utilization[0] / 0.5;
-                if on_utilization <= 0.0 {
+                let of = self.model.utilization_of;
+                let busy = if of.of_array() {
+                    report.busy_fraction
+                } else {
+                    report.array_mean_utilization[0]
+                };
+                let utilization = if of.while_on() { busy / 0.5 } else { busy };
+                if utilization <= 0.0 {
                     return Err(format!("{} made no load", self.kinds[k].name));
                 }
-                self.kinds[k].rate_on_per_s *= target / on_utilization;
+                self.kinds[k].rate_on_per_s *= target / utilization;
             }
         }
         Ok(())
@@ -209,6 +229,7 @@ impl Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::striping::model::UtilizationOf;
 
     #[test]
     fn the_solver_reaches_its_target_and_the_stores_fill_the_arrays() {
@@ -248,5 +269,62 @@ mod tests {
             small > 1.1,
             "small: wide/narrow {small} ({wide:?} vs {narrow:?})"
         );
+    }
+    fn pair_ratios(s: &Scenario) -> (f64, f64) {
+        let narrow = s.means_ms(&s.run(Policy::Narrow).unwrap());
+        let wide = s.means_ms(&s.run(Policy::Wide).unwrap());
+        (wide[0] / narrow[0], wide[1] / narrow[1])
+    }
+
+    /// Figure 2(b)'s small-request penalty falls with the ON periods' length (docs/LAB.md): a
+    /// narrow array's queue from one stream's ON period still drains when the other's begins.
+    #[test]
+    fn shorter_on_periods_shrink_wide_stripings_penalty_for_small_requests() {
+        let small = |mean_on_s: f64| {
+            let mut s = Scenario::paper(
+                2,
+                vec![StreamKind::large(10.0), StreamKind::small(100.0)],
+                3,
+            );
+            s.duration_s = 200.0;
+            s.mean_on_s = mean_on_s;
+            s.solve_rates(0.75).unwrap();
+            pair_ratios(&s).1
+        };
+        let (long, short) = (small(10.0), small(0.1));
+        assert!(long > 1.6, "10 s ON periods: small wide/narrow {long}");
+        assert!(short < 1.5 && short < long - 0.3, "0.1 s: {short} (10 s: {long})");
+    }
+
+    /// With the array as the server, the solver sets the time some request is outstanding, and
+    /// the disks are less busy than that.
+    #[test]
+    fn the_array_busy_fraction_is_solved_for_and_exceeds_the_disks() {
+        let mut s = Scenario::paper(1, vec![StreamKind::small(20.0)], 5);
+        s.duration_s = 200.0;
+        s.model.utilization_of = UtilizationOf::ArrayOn;
+        s.solve_rates(0.5).unwrap();
+        let r = s.run(Policy::Narrow).unwrap();
+        let (array, disks) = (r.busy_fraction / 0.5, r.array_mean_utilization[0] / 0.5);
+        assert!((array - 0.5).abs() < 0.1, "array busy {array} while ON");
+        assert!(disks < array - 0.1, "disks {disks}, array {array}");
+    }
+
+    /// Figure 3's small requests at an 8 KB unit, unloaded: wide reads one unit from each of 8
+    /// disks, narrow two contiguous units from each of 4, and the slowest of 8 positionings
+    /// outlasts the slowest of 4 — wide is slower with no queue at all.
+    #[test]
+    fn small_requests_at_small_units_are_slower_wide_even_unloaded() {
+        let mut s = Scenario::paper(
+            2,
+            vec![StreamKind::large(10.0), StreamKind::small(100.0)],
+            4,
+        );
+        s.duration_s = 200.0;
+        s.solve_rates(0.05).unwrap();
+        s.kinds[0].stripe_unit_bytes = 128 << 10;
+        s.kinds[1].stripe_unit_bytes = 8 << 10;
+        let small = pair_ratios(&s).1;
+        assert!(small > 1.1, "small at 8 KB, 5 % busy: wide/narrow {small}");
     }
 }

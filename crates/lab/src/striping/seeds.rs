@@ -56,6 +56,9 @@ pub struct SeedsReport {
     pub wide_whole_stripes: bool,
     pub duration_s: f64,
     pub utilization: f64,
+    pub mean_on_s: f64,
+    /// Figures 2–7's modelling choices.
+    pub model: super::model::Model,
 }
 
 /// Runs every seed in turn; `step` hears of each point and figure done.
@@ -76,6 +79,8 @@ pub fn run_seeds(c: &SeedsConfig, step: &mut dyn FnMut(&str)) -> Result<SeedsRep
         wide_whole_stripes: o.wide_whole_stripes,
         duration_s: o.duration_s,
         utilization: o.utilization,
+        mean_on_s: o.mean_on_s,
+        model: o.model.clone(),
     };
     for seed in c.seed..c.seed + c.seeds {
         let mut progress = |p: &Point| {
@@ -162,6 +167,8 @@ impl SeedsReport {
             "wide_layout": if self.wide_whole_stripes { "stripes" } else { "units" },
             "duration_s": self.duration_s,
             "utilization": self.utilization,
+            "mean_on_s": self.mean_on_s,
+            "model": self.model,
             "skew_arrays": self.skew_arrays,
             "spread": self.spread,
             "runs": self.points.iter().map(|(s, p)| json!({"seed": s, "points": p})).collect::<Vec<_>>(),

@@ -66,13 +66,21 @@ pub type PoolDevice = Raid<Box<dyn Device>, PoolPlanner>;
 
 /// The pool's disks as modelled disks of `preset`; each must hold its array's `disk_bytes`.
 pub fn device(pool: Pool, preset: &str) -> Result<PoolDevice, String> {
+    device_with(pool, &|| presets::device(preset))
+}
+
+/// The pool's disks, each made by `disk`; each must hold its array's `disk_bytes`.
+pub fn device_with(
+    pool: Pool,
+    disk: &dyn Fn() -> Result<Box<dyn Device>, String>,
+) -> Result<PoolDevice, String> {
     let mut members: Vec<Box<dyn Device>> = Vec::with_capacity(pool.disks());
     for (a, spec) in pool.arrays().iter().enumerate() {
         for _ in 0..spec.disks {
-            let d = presets::device(preset)?;
+            let d = disk()?;
             if d.capacity_bytes() < spec.disk_bytes {
                 return Err(format!(
-                    "array {a}: {preset} holds {} bytes, not the {} each disk needs",
+                    "array {a}: the disk holds {} bytes, not the {} each disk needs",
                     d.capacity_bytes(),
                     spec.disk_bytes
                 ));
@@ -107,6 +115,9 @@ pub struct RunReport {
     pub array_utilization: Vec<Vec<f64>>,
     /// Per array, over the whole run.
     pub array_mean_utilization: Vec<f64>,
+    /// The fraction of the run with a request outstanding anywhere in the pool (on a one-array
+    /// pool, the array's busy fraction as a single server).
+    pub busy_fraction: f64,
     pub interval_s: f64,
     /// Simulated time from the first arrival to the last completion.
     pub duration_s: f64,
@@ -227,6 +238,8 @@ pub fn run(
     let (mut last_arrival, mut last_completion) = (0, 0);
     let (mut wrapped, mut skipped) = (0, 0);
     let mut completions: Vec<Completion> = Vec::new();
+    // Requests outstanding, since when some have been, and the time with some outstanding.
+    let (mut outstanding, mut busy_since, mut busy_ns) = (0usize, 0, 0);
     let mut pending = records.peekable();
     loop {
         let arrival = loop {
@@ -262,6 +275,10 @@ pub fn run(
                     }
                     volumes[v].histogram.record(c.time_ns - at);
                     last_completion = last_completion.max(c.time_ns);
+                    outstanding -= 1;
+                    if outstanding == 0 {
+                        busy_ns += c.time_ns.saturating_sub(busy_since);
+                    }
                 }
             }
             (None, Some((at, r))) => {
@@ -279,6 +296,10 @@ pub fn run(
                 next_id += 1;
                 submitted.push_back(Some((at, v)));
                 volumes[v].requests += 1;
+                if outstanding == 0 {
+                    busy_since = at;
+                }
+                outstanding += 1;
                 device.submit(
                     at,
                     IoRequest {
@@ -299,6 +320,11 @@ pub fn run(
         volumes,
         array_utilization: utilization,
         array_mean_utilization,
+        busy_fraction: if end == 0 {
+            0.0
+        } else {
+            busy_ns as f64 / end as f64
+        },
         interval_s: interval_ns as f64 / 1e9,
         duration_s: span as f64 / 1e9,
         wrapped,
