@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Planted bugs: each named mutant removes one safeguard of a core, and the seeded-schedule
-# family that guards it must then fail at the size the test command runs it (its regression
-# seeds, fixed seeds and fresh ones for its time budget). Prints a table: mutant, family,
+# family that guards it must then fail at its test's own size (its regression seeds, fixed
+# seeds and fresh ones for the test's time budget; the test command gives each family about two
+# thirds of that, scripts/test.sh). Prints a table: mutant, family,
 # schedules failed of run, caught or MISSED. Exit status 1 if any mutant was missed.
 #
 #   scripts/mutants.sh [--seconds S] [MUTANT…]     (default: every mutant, the family budgets)

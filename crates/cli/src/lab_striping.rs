@@ -88,6 +88,9 @@ pub struct StripingArgs {
     /// …request sizes around each stream's mean (exponential, §3.1, or fixed).
     #[arg(long, default_value = "exponential")]
     sizes: Sizes,
+    /// Table 3: the adapter's path to each array, MB/s (SSA: 40; 0 for no limit).
+    #[arg(long, default_value_t = cordillera_lab::striping::table3::SSA_LOOP_MB_PER_S)]
+    channel_mb_s: f64,
     /// Figures 8–10: a recorded WebSearch fragment to loop as WebSearch 1–3 (an MQSim ASCII5
     /// file such as `umass/umass_websearch_small.mqsim.trace`, time in ns unless --time-unit);
     /// without it WebSearch is generated from Table 2 like the Financial traces.
@@ -195,6 +198,7 @@ pub fn run(a: StripingArgs) -> Result<()> {
         fig8: wants(FigArg::F8),
         fig10: wants(FigArg::F10),
         table3: wants(FigArg::T3),
+        table3_channel_mb_per_s: (a.channel_mb_s != 0.0).then_some(a.channel_mb_s),
         skew,
         skew_device,
         seed: a.seed,

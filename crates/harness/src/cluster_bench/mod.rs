@@ -417,6 +417,9 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// How far ahead of a phase's cluster start its day begins.
+const START_MARGIN_MS: u64 = 8_000;
+
 /// Dedicated loggers per rack (the paper's testbed: one).
 const LOGGERS_PER_RACK: u32 = 1;
 
@@ -436,8 +439,9 @@ fn run_phase(
     };
     let hour_ms = a.hour_seconds * 1000;
     // The day starts on an hour of the MDS's clock far enough ahead for the cluster to start
-    // and settle; the plan is rotated so that the day's hour 0 falls on it.
-    let start_ms = (unix_ms() + 15_000 + hour_ms).div_ceil(hour_ms) * hour_ms;
+    // and settle (cluster and volume start in 1–3 s here; 8 s covers a loaded machine); the plan is
+    // rotated so that the day's hour 0 falls on it.
+    let start_ms = (unix_ms() + START_MARGIN_MS + hour_ms).div_ceil(hour_ms) * hour_ms;
     let h0 = (start_ms / hour_ms % 24) as usize;
     let plan = gears.map(|g| {
         let mut plan = [0usize; 24];

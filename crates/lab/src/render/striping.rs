@@ -146,6 +146,12 @@ pub fn seeds_text(r: &SeedsReport) -> String {
     if let Some(a) = &r.skew_arrays {
         out.push_str(&format!("Figures 8–10 arrays: {a}\n"));
     }
+    if let Some((_, rows)) = r.tables.first() {
+        out.push_str(&match rows.first().and_then(|t| t.channel_mb_per_s) {
+            Some(mb) => format!("Table 3: the adapter's path to each array {mb} MB/s\n"),
+            None => "Table 3: no adapter limit (the disks alone)\n".to_string(),
+        });
+    }
     out.push_str(&spread::table(&r.spread, r.runs.len()));
     out
 }

@@ -293,7 +293,10 @@ mod tests {
         };
         let (long, short) = (small(10.0), small(0.1));
         assert!(long > 1.6, "10 s ON periods: small wide/narrow {long}");
-        assert!(short < 1.5 && short < long - 0.3, "0.1 s: {short} (10 s: {long})");
+        assert!(
+            short < 1.5 && short < long - 0.3,
+            "0.1 s: {short} (10 s: {long})"
+        );
     }
 
     /// With the array as the server, the solver sets the time some request is outstanding, and

@@ -595,11 +595,17 @@ pub fn skew_figures(r: &SkewReport) -> Vec<Figure> {
     out
 }
 
-/// Table 3 in simulation, both request sizes and both policies.
-pub fn run_table3(duration_s: f64, seed: u64) -> Result<Vec<table3::Table3Result>, String> {
+/// Table 3 in simulation, both request sizes and both policies, the adapter's path to each
+/// array limited to `channel_mb_per_s` (none: unlimited).
+pub fn run_table3(
+    duration_s: f64,
+    seed: u64,
+    channel_mb_per_s: Option<f64>,
+) -> Result<Vec<table3::Table3Result>, String> {
     let mut out = Vec::new();
     for bytes in [896u64 << 10, 7 << 20] {
-        let t = table3::Table3::paper(bytes, duration_s, seed);
+        let mut t = table3::Table3::paper(bytes, duration_s, seed);
+        t.channel_mb_per_s = channel_mb_per_s;
         out.push(table3::run(&t, Policy::Narrow)?);
         out.push(table3::run(&t, Policy::Wide)?);
     }

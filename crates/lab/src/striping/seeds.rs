@@ -34,6 +34,8 @@ pub struct SeedsConfig {
     pub fig8: bool,
     pub fig10: bool,
     pub table3: bool,
+    /// Table 3: the adapter's path to each array, MB/s (none: unlimited).
+    pub table3_channel_mb_per_s: Option<f64>,
     pub skew: SkewStreams,
     /// Figures 8–10 on arrays of this device (`lab striping --device`); the paper's RAID-5
     /// 4+p arrays of Fujitsu disks when absent.
@@ -64,6 +66,11 @@ pub struct SeedsReport {
 /// Runs every seed in turn; `step` hears of each point and figure done.
 pub fn run_seeds(c: &SeedsConfig, step: &mut dyn FnMut(&str)) -> Result<SeedsReport, String> {
     assert!(c.seeds > 0, "at least one seed");
+    if c.table3_channel_mb_per_s
+        .is_some_and(|mb| !(mb > 0.0 && mb.is_finite()))
+    {
+        return Err("--channel-mb-s must be 0 (no limit) or more".into());
+    }
     let o = &c.options;
     let mut report = SeedsReport {
         runs: Vec::new(),
@@ -145,7 +152,7 @@ pub fn run_seeds(c: &SeedsConfig, step: &mut dyn FnMut(&str)) -> Result<SeedsRep
             }
         }
         if c.table3 {
-            let rows = super::run_table3(o.duration_s, seed)
+            let rows = super::run_table3(o.duration_s, seed, c.table3_channel_mb_per_s)
                 .map_err(|e| format!("seed {seed}: Table 3: {e}"))?;
             step(&format!("seed {seed}: Table 3 done"));
             figures.extend(super::table3_figures(&rows));

@@ -34,9 +34,17 @@ pub struct Table3 {
     pub oltp_request_bytes: u64,
     pub oltp_read_fraction: f64,
     pub sequential_request_bytes: u64,
+    /// Bandwidth of the adapter's path to each array, MB/s (10^6 bytes), shared by every request
+    /// to that array; `None`: no limit but the disks.
+    pub channel_mb_per_s: Option<f64>,
     pub duration_s: f64,
     pub seed: u64,
 }
+
+/// The testbed's path to each array (§3.5: an SSA RAID adapter, two SSA loops, two arrays per
+/// loop, one array of each experiment on each): an SSA link carries 20 MB/s each way and a loop
+/// reaches the adapter by two links, so 40 MB/s into the adapter per array.
+pub const SSA_LOOP_MB_PER_S: f64 = 40.0;
 
 impl Table3 {
     pub fn paper(sequential_request_bytes: u64, duration_s: f64, seed: u64) -> Table3 {
@@ -55,6 +63,7 @@ impl Table3 {
             oltp_request_bytes: 8 << 10,
             oltp_read_fraction: 2.0 / 3.0,
             sequential_request_bytes,
+            channel_mb_per_s: Some(SSA_LOOP_MB_PER_S),
             duration_s,
             seed,
         }
@@ -70,10 +79,53 @@ pub struct Table3Result {
     pub oltp_iops: f64,
     pub oltp_mean_ms: f64,
     pub sequential_mean_ms: f64,
+    /// The adapter's path to each array, MB/s (none: unlimited).
+    pub channel_mb_per_s: Option<f64>,
 }
 
-/// Runs one policy.
-pub fn run(t: &Table3, policy: Policy) -> Result<Table3Result, String> {
+/// The adapter's paths: one per array, each moving a request's bytes for that array in the
+/// order requests were issued, at its bandwidth, while the disks work (a request's transfer
+/// starts when it is issued and the path is free, so a large read streams as its disks deliver).
+struct Channels {
+    ns_per_byte: f64,
+    free_at: [Nanos; 2],
+}
+
+impl Channels {
+    /// When the path has moved `bytes[a]` for each array `a` of a request issued at `now`.
+    fn reserve(&mut self, now: Nanos, bytes: [u64; 2]) -> Nanos {
+        let mut done = now;
+        for (free, b) in self.free_at.iter_mut().zip(bytes) {
+            if b > 0 {
+                let start = (*free).max(now);
+                *free = start + (b as f64 * self.ns_per_byte).ceil() as Nanos;
+                done = done.max(*free);
+            }
+        }
+        done
+    }
+}
+
+/// A store's bytes on each of the two arrays for `length` bytes at `offset`: all on `array`
+/// (narrow), or chunks of `chunk` bytes alternating between the arrays (wide).
+fn bytes_per_array(narrow: Option<usize>, chunk: u64, offset: u64, length: u64) -> [u64; 2] {
+    let mut out = [0u64; 2];
+    if let Some(a) = narrow {
+        out[a] = length;
+        return out;
+    }
+    let mut at = offset;
+    while at < offset + length {
+        let end = ((at / chunk + 1) * chunk).min(offset + length);
+        out[(at / chunk % 2) as usize] += end - at;
+        at = end;
+    }
+    out
+}
+
+/// The two arrays with the OLTP store (volume 0) and the sequential one (volume 1) placed by
+/// `policy`, and each store's size.
+fn arrays(t: &Table3, policy: Policy) -> Result<(sim::PoolDevice, u64), String> {
     let mut pool = Pool::new(&[t.array; 2]).map_err(|e| e.to_string())?;
     let data = t.array.disk_bytes * t.array.data_disks() as u64;
     let step = (16u64 << 20) * 2 * t.array.data_disks() as u64 * t.wide_chunk_units;
@@ -87,12 +139,22 @@ pub fn run(t: &Table3, policy: Policy) -> Result<Table3Result, String> {
         pool.create_chunked(name, size, t.stripe_unit_bytes, chunk, &arrays)
             .map_err(|e| format!("{name}: {e}"))?;
     }
-    let mut device = sim::device(pool, &t.preset)?;
+    Ok((sim::device(pool, &t.preset)?, size))
+}
+
+/// Runs one policy.
+pub fn run(t: &Table3, policy: Policy) -> Result<Table3Result, String> {
+    let (mut device, size) = arrays(t, policy)?;
     let end: Nanos = (t.duration_s * 1e9) as Nanos;
     let mut rng = SimRng::new(t.seed, 1);
     let mut next_id = 0u64;
-    // id → (client, issued at); client 0 is the sequential reader.
-    let mut inflight: HashMap<u64, (usize, Nanos)> = HashMap::new();
+    // id → (client, issued at, the path's transfer done); client 0 is the sequential reader.
+    let mut inflight: HashMap<u64, (usize, Nanos, Nanos)> = HashMap::new();
+    let mut channels = t.channel_mb_per_s.map(|mb| Channels {
+        ns_per_byte: 1e3 / mb,
+        free_at: [0; 2],
+    });
+    let chunk = t.wide_chunk_units * t.stripe_unit_bytes;
     let mut sequential_offset = 0u64;
     let (mut oltp, mut seq) = (Histogram::new(), Histogram::new());
     let mut sequential_bytes = 0u64;
@@ -101,7 +163,8 @@ pub fn run(t: &Table3, policy: Policy) -> Result<Table3Result, String> {
                      now: Nanos,
                      device: &mut sim::PoolDevice,
                      rng: &mut SimRng,
-                     inflight: &mut HashMap<u64, (usize, Nanos)>| {
+                     inflight: &mut HashMap<u64, (usize, Nanos, Nanos)>,
+                     channels: &mut Option<Channels>| {
         let (volume, op, offset, length) = if client == 0 {
             if sequential_offset + t.sequential_request_bytes > size {
                 sequential_offset = 0;
@@ -120,7 +183,11 @@ pub fn run(t: &Table3, policy: Policy) -> Result<Table3Result, String> {
         };
         let id = next_id;
         next_id += 1;
-        inflight.insert(id, (client, now));
+        let narrow = (policy == Policy::Narrow).then_some(volume as usize);
+        let moved = channels.as_mut().map_or(now, |c| {
+            c.reserve(now, bytes_per_array(narrow, chunk, offset, length))
+        });
+        inflight.insert(id, (client, now, moved));
         device.submit(
             now,
             IoRequest {
@@ -132,31 +199,60 @@ pub fn run(t: &Table3, policy: Policy) -> Result<Table3Result, String> {
         );
     };
     for client in 0..=t.oltp_clients {
-        issue(client, 0, &mut device, &mut rng, &mut inflight);
+        issue(
+            client,
+            0,
+            &mut device,
+            &mut rng,
+            &mut inflight,
+            &mut channels,
+        );
     }
     let mut completions: Vec<Completion> = Vec::new();
-    // OLTP clients thinking: (due, client), earliest first.
+    // OLTP clients thinking: (due, client), earliest first; requests whose disks are done
+    // and whose bytes are still crossing the path: (due, id).
     let mut thinking: std::collections::BinaryHeap<std::cmp::Reverse<(Nanos, usize)>> =
+        Default::default();
+    let mut crossing: std::collections::BinaryHeap<std::cmp::Reverse<(Nanos, u64)>> =
         Default::default();
     loop {
         let think = thinking.peek().map(|r| r.0 .0);
-        let at = match (device.poll_timeout(), think) {
-            (Some(d), Some(k)) => d.min(k),
-            (Some(d), None) => d,
-            (None, Some(k)) => k,
-            (None, None) => break,
+        let cross = crossing.peek().map(|r| r.0 .0);
+        let Some(at) = [device.poll_timeout(), think, cross]
+            .into_iter()
+            .flatten()
+            .min()
+        else {
+            break;
         };
         if at > end {
             break;
         }
         if think == Some(at) {
             let std::cmp::Reverse((_, client)) = thinking.pop().expect("peeked");
-            issue(client, at, &mut device, &mut rng, &mut inflight);
+            issue(
+                client,
+                at,
+                &mut device,
+                &mut rng,
+                &mut inflight,
+                &mut channels,
+            );
             continue;
         }
-        device.advance(at, &mut completions);
+        if cross == Some(at) {
+            let std::cmp::Reverse((_, id)) = crossing.pop().expect("peeked");
+            completions.push(Completion { id, time_ns: at });
+        } else {
+            device.advance(at, &mut completions);
+        }
         for c in completions.drain(..) {
-            let (client, issued) = inflight.remove(&c.id).expect("one completion per request");
+            let &(client, issued, moved) = inflight.get(&c.id).expect("one completion per request");
+            if moved > c.time_ns {
+                crossing.push(std::cmp::Reverse((moved, c.id)));
+                continue;
+            }
+            inflight.remove(&c.id);
             if client == 0 {
                 seq.record(c.time_ns - issued);
                 sequential_bytes += t.sequential_request_bytes;
@@ -167,7 +263,14 @@ pub fn run(t: &Table3, policy: Policy) -> Result<Table3Result, String> {
                 let wait = rng.exponential(t.oltp_think_ms * 1e6) as Nanos;
                 thinking.push(std::cmp::Reverse((c.time_ns + wait, client)));
             } else if c.time_ns < end {
-                issue(client, c.time_ns, &mut device, &mut rng, &mut inflight);
+                issue(
+                    client,
+                    c.time_ns,
+                    &mut device,
+                    &mut rng,
+                    &mut inflight,
+                    &mut channels,
+                );
             }
         }
     }
@@ -181,6 +284,7 @@ pub fn run(t: &Table3, policy: Policy) -> Result<Table3Result, String> {
         oltp_iops: oltp.count() as f64 / t.duration_s,
         oltp_mean_ms: oltp.mean_ns().unwrap_or(f64::NAN) / 1e6,
         sequential_mean_ms: seq.mean_ns().unwrap_or(f64::NAN) / 1e6,
+        channel_mb_per_s: t.channel_mb_per_s,
     })
 }
 
@@ -213,5 +317,27 @@ mod tests {
             "{oltp_7m} vs {oltp_896k}"
         );
         assert!(seq_7m > seq_896k, "{seq_7m} vs {seq_896k}");
+    }
+    /// The adapter's path: a narrow sequential reader gets at most its array's path (40 MB/s)
+    /// however many disks stream, a wide 7 MB reader both paths; without the limit the narrow
+    /// reader streams from its seven disks far faster.
+    #[test]
+    fn the_adapter_path_caps_each_array_and_wide_reads_use_both() {
+        let seq = |channel: Option<f64>, policy: Policy| {
+            let mut t = Table3::paper(7 << 20, 30.0, 1);
+            t.channel_mb_per_s = channel;
+            run(&t, policy).unwrap().sequential_mb_per_s
+        };
+        let limit = Some(SSA_LOOP_MB_PER_S);
+        let (narrow, wide) = (seq(limit, Policy::Narrow), seq(limit, Policy::Wide));
+        assert!(narrow <= SSA_LOOP_MB_PER_S * 1.001, "narrow {narrow} MB/s");
+        assert!(wide > narrow, "wide {wide} MB/s, narrow {narrow}");
+        let free = seq(None, Policy::Narrow);
+        assert!(free > 2.0 * SSA_LOOP_MB_PER_S, "no limit: {free} MB/s");
+        assert_eq!(
+            bytes_per_array(None, 448 << 10, 0, 7 << 20),
+            [7 << 19, 7 << 19]
+        );
+        assert_eq!(bytes_per_array(Some(1), 448 << 10, 0, 8192), [0, 8192]);
     }
 }
