@@ -119,6 +119,9 @@ fi
 [ -f "$ledger" ] || printf 'date\tcommit\tcode_tree\tfamily\tfresh\tfailed\tseconds\tbase_seed\n' >"$ledger"
 
 mkdir -p target/campaign
+# `cargo tree --offline` (the family's code) needs every locked package downloaded: on a new
+# machine nothing is yet, and the code came out empty.
+cargo fetch -q || { echo "cargo fetch failed: the family's code cannot be read" >&2; exit 1; }
 summaries=()
 status=0
 for f in "${families[@]}"; do
@@ -133,7 +136,7 @@ for f in "${families[@]}"; do
     what="$count schedules"
   fi
   # The code and commit the test binary is built from, read before the build.
-  tree=$(family_code HEAD "$f")
+  tree=$(family_code HEAD "$f") || tree=unknown
   commit=$(git rev-parse --short HEAD)
   echo "== $(date +%T) $f: $what, code $tree (log: $log)"
   env "${env[@]}" cargo nextest run --profile campaign -p "$package" --test "$binary" \

@@ -6,44 +6,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use cordillera_lab::striping::model::{Model, Queue, Sizes, UtilizationOf};
 use cordillera_lab::striping::seeds::{self, SeedsConfig, SkewStreams};
-use cordillera_lab::striping::{Fig, Options};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum FigArg {
-    /// Figure 2(a): one store per array, large or small requests.
-    #[value(name = "2a")]
-    F2a,
-    /// Figure 2(b): an anti-correlated large and small store per array.
-    #[value(name = "2b")]
-    F2b,
-    /// Figure 3: the stripe unit (large 128 KB–1 MB, small 8–32 KB).
-    #[value(name = "3")]
-    F3,
-    /// Figure 4: utilization, by inter-arrival times (large 30–100 ms, small 7–15 ms).
-    #[value(name = "4")]
-    F4,
-    /// Figure 5: the large requests' size (64 KB–2 MB; stripe unit half the mean).
-    #[value(name = "5")]
-    F5,
-    /// Figure 6: the fraction of writes (10–90 %).
-    #[value(name = "6")]
-    F6,
-    /// Figure 7: the correlation of each array's pair (−1 … +1), arrays independent or
-    /// synchronized.
-    #[value(name = "7")]
-    F7,
-    /// Figures 8 and 9: Table 2's streams (or --trace's volumes) on 4 arrays, per-stream mean
-    /// and p95, per-array utilization CDF.
-    #[value(name = "8")]
-    F8,
-    /// Figure 10: as 8, with array 2's two busiest streams stopped after a tenth of the run.
-    #[value(name = "10")]
-    F10,
-    /// Table 3: an OLTP-like store beside a sequential reader (896 KB or 7 MB requests) on two
-    /// RAID-5 7+p arrays, closed loop.
-    #[value(name = "table3")]
-    T3,
-}
+use cordillera_lab::striping::{Options, Part};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum WideLayout {
@@ -56,12 +19,17 @@ pub struct StripingArgs {
     /// Array counts (RAID-5 4+p of Fujitsu MAJ3182MC disks; the paper: 1 to 25).
     #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 4, 8, 16, 25])]
     arrays: Vec<usize>,
-    /// Figures to run (each for every --arrays count).
-    #[arg(long, value_delimiter = ',', value_enum, default_values_t = [
-        FigArg::F2a, FigArg::F2b, FigArg::F3, FigArg::F4, FigArg::F5, FigArg::F6, FigArg::F7,
-        FigArg::F8, FigArg::F10, FigArg::T3
-    ])]
-    figures: Vec<FigArg>,
+    /// Figures to run (2–7 for every --arrays count): 2a (one store per array), 2b (an
+    /// anti-correlated large and small store per array), 3 (stripe unit), 4 (utilization), 5
+    /// (large size), 6 (writes), 7 (pair correlation), 8 (Figures 8–9: the trace-driven streams
+    /// on 4 arrays), 10 (as 8, array 2's two busiest streams stopped after a tenth of the run),
+    /// table3 (OLTP beside a sequential reader on two 7+p arrays).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "2a,2b,3,4,5,6,7,8,10,table3"
+    )]
+    figures: Vec<Part>,
     /// Simulated seconds of each run (one narrow and one wide per point).
     #[arg(long, default_value_t = 600.0)]
     duration_s: f64,
@@ -98,8 +66,13 @@ pub struct StripingArgs {
     websearch: Option<PathBuf>,
     /// Figures 8–10 on these traces instead of Table 2 (repeat to merge; each volume, an SPC
     /// ASU say, is a stream).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fragments")]
     trace: Vec<PathBuf>,
+    /// Figures 8–10 on the recorded fragments under DIR (`../shared/traces`: UMass, MSR,
+    /// CloudPhysics, SYSTOR'17), each volume a stream, each file looped at the speed
+    /// that gives it an equal share of Table 2's load (docs/LAB.md).
+    #[arg(long, value_name = "DIR", conflicts_with = "websearch")]
+    fragments: Option<PathBuf>,
     /// Format of --trace files (detected from content when absent).
     #[arg(long, value_parser = clap::value_parser!(cordillera_trace::Format))]
     format: Option<cordillera_trace::Format>,
@@ -139,7 +112,7 @@ pub struct StripingArgs {
 
 pub fn run(a: StripingArgs) -> Result<()> {
     crate::lab_io::check_seeds(a.seed, a.seeds)?;
-    let is_skew = |f: &FigArg| matches!(f, FigArg::F8 | FigArg::F10);
+    let is_skew = |f: &Part| matches!(f, Part::F8 | Part::F10);
     if a.device.is_some() && !a.figures.iter().any(is_skew) {
         bail!("--device applies to Figures 8 and 10 only: add --figures 8 (or 10)");
     }
@@ -160,33 +133,22 @@ pub fn run(a: StripingArgs) -> Result<()> {
             store_bytes: a.store_mib.map(|m| m << 20),
             sizes: a.sizes,
         },
-        // Figures 8 and 10 and Table 3 are the skew and sequential parts, not simulations.
-        figures: a
-            .figures
-            .iter()
-            .filter_map(|f| match f {
-                FigArg::F2a => Some(Fig::F2a),
-                FigArg::F2b => Some(Fig::F2b),
-                FigArg::F3 => Some(Fig::F3),
-                FigArg::F4 => Some(Fig::F4),
-                FigArg::F5 => Some(Fig::F5),
-                FigArg::F6 => Some(Fig::F6),
-                FigArg::F7 => Some(Fig::F7),
-                FigArg::F8 | FigArg::F10 | FigArg::T3 => None,
-            })
-            .collect(),
+        figures: Part::figures(&a.figures),
     };
     options
-        .check(a.trace.is_empty())
+        .check(a.trace.is_empty() && a.fragments.is_none())
         .map_err(anyhow::Error::msg)?;
-    let wants = |f: FigArg| a.figures.contains(&f);
-    let skew = if (wants(FigArg::F8) || wants(FigArg::F10)) && !a.trace.is_empty() {
+    let wants = |f: Part| a.figures.contains(&f);
+    let skew = if (wants(Part::F8) || wants(Part::F10)) && !a.trace.is_empty() {
         let inputs = a
             .trace
             .iter()
             .map(|p| crate::lab_io::trace_input(p, a.format, a.time_unit, a.skip_invalid))
             .collect();
         SkewStreams::Trace(seeds::trace_source(inputs).map_err(anyhow::Error::msg)?)
+    } else if let Some(dir) = &a.fragments {
+        let f = cordillera_lab::striping::fragments::Fragments::scan(dir);
+        SkewStreams::Fragments(std::sync::Arc::new(f.map_err(anyhow::Error::msg)?))
     } else {
         SkewStreams::Table2 {
             websearch: a.websearch.clone(),
@@ -195,9 +157,9 @@ pub fn run(a: StripingArgs) -> Result<()> {
     };
     let config = SeedsConfig {
         options,
-        fig8: wants(FigArg::F8),
-        fig10: wants(FigArg::F10),
-        table3: wants(FigArg::T3),
+        fig8: wants(Part::F8),
+        fig10: wants(Part::F10),
+        table3: wants(Part::Table3),
         table3_channel_mb_per_s: (a.channel_mb_s != 0.0).then_some(a.channel_mb_s),
         skew,
         skew_device,

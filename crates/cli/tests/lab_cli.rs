@@ -1077,6 +1077,65 @@ fn lab_striping_figures_8_to_10_and_table_3_small() {
     );
 }
 
+/// Figures 8–9 on real load variation: the recorded fragments' volumes as streams, no file
+/// played faster than recorded, together carrying Table 2's load; wide striping absorbs their
+/// bursts (the paper's Figures 8–9 in direction).
+#[test]
+fn lab_striping_figures_8_and_9_on_the_recorded_fragments() {
+    let Some(traces) = cordillera_testkit::traces_dir("lab striping --fragments") else {
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_cordillera"))
+        .args(["lab", "striping", "--figures", "8", "--fragments"])
+        .arg(&traces)
+        .args(["--duration-s", "600", "--seeds", "2", "--json", "--quiet"])
+        .output_within(COMMAND_LIMIT)
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let files = json["fragments"].as_array().unwrap();
+    assert!(files.len() >= 8, "{files:?}");
+    let mut carried = 0.0;
+    for f in files {
+        let speed = f["speed"].as_f64().unwrap();
+        assert!(speed > 0.0 && speed <= 1.0, "{f}");
+        carried += speed * f["recorded_weighted_iops"].as_f64().unwrap();
+    }
+    // Table 2's 1,362.6 write-weighted IOPS (its five traces' reads + 4 × writes).
+    assert!((carried - 1362.6).abs() < 1.0, "{carried}");
+    let report = &json["skew"][0]["report"];
+    let dropped: Vec<&str> = report["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert!(dropped.contains(&"rsrch_1/rsrch_1"), "{dropped:?}");
+    assert!(report["streams"].as_array().unwrap().len() >= 16);
+    let mean = |key: &str| {
+        json["spread"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == key)
+            .unwrap_or_else(|| panic!("no {key}"))["mean"]
+            .as_f64()
+            .unwrap()
+    };
+    let (narrow, wide) = (mean("fig9/narrow/p90_spread"), mean("fig9/wide/p90_spread"));
+    assert!(narrow > 3.0 * wide, "{narrow} vs {wide}");
+    assert!(mean("fig8/geomean_mean") < 0.9);
+    assert!(mean("fig8/comparable_or_better_mean") > 0.5);
+    assert_ne!(
+        json["skew"][0]["report"]["streams"], json["skew"][1]["report"]["streams"],
+        "each seed starts the files at other phases"
+    );
+}
+
 /// `--seed` drives the workload too (gen:bursty draws its peaks' places from it), `--seeds K`
 /// reports every figure over the K runs, and no episode cuts its peak (they are centred on it).
 #[test]

@@ -17,6 +17,7 @@
 //! their spread (`lab striping`).
 
 pub mod experiment;
+pub mod fragments;
 pub mod model;
 pub mod seeds;
 pub mod sim;
@@ -102,6 +103,60 @@ pub enum Fig {
     /// Correlation of each array's pair −1 → +1, with streams of different arrays independent
     /// and then synchronized.
     F7,
+}
+
+/// What `lab striping --figures` names: a simulated figure of §3.2–3.3, the trace-driven
+/// Figures 8–9 and 10 of §3.4, or Table 3 of §3.5.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Sim(Fig),
+    /// Figures 8 and 9: the streams on 4 arrays, per-stream mean and p95, per-array
+    /// utilization CDF.
+    F8,
+    /// Figure 10: as 8, with array 2's two busiest streams stopped after a tenth of the run.
+    F10,
+    /// Table 3: an OLTP-like store beside a sequential reader on two RAID-5 7+p arrays.
+    Table3,
+}
+
+impl Part {
+    pub const ALL: [(&'static str, Part); 10] = [
+        ("2a", Part::Sim(Fig::F2a)),
+        ("2b", Part::Sim(Fig::F2b)),
+        ("3", Part::Sim(Fig::F3)),
+        ("4", Part::Sim(Fig::F4)),
+        ("5", Part::Sim(Fig::F5)),
+        ("6", Part::Sim(Fig::F6)),
+        ("7", Part::Sim(Fig::F7)),
+        ("8", Part::F8),
+        ("10", Part::F10),
+        ("table3", Part::Table3),
+    ];
+
+    /// The simulated figures among `parts`, in their order.
+    pub fn figures(parts: &[Part]) -> Vec<Fig> {
+        parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Sim(f) => Some(*f),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl std::str::FromStr for Part {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Part, String> {
+        Part::ALL
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|(_, p)| *p)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Part::ALL.iter().map(|(n, _)| *n).collect();
+                format!("no figure {s:?} (one of {})", names.join(", "))
+            })
+    }
 }
 
 /// One point of a figure: wide over narrow for one kind of store at one array count (and one

@@ -25,6 +25,8 @@ pub enum SkewStreams {
         websearch: Option<PathBuf>,
         time_unit: Option<cordillera_trace::TimeUnit>,
     },
+    /// Recorded fragments' volumes, each file at its own speed, looped from a seeded phase.
+    Fragments(Arc<super::fragments::Fragments>),
 }
 
 /// What to run.
@@ -54,6 +56,8 @@ pub struct SeedsReport {
     pub skew_description: Option<String>,
     /// Figures 8–10's arrays when not the paper's (`--device`).
     pub skew_arrays: Option<String>,
+    /// The fragments played as Figures 8–10's streams (`--fragments`).
+    pub fragments: Option<Vec<super::fragments::FileInfo>>,
     pub spread: Vec<Spread>,
     pub wide_whole_stripes: bool,
     pub duration_s: f64,
@@ -82,6 +86,10 @@ pub fn run_seeds(c: &SeedsConfig, step: &mut dyn FnMut(&str)) -> Result<SeedsRep
             .skew_device
             .as_ref()
             .map(|d| format!("4 arrays, each {}", d.describe())),
+        fragments: match &c.skew {
+            SkewStreams::Fragments(f) if c.fig8 || c.fig10 => Some(f.files.clone()),
+            _ => None,
+        },
         spread: Vec::new(),
         wide_whole_stripes: o.wide_whole_stripes,
         duration_s: o.duration_s,
@@ -119,6 +127,7 @@ pub fn run_seeds(c: &SeedsConfig, step: &mut dyn FnMut(&str)) -> Result<SeedsRep
                     websearch,
                     time_unit,
                 } => table2_source(websearch.as_ref(), *time_unit, o.duration_s, seed)?,
+                SkewStreams::Fragments(f) => f.source(o.duration_s, seed),
             };
             report.skew_description = Some(source.description.clone());
             for (wanted, ten) in [(c.fig8, false), (c.fig10, true)] {
@@ -177,6 +186,8 @@ impl SeedsReport {
             "mean_on_s": self.mean_on_s,
             "model": self.model,
             "skew_arrays": self.skew_arrays,
+            "skew_streams": self.skew_description,
+            "fragments": self.fragments,
             "spread": self.spread,
             "runs": self.points.iter().map(|(s, p)| json!({"seed": s, "points": p})).collect::<Vec<_>>(),
             "skew": self.skews.iter().map(|(s, r)| json!({"seed": s, "report": r})).collect::<Vec<_>>(),

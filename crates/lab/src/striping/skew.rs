@@ -169,21 +169,58 @@ impl Iterator for Generated {
     }
 }
 
-/// A recorded fragment played in a loop from phase `phase_ns`, each request kept with
-/// probability `keep`, its `asu`-th volume becoming stream `first_volume + asu`.
-struct Looped {
-    open: Arc<dyn Fn() -> Result<Records, String> + Send + Sync>,
-    current: Option<Records>,
-    period_ns: i64,
-    phase_ns: i64,
+/// A recorded fragment played in a loop from phase `phase_ns`, `speed` times as fast as
+/// recorded, each request kept with probability `keep`, its volume `v` becoming stream
+/// `map[v]` (dropped when `None` or beyond `map`). Times are the fragment's less `origin_ns`.
+pub(crate) struct Looped {
+    pub open: Arc<dyn Fn() -> Result<Records, String> + Send + Sync>,
+    pub current: Option<Records>,
+    /// The fragment's first time (its times count from here).
+    pub origin_ns: i64,
+    /// The fragment's length, in its own time.
+    pub period_ns: i64,
+    /// Where the first pass starts, in the fragment's own time.
+    pub phase_ns: i64,
+    /// Fragment seconds per run second.
+    pub speed: f64,
     /// Added to the fragment's times in the current pass.
-    shift_ns: i64,
-    first_pass: bool,
-    keep: f64,
-    rng: SimRng,
-    first_volume: u32,
-    asus: u32,
-    end_ns: i64,
+    pub shift_ns: i64,
+    pub first_pass: bool,
+    pub keep: f64,
+    pub rng: SimRng,
+    pub map: Vec<Option<u32>>,
+    /// The run's end, in run time.
+    pub end_ns: i64,
+}
+
+impl Looped {
+    /// A fragment played from the start of its pass at `phase_ns`.
+    pub fn new(
+        open: Arc<dyn Fn() -> Result<Records, String> + Send + Sync>,
+        period_ns: i64,
+        map: Vec<Option<u32>>,
+        end_ns: i64,
+        rng: SimRng,
+    ) -> Looped {
+        Looped {
+            open,
+            current: None,
+            origin_ns: 0,
+            period_ns,
+            phase_ns: 0,
+            speed: 1.0,
+            shift_ns: 0,
+            first_pass: true,
+            keep: 1.0,
+            rng,
+            map,
+            end_ns,
+        }
+    }
+
+    fn run_time(&self, fragment_ns: i64) -> i64 {
+        ((fragment_ns - self.origin_ns + self.shift_ns - self.phase_ns) as f64 / self.speed) as i64
+    }
 }
 
 impl Iterator for Looped {
@@ -202,24 +239,26 @@ impl Iterator for Looped {
                     self.current = None;
                     self.shift_ns += self.period_ns;
                     self.first_pass = false;
-                    if self.shift_ns - self.phase_ns >= self.end_ns {
+                    if self.run_time(self.origin_ns) >= self.end_ns {
                         return None;
                     }
                 }
                 Some(Err(e)) => return Some(Err(e)),
                 Some(Ok(mut r)) => {
-                    if self.first_pass && r.time_ns < self.phase_ns {
+                    if self.first_pass && r.time_ns - self.origin_ns < self.phase_ns {
                         continue;
                     }
-                    let t = r.time_ns + self.shift_ns - self.phase_ns;
+                    let t = self.run_time(r.time_ns);
                     if t >= self.end_ns {
                         return None;
                     }
-                    if r.volume.0 >= self.asus || !self.rng.chance(self.keep) {
+                    let stream = self.map.get(r.volume.0 as usize).copied().flatten();
+                    let Some(stream) = stream else { continue };
+                    if self.keep < 1.0 && !self.rng.chance(self.keep) {
                         continue;
                     }
                     r.time_ns = t;
-                    r.volume = TraceVolume(self.first_volume + r.volume.0);
+                    r.volume = TraceVolume(stream);
                     return Some(Ok(r));
                 }
             }
@@ -345,19 +384,17 @@ pub fn table2(fragment: Option<Fragment>, duration_s: f64, seed: u64) -> Source 
             match (&fragment, row.key.starts_with("web")) {
                 (Some(f), true) => {
                     let web = t; // 0, 1, 2
-                    parts.push(Box::new(Looped {
-                        open: f.open.clone(),
-                        current: None,
-                        period_ns: f.period_ns,
-                        phase_ns: f.period_ns * web as i64 / 3,
-                        shift_ns: 0,
-                        first_pass: true,
-                        keep: row.read_iops / TABLE_2[0].read_iops,
-                        rng: SimRng::new(seed, stream_seed),
-                        first_volume: volume,
-                        asus: row.streams as u32,
+                    let map = (0..row.streams as u32).map(|a| Some(volume + a)).collect();
+                    let mut looped = Looped::new(
+                        f.open.clone(),
+                        f.period_ns,
+                        map,
                         end_ns,
-                    }));
+                        SimRng::new(seed, stream_seed),
+                    );
+                    looped.phase_ns = f.period_ns * web as i64 / 3;
+                    looped.keep = row.read_iops / TABLE_2[0].read_iops;
+                    parts.push(Box::new(looped));
                 }
                 _ => {
                     for (s, share) in shares(row).into_iter().enumerate() {
