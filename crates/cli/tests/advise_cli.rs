@@ -79,6 +79,32 @@ fn advise_on_the_builtin_workload_judges_every_mechanism() {
         summary.starts_with(if ratio[0] > 1.1 { "narrow" } else { "wide" }),
         "{summary} with wide/narrow {ratio:?}"
     );
+    // It says which of the paper's three conditions for wide striping the trace meets: the
+    // built-in workload's nights and peaks are skewed, its arrays lightly loaded, its requests
+    // small.
+    let why: Vec<&str> = striping["why"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    let condition = |name: &str| {
+        why.iter()
+            .find(|w| w.starts_with(&format!("the paper's condition of {name}")))
+            .unwrap_or_else(|| panic!("no {name} condition in {why:?}"))
+            .to_string()
+    };
+    let skew = figure_values(striping, "striping/load_skew_peak_to_mean")[0];
+    assert!(skew >= 2.0, "{skew}");
+    assert!(condition("load skew").contains(": met"), "{why:?}");
+    assert!(condition("large requests").contains(": not met"), "{why:?}");
+    let utilization = figure_values(striping, "striping/narrow_peak_utilization_pct")[0];
+    let met = if utilization >= 30.0 {
+        ": met"
+    } else {
+        ": not met"
+    };
+    assert!(condition("high utilization").contains(met), "{why:?}");
     // The report: every figure inline, nothing fetched.
     let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));
