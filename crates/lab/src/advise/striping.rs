@@ -37,31 +37,7 @@ pub fn striping(
     let skew = load_skew(c);
     why.extend(conditions(c, utilization, skew));
     let sim = simulate(c, &device.spec, open, o, progress);
-    let mut figures = vec![Figure::new(
-        "striping/stripe_unit_kib",
-        "stripe unit",
-        "KiB",
-        (rec.stripe_unit_bytes >> 10) as f64,
-        "half the mean request size (§3.6)",
-    )];
-    if let Some(k) = skew {
-        figures.push(Figure::new(
-            "striping/load_skew_peak_to_mean",
-            "busy volumes' busiest window over their mean rate, weighted by requests",
-            "ratio",
-            k,
-            "",
-        ));
-    }
-    if let Some(u) = utilization {
-        figures.push(Figure::new(
-            "striping/narrow_peak_utilization_pct",
-            "busiest array's utilization, narrow layout (estimate)",
-            "%",
-            u * 100.0,
-            "",
-        ));
-    }
+    let figures = rule_figures(&rec, skew, utilization);
     let rule = match rec.policy {
         policy::Policy::Wide => "wide",
         policy::Policy::Narrow => "narrow",
@@ -179,6 +155,41 @@ pub fn striping(
     v.figures.extend(sim_rows);
     v.commands = commands;
     v
+}
+
+/// The figures behind the rule: its stripe unit, the trace's load skew, and the busiest
+/// array's estimated utilization under narrow.
+fn rule_figures(
+    rec: &policy::Recommendation,
+    skew: Option<f64>,
+    utilization: Option<f64>,
+) -> Vec<Figure> {
+    let mut figures = vec![Figure::new(
+        "striping/stripe_unit_kib",
+        "stripe unit",
+        "KiB",
+        (rec.stripe_unit_bytes >> 10) as f64,
+        "half the mean request size (§3.6)",
+    )];
+    if let Some(k) = skew {
+        figures.push(Figure::new(
+            "striping/load_skew_peak_to_mean",
+            "busy volumes' busiest window over their mean rate, weighted by requests",
+            "ratio",
+            k,
+            "",
+        ));
+    }
+    if let Some(u) = utilization {
+        figures.push(Figure::new(
+            "striping/narrow_peak_utilization_pct",
+            "busiest array's utilization, narrow layout (estimate)",
+            "%",
+            u * 100.0,
+            "",
+        ));
+    }
+    figures
 }
 
 /// The paper's rule on what the trace shows, the busiest array's estimated utilization on the

@@ -16,6 +16,8 @@
 //! the sequential reader beside a random one (Table 3); [`seeds`], all of them over seeds and
 //! their spread (`lab striping`).
 
+#[cfg(test)]
+mod directions;
 pub mod experiment;
 pub mod fragments;
 pub mod model;
