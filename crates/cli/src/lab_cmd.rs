@@ -113,6 +113,10 @@ struct EverestArgs {
     /// The OLTP load's fraction of writes (§4.2: 27–32 % at the disk).
     #[arg(long, default_value_t = 0.3)]
     oltp_writes: f64,
+    /// The OLTP load's locality, SPAN:SHARE: a SHARE of its requests fall in the first SPAN
+    /// of the 7.5 GB (`0.1:0.9`); uniform when absent.
+    #[arg(long, value_name = "SPAN:SHARE")]
+    oltp_hot: Option<cordillera_lab::volumes::Hot>,
     /// Print the report as JSON on standard output.
     #[arg(long)]
     json: bool,
@@ -196,6 +200,7 @@ fn run_everest(a: EverestArgs) -> Result<()> {
         sample_ns,
         micro_s: a.micro_s,
         oltp_write_fraction: a.oltp_writes,
+        oltp_hot: a.oltp_hot,
         parts,
         seed: a.seed,
         device: device.kind.preset.to_owned(),

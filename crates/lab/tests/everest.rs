@@ -149,6 +149,7 @@ fn reclaim_after_a_policy_switch_empties_the_store() {
                 span_bytes: 1 << 30,
                 from_ns: 0,
                 until_ns: 2 * S,
+                hot: None,
             },
             client: true,
             store: false,

@@ -102,6 +102,8 @@ pub struct Options {
     pub oltp_depth: usize,
     /// The OLTP load's fraction of writes (the paper's disk load: 27–32 %).
     pub oltp_write_fraction: f64,
+    /// The OLTP load's hot region (uniform over the 7.5 GB when `None`, the default).
+    pub oltp_hot: Option<crate::volumes::Hot>,
     pub parts: Parts,
     /// Off-loaded data is sampled this often (Figure 6); 0: the longest episode over 200, in
     /// steps of 100 ms from 100 ms to 10 s (a 30-minute episode: 9 s; a 27 s trace: 100 ms).
@@ -129,6 +131,7 @@ impl Default for Options {
             micro_depth: 32,
             oltp_depth: 64,
             oltp_write_fraction: 0.3,
+            oltp_hot: None,
             parts: Parts::all(),
             sample_ns: 0,
             seed: 1,

@@ -27,6 +27,8 @@ pub struct Oltp {
     pub write_fraction: f64,
     pub span_bytes: u64,
     pub depth: usize,
+    /// The load's hot region, when it has one (`--oltp-hot`).
+    pub hot: Option<crate::volumes::Hot>,
     pub seconds: u64,
     pub baseline_iops: f64,
     /// The most off-loading writes can give while every read stays on the client's disk:
@@ -69,6 +71,7 @@ pub(super) fn oltp(options: &Options, progress: Progress) -> Oltp {
         read_bound_ceiling: 1.0 / (1.0 - options.oltp_write_fraction),
         span_bytes: SPAN_BYTES,
         depth: options.oltp_depth,
+        hot: options.oltp_hot,
         seconds: options.micro_s,
         baseline_iops: rig.baseline,
         figure9,
@@ -98,6 +101,7 @@ impl Rig<'_> {
             span_bytes: SPAN_BYTES,
             from_ns: 0,
             until_ns: self.run_ns,
+            hot: self.options.oltp_hot,
         }
     }
 
@@ -306,4 +310,52 @@ fn figure12(rig: &mut Rig) -> Vec<OltpBar> {
         figure12.push(rig.bar(&format!("{n_way}-way, 2 clients, 1 idle store"), v, paper));
     }
     figure12
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Figure 11's cause, isolated (docs/LAB.md): with uniform requests one store absorbs every
+    /// write and the client's own disk, serving the reads, is the limit — more stores or more
+    /// clients per store change nothing. When most requests fall on a small hot region, reads
+    /// of data already off-loaded go to the stores: a second and third store share those reads
+    /// (the solid line rises) and clients sharing one store contend for it (the dashed line
+    /// falls), as in the paper.
+    #[test]
+    fn reads_of_off_loaded_data_make_the_stores_the_limit() {
+        let figure11_of = |hot: Option<crate::volumes::Hot>| {
+            let options = Options {
+                micro_s: 10,
+                oltp_hot: hot,
+                ..Options::default()
+            };
+            let mut progress = |_: &str| {};
+            let mut rig = Rig {
+                options: &options,
+                run_ns: options.micro_s * 1_000_000_000,
+                progress: &mut progress,
+                baseline: 0.0,
+            };
+            rig.baseline = rig.step(
+                "baseline",
+                rig.setup(vec![rig.client(vec![], false)], Policy::Baseline, None, 1),
+                1,
+            );
+            let (stores, clients) = figure11(&mut rig);
+            let ratios =
+                |bars: Vec<OltpBar>| -> Vec<f64> { bars.iter().map(|b| b.over_baseline).collect() };
+            (ratios(stores), ratios(clients))
+        };
+        let (stores, clients) = figure11_of(None);
+        for r in stores.iter().chain(&clients) {
+            assert!(
+                (r - stores[0]).abs() < 0.05,
+                "uniform: {stores:?} {clients:?}"
+            );
+        }
+        let (stores, clients) = figure11_of(Some("0.01:0.99".parse().unwrap()));
+        assert!(stores[2] > stores[0] + 0.2, "stores: {stores:?}");
+        assert!(clients[2] < clients[0] - 0.2, "clients: {clients:?}");
+    }
 }

@@ -145,6 +145,7 @@ pub(super) fn micro(options: &Options, progress: Progress) -> Micro {
         span_bytes: 64 << 30,
         from_ns: 0,
         until_ns,
+        hot: None,
     };
     let single = |load: Load, stores: usize, policy: Policy| {
         let mut volumes = vec![VolumeSpec {

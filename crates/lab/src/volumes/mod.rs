@@ -201,6 +201,7 @@ impl Node {
                 span_bytes,
                 from_ns,
                 until_ns,
+                hot,
             } => {
                 let active = now >= self.start_ns + from_ns && now < self.start_ns + until_ns;
                 while active && u.in_flight.len() < *depth {
@@ -215,7 +216,13 @@ impl Node {
                         u.seq_offset = o + request_bytes;
                         o
                     } else {
-                        u.rng.below(span / request_bytes) * request_bytes
+                        let units = match hot {
+                            Some(h) if u.rng.chance(h.share) => {
+                                ((span as f64 * h.span_fraction) as u64 / request_bytes).max(1)
+                            }
+                            _ => span / request_bytes,
+                        };
+                        u.rng.below(units) * request_bytes
                     };
                     u.next_id += 1;
                     u.in_flight.insert(u.next_id, (now, op, *request_bytes));

@@ -26,8 +26,39 @@ pub enum Load {
         span_bytes: u64,
         from_ns: Nanos,
         until_ns: Nanos,
+        /// A hot region taking a share of the requests (uniform over the span when `None`).
+        hot: Option<Hot>,
     },
     Idle,
+}
+
+/// Locality of a closed loop: `share` of its requests, reads and writes alike, fall uniformly
+/// in the first `span_fraction` of its span, the rest uniformly over the whole span.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Hot {
+    pub span_fraction: f64,
+    pub share: f64,
+}
+
+impl std::str::FromStr for Hot {
+    type Err = String;
+    /// `SPAN:SHARE`, both fractions: `0.1:0.9` sends 90 % of requests to the first 10 %.
+    fn from_str(s: &str) -> Result<Hot, String> {
+        let bad = || format!("{s:?}: expected SPAN:SHARE, two fractions (0.1:0.9)");
+        let (span, share) = s.split_once(':').ok_or_else(bad)?;
+        let hot = Hot {
+            span_fraction: span.trim().parse().map_err(|_| bad())?,
+            share: share.trim().parse().map_err(|_| bad())?,
+        };
+        let ok =
+            hot.span_fraction > 0.0 && hot.span_fraction <= 1.0 && (0.0..=1.0).contains(&hot.share);
+        if !ok {
+            return Err(format!(
+                "{s:?}: the span must be in (0, 1] and the share in [0, 1]"
+            ));
+        }
+        Ok(hot)
+    }
 }
 
 /// One volume: its load and whether it hosts a client (which off-loads to the stores of the
@@ -175,4 +206,24 @@ pub struct Outcome {
     /// When the run stopped (from the first request).
     pub stopped_ns: Nanos,
     pub layout: Layout,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hot_region_is_read_as_span_and_share() {
+        let h: Hot = "0.1:0.9".parse().unwrap();
+        assert_eq!(
+            h,
+            Hot {
+                span_fraction: 0.1,
+                share: 0.9
+            }
+        );
+        for bad in ["0.1", "0:0.5", "1.5:0.5", "0.1:1.2", "a:b", "0.1:-0.1"] {
+            assert!(bad.parse::<Hot>().is_err(), "{bad} accepted");
+        }
+    }
 }
