@@ -63,6 +63,27 @@ fn bench_cache_prints_each_policy_beside_the_baseline() {
         policies.iter().any(|p| p.starts_with("baseline")),
         "{policies:?}"
     );
+    // libCacheSim on the same block accesses, each policy's hits equal to ours (the bench
+    // fails otherwise) and its rate beside ours.
+    let peer = &j["libcachesim"];
+    if peer.is_null() {
+        cordillera_testkit::missing(
+            "bench cache's peer needs libCacheSim's Python bindings (pip install libcachesim; scripts/test.sh installs them)",
+        );
+        return;
+    }
+    let ours = j["policies"].as_array().unwrap();
+    let theirs = peer["policies"].as_array().unwrap();
+    for p in ["lru", "fifo", "clock"] {
+        let mine = ours.iter().find(|r| r["policy"] == p).unwrap();
+        let peer = theirs
+            .iter()
+            .find(|r| r["policy"] == p)
+            .unwrap_or_else(|| panic!("no libCacheSim {p}: {theirs:?}"));
+        assert_eq!(peer["hits"], mine["read_block_hits"], "{p}");
+        positive(&peer["requests_per_s"], "libCacheSim's rate");
+        positive(&peer["ours_over_libcachesim"], "ours over libCacheSim");
+    }
 }
 
 #[test]

@@ -57,6 +57,10 @@ struct CacheBenchArgs {
     /// Repetitions of each measurement; the fastest is reported.
     #[arg(long, default_value_t = 3)]
     repeat: u32,
+    /// Do not run libCacheSim beside ours (by default it runs when a Python here imports
+    /// `libcachesim`: `CORDILLERA_LIBCACHESIM_PYTHON`, `target/peers/venv`, or `python3`).
+    #[arg(long)]
+    no_peer: bool,
     #[arg(long)]
     json: bool,
 }
@@ -211,6 +215,11 @@ fn cache(args: CacheBenchArgs) -> Result<()> {
         base.read_block_hits,
         lru.read_block_hits
     );
+    let peer = if args.no_peer {
+        None
+    } else {
+        peer_rounds(&records, bytes, args.repeat, [&lru, &fifo, &clock])?
+    };
     // Memory per cached block, of a full cache.
     let mut full = Lru::new(blocks);
     for b in 0..blocks as u64 {
@@ -248,6 +257,7 @@ fn cache(args: CacheBenchArgs) -> Result<()> {
                 "policies": policies,
                 "lru_ratio_to_baseline": base_s / lru_s,
                 "lru_bytes_per_cached_block": per_block,
+                "libcachesim": peer_json(&peer, n, [lru_s, fifo_s, clock_s]),
             }))?
         );
         return Ok(());
@@ -270,12 +280,119 @@ fn cache(args: CacheBenchArgs) -> Result<()> {
             c.read_block_hits
         );
     }
+    print_peer(
+        &peer,
+        n,
+        [lru_s, fifo_s, clock_s],
+        args.no_peer,
+        args.repeat,
+    );
     println!(
         "LRU {:.2}x the baseline (target: at least 20 M requests/s on one core, libCacheSim's published speed); {:.1} bytes per cached block",
         base_s / lru_s,
         per_block
     );
     Ok(())
+}
+
+/// libCacheSim's runs and the Python that ran them, when it did.
+type Peer = Option<(
+    std::path::PathBuf,
+    Vec<(String, crate::cache_peer::PeerRun)>,
+)>;
+
+/// libCacheSim's rows for `--json`: each policy's rate and hits, and ours over its time
+/// (`ours`: our seconds for LRU, FIFO, CLOCK).
+fn peer_json(peer: &Peer, n: u64, ours: [f64; 3]) -> Option<serde_json::Value> {
+    peer.as_ref().map(|(python, runs)| {
+        serde_json::json!({
+            "python": python,
+            "policies": runs.iter().zip(ours).map(|((name, r), ours)| serde_json::json!({
+                "policy": name,
+                "seconds": r.seconds,
+                "requests_per_s": n as f64 / r.seconds,
+                "block_accesses_per_s": r.requests as f64 / r.seconds,
+                "hits": r.hits,
+                "ours_over_libcachesim": r.seconds / ours,
+            })).collect::<Vec<_>>(),
+        })
+    })
+}
+
+/// libCacheSim's rows beside ours, with each ratio and the hits both counted.
+fn print_peer(peer: &Peer, n: u64, ours: [f64; 3], no_peer: bool, repeat: u32) {
+    match peer {
+        Some((python, runs)) => {
+            for ((name, r), ours) in runs.iter().zip(ours) {
+                println!(
+                    "{:<40} {:>14.1} {:>16.1} {:>12}",
+                    format!("libCacheSim {name}"),
+                    n as f64 / r.seconds / 1e6,
+                    r.requests as f64 / r.seconds / 1e6,
+                    r.hits
+                );
+                println!(
+                    "  {name}: ours {:.2}x libCacheSim (target: at least 3x), the same {} hits",
+                    r.seconds / ours,
+                    r.hits
+                );
+            }
+            println!("  (libCacheSim through {}, best of {} rounds, timed around process_trace; hits are reads and writes, every block access being a get there)", python.display(), repeat);
+        }
+        None if no_peer => {}
+        None => println!(
+            "libCacheSim: no Python here imports libcachesim (pip install libcachesim; scripts/test.sh installs it into target/peers/venv): not compared"
+        ),
+    }
+}
+
+/// libCacheSim's LRU, FIFO and CLOCK on the same block accesses, best of `repeat` rounds, when
+/// a Python here has it; an error when its hit count differs from ours for any policy.
+#[allow(clippy::type_complexity)]
+fn peer_rounds(
+    records: &[Record],
+    cache_bytes: u64,
+    repeat: u32,
+    ours: [&cordillera_warmup::sim::Counts; 3],
+) -> Result<
+    Option<(
+        std::path::PathBuf,
+        Vec<(String, crate::cache_peer::PeerRun)>,
+    )>,
+> {
+    use crate::cache_peer;
+    let Some(python) = cache_peer::python() else {
+        return Ok(None);
+    };
+    let path = std::env::temp_dir().join(format!(
+        "cordillera-bench-cache-{}.oracleGeneral",
+        std::process::id()
+    ));
+    let written = cache_peer::write_blocks(records, &path);
+    let result = written.and_then(|accesses| {
+        let mut best: Vec<(String, cache_peer::PeerRun)> = Vec::new();
+        for _ in 0..repeat.max(1) {
+            for (name, r) in cache_peer::run(&python, &path, cache_bytes)? {
+                match best.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, b)) if b.seconds <= r.seconds => {}
+                    Some((_, b)) => *b = r,
+                    None => best.push((name, r)),
+                }
+            }
+        }
+        for ((name, r), c) in best.iter().zip(ours) {
+            let hits = c.read_block_hits + c.write_block_hits;
+            anyhow::ensure!(
+                r.requests == accesses && r.hits == hits,
+                "{name}: libCacheSim counted {} hits in {} block accesses, ours {hits} in {accesses}",
+                r.hits,
+                r.requests
+            );
+        }
+        Ok(best)
+    });
+    let _ = std::fs::remove_file(&path);
+    Ok(Some((python, result?)))
 }
 
 /// A client's range map with `ranges` off-loaded 8 KiB ranges, 16 KiB apart; each operation is

@@ -11,7 +11,7 @@
 //! - a trace replayed against a live NBD export (`live_replay`: `cordillera replay`);
 //! - the kill-and-fault campaign (`chaos`: `cordillera chaos`);
 //! - in-process benchmarks against a reference measured in the same run (`bench`: `bench
-//!   trace|sim|rangemap|cache`), and the command's own cost on growing inputs, each run a child
+//!   trace|sim|rangemap|cache`; the cache simulator also against libCacheSim, `cache_peer`), and the command's own cost on growing inputs, each run a child
 //!   process whose time and peak memory are measured (`lab_bench`: `bench lab-bonfire`;
 //!   `advise_bench`: `bench advise`).
 //!
@@ -21,6 +21,7 @@
 
 pub mod advise_bench;
 pub mod bench;
+pub mod cache_peer;
 pub mod chaos;
 pub mod cluster_bench;
 pub mod cluster_pgbench;
