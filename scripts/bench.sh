@@ -60,19 +60,7 @@ fi
 
 if want cache; then
   echo "== $(date +%T) cache simulator speed, beside libCacheSim"
-  # libCacheSim's Python bindings (PyPI), the peer: installed into target/peers/venv when no
-  # python3 here imports them (as scripts/test.sh does).
-  if python3 -c 'import libcachesim' >/dev/null 2>&1; then
-    export CORDILLERA_LIBCACHESIM_PYTHON=python3
-  else
-    venv=target/peers/venv
-    if ! "$venv/bin/python" -c 'import libcachesim' >/dev/null 2>&1; then
-      echo "installing libcachesim==0.3.5 (PyPI) into $venv"
-      python3 -m venv "$venv" && "$venv/bin/pip" install -q libcachesim==0.3.5 \
-        || echo "libcachesim not installed: the cache bench runs without its peer"
-    fi
-    export CORDILLERA_LIBCACHESIM_PYTHON="$PWD/$venv/bin/python"
-  fi
+  . scripts/libcachesim.sh "the cache bench runs without its peer"
   if [ -f ../shared/traces/arc/P12.lis.zst ]; then
     run cache "$bin" bench cache --trace ../shared/traces/arc/P12.lis.zst --cache-size 256m --repeat 3
     run cache "$bin" bench cache --repeat 3

@@ -71,19 +71,9 @@ fi
 if [ ! -d ../shared/traces ] && [ -z "${CORDILLERA_TRACES:-}" ]; then
   echo "note: ../shared/traces/ is absent: the real-trace tests say SKIPPED (and fail under CI=true)"
 fi
-# libCacheSim's Python bindings (PyPI), the peer the oracleGeneral interop test runs: installed
-# into target/peers/venv when no python3 here imports them.
-if python3 -c 'import libcachesim' >/dev/null 2>&1; then
-  export CORDILLERA_LIBCACHESIM_PYTHON=python3
-else
-  venv=target/peers/venv
-  if ! "$venv/bin/python" -c 'import libcachesim' >/dev/null 2>&1; then
-    echo "installing libcachesim==0.3.5 (PyPI) into $venv"
-    python3 -m venv "$venv" && "$venv/bin/pip" install -q libcachesim==0.3.5 \
-      || echo "libcachesim not installed: its interop test says SKIPPED (fails under CI=true)"
-  fi
-  export CORDILLERA_LIBCACHESIM_PYTHON="$PWD/$venv/bin/python"
-fi
+# libCacheSim's Python bindings (PyPI), the peer the oracleGeneral interop test and the cache
+# bench's smoke test run.
+. scripts/libcachesim.sh "its interop test says SKIPPED (fails under CI=true)"
 finish "packages" 0
 
 # Each seeded-schedule family's time here (PREFIX_SECONDS, docs/TESTING.md), about two thirds of
