@@ -853,6 +853,18 @@ fn lab_sierra_on_the_msr_fragments() {
     assert!(json["schedules"][0]["hours"].as_array().unwrap().len() > 24 * 3);
 }
 
+/// The mean over seeds of figure `key` in a `--json` report's `spread`.
+fn spread_mean(json: &serde_json::Value, key: &str) -> f64 {
+    json["spread"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == key)
+        .unwrap_or_else(|| panic!("no {key}"))["mean"]
+        .as_f64()
+        .unwrap()
+}
+
 /// `lab striping` on one and two arrays over two seeds: the paper's shapes of Figure 2 (wide
 /// helps large requests and hurts small ones beside them; with ON periods synchronized across
 /// arrays the two are within about 10 %), the seed changes the run, and bad flags are refused.
@@ -876,16 +888,7 @@ fn lab_striping_figure_2_small() {
     };
     let json = run("1", "2");
     assert_eq!(json["seeds"], serde_json::json!([1, 2]));
-    let mean = |key: &str| {
-        json["spread"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["key"] == key)
-            .unwrap_or_else(|| panic!("no {key}"))["mean"]
-            .as_f64()
-            .unwrap()
-    };
+    let mean = |key: &str| spread_mean(&json, key);
     for series in ["large, independent", "small, synchronized", "pair large"] {
         let one = mean(&format!(
             "fig{}/{series}/1",
@@ -1030,16 +1033,7 @@ fn lab_striping_figures_8_to_10_and_table_3_small() {
         String::from_utf8_lossy(&out.stderr)
     );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mean = |key: &str| {
-        json["spread"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["key"] == key)
-            .unwrap_or_else(|| panic!("no {key}"))["mean"]
-            .as_f64()
-            .unwrap()
-    };
+    let mean = |key: &str| spread_mean(&json, key);
     // Figure 9: wide spreads load alike over the arrays; narrow's arrays, balanced by mean
     // load, differ at their busy moments.
     let (narrow, wide) = (mean("fig9/narrow/p90_spread"), mean("fig9/wide/p90_spread"));
@@ -1116,16 +1110,7 @@ fn lab_striping_figures_8_and_9_on_the_recorded_fragments() {
         .collect();
     assert!(dropped.contains(&"rsrch_1/rsrch_1"), "{dropped:?}");
     assert!(report["streams"].as_array().unwrap().len() >= 16);
-    let mean = |key: &str| {
-        json["spread"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["key"] == key)
-            .unwrap_or_else(|| panic!("no {key}"))["mean"]
-            .as_f64()
-            .unwrap()
-    };
+    let mean = |key: &str| spread_mean(&json, key);
     let (narrow, wide) = (mean("fig9/narrow/p90_spread"), mean("fig9/wide/p90_spread"));
     assert!(narrow > 3.0 * wide, "{narrow} vs {wide}");
     assert!(mean("fig8/geomean_mean") < 0.9);
