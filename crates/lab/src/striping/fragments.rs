@@ -19,7 +19,8 @@ use std::sync::Arc;
 use cordillera_trace::{Format, TimeUnit};
 use cordillera_types::rng::SimRng;
 
-use super::skew::{merge, Looped, Records, Source, TABLE_2};
+use super::skew::{Records, Source, TABLE_2};
+use super::streams::{merge, Looped};
 use crate::input::TraceInput;
 use cordillera_striping::policy;
 

@@ -24,6 +24,7 @@ pub mod model;
 pub mod seeds;
 pub mod sim;
 pub mod skew;
+pub mod streams;
 pub mod table3;
 
 use serde::Serialize;
