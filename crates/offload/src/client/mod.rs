@@ -28,7 +28,8 @@
 //! builds (`invariants.rs`); **work out** (`poll_base`, `poll_store`, `poll_upward`,
 //! `poll_timeout`, whose deadlines are tabled in `timers.rs`); **control** (`set_*`,
 //! `remove_store`); and **queries**. The work behind each event is in the module of its
-//! responsibility: `upward` (reads and writes from above), `base` (base-volume completions),
+//! responsibility: `upward` (writes from above), `reads` (reads from above), `base`
+//! (base-volume completions),
 //! `stores` (store replies, failed and recovered stores), `stale` (deleting stale copies and
 //! their deletion records), `reclaim`, `local` (Sierra §3.6's local copies of off-loaded
 //! writes), `degraded` (the superblock and its degraded mark),
@@ -37,6 +38,8 @@
 //! # What it guarantees
 //!
 //! - A read returns, for every byte, the last acknowledged write or one issued concurrently.
+//!   A write answered with an error may still take effect (its outcome is unknown), but never
+//!   after a read issued after that answer returned the data beneath it.
 //! - A write is acknowledged upward only once its data is durable: on the base volume (when
 //!   asked for durability) or on every store it was sent to that did not fail; the range map is
 //!   updated before the acknowledgement.
@@ -52,6 +55,7 @@ mod base;
 mod degraded;
 mod invariants;
 mod local;
+mod reads;
 mod reclaim;
 mod recovery;
 mod stale;
@@ -259,6 +263,14 @@ impl Client {
             .filter(|(_, s)| !s.removed)
             .map(|(i, s)| (i, s.info, s.up))
             .collect()
+    }
+
+    /// Since when store `store` has been down (`None`: it is up, or not in the set).
+    pub fn store_down_since(&self, store: StoreIdx) -> Option<Nanos> {
+        self.stores
+            .get(store)
+            .filter(|s| !s.up)
+            .map(|s| s.down_since)
     }
 
     /// The range map: every off-loaded range and where its latest version is.
@@ -503,7 +515,7 @@ impl Client {
             })
             .unwrap_or_default();
         format!(
-            "{phase}{}; ranges {}; writes {} (parked {}{first_write}); reads {} (parked {}); queued {}; base in flight {}; store requests {}; reclaim jobs {}; settling {}; records {}; vulnerable {}; stores {}",
+            "{phase}{}; ranges {}; writes {} (parked {}{first_write}); reads {} (parked {}, behind failed writes {}); queued {}; base in flight {}; store requests {}; reclaim jobs {}; settling {}; records {}; vulnerable {}; stores {}",
             match (self.degraded, self.degraded_durable) {
                 (false, false) => "",
                 (true, true) => " (degraded)",
@@ -515,6 +527,7 @@ impl Client {
             self.parked_writes.len(),
             self.reads.len(),
             self.parked_reads.len(),
+            self.reads_behind_failed_writes.len(),
             self.queued_upward.len(),
             self.base_in_flight,
             self.outstanding.len(),
@@ -620,6 +633,7 @@ impl Client {
             self.settle_dirty = false;
         }
         self.pump_stale();
+        self.pump_reads_behind_failed_writes();
         self.pump_reclaim();
         self.pump_degraded();
         self.sweep_local_copies();

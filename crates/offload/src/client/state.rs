@@ -271,6 +271,11 @@ pub struct Client {
     pub(super) store_rank: BTreeMap<u64, u8>,
     pub(super) queued_upward: VecDeque<(u64, Upward)>,
     pub(super) parked_reads: Vec<(u64, u64, u64)>,
+    /// Reads that arrived after an overlapping off-loaded write was answered with an error
+    /// while its copies may still enter the range map (held for the "degraded" mark, or
+    /// stores still owing answers): they start once no such write overlaps them, so that a
+    /// failed write never shows after a later read saw the data beneath it.
+    pub(super) reads_behind_failed_writes: Vec<u64>,
     pub(super) parked_writes: Vec<u64>,
     /// Since when the stores refuse writes as full (cleared by a write a store accepts):
     /// reclaim then runs whatever the base volume's load.
@@ -364,6 +369,7 @@ impl Client {
             store_rank: BTreeMap::new(),
             queued_upward: VecDeque::new(),
             parked_reads: Vec::new(),
+            reads_behind_failed_writes: Vec::new(),
             parked_writes: Vec::new(),
             stores_full_since: None,
             parked_retry_at: None,

@@ -77,6 +77,7 @@ impl Client {
         self.writes.clear();
         self.held_writes.clear();
         self.reads.clear();
+        self.reads_behind_failed_writes.clear();
         self.parked_writes.clear();
         self.base_pending.clear();
         self.local.clear();

@@ -1,5 +1,5 @@
-//! Upward requests: writes (to the base volume, or off-loaded to stores with their versions)
-//! and reads (split by the range map between the base volume and the stores).
+//! Upward requests: writes (to the base volume, or off-loaded to stores with their versions);
+//! reads are in `reads.rs`.
 
 use super::*;
 
@@ -42,21 +42,7 @@ impl Client {
             Upward::Read {
                 offset_bytes,
                 length_bytes,
-            } => {
-                let key = self.id();
-                self.reads.insert(
-                    key,
-                    ReadOp {
-                        up_id: id,
-                        start: offset_bytes,
-                        len: length_bytes,
-                        buf: Vec::new(),
-                        outstanding: 0,
-                        error: None,
-                    },
-                );
-                self.read_piece(key, offset_bytes, offset_bytes + length_bytes);
-            }
+            } => self.start_read(id, offset_bytes, length_bytes),
             Upward::Write {
                 offset_bytes,
                 data,
@@ -638,114 +624,5 @@ impl Client {
             .into_iter()
             .map(|p| (p.start, p.end, p.value.copied()))
             .collect()
-    }
-
-    /// Resolves `[start, end)` of a read by the range map: base pieces (with those the local
-    /// replica holds, §3.6), store pieces (least loaded replica), parked pieces (no replica
-    /// available).
-    pub(super) fn read_piece(&mut self, read: u64, start: u64, end: u64) {
-        let pieces: Vec<(u64, u64, Option<Loc>)> = self.map_pieces(start, end);
-        for (lo, hi, loc) in pieces {
-            match loc {
-                None | Some(Loc { on_base: true, .. }) | Some(Loc { local: true, .. }) => {
-                    if loc.is_some_and(|l| l.local && !l.on_base) {
-                        self.stats.local_reads += 1;
-                    }
-                    let id = self.id();
-                    self.base_pending
-                        .insert(id, BaseKind::UpRead { read, start: lo });
-                    self.base_in_flight += 1;
-                    self.stats.base_reads += 1;
-                    self.base_out.push_back(BaseOp::Read {
-                        id,
-                        offset_bytes: lo,
-                        length_bytes: hi - lo,
-                    });
-                }
-                Some(l) => {
-                    let replica = indices(l.stores)
-                        .filter(|&s| self.stores[s].up && !self.stores[s].removed)
-                        .min_by_key(|&s| self.store_preference(s));
-                    match replica {
-                        Some(s) => {
-                            self.stats.store_reads += 1;
-                            let request = Request::Read {
-                                client: self.config.client,
-                                offset_bytes: lo,
-                                length_bytes: hi - lo,
-                            };
-                            self.send(
-                                s,
-                                request,
-                                Pending::Read {
-                                    read,
-                                    start: lo,
-                                    end: hi,
-                                    version: l.version,
-                                },
-                            );
-                        }
-                        None => self.parked_reads.push((read, lo, hi)),
-                    }
-                }
-            }
-            self.reads.get_mut(&read).expect("read").outstanding += 1;
-        }
-    }
-
-    /// Bytes of a read arrived, `data[skip..skip + len]` for `[start, start + len)`: `data`
-    /// becomes the read's buffer when it is exactly the whole read (no copy), else the bytes
-    /// are copied into the buffer at their place (a larger `data` is not kept alive).
-    pub(super) fn read_piece_done(
-        &mut self,
-        read: u64,
-        start: u64,
-        data: Vec<u8>,
-        skip: usize,
-        len: usize,
-    ) {
-        let op = self.reads.get_mut(&read).expect("read");
-        debug_assert!(
-            start >= op.start
-                && start + len as u64 <= op.start + op.len
-                && skip + len <= data.len(),
-            "a piece [{start}, +{len}) outside read [{}, +{}) or its data",
-            op.start,
-            op.len
-        );
-        debug_assert!(op.outstanding > 0, "a piece of a read with none owed");
-        if op.buf.is_empty()
-            && start == op.start
-            && skip == 0
-            && len as u64 == op.len
-            && data.len() == len
-        {
-            op.buf = data;
-            return;
-        }
-        if op.buf.is_empty() {
-            op.buf = vec![0; op.len as usize];
-        }
-        let at = (start - op.start) as usize;
-        op.buf[at..at + len].copy_from_slice(&data[skip..skip + len]);
-    }
-
-    pub(super) fn read_piece_finished(&mut self, read: u64) {
-        let op = self.reads.get_mut(&read).expect("read");
-        op.outstanding -= 1;
-        if op.outstanding == 0 {
-            let mut op = self.reads.remove(&read).expect("read");
-            if let Some(e) = op.error {
-                self.upward_out.push_back((op.up_id, UpReply::Error(e)));
-                return;
-            }
-            debug_assert_eq!(
-                op.buf.len() as u64,
-                op.len,
-                "every byte of a read is a piece's"
-            );
-            op.buf.resize(op.len as usize, 0);
-            self.upward_out.push_back((op.up_id, UpReply::Read(op.buf)));
-        }
     }
 }

@@ -196,3 +196,100 @@ fn a_missing_copy_that_a_delete_owed_would_remove_goes_under_a_fresh_version() {
     );
     assert!(now < config.copies_timeout_ns);
 }
+
+/// A read that arrives after an off-loaded write was answered with an error, while that
+/// write's lone copy waits for the superblock's "degraded" mark to enter the range map, waits
+/// too: served at once from the map, it returned the data beneath, and every read after the
+/// mark returned the failed write's — a failed write showing after a read that began after
+/// its failure missed it (17 of 906 off-load schedules once `copies_timeout_ns` ran out
+/// under load, e.g. seed 3066617379234330644).
+#[test]
+fn a_read_after_a_failed_write_waits_until_its_copies_are_settled() {
+    let mut config = Config::new(7, 1, 1 << 20);
+    config.policy = Policy::Always;
+    config.n_way = 2;
+    config.copies_timeout_ns = 10_000;
+    config.probe_interval_ns = 1_000;
+    let stores = vec![
+        StoreInfo { id: 1, server: 1 },
+        StoreInfo { id: 2, server: 2 },
+    ];
+    let mut c = Client::format(config.clone(), stores, 0);
+    let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+        panic!("the superblock is written first");
+    };
+    c.handle_base(1, BaseDone::Written { id });
+    // Store 0 keeps the copy; store 1 refuses every write (full). Superblock writes are held.
+    let mut kept: Option<(u64, Vec<u8>)> = None;
+    let mut superblocks: Vec<u64> = Vec::new();
+    let mut now = 2;
+    let mut serve = |c: &mut Client, now: Nanos, superblocks: &mut Vec<u64>| {
+        let mut asked = Vec::new();
+        while let Some((store, id, request)) = c.poll_store() {
+            asked.push((store, format!("{request:?}")));
+            let reply = match request {
+                Request::Write { .. } if store == 1 => Reply::Error(StoreError::Full),
+                Request::Write { version, data, .. } => {
+                    kept = Some((version, data));
+                    Reply::Done
+                }
+                Request::Read { .. } => {
+                    let (version, data) = kept.clone().expect("a copy");
+                    let extent = Extent {
+                        volume: 1,
+                        offset_bytes: 0,
+                        length_bytes: data.len() as u64,
+                        version,
+                    };
+                    Reply::Read(vec![(extent, data)])
+                }
+                _ => Reply::Done,
+            };
+            c.handle_store(now, store, id, reply, Some(0));
+        }
+        while let Some(op) = c.poll_base() {
+            match op {
+                BaseOp::Write {
+                    id, offset_bytes, ..
+                } if offset_bytes == config.usable_bytes() => superblocks.push(id),
+                other => asked.push((usize::MAX, format!("{other:?}"))),
+            }
+        }
+        asked
+    };
+    write(&mut c, 1, 0);
+    let mut answers = Vec::new();
+    while answers.is_empty() && now < 10 * config.copies_timeout_ns {
+        serve(&mut c, now, &mut superblocks);
+        answers.extend(std::iter::from_fn(|| c.poll_upward()));
+        now = c.poll_timeout().unwrap_or(now + 100).max(now + 1);
+        c.handle_timeout(now);
+    }
+    assert_eq!(
+        answers,
+        vec![(1, UpReply::Error(ClientError::TooFewCopies))]
+    );
+    assert_eq!(superblocks.len(), 1, "the degraded mark, in flight");
+    // The read after the failure: nothing is asked of the base volume or the stores yet.
+    c.handle_upward(
+        now,
+        2,
+        Upward::Read {
+            offset_bytes: 0,
+            length_bytes: 4096,
+        },
+    );
+    let asked = serve(&mut c, now, &mut superblocks);
+    assert!(asked.is_empty(), "the read went ahead: {asked:?}");
+    assert_eq!(c.poll_upward(), None);
+    // The mark is durable: the copy enters the map, and the read returns it.
+    let id = superblocks.pop().expect("the degraded mark");
+    c.handle_base(now + 1, BaseDone::Written { id });
+    serve(&mut c, now + 2, &mut superblocks);
+    assert_eq!(
+        c.poll_upward(),
+        Some((2, UpReply::Read(vec![1u8; 4096]))),
+        "{}",
+        c.describe()
+    );
+}
