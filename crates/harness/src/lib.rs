@@ -23,6 +23,7 @@ pub mod advise_bench;
 pub mod bench;
 pub mod cache_peer;
 pub mod chaos;
+mod fio_nbd;
 pub mod cluster_bench;
 pub mod cluster_pgbench;
 pub mod lab_bench;

@@ -1,0 +1,69 @@
+//! fio's NBD engine against an export: a time-based run, its IOPS and bytes per second (reads
+//! and writes summed).
+
+use std::process::Command;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+pub(crate) struct Fio {
+    pub(crate) iops: f64,
+    pub(crate) bytes_per_s: f64,
+}
+
+/// A time-based fio run of `rw` (fio's `--rw`: `randread`, `randrw`, `write`, …) over the
+/// first `region` bytes; `extra` adds fio options (e.g. `--rwmixread=70`).
+pub(crate) fn fio(
+    uri: &str,
+    rw: &str,
+    bs: &str,
+    depth: u32,
+    seconds: u64,
+    region: u64,
+    extra: &[&str],
+) -> Result<Fio> {
+    let mut args = vec![
+        format!("--rw={rw}"),
+        format!("--bs={bs}"),
+        format!("--iodepth={depth}"),
+        format!("--size={region}"),
+        format!("--runtime={seconds}"),
+        "--time_based".into(),
+        "--ramp_time=1".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    fio_run(uri, &args)
+}
+
+/// Runs fio's NBD engine on `uri` with `args`; reads and writes are summed.
+pub(crate) fn fio_run(uri: &str, args: &[String]) -> Result<Fio> {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    let out = Command::new("fio")
+        .args([
+            "--name=bench",
+            "--ioengine=nbd",
+            &format!("--uri={uri}"),
+            "--output-format=json",
+        ])
+        .args(args)
+        .output()
+        .context("cannot run fio (install it: apt-get install fio)")?;
+    if !out.status.success() {
+        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    // fio may print notes before the JSON document.
+    let json = &text[text.find('{').ok_or_else(|| anyhow!("no JSON from fio"))?..];
+    let v: serde_json::Value = serde_json::from_str(json).context("fio's JSON")?;
+    let job = &v["jobs"][0];
+    if job["error"].as_i64().unwrap_or(0) != 0 {
+        bail!("fio reported error {} on {uri}", job["error"]);
+    }
+    let sum = |field: &str| {
+        job["read"][field].as_f64().unwrap_or(0.0) + job["write"][field].as_f64().unwrap_or(0.0)
+    };
+    Ok(Fio {
+        iops: sum("iops"),
+        bytes_per_s: sum("bw_bytes"),
+    })
+}
