@@ -142,9 +142,6 @@ struct ClientSide {
     /// must be on the base volume and the "degraded" mark cleared, and the policy turns to
     /// peak so that the rest is reclaimed.
     always: bool,
-    /// What the range map held off the base volume at the last check of the off-load bound:
-    /// in total and per store.
-    bound_seen: Option<(u64, [u64; 64])>,
 }
 
 /// What a node's store acknowledged, checked after each of its recoveries.
@@ -401,42 +398,6 @@ impl ClientSide {
                 self.wake_at
                     .map_or(ALWAYS_CHECK_AT, |t| t.min(ALWAYS_CHECK_AT)),
             );
-        }
-    }
-
-    /// The off-load bound holds after every event: the bytes the range map holds off the base
-    /// volume, walked here, in total and per store, never grow past the client's bounds. (A
-    /// restart may find more: copies reclaimed whose deletes were not sent yet come back as
-    /// off-loaded data, reclaimed again.)
-    fn check_bound(&mut self, now: Nanos) {
-        let config = self.client.config();
-        let (total_max, per_max) = (config.offload_bytes_max, config.offload_bytes_max_per_store);
-        if (total_max.is_none() && per_max.is_none()) || !self.client.is_ready() {
-            return;
-        }
-        let (mut total, mut per) = (0, [0u64; 64]);
-        for (lo, hi, l) in self.client.ranges().filter(|(_, _, l)| !l.on_base) {
-            total += hi - lo;
-            for (s, held) in per.iter_mut().enumerate() {
-                if l.stores & 1 << s != 0 {
-                    *held += hi - lo;
-                }
-            }
-        }
-        let busiest = per.iter().copied().max().unwrap_or(0);
-        let Some((total_before, per_before)) = self.bound_seen.replace((total, per)) else {
-            return;
-        };
-        let grew_past =
-            |now: u64, before: u64, max: Option<u64>| max.is_some_and(|m| now > m && now > before);
-        if grew_past(total, total_before, total_max)
-            || (0..64).any(|s| grew_past(per[s], per_before[s], per_max))
-        {
-            self.model.borrow_mut().violations.push(format!(
-                "client {} at {now} ns: {total} bytes off-loaded (bound {total_max:?}), {busiest} on one store (bound {per_max:?}); client: {}",
-                self.index,
-                self.client.describe()
-            ));
         }
     }
 
@@ -739,7 +700,6 @@ impl Node {
                     break;
                 }
             }
-            c.check_bound(now);
         }
     }
 
@@ -1150,8 +1110,6 @@ struct Shape {
     slow_links: bool,
     long_outage: bool,
     always: bool,
-    /// The clients' off-load bounds, in total and per store (`Config::offload_bytes_max`).
-    bound: (Option<u64>, Option<u64>),
 }
 
 impl Shape {
@@ -1170,18 +1128,6 @@ impl Shape {
         let always = n_way >= 2
             && !REGRESSIONS[..REGRESSIONS_UNDER_PEAK].contains(&seed)
             && SimRng::new(seed, 8).below(3) == 0;
-        // A third of the fresh schedules bound what a client keeps off-loaded: in total, per
-        // store, or both (a sixth to a half of the volume, each).
-        let mut b = SimRng::new(seed, 10);
-        let bound = if !REGRESSIONS.contains(&seed) && b.below(3) == 0 {
-            let mut draw = || (b.below(2) == 0).then(|| (16 + b.below(33)) * BLOCK);
-            match draw() {
-                None => (None, Some((16 + b.below(33)) * BLOCK)),
-                total => (total, draw()),
-            }
-        } else {
-            (None, None)
-        };
         Shape {
             n_way,
             t_base,
@@ -1191,7 +1137,6 @@ impl Shape {
             slow_links,
             long_outage,
             always,
-            bound,
         }
     }
 }
@@ -1243,7 +1188,6 @@ fn builder(
     } = shape;
     // The request path's family keeps its shapes (its regression seeds replay).
     let always = shape.always && !cache;
-    let bound = shape.bound;
     let cache_options = CacheOptions::drawn(&mut SimRng::new(seed, 3), seed, CACHE_LOG_BYTES, 40);
     let builder_counts = observed.cache_counts.clone();
     let store_config = StoreConfig {
@@ -1277,8 +1221,6 @@ fn builder(
                     request_timeout_ns: Some(400_000_000),
                     probe_interval_ns: 50_000_000,
                     copies_timeout_ns: COPIES_TIMEOUT_NS,
-                    offload_bytes_max: bound.0,
-                    offload_bytes_max_per_store: bound.1,
                     ..Config::new(id as u64 + 1, 1, VOLUME_BYTES)
                 };
                 let client = if restart {
@@ -1314,7 +1256,6 @@ fn builder(
                     base_error_rate,
                     faults: SimRng::new(seed, 200 + lives),
                     always,
-                    bound_seen: None,
                     cache: cache.then(|| {
                         let mut counts = builder_counts.borrow_mut();
                         counts.preloaded_blocks += std::mem::take(&mut counts.preloaded_now[id]);

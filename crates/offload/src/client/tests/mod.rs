@@ -1,6 +1,5 @@
 use super::*;
 
-mod bound;
 mod copies;
 mod local;
 
