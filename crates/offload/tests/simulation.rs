@@ -60,13 +60,15 @@ const SWEEP_AT: Nanos = ACTIVE_NS + 6_000_000_000;
 /// the load, once a restarted client is ready again and its first writes meet the store —
 /// and a range it left short is reclaimed then.
 const ALWAYS_CHECK_AT: Nanos = SWEEP_AT + 1_500_000_000;
-/// The clients' `copies_timeout_ns` (the runtime's is 5 s): at most this long after a store
-/// is found down, a write still waiting for a copy there is answered and its copies enter
-/// the range map (and the at-risk queue). At 5 s, a client that restarted during the load
-/// and learned of the always policy's failed store only at 4.5 s left writes waiting past
+/// The clients' `copies_timeout_ns`, the core's default: at most this long after a store is
+/// found down, a write still waiting for a copy there is answered and its copies enter the
+/// range map (and the at-risk queue). A client that restarted during the load and learned of
+/// the always policy's failed store only at 4.5 s left writes waiting until after
 /// [`ALWAYS_CHECK_AT`] — the older data they overwrite still short of N copies then, with
-/// nothing wrong (seeds 4068236291422288793, 4068236291422309013).
-const COPIES_TIMEOUT_NS: Nanos = 1_000_000_000;
+/// nothing wrong (seeds 4068236291422288793, 4068236291422309013). (At 1 s copies time out
+/// during the load, and writes that fail leave newer copies over current ones on stores: the
+/// open hole docs/SIMULATION.md records, about 0.03 % of schedules.)
+const COPIES_TIMEOUT_NS: Nanos = 5_000_000_000;
 /// How long after a store is found down the always policy's check gives the client to put
 /// what the failure left short on the base volume: a write's bound, then its reclaim. A
 /// stalled link may fail a store moments before the check (seed 4068236291422270369: 0.2 s
@@ -428,10 +430,20 @@ impl ClientSide {
             .fold(0u64, |mask, (i, _, _)| mask | 1 << i);
         let short =
             |l: &Loc, mask: u64| !l.on_base && ((l.stores & mask).count_ones() as usize) < n;
+        // A range under an off-loaded write in flight cannot be read back for reclaim (the
+        // stores answer with the newer version) until that write ends and enters the map or
+        // fails: it is that write's business (bounded by `copies_timeout_ns`).
+        let in_flight: Vec<(u64, u64)> = self
+            .client
+            .writes_in_flight()
+            .iter()
+            .map(|&(start, len, ..)| (start, start + len))
+            .collect();
+        let under_write = |lo: u64, hi: u64| in_flight.iter().any(|&(a, b)| a < hi && lo < b);
         let stranded: Vec<(u64, u64, Loc)> = self
             .client
             .ranges()
-            .filter(|(_, _, l)| short(l, counted) && l.stores & up != 0)
+            .filter(|(lo, hi, l)| short(l, counted) && l.stores & up != 0 && !under_write(*lo, *hi))
             .map(|(lo, hi, l)| (lo, hi, *l))
             .collect();
         let any_short = self.client.ranges().any(|(_, _, l)| short(l, up));
@@ -1668,7 +1680,7 @@ const REGRESSIONS: [u64; 31] = [
     4068236291422270369,
     4068236291422288793,
     4068236291422309013,
-    // With copies timing out under load (COPIES_TIMEOUT_NS), a read that arrived after a
+    // With copies timing out under load (COPIES_TIMEOUT_NS at 1 s), a read that arrived after a
     // write was answered EIO, while its lone copy waited for the "degraded" mark, returned
     // the data beneath; the reads after the mark returned the failed write (17 of 906).
     3066617379234330644,
