@@ -3,7 +3,7 @@
 //!
 //! - benchmarks against the peers users know, each ratio measured in the same run: the store
 //!   (`store_bench`: `store bench`), the off-loading volume against `nbdkit file`
-//!   (`volume_bench`: `volume bench`), its cache warm-up (`volume_warmup_bench`), PostgreSQL's
+//!   (`volume_bench`: `volume bench`, its fio runs in `fio_nbd`), its cache warm-up (`volume_warmup_bench`), PostgreSQL's
 //!   pgbench on ext4 on a volume or a Sierra object (`volume_pgbench`, `cluster_pgbench`), the
 //!   Sierra cluster's day, Table 5 and Figure 12 (`cluster_bench`), narrow against wide pools and
 //!   the restripe's rate (`pool_bench`), the NBD port with TLS against nbdkit's with the same
