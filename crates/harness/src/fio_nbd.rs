@@ -34,17 +34,23 @@ pub(crate) fn fio(
     fio_run(uri, &args)
 }
 
+/// fio's NBD engine on `uri`, one job, JSON output; the caller adds the load's options.
+pub(crate) fn fio_command(uri: &str) -> Command {
+    let mut c = Command::new("fio");
+    c.args([
+        "--name=bench",
+        "--ioengine=nbd",
+        &format!("--uri={uri}"),
+        "--output-format=json",
+    ]);
+    c
+}
+
 /// Runs fio's NBD engine on `uri` with `args`; reads and writes are summed.
 pub(crate) fn fio_run(uri: &str, args: &[String]) -> Result<Fio> {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
-    let out = Command::new("fio")
-        .args([
-            "--name=bench",
-            "--ioengine=nbd",
-            &format!("--uri={uri}"),
-            "--output-format=json",
-        ])
+    let out = fio_command(uri)
         .args(args)
         .output()
         .context("cannot run fio (install it: apt-get install fio)")?;

@@ -113,13 +113,7 @@ struct Job {
 }
 
 fn fio_spawn(uri: &str, args: &[&str]) -> Result<Child> {
-    Command::new("fio")
-        .args([
-            "--name=bench",
-            "--ioengine=nbd",
-            &format!("--uri={uri}"),
-            "--output-format=json",
-        ])
+    crate::fio_nbd::fio_command(uri)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
