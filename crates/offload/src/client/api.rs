@@ -373,6 +373,10 @@ pub struct Stats {
     /// Reads that found a store without a copy it had acknowledged (a damaged log): the copy
     /// is dropped from the range map and read elsewhere.
     pub lost_copies: u64,
+    /// Times a copy above the current version may have been left on a store holding the
+    /// current one (a write's unknown outcome, or a write sent again under a fresh version):
+    /// the store's current copies there are dropped from the range map and re-protected.
+    pub hidden_copies: u64,
     pub recoveries: u64,
     /// Writes answered [`ClientError::NoSpace`].
     pub refused_writes: u64,

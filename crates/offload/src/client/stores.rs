@@ -199,6 +199,7 @@ impl Client {
         debug_assert!(start < end, "an empty read piece at {start}");
         let mut covered = start;
         let mut gaps = Vec::new();
+        let mut elsewhere = Vec::new();
         if let Reply::Read(pieces) = reply {
             for (e, data) in pieces {
                 let lo = e.offset_bytes.max(start);
@@ -213,6 +214,25 @@ impl Client {
                 if e.version < version {
                     // Older than the copy acknowledged there: the store lost it.
                     gaps.push((lo, hi));
+                    continue;
+                }
+                if e.version > version
+                    && !self.writes.values().any(|op| op.version == e.version)
+                    && !self.map_all(lo, hi, |l| l.version == e.version)
+                {
+                    // Newer, from no write in flight nor the map now: a copy that hides the
+                    // current one there (see `copy_hidden`). What the store alone holds is
+                    // answered with it; the rest is read elsewhere (not lost).
+                    self.copy_hidden(store, lo, hi, e.version);
+                    for (plo, phi, l) in self.map_pieces(lo, hi) {
+                        if l.is_some_and(|l| !l.on_base && l.stores & bit(store) != 0) {
+                            let skip = (plo - e.offset_bytes) as usize;
+                            let len = (phi - plo) as usize;
+                            self.read_piece_done(read, plo, data.clone(), skip, len);
+                        } else {
+                            elsewhere.push((plo, phi));
+                        }
+                    }
                     continue;
                 }
                 // The version read, or a newer one being written (concurrent).
@@ -230,6 +250,9 @@ impl Client {
                 self.copy_lost(store, lo, hi, version);
                 self.read_piece(read, lo, hi);
             }
+        }
+        for (lo, hi) in elsewhere {
+            self.read_piece(read, lo, hi);
         }
         self.read_piece_finished(read);
     }
@@ -390,6 +413,48 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// A copy of `version` over `[start, end)` may be on `store` without entering the range map
+    /// (a write's copy whose outcome is unknown, or one made stale when its write was sent
+    /// again under a fresh version). A store keeps only the newest version of each byte, so
+    /// where the map's current copy is older and on `store`, the store no longer has it: reads
+    /// there would return the other write's data (which may have failed after a read returned
+    /// the current one), reclaim could not read the current copy there, and the stale copy's
+    /// delete would wait for that reclaim under invariant 1 for good. Such pieces drop `store`
+    /// from their holders and are re-protected first (as after a copy lost) when another store
+    /// holds them; a piece `store` alone holds keeps it — whichever version it answers with,
+    /// reads and reclaim see the same one (reclaim adopts a newer one: `reclaim_got`).
+    pub(super) fn copy_hidden(&mut self, store: StoreIdx, start: u64, end: u64, version: u64) {
+        let mut vulnerable = Vec::new();
+        self.map.update(start, end, |lo, hi, old| {
+            let o = old?;
+            let others = o.stores & !bit(store);
+            if o.version >= version || o.on_base || o.stores & bit(store) == 0 || others == 0 {
+                return Some(*o);
+            }
+            vulnerable.push((lo, hi));
+            Some(Loc {
+                stores: others,
+                ..*o
+            })
+        });
+        if vulnerable.is_empty() {
+            return;
+        }
+        self.stats.hidden_copies += 1;
+        self.set_degraded();
+        self.vulnerable.extend(vulnerable);
+        self.settle_dirty = true;
+        self.stores[store].stale_dirty = true;
+    }
+
+    /// Whether every byte of `[start, end)` is in the range map, its piece passing `f`.
+    fn map_all(&self, start: u64, end: u64, f: impl Fn(&Loc) -> bool) -> bool {
+        self.map
+            .lookup(start, end)
+            .iter()
+            .all(|p| p.value.is_some_and(&f))
     }
 
     /// A read found no copy of `version` in `[start, end)` on `store`, where the range map still

@@ -330,6 +330,7 @@ impl Client {
                 op.tried |= bit(store);
                 let (start, end, version) = (op.start, op.start + op.data.len() as u64, op.version);
                 self.add_stale(store, start, end, version);
+                self.copy_hidden(store, start, end, version);
             }
         }
         let op = &self.writes[&key];
@@ -508,6 +509,7 @@ impl Client {
         op.tried = 0;
         for s in indices(had) {
             self.add_stale(s, start, end, version);
+            self.copy_hidden(s, start, end, version);
         }
         self.stats.writes_reversioned += 1;
         self.retry_write(key);

@@ -219,6 +219,7 @@ impl Core {
             "copies_resent": stats.copies_resent,
             "writes_reversioned": stats.writes_reversioned,
             "lost_copies": stats.lost_copies,
+            "hidden_copies": stats.hidden_copies,
             "lost_bytes": stats.lost_bytes,
             "offloaded_bytes": stats.offloaded_bytes,
             "offloaded_writes": stats.offloaded_writes,
