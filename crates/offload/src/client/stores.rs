@@ -574,6 +574,8 @@ impl Client {
         };
         op.version = version;
         op.superseded.clear();
+        let (start, end) = (op.start, op.start + op.data.len() as u64);
+        self.write_moved(start, end);
         self.place_write(key);
     }
 

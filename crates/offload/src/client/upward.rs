@@ -242,6 +242,7 @@ impl Client {
             // Fewer than N stores available: N copies cannot be had now, and the base volume
             // can take it (nothing older is off-loaded there).
             let op = self.writes.remove(&key).expect("write");
+            self.write_moved(op.start, op.start + op.data.len() as u64);
             self.write_base(op.up_id, op.start, op.data, op.durable);
             return;
         }
@@ -266,6 +267,7 @@ impl Client {
                 && (self.config.policy == Policy::Always || waited_enough)
             {
                 let op = self.writes.remove(&key).expect("write");
+                self.write_moved(op.start, op.start + op.data.len() as u64);
                 self.stats.refused_writes += 1;
                 self.upward_out
                     .push_back((op.up_id, UpReply::Error(ClientError::NoSpace)));
@@ -275,6 +277,7 @@ impl Client {
                     .get_or_insert(self.now + self.config.probe_interval_ns);
             } else {
                 let op = self.writes.remove(&key).expect("write");
+                self.write_moved(op.start, op.start + op.data.len() as u64);
                 self.write_base(op.up_id, op.start, op.data, op.durable);
             }
             return;
@@ -323,6 +326,11 @@ impl Client {
         );
         op.waiting -= 1;
         op.asked &= !bit(store);
+        // Deletes there may have waited for this answer (a copy a write in flight may count
+        // on): looked at again, also when the write then ends without entering the map.
+        let st = &mut self.stores[store];
+        st.stale_dirty |= !st.stale.is_empty();
+        let op = self.writes.get_mut(&key).expect("write");
         match outcome {
             WriteOutcome::Done => op.succeeded |= bit(store),
             WriteOutcome::NotWritten => op.tried |= bit(store),
@@ -347,7 +355,9 @@ impl Client {
         if op.succeeded == 0 {
             if op.answered {
                 // Answered with an error already, and no store holds it: it never happened.
-                self.writes.remove(&key);
+                if let Some(op) = self.writes.remove(&key) {
+                    self.write_moved(op.start, op.start + op.data.len() as u64);
+                }
                 return;
             }
             // Every copy failed. The retry takes a fresh version, so that deletes owed for the
@@ -441,7 +451,9 @@ impl Client {
                 self.writes.get_mut(&key).expect("write").answered = true;
             } else {
                 self.parked_writes.retain(|&k| k != key);
-                self.writes.remove(&key);
+                if let Some(op) = self.writes.remove(&key) {
+                    self.write_moved(op.start, op.start + op.data.len() as u64);
+                }
             }
         }
     }
@@ -520,6 +532,7 @@ impl Client {
     /// after `copies_timeout_ns` with fewer.
     pub(super) fn finish_write(&mut self, key: u64) {
         let op = self.writes.remove(&key).expect("write");
+        self.write_moved(op.start, op.start + op.data.len() as u64);
         let (start, end) = (op.start, op.start + op.data.len() as u64);
         // The parts a later write superseded are stale on every store that took them.
         let kept: Vec<(u64, u64)> = if op.superseded.is_empty() {
@@ -616,6 +629,37 @@ impl Client {
         );
         for (s, lo, hi, v) in stale {
             self.add_stale(s, lo, hi, v);
+        }
+        // A store owed the delete of a newer copy there (a newer write's copy left by its
+        // retry under a fresh version, or whose outcome was unknown) may keep that copy over
+        // this one: a later write took it first, and then failed.
+        for s in indices(stores) {
+            let st = &self.stores[s];
+            if st.stale.is_empty() {
+                continue;
+            }
+            let newer: Vec<(u64, u64, u64)> = st
+                .stale
+                .lookup(start, end)
+                .iter()
+                .filter_map(|p| p.value.map(|x| (p.start, p.end, x.version)))
+                .filter(|&(.., v)| v > version)
+                .collect();
+            for (lo, hi, v) in newer {
+                self.copy_hidden(s, lo, hi, v);
+            }
+        }
+    }
+
+    /// A write over `[start, end)` left the writes in flight, or went again under a fresh
+    /// version: deletes over its range that waited for it (invariant 1 for the copies it
+    /// counted on, invariant 3 for an older write that could still land elsewhere) are looked
+    /// at again, on every store.
+    pub(super) fn write_moved(&mut self, start: u64, end: u64) {
+        for st in &mut self.stores {
+            if !st.stale_dirty && !st.stale.is_empty() && st.stale.overlaps(start, end) {
+                st.stale_dirty = true;
+            }
         }
     }
 
