@@ -1042,7 +1042,8 @@ fn run_with_cache(seed: u64) -> Result<Outcome, String> {
 /// then a message is held up to hundreds of milliseconds: a store slower than a whole reclaim,
 /// yet inside the request timeout); a third have a long store outage during which a client
 /// restarts (its recovery goes on without the store after the grace, if N allows); a third of
-/// the fresh ones with N ≥ 2 run under `--policy always` until [`ALWAYS_CHECK_AT`].
+/// the fresh ones with N ≥ 2 run under `--policy always` until [`ALWAYS_CHECK_AT`]; half the
+/// fresh ones not under it time a write's missing copies out after 1 s instead of 5 s.
 #[derive(Clone, Copy)]
 struct Shape {
     n_way: usize,
@@ -1053,6 +1054,10 @@ struct Shape {
     slow_links: bool,
     long_outage: bool,
     always: bool,
+    /// The clients' `copies_timeout_ns`: the core's 5 s default ([`COPIES_TIMEOUT_NS`]), or
+    /// 1 s — writes then fail for too few copies during the load, and what a failed write
+    /// leaves on the stores is exercised (it found the holes docs/SIMULATION.md tells of).
+    copies_timeout_ns: Nanos,
 }
 
 impl Shape {
@@ -1071,6 +1076,15 @@ impl Shape {
         let always = n_way >= 2
             && !REGRESSIONS[..REGRESSIONS_UNDER_PEAK].contains(&seed)
             && SimRng::new(seed, 8).below(3) == 0;
+        let fresh = !REGRESSIONS[..REGRESSIONS_BEFORE_1S].contains(&seed)
+            && !CACHE_REGRESSIONS.contains(&seed);
+        let copies_timeout_ns = if REGRESSIONS_AT_1S.contains(&seed)
+            || (fresh && !always && SimRng::new(seed, 11).below(2) == 0)
+        {
+            1_000_000_000
+        } else {
+            COPIES_TIMEOUT_NS
+        };
         Shape {
             n_way,
             t_base,
@@ -1080,6 +1094,7 @@ impl Shape {
             slow_links,
             long_outage,
             always,
+            copies_timeout_ns,
         }
     }
 }
@@ -1163,7 +1178,7 @@ fn builder(
                     n_reclaim: 1 + (seed % 16) as usize,
                     request_timeout_ns: Some(400_000_000),
                     probe_interval_ns: 50_000_000,
-                    copies_timeout_ns: COPIES_TIMEOUT_NS,
+                    copies_timeout_ns: shape.copies_timeout_ns,
                     ..Config::new(id as u64 + 1, 1, VOLUME_BYTES)
                 };
                 let client = if restart {
@@ -1628,6 +1643,14 @@ const REGRESSIONS: [u64; 34] = [
     // and the read returned the base volume's older data.
     5690963696729844586,
 ];
+
+/// The regressions found before a third of the schedules timed copies out after 1 s keep
+/// the timeout they failed with: the first this many of [`REGRESSIONS`] run at 5 s, but for
+/// [`REGRESSIONS_AT_1S`].
+const REGRESSIONS_BEFORE_1S: usize = 34;
+
+/// Regressions found while every schedule ran with a 1 s copies timeout: they keep it.
+const REGRESSIONS_AT_1S: [u64; 2] = [3066617379234330644, 3066617379234330716];
 
 /// The test command's share of schedules: 50 fixed seeds, then fresh ones for 40 s (about 200
 /// on two cores; `scripts/campaign.sh` runs 10^5).

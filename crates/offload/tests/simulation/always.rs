@@ -15,9 +15,8 @@ pub(super) const ALWAYS_CHECK_AT: Nanos = SWEEP_AT + 1_500_000_000;
 /// range map (and the at-risk queue). A client that restarted during the load and learned of
 /// the always policy's failed store only at 4.5 s left writes waiting until after
 /// [`ALWAYS_CHECK_AT`] — the older data they overwrite still short of N copies then, with
-/// nothing wrong (seeds 4068236291422288793, 4068236291422309013). (At 1 s copies time out
-/// during the load, and writes that fail leave newer copies over current ones on stores: the
-/// open hole docs/SIMULATION.md records, about 0.03 % of schedules.)
+/// nothing wrong (seeds 4068236291422288793, 4068236291422309013). Schedules under the always
+/// policy keep it; half the others time copies out after 1 s (`Shape::copies_timeout_ns`).
 pub(super) const COPIES_TIMEOUT_NS: Nanos = 5_000_000_000;
 /// How long after a store is found down the always policy's check gives the client to put
 /// what the failure left short on the base volume: a write's bound, then its reclaim. A
