@@ -223,7 +223,7 @@ impl Client {
                     // Newer, from no write in flight nor the map now: a copy that hides the
                     // current one there (see `copy_hidden`). What the store alone holds is
                     // answered with it; the rest is read elsewhere (not lost).
-                    self.copy_hidden(store, lo, hi, e.version);
+                    self.copy_hidden(store, lo, hi, e.version, true);
                     for (plo, phi, l) in self.map_pieces(lo, hi) {
                         if l.is_some_and(|l| !l.on_base && l.stores & bit(store) != 0) {
                             let skip = (plo - e.offset_bytes) as usize;
@@ -423,27 +423,65 @@ impl Client {
     /// the current one), reclaim could not read the current copy there, and the stale copy's
     /// delete would wait for that reclaim under invariant 1 for good. Such pieces drop `store`
     /// from their holders and are re-protected first (as after a copy lost) when another store
-    /// holds them; a piece `store` alone holds keeps it — whichever version it answers with,
-    /// reads and reclaim see the same one (reclaim adopts a newer one: `reclaim_got`).
-    pub(super) fn copy_hidden(&mut self, store: StoreIdx, start: u64, end: u64, version: u64) {
-        let mut vulnerable = Vec::new();
+    /// holds them. A piece `store` alone holds has nothing else to read: when the copy is known
+    /// to be there (`landed`: the store acknowledged it, or answered a read with it), it
+    /// becomes the current one — its write, failed or still going, takes effect there, as a
+    /// restart would find — and is re-protected first; otherwise the piece stays as it is and
+    /// reads see whichever version the store answers with (reclaim adopts a newer one:
+    /// `reclaim_got`).
+    pub(super) fn copy_hidden(
+        &mut self,
+        store: StoreIdx,
+        start: u64,
+        end: u64,
+        version: u64,
+        landed: bool,
+    ) {
+        let (mut vulnerable, mut adopted) = (Vec::new(), Vec::new());
         self.map.update(start, end, |lo, hi, old| {
             let o = old?;
-            let others = o.stores & !bit(store);
-            if o.version >= version || o.on_base || o.stores & bit(store) == 0 || others == 0 {
+            if o.version >= version || o.on_base || o.stores & bit(store) == 0 {
                 return Some(*o);
             }
-            vulnerable.push((lo, hi));
+            let others = o.stores & !bit(store);
+            if others != 0 {
+                vulnerable.push((lo, hi));
+                return Some(Loc {
+                    stores: others,
+                    ..*o
+                });
+            }
+            if !landed {
+                return Some(*o);
+            }
+            adopted.push((lo, hi));
             Some(Loc {
-                stores: others,
-                ..*o
+                version,
+                stores: bit(store),
+                on_base: false,
+                local: false,
             })
         });
-        if vulnerable.is_empty() {
+        for &(lo, hi) in &adopted {
+            // Its copy is the current one now: not to be deleted as stale.
+            self.stores[store]
+                .stale
+                .update(lo, hi, |_, _, old| match old {
+                    Some(x) if x.version <= version && !x.sent => None,
+                    other => other.copied(),
+                });
+        }
+        if vulnerable.is_empty() && adopted.is_empty() {
             return;
         }
         self.stats.hidden_copies += 1;
-        self.set_degraded();
+        // One copy of what reads see now: with N > 1, a restart must wait for this store.
+        if self.config.n_way > 1 {
+            vulnerable.extend(adopted);
+        }
+        if !vulnerable.is_empty() {
+            self.set_degraded();
+        }
         self.vulnerable.extend(vulnerable);
         self.settle_dirty = true;
         self.stores[store].stale_dirty = true;

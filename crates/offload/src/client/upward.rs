@@ -338,7 +338,7 @@ impl Client {
                 op.tried |= bit(store);
                 let (start, end, version) = (op.start, op.start + op.data.len() as u64, op.version);
                 self.add_stale(store, start, end, version);
-                self.copy_hidden(store, start, end, version);
+                self.copy_hidden(store, start, end, version, false);
             }
         }
         let op = &self.writes[&key];
@@ -521,7 +521,7 @@ impl Client {
         op.tried = 0;
         for s in indices(had) {
             self.add_stale(s, start, end, version);
-            self.copy_hidden(s, start, end, version);
+            self.copy_hidden(s, start, end, version, true);
         }
         self.stats.writes_reversioned += 1;
         self.retry_write(key);
@@ -646,7 +646,7 @@ impl Client {
                 .filter(|&(.., v)| v > version)
                 .collect();
             for (lo, hi, v) in newer {
-                self.copy_hidden(s, lo, hi, v);
+                self.copy_hidden(s, lo, hi, v, false);
             }
         }
     }
