@@ -2,6 +2,23 @@
 
 use super::*;
 
+/// A client formatted under the always policy with three stores, N copies, requests timing out
+/// (and stores probed) after 1 µs; its superblock written.
+fn three_stores_always(n_way: usize) -> (Config, Client) {
+    let mut config = Config::new(7, 1, 1 << 20);
+    config.policy = Policy::Always;
+    config.n_way = n_way;
+    config.request_timeout_ns = Some(1_000);
+    config.probe_interval_ns = 1_000;
+    let stores = (1..=3).map(|id| StoreInfo { id, server: id }).collect();
+    let mut c = Client::format(config.clone(), stores, 0);
+    let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
+        panic!("the superblock is written first");
+    };
+    c.handle_base(1, BaseDone::Written { id });
+    (config, c)
+}
+
 /// An off-loaded write is never acknowledged with fewer than N copies: the missing copy is
 /// sent again (same version) until a store takes it, and after `copies_timeout_ns` the write
 /// fails. Its lone copy may still be found (its outcome is unknown), so the superblock says
@@ -126,17 +143,7 @@ fn a_write_is_never_acknowledged_short_and_one_left_short_makes_a_restart_wait_f
 /// seed 8, waited 5 s for that with every store up).
 #[test]
 fn a_missing_copy_that_a_delete_owed_would_remove_goes_under_a_fresh_version() {
-    let mut config = Config::new(7, 1, 1 << 20);
-    config.policy = Policy::Always;
-    config.n_way = 3;
-    config.request_timeout_ns = Some(1_000);
-    config.probe_interval_ns = 1_000;
-    let stores = (1..=3).map(|id| StoreInfo { id, server: id }).collect();
-    let mut c = Client::format(config.clone(), stores, 0);
-    let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
-        panic!("the superblock is written first");
-    };
-    c.handle_base(1, BaseDone::Written { id });
+    let (config, mut c) = three_stores_always(3);
     // Runs until `until`, store 0 silent if `silent`; every other request is answered.
     let mut now = 2;
     let run = |c: &mut Client, silent: bool, until: Nanos, now: &mut Nanos| {
@@ -303,17 +310,7 @@ fn a_read_after_a_failed_write_waits_until_its_copies_are_settled() {
 /// 4245599951362120240 at commit ea92106).
 #[test]
 fn a_copy_that_may_hide_the_current_one_on_its_store_is_not_read_for_it() {
-    let mut config = Config::new(7, 1, 1 << 20);
-    config.policy = Policy::Always;
-    config.n_way = 2;
-    config.request_timeout_ns = Some(1_000);
-    config.probe_interval_ns = 1_000;
-    let stores = (1..=3).map(|id| StoreInfo { id, server: id }).collect();
-    let mut c = Client::format(config.clone(), stores, 0);
-    let Some(BaseOp::Write { id, .. }) = c.poll_base() else {
-        panic!("the superblock is written first");
-    };
-    c.handle_base(1, BaseDone::Written { id });
+    let (config, mut c) = three_stores_always(2);
     // Each store's newest copy of the block, as a store keeps it.
     let mut held: [Option<(u64, Vec<u8>)>; 3] = [None, None, None];
     // Phase 1: every store takes writes. Phase 2: store 0 takes them without answering
