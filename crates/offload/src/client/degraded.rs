@@ -43,6 +43,13 @@ impl Client {
             .expect("a superblock write in flight");
         self.degraded_durable = degraded;
         if self.degraded_is_durable() {
+            // Deletes of copies that data with fewer than N copies may have waited for the
+            // mark (see `short_copy_refusal`).
+            for st in &mut self.stores {
+                if !st.stale.is_empty() {
+                    st.stale_dirty = true;
+                }
+            }
             for key in std::mem::take(&mut self.held_writes) {
                 self.finish_write(key);
             }

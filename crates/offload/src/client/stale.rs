@@ -41,8 +41,8 @@ impl Client {
                     .iter()
                     .filter(|(_, _, v)| !v.sent)
                     .map(|(lo, hi, v)| (lo, hi, v.version))
-                    .filter(|&(lo, hi, v)| self.delete_allowed(s, lo, hi, v))
                     .collect();
+                let todo = self.allowed_deletes(s, &todo);
                 for (lo, hi, version) in todo {
                     if self.stores[s].deletes_in_flight >= DELETES_IN_FLIGHT_MAX {
                         self.stores[s].stale_dirty = true;
@@ -128,6 +128,36 @@ impl Client {
         self.delete_refusal(store, start, end, version).is_none()
     }
 
+    /// The parts of the stale ranges `stale` (start, end, version) whose delete may go to
+    /// `store` now: each range is cut where the range map's pieces meet, since whether a
+    /// delete may remove a current copy is decided piece by piece; the allowed pieces of one
+    /// range are joined again. A range allowed only as a whole would let two stores wait on
+    /// each other: each holding the current copy of one piece and an older copy of the
+    /// other's, neither's delete could go (invariant 3), though the older copies' parts could.
+    pub(super) fn allowed_deletes(
+        &self,
+        store: StoreIdx,
+        stale: &[(u64, u64, u64)],
+    ) -> Vec<(u64, u64, u64)> {
+        let mut out: Vec<(u64, u64, u64)> = Vec::new();
+        for &(lo, hi, version) in stale {
+            if self.delete_allowed(store, lo, hi, version) {
+                out.push((lo, hi, version));
+                continue;
+            }
+            for p in self.map.lookup(lo, hi) {
+                if !self.delete_allowed(store, p.start, p.end, version) {
+                    continue;
+                }
+                match out.last_mut() {
+                    Some(last) if last.1 == p.start && last.2 == version => last.1 = p.end,
+                    _ => out.push((p.start, p.end, version)),
+                }
+            }
+        }
+        out
+    }
+
     /// Why a delete may not go yet (see [`Client::delete_allowed`]), or `None`.
     pub(super) fn delete_refusal(
         &self,
@@ -148,7 +178,39 @@ impl Client {
                 "invariant 1: it removes a copy that a write in flight counts on (acknowledged by the store, or sent to it and not answered; not yet in the map)",
             );
         }
+        if let Some(why) = self.short_copy_refusal(store, start, end, version) {
+            return Some(why);
+        }
         self.current_copy_refusal(store, start, end, version, true)
+    }
+
+    /// Why a delete of versions up to `version` of `[start, end)` from `store` (or a deletion
+    /// record standing for it) may not go before the degraded mark is durable: where the
+    /// current copy, not yet on the base volume, is counted on fewer than N stores, the store
+    /// outside that count may still hold a copy of it (a failed store's copy, dropped from the
+    /// count). A restart that finds no durable mark goes on with N-1 stores missing, and may
+    /// miss the stores that are counted; the uncounted copy is then the only one left.
+    pub(super) fn short_copy_refusal(
+        &self,
+        store: StoreIdx,
+        start: u64,
+        end: u64,
+        version: u64,
+    ) -> Option<&'static str> {
+        if !self.degraded || self.degraded_is_durable() {
+            return None;
+        }
+        let short = self.map.lookup(start, end).into_iter().any(|p| {
+            p.value.is_some_and(|l| {
+                l.version <= version
+                    && !l.on_base
+                    && l.stores & bit(store) == 0
+                    && (l.stores.count_ones() as usize) < self.config.n_way
+            })
+        });
+        short.then_some(
+            "durability: it may remove a copy of data with fewer than N counted copies before the degraded mark is durable",
+        )
     }
 
     /// Why deleting versions up to `version` of `[start, end)` from `store` may not remove the
@@ -202,14 +264,14 @@ impl Client {
     /// Writes a deletion record of the unrecorded stale copies on a failed store to N other
     /// stores.
     pub(super) fn record_deletions(&mut self, target: StoreIdx) {
-        let entries: Vec<(u64, u64, u64)> = self.stores[target]
+        let unrecorded: Vec<(u64, u64, u64)> = self.stores[target]
             .stale
             .iter()
             .filter(|(_, _, v)| v.slot.is_none() && !v.recording)
             .map(|(lo, hi, v)| (lo, hi, v.version))
-            .filter(|&(lo, hi, v)| self.delete_allowed(target, lo, hi, v))
-            .take(ENTRIES_MAX)
             .collect();
+        let mut entries = self.allowed_deletes(target, &unrecorded);
+        entries.truncate(ENTRIES_MAX);
         if entries.is_empty() {
             return;
         }

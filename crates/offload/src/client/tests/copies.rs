@@ -324,7 +324,13 @@ fn a_copy_that_may_hide_the_current_one_on_its_store_is_not_read_for_it() {
         while *now < until {
             while let Some((store, id, request)) = c.poll_store() {
                 let reply = match request {
-                    Request::Write { version, data, .. } if phase == 1 || store == 0 => {
+                    Request::Write {
+                        client: 7,
+                        offset_bytes: 0,
+                        version,
+                        data,
+                        ..
+                    } if phase == 1 || store == 0 => {
                         if held[store].as_ref().is_none_or(|(v, _)| *v < version) {
                             held[store] = Some((version, data));
                         }
@@ -332,12 +338,19 @@ fn a_copy_that_may_hide_the_current_one_on_its_store_is_not_read_for_it() {
                         Reply::Done
                     }
                     Request::Write { .. } => Reply::Error(StoreError::Full),
-                    Request::Delete { version, .. } => {
+                    // Only the block's own deletes remove it (not a deletion record's).
+                    Request::Delete {
+                        client: 7,
+                        offset_bytes: 0,
+                        version,
+                        ..
+                    } => {
                         if held[store].as_ref().is_some_and(|(v, _)| *v <= version) {
                             held[store] = None;
                         }
                         Reply::Done
                     }
+                    Request::Delete { .. } => Reply::Done,
                     Request::Read {
                         client: 7,
                         offset_bytes: 0,
