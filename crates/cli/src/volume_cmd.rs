@@ -131,6 +131,16 @@ struct ServeArgs {
     /// failed to answer, if they are at most N-1 [default: 1000].
     #[arg(long)]
     recovery_grace_ms: Option<u64>,
+    /// At most this much data off-loaded and not yet reclaimed, writes in flight included
+    /// (e.g. 1g): past it, new data goes to the base volume, overwrites of off-loaded data
+    /// wait for reclaim (ENOSPC after --full-timeout-ms), and from 90 % of it reclaim runs
+    /// whatever the load [default: no bound]. docs/USAGE.md says when to set it.
+    #[arg(long, value_name = "SIZE")]
+    offload_bytes_max: Option<String>,
+    /// The same bound per store: at most this much whose latest version one store holds
+    /// for this volume [default: no bound].
+    #[arg(long, value_name = "SIZE")]
+    offload_bytes_max_per_store: Option<String>,
     /// Record the volume's reads and writes, with their response times, as a binary trace to
     /// this file, for `cordillera advise FILE` (docs/USAGE.md). Finished on a clean stop.
     #[arg(long)]
@@ -191,6 +201,8 @@ struct ServeFile {
     full_timeout_ms: Option<u64>,
     copies_timeout_ms: Option<u64>,
     recovery_grace_ms: Option<u64>,
+    offload_bytes_max: Option<String>,
+    offload_bytes_max_per_store: Option<String>,
     record_trace: Option<PathBuf>,
     record_trace_size: Option<String>,
     cache_size: Option<String>,
@@ -359,6 +371,15 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
         v.map(|t| cordillera_models::presets::parse_size(&t).map_err(|e| anyhow!("--{flag}: {e}")))
             .transpose()
     };
+    o.offload_bytes_max = size(
+        "offload-bytes-max",
+        a.offload_bytes_max.or(file.offload_bytes_max),
+    )?;
+    o.offload_bytes_max_per_store = size(
+        "offload-bytes-max-per-store",
+        a.offload_bytes_max_per_store
+            .or(file.offload_bytes_max_per_store),
+    )?;
     if let Some(path) = a.record_trace.or(file.record_trace) {
         let max = size(
             "record-trace-size",

@@ -68,6 +68,19 @@ pub struct Config {
     /// other replicas only ([`BaseOp::Replicate`]). The marks live in memory: a restarted or
     /// migrated client starts without them and reads from the stores.
     pub local_copy: bool,
+    /// At most this many bytes off-loaded and not yet reclaimed to the base volume, counting
+    /// the off-loaded writes in flight (`None`: no bound). The bytes a write adds are those of
+    /// its range not off-loaded already. At the bound a write that need not stay off-loaded
+    /// goes to the base volume; one that must (it overwrites off-loaded data) waits for
+    /// reclaim as if every store had refused it as full (ENOSPC after `full_timeout_ns`);
+    /// and from 90 % of the bound, reclaim runs whatever the base volume's load, under any
+    /// policy that off-loads. Everest §4.2's remedy for its worst case, where a client keeps
+    /// reading what it off-loaded onto a disk that became busy.
+    pub offload_bytes_max: Option<u64>,
+    /// The same bound per store: at most this many bytes whose latest version the store holds
+    /// for this client. A store at its bound takes no copy that would pass it; with fewer than
+    /// N stores below theirs, a write goes to the base volume or waits as above.
+    pub offload_bytes_max_per_store: Option<u64>,
 }
 
 impl Config {
@@ -89,6 +102,8 @@ impl Config {
             copies_timeout_ns: 5_000_000_000,
             recovery_grace_ns: 1_000_000_000,
             local_copy: false,
+            offload_bytes_max: None,
+            offload_bytes_max_per_store: None,
         }
     }
 
@@ -380,6 +395,9 @@ pub struct Stats {
     pub recoveries: u64,
     /// Writes answered [`ClientError::NoSpace`].
     pub refused_writes: u64,
+    /// Writes sent to the base volume, or held back, because off-loading them would have
+    /// passed [`Config::offload_bytes_max`] or a store's [`Config::offload_bytes_max_per_store`].
+    pub bound_writes: u64,
     /// Of `refused_writes`, those answered because no store took them within
     /// `full_timeout_ns` of their arrival (held by a store whose cleaning frees too little,
     /// or no store up), rather than refused by every store.

@@ -55,6 +55,7 @@ mod base;
 mod degraded;
 mod invariants;
 mod local;
+mod map;
 mod reads;
 mod reclaim;
 mod recovery;
@@ -70,6 +71,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use cordillera_types::rangemap::RangeMap;
 use cordillera_vstore::store::{Extent, Reply, Request, StoreError};
+use map::LocMap;
 
 use crate::records::{companion, DeletionRecord, ENTRIES_MAX, SLOT_SHIFT};
 use crate::superblock::{Superblock, SuperblockError, STORES_MAX, SUPERBLOCK_BYTES};
@@ -387,7 +389,7 @@ impl Client {
         if !self.vulnerable.is_empty() {
             return Some(true);
         }
-        if self.vulnerable_jobs > 0 || !self.reclaims() {
+        if self.vulnerable_jobs > 0 || !self.reclaims_others() {
             // Other data waits until the vulnerable data is on the base volume.
             return None;
         }

@@ -14,8 +14,10 @@ impl Client {
             // for every store) until it is safe. Other data under the policy only; full
             // stores are reclaimed under load too (waiting for a quiet base volume would
             // stall every write that must be off-loaded).
-            let others = self.reclaims()
-                && (self.base_load() < self.config.t_base || self.stores_full_since.is_some());
+            let others = self.reclaims_others()
+                && (self.base_load() < self.config.t_base
+                    || self.stores_full_since.is_some()
+                    || self.near_offload_bound());
             if !others && self.vulnerable.is_empty() {
                 break;
             }
@@ -408,6 +410,15 @@ impl Client {
 
     /// Whether reclaim may run under the policy: Everest's peak policy, or Sierra's logging
     /// mode with every replica available.
+    /// Whether data not at risk is reclaimed: under the policy, or near an off-load bound
+    /// under any policy that off-loads.
+    pub(super) fn reclaims_others(&self) -> bool {
+        self.reclaims()
+            || (self.config.policy != Policy::Baseline
+                && self.base_available
+                && self.near_offload_bound())
+    }
+
     pub(super) fn reclaims(&self) -> bool {
         match self.config.policy {
             Policy::Peak => true,

@@ -69,7 +69,7 @@ impl Client {
         {
             consider(self.degraded_check_at);
         }
-        if self.reclaims() && self.is_ready() {
+        if self.reclaims_others() && self.is_ready() {
             for s in &self.stores {
                 if s.up && s.may_hold && s.reclaim_after > self.now {
                     consider(s.reclaim_after);

@@ -237,7 +237,22 @@ impl Client {
             || self.blocking_stale(start, end)
             || self.offloaded_in_flight(start, end, Some(key))
             || (self.config.policy == Policy::WhileBaseUnavailable && !self.base_available);
-        let targets = self.choose_stores(self.config.n_way, op.tried);
+        let tried = op.tried;
+        let total_room = self.bound_total_room(key);
+        let over_bound = self.bound_excluded(key);
+        let targets = if total_room {
+            self.choose_stores(self.config.n_way, tried | over_bound)
+        } else {
+            Vec::new()
+        };
+        // The off-load bound keeps it from N stores that could take it.
+        let bounded = !total_room
+            || (over_bound != 0
+                && targets.len() < self.config.n_way
+                && self.choose_stores(self.config.n_way, tried).len() > targets.len());
+        if bounded {
+            self.stats.bound_writes += 1;
+        }
         if !targets.is_empty() && targets.len() < self.config.n_way && !must_offload {
             // Fewer than N stores available: N copies cannot be had now, and the base volume
             // can take it (nothing older is off-loaded there).
@@ -247,8 +262,12 @@ impl Client {
             return;
         }
         if targets.is_empty() {
-            let refused_by_live_stores = op.tried != 0
-                && indices(op.tried).all(|i| self.stores[i].up && !self.stores[i].removed);
+            let op = &self.writes[&key];
+            // Stores at the off-load bound count as full ones: reclaim runs under load, and a
+            // write that must stay off-loaded waits for it.
+            let refused_by_live_stores = bounded
+                || (op.tried != 0
+                    && indices(op.tried).all(|i| self.stores[i].up && !self.stores[i].removed));
             let now = self.now;
             let full_since = if must_offload && refused_by_live_stores {
                 self.stores_full_since.get_or_insert(now);
@@ -262,9 +281,11 @@ impl Client {
                 now
             };
             let waited_enough = now.saturating_sub(full_since) >= self.config.full_timeout_ns;
+            // Under the always policy nothing else frees a full store (nothing is reclaimed),
+            // but the bound's reclaim does.
             if must_offload
                 && refused_by_live_stores
-                && (self.config.policy == Policy::Always || waited_enough)
+                && ((self.config.policy == Policy::Always && !bounded) || waited_enough)
             {
                 let op = self.writes.remove(&key).expect("write");
                 self.write_moved(op.start, op.start + op.data.len() as u64);
@@ -283,6 +304,75 @@ impl Client {
             return;
         }
         self.send_copies(key, &targets);
+    }
+
+    /// Whether write `key` fits the total off-load bound ([`Config::offload_bytes_max`]): the
+    /// bytes of its range not off-loaded yet, over those of the map and of the other writes
+    /// in flight (each counted whole).
+    fn bound_total_room(&self, key: u64) -> bool {
+        let Some(max) = self.config.offload_bytes_max else {
+            return true;
+        };
+        let op = &self.writes[&key];
+        let added = self.bytes_added(op.start, op.data.len() as u64, None);
+        let in_flight: u64 = self
+            .writes
+            .iter()
+            .filter(|(&k, _)| k != key)
+            .map(|(_, w)| w.data.len() as u64)
+            .sum();
+        self.map.unreclaimed_bytes() + in_flight + added <= max
+    }
+
+    /// The stores where a copy of write `key` would pass their off-load bound
+    /// ([`Config::offload_bytes_max_per_store`]), counting the other writes in flight to them.
+    pub(super) fn bound_excluded(&self, key: u64) -> u64 {
+        let Some(max) = self.config.offload_bytes_max_per_store else {
+            return 0;
+        };
+        let op = &self.writes[&key];
+        let mut excluded = 0;
+        for s in 0..self.stores.len() {
+            let in_flight: u64 = self
+                .writes
+                .iter()
+                .filter(|(&k, w)| k != key && (w.succeeded | w.asked) & bit(s) != 0)
+                .map(|(_, w)| w.data.len() as u64)
+                .sum();
+            let added = self.bytes_added(op.start, op.data.len() as u64, Some(s));
+            if self.map.held_bytes(s) + in_flight + added > max {
+                excluded |= bit(s);
+            }
+        }
+        excluded
+    }
+
+    /// The bytes of `[start, start + len)` not off-loaded yet (not reclaimed), or, for
+    /// `Some(store)`, whose latest version that store does not hold.
+    fn bytes_added(&self, start: u64, len: u64, store: Option<StoreIdx>) -> u64 {
+        let present: u64 = self
+            .map
+            .lookup(start, start + len)
+            .iter()
+            .filter(|p| {
+                p.value
+                    .is_some_and(|l| !l.on_base && store.is_none_or(|s| l.stores & bit(s) != 0))
+            })
+            .map(|p| p.end - p.start)
+            .sum();
+        len - present
+    }
+
+    /// Whether the map is within 10 % of an off-load bound, in total or on a store: reclaim
+    /// then runs whatever the base volume's load, under any policy that off-loads.
+    pub(super) fn near_offload_bound(&self) -> bool {
+        let near = |used: u64, max: u64| used.saturating_mul(10) >= max.saturating_mul(9);
+        self.config
+            .offload_bytes_max
+            .is_some_and(|max| near(self.map.unreclaimed_bytes(), max))
+            || self.config.offload_bytes_max_per_store.is_some_and(|max| {
+                (0..self.stores.len()).any(|s| near(self.map.held_bytes(s), max))
+            })
     }
 
     /// Sends off-loaded write `key` (its version, its bytes) to each of `targets` and waits
@@ -492,6 +582,7 @@ impl Client {
                 exclude |= bit(r.target);
             }
         }
+        exclude |= self.bound_excluded(key);
         let targets = self.choose_stores(need, exclude);
         if targets.is_empty() {
             let op = &self.writes[&key];

@@ -44,6 +44,29 @@ impl Core {
             "gauge",
             stats.offloaded_bytes as f64,
         );
+        let config = client.config();
+        for (name, help, bound) in [
+            (
+                "cordillera_volume_offload_bytes_max",
+                "The off-load bound in total (--offload-bytes-max; absent: none).",
+                config.offload_bytes_max,
+            ),
+            (
+                "cordillera_volume_offload_bytes_max_per_store",
+                "The off-load bound per store (--offload-bytes-max-per-store; absent: none).",
+                config.offload_bytes_max_per_store,
+            ),
+        ] {
+            if let Some(b) = bound {
+                gauge(name, help, "gauge", b as f64);
+            }
+        }
+        gauge(
+            "cordillera_volume_bound_writes_total",
+            "Writes sent to the base volume, or held back, at the off-load bound.",
+            "counter",
+            stats.bound_writes as f64,
+        );
         gauge(
             "cordillera_volume_offloaded_writes_total",
             "Writes sent to stores.",
@@ -122,6 +145,26 @@ impl Core {
             "counter",
             stats.store_failures as f64,
         );
+        self.store_metrics(client, &mut out);
+        self.reads.render(
+            "cordillera_volume_read_seconds",
+            "Read response time at the export.",
+            &mut out,
+        );
+        self.writes.render(
+            "cordillera_volume_write_seconds",
+            "Write response time at the export.",
+            &mut out,
+        );
+        if let Some(c) = self.volume.cache() {
+            crate::warm_cache::metrics(c, &mut out);
+        }
+        out
+    }
+
+    /// The per-store gauges, labelled by the store's address.
+    fn store_metrics(&self, client: &Client, out: &mut String) {
+        use std::fmt::Write;
         let figures = client.store_figures();
         // One gauge per store, labelled by its address.
         let mut per_store = |name: &str, help: &str, value: &dyn Fn(&StoreFigures) -> u64| {
@@ -151,20 +194,6 @@ impl Core {
             "Bytes of stale copies the store still holds for the volume (deletes owed to it).",
             &|f| f.stale_bytes,
         );
-        self.reads.render(
-            "cordillera_volume_read_seconds",
-            "Read response time at the export.",
-            &mut out,
-        );
-        self.writes.render(
-            "cordillera_volume_write_seconds",
-            "Write response time at the export.",
-            &mut out,
-        );
-        if let Some(c) = self.volume.cache() {
-            crate::warm_cache::metrics(c, &mut out);
-        }
-        out
     }
 
     pub(super) fn status(&self, client: &Client) -> String {
@@ -222,6 +251,9 @@ impl Core {
             "hidden_copies": stats.hidden_copies,
             "lost_bytes": stats.lost_bytes,
             "offloaded_bytes": stats.offloaded_bytes,
+            "offload_bytes_max": client.config().offload_bytes_max,
+            "offload_bytes_max_per_store": client.config().offload_bytes_max_per_store,
+            "bound_writes": stats.bound_writes,
             "offloaded_writes": stats.offloaded_writes,
             "base_writes": stats.base_writes,
             "reclaimed_bytes": stats.reclaimed_bytes,
@@ -346,6 +378,21 @@ pub fn status_text(v: &serde_json::Value) -> String {
         mib(&v["reclaimed_bytes"]),
         mib(&v["reclaim_bytes_per_second"]),
     );
+    if let Some(max) = v["offload_bytes_max"].as_f64() {
+        let _ = writeln!(
+            out,
+            "off-load bound: {:.1} MiB in total ({} writes kept on the base by it)",
+            max / (1 << 20) as f64,
+            v["bound_writes"]
+        );
+    }
+    if let Some(max) = v["offload_bytes_max_per_store"].as_f64() {
+        let _ = writeln!(
+            out,
+            "off-load bound per store: {:.1} MiB",
+            max / (1 << 20) as f64
+        );
+    }
     match v["reclaim_eta_seconds"].as_f64() {
         Some(0.0) => out.push_str("reclaim: nothing to reclaim\n"),
         Some(s) => {

@@ -100,6 +100,9 @@ pub struct VolumeOptions {
     /// At a restart, how long to wait for every store before serving without those that
     /// failed to answer (at most N-1).
     pub recovery_grace: Duration,
+    /// The off-load bound, in total and per store (`Config::offload_bytes_max`).
+    pub offload_bytes_max: Option<u64>,
+    pub offload_bytes_max_per_store: Option<u64>,
     /// Record the requests as a binary trace to this file, at most this many bytes over it and
     /// its predecessor (`crate::record_trace`).
     pub record_trace: Option<(PathBuf, u64)>,
@@ -132,6 +135,8 @@ impl VolumeOptions {
             // another once the stalled one counts as failed, before the write gives up.
             copies_timeout: Duration::from_secs(10),
             recovery_grace: Duration::from_secs(1),
+            offload_bytes_max: None,
+            offload_bytes_max_per_store: None,
             record_trace: None,
         }
     }
@@ -256,6 +261,13 @@ fn client_config(label: &Label, options: &VolumeOptions, size: u64) -> Config {
     }
     config.copies_timeout_ns = options.copies_timeout.as_nanos() as u64;
     config.recovery_grace_ns = options.recovery_grace.as_nanos() as u64;
+    config.offload_bytes_max = options.offload_bytes_max;
+    config.offload_bytes_max_per_store = options.offload_bytes_max_per_store;
+    if options.offload_bytes_max == Some(0) || options.offload_bytes_max_per_store == Some(0) {
+        tracing::warn!(
+            "an off-load bound of 0: nothing new is off-loaded (only overwrites of data off-loaded before, which wait for its reclaim)"
+        );
+    }
     config
 }
 

@@ -1,5 +1,6 @@
 use super::*;
 
+mod bound;
 mod copies;
 mod local;
 
