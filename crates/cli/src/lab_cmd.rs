@@ -56,6 +56,8 @@ enum PartArg {
     Micro,
     /// §4.2 OLTP throughput (Figures 9, 11, 12).
     Oltp,
+    /// §4.2's worst case (Figure 10; not in the default set: two 20-minute runs).
+    WorstCase,
 }
 
 #[derive(Args)]
@@ -117,6 +119,9 @@ struct EverestArgs {
     /// of the 7.5 GB (`0.1:0.9`); uniform when absent.
     #[arg(long, value_name = "SPAN:SHARE")]
     oltp_hot: Option<cordillera_lab::volumes::Hot>,
+    /// The worst case's off-load bound, run beside the unbounded one.
+    #[arg(long, default_value = "256m", value_parser = cordillera_models::presets::parse_size)]
+    worst_bound: u64,
     /// Print the report as JSON on standard output.
     #[arg(long)]
     json: bool,
@@ -185,6 +190,7 @@ fn run_everest(a: EverestArgs) -> Result<()> {
             recovery: a.parts.contains(&PartArg::Recovery),
             micro: a.parts.contains(&PartArg::Micro),
             oltp: a.parts.contains(&PartArg::Oltp),
+            worst_case: a.parts.contains(&PartArg::WorstCase),
         }
     };
     let device = cordillera_lab::devices::DeviceSpec::parse(
@@ -201,6 +207,7 @@ fn run_everest(a: EverestArgs) -> Result<()> {
         micro_s: a.micro_s,
         oltp_write_fraction: a.oltp_writes,
         oltp_hot: a.oltp_hot,
+        worst_bound_bytes: a.worst_bound,
         parts,
         seed: a.seed,
         device: device.kind.preset.to_owned(),

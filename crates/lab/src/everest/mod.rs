@@ -34,6 +34,9 @@ pub struct Parts {
     pub micro: bool,
     /// §4.2's OLTP throughput (Figures 9, 11, 12).
     pub oltp: bool,
+    /// §4.2's worst case (Figure 10): two busy servers, one reading back what it off-loaded
+    /// onto the other's disk. Not in [`Parts::all`] (two 20-minute runs): `--parts worst-case`.
+    pub worst_case: bool,
 }
 
 impl Parts {
@@ -44,6 +47,7 @@ impl Parts {
             recovery: true,
             micro: true,
             oltp: true,
+            worst_case: false,
         }
     }
 
@@ -55,6 +59,7 @@ impl Parts {
             + self.recovery as usize
             + if self.micro { 18 } else { 0 }
             + if self.oltp { 15 } else { 0 }
+            + if self.worst_case { 3 } else { 0 }
             + 2
     }
 }
@@ -104,6 +109,11 @@ pub struct Options {
     pub oltp_write_fraction: f64,
     /// The OLTP load's hot region (uniform over the 7.5 GB when `None`, the default).
     pub oltp_hot: Option<crate::volumes::Hot>,
+    /// The worst case (Figure 10): machine 2 starts after this long, the run lasts this much
+    /// longer (the paper: 10 minutes, then a measurement), and the bound run beside it.
+    pub worst_before_s: u64,
+    pub worst_after_s: u64,
+    pub worst_bound_bytes: u64,
     pub parts: Parts,
     /// Off-loaded data is sampled this often (Figure 6); 0: the longest episode over 200, in
     /// steps of 100 ms from 100 ms to 10 s (a 30-minute episode: 9 s; a 27 s trace: 100 ms).
@@ -132,6 +142,9 @@ impl Default for Options {
             oltp_depth: 64,
             oltp_write_fraction: 0.3,
             oltp_hot: None,
+            worst_before_s: 600,
+            worst_after_s: 600,
+            worst_bound_bytes: 256 * MIB,
             parts: Parts::all(),
             sample_ns: 0,
             seed: 1,
@@ -293,6 +306,7 @@ pub struct Report {
     pub client_us_per_offloaded_write: Option<f64>,
     pub micro: Option<Micro>,
     pub oltp: Option<oltp::Oltp>,
+    pub worst_case: Option<worst::WorstCase>,
 }
 
 /// A replayable episode: the three volumes' requests from the episode start.
@@ -358,6 +372,7 @@ pub fn run(
         client_us_per_offloaded_write: None,
         micro: None,
         oltp: None,
+        worst_case: None,
     };
     if replays.len() < options.peaks.top {
         report.notices.push(format!(
@@ -409,6 +424,9 @@ pub fn run(
     }
     if options.parts.oltp {
         report.oltp = Some(oltp::oltp(options, progress));
+    }
+    if options.parts.worst_case {
+        report.worst_case = Some(worst::worst_case(options, progress));
     }
     Ok(report)
 }
@@ -704,6 +722,7 @@ pub use headlines::headlines;
 use parts::{micro, recovery, sensitivity};
 
 pub mod oltp;
+pub mod worst;
 
 /// Opens the lab's input again (it is read once for the peaks, once for the episodes).
 pub type Opener = dyn FnMut() -> Result<Box<dyn cordillera_trace::RecordReader>, String>;

@@ -50,6 +50,39 @@ pub struct Oltp {
 const REQUEST_BYTES: u64 = 8 * KIB;
 const SPAN_BYTES: u64 = 7_500_000_000;
 
+/// The OLTP load the options describe: its depth, mix, span and locality.
+pub(super) struct OltpShape {
+    depth: usize,
+    read_fraction: f64,
+    hot: Option<crate::volumes::Hot>,
+    pub(super) span_bytes: u64,
+}
+
+impl OltpShape {
+    pub(super) fn of(options: &Options) -> OltpShape {
+        OltpShape {
+            depth: options.oltp_depth,
+            read_fraction: 1.0 - options.oltp_write_fraction,
+            hot: options.oltp_hot,
+            span_bytes: SPAN_BYTES,
+        }
+    }
+}
+
+/// The OLTP load of a volume busy from `from_ns` until `until_ns`.
+pub(super) fn oltp_load(shape: &OltpShape, from_ns: Nanos, until_ns: Nanos) -> Load {
+    Load::Closed {
+        depth: shape.depth,
+        read_fraction: shape.read_fraction,
+        sequential: false,
+        request_bytes: REQUEST_BYTES,
+        span_bytes: shape.span_bytes,
+        from_ns,
+        until_ns,
+        hot: shape.hot,
+    }
+}
+
 pub(super) fn oltp(options: &Options, progress: Progress) -> Oltp {
     let mut rig = Rig {
         options,
@@ -93,16 +126,7 @@ struct Rig<'a> {
 impl Rig<'_> {
     /// The OLTP load of an active volume.
     fn active(&self) -> Load {
-        Load::Closed {
-            depth: self.options.oltp_depth,
-            read_fraction: 1.0 - self.options.oltp_write_fraction,
-            sequential: false,
-            request_bytes: REQUEST_BYTES,
-            span_bytes: SPAN_BYTES,
-            from_ns: 0,
-            until_ns: self.run_ns,
-            hot: self.options.oltp_hot,
-        }
+        oltp_load(&OltpShape::of(self.options), 0, self.run_ns)
     }
 
     /// An active volume with a client off-loading to `store_set` (and a store of its own).

@@ -297,6 +297,39 @@ fn costs_text(s: &mut String, r: &Report) {
             }
         }
     }
+    if let Some(w) = &r.worst_case {
+        worst_case_text(s, w);
+    }
+}
+
+fn worst_case_text(s: &mut String, w: &crate::everest::worst::WorstCase) {
+    let _ = writeln!(
+        s,
+        "\nWorst case (§4.2, Figure 10): two servers with the OLTP load, each on its own disk; \
+         machine 1 off-loads to a store on machine 2's disk; machine 2 starts after {} s; \
+         measured {} s more. Throughput over the baseline ({:.0} I/O/s, one server alone, no \
+         off-load).",
+        w.before_s, w.after_s, w.baseline_iops
+    );
+    let _ = writeln!(
+        s,
+        "    {:<18} {:>12} {:>11} {:>10} {:>10} {:>22}",
+        "", "off-loaded", "m1 before", "m1 after", "m2 after", "m1 reads from store"
+    );
+    for r in &w.rows {
+        let _ = writeln!(
+            s,
+            "    {:<18} {:>8.0} MiB {:>10.2}× {:>9.2}× {:>9.2}× {:>14} of {:>6}",
+            r.config,
+            r.offloaded_at_start_bytes as f64 / (1 << 20) as f64,
+            r.machine1_before,
+            r.machine1_after,
+            r.machine2_after,
+            r.machine1_store_reads_after,
+            r.machine1_reads_after
+        );
+    }
+    let _ = writeln!(s, "    paper: {}", w.paper);
 }
 
 pub fn write_outputs(dir: &Path, r: &Report) -> Result<()> {

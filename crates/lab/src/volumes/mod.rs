@@ -413,8 +413,13 @@ impl Node {
 
     fn sample(&mut self) {
         if let Some(c) = &self.client {
-            self.result.offloaded.push(c.stats().offloaded_bytes);
+            let stats = c.stats();
+            self.result.offloaded.push(stats.offloaded_bytes);
+            self.result
+                .read_samples
+                .push((stats.store_reads, stats.base_reads));
         }
+        self.result.answered_samples.push(self.result.answered);
     }
 
     fn note_recovery(&mut self, now: Nanos) {
@@ -581,6 +586,7 @@ fn node_factory(setup: &Setup, tally: &Tally) -> impl FnMut(NodeId) -> Node + 's
                 t_store: s.t_store,
                 n_reclaim: s.n_reclaim,
                 request_timeout_ns: None,
+                offload_bytes_max: s.offload_bytes_max,
                 ..Config::new(id as u64 + 1, id as u64 + 1, layout.volume_bytes)
             };
             if restart {

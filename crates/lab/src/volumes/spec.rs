@@ -102,6 +102,8 @@ pub struct Setup {
     pub time_client: bool,
     /// The run also waits (until `stop_ns`) for every client to have reclaimed everything.
     pub until_reclaimed: bool,
+    /// Each client's off-load bound (`Config::offload_bytes_max`).
+    pub offload_bytes_max: Option<u64>,
     pub seed: u64,
 }
 
@@ -127,6 +129,7 @@ impl Setup {
             crash_at: None,
             time_client: false,
             until_reclaimed: false,
+            offload_bytes_max: None,
             seed: 1,
         }
     }
@@ -177,6 +180,11 @@ pub struct VolumeResult {
     pub bytes_done: u64,
     /// The client's off-loaded bytes at each sample (from the first request).
     pub offloaded: Vec<u64>,
+    /// Requests answered by each sample (from the first request): throughput over a window.
+    pub answered_samples: Vec<u64>,
+    /// The client's reads from the stores and from the base volume by each sample (pieces of
+    /// upper-layer reads, not reclaim's).
+    pub read_samples: Vec<(u64, u64)>,
     pub client: Option<cordillera_offload::client::Stats>,
     /// The client core's time (when timed), in ns.
     pub client_cpu_ns: u64,
