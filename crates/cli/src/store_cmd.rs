@@ -135,6 +135,7 @@ pub fn run(args: StoreArgs) -> Result<()> {
                 sparse: a.sparse,
                 stats: None,
                 emulate: a.emulate,
+                emulator: None,
                 limits: a.limits.limits()?,
                 http: a.http,
                 rack: a.rack,

@@ -32,6 +32,8 @@ enum VolumeCommand {
     CacheReset(CacheResetArgs),
     /// Measure the volume server against `nbdkit file` and against itself without off-load.
     Bench(cordillera_harness::volume_bench::VolumeBenchArgs),
+    /// Everest's worst case (Figure 10) on two emulated servers, without and with a bound.
+    WorstCase(cordillera_harness::volume_worst_case::WorstCaseArgs),
     /// Bonfire's overheads on real I/O (Table 4): log space, logging bandwidth and pre-warm
     /// time for metadata-only and metadata+data, on a replayed trace.
     WarmupBench(cordillera_harness::volume_warmup_bench::WarmupBenchArgs),
@@ -149,6 +151,8 @@ struct ServeArgs {
     /// [default: 256m].
     #[arg(long)]
     record_trace_size: Option<String>,
+    #[command(flatten)]
+    store_here: cordillera_harness::volume_worst_case::StoreHereArgs,
     /// A DRAM block cache of this size above the volume (k, m, g suffixes) [default: none].
     #[arg(long)]
     cache_size: Option<String>,
@@ -257,6 +261,7 @@ pub fn run(args: VolumeArgs) -> Result<()> {
             Ok(())
         }
         VolumeCommand::Bench(a) => cordillera_harness::volume_bench::run(a),
+        VolumeCommand::WorstCase(a) => cordillera_harness::volume_worst_case::run(a),
         VolumeCommand::WarmupBench(a) => cordillera_harness::volume_warmup_bench::run(a),
         VolumeCommand::Pgbench(a) => cordillera_harness::volume_pgbench::run_pgbench(a),
     }
@@ -390,6 +395,7 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
     } else if a.record_trace_size.is_some() {
         bail!("--record-trace-size needs --record-trace");
     }
+    o.store_here = a.store_here.options()?;
     let warmup_log = a.warmup_log.or(file.warmup_log);
     let warmup_size = a.warmup_size.or(file.warmup_size);
     let warmup_algorithm = a.warmup_algorithm.or(file.warmup_algorithm);

@@ -3,7 +3,8 @@
 //!
 //! - benchmarks against the peers users know, each ratio measured in the same run: the store
 //!   (`store_bench`: `store bench`), the off-loading volume against `nbdkit file`
-//!   (`volume_bench`: `volume bench`, its fio runs in `fio_nbd`), its cache warm-up (`volume_warmup_bench`), PostgreSQL's
+//!   (`volume_bench`: `volume bench`, its fio runs in `fio_nbd`), its cache warm-up (`volume_warmup_bench`), Everest's worst case on two
+//!   servers (`volume_worst_case`: `volume worst-case`), PostgreSQL's
 //!   pgbench on ext4 on a volume or a Sierra object (`volume_pgbench`, `cluster_pgbench`), the
 //!   Sierra cluster's day, Table 5 and Figure 12 (`cluster_bench`), narrow against wide pools and
 //!   the restripe's rate (`pool_bench`), the NBD port with TLS against nbdkit's with the same
@@ -34,6 +35,7 @@ pub mod tls_bench;
 pub mod volume_bench;
 pub mod volume_pgbench;
 pub mod volume_warmup_bench;
+pub mod volume_worst_case;
 
 /// The running executable, to start the daemons from: `/proc/self/exe` where there is one, so
 /// that a binary rebuilt or replaced while a long campaign or benchmark runs (its path now a

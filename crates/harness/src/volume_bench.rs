@@ -343,7 +343,7 @@ pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
 }
 
 /// The bytes whose latest version is off-loaded, from the volume's status.
-fn offloaded_bytes(metrics: &str) -> Result<u64> {
+pub(crate) fn offloaded_bytes(metrics: &str) -> Result<u64> {
     let addr = metrics.parse().context("metrics address")?;
     let v: serde_json::Value =
         serde_json::from_str(&cordillera_runtime::http::http_get(addr, "/status")?)?;

@@ -58,10 +58,14 @@ enum Message {
     },
 }
 
-/// A device model running in real time on its own thread.
+/// A device model running in real time on its own thread. A clone (or a [`Emulator::region`])
+/// shares the same model: two files on one modeled disk contend for its head and queue.
+#[derive(Clone, Debug)]
 pub struct Emulator {
     sender: mpsc::Sender<Message>,
     capacity_bytes: u64,
+    /// Where this user's offset 0 lies on the device (a partition's start).
+    offset_bytes: u64,
 }
 
 /// An operation the model is serving; [`Ticket::wait`] returns when it has.
@@ -92,7 +96,17 @@ impl Emulator {
         Ok(Emulator {
             sender,
             capacity_bytes,
+            offset_bytes: 0,
         })
+    }
+
+    /// The same device for another user whose offsets start at `offset_bytes` on it (a
+    /// partition): operations of both go through one model, in arrival order.
+    pub fn region(&self, offset_bytes: u64) -> Emulator {
+        Emulator {
+            offset_bytes: offset_bytes % self.capacity_bytes,
+            ..self.clone()
+        }
     }
 
     pub fn capacity_bytes(&self) -> u64 {
@@ -105,7 +119,9 @@ impl Emulator {
             return Ticket(None);
         }
         let length_bytes = length_bytes.min(self.capacity_bytes);
-        let offset_bytes = offset_bytes % (self.capacity_bytes - length_bytes + 1) / 512 * 512;
+        let offset_bytes = (offset_bytes + self.offset_bytes) % (self.capacity_bytes - length_bytes + 1)
+            / 512
+            * 512;
         let (done, receiver) = mpsc::sync_channel(1);
         let message = Message::Submit {
             op,

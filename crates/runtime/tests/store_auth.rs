@@ -40,6 +40,7 @@ fn start(dir: &Path) -> SocketAddr {
         sparse: true,
         stats: None,
         emulate: None,
+        emulator: None,
         limits: Default::default(),
         http: None,
         rack: None,

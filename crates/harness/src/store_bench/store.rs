@@ -35,6 +35,7 @@ pub(super) fn start_store_with(
         sparse,
         stats: Some(stats.clone()),
         emulate,
+        emulator: None,
         limits: Default::default(),
         http: None,
         rack: None,

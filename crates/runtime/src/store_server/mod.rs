@@ -53,6 +53,10 @@ pub struct ServeOptions {
     /// Serve with the timing of this modeled device ([`crate::emulate`]); recovery's scan of
     /// the log runs at the file's own speed.
     pub emulate: Option<crate::emulate::EmulateSpec>,
+    /// A device model shared with another user in this process, used instead of `emulate`:
+    /// the store's log as a partition of a volume's emulated base disk (`volume serve
+    /// --store-here`).
+    pub emulator: Option<crate::emulate::Emulator>,
     /// Connections, and memory per connection and in total ([`crate::limits`]).
     pub limits: Limits,
     /// Serve `/metrics` (Prometheus) and `/status` (JSON) here.
@@ -64,6 +68,13 @@ pub struct ServeOptions {
     /// TLS on the port, and each client id bound to its authenticated peer (`--cluster-key`);
     /// `None`: plain TCP, anyone who reaches the port is served.
     pub auth: Option<StoreAuth>,
+}
+
+impl ServeOptions {
+    /// Whether the log takes a modeled device's time (its own, or a shared one).
+    pub fn emulated(&self) -> bool {
+        self.emulate.is_some() || self.emulator.is_some()
+    }
 }
 
 /// A store's authentication: the TLS every connection must complete, and the file recording
@@ -90,7 +101,10 @@ fn open_for_serving(options: &ServeOptions) -> Result<(Arc<DiskFile>, Store)> {
         options.io,
         options.sparse,
     )?;
-    if let Some(spec) = &options.emulate {
+    if let Some(emulator) = &options.emulator {
+        file.emulate(emulator.clone());
+        tracing::info!("store emulating a partition of a device shared in this process");
+    } else if let Some(spec) = &options.emulate {
         file.emulate(crate::emulate::Emulator::start(spec).map_err(anyhow::Error::msg)?);
         tracing::info!(preset = %spec.preset, "store emulating a device");
     }
@@ -283,7 +297,7 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
     let mut peers = start_accepting(listener, &options, largest_record.clone(), events.clone())?;
 
     // Whether log writes (not flushes) are done on this task; see where ops are submitted.
-    let inline_writes = options.emulate.is_none() && !file.direct;
+    let inline_writes = !options.emulated() && !file.direct;
     let mut flushes = FlushPlace::default();
     // Reads the page cache answers in place are not disk time.
     let mut busy = DiskBusy::new(options.power);
@@ -336,10 +350,10 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
         }
         loop {
             let mut ops: Vec<DiskOp> = std::iter::from_fn(|| store.poll_disk()).collect();
-            if options.emulate.is_none() {
+            if !options.emulated() {
                 read_cached(&file, &mut store, &mut ops, &now);
             }
-            if options.emulate.is_none() && flushes.inline() {
+            if !options.emulated() && flushes.inline() {
                 // Disk time only when there is a flush to do.
                 let flushing = ops.iter().any(|op| matches!(op, DiskOp::Flush { .. })) as usize;
                 busy.started(flushing);

@@ -106,6 +106,19 @@ pub struct VolumeOptions {
     /// Record the requests as a binary trace to this file, at most this many bytes over it and
     /// its predecessor (`crate::record_trace`).
     pub record_trace: Option<(PathBuf, u64)>,
+    /// A store served by this process for other volumes, its log a partition at the end of
+    /// this volume's emulated disk when `emulate` is set (`--store-here`): the two contend for
+    /// one modeled spindle, as a store on a busy server's own disk does (Everest §4.2's worst
+    /// case).
+    pub store_here: Option<StoreHere>,
+}
+
+/// A store beside the volume (`VolumeOptions::store_here`).
+#[derive(Clone, Debug)]
+pub struct StoreHere {
+    pub path: PathBuf,
+    pub log_bytes: u64,
+    pub listen: SocketAddr,
 }
 
 impl VolumeOptions {
@@ -138,6 +151,7 @@ impl VolumeOptions {
             offload_bytes_max: None,
             offload_bytes_max_per_store: None,
             record_trace: None,
+            store_here: None,
         }
     }
 }
@@ -289,6 +303,61 @@ fn check_exposure(options: &VolumeOptions) -> Result<()> {
 
 /// Serves until the process is stopped. Calls `ready` once the export accepts I/O (after the
 /// soft state has been rebuilt from the stores, on a restart).
+/// Gives the base volume its emulated device, and starts the store beside the volume on the
+/// same device when asked ([`VolumeOptions::store_here`]).
+fn emulate_and_serve_store(options: &VolumeOptions, file: &DiskFile) -> Result<()> {
+    let emulator = match &options.emulate {
+        Some(spec) => Some(Emulator::start(spec).map_err(|e| anyhow!(e))?),
+        None => None,
+    };
+    if let Some(emulator) = &emulator {
+        file.emulate(emulator.clone());
+    }
+    if let Some(here) = &options.store_here {
+        if !here.listen.ip().is_loopback() && !options.insecure {
+            bail!(
+                "the store beside the volume would listen on {} with no key: it takes no \
+                 --cluster-key; use a loopback address, or --insecure",
+                here.listen
+            );
+        }
+        serve_store_here(here, emulator.as_ref());
+    }
+    Ok(())
+}
+
+/// Starts the store beside the volume ([`VolumeOptions::store_here`]) on this runtime, its log
+/// at the end of the volume's emulated device; a failure is logged and ends the process (the
+/// caller asked for a store it does not have).
+fn serve_store_here(here: &StoreHere, emulator: Option<&Emulator>) {
+    let options = crate::store_server::ServeOptions {
+        path: here.path.clone(),
+        log_bytes: here.log_bytes,
+        listen: here.listen,
+        broadcast: Duration::from_secs(1),
+        io: IoMode::Buffered,
+        sparse: true,
+        stats: None,
+        emulate: None,
+        emulator: emulator.map(|e| e.region(e.capacity_bytes().saturating_sub(here.log_bytes))),
+        limits: crate::limits::Limits::default(),
+        http: None,
+        rack: None,
+        power: Default::default(),
+        auth: None,
+    };
+    tokio::spawn(async move {
+        let served = crate::store_server::serve(options, |addr| {
+            eprintln!("cordillera store: listening on {addr}")
+        })
+        .await;
+        if let Err(e) = served {
+            tracing::error!(error = %format!("{e:#}"), "the store beside the volume failed");
+            std::process::exit(1);
+        }
+    });
+}
+
 pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Result<()> {
     check_exposure(&options)?;
     crate::limits::keep_freed_buffers();
@@ -309,9 +378,7 @@ pub async fn serve(options: VolumeOptions, ready: impl FnOnce(Listening)) -> Res
         .read(label_at, LABEL_BYTES, Vec::new())
         .map_err(disk_error)?;
     let (label, formatting) = volume_label(&existing, &options)?;
-    if let Some(spec) = &options.emulate {
-        file.emulate(Emulator::start(spec).map_err(|e| anyhow!(e))?);
-    }
+    emulate_and_serve_store(&options, &file)?;
 
     let config = client_config(&label, &options, size);
     let export_bytes = config.usable_bytes();

@@ -1,0 +1,300 @@
+//! `volume worst-case`: Everest's worst case (§4.2, Figure 10) on real processes. Two volume
+//! servers, each with its base volume on an emulated `cheetah-15k`; machine 2's process also
+//! serves a store whose log is a partition at the end of the same modeled disk
+//! (`volume serve --store-here`), and machine 1 off-loads to it. fio's closed loop of random
+//! 8 KiB requests, 30 % writes, depth 64 (the lab's OLTP load) runs on machine 1 alone for the
+//! first phase, then on both at once for the second; each machine's throughput is divided by
+//! that of one machine alone with no off-load (`--policy baseline`), measured in the same run.
+//! Once without a bound on what machine 1 keeps off-loaded and once with
+//! `--offload-bytes-max`, beside the paper's 93 % and 59 %.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Result};
+use clap::Args;
+use serde::Serialize;
+
+use crate::fio_nbd::fio;
+use crate::volume_bench::{explained, free_port, offloaded_bytes, spawn_until, work_dir, Proc};
+
+#[derive(Args, Debug, Clone)]
+pub struct WorstCaseArgs {
+    /// Seconds of the first phase (machine 1 alone, off-loading); the paper's 10 minutes.
+    #[arg(long, default_value_t = 60)]
+    pub before_s: u64,
+    /// Seconds of the second phase (both machines busy).
+    #[arg(long, default_value_t = 60)]
+    pub after_s: u64,
+    /// The bound of the second configuration (`volume serve --offload-bytes-max`).
+    #[arg(long, default_value = "64m")]
+    pub bound: String,
+    /// Each machine's database: the span of its volume the load covers (the lab's 7.5 GB).
+    #[arg(long, default_value = "7680m")]
+    pub region: String,
+    /// Off-load while machine 1's base has more than this many requests in flight.
+    #[arg(long, default_value_t = 4)]
+    pub t_base: u64,
+    /// Working directory (default: a fresh one in /dev/shm, else the temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Print the figures as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `volume serve`'s store beside the volume (`VolumeOptions::store_here`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct StoreHereArgs {
+    /// Serve a store for other volumes from this process, its log in this file (created
+    /// sparse at --store-here-size if absent). With --emulate its log is a partition at the
+    /// end of the same modeled disk as the base volume, so the two contend for one spindle
+    /// (a store on a busy server's own disk: Everest's worst case, `volume worst-case`).
+    #[arg(long, value_name = "FILE", requires = "store_here_listen")]
+    pub store_here: Option<PathBuf>,
+    /// Where the store beside the volume listens (loopback unless --insecure: it takes no key).
+    #[arg(long, value_name = "ADDR", requires = "store_here")]
+    pub store_here_listen: Option<std::net::SocketAddr>,
+    /// The log size of a new store beside the volume [default: 1g].
+    #[arg(long, value_name = "SIZE", requires = "store_here")]
+    pub store_here_size: Option<String>,
+}
+
+impl StoreHereArgs {
+    pub fn options(&self) -> Result<Option<cordillera_runtime::volume_server::StoreHere>> {
+        let (Some(path), Some(listen)) = (&self.store_here, self.store_here_listen) else {
+            return Ok(None);
+        };
+        let log_bytes = match &self.store_here_size {
+            Some(s) => cordillera_models::presets::parse_size(s).map_err(anyhow::Error::msg)?,
+            None => 1 << 30,
+        };
+        Ok(Some(cordillera_runtime::volume_server::StoreHere {
+            path: path.clone(),
+            log_bytes,
+            listen,
+        }))
+    }
+}
+
+/// fio's load on each machine: the lab's OLTP model (random 8 KiB, 30 % writes, 64 in flight).
+const DEPTH: u32 = 64;
+
+#[derive(Serialize, Debug)]
+struct Row {
+    config: String,
+    bound_bytes: Option<u64>,
+    offloaded_at_switch_bytes: u64,
+    machine1_before_iops: f64,
+    machine1_after_iops: f64,
+    machine2_after_iops: f64,
+    machine1_before: f64,
+    machine1_after: f64,
+    machine2_after: f64,
+}
+
+#[derive(Serialize, Debug)]
+struct Figures {
+    before_s: u64,
+    after_s: u64,
+    region_bytes: u64,
+    baseline_iops: f64,
+    rows: Vec<Row>,
+    paper: &'static str,
+}
+
+const PAPER: &str = "after machine 2 starts: machine 1 at 93 % of its baseline, machine 2 at 59 % (936 MB, 13 % of the database, off-loaded in the first 10 min); no bound";
+
+struct Machines<'a> {
+    me: PathBuf,
+    dir: &'a Path,
+    region: u64,
+}
+
+impl Machines<'_> {
+    fn base(&self, name: &str) -> Result<PathBuf> {
+        let path = self.dir.join(name);
+        let _ = std::fs::remove_file(&path);
+        std::fs::File::create(&path)?.set_len(self.region + (64 << 10))?;
+        Ok(path)
+    }
+
+    /// A volume server on a fresh emulated base; `extra` adds flags. Returns the process, its
+    /// NBD URI and its metrics address.
+    fn volume(&self, name: &str, extra: &[String]) -> Result<(Proc, String, String)> {
+        let base = self.base(&format!("{name}.base"))?;
+        let mut args: Vec<String> = [
+            "volume",
+            "serve",
+            "--format",
+            "--emulate",
+            "cheetah-15k",
+            "--nbd",
+            "127.0.0.1:0",
+            "--metrics",
+            "127.0.0.1:0",
+            "--base",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.push(base.to_string_lossy().into());
+        args.extend(extra.iter().cloned());
+        // The store beside a volume starts before the export (machine 1's volume, started
+        // next, also waits for its stores to be reached).
+        let wanted = [
+            "cordillera volume: NBD export at ",
+            "cordillera volume: metrics at http://",
+        ];
+        let (p, found) = spawn_until(&self.me, &args, &wanted)?;
+        let metrics = found[1].trim_end_matches("/metrics").to_string();
+        Ok((p, found[0].clone(), metrics))
+    }
+
+    fn load(&self, uri: &str, seconds: u64) -> Result<f64> {
+        Ok(fio(
+            uri,
+            "randrw",
+            "8k",
+            DEPTH,
+            seconds,
+            self.region,
+            &["--rwmixread=70", "--randrepeat=0"],
+        )?
+        .iops)
+    }
+
+    /// One configuration: machine 2 (a plain volume with the store beside it), machine 1
+    /// off-loading to that store (`bound` if any); phase 1 on machine 1, phase 2 on both.
+    fn case(&self, a: &WorstCaseArgs, bound: Option<u64>, baseline: f64) -> Result<Row> {
+        let store_addr = format!("127.0.0.1:{}", free_port()?);
+        let m2_store = self.dir.join("m2.store");
+        let _ = std::fs::remove_file(&m2_store);
+        let (m2, m2_uri, _) = self.volume(
+            "m2",
+            &[
+                "--store-here".into(),
+                m2_store.to_string_lossy().into(),
+                "--store-here-listen".into(),
+                store_addr.clone(),
+                "--store-here-size".into(),
+                "4g".into(),
+            ],
+        )?;
+        let mut extra: Vec<String> = vec![
+            "--store".into(),
+            store_addr,
+            "--t-base".into(),
+            a.t_base.to_string(),
+        ];
+        if let Some(b) = bound {
+            extra.extend(["--offload-bytes-max".into(), b.to_string()]);
+        }
+        let (m1, m1_uri, m1_metrics) = self.volume("m1", &extra)?;
+        let servers = [m1, m2];
+        let label = match bound {
+            Some(b) => format!("bound {} MiB", b >> 20),
+            None => "no bound".to_string(),
+        };
+        eprintln!(
+            "volume worst-case: {label}: machine 1 alone for {} s",
+            a.before_s
+        );
+        let m1_before = explained(self.load(&m1_uri, a.before_s), &servers)?;
+        let offloaded = explained(offloaded_bytes(&m1_metrics), &servers)?;
+        eprintln!(
+            "volume worst-case: {label}: {} MiB off-loaded; both machines for {} s",
+            offloaded >> 20,
+            a.after_s
+        );
+        let after = std::thread::scope(|s| {
+            let m2_run = s.spawn(|| self.load(&m2_uri, a.after_s));
+            let m1_after = self.load(&m1_uri, a.after_s);
+            let m2_after = m2_run
+                .join()
+                .map_err(|_| anyhow!("machine 2's fio thread panicked"))?;
+            Ok::<_, anyhow::Error>((m1_after?, m2_after?))
+        });
+        let (m1_after, m2_after) = explained(after, &servers)?;
+        for name in ["m1.base", "m2.base", "m2.store"] {
+            let _ = std::fs::remove_file(self.dir.join(name));
+        }
+        Ok(Row {
+            config: label,
+            bound_bytes: bound,
+            offloaded_at_switch_bytes: offloaded,
+            machine1_before_iops: m1_before,
+            machine1_after_iops: m1_after,
+            machine2_after_iops: m2_after,
+            machine1_before: m1_before / baseline,
+            machine1_after: m1_after / baseline,
+            machine2_after: m2_after / baseline,
+        })
+    }
+}
+
+pub fn run(a: WorstCaseArgs) -> Result<()> {
+    let parse = |s: &str| cordillera_models::presets::parse_size(s).map_err(anyhow::Error::msg);
+    let region = parse(&a.region)?;
+    let bound = parse(&a.bound)?;
+    let shm = Path::new("/dev/shm");
+    let parent = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    let (dir, _scratch) = work_dir(&a.dir, &parent, "cordillera-worst-case")?;
+    let machines = Machines {
+        me: crate::this_program()?,
+        dir: &dir,
+        region,
+    };
+    eprintln!(
+        "volume worst-case: the baseline: one machine alone, no off-load, {} s",
+        a.after_s
+    );
+    let baseline = {
+        let (v, uri, _) = machines.volume("alone", &["--policy".into(), "baseline".into()])?;
+        let iops = explained(machines.load(&uri, a.after_s), &[v])?;
+        let _ = std::fs::remove_file(dir.join("alone.base"));
+        iops
+    };
+    let rows = vec![
+        machines.case(&a, None, baseline)?,
+        machines.case(&a, Some(bound), baseline)?,
+    ];
+    let f = Figures {
+        before_s: a.before_s,
+        after_s: a.after_s,
+        region_bytes: region,
+        baseline_iops: baseline,
+        rows,
+        paper: PAPER,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&f)?);
+        return Ok(());
+    }
+    println!(
+        "Worst case (Everest §4.2, Figure 10) on real processes: two volume servers on emulated cheetah-15k disks; machine 1 off-loads to a store on machine 2's disk; fio random 8 KiB, 30 % writes, depth 64 over {} MiB; {} s machine 1 alone, then {} s both. Throughput over one machine alone without off-load ({:.0} IOPS).",
+        region >> 20,
+        a.before_s,
+        a.after_s,
+        baseline
+    );
+    println!(
+        "  {:<16} {:>12} {:>11} {:>10} {:>10}",
+        "", "off-loaded", "m1 before", "m1 after", "m2 after"
+    );
+    for r in &f.rows {
+        println!(
+            "  {:<16} {:>8} MiB {:>10.2}× {:>9.2}× {:>9.2}×",
+            r.config,
+            r.offloaded_at_switch_bytes >> 20,
+            r.machine1_before,
+            r.machine1_after,
+            r.machine2_after
+        );
+    }
+    println!("  paper: {PAPER}");
+    Ok(())
+}
