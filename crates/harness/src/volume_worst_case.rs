@@ -15,7 +15,9 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::fio_nbd::fio;
-use crate::volume_bench::{explained, free_port, offloaded_bytes, spawn_until, work_dir, Proc};
+use crate::volume_bench::{
+    explained, free_port, offloaded_bytes, spawn_until, work_dir, Proc, Setup,
+};
 
 #[derive(Args, Debug, Clone)]
 pub struct WorstCaseArgs {
@@ -104,24 +106,14 @@ struct Figures {
 
 const PAPER: &str = "after machine 2 starts: machine 1 at 93 % of its baseline, machine 2 at 59 % (936 MB, 13 % of the database, off-loaded in the first 10 min); no bound";
 
-struct Machines<'a> {
-    me: PathBuf,
-    dir: &'a Path,
-    region: u64,
-}
+/// The run's files and program (the volume bench's `Setup`: fresh sparse bases of the region).
+struct Machines<'a>(Setup<'a>);
 
 impl Machines<'_> {
-    fn base(&self, name: &str) -> Result<PathBuf> {
-        let path = self.dir.join(name);
-        let _ = std::fs::remove_file(&path);
-        std::fs::File::create(&path)?.set_len(self.region + (64 << 10))?;
-        Ok(path)
-    }
-
     /// A volume server on a fresh emulated base; `extra` adds flags. Returns the process, its
     /// NBD URI and its metrics address.
     fn volume(&self, name: &str, extra: &[String]) -> Result<(Proc, String, String)> {
-        let base = self.base(&format!("{name}.base"))?;
+        let base = self.0.base(&format!("{name}.base"))?;
         let mut args: Vec<String> = [
             "volume",
             "serve",
@@ -145,7 +137,7 @@ impl Machines<'_> {
             "cordillera volume: NBD export at ",
             "cordillera volume: metrics at http://",
         ];
-        let (p, found) = spawn_until(&self.me, &args, &wanted)?;
+        let (p, found) = spawn_until(&self.0.me, &args, &wanted)?;
         let metrics = found[1].trim_end_matches("/metrics").to_string();
         Ok((p, found[0].clone(), metrics))
     }
@@ -157,7 +149,7 @@ impl Machines<'_> {
             "8k",
             DEPTH,
             seconds,
-            self.region,
+            self.0.region,
             &["--rwmixread=70", "--randrepeat=0"],
         )?
         .iops)
@@ -167,7 +159,7 @@ impl Machines<'_> {
     /// off-loading to that store (`bound` if any); phase 1 on machine 1, phase 2 on both.
     fn case(&self, a: &WorstCaseArgs, bound: Option<u64>, baseline: f64) -> Result<Row> {
         let store_addr = format!("127.0.0.1:{}", free_port()?);
-        let m2_store = self.dir.join("m2.store");
+        let m2_store = self.0.dir.join("m2.store");
         let _ = std::fs::remove_file(&m2_store);
         let (m2, m2_uri, _) = self.volume(
             "m2",
@@ -215,9 +207,7 @@ impl Machines<'_> {
             Ok::<_, anyhow::Error>((m1_after?, m2_after?))
         });
         let (m1_after, m2_after) = explained(after, &servers)?;
-        for name in ["m1.base", "m2.base", "m2.store"] {
-            let _ = std::fs::remove_file(self.dir.join(name));
-        }
+        self.0.discard(&["m1.base", "m2.base", "m2.store"]);
         Ok(Row {
             config: label,
             bound_bytes: bound,
@@ -243,11 +233,11 @@ pub fn run(a: WorstCaseArgs) -> Result<()> {
         std::env::temp_dir()
     };
     let (dir, _scratch) = work_dir(&a.dir, &parent, "cordillera-worst-case")?;
-    let machines = Machines {
+    let machines = Machines(Setup {
         me: crate::this_program()?,
         dir: &dir,
         region,
-    };
+    });
     eprintln!(
         "volume worst-case: the baseline: one machine alone, no off-load, {} s",
         a.after_s
@@ -255,7 +245,7 @@ pub fn run(a: WorstCaseArgs) -> Result<()> {
     let baseline = {
         let (v, uri, _) = machines.volume("alone", &["--policy".into(), "baseline".into()])?;
         let iops = explained(machines.load(&uri, a.after_s), &[v])?;
-        let _ = std::fs::remove_file(dir.join("alone.base"));
+        machines.0.discard(&["alone.base"]);
         iops
     };
     let rows = vec![

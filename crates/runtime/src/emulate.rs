@@ -119,9 +119,9 @@ impl Emulator {
             return Ticket(None);
         }
         let length_bytes = length_bytes.min(self.capacity_bytes);
-        let offset_bytes = (offset_bytes + self.offset_bytes) % (self.capacity_bytes - length_bytes + 1)
-            / 512
-            * 512;
+        let offset_bytes =
+            (offset_bytes + self.offset_bytes) % (self.capacity_bytes - length_bytes + 1) / 512
+                * 512;
         let (done, receiver) = mpsc::sync_channel(1);
         let message = Message::Submit {
             op,
