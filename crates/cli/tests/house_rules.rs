@@ -218,6 +218,64 @@ fn every_core_has_10_assertions_per_1000_lines() {
     );
 }
 
+/// Lines of `text` that name a randomly keyed hash map or set: std's `HashMap`, `HashSet`
+/// or `RandomState`, unless the line names its fixed hasher (`BuildHasherDefault`); rustc_hash's
+/// `FxHashMap` and `FxHashSet` are keyed the same every run.
+fn randomly_keyed(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let code = code_of(line);
+        if code.contains("BuildHasherDefault") {
+            continue;
+        }
+        for name in ["HashMap", "HashSet", "RandomState"] {
+            let mut rest = code.as_str();
+            while let Some(at) = rest.find(name) {
+                let before = rest[..at].chars().last();
+                let after = rest[at + name.len()..].chars().next();
+                let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+                if !word(before) && !word(after) {
+                    found.push((i + 1, line.trim().to_string()));
+                }
+                rest = &rest[at + name.len()..];
+            }
+        }
+    }
+    found
+}
+
+/// The crates the simulator drives iterate their maps in the same order every run, so that a
+/// seed replays event for event (seed 2619736187319134240 of the off-load simulation failed
+/// one run in two: simultaneous timeouts answered in a randomly keyed map's order).
+#[test]
+fn the_simulated_crates_hash_the_same_way_every_run() {
+    let root = root();
+    let mut found = Vec::new();
+    let crates = [
+        "gears", "warmup", "offload", "striping", "vstore", "volume", "sim", "host", "testkit",
+        "models",
+    ];
+    let mut files = 0;
+    for krate in crates {
+        for f in rust_files(&root.join("crates").join(krate)) {
+            files += 1;
+            for (line, text) in randomly_keyed(&std::fs::read_to_string(&f).unwrap()) {
+                found.push(format!("{}:{line}: {text}", f.display()));
+            }
+        }
+    }
+    println!(
+        "{files} files of the simulated crates read, {} randomly keyed maps",
+        found.len()
+    );
+    assert!(files > 100, "the simulated crates' sources were not found");
+    assert!(
+        found.is_empty(),
+        "randomly keyed hash maps in simulated code (use rustc_hash's FxHashMap/FxHashSet):\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn the_measures_see_what_they_count() {
     let f = "fn f() {\n    let s = \"}\";\n    assert!(s.len() == 1, \"{}\", '{');\n}\n";
@@ -231,4 +289,12 @@ fn the_measures_see_what_they_count() {
     assert!(long_functions(&long.replace(&"    x();\n".repeat(10), "")).is_empty());
     let tested = "fn h() {}\n#[cfg(test)]\nmod tests {\n    fn t() { assert!(true); }\n}\n";
     assert_eq!(code_and_assertions(tested), (1, 0));
+    let maps = "use std::collections::HashMap;\nlet m: FxHashMap<u8, u8> = x; // HashSet\nlet s = HashSet::new();\ntype T = HashMap<u8, u8, BuildHasherDefault<H>>;\n";
+    assert_eq!(
+        randomly_keyed(maps)
+            .into_iter()
+            .map(|(line, _)| line)
+            .collect::<Vec<_>>(),
+        vec![1, 3]
+    );
 }

@@ -29,8 +29,9 @@
 //! ([`BUDGET`]), `SIERRA_BASE_SEED=B` where the fresh ones start, `SIERRA_FIXED=K` how many
 //! fixed seeds.
 
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::hash::Hasher;
 use std::rc::Rc;
 
@@ -121,11 +122,11 @@ struct Checks {
     verified_blocks: u64,
     /// Per client: its writes in flight → their pieces sent and not answered, with the
     /// attempts outstanding (kept current).
-    unanswered: Vec<HashMap<u64, Vec<(u64, u32)>>>,
+    unanswered: Vec<FxHashMap<u64, Vec<(u64, u32)>>>,
     /// Pieces of writes whose client crashed, still at servers: (client, piece id) → (write,
     /// answers still to come).
-    orphans: HashMap<(usize, u64), (u64, u32)>,
-    orphan_pieces: HashMap<(usize, u64), usize>,
+    orphans: FxHashMap<(usize, u64), (u64, u32)>,
+    orphan_pieces: FxHashMap<(usize, u64), usize>,
     orphans_finished: u64,
 }
 
@@ -186,7 +187,7 @@ impl ClientApp for ModelClient {
         let index = self.index;
         let unanswered = std::mem::take(&mut sh.unanswered[index]);
         // Writes orphaned by an earlier crash stay open too.
-        let open: HashSet<u64> = unanswered
+        let open: FxHashSet<u64> = unanswered
             .keys()
             .copied()
             .chain(
@@ -323,7 +324,7 @@ impl ClientApp for ModelClient {
 
     /// What a crash now would leave at the servers.
     fn settled(&mut self, client: &ObjectClient) {
-        let unanswered: HashMap<u64, Vec<(u64, u32)>> = self
+        let unanswered: FxHashMap<u64, Vec<(u64, u32)>> = self
             .ops
             .iter()
             .filter_map(|(&op, o)| match o {
@@ -434,7 +435,7 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
     let checks = Rc::new(RefCell::new(Checks {
         models: (0..CLIENTS).map(|_| Model::new(BLOCKS)).collect(),
         created: vec![false; CLIENTS],
-        unanswered: vec![HashMap::new(); CLIENTS],
+        unanswered: vec![FxHashMap::default(); CLIENTS],
         ..Checks::default()
     }));
     // Groups by id on the servers' disks (48 groups); the MDS's durable state kept, so that it

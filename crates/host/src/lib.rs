@@ -19,7 +19,8 @@
 //! Modules: [`sierra`], Sierra's nodes (MDS, chunk servers, loggers, object clients) as the
 //! simulator's cores, one harness for the lab's testbed and the seeded simulation tests.
 
-use std::collections::{HashSet, VecDeque};
+use rustc_hash::FxHashSet;
+use std::collections::VecDeque;
 
 use cordillera_sim::world::{IoCommand, IoDone};
 use cordillera_vstore::store::{DiskDone, DiskOp};
@@ -45,7 +46,7 @@ pub struct DiskPort {
     offset_bytes: u64,
     durability: Durability,
     /// Durable writes written and waiting for the flush after them, or not yet written.
-    durable: HashSet<u64>,
+    durable: FxHashSet<u64>,
     /// Answers due at once (write-through flushes).
     ready: VecDeque<DiskDone>,
     in_flight: u64,
@@ -61,7 +62,7 @@ impl DiskPort {
             tag,
             offset_bytes,
             durability,
-            durable: HashSet::new(),
+            durable: FxHashSet::default(),
             ready: VecDeque::new(),
             in_flight: 0,
             durable_steps: 0,

@@ -20,8 +20,8 @@
 //! `OFFLOAD_SCHEDULES=N` runs N fresh schedules, `OFFLOAD_SECONDS=T` sets the budget and
 //! `OFFLOAD_BASE_SEED=B` where the fresh ones start.
 
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use cordillera_host::{DiskPort, Durability};
@@ -99,7 +99,7 @@ struct ClientSide {
     rng: SimRng,
     /// Store index in the store set → node.
     store_nodes: Vec<NodeId>,
-    ops: HashMap<u64, Op>,
+    ops: FxHashMap<u64, Op>,
     /// Requests in flight in calm spells.
     calm: usize,
     /// Chance that a write's acknowledgement is followed at once by a read of its range.
@@ -112,7 +112,7 @@ struct ClientSide {
     /// This life's readiness was noted in the model.
     ready_seen: bool,
     /// The incarnation of each store last heard from.
-    store_lives: HashMap<NodeId, u64>,
+    store_lives: FxHashMap<NodeId, u64>,
     /// The volume's core and its cache, when the schedule has them.
     cache: Option<CacheSide>,
     /// The chance that the base volume's device fails an operation (EIO; a write may have
@@ -133,10 +133,10 @@ struct ClientSide {
 /// What a node's store acknowledged, checked after each of its recoveries.
 #[derive(Default)]
 struct StoreShadow {
-    acked: HashMap<u64, ClientIndex>,
+    acked: FxHashMap<u64, ClientIndex>,
     /// Deletes received and not acknowledged, by (store life, tag): (client, start, end,
     /// version).
-    maybe_deleted: HashMap<(u64, u64), (u64, u64, u64, u64)>,
+    maybe_deleted: FxHashMap<(u64, u64), (u64, u64, u64, u64)>,
     lost: Vec<String>,
 }
 
@@ -146,7 +146,7 @@ struct StoreSide {
     /// Requests received and not answered: the load reported with each reply.
     open: u64,
     /// Request tag → (sender, its id, its incarnation, the write or delete asked).
-    senders: HashMap<u64, (NodeId, u64, u64, Option<Request>)>,
+    senders: FxHashMap<u64, (NodeId, u64, u64, Option<Request>)>,
     /// What the store acknowledged; it outlives crashes of the node.
     shadow: Rc<RefCell<StoreShadow>>,
     /// The store was recovering: its contents are checked against `acked` once it is ready.
@@ -200,7 +200,7 @@ struct CacheSide {
     volume: Option<Volume>,
     port: DiskPort,
     /// Disk request id → what it is for.
-    pending: HashMap<u64, LogPending>,
+    pending: FxHashMap<u64, LogPending>,
     next_io: u64,
     snapshot_loaded: bool,
     stopping: bool,
@@ -666,7 +666,7 @@ impl Node {
                     s.store.describe()
                 );
             }
-            let have: HashMap<u64, Vec<cordillera_vstore::store::Extent>> =
+            let have: FxHashMap<u64, Vec<cordillera_vstore::store::Extent>> =
                 s.store.clients().into_iter().collect();
             let mut shadow = s.shadow.borrow_mut();
             let mut lost = Vec::new();
@@ -1229,7 +1229,7 @@ fn builder(
                     model,
                     rng: SimRng::new(seed, 100 + lives),
                     store_nodes,
-                    ops: HashMap::new(),
+                    ops: FxHashMap::default(),
                     calm,
                     read_back,
                     next_op: 1,
@@ -1237,7 +1237,7 @@ fn builder(
                     sweep: None,
                     restarted: restart,
                     ready_seen: false,
-                    store_lives: HashMap::new(),
+                    store_lives: FxHashMap::default(),
                     base_error_rate,
                     faults: SimRng::new(seed, 200 + lives),
                     always,
@@ -1258,7 +1258,7 @@ fn builder(
                                 CACHE_LOG_AT,
                                 Durability::WriteThenFlush,
                             ),
-                            pending: HashMap::new(),
+                            pending: FxHashMap::default(),
                             next_io: 0,
                             snapshot_loaded: false,
                             stopping: false,
@@ -1276,7 +1276,7 @@ fn builder(
                     store,
                     life: lives,
                     open: 0,
-                    senders: HashMap::new(),
+                    senders: FxHashMap::default(),
                     shadow: builder_shadows[id].clone(),
                     check_when_ready: restart,
                     next_tag: 0,
@@ -1794,6 +1794,15 @@ fn offloaded_writes_survive_crashes_and_are_reclaimed() {
 
 #[test]
 fn a_schedule_replays_event_for_event() {
+    // Seed 2619736187319134240 once replayed differently run after run: the client answered
+    // writes whose copies timed out at one instant in the order of a randomly keyed hash map
+    // (fixed: the simulated crates hash with a fixed key, see the house rules). Two runs in
+    // one process keyed their maps differently.
+    for seed in [2619736187319134240, 8201585296872031873] {
+        let a = run(seed).map(|o| o.hash);
+        let b = run(seed).map(|o| o.hash);
+        assert_eq!(a, b, "schedule {seed} replayed differently");
+    }
     let a = run(1).expect("schedule 1");
     let b = run(1).expect("schedule 1");
     assert_eq!(a.hash, b.hash);

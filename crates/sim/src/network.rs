@@ -142,7 +142,7 @@ pub struct Network {
     downlink: Vec<Link>,
     partitions: Vec<Partition>,
     /// The latest delivery between each pair of nodes (with `delay_in_order`).
-    last_delivery: std::collections::HashMap<(NodeId, NodeId), Nanos>,
+    last_delivery: rustc_hash::FxHashMap<(NodeId, NodeId), Nanos>,
     pub traffic: Traffic,
     pub injected: Vec<Injected>,
 }

@@ -12,7 +12,6 @@
 //! header in a sector of zero payload (the lab's replays) costs its header's bytes, not 512.
 
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::rng::SimRng;
@@ -47,7 +46,7 @@ pub enum WriteFate {
 /// The durable sectors by number, each up to its last byte that is not zero (never empty).
 /// Hashed by one multiplication (the keys are sector numbers, not chosen by anyone hostile):
 /// SipHash was a tenth of a Sierra schedule's time.
-type Sectors = HashMap<u64, Box<[u8]>, BuildHasherDefault<SectorHasher>>;
+type Sectors = std::collections::HashMap<u64, Box<[u8]>, BuildHasherDefault<SectorHasher>>;
 
 /// Fibonacci hashing of a sector number: the top bits (hashbrown's tag) mix every key bit, the
 /// low bits (its bucket) spread consecutive sectors.

@@ -1,6 +1,6 @@
 //! The generators reproduce the statistics they are calibrated to.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use cordillera_sim::rng::SimRng;
 use cordillera_sim::workload::{open_spec, Bursty, Diurnal, OnOff, Stream, Zipf, ZipfSampler};
@@ -44,7 +44,7 @@ fn zipf_working_set_matches_the_law_and_the_paper() {
         };
         z.records()
             .map(|r| r.offset_bytes)
-            .collect::<HashSet<u64>>()
+            .collect::<FxHashSet<u64>>()
             .len() as f64
             * 4096.0
     };

@@ -14,7 +14,7 @@
 //! Environment (`cordillera_testkit::Schedules`): `MEMBERS_SEED`, `MEMBERS_SCHEDULES`,
 //! `MEMBERS_SECONDS`, `MEMBERS_FIXED`, `MEMBERS_BASE_SEED`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use cordillera_models::device::raid::RaidLevel;
 use cordillera_striping::members::array::{
@@ -120,7 +120,7 @@ struct World {
     core: ArrayCore,
     /// Member I/Os handed out: id, I/O, disk generation, time issued.
     pending: Vec<(IoId, Io, u32, u64)>,
-    clients: HashMap<OpId, Client>,
+    clients: FxHashMap<OpId, Client>,
     blocks: Vec<Block>,
     /// Blocks of rows the core said it cannot vouch for, after a double fault (not checked
     /// once).
@@ -234,7 +234,7 @@ impl World {
             disks,
             core: assembly.core,
             pending: Vec::new(),
-            clients: HashMap::new(),
+            clients: FxHashMap::default(),
             blocks: vec![Block::default(); (lun / BLOCK) as usize],
             excused: 0,
             next_token: 1,

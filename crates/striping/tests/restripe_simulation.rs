@@ -9,7 +9,7 @@
 //! Environment (`cordillera_testkit::Schedules`): `RESTRIPE_SEED`, `RESTRIPE_SCHEDULES`,
 //! `RESTRIPE_SECONDS`, `RESTRIPE_FIXED`, `RESTRIPE_BASE_SEED`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use cordillera_striping::restripe::{Admit, NextBatch, Piece, Restripe, Side, Ticket};
 use cordillera_testkit::{Budget, Schedules};
@@ -50,7 +50,7 @@ struct World {
     batch: u64,
     old: Vec<u32>,
     new: Vec<u32>,
-    new_volatile: HashMap<usize, u32>,
+    new_volatile: FxHashMap<usize, u32>,
     /// The metadata: the durable cursor, and whether the volume has switched.
     cursor: u64,
     switched: bool,
@@ -81,7 +81,7 @@ impl World {
             possible: old.iter().map(|v| vec![*v]).collect(),
             new: vec![0; blocks],
             old,
-            new_volatile: HashMap::new(),
+            new_volatile: FxHashMap::default(),
             cursor: 0,
             switched: false,
             core: None,

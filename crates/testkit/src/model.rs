@@ -13,7 +13,8 @@
 //! both are done: a reclaim that lets an older write land last shows exactly that.) A crash of
 //! the client's node forgets what reads saw (an acknowledged write not yet durable may go).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::BTreeMap;
 
 use cordillera_types::Nanos;
 
@@ -90,13 +91,13 @@ pub struct Model {
     /// Whether reads going back in time are violations (on unless a harness turns it off for
     /// a known defect, which it then names).
     pub reads_forward: bool,
-    pub in_flight: HashSet<u64>,
+    pub in_flight: FxHashSet<u64>,
     /// Issue times of reads in flight (history a read may still return is kept), with the
     /// event count when the first of them was issued.
     pub reads_open: BTreeMap<Nanos, (u32, u64)>,
     /// Events so far (writes issued and ended, reads issued): the order within a nanosecond.
     pub seq: u64,
-    pub writes_of: HashMap<u64, (u64, u64)>,
+    pub writes_of: FxHashMap<u64, (u64, u64)>,
     pub next_write: u64,
     pub starts: u64,
     /// When each life of the client became ready.
@@ -279,13 +280,13 @@ impl Model {
 
     /// The client's node crashed (noticed at its restart): writes in flight end unacknowledged.
     pub fn crashed(&mut self, now: Nanos) {
-        self.crashed_keeping(now, &HashSet::new());
+        self.crashed_keeping(now, &FxHashSet::default());
     }
 
     /// The client crashed, but the writes in `still_open` live on in servers that hold them
     /// (a distributed store finishes a dead client's requests): they stay in flight until the
     /// caller ends them ([`Model::write_ended`]) when the servers are done with them.
-    pub fn crashed_keeping(&mut self, now: Nanos, still_open: &HashSet<u64>) {
+    pub fn crashed_keeping(&mut self, now: Nanos, still_open: &FxHashSet<u64>) {
         self.reads_open.clear();
         self.seen.iter_mut().for_each(|s| *s = None);
         let lost: Vec<u64> = self

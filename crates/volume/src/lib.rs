@@ -27,7 +27,8 @@
 
 pub mod label;
 
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 
 use cordillera_offload::{Client, ClientError, UpReply, Upward};
 use cordillera_warmup::warm::{CacheIo, Ticket, WarmCache};
@@ -84,11 +85,11 @@ struct Parent {
 
 pub struct Volume {
     cache: Option<WarmCache>,
-    parents: HashMap<u64, Parent>,
+    parents: FxHashMap<u64, Parent>,
     /// Client request id → (parent, piece index).
-    pieces: HashMap<u64, (u64, usize)>,
+    pieces: FxHashMap<u64, (u64, usize)>,
     /// Pre-load reads in flight: client request id → (offset, ticket).
-    preloads: HashMap<u64, (u64, Ticket)>,
+    preloads: FxHashMap<u64, (u64, Ticket)>,
     next_parent: u64,
     next_id: u64,
     answers: VecDeque<(u64, Answer)>,
@@ -103,9 +104,9 @@ impl Volume {
     pub fn new(cache: Option<WarmCache>) -> Volume {
         Volume {
             cache,
-            parents: HashMap::new(),
-            pieces: HashMap::new(),
-            preloads: HashMap::new(),
+            parents: FxHashMap::default(),
+            pieces: FxHashMap::default(),
+            preloads: FxHashMap::default(),
             next_parent: 0,
             next_id: FIRST_ID,
             answers: VecDeque::new(),

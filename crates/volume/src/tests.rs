@@ -1,6 +1,6 @@
 //! The request path over a client with no stores (a plain volume) and a disk in memory.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use cordillera_offload::{BaseDone, BaseOp, Config};
 use cordillera_warmup::warm::{run_in_memory, MemoryLog, Options, WarmCache, BLOCK};
@@ -14,7 +14,7 @@ struct Harness {
     volume: Volume,
     disk: Vec<u8>,
     log: Vec<u8>,
-    answers: HashMap<u64, Answer>,
+    answers: FxHashMap<u64, Answer>,
     base_reads: usize,
 }
 
@@ -34,7 +34,7 @@ impl Harness {
             volume: Volume::new(cache),
             disk: vec![0u8; (VOLUME_BYTES + SUPERBLOCK_ROOM) as usize],
             log,
-            answers: HashMap::new(),
+            answers: FxHashMap::default(),
             base_reads: 0,
         };
         h.settle();
@@ -256,7 +256,7 @@ fn the_preload_reaches_the_client_only_when_let_through() {
         volume: Volume::new(Some(cache)),
         disk: first.disk,
         log,
-        answers: HashMap::new(),
+        answers: FxHashMap::default(),
         base_reads: 0,
     };
     h.settle();

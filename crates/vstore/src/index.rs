@@ -119,7 +119,7 @@ impl ClientIndex {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::collections::HashMap;
+    use rustc_hash::FxHashMap;
 
     #[test]
     fn overlapping_writes_split_ranges_by_version() {
@@ -184,8 +184,8 @@ mod tests {
         #[test]
         fn matches_a_per_byte_model(ops in prop::collection::vec((0u64..64, 1u64..32, 0u64..8, any::<bool>()), 1..60)) {
             let mut ix = ClientIndex::new();
-            let mut model: HashMap<u64, (u64, u64)> = HashMap::new(); // byte -> (version, record)
-            let mut live: HashMap<u64, i64> = HashMap::new();
+            let mut model: FxHashMap<u64, (u64, u64)> = FxHashMap::default(); // byte -> (version, record)
+            let mut live: FxHashMap<u64, i64> = FxHashMap::default();
             for (i, (start, len, version, is_delete)) in ops.into_iter().enumerate() {
                 let (end, record) = (start + len, i as u64);
                 let deltas = if is_delete {
@@ -207,14 +207,14 @@ mod tests {
                     *live.entry(d.record).or_default() += d.bytes;
                 }
             }
-            let mut from_index: HashMap<u64, (u64, u64)> = HashMap::new();
+            let mut from_index: FxHashMap<u64, (u64, u64)> = FxHashMap::default();
             for r in ix.ranges() {
                 for b in r.start..r.end {
                     from_index.insert(b, (r.version, r.record));
                 }
             }
             prop_assert_eq!(&from_index, &model);
-            let mut held: HashMap<u64, i64> = HashMap::new();
+            let mut held: FxHashMap<u64, i64> = FxHashMap::default();
             for (_, record) in model.values() {
                 *held.entry(*record).or_default() += 1;
             }

@@ -5,7 +5,8 @@
 //! of a block or one issued since, never a version an acknowledged write or delete replaced, and
 //! never bytes that do not belong to the version returned.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cordillera_host::{DiskPort, Durability};
@@ -109,7 +110,7 @@ struct ClientNode {
     next_id: u64,
     next_version: u64,
     blocks: BTreeMap<u64, BlockModel>,
-    pending: HashMap<u64, (Nanos, Pending)>,
+    pending: FxHashMap<u64, (Nanos, Pending)>,
     wake_at: Option<Nanos>,
     /// Blocks still to read in the current verification sweep.
     sweep: Vec<u64>,
@@ -418,7 +419,7 @@ fn run_with(seed: u64, crash_count: usize) -> Outcome {
                     next_id: 0,
                     next_version: 0,
                     blocks: BTreeMap::new(),
-                    pending: HashMap::new(),
+                    pending: FxHashMap::default(),
                     wake_at: None,
                     sweep: Vec::new(),
                     stop_at: 1_500_000_000,

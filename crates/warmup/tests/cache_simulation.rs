@@ -14,8 +14,9 @@
 //! Environment (`cordillera_testkit::Schedules`): `WARM_SEED`, `WARM_SCHEDULES`, `WARM_SECONDS`,
 //! `WARM_FIXED`, `WARM_BASE_SEED`.
 
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 use cordillera_models::presets;
@@ -118,13 +119,13 @@ struct Node {
     rng: SimRng,
     core: Option<WarmCache>,
     snapshot_loaded: bool,
-    pending: HashMap<u64, Pending>,
+    pending: FxHashMap<u64, Pending>,
     out: VecDeque<IoCommand>,
     next_io: u64,
     next_op_at: Nanos,
     requests: usize,
     /// Writes in flight per block (the checker skips those blocks).
-    writing: HashMap<u64, u32>,
+    writing: FxHashMap<u64, u32>,
     stopping: bool,
     closing: bool,
     stopped: bool,
@@ -454,12 +455,12 @@ fn run(seed: u64, safeguards: Safeguards, counts: &Rc<RefCell<Counts>>) -> Resul
                 rng: SimRng::new(seed, 100 + *l.borrow()),
                 core: None,
                 snapshot_loaded: false,
-                pending: HashMap::new(),
+                pending: FxHashMap::default(),
                 out: VecDeque::new(),
                 next_io: 0,
                 next_op_at: 0,
                 requests: 0,
-                writing: HashMap::new(),
+                writing: FxHashMap::default(),
                 stopping: false,
                 closing: false,
                 stopped: false,

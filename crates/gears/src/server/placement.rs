@@ -11,7 +11,7 @@
 //!   a few of the cluster's thousands of groups, so they fit on a modelled disk of fixed capacity
 //!   (the lab's testbed); the table lives as long as the node's disk does.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use cordillera_vstore::store::{DiskDone, DiskOp};
 
@@ -30,7 +30,7 @@ pub enum Slots {
 pub struct GroupPlacement {
     group_bytes: u64,
     slots: Slots,
-    packed: HashMap<GroupId, u64>,
+    packed: FxHashMap<GroupId, u64>,
 }
 
 impl GroupPlacement {
@@ -39,7 +39,7 @@ impl GroupPlacement {
         GroupPlacement {
             group_bytes,
             slots,
-            packed: HashMap::new(),
+            packed: FxHashMap::default(),
         }
     }
 

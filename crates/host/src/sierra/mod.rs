@@ -15,7 +15,8 @@
 //! Nodes are numbered as [`Nodes`] says: 0 the MDS, then the chunk servers, the loggers and the
 //! clients.
 
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 
 use cordillera_gears::client::{ClientError, Done, ObjectClient};
@@ -242,7 +243,7 @@ pub struct Shared {
     /// Messages printed as they go (for diagnosis).
     pub trace: bool,
     /// Groups whose primary released and not yet taken up elsewhere: release time.
-    releasing: HashMap<GroupId, Nanos>,
+    releasing: FxHashMap<GroupId, Nanos>,
     /// Per completed migration: the group's window without a primary (ns), and when it closed.
     pub migrations: Vec<(Nanos, Nanos)>,
 }
@@ -271,7 +272,7 @@ impl Shared {
             mds_stats_now: MdsStats::default(),
             links: LinkFaults::none(),
             trace: false,
-            releasing: HashMap::new(),
+            releasing: FxHashMap::default(),
             migrations: Vec::new(),
         }
     }
@@ -347,7 +348,7 @@ pub struct ServerPart {
     disk: DiskPort,
     life: u64,
     /// The loggers' lives as last heard from: a logger that restarted lost what it held.
-    logger_lives: HashMap<NodeId, u64>,
+    logger_lives: FxHashMap<NodeId, u64>,
     sleep_asked: bool,
 }
 
@@ -357,7 +358,7 @@ pub struct LoggerPart {
     life: u64,
     /// Requests taken and not answered (the load in each reply).
     open: u64,
-    senders: HashMap<u64, (NodeId, u64, u64)>,
+    senders: FxHashMap<u64, (NodeId, u64, u64)>,
     next_tag: u64,
     /// The disk's queue (submitted and not completed).
     queue: Integral,
@@ -391,7 +392,7 @@ impl<A> Part<A> {
             server,
             disk,
             life,
-            logger_lives: HashMap::new(),
+            logger_lives: FxHashMap::default(),
             sleep_asked: false,
         }))
     }
@@ -402,7 +403,7 @@ impl<A> Part<A> {
             disk,
             life,
             open: 0,
-            senders: HashMap::new(),
+            senders: FxHashMap::default(),
             next_tag: 0,
             queue: Integral::default(),
         }))

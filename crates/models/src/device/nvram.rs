@@ -2,7 +2,8 @@
 //! writes (acknowledged at NVRAM speed, destaged in the background), the rest caches reads (LRU
 //! over 4 KiB blocks).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use cordillera_types::units::BLOCK_BYTES;
 use cordillera_types::{ByteRange, Op};
@@ -31,14 +32,14 @@ pub struct Nvram<D: Device> {
     read_capacity_blocks: u64,
     write_used: u64,
     destage_queue: VecDeque<IoRequest>,
-    destages_in_flight: HashMap<u64, u64>,
+    destages_in_flight: FxHashMap<u64, u64>,
     next_destage: u64,
     /// Hits and accepted writes, completing at their time in order.
     fast: VecDeque<(Nanos, u64)>,
     /// Reads forwarded to the backing device: id → the blocks to insert on completion.
-    misses: HashMap<u64, ByteRange>,
+    misses: FxHashMap<u64, ByteRange>,
     /// LRU: block → stamp, stamp → block.
-    lru: HashMap<u64, u64>,
+    lru: FxHashMap<u64, u64>,
     lru_order: BTreeMap<u64, u64>,
     stamp: u64,
     scratch: Vec<Completion>,
@@ -56,11 +57,11 @@ impl<D: Device> Nvram<D> {
             backing,
             write_used: 0,
             destage_queue: VecDeque::new(),
-            destages_in_flight: HashMap::new(),
+            destages_in_flight: FxHashMap::default(),
             next_destage: DESTAGE_ID_BASE,
             fast: VecDeque::new(),
-            misses: HashMap::new(),
-            lru: HashMap::new(),
+            misses: FxHashMap::default(),
+            lru: FxHashMap::default(),
             lru_order: BTreeMap::new(),
             stamp: 0,
             scratch: Vec::new(),

@@ -67,7 +67,8 @@ mod tests;
 mod timers;
 mod upward;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use cordillera_types::rangemap::RangeMap;
 use cordillera_vstore::store::{Extent, Reply, Request, StoreError};

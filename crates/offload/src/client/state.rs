@@ -257,9 +257,9 @@ pub struct Client {
     pub(super) map: LocMap,
     pub(super) next_id: u64,
     pub(super) outstanding: BTreeMap<u64, Outstanding>,
-    pub(super) writes: HashMap<u64, WriteOp>,
-    pub(super) reads: HashMap<u64, ReadOp>,
-    pub(super) base_pending: HashMap<u64, BaseKind>,
+    pub(super) writes: FxHashMap<u64, WriteOp>,
+    pub(super) reads: FxHashMap<u64, ReadOp>,
+    pub(super) base_pending: FxHashMap<u64, BaseKind>,
     /// Base I/Os in flight from the upper layer and from reclaim.
     pub(super) base_in_flight: u64,
     /// Load on the base volume that is not ours (a co-hosted store), told by the driver.
@@ -289,13 +289,13 @@ pub struct Client {
     pub(super) vulnerable_jobs: usize,
     /// Reclaim jobs writing to the base volume: the spans written, writes left, and whether the
     /// job reclaims vulnerable data.
-    pub(super) reclaim_writes: HashMap<u64, (Vec<Span>, u32, bool)>,
+    pub(super) reclaim_writes: FxHashMap<u64, (Vec<Span>, u32, bool)>,
     /// Local copies of off-loaded writes (Sierra §3.6), by write key, until they mark their
     /// ranges or are found useless (`local.rs`).
-    pub(super) local: HashMap<u64, local::LocalCopy>,
+    pub(super) local: FxHashMap<u64, local::LocalCopy>,
     /// With local copies: the base operations in flight that write the local replica, and
     /// the bytes they write.
-    pub(super) local_disk: HashMap<u64, (u64, u64)>,
+    pub(super) local_disk: FxHashMap<u64, (u64, u64)>,
     /// Ranges with a reclaim write to the base volume in flight (by job). A newer version of
     /// an overlapping range waits for it: the disk may complete concurrent writes in any order.
     pub(super) reclaiming: RangeMap<u64>,
@@ -360,9 +360,9 @@ impl Client {
             map: LocMap::new(),
             next_id: 1,
             outstanding: BTreeMap::new(),
-            writes: HashMap::new(),
-            reads: HashMap::new(),
-            base_pending: HashMap::new(),
+            writes: FxHashMap::default(),
+            reads: FxHashMap::default(),
+            base_pending: FxHashMap::default(),
             base_in_flight: 0,
             external_base_load: 0,
             base_available: true,
@@ -375,9 +375,9 @@ impl Client {
             parked_retry_at: None,
             reclaim_jobs: 0,
             vulnerable_jobs: 0,
-            reclaim_writes: HashMap::new(),
-            local: HashMap::new(),
-            local_disk: HashMap::new(),
+            reclaim_writes: FxHashMap::default(),
+            local: FxHashMap::default(),
+            local_disk: FxHashMap::default(),
             reclaiming: RangeMap::new(),
             settling: Vec::new(),
             settle_dirty: false,

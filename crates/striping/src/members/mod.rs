@@ -266,7 +266,7 @@ pub fn parity_full(units: &[&[u8]]) -> Vec<u8> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::collections::HashMap;
+    use rustc_hash::FxHashMap;
 
     fn level() -> impl Strategy<Value = (RaidLevel, usize)> {
         prop_oneof![
@@ -390,7 +390,7 @@ mod tests {
             let m = Members::new(level, disks, unit, unit * 8).unwrap();
             let size = m.lun_bytes();
             let mut d = Disks { bytes: vec![vec![0u8; (unit * 8) as usize]; disks], m };
-            let mut model: HashMap<u64, u8> = HashMap::new();
+            let mut model: FxHashMap<u64, u8> = FxHashMap::default();
             for (i, (at, sectors, seed)) in writes.into_iter().enumerate() {
                 let len = (sectors * 512).min(size);
                 let offset = at % (size - len + 1) / 512 * 512;
@@ -413,7 +413,7 @@ mod tests {
         fn every_sector_has_a_place_of_its_own((level, disks) in level(), unit_sectors in 1u64..=4) {
             let unit = unit_sectors * 512;
             let m = Members::new(level, disks, unit, unit * 6).unwrap();
-            let mut seen = HashMap::new();
+            let mut seen = FxHashMap::default();
             for s in (0..m.lun_bytes()).step_by(512) {
                 let p = m.read_pieces(s, 512);
                 prop_assert_eq!(p.len(), 1);

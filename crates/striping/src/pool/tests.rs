@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use proptest::prelude::*;
 
@@ -92,7 +92,7 @@ proptest! {
     fn every_sector_has_a_logical_place_of_its_own_and_ranges_split_exactly(
         pool in pool(), start in any::<u64>(), len in 1u64..=64
     ) {
-        let mut owner: HashMap<(usize, u64), (VolumeId, u64)> = HashMap::new();
+        let mut owner: FxHashMap<(usize, u64), (VolumeId, u64)> = FxHashMap::default();
         let mut segs = Vec::new();
         for v in pool.volumes() {
             for b in (0..v.size_bytes).step_by(512) {
@@ -139,7 +139,7 @@ proptest! {
     /// own extent, and no two sectors of the pool share a place.
     #[test]
     fn every_sector_maps_as_defined_and_to_a_place_of_its_own(pool in pool()) {
-        let mut owner: HashMap<(usize, u64), (VolumeId, u64)> = HashMap::new();
+        let mut owner: FxHashMap<(usize, u64), (VolumeId, u64)> = FxHashMap::default();
         let mut plan = Plan::default();
         for v in pool.volumes() {
             for b in (0..v.size_bytes).step_by(512) {

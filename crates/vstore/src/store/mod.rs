@@ -30,8 +30,9 @@ mod completions;
 mod recovery;
 mod requests;
 
+use rustc_hash::FxHashMap;
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::format::{
     record_total_bytes, RecordHeader, RecordKind, Superblock, FENCES_MAX, HEADER_BYTES, LOG_OFFSET,
@@ -194,12 +195,12 @@ pub struct Store {
     records: BTreeMap<u64, RecordInfo>,
     /// Records the in-memory tail has passed that the durable tail pointer has not: (seq, bytes).
     passed: VecDeque<(u64, u64)>,
-    indexes: HashMap<u64, ClientIndex>,
+    indexes: FxHashMap<u64, ClientIndex>,
     /// Live data records per client, by sequence number (for read_any).
-    live_by_client: HashMap<u64, BTreeSet<u64>>,
+    live_by_client: FxHashMap<u64, BTreeSet<u64>>,
     /// Live records already offered by read_any, per client: concurrent read_any requests get
     /// different records (reclaim runs many in parallel) until every live record was offered.
-    offered: HashMap<u64, BTreeSet<u64>>,
+    offered: FxHashMap<u64, BTreeSet<u64>>,
     head: u64,
     next_seq: u64,
     epoch: u128,
@@ -226,9 +227,9 @@ pub struct Store {
     /// start the next lap's epoch before the superblock lands.
     unrecorded_epoch: Option<u128>,
     /// Record writes in flight: id → (sequence number, written durably).
-    io_records: HashMap<u64, (u64, bool)>,
-    io_reads: HashMap<u64, (u64, usize)>,
-    reads: HashMap<u64, PendingRead>,
+    io_records: FxHashMap<u64, (u64, bool)>,
+    io_reads: FxHashMap<u64, (u64, usize)>,
+    reads: FxHashMap<u64, PendingRead>,
     written_unflushed: Vec<u64>,
     flush_in_flight: Option<(u64, Vec<u64>)>,
     ack_cursor: u64,
@@ -265,9 +266,9 @@ impl Store {
             rng: seed ^ 0x9e37_79b9_7f4a_7c15,
             records: BTreeMap::new(),
             passed: VecDeque::new(),
-            indexes: HashMap::new(),
-            live_by_client: HashMap::new(),
-            offered: HashMap::new(),
+            indexes: FxHashMap::default(),
+            live_by_client: FxHashMap::default(),
+            offered: FxHashMap::default(),
             head: 0,
             next_seq: 0,
             epoch: 0,
@@ -290,9 +291,9 @@ impl Store {
             barriers: Vec::new(),
             fences: BTreeMap::new(),
             unrecorded_epoch: None,
-            io_records: HashMap::new(),
-            io_reads: HashMap::new(),
-            reads: HashMap::new(),
+            io_records: FxHashMap::default(),
+            io_reads: FxHashMap::default(),
+            reads: FxHashMap::default(),
             written_unflushed: Vec::new(),
             flush_in_flight: None,
             ack_cursor: 0,

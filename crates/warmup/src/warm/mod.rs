@@ -69,7 +69,8 @@ mod requests;
 mod start;
 mod status;
 
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 
 pub use start::{run_in_memory, LogReader, MemoryLog};
 use status::{Counters, Preload};
@@ -236,11 +237,11 @@ pub struct WarmCache {
     /// Events so far (arrived or completed writes), numbering tickets.
     write_seq: u64,
     /// Block → the sequence number of its latest write event, kept while reads are in flight.
-    written_at: HashMap<u64, u64>,
+    written_at: FxHashMap<u64, u64>,
     reads_in_flight: usize,
     /// Block → writes to it in flight (arrived, not answered), and whether two of them were
     /// in flight at once since it last had none (safeguard 4).
-    writes_in_flight: HashMap<u64, (u32, bool)>,
+    writes_in_flight: FxHashMap<u64, (u32, bool)>,
     counters: status::Counters,
     preload: status::Preload,
     /// Pre-load reads are not issued while held (the volume below is not ready, or stops).

@@ -1,21 +1,21 @@
 //! The core driven directly, with its log in memory (every log write lands at once; the
 //! simulation tests in `tests/cache_simulation.rs` add torn writes, crashes and reordering).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::*;
 
 /// The log in memory, and a volume of version bytes (block → the byte every byte of it holds).
 struct Disk {
     log: Vec<u8>,
-    volume: HashMap<u64, u8>,
+    volume: FxHashMap<u64, u8>,
 }
 
 impl Disk {
     fn new() -> Disk {
         Disk {
             log: vec![0u8; 256 * BLOCK as usize],
-            volume: HashMap::new(),
+            volume: FxHashMap::default(),
         }
     }
 
@@ -409,7 +409,7 @@ proptest::proptest! {
             data_buffer_bytes: if small_buffers { 4 * BLOCK as usize } else { 128 << 20 },
             ..options(data)
         };
-        let mut d = Disk { log: vec![0u8; 64 * BLOCK as usize], volume: HashMap::new() };
+        let mut d = Disk { log: vec![0u8; 64 * BLOCK as usize], volume: FxHashMap::default() };
         let mut version = 0u8;
         let mut c = d.open(&o);
         // Reads in flight: (answer at step, block, ticket, contents when read).

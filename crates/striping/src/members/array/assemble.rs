@@ -3,7 +3,8 @@
 //! or replaced since, is failed; the array is refused when it has lost more than its level
 //! survives, or (unless forced) when rows it was writing at an unclean stop also lost a member.
 
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 
 use cordillera_models::device::raid::RaidLevel;
 
@@ -112,11 +113,11 @@ impl ArrayCore {
             label: None,
             ops: BTreeMap::new(),
             next_op: 1,
-            ios: HashMap::new(),
+            ios: FxHashMap::default(),
             next_io: 1,
             out: Vec::new(),
             done: Vec::new(),
-            locks: HashMap::new(),
+            locks: FxHashMap::default(),
             writers: vec![0; regions],
             last_write: vec![0; regions],
             needs_resync,
@@ -204,10 +205,10 @@ fn dirty_rows(
     labelled: &Meta,
     found: &[Found],
     rows: u64,
-) -> (u64, Vec<u64>, HashMap<u64, Entry>) {
+) -> (u64, Vec<u64>, FxHashMap<u64, Entry>) {
     let mut dirty_rows = 0;
     let mut untrusted = Vec::new();
-    let mut journal: HashMap<u64, Entry> = HashMap::new();
+    let mut journal: FxHashMap<u64, Entry> = FxHashMap::default();
     for (r, d) in meta.dirty.iter().enumerate() {
         if !d {
             continue;

@@ -26,7 +26,8 @@
 //!   its cursor go to it too. The cursor in the labels advances only after the rows below it
 //!   were synced on the replacement, so a crash resumes without a gap.
 
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 
 use cordillera_models::device::raid::RaidLevel;
 
@@ -278,11 +279,11 @@ pub struct ArrayCore {
     ops: BTreeMap<OpId, Op>,
     next_op: OpId,
     /// I/Os in flight: whose, and the member and the id of the disk they went to.
-    ios: HashMap<IoId, (Owner, usize, u64)>,
+    ios: FxHashMap<IoId, (Owner, usize, u64)>,
     next_io: IoId,
     out: Vec<(IoId, Io)>,
     done: Vec<(OpId, Result<Done, ArrayError>)>,
-    locks: HashMap<u64, OpId>,
+    locks: FxHashMap<u64, OpId>,
     /// Per region: row writes in flight, the epoch of the last one finished, and whether it
     /// waits for a resync.
     writers: Vec<u32>,
@@ -291,10 +292,10 @@ pub struct ArrayCore {
     epoch: u64,
     /// Journal slots (member, index) held by a row write in flight; the order of this run's
     /// entries.
-    journal_busy: std::collections::HashSet<(usize, u64)>,
+    journal_busy: rustc_hash::FxHashSet<(usize, u64)>,
     journal_n: u64,
     /// Entries found at assembly: the newest of each dirty row whose member is lost.
-    journal: HashMap<u64, Entry>,
+    journal: FxHashMap<u64, Entry>,
     /// A member failed: before the label says so, every row write issued finishes and every
     /// live member is synced, so that rows written without the journal are consistent on disk.
     barrier_wanted: bool,
