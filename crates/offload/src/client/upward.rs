@@ -253,6 +253,15 @@ impl Client {
         if bounded {
             self.stats.bound_writes += 1;
         }
+        // A write that must stay off-loaded and that the bound keeps from N stores waits for
+        // reclaim to make room for N copies: sent to fewer, its missing copies would meet the
+        // bound again and the write go round (seed 8201585296872031873: 7.5 s of one store's
+        // copy sent, made stale and sent again under a fresh version).
+        let targets = if bounded && must_offload && targets.len() < self.config.n_way {
+            Vec::new()
+        } else {
+            targets
+        };
         if !targets.is_empty() && targets.len() < self.config.n_way && !must_offload {
             // Fewer than N stores available: N copies cannot be had now, and the base volume
             // can take it (nothing older is off-loaded there).
@@ -582,11 +591,16 @@ impl Client {
                 exclude |= bit(r.target);
             }
         }
+        let owed_there = exclude;
         exclude |= self.bound_excluded(key);
         let targets = self.choose_stores(need, exclude);
         if targets.is_empty() {
             let op = &self.writes[&key];
-            if !self.choose_stores(need, op.succeeded | op.tried).is_empty() {
+            // Only where the bound does not keep the copies out: a fresh version does not
+            // make room under the bound (reclaim does, and the write waits for it, parked).
+            if self.choose_stores(need, owed_there).is_empty()
+                && !self.choose_stores(need, op.succeeded | op.tried).is_empty()
+            {
                 // Stores are up but a delete or record owed there covers this version, and
                 // may wait for reclaim of an older copy that waits for this write: the write
                 // is sent again whole under a fresh version, which nothing owed now removes.
