@@ -17,7 +17,8 @@
 //!   durable, so a flush adds nothing to the modeled time (the real file is still flushed).
 
 use std::collections::HashMap;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -64,6 +65,8 @@ enum Message {
 pub struct Emulator {
     sender: mpsc::Sender<Message>,
     capacity_bytes: u64,
+    /// Operations submitted to the model and not yet completed, from every user of it.
+    queued: Arc<AtomicUsize>,
     /// Where this user's offset 0 lies on the device (a partition's start).
     offset_bytes: u64,
 }
@@ -86,16 +89,19 @@ impl Emulator {
         let capacity_bytes = build(&spec.preset, spec.array)?.capacity_bytes();
         let (sender, receiver) = mpsc::channel::<Message>();
         let spec = spec.clone();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let completed = queued.clone();
         thread::Builder::new()
             .name("emulator".into())
             .spawn(move || {
                 let device = build(&spec.preset, spec.array).expect("built before");
-                run(device, receiver);
+                run(device, receiver, &completed);
             })
             .map_err(|e| format!("cannot start the emulator thread: {e}"))?;
         Ok(Emulator {
             sender,
             capacity_bytes,
+            queued,
             offset_bytes: 0,
         })
     }
@@ -111,6 +117,12 @@ impl Emulator {
 
     pub fn capacity_bytes(&self) -> u64 {
         self.capacity_bytes
+    }
+
+    /// The device's queue: operations of every user of the model (every region) submitted and
+    /// not yet completed. A store on a partition of a busy volume's disk reports it as its load.
+    pub fn queue_depth(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
     }
 
     /// An operation arrives now. Offsets beyond the model's capacity wrap around it.
@@ -129,14 +141,18 @@ impl Emulator {
             length_bytes,
             done,
         };
+        self.queued.fetch_add(1, Ordering::Relaxed);
         match self.sender.send(message) {
             Ok(()) => Ticket(Some(receiver)),
-            Err(_) => Ticket(None),
+            Err(_) => {
+                self.queued.fetch_sub(1, Ordering::Relaxed);
+                Ticket(None)
+            }
         }
     }
 }
 
-fn run(mut device: Box<dyn Device>, receiver: mpsc::Receiver<Message>) {
+fn run(mut device: Box<dyn Device>, receiver: mpsc::Receiver<Message>, queued: &AtomicUsize) {
     let started = Instant::now();
     let now = || started.elapsed().as_nanos() as u64;
     let mut waiting: HashMap<u64, mpsc::SyncSender<()>> = HashMap::new();
@@ -162,6 +178,7 @@ fn run(mut device: Box<dyn Device>, receiver: mpsc::Receiver<Message>) {
         device.advance(t, &mut completions);
         for c in completions.drain(..) {
             if let Some(done) = waiting.remove(&c.id) {
+                queued.fetch_sub(1, Ordering::Relaxed);
                 let _ = done.send(());
             }
         }
@@ -200,6 +217,35 @@ mod tests {
         assert_eq!(s.array.unwrap().disks, 4);
         assert!("floppy".parse::<EmulateSpec>().is_err());
         assert!("cheetah-15k@raid9:2".parse::<EmulateSpec>().is_err());
+    }
+
+    /// Two regions of one model share its queue: operations of both count until completed.
+    #[test]
+    fn regions_share_the_device_queue() {
+        let e = Emulator::start(&"cheetah-15k".parse().unwrap()).unwrap();
+        let other = e.region(e.capacity_bytes() / 2);
+        assert_eq!(e.queue_depth(), 0);
+        let tickets: Vec<Ticket> = (0..8)
+            .map(|i| {
+                let at = i * (1 << 30);
+                if i % 2 == 0 {
+                    e.begin(Op::Read, at, 4096)
+                } else {
+                    other.begin(Op::Write, at, 4096)
+                }
+            })
+            .collect();
+        let depth = other.queue_depth();
+        // Eight random operations take tens of milliseconds on the model: most still queued.
+        assert!(
+            (2..=8).contains(&depth),
+            "depth {depth} just after 8 submissions"
+        );
+        for t in tickets {
+            t.wait();
+        }
+        // Counted down before the waiter is woken.
+        assert_eq!(e.queue_depth(), 0, "completed operations still counted");
     }
 
     /// Random 4 KiB reads one at a time on an emulated 15k RPM disk take milliseconds each

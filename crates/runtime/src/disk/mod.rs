@@ -356,6 +356,11 @@ impl DiskFile {
         let _ = self.emulator.set(emulator);
     }
 
+    /// The device model this file's operations take their time from, if any.
+    pub fn emulator(&self) -> Option<crate::emulate::Emulator> {
+        self.emulator.get().cloned()
+    }
+
     fn emulated(
         &self,
         op: cordillera_types::Op,

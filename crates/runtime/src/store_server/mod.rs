@@ -309,7 +309,7 @@ async fn serve_store(options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> R
     let mut next_request = 1u64;
     // Requests answered without the store (a client id bound to another peer).
     let mut answered: VecDeque<(u64, Reply)> = VecDeque::new();
-    let mut load = LoadMeter::default();
+    let mut load = LoadMeter::on_device(file.emulator());
     let mut broadcast = tokio::time::interval(options.broadcast);
     // The sender is kept so that the branch below never sees the channel closed.
     let (_report_tx, mut report_rx) = serve_http(options.http.as_deref()).await?;

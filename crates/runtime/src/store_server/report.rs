@@ -158,9 +158,22 @@ pub(super) fn report_text(
 pub(super) struct LoadMeter {
     recent: VecDeque<Instant>,
     mean_response_us: f64,
+    /// The emulated device the log lives on, when it is shared (a partition of a volume's
+    /// disk): its queue, the volume's operations included, is the store's queue length.
+    device: Option<crate::emulate::Emulator>,
 }
 
 impl LoadMeter {
+    /// Reports the queue of `device` (every user's operations) where it is longer than the
+    /// store's own requests: Everest's store reports its disk's load, so that clients stop
+    /// off-loading onto a disk that its own volume keeps busy.
+    pub(super) fn on_device(device: Option<crate::emulate::Emulator>) -> LoadMeter {
+        LoadMeter {
+            device,
+            ..LoadMeter::default()
+        }
+    }
+
     pub(super) fn completed(&mut self, response: Duration) {
         let now = Instant::now();
         self.recent.push_back(now);
@@ -188,8 +201,9 @@ impl LoadMeter {
         {
             self.recent.pop_front();
         }
+        let device_queue = self.device.as_ref().map_or(0, |d| d.queue_depth());
         Load {
-            queue_length: queue_length as u32,
+            queue_length: queue_length.max(device_queue) as u32,
             requests_per_s: self.recent.len() as u32,
             mean_response_us: self.mean_response_us as u32,
             used_bytes: store.used_bytes(),
