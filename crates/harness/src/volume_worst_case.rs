@@ -39,6 +39,10 @@ pub struct WorstCaseArgs {
     /// Working directory (default: a fresh one in /dev/shm, else the temporary directory).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Runs of the whole experiment (baseline, no bound, bound), each with fresh volumes and
+    /// fio's random offsets drawn anew: the spread between them is the figures' noise.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
     /// Print the figures as JSON.
     #[arg(long)]
     pub json: bool,
@@ -94,13 +98,19 @@ struct Row {
     machine2_after: f64,
 }
 
+/// One run of the experiment: the baseline measured in it and its two configurations.
+#[derive(Serialize, Debug)]
+struct Round {
+    baseline_iops: f64,
+    rows: Vec<Row>,
+}
+
 #[derive(Serialize, Debug)]
 struct Figures {
     before_s: u64,
     after_s: u64,
     region_bytes: u64,
-    baseline_iops: f64,
-    rows: Vec<Row>,
+    rounds: Vec<Round>,
     paper: &'static str,
 }
 
@@ -238,53 +248,87 @@ pub fn run(a: WorstCaseArgs) -> Result<()> {
         dir: &dir,
         region,
     });
-    eprintln!(
-        "volume worst-case: the baseline: one machine alone, no off-load, {} s",
-        a.after_s
-    );
-    let baseline = {
-        let (v, uri, _) = machines.volume("alone", &["--policy".into(), "baseline".into()])?;
-        let iops = explained(machines.load(&uri, a.after_s), &[v])?;
-        machines.0.discard(&["alone.base"]);
-        iops
-    };
-    let rows = vec![
-        machines.case(&a, None, baseline)?,
-        machines.case(&a, Some(bound), baseline)?,
-    ];
+    let mut rounds = Vec::new();
+    for round in 1..=a.rounds {
+        eprintln!(
+            "volume worst-case: round {round} of {}: the baseline: one machine alone, no off-load, {} s",
+            a.rounds, a.after_s
+        );
+        let baseline = {
+            let (v, uri, _) = machines.volume("alone", &["--policy".into(), "baseline".into()])?;
+            let iops = explained(machines.load(&uri, a.after_s), &[v])?;
+            machines.0.discard(&["alone.base"]);
+            iops
+        };
+        let rows = vec![
+            machines.case(&a, None, baseline)?,
+            machines.case(&a, Some(bound), baseline)?,
+        ];
+        rounds.push(Round {
+            baseline_iops: baseline,
+            rows,
+        });
+    }
     let f = Figures {
         before_s: a.before_s,
         after_s: a.after_s,
         region_bytes: region,
-        baseline_iops: baseline,
-        rows,
+        rounds,
         paper: PAPER,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&f)?);
         return Ok(());
     }
+    print_figures(&f);
+    Ok(())
+}
+
+/// The table: a row per configuration and round, then each configuration's range over the
+/// rounds when there are several.
+fn print_figures(f: &Figures) {
     println!(
-        "Worst case (Everest §4.2, Figure 10) on real processes: two volume servers on emulated cheetah-15k disks; machine 1 off-loads to a store on machine 2's disk; fio random 8 KiB, 30 % writes, depth 64 over {} MiB; {} s machine 1 alone, then {} s both. Throughput over one machine alone without off-load ({:.0} IOPS).",
-        region >> 20,
-        a.before_s,
-        a.after_s,
-        baseline
+        "Worst case (Everest §4.2, Figure 10) on real processes: two volume servers on emulated cheetah-15k disks; machine 1 off-loads to a store on machine 2's disk; fio random 8 KiB, 30 % writes, depth 64 over {} MiB; {} s machine 1 alone, then {} s both. Throughput over one machine alone without off-load, measured in each round.",
+        f.region_bytes >> 20,
+        f.before_s,
+        f.after_s,
     );
     println!(
-        "  {:<16} {:>12} {:>11} {:>10} {:>10}",
-        "", "off-loaded", "m1 before", "m1 after", "m2 after"
+        "  {:<6} {:<16} {:>9} {:>12} {:>11} {:>10} {:>10}",
+        "round", "", "baseline", "off-loaded", "m1 before", "m1 after", "m2 after"
     );
-    for r in &f.rows {
-        println!(
-            "  {:<16} {:>8} MiB {:>10.2}× {:>9.2}× {:>9.2}×",
-            r.config,
-            r.offloaded_at_switch_bytes >> 20,
-            r.machine1_before,
-            r.machine1_after,
-            r.machine2_after
-        );
+    for (i, round) in f.rounds.iter().enumerate() {
+        for r in &round.rows {
+            println!(
+                "  {:<6} {:<16} {:>5.0} IOPS {:>8} MiB {:>10.2}× {:>9.2}× {:>9.2}×",
+                i + 1,
+                r.config,
+                round.baseline_iops,
+                r.offloaded_at_switch_bytes >> 20,
+                r.machine1_before,
+                r.machine1_after,
+                r.machine2_after
+            );
+        }
+    }
+    if f.rounds.len() > 1 {
+        for (c, first) in f.rounds[0].rows.iter().enumerate() {
+            let range = |x: fn(&Row) -> f64| {
+                let v: Vec<f64> = f.rounds.iter().map(|r| x(&r.rows[c])).collect();
+                let (lo, hi) = v
+                    .iter()
+                    .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                format!("{lo:.2}–{hi:.2}×")
+            };
+            println!(
+                "  {:<6} {:<16} m1 before {}, m1 after {}, m2 after {}",
+                "range",
+                first.config,
+                range(|r| r.machine1_before),
+                range(|r| r.machine1_after),
+                range(|r| r.machine2_after)
+            );
+        }
     }
     println!("  paper: {PAPER}");
-    Ok(())
 }
