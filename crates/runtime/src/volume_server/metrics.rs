@@ -86,6 +86,18 @@ impl Core {
             stats.base_writes as f64,
         );
         gauge(
+            "cordillera_volume_base_reads_total",
+            "Reads (or pieces of reads) sent to the base volume.",
+            "counter",
+            stats.base_reads as f64,
+        );
+        gauge(
+            "cordillera_volume_store_reads_total",
+            "Pieces of reads sent to stores (off-loaded data), reclaim's reads not included.",
+            "counter",
+            stats.store_reads as f64,
+        );
+        gauge(
             "cordillera_volume_reclaimed_bytes_total",
             "Bytes reclaimed from stores to the base volume.",
             "counter",
@@ -256,6 +268,8 @@ impl Core {
             "bound_writes": stats.bound_writes,
             "offloaded_writes": stats.offloaded_writes,
             "base_writes": stats.base_writes,
+            "base_reads": stats.base_reads,
+            "store_reads": stats.store_reads,
             "reclaimed_bytes": stats.reclaimed_bytes,
             "reclaim_bytes_per_second": rate,
             "reclaim_eta_seconds": eta,
