@@ -115,48 +115,7 @@ impl Core {
             "gauge",
             client.stores_full_since().is_some() as u8 as f64,
         );
-        gauge(
-            "cordillera_volume_refused_writes_total",
-            "Writes answered ENOSPC because the stores were full.",
-            "counter",
-            stats.refused_writes as f64,
-        );
-        gauge(
-            "cordillera_volume_base_errors_total",
-            "Base-volume operations its device failed (each failed its own request: EIO, or ENOSPC).",
-            "counter",
-            stats.base_errors as f64,
-        );
-        gauge(
-            "cordillera_volume_late_writes_total",
-            "Of the writes answered ENOSPC, those no store took within the full timeout of their arrival (a store cleaning too slowly, or none up).",
-            "counter",
-            stats.late_writes as f64,
-        );
-        gauge(
-            "cordillera_volume_too_few_copies_total",
-            "Off-loaded writes answered EIO because fewer than N stores took them in time.",
-            "counter",
-            stats.too_few_copies as f64,
-        );
-        gauge(
-            "cordillera_volume_copies_resent_total",
-            "Copies of off-loaded writes sent again to reach N.",
-            "counter",
-            stats.copies_resent as f64,
-        );
-        gauge(
-            "cordillera_volume_writes_reversioned_total",
-            "Off-loaded writes short of N copies sent again whole under a fresh version.",
-            "counter",
-            stats.writes_reversioned as f64,
-        );
-        gauge(
-            "cordillera_volume_store_failures_total",
-            "Stores marked failed.",
-            "counter",
-            stats.store_failures as f64,
-        );
+        failure_counters(&stats, &mut gauge);
         self.store_metrics(client, &mut out);
         self.reads.render(
             "cordillera_volume_read_seconds",
@@ -489,4 +448,53 @@ pub fn status_text(v: &serde_json::Value) -> String {
         }
     }
     out
+}
+
+/// The counters of writes refused, failed or answered with an error, and of stores failed.
+fn failure_counters(
+    stats: &cordillera_offload::client::Stats,
+    gauge: &mut impl FnMut(&str, &str, &str, f64),
+) {
+    gauge(
+        "cordillera_volume_refused_writes_total",
+        "Writes answered ENOSPC because the stores were full.",
+        "counter",
+        stats.refused_writes as f64,
+    );
+    gauge(
+        "cordillera_volume_base_errors_total",
+        "Base-volume operations its device failed (each failed its own request: EIO, or ENOSPC).",
+        "counter",
+        stats.base_errors as f64,
+    );
+    gauge(
+            "cordillera_volume_late_writes_total",
+            "Of the writes answered ENOSPC, those no store took within the full timeout of their arrival (a store cleaning too slowly, or none up).",
+            "counter",
+            stats.late_writes as f64,
+        );
+    gauge(
+        "cordillera_volume_too_few_copies_total",
+        "Off-loaded writes answered EIO because fewer than N stores took them in time.",
+        "counter",
+        stats.too_few_copies as f64,
+    );
+    gauge(
+        "cordillera_volume_copies_resent_total",
+        "Copies of off-loaded writes sent again to reach N.",
+        "counter",
+        stats.copies_resent as f64,
+    );
+    gauge(
+        "cordillera_volume_writes_reversioned_total",
+        "Off-loaded writes short of N copies sent again whole under a fresh version.",
+        "counter",
+        stats.writes_reversioned as f64,
+    );
+    gauge(
+        "cordillera_volume_store_failures_total",
+        "Stores marked failed.",
+        "counter",
+        stats.store_failures as f64,
+    );
 }
