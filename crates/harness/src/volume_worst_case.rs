@@ -108,6 +108,39 @@ struct Row {
     machine1_after_store_reads: u64,
     machine1_after_base_reads: u64,
     machine1_after_offloaded_writes: u64,
+    /// Machine 1's requests answered in the second phase (reads and writes at its export),
+    /// their mean response time, and how many took longer than 1 s.
+    machine1_after_requests: u64,
+    machine1_after_mean_ms: f64,
+    machine1_after_over_1s: u64,
+}
+
+/// Machine 1's export histograms summed over reads and writes (`/metrics`): requests,
+/// seconds, and requests answered within 1 s.
+fn latency(metrics: &str) -> Result<[f64; 3]> {
+    let addr = metrics
+        .parse()
+        .map_err(|e| anyhow!("metrics address {metrics}: {e}"))?;
+    let text = cordillera_runtime::http::http_get(addr, "/metrics")?;
+    let mut sums = [0.0; 3];
+    for line in text.lines() {
+        let Some((key, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let slot = ["read", "write"].iter().find_map(|op| {
+            let name = format!("cordillera_volume_{op}_seconds");
+            match key.strip_prefix(name.as_str())? {
+                "_count" => Some(0),
+                "_sum" => Some(1),
+                "_bucket{le=\"1\"}" => Some(2),
+                _ => None,
+            }
+        });
+        if let Some(i) = slot {
+            sums[i] += value.parse::<f64>().map_err(|e| anyhow!("{line}: {e}"))?;
+        }
+    }
+    Ok(sums)
 }
 
 /// Machine 1's counters from its `/status`: store reads, base reads, off-loaded writes.
@@ -133,6 +166,9 @@ fn counters(metrics: &str) -> Result<[u64; 3]> {
 #[derive(Serialize, Debug)]
 struct Round {
     baseline_iops: f64,
+    /// Our variant's baseline: both machines busy at once without off-load (each machine's
+    /// IOPS). The two share this host's CPUs, which the paper's two servers did not.
+    both_busy_iops: [f64; 2],
     rows: Vec<Row>,
 }
 
@@ -243,6 +279,7 @@ impl Machines<'_> {
             a.after_s
         );
         let at_switch = explained(counters(&m1_metrics), &servers)?;
+        let latency_at_switch = explained(latency(&m1_metrics), &servers)?;
         let after = std::thread::scope(|s| {
             let m2_run = s.spawn(|| self.load(&m2_uri, a.after_s));
             let m1_after = self.load(&m1_uri, a.after_s);
@@ -253,6 +290,9 @@ impl Machines<'_> {
         });
         let (m1_after, m2_after) = explained(after, &servers)?;
         let at_end = explained(counters(&m1_metrics), &servers)?;
+        let latency_at_end = explained(latency(&m1_metrics), &servers)?;
+        let [requests, seconds, within_1s] =
+            [0, 1, 2].map(|i| latency_at_end[i] - latency_at_switch[i]);
         let [store_reads, base_reads, offloaded_writes] =
             [0, 1, 2].map(|i| at_end[i].saturating_sub(at_switch[i]));
         self.0.discard(&["m1.base", "m2.base", "m2.store"]);
@@ -269,6 +309,9 @@ impl Machines<'_> {
             machine1_after_store_reads: store_reads,
             machine1_after_base_reads: base_reads,
             machine1_after_offloaded_writes: offloaded_writes,
+            machine1_after_requests: requests as u64,
+            machine1_after_mean_ms: 1e3 * seconds / requests.max(1.0),
+            machine1_after_over_1s: (requests - within_1s) as u64,
         })
     }
 }
@@ -301,12 +344,34 @@ pub fn run(a: WorstCaseArgs) -> Result<()> {
             machines.0.discard(&["alone.base"]);
             iops
         };
+        eprintln!(
+            "volume worst-case: round {round}: both machines busy without off-load, {} s",
+            a.after_s
+        );
+        let both_busy_iops = {
+            let plain = ["--policy".to_string(), "baseline".to_string()];
+            let (v1, uri1, _) = machines.volume("alone", &plain)?;
+            let (v2, uri2, _) = machines.volume("alone2", &plain)?;
+            let servers = [v1, v2];
+            let both = std::thread::scope(|s| {
+                let second = s.spawn(|| machines.load(&uri2, a.after_s));
+                let first = machines.load(&uri1, a.after_s);
+                let second = second
+                    .join()
+                    .map_err(|_| anyhow!("the second fio thread panicked"))?;
+                Ok::<_, anyhow::Error>([first?, second?])
+            });
+            let both = explained(both, &servers)?;
+            machines.0.discard(&["alone.base", "alone2.base"]);
+            both
+        };
         let rows = vec![
             machines.case(&a, None, baseline)?,
             machines.case(&a, Some(bound), baseline)?,
         ];
         rounds.push(Round {
             baseline_iops: baseline,
+            both_busy_iops,
             rows,
         });
     }
@@ -367,6 +432,29 @@ fn print_figures(f: &Figures) {
         }
     }
     println!("  (m1 store reads, m1 off-loads: in the second phase, pieces of machine 1's reads served by the store on machine 2's disk, of all its read pieces, and its writes sent there)");
+    for (i, round) in f.rounds.iter().enumerate() {
+        let [b1, b2] = round.both_busy_iops;
+        println!(
+            "  {:<6} both busy without off-load (our variant's baseline: one host's CPUs shared): {:.0} and {:.0} IOPS ({:.2}×, {:.2}× of one alone)",
+            i + 1,
+            b1,
+            b2,
+            b1 / round.baseline_iops,
+            b2 / round.baseline_iops
+        );
+        for r in &round.rows {
+            println!(
+                "  {:<6} {:<16} over both busy: m1 after {:.2}×, m2 after {:.2}×; machine 1 after: {} requests, mean {:.0} ms, {} over 1 s",
+                i + 1,
+                r.config,
+                r.machine1_after_iops / b1,
+                r.machine2_after_iops / b2,
+                r.machine1_after_requests,
+                r.machine1_after_mean_ms,
+                r.machine1_after_over_1s
+            );
+        }
+    }
     if f.rounds.len() > 1 {
         for (c, first) in f.rounds[0].rows.iter().enumerate() {
             let range = |x: fn(&Row) -> f64| {
