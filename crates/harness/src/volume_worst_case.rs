@@ -233,6 +233,18 @@ impl Machines<'_> {
         .iops)
     }
 
+    /// The load on both exports at once; each one's IOPS.
+    fn load_both(&self, uris: [&str; 2], seconds: u64) -> Result<[f64; 2]> {
+        std::thread::scope(|s| {
+            let second = s.spawn(|| self.load(uris[1], seconds));
+            let first = self.load(uris[0], seconds);
+            let second = second
+                .join()
+                .map_err(|_| anyhow!("the second machine's fio thread panicked"))?;
+            Ok([first?, second?])
+        })
+    }
+
     /// One configuration: machine 2 (a plain volume with the store beside it), machine 1
     /// off-loading to that store (`bound` if any); phase 1 on machine 1, phase 2 on both.
     fn case(&self, a: &WorstCaseArgs, bound: Option<u64>, baseline: f64) -> Result<Row> {
@@ -280,15 +292,8 @@ impl Machines<'_> {
         );
         let at_switch = explained(counters(&m1_metrics), &servers)?;
         let latency_at_switch = explained(latency(&m1_metrics), &servers)?;
-        let after = std::thread::scope(|s| {
-            let m2_run = s.spawn(|| self.load(&m2_uri, a.after_s));
-            let m1_after = self.load(&m1_uri, a.after_s);
-            let m2_after = m2_run
-                .join()
-                .map_err(|_| anyhow!("machine 2's fio thread panicked"))?;
-            Ok::<_, anyhow::Error>((m1_after?, m2_after?))
-        });
-        let (m1_after, m2_after) = explained(after, &servers)?;
+        let [m1_after, m2_after] =
+            explained(self.load_both([&m1_uri, &m2_uri], a.after_s), &servers)?;
         let at_end = explained(counters(&m1_metrics), &servers)?;
         let latency_at_end = explained(latency(&m1_metrics), &servers)?;
         let [requests, seconds, within_1s] =
@@ -353,15 +358,7 @@ pub fn run(a: WorstCaseArgs) -> Result<()> {
             let (v1, uri1, _) = machines.volume("alone", &plain)?;
             let (v2, uri2, _) = machines.volume("alone2", &plain)?;
             let servers = [v1, v2];
-            let both = std::thread::scope(|s| {
-                let second = s.spawn(|| machines.load(&uri2, a.after_s));
-                let first = machines.load(&uri1, a.after_s);
-                let second = second
-                    .join()
-                    .map_err(|_| anyhow!("the second fio thread panicked"))?;
-                Ok::<_, anyhow::Error>([first?, second?])
-            });
-            let both = explained(both, &servers)?;
+            let both = explained(machines.load_both([&uri1, &uri2], a.after_s), &servers)?;
             machines.0.discard(&["alone.base", "alone2.base"]);
             both
         };
