@@ -867,6 +867,7 @@ fn sierra_keeps_every_acknowledged_write_in_short_schedules() {
 fn check(schedules: &Schedules, name: &str, run: fn(u64) -> Result<Outcome, String>) {
     let prefix = schedules.prefix.as_str();
     let ran = schedules.run(run);
+    schedules.write_hashes(&ran, |o| o.hash);
     let ok: Vec<&Outcome> = ran
         .results
         .iter()

@@ -1739,6 +1739,7 @@ fn offloaded_writes_survive_crashes_and_are_reclaimed() {
     let schedules = Schedules::from_env("OFFLOAD", &REGRESSIONS, 50, BUDGET);
     let only = schedules.single.then_some(());
     let ran = schedules.run(run);
+    schedules.write_hashes(&ran, |o| o.hash);
     let ok: Vec<&Outcome> = ran
         .results
         .iter()
@@ -1835,6 +1836,7 @@ const CACHE_BUDGET: Budget = Budget {
 fn the_request_path_with_a_cache_serves_nothing_stale() {
     let schedules = Schedules::from_env("VOLUME_PATH", &CACHE_REGRESSIONS, 20, CACHE_BUDGET);
     let ran = schedules.run(run_with_cache);
+    schedules.write_hashes(&ran, |o| o.hash);
     let ok: Vec<&Outcome> = ran
         .results
         .iter()

@@ -230,11 +230,12 @@ const BUDGET: cordillera_testkit::Budget = cordillera_testkit::Budget {
 #[test]
 fn acknowledged_records_survive_seeded_faults() {
     let schedules = cordillera_testkit::Schedules::from_env("SIM", &[], 50, BUDGET);
-    let ran = schedules.run(|seed| Ok(check(seed).1));
+    let ran = schedules.run(|seed| Ok(check(seed)));
+    schedules.write_hashes(&ran, |(hash, _)| *hash);
     let crashes: usize = ran
         .results
         .iter()
-        .filter_map(|(_, r)| r.as_ref().ok())
+        .filter_map(|(_, r)| r.as_ref().ok().map(|(_, crashes)| crashes))
         .sum();
     schedules.summary(&ran, &[("crashes", crashes as u64)]);
     cordillera_testkit::all_succeeded(

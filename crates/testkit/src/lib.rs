@@ -68,7 +68,11 @@ pub fn traces_dir(test: &str) -> Option<PathBuf> {
 /// - `PREFIX_FIXED=K` runs the first `K` fixed seeds instead of `fixed` (0 for a long campaign
 ///   of fresh schedules, the regressions still first);
 /// - `PREFIX_BASE_SEED=B` starts the fresh schedules at `B` (with `PREFIX_SCHEDULES`, replays a
-///   run).
+///   run);
+/// - `PREFIX_HASHES=FILE` writes each schedule's seed and its world's event hash to `FILE`
+///   ([`Schedules::write_hashes`]): two builds that ran the same schedules event for event
+///   write the same file (how a change that should not alter any schedule, a speed-up, is
+///   shown not to).
 #[derive(Clone, Debug)]
 pub struct Schedules {
     /// The family's prefix (`OFFLOAD`, `SIERRA_SHORT`…).
@@ -228,6 +232,28 @@ impl Schedules {
             line.push_str(&format!(" {name}={value}"));
         }
         println!("{line}");
+    }
+
+    /// With `PREFIX_HASHES=FILE` set, writes one line per schedule to `FILE`, in seed order:
+    /// the seed and the event hash `hash` reads from its outcome (16 hex digits), or `failed`.
+    pub fn write_hashes<T>(&self, ran: &Ran<T>, hash: impl Fn(&T) -> u64) {
+        let Some(path) = std::env::var_os(format!("{}_HASHES", self.prefix)) else {
+            return;
+        };
+        let mut lines: Vec<(u64, String)> = ran
+            .results
+            .iter()
+            .map(|(seed, r)| {
+                let h = r
+                    .as_ref()
+                    .map_or("failed".to_string(), |o| format!("{:016x}", hash(o)));
+                (*seed, h)
+            })
+            .collect();
+        lines.sort();
+        let text: String = lines.iter().map(|(s, h)| format!("{s} {h}\n")).collect();
+        std::fs::write(&path, text)
+            .unwrap_or_else(|e| panic!("{}_HASHES: cannot write {path:?}: {e}", self.prefix));
     }
 
     /// How many schedules are run every time (regressions and fixed seeds).

@@ -498,6 +498,7 @@ const BUDGET: cordillera_testkit::Budget = cordillera_testkit::Budget {
 fn acknowledged_writes_survive_crashes_and_wraps() {
     let schedules = cordillera_testkit::Schedules::from_env("VSTORE", &[], 100, BUDGET);
     let ran = schedules.run(|seed| Ok(run(seed)));
+    schedules.write_hashes(&ran, |o| o.hash);
     let ok: Vec<&Outcome> = ran
         .results
         .iter()

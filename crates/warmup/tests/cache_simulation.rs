@@ -97,6 +97,8 @@ struct Counts {
     checked_blocks: u64,
     /// Device requests that stalled.
     stalls: u64,
+    /// The world's event hash (one schedule's; not added up).
+    hash: u64,
 }
 
 impl Counts {
@@ -564,9 +566,9 @@ fn explain(
 /// One schedule with every safeguard; its counts.
 fn run_default(seed: u64) -> Result<Counts, String> {
     let counts = Rc::new(RefCell::new(Counts::default()));
-    run(seed, Safeguards::default(), &counts)?;
+    let hash = run(seed, Safeguards::default(), &counts)?;
     let c = counts.borrow().clone();
-    Ok(c)
+    Ok(Counts { hash, ..c })
 }
 
 /// 20 fixed seeds, then fresh ones for 15 s (about 650 on two cores).
@@ -596,6 +598,7 @@ fn a_schedule_replays_event_for_event() {
 fn the_cache_never_holds_or_preloads_stale_contents() {
     let schedules = cordillera_testkit::Schedules::from_env("WARM", REGRESSIONS, 20, BUDGET);
     let ran = schedules.run(run_default);
+    schedules.write_hashes(&ran, |o| o.hash);
     let mut c = Counts::default();
     for o in ran.results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
         c.add(o);

@@ -1,0 +1,14 @@
+# The seeded simulation families, read by scripts/campaign.sh and scripts/schedule-hashes.sh.
+# family: prefix, package, test binary, test
+declare -A spec=(
+  [sim]="SIM cordillera-sim world acknowledged_records_survive_seeded_faults"
+  [vstore]="VSTORE cordillera-vstore durability acknowledged_writes_survive_crashes_and_wraps"
+  [offload]="OFFLOAD cordillera-offload simulation offloaded_writes_survive_crashes_and_are_reclaimed"
+  [volume-path]="VOLUME_PATH cordillera-offload simulation the_request_path_with_a_cache_serves_nothing_stale"
+  [sierra]="SIERRA cordillera-gears simulation sierra_keeps_every_acknowledged_write_through_gear_shifts_and_failures"
+  [sierra-short]="SIERRA_SHORT cordillera-gears simulation sierra_keeps_every_acknowledged_write_in_short_schedules"
+  [warm]="WARM cordillera-warmup cache_simulation the_cache_never_holds_or_preloads_stale_contents"
+  [restripe]="RESTRIPE cordillera-striping restripe_simulation no_acknowledged_write_is_lost_and_every_restripe_finishes_across_crashes"
+  [members]="MEMBERS cordillera-striping member_array_simulation member_arrays_keep_every_acknowledged_write_through_member_loss_and_crashes"
+)
+order=(sim vstore offload volume-path sierra sierra-short warm restripe members)

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The same schedules, event for event: runs N fresh schedules of each family from a fixed base
+# seed on one core and writes every schedule's seed and world event hash to
+# target/schedule-hashes/<commit>/<family>.txt, with the family's schedules per second. Two
+# commits that ran the same schedules event for event write the same files, so a change meant
+# to alter no schedule (a speed-up) is shown not to by diffing the two folders; the rates
+# before and after are its measure.
+#
+#   scripts/schedule-hashes.sh [--schedules N] [--base B] [--core C] [FAMILY…]
+#
+# FAMILY as for scripts/campaign.sh (default: all). Defaults: 200 schedules from base seed
+# 7300000000000000000, on core 1 (taskset), the fixed and regression seeds left out. Prints one
+# line per family: family, schedules, seconds, schedules per second, the hash file. A family's
+# test that fails still writes its hashes (a failed schedule reads `failed`).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+count=200
+base=7300000000000000000
+core=1
+families=()
+while (($#)); do
+  case $1 in
+    --schedules) count=$2; shift 2 ;;
+    --base) base=$2; shift 2 ;;
+    --core) core=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) families+=("$1"); shift ;;
+  esac
+done
+. scripts/families.sh
+((${#families[@]})) || families=("${order[@]}")
+for f in "${families[@]}"; do
+  [ -n "${spec[$f]:-}" ] || { echo "unknown family $f (one of: ${order[*]})" >&2; exit 2; }
+done
+
+commit=$(git rev-parse --short HEAD)
+git diff --quiet HEAD -- crates Cargo.toml Cargo.lock || commit="$commit-dirty"
+out=target/schedule-hashes/$commit
+mkdir -p "$out"
+status=0
+for f in "${families[@]}"; do
+  read -r prefix package binary test <<<"${spec[$f]}"
+  cargo nextest run --no-run -p "$package" --test "$binary" >/dev/null 2>&1 ||
+    { echo "$f: the test does not build" >&2; status=1; continue; }
+  log=$out/$f.log
+  env "${prefix}_FIXED=0" "${prefix}_SCHEDULES=$count" "${prefix}_BASE_SEED=$base" \
+    "${prefix}_HASHES=$PWD/$out/$f.txt" NEXTEST_TEST_THREADS=1 \
+    taskset -c "$core" cargo nextest run --profile campaign -p "$package" --test "$binary" \
+    -E "test(=$test)" --no-capture >"$log" 2>&1 || status=1
+  line=$(grep -h '^schedule summary:' "$log" | tail -n 1)
+  ran=$(sed -n 's/.* schedules=\([0-9]*\).*/\1/p' <<<"$line")
+  secs=$(sed -n 's/.* seconds=\([0-9.]*\).*/\1/p' <<<"$line")
+  if [ -z "$ran" ] || [ -z "$secs" ]; then
+    echo "$f: no summary (see $log)"
+    status=1
+    continue
+  fi
+  printf '%s\t%s schedules\t%s s\t%s /s\t%s\n' "$f" "$ran" "$secs" \
+    "$(awk -v n="$ran" -v s="$secs" 'BEGIN { printf "%.2f", n / s }')" "$out/$f.txt"
+done
+exit $status
