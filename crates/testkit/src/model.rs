@@ -47,14 +47,33 @@ pub fn writers_of(block: u64, bytes: &[u8]) -> Vec<Option<u64>> {
     bytes
         .chunks(SECTOR as usize)
         .enumerate()
-        .map(|(sector, s)| {
-            if s.iter().all(|&b| b == 0) {
-                return Some(0);
-            }
-            let write = u64::from_le_bytes(s[16..24].try_into().unwrap());
-            (s == sector_pattern(block, sector as u64, write).as_slice()).then_some(write)
-        })
+        .map(|(sector, s)| writer_of_sector(block, sector as u64, s))
         .collect()
+}
+
+/// Which write produced sector `sector` of `block` (0: never written; `None`: foreign bytes):
+/// `s` is [`sector_pattern`]`(block, sector, w)` for the write `w` its header names, compared
+/// in place.
+pub fn writer_of_sector(block: u64, sector: u64, s: &[u8]) -> Option<u64> {
+    let word = |at: usize| {
+        s.get(at..at + 8)
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+    };
+    if s.len() != SECTOR as usize {
+        return None;
+    }
+    if s.iter().all(|&b| b == 0) {
+        return Some(0);
+    }
+    let write = word(16)?;
+    let fill = (block * 31 + sector * 5 + write * 7) as u8;
+    let whole = u64::from_ne_bytes([fill; 8]);
+    let ok = word(0) == Some(block)
+        && word(8) == Some(sector)
+        && s[24..]
+            .chunks_exact(8)
+            .all(|w| u64::from_ne_bytes(w.try_into().unwrap()) == whole);
+    ok.then_some(write)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -106,6 +125,46 @@ pub struct Model {
     pub blocks_checked: u64,
     pub writes_acked: u64,
     pub violations: Vec<String>,
+    /// Per block, when its history last changed ([`BlockStamp`]).
+    stamps: Vec<BlockStamp>,
+}
+
+/// How many times a block's history changed (a write issued, ended or pruned) and the latest
+/// time recorded in it (an issue or an end). With the stamp unchanged and that time before
+/// `t0`, [`Model::acceptable`]`(block, t, t, w)` answers the same for every `t >= t0`: every
+/// comparison it makes with `t` (issued, acknowledged before `t`) already held at `t0`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockStamp {
+    pub changes: u64,
+    pub latest: Nanos,
+}
+
+/// The pages a check every few milliseconds found acceptable (a cache's blocks, checked against
+/// the model again and again while few change), each under a number its holder gives to one
+/// content of one block (a cache numbers every change of a page): a page under the same number
+/// as when it was last found acceptable, its block's history unchanged since and older than
+/// that check, is acceptable now too, without taking it apart again ([`BlockStamp`]).
+#[derive(Default)]
+pub struct CheckedPages {
+    pages: FxHashMap<u64, (u64, BlockStamp, Nanos)>,
+}
+
+impl CheckedPages {
+    /// Whether block `block`, holding the content numbered `content`, is acceptable to a read
+    /// issued now for having been found so at an earlier check with nothing since that could
+    /// change the answer.
+    pub fn still_acceptable(&self, model: &Model, block: u64, content: u64) -> bool {
+        let Some(&(seen, stamp, at)) = self.pages.get(&block) else {
+            return false;
+        };
+        let now = model.stamp(block);
+        seen == content && now == stamp && now.latest < at
+    }
+
+    /// Block `block`, holding the content numbered `content`, was found acceptable at `t`.
+    pub fn record(&mut self, model: &Model, block: u64, content: u64, t: Nanos) {
+        self.pages.insert(block, (content, model.stamp(block), t));
+    }
 }
 
 impl Model {
@@ -113,6 +172,7 @@ impl Model {
         Model {
             blocks: vec![Vec::new(); blocks as usize],
             seen: vec![None; blocks as usize],
+            stamps: vec![BlockStamp::default(); blocks as usize],
             reads_forward: true,
             next_write: 1,
             ..Model::default()
@@ -124,6 +184,7 @@ impl Model {
         let id = self.next_write;
         self.next_write += 1;
         for b in first..first + count {
+            self.touch(b, now);
             self.blocks[b as usize].push(WriteRec {
                 id,
                 issued: now,
@@ -143,6 +204,7 @@ impl Model {
         self.in_flight.remove(&id);
         let (first, count) = self.writes_of.remove(&id).expect("a write in flight");
         for b in first..first + count {
+            self.touch(b, now);
             let history = &mut self.blocks[b as usize];
             let w = history.iter_mut().find(|w| w.id == id).expect("recorded");
             w.ended = Some(now);
@@ -158,6 +220,18 @@ impl Model {
         if acked {
             self.writes_acked += 1;
         }
+    }
+
+    /// The block's history changed at `now`.
+    fn touch(&mut self, block: u64, now: Nanos) {
+        let s = &mut self.stamps[block as usize];
+        s.changes += 1;
+        s.latest = s.latest.max(now);
+    }
+
+    /// When the block's history last changed ([`BlockStamp`]).
+    pub fn stamp(&self, block: u64) -> BlockStamp {
+        self.stamps[block as usize]
     }
 
     /// Drops writes no read issued from `now` on may return.
@@ -347,6 +421,53 @@ mod tests {
         read(&mut m, 1, 4, 8, b);
         read(&mut m, 1, 6, 9, a);
         assert!(m.violations.is_empty(), "{:?}", m.violations);
+    }
+
+    #[test]
+    fn a_sector_names_its_writer_or_none() {
+        for (block, write) in [(0, 1), (7, 3), (1 << 20, 99_999)] {
+            let page = pattern(block, write);
+            assert_eq!(writers_of(block, &page), vec![Some(write); 8]);
+            assert_eq!(
+                writers_of(block + 1, &page),
+                vec![None; 8],
+                "another block's data"
+            );
+            for at in [0, 9, 17, 24, 300, 511] {
+                let mut torn = page.clone();
+                torn[512 + at] ^= 1;
+                let w = writers_of(block, &torn);
+                assert_ne!(w[1], Some(write), "a byte changed at {at}");
+                assert_eq!(w[0], Some(write));
+            }
+        }
+        assert_eq!(writers_of(3, &[0; 4096]), vec![Some(0); 8]);
+        assert_eq!(writer_of_sector(3, 0, &[0; 100]), None, "a short sector");
+    }
+
+    #[test]
+    fn a_checked_page_is_taken_again_only_while_nothing_could_change_the_answer() {
+        let mut m = Model::new(4);
+        let a = m.write_issued(0, 1, 1);
+        m.write_ended(5, a, true);
+        // The page holding write a's data is content number 40.
+        let mut pages = CheckedPages::default();
+        assert!(!pages.still_acceptable(&m, 1, 40), "never checked");
+        // Found acceptable at 5, the time of the block's last change: not yet settled.
+        pages.record(&m, 1, 40, 5);
+        assert!(!pages.still_acceptable(&m, 1, 40));
+        pages.record(&m, 1, 40, 6);
+        assert!(pages.still_acceptable(&m, 1, 40));
+        assert!(!pages.still_acceptable(&m, 1, 41), "other contents");
+        assert!(!pages.still_acceptable(&m, 2, 40), "another block");
+        // A later write to the block, or just its issue, changes the history.
+        let b = m.write_issued(7, 1, 1);
+        assert!(!pages.still_acceptable(&m, 1, 40));
+        pages.record(&m, 1, 40, 8);
+        assert!(pages.still_acceptable(&m, 1, 40));
+        m.write_ended(9, b, true);
+        assert!(!pages.still_acceptable(&m, 1, 40));
+        assert!(!m.acceptable(1, 10, 10, a), "b hides a from 10 on");
     }
 
     #[test]

@@ -12,6 +12,12 @@ pub struct DataCache {
     lru: Lru,
     data: Vec<u8>,
     valid: Vec<bool>,
+    /// Per slot, the number of the last change to its bytes, from one count over the whole
+    /// cache: a number names one filling of one slot, so a checker that found a block's page
+    /// good under a number need not read it again while the number stays
+    /// ([`DataCache::valid_pages_numbered`]).
+    changes: Vec<u64>,
+    next_change: u64,
 }
 
 impl DataCache {
@@ -23,6 +29,8 @@ impl DataCache {
             lru: Lru::new(blocks),
             data: vec![0u8; blocks * BLOCK_BYTES as usize],
             valid: vec![false; blocks],
+            changes: vec![0; blocks],
+            next_change: 1,
         }
     }
 
@@ -40,7 +48,10 @@ impl DataCache {
         self.len() == 0
     }
 
+    /// The slot's bytes, to change: every change is numbered.
     fn slot_bytes(&mut self, slot: u32) -> &mut [u8] {
+        self.changes[slot as usize] = self.next_change;
+        self.next_change += 1;
         let at = slot as usize * BLOCK_BYTES as usize;
         &mut self.data[at..at + BLOCK_BYTES as usize]
     }
@@ -109,10 +120,23 @@ impl DataCache {
 
     /// The cached, valid blocks and their contents, most recent first.
     pub fn valid_pages(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        self.valid_pages_numbered().map(|(b, _, page)| (b, page))
+    }
+
+    /// The cached, valid blocks, each with the number of its page's last change (the same
+    /// number, the same bytes; never the same number for two changes) and its contents, most
+    /// recent first.
+    pub fn valid_pages_numbered(&self) -> impl Iterator<Item = (u64, u64, &[u8])> {
         self.lru.recency_order().into_iter().filter_map(|b| {
             let s = self.lru.peek_slot(b)? as usize;
             let at = s * BLOCK_BYTES as usize;
-            self.valid[s].then(|| (b, &self.data[at..at + BLOCK_BYTES as usize]))
+            self.valid[s].then(|| {
+                (
+                    b,
+                    self.changes[s],
+                    &self.data[at..at + BLOCK_BYTES as usize],
+                )
+            })
         })
     }
 
@@ -152,5 +176,39 @@ mod tests {
         assert!(c.read(10, 1, &mut out) && out == page(1));
         out.clear();
         assert!(c.read(12, 1, &mut out) && out == page(4));
+    }
+
+    #[test]
+    fn every_change_of_a_page_gets_a_new_number() {
+        let mut c = DataCache::new(2);
+        let numbers = |c: &DataCache| -> Vec<(u64, u64)> {
+            c.valid_pages_numbered().map(|(b, n, _)| (b, n)).collect()
+        };
+        c.fill(10, &[1; 4096]);
+        c.fill(11, &[2; 4096]);
+        let first = numbers(&c);
+        let mut out = Vec::new();
+        assert!(c.read(10, 1, &mut out));
+        let mut after_read = numbers(&c);
+        after_read.sort();
+        let mut sorted = first.clone();
+        sorted.sort();
+        assert_eq!(after_read, sorted, "a read changes no number");
+        // The same bytes again still count as a change; an evicted slot's new block too.
+        c.fill(11, &[2; 4096]);
+        c.fill(12, &[3; 4096]);
+        let now = numbers(&c);
+        let all: Vec<u64> = first.iter().chain(&now).map(|(_, n)| *n).collect();
+        let mut distinct = all.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), all.len(), "{first:?} then {now:?}");
+        c.invalidate(12, 1);
+        assert!(c.fill_if_absent(12, &[4; 4096]));
+        let refilled = numbers(&c)
+            .into_iter()
+            .find(|(b, _)| *b == 12)
+            .map(|(_, n)| n);
+        assert!(refilled.is_some_and(|n| !all.contains(&n)), "{refilled:?}");
     }
 }

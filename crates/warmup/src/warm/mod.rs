@@ -455,6 +455,12 @@ impl WarmCache {
         self.cache.valid_pages()
     }
 
+    /// [`WarmCache::cached_blocks`], each with the number of its page's last change (see
+    /// [`DataCache::valid_pages_numbered`]).
+    pub fn cached_blocks_numbered(&self) -> impl Iterator<Item = (u64, u64, &[u8])> {
+        self.cache.valid_pages_numbered()
+    }
+
     /// Pre-load reads not yet answered, and whether the pre-load is over.
     pub fn preload_progress(&self) -> (usize, bool) {
         (self.preload.outstanding, self.preload.seconds.is_some())
