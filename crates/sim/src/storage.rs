@@ -180,7 +180,7 @@ impl SimStorage {
             }
             // A sector of zeros reads the same as one never written: keep nothing for it, so
             // long replays of zero-filled data (the lab) cost memory only for what is not zero.
-            let Some(last) = chunk.iter().rposition(|&b| b != 0) else {
+            let Some(last) = last_not_zero(chunk) else {
                 durable.remove(&(first + i as u64));
                 continue;
             };
@@ -212,6 +212,20 @@ fn copy_sector(out: &mut [u8], offset: u64, sector: u64, bytes: &[u8]) {
         .copy_from_slice(&bytes[(from - s_start) as usize..(to - s_start) as usize]);
 }
 
+/// The index of the last byte of `data` that is not zero, a word at a time (most sectors of a
+/// log end in zeros).
+fn last_not_zero(data: &[u8]) -> Option<usize> {
+    let (words, rest) = data.split_at(data.len() / 8 * 8);
+    if let Some(i) = rest.iter().rposition(|&b| b != 0) {
+        return Some(words.len() + i);
+    }
+    let word = words
+        .chunks_exact(8)
+        .rposition(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")) != 0)?;
+    let at = word * 8;
+    words[at..at + 8].iter().rposition(|&b| b != 0).map(|i| at + i)
+}
+
 fn is_zero(data: &[u8]) -> bool {
     let (words, rest) = data.split_at(data.len() / 8 * 8);
     words
@@ -223,6 +237,21 @@ fn is_zero(data: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_byte_not_zero_is_found_a_word_at_a_time() {
+        for len in [0, 1, 7, 8, 9, 15, 16, 17, 512] {
+            assert_eq!(last_not_zero(&vec![0; len]), None, "{len} zeros");
+            for at in 0..len {
+                let mut data = vec![0; len];
+                data[at] = 5;
+                if at > 0 {
+                    data[0] = 1;
+                }
+                assert_eq!(last_not_zero(&data), Some(at), "{len} bytes, {at}");
+            }
+        }
+    }
 
     fn filled(byte: u8, sectors: usize) -> Vec<u8> {
         vec![byte; sectors * 512]
