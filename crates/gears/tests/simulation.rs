@@ -29,6 +29,10 @@
 //! ([`BUDGET`]), `SIERRA_BASE_SEED=B` where the fresh ones start, `SIERRA_FIXED=K` how many
 //! fixed seeds.
 
+/// The allocator of the seeded schedules (Cargo.toml says why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};

@@ -20,6 +20,10 @@
 //! `OFFLOAD_SCHEDULES=N` runs N fresh schedules, `OFFLOAD_SECONDS=T` sets the budget and
 //! `OFFLOAD_BASE_SEED=B` where the fresh ones start.
 
+/// The allocator of the seeded schedules (Cargo.toml says why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -223,7 +223,10 @@ fn last_not_zero(data: &[u8]) -> Option<usize> {
         .chunks_exact(8)
         .rposition(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")) != 0)?;
     let at = word * 8;
-    words[at..at + 8].iter().rposition(|&b| b != 0).map(|i| at + i)
+    words[at..at + 8]
+        .iter()
+        .rposition(|&b| b != 0)
+        .map(|i| at + i)
 }
 
 fn is_zero(data: &[u8]) -> bool {

@@ -4,6 +4,10 @@
 //! every acknowledged record is on its server's disk (safety), every record is eventually
 //! acknowledged (liveness), and a seed replays event for event (determinism).
 
+/// The allocator of the seeded schedules (Cargo.toml says why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::BTreeSet;
 
 use cordillera_models::presets;

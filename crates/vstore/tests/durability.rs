@@ -5,6 +5,10 @@
 //! of a block or one issued since, never a version an acknowledged write or delete replaced, and
 //! never bytes that do not belong to the version returned.
 
+/// The allocator of the seeded schedules (Cargo.toml says why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -14,6 +14,10 @@
 //! Environment (`cordillera_testkit::Schedules`): `WARM_SEED`, `WARM_SCHEDULES`, `WARM_SECONDS`,
 //! `WARM_FIXED`, `WARM_BASE_SEED`.
 
+/// The allocator of the seeded schedules (Cargo.toml says why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::collections::VecDeque;
