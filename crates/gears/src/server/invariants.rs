@@ -37,14 +37,20 @@ impl ChunkServer {
                 p.view.epoch
             );
         }
-        for (g, &e) in &self.checked_epochs {
-            let now = self.epochs.get(g).copied();
+        // Both in group order: one walk of the two (a lookup per group and a copy of the map
+        // after every event were a tenth of a Sierra schedule).
+        let mut now = self.epochs.iter().peekable();
+        for &(g, e) in &self.checked_epochs {
+            while now.next_if(|(h, _)| **h < g).is_some() {}
+            let n = now.next_if(|(h, _)| **h == g).map(|(_, n)| *n);
             assert!(
-                now.is_some_and(|n| n >= e),
-                "server {me}: the newest epoch seen for {g:?} went from {e} to {now:?}"
+                n.is_some_and(|n| n >= e),
+                "server {me}: the newest epoch seen for {g:?} went from {e} to {n:?}"
             );
         }
-        self.checked_epochs.clone_from(&self.epochs);
+        self.checked_epochs.clear();
+        self.checked_epochs
+            .extend(self.epochs.iter().map(|(g, e)| (*g, *e)));
         if self.power == Power::Asleep {
             assert!(
                 self.primaries.is_empty(),

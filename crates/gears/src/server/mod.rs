@@ -301,7 +301,7 @@ pub struct ChunkServer {
     /// The highest epoch seen per group (replication from an older one is refused).
     epochs: BTreeMap<GroupId, Epoch>,
     /// `epochs` at the last invariant check (debug builds).
-    checked_epochs: BTreeMap<GroupId, Epoch>,
+    checked_epochs: Vec<(GroupId, Epoch)>,
     /// Secondaries that did not answer: unavailable here until then.
     suspected: BTreeMap<ServerId, Nanos>,
     next_id: u64,
@@ -338,7 +338,7 @@ impl ChunkServer {
             power: Power::On,
             primaries: BTreeMap::new(),
             epochs: BTreeMap::new(),
-            checked_epochs: BTreeMap::new(),
+            checked_epochs: Vec::new(),
             suspected: BTreeMap::new(),
             next_id: 1,
             disk: BTreeMap::new(),
