@@ -48,10 +48,16 @@ pub enum WriteFate {
 /// SipHash was a tenth of a Sierra schedule's time.
 type Sectors = std::collections::HashMap<u64, Box<[u8]>, BuildHasherDefault<SectorHasher>>;
 
-/// Fibonacci hashing of a sector number: the top bits (hashbrown's tag) mix every key bit, the
-/// low bits (its bucket) spread consecutive sectors.
+/// A sector number's hash: its low bits are the number's own, so that consecutive sectors (a
+/// write's, a read's) fall in neighbouring buckets of hashbrown's table (which indexes buckets
+/// by the low bits), sharing cache lines; the top seven bits (hashbrown's tag, compared when
+/// probing) mix every bit of the number by one multiplication. A Fibonacci hash of the whole
+/// number scattered every sector of a write to its own cache line: the flush of a Sierra
+/// schedule's writes was mostly misses.
 #[derive(Default)]
 struct SectorHasher(u64);
+
+const TAG_BITS: u64 = 0xfe00_0000_0000_0000;
 
 impl Hasher for SectorHasher {
     fn finish(&self) -> u64 {
@@ -65,7 +71,8 @@ impl Hasher for SectorHasher {
     }
 
     fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mixed = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = (mixed & TAG_BITS) | (n & !TAG_BITS);
     }
 }
 
