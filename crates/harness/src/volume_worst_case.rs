@@ -36,6 +36,11 @@ pub struct WorstCaseArgs {
     /// Off-load while machine 1's base has more than this many requests in flight.
     #[arg(long, default_value_t = 4)]
     pub t_base: u64,
+    /// Machine 1's `--n-reclaim`: reclaim operations in flight at most (the paper's and
+    /// `volume serve`'s default, 256). Its reclaim starts whenever its base queue dips under
+    /// `--t-base`, and then up to this many reads from the store at once.
+    #[arg(long, default_value_t = 256)]
+    pub n_reclaim: usize,
     /// Working directory (default: a fresh one in /dev/shm, else the temporary directory).
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -113,6 +118,18 @@ struct Row {
     machine1_after_requests: u64,
     machine1_after_mean_ms: f64,
     machine1_after_over_1s: u64,
+    /// Machine 1's own I/O in the second phase, by kind (`/status`'s `io_latency`: base reads,
+    /// writes, flushes; store reads, writes, others): how many completed, their mean in ms.
+    machine1_after_io: Vec<(String, u64, f64)>,
+    /// In the second phase: the times machine 1 took its store as failed (no answer within the
+    /// volume server's store timeout), the bytes it reclaimed, and of those the ones reclaimed
+    /// as at risk (under any load: the copy's store had been taken as failed).
+    machine1_after_store_failures: u64,
+    /// Machine 1's `/status` sampled every 250 ms in the second phase: samples, those with its
+    /// base queue under `--t-base`, those with the stores full.
+    machine1_after_status_samples: [u64; 3],
+    machine1_after_reclaimed_bytes: u64,
+    machine1_after_reclaimed_at_risk_bytes: u64,
 }
 
 /// Machine 1's export histograms summed over reads and writes (`/metrics`): requests,
@@ -143,8 +160,9 @@ fn latency(metrics: &str) -> Result<[f64; 3]> {
     Ok(sums)
 }
 
-/// Machine 1's counters from its `/status`: store reads, base reads, off-loaded writes.
-fn counters(metrics: &str) -> Result<[u64; 3]> {
+/// Machine 1's counters from its `/status`: store reads, base reads, off-loaded writes, stores
+/// taken as failed, bytes reclaimed, of which at risk (fewer than N copies on stores up).
+fn counters(metrics: &str) -> Result<[u64; 6]> {
     let addr = metrics
         .parse()
         .map_err(|e| anyhow!("metrics address {metrics}: {e}"))?;
@@ -159,7 +177,78 @@ fn counters(metrics: &str) -> Result<[u64; 3]> {
         field("store_reads")?,
         field("base_reads")?,
         field("offloaded_writes")?,
+        field("store_failures")?,
+        field("reclaimed_bytes")?,
+        field("reclaimed_at_risk_bytes")?,
     ])
+}
+
+/// Machine 1's own I/O so far from its `/status`: per kind, completions and seconds.
+fn io_latency(metrics: &str) -> Result<Vec<(String, u64, f64)>> {
+    let addr = metrics
+        .parse()
+        .map_err(|e| anyhow!("metrics address {metrics}: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&cordillera_runtime::http::http_get(addr, "/status")?)?;
+    let kinds = v["io_latency"]
+        .as_object()
+        .ok_or_else(|| anyhow!("no io_latency in the volume's status"))?;
+    kinds
+        .iter()
+        .map(|(name, k)| {
+            let count = k["count"].as_u64();
+            let seconds = k["seconds"].as_f64();
+            match (count, seconds) {
+                (Some(c), Some(s)) => Ok((name.clone(), c, s)),
+                _ => Err(anyhow!("io_latency.{name} without count and seconds")),
+            }
+        })
+        .collect()
+}
+
+/// What happened between two [`io_latency`] readings: per kind, completions and mean ms.
+fn io_between(
+    before: &[(String, u64, f64)],
+    after: &[(String, u64, f64)],
+) -> Vec<(String, u64, f64)> {
+    after
+        .iter()
+        .map(|(name, c, s)| {
+            let (c0, s0) = before
+                .iter()
+                .find(|(n, _, _)| n == name)
+                .map_or((0, 0.0), |(_, c, s)| (*c, *s));
+            let n = c.saturating_sub(c0);
+            (name.clone(), n, 1e3 * (s - s0) / n.max(1) as f64)
+        })
+        .collect()
+}
+
+/// Samples machine 1's `/status` every 250 ms until `stop`: how many samples, how many found its
+/// base queue under `t_base` (the client reclaims then), how many found the stores full (it
+/// reclaims then whatever the load).
+fn sample_reclaim_conditions(
+    metrics: String,
+    t_base: u64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<[u64; 3]> {
+    std::thread::spawn(move || {
+        let mut n = [0u64; 3];
+        let Ok(addr) = metrics.parse() else {
+            return n;
+        };
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Ok(text) = cordillera_runtime::http::http_get(addr, "/status") {
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+                    n[0] += 1;
+                    n[1] += v["base_queue_length"].as_u64().is_some_and(|q| q < t_base) as u64;
+                    n[2] += v["stores_full"].as_bool().unwrap_or(false) as u64;
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        n
+    })
 }
 
 /// One run of the experiment: the baseline measured in it and its two configurations.
@@ -177,6 +266,8 @@ struct Figures {
     before_s: u64,
     after_s: u64,
     full_timeout_ms: u64,
+    t_base: u64,
+    n_reclaim: usize,
     region_bytes: u64,
     rounds: Vec<Round>,
     paper: &'static str,
@@ -269,6 +360,8 @@ impl Machines<'_> {
             a.t_base.to_string(),
             "--full-timeout-ms".into(),
             a.full_timeout_ms.to_string(),
+            "--n-reclaim".into(),
+            a.n_reclaim.to_string(),
         ];
         if let Some(b) = bound {
             extra.extend(["--offload-bytes-max".into(), b.to_string()]);
@@ -292,14 +385,20 @@ impl Machines<'_> {
         );
         let at_switch = explained(counters(&m1_metrics), &servers)?;
         let latency_at_switch = explained(latency(&m1_metrics), &servers)?;
-        let [m1_after, m2_after] =
-            explained(self.load_both([&m1_uri, &m2_uri], a.after_s), &servers)?;
+        let io_at_switch = explained(io_latency(&m1_metrics), &servers)?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sampler = sample_reclaim_conditions(m1_metrics.clone(), a.t_base, stop.clone());
+        let both = self.load_both([&m1_uri, &m2_uri], a.after_s);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let samples = sampler.join().unwrap_or_default();
+        let [m1_after, m2_after] = explained(both, &servers)?;
         let at_end = explained(counters(&m1_metrics), &servers)?;
         let latency_at_end = explained(latency(&m1_metrics), &servers)?;
+        let io_at_end = explained(io_latency(&m1_metrics), &servers)?;
         let [requests, seconds, within_1s] =
             [0, 1, 2].map(|i| latency_at_end[i] - latency_at_switch[i]);
-        let [store_reads, base_reads, offloaded_writes] =
-            [0, 1, 2].map(|i| at_end[i].saturating_sub(at_switch[i]));
+        let [store_reads, base_reads, offloaded_writes, failures, reclaimed, at_risk] =
+            [0, 1, 2, 3, 4, 5].map(|i| at_end[i].saturating_sub(at_switch[i]));
         self.0.discard(&["m1.base", "m2.base", "m2.store"]);
         Ok(Row {
             config: label,
@@ -317,6 +416,11 @@ impl Machines<'_> {
             machine1_after_requests: requests as u64,
             machine1_after_mean_ms: 1e3 * seconds / requests.max(1.0),
             machine1_after_over_1s: (requests - within_1s) as u64,
+            machine1_after_io: io_between(&io_at_switch, &io_at_end),
+            machine1_after_store_failures: failures,
+            machine1_after_status_samples: samples,
+            machine1_after_reclaimed_bytes: reclaimed,
+            machine1_after_reclaimed_at_risk_bytes: at_risk,
         })
     }
 }
@@ -376,6 +480,8 @@ pub fn run(a: WorstCaseArgs) -> Result<()> {
         before_s: a.before_s,
         after_s: a.after_s,
         full_timeout_ms: a.full_timeout_ms,
+        t_base: a.t_base,
+        n_reclaim: a.n_reclaim,
         region_bytes: region,
         rounds,
         paper: PAPER,
@@ -392,11 +498,13 @@ pub fn run(a: WorstCaseArgs) -> Result<()> {
 /// rounds when there are several.
 fn print_figures(f: &Figures) {
     println!(
-        "Worst case (Everest §4.2, Figure 10) on real processes: two volume servers on emulated cheetah-15k disks; machine 1 off-loads to a store on machine 2's disk; fio random 8 KiB, 30 % writes, depth 64 over {} MiB; {} s machine 1 alone, then {} s both; machine 1's full timeout {} ms. Throughput over one machine alone without off-load, measured in each round.",
+        "Worst case (Everest §4.2, Figure 10) on real processes: two volume servers on emulated cheetah-15k disks; machine 1 off-loads to a store on machine 2's disk; fio random 8 KiB, 30 % writes, depth 64 over {} MiB; {} s machine 1 alone, then {} s both; machine 1's full timeout {} ms, T_base {}, N_reclaim {}. Throughput over one machine alone without off-load, measured in each round.",
         f.region_bytes >> 20,
         f.before_s,
         f.after_s,
         f.full_timeout_ms,
+        f.t_base,
+        f.n_reclaim,
     );
     println!(
         "  {:<6} {:<16} {:>9} {:>12} {:>11} {:>10} {:>10} {:>16} {:>15}",
@@ -449,6 +557,29 @@ fn print_figures(f: &Figures) {
                 r.machine1_after_requests,
                 r.machine1_after_mean_ms,
                 r.machine1_after_over_1s
+            );
+            let io: Vec<String> = r
+                .machine1_after_io
+                .iter()
+                .filter(|(_, n, _)| *n > 0)
+                .map(|(name, n, ms)| format!("{name} {n} × {ms:.0} ms"))
+                .collect();
+            println!(
+                "  {:<6} {:<16} machine 1's own I/O after (completed × mean): {}",
+                i + 1,
+                r.config,
+                io.join(", ")
+            );
+            println!(
+                "  {:<6} {:<16} machine 1 after: store taken as failed {} times; {} MiB reclaimed, {} MiB of it at risk (reclaimed under any load); of {} samples of its status, {} with its base queue under T_base, {} with the stores full",
+                i + 1,
+                r.config,
+                r.machine1_after_store_failures,
+                r.machine1_after_reclaimed_bytes >> 20,
+                r.machine1_after_reclaimed_at_risk_bytes >> 20,
+                r.machine1_after_status_samples[0],
+                r.machine1_after_status_samples[1],
+                r.machine1_after_status_samples[2]
             );
         }
     }

@@ -265,6 +265,7 @@ impl Core {
             self.base_error_warned_at = Some(Instant::now());
         }
         for id in e.ids {
+            self.io.base_done(id, false);
             client.handle_base(now, BaseDone::Error { id, no_space });
         }
     }
@@ -273,7 +274,15 @@ impl Core {
         match event {
             // The core learns it when a request to the store cannot be sent.
             Event::StoreUnreachable { .. } => {}
-            Event::Base(Ok(done)) => client.handle_base(now, done.into()),
+            Event::Base(Ok(done)) => {
+                let id = match &done {
+                    DiskDone::Read { id, .. }
+                    | DiskDone::Written { id }
+                    | DiskDone::Flushed { id } => *id,
+                };
+                self.io.base_done(id, true);
+                client.handle_base(now, done.into())
+            }
             // The base volume's device failed operations: only their requests fail.
             Event::Base(Err(e)) if !e.ids.is_empty() => self.base_failed(client, e, now),
             // Failed without saying which: stop before acknowledging anything more.
@@ -293,6 +302,7 @@ impl Core {
                 let current = self.links[store].as_ref().is_some_and(|(l, _)| *l == link);
                 self.link_event(Event::StoreDown { store, link });
                 if current {
+                    self.io.store_lost(store);
                     tracing::warn!(
                         store = store + 1,
                         address = %self.label.stores[store],
@@ -308,6 +318,7 @@ impl Core {
                 }
                 match frame {
                     Frame::Reply { id, load, reply } => {
+                        self.io.store_replied(store, id);
                         client.handle_store(now, store, id, reply, Some(load.queue_length as u64))
                     }
                     Frame::Load(load) => client.handle_load(store, load.queue_length as u64),
@@ -458,11 +469,15 @@ impl Core {
                         (_, op) => rest.push(op),
                     }
                 }
+                for op in &rest {
+                    self.io.base_submitted(op);
+                }
                 self.disk.submit_all(rest);
             }
             let mut lost = Vec::new();
             while let Some((store, id, request)) = client.poll_store() {
                 progress = true;
+                self.io.store_sent(store, id, &request);
                 let mut frame = Vec::new();
                 encode(&Frame::Request { id, request }, &mut frame);
                 let sent = self
@@ -475,6 +490,7 @@ impl Core {
                 }
             }
             for store in lost {
+                self.io.store_lost(store);
                 client.connection_lost(now, store);
             }
             while let Some((id, reply)) = client.poll_upward() {

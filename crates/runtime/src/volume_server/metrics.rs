@@ -127,6 +127,10 @@ impl Core {
             "Write response time at the export.",
             &mut out,
         );
+        for kind in super::io_latency::IoKind::ALL {
+            let name = format!("cordillera_volume_{}_seconds", kind.name());
+            self.io.histogram(kind).render(&name, kind.help(), &mut out);
+        }
         if let Some(c) = self.volume.cache() {
             crate::warm_cache::metrics(c, &mut out);
         }
@@ -229,7 +233,10 @@ impl Core {
             "base_writes": stats.base_writes,
             "base_reads": stats.base_reads,
             "store_reads": stats.store_reads,
+            "io_latency": self.io_latency_json(),
             "reclaimed_bytes": stats.reclaimed_bytes,
+            "reclaimed_at_risk_bytes": stats.reclaimed_at_risk_bytes,
+            "store_failures": stats.store_failures,
             "reclaim_bytes_per_second": rate,
             "reclaim_eta_seconds": eta,
             "quiescent": client.is_quiescent(),
@@ -241,6 +248,21 @@ impl Core {
             },
         })
         .to_string()
+    }
+}
+
+impl Core {
+    /// The client's own I/O by kind: how many completed and their mean time in ms.
+    fn io_latency_json(&self) -> serde_json::Value {
+        let kinds = super::io_latency::IoKind::ALL.map(|kind| {
+            let h = self.io.histogram(kind);
+            let mean_ms = 1e3 * h.sum_s / h.count.max(1) as f64;
+            (
+                kind.name().to_string(),
+                serde_json::json!({ "count": h.count, "seconds": h.sum_s, "mean_ms": mean_ms }),
+            )
+        });
+        serde_json::Value::Object(kinds.into_iter().collect())
     }
 }
 

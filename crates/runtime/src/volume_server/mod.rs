@@ -22,6 +22,7 @@
 //! acknowledged write is durable somewhere.
 
 mod driver;
+mod io_latency;
 mod metrics;
 pub use metrics::status_text;
 
@@ -680,6 +681,8 @@ struct Core {
     next_tag: u64,
     reads: LatencyHistogram,
     writes: LatencyHistogram,
+    /// The client's own base and store I/O, timed by kind.
+    io: io_latency::IoLatency,
     /// (time, reclaimed bytes so far), one sample a second for the last minute.
     reclaim_samples: VecDeque<(Instant, u64)>,
     /// Whether the stores were full at the last pump (for one WARN per episode).
@@ -713,6 +716,7 @@ impl Core {
             next_tag: 0,
             reads: LatencyHistogram::default(),
             writes: LatencyHistogram::default(),
+            io: Default::default(),
             reclaim_samples: VecDeque::new(),
             stores_full: false,
             late_writes_warned: 0,
