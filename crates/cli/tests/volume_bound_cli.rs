@@ -193,5 +193,13 @@ fn the_worst_case_runs_on_two_servers_and_the_bound_caps_what_machine_1_leaves()
         for figure in ["machine1_before", "machine1_after", "machine2_after"] {
             assert!(r[figure].as_f64().unwrap() > 0.0, "{figure}: {v}");
         }
+        // Machine 1's own I/O in the second phase, by kind: its base reads were timed.
+        let io = r["machine1_after_io"].as_array().unwrap();
+        let base_reads = io.iter().find(|k| k[0] == "base_read").unwrap();
+        assert!(
+            base_reads[1].as_u64().unwrap() > 0 && base_reads[2].as_f64().unwrap() > 0.0,
+            "machine 1's base reads were not timed: {v}"
+        );
+        assert!(r["machine1_after_status_samples"][0].as_u64().unwrap() > 0, "{v}");
     }
 }
