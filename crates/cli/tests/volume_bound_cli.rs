@@ -200,6 +200,9 @@ fn the_worst_case_runs_on_two_servers_and_the_bound_caps_what_machine_1_leaves()
             base_reads[1].as_u64().unwrap() > 0 && base_reads[2].as_f64().unwrap() > 0.0,
             "machine 1's base reads were not timed: {v}"
         );
-        assert!(r["machine1_after_status_samples"][0].as_u64().unwrap() > 0, "{v}");
+        assert!(
+            r["machine1_after_status_samples"][0].as_u64().unwrap() > 0,
+            "{v}"
+        );
     }
 }
