@@ -160,14 +160,19 @@ fn latency(metrics: &str) -> Result<[f64; 3]> {
     Ok(sums)
 }
 
-/// Machine 1's counters from its `/status`: store reads, base reads, off-loaded writes, stores
-/// taken as failed, bytes reclaimed, of which at risk (fewer than N copies on stores up).
-fn counters(metrics: &str) -> Result<[u64; 6]> {
+/// Machine 1's `/status` document.
+fn status(metrics: &str) -> Result<serde_json::Value> {
     let addr = metrics
         .parse()
         .map_err(|e| anyhow!("metrics address {metrics}: {e}"))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&cordillera_runtime::http::http_get(addr, "/status")?)?;
+    let text = cordillera_runtime::http::http_get(addr, "/status")?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// Machine 1's counters from its `/status`: store reads, base reads, off-loaded writes, stores
+/// taken as failed, bytes reclaimed, of which at risk (fewer than N copies on stores up).
+fn counters(metrics: &str) -> Result<[u64; 6]> {
+    let v = status(metrics)?;
     let field = |name: &str| {
         v[name]
             .as_u64()
@@ -185,11 +190,7 @@ fn counters(metrics: &str) -> Result<[u64; 6]> {
 
 /// Machine 1's own I/O so far from its `/status`: per kind, completions and seconds.
 fn io_latency(metrics: &str) -> Result<Vec<(String, u64, f64)>> {
-    let addr = metrics
-        .parse()
-        .map_err(|e| anyhow!("metrics address {metrics}: {e}"))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&cordillera_runtime::http::http_get(addr, "/status")?)?;
+    let v = status(metrics)?;
     let kinds = v["io_latency"]
         .as_object()
         .ok_or_else(|| anyhow!("no io_latency in the volume's status"))?;
@@ -234,16 +235,11 @@ fn sample_reclaim_conditions(
 ) -> std::thread::JoinHandle<[u64; 3]> {
     std::thread::spawn(move || {
         let mut n = [0u64; 3];
-        let Ok(addr) = metrics.parse() else {
-            return n;
-        };
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            if let Ok(text) = cordillera_runtime::http::http_get(addr, "/status") {
-                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
-                    n[0] += 1;
-                    n[1] += v["base_queue_length"].as_u64().is_some_and(|q| q < t_base) as u64;
-                    n[2] += v["stores_full"].as_bool().unwrap_or(false) as u64;
-                }
+            if let Ok(v) = status(&metrics) {
+                n[0] += 1;
+                n[1] += v["base_queue_length"].as_u64().is_some_and(|q| q < t_base) as u64;
+                n[2] += v["stores_full"].as_bool().unwrap_or(false) as u64;
             }
             std::thread::sleep(std::time::Duration::from_millis(250));
         }

@@ -106,6 +106,13 @@ pub fn op_id(op: &DiskOp) -> u64 {
     }
 }
 
+/// The id of the operation a completion answers.
+pub fn done_id(done: &DiskDone) -> u64 {
+    match done {
+        DiskDone::Read { id, .. } | DiskDone::Written { id } | DiskDone::Flushed { id } => *id,
+    }
+}
+
 impl Disk {
     /// Starts the workers; each completion is passed to `done`.
     pub fn start(

@@ -275,12 +275,7 @@ impl Core {
             // The core learns it when a request to the store cannot be sent.
             Event::StoreUnreachable { .. } => {}
             Event::Base(Ok(done)) => {
-                let id = match &done {
-                    DiskDone::Read { id, .. }
-                    | DiskDone::Written { id }
-                    | DiskDone::Flushed { id } => *id,
-                };
-                self.io.base_done(id, true);
+                self.io.base_done(crate::disk::done_id(&done), true);
                 client.handle_base(now, done.into())
             }
             // The base volume's device failed operations: only their requests fail.
