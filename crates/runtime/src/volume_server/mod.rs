@@ -24,6 +24,7 @@
 mod driver;
 mod io_latency;
 mod metrics;
+mod state;
 pub use metrics::status_text;
 
 use std::collections::{HashMap, VecDeque};
@@ -49,6 +50,7 @@ use cordillera_volume::{Request, Volume};
 
 pub use cordillera_volume::label::{Label, LabelError, LABEL_BYTES};
 use metrics::*;
+use state::{Core, Pending};
 
 /// Bytes at the end of the base volume not exported: the label and the store set.
 pub const RESERVED_BYTES: u64 = LABEL_BYTES + SUPERBLOCK_BYTES;
@@ -659,75 +661,6 @@ impl Backend for VolumeBackend {
                     ),
                 }
             }
-        }
-    }
-}
-
-/// An NBD request the request path (`cordillera_volume::Volume`) has not answered yet.
-struct Pending {
-    reply: Completion,
-    arrived: Instant,
-    read: bool,
-}
-
-struct Core {
-    label: Label,
-    disk: Disk,
-    links: Vec<Option<(u64, mpsc::Sender<Vec<u8>>)>>,
-    /// The request path: requests cut into pieces, the cache, the pre-load.
-    volume: Volume,
-    /// Requests in the request path, by tag.
-    requests: HashMap<u64, Pending>,
-    next_tag: u64,
-    reads: LatencyHistogram,
-    writes: LatencyHistogram,
-    /// The client's own base and store I/O, timed by kind.
-    io: io_latency::IoLatency,
-    /// (time, reclaimed bytes so far), one sample a second for the last minute.
-    reclaim_samples: VecDeque<(Instant, u64)>,
-    /// Whether the stores were full at the last pump (for one WARN per episode).
-    stores_full: bool,
-    /// Late writes (`Stats::late_writes`) already warned about, and when (one WARN per 10 s).
-    late_writes_warned: u64,
-    late_warned_at: Option<Instant>,
-    /// Where non-durable base writes are done in place (see `serve`).
-    inline: Option<Arc<DiskFile>>,
-    /// Where base reads the page cache holds are done in place (see `serve`).
-    cached_reads: Option<Arc<DiskFile>>,
-    /// Base operations the device failed, and when that was last logged; the device's path.
-    base_errors: u64,
-    base_device: String,
-    base_error_warned_at: Option<Instant>,
-    /// The cache's log file and writer (the cache itself is the request path's).
-    cache_log: Option<CacheLog>,
-    /// Stopping: answered once the requests in flight are.
-    stopping: Option<oneshot::Sender<Result<(), String>>>,
-}
-
-impl Core {
-    fn new(label: Label, disk: Disk) -> Core {
-        let n = label.stores.len();
-        Core {
-            label,
-            disk,
-            links: vec![None; n],
-            volume: Volume::new(None),
-            requests: HashMap::new(),
-            next_tag: 0,
-            reads: LatencyHistogram::default(),
-            writes: LatencyHistogram::default(),
-            io: Default::default(),
-            reclaim_samples: VecDeque::new(),
-            stores_full: false,
-            late_writes_warned: 0,
-            late_warned_at: None,
-            inline: None,
-            cached_reads: None,
-            base_errors: 0,
-            base_device: String::new(),
-            base_error_warned_at: None,
-            cache_log: None,
-            stopping: None,
         }
     }
 }
