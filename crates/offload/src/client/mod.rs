@@ -156,6 +156,7 @@ impl Client {
     pub fn handle_load(&mut self, store: StoreIdx, load: u64) {
         if let Some(s) = self.stores.get_mut(store) {
             s.reported_load = load;
+            s.others_load = load.saturating_sub(s.in_flight);
         }
     }
 
@@ -394,14 +395,9 @@ impl Client {
             // Other data waits until the vulnerable data is on the base volume.
             return None;
         }
-        self.stores
-            .iter()
-            .any(|st| {
-                st.up
-                    && st.may_hold
-                    && st.reclaim_after <= self.now
-                    && st.any_in_flight < st.any_window
-            })
+        let urgent = self.urgent_reclaim();
+        (0..self.stores.len())
+            .any(|s| self.may_ask_for_reclaim(s, urgent))
             .then_some(false)
     }
 

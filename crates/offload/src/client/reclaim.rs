@@ -64,16 +64,11 @@ impl Client {
             if self.vulnerable_jobs > 0 || !others {
                 break;
             }
+            let urgent = self.urgent_reclaim();
             let n = self.stores.len();
             let pick = (0..n)
                 .map(|k| (self.next_reclaim_store + k) % n)
-                .find(|&s| {
-                    let st = &self.stores[s];
-                    st.up
-                        && st.may_hold
-                        && st.reclaim_after <= self.now
-                        && st.any_in_flight < st.any_window
-                });
+                .find(|&s| self.may_ask_for_reclaim(s, urgent));
             let Some(s) = pick else {
                 break;
             };
@@ -412,6 +407,30 @@ impl Client {
     /// mode with every replica available.
     /// Whether data not at risk is reclaimed: under the policy, or near an off-load bound
     /// under any policy that off-loads.
+    /// Reclaim that must go on whatever the stores' load: the stores are full, or the
+    /// off-load bound is near.
+    pub(super) fn urgent_reclaim(&self) -> bool {
+        self.stores_full_since.is_some() || self.near_offload_bound()
+    }
+
+    /// Whether store `s` may be sent one more read_any. Urgent reclaim asks any store that may
+    /// hold data; reclaim of a quiet base volume asks only a lightly-loaded one (Everest
+    /// §3.2.3: "each lightly-loaded store returns valid data"), so a client does not take a
+    /// busy volume's disk time to empty its store there: the load from others (the load the
+    /// store last reported, less this client's own requests in flight there then, so that
+    /// reclaim's own reads do not hold it back at an idle store) under T_store. One read_any may always be in
+    /// flight: its answer brings the store's load up to date (a store nobody else writes to
+    /// would otherwise never be seen quiet again).
+    pub(super) fn may_ask_for_reclaim(&self, s: StoreIdx, urgent: bool) -> bool {
+        let st = &self.stores[s];
+        let lightly_loaded = || st.any_in_flight == 0 || st.others_load < self.config.t_store;
+        st.up
+            && st.may_hold
+            && st.reclaim_after <= self.now
+            && st.any_in_flight < st.any_window
+            && (urgent || lightly_loaded())
+    }
+
     pub(super) fn reclaims_others(&self) -> bool {
         self.reclaims()
             || (self.config.policy != Policy::Baseline

@@ -3,6 +3,7 @@ use super::*;
 mod bound;
 mod copies;
 mod local;
+mod reclaim_load;
 
 /// A formatted client with one store, its superblock written; ready.
 fn ready(policy: Policy) -> Client {
