@@ -125,9 +125,8 @@ struct Row {
     /// volume server's store timeout), the bytes it reclaimed, and of those the ones reclaimed
     /// as at risk (under any load: the copy's store had been taken as failed).
     machine1_after_store_failures: u64,
-    /// Machine 1's `/status` sampled every 250 ms in the second phase: samples, those with its
-    /// base queue under `--t-base`, those with the stores full.
-    machine1_after_status_samples: [u64; 3],
+    /// Machine 1's `/status` sampled every 250 ms in the second phase.
+    machine1_after_status_samples: StatusSamples,
     machine1_after_reclaimed_bytes: u64,
     machine1_after_reclaimed_at_risk_bytes: u64,
 }
@@ -225,24 +224,60 @@ fn io_between(
         .collect()
 }
 
-/// Samples machine 1's `/status` every 250 ms until `stop`: how many samples, how many found its
-/// base queue under `t_base` (the client reclaims then), how many found the stores full (it
-/// reclaims then whatever the load).
+/// Machine 1's T_store (`volume serve`'s default): a store whose load from others is at it or
+/// above is not lightly loaded.
+const T_STORE: u64 = 32;
+
+/// Machine 1's `/status` sampled every 250 ms in the second phase.
+#[derive(Serialize, Debug, Default)]
+struct StatusSamples {
+    samples: u64,
+    /// Samples with its base queue under `--t-base` (its client reclaims then).
+    base_under_t_base: u64,
+    /// Samples with the stores full (it reclaims then whatever the stores' load).
+    stores_full: u64,
+    /// Samples where the load of the volume beside the store (machine 2's, on its disk) was at
+    /// T_store or more: reclaim of a quiet base then keeps one read_any in flight there.
+    store_loaded: u64,
+    /// Means over the samples: the store's last reported load, its volume's load, and machine
+    /// 1's requests in flight at the store.
+    store_reported_load_mean: f64,
+    store_volume_load_mean: f64,
+    store_in_flight_mean: f64,
+}
+
+/// Samples machine 1's `/status` every 250 ms until `stop`.
 fn sample_reclaim_conditions(
     metrics: String,
-    t_base: u64,
+    (t_base, t_store): (u64, u64),
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> std::thread::JoinHandle<[u64; 3]> {
+) -> std::thread::JoinHandle<StatusSamples> {
     std::thread::spawn(move || {
-        let mut n = [0u64; 3];
+        let mut n = StatusSamples::default();
+        let mut sums = [0u64; 3];
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             if let Ok(v) = status(&metrics) {
-                n[0] += 1;
-                n[1] += v["base_queue_length"].as_u64().is_some_and(|q| q < t_base) as u64;
-                n[2] += v["stores_full"].as_bool().unwrap_or(false) as u64;
+                n.samples += 1;
+                n.base_under_t_base +=
+                    v["base_queue_length"].as_u64().is_some_and(|q| q < t_base) as u64;
+                n.stores_full += v["stores_full"].as_bool().unwrap_or(false) as u64;
+                let store = &v["stores"][0];
+                let field = |name: &str| store[name].as_u64().unwrap_or(0);
+                let others = field("volume_load");
+                n.store_loaded += (others >= t_store) as u64;
+                for (sum, x) in
+                    sums.iter_mut()
+                        .zip([field("reported_load"), others, field("in_flight")])
+                {
+                    *sum += x;
+                }
             }
             std::thread::sleep(std::time::Duration::from_millis(250));
         }
+        let mean = |sum: u64| sum as f64 / n.samples.max(1) as f64;
+        n.store_reported_load_mean = mean(sums[0]);
+        n.store_volume_load_mean = mean(sums[1]);
+        n.store_in_flight_mean = mean(sums[2]);
         n
     })
 }
@@ -354,6 +389,8 @@ impl Machines<'_> {
             store_addr,
             "--t-base".into(),
             a.t_base.to_string(),
+            "--t-store".into(),
+            T_STORE.to_string(),
             "--full-timeout-ms".into(),
             a.full_timeout_ms.to_string(),
             "--n-reclaim".into(),
@@ -383,7 +420,8 @@ impl Machines<'_> {
         let latency_at_switch = explained(latency(&m1_metrics), &servers)?;
         let io_at_switch = explained(io_latency(&m1_metrics), &servers)?;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let sampler = sample_reclaim_conditions(m1_metrics.clone(), a.t_base, stop.clone());
+        let sampler =
+            sample_reclaim_conditions(m1_metrics.clone(), (a.t_base, T_STORE), stop.clone());
         let both = self.load_both([&m1_uri, &m2_uri], a.after_s);
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let samples = sampler.join().unwrap_or_default();
@@ -566,16 +604,21 @@ fn print_figures(f: &Figures) {
                 r.config,
                 io.join(", ")
             );
+            let s = &r.machine1_after_status_samples;
             println!(
-                "  {:<6} {:<16} machine 1 after: store taken as failed {} times; {} MiB reclaimed, {} MiB of it at risk (reclaimed under any load); of {} samples of its status, {} with its base queue under T_base, {} with the stores full",
+                "  {:<6} {:<16} machine 1 after: store taken as failed {} times; {} MiB reclaimed, {} MiB of it at risk (reclaimed under any load); of {} samples of its status, {} with its base queue under T_base, {} with the stores full, {} with machine 2's volume at T_store ({T_STORE}) or more on the store's disk (store's reported load {:.1}, machine 2's volume's {:.1}, machine 1's requests there {:.1}, means)",
                 i + 1,
                 r.config,
                 r.machine1_after_store_failures,
                 r.machine1_after_reclaimed_bytes >> 20,
                 r.machine1_after_reclaimed_at_risk_bytes >> 20,
-                r.machine1_after_status_samples[0],
-                r.machine1_after_status_samples[1],
-                r.machine1_after_status_samples[2]
+                s.samples,
+                s.base_under_t_base,
+                s.stores_full,
+                s.store_loaded,
+                s.store_reported_load_mean,
+                s.store_volume_load_mean,
+                s.store_in_flight_mean,
             );
         }
     }

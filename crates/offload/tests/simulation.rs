@@ -80,6 +80,8 @@ enum Msg {
         id: u64,
         reply: Reply,
         load: u64,
+        /// The base volume's operations on the store's disk (the volume beside it).
+        volume_load: u64,
         life: u64,
         to_life: u64,
     },
@@ -708,6 +710,7 @@ impl Node {
     /// The store's disk I/O, and its replies to the clients (its shadow learns what it
     /// acknowledged).
     fn pump_store(&mut self) {
+        let volume_load = self.client.as_ref().map_or(0, |c| c.client.base_load());
         let s = &mut self.store;
         while let Some(op) = s.store.poll_disk() {
             self.io.extend(s.disk.submit(op));
@@ -757,6 +760,7 @@ impl Node {
                     id,
                     reply,
                     load: s.open,
+                    volume_load,
                     life: s.life,
                     to_life,
                 },
@@ -885,6 +889,7 @@ impl Core for Node {
                 id,
                 reply,
                 load,
+                volume_load,
                 life,
                 to_life,
             } => {
@@ -904,6 +909,7 @@ impl Core for Node {
                                 describe_reply(&reply)
                             );
                         }
+                        c.client.handle_volume_load(store, volume_load);
                         c.client.handle_store(now, store, id, reply, Some(load));
                     }
                 }

@@ -56,6 +56,8 @@ enum Message {
         offset_bytes: u64,
         length_bytes: u64,
         done: mpsc::SyncSender<()>,
+        /// The submitting user's count of its operations in the model.
+        own: Arc<AtomicUsize>,
     },
 }
 
@@ -67,6 +69,8 @@ pub struct Emulator {
     capacity_bytes: u64,
     /// Operations submitted to the model and not yet completed, from every user of it.
     queued: Arc<AtomicUsize>,
+    /// Of those, this user's (a region's: clones share it).
+    own: Arc<AtomicUsize>,
     /// Where this user's offset 0 lies on the device (a partition's start).
     offset_bytes: u64,
 }
@@ -102,6 +106,7 @@ impl Emulator {
             sender,
             capacity_bytes,
             queued,
+            own: Arc::new(AtomicUsize::new(0)),
             offset_bytes: 0,
         })
     }
@@ -111,6 +116,7 @@ impl Emulator {
     pub fn region(&self, offset_bytes: u64) -> Emulator {
         Emulator {
             offset_bytes: offset_bytes % self.capacity_bytes,
+            own: Arc::new(AtomicUsize::new(0)),
             ..self.clone()
         }
     }
@@ -123,6 +129,13 @@ impl Emulator {
     /// not yet completed. A store on a partition of a busy volume's disk reports it as its load.
     pub fn queue_depth(&self) -> usize {
         self.queued.load(Ordering::Relaxed)
+    }
+
+    /// The device's queue less this user's operations: the other regions' (a store on a
+    /// partition of a volume's disk: the volume's load).
+    pub fn others_queue_depth(&self) -> usize {
+        self.queue_depth()
+            .saturating_sub(self.own.load(Ordering::Relaxed))
     }
 
     /// An operation arrives now. Offsets beyond the model's capacity wrap around it.
@@ -140,12 +153,15 @@ impl Emulator {
             offset_bytes,
             length_bytes,
             done,
+            own: self.own.clone(),
         };
         self.queued.fetch_add(1, Ordering::Relaxed);
+        self.own.fetch_add(1, Ordering::Relaxed);
         match self.sender.send(message) {
             Ok(()) => Ticket(Some(receiver)),
             Err(_) => {
                 self.queued.fetch_sub(1, Ordering::Relaxed);
+                self.own.fetch_sub(1, Ordering::Relaxed);
                 Ticket(None)
             }
         }
@@ -155,7 +171,7 @@ impl Emulator {
 fn run(mut device: Box<dyn Device>, receiver: mpsc::Receiver<Message>, queued: &AtomicUsize) {
     let started = Instant::now();
     let now = || started.elapsed().as_nanos() as u64;
-    let mut waiting: HashMap<u64, mpsc::SyncSender<()>> = HashMap::new();
+    let mut waiting: HashMap<u64, (mpsc::SyncSender<()>, Arc<AtomicUsize>)> = HashMap::new();
     let mut next_id = 0u64;
     let mut completions: Vec<Completion> = Vec::new();
     loop {
@@ -177,8 +193,9 @@ fn run(mut device: Box<dyn Device>, receiver: mpsc::Receiver<Message>, queued: &
         let t = now();
         device.advance(t, &mut completions);
         for c in completions.drain(..) {
-            if let Some(done) = waiting.remove(&c.id) {
+            if let Some((done, own)) = waiting.remove(&c.id) {
                 queued.fetch_sub(1, Ordering::Relaxed);
+                own.fetch_sub(1, Ordering::Relaxed);
                 let _ = done.send(());
             }
         }
@@ -187,10 +204,11 @@ fn run(mut device: Box<dyn Device>, receiver: mpsc::Receiver<Message>, queued: &
             offset_bytes,
             length_bytes,
             done,
+            own,
         }) = message
         {
             next_id += 1;
-            waiting.insert(next_id, done);
+            waiting.insert(next_id, (done, own));
             device.submit(
                 t,
                 IoRequest {
@@ -241,11 +259,17 @@ mod tests {
             (2..=8).contains(&depth),
             "depth {depth} just after 8 submissions"
         );
+        // Each region sees the other's part of the queue: four each were submitted, and an
+        // operation leaves both counts when it completes.
+        let (mine, theirs) = (e.others_queue_depth(), other.others_queue_depth());
+        assert!(mine <= 4 && theirs <= 4, "{mine} and {theirs} of 4 each");
+        assert_eq!(mine + theirs, other.queue_depth(), "the two parts add up");
         for t in tickets {
             t.wait();
         }
         // Counted down before the waiter is woken.
         assert_eq!(e.queue_depth(), 0, "completed operations still counted");
+        assert_eq!(e.others_queue_depth() + other.others_queue_depth(), 0);
     }
 
     /// Random 4 KiB reads one at a time on an emulated 15k RPM disk take milliseconds each

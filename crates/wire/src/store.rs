@@ -9,6 +9,7 @@
 //!           64 reply, 65 load broadcast                                    (store → client)
 //! reply   = load u8:status body-by-status
 //! load    = u32:queue_length u32:requests_per_s u32:mean_response_us u64:used_bytes u64:log_bytes
+//!           u32:volume_queue_length
 //! ```
 //!
 //! All integers little-endian. A frame longer than [`FRAME_BYTES_MAX`] or of an unknown version
@@ -19,7 +20,7 @@ use thiserror::Error;
 
 use crate::codec::{Malformed, Reader, Writer};
 
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// A write's payload is at most 16 MiB (the store's record limit) plus headers.
 pub const FRAME_BYTES_MAX: u32 = 17 * 1024 * 1024;
 // A write of the largest payload the store keeps fits in a frame (its head is 50 bytes), and
@@ -45,6 +46,10 @@ pub struct Load {
     pub mean_response_us: u32,
     pub used_bytes: u64,
     pub log_bytes: u64,
+    /// Operations in flight on the store's disk that are not the store's: the load of the
+    /// volume that shares its disk (0 for a store on a disk of its own). Everest §3.2.3: only
+    /// a lightly-loaded store gives data back to reclaim.
+    pub volume_queue_length: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,6 +90,7 @@ impl Writer<'_> {
         self.u32(l.mean_response_us);
         self.u64(l.used_bytes);
         self.u64(l.log_bytes);
+        self.u32(l.volume_queue_length);
     }
 }
 
@@ -104,6 +110,7 @@ impl Reader<'_> {
             mean_response_us: self.u32("load")?,
             used_bytes: self.u64("load")?,
             log_bytes: self.u64("load")?,
+            volume_queue_length: self.u32("load")?,
         })
     }
 }
@@ -428,6 +435,7 @@ mod tests {
             mean_response_us: 250,
             used_bytes: 1 << 20,
             log_bytes: 1 << 30,
+            volume_queue_length: 40,
         };
         vec![
             Frame::Request {

@@ -53,9 +53,22 @@ const SECTOR: u64 = 512;
 
 #[derive(Clone, Debug)]
 enum Msg {
-    Request { id: u64, request: Request },
-    Reply { id: u64, reply: Reply, load: u64 },
-    Load { load: u64 },
+    Request {
+        id: u64,
+        request: Request,
+    },
+    /// `load`: the store's disk's queue; `volume`: the part of it that is the base volume's
+    /// (the volume beside the store).
+    Reply {
+        id: u64,
+        reply: Reply,
+        load: u64,
+        volume: u64,
+    },
+    Load {
+        load: u64,
+        volume: u64,
+    },
 }
 
 /// Only what identifies a message enters the run hash (not the zeros it carries).
@@ -76,8 +89,10 @@ impl Hash for Msg {
                     (offset_bytes, version, data.len()).hash(state);
                 }
             }
-            Msg::Reply { id, load, .. } => (1u8, id, load).hash(state),
-            Msg::Load { load } => (2u8, load).hash(state),
+            Msg::Reply {
+                id, load, volume, ..
+            } => (1u8, id, load, volume).hash(state),
+            Msg::Load { load, volume } => (2u8, load, volume).hash(state),
         }
     }
 }
@@ -295,20 +310,26 @@ impl Node {
                 while let Some((tag, reply)) = store.poll_reply() {
                     progress = true;
                     let (to, id) = self.senders.remove(&tag).expect("a request's sender");
-                    let load = self.base_disk.in_flight() + self.store_disk.in_flight();
+                    let volume = self.base_disk.in_flight();
+                    let load = volume + self.store_disk.in_flight();
                     if to == self.id {
                         // The co-hosted client: no message needed (same process).
-                        local.push((id, reply, load));
+                        local.push((id, reply, load, volume));
                     } else {
                         self.out.push_back(Outgoing {
                             to,
-                            message: Msg::Reply { id, reply, load },
+                            message: Msg::Reply {
+                                id,
+                                reply,
+                                load,
+                                volume,
+                            },
                             bytes: 64,
                         });
                     }
                 }
-                for (id, reply, load) in local {
-                    self.deliver_reply(now, self.id, id, reply, load);
+                for (id, reply, load, volume) in local {
+                    self.deliver_reply(now, self.id, id, reply, (load, volume));
                 }
             }
             let store_io = self.store_disk.in_flight();
@@ -367,11 +388,22 @@ impl Node {
         store.handle_request(now, self.next_tag, request);
     }
 
-    fn deliver_reply(&mut self, now: Nanos, from: NodeId, id: u64, reply: Reply, load: u64) {
+    /// A store's reply, with its disk's queue and the part of it that is its volume's.
+    fn deliver_reply(
+        &mut self,
+        now: Nanos,
+        from: NodeId,
+        id: u64,
+        reply: Reply,
+        (load, volume): (u64, u64),
+    ) {
         let Some(store) = self.store_nodes.iter().position(|&n| n == from) else {
             return;
         };
-        self.timed(|c| c.handle_store(now, store, id, reply, Some(load)));
+        self.timed(|c| {
+            c.handle_volume_load(store, volume);
+            c.handle_store(now, store, id, reply, Some(load))
+        });
     }
 
     fn tick(&mut self, now: Nanos) {
@@ -384,12 +416,12 @@ impl Node {
                 id: HOUSEKEEPING | self.next_housekeeping,
             });
             if self.store.is_some() {
-                let load = self.load();
+                let (load, volume) = (self.load(), self.base_disk.in_flight());
                 for to in 0..self.nodes {
                     if to != self.id {
                         self.out.push_back(Outgoing {
                             to,
-                            message: Msg::Load { load },
+                            message: Msg::Load { load, volume },
                             bytes: 64,
                         });
                     }
@@ -482,10 +514,18 @@ impl Core for Node {
     fn handle_message(&mut self, now: Nanos, from: NodeId, message: Msg) {
         match message {
             Msg::Request { id, request } => self.store_request(now, from, id, request),
-            Msg::Reply { id, reply, load } => self.deliver_reply(now, from, id, reply, load),
-            Msg::Load { load } => {
+            Msg::Reply {
+                id,
+                reply,
+                load,
+                volume,
+            } => self.deliver_reply(now, from, id, reply, (load, volume)),
+            Msg::Load { load, volume } => {
                 if let Some(store) = self.store_nodes.iter().position(|&n| n == from) {
-                    self.timed(|c| c.handle_load(store, load));
+                    self.timed(|c| {
+                        c.handle_volume_load(store, volume);
+                        c.handle_load(store, load)
+                    });
                 }
             }
         }

@@ -346,6 +346,9 @@ pub struct StoreFigures {
     pub removed: bool,
     pub in_flight: u64,
     pub reported_load: u64,
+    /// The load of the volume beside the store on its disk, as last reported: what reclaim of
+    /// a quiet base volume compares with T_store.
+    pub volume_load: u64,
     pub offloaded_bytes: u64,
     /// Bytes of copies the store holds for this client that are no longer needed, deletes
     /// owed to it: stale copies, and reclaimed ones (on the base volume now).

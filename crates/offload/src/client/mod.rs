@@ -156,7 +156,16 @@ impl Client {
     pub fn handle_load(&mut self, store: StoreIdx, load: u64) {
         if let Some(s) = self.stores.get_mut(store) {
             s.reported_load = load;
-            s.others_load = load.saturating_sub(s.in_flight);
+        }
+    }
+
+    /// The load of the volume that shares store `store`'s disk, as the store reported it with
+    /// a reply or a broadcast: operations on its disk that are not the store's. A store at
+    /// T_store or more of it is not lightly loaded, and reclaim of a quiet base volume asks it
+    /// one read_any at a time (Everest §3.2.3).
+    pub fn handle_volume_load(&mut self, store: StoreIdx, load: u64) {
+        if let Some(s) = self.stores.get_mut(store) {
+            s.volume_load = load;
         }
     }
 
@@ -295,6 +304,7 @@ impl Client {
                 removed: s.removed,
                 in_flight: s.in_flight,
                 reported_load: s.reported_load,
+                volume_load: s.volume_load,
                 offloaded_bytes: 0,
                 stale_bytes: s.stale.iter().map(|(lo, hi, _)| hi - lo).sum(),
                 unsent_delete_bytes: s

@@ -416,14 +416,19 @@ impl Client {
     /// Whether store `s` may be sent one more read_any. Urgent reclaim asks any store that may
     /// hold data; reclaim of a quiet base volume asks only a lightly-loaded one (Everest
     /// §3.2.3: "each lightly-loaded store returns valid data"), so a client does not take a
-    /// busy volume's disk time to empty its store there: the load from others (the load the
-    /// store last reported, less this client's own requests in flight there then, so that
-    /// reclaim's own reads do not hold it back at an idle store) under T_store. One read_any may always be in
-    /// flight: its answer brings the store's load up to date (a store nobody else writes to
-    /// would otherwise never be seen quiet again).
+    /// busy volume's disk time to empty its store there. The load that counts is the volume's
+    /// beside the store on its disk (not the store's own queue, which holds this client's
+    /// reclaim reads: those would hold reclaim back at a store on an idle disk): with a volume
+    /// busy there, this client's read_any in flight and the volume's operations stay under
+    /// T_store; on a disk of its own (no volume load), up to the window. One read_any may
+    /// always be in flight: its answer brings the load up to date.
     pub(super) fn may_ask_for_reclaim(&self, s: StoreIdx, urgent: bool) -> bool {
         let st = &self.stores[s];
-        let lightly_loaded = || st.any_in_flight == 0 || st.others_load < self.config.t_store;
+        let lightly_loaded = || {
+            st.any_in_flight == 0
+                || st.volume_load == 0
+                || st.volume_load + st.any_in_flight < self.config.t_store
+        };
         st.up
             && st.may_hold
             && st.reclaim_after <= self.now

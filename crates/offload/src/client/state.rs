@@ -25,9 +25,10 @@ pub(super) struct StoreState {
     pub(super) next_probe: Nanos,
     pub(super) probing: bool,
     pub(super) reported_load: u64,
-    /// The part of `reported_load` that is not this client's: the load less the requests this
-    /// client had in flight there when the store reported it.
-    pub(super) others_load: u64,
+    /// The load of the volume that shares the store's disk (the disk's operations that are
+    /// not the store's), as the store last reported it: reclaim of a quiet base volume asks a
+    /// store at T_store or more one read_any at a time.
+    pub(super) volume_load: u64,
     pub(super) in_flight: u64,
     /// Deletes in flight (capped, so a store short of space is not flooded).
     pub(super) deletes_in_flight: u64,
@@ -235,7 +236,7 @@ pub(super) fn new_store_state(info: StoreInfo, now: Nanos) -> StoreState {
         next_probe: now,
         probing: false,
         reported_load: 0,
-        others_load: 0,
+        volume_load: 0,
         in_flight: 0,
         deletes_in_flight: 0,
         last_heard: now,

@@ -19,11 +19,7 @@ impl Client {
             return;
         }
         if let Some(load) = load {
-            // The store counted this client's requests in flight there, except the one it
-            // answers.
-            let st = &mut self.stores[store];
-            st.reported_load = load;
-            st.others_load = load.saturating_sub(st.in_flight.saturating_sub(1));
+            self.stores[store].reported_load = load;
         }
         self.stores[store].last_heard = now;
         if matches!(self.phase, Phase::Fenced) {

@@ -202,12 +202,14 @@ impl LoadMeter {
             self.recent.pop_front();
         }
         let device_queue = self.device.as_ref().map_or(0, |d| d.queue_depth());
+        let volume_queue = self.device.as_ref().map_or(0, |d| d.others_queue_depth());
         Load {
             queue_length: queue_length.max(device_queue) as u32,
             requests_per_s: self.recent.len() as u32,
             mean_response_us: self.mean_response_us as u32,
             used_bytes: store.used_bytes(),
             log_bytes: store.log_bytes(),
+            volume_queue_length: volume_queue as u32,
         }
     }
 }

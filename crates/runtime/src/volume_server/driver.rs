@@ -314,9 +314,13 @@ impl Core {
                 match frame {
                     Frame::Reply { id, load, reply } => {
                         self.io.store_replied(store, id);
+                        client.handle_volume_load(store, load.volume_queue_length as u64);
                         client.handle_store(now, store, id, reply, Some(load.queue_length as u64))
                     }
-                    Frame::Load(load) => client.handle_load(store, load.queue_length as u64),
+                    Frame::Load(load) => {
+                        client.handle_volume_load(store, load.volume_queue_length as u64);
+                        client.handle_load(store, load.queue_length as u64)
+                    }
                     Frame::Request { .. } => {}
                 }
             }

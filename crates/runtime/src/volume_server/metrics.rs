@@ -188,6 +188,7 @@ impl Core {
                     "unsent_delete_bytes": f.unsent_delete_bytes,
                     "in_flight": f.in_flight,
                     "reported_load": f.reported_load,
+                    "volume_load": f.volume_load,
                 })
             })
             .collect();

@@ -1,6 +1,7 @@
-//! Reclaim and the stores' load: a quiet base volume reclaims from a lightly-loaded store at up
-//! to N_reclaim read_any at once, and from a store others keep busy one at a time (Everest
-//! §3.2.3: "each lightly-loaded store returns valid data").
+//! Reclaim and the stores' load (Everest §3.2.3: "each lightly-loaded store returns valid
+//! data"): a quiet base volume reclaims from a store on an idle disk at up to N_reclaim
+//! read_any at once; beside a busy volume, its reads and the volume's operations stay under
+//! T_store; beside a volume at T_store, one read_any at a time.
 
 use super::*;
 
@@ -21,15 +22,15 @@ fn off_loaded_client() -> Client {
     c
 }
 
-/// Runs reclaim until every page is on the base volume, the store reporting `others` requests
-/// of other users besides this client's; returns the most read_any this client had in flight
-/// at once.
+/// Runs reclaim until every page is on the base volume, the store reporting its own requests
+/// as its load and `others` operations of the volume beside it on its disk; returns the most
+/// read_any this client had in flight at once.
 fn reclaim_all(c: &mut Client, others: u64) -> usize {
     let mut left: Vec<(u64, u64, Loc)> = c.ranges().map(|(lo, hi, l)| (lo, hi, *l)).collect();
     let mut in_flight: Vec<u64> = Vec::new();
     let mut most = 0;
     let mut now = 1_000_000_000;
-    c.handle_load(0, others);
+    c.handle_volume_load(0, others);
     for _ in 0..10_000 {
         if c.ranges().next().is_none() {
             return most;
@@ -45,7 +46,8 @@ fn reclaim_all(c: &mut Client, others: u64) -> usize {
                 match request {
                     Request::ReadAny { .. } => in_flight.push(id),
                     Request::Delete { .. } => {
-                        let load = others + in_flight.len() as u64;
+                        let load = in_flight.len() as u64;
+                        c.handle_volume_load(0, others);
                         c.handle_store(now, 0, id, Reply::Done, Some(load));
                     }
                     other => panic!("only reclaim is asked of the store: {other:?}"),
@@ -60,7 +62,7 @@ fn reclaim_all(c: &mut Client, others: u64) -> usize {
         }
         most = most.max(in_flight.len());
         // The store answers the oldest read_any with the next page it holds; the load it
-        // reports counts this client's requests still in flight and the others'.
+        // reports counts this client's requests still in flight.
         if !in_flight.is_empty() {
             let id = in_flight.remove(0);
             let piece = left.pop().map(|(lo, hi, l)| {
@@ -72,7 +74,8 @@ fn reclaim_all(c: &mut Client, others: u64) -> usize {
                 };
                 (extent, vec![0xab; (hi - lo) as usize])
             });
-            let load = others + in_flight.len() as u64;
+            let load = in_flight.len() as u64;
+            c.handle_volume_load(0, others);
             c.handle_store(now, 0, id, Reply::ReadAny(piece), Some(load));
         }
     }
@@ -90,12 +93,24 @@ fn a_quiet_base_volume_reclaims_from_an_idle_store_many_at_a_time() {
 }
 
 #[test]
-fn a_store_that_others_keep_busy_is_asked_one_read_any_at_a_time() {
+fn a_store_whose_volume_is_busy_is_asked_one_read_any_at_a_time() {
     let mut c = off_loaded_client();
     let t_store = c.config.t_store;
     let most = reclaim_all(&mut c, t_store);
     assert_eq!(
         most, 1,
-        "a store loaded at T_store by others gets one read_any at a time"
+        "a store whose disk's volume is at T_store gets one read_any at a time"
+    );
+}
+
+#[test]
+fn reclaim_reads_and_a_busy_volume_beside_the_store_stay_under_t_store() {
+    let mut c = off_loaded_client();
+    let t_store = c.config.t_store;
+    let most = reclaim_all(&mut c, t_store / 2);
+    assert!(
+        most > 1 && most as u64 + t_store / 2 <= t_store,
+        "{most} read_any in flight beside a volume at {} of T_store {t_store}",
+        t_store / 2
     );
 }
