@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, ensure, Context, Result};
 use clap::{Args, Subcommand};
 use cordillera_offload::Policy;
 use cordillera_runtime::disk::IoMode;
@@ -129,6 +129,10 @@ struct ServeArgs {
     /// store first].
     #[arg(long)]
     copies_timeout_ms: Option<u64>,
+    /// A store silent this many milliseconds counts as failed and what it holds is reclaimed at
+    /// any load: set it above the worst wait at its disk [default: 3000; docs/USAGE.md].
+    #[arg(long)]
+    store_timeout_ms: Option<u64>,
     /// At a restart, how long to wait for every store before serving without those that
     /// failed to answer, if they are at most N-1 [default: 1000].
     #[arg(long)]
@@ -204,6 +208,7 @@ struct ServeFile {
     export_name: Option<String>,
     full_timeout_ms: Option<u64>,
     copies_timeout_ms: Option<u64>,
+    store_timeout_ms: Option<u64>,
     recovery_grace_ms: Option<u64>,
     offload_bytes_max: Option<String>,
     offload_bytes_max_per_store: Option<String>,
@@ -369,6 +374,10 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
     if let Some(ms) = a.copies_timeout_ms.or(file.copies_timeout_ms) {
         o.copies_timeout = std::time::Duration::from_millis(ms);
     }
+    if let Some(ms) = a.store_timeout_ms.or(file.store_timeout_ms) {
+        ensure!(ms > 0, "--store-timeout-ms must be 1 or more");
+        o.store_timeout = std::time::Duration::from_millis(ms);
+    }
     if let Some(ms) = a.recovery_grace_ms.or(file.recovery_grace_ms) {
         o.recovery_grace = std::time::Duration::from_millis(ms);
     }
@@ -424,19 +433,8 @@ fn options(a: ServeArgs) -> Result<VolumeOptions> {
                 c.log_bytes = b;
             }
             if let Some(w) = warmup_size {
-                c.warmup_bytes = match w.strip_suffix('%') {
-                    Some(p) => {
-                        let p: f64 = p
-                            .trim()
-                            .parse()
-                            .map_err(|_| anyhow!("--warmup-size: bad percentage {w:?}"))?;
-                        if !(0.0..=100.0).contains(&p) {
-                            bail!("--warmup-size: a percentage of the cache, 0–100");
-                        }
-                        (bytes as f64 * p / 100.0) as u64
-                    }
-                    None => size("warmup-size", Some(w))?.expect("given"),
-                };
+                c.warmup_bytes = CacheOptions::warmup_bytes_of(&w, bytes)
+                    .map_err(|e| anyhow!("--warmup-size: {e}"))?;
             }
             if let Some(b) = size(
                 "staging-metadata",
@@ -474,7 +472,7 @@ mod tests {
         let path = dir.path().join("volume.toml");
         std::fs::write(
             &path,
-            "base = \"/tmp/base.img\"\nstore = [\"127.0.0.1:7001\", \"127.0.0.1:7002\"]\nn_way = 2\nt_base = 4\npolicy = \"always\"\nemulate = \"cheetah-15k\"\nfull_timeout_ms = 2500\n",
+            "base = \"/tmp/base.img\"\nstore = [\"127.0.0.1:7001\", \"127.0.0.1:7002\"]\nn_way = 2\nt_base = 4\npolicy = \"always\"\nemulate = \"cheetah-15k\"\nfull_timeout_ms = 2500\nstore_timeout_ms = 8000\n",
         )
         .unwrap();
         let o = options(ServeArgs {
@@ -485,6 +483,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(o.full_timeout, std::time::Duration::from_millis(2500));
+        assert_eq!(o.store_timeout, std::time::Duration::from_millis(8000));
         assert_eq!(o.recovery_grace, std::time::Duration::from_millis(300));
         assert_eq!(o.base, PathBuf::from("/tmp/base.img"));
         assert_eq!(o.stores.len(), 2);

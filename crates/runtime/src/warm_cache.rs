@@ -45,6 +45,23 @@ pub struct CacheOptions {
 }
 
 impl CacheOptions {
+    /// Bytes to warm up, from `--warmup-size`: a percentage of the cache (`25%`) or a size.
+    pub fn warmup_bytes_of(spec: &str, cache_bytes: u64) -> Result<u64, String> {
+        match spec.strip_suffix('%') {
+            Some(p) => {
+                let p: f64 = p
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("bad percentage {spec:?}"))?;
+                if !(0.0..=100.0).contains(&p) {
+                    return Err("a percentage of the cache, 0–100".into());
+                }
+                Ok((cache_bytes as f64 * p / 100.0) as u64)
+            }
+            None => cordillera_models::presets::parse_size(spec),
+        }
+    }
+
     pub fn new(cache_bytes: u64) -> CacheOptions {
         let core = warm::Options::new(cache_bytes);
         CacheOptions {

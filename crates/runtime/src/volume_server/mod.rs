@@ -58,10 +58,6 @@ pub const RESERVED_BYTES: u64 = LABEL_BYTES + SUPERBLOCK_BYTES;
 /// ([`DiskFile::read_cached`]); larger ones always go to the disk's workers, so that the core's
 /// task never spends long on one copy.
 const CACHED_READ_MAX: u64 = 128 << 10;
-/// A store request unanswered this long marks the store failed. Shorter than the full timeout
-/// (5 s), after which a write waiting for a copy at a stalled store is answered: the copy goes
-/// to another store first (at 5 s, a store stalled 5 s failed N-way writes with EIO).
-const STORE_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long to wait at start for the stores to be reached (or refuse) before recovery asks them:
 /// recovery starts at once when every store has connected or refused a connection.
 const CONNECT_GRACE: Duration = Duration::from_secs(5);
@@ -98,6 +94,14 @@ pub struct VolumeOptions {
     pub store_tls: Option<crate::tls::TlsClient>,
     /// A write every store refuses as full is answered ENOSPC after this.
     pub full_timeout: Duration,
+    /// A store silent this long with requests outstanding counts as failed (`--store-timeout-ms`):
+    /// what it holds becomes vulnerable and is reclaimed at any load once it answers again.
+    /// Default 3 s: shorter than the full timeout (5 s), so that a copy waiting at a stalled
+    /// store goes to another store first (at 5 s, a store stalled 5 s failed N-way writes with
+    /// EIO). A store on a disk shared with a busy volume may wait longer than that for its disk
+    /// (the emulated disks' shortest-positioning-first serves a far request after up to 4 s):
+    /// set it above the disk's worst wait there, or it is taken as failed while alive.
+    pub store_timeout: Duration,
     /// An off-loaded write with fewer than N copies fails (EIO) after this.
     pub copies_timeout: Duration,
     /// At a restart, how long to wait for every store before serving without those that
@@ -147,6 +151,7 @@ impl VolumeOptions {
             insecure: false,
             store_tls: None,
             full_timeout: Duration::from_secs(5),
+            store_timeout: Duration::from_secs(3),
             // Past the store request timeout: a copy held by a stalled store is sent to
             // another once the stalled one counts as failed, before the write gives up.
             copies_timeout: Duration::from_secs(10),
@@ -269,7 +274,14 @@ fn client_config(label: &Label, options: &VolumeOptions, size: u64) -> Config {
     config.t_base = options.t_base;
     config.t_store = options.t_store;
     config.n_reclaim = options.n_reclaim;
-    config.request_timeout_ns = Some(STORE_TIMEOUT.as_nanos() as u64);
+    config.request_timeout_ns = Some(options.store_timeout.as_nanos() as u64);
+    if options.store_timeout >= options.copies_timeout && label.n_way > 1 {
+        tracing::warn!(
+            store_timeout_ms = options.store_timeout.as_millis() as u64,
+            copies_timeout_ms = options.copies_timeout.as_millis() as u64,
+            "--store-timeout-ms is not below --copies-timeout-ms: an N-way write waiting for a copy at a stalled store fails with EIO before the store counts as failed and the copy goes elsewhere"
+        );
+    }
     config.full_timeout_ns = options.full_timeout.as_nanos() as u64;
     if config.t_base == 0 && !label.stores.is_empty() {
         tracing::warn!(
