@@ -200,9 +200,12 @@ fn the_worst_case_runs_on_two_servers_and_the_bound_caps_what_machine_1_leaves()
             base_reads[1].as_u64().unwrap() > 0 && base_reads[2].as_f64().unwrap() > 0.0,
             "machine 1's base reads were not timed: {v}"
         );
+        let samples = &r["machine1_after_status_samples"];
+        assert!(samples["samples"].as_u64().unwrap() > 0, "{v}");
+        // The store reports the volume beside it on machine 2's disk: busy in the second phase.
         assert!(
-            r["machine1_after_status_samples"][0].as_u64().unwrap() > 0,
-            "{v}"
+            samples["store_volume_load_mean"].as_f64().unwrap() > 0.0,
+            "machine 2's volume never seen on the store's disk: {v}"
         );
     }
 }
