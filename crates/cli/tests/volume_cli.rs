@@ -1460,7 +1460,9 @@ fn with_a_store_down_no_write_is_acknowledged_short_and_a_restart_waits_for_it()
             let now = status(metrics_first);
             let too_few_copies_seen = now["too_few_copies"].as_u64().unwrap_or(0);
             let state = now["state"].as_str().unwrap_or_default().to_string();
-            if state.starts_with("ready (degraded);") {
+            // A copy adopted by reclaim also marks the volume degraded (one copy of what
+            // reads may see): the kill waits for a write failed for too few copies as well.
+            if state.starts_with("ready (degraded);") && too_few_copies_seen > 0 {
                 // Frozen, the volume can no longer clear the mark; killed only if the
                 // superblock on the base file says "degraded".
                 let _ = signal(pid, "STOP");
@@ -1472,7 +1474,7 @@ fn with_a_store_down_no_write_is_acknowledged_short_and_a_restart_waits_for_it()
                     let _ = signal(pid, "CONT");
                 }
             } else if states.len() < 5 {
-                states.push(state);
+                states.push(format!("{state} (too few copies: {too_few_copies_seen})"));
             }
         }
         !killed && acked >= 200_000
