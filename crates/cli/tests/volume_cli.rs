@@ -414,9 +414,18 @@ struct Ledger {
 impl Ledger {
     /// Checks every block of the region through `nbd`; returns how many held data.
     fn verify(&self, nbd: &mut Nbd, blocks: u64) -> u64 {
+        // Read 256 KiB at a time (one round trip for 64 blocks; the volume splits a read
+        // between its base and its stores), each block checked on its own.
+        const PER_READ: u64 = 64;
         let mut written = 0;
+        let mut chunk = Vec::new();
         for block in 0..blocks {
-            let data = nbd.read(block * BLOCK, BLOCK as u32);
+            if block % PER_READ == 0 {
+                let n = PER_READ.min(blocks - block);
+                chunk = nbd.read(block * BLOCK, (n * BLOCK) as u32);
+            }
+            let at = ((block % PER_READ) * BLOCK) as usize;
+            let data = chunk[at..at + BLOCK as usize].to_vec();
             let version = u64::from_le_bytes(data[..8].try_into().unwrap());
             let acked = self.acked.get(&block).copied().unwrap_or(0);
             if version == 0 {
@@ -1706,8 +1715,12 @@ fn a_store_that_cleans_too_slowly_never_stalls_a_write_past_the_full_timeout() {
             "{log}"
         );
     }
+    let started = Instant::now();
     let verified = ledger.verify(&mut Nbd::connect(v.nbd), REGION / BLOCK);
-    println!("{verified} blocks verified");
+    println!(
+        "{verified} blocks verified in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     v.server.kill();
     store.kill();
 }
