@@ -26,9 +26,12 @@ chmod +x "$runner"
 host=$(rustc -vV | sed -n 's/^host: //p')
 var="CARGO_TARGET_$(tr 'a-z-' 'A-Z_' <<<"$host")_RUNNER"
 (($#)) || set -- --workspace
-env "$var=$runner" CORDILLERA_TEST_CPU="$out" cargo nextest run "$@" || true
+# A failed test is timed too; the exit status is nextest's.
+rc=0
+env "$var=$runner" CORDILLERA_TEST_CPU="$out" cargo nextest run "$@" || rc=$?
 echo
 echo "== CPU seconds per test (user + system, with the processes it waited for), wall seconds"
 awk '{ cpu = $1 + $2; total += cpu; name = $4; for (i = 5; i <= NF; i++) name = name " " $i;
        printf "%9.1f %8.1f  %s\n", cpu, $3, name } END { printf "%9.1f CPU seconds in all\n", total > "/dev/stderr" }' "$out" |
   sort -rn | head -n "${TOP:-30}"
+exit $rc

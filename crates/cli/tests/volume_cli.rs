@@ -425,7 +425,7 @@ impl Ledger {
                 chunk = nbd.read(block * BLOCK, (n * BLOCK) as u32);
             }
             let at = ((block % PER_READ) * BLOCK) as usize;
-            let data = chunk[at..at + BLOCK as usize].to_vec();
+            let data = &chunk[at..at + BLOCK as usize];
             let version = u64::from_le_bytes(data[..8].try_into().unwrap());
             let acked = self.acked.get(&block).copied().unwrap_or(0);
             if version == 0 {

@@ -134,3 +134,16 @@ fn a_cache_reset_reads_the_log_file_again() {
         "16 from the log file, 4 staged"
     );
 }
+
+#[test]
+fn the_warmup_size_is_a_percentage_of_the_cache_or_a_size() {
+    assert_eq!(CacheOptions::warmup_bytes_of("25%", 1 << 30), Ok(256 << 20));
+    assert_eq!(CacheOptions::warmup_bytes_of(" 100 %", 4096), Ok(4096));
+    assert_eq!(CacheOptions::warmup_bytes_of("64m", 1 << 30), Ok(64 << 20));
+    for bad in ["101%", "-1%", "x%", "%", "lots"] {
+        assert!(
+            CacheOptions::warmup_bytes_of(bad, 1 << 30).is_err(),
+            "{bad:?} accepted"
+        );
+    }
+}
