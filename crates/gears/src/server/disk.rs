@@ -63,8 +63,8 @@ impl ChunkServer {
         offset_bytes: u64,
         data: Vec<u8>,
     ) {
-        let seen = self.epochs.entry(group).or_insert(epoch);
-        if epoch < *seen
+        let seen = self.epochs.seen(group, epoch);
+        if epoch < seen
             || offset_bytes
                 .checked_add(data.len() as u64)
                 .is_none_or(|end| end > self.config.group_bytes)
@@ -74,7 +74,7 @@ impl ChunkServer {
                 .push_back((from, Message::Replicated { id, ok: false }));
             return;
         }
-        *seen = epoch;
+        self.epochs.raise(group, epoch);
         let disk = self.id_next();
         self.write_disk(
             ChunkIo::Write {

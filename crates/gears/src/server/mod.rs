@@ -50,6 +50,7 @@ mod base;
 mod disk;
 mod invariants;
 mod placement;
+mod primaries;
 mod primary;
 mod rebuild;
 mod standing;
@@ -57,7 +58,9 @@ mod timers;
 
 pub use placement::{GroupPlacement, Slots};
 
+use primaries::{Epochs, Facts, Primaries};
 use rebuild::{PieceStage, Rebuild, Replication};
+use timers::Deadlines;
 
 /// A logger (a versioned store) as chunk servers know it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -297,11 +300,9 @@ pub struct ChunkServer {
     lease_until: Nanos,
     next_heartbeat: Nanos,
     power: Power,
-    primaries: BTreeMap<GroupId, Primary>,
+    primaries: Primaries,
     /// The highest epoch seen per group (replication from an older one is refused).
-    epochs: BTreeMap<GroupId, Epoch>,
-    /// `epochs` at the last invariant check (debug builds).
-    checked_epochs: Vec<(GroupId, Epoch)>,
+    epochs: Epochs,
     /// Secondaries that did not answer: unavailable here until then.
     suspected: BTreeMap<ServerId, Nanos>,
     next_id: u64,
@@ -330,15 +331,14 @@ impl ChunkServer {
     /// must differ from every earlier start's.
     pub fn new(config: ServerConfig, incarnation: u64, now: Nanos) -> ChunkServer {
         let mut s = ChunkServer {
+            primaries: Primaries::new(Deadlines::of(&config)),
             config,
             incarnation,
             now,
             lease_until: 0,
             next_heartbeat: now,
             power: Power::On,
-            primaries: BTreeMap::new(),
-            epochs: BTreeMap::new(),
-            checked_epochs: Vec::new(),
+            epochs: Epochs::default(),
             suspected: BTreeMap::new(),
             next_id: 1,
             disk: BTreeMap::new(),
@@ -447,41 +447,48 @@ impl ChunkServer {
         self.power = Power::On;
         self.lease_until = 0;
         self.heartbeat();
-        self.check_invariants();
+        self.event_done();
     }
 
     // ---- The host's entry points: each event, then the reclaim budget shared out again.
 
+    /// After every event: the changed groups' facts computed again (`primaries.rs`), then the
+    /// invariants checked (debug builds).
+    fn event_done(&mut self) {
+        self.primaries.settle();
+        self.check_invariants();
+    }
+
     pub fn handle_timeout(&mut self, now: Nanos) {
         self.on_timeout(now);
         self.balance_reclaim(true);
-        self.check_invariants();
+        self.event_done();
     }
 
     pub fn handle_message(&mut self, now: Nanos, from: Endpoint, message: Message) {
         self.on_message(now, from, message);
         self.balance_reclaim(false);
-        self.check_invariants();
+        self.event_done();
     }
 
     /// A logger answered request `id` (`load`: the requests open there).
     pub fn handle_store(&mut self, now: Nanos, id: u64, reply: StoreReply, load: Option<u64>) {
         self.on_store(now, id, reply, load);
         self.balance_reclaim(false);
-        self.check_invariants();
+        self.event_done();
     }
 
     /// The connection to a logger broke: its requests may or may not have been carried out.
     pub fn logger_lost(&mut self, now: Nanos, logger: u64) {
         self.on_logger_lost(now, logger);
         self.balance_reclaim(false);
-        self.check_invariants();
+        self.event_done();
     }
 
     pub fn handle_io(&mut self, now: Nanos, done: ChunkIoDone) {
         self.on_io(now, done);
         self.balance_reclaim(false);
-        self.check_invariants();
+        self.event_done();
     }
 
     fn on_message(&mut self, now: Nanos, from: Endpoint, message: Message) {

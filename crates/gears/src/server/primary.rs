@@ -149,11 +149,17 @@ impl ChunkServer {
             return;
         }
         self.balanced_at = self.now;
-        let groups: Vec<GroupId> = self.primaries.keys().copied().collect();
+        // Each group's reclaim wants, as of its last change (`primaries.rs`).
+        self.primaries.settle();
+        let groups: Vec<(GroupId, Facts)> = self
+            .primaries
+            .keys()
+            .map(|&g| (g, self.primaries.facts(&g)))
+            .collect();
         if groups.is_empty() {
             return;
         }
-        let running: usize = self.primaries.values().map(|p| p.log.reclaim_jobs()).sum();
+        let running: usize = groups.iter().map(|(_, f)| f.reclaim_jobs).sum();
         let mut free = self.config.reclaim_jobs_max.max(1).saturating_sub(running);
         // Background priority: data that is not at risk waits while clients keep the disk
         // busy, unless reclaim has been starved too long.
@@ -166,9 +172,7 @@ impl ChunkServer {
         let n = groups.len();
         let start = self.reclaim_cursor % n;
         let mut granted: Vec<GroupId> = Vec::new();
-        let any_at_risk = groups
-            .iter()
-            .any(|g| self.primaries[g].log.reclaiming_vulnerable());
+        let any_at_risk = groups.iter().any(|(_, f)| f.reclaiming_vulnerable);
         for at_risk in [true, false] {
             // At-risk data first (§3.7, "at high priority"): while any group has some, every
             // free slot goes to those groups (several to one if there are fewer of them).
@@ -187,8 +191,8 @@ impl ChunkServer {
                     if free == 0 {
                         break;
                     }
-                    let g = groups[(start + k) % n];
-                    if self.primaries[&g].log.reclaim_wanted() == Some(at_risk) {
+                    let (g, f) = groups[(start + k) % n];
+                    if f.reclaim_wanted == Some(at_risk) {
                         granted.push(g);
                         free -= 1;
                     }
@@ -198,31 +202,29 @@ impl ChunkServer {
                 }
             }
         }
-        let wanted = running > 0
-            || groups
-                .iter()
-                .any(|g| self.primaries[g].log.reclaim_wanted().is_some());
+        let wanted = running > 0 || groups.iter().any(|(_, f)| f.reclaim_wanted.is_some());
         if !granted.is_empty() || !wanted {
             self.reclaim_granted_at = self.now;
         }
         if let Some(last) = granted.last() {
-            let i = groups.iter().position(|g| g == last).expect("a group");
+            let i = groups.iter().position(|(g, _)| g == last).expect("a group");
             self.reclaim_cursor = i + 1;
         }
-        for g in groups {
-            let p = self.primaries.get_mut(&g).expect("primary");
-            let mut limit = p.log.reclaim_jobs() + granted.iter().filter(|&&x| x == g).count();
+        for (g, f) in groups {
+            let mut limit = f.reclaim_jobs + granted.iter().filter(|&&x| x == g).count();
             // While the disk is busy, or another group has at-risk data to reclaim, a group
             // whose data is not at risk starts no further job (the ones running finish; else
             // a group keeping its slot would hold it while at-risk data waits).
             if (busy || any_at_risk)
                 && !granted.contains(&g)
-                && !p.log.reclaiming_vulnerable()
-                && p.log.reclaim_wanted() != Some(true)
+                && !f.reclaiming_vulnerable
+                && f.reclaim_wanted != Some(true)
             {
                 limit = 0;
             }
-            if p.log.reclaim_limit() != limit {
+            // (Pumping one group changes only that group's facts.)
+            if f.reclaim_limit != limit {
+                let p = self.primaries.get_mut(&g).expect("primary");
                 p.log.set_reclaim_limit(limit);
                 self.pump(g);
             }
@@ -331,7 +333,7 @@ impl ChunkServer {
 
     pub(super) fn become_primary(&mut self, view: GroupView, superblock: Option<Vec<u8>>) {
         let g = view.group;
-        if self.epochs.get(&g).is_some_and(|&e| e > view.epoch)
+        if self.epochs.get(&g).is_some_and(|e| e > view.epoch)
             || self
                 .primaries
                 .get(&g)
@@ -349,7 +351,7 @@ impl ChunkServer {
         if self.primaries.contains_key(&g) {
             self.drop_primary(g, ServeError::NotPrimary);
         }
-        self.epochs.insert(g, view.epoch);
+        self.epochs.raise(g, view.epoch);
         let mut config = LogConfig::new(
             g.0 as u64,
             g.0 as u64,
@@ -439,13 +441,17 @@ impl ChunkServer {
         if p.view.epoch != view.epoch {
             return;
         }
+        // The loggers' ranks follow the replicas (a lease repeats every view unchanged).
+        let same_replicas = p.view.replicas == view.replicas;
         p.view = view;
-        let ranks = self.logger_ranks(&self.primaries[&g].view);
-        self.primaries
-            .get_mut(&g)
-            .expect("primary")
-            .log
-            .set_store_ranks(ranks);
+        if !same_replicas {
+            let ranks = self.logger_ranks(&self.primaries[&g].view);
+            self.primaries
+                .get_mut(&g)
+                .expect("primary")
+                .log
+                .set_store_ranks(ranks);
+        }
         self.start_rebuild_if_needed(g);
         self.refresh_availability(g);
         self.pump(g);

@@ -306,3 +306,99 @@ fn loggers_full_for_a_moment_delay_a_write_but_do_not_fail_it() {
     let &(_, _, last) = run.attempts.last().unwrap();
     assert_eq!(last, Ok(()), "{:?}", run.attempts);
 }
+
+/// The server's earliest deadline, walking every group (what `poll_timeout` computed after
+/// every event before the groups' deadlines were kept per group).
+fn walked_timeout(s: &ChunkServer) -> Option<Nanos> {
+    let d = Deadlines::of(&s.config);
+    let mut at = s.next_heartbeat;
+    if !s.primaries.is_empty() {
+        at = at.min(s.lease_until);
+    }
+    for p in s.primaries.values() {
+        if let Some(t) = d.of_group(p) {
+            at = at.min(t);
+        }
+    }
+    Some(at)
+}
+
+/// The deadlines kept per group follow each group's changes: primary of two groups, a write
+/// to one moves the server's earliest deadline to that write's replication timeout, and
+/// giving up on the secondary moves it on; at every step the kept deadline is the one a walk
+/// of every group finds.
+#[test]
+fn the_kept_deadline_follows_the_group_that_changed() {
+    let config = ServerConfig::new(0, 1 << 20, 64 << 20, vec![0, 1], Vec::new());
+    let timeout = config.replicate_timeout_ns;
+    let mut s = ChunkServer::new(config, 1, 0);
+    let view = |g: u32| GroupView {
+        group: GroupId(g),
+        epoch: 1,
+        replicas: vec![0, 1],
+        primary: Some(0),
+        available: 0b11,
+        rebuilding: None,
+        slots: 1,
+    };
+    s.handle_message(
+        1,
+        Endpoint::Mds,
+        Message::Lease {
+            until: 100 * timeout,
+            primaries: vec![view(3), view(4)],
+        },
+    );
+    for g in [3, 4] {
+        s.handle_message(
+            1,
+            Endpoint::Mds,
+            Message::BecomePrimary {
+                view: view(g),
+                superblock: None,
+            },
+        );
+    }
+    assert_eq!(s.primaries.len(), 2);
+    assert_eq!(s.poll_timeout(), walked_timeout(&s));
+    let now = 2;
+    for _ in 0..4 {
+        while let Some((_, m)) = s.poll_message() {
+            if let Message::WriteSuperblock { id, .. } = m {
+                s.handle_message(
+                    now,
+                    Endpoint::Mds,
+                    Message::SuperblockWritten { id, ok: true },
+                );
+                assert_eq!(s.poll_timeout(), walked_timeout(&s));
+            }
+        }
+    }
+    let before = s.poll_timeout().expect("a timeout");
+    s.handle_message(
+        now,
+        Endpoint::Client(0),
+        Message::Write {
+            id: 9,
+            group: GroupId(4),
+            offset_bytes: 0,
+            data: vec![1; 4096],
+        },
+    );
+    let with_write = s.poll_timeout().expect("a timeout");
+    assert_eq!(Some(with_write), walked_timeout(&s));
+    assert!(
+        with_write <= now + timeout && with_write <= before,
+        "the write's replication timeout {} is the earliest: {with_write} (before it {before})",
+        now + timeout
+    );
+    while s.poll_message().is_some() {}
+    while s.poll_io().is_some() {}
+    s.handle_timeout(now + timeout);
+    let after = s.poll_timeout().expect("a timeout");
+    assert_eq!(Some(after), walked_timeout(&s));
+    assert!(
+        after > now + timeout,
+        "the given-up write's deadline is gone"
+    );
+}

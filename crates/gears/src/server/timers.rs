@@ -17,7 +17,7 @@ use super::*;
 
 /// The deadline rules of the table above.
 #[derive(Clone, Copy)]
-struct Deadlines {
+pub(super) struct Deadlines {
     replicate_ns: Nanos,
     piece_ns: Nanos,
 }
@@ -28,7 +28,7 @@ impl Deadlines {
     /// pieces other servers copy to the same new replica; timing it out sooner copied it again
     /// and again. (A new replica that fails is found by the MDS, which restarts the rebuild, so
     /// the timeout only covers a lost message.)
-    fn of(config: &ServerConfig) -> Deadlines {
+    pub(super) fn of(config: &ServerConfig) -> Deadlines {
         Deadlines {
             replicate_ns: config.replicate_timeout_ns,
             piece_ns: config.replicate_timeout_ns
@@ -59,32 +59,41 @@ impl Deadlines {
     fn orphan_piece(self, p: &Primary) -> Option<Nanos> {
         p.orphan_piece.map(|(_, _, _, since)| since + self.piece_ns)
     }
+
+    /// The earliest of a group's deadlines (the group rows of the table above).
+    pub(super) fn of_group(self, p: &Primary) -> Option<Nanos> {
+        let group = [
+            p.log.poll_timeout(),
+            self.rebuild_piece(p),
+            self.orphan_piece(p),
+        ];
+        let writes = p.base.values().filter_map(|w| self.base_write(w));
+        let superblocks = p
+            .superblock_writes
+            .values()
+            .map(|&(_, _, sent)| self.superblock_write(sent));
+        group
+            .into_iter()
+            .flatten()
+            .chain(writes)
+            .chain(superblocks)
+            .min()
+    }
 }
 
 impl ChunkServer {
+    /// The earliest deadline: the heartbeat, the lease while primary of any group, and each
+    /// group's (kept per group, see `primaries.rs`).
     pub fn poll_timeout(&self) -> Option<Nanos> {
         if self.power == Power::Asleep {
             return None;
         }
-        let d = Deadlines::of(&self.config);
         let mut at = self.next_heartbeat;
-        let mut consider = |t: Nanos| at = at.min(t);
         if !self.primaries.is_empty() {
-            consider(self.lease_until);
+            at = at.min(self.lease_until);
         }
-        for p in self.primaries.values() {
-            let group = [p.log.poll_timeout(), d.rebuild_piece(p), d.orphan_piece(p)];
-            let writes = p.base.values().filter_map(|w| d.base_write(w));
-            let superblocks = p
-                .superblock_writes
-                .values()
-                .map(|&(_, _, sent)| d.superblock_write(sent));
-            group
-                .into_iter()
-                .flatten()
-                .chain(writes)
-                .chain(superblocks)
-                .for_each(&mut consider);
+        if let Some(t) = self.primaries.earliest() {
+            at = at.min(t);
         }
         Some(at)
     }
