@@ -209,3 +209,57 @@ fn the_worst_case_runs_on_two_servers_and_the_bound_caps_what_machine_1_leaves()
         );
     }
 }
+
+/// `--store-timeout-ms 0` would declare every store failed at its first request: refused at
+/// start, as a flag and in the config file, before anything is opened or listened on.
+#[test]
+fn a_store_timeout_of_zero_is_refused_as_a_flag_and_in_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.img");
+    std::fs::write(&base, vec![0u8; 1 << 20]).unwrap();
+    let config = dir.path().join("volume.toml");
+    std::fs::write(&config, "store_timeout_ms = 0\n").unwrap();
+    let common = [
+        "volume",
+        "serve",
+        "--base",
+        base.to_str().unwrap(),
+        "--format",
+        "--store",
+        "127.0.0.1:1",
+        "--nbd",
+        "127.0.0.1:0",
+    ];
+    for extra in [
+        vec!["--store-timeout-ms", "0"],
+        vec!["--config", config.to_str().unwrap()],
+    ] {
+        let out = Command::new(BIN)
+            .args(common)
+            .args(&extra)
+            .output_within(COMMAND_LIMIT)
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?} accepted: {stderr}");
+        assert!(
+            stderr.contains("--store-timeout-ms must be 1 or more"),
+            "{extra:?}: {stderr}"
+        );
+    }
+    // One millisecond is accepted as far as the flag goes (the store is unreachable, so the
+    // volume waits for it; the process is stopped here).
+    let mut ok = Command::new(BIN)
+        .args(common)
+        .args(["--store-timeout-ms", "1"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    ok.kill().ok();
+    let out = ok.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("--store-timeout-ms must be"),
+        "1 ms refused: {stderr}"
+    );
+}
