@@ -10,6 +10,8 @@ use std::thread;
 
 use cordillera_vstore::store::{DiskDone, DiskOp, Store, WriteBytes};
 
+mod group_commit;
+
 /// Worker threads: enough to keep a device's queue busy with the store's concurrent records.
 pub const DISK_WORKERS: usize = 32;
 
@@ -312,6 +314,8 @@ pub struct DiskFile {
     buffers: BufferPool,
     /// When set, operations also take the modeled device's time ([`DiskFile::emulate`]).
     emulator: std::sync::OnceLock<crate::emulate::Emulator>,
+    /// One `fdatasync` for the callers of [`DiskFile::sync`] meanwhile.
+    commits: group_commit::GroupCommit,
 }
 
 /// `O_DIRECT` alignment of offsets and lengths (the logical block size of common devices).
@@ -344,6 +348,7 @@ impl DiskFile {
                 direct,
                 buffers: BufferPool::default(),
                 emulator: std::sync::OnceLock::new(),
+                commits: group_commit::GroupCommit::default(),
             })
         };
         match mode {
@@ -468,11 +473,18 @@ impl DiskFile {
         unsafe { libc::posix_fadvise(fd, 0, 0, advice) };
     }
 
-    /// `fdatasync`: every completed write becomes durable.
+    /// `fdatasync`: every write completed before the call is durable when it returns. Callers
+    /// that arrive while one runs share the next (group commit, `group_commit.rs`); after a
+    /// failed one every later call fails.
     pub fn sync(&self) -> Result<(), DiskError> {
-        self.file
-            .sync_data()
+        self.commits
+            .sync(|| self.file.sync_data())
             .map_err(|error| DiskError::new("fdatasync", error))
+    }
+
+    /// How many `fdatasync`s [`DiskFile::sync`] has run (callers meanwhile share one).
+    pub fn syncs(&self) -> u64 {
+        self.commits.started()
     }
 
     /// Reads `length_bytes` at `offset_bytes` into `buffer` (its capacity reused, its
