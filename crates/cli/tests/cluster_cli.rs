@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use cordillera_testkit::cluster::{ClusterOptions, Daemon, LocalCluster};
 use cordillera_testkit::process::{fio_verify as fio, free_addr, have, qemu_io_patterns};
 
-use cluster::{awake_servers, binary, qemu, start_cluster, start_volume, wait_gear_1, wait_quiet};
+use cluster::{
+    awake_servers, binary, last_words, qemu, start_cluster, start_volume, wait_gear_1, wait_quiet,
+};
 
 #[test]
 fn fio_verifies_every_block_while_gears_shift_and_the_loggers_end_empty() {
@@ -828,13 +830,15 @@ fn full_loggers_wake_the_replicas_and_writes_wait_instead_of_failing() {
         ..ClusterOptions::default()
     };
     let c = LocalCluster::start(binary(), dir.path(), options).unwrap_or_else(|e| panic!("{e}"));
-    let (_vol, url) = start_volume(&c, "full", "48m");
+    let (vol, url) = start_volume(&c, "full", "48m");
     qemu(&url, &["write -P 0x41 0 32M"]).unwrap_or_else(|e| panic!("{e}"));
     c.gear("1").unwrap();
     wait_gear_1(&c);
     for mib in 0..32u64 {
-        qemu(&url, &[&format!("write -P 0x42 {mib}M 1M")])
-            .unwrap_or_else(|e| panic!("MiB {mib} in gear 1 with full loggers: {e}"));
+        qemu(&url, &[&format!("write -P 0x42 {mib}M 1M")]).unwrap_or_else(|e| {
+            let logs = last_words(&c, &vol, 40);
+            panic!("MiB {mib} in gear 1 with full loggers: {e}\n{logs}")
+        });
     }
     let full: u64 = (0..c.options.racks)
         .map(|i| {

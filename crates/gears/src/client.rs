@@ -38,9 +38,13 @@ pub struct ClientConfig {
     pub retries_max: u32,
     /// A request unanswered this long is retried.
     pub request_timeout_ns: Nanos,
-    /// The first retry waits this long; each next one twice as long, up to 1 s.
+    /// The first retry waits this long; each next one twice as long, up to
+    /// [`RETRY_DELAY_MAX_NS`].
     pub retry_delay_ns: Nanos,
 }
+
+/// The longest wait between two attempts of a piece (1 s).
+pub const RETRY_DELAY_MAX_NS: Nanos = 1_000_000_000;
 
 impl ClientConfig {
     pub fn new(client: u32) -> ClientConfig {
@@ -729,7 +733,8 @@ impl ObjectClient {
             return;
         }
         self.stats.retries += 1;
-        let delay = (self.config.retry_delay_ns << (p.attempts - 1).min(16)).min(1_000_000_000);
+        let delay =
+            (self.config.retry_delay_ns << (p.attempts - 1).min(16)).min(RETRY_DELAY_MAX_NS);
         // After the delay the piece finds no primary cached and asks the MDS (§3.1: "after a
         // timeout period the client fetches and caches the new chunk metadata").
         p.state = PieceState::Waiting { until: now + delay };

@@ -123,3 +123,21 @@ pub fn random_writes_verified(url: &str, seconds: u32) -> String {
         ],
     )
 }
+
+/// The last `lines` lines each daemon of the cluster and the volume wrote,
+/// headed by who wrote them: what a failing test prints so that a run on CI
+/// can be read without reproducing it.
+pub fn last_words(c: &LocalCluster, volume: &Proc, lines: usize) -> String {
+    let tail = |log: String| {
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    };
+    let mut out = format!("--- volume\n{}\n", tail(volume.log()));
+    let mut daemons = vec![Daemon::Mds];
+    daemons.extend((0..c.servers()).map(Daemon::Server));
+    daemons.extend((0..c.loggers()).map(Daemon::Logger));
+    for d in daemons {
+        out += &format!("--- {d:?}\n{}\n", tail(c.log(d)));
+    }
+    out
+}

@@ -100,6 +100,12 @@ pub struct ServerConfig {
     /// later: cleaning, reclaim or the replicas' wake-up may make room meanwhile); after it,
     /// `NoSpace`.
     pub log_full_final_ns: Nanos,
+    /// A group whose write the loggers refused as full is named in the heartbeats (so that
+    /// the MDS keeps its replicas up, and the writes go to them) until this long after the
+    /// last such refusal: longer than a client's longest wait between attempts of a write
+    /// ([`crate::client::RETRY_DELAY_MAX_NS`]) plus a heartbeat, so that the attempt after a
+    /// refusal finds the replicas still up.
+    pub log_full_hold_ns: Nanos,
     pub log_recovery_grace_ns: Nanos,
     /// Reclaim jobs at once over all the groups the server is primary of (at least 1).
     pub reclaim_jobs_max: usize,
@@ -141,6 +147,7 @@ impl ServerConfig {
             log_request_timeout_ns: 2_000_000_000,
             log_wait_ns: 1_000_000_000,
             log_full_final_ns: 5_000_000_000,
+            log_full_hold_ns: 3_000_000_000,
             log_recovery_grace_ns: 1_000_000_000,
             reclaim_jobs_max: 2,
             reclaim_busy_disk: None,
@@ -254,6 +261,9 @@ struct Primary {
     /// Since when the group's writes that must be logged have found the loggers full (from
     /// the first such answer, less the wait it took); cleared when one is logged.
     log_full_since: Option<Nanos>,
+    /// When a write of the group was last refused for full loggers (busy or no space): the
+    /// heartbeats name the group until `log_full_hold_ns` after it.
+    last_full_refusal: Option<Nanos>,
 }
 
 enum DiskWork {

@@ -35,6 +35,7 @@ impl ChunkServer {
                             // Full for a moment (cleaning, a burst, replicas waking): busy,
                             // and the client sends it again; full for long: no space.
                             cordillera_offload::client::ClientError::NoSpace => {
+                                p.last_full_refusal = Some(now);
                                 let since = *p
                                     .log_full_since
                                     .get_or_insert(now.saturating_sub(log_wait_ns));
@@ -398,6 +399,7 @@ impl ChunkServer {
             orphan_piece: None,
             next_up: 1,
             log_full_since: None,
+            last_full_refusal: None,
         };
         primary
             .log

@@ -19,13 +19,18 @@ impl ChunkServer {
                     .collect(),
                 // Full loggers matter while the group's writes must be logged (a replica is
                 // down) or data logged waits for reclaim; a store's next accepted write clears
-                // the client's mark, but once the replicas take the writes none may come.
+                // the client's mark, but once the replicas take the writes none may come. A
+                // write refused for them keeps the group named for the hold after it, so that
+                // its next attempt finds the replicas up.
                 log_full: self
                     .primaries
                     .iter()
                     .filter(|(_, p)| {
-                        p.log.stores_full_since().is_some()
-                            && (p.log.stats().offloaded_bytes > 0 || !p.view.all_available())
+                        let held = p
+                            .last_full_refusal
+                            .is_some_and(|t| self.now < t + self.config.log_full_hold_ns);
+                        held || (p.log.stores_full_since().is_some()
+                            && (p.log.stats().offloaded_bytes > 0 || !p.view.all_available()))
                     })
                     .map(|(g, _)| *g)
                     .collect(),

@@ -268,27 +268,46 @@ fn a_write_the_full_loggers_refuse_is_answered_before_the_clients_timeout() {
         "the heartbeats tell the MDS the group's loggers are full"
     );
     let (mut s, mut now) = (run.s, run.now);
-    // The replicas are up again and nothing of the group is logged: the mark clears.
+    // The replicas are up and nothing of the group is logged. The group stays named for
+    // `log_full_hold_ns` after the last refusal (a client's next attempt comes up to 1 s
+    // later: were the replicas sent back to standby first, it would find the loggers full
+    // again, and again — a cluster test's writer got EIO after 49 attempts that way); then the
+    // mark clears and the gear's plan applies again.
+    let last_refusal = run.attempts.last().unwrap().1;
+    let hold = s.config.log_full_hold_ns;
+    assert!(
+        hold > crate::client::RETRY_DELAY_MAX_NS + s.config.heartbeat_interval_ns,
+        "the hold ({hold} ns) outlasts a client's longest wait between attempts"
+    );
     let view = GroupView {
         available: 0b111,
         ..s.primaries[&GroupId(3)].view.clone()
     };
     s.handle_message(now, Endpoint::Mds, Message::GroupChanged { view });
-    let until = now + 2 * s.config.heartbeat_interval_ns;
-    let mut last_report = None;
-    while now < until {
+    let mut reports: Vec<(Nanos, Vec<GroupId>)> = Vec::new();
+    while now < last_refusal + hold + 2 * s.config.heartbeat_interval_ns {
         now = s.poll_timeout().map_or(now + 1_000_000, |t| t.max(now + 1));
         s.handle_timeout(now);
         while let Some((_, m)) = s.poll_message() {
             if let Message::Heartbeat { log_full, .. } = m {
-                last_report = Some(log_full);
+                reports.push((now, log_full));
             }
         }
         while s.poll_store().is_some() {}
     }
-    assert_eq!(
-        last_report,
-        Some(Vec::new()),
+    for (at, named) in &reports {
+        let held = *at < last_refusal + hold;
+        assert_eq!(
+            named.is_empty(),
+            !held,
+            "{} ms after the last refusal (hold {} ms): {named:?}",
+            (at - last_refusal) / 1_000_000,
+            hold / 1_000_000
+        );
+    }
+    assert!(reports.len() >= 3, "heartbeats: {reports:?}");
+    assert!(
+        reports.last().unwrap().1.is_empty(),
         "the group is no longer named"
     );
 }
