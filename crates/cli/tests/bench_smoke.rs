@@ -263,8 +263,8 @@ fn volume_pgbench_prints_the_three_configurations() {
 
 /// The cluster benchmark at its smallest: a day of 2-second hours on two servers per rack by
 /// the paper's method (three runs of the day: the baseline, the baseline of as many servers as
-/// chunk servers and loggers, gear shifting), Table 5 for a second, Figure 12 on one cluster
-/// (about three and a half minutes).
+/// chunk servers and loggers, gear shifting), Table 5 for a second (its writes again on a
+/// plain volume), Figure 12 on one cluster (about three and a half minutes).
 #[test]
 fn cluster_bench_prints_the_day_table_5_and_figure_12() {
     // Three runs of a 48 s day with the clusters' starts and stops, Table 5, Figure 12: past
@@ -325,6 +325,21 @@ fn cluster_bench_prints_the_day_table_5_and_figure_12() {
     for t in throughput {
         positive(&t["measured"], "Table 5 measured");
         assert_eq!(t["errors"], 0, "{t}");
+        // The write rows ran again on a plain volume on one emulated disk, at the depth each
+        // of the cluster's 6 disks sees (r = 3): 6 streams → 3, 64 random → 32.
+        let plain = &t["plain"];
+        if t["workload"].as_str().unwrap().ends_with("writes") {
+            positive(&plain["measured"], "plain volume measured");
+            assert_eq!(plain["errors"], 0, "{t}");
+            let depth = if t["unit"] == "MB/s" { 3 } else { 32 };
+            assert_eq!(plain["depth"], depth, "{t}");
+            let ratio =
+                t["measured"].as_f64().unwrap() / (plain["measured"].as_f64().unwrap() * 6.0 / 3.0);
+            let printed = plain["cluster_over_plain_disks"].as_f64().unwrap();
+            assert!((ratio - printed).abs() < 1e-9, "{t}");
+        } else {
+            assert!(plain.is_null(), "{t}");
+        }
     }
     positive(&j["rebuild"][0]["mb_per_s"], "Figure 12 MB/s");
 }

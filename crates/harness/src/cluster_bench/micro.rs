@@ -12,7 +12,9 @@ use cordillera_runtime::replay::{replay, Mode, ReplayOptions};
 use cordillera_trace::Record;
 use cordillera_types::Op;
 
-use super::{start_volume, ClusterBenchArgs, RebuildRow, ThroughputRow};
+use cordillera_procs::process::Proc;
+
+use super::{start_volume, ClusterBenchArgs, PlainWrite, RebuildRow, ThroughputRow};
 
 /// Table 5: closed-loop streaming and random throughput in the top gear, against the ideal of
 /// the servers' emulated disks (Table 4's performance: writes reach r disks, reads one).
@@ -67,7 +69,7 @@ pub(super) fn table5(
                 "random writes",
                 Op::Write,
                 false,
-                64,
+                RANDOM_DEPTH,
                 perf.write_iops * n / r,
                 465.0,
                 537.0,
@@ -77,42 +79,17 @@ pub(super) fn table5(
                 "random reads",
                 Op::Read,
                 false,
-                64,
+                RANDOM_DEPTH,
                 perf.read_iops * n,
                 1152.0,
                 1233.0,
                 "IOPS",
             ),
         ];
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()?;
         let mut out = Vec::new();
         for (workload, op, streaming, depth, ideal, paper, paper_ideal, unit) in rows {
-            eprintln!(
-                "cluster bench: Table 5: {workload} for {} s",
-                a.throughput_seconds
-            );
-            let length: u64 = if streaming { 1 << 20 } else { 64 << 10 };
-            let deadline = Instant::now() + Duration::from_secs(a.throughput_seconds);
-            let streams = if streaming { depth as u64 } else { 0 };
-            let records = pieces(op, object_bytes, length, streams, a.seed, Some(deadline));
-            let options = ReplayOptions {
-                mode: Mode::Closed { depth },
-                interval_s: 1.0,
-                max_outstanding: depth,
-                max_records: None,
-                progress_every: None,
-            };
-            let report = runtime
-                .block_on(replay(&url, records, &options))
-                .map_err(|e| anyhow!("Table 5 {workload}: {e}"))?;
-            let measured = if unit == "MB/s" {
-                report.mb_per_s
-            } else {
-                report.iops
-            };
+            let (measured, errors) =
+                measure(a, &url, workload, op, streaming, depth, object_bytes)?;
             out.push(ThroughputRow {
                 workload,
                 unit,
@@ -120,13 +97,138 @@ pub(super) fn table5(
                 ideal,
                 paper,
                 paper_ideal,
-                errors: report.errors,
+                errors,
+                plain: None,
             });
         }
         Ok(out)
     })();
     cluster.stop();
-    result
+    let mut rows = result?;
+    for row in rows.iter_mut().filter(|r| r.workload.ends_with("writes")) {
+        let streaming = row.unit == "MB/s";
+        let cluster_depth = if streaming { servers } else { RANDOM_DEPTH };
+        row.plain = Some(plain_write(
+            a,
+            me,
+            dir,
+            row,
+            (streaming, cluster_depth, servers),
+            object_bytes,
+        )?);
+    }
+    Ok(rows)
+}
+
+/// Closed-loop depth of Table 5's random runs (the paper's clients kept 64 KB requests going).
+const RANDOM_DEPTH: usize = 64;
+
+/// One Table 5 workload for `--throughput-seconds` on `url`: MB/s for streaming runs, IOPS for
+/// random ones, and how many requests failed.
+fn measure(
+    a: &ClusterBenchArgs,
+    url: &NbdUrl,
+    workload: &str,
+    op: Op,
+    streaming: bool,
+    depth: usize,
+    object_bytes: u64,
+) -> Result<(f64, u64)> {
+    eprintln!(
+        "cluster bench: Table 5: {workload} for {} s at depth {depth}",
+        a.throughput_seconds
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let length: u64 = if streaming { 1 << 20 } else { 64 << 10 };
+    let deadline = Instant::now() + Duration::from_secs(a.throughput_seconds);
+    let streams = if streaming { depth as u64 } else { 0 };
+    let records = pieces(op, object_bytes, length, streams, a.seed, Some(deadline));
+    let options = ReplayOptions {
+        mode: Mode::Closed { depth },
+        interval_s: 1.0,
+        max_outstanding: depth,
+        max_records: None,
+        progress_every: None,
+    };
+    let report = runtime
+        .block_on(replay(url, records, &options))
+        .map_err(|e| anyhow!("Table 5 {workload}: {e}"))?;
+    let measured = if streaming {
+        report.mb_per_s
+    } else {
+        report.iops
+    };
+    Ok((measured, report.errors))
+}
+
+/// A Table 5 write workload on a plain volume (`volume serve --policy baseline`: no replicas,
+/// no chunk servers, no network between servers) whose base is one emulated disk of the
+/// cluster's model, in memory beside the cluster's files. Its depth is what each of the
+/// cluster's disks has in flight on average (the cluster's depth × r / N, at least 1), so
+/// both runs load a disk alike: the cluster then gives N/r times the plain volume if
+/// replication costs nothing beyond the disks.
+fn plain_write(
+    a: &ClusterBenchArgs,
+    me: &Path,
+    dir: &Path,
+    row: &ThroughputRow,
+    (streaming, cluster_depth, servers): (bool, usize, usize),
+    object_bytes: u64,
+) -> Result<PlainWrite> {
+    let r = 3;
+    let depth = (cluster_depth * r).div_ceil(servers).max(1);
+    let base = dir.join("plain.base");
+    let _ = std::fs::remove_file(&base);
+    // The volume keeps its label past the data (formatted here); sparse, as the chunk files.
+    std::fs::File::create(&base)?.set_len(object_bytes + (1 << 20))?;
+    let args: Vec<String> = [
+        "volume",
+        "serve",
+        "--format",
+        "--policy",
+        "baseline",
+        "--nbd",
+        "127.0.0.1:0",
+        "--emulate",
+        &a.emulate,
+        "--base",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([base.display().to_string()])
+    .collect();
+    let (volume, found) = Proc::spawn_until(me, &args, &["cordillera volume: NBD export at "])
+        .map_err(|e| anyhow!("the plain volume: {e}"))?;
+    let url: NbdUrl = found[0].trim().parse()?;
+    let workload = format!("{} on a plain volume", row.workload);
+    let measured = measure(
+        a,
+        &url,
+        &workload,
+        Op::Write,
+        streaming,
+        depth,
+        object_bytes,
+    );
+    drop(volume);
+    let _ = std::fs::remove_file(&base);
+    let (measured, errors) = measured?;
+    let perf = ServerPerformance::sierra_table4();
+    let ideal = if streaming {
+        perf.write_bytes_per_s / 1e6
+    } else {
+        perf.write_iops
+    };
+    Ok(PlainWrite {
+        depth,
+        measured,
+        ideal,
+        errors,
+        cluster_over_plain_disks: row.measured / (measured * servers as f64 / r as f64),
+    })
 }
 
 /// Requests that write (or read) `object_bytes` in `length` pieces, `streams` walking their own

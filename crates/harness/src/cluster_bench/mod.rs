@@ -116,6 +116,9 @@ pub struct ClusterBenchArgs {
     /// flight on their disk (default: reclaim whatever the load, as the paper's prototype).
     #[arg(long)]
     reclaim_busy_disk: Option<String>,
+    /// Skip the day (its baseline and gear-shifting runs): only Table 5 and Figure 12.
+    #[arg(long)]
+    no_day: bool,
     /// Seconds of each Table 5 throughput run (0: skip Table 5).
     #[arg(long, default_value_t = 5)]
     throughput_seconds: u64,
@@ -265,6 +268,22 @@ struct ThroughputRow {
     paper: f64,
     paper_ideal: f64,
     errors: u64,
+    /// Write rows: the same workload on a plain volume on one emulated disk, in the same run.
+    plain: Option<PlainWrite>,
+}
+
+/// A Table 5 write workload on a plain volume whose base is one emulated disk of the cluster's
+/// model, at the queue depth each of the cluster's disks sees.
+#[derive(Clone, Debug, Serialize)]
+struct PlainWrite {
+    depth: usize,
+    measured: f64,
+    /// One disk's figure (Table 4's performance).
+    ideal: f64,
+    errors: u64,
+    /// The cluster's figure over N/r plain volumes' (1: replication costs nothing beyond the
+    /// r copies on the disks).
+    cluster_over_plain_disks: f64,
 }
 
 #[derive(Serialize)]
@@ -318,7 +337,8 @@ pub fn run(a: ClusterBenchArgs) -> Result<()> {
     eprintln!("cluster bench: files in {}", dir.display());
     let me = crate::this_program().context("the path of this program")?;
     let mut seeds = Vec::new();
-    for seed in a.seed..a.seed + a.seeds {
+    let days = if a.no_day { 0 } else { a.seeds };
+    for seed in a.seed..a.seed + days {
         let day = day(&a, servers, seed)?;
         eprintln!(
             "cluster bench: seed {seed}: {} requests, {:.0}/s at the daytime peak; gears {} ({})",

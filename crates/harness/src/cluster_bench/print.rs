@@ -8,10 +8,18 @@ fn opt(v: Option<f64>) -> String {
 
 pub(super) fn print_result(r: &BenchResult) {
     println!(
-        "cluster bench: {} chunk servers and {} loggers on emulated {} disks; a day of {} s hours, baseline (gear 3 all day) and gear shifting",
-        r.servers, r.loggers, r.emulate, r.hour_seconds
+        "cluster bench: {} chunk servers and {} loggers on emulated {} disks",
+        r.servers, r.loggers, r.emulate
     );
-    println!("gears and energy by {}", r.method.label());
+    if r.seeds.is_empty() {
+        println!("no day run (--no-day)");
+    } else {
+        println!(
+            "a day of {} s hours, baseline (gear 3 all day) and gear shifting; gears and energy by {}",
+            r.hour_seconds,
+            r.method.label()
+        );
+    }
     for s in &r.seeds {
         print_seed(r, s);
     }
@@ -69,6 +77,40 @@ pub(super) fn print_result(r: &BenchResult) {
                 t.errors,
                 format!("{} ({})", t.paper, t.paper_ideal)
             );
+        }
+        let plain: Vec<_> = r
+            .throughput
+            .iter()
+            .filter_map(|t| t.plain.as_ref().map(|p| (t, p)))
+            .collect();
+        if !plain.is_empty() {
+            println!();
+            println!(
+                "Replicated (r = 3 on {} chunk servers) against a plain volume on one emulated disk, same run:",
+                r.servers
+            );
+            println!(
+                "  {:<22} {:>10} {:>10} {:>11} {:>11} {:>12} {:>26}",
+                "workload",
+                "replicated",
+                "plain",
+                "plain depth",
+                "plain ideal",
+                "plain errors",
+                "replicated ÷ (plain × N/r)"
+            );
+            for (t, p) in plain {
+                println!(
+                    "  {:<22} {:>10.1} {:>10.1} {:>11} {:>11.1} {:>12} {:>26.2}",
+                    format!("{} {}", t.workload, t.unit),
+                    t.measured,
+                    p.measured,
+                    p.depth,
+                    p.ideal,
+                    p.errors,
+                    p.cluster_over_plain_disks
+                );
+            }
         }
     }
 }
