@@ -23,6 +23,13 @@
 //! `chaos` are `cordillera_harness`'s; the trace
 //! tools behind `trace convert`, `warmup simulate` and `sim replay` are `cordillera_lab::tools`.
 
+/// The daemons move frames of up to a few MiB through buffers made per request. glibc serves
+/// each from fresh pages (above its mmap threshold, or after trimming its heap), which the
+/// kernel faults in and zeroes: in a replicated cluster's streaming writes that was a quarter
+/// of all CPU time (docs/BENCHMARKS.md). mimalloc keeps freed pages for the next buffer.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod advise;
 mod cluster_cmd;
 mod demo;
