@@ -69,25 +69,6 @@ enum LogFormat {
     Json,
 }
 
-/// Structured logs on standard error. The servers also print a few fixed lines that scripts
-/// parse (`cordillera volume: NBD export at nbd://…`, `cordillera store: listening on …`);
-/// those stay plain whatever the format.
-fn init_logging(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_env("CORDILLERA_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let result = match format {
-        LogFormat::Text => builder.with_ansi(false).try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-    };
-    if let Err(e) = result {
-        eprintln!("cordillera: logging not set up: {e}");
-    }
-}
-
 #[derive(Subcommand)]
 enum Command {
     /// Read, convert and characterize block traces.
@@ -126,7 +107,7 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    cordillera_runtime::logging::init(matches!(cli.log_format, LogFormat::Json));
     let result = match cli.command {
         Command::Trace(args) => trace_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),

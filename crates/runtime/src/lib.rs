@@ -19,6 +19,7 @@
 //!   volume — over the Sierra protocol.
 //! - [`etcd`]: a blocking client of etcd's v3 JSON gateway (ranges, transactions, leases).
 //! - [`http`]: the daemons' `/metrics` and `/status` endpoint, and a blocking client for it.
+//! - [`logging`]: the daemons' structured logs on standard error (text or JSON).
 //! - [`power`]: a daemon's time up, busy and in standby, and its energy by the power model
 //!   (chunk servers and stores report it).
 //! - [`warm_cache`]: the volume server's DRAM cache with Bonfire's monitoring log and pre-load.
@@ -32,6 +33,7 @@ pub mod emulate;
 pub mod etcd;
 pub mod http;
 pub mod limits;
+pub mod logging;
 pub mod nbd_client;
 pub mod nbd_server;
 pub mod pool_server;
