@@ -152,41 +152,57 @@ fn the_worst_case_runs_on_two_servers_and_the_bound_caps_what_machine_1_leaves()
     if !have("fio") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
-        .args([
-            "volume",
-            "worst-case",
-            "--before-s",
-            "4",
-            "--after-s",
-            "3",
-            "--bound",
-            "8m",
-            "--region",
-            "1g",
-            "--json",
-            "--dir",
-        ])
-        .arg(dir.path())
-        .output_within(std::time::Duration::from_secs(180))
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "volume worst-case: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The cap shows only if the unbounded run leaves more than the bound on the store (about
+    // 22 MiB here; a machine starved of CPU once left 312 KiB, its base never loaded past
+    // T_base): a run where it did not is run again, at most twice, and never passes.
+    let run = || {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(BIN)
+            .args([
+                "volume",
+                "worst-case",
+                "--before-s",
+                "4",
+                "--after-s",
+                "3",
+                "--bound",
+                "8m",
+                "--region",
+                "1g",
+                "--json",
+                "--dir",
+            ])
+            .arg(dir.path())
+            .output_within(std::time::Duration::from_secs(180))
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "volume worst-case: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let offloaded = |r: &serde_json::Value| r["offloaded_at_switch_bytes"].as_u64().unwrap();
+    let mut v = run();
+    for _ in 0..2 {
+        if offloaded(&v["rounds"][0]["rows"][0]) > 8 << 20 {
+            break;
+        }
+        eprintln!("the unbounded run left no more than the bound on the store; again: {v}");
+        v = run();
+    }
     let round = &v["rounds"][0];
     assert!(round["baseline_iops"].as_f64().unwrap() > 0.0, "{v}");
     let rows = round["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "{v}");
-    let offloaded = |r: &serde_json::Value| r["offloaded_at_switch_bytes"].as_u64().unwrap();
     let (free, bounded) = (&rows[0], &rows[1]);
     assert_eq!(bounded["bound_bytes"].as_u64(), Some(8 << 20), "{v}");
-    assert!(offloaded(free) > 0, "machine 1 off-loaded nothing: {v}");
     assert!(
-        offloaded(bounded) <= 8 << 20 && offloaded(bounded) < offloaded(free),
+        offloaded(free) > 8 << 20,
+        "in three runs the unbounded machine 1 never left more than the bound on the store: {v}"
+    );
+    assert!(
+        offloaded(bounded) <= 8 << 20,
         "the bound did not cap what machine 1 left on the store: {v}"
     );
     for r in rows {
