@@ -436,7 +436,9 @@ fn is_resource_error(e: &io::Error) -> bool {
 /// so every large request paid page faults on fresh pages (a third of the CPU time of 1 MiB
 /// NBD reads). Freed memory then stays with the process up to the trim threshold (512 MiB)
 /// instead of going back to the kernel at once; what requests hold at any moment is still
-/// bounded by the daemon's budgets. Called once as a daemon starts; a no-op off glibc.
+/// bounded by the daemon's budgets. Called once as a daemon starts; a no-op off glibc, and for
+/// the `cordillera` binary, which allocates with mimalloc (this serves programs that embed the
+/// servers with the system allocator: tests, other binaries).
 pub fn keep_freed_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator parameters; called before the daemon's threads
