@@ -251,11 +251,20 @@ async fn run_connection(
     let _ = events.send(NetEvent::Closed { endpoint, conn }).await;
 }
 
+/// Writes the frames sent on `outbox` until either end closes: frames queued together go out in
+/// one write (gathered into a buffer), a lone frame as it is (a MiB chunk write is not copied).
 async fn write_frames(mut writer: Writer, mut outbox: mpsc::Receiver<Vec<u8>>) {
     let mut buffer = Vec::new();
     while let Some(first) = outbox.recv().await {
+        let Ok(second) = outbox.try_recv() else {
+            if writer.write_all(&first).await.is_err() {
+                return;
+            }
+            continue;
+        };
         buffer.clear();
         buffer.extend_from_slice(&first);
+        buffer.extend_from_slice(&second);
         // Whatever else is queued goes in the same write.
         while buffer.len() < 1 << 20 {
             match outbox.try_recv() {
@@ -310,10 +319,17 @@ async fn read_charged(
         Some(b) => Some(b.charge(total as u64).await),
         None => None,
     };
-    let mut buf = vec![0u8; total];
-    buf[..4].copy_from_slice(&head);
-    match tokio::time::timeout(BODY_TIMEOUT, reader.read_exact(&mut buf[4..])).await {
-        Ok(Ok(_)) => {}
+    // Read into spare capacity: a MiB frame's buffer is not zeroed first.
+    let mut buf = Vec::with_capacity(total);
+    buf.extend_from_slice(&head);
+    match tokio::time::timeout(BODY_TIMEOUT, read_to(reader, &mut buf, total)).await {
+        Ok(Ok(())) if buf.len() == total => {}
+        Ok(Ok(())) => {
+            return Err(format!(
+                "truncated frame: {} of its {total} bytes before the stream ended",
+                buf.len()
+            ))
+        }
         Ok(Err(e)) => return Err(format!("truncated frame: {e}")),
         Err(_) => {
             return Err(format!(
@@ -326,4 +342,16 @@ async fn read_charged(
         Ok(None) => Err("incomplete frame".into()),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Reads into `buf`'s spare capacity until it holds `total` bytes or the stream ends (never
+/// past `total`, and never growing a buffer made with that capacity).
+async fn read_to(reader: &mut Reader, buf: &mut Vec<u8>, total: usize) -> std::io::Result<()> {
+    while buf.len() < total {
+        let want = (total - buf.len()) as u64;
+        if (&mut *reader).take(want).read_buf(buf).await? == 0 {
+            break;
+        }
+    }
+    Ok(())
 }

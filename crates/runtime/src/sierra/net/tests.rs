@@ -245,3 +245,43 @@ fn a_daemon_beyond_loopback_needs_the_cluster_key() {
     assert!(e.to_string().contains("--http"), "{e}");
     assert!(check_exposure(Some("0.0.0.0:7000"), Some("0.0.0.0:7100"), false, true).is_ok());
 }
+
+/// A frame read from a connection: whole (its buffer made at its size, read into without
+/// zeroing), cut short by the stream's end (a clear error, not a frame), or two back to back.
+#[tokio::test]
+async fn frames_are_read_whole_and_a_cut_one_is_an_error() {
+    let spec = Frame::Spec(vec![0x5a; 300_000]);
+    let mut bytes = Vec::new();
+    cordillera_wire::sierra::encode(&spec, &mut bytes);
+    cordillera_wire::sierra::encode(&Frame::Wake, &mut bytes);
+    let (ours, theirs) = tokio::io::duplex(64 << 10);
+    let whole = bytes.clone();
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let mut theirs = theirs;
+        theirs.write_all(&whole).await.unwrap();
+    });
+    let mut reader: conn::Reader = Box::new(ours);
+    let first = read_frame(&mut reader).await.unwrap();
+    assert_eq!(first, Some(spec.clone()));
+    assert_eq!(read_frame(&mut reader).await.unwrap(), Some(Frame::Wake));
+    assert_eq!(read_frame(&mut reader).await.unwrap(), None, "a clean end");
+
+    // The same frame with its last 1,000 bytes missing.
+    let spec_len = cordillera_wire::sierra::frame_length(&bytes)
+        .unwrap()
+        .unwrap();
+    let (ours, theirs) = tokio::io::duplex(64 << 10);
+    let short = bytes[..spec_len - 1_000].to_vec();
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let mut theirs = theirs;
+        theirs.write_all(&short).await.unwrap();
+    });
+    let mut reader: conn::Reader = Box::new(ours);
+    let e = read_frame(&mut reader).await.unwrap_err();
+    assert!(
+        e.contains("truncated frame") && e.contains(&format!("of its {spec_len} bytes")),
+        "{e}"
+    );
+}
