@@ -14,7 +14,49 @@ use cordillera_types::Op;
 
 use cordillera_procs::process::Proc;
 
-use super::{start_volume, ClusterBenchArgs, PlainWrite, RebuildRow, ThroughputRow};
+use serde::Serialize;
+
+use super::{start_volume, ClusterBenchArgs};
+
+#[derive(Clone, Debug, Serialize)]
+pub(super) struct ThroughputRow {
+    pub(super) workload: &'static str,
+    pub(super) unit: &'static str,
+    pub(super) measured: f64,
+    pub(super) ideal: f64,
+    pub(super) paper: f64,
+    pub(super) paper_ideal: f64,
+    pub(super) errors: u64,
+    /// Write rows: the same workload on a plain volume on one emulated disk, in the same run.
+    pub(super) plain: Option<PlainWrite>,
+}
+
+/// A Table 5 write workload on a plain volume whose base is one emulated disk of the cluster's
+/// model, at the queue depth each of the cluster's disks sees.
+#[derive(Clone, Debug, Serialize)]
+pub(super) struct PlainWrite {
+    pub(super) depth: usize,
+    pub(super) measured: f64,
+    /// One disk's figure (Table 4's performance).
+    pub(super) ideal: f64,
+    pub(super) errors: u64,
+    /// The cluster's figure over N/r plain volumes' (1: replication costs nothing beyond the
+    /// r copies on the disks).
+    pub(super) cluster_over_plain_disks: f64,
+}
+
+/// Figure 12: one permanent failure and its rebuild.
+#[derive(Clone, Debug, Serialize)]
+pub(super) struct RebuildRow {
+    pub(super) servers: usize,
+    /// Servers the failed one's groups are rebuilt onto.
+    pub(super) writers: usize,
+    pub(super) groups: u64,
+    pub(super) bytes: u64,
+    /// From the MDS declaring the failure to the last group rebuilt.
+    pub(super) seconds: f64,
+    pub(super) mb_per_s: f64,
+}
 
 /// Table 5: closed-loop streaming and random throughput in the top gear, against the ideal of
 /// the servers' emulated disks (Table 4's performance: writes reach r disks, reads one).

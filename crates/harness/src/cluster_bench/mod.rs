@@ -32,7 +32,7 @@
 //! - **Throughput** (Table 5): closed-loop streaming 1 MiB and random 64 KiB reads and writes in
 //!   the top gear, beside the ideal from the servers' emulated disks.
 //!
-//! The day's generation and gear plan are in `day.rs`, Table 5 and Figure 12's runs in
+//! The day's generation and gear plan are in `day.rs`, Table 5 and Figure 12's runs and results in
 //! `micro.rs`, the report in `print.rs`.
 
 use std::path::{Path, PathBuf};
@@ -59,7 +59,7 @@ mod print;
 
 pub use day::Method;
 use day::{day, gears_text, Day, HourPlan};
-use micro::{rebuild_run, table5};
+use micro::{rebuild_run, table5, RebuildRow, ThroughputRow};
 use print::print_result;
 
 #[derive(Args)]
@@ -259,33 +259,6 @@ impl Ratios {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
-struct ThroughputRow {
-    workload: &'static str,
-    unit: &'static str,
-    measured: f64,
-    ideal: f64,
-    paper: f64,
-    paper_ideal: f64,
-    errors: u64,
-    /// Write rows: the same workload on a plain volume on one emulated disk, in the same run.
-    plain: Option<PlainWrite>,
-}
-
-/// A Table 5 write workload on a plain volume whose base is one emulated disk of the cluster's
-/// model, at the queue depth each of the cluster's disks sees.
-#[derive(Clone, Debug, Serialize)]
-struct PlainWrite {
-    depth: usize,
-    measured: f64,
-    /// One disk's figure (Table 4's performance).
-    ideal: f64,
-    errors: u64,
-    /// The cluster's figure over N/r plain volumes' (1: replication costs nothing beyond the
-    /// r copies on the disks).
-    cluster_over_plain_disks: f64,
-}
-
 #[derive(Serialize)]
 struct BenchResult {
     method: Method,
@@ -296,19 +269,6 @@ struct BenchResult {
     seeds: Vec<SeedResult>,
     throughput: Vec<ThroughputRow>,
     rebuild: Vec<RebuildRow>,
-}
-
-/// Figure 12: one permanent failure and its rebuild.
-#[derive(Clone, Debug, Serialize)]
-struct RebuildRow {
-    servers: usize,
-    /// Servers the failed one's groups are rebuilt onto.
-    writers: usize,
-    groups: u64,
-    bytes: u64,
-    /// From the MDS declaring the failure to the last group rebuilt.
-    seconds: f64,
-    mb_per_s: f64,
 }
 
 pub fn run(a: ClusterBenchArgs) -> Result<()> {
