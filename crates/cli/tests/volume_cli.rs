@@ -408,6 +408,8 @@ struct Ledger {
     acknowledged: u64,
     /// Writes answered with an error (allowed only where a test expects them).
     failed: u64,
+    /// The blocks those writes covered.
+    failed_blocks: std::collections::HashSet<u64>,
     errors_allowed: bool,
 }
 
@@ -476,8 +478,21 @@ fn burst_sized(
     depth: usize,
     max_blocks: u64,
     ledger: &mut Ledger,
+    stop: impl FnMut(u64) -> bool,
+) -> Duration {
+    burst_within(addr, 0..blocks, depth, max_blocks, ledger, stop)
+}
+
+/// As [`burst_sized`], the writes within the blocks of `range` only.
+fn burst_within(
+    addr: SocketAddr,
+    range: std::ops::Range<u64>,
+    depth: usize,
+    max_blocks: u64,
+    ledger: &mut Ledger,
     mut stop: impl FnMut(u64) -> bool,
 ) -> Duration {
+    let blocks = range.end - range.start;
     let mut nbd = Nbd::connect(addr);
     let mut next_version = ledger.sent.values().flatten().max().copied().unwrap_or(0) + 1;
     let mut in_flight: HashMap<u64, (u64, u64, Instant)> = HashMap::new();
@@ -492,7 +507,7 @@ fn burst_sized(
     loop {
         while in_flight.len() < depth && !stop(ledger.acknowledged) {
             let count = 1 + rng() % max_blocks;
-            let block = rng() % (blocks - count + 1);
+            let block = range.start + rng() % (blocks - count + 1);
             // Concurrent writes to one block may land in either order (as on any disk): one
             // write in flight per block, so that the last acknowledged one is what must be read.
             if in_flight
@@ -536,6 +551,7 @@ fn burst_sized(
                 "write {handle} failed (error {error})"
             );
             ledger.failed += 1;
+            ledger.failed_blocks.extend(block..block + count);
             continue;
         }
         for b in block..block + count {
@@ -1943,8 +1959,9 @@ fn a_base_returning_eio_fails_those_writes_alone_and_loses_nothing_acknowledged(
 
 /// The store's log device returns EIO for every write once its trigger is set (nbdkit's error
 /// filter): the volume, off-loading in peaks to that store, sees the store fail and goes on
-/// with its base; no client write fails and every acknowledged write reads back; the store's
-/// log names the device.
+/// with its base: writes over blocks that store does not hold go on (but those in flight there
+/// when it failed, which wait for it), writes over data only it holds are refused after the
+/// full timeout, every acknowledged write reads back, and the store's log names the device.
 #[test]
 fn a_store_log_returning_eio_is_survived_and_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
@@ -1972,23 +1989,42 @@ fn a_store_log_returning_eio_is_survived_and_loses_nothing_acknowledged() {
     flags.extend(["--store".to_string(), addr.to_string()]);
     let v = start_volume(&base, &flags);
     let blocks = 1024;
-    // Writes over data only that store holds must wait for it (N-way 1: the base would hide a
-    // newer copy behind an older one there) and are refused after the full timeout (ENOSPC);
-    // every other write goes on, to the base.
+    // Before the fault the writes go to the first half of the region, some of them off-loaded.
     let mut ledger = Ledger {
         errors_allowed: true,
         ..Ledger::default()
     };
-    burst(v.nbd, blocks, 8, &mut ledger, |acked| acked >= 500);
+    burst(v.nbd, blocks / 2, 8, &mut ledger, |acked| acked >= 500);
     let offloaded = status(v.metrics)["offloaded_writes"].as_u64().unwrap();
     assert!(offloaded > 0, "nothing off-loaded before the fault");
+    assert_eq!(ledger.failed, 0, "a write failed before the fault");
     dev.errors(true).unwrap();
+    // With the store's device failing, writes over blocks no store holds go on, to the base.
+    // The store stops at the first write it takes: the writes in flight there then (at most
+    // the depth, 8) may have reached its log, so their blocks must stay off-loaded until the
+    // store is back (the base would hide that copy behind an older one after a restart): they
+    // and later writes over the same blocks wait and are refused after the full timeout.
     let before = ledger.acknowledged;
     let t = Instant::now();
-    burst(v.nbd, blocks, 8, &mut ledger, |acked| {
+    burst_within(v.nbd, blocks / 2..blocks, 8, 1, &mut ledger, |acked| {
         acked >= before + 2000 || t.elapsed() > Duration::from_secs(8)
     });
     let during = ledger.acknowledged - before;
+    let (refused_new, refused_new_blocks) = (ledger.failed, ledger.failed_blocks.len());
+    assert!(
+        refused_new_blocks <= 8,
+        "{refused_new} writes refused over {refused_new_blocks} blocks no store held: {:?}",
+        ledger.failed_blocks
+    );
+    // Writes over data only that store holds must wait for it (N-way 1: the base would hide a
+    // newer copy behind an older one there) and are refused after the full timeout (ENOSPC);
+    // the others go on.
+    let before_old = ledger.acknowledged;
+    let t = Instant::now();
+    burst(v.nbd, blocks / 2, 8, &mut ledger, |_| {
+        t.elapsed() > Duration::from_secs(4)
+    });
+    let over_old = ledger.acknowledged - before_old;
     dev.errors(false).unwrap();
     // The store stopped at its device's first error, naming the device.
     let mut store = store;
@@ -2013,8 +2049,8 @@ fn a_store_log_returning_eio_is_survived_and_loses_nothing_acknowledged() {
         "only {during} writes acknowledged with the store's device failing"
     );
     println!(
-        "store EIO: {offloaded} writes off-loaded before, {during} acknowledged after the fault, {} refused (ENOSPC: over data only on the failed store), {written} blocks verified",
-        ledger.failed
+        "store EIO: {offloaded} writes off-loaded before; after the fault {during} acknowledged and {refused_new} refused (ENOSPC, over {refused_new_blocks} blocks written when the store failed) over blocks no store held, {over_old} acknowledged and {} refused (ENOSPC: over data only on the failed store) over the blocks written before; {written} blocks verified",
+        ledger.failed - refused_new
     );
 }
 
