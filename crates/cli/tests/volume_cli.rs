@@ -2025,6 +2025,27 @@ fn a_store_log_returning_eio_is_survived_and_loses_nothing_acknowledged() {
         t.elapsed() > Duration::from_secs(4)
     });
     let over_old = ledger.acknowledged - before_old;
+    // The per-store gauges say the same as `/status`: the store down, the data only it holds
+    // still counted there, and the copies of the writes in flight when it failed (at least the
+    // one its device failed) owed deletes.
+    let st = &status(v.metrics)["stores"][0];
+    let text = cordillera_runtime::http::http_get(v.metrics, "/metrics").unwrap();
+    let gauge = |name: &str| -> u64 {
+        let wanted = format!("{name}{{store=\"{addr}\"}} ");
+        let line = text.lines().find(|l| l.starts_with(&wanted));
+        let line = line.unwrap_or_else(|| panic!("no {wanted}in\n{text}"));
+        line[wanted.len()..].parse().unwrap()
+    };
+    assert_eq!(gauge("cordillera_volume_store_up"), 0, "{st}");
+    assert_eq!(st["up"], false, "{st}");
+    // (What reclaim had not yet moved to the base when the device failed: often nothing.)
+    let held = gauge("cordillera_volume_store_offloaded_bytes");
+    assert!(st["offloaded_bytes"] == held, "{held} against {st}");
+    let stale = gauge("cordillera_volume_store_stale_bytes");
+    assert!(
+        stale >= BLOCK && st["stale_bytes"] == stale,
+        "{stale} against {st}"
+    );
     dev.errors(false).unwrap();
     // The store stopped at its device's first error, naming the device.
     let mut store = store;
@@ -2049,7 +2070,7 @@ fn a_store_log_returning_eio_is_survived_and_loses_nothing_acknowledged() {
         "only {during} writes acknowledged with the store's device failing"
     );
     println!(
-        "store EIO: {offloaded} writes off-loaded before; after the fault {during} acknowledged and {refused_new} refused (ENOSPC, over {refused_new_blocks} blocks written when the store failed) over blocks no store held, {over_old} acknowledged and {} refused (ENOSPC: over data only on the failed store) over the blocks written before; {written} blocks verified",
+        "store EIO: {offloaded} writes off-loaded before, {held} bytes of them on the store when it failed; after the fault {during} acknowledged and {refused_new} refused (ENOSPC, over {refused_new_blocks} blocks written when the store failed) over blocks no store held, {over_old} acknowledged and {} refused (ENOSPC: over data only on the failed store) over the blocks written before; {written} blocks verified",
         ledger.failed - refused_new
     );
 }
