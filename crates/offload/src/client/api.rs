@@ -395,6 +395,11 @@ pub struct Stats {
     /// current one (a write's unknown outcome, or a write sent again under a fresh version):
     /// the store's current copies there are dropped from the range map and re-protected.
     pub hidden_copies: u64,
+    /// Ranges where such a copy may still land over the current copy, which that store alone
+    /// holds: reads of them there waited for a barrier (`seals`, barriers answered) after which
+    /// nothing sent before can land.
+    pub unsealed_ranges: u64,
+    pub seals: u64,
     pub recoveries: u64,
     /// Writes answered [`ClientError::NoSpace`].
     pub refused_writes: u64,

@@ -642,6 +642,7 @@ impl Client {
             self.settle_dirty = false;
         }
         self.pump_stale();
+        self.pump_seals();
         self.pump_reads_behind_failed_writes();
         self.pump_reclaim();
         self.pump_degraded();

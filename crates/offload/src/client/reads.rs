@@ -80,7 +80,16 @@ impl Client {
                     let replica = indices(l.stores)
                         .filter(|&s| self.stores[s].up && !self.stores[s].removed)
                         .min_by_key(|&s| self.store_preference(s));
+                    // A newer copy sent there may still land over this one: wait for the
+                    // barrier after which it cannot (`StoreState::unsealed`).
+                    let unsealed = replica.is_some_and(|s| {
+                        self.stores[s]
+                            .unsealed
+                            .iter()
+                            .any(|&(a, b)| a < hi && lo < b)
+                    });
                     match replica {
+                        Some(_) if unsealed => self.parked_reads.push((read, lo, hi)),
                         Some(s) => {
                             self.stats.store_reads += 1;
                             let request = Request::Read {

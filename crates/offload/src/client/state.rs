@@ -60,6 +60,15 @@ pub(super) struct StoreState {
     /// records also held by stores that answered) are deleted when it returns, up to this
     /// version; `true` while that delete is in flight.
     pub(super) old_records: Option<(u64, bool)>,
+    /// Ranges where a newer copy whose outcome here is unknown may still land and hide the
+    /// current copy, which this store alone holds (see `copy_hidden`): reads of them here wait
+    /// until the store has answered a barrier sent after that copy (`Pending::Seal`), after
+    /// which nothing sent before it can land any more.
+    pub(super) unsealed: Vec<(u64, u64)>,
+    /// A barrier in flight, and no other before this time (one refused is not sent again at
+    /// once).
+    pub(super) seal_in_flight: bool,
+    pub(super) seal_after: Nanos,
 }
 
 pub(super) enum Pending {
@@ -99,6 +108,12 @@ pub(super) enum Pending {
     Probe,
     /// Deletes a returning store's deletion records from earlier lives.
     ClearRecords,
+    /// A barrier (`metadata`): answered once every write this client sent the store before it
+    /// is settled there (those still waiting for room are refused), so that nothing sent
+    /// before it lands later. Covers the first `covers` ranges of the store's `unsealed`.
+    Seal {
+        covers: usize,
+    },
 }
 
 pub(super) struct Outstanding {
@@ -250,6 +265,9 @@ pub(super) fn new_store_state(info: StoreInfo, now: Nanos) -> StoreState {
         stale_dirty: false,
         record_after: 0,
         old_records: None,
+        unsealed: Vec::new(),
+        seal_in_flight: false,
+        seal_after: 0,
     }
 }
 

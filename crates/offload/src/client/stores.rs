@@ -176,6 +176,17 @@ impl Client {
                 }
             }
             Pending::Probe => self.stores[store].probing = false,
+            Pending::Seal { covers } => {
+                let st = &mut self.stores[store];
+                st.seal_in_flight = false;
+                if matches!(reply, Reply::Metadata(_)) {
+                    st.unsealed.drain(..covers);
+                    self.stats.seals += 1;
+                    self.retry_parked_reads();
+                } else {
+                    st.seal_after = self.now + self.config.probe_interval_ns;
+                }
+            }
             Pending::ClearRecords => {
                 let st = &mut self.stores[store];
                 st.old_records = if reply == Reply::Done {
@@ -407,6 +418,7 @@ impl Client {
                 self.maybe_finish_fetch();
             }
             Pending::Probe => self.stores[store].probing = false,
+            Pending::Seal { .. } => self.stores[store].seal_in_flight = false,
             Pending::ClearRecords => {
                 if let Some((_, sent)) = self.stores[store].old_records.as_mut() {
                     *sent = false;
@@ -437,7 +449,7 @@ impl Client {
         version: u64,
         landed: bool,
     ) {
-        let (mut vulnerable, mut adopted) = (Vec::new(), Vec::new());
+        let (mut vulnerable, mut adopted, mut unsealed) = (Vec::new(), Vec::new(), Vec::new());
         self.map.update(start, end, |lo, hi, old| {
             let o = old?;
             if o.version >= version || o.on_base || o.stores & bit(store) == 0 {
@@ -452,6 +464,8 @@ impl Client {
                 });
             }
             if !landed {
+                // It may still land here: reads of it here wait for a barrier (`unsealed`).
+                unsealed.push((lo, hi));
                 return Some(*o);
             }
             adopted.push((lo, hi));
@@ -470,6 +484,10 @@ impl Client {
                     Some(x) if x.version <= version && !x.sent => None,
                     other => other.copied(),
                 });
+        }
+        if !unsealed.is_empty() {
+            self.stats.unsealed_ranges += unsealed.len() as u64;
+            self.stores[store].unsealed.extend(unsealed);
         }
         if vulnerable.is_empty() && adopted.is_empty() {
             return;
@@ -575,12 +593,43 @@ impl Client {
         st.up = true;
         st.may_hold = true;
         st.stale_dirty = true;
+        self.retry_parked_reads();
+        self.retry_parked_writes();
+    }
+
+    /// The read pieces that waited for a store (to answer again, or to be sealed) are resolved
+    /// again.
+    pub(super) fn retry_parked_reads(&mut self) {
         let parked_reads = std::mem::take(&mut self.parked_reads);
         for (read, lo, hi) in parked_reads {
             self.read_piece(read, lo, hi);
             self.read_piece_finished(read);
         }
-        self.retry_parked_writes();
+    }
+
+    /// Sends a barrier to each store up with unsealed ranges and none in flight.
+    pub(super) fn pump_seals(&mut self) {
+        for s in 0..self.stores.len() {
+            let st = &self.stores[s];
+            if st.unsealed.is_empty()
+                || st.seal_in_flight
+                || !st.up
+                || st.removed
+                || self.now < st.seal_after
+            {
+                continue;
+            }
+            let covers = st.unsealed.len();
+            self.stores[s].seal_in_flight = true;
+            self.send(
+                s,
+                Request::Metadata {
+                    client: self.config.client,
+                    generation: self.generation,
+                },
+                Pending::Seal { covers },
+            );
+        }
     }
 
     pub(super) fn retry_parked_writes(&mut self) {

@@ -371,6 +371,8 @@ fn a_copy_that_may_hide_the_current_one_on_its_store_is_not_read_for_it() {
                             .collect(),
                     ),
                     Request::ReadAny { .. } => Reply::ReadAny(None),
+                    // A barrier: this mock settles every write as it takes it.
+                    Request::Metadata { .. } => Reply::Metadata(Vec::new()),
                     _ => Reply::Read(Vec::new()),
                 };
                 if phase == 2 && store == 0 {

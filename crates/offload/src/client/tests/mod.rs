@@ -4,6 +4,7 @@ mod bound;
 mod copies;
 mod local;
 mod reclaim_load;
+mod seal;
 
 /// A formatted client with one store, its superblock written; ready.
 fn ready(policy: Policy) -> Client {
