@@ -225,6 +225,8 @@ impl Core {
             "writes_reversioned": stats.writes_reversioned,
             "lost_copies": stats.lost_copies,
             "hidden_copies": stats.hidden_copies,
+            "unsealed_ranges": stats.unsealed_ranges,
+            "seals": stats.seals,
             "lost_bytes": stats.lost_bytes,
             "offloaded_bytes": stats.offloaded_bytes,
             "offload_bytes_max": client.config().offload_bytes_max,
