@@ -178,8 +178,15 @@ impl Client {
             Pending::Probe => self.stores[store].probing = false,
             Pending::Seal { covers } => {
                 let st = &mut self.stores[store];
+                debug_assert!(st.seal_in_flight, "a barrier answered with none in flight");
                 st.seal_in_flight = false;
                 if matches!(reply, Reply::Metadata(_)) {
+                    // Ranges are only added while a barrier is in flight: it covers the first.
+                    debug_assert!(
+                        covers <= st.unsealed.len(),
+                        "a barrier covering {covers} of {} unsealed ranges",
+                        st.unsealed.len()
+                    );
                     st.unsealed.drain(..covers);
                     self.stats.seals += 1;
                     self.retry_parked_reads();
@@ -486,6 +493,12 @@ impl Client {
                 });
         }
         if !unsealed.is_empty() {
+            debug_assert!(
+                unsealed
+                    .iter()
+                    .all(|&(lo, hi)| start <= lo && lo < hi && hi <= end),
+                "unsealed ranges {unsealed:?} outside the copy [{start}, {end})"
+            );
             self.stats.unsealed_ranges += unsealed.len() as u64;
             self.stores[store].unsealed.extend(unsealed);
         }
