@@ -31,6 +31,22 @@ fn write(c: &mut Client, up_id: u64, offset_bytes: u64) {
     );
 }
 
+/// One step of a test's event loop after the store requests are answered: every base write
+/// done, the clock moved to the client's next deadline (at least 1 ns on, at most `until`, 100 ns
+/// on when it has none) and the timeout handled.
+fn base_writes_done_and_next_timeout(c: &mut Client, now: &mut Nanos, until: Nanos) {
+    while let Some(op) = c.poll_base() {
+        if let BaseOp::Write { id, .. } = op {
+            c.handle_base(*now, BaseDone::Written { id });
+        }
+    }
+    *now = c
+        .poll_timeout()
+        .unwrap_or(*now + 100)
+        .clamp(*now + 1, until);
+    c.handle_timeout(*now);
+}
+
 /// The store's answer to the one write request waiting.
 /// (Reclaim requests before it — full stores are reclaimed under load — stay unanswered.)
 fn answer(c: &mut Client, reply: Reply) {

@@ -58,16 +58,7 @@ fn a_read_over_a_copy_that_may_still_land_waits_for_a_barrier() {
                 };
                 c.handle_store(*now, store, id, reply, Some(0));
             }
-            while let Some(op) = c.poll_base() {
-                if let BaseOp::Write { id, .. } = op {
-                    c.handle_base(*now, BaseDone::Written { id });
-                }
-            }
-            *now = c
-                .poll_timeout()
-                .unwrap_or(*now + 100)
-                .clamp(*now + 1, until);
-            c.handle_timeout(*now);
+            base_writes_done_and_next_timeout(c, now, until);
         }
         seen
     };
