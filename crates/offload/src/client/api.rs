@@ -385,6 +385,9 @@ pub struct Stats {
     pub deletes_sent: u64,
     pub deletion_records_written: u64,
     pub deletion_records_collected: u64,
+    /// Copies of deletion records found void at a recovery: held by a store that an earlier
+    /// recovery went on without (see `Client::merge`); deleted when that store is up.
+    pub deletion_records_void: u64,
     pub store_failures: u64,
     /// Off-loaded bytes lost: a store holding their only copy was removed or lost them.
     pub lost_bytes: u64,

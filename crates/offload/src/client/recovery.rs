@@ -139,39 +139,62 @@ impl Client {
             f.records[s] = None;
         }
         let mut owed: Vec<RangeMap<(u64, u64)>> = vec![RangeMap::new(); n];
+        let mut copies: Vec<(StoreIdx, Extent, DeletionRecord)> = Vec::new();
         for (holder, pieces) in f.records.into_iter().enumerate() {
             for (e, data) in pieces.unwrap_or_default() {
-                let slot = e.offset_bytes >> SLOT_SHIFT;
-                self.next_slot = self.next_slot.max(slot + 1);
-                let Some(record) = DeletionRecord::decode(&data) else {
-                    continue;
-                };
-                let target = self
-                    .stores
-                    .iter()
-                    .position(|s| !s.removed && s.info.id == record.target);
-                let info = self.records.entry(slot).or_insert(DelRecordInfo {
-                    target: target.unwrap_or(usize::MAX),
-                    version: e.version,
-                    bytes: e.length_bytes,
-                    holders: 0,
-                    writing: 0,
-                    entries: record.entries.clone(),
-                    collecting: 0,
-                    collect: target.is_none(),
-                });
-                info.holders |= bit(holder);
-                info.version = info.version.max(e.version);
-                // Records of two lives at one slot (a slot reused after a recovery that did
-                // not read a store holding the older one): the collection covers both.
-                info.bytes = info.bytes.max(e.length_bytes);
-                if let Some(t) = target {
-                    for &(lo, hi, v) in &record.entries {
-                        owed[t].update(lo, hi, |_, _, old| match old {
-                            Some(&(ov, os)) if ov >= v => Some((ov, os)),
-                            _ => Some((v, slot)),
-                        });
-                    }
+                self.next_slot = self.next_slot.max((e.offset_bytes >> SLOT_SHIFT) + 1);
+                if let Some(record) = DeletionRecord::decode(&data) {
+                    copies.push((holder, e, record));
+                }
+            }
+        }
+        // Newest first: a record of life g that says a store holds nothing of earlier lives
+        // (that life recovered without it) voids the copies of records that store holds from
+        // before g. That life never read them, and may have made current what they call stale
+        // (a record not yet durable when its life ended, held by that store alone); a durable
+        // record has another copy, read by that life. The void copies are deleted when the store
+        // is up, before the record voiding them may go (`old_records`).
+        copies.sort_by_key(|(_, e, _)| std::cmp::Reverse(e.version));
+        let mut void_up_to = vec![0u64; n];
+        for (holder, e, record) in copies {
+            let slot = e.offset_bytes >> SLOT_SHIFT;
+            let target = self
+                .stores
+                .iter()
+                .position(|s| !s.removed && s.info.id == record.target);
+            if e.version <= void_up_to[holder] {
+                let st = &mut self.stores[holder];
+                let up_to = st.old_records.map_or(0, |(v, _)| v).max(void_up_to[holder]);
+                st.old_records = Some((up_to, false));
+                self.stats.deletion_records_void += 1;
+                continue;
+            }
+            let earlier_lives = ((e.version >> VERSION_BITS) << VERSION_BITS).checked_sub(1);
+            let marks = |&(_, _, v): &(u64, u64, u64)| Some(v) == earlier_lives;
+            if let (Some(t), true) = (target, record.entries.iter().any(marks)) {
+                void_up_to[t] = void_up_to[t].max(earlier_lives.unwrap_or(0));
+            }
+            let info = self.records.entry(slot).or_insert(DelRecordInfo {
+                target: target.unwrap_or(usize::MAX),
+                version: e.version,
+                bytes: e.length_bytes,
+                holders: 0,
+                writing: 0,
+                entries: record.entries.clone(),
+                collecting: 0,
+                collect: target.is_none(),
+            });
+            info.holders |= bit(holder);
+            info.version = info.version.max(e.version);
+            // Records of two lives at one slot (a slot reused after a recovery that did
+            // not read a store holding the older one): the collection covers both.
+            info.bytes = info.bytes.max(e.length_bytes);
+            if let Some(t) = target {
+                for &(lo, hi, v) in &record.entries {
+                    owed[t].update(lo, hi, |_, _, old| match old {
+                        Some(&(ov, os)) if ov >= v => Some((ov, os)),
+                        _ => Some((v, slot)),
+                    });
                 }
             }
         }

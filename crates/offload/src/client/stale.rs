@@ -80,7 +80,10 @@ impl Client {
 
     /// A store missed at a recovery is back: the deletion records it holds from earlier lives
     /// go. Each is a copy: a record is relied on only once durable on N stores, so another copy
-    /// was read from a store that answered (at most N-1 were missed).
+    /// was read from a store that answered (at most N-1 were missed). One that was not durable
+    /// was never read, and must not be read later either: if this life ends first, the next
+    /// finds them void (`merge`) and deletes them likewise. The records saying the store was
+    /// missed stay until then (`maybe_collect_records`).
     pub(super) fn pump_old_records(&mut self) {
         for s in 0..self.stores.len() {
             let st = &self.stores[s];
@@ -407,6 +410,11 @@ impl Client {
             return;
         }
         let st = &self.stores[target];
+        // While it holds records of earlier lives that a recovery did not read (void), the
+        // records saying so stay: a restart would otherwise apply them.
+        if st.old_records.is_some() {
+            return;
+        }
         // While a stale copy there is not recorded, the records of older copies it replaced
         // (or, after a recovery without the store, of copies it may still hold) stay: a restart
         // would otherwise find those copies unrecorded, with the newer ones they hid gone.

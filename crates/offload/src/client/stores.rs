@@ -201,6 +201,8 @@ impl Client {
                 } else {
                     st.old_records.map(|(v, _)| (v, false))
                 };
+                // The records saying they were void may go now.
+                self.maybe_collect_records(store);
             }
         }
     }

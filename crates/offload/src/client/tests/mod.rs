@@ -3,6 +3,7 @@ use super::*;
 mod bound;
 mod copies;
 mod full;
+mod lives;
 mod local;
 mod reclaim_load;
 mod seal;
