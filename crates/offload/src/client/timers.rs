@@ -15,6 +15,7 @@
 //! | the degraded mark | `degraded_check_at`, while degraded with nothing at risk | the mark cleared when safe |
 //! | reclaim | a store's `reclaim_after`, while reclaim may run | reclaim from it may start |
 //! | deletion records | a down store's `record_after`, while it holds stale copies | deletion records written elsewhere |
+//! | a barrier | a store's `seal_after` (one refused), while up with unsealed ranges | the barrier sent again |
 
 use super::*;
 
@@ -79,6 +80,13 @@ impl Client {
         for s in &self.stores {
             if !s.up && !s.removed && s.record_after > self.now && !s.stale.is_empty() {
                 consider(s.record_after);
+            }
+            // Reads parked on the barrier wait for it. (In the one case examined, a unit test of a
+            // refused barrier, a retry of at-risk reclaim was due as early; this does not rely
+            // on that.)
+            let barrier_due = s.up && !s.removed && !s.seal_in_flight && !s.unsealed.is_empty();
+            if barrier_due && s.seal_after > self.now {
+                consider(s.seal_after);
             }
         }
         at
