@@ -415,6 +415,7 @@ fn run_with(seed: u64, crash_count: usize) -> Outcome {
         ..Config::new(LOG_BYTES)
     };
     let mut formatted = false;
+    let mut lives = 0u64;
     let builder = WorldBuilder {
         new_core: Box::new(move |id| {
             if id == 0 {
@@ -433,8 +434,11 @@ fn run_with(seed: u64, crash_count: usize) -> Outcome {
                     sweeps: 0,
                 }));
             }
+            // A seed per life: each life draws its own epochs, as a real store seeded at start
+            // does (with one seed for every recovery, two lives' records could chain).
+            lives += 1;
             let store = if formatted {
-                Store::recover(config, seed ^ id as u64, 0)
+                Store::recover(config, seed ^ id as u64 ^ lives << 32, 0)
             } else {
                 Store::format(config, 42, seed)
             };

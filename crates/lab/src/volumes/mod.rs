@@ -603,6 +603,7 @@ fn node_factory(setup: &Setup, tally: &Tally) -> impl FnMut(NodeId) -> Node + 's
     let layout = setup.layout();
     let store_config = StoreConfig::new(layout.log_bytes);
     let mut started = vec![false; n];
+    let mut lives = 0u64;
     let specs = setup.volumes.clone();
     let s = setup.clone();
     let node_tally = tally.clone();
@@ -610,9 +611,11 @@ fn node_factory(setup: &Setup, tally: &Tally) -> impl FnMut(NodeId) -> Node + 's
         let restart = started[id];
         started[id] = true;
         let spec = &specs[id];
+        lives += 1;
+        // A seed per life: each life of a store draws its own epochs, as a real one does.
         let store = spec.store.then(|| {
             if restart {
-                Store::recover(store_config, s.seed ^ id as u64, 0)
+                Store::recover(store_config, s.seed ^ id as u64 ^ lives << 32, 0)
             } else {
                 Store::format(store_config, 1000 + id as u128, s.seed ^ id as u64)
             }
