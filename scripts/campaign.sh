@@ -88,6 +88,8 @@ if $totals; then
   cache=target/campaign/codes.tsv
   mkdir -p target/campaign
   touch "$cache"
+  # The codes are read with `cargo tree --offline`: on a new machine nothing is downloaded yet.
+  cargo fetch -q || { echo "cargo fetch failed: the families' code cannot be read" >&2; exit 1; }
   for f in "${order[@]}"; do
     now=$(family_code HEAD "$f")
     n=0 x=0 r=0
@@ -95,8 +97,12 @@ if $totals; then
       [ "$fam" = "$f" ] && [ "$tree" != dirty ] || continue
       code=$(awk -F'\t' -v c="$commit" -v f="$f" '$1 == c && $2 == f { print $3 }' "$cache")
       if [ -z "$code" ]; then
-        code=$(family_code "$commit" "$f") || code=unknown
-        printf '%s\t%s\t%s\n' "$commit" "$f" "$code" >>"$cache"
+        # An unreadable commit is not remembered: the next --totals tries it again.
+        if code=$(family_code "$commit" "$f"); then
+          printf '%s\t%s\t%s\n' "$commit" "$f" "$code" >>"$cache"
+        else
+          code=unknown
+        fi
       fi
       [ "$code" = "$now" ] || continue
       n=$((n + fresh)) x=$((x + failed)) r=$((r + 1))
