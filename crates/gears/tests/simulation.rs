@@ -819,7 +819,10 @@ fn sierra_keeps_every_acknowledged_write_through_gear_shifts_and_failures() {
 /// failed for good; the second's groups found no replacement in its gear group and kept
 /// naming it, so their primaries logged for ever (512 KiB still logged after the quiet
 /// period). A lost gear group's groups are now rebuilt in the others.
-const SHORT_REGRESSIONS: [u64; 9] = [
+/// 8026683207044464757 and …5118 (2026-12-03): the store's fencing again (11 of 3,659 fresh
+/// with it removed; the code since had moved the first seeds' schedules, and 0 of 307 at the
+/// test's size failed).
+const SHORT_REGRESSIONS: [u64; 11] = [
     7200000000000015982,
     7200000000000019506,
     7200000000000019942,
@@ -829,6 +832,8 @@ const SHORT_REGRESSIONS: [u64; 9] = [
     7995176825174970720,
     7316622331457701252,
     7215719370509121817,
+    8026683207044464757,
+    8026683207044465118,
 ];
 
 const SHORT_BUDGET: Budget = Budget {
