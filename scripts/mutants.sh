@@ -3,7 +3,10 @@
 # family that guards it must then fail at its test's own size (its regression seeds, fixed
 # seeds and fresh ones for the test's time budget; the test command gives each family about two
 # thirds of that, scripts/test.sh). Prints a table: mutant, family,
-# schedules failed of run, caught or MISSED. Exit status 1 if any mutant was missed.
+# schedules failed of run, caught or MISSED. Exit status 1 if any mutant was missed. A mutant
+# that names a package in "unit" also runs that package's unit tests (--lib), reported beside
+# the schedules; it counts as caught if either fails (for safeguards whose window the family's
+# fresh schedules reach too rarely at the test's size).
 #
 #   scripts/mutants.sh [--seconds S] [MUTANT…]     (default: every mutant, the family budgets)
 #   scripts/mutants.sh --list
@@ -45,7 +48,7 @@ mutants=$(cat <<'EOF'
 {"name": "ack-short", "family": "offload", "file": "crates/offload/src/client/upward.rs", "old": "if (op.succeeded.count_ones() as usize) < self.config.n_way {", "new": "if false {", "what": "an off-loaded write is acknowledged with fewer than N copies, the superblock not marked degraded"}
 {"name": "no-vulnerable-reclaim", "family": "offload", "file": "crates/offload/src/client/reclaim.rs", "old": "if let Some((lo, hi)) = self.vulnerable.pop_front() {", "new": "if let Some((lo, hi)) = self.vulnerable.pop_front().filter(|_| false) {", "what": "data left with fewer than N copies by a failed store is not reclaimed first (only under the policy)"}
 {"name": "deletes-whole-ranges", "family": "offload", "file": "crates/offload/src/client/stale.rs", "old": "                out.push((lo, hi, version));\n                continue;\n            }", "new": "                out.push((lo, hi, version));\n            }\n            if true {\n                continue;\n            }", "what": "a stale range's delete goes only as a whole (two stores may wait on each other's deletes)"}
-{"name": "delete-before-degraded-mark", "family": "offload", "file": "crates/offload/src/client/stale.rs", "old": "if !self.degraded || self.degraded_is_durable() {", "new": "if true {", "what": "a failed store's copy of data left with fewer than N counted copies is deleted (or recorded deleted) before the degraded mark is durable"}
+{"name": "delete-before-degraded-mark", "family": "offload", "unit": "cordillera-offload", "file": "crates/offload/src/client/stale.rs", "old": "if !self.degraded || self.degraded_is_durable() {", "new": "if true {", "what": "a failed store's copy of data left with fewer than N counted copies is deleted (or recorded deleted) before the degraded mark is durable"}
 {"name": "skip-deletion-record", "family": "offload", "file": "crates/offload/src/client/stale.rs", "old": "self.record_deletions(s);", "new": "let _ = s;", "what": "no deletion records for stale copies on failed stores"}
 {"name": "read-before-seal", "family": "offload", "file": "crates/offload/src/client/stores.rs", "old": "self.stores[store].unsealed.extend(unsealed);", "new": "let _ = unsealed;", "what": "a read of a range that a copy of unknown outcome may still hide on its store is sent there before a barrier"}
 {"name": "void-records-applied", "family": "offload", "file": "crates/offload/src/client/recovery.rs", "old": "if e.version <= void_up_to[holder] {", "new": "if false && e.version <= void_up_to[holder] {", "what": "a recovery applies deletion records held only by a store that an earlier recovery went on without"}
@@ -88,7 +91,7 @@ rows=()
 missed=0
 while IFS= read -r line; do
   [ -n "$line" ] || continue
-  read -r name fam < <(python3 -c 'import json,sys; m=json.loads(sys.argv[1]); print(m["name"], m["family"])' "$line")
+  read -r name fam unit < <(python3 -c 'import json,sys; m=json.loads(sys.argv[1]); print(m["name"], m["family"], m.get("unit", ""))' "$line")
   if ((${#wanted[@]})) && ! printf '%s\n' "${wanted[@]}" | grep -qx -- "$name"; then
     continue
   fi
@@ -119,13 +122,28 @@ PY
   summary=$(grep -h '^schedule summary:' "$log" | tail -n 1)
   runs=$(sed -n 's/.* schedules=\([0-9]*\).*/\1/p' <<<"$summary")
   failed=$(sed -n 's/.* failed=\([0-9]*\).*/\1/p' <<<"$summary")
+  units=""
+  unit_failed=0
+  if [ -n "$unit" ]; then
+    ulog=$root/target/mutants/$name.unit.log
+    (cd "$wt" && cargo nextest run --no-fail-fast -p "$unit" --lib >"$ulog" 2>&1)
+    line=$(grep -h 'Summary \[' "$ulog" | tail -n 1)
+    unit_failed=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
+    unit_run=$(sed -n 's/.* \([0-9]*\) tests\{0,1\} run.*/\1/p' <<<"$line")
+    if [ -z "$unit_run" ]; then
+      units="; $unit unit tests did not run (see $ulog)"
+      unit_failed=0
+    else
+      units="; $unit unit tests: ${unit_failed:-0} of $unit_run failed"
+    fi
+  fi
   if [ -z "$summary" ]; then
     verdict="no summary (did not build or run: see $log)"
     missed=$((missed + 1))
-  elif [ "${failed:-0}" -gt 0 ]; then
-    verdict="caught: $failed of $runs schedules failed"
+  elif [ "${failed:-0}" -gt 0 ] || [ "${unit_failed:-0}" -gt 0 ]; then
+    verdict="caught: $failed of $runs schedules failed$units"
   else
-    verdict="MISSED: 0 of $runs schedules failed"
+    verdict="MISSED: 0 of $runs schedules failed$units"
     missed=$((missed + 1))
   fi
   rows+=("$(printf '%-32s %-13s %s' "$name" "$fam" "$verdict")")
