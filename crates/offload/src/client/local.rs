@@ -2,6 +2,9 @@
 //! ([`Config::local_copy`]), so that reads of them are served there and reclaim does not
 //! write them to it again.
 //!
+//! The copy is written once the off-loaded write has entered the range map, so the local
+//! replica never holds bytes that no store holds (see [`Client::copy_locally`]).
+//!
 //! A range is marked [`Loc::local`] only when the local replica is known to hold its latest
 //! version: the local copy's write is done, the off-loaded write is in the range map (its
 //! version is the range's, piece by piece), and no other write over the same bytes of the
@@ -31,13 +34,16 @@ impl Client {
         self.config.local_copy && self.config.policy == Policy::WhileBaseUnavailable
     }
 
-    /// Writes off-loaded write `key`'s bytes to the local replica too (once per write).
-    pub(super) fn copy_locally(&mut self, key: u64) {
+    /// Writes off-loaded write `key`'s bytes (`data` at `start`) to the local replica too,
+    /// once it has entered the range map: never before, since a write that fails without a
+    /// copy on any store would leave the local replica holding bytes no store has, and a later
+    /// life of this primary (which knows nothing of it) would serve them after reads had
+    /// returned the older data (sierra-short seed 7158457761728923922: a primary deposed by a
+    /// stalled link, its log writes fenced, its local copy landed).
+    pub(super) fn copy_locally(&mut self, key: u64, start: u64, data: Vec<u8>) {
         if !self.local_copies_on() || self.local.contains_key(&key) {
             return;
         }
-        let op = &self.writes[&key];
-        let (start, data) = (op.start, op.data.clone());
         let end = start + data.len() as u64;
         debug_assert!(
             start < end && end <= self.config.usable_bytes(),

@@ -411,7 +411,6 @@ impl Client {
         for &s in targets {
             op.asked |= bit(s);
         }
-        self.copy_locally(key);
     }
 
     /// One store answered (or failed) a write of an off-loaded op.
@@ -674,6 +673,7 @@ impl Client {
                 self.vulnerable.push_back((lo, hi));
             }
         }
+        self.copy_locally(key, start, op.data.clone());
         self.local_write_applied(key, op.version);
         self.supersede(start, end, op.version);
         self.stats.offloaded_writes += 1;

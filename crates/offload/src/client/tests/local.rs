@@ -50,14 +50,10 @@ impl Rig {
                 durable: false,
             },
         );
-        let local = match self.c.poll_base() {
-            Some(BaseOp::WriteLocal {
-                id,
-                offset_bytes: 8192,
-                data,
-            }) => (id, data),
-            other => panic!("a logged write is copied to the local replica: {other:?}"),
-        };
+        assert!(
+            self.c.poll_base().is_none(),
+            "no local copy before the write has its copies"
+        );
         let sent: Vec<(StoreIdx, u64, Request)> = std::iter::from_fn(|| self.c.poll_store())
             .filter(|(_, _, r)| matches!(r, Request::Write { .. }))
             .collect();
@@ -67,7 +63,14 @@ impl Rig {
             self.c.handle_store(now, store, id, Reply::Done, Some(0));
         }
         assert_eq!(self.c.poll_upward(), Some((up_id, UpReply::Written)));
-        local
+        match self.c.poll_base() {
+            Some(BaseOp::WriteLocal {
+                id,
+                offset_bytes: 8192,
+                data,
+            }) => (id, data),
+            other => panic!("a logged write is copied to the local replica: {other:?}"),
+        }
     }
 
     /// Completes base write `id` carrying `data` at 8192: the local replica holds it now.
@@ -224,4 +227,48 @@ fn a_local_copy_beside_another_write_there_does_not_mark() {
         "version 2, from a store"
     );
     assert_eq!(r.c.stats().local_copies_unused, 2);
+}
+
+/// A logged write that no store takes fails, and its bytes never reach the local replica:
+/// they would outlive the failure there, and a later life of this primary, which knows nothing
+/// of the write, would serve them after reads had returned the older data (sierra-short seed
+/// 7158457761728923922: a primary deposed by a stalled link, its log writes fenced, its local
+/// copy landed, and back as primary it served the failed write).
+#[test]
+fn a_logged_write_no_store_takes_never_reaches_the_local_replica() {
+    let mut r = Rig::new();
+    let now = r.tick();
+    r.c.handle_upward(
+        now,
+        1,
+        Upward::Write {
+            offset_bytes: 8192,
+            data: vec![5; 4096],
+            durable: false,
+        },
+    );
+    let until = r.now + 4 * r.c.config.copies_timeout_ns;
+    let answer = loop {
+        while let Some(op) = r.c.poll_base() {
+            panic!("nothing goes to the local replica: {op:?}");
+        }
+        while let Some((store, id, request)) = r.c.poll_store() {
+            let reply = match request {
+                Request::Write { .. } => Reply::Error(StoreError::Full),
+                _ => Reply::Read(Vec::new()),
+            };
+            let now = r.tick();
+            r.c.handle_store(now, store, id, reply, Some(0));
+        }
+        if let Some(answer) = r.c.poll_upward() {
+            break answer;
+        }
+        assert!(r.now < until, "the write is never answered");
+        r.now = r.c.poll_timeout().unwrap_or(r.now + 1).max(r.now + 1);
+        let now = r.now;
+        r.c.handle_timeout(now);
+    };
+    assert!(matches!(answer, (1, UpReply::Error(_))), "{answer:?}");
+    assert!(r.c.poll_base().is_none());
+    assert_eq!(r.c.stats().local_copies, 0);
 }
