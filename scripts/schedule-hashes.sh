@@ -9,7 +9,8 @@
 #   scripts/schedule-hashes.sh [--schedules N] [--base B] [--core C] [FAMILY…]
 #
 # FAMILY as for scripts/campaign.sh (default: all). Defaults: 200 schedules from base seed
-# 7300000000000000000, on core 1 (taskset), the fixed and regression seeds left out. Prints one
+# 7300000000000000000, on core 1 (taskset), the fixed seeds left out (the regression seeds run and
+# are hashed too: compare the fresh seeds' lines when a change adds one). Prints one
 # line per family: family, schedules, seconds, schedules per second, the hash file. A family's
 # test that fails still writes its hashes (a failed schedule reads `failed`).
 set -uo pipefail
