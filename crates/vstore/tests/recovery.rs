@@ -349,3 +349,151 @@ fn a_client_beyond_the_fence_table_is_served_unfenced() {
     assert_eq!(store.superblock().fences.len(), FENCES_MAX);
     assert_eq!(store.fence(FENCES_MAX as u64 - 1), 3);
 }
+
+/// Like `settle`, but superblock writes and the flushes issued after them are held back
+/// (returned, not performed): what the store answers while its new superblock is not durable.
+fn settle_holding_superblocks(
+    store: &mut Store,
+    disk: &mut Vec<u8>,
+) -> (Vec<(u64, Reply)>, Vec<DiskOp>) {
+    use cordillera_vstore::format::LOG_OFFSET;
+    let mut replies = Vec::new();
+    let mut held = Vec::new();
+    loop {
+        let mut progress = false;
+        while let Some(op) = store.poll_disk() {
+            progress = true;
+            let done = match op {
+                DiskOp::Write { offset_bytes, .. } if offset_bytes < LOG_OFFSET => {
+                    held.push(op);
+                    continue;
+                }
+                DiskOp::Flush { .. } if !held.is_empty() => {
+                    held.push(op);
+                    continue;
+                }
+                DiskOp::Write {
+                    id,
+                    offset_bytes,
+                    data,
+                    ..
+                } => {
+                    let (lo, hi) = (offset_bytes as usize, offset_bytes as usize + data.len());
+                    if disk.len() < hi {
+                        disk.resize(hi, 0);
+                    }
+                    disk[lo..hi].copy_from_slice(&data.into_vec());
+                    DiskDone::Written { id }
+                }
+                DiskOp::Flush { id } => DiskDone::Flushed { id },
+                DiskOp::Read { .. } => unreachable!("no reads in these steps"),
+            };
+            store.handle_disk(0, done);
+        }
+        while let Some(reply) = store.poll_reply() {
+            progress = true;
+            replies.push(reply);
+        }
+        if !progress {
+            return (replies, held);
+        }
+    }
+}
+
+/// A newer incarnation's write or delete fences the older ones as its metadata request does:
+/// the store may never have seen that request (it was lost, or the store was down), and a
+/// deposed incarnation's write still in the network must not land after the newer one's
+/// delete of every older version. The newer request is answered only once the raised fence is
+/// durable, so the fence survives a crash right after the answer.
+#[test]
+fn a_newer_generations_write_or_delete_fences_the_older_ones() {
+    use cordillera_vstore::store::StoreError;
+    for raising in ["delete", "empty delete", "write"] {
+        let mut disk = Vec::new();
+        let mut store = Store::format(Config::new(LOG_BYTES), 9, 1);
+        settle(&mut store, &mut disk);
+        let old = 2u64 << GEN | 1;
+        write(&mut store, &mut disk, 1, 0, old);
+        let newer = match raising {
+            // Generation 3 deletes every older version of [0, 4096): the write above.
+            "delete" => Request::Delete {
+                client: 7,
+                volume: 1,
+                offset_bytes: 0,
+                length_bytes: 4096,
+                version: (3 << GEN) - 1,
+                generation: 3,
+            },
+            // A delete that removes nothing writes no record, and still fences.
+            "empty delete" => Request::Delete {
+                client: 7,
+                volume: 1,
+                offset_bytes: 1 << 16,
+                length_bytes: 4096,
+                version: (3 << GEN) - 1,
+                generation: 3,
+            },
+            _ => Request::Write {
+                client: 7,
+                volume: 1,
+                offset_bytes: 1 << 16,
+                version: 3 << GEN | 1,
+                data: vec![3; 4096],
+            },
+        };
+        store.handle_request(0, 2, newer);
+        let (replies, held) = settle_holding_superblocks(&mut store, &mut disk);
+        assert_eq!(
+            replies,
+            vec![],
+            "{raising}: answered before its fence is durable"
+        );
+        assert_eq!(held.len(), 2, "{raising}: one superblock carries the fence");
+        for op in held {
+            let done = match op {
+                DiskOp::Write {
+                    id,
+                    offset_bytes,
+                    data,
+                    ..
+                } => {
+                    let lo = offset_bytes as usize;
+                    disk[lo..lo + data.len()].copy_from_slice(&data.into_vec());
+                    DiskDone::Written { id }
+                }
+                DiskOp::Flush { id } => DiskDone::Flushed { id },
+                DiskOp::Read { .. } => unreachable!("only writes and flushes are held"),
+            };
+            store.handle_disk(0, done);
+        }
+        assert_eq!(
+            settle(&mut store, &mut disk),
+            vec![(2, Reply::Done)],
+            "{raising}"
+        );
+        assert_eq!(store.superblock().fences, vec![(7, 3)], "{raising}");
+        // Generation 2's write, sent before generation 3 existed, arrives late.
+        let late = Request::Write {
+            client: 7,
+            volume: 1,
+            offset_bytes: 0,
+            version: 2 << GEN | 2,
+            data: vec![2; 4096],
+        };
+        for mut store in [store, recover(&mut disk)] {
+            assert_eq!(store.fence(7), 3, "{raising}");
+            assert_eq!(
+                request(&mut store, &mut disk, 3, late.clone()),
+                Reply::Error(StoreError::Fenced),
+                "{raising}"
+            );
+            let kept: Vec<u64> = extents(&store).iter().map(|e| e.0).collect();
+            let expected: &[u64] = match raising {
+                "delete" => &[],
+                "empty delete" => &[0],
+                _ => &[0, 1 << 16],
+            };
+            assert_eq!(kept, expected, "{raising}");
+        }
+    }
+}

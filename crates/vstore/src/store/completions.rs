@@ -84,7 +84,7 @@ impl Store {
             );
             self.apply(info.header);
             if let Some(request) = info.request {
-                self.replies.push_back((request, Reply::Done));
+                self.answer_done(request, info.header.client);
                 self.stats.requests_in_flight -= 1;
             }
             self.ack_cursor += 1;

@@ -218,6 +218,9 @@ pub struct Store {
     /// Metadata requests waiting for the records appended before them to be durable: (id,
     /// client, sequence number every earlier record is below, generation fenced).
     barriers: Vec<(u64, u64, u64, u64)>,
+    /// Writes and deletes settled while their client's fence, raised since the durable
+    /// superblock, is not yet durable: (id, client), answered `Done` once it is.
+    held_done: Vec<(u64, u64)>,
     /// Each fenced client's lowest accepted generation, in force from the request that set it;
     /// the superblock makes it durable (`durable.fences`) before that request is answered.
     fences: BTreeMap<u64, u64>,
@@ -289,6 +292,7 @@ impl Store {
             waiting: VecDeque::new(),
             deferred_reads: VecDeque::new(),
             barriers: Vec::new(),
+            held_done: Vec::new(),
             fences: BTreeMap::new(),
             unrecorded_epoch: None,
             io_records: FxHashMap::default(),

@@ -17,6 +17,11 @@ impl Store {
         }
         match request {
             Request::Write { .. } | Request::Delete { .. } => {
+                // A newer generation on any write or delete ends the client's older lives, as
+                // its metadata request does (which this store may never have seen): their
+                // requests still in the network are refused from here on.
+                let (client, generation) = client_generation(&request);
+                self.raise_fence(client, generation);
                 if self.waiting.is_empty() {
                     if let Some(wait) = self.append(id, request) {
                         self.waiting.push_back(wait);
@@ -72,22 +77,8 @@ impl Store {
                 });
                 self.start_read(id, range.into_iter().collect(), true);
             }
-            Request::Metadata {
-                client,
-                mut generation,
-            } => {
-                if generation > self.fence(client) {
-                    if !self.fences.contains_key(&client) && self.fences.len() >= FENCES_MAX {
-                        // The superblock's table is full: this client is served unfenced, as
-                        // before fencing existed (counted; see `Stats::unfenced_metadata`),
-                        // and its answer waits for no fence.
-                        self.stats.unfenced_metadata += 1;
-                        generation = 0;
-                    } else {
-                        self.fences.insert(client, generation);
-                        self.persist_fences();
-                    }
-                }
+            Request::Metadata { client, generation } => {
+                let generation = self.raise_fence(client, generation);
                 let waiting = std::mem::take(&mut self.waiting);
                 for (wid, request) in waiting {
                     let theirs = match &request {
@@ -109,8 +100,47 @@ impl Store {
         }
     }
 
-    /// Answers the metadata requests whose earlier writes and deletes are all settled.
+    /// Raises `client`'s fence to `generation` (never lowers it) and starts making it durable.
+    /// Returns the generation answers must wait to be durable for: 0 when the superblock's
+    /// table is full and the client is served unfenced, as before fencing existed (counted; see
+    /// `Stats::unfenced_metadata`).
+    pub(super) fn raise_fence(&mut self, client: u64, generation: u64) -> u64 {
+        if generation <= self.fence(client) {
+            return generation;
+        }
+        if !self.fences.contains_key(&client) && self.fences.len() >= FENCES_MAX {
+            self.stats.unfenced_metadata += 1;
+            return 0;
+        }
+        self.fences.insert(client, generation);
+        self.persist_fences();
+        generation
+    }
+
+    /// Answers a settled write or delete of `client`, or holds the answer while a fence raised
+    /// for the client is not yet durable (a crash would forget it, and the store would take the
+    /// older lives' requests again after answering a newer one).
+    pub(super) fn answer_done(&mut self, id: u64, client: u64) {
+        if self.fence(client) > self.durable_fence(client) {
+            self.held_done.push((id, client));
+        } else {
+            self.replies.push_back((id, Reply::Done));
+        }
+    }
+
+    /// Answers the metadata requests whose earlier writes and deletes are all settled, and the
+    /// writes and deletes held for a fence now durable.
     pub(super) fn answer_barriers(&mut self) {
+        let mut i = 0;
+        while i < self.held_done.len() {
+            let (id, client) = self.held_done[i];
+            if self.fence(client) > self.durable_fence(client) {
+                i += 1;
+                continue;
+            }
+            self.held_done.remove(i);
+            self.replies.push_back((id, Reply::Done));
+        }
         let mut i = 0;
         while i < self.barriers.len() {
             let (_, client, below, generation) = self.barriers[i];
@@ -228,15 +258,7 @@ impl Store {
     /// Appends the record of a write or delete, or refuses it, or gives it back to wait for
     /// space (the tail pointer must move first).
     pub(super) fn append(&mut self, id: u64, request: Request) -> Option<(u64, Request)> {
-        let (client, generation) = match &request {
-            Request::Write {
-                client, version, ..
-            } => (*client, generation_of(*version)),
-            Request::Delete {
-                client, generation, ..
-            } => (*client, *generation),
-            _ => unreachable!("only writes and deletes append"),
-        };
+        let (client, generation) = client_generation(&request);
         if generation < self.fence(client) {
             self.stats.fenced_refusals += 1;
             self.replies
@@ -275,7 +297,7 @@ impl Store {
         {
             if self.removes_nothing(*client, offset_bytes, offset_bytes + length_bytes, *version) {
                 self.stats.empty_deletes += 1;
-                self.replies.push_back((id, Reply::Done));
+                self.answer_done(id, *client);
                 return None;
             }
         }
@@ -440,5 +462,18 @@ impl Store {
             self.head = 0;
             self.epoch = self.random_epoch();
         }
+    }
+}
+
+/// The client and generation of a write or delete.
+fn client_generation(request: &Request) -> (u64, u64) {
+    match request {
+        Request::Write {
+            client, version, ..
+        } => (*client, generation_of(*version)),
+        Request::Delete {
+            client, generation, ..
+        } => (*client, *generation),
+        _ => unreachable!("only writes and deletes carry a generation"),
     }
 }
