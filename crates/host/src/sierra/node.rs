@@ -4,7 +4,7 @@
 
 use cordillera_gears::mds::Mds;
 use cordillera_gears::protocol::{Endpoint, Message};
-use cordillera_gears::server::ChunkIoDone;
+use cordillera_gears::server::{ChunkIo, ChunkIoDone};
 use cordillera_sim::kernel::Nanos;
 use cordillera_sim::network::NodeId;
 use cordillera_sim::world::{Core, IoCommand, IoDone, Outgoing, PowerRequest};
@@ -96,8 +96,25 @@ impl<A: ClientApp> SierraNode<A> {
                         ));
                     }
                     let mut sh = self.shared.borrow_mut();
+                    let trace = sh.trace;
                     let placement = &mut sh.placements[self.id - 1];
                     while let Some(io) = p.server.poll_io() {
+                        if trace {
+                            if let ChunkIo::Write {
+                                id,
+                                group,
+                                offset_bytes,
+                                data,
+                            } = &io
+                            {
+                                eprintln!(
+                                    "{now} {} disk write {id}: {group:?} [{offset_bytes}, +{}) {:?}",
+                                    self.id,
+                                    data.len(),
+                                    &data[..data.len().min(24)]
+                                );
+                            }
+                        }
                         if let Some(command) = p.disk.submit(placement.disk_op(io)) {
                             self.io.push_back(command);
                         }
@@ -318,7 +335,13 @@ impl<A: ClientApp> Core for SierraNode<A> {
         match &mut self.part {
             Part::Server(p) => {
                 if let Some(done) = p.disk.complete(done, &mut then) {
-                    p.server.handle_io(now, ChunkIoDone::from(done));
+                    let done = ChunkIoDone::from(done);
+                    if self.shared.borrow().trace {
+                        if let ChunkIoDone::Written { id } = &done {
+                            eprintln!("{now} {} disk written {id}", self.id);
+                        }
+                    }
+                    p.server.handle_io(now, done);
                 }
             }
             Part::Logger(l) => {

@@ -2,8 +2,9 @@
 //! ([`Config::local_copy`]), so that reads of them are served there and reclaim does not
 //! write them to it again.
 //!
-//! The copy is written once the off-loaded write has entered the range map, so the local
-//! replica never holds bytes that no store holds (see [`Client::copy_locally`]).
+//! The copy is written once the off-loaded write has entered the range map, whole and not
+//! superseded by a newer write, so the local replica never holds bytes that no store holds nor
+//! older bytes over newer ones (see [`Client::copy_locally`]).
 //!
 //! A range is marked [`Loc::local`] only when the local replica is known to hold its latest
 //! version: the local copy's write is done, the off-loaded write is in the range map (its
@@ -39,7 +40,10 @@ impl Client {
     /// copy on any store would leave the local replica holding bytes no store has, and a later
     /// life of this primary (which knows nothing of it) would serve them after reads had
     /// returned the older data (sierra-short seed 7158457761728923922: a primary deposed by a
-    /// stalled link, its log writes fenced, its local copy landed).
+    /// stalled link, its log writes fenced, its local copy landed). Only a write no newer one
+    /// superseded while it was in flight is copied: the newer bytes may already be on the
+    /// local replica, written there by their own copy or by reclaim (sierra seed
+    /// 5929858340065061311).
     pub(super) fn copy_locally(&mut self, key: u64, start: u64, data: Vec<u8>) {
         if !self.local_copies_on() || self.local.contains_key(&key) {
             return;

@@ -673,8 +673,14 @@ impl Client {
                 self.vulnerable.push_back((lo, hi));
             }
         }
-        self.copy_locally(key, start, op.data.clone());
-        self.local_write_applied(key, op.version);
+        // A newer write took some of these bytes while this one was in flight (answered with
+        // an error and held for the superblock's "degraded" mark, say): they may already be on
+        // the local replica, or reclaimed to it, and the older bytes must not land over them
+        // (sierra seed 5929858340065061311). Copies are only for whole writes.
+        if op.superseded.is_empty() {
+            self.copy_locally(key, start, op.data.clone());
+            self.local_write_applied(key, op.version);
+        }
         self.supersede(start, end, op.version);
         self.stats.offloaded_writes += 1;
         self.stats.offloaded_write_bytes += end - start;

@@ -272,3 +272,111 @@ fn a_logged_write_no_store_takes_never_reaches_the_local_replica() {
     assert!(r.c.poll_base().is_none());
     assert_eq!(r.c.stats().local_copies, 0);
 }
+
+/// A write answered with an error for want of copies enters the range map only once the
+/// superblock's "degraded" mark is durable, which may be after a newer write over the same
+/// bytes entered it and was copied to the local replica. The older write's bytes the newer one
+/// superseded must not be copied there then: landing last, they would be what a read served by
+/// the local replica returns (sierra seed 5929858340065061311: a read returned write 369 of a
+/// block after an earlier read had returned the newer acknowledged write 384).
+#[test]
+fn a_write_finished_late_copies_nothing_a_newer_write_superseded() {
+    let mut r = Rig::new();
+    let sb_at = r.c.config.usable_bytes();
+    let now = r.tick();
+    r.c.handle_upward(
+        now,
+        1,
+        Upward::Write {
+            offset_bytes: 8192,
+            data: vec![1; 4096],
+            durable: false,
+        },
+    );
+    // One store takes it, the others are full: answered with an error once the copies'
+    // timeout runs out, and held until the "degraded" mark is durable.
+    let mut took = None;
+    let until = r.now + 4 * r.c.config.copies_timeout_ns;
+    let mut superblock = None;
+    let answer = loop {
+        while let Some(op) = r.c.poll_base() {
+            match op {
+                BaseOp::Write {
+                    id, offset_bytes, ..
+                } if offset_bytes >= sb_at => {
+                    superblock = Some(id);
+                }
+                other => panic!(
+                    "only the superblock goes to the base: {:?}",
+                    other.written().map(|w| w.0)
+                ),
+            }
+        }
+        while let Some((store, id, request)) = r.c.poll_store() {
+            let reply = match request {
+                Request::Write { .. } if took.is_none() || took == Some(store) => {
+                    took = Some(store);
+                    Reply::Done
+                }
+                Request::Write { .. } => Reply::Error(StoreError::Full),
+                _ => Reply::Read(Vec::new()),
+            };
+            let now = r.tick();
+            r.c.handle_store(now, store, id, reply, Some(0));
+        }
+        if let Some(answer) = r.c.poll_upward() {
+            break answer;
+        }
+        assert!(r.now < until, "the write is never answered");
+        r.now = r.c.poll_timeout().unwrap_or(r.now + 1).max(r.now + 1);
+        let now = r.now;
+        r.c.handle_timeout(now);
+    };
+    assert!(matches!(answer, (1, UpReply::Error(_))), "{answer:?}");
+    while let Some(op) = r.c.poll_base() {
+        match op {
+            BaseOp::Write {
+                id, offset_bytes, ..
+            } if offset_bytes >= sb_at => {
+                superblock = Some(id);
+            }
+            other => panic!(
+                "only the superblock goes to the base: {:?}",
+                other.written().map(|w| w.0)
+            ),
+        }
+    }
+    let superblock = superblock.expect("the degraded mark is being written");
+    // A newer write of the same bytes gets its copies, enters the map and is copied locally.
+    let (l2, data2) = r.logged_write(2, 2);
+    r.land(l2, data2);
+    assert!(
+        r.c.ranges().all(|(_, _, l)| l.local),
+        "version 2 is held locally"
+    );
+    // The mark is durable: the older write enters the map where nothing newer is (nowhere).
+    let now = r.tick();
+    r.c.handle_base(now, BaseDone::Written { id: superblock });
+    while let Some(op) = r.c.poll_base() {
+        match op {
+            BaseOp::WriteLocal { id, data, .. } => r.land(id, data),
+            BaseOp::Write {
+                id, offset_bytes, ..
+            } if offset_bytes >= sb_at => {
+                let now = r.tick();
+                r.c.handle_base(now, BaseDone::Written { id });
+            }
+            other => panic!("{:?}", other.written().map(|w| w.0)),
+        }
+    }
+    assert_eq!(
+        r.disk[&8192],
+        vec![2u8; 4096],
+        "the local replica holds version 2"
+    );
+    assert_eq!(
+        r.read(4, 2).0,
+        vec![2; 4096],
+        "a read after it returns version 2"
+    );
+}
