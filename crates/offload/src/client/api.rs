@@ -422,8 +422,8 @@ pub struct Stats {
     /// Off-loaded writes also written to the local replica ([`Config::local_copy`]).
     pub local_copies: u64,
     /// Of those, copies that did not become readable there: another write over the same bytes
-    /// of the local replica was in flight beside it (the order they land in is unknown), the
-    /// write itself failed, or the local write failed.
+    /// of the local replica was in flight beside it (the order they land in is unknown), or the
+    /// local write failed.
     pub local_copies_unused: u64,
     /// Read pieces of off-loaded data served by the local replica instead of a store.
     pub local_reads: u64,

@@ -25,8 +25,8 @@ pub(super) struct LocalCopy {
     /// Another write over these bytes of the local replica was in flight beside it: the
     /// replica may hold either, so the copy never marks anything.
     pub(super) tainted: bool,
-    /// The version the off-loaded write entered the range map with (it finished first).
-    pub(super) applied: Option<u64>,
+    /// The version the off-loaded write entered the range map with.
+    pub(super) version: u64,
 }
 
 impl Client {
@@ -44,7 +44,7 @@ impl Client {
     /// superseded while it was in flight is copied: the newer bytes may already be on the
     /// local replica, written there by their own copy or by reclaim (sierra seed
     /// 5929858340065061311).
-    pub(super) fn copy_locally(&mut self, key: u64, start: u64, data: Vec<u8>) {
+    pub(super) fn copy_locally(&mut self, key: u64, start: u64, version: u64, data: Vec<u8>) {
         if !self.local_copies_on() || self.local.contains_key(&key) {
             return;
         }
@@ -62,7 +62,7 @@ impl Client {
                 end,
                 done: false,
                 tainted: busy,
-                applied: None,
+                version,
             },
         );
         self.base_pending.insert(id, BaseKind::LocalCopy { key });
@@ -121,49 +121,14 @@ impl Client {
         if !ok {
             copy.tainted = true;
         }
-        if let Some(version) = copy.applied {
-            self.settle_local_copy(key, version);
-        } else if !self.writes.contains_key(&key) {
-            // The write ended without entering the map (refused, or sent to the base).
-            self.local.remove(&key);
-            self.stats.local_copies_unused += 1;
-        }
+        self.settle_local_copy(key);
     }
 
-    /// Off-loaded write `key` entered the range map with `version`.
-    pub(super) fn local_write_applied(&mut self, key: u64, version: u64) {
-        let Some(copy) = self.local.get_mut(&key) else {
-            return;
-        };
-        debug_assert!(copy.applied.is_none(), "write {key} entered the map twice");
-        copy.applied = Some(version);
-        if copy.done {
-            self.settle_local_copy(key, version);
-        }
-    }
-
-    /// Local copies done whose write ended without entering the map (refused, answered with
-    /// an error and taken by no store, or sent to the base volume after all): they mark
-    /// nothing.
-    pub(super) fn sweep_local_copies(&mut self) {
-        if self.local.is_empty() {
-            return;
-        }
-        let writes = &self.writes;
-        let before = self.local.len();
-        self.local
-            .retain(|key, copy| !copy.done || copy.applied.is_some() || writes.contains_key(key));
-        self.stats.local_copies_unused += (before - self.local.len()) as u64;
-    }
-
-    /// Both halves are in: the pieces of the copy still at `version` (a newer write may have
-    /// taken some) are marked as held by the local replica, unless the copy is tainted.
-    fn settle_local_copy(&mut self, key: u64, version: u64) {
+    /// The copy is done: the pieces of it still at its version (a newer write may have taken
+    /// some) are marked as held by the local replica, unless the copy is tainted.
+    fn settle_local_copy(&mut self, key: u64) {
         let copy = self.local.remove(&key).expect("local copy");
-        debug_assert!(
-            copy.done && copy.applied == Some(version),
-            "the local copy of write {key} settled before both halves were in"
-        );
+        let version = copy.version;
         if copy.tainted {
             self.stats.local_copies_unused += 1;
             return;

@@ -52,6 +52,7 @@
 
 mod api;
 mod base;
+mod copies;
 mod degraded;
 mod invariants;
 mod local;
@@ -646,6 +647,5 @@ impl Client {
         self.pump_reads_behind_failed_writes();
         self.pump_reclaim();
         self.pump_degraded();
-        self.sweep_local_copies();
     }
 }

@@ -249,7 +249,7 @@ fn a_logged_write_no_store_takes_never_reaches_the_local_replica() {
     );
     let until = r.now + 4 * r.c.config.copies_timeout_ns;
     let answer = loop {
-        while let Some(op) = r.c.poll_base() {
+        if let Some(op) = r.c.poll_base() {
             panic!("nothing goes to the local replica: {op:?}");
         }
         while let Some((store, id, request)) = r.c.poll_store() {
