@@ -1,5 +1,8 @@
 //! Recovery corner cases, driven on an in-memory disk whose every completed write is durable.
 
+mod common;
+
+use common::complete_on;
 use cordillera_vstore::store::{Config, DiskDone, DiskOp, Reply, Request, Store};
 
 const LOG_BYTES: u64 = 1 << 20;
@@ -11,39 +14,7 @@ fn settle(store: &mut Store, disk: &mut Vec<u8>) -> Vec<(u64, Reply)> {
         let mut progress = false;
         while let Some(op) = store.poll_disk() {
             progress = true;
-            let done = match op {
-                DiskOp::Read {
-                    id,
-                    offset_bytes,
-                    length_bytes,
-                } => {
-                    let (lo, hi) = (
-                        offset_bytes as usize,
-                        (offset_bytes + length_bytes) as usize,
-                    );
-                    if disk.len() < hi {
-                        disk.resize(hi, 0);
-                    }
-                    DiskDone::Read {
-                        id,
-                        data: disk[lo..hi].to_vec(),
-                    }
-                }
-                DiskOp::Write {
-                    id,
-                    offset_bytes,
-                    data,
-                    ..
-                } => {
-                    let (lo, hi) = (offset_bytes as usize, offset_bytes as usize + data.len());
-                    if disk.len() < hi {
-                        disk.resize(hi, 0);
-                    }
-                    disk[lo..hi].copy_from_slice(&data.into_vec());
-                    DiskDone::Written { id }
-                }
-                DiskOp::Flush { id } => DiskDone::Flushed { id },
-            };
+            let done = complete_on(disk, op);
             store.handle_disk(0, done);
         }
         while let Some(reply) = store.poll_reply() {
@@ -372,21 +343,7 @@ fn settle_holding_superblocks(
                     held.push(op);
                     continue;
                 }
-                DiskOp::Write {
-                    id,
-                    offset_bytes,
-                    data,
-                    ..
-                } => {
-                    let (lo, hi) = (offset_bytes as usize, offset_bytes as usize + data.len());
-                    if disk.len() < hi {
-                        disk.resize(hi, 0);
-                    }
-                    disk[lo..hi].copy_from_slice(&data.into_vec());
-                    DiskDone::Written { id }
-                }
-                DiskOp::Flush { id } => DiskDone::Flushed { id },
-                DiskOp::Read { .. } => unreachable!("no reads in these steps"),
+                op => complete_on(disk, op),
             };
             store.handle_disk(0, done);
         }
@@ -450,20 +407,7 @@ fn a_newer_generations_write_or_delete_fences_the_older_ones() {
         );
         assert_eq!(held.len(), 2, "{raising}: one superblock carries the fence");
         for op in held {
-            let done = match op {
-                DiskOp::Write {
-                    id,
-                    offset_bytes,
-                    data,
-                    ..
-                } => {
-                    let lo = offset_bytes as usize;
-                    disk[lo..lo + data.len()].copy_from_slice(&data.into_vec());
-                    DiskDone::Written { id }
-                }
-                DiskOp::Flush { id } => DiskDone::Flushed { id },
-                DiskOp::Read { .. } => unreachable!("only writes and flushes are held"),
-            };
+            let done = complete_on(&mut disk, op);
             store.handle_disk(0, done);
         }
         assert_eq!(

@@ -3,7 +3,10 @@
 
 use std::collections::VecDeque;
 
-use cordillera_vstore::store::{Config, DiskDone, DiskOp, Reply, Request, Store};
+use cordillera_vstore::store::{Config, DiskOp, Reply, Request, Store};
+
+mod common;
+use common::complete_on;
 
 const LOG_BYTES: u64 = 4 << 20;
 const BLOCK: u64 = 4096;
@@ -27,39 +30,7 @@ impl SlowDisk {
             let Some(op) = self.queue.pop_front() else {
                 return;
             };
-            let done = match op {
-                DiskOp::Read {
-                    id,
-                    offset_bytes,
-                    length_bytes,
-                } => {
-                    let (lo, hi) = (
-                        offset_bytes as usize,
-                        (offset_bytes + length_bytes) as usize,
-                    );
-                    if self.bytes.len() < hi {
-                        self.bytes.resize(hi, 0);
-                    }
-                    DiskDone::Read {
-                        id,
-                        data: self.bytes[lo..hi].to_vec(),
-                    }
-                }
-                DiskOp::Write {
-                    id,
-                    offset_bytes,
-                    data,
-                    ..
-                } => {
-                    let (lo, hi) = (offset_bytes as usize, offset_bytes as usize + data.len());
-                    if self.bytes.len() < hi {
-                        self.bytes.resize(hi, 0);
-                    }
-                    self.bytes[lo..hi].copy_from_slice(&data.into_vec());
-                    DiskDone::Written { id }
-                }
-                DiskOp::Flush { id } => DiskDone::Flushed { id },
-            };
+            let done = complete_on(&mut self.bytes, op);
             store.handle_disk(0, done);
         }
     }

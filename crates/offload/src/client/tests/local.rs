@@ -112,6 +112,54 @@ impl Rig {
         }
     }
 
+    /// Writes `byte` over the rig's block as upward request `up_id`, answering the client's
+    /// store requests with `reply` and handing its base operations to `base`, until the write
+    /// is answered (within four copies' timeouts); then hands `base` what follows the answer.
+    fn write_until_answered(
+        &mut self,
+        up_id: u64,
+        byte: u8,
+        mut reply: impl FnMut(StoreIdx, &Request) -> Reply,
+        mut base: impl FnMut(BaseOp),
+    ) -> UpReply {
+        let now = self.tick();
+        self.c.handle_upward(
+            now,
+            up_id,
+            Upward::Write {
+                offset_bytes: 8192,
+                data: vec![byte; 4096],
+                durable: false,
+            },
+        );
+        let until = self.now + 4 * self.c.config.copies_timeout_ns;
+        loop {
+            while let Some(op) = self.c.poll_base() {
+                base(op);
+            }
+            while let Some((store, id, request)) = self.c.poll_store() {
+                let answer = reply(store, &request);
+                let now = self.tick();
+                self.c.handle_store(now, store, id, answer, Some(0));
+            }
+            if let Some((id, answer)) = self.c.poll_upward() {
+                assert_eq!(id, up_id, "another request answered");
+                while let Some(op) = self.c.poll_base() {
+                    base(op);
+                }
+                return answer;
+            }
+            assert!(self.now < until, "the write is never answered");
+            self.now = self
+                .c
+                .poll_timeout()
+                .unwrap_or(self.now + 1)
+                .max(self.now + 1);
+            let now = self.now;
+            self.c.handle_timeout(now);
+        }
+    }
+
     /// Reads 4 KiB at 8192; a store read is answered with the latest version's bytes
     /// (`latest`), a base read with the local replica's.
     fn read(&mut self, up_id: u64, latest: u8) -> (Vec<u8>, bool) {
@@ -237,38 +285,16 @@ fn a_local_copy_beside_another_write_there_does_not_mark() {
 #[test]
 fn a_logged_write_no_store_takes_never_reaches_the_local_replica() {
     let mut r = Rig::new();
-    let now = r.tick();
-    r.c.handle_upward(
-        now,
+    let answer = r.write_until_answered(
         1,
-        Upward::Write {
-            offset_bytes: 8192,
-            data: vec![5; 4096],
-            durable: false,
+        5,
+        |_, request| match request {
+            Request::Write { .. } => Reply::Error(StoreError::Full),
+            _ => Reply::Read(Vec::new()),
         },
+        |op| panic!("nothing goes to the local replica: {op:?}"),
     );
-    let until = r.now + 4 * r.c.config.copies_timeout_ns;
-    let answer = loop {
-        if let Some(op) = r.c.poll_base() {
-            panic!("nothing goes to the local replica: {op:?}");
-        }
-        while let Some((store, id, request)) = r.c.poll_store() {
-            let reply = match request {
-                Request::Write { .. } => Reply::Error(StoreError::Full),
-                _ => Reply::Read(Vec::new()),
-            };
-            let now = r.tick();
-            r.c.handle_store(now, store, id, reply, Some(0));
-        }
-        if let Some(answer) = r.c.poll_upward() {
-            break answer;
-        }
-        assert!(r.now < until, "the write is never answered");
-        r.now = r.c.poll_timeout().unwrap_or(r.now + 1).max(r.now + 1);
-        let now = r.now;
-        r.c.handle_timeout(now);
-    };
-    assert!(matches!(answer, (1, UpReply::Error(_))), "{answer:?}");
+    assert!(matches!(answer, UpReply::Error(_)), "{answer:?}");
     assert!(r.c.poll_base().is_none());
     assert_eq!(r.c.stats().local_copies, 0);
 }
@@ -283,69 +309,32 @@ fn a_logged_write_no_store_takes_never_reaches_the_local_replica() {
 fn a_write_finished_late_copies_nothing_a_newer_write_superseded() {
     let mut r = Rig::new();
     let sb_at = r.c.config.usable_bytes();
-    let now = r.tick();
-    r.c.handle_upward(
-        now,
-        1,
-        Upward::Write {
-            offset_bytes: 8192,
-            data: vec![1; 4096],
-            durable: false,
-        },
-    );
     // One store takes it, the others are full: answered with an error once the copies'
     // timeout runs out, and held until the "degraded" mark is durable.
     let mut took = None;
-    let until = r.now + 4 * r.c.config.copies_timeout_ns;
     let mut superblock = None;
-    let answer = loop {
-        while let Some(op) = r.c.poll_base() {
-            match op {
-                BaseOp::Write {
-                    id, offset_bytes, ..
-                } if offset_bytes >= sb_at => {
-                    superblock = Some(id);
-                }
-                other => panic!(
-                    "only the superblock goes to the base: {:?}",
-                    other.written().map(|w| w.0)
-                ),
+    let answer = r.write_until_answered(
+        1,
+        1,
+        |store, request| match request {
+            Request::Write { .. } if took.is_none() || took == Some(store) => {
+                took = Some(store);
+                Reply::Done
             }
-        }
-        while let Some((store, id, request)) = r.c.poll_store() {
-            let reply = match request {
-                Request::Write { .. } if took.is_none() || took == Some(store) => {
-                    took = Some(store);
-                    Reply::Done
-                }
-                Request::Write { .. } => Reply::Error(StoreError::Full),
-                _ => Reply::Read(Vec::new()),
-            };
-            let now = r.tick();
-            r.c.handle_store(now, store, id, reply, Some(0));
-        }
-        if let Some(answer) = r.c.poll_upward() {
-            break answer;
-        }
-        assert!(r.now < until, "the write is never answered");
-        r.now = r.c.poll_timeout().unwrap_or(r.now + 1).max(r.now + 1);
-        let now = r.now;
-        r.c.handle_timeout(now);
-    };
-    assert!(matches!(answer, (1, UpReply::Error(_))), "{answer:?}");
-    while let Some(op) = r.c.poll_base() {
-        match op {
+            Request::Write { .. } => Reply::Error(StoreError::Full),
+            _ => Reply::Read(Vec::new()),
+        },
+        |op| match op {
             BaseOp::Write {
                 id, offset_bytes, ..
-            } if offset_bytes >= sb_at => {
-                superblock = Some(id);
-            }
+            } if offset_bytes >= sb_at => superblock = Some(id),
             other => panic!(
                 "only the superblock goes to the base: {:?}",
                 other.written().map(|w| w.0)
             ),
-        }
-    }
+        },
+    );
+    assert!(matches!(answer, UpReply::Error(_)), "{answer:?}");
     let superblock = superblock.expect("the degraded mark is being written");
     // A newer write of the same bytes gets its copies, enters the map and is copied locally.
     let (l2, data2) = r.logged_write(2, 2);
