@@ -5,8 +5,10 @@ mod copies;
 mod full;
 mod lives;
 mod local;
+mod reclaim_base;
 mod reclaim_load;
 mod seal;
+mod stale;
 
 /// A formatted client with one store, its superblock written; ready.
 fn ready(policy: Policy) -> Client {
