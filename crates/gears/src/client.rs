@@ -20,13 +20,23 @@
 //!
 //! A write answered with an error may or may not have taken effect (its pieces may have reached
 //! some replicas or loggers); so may a write whose client stopped before the answer.
+//!
+//! A write is acknowledged only once no attempt of it may still land: every attempt has its
+//! own id and names the epoch of the view it went under, and a primary refuses an attempt of
+//! another epoch, or older than a write of the same client it already took; so a piece is done
+//! when an attempt succeeded and every attempt still unanswered went under an older epoch, or
+//! earlier under the same one. A write over bytes an unfinished earlier write of the client
+//! covers waits for that one: two writes of the same block land in the order they were issued
+//! (a retried write and a newer one could otherwise land in either order, after both answers).
 
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 
 use crate::model::{GroupId, ObjectId, ServerId};
-use crate::protocol::{Endpoint, GroupView, MdsError, Message, Nanos, ObjectLayout, ServeError};
+use crate::protocol::{
+    Endpoint, Epoch, GroupView, MdsError, Message, Nanos, ObjectLayout, ServeError,
+};
 
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -113,17 +123,28 @@ enum Kind {
 struct Op {
     object: ObjectId,
     kind: Kind,
+    /// Arrival order: a write waits for the unfinished earlier writes over its bytes.
+    seq: u64,
     pieces: Vec<Piece>,
     remaining: usize,
     buf: Vec<u8>,
     started: bool,
 }
 
+impl Op {
+    /// The bytes a write covers.
+    fn write_range(&self) -> Option<(u64, u64)> {
+        match &self.kind {
+            Kind::Write { offset_bytes, data } => Some((
+                *offset_bytes,
+                offset_bytes.saturating_add(data.len() as u64),
+            )),
+            _ => None,
+        }
+    }
+}
+
 struct Piece {
-    /// The piece's message id, the same at every attempt: a primary still working on an earlier
-    /// attempt does not start it again (a write retried after a lost answer is not applied
-    /// twice, the second time over a newer write).
-    id: u64,
     group: GroupId,
     offset_bytes: u64,
     length_bytes: u64,
@@ -131,8 +152,24 @@ struct Piece {
     at: usize,
     attempts: u32,
     state: PieceState,
-    /// Attempts sent and not answered (each may still be at a server).
-    outstanding: u32,
+    /// Attempts sent and not answered (each may still be at a server): id → the epoch of the
+    /// view it went under.
+    unanswered: BTreeMap<u64, Epoch>,
+    /// The newest attempt of a write that succeeded, as (epoch, id).
+    succeeded: Option<(Epoch, u64)>,
+}
+
+impl Piece {
+    /// Whether a write's piece is done: an attempt succeeded, and none still unanswered may
+    /// land after it (a primary refuses an attempt of an older epoch, or one older than a
+    /// write it took from the same client).
+    fn settled(&self) -> bool {
+        self.succeeded.is_some_and(|newest| {
+            self.unanswered
+                .iter()
+                .all(|(&id, &epoch)| (epoch, id) < newest)
+        })
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -142,6 +179,7 @@ enum PieceState {
         until: Nanos,
     },
     Sent {
+        /// The latest attempt.
         id: u64,
         deadline: Nanos,
         /// The primary it went to.
@@ -161,6 +199,7 @@ pub struct ObjectClient {
     config: ClientConfig,
     now: Nanos,
     next_id: u64,
+    next_seq: u64,
     layouts: BTreeMap<ObjectId, ObjectLayout>,
     views: BTreeMap<GroupId, GroupView>,
     ops: BTreeMap<u64, Op>,
@@ -181,6 +220,7 @@ impl ObjectClient {
             next_id: (config.incarnation as u64) << 40 | 1,
             config,
             now: 0,
+            next_seq: 0,
             layouts: BTreeMap::new(),
             views: BTreeMap::new(),
             ops: BTreeMap::new(),
@@ -215,14 +255,14 @@ impl ObjectClient {
         self.ops.len()
     }
 
-    /// Request `op`'s pieces with attempts sent and not answered, and how many: each may still
-    /// be at a server, which answers it (even to a later life of this client).
+    /// Request `op`'s attempts sent and not answered, by message id, each with the number of
+    /// answers it waits for (one): each may still be at a server, which answers it (even to a
+    /// later life of this client).
     pub fn unanswered_pieces(&self, op: u64) -> Vec<(u64, u32)> {
         self.ops.get(&op).map_or(Vec::new(), |o| {
             o.pieces
                 .iter()
-                .filter(|p| p.outstanding > 0)
-                .map(|p| (p.id, p.outstanding))
+                .flat_map(|p| p.unanswered.keys().map(|&id| (id, 1)))
                 .collect()
         })
     }
@@ -401,9 +441,12 @@ impl ObjectClient {
     fn start(&mut self, now: Nanos, id: u64, object: ObjectId, kind: Kind) {
         self.now = now;
         self.stats.requests += 1;
+        let seq = self.next_seq;
+        self.next_seq += 1;
         let op = Op {
             object,
             kind,
+            seq,
             pieces: Vec::new(),
             remaining: 0,
             buf: Vec::new(),
@@ -441,28 +484,33 @@ impl ObjectClient {
                     m,
                 );
             }
-            _ => {
-                if self.layouts.contains_key(&object) {
-                    self.split(id);
-                } else if !self.lookups_pending.contains_key(&object) {
-                    let m = self.id_next();
-                    self.stats.lookups += 1;
-                    self.lookups_pending.insert(object, m);
-                    self.ask_mds(
-                        MdsWait::Object { object },
-                        Message::Lookup { id: m, object },
-                        m,
-                    );
-                }
-            }
+            _ => self.begin(id),
+        }
+    }
+
+    /// Sends a read's or write's pieces, or asks the MDS for the object's layout first.
+    fn begin(&mut self, op: u64) {
+        let object = self.ops[&op].object;
+        if self.layouts.contains_key(&object) {
+            self.split(op);
+        } else if !self.lookups_pending.contains_key(&object) {
+            let m = self.id_next();
+            self.stats.lookups += 1;
+            self.lookups_pending.insert(object, m);
+            self.ask_mds(
+                MdsWait::Object { object },
+                Message::Lookup { id: m, object },
+                m,
+            );
         }
     }
 
     fn finish(&mut self, op: u64, result: Result<Done, ClientError>) {
-        if let Some(o) = self.ops.remove(&op) {
+        let finished = self.ops.remove(&op);
+        if let Some(o) = &finished {
             for p in &o.pieces {
-                if let PieceState::Sent { id, .. } = p.state {
-                    self.sent.remove(&id);
+                for id in p.unanswered.keys() {
+                    self.sent.remove(id);
                 }
             }
         }
@@ -470,6 +518,34 @@ impl ObjectClient {
             self.stats.failures += 1;
         }
         self.done.push_back((op, result));
+        // Writes that waited for this one over the same bytes may go now.
+        if let Some(o) = finished.filter(|o| o.write_range().is_some()) {
+            let waiting: Vec<u64> = self
+                .ops
+                .iter()
+                .filter(|(_, w)| w.object == o.object && !w.started && w.write_range().is_some())
+                .map(|(&id, _)| id)
+                .collect();
+            for id in waiting {
+                if self.ops.get(&id).is_some_and(|w| !w.started) {
+                    self.begin(id);
+                }
+            }
+        }
+    }
+
+    /// Whether write `op` must wait: an earlier write of the client over some of its bytes is
+    /// not finished.
+    fn held_back(&self, op: u64) -> bool {
+        let o = &self.ops[&op];
+        let Some((lo, hi)) = o.write_range() else {
+            return false;
+        };
+        self.ops.values().any(|e| {
+            e.seq < o.seq
+                && e.object == o.object
+                && e.write_range().is_some_and(|(a, b)| a < hi && lo < b)
+        })
     }
 
     fn mds_answer(&mut self, id: u64, result: Result<Option<ObjectLayout>, Option<MdsError>>) {
@@ -540,8 +616,12 @@ impl ObjectClient {
         self.layouts.insert(layout.object, layout);
     }
 
-    /// Cuts a read or write at chunk boundaries and sends its pieces.
+    /// Cuts a read or write at chunk boundaries and sends its pieces (a write once no earlier
+    /// one over its bytes is unfinished).
     fn split(&mut self, op: u64) {
+        if self.held_back(op) {
+            return;
+        }
         let object = self.ops[&op].object;
         let layout = &self.layouts[&object];
         let chunk = layout.chunk_bytes;
@@ -561,27 +641,23 @@ impl ObjectClient {
         }
         o.started = true;
         let mut at = offset;
-        let first_id = self.next_id;
-        let mut count = 0u64;
         while at < offset + len {
             let index = at / chunk;
             let within = at % chunk;
             let piece_len = (chunk - within).min(offset + len - at);
             let (group, slot) = layout.chunks[index as usize];
             o.pieces.push(Piece {
-                id: first_id + count,
                 group,
                 offset_bytes: slot as u64 * chunk + within,
                 length_bytes: piece_len,
                 at: (at - offset) as usize,
                 attempts: 0,
                 state: PieceState::Waiting { until: 0 },
-                outstanding: 0,
+                unanswered: BTreeMap::new(),
+                succeeded: None,
             });
             at += piece_len;
-            count += 1;
         }
-        self.next_id += count;
         o.remaining = o.pieces.len();
         if matches!(o.kind, Kind::Read { .. }) {
             o.buf = vec![0; len as usize];
@@ -594,8 +670,11 @@ impl ObjectClient {
     fn send_piece(&mut self, op: u64, i: usize) {
         let now = self.now;
         let group = self.ops[&op].pieces[i].group;
-        let primary = self.views.get(&group).and_then(|v| v.primary);
-        let Some(primary) = primary else {
+        let view = self
+            .views
+            .get(&group)
+            .and_then(|v| Some((v.primary?, v.epoch)));
+        let Some((primary, epoch)) = view else {
             // Ask the MDS who serves the group; the piece is sent when it answers.
             self.ops.get_mut(&op).expect("op").pieces[i].state = PieceState::Waiting {
                 until: now + self.config.request_timeout_ns,
@@ -604,10 +683,11 @@ impl ObjectClient {
             return;
         };
         self.stats.pieces += 1;
+        // Every attempt its own id: its answer is told from the others'.
+        let id = self.id_next();
         let o = self.ops.get_mut(&op).expect("op");
         let p = &mut o.pieces[i];
-        let id = p.id;
-        p.outstanding += 1;
+        p.unanswered.insert(id, epoch);
         p.state = PieceState::Sent {
             id,
             deadline: now + self.config.request_timeout_ns,
@@ -623,6 +703,7 @@ impl ObjectClient {
             Kind::Write { data, .. } => Message::Write {
                 id,
                 group,
+                epoch,
                 offset_bytes: p.offset_bytes,
                 data: data[p.at..p.at + p.length_bytes as usize].to_vec(),
             },
@@ -667,45 +748,76 @@ impl ObjectClient {
         }
     }
 
+    /// An attempt was answered. Only the latest attempt's refusal sends the piece again; any
+    /// answer may settle a write (an older attempt refused leaves none that may land later).
     fn piece_answer(
         &mut self,
         from: Endpoint,
         id: u64,
         result: Result<Option<Vec<u8>>, ServeError>,
     ) {
+        let _ = from;
         let Some((op, i)) = self.sent.remove(&id) else {
             return;
         };
         let Some(o) = self.ops.get_mut(&op) else {
             return;
         };
-        let group = o.pieces[i].group;
-        o.pieces[i].outstanding = o.pieces[i].outstanding.saturating_sub(1);
+        let is_read = matches!(o.kind, Kind::Read { .. });
+        let p = &mut o.pieces[i];
+        let group = p.group;
+        let epoch = p.unanswered.remove(&id);
+        if p.state == PieceState::Done {
+            return;
+        }
+        let latest = matches!(p.state, PieceState::Sent { id: last, .. } if last == id);
         match result {
-            Ok(data) => {
-                let p = &mut o.pieces[i];
-                if let Some(data) = data {
-                    if data.len() as u64 != p.length_bytes {
-                        // A malformed answer: as good as none.
-                        let _ = from;
+            Ok(Some(data)) if is_read => {
+                if data.len() as u64 != p.length_bytes {
+                    // A malformed answer: as good as none.
+                    if latest {
                         self.retry(op, i, group);
-                        return;
                     }
-                    o.buf[p.at..p.at + data.len()].copy_from_slice(&data);
+                    return;
                 }
-                p.state = PieceState::Done;
-                o.remaining -= 1;
-                if o.remaining == 0 {
-                    let done = match &o.kind {
-                        Kind::Read { .. } => Done::Read(std::mem::take(&mut o.buf)),
-                        _ => Done::Written,
-                    };
-                    self.finish(op, Ok(done));
+                o.buf[p.at..p.at + data.len()].copy_from_slice(&data);
+                self.piece_done(op, i);
+            }
+            Ok(_) => {
+                if let Some(epoch) = epoch {
+                    p.succeeded = p.succeeded.max(Some((epoch, id)));
+                }
+                if p.settled() {
+                    self.piece_done(op, i);
+                } else if latest {
+                    // An older attempt under a newer view is unanswered: try again under the
+                    // newest view, whose success settles it.
+                    self.retry(op, i, group);
                 }
             }
-            Err(ServeError::BadRequest) => self.finish(op, Err(ClientError::BadRequest)),
-            Err(ServeError::NoSpace) => self.finish(op, Err(ClientError::NoSpace)),
-            Err(_) => self.retry(op, i, group),
+            Err(ServeError::BadRequest) if latest => self.finish(op, Err(ClientError::BadRequest)),
+            Err(ServeError::NoSpace) if latest => self.finish(op, Err(ClientError::NoSpace)),
+            Err(_) => {
+                if p.settled() {
+                    self.piece_done(op, i);
+                } else if latest {
+                    self.retry(op, i, group);
+                }
+            }
+        }
+    }
+
+    /// Piece `i` of `op` is done; the request with it, if it was the last.
+    fn piece_done(&mut self, op: u64, i: usize) {
+        let o = self.ops.get_mut(&op).expect("op");
+        o.pieces[i].state = PieceState::Done;
+        o.remaining -= 1;
+        if o.remaining == 0 {
+            let done = match &o.kind {
+                Kind::Read { .. } => Done::Read(std::mem::take(&mut o.buf)),
+                _ => Done::Written,
+            };
+            self.finish(op, Ok(done));
         }
     }
 
@@ -716,10 +828,8 @@ impl ObjectClient {
         let Some(o) = self.ops.get_mut(&op) else {
             return;
         };
+        // The attempt stays registered: its answer may still come, and settle a write.
         let p = &mut o.pieces[i];
-        if let PieceState::Sent { id, .. } = p.state {
-            self.sent.remove(&id);
-        }
         p.attempts += 1;
         if p.attempts > self.config.retries_max {
             let attempts = p.attempts;

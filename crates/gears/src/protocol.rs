@@ -218,9 +218,13 @@ pub enum Message {
         offset_bytes: u64,
         length_bytes: u64,
     },
+    /// A write's attempt, under the view of epoch `epoch`: a primary serving another epoch
+    /// refuses it, so an attempt held up in the network cannot land once the group has moved
+    /// on (the client acknowledges a write only when no attempt of it may still land).
     Write {
         id: u64,
         group: GroupId,
+        epoch: Epoch,
         offset_bytes: u64,
         data: Vec<u8>,
     },
@@ -304,9 +308,10 @@ impl Hash for Message {
             Message::Write {
                 id,
                 group,
+                epoch,
                 offset_bytes,
                 data,
-            } => (id, group, offset_bytes, data.len()).hash(state),
+            } => (id, group, epoch, offset_bytes, data.len()).hash(state),
             Message::ReadDone { id, result } => (id, result.as_ref().map(Vec::len)).hash(state),
             Message::WriteDone { id, result } => (id, result).hash(state),
             Message::Replicate {

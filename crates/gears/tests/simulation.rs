@@ -837,7 +837,17 @@ fn sierra_keeps_every_acknowledged_write_through_gear_shifts_and_failures() {
 /// write: an extent nobody deleted (still logged after the quiet period). A store now raises a
 /// client's fence on any newer write or delete, durably before answering it (vstore test
 /// `a_newer_generations_write_or_delete_fences_the_older_ones`).
-const SHORT_REGRESSIONS: [u64; 13] = [
+/// 2795779565020151682 (1 of 9,325 fresh in a campaign of 2026-12-04): a write's first attempt
+/// was applied by a primary whose answer a stalled link held back for two seconds; the client
+/// sent it again to the next primary, and a newer write of the same block went there and was
+/// acknowledged meanwhile; the held-back answer acknowledged the first write while its second
+/// attempt was still at the new primary, which applied it after the newer one (a read had
+/// returned the newer write). Attempts now name their view's epoch and have their own ids, a
+/// primary refuses stale ones, a write is acknowledged only once no attempt of it may still
+/// land, and a client's writes over the same bytes go in order (unit tests
+/// `a_late_answer_does_not_acknowledge_a_write_whose_retry_may_still_land`,
+/// `a_stale_write_attempt_is_refused_not_applied`).
+const SHORT_REGRESSIONS: [u64; 14] = [
     7200000000000015982,
     7200000000000019506,
     7200000000000019942,
@@ -851,6 +861,7 @@ const SHORT_REGRESSIONS: [u64; 13] = [
     8026683207044465118,
     7158457761728923922,
     7158457761728960393,
+    2795779565020151682,
 ];
 
 const SHORT_BUDGET: Budget = Budget {

@@ -118,3 +118,127 @@ fn a_closed_server_is_looked_up_again_at_once() {
         "the group is looked up again"
     );
 }
+
+/// Drains the client's messages, answering the MDS's group lookups with `view`; returns the
+/// rest.
+fn drain(c: &mut ObjectClient, now: Nanos, view: &GroupView) -> Vec<(Endpoint, Message)> {
+    let mut rest = Vec::new();
+    while let Some((to, m)) = c.poll_message() {
+        match (to, m) {
+            (Endpoint::Mds, Message::LookupGroup { id, .. }) => c.handle_message(
+                now,
+                Endpoint::Mds,
+                Message::GroupLocated {
+                    id,
+                    result: Ok(view.clone()),
+                },
+            ),
+            other => rest.push(other),
+        }
+    }
+    rest
+}
+
+/// The write ids a batch of messages carries, with where they went.
+fn writes_in(messages: &[(Endpoint, Message)]) -> Vec<(Endpoint, u64, u64)> {
+    messages
+        .iter()
+        .filter_map(|(to, m)| match m {
+            Message::Write {
+                id, offset_bytes, ..
+            } => Some((*to, *id, *offset_bytes)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Seed 2795779565020151682 of the short Sierra schedules, in small: a write's first attempt
+/// was applied by the old primary, whose answer a stalled link held back; its retry went to
+/// the new primary, and a newer write of the same block was sent there and acknowledged
+/// meanwhile. The old answer then acknowledged the first write while its retry was still at
+/// the new primary, which applied it last: a read after both acknowledgements returned the
+/// newer write, a later one the older. A write is acknowledged only once no attempt of it
+/// may still land, and a write over a range an unfinished earlier write covers waits for it.
+#[test]
+fn a_late_answer_does_not_acknowledge_a_write_whose_retry_may_still_land() {
+    let mut c = ObjectClient::new(ClientConfig::new(0));
+    let object = ObjectId(7);
+    c.write(0, 1, object, 0, vec![1u8; 1024]);
+    let Some((_, Message::Lookup { id, .. })) = c.poll_message() else {
+        panic!("a lookup first");
+    };
+    let old = view(0, 4);
+    let mut new = view(0, 5);
+    new.epoch = 2;
+    new.replicas = vec![4, 5];
+    c.handle_message(
+        1,
+        Endpoint::Mds,
+        Message::Located {
+            id,
+            result: Ok(ObjectLayout {
+                object,
+                size_bytes: 1024,
+                chunk_bytes: 1024,
+                chunks: vec![(GroupId(0), 0)],
+                groups: vec![old],
+            }),
+        },
+    );
+    let first = writes_in(&drain(&mut c, 1, &new));
+    assert_eq!(first.len(), 1, "{first:?}");
+    let (to, first_id, _) = first[0];
+    assert_eq!(to, Endpoint::Server(4));
+    // The old primary applied it; its answer is held back. The client, hearing nothing,
+    // finds the new primary and sends the write again.
+    let t = c.poll_timeout().expect("the attempt's deadline");
+    c.handle_timeout(t);
+    let mut now = t;
+    let mut retry = Vec::new();
+    for _ in 0..8 {
+        retry.extend(writes_in(&drain(&mut c, now, &new)));
+        if !retry.is_empty() {
+            break;
+        }
+        now = c.poll_timeout().expect("the retry's delay");
+        c.handle_timeout(now);
+    }
+    assert_eq!(retry.len(), 1, "{retry:?}");
+    let (to, retry_id, _) = retry[0];
+    assert_eq!(to, Endpoint::Server(5));
+    // A newer write of the same block.
+    c.write(now, 2, object, 0, vec![2u8; 512]);
+    let early = writes_in(&drain(&mut c, now, &new));
+    // The old primary's answer arrives.
+    c.handle_message(
+        now + 1,
+        Endpoint::Server(4),
+        Message::WriteDone {
+            id: first_id,
+            result: Ok(()),
+        },
+    );
+    let done_early: Vec<_> = std::iter::from_fn(|| c.poll_done()).collect();
+    assert!(
+        early.is_empty(),
+        "the newer write went out while the older one's retry was unanswered: {early:?}"
+    );
+    assert!(
+        done_early.is_empty(),
+        "acknowledged while an attempt at a newer primary was unanswered: {done_early:?}"
+    );
+    // The new primary answers the retry: now the first write is done, and the second goes.
+    c.handle_message(
+        now + 2,
+        Endpoint::Server(5),
+        Message::WriteDone {
+            id: retry_id,
+            result: Ok(()),
+        },
+    );
+    let done: Vec<_> = std::iter::from_fn(|| c.poll_done()).collect();
+    assert_eq!(done, vec![(1, Ok(Done::Written))]);
+    let second = writes_in(&drain(&mut c, now + 2, &new));
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_eq!(second[0].0, Endpoint::Server(5));
+}

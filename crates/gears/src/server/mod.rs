@@ -195,6 +195,10 @@ pub struct ServerStats {
     pub refused_lease: u64,
     pub refused_unavailable: u64,
     pub refused_busy: u64,
+    /// Writes refused (as not primary or unavailable) for naming another epoch than the
+    /// primary's, or for an id no newer than one of the same client's it already took: an
+    /// attempt held up in the network, which must not land after newer writes.
+    pub refused_stale: u64,
     pub replicated: u64,
     pub replicas_fenced: u64,
     pub base_writes_failed: u64,
@@ -246,6 +250,9 @@ struct Primary {
     releasing: bool,
     /// The log client's upward ids → (client, its request id).
     requests: BTreeMap<u64, (Endpoint, u64)>,
+    /// The newest write id taken from each client in this epoch: a client numbers its
+    /// attempts in order, so an older one arriving late is refused, not applied over a newer.
+    last_write: BTreeMap<Endpoint, u64>,
     base: BTreeMap<u64, BaseWrite>,
     /// Base writes waiting for a rebuild piece over their range.
     held: VecDeque<BaseOp>,
@@ -539,6 +546,7 @@ impl ChunkServer {
                 from,
                 id,
                 group,
+                None,
                 Upward::Read {
                     offset_bytes,
                     length_bytes,
@@ -547,12 +555,14 @@ impl ChunkServer {
             Message::Write {
                 id,
                 group,
+                epoch,
                 offset_bytes,
                 data,
             } => self.client_request(
                 from,
                 id,
                 group,
+                Some(epoch),
                 Upward::Write {
                     offset_bytes,
                     data,

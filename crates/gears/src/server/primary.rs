@@ -391,6 +391,7 @@ impl ChunkServer {
             log,
             releasing: self.power != Power::On,
             requests: BTreeMap::new(),
+            last_write: BTreeMap::new(),
             base: BTreeMap::new(),
             held: VecDeque::new(),
             superblock: superblock.unwrap_or_default(),
@@ -476,11 +477,13 @@ impl ChunkServer {
         }
     }
 
+    /// A client's read, or its write's attempt sent under the view of epoch `sent_under`.
     pub(super) fn client_request(
         &mut self,
         from: Endpoint,
         id: u64,
         group: GroupId,
+        sent_under: Option<Epoch>,
         upward: Upward,
     ) {
         let is_write = matches!(upward, Upward::Write { .. });
@@ -523,12 +526,31 @@ impl ChunkServer {
         if p.releasing || !p.log.is_ready() {
             return refuse(self, ServeError::Unavailable);
         }
+        if let Some(epoch) = sent_under.filter(|&e| e != p.view.epoch) {
+            // An attempt sent under another view: one held up in the network since the group
+            // moved on must not land now (the client has acknowledged the write, or will, on
+            // an attempt at the newer epoch). A client that is ahead asks again shortly.
+            let error = if epoch < p.view.epoch {
+                ServeError::NotPrimary
+            } else {
+                ServeError::Unavailable
+            };
+            self.stats.refused_stale += 1;
+            return refuse(self, error);
+        }
         if p.requests
             .values()
             .any(|&(to, known)| to == from && known == id)
         {
-            // A retry of a request still in flight here: its answer will serve both.
+            // The same request again (a duplicated message): its answer will serve both.
             return;
+        }
+        if is_write && p.last_write.get(&from).is_some_and(|&last| id <= last) {
+            // An older attempt overtaken in the network by a newer write of the same client:
+            // it may be one the client has given up on for a later attempt, so it is refused
+            // (the client sends it again under a new id if it still waits for it).
+            self.stats.refused_stale += 1;
+            return refuse(self, ServeError::Unavailable);
         }
         if in_flight >= self.config.requests_max {
             return refuse(self, ServeError::Busy);
@@ -548,6 +570,9 @@ impl ChunkServer {
         let up = p.next_up;
         p.next_up += 1;
         p.requests.insert(up, (from, id));
+        if is_write {
+            p.last_write.insert(from, id);
+        }
         if is_write {
             self.stats.writes += 1;
         } else {

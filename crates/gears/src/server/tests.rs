@@ -54,6 +54,7 @@ fn a_write_given_up_on_waits_for_its_disk_without_a_due_timer() {
         Message::Write {
             id: 9,
             group: GroupId(3),
+            epoch: 1,
             offset_bytes: 0,
             data: vec![1; 4096],
         },
@@ -129,6 +130,7 @@ fn full_loggers(full_for_ns: Nanos) -> FullRun {
     let write = |id| Message::Write {
         id,
         group: GroupId(3),
+        epoch: 1,
         offset_bytes: 0,
         data: vec![1; 4096],
     };
@@ -400,6 +402,7 @@ fn the_kept_deadline_follows_the_group_that_changed() {
         Message::Write {
             id: 9,
             group: GroupId(4),
+            epoch: 1,
             offset_bytes: 0,
             data: vec![1; 4096],
         },
@@ -420,4 +423,99 @@ fn the_kept_deadline_follows_the_group_that_changed() {
         after > now + timeout,
         "the given-up write's deadline is gone"
     );
+}
+
+/// A client's write attempt held up in the network must not land once its group has moved on
+/// or a newer write of the same client has been taken: the primary refuses an attempt sent
+/// under another epoch's view, and one with an id no newer than a write it took from the same
+/// client (the client's other half: `a_late_answer_does_not_acknowledge_…` in its tests).
+#[test]
+fn a_stale_write_attempt_is_refused_not_applied() {
+    let config = ServerConfig::new(0, 1 << 20, 64 << 20, vec![0, 1], Vec::new());
+    let timeout = config.replicate_timeout_ns;
+    let mut s = ChunkServer::new(config, 1, 0);
+    let view = GroupView {
+        group: GroupId(3),
+        epoch: 5,
+        replicas: vec![0, 1],
+        primary: Some(0),
+        available: 0b11,
+        rebuilding: None,
+        slots: 1,
+    };
+    s.handle_message(
+        1,
+        Endpoint::Mds,
+        Message::Lease {
+            until: 100 * timeout,
+            primaries: vec![view.clone()],
+        },
+    );
+    s.handle_message(
+        1,
+        Endpoint::Mds,
+        Message::BecomePrimary {
+            view,
+            superblock: None,
+        },
+    );
+    for _ in 0..4 {
+        while let Some((_, m)) = s.poll_message() {
+            if let Message::WriteSuperblock { id, .. } = m {
+                s.handle_message(
+                    2,
+                    Endpoint::Mds,
+                    Message::SuperblockWritten { id, ok: true },
+                );
+            }
+        }
+    }
+    // What each write brought: its answer, if any, and whether it was replicated.
+    let attempt = |s: &mut ChunkServer, from: u32, id: u64, epoch: Epoch| {
+        s.handle_message(
+            3,
+            Endpoint::Client(from),
+            Message::Write {
+                id,
+                group: GroupId(3),
+                epoch,
+                // Apart: a write over one in flight waits for it.
+                offset_bytes: from as u64 * 8192,
+                data: vec![id as u8; 4096],
+            },
+        );
+        let mut answer = None;
+        let mut replicated = false;
+        while let Some((to, m)) = s.poll_message() {
+            match (to, m) {
+                (_, Message::WriteDone { id: i, result }) if i == id => answer = Some(result),
+                (Endpoint::Server(1), Message::Replicate { .. }) => replicated = true,
+                _ => {}
+            }
+        }
+        while s.poll_io().is_some() {}
+        (answer, replicated)
+    };
+    assert_eq!(
+        attempt(&mut s, 0, 10, 4),
+        (Some(Err(ServeError::NotPrimary)), false),
+        "an attempt under an older view"
+    );
+    assert_eq!(
+        attempt(&mut s, 0, 11, 6),
+        (Some(Err(ServeError::Unavailable)), false),
+        "an attempt under a view newer than the primary's"
+    );
+    assert_eq!(attempt(&mut s, 0, 20, 5), (None, true), "taken");
+    assert_eq!(
+        attempt(&mut s, 0, 15, 5),
+        (Some(Err(ServeError::Unavailable)), false),
+        "an attempt older than a write taken from the same client"
+    );
+    assert_eq!(
+        attempt(&mut s, 1, 15, 5),
+        (None, true),
+        "another client's ids are its own"
+    );
+    assert_eq!(s.stats().refused_stale, 3);
 }

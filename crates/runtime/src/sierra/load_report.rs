@@ -120,6 +120,7 @@ mod tests {
             &Message::Write {
                 id: 1,
                 group: GroupId(1),
+                epoch: 1,
                 offset_bytes: 1 << 30,
                 data: vec![0; 512],
             },

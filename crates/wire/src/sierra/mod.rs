@@ -1,4 +1,4 @@
-//! The Sierra protocol, version 1: Sierra's messages (`cordillera_gears::protocol::Message`)
+//! The Sierra protocol, version 2: Sierra's messages (`cordillera_gears::protocol::Message`)
 //! between the MDS, chunk servers and clients, and the frames a driver adds around them, as
 //! length-prefixed frames over TCP.
 //!
@@ -32,7 +32,8 @@ use thiserror::Error;
 
 use crate::codec::{Malformed, Reader, Writer};
 
-pub const VERSION: u8 = 1;
+/// 2: a client's write names the epoch of the view it was sent under.
+pub const VERSION: u8 = 2;
 /// A client's write or read of up to 32 MiB (the NBD server's request limit) plus headers.
 pub const FRAME_BYTES_MAX: u32 = 33 * 1024 * 1024;
 
@@ -347,11 +348,13 @@ impl Writer<'_> {
             Message::Write {
                 id,
                 group,
+                epoch,
                 offset_bytes,
                 data,
             } => {
                 self.u64(*id);
                 self.u32(group.0);
+                self.u64(*epoch);
                 self.u64(*offset_bytes);
                 self.bytes(data);
             }
@@ -578,6 +581,7 @@ impl Reader<'_> {
             81 => Message::Write {
                 id: self.u64("write")?,
                 group: GroupId(self.u32("write")?),
+                epoch: self.u64("write")?,
                 offset_bytes: self.u64("write")?,
                 data: self.bytes("write data")?,
             },

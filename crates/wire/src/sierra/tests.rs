@@ -126,6 +126,7 @@ fn message_samples() -> Vec<Message> {
         Message::Write {
             id: 14,
             group: GroupId(1),
+            epoch: 3,
             offset_bytes: 4096,
             data: vec![7; 4096],
         },
