@@ -25,7 +25,9 @@
 //! own id and names the epoch of the view it went under, and a primary refuses an attempt of
 //! another epoch, or older than a write of the same client it already took; so a piece is done
 //! when an attempt succeeded and every attempt still unanswered went under an older epoch, or
-//! earlier under the same one. A write over bytes an unfinished earlier write of the client
+//! earlier under the same one. Attempts of reads and writes also name the piece's first: one
+//! reaching a primary that still works on an earlier attempt joins it (served once, both
+//! answered). A write over bytes an unfinished earlier write of the client
 //! covers waits for that one: two writes of the same block land in the order they were issued
 //! (a retried write and a newer one could otherwise land in either order, after both answers).
 
@@ -152,6 +154,10 @@ struct Piece {
     at: usize,
     attempts: u32,
     state: PieceState,
+    /// The first attempt's id, which every attempt names: one arriving while an earlier one
+    /// is in flight at the primary joins it (a read too: a primary too slow to answer in time
+    /// does not serve it twice).
+    first: Option<u64>,
     /// Attempts sent and not answered (each may still be at a server): id → the epoch of the
     /// view it went under.
     unanswered: BTreeMap<u64, Epoch>,
@@ -653,6 +659,7 @@ impl ObjectClient {
                 at: (at - offset) as usize,
                 attempts: 0,
                 state: PieceState::Waiting { until: 0 },
+                first: None,
                 unanswered: BTreeMap::new(),
                 succeeded: None,
             });
@@ -688,6 +695,7 @@ impl ObjectClient {
         let o = self.ops.get_mut(&op).expect("op");
         let p = &mut o.pieces[i];
         p.unanswered.insert(id, epoch);
+        let piece = *p.first.get_or_insert(id);
         p.state = PieceState::Sent {
             id,
             deadline: now + self.config.request_timeout_ns,
@@ -696,12 +704,14 @@ impl ObjectClient {
         let message = match &o.kind {
             Kind::Read { .. } => Message::Read {
                 id,
+                piece,
                 group,
                 offset_bytes: p.offset_bytes,
                 length_bytes: p.length_bytes,
             },
             Kind::Write { data, .. } => Message::Write {
                 id,
+                piece,
                 group,
                 epoch,
                 offset_bytes: p.offset_bytes,

@@ -212,17 +212,23 @@ pub enum Message {
     },
 
     // ---- client → primary
+    /// A read's attempt: `piece` is the id of its first attempt, as for a write.
     Read {
         id: u64,
+        piece: u64,
         group: GroupId,
         offset_bytes: u64,
         length_bytes: u64,
     },
     /// A write's attempt, under the view of epoch `epoch`: a primary serving another epoch
     /// refuses it, so an attempt held up in the network cannot land once the group has moved
-    /// on (the client acknowledges a write only when no attempt of it may still land).
+    /// on (the client acknowledges a write only when no attempt of it may still land). `id`
+    /// is the attempt's own; `piece` the id of the write's first attempt, the same at every
+    /// attempt: one arriving while an earlier attempt is in flight at the primary joins it
+    /// (applied once, each attempt answered).
     Write {
         id: u64,
+        piece: u64,
         group: GroupId,
         epoch: Epoch,
         offset_bytes: u64,
@@ -301,17 +307,19 @@ impl Hash for Message {
             Message::Deleted { id, result } => (id, result).hash(state),
             Message::Read {
                 id,
+                piece,
                 group,
                 offset_bytes,
                 length_bytes,
-            } => (id, group, offset_bytes, length_bytes).hash(state),
+            } => (id, piece, group, offset_bytes, length_bytes).hash(state),
             Message::Write {
                 id,
+                piece,
                 group,
                 epoch,
                 offset_bytes,
                 data,
-            } => (id, group, epoch, offset_bytes, data.len()).hash(state),
+            } => (id, piece, group, epoch, offset_bytes, data.len()).hash(state),
             Message::ReadDone { id, result } => (id, result.as_ref().map(Vec::len)).hash(state),
             Message::WriteDone { id, result } => (id, result).hash(state),
             Message::Replicate {

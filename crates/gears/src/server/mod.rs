@@ -244,12 +244,48 @@ struct BaseWrite {
     started: Nanos,
 }
 
+/// A client's read or write in flight at a primary.
+struct ClientRequest {
+    to: Endpoint,
+    id: u64,
+    /// The request's first attempt: later attempts join it.
+    piece: u64,
+    /// Later attempts that arrived while it was in flight: each is answered as it is.
+    joined: Vec<u64>,
+}
+
+impl ClientRequest {
+    /// The answer `message` (to the first attempt) to every attempt.
+    fn answers(&self, message: Message) -> Vec<(Endpoint, Message)> {
+        let mut all: Vec<(Endpoint, Message)> = self
+            .joined
+            .iter()
+            .map(|&id| {
+                let again = match &message {
+                    Message::WriteDone { result, .. } => Message::WriteDone {
+                        id,
+                        result: *result,
+                    },
+                    Message::ReadDone { result, .. } => Message::ReadDone {
+                        id,
+                        result: result.clone(),
+                    },
+                    other => other.clone(),
+                };
+                (self.to, again)
+            })
+            .collect();
+        all.push((self.to, message));
+        all
+    }
+}
+
 struct Primary {
     view: GroupView,
     log: Client,
     releasing: bool,
-    /// The log client's upward ids → (client, its request id).
-    requests: BTreeMap<u64, (Endpoint, u64)>,
+    /// The log client's upward ids → the client's request.
+    requests: BTreeMap<u64, ClientRequest>,
     /// The newest write id taken from each client in this epoch: a client numbers its
     /// attempts in order, so an older one arriving late is refused, not applied over a newer.
     last_write: BTreeMap<Endpoint, u64>,
@@ -539,12 +575,13 @@ impl ChunkServer {
             }
             Message::Read {
                 id,
+                piece,
                 group,
                 offset_bytes,
                 length_bytes,
             } => self.client_request(
                 from,
-                id,
+                (id, piece),
                 group,
                 None,
                 Upward::Read {
@@ -554,13 +591,14 @@ impl ChunkServer {
             ),
             Message::Write {
                 id,
+                piece,
                 group,
                 epoch,
                 offset_bytes,
                 data,
             } => self.client_request(
                 from,
-                id,
+                (id, piece),
                 group,
                 Some(epoch),
                 Upward::Write {

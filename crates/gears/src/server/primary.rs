@@ -18,9 +18,10 @@ impl ChunkServer {
             let mut progressed = false;
             while let Some((up, reply)) = p.log.poll_upward() {
                 progressed = true;
-                let Some((to, id)) = p.requests.remove(&up) else {
+                let Some(request) = p.requests.remove(&up) else {
                     continue;
                 };
+                let id = request.id;
                 let message = match reply {
                     UpReply::Read(data) => Message::ReadDone {
                         id,
@@ -73,7 +74,7 @@ impl ChunkServer {
                         }
                     }
                 };
-                self.out.push_back((to, message));
+                self.out.extend(request.answers(message));
             }
             if matches!(
                 p.log.failure(),
@@ -477,11 +478,12 @@ impl ChunkServer {
         }
     }
 
-    /// A client's read, or its write's attempt sent under the view of epoch `sent_under`.
+    /// Attempt `id` of a client's read or write whose first attempt was `piece`; a write's
+    /// sent under the view of epoch `sent_under`.
     pub(super) fn client_request(
         &mut self,
         from: Endpoint,
-        id: u64,
+        (id, piece): (u64, u64),
         group: GroupId,
         sent_under: Option<Epoch>,
         upward: Upward,
@@ -538,11 +540,20 @@ impl ChunkServer {
             self.stats.refused_stale += 1;
             return refuse(self, error);
         }
-        if p.requests
-            .values()
-            .any(|&(to, known)| to == from && known == id)
+        if let Some(r) = p
+            .requests
+            .values_mut()
+            .find(|r| r.to == from && r.piece == piece)
         {
-            // The same request again (a duplicated message): its answer will serve both.
+            // Another attempt of a request in flight here (or the same one duplicated): it is
+            // answered with it, not applied again.
+            if r.id != id && !r.joined.contains(&id) {
+                r.joined.push(id);
+            }
+            if is_write {
+                let last = p.last_write.entry(from).or_insert(id);
+                *last = (*last).max(id);
+            }
             return;
         }
         if is_write && p.last_write.get(&from).is_some_and(|&last| id <= last) {
@@ -569,7 +580,15 @@ impl ChunkServer {
         }
         let up = p.next_up;
         p.next_up += 1;
-        p.requests.insert(up, (from, id));
+        p.requests.insert(
+            up,
+            ClientRequest {
+                to: from,
+                id,
+                piece,
+                joined: Vec::new(),
+            },
+        );
         if is_write {
             p.last_write.insert(from, id);
         }
@@ -594,15 +613,13 @@ impl ChunkServer {
             return;
         };
         self.keep_log_stats(&p);
-        for (_, (to, id)) in p.requests {
+        for (_, request) in p.requests {
             // The client retries either kind the same way.
-            self.out.push_back((
-                to,
-                Message::WriteDone {
-                    id,
-                    result: Err(error),
-                },
-            ));
+            let id = request.id;
+            self.out.extend(request.answers(Message::WriteDone {
+                id,
+                result: Err(error),
+            }));
         }
         self.store_requests.retain(|_, (group, _, _)| *group != g);
         self.replications.retain(|_, (group, _, _)| *group != g);

@@ -53,6 +53,7 @@ fn a_write_given_up_on_waits_for_its_disk_without_a_due_timer() {
         Endpoint::Client(0),
         Message::Write {
             id: 9,
+            piece: 9,
             group: GroupId(3),
             epoch: 1,
             offset_bytes: 0,
@@ -129,6 +130,7 @@ fn full_loggers(full_for_ns: Nanos) -> FullRun {
     s.handle_message(1, Endpoint::Mds, become_primary);
     let write = |id| Message::Write {
         id,
+        piece: id,
         group: GroupId(3),
         epoch: 1,
         offset_bytes: 0,
@@ -401,6 +403,7 @@ fn the_kept_deadline_follows_the_group_that_changed() {
         Endpoint::Client(0),
         Message::Write {
             id: 9,
+            piece: 9,
             group: GroupId(4),
             epoch: 1,
             offset_bytes: 0,
@@ -477,6 +480,7 @@ fn a_stale_write_attempt_is_refused_not_applied() {
             Endpoint::Client(from),
             Message::Write {
                 id,
+                piece: id,
                 group: GroupId(3),
                 epoch,
                 // Apart: a write over one in flight waits for it.
@@ -518,4 +522,88 @@ fn a_stale_write_attempt_is_refused_not_applied() {
         "another client's ids are its own"
     );
     assert_eq!(s.stats().refused_stale, 3);
+}
+
+/// A client's retry of a write still in flight at the primary (its answer late, the primary
+/// slow) joins it: applied once (one replicated write), and both attempts answered when it is
+/// done, so the client need not wait for a second application it could not tell from a stale
+/// one.
+#[test]
+fn a_retry_of_a_write_in_flight_joins_it_and_both_are_answered() {
+    let config = ServerConfig::new(0, 1 << 20, 64 << 20, vec![0, 1], Vec::new());
+    let timeout = config.replicate_timeout_ns;
+    let mut s = ChunkServer::new(config, 1, 0);
+    let view = GroupView {
+        group: GroupId(3),
+        epoch: 2,
+        replicas: vec![0, 1],
+        primary: Some(0),
+        available: 0b11,
+        rebuilding: None,
+        slots: 1,
+    };
+    s.handle_message(
+        1,
+        Endpoint::Mds,
+        Message::Lease {
+            until: 100 * timeout,
+            primaries: vec![view.clone()],
+        },
+    );
+    s.handle_message(
+        1,
+        Endpoint::Mds,
+        Message::BecomePrimary {
+            view,
+            superblock: None,
+        },
+    );
+    let write = |id| Message::Write {
+        id,
+        piece: 30,
+        group: GroupId(3),
+        epoch: 2,
+        offset_bytes: 4096,
+        data: vec![5; 4096],
+    };
+    let mut replicates = Vec::new();
+    let mut disk = Vec::new();
+    let mut answers = Vec::new();
+    let mut drain = |s: &mut ChunkServer, replicates: &mut Vec<u64>, disk: &mut Vec<u64>| {
+        while let Some((to, m)) = s.poll_message() {
+            match (to, m) {
+                (_, Message::WriteSuperblock { id, .. }) => s.handle_message(
+                    2,
+                    Endpoint::Mds,
+                    Message::SuperblockWritten { id, ok: true },
+                ),
+                (Endpoint::Server(1), Message::Replicate { id, .. }) => replicates.push(id),
+                (Endpoint::Client(0), Message::WriteDone { id, result }) => {
+                    answers.push((id, result))
+                }
+                _ => {}
+            }
+        }
+        while let Some(io) = s.poll_io() {
+            if let ChunkIo::Write { id, .. } = io {
+                disk.push(id);
+            }
+        }
+    };
+    drain(&mut s, &mut replicates, &mut disk);
+    s.handle_message(3, Endpoint::Client(0), write(30));
+    drain(&mut s, &mut replicates, &mut disk);
+    assert_eq!(replicates.len(), 1, "the first attempt is replicated");
+    s.handle_message(4, Endpoint::Client(0), write(31));
+    drain(&mut s, &mut replicates, &mut disk);
+    assert_eq!(replicates.len(), 1, "the retry is not applied again");
+    for id in std::mem::take(&mut replicates) {
+        s.handle_message(5, Endpoint::Server(1), Message::Replicated { id, ok: true });
+    }
+    for id in std::mem::take(&mut disk) {
+        s.handle_io(5, ChunkIoDone::Written { id });
+    }
+    drain(&mut s, &mut replicates, &mut disk);
+    answers.sort_by_key(|(id, _)| *id);
+    assert_eq!(answers, vec![(30, Ok(())), (31, Ok(()))]);
 }

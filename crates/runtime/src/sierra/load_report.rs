@@ -101,6 +101,7 @@ mod tests {
     fn read(group: u32, offset: u64, len: u64) -> Message {
         Message::Read {
             id: 0,
+            piece: 0,
             group: GroupId(group),
             offset_bytes: offset,
             length_bytes: len,
@@ -119,6 +120,7 @@ mod tests {
             11,
             &Message::Write {
                 id: 1,
+                piece: 1,
                 group: GroupId(1),
                 epoch: 1,
                 offset_bytes: 1 << 30,

@@ -32,7 +32,8 @@ use thiserror::Error;
 
 use crate::codec::{Malformed, Reader, Writer};
 
-/// 2: a client's write names the epoch of the view it was sent under.
+/// 2: a client's write names the epoch of the view it was sent under; reads and writes name
+/// their first attempt.
 pub const VERSION: u8 = 2;
 /// A client's write or read of up to 32 MiB (the NBD server's request limit) plus headers.
 pub const FRAME_BYTES_MAX: u32 = 33 * 1024 * 1024;
@@ -336,23 +337,27 @@ impl Writer<'_> {
             }
             Message::Read {
                 id,
+                piece,
                 group,
                 offset_bytes,
                 length_bytes,
             } => {
                 self.u64(*id);
+                self.u64(*piece);
                 self.u32(group.0);
                 self.u64(*offset_bytes);
                 self.u64(*length_bytes);
             }
             Message::Write {
                 id,
+                piece,
                 group,
                 epoch,
                 offset_bytes,
                 data,
             } => {
                 self.u64(*id);
+                self.u64(*piece);
                 self.u32(group.0);
                 self.u64(*epoch);
                 self.u64(*offset_bytes);
@@ -574,12 +579,14 @@ impl Reader<'_> {
             },
             80 => Message::Read {
                 id: self.u64("read")?,
+                piece: self.u64("read")?,
                 group: GroupId(self.u32("read")?),
                 offset_bytes: self.u64("read")?,
                 length_bytes: self.u64("read")?,
             },
             81 => Message::Write {
                 id: self.u64("write")?,
+                piece: self.u64("write")?,
                 group: GroupId(self.u32("write")?),
                 epoch: self.u64("write")?,
                 offset_bytes: self.u64("write")?,

@@ -119,12 +119,14 @@ fn message_samples() -> Vec<Message> {
         },
         Message::Read {
             id: 13,
+            piece: 12,
             group: GroupId(1),
             offset_bytes: 4096,
             length_bytes: 8192,
         },
         Message::Write {
             id: 14,
+            piece: 14,
             group: GroupId(1),
             epoch: 3,
             offset_bytes: 4096,
