@@ -261,14 +261,13 @@ impl ObjectClient {
         self.ops.len()
     }
 
-    /// Request `op`'s attempts sent and not answered, by message id, each with the number of
-    /// answers it waits for (one): each may still be at a server, which answers it (even to a
-    /// later life of this client).
-    pub fn unanswered_pieces(&self, op: u64) -> Vec<(u64, u32)> {
+    /// Request `op`'s attempts sent and not answered, by message id: each may still be at a
+    /// server, which answers it (even to a later life of this client).
+    pub fn unanswered_attempts(&self, op: u64) -> Vec<u64> {
         self.ops.get(&op).map_or(Vec::new(), |o| {
             o.pieces
                 .iter()
-                .flat_map(|p| p.unanswered.keys().map(|&id| (id, 1)))
+                .flat_map(|p| p.unanswered.keys().copied())
                 .collect()
         })
     }

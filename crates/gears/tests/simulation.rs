@@ -8,7 +8,8 @@
 //! message it backs was sent). A reference model checks every read: each block holds
 //! the last acknowledged write or one whose outcome is unknown or concurrent. After a quiet
 //! period in the top gear: every group has a primary that serves it, nothing is left logged,
-//! every logger is empty, and every block of every object reads back as the model allows.
+//! every logger is empty, and every block of every object reads back as the model allows
+//! (reads still going at the end, slowed by lost messages, may go on for `READ_GRACE_NS`).
 //!
 //! Each run: long schedules (ten seconds of faults, a twenty-second quiet period) — the
 //! regression seeds, seeds 0–9 and fresh ones from a base seed drawn anew (printed) for 45 s —
@@ -105,6 +106,8 @@ const SHORT: Shape = Shape {
     stalls: true,
 };
 const WAKE_NS: Nanos = 300 * MS;
+/// How long past a schedule's end its final reads may go on (twelve request timeouts).
+const READ_GRACE_NS: Nanos = 10 * S;
 
 const NODES: Nodes = Nodes {
     servers: SERVERS,
@@ -124,13 +127,13 @@ struct Checks {
     /// Writes of each client in flight when it crashed end there.
     counts: Counts,
     verified_blocks: u64,
-    /// Per client: its writes in flight → their pieces sent and not answered, with the
-    /// attempts outstanding (kept current).
-    unanswered: Vec<FxHashMap<u64, Vec<(u64, u32)>>>,
-    /// Pieces of writes whose client crashed, still at servers: (client, piece id) → (write,
-    /// answers still to come).
-    orphans: FxHashMap<(usize, u64), (u64, u32)>,
-    orphan_pieces: FxHashMap<(usize, u64), usize>,
+    /// Per client: its writes in flight → their attempts sent and not answered (kept
+    /// current).
+    unanswered: Vec<FxHashMap<u64, Vec<u64>>>,
+    /// Attempts of writes whose client crashed, still at servers: (client, attempt id) →
+    /// write; and per (client, write) how many of them are still to be answered.
+    orphans: FxHashMap<(usize, u64), u64>,
+    orphan_attempts: FxHashMap<(usize, u64), usize>,
     orphans_finished: u64,
 }
 
@@ -195,41 +198,36 @@ impl ClientApp for ModelClient {
             .keys()
             .copied()
             .chain(
-                sh.orphan_pieces
+                sh.orphan_attempts
                     .keys()
                     .filter(|(client, _)| *client == index)
                     .map(|&(_, write)| write),
             )
             .collect();
-        for (write, pieces) in unanswered {
-            sh.orphan_pieces.insert((index, write), pieces.len());
-            for (piece, attempts) in pieces {
-                sh.orphans.insert((index, piece), (write, attempts));
+        for (write, attempts) in unanswered {
+            sh.orphan_attempts.insert((index, write), attempts.len());
+            for attempt in attempts {
+                sh.orphans.insert((index, attempt), write);
             }
         }
         sh.models[index].crashed_keeping(now, &open);
     }
 
-    /// A piece of a write orphaned by an earlier life answered: the write ends when all have.
+    /// An attempt of a write orphaned by an earlier life answered: the write ends when all have.
     fn observe(&mut self, now: Nanos, message: &Message) {
         let (Message::WriteDone { id, .. } | Message::ReadDone { id, .. }) = message else {
             return;
         };
         let mut sh = self.checks.borrow_mut();
         let client = self.index;
-        let piece_done = match sh.orphans.get_mut(&(client, *id)) {
-            Some((write, answers)) => {
-                *answers -= 1;
-                (*answers == 0).then_some(*write)
-            }
-            None => None,
-        };
-        if let Some(write) = piece_done {
-            sh.orphans.remove(&(client, *id));
-            let left = sh.orphan_pieces.get_mut(&(client, write)).expect("counted");
+        if let Some(write) = sh.orphans.remove(&(client, *id)) {
+            let left = sh
+                .orphan_attempts
+                .get_mut(&(client, write))
+                .expect("counted");
             *left -= 1;
             if *left == 0 {
-                sh.orphan_pieces.remove(&(client, write));
+                sh.orphan_attempts.remove(&(client, write));
                 sh.orphans_finished += 1;
                 sh.models[client].write_ended(now, write, false);
             }
@@ -328,13 +326,13 @@ impl ClientApp for ModelClient {
 
     /// What a crash now would leave at the servers.
     fn settled(&mut self, client: &ObjectClient) {
-        let unanswered: FxHashMap<u64, Vec<(u64, u32)>> = self
+        let unanswered: FxHashMap<u64, Vec<u64>> = self
             .ops
             .iter()
             .filter_map(|(&op, o)| match o {
                 ClientOp::Write { write } => {
-                    let pieces = client.unanswered_pieces(op);
-                    (!pieces.is_empty()).then_some((*write, pieces))
+                    let attempts = client.unanswered_attempts(op);
+                    (!attempts.is_empty()).then_some((*write, attempts))
                 }
                 _ => None,
             })
@@ -397,6 +395,8 @@ struct Outcome {
     standbys: u64,
     lost_to_standby: u64,
     verified_blocks: u64,
+    /// How long past the schedule's end its final reads went on (0: done by the end).
+    read_late_ns: Nanos,
     orphans_finished: u64,
     dropped: u64,
     delayed: u64,
@@ -480,7 +480,21 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
     let mut world = World::new(builder, network, SimRng::new(seed, 4));
     let faults = schedule_faults(&mut world, &mut rng, seed, shape);
     world.run_until(shape.end_ns);
-    conclude(&world, &checks, &shared, g_min, faults)
+    // The final reads go one at a time, and each one whose request or answer is lost (a drop,
+    // a cached view naming a failed server) waits out the request timeout: a few in a row
+    // outlast the window. A schedule still reading runs on, up to `READ_GRACE_NS`, so that
+    // only a group that stays unreadable fails it.
+    let reading = |c: &Checks| {
+        c.verified_blocks < BLOCKS * CLIENTS as u64
+            && c.models.iter().all(|m| m.violations.is_empty())
+    };
+    let mut until = shape.end_ns;
+    while reading(&checks.borrow()) && until < shape.end_ns + READ_GRACE_NS {
+        until += 10 * MS;
+        world.run_until(until);
+    }
+    let read_late_ns = until - shape.end_ns;
+    conclude(&world, &checks, &shared, g_min, faults, read_late_ns)
 }
 
 /// Gear shifts through the active period (one every 1–3 s, a gear from `g_min` to 3, the
@@ -635,6 +649,7 @@ fn conclude(
     shared: &Rc<RefCell<Shared>>,
     g_min: usize,
     faults: Faults,
+    read_late_ns: Nanos,
 ) -> Result<Outcome, String> {
     let Faults {
         crashes,
@@ -714,9 +729,10 @@ fn conclude(
     }
     if sh.verified_blocks < BLOCKS * CLIENTS as u64 {
         problems.push(format!(
-            "only {} of {} blocks read back at the end",
+            "only {} of {} blocks read back by {} s past the end",
             sh.verified_blocks,
-            BLOCKS * CLIENTS as u64
+            BLOCKS * CLIENTS as u64,
+            read_late_ns / S
         ));
     }
     let mut retries = 0;
@@ -762,6 +778,7 @@ fn conclude(
         standbys: stats.standbys,
         lost_to_standby: world.lost_to_standby(),
         verified_blocks: sh.verified_blocks,
+        read_late_ns,
         orphans_finished: sh.orphans_finished,
         dropped: hs.links.dropped,
         delayed: hs.links.delayed,
@@ -847,7 +864,13 @@ fn sierra_keeps_every_acknowledged_write_through_gear_shifts_and_failures() {
 /// land, and a client's writes over the same bytes go in order (unit tests
 /// `a_late_answer_does_not_acknowledge_a_write_whose_retry_may_still_land`,
 /// `a_stale_write_attempt_is_refused_not_applied`).
-const SHORT_REGRESSIONS: [u64; 14] = [
+/// 1572420036324627697 (1 of 27,936 fresh in a campaign of 2026-12-04; no write lost): a
+/// client's final reads, one at a time, waited out five request timeouts (0.8 s each): three
+/// messages dropped and two cached views naming the server that had failed for good — 4.1 s,
+/// longer than the four-second window; 96 of 128 blocks read by the end. The final reads now
+/// go on past the end, up to `READ_GRACE_NS`, and the summary counts the schedules that needed
+/// it (this one: 160 ms).
+const SHORT_REGRESSIONS: [u64; 15] = [
     7200000000000015982,
     7200000000000019506,
     7200000000000019942,
@@ -862,6 +885,7 @@ const SHORT_REGRESSIONS: [u64; 14] = [
     7158457761728923922,
     7158457761728960393,
     2795779565020151682,
+    1572420036324627697,
 ];
 
 const SHORT_BUDGET: Budget = Budget {
@@ -920,6 +944,7 @@ fn check(schedules: &Schedules, name: &str, run: fn(u64) -> Result<Outcome, Stri
             ("writes_acked", total(|o| o.counts.writes_acked)),
             ("reads_checked", total(|o| o.counts.reads_checked)),
             ("blocks_verified", total(|o| o.verified_blocks)),
+            ("read_late", total(|o| (o.read_late_ns > 0) as u64)),
             ("local_reads", total(|o| o.local_reads)),
             ("logger_reads", total(|o| o.logger_reads)),
             ("reclaim_local_bytes", total(|o| o.reclaim_local_bytes)),
@@ -939,7 +964,7 @@ fn check(schedules: &Schedules, name: &str, run: fn(u64) -> Result<Outcome, Stri
     );
     let sum = |f: fn(&Outcome) -> u64| outcomes.iter().map(|o| f(o)).sum::<u64>();
     println!(
-        "{name}: {} schedules (g_min 1: {}, 2: {}), {} crashes, {} MDS restarts, {} permanent failures ({} groups rebuilt), {} writes acknowledged ({} failed with an error), {} reads checked ({} failed), {} client retries, {} primary migrations, {} reassignments after failures, {} standbys ({} messages lost to standby), {} logged writes, {} bytes reclaimed, {} blocks read back at the end, {} messages dropped and {} delayed, {} writes of crashed clients finished by servers after the crash",
+        "{name}: {} schedules (g_min 1: {}, 2: {}), {} crashes, {} MDS restarts, {} permanent failures ({} groups rebuilt), {} writes acknowledged ({} failed with an error), {} reads checked ({} failed), {} client retries, {} primary migrations, {} reassignments after failures, {} standbys ({} messages lost to standby), {} logged writes, {} bytes reclaimed, {} blocks read back at the end ({} schedules' final reads went on past the end, by up to {} ms), {} messages dropped and {} delayed, {} writes of crashed clients finished by servers after the crash",
         outcomes.len(),
         outcomes.iter().filter(|o| o.g_min == 1).count(),
         outcomes.iter().filter(|o| o.g_min == 2).count(),
@@ -959,6 +984,8 @@ fn check(schedules: &Schedules, name: &str, run: fn(u64) -> Result<Outcome, Stri
         sum(|o| o.logged_writes),
         sum(|o| o.reclaimed_bytes),
         sum(|o| o.verified_blocks),
+        sum(|o| (o.read_late_ns > 0) as u64),
+        outcomes.iter().map(|o| o.read_late_ns).max().unwrap_or(0) / MS,
         sum(|o| o.dropped),
         sum(|o| o.delayed),
         sum(|o| o.orphans_finished),

@@ -1,42 +1,49 @@
 use super::*;
 use cordillera_vstore::store::StoreError;
 
-/// A replicated write whose secondary does not answer in time, while the primary's own disk
-/// is still writing it: once the secondary is given up on, the server's next timeout is
-/// in the future (it once stayed due, and the simulator spun at one instant; found by the
-/// testbed lab at an up-shift, disks queued for over a second).
-#[test]
-fn a_write_given_up_on_waits_for_its_disk_without_a_due_timer() {
-    let config = ServerConfig::new(0, 1 << 20, 64 << 20, vec![0, 1], Vec::new());
-    let timeout = config.replicate_timeout_ns;
-    let mut s = ChunkServer::new(config, 1, 0);
-    let view = GroupView {
-        group: GroupId(3),
-        epoch: 1,
+/// Group `group` at `epoch` on servers 0 and 1, server 0 its primary, both available.
+fn view(group: u32, epoch: Epoch) -> GroupView {
+    GroupView {
+        group: GroupId(group),
+        epoch,
         replicas: vec![0, 1],
         primary: Some(0),
         available: 0b11,
         rebuilding: None,
         slots: 1,
-    };
+    }
+}
+
+/// Server 0 (no loggers), told at time 1 to be the primary of `views` under a lease far
+/// ahead; its superblocks not yet written.
+fn primary_of(views: &[GroupView]) -> ChunkServer {
+    let config = ServerConfig::new(0, 1 << 20, 64 << 20, vec![0, 1], Vec::new());
+    let until = 100 * config.replicate_timeout_ns;
+    let mut s = ChunkServer::new(config, 1, 0);
     s.handle_message(
         1,
         Endpoint::Mds,
         Message::Lease {
-            until: 100 * timeout,
-            primaries: vec![view.clone()],
+            until,
+            primaries: views.to_vec(),
         },
     );
-    s.handle_message(
-        1,
-        Endpoint::Mds,
-        Message::BecomePrimary {
-            view,
-            superblock: None,
-        },
-    );
-    let mut now = 2;
-    // The log client writes its superblock at the MDS first.
+    for view in views {
+        s.handle_message(
+            1,
+            Endpoint::Mds,
+            Message::BecomePrimary {
+                view: view.clone(),
+                superblock: None,
+            },
+        );
+    }
+    s
+}
+
+/// Answers the server's superblock writes at the MDS (the log client writes its superblock
+/// before a primary serves), at `now`; what else it sends is dropped.
+fn superblocks_written(s: &mut ChunkServer, now: Nanos) {
     for _ in 0..4 {
         while let Some((_, m)) = s.poll_message() {
             if let Message::WriteSuperblock { id, .. } = m {
@@ -48,6 +55,24 @@ fn a_write_given_up_on_waits_for_its_disk_without_a_due_timer() {
             }
         }
     }
+}
+
+/// [`primary_of`] one view, serving from time 2.
+fn serving(view: GroupView) -> ChunkServer {
+    let mut s = primary_of(&[view]);
+    superblocks_written(&mut s, 2);
+    s
+}
+
+/// A replicated write whose secondary does not answer in time, while the primary's own disk
+/// is still writing it: once the secondary is given up on, the server's next timeout is
+/// in the future (it once stayed due, and the simulator spun at one instant; found by the
+/// testbed lab at an up-shift, disks queued for over a second).
+#[test]
+fn a_write_given_up_on_waits_for_its_disk_without_a_due_timer() {
+    let mut s = serving(view(3, 1));
+    let timeout = s.config.replicate_timeout_ns;
+    let mut now = 2;
     s.handle_message(
         now,
         Endpoint::Client(0),
@@ -352,36 +377,8 @@ fn walked_timeout(s: &ChunkServer) -> Option<Nanos> {
 /// of every group finds.
 #[test]
 fn the_kept_deadline_follows_the_group_that_changed() {
-    let config = ServerConfig::new(0, 1 << 20, 64 << 20, vec![0, 1], Vec::new());
-    let timeout = config.replicate_timeout_ns;
-    let mut s = ChunkServer::new(config, 1, 0);
-    let view = |g: u32| GroupView {
-        group: GroupId(g),
-        epoch: 1,
-        replicas: vec![0, 1],
-        primary: Some(0),
-        available: 0b11,
-        rebuilding: None,
-        slots: 1,
-    };
-    s.handle_message(
-        1,
-        Endpoint::Mds,
-        Message::Lease {
-            until: 100 * timeout,
-            primaries: vec![view(3), view(4)],
-        },
-    );
-    for g in [3, 4] {
-        s.handle_message(
-            1,
-            Endpoint::Mds,
-            Message::BecomePrimary {
-                view: view(g),
-                superblock: None,
-            },
-        );
-    }
+    let mut s = primary_of(&[view(3, 1), view(4, 1)]);
+    let timeout = s.config.replicate_timeout_ns;
     assert_eq!(s.primaries.len(), 2);
     assert_eq!(s.poll_timeout(), walked_timeout(&s));
     let now = 2;
@@ -434,45 +431,7 @@ fn the_kept_deadline_follows_the_group_that_changed() {
 /// client (the client's other half: `a_late_answer_does_not_acknowledge_…` in its tests).
 #[test]
 fn a_stale_write_attempt_is_refused_not_applied() {
-    let config = ServerConfig::new(0, 1 << 20, 64 << 20, vec![0, 1], Vec::new());
-    let timeout = config.replicate_timeout_ns;
-    let mut s = ChunkServer::new(config, 1, 0);
-    let view = GroupView {
-        group: GroupId(3),
-        epoch: 5,
-        replicas: vec![0, 1],
-        primary: Some(0),
-        available: 0b11,
-        rebuilding: None,
-        slots: 1,
-    };
-    s.handle_message(
-        1,
-        Endpoint::Mds,
-        Message::Lease {
-            until: 100 * timeout,
-            primaries: vec![view.clone()],
-        },
-    );
-    s.handle_message(
-        1,
-        Endpoint::Mds,
-        Message::BecomePrimary {
-            view,
-            superblock: None,
-        },
-    );
-    for _ in 0..4 {
-        while let Some((_, m)) = s.poll_message() {
-            if let Message::WriteSuperblock { id, .. } = m {
-                s.handle_message(
-                    2,
-                    Endpoint::Mds,
-                    Message::SuperblockWritten { id, ok: true },
-                );
-            }
-        }
-    }
+    let mut s = serving(view(3, 5));
     // What each write brought: its answer, if any, and whether it was replicated.
     let attempt = |s: &mut ChunkServer, from: u32, id: u64, epoch: Epoch| {
         s.handle_message(
@@ -530,34 +489,7 @@ fn a_stale_write_attempt_is_refused_not_applied() {
 /// one.
 #[test]
 fn a_retry_of_a_write_in_flight_joins_it_and_both_are_answered() {
-    let config = ServerConfig::new(0, 1 << 20, 64 << 20, vec![0, 1], Vec::new());
-    let timeout = config.replicate_timeout_ns;
-    let mut s = ChunkServer::new(config, 1, 0);
-    let view = GroupView {
-        group: GroupId(3),
-        epoch: 2,
-        replicas: vec![0, 1],
-        primary: Some(0),
-        available: 0b11,
-        rebuilding: None,
-        slots: 1,
-    };
-    s.handle_message(
-        1,
-        Endpoint::Mds,
-        Message::Lease {
-            until: 100 * timeout,
-            primaries: vec![view.clone()],
-        },
-    );
-    s.handle_message(
-        1,
-        Endpoint::Mds,
-        Message::BecomePrimary {
-            view,
-            superblock: None,
-        },
-    );
+    let mut s = primary_of(&[view(3, 2)]);
     let write = |id| Message::Write {
         id,
         piece: 30,
