@@ -19,7 +19,16 @@
 //! ```
 //!
 //! A write answered with an error may or may not have taken effect (its pieces may have reached
-//! some replicas or loggers); so may a write whose client stopped before the answer.
+//! some replicas or loggers); so may a write whose client stopped before the answer. Either
+//! way it is settled when answered: a piece once sent may have reached some of the group's
+//! replicas and not others (a primary whose lease lapsed mid-write), so it is retried until an
+//! attempt succeeds — never given up after `retries_max` — and the new primary's success
+//! brings every replica to it (§3.7, "Replica divergence": "the client will retry the request,
+//! and the new primary will send the update to the versioned store"). A write one of whose
+//! pieces fails for good (the loggers full, a malformed request) is answered with the error
+//! once its other pieces sent have settled. Only a client that stops with a write in flight,
+//! while that write's primary also fails, leaves replicas that may differ (the paper's stated
+//! limit).
 //!
 //! A write is acknowledged only once no attempt of it may still land: every attempt has its
 //! own id and names the epoch of the view it went under, and a primary refuses an attempt of
@@ -46,7 +55,8 @@ pub struct ClientConfig {
     /// Differs at every start of the client: message ids start from it, so that answers to an
     /// earlier life's requests are never taken for this one's.
     pub incarnation: u32,
-    /// Attempts of a piece after the first, before the request fails.
+    /// Attempts of a piece after the first, before the request fails (a read, or a write's
+    /// piece never sent; a write's piece once sent is retried until it succeeds).
     pub retries_max: u32,
     /// A request unanswered this long is retried.
     pub request_timeout_ns: Nanos,
@@ -131,6 +141,8 @@ struct Op {
     remaining: usize,
     buf: Vec<u8>,
     started: bool,
+    /// A write's error, answered once its pieces that may have landed have settled.
+    error: Option<ClientError>,
 }
 
 impl Op {
@@ -456,6 +468,7 @@ impl ObjectClient {
             remaining: 0,
             buf: Vec::new(),
             started: false,
+            error: None,
         };
         assert!(
             !self.ops.contains_key(&id),

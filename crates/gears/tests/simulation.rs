@@ -135,6 +135,43 @@ struct Checks {
     orphans: FxHashMap<(usize, u64), u64>,
     orphan_attempts: FxHashMap<(usize, u64), usize>,
     orphans_finished: u64,
+    /// Writes in flight when their client crashed, as (client, write): nobody is left to
+    /// retry one, and if its primary also failed mid-write the replicas may differ on its
+    /// bytes (the paper's stated limit, §3.7 "Replica divergence").
+    abandoned: FxHashSet<(usize, u64)>,
+    /// Reads that returned an abandoned write after an earlier read had returned an older,
+    /// acknowledged one: a violation of the model, excused as that limit and counted.
+    diverged_reads: u64,
+}
+
+impl Checks {
+    /// Checks a read against client `index`'s model. A read going back to a write its client
+    /// abandoned in a crash is counted in `diverged_reads`, not a violation: the model's
+    /// message (`returned write W, but a read issued at …`) names the write. Everything else
+    /// the model finds stands, that read's other blocks included.
+    fn check_read(&mut self, index: usize, first: u64, issued: Nanos, now: Nanos, data: &[u8]) {
+        let model = &mut self.models[index];
+        let before = model.violations.len();
+        model.check_read(index, first, issued, now, data);
+        let mut found = model.violations.split_off(before);
+        let abandoned = &self.abandoned;
+        let excused = |v: &String| {
+            let Some((_, rest)) = v.split_once("returned write ") else {
+                return false;
+            };
+            let Some((write, rest)) = rest.split_once(',') else {
+                return false;
+            };
+            rest.starts_with(" but a read issued at")
+                && write
+                    .parse::<u64>()
+                    .is_ok_and(|w| abandoned.contains(&(index, w)))
+        };
+        let total = found.len();
+        found.retain(|v| !excused(v));
+        self.diverged_reads += (total - found.len()) as u64;
+        self.models[index].violations.extend(found);
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -204,6 +241,9 @@ impl ClientApp for ModelClient {
                     .map(|&(_, write)| write),
             )
             .collect();
+        let abandoned: Vec<u64> = sh.models[index].in_flight.iter().copied().collect();
+        sh.abandoned
+            .extend(abandoned.into_iter().map(|write| (index, write)));
         for (write, attempts) in unanswered {
             sh.orphan_attempts.insert((index, write), attempts.len());
             for attempt in attempts {
@@ -256,11 +296,11 @@ impl ClientApp for ModelClient {
             }
             (ClientOp::Read { first, issued }, Ok(Done::Read(data))) => {
                 sh.counts.reads_checked += 1;
-                sh.models[index].check_read(index, first, issued, now, &data);
+                sh.check_read(index, first, issued, now, &data);
             }
             (ClientOp::Verify { first, issued }, Ok(Done::Read(data))) => {
                 sh.verified_blocks += data.len() as u64 / BLOCK;
-                sh.models[index].check_read(index, first, issued, now, &data);
+                sh.check_read(index, first, issued, now, &data);
             }
             (ClientOp::Verify { first, issued }, _) => {
                 sh.models[index].read_ended(issued);
@@ -398,6 +438,8 @@ struct Outcome {
     /// How long past the schedule's end its final reads went on (0: done by the end).
     read_late_ns: Nanos,
     orphans_finished: u64,
+    /// Reads excused as the paper's limit ([`Checks::diverged_reads`]).
+    diverged_reads: u64,
     dropped: u64,
     delayed: u64,
     stalled: u64,
@@ -780,6 +822,7 @@ fn conclude(
         verified_blocks: sh.verified_blocks,
         read_late_ns,
         orphans_finished: sh.orphans_finished,
+        diverged_reads: sh.diverged_reads,
         dropped: hs.links.dropped,
         delayed: hs.links.delayed,
         stalled: hs.links.stalled,
@@ -870,7 +913,20 @@ fn sierra_keeps_every_acknowledged_write_through_gear_shifts_and_failures() {
 /// longer than the four-second window; 96 of 128 blocks read by the end. The final reads now
 /// go on past the end, up to `READ_GRACE_NS`, and the summary counts the schedules that needed
 /// it (this one: 160 ms).
-const SHORT_REGRESSIONS: [u64; 15] = [
+/// 5293546357561820347 (1 of 118,468 fresh in a campaign of 2026-12-04): a write reached its
+/// primary and one of the two secondaries; the third's copy was lost on the way. The MDS
+/// crashed, the primary's lease lapsed (it answered `LeaseExpired`) and then the primary
+/// crashed; the client crashed too before it sent the write again. The secondary without it
+/// became primary and reads returned the older write; the two replicas with it served again
+/// later and a read returned it: the replicas differ on the bytes of a write whose primary and
+/// client both failed mid-write, which the paper states (§3.7, "Replica divergence") and
+/// leaves to chain replication. The run excuses such reads and counts them
+/// (`diverged_reads`: this seed 1). The same window with a client that lives but gives up
+/// (its retries outlasted by the MDS's absence) is closed: a write's piece once sent is
+/// retried until it succeeds (unit tests
+/// `a_write_that_may_have_landed_is_retried_until_it_succeeds`,
+/// `a_failed_write_is_answered_once_its_other_pieces_settle`).
+const SHORT_REGRESSIONS: [u64; 16] = [
     7200000000000015982,
     7200000000000019506,
     7200000000000019942,
@@ -886,6 +942,7 @@ const SHORT_REGRESSIONS: [u64; 15] = [
     7158457761728960393,
     2795779565020151682,
     1572420036324627697,
+    5293546357561820347,
 ];
 
 const SHORT_BUDGET: Budget = Budget {
@@ -945,6 +1002,7 @@ fn check(schedules: &Schedules, name: &str, run: fn(u64) -> Result<Outcome, Stri
             ("reads_checked", total(|o| o.counts.reads_checked)),
             ("blocks_verified", total(|o| o.verified_blocks)),
             ("read_late", total(|o| (o.read_late_ns > 0) as u64)),
+            ("diverged_reads", total(|o| o.diverged_reads)),
             ("local_reads", total(|o| o.local_reads)),
             ("logger_reads", total(|o| o.logger_reads)),
             ("reclaim_local_bytes", total(|o| o.reclaim_local_bytes)),
@@ -964,7 +1022,7 @@ fn check(schedules: &Schedules, name: &str, run: fn(u64) -> Result<Outcome, Stri
     );
     let sum = |f: fn(&Outcome) -> u64| outcomes.iter().map(|o| f(o)).sum::<u64>();
     println!(
-        "{name}: {} schedules (g_min 1: {}, 2: {}), {} crashes, {} MDS restarts, {} permanent failures ({} groups rebuilt), {} writes acknowledged ({} failed with an error), {} reads checked ({} failed), {} client retries, {} primary migrations, {} reassignments after failures, {} standbys ({} messages lost to standby), {} logged writes, {} bytes reclaimed, {} blocks read back at the end ({} schedules' final reads went on past the end, by up to {} ms), {} messages dropped and {} delayed, {} writes of crashed clients finished by servers after the crash",
+        "{name}: {} schedules (g_min 1: {}, 2: {}), {} crashes, {} MDS restarts, {} permanent failures ({} groups rebuilt), {} writes acknowledged ({} failed with an error), {} reads checked ({} failed), {} client retries, {} primary migrations, {} reassignments after failures, {} standbys ({} messages lost to standby), {} logged writes, {} bytes reclaimed, {} blocks read back at the end ({} schedules' final reads went on past the end, by up to {} ms), {} messages dropped and {} delayed, {} writes of crashed clients finished by servers after the crash, {} reads of a write its crashed client abandoned after an older one (the paper's limit, in {} schedules)",
         outcomes.len(),
         outcomes.iter().filter(|o| o.g_min == 1).count(),
         outcomes.iter().filter(|o| o.g_min == 2).count(),
@@ -989,6 +1047,8 @@ fn check(schedules: &Schedules, name: &str, run: fn(u64) -> Result<Outcome, Stri
         sum(|o| o.dropped),
         sum(|o| o.delayed),
         sum(|o| o.orphans_finished),
+        sum(|o| o.diverged_reads),
+        sum(|o| (o.diverged_reads > 0) as u64),
     );
     assert!(sum(|o| o.counts.writes_acked) > 0);
     // §3.6 is exercised, not merely compiled: over a family's run (one replayed seed may

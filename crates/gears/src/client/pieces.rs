@@ -189,8 +189,10 @@ impl ObjectClient {
                     self.retry(op, i, group);
                 }
             }
-            Err(ServeError::BadRequest) if latest => self.finish(op, Err(ClientError::BadRequest)),
-            Err(ServeError::NoSpace) if latest => self.finish(op, Err(ClientError::NoSpace)),
+            Err(ServeError::BadRequest) if latest => {
+                self.fail(op, Some(i), ClientError::BadRequest)
+            }
+            Err(ServeError::NoSpace) if latest => self.fail(op, Some(i), ClientError::NoSpace),
             Err(_) => {
                 if p.settled() {
                     self.piece_done(op, i);
@@ -207,32 +209,59 @@ impl ObjectClient {
         o.pieces[i].state = PieceState::Done;
         o.remaining -= 1;
         if o.remaining == 0 {
-            let done = match &o.kind {
-                Kind::Read { .. } => Done::Read(std::mem::take(&mut o.buf)),
-                _ => Done::Written,
+            let done = match (&o.kind, o.error) {
+                (_, Some(error)) => Err(error),
+                (Kind::Read { .. }, None) => Ok(Done::Read(std::mem::take(&mut o.buf))),
+                (_, None) => Ok(Done::Written),
             };
-            self.finish(op, Ok(done));
+            self.finish(op, done);
+        }
+    }
+
+    /// Request `op` fails with `error` (piece `failed`, if one, ends here): a read at once; a
+    /// write once its pieces sent and not done have settled — each may have reached some
+    /// replicas, and must not land after the error is answered. Its pieces never sent are
+    /// dropped. The first error is the one answered.
+    fn fail(&mut self, op: u64, failed: Option<usize>, error: ClientError) {
+        let Some(o) = self.ops.get_mut(&op) else {
+            return;
+        };
+        o.error.get_or_insert(error);
+        let is_write = matches!(o.kind, Kind::Write { .. });
+        for (i, p) in o.pieces.iter_mut().enumerate() {
+            if p.state == PieceState::Done || (is_write && p.first.is_some() && failed != Some(i)) {
+                continue;
+            }
+            p.state = PieceState::Done;
+            o.remaining -= 1;
+        }
+        if o.remaining == 0 {
+            let error = o.error.expect("set above");
+            self.finish(op, Err(error));
         }
     }
 
     /// The piece was refused or not answered: forget the group's primary and, after a delay,
-    /// ask the MDS again and send it — or give up after `retries_max` retries.
+    /// ask the MDS again and send it — or give up after `retries_max` retries (a read; a
+    /// write's piece sent may have landed on some replicas, and is retried until it succeeds).
     pub(super) fn retry(&mut self, op: u64, i: usize, group: GroupId) {
         let now = self.now;
         let Some(o) = self.ops.get_mut(&op) else {
             return;
         };
+        let is_write = matches!(o.kind, Kind::Write { .. });
         // The attempt stays registered: its answer may still come, and settle a write.
         let p = &mut o.pieces[i];
         p.attempts += 1;
-        if p.attempts > self.config.retries_max {
+        if p.attempts > self.config.retries_max && !(is_write && p.first.is_some()) {
             let attempts = p.attempts;
-            self.finish(
+            self.fail(
                 op,
-                Err(ClientError::Unavailable {
+                Some(i),
+                ClientError::Unavailable {
                     group: group.0,
                     attempts,
-                }),
+                },
             );
             return;
         }
