@@ -47,7 +47,7 @@ use cordillera_gears::model::{GroupId, ObjectId, ServerId, Topology};
 use cordillera_gears::protocol::Message;
 use cordillera_gears::schedule::rotation;
 use cordillera_gears::server::{ChunkServer, LoggerInfo, ServerConfig, Slots};
-use cordillera_host::sierra::{ClientApp, LinkFaults, Nodes, Part, Shared, SierraNode, Stall};
+use cordillera_gears_host::{ClientApp, LinkFaults, Nodes, Part, Shared, SierraNode, Stall};
 use cordillera_host::{DiskPort, Durability};
 use cordillera_models::presets;
 use cordillera_sim::kernel::Nanos;
@@ -135,43 +135,6 @@ struct Checks {
     orphans: FxHashMap<(usize, u64), u64>,
     orphan_attempts: FxHashMap<(usize, u64), usize>,
     orphans_finished: u64,
-    /// Writes in flight when their client crashed, as (client, write): nobody is left to
-    /// retry one, and if its primary also failed mid-write the replicas may differ on its
-    /// bytes (the paper's stated limit, §3.7 "Replica divergence").
-    abandoned: FxHashSet<(usize, u64)>,
-    /// Reads that returned an abandoned write after an earlier read had returned an older,
-    /// acknowledged one: a violation of the model, excused as that limit and counted.
-    diverged_reads: u64,
-}
-
-impl Checks {
-    /// Checks a read against client `index`'s model. A read going back to a write its client
-    /// abandoned in a crash is counted in `diverged_reads`, not a violation: the model's
-    /// message (`returned write W, but a read issued at …`) names the write. Everything else
-    /// the model finds stands, that read's other blocks included.
-    fn check_read(&mut self, index: usize, first: u64, issued: Nanos, now: Nanos, data: &[u8]) {
-        let model = &mut self.models[index];
-        let before = model.violations.len();
-        model.check_read(index, first, issued, now, data);
-        let mut found = model.violations.split_off(before);
-        let abandoned = &self.abandoned;
-        let excused = |v: &String| {
-            let Some((_, rest)) = v.split_once("returned write ") else {
-                return false;
-            };
-            let Some((write, rest)) = rest.split_once(',') else {
-                return false;
-            };
-            rest.starts_with(" but a read issued at")
-                && write
-                    .parse::<u64>()
-                    .is_ok_and(|w| abandoned.contains(&(index, w)))
-        };
-        let total = found.len();
-        found.retain(|v| !excused(v));
-        self.diverged_reads += (total - found.len()) as u64;
-        self.models[index].violations.extend(found);
-    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -241,9 +204,14 @@ impl ClientApp for ModelClient {
                     .map(|&(_, write)| write),
             )
             .collect();
-        let abandoned: Vec<u64> = sh.models[index].in_flight.iter().copied().collect();
-        sh.abandoned
-            .extend(abandoned.into_iter().map(|write| (index, write)));
+        // Writes in flight when their client crashes are abandoned: nobody is left to retry
+        // one, and if its primary also failed mid-write the replicas may differ on its bytes
+        // (the paper's stated limit, §3.7 "Replica divergence"). A read going back to one
+        // after an older, acknowledged write is counted (`diverged_reads`), not a violation;
+        // everything else the model finds on that read stands.
+        let model = &mut sh.models[index];
+        let abandoned: Vec<u64> = model.in_flight.iter().copied().collect();
+        model.may_go_back.extend(abandoned);
         for (write, attempts) in unanswered {
             sh.orphan_attempts.insert((index, write), attempts.len());
             for attempt in attempts {
@@ -296,11 +264,11 @@ impl ClientApp for ModelClient {
             }
             (ClientOp::Read { first, issued }, Ok(Done::Read(data))) => {
                 sh.counts.reads_checked += 1;
-                sh.check_read(index, first, issued, now, &data);
+                sh.models[index].check_read(index, first, issued, now, &data);
             }
             (ClientOp::Verify { first, issued }, Ok(Done::Read(data))) => {
                 sh.verified_blocks += data.len() as u64 / BLOCK;
-                sh.check_read(index, first, issued, now, &data);
+                sh.models[index].check_read(index, first, issued, now, &data);
             }
             (ClientOp::Verify { first, issued }, _) => {
                 sh.models[index].read_ended(issued);
@@ -822,7 +790,7 @@ fn conclude(
         verified_blocks: sh.verified_blocks,
         read_late_ns,
         orphans_finished: sh.orphans_finished,
-        diverged_reads: sh.diverged_reads,
+        diverged_reads: sh.models.iter().map(|m| m.went_back_excused).sum(),
         dropped: hs.links.dropped,
         delayed: hs.links.delayed,
         stalled: hs.links.stalled,

@@ -16,16 +16,14 @@
 //! - [`Durability::WriteThrough`] (the lab's performance model, the drive's write cache not
 //!   modelled): every write is durable once written, and a flush completes at once.
 //!
-//! Modules: [`sierra`], Sierra's nodes (MDS, chunk servers, loggers, object clients) as the
-//! simulator's cores, one harness for the lab's testbed and the seeded simulation tests.
+//! Sierra's nodes (MDS, chunk servers, loggers, object clients) as the simulator's cores, which
+//! put Sierra's chunks on these ports, are in `cordillera-gears-host`.
 
 use rustc_hash::FxHashSet;
 use std::collections::VecDeque;
 
 use cordillera_sim::world::{IoCommand, IoDone};
 use cordillera_vstore::store::{DiskDone, DiskOp};
-
-pub mod sierra;
 
 /// Id bits the ports' tags may use (a core's own ids stay below).
 pub const TAG_BITS: u64 = 0xff << 56;

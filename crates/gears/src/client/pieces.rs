@@ -189,10 +189,8 @@ impl ObjectClient {
                     self.retry(op, i, group);
                 }
             }
-            Err(ServeError::BadRequest) if latest => {
-                self.fail(op, Some(i), ClientError::BadRequest)
-            }
-            Err(ServeError::NoSpace) if latest => self.fail(op, Some(i), ClientError::NoSpace),
+            Err(ServeError::BadRequest) if latest => self.fail(op, i, ClientError::BadRequest),
+            Err(ServeError::NoSpace) if latest => self.fail(op, i, ClientError::NoSpace),
             Err(_) => {
                 if p.settled() {
                     self.piece_done(op, i);
@@ -218,18 +216,18 @@ impl ObjectClient {
         }
     }
 
-    /// Request `op` fails with `error` (piece `failed`, if one, ends here): a read at once; a
+    /// Request `op` fails with `error` (piece `failed` ends here): a read at once; a
     /// write once its pieces sent and not done have settled — each may have reached some
     /// replicas, and must not land after the error is answered. Its pieces never sent are
     /// dropped. The first error is the one answered.
-    fn fail(&mut self, op: u64, failed: Option<usize>, error: ClientError) {
+    fn fail(&mut self, op: u64, failed: usize, error: ClientError) {
         let Some(o) = self.ops.get_mut(&op) else {
             return;
         };
         o.error.get_or_insert(error);
         let is_write = matches!(o.kind, Kind::Write { .. });
         for (i, p) in o.pieces.iter_mut().enumerate() {
-            if p.state == PieceState::Done || (is_write && p.first.is_some() && failed != Some(i)) {
+            if p.state == PieceState::Done || (is_write && p.first.is_some() && failed != i) {
                 continue;
             }
             p.state = PieceState::Done;
@@ -257,7 +255,7 @@ impl ObjectClient {
             let attempts = p.attempts;
             self.fail(
                 op,
-                Some(i),
+                i,
                 ClientError::Unavailable {
                     group: group.0,
                     attempts,

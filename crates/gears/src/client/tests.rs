@@ -165,27 +165,11 @@ fn a_late_answer_does_not_acknowledge_a_write_whose_retry_may_still_land() {
     let mut c = ObjectClient::new(ClientConfig::new(0));
     let object = ObjectId(7);
     c.write(0, 1, object, 0, vec![1u8; 1024]);
-    let Some((_, Message::Lookup { id, .. })) = c.poll_message() else {
-        panic!("a lookup first");
-    };
     let old = view(0, 4);
     let mut new = view(0, 5);
     new.epoch = 2;
     new.replicas = vec![4, 5];
-    c.handle_message(
-        1,
-        Endpoint::Mds,
-        Message::Located {
-            id,
-            result: Ok(ObjectLayout {
-                object,
-                size_bytes: 1024,
-                chunk_bytes: 1024,
-                chunks: vec![(GroupId(0), 0)],
-                groups: vec![old],
-            }),
-        },
-    );
+    locate(&mut c, 1, layout_over(object, &[old]));
     let first = writes_in(&drain(&mut c, 1, &new));
     assert_eq!(first.len(), 1, "{first:?}");
     let (to, first_id, _) = first[0];

@@ -20,7 +20,7 @@ use cordillera_gears::layout::Layout;
 use cordillera_gears::mds::{MdsConfig, MdsStats};
 use cordillera_gears::model::RackId;
 use cordillera_gears::server::{ChunkServer, LoggerInfo, ServerConfig, ServerStats, Slots};
-use cordillera_host::sierra::{Nodes, Part, Shared, SierraNode};
+use cordillera_gears_host::{Nodes, Part, Shared, SierraNode};
 use cordillera_host::{DiskPort, Durability};
 use cordillera_models::device::hdd::{Hdd, ReadAhead};
 use cordillera_models::device::Device;

@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use cordillera_gears::client::{ClientError, Done, ObjectClient};
 use cordillera_gears::model::ObjectId;
-use cordillera_host::sierra::ClientApp;
+use cordillera_gears_host::ClientApp;
 use cordillera_sim::kernel::Nanos;
 use cordillera_sim::rng::SimRng;
 

@@ -6,7 +6,7 @@
 //!
 //! What differs between the lab and the tests is not here but given to it: the clients'
 //! workload and checks (a [`ClientApp`]: a trace replay or closed loop in the lab, patterned
-//! writes checked against a model in the tests), the disks' durability ([`Durability`](crate::Durability)), where
+//! writes checked against a model in the tests), the disks' durability ([`Durability`](cordillera_host::Durability)), where
 //! groups lie on a server's disk ([`GroupPlacement`]), the link faults ([`LinkFaults`]: none in
 //! the lab), and whether the MDS's durable state is kept so that a crashed MDS can be restored
 //! ([`Shared::new`]'s `persist_mds`). What lasts across a node's crash — its lives, the MDS's
@@ -14,6 +14,9 @@
 //!
 //! Nodes are numbered as [`Nodes`] says: 0 the MDS, then the chunk servers, the loggers and the
 //! clients.
+//!
+//! Modules: `node`, the node at work (its core's outputs to the world, the world's deliveries
+//! to its core, restarts); `links`, the link faults (drops, delays, stalls past a lease).
 
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
@@ -31,7 +34,7 @@ use cordillera_sim::network::NodeId;
 use cordillera_sim::world::{IoCommand, Outgoing, PowerRequest};
 use cordillera_vstore::store::{Reply, Request, Store};
 
-use crate::DiskPort;
+use cordillera_host::DiskPort;
 
 mod links;
 mod node;

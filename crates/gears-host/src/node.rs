@@ -9,9 +9,9 @@ use cordillera_sim::kernel::Nanos;
 use cordillera_sim::network::NodeId;
 use cordillera_sim::world::{Core, IoCommand, IoDone, Outgoing, PowerRequest};
 
-use super::links::Fate;
-use super::{msg_bytes, store_changes, ClientApp, Msg, Part, SierraNode, HOUSEKEEPING};
-use crate::Durability;
+use crate::links::Fate;
+use crate::{msg_bytes, store_changes, ClientApp, Msg, Part, SierraNode, HOUSEKEEPING};
+use cordillera_host::Durability;
 
 impl<A: ClientApp> SierraNode<A> {
     fn send(&mut self, now: Nanos, to: NodeId, message: Msg) {
@@ -195,7 +195,7 @@ impl<A: ClientApp> Core for SierraNode<A> {
                     .clone()
                     .expect("an MDS restarts only when its durable state is kept");
                 let before = std::mem::take(&mut sh.mds_stats_now);
-                super::add_stats(&mut sh.mds_stats_before, before);
+                crate::add_stats(&mut sh.mds_stats_before, before);
                 m.mds = Mds::restore(m.config.clone(), &m.layout, stored, now)
                     .unwrap_or_else(|e| panic!("the MDS's stored state: {e}"));
                 if let Some((gear, rotation)) = sh.gear.clone() {
