@@ -388,6 +388,9 @@ pub struct Stats {
     /// Copies of deletion records found void at a recovery: held by a store that an earlier
     /// recovery went on without (see `Client::merge`); deleted when that store is up.
     pub deletion_records_void: u64,
+    /// Copies of deletion records found at a recovery on fewer than N stores (perhaps never
+    /// durable): the copies they name are taken as stale but unrecorded (`Client::merge`).
+    pub deletion_records_short: u64,
     pub store_failures: u64,
     /// Off-loaded bytes lost: a store holding their only copy was removed or lost them.
     pub lost_bytes: u64,

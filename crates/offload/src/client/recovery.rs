@@ -138,7 +138,9 @@ impl Client {
             f.metadata[s] = None;
             f.records[s] = None;
         }
-        let mut owed: Vec<RangeMap<(u64, u64)>> = vec![RangeMap::new(); n];
+        // Per store: the newest deletion record covering each range, as (version up to,
+        // the record's slot if it is durable).
+        let mut owed: Vec<RangeMap<(u64, Option<u64>)>> = vec![RangeMap::new(); n];
         let mut copies: Vec<(StoreIdx, Extent, DeletionRecord)> = Vec::new();
         for (holder, pieces) in f.records.into_iter().enumerate() {
             for (e, data) in pieces.unwrap_or_default() {
@@ -148,6 +150,19 @@ impl Client {
                 }
             }
         }
+        // A record is durable once N stores hold it (`record_written`). Found on fewer, it may
+        // be one whose life ended before it was: a later life that does not read the stores
+        // holding it would not know of it. Its copies are stale all the same (a record names
+        // only copies its life found stale), but unrecorded: they hold back base writes over
+        // them and deletes of the current copies until they are deleted or recorded again,
+        // durably — as if this life had found them stale itself.
+        let mut holders_of: FxHashMap<(u64, u64), u32> = FxHashMap::default();
+        for (_, e, _) in &copies {
+            *holders_of
+                .entry((e.offset_bytes >> SLOT_SHIFT, e.version))
+                .or_default() += 1;
+        }
+        let n_way = self.config.n_way as u32;
         // Newest first: a record of life g that says a store holds nothing of earlier lives
         // (that life recovered without it) voids the copies of records that store holds from
         // before g. That life never read them, and may have made current what they call stale
@@ -189,11 +204,21 @@ impl Client {
             // Records of two lives at one slot (a slot reused after a recovery that did
             // not read a store holding the older one): the collection covers both.
             info.bytes = info.bytes.max(e.length_bytes);
+            let durable = holders_of[&(slot, e.version)] >= n_way;
+            if !durable {
+                self.stats.deletion_records_short += 1;
+            }
+            let recorded = durable.then_some(slot);
             if let Some(t) = target {
                 for &(lo, hi, v) in &record.entries {
                     owed[t].update(lo, hi, |_, _, old| match old {
-                        Some(&(ov, os)) if ov >= v => Some((ov, os)),
-                        _ => Some((v, slot)),
+                        // The newer record wins; of two up to one version, a durable one.
+                        Some(&(ov, os))
+                            if ov > v || (ov == v && (os.is_some() || recorded.is_none())) =>
+                        {
+                            Some((ov, os))
+                        }
+                        _ => Some((v, recorded)),
                     });
                 }
             }
@@ -218,8 +243,8 @@ impl Client {
             self.stores[s].may_hold = !extents.is_empty();
             for e in extents {
                 let (lo, hi, v) = (e.offset_bytes, e.offset_bytes + e.length_bytes, e.version);
-                // (start, end, the (version, slot) of a deletion record covering it).
-                type Owed = (u64, u64, Option<(u64, u64)>);
+                // (start, end, the (version, slot if durable) of a deletion record covering it).
+                type Owed = (u64, u64, Option<(u64, Option<u64>)>);
                 let parts: Vec<Owed> = owed[s]
                     .lookup(lo, hi)
                     .into_iter()
@@ -233,7 +258,7 @@ impl Client {
                                     version: v,
                                     sent: false,
                                     recording: false,
-                                    slot: Some(slot),
+                                    slot,
                                 })
                             });
                         }
