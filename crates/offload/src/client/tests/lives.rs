@@ -277,7 +277,6 @@ impl World {
                 }
                 Reply::Done
             }
-            _ => Reply::Done,
         }
     }
 
