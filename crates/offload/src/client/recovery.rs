@@ -150,33 +150,18 @@ impl Client {
                 }
             }
         }
-        // A record is durable once N stores hold it (`record_written`). Found on fewer, it may
-        // be one whose life ended before it was: a later life that does not read the stores
-        // holding it would not know of it. Its copies are stale all the same (a record names
-        // only copies its life found stale), but unrecorded: they hold back base writes over
-        // them and deletes of the current copies until they are deleted or recorded again,
-        // durably — as if this life had found them stale itself.
-        let mut holders_of: FxHashMap<(u64, u64), u32> = FxHashMap::default();
-        for (_, e, _) in &copies {
-            *holders_of
-                .entry((e.offset_bytes >> SLOT_SHIFT, e.version))
-                .or_default() += 1;
-        }
-        let n_way = self.config.n_way as u32;
         // Newest first: a record of life g that says a store holds nothing of earlier lives
         // (that life recovered without it) voids the copies of records that store holds from
         // before g. That life never read them, and may have made current what they call stale
         // (a record not yet durable when its life ended, held by that store alone); a durable
         // record has another copy, read by that life. The void copies are deleted when the store
-        // is up, before the record voiding them may go (`old_records`).
+        // is up, before the record voiding them may go (`old_records`). A record voids only
+        // copies of older lives than its own, all after it in this order.
         copies.sort_by_key(|(_, e, _)| std::cmp::Reverse(e.version));
         let mut void_up_to = vec![0u64; n];
+        // The copies not void, each with its target's index.
+        let mut kept = Vec::with_capacity(copies.len());
         for (holder, e, record) in copies {
-            let slot = e.offset_bytes >> SLOT_SHIFT;
-            let target = self
-                .stores
-                .iter()
-                .position(|s| !s.removed && s.info.id == record.target);
             if e.version <= void_up_to[holder] {
                 let st = &mut self.stores[holder];
                 let up_to = st.old_records.map_or(0, |(v, _)| v).max(void_up_to[holder]);
@@ -186,9 +171,31 @@ impl Client {
             }
             let earlier_lives = ((e.version >> VERSION_BITS) << VERSION_BITS).checked_sub(1);
             let marks = |&(_, _, v): &(u64, u64, u64)| Some(v) == earlier_lives;
+            let target = self
+                .stores
+                .iter()
+                .position(|s| !s.removed && s.info.id == record.target);
             if let (Some(t), true) = (target, record.entries.iter().any(marks)) {
                 void_up_to[t] = void_up_to[t].max(earlier_lives.unwrap_or(0));
             }
+            kept.push((holder, e, record, target));
+        }
+        // A record is durable once N stores hold it (`record_written`). Found on fewer (void
+        // copies not counted: a later life ignores them too), it may be one whose life ended
+        // before it was: a later life that does not read the stores holding it would not know
+        // of it. Its copies are stale all the same (a record names only copies its life found
+        // stale), but unrecorded: they hold back base writes over them and deletes of the
+        // current copies until they are deleted or recorded again, durably — as if this life
+        // had found them stale itself.
+        let mut holders_of: FxHashMap<(u64, u64), u32> = FxHashMap::default();
+        for (_, e, _, _) in &kept {
+            *holders_of
+                .entry((e.offset_bytes >> SLOT_SHIFT, e.version))
+                .or_default() += 1;
+        }
+        let n_way = self.config.n_way as u32;
+        for (holder, e, record, target) in kept {
+            let slot = e.offset_bytes >> SLOT_SHIFT;
             let info = self.records.entry(slot).or_insert(DelRecordInfo {
                 target: target.unwrap_or(usize::MAX),
                 version: e.version,

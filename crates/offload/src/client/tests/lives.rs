@@ -479,3 +479,73 @@ fn filled_with(data: &[u8]) -> Option<u8> {
     let first = *data.first()?;
     data.iter().all(|&b| b == first).then_some(first)
 }
+
+/// Life 1's record "store 0: delete block 0 up to 1:0x47" is on stores 1 and 2; life 2
+/// recovered without store 1 and recorded so on stores 0 and 2 ("store 1 holds nothing of
+/// earlier lives"), which voids store 1's copy of life 1's record. Life 3 reads every store: the
+/// record has one copy it may apply (store 2's), so it is not durable for a later life that goes
+/// on without store 2 and, by life 2's record, ignores store 1's copy. Counted as durable (two
+/// copies found, the void one too), life 3 wrote block 0 to the base volume over store 0's
+/// copy, and life 4, without store 2, made that copy current.
+#[test]
+fn a_void_copy_of_a_deletion_record_does_not_make_it_durable() {
+    let old = (1 << BITS) | 0x47;
+    let usable = Config::new(CLIENT, 1, VOLUME_BYTES).usable_bytes();
+    let life1 = DeletionRecord {
+        target: 100,
+        entries: vec![(0, 4096, old)],
+    };
+    let life2 = DeletionRecord {
+        target: 101,
+        entries: vec![(0, usable, (2 << BITS) - 1)],
+    };
+    let marker = (0, (2 << BITS) | 0x11, life2);
+    let record = (1, (1 << BITS) | 0x6a, life1);
+    let held = [
+        Held {
+            data: vec![(0, 4096, old)],
+            records: vec![marker.clone()],
+            ..Held::default()
+        },
+        Held {
+            records: vec![record.clone()],
+            ..Held::default()
+        },
+        Held {
+            records: vec![marker, record],
+            ..Held::default()
+        },
+    ];
+    let mut base = vec![0; 2 * VOLUME_BYTES as usize];
+    base[..4096].fill(9);
+    let mut life3 = World::start(
+        held,
+        Start {
+            degraded: false,
+            base,
+            refuse_data_deletes: Some(0),
+            ..Start::default()
+        },
+    );
+    assert_eq!(life3.c.stats().deletion_records_void, 1);
+    assert_eq!(filled_with(&life3.read_block_0()), Some(9));
+    life3.write_block_0(5);
+    life3.run_until(life3.now + 20_000_000);
+    let World { held, base, .. } = life3;
+    let mut life4 = World::start(
+        held,
+        Start {
+            generation: 3,
+            degraded: false,
+            base,
+            silent: Some(2),
+            ..Start::default()
+        },
+    );
+    assert_eq!(
+        filled_with(&life4.read_block_0()),
+        Some(5),
+        "life 4 read something older than the acknowledged write: {}",
+        life4.c.describe()
+    );
+}
