@@ -138,98 +138,7 @@ impl Client {
             f.metadata[s] = None;
             f.records[s] = None;
         }
-        // Per store: the newest deletion record covering each range, as (version up to,
-        // the record's slot if it is durable).
-        let mut owed: Vec<RangeMap<(u64, Option<u64>)>> = vec![RangeMap::new(); n];
-        let mut copies: Vec<(StoreIdx, Extent, DeletionRecord)> = Vec::new();
-        for (holder, pieces) in f.records.into_iter().enumerate() {
-            for (e, data) in pieces.unwrap_or_default() {
-                self.next_slot = self.next_slot.max((e.offset_bytes >> SLOT_SHIFT) + 1);
-                if let Some(record) = DeletionRecord::decode(&data) {
-                    copies.push((holder, e, record));
-                }
-            }
-        }
-        // Newest first: a record of life g that says a store holds nothing of earlier lives
-        // (that life recovered without it) voids the copies of records that store holds from
-        // before g. That life never read them, and may have made current what they call stale
-        // (a record not yet durable when its life ended, held by that store alone); a durable
-        // record has another copy, read by that life. The void copies are deleted when the store
-        // is up, before the record voiding them may go (`old_records`). A record voids only
-        // copies of older lives than its own, all after it in this order.
-        copies.sort_by_key(|(_, e, _)| std::cmp::Reverse(e.version));
-        let mut void_up_to = vec![0u64; n];
-        // The copies not void, each with its target's index.
-        let mut kept = Vec::with_capacity(copies.len());
-        for (holder, e, record) in copies {
-            if e.version <= void_up_to[holder] {
-                let st = &mut self.stores[holder];
-                let up_to = st.old_records.map_or(0, |(v, _)| v).max(void_up_to[holder]);
-                st.old_records = Some((up_to, false));
-                self.stats.deletion_records_void += 1;
-                continue;
-            }
-            let earlier_lives = ((e.version >> VERSION_BITS) << VERSION_BITS).checked_sub(1);
-            let marks = |&(_, _, v): &(u64, u64, u64)| Some(v) == earlier_lives;
-            let target = self
-                .stores
-                .iter()
-                .position(|s| !s.removed && s.info.id == record.target);
-            if let (Some(t), true) = (target, record.entries.iter().any(marks)) {
-                void_up_to[t] = void_up_to[t].max(earlier_lives.unwrap_or(0));
-            }
-            kept.push((holder, e, record, target));
-        }
-        // A record is durable once N stores hold it (`record_written`). Found on fewer (void
-        // copies not counted: a later life ignores them too), it may be one whose life ended
-        // before it was: a later life that does not read the stores holding it would not know
-        // of it. Its copies are stale all the same (a record names only copies its life found
-        // stale), but unrecorded: they hold back base writes over them and deletes of the
-        // current copies until they are deleted or recorded again, durably — as if this life
-        // had found them stale itself.
-        let mut holders_of: FxHashMap<(u64, u64), u32> = FxHashMap::default();
-        for (_, e, _, _) in &kept {
-            *holders_of
-                .entry((e.offset_bytes >> SLOT_SHIFT, e.version))
-                .or_default() += 1;
-        }
-        let n_way = self.config.n_way as u32;
-        for (holder, e, record, target) in kept {
-            let slot = e.offset_bytes >> SLOT_SHIFT;
-            let info = self.records.entry(slot).or_insert(DelRecordInfo {
-                target: target.unwrap_or(usize::MAX),
-                version: e.version,
-                bytes: e.length_bytes,
-                holders: 0,
-                writing: 0,
-                entries: record.entries.clone(),
-                collecting: 0,
-                collect: target.is_none(),
-            });
-            info.holders |= bit(holder);
-            info.version = info.version.max(e.version);
-            // Records of two lives at one slot (a slot reused after a recovery that did
-            // not read a store holding the older one): the collection covers both.
-            info.bytes = info.bytes.max(e.length_bytes);
-            let durable = holders_of[&(slot, e.version)] >= n_way;
-            if !durable {
-                self.stats.deletion_records_short += 1;
-            }
-            let recorded = durable.then_some(slot);
-            if let Some(t) = target {
-                for &(lo, hi, v) in &record.entries {
-                    owed[t].update(lo, hi, |_, _, old| match old {
-                        // The newer record wins; of two up to one version, a durable one.
-                        Some(&(ov, os))
-                            if ov > v || (ov == v && (os.is_some() || recorded.is_none())) =>
-                        {
-                            Some((ov, os))
-                        }
-                        _ => Some((v, recorded)),
-                    });
-                }
-            }
-        }
+        let owed = self.read_records(std::mem::take(&mut f.records));
         let earlier_lives = (self.generation << VERSION_BITS) - 1;
         let usable = self.config.usable_bytes();
         for (s, missing) in missing.iter().enumerate() {
@@ -285,5 +194,112 @@ impl Client {
             .map(|(a, b, _)| (a, b))
             .collect();
         self.vulnerable.extend(vulnerable);
+    }
+
+    /// Reads the deletion records every answering store holds: per store, the newest record
+    /// covering each range, as (version up to, the record's slot if it is durable). Also
+    /// registers each record slot (`records`), to be collected or kept, and moves
+    /// `next_slot` past every slot in use.
+    fn read_records(
+        &mut self,
+        records: Vec<Option<Vec<Piece>>>,
+    ) -> Vec<RangeMap<(u64, Option<u64>)>> {
+        let n = self.stores.len();
+        let mut owed: Vec<RangeMap<(u64, Option<u64>)>> = vec![RangeMap::new(); n];
+        let mut copies: Vec<(StoreIdx, Extent, DeletionRecord)> = Vec::new();
+        for (holder, pieces) in records.into_iter().enumerate() {
+            for (e, data) in pieces.unwrap_or_default() {
+                self.next_slot = self.next_slot.max((e.offset_bytes >> SLOT_SHIFT) + 1);
+                if let Some(record) = DeletionRecord::decode(&data) {
+                    copies.push((holder, e, record));
+                }
+            }
+        }
+        // Newest first: a record of life g that says a store holds nothing of earlier lives
+        // (that life recovered without it) voids the copies of records that store holds from
+        // before g. That life never read them, and may have made current what they call stale
+        // (a record not yet durable when its life ended, held by that store alone); a durable
+        // record has another copy, read by that life. The void copies are deleted when the store
+        // is up, before the record voiding them may go (`old_records`). A record voids only
+        // copies of older lives than its own, all after it in this order.
+        copies.sort_by_key(|(_, e, _)| std::cmp::Reverse(e.version));
+        let mut void_up_to = vec![0u64; n];
+        // The copies not void, each with its target's index.
+        let mut kept = Vec::with_capacity(copies.len());
+        for (holder, e, record) in copies {
+            if e.version <= void_up_to[holder] {
+                let st = &mut self.stores[holder];
+                let up_to = st.old_records.map_or(0, |(v, _)| v).max(void_up_to[holder]);
+                st.old_records = Some((up_to, false));
+                self.stats.deletion_records_void += 1;
+                continue;
+            }
+            let earlier_lives = ((e.version >> VERSION_BITS) << VERSION_BITS).checked_sub(1);
+            let marks = |&(_, _, v): &(u64, u64, u64)| Some(v) == earlier_lives;
+            let target = self
+                .stores
+                .iter()
+                .position(|s| !s.removed && s.info.id == record.target);
+            if let (Some(t), true) = (target, record.entries.iter().any(marks)) {
+                void_up_to[t] = void_up_to[t].max(earlier_lives.unwrap_or(0));
+            }
+            kept.push((holder, e, record, target));
+        }
+        // A record is durable once N stores hold it (`record_written`). Found on fewer (void
+        // copies not counted: a later life ignores them too), it may be one whose life ended
+        // before it was: a later life that does not read the stores holding it would not know
+        // of it. Its copies are stale all the same (a record names only copies its life found
+        // stale), but unrecorded: they hold back base writes over them and deletes of the
+        // current copies until they are deleted or recorded again, durably — as if this life
+        // had found them stale itself. Holders are counted as a set: a store reporting one
+        // record twice must not count twice.
+        let mut holders_of: FxHashMap<(u64, u64), u64> = FxHashMap::default();
+        for (holder, e, _, _) in &kept {
+            *holders_of
+                .entry((e.offset_bytes >> SLOT_SHIFT, e.version))
+                .or_default() |= bit(*holder);
+        }
+        let n_way = self.config.n_way as u32;
+        for (holder, e, record, target) in kept {
+            let slot = e.offset_bytes >> SLOT_SHIFT;
+            let info = self.records.entry(slot).or_insert(DelRecordInfo {
+                target: target.unwrap_or(usize::MAX),
+                version: e.version,
+                bytes: e.length_bytes,
+                holders: 0,
+                writing: 0,
+                entries: record.entries.clone(),
+                collecting: 0,
+                collect: target.is_none(),
+            });
+            info.holders |= bit(holder);
+            info.version = info.version.max(e.version);
+            // Records of two lives at one slot (a slot reused after a recovery that did
+            // not read a store holding the older one): the collection covers both.
+            info.bytes = info.bytes.max(e.length_bytes);
+            let durable = holders_of[&(slot, e.version)].count_ones() >= n_way;
+            if !durable {
+                self.stats.deletion_records_short += 1;
+            }
+            let recorded = durable.then_some(slot);
+            if let Some(t) = target {
+                for &(lo, hi, v) in &record.entries {
+                    owed[t].update(lo, hi, |_, _, old| match old {
+                        // The newer record wins; of two up to one version, a durable one.
+                        Some(&(ov, os))
+                            if ov > v || (ov == v && (os.is_some() || recorded.is_none())) =>
+                        {
+                            Some((ov, os))
+                        }
+                        _ => Some((v, recorded)),
+                    });
+                }
+            }
+        }
+        debug_assert!(
+            self.records.keys().all(|&slot| slot < self.next_slot),
+            "a record slot in use at or past next_slot would be written over"
+        );
+        owed
     }
 }
