@@ -875,14 +875,21 @@ fn full_loggers_wake_the_replicas_and_writes_wait_instead_of_failing() {
         ..ClusterOptions::default()
     };
     let c = LocalCluster::start(binary(), dir.path(), options).unwrap_or_else(|e| panic!("{e}"));
-    let (vol, url) = start_volume(&c, "full", "48m");
+    // The volume's /status says which requests wait and how often they were sent again.
+    let metrics = free_addr().unwrap().to_string();
+    let (vol, url) = c
+        .start_volume("full", "48m", &["--metrics", &metrics])
+        .unwrap_or_else(|e| panic!("{e}"));
     qemu(&url, &["write -P 0x41 0 32M"]).unwrap_or_else(|e| panic!("{e}"));
     c.gear("1").unwrap();
     wait_gear_1(&c);
     for mib in 0..32u64 {
         qemu(&url, &[&format!("write -P 0x42 {mib}M 1M")]).unwrap_or_else(|e| {
             let logs = last_words(&c, &vol, 40);
-            panic!("MiB {mib} in gear 1 with full loggers: {e}\n{logs}")
+            let volume = cordillera_testkit::cluster::http_get(&metrics, "/status");
+            panic!(
+                "MiB {mib} in gear 1 with full loggers: {e}\n{logs}\n--- volume status\n{volume:?}"
+            )
         });
     }
     let full: u64 = (0..c.options.racks)

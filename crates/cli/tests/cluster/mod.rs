@@ -133,11 +133,22 @@ pub fn last_words(c: &LocalCluster, volume: &Proc, lines: usize) -> String {
         all[all.len().saturating_sub(lines)..].join("\n")
     };
     let mut out = format!("--- volume\n{}\n", tail(volume.log()));
+    for d in daemons_of(c) {
+        out += &format!("--- {d:?}\n{}\n", tail(c.log(d)));
+    }
+    // What each daemon holds now (a stall leaves no log lines: its state says where).
+    for d in daemons_of(c) {
+        match c.status(d) {
+            Ok(v) => out += &format!("--- {d:?} status\n{v}\n"),
+            Err(e) => out += &format!("--- {d:?} status: {e}\n"),
+        }
+    }
+    out
+}
+
+fn daemons_of(c: &LocalCluster) -> Vec<Daemon> {
     let mut daemons = vec![Daemon::Mds];
     daemons.extend((0..c.servers()).map(Daemon::Server));
     daemons.extend((0..c.loggers()).map(Daemon::Logger));
-    for d in daemons {
-        out += &format!("--- {d:?}\n{}\n", tail(c.log(d)));
-    }
-    out
+    daemons
 }

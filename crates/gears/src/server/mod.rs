@@ -41,7 +41,7 @@ use cordillera_offload::client::{
 };
 use cordillera_offload::superblock::SUPERBLOCK_BYTES;
 use cordillera_offload::StoreInfo;
-use cordillera_vstore::store::{Reply as StoreReply, Request as StoreRequest};
+use cordillera_vstore::store::{Reply as StoreReply, Request as StoreRequest, StoreError};
 
 use crate::model::{GroupId, RackId, ServerId};
 use crate::protocol::{Endpoint, Epoch, GroupView, Message, Nanos, ServeError};
@@ -307,6 +307,9 @@ struct Primary {
     /// When a write of the group was last refused for full loggers (busy or no space): the
     /// heartbeats name the group until `log_full_hold_ns` after it.
     last_full_refusal: Option<Nanos>,
+    /// When a logger last refused one of the group's log writes as full, even if the others
+    /// took it: the group logs to every logger, so one full logger leaves every write short.
+    logger_refused_full: Option<Nanos>,
 }
 
 enum DiskWork {
@@ -630,6 +633,9 @@ impl ChunkServer {
         let Some(p) = self.primaries.get_mut(&group) else {
             return;
         };
+        if reply == StoreReply::Error(StoreError::Full) {
+            p.logger_refused_full = Some(now);
+        }
         p.log.handle_store(now, store, log_id, reply, load);
         self.pump(group);
         self.maybe_sleep();

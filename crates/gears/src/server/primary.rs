@@ -11,6 +11,9 @@ impl ChunkServer {
     pub(super) fn pump(&mut self, g: GroupId) {
         let (now, final_ns) = (self.now, self.config.log_full_final_ns);
         let log_wait_ns = self.config.log_wait_ns;
+        // A short write is answered `copies_timeout_ns` (the log wait) after its first round,
+        // where the full logger refused it: a refusal this recent is that write's.
+        let refusal_recent_ns = log_wait_ns + self.config.log_full_hold_ns;
         loop {
             let Some(p) = self.primaries.get_mut(&g) else {
                 return;
@@ -32,6 +35,18 @@ impl ChunkServer {
                         Message::WriteDone { id, result: Ok(()) }
                     }
                     UpReply::Error(e) => {
+                        // Short of copies because a logger refused it as full (each group logs
+                        // to every logger: one full logger leaves every write short while the
+                        // others take it): as full loggers, so the heartbeats name the group.
+                        let short_for_room = e
+                            == cordillera_offload::client::ClientError::TooFewCopies
+                            && p.logger_refused_full
+                                .is_some_and(|t| now.saturating_sub(t) < refusal_recent_ns);
+                        let e = if short_for_room {
+                            cordillera_offload::client::ClientError::NoSpace
+                        } else {
+                            e
+                        };
                         let error = match e {
                             // Full for a moment (cleaning, a burst, replicas waking): busy,
                             // and the client sends it again; full for long: no space.
@@ -401,6 +416,7 @@ impl ChunkServer {
             orphan_piece: None,
             next_up: 1,
             log_full_since: None,
+            logger_refused_full: None,
             last_full_refusal: None,
         };
         primary
