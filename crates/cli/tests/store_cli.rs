@@ -121,7 +121,10 @@ fn sigkill_during_a_burst(io: &str) {
     };
     assert!(killed && acks == 3_000);
     // Restart on the same file: every acknowledged write is there, at its version or a later one.
-    let (mut child, addr) = serve_with(&path, &["--io", io]);
+    let http = cordillera_testkit::process::free_addr()
+        .unwrap()
+        .to_string();
+    let (mut child, addr) = serve_with(&path, &["--io", io, "--http", &http]);
     let mut client = StoreClient::connect(addr).unwrap();
     let mut checked = 0;
     for (block, &want) in &acked {
@@ -161,6 +164,31 @@ fn sigkill_during_a_burst(io: &str) {
     // The load figures come back on every reply.
     let load = client.last_load.expect("load figures");
     assert!(load.log_bytes == 64 << 20 && load.used_bytes > 0);
+    // The served status counts live data now, not what the restart found: one more block
+    // written past every block the burst wrote adds exactly its bytes.
+    let valid = |http: &str| {
+        let body = cordillera_testkit::cluster::http_get(http, "/status").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["valid_data_bytes"].as_u64().expect("valid_data_bytes")
+    };
+    let before = valid(&http);
+    assert!(before > 0, "the burst left live data");
+    let fresh = 1 << 20;
+    let reply = client
+        .call(Request::Write {
+            client: 1,
+            volume: 1,
+            offset_bytes: fresh * BLOCK,
+            version: version + 1,
+            data: pattern(fresh, version + 1),
+        })
+        .unwrap();
+    assert_eq!(reply, Reply::Done);
+    assert_eq!(
+        valid(&http),
+        before + BLOCK,
+        "the status's live bytes after one more block"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     // Offline inspection verifies the log the burst left.
@@ -170,9 +198,15 @@ fn sigkill_during_a_burst(io: &str) {
             .arg(&path),
     );
     assert!(json["records_verified"].as_u64().unwrap() >= 3_000);
+    // The burst's blocks and the one written after the restart.
     assert_eq!(
         json["clients"][0]["ranges"].as_array().unwrap().len(),
-        acked.len().min(256)
+        acked.len().min(256) + 1
+    );
+    assert_eq!(
+        json["valid_data_bytes"].as_u64(),
+        Some(before + BLOCK),
+        "inspect and the served status count the same live bytes"
     );
 }
 

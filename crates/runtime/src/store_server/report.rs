@@ -139,7 +139,13 @@ pub(super) fn report_text(
         mean_response_us: figures.mean_response_us,
         used_bytes: figures.used_bytes,
         log_bytes: figures.log_bytes,
-        valid_data_bytes: stats.valid_data_bytes,
+        // Live now (the store's stat is the figure its recovery found).
+        valid_data_bytes: store
+            .clients()
+            .iter()
+            .flat_map(|(_, extents)| extents)
+            .map(|e| e.length_bytes)
+            .sum(),
         records_written: stats.records_written,
         flushes: stats.flushes,
         cleaned_bytes: stats.cleaned_bytes,
