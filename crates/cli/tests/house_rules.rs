@@ -298,3 +298,40 @@ fn the_measures_see_what_they_count() {
         vec![1, 3]
     );
 }
+
+/// Every planted bug in scripts/mutants.sh still applies: each text it replaces occurs exactly
+/// once in its file. A change that rewrites a guarded line leaves its mutant applying nothing,
+/// and `scripts/mutants.sh` would then report a safeguard as caught by a run of the unchanged
+/// code — or stop on it, long after the change.
+#[test]
+fn every_planted_bug_still_applies() {
+    let root = root();
+    let script = std::fs::read_to_string(root.join("scripts/mutants.sh")).unwrap();
+    let mut stale = Vec::new();
+    let mut checked = 0;
+    for line in script.lines().filter(|l| l.starts_with("{\"name\"")) {
+        let mutant: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("scripts/mutants.sh: {e}: {line}"));
+        let name = mutant["name"].as_str().unwrap_or("?");
+        let also = mutant["also"].as_array().cloned().unwrap_or_default();
+        for part in std::iter::once(&mutant).chain(&also) {
+            let file = part["file"].as_str().expect("a mutant names its file");
+            let old = part["old"]
+                .as_str()
+                .expect("a mutant names the text it replaces");
+            let text = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+            let found = text.matches(old).count();
+            if found != 1 {
+                stale.push(format!("{name}: {file} holds its text {found} times"));
+            }
+            checked += 1;
+        }
+    }
+    println!("{checked} replacements checked");
+    assert!(checked >= 30, "the mutants were not found: {checked}");
+    assert!(
+        stale.is_empty(),
+        "planted bugs that no longer apply:\n{}",
+        stale.join("\n")
+    );
+}
