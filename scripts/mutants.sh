@@ -6,7 +6,8 @@
 # schedules failed of run, caught or MISSED. Exit status 1 if any mutant was missed. A mutant
 # that names a package in "unit" also runs that package's unit tests (--lib), reported beside
 # the schedules; it counts as caught if either fails (for safeguards whose window the family's
-# fresh schedules reach too rarely at the test's size).
+# fresh schedules reach too rarely at the test's size). With "tests" it runs that package's
+# integration test binary of that name instead of its unit tests.
 #
 #   scripts/mutants.sh [--seconds S] [MUTANT…]     (default: every mutant, the family budgets)
 #   scripts/mutants.sh --list
@@ -24,7 +25,7 @@ while (($#)); do
   case $1 in
     --seconds) seconds=$2; shift 2 ;;
     --list) list=true; shift ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) wanted+=("$1"); shift ;;
   esac
 done
@@ -54,7 +55,7 @@ mutants=$(cat <<'EOF'
 {"name": "void-records-applied", "family": "offload", "unit": "cordillera-offload", "file": "crates/offload/src/client/recovery.rs", "old": "if e.version <= void_up_to[holder] {", "new": "if false && e.version <= void_up_to[holder] {", "what": "a recovery applies deletion records held only by a store that an earlier recovery went on without"}
 {"name": "short-record-taken-as-durable", "family": "volume-path", "unit": "cordillera-offload", "file": "crates/offload/src/client/recovery.rs", "old": "let durable = holders_of[&(slot, e.version)].count_ones() >= n_way;", "new": "let durable = holders_of[&(slot, e.version)].count_ones() >= 1;", "what": "a recovery takes a deletion record found on fewer than N stores (perhaps never durable) as durable, and writes over the copy it names to the base volume"}
 {"name": "store-fencing", "family": "sierra-short", "file": "crates/vstore/src/store/requests.rs", "old": "if generation < self.fence(client) {", "new": "if false && generation < self.fence(client) {", "what": "a logger takes a deposed primary's late log writes and deletes"}
-{"name": "fence-on-newer-generation", "family": "sierra-short", "file": "crates/vstore/src/store/requests.rs", "old": "                self.raise_fence(client, generation);\n", "new": "                let _ = (client, generation);\n", "what": "a newer generation's write or delete does not fence the older ones (only its metadata request does, which a store may never see)"}
+{"name": "fence-on-newer-generation", "family": "sierra-short", "unit": "cordillera-vstore", "tests": "recovery", "file": "crates/vstore/src/store/requests.rs", "old": "                self.raise_fence(client, generation);\n", "new": "                let _ = (client, generation);\n", "what": "a newer generation's write or delete does not fence the older ones (only its metadata request does, which a store may never see)"}
 {"name": "late-copy-over-newer", "family": "sierra-short", "unit": "cordillera-offload", "file": "crates/offload/src/client/upward.rs", "old": "if op.superseded.is_empty() {\n            self.copy_locally(", "new": "if true {\n            self.copy_locally(", "what": "an off-loaded write that entered the range map late (held for the degraded mark) is copied to the local replica over a newer write's bytes"}
 {"name": "secondary-epoch-fencing", "family": "sierra-short", "file": "crates/gears/src/server/disk.rs", "old": "if epoch < seen", "new": "if false", "what": "secondaries apply a deposed primary's replicated writes"}
 {"name": "ack-before-last-replica", "family": "sierra-short", "file": "crates/gears/src/server/base.rs", "old": ".filter(|(_, w)| w.local_done && (w.waiting == 0 || w.failed))", "new": ".filter(|(_, w)| w.local_done)", "also": [{"file": "crates/gears/src/server/base.rs", "old": "                w.local_done && (w.waiting == 0 || w.failed),\n", "new": "                true,\n"}], "what": "a primary acknowledges once its own copy is durable"}
@@ -101,7 +102,7 @@ rows=()
 missed=0
 while IFS= read -r line; do
   [ -n "$line" ] || continue
-  read -r name fam unit < <(python3 -c 'import json,sys; m=json.loads(sys.argv[1]); print(m["name"], m["family"], m.get("unit", ""))' "$line")
+  read -r name fam unit tests < <(python3 -c 'import json,sys; m=json.loads(sys.argv[1]); print(m["name"], m["family"], m.get("unit", ""), m.get("tests", ""))' "$line")
   if ((${#wanted[@]})) && ! printf '%s\n' "${wanted[@]}" | grep -qx -- "$name"; then
     continue
   fi
@@ -137,7 +138,9 @@ PY
   unit_failed=0
   if [ -n "$unit" ]; then
     ulog=$root/target/mutants/$name.unit.log
-    (cd "$wt" && cargo nextest run --no-fail-fast -p "$unit" --lib >"$ulog" 2>&1)
+    which=(--lib)
+    [ -n "$tests" ] && which=(--test "$tests")
+    (cd "$wt" && cargo nextest run --no-fail-fast -p "$unit" "${which[@]}" >"$ulog" 2>&1)
     line=$(grep -h 'Summary \[' "$ulog" | tail -n 1)
     unit_failed=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
     unit_run=$(sed -n 's/.* \([0-9]*\) tests\{0,1\} run.*/\1/p' <<<"$line")
@@ -145,7 +148,7 @@ PY
       units="; $unit unit tests did not run (see $ulog)"
       unit_failed=0
     else
-      units="; $unit unit tests: ${unit_failed:-0} of $unit_run failed"
+      units="; $unit ${tests:-unit} tests: ${unit_failed:-0} of $unit_run failed"
     fi
   fi
   if [ -z "$summary" ]; then
