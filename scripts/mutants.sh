@@ -145,7 +145,7 @@ PY
     unit_failed=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")
     unit_run=$(sed -n 's/.* \([0-9]*\) tests\{0,1\} run.*/\1/p' <<<"$line")
     if [ -z "$unit_run" ]; then
-      units="; $unit unit tests did not run (see $ulog)"
+      units="; $unit ${tests:-unit} tests did not run (see $ulog)"
       unit_failed=0
     else
       units="; $unit ${tests:-unit} tests: ${unit_failed:-0} of $unit_run failed"
