@@ -7,12 +7,14 @@
 //!   random subset of its 512-byte sectors reaches the media and the rest does not;
 //! - flushed data is never lost or changed.
 //!
-//! Contents are stored by sector, only where written and not zero, and each only up to its last
-//! byte that is not zero: other sectors and the rest of a sector read as zeros. A log record's
-//! header in a sector of zero payload (the lab's replays) costs its header's bytes, not 512.
+//! Durable contents are held as *pieces*: runs of sectors that never overlap, each holding its
+//! bytes only up to its last byte that is not zero (the rest, and every sector in no piece,
+//! reads as zeros). A write becomes one piece, its buffer moved, not copied, when that costs at
+//! most twice the bytes that are not zero; a sparse one (a log record's header in sectors of
+//! zero payload, the lab's replays) becomes a piece per sector that is not zero, each up to its
+//! last byte that is not zero, so it costs its headers' bytes, not its length.
 
-use std::collections::hash_map::Entry;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BTreeMap;
 
 use crate::rng::SimRng;
 
@@ -43,38 +45,16 @@ pub enum WriteFate {
     Torn(Vec<u64>),
 }
 
-/// The durable sectors by number, each up to its last byte that is not zero (never empty).
-/// Hashed by one multiplication (the keys are sector numbers, not chosen by anyone hostile):
-/// SipHash was a tenth of a Sierra schedule's time.
-type Sectors = std::collections::HashMap<u64, Box<[u8]>, BuildHasherDefault<SectorHasher>>;
-
-/// A sector number's hash: its low bits are the number's own, so that consecutive sectors (a
-/// write's, a read's) fall in neighbouring buckets of hashbrown's table (which indexes buckets
-/// by the low bits), sharing cache lines; the top seven bits (hashbrown's tag, compared when
-/// probing) mix every bit of the number by one multiplication. A Fibonacci hash of the whole
-/// number scattered every sector of a write to its own cache line: the flush of a Sierra
-/// schedule's writes was mostly misses.
-#[derive(Default)]
-struct SectorHasher(u64);
-
-const TAG_BITS: u64 = 0xfe00_0000_0000_0000;
-
-impl Hasher for SectorHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        let mixed = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        self.0 = (mixed & TAG_BITS) | (n & !TAG_BITS);
-    }
+/// A run of durable sectors: `sectors` long from the sector it is keyed by, holding `bytes`, its
+/// contents up to its last byte that is not zero (never empty; the rest reads as zeros).
+#[derive(Clone, Debug)]
+struct Piece {
+    sectors: u64,
+    bytes: Vec<u8>,
 }
+
+/// The durable pieces by first sector; no two overlap.
+type Pieces = BTreeMap<u64, Piece>;
 
 #[derive(Clone, Debug)]
 struct Unflushed {
@@ -84,7 +64,7 @@ struct Unflushed {
 
 #[derive(Clone, Debug, Default)]
 pub struct SimStorage {
-    durable: Sectors,
+    durable: Pieces,
     unflushed: Vec<Unflushed>,
 }
 
@@ -95,13 +75,7 @@ impl SimStorage {
 
     /// A write that completed. `offset` and the length must be sector-aligned.
     pub fn write(&mut self, offset_bytes: u64, data: &[u8]) {
-        assert!(
-            offset_bytes.is_multiple_of(SECTOR_BYTES)
-                && (data.len() as u64).is_multiple_of(SECTOR_BYTES),
-            "unaligned write"
-        );
-        if self.durable.is_empty() && self.unflushed.is_empty() && is_zero(data) {
-            // Zeros over nothing: no read and no crash can tell it happened.
+        if self.ignorable(offset_bytes, data) {
             return;
         }
         self.unflushed.push(Unflushed {
@@ -110,10 +84,29 @@ impl SimStorage {
         });
     }
 
+    /// [`SimStorage::write`] of a buffer the caller gives up (not copied).
+    pub fn write_vec(&mut self, offset_bytes: u64, data: Vec<u8>) {
+        if self.ignorable(offset_bytes, &data) {
+            return;
+        }
+        self.unflushed.push(Unflushed { offset_bytes, data });
+    }
+
+    /// Checks alignment; true for zeros over nothing, which no read and no crash can tell
+    /// happened.
+    fn ignorable(&self, offset_bytes: u64, data: &[u8]) -> bool {
+        assert!(
+            offset_bytes.is_multiple_of(SECTOR_BYTES)
+                && (data.len() as u64).is_multiple_of(SECTOR_BYTES),
+            "unaligned write"
+        );
+        self.durable.is_empty() && self.unflushed.is_empty() && is_zero(data)
+    }
+
     /// A flush completed: every write before it is durable.
     pub fn flush(&mut self) {
         for w in std::mem::take(&mut self.unflushed) {
-            Self::apply(&mut self.durable, w.offset_bytes, &w.data, None);
+            apply(&mut self.durable, w.offset_bytes / SECTOR_BYTES, w.data);
         }
     }
 
@@ -123,10 +116,9 @@ impl SimStorage {
         let end = offset_bytes + len as u64;
         let first = offset_bytes / SECTOR_BYTES;
         let last = end.div_ceil(SECTOR_BYTES);
-        for sector in first..last {
-            if let Some(bytes) = self.durable.get(&sector) {
-                copy_sector(&mut out, offset_bytes, sector, &bytes[..]);
-            }
+        let before = self.durable.range(..first).next_back();
+        for (&start, piece) in before.into_iter().chain(self.durable.range(first..last)) {
+            copy_piece(&mut out, offset_bytes, start, &piece.bytes);
         }
         for w in &self.unflushed {
             let w_end = w.offset_bytes + w.data.len() as u64;
@@ -142,10 +134,10 @@ impl SimStorage {
         out
     }
 
-    /// Bytes of durable contents held in memory (each sector up to its last byte that is not
+    /// Bytes of durable contents held in memory (each piece up to its last byte that is not
     /// zero).
     pub fn held_bytes(&self) -> u64 {
-        self.durable.values().map(|b| b.len() as u64).sum()
+        self.durable.values().map(|p| p.bytes.len() as u64).sum()
     }
 
     /// Unflushed writes pending.
@@ -160,12 +152,24 @@ impl SimStorage {
         for w in std::mem::take(&mut self.unflushed) {
             let draw = rng.unit();
             let sectors = w.data.len() as u64 / SECTOR_BYTES;
+            let first = w.offset_bytes / SECTOR_BYTES;
             let fate = if draw < model.kept {
-                Self::apply(&mut self.durable, w.offset_bytes, &w.data, None);
+                apply(&mut self.durable, first, w.data);
                 WriteFate::Kept
             } else if draw < model.kept + model.torn && sectors > 0 {
                 let kept: Vec<u64> = (0..sectors).filter(|_| rng.chance(0.5)).collect();
-                Self::apply(&mut self.durable, w.offset_bytes, &w.data, Some(&kept));
+                // Runs of consecutive kept sectors, each applied as a write of its own.
+                let mut i = 0;
+                while i < kept.len() {
+                    let mut j = i + 1;
+                    while j < kept.len() && kept[j] == kept[j - 1] + 1 {
+                        j += 1;
+                    }
+                    let (lo, hi) = (kept[i], kept[j - 1] + 1);
+                    let run = &w.data[(lo * SECTOR_BYTES) as usize..(hi * SECTOR_BYTES) as usize];
+                    apply(&mut self.durable, first + lo, run.to_vec());
+                    i = j;
+                }
                 WriteFate::Torn(kept)
             } else {
                 WriteFate::Lost
@@ -174,42 +178,113 @@ impl SimStorage {
         }
         fates
     }
+}
 
-    fn apply(durable: &mut Sectors, offset: u64, data: &[u8], only: Option<&[u64]>) {
-        let first = offset / SECTOR_BYTES;
-        if durable.is_empty() && only.is_none() && is_zero(data) {
-            // Nothing kept, nothing to forget (the lab's zero-filled replays, mostly).
-            return;
+/// Makes `data` the durable contents of the sectors from `first`: the pieces it overlaps are
+/// cut back, then it becomes one piece or, if sparse, a piece per sector that is not zero.
+fn apply(durable: &mut Pieces, first: u64, mut data: Vec<u8>) {
+    let sectors = data.len() as u64 / SECTOR_BYTES;
+    if sectors == 0 {
+        return;
+    }
+    if durable.is_empty() && is_zero(&data) {
+        // Nothing kept, nothing to forget (the lab's zero-filled replays, mostly).
+        return;
+    }
+    cut(durable, first, first + sectors);
+    let sector = SECTOR_BYTES as usize;
+    // Bytes held if each sector were a piece of its own, and up to the last byte not zero.
+    let mut per_sector = 0;
+    let mut whole = 0;
+    for (i, chunk) in data.chunks_exact(sector).enumerate() {
+        if let Some(last) = last_not_zero(chunk) {
+            per_sector += last + 1;
+            whole = i * sector + last + 1;
         }
-        for (i, chunk) in data.chunks_exact(SECTOR_BYTES as usize).enumerate() {
-            if only.is_some_and(|keep| !keep.contains(&(i as u64))) {
-                continue;
-            }
-            // A sector of zeros reads the same as one never written: keep nothing for it, so
-            // long replays of zero-filled data (the lab) cost memory only for what is not zero.
-            let Some(last) = last_not_zero(chunk) else {
-                durable.remove(&(first + i as u64));
-                continue;
-            };
-            let kept = &chunk[..=last];
-            match durable.entry(first + i as u64) {
-                // An overwrite of the same length reuses the sector's buffer.
-                Entry::Occupied(mut e) if e.get().len() == kept.len() => {
-                    e.get_mut().copy_from_slice(kept)
-                }
-                Entry::Occupied(mut e) => *e.get_mut() = kept.into(),
-                Entry::Vacant(e) => {
-                    e.insert(kept.into());
-                }
-            }
+    }
+    if whole == 0 {
+        return;
+    }
+    if whole <= 2 * per_sector {
+        data.truncate(whole);
+        if data.capacity() > 2 * whole {
+            data.shrink_to_fit();
+        }
+        durable.insert(
+            first,
+            Piece {
+                sectors,
+                bytes: data,
+            },
+        );
+        return;
+    }
+    for (i, chunk) in data.chunks_exact(sector).enumerate() {
+        if let Some(last) = last_not_zero(chunk) {
+            durable.insert(
+                first + i as u64,
+                Piece {
+                    sectors: 1,
+                    bytes: chunk[..=last].to_vec(),
+                },
+            );
         }
     }
 }
 
-/// Copies the held bytes of `sector` (its prefix up to the last byte not zero) that fall in
-/// `out`, which starts at `offset` and is zero where nothing is copied.
-fn copy_sector(out: &mut [u8], offset: u64, sector: u64, bytes: &[u8]) {
-    let s_start = sector * SECTOR_BYTES;
+/// Removes the sectors `lo..hi` from the pieces: those inside go, one that starts before keeps
+/// its head, one that ends after keeps its tail (a piece of its own from `hi`).
+fn cut(durable: &mut Pieces, lo: u64, hi: u64) {
+    let sector = SECTOR_BYTES as usize;
+    let mut tail = None;
+    if let Some((&start, piece)) = durable.range_mut(..lo).next_back() {
+        let end = start + piece.sectors;
+        if end > lo {
+            if end > hi {
+                tail = split_off(piece, start, hi);
+            }
+            piece.sectors = lo - start;
+            piece.bytes.truncate((lo - start) as usize * sector);
+            match last_not_zero(&piece.bytes) {
+                Some(last) => piece.bytes.truncate(last + 1),
+                None => {
+                    durable.remove(&start);
+                }
+            }
+        }
+    }
+    let inside: Vec<u64> = durable.range(lo..hi).map(|(&start, _)| start).collect();
+    for start in inside {
+        let mut piece = durable.remove(&start).expect("a piece inside");
+        if start + piece.sectors > hi {
+            tail = split_off(&mut piece, start, hi);
+        }
+    }
+    if let Some((at, piece)) = tail {
+        durable.insert(at, piece);
+    }
+}
+
+/// The part of `piece` (starting at sector `start`) from sector `at` on, as a piece of its own
+/// (none if it holds nothing there).
+fn split_off(piece: &mut Piece, start: u64, at: u64) -> Option<(u64, Piece)> {
+    let from = (at - start) as usize * SECTOR_BYTES as usize;
+    let sectors = start + piece.sectors - at;
+    (piece.bytes.len() > from).then(|| {
+        (
+            at,
+            Piece {
+                sectors,
+                bytes: piece.bytes[from..].to_vec(),
+            },
+        )
+    })
+}
+
+/// Copies the held bytes of the piece starting at sector `start` that fall in `out`, which
+/// starts at `offset` and is zero where nothing is copied.
+fn copy_piece(out: &mut [u8], offset: u64, start: u64, bytes: &[u8]) {
+    let s_start = start * SECTOR_BYTES;
     let from = s_start.max(offset);
     let to = (s_start + bytes.len() as u64).min(offset + out.len() as u64);
     if from >= to {
@@ -330,19 +405,43 @@ mod tests {
         assert_eq!(SimStorage::new().read(100, 10), vec![0; 10]);
     }
 
-    /// A sector is held up to its last byte that is not zero, reads back whole, and an
-    /// overwrite of another length (or of zeros) replaces what was held.
+    /// A piece is held up to its last byte that is not zero, reads back whole, and an
+    /// overwrite of another length (or of zeros) replaces what was held; a sparse write is held
+    /// sector by sector.
     #[test]
     fn sectors_are_held_up_to_their_last_byte_that_is_not_zero() {
         let mut s = SimStorage::new();
-        // A 128-byte header and zeros, then a sector all ones.
+        // A 128-byte header and zeros, then a sector all ones: dense enough for one piece.
         let mut record = vec![0u8; 1024];
         record[..128].fill(9);
         record[512..].fill(1);
         s.write(4096, &record);
         s.flush();
-        assert_eq!(s.held_bytes(), 128 + 512);
+        assert_eq!(s.held_bytes(), 1024);
         assert_eq!(s.read(4096, 1024), record);
+        // Sparse: a 64-byte header at the start of each of 16 sectors (a batch of records of
+        // zero payload) is held as 16 pieces of 64 bytes, not 7.5 KiB.
+        let mut sparse = SimStorage::new();
+        let mut batch = vec![0u8; 16 * 512];
+        for i in 0..16 {
+            batch[i * 512..i * 512 + 64].fill(i as u8 + 1);
+        }
+        sparse.write(0, &batch);
+        sparse.flush();
+        assert_eq!(sparse.held_bytes(), 16 * 64);
+        assert_eq!(sparse.read(0, batch.len()), batch);
+        // One header and zeros after it: one piece of the header's bytes.
+        let mut one = SimStorage::new();
+        one.write(
+            0,
+            &batch[..8 * 512]
+                .iter()
+                .enumerate()
+                .map(|(i, &b)| if i < 512 { b } else { 0 })
+                .collect::<Vec<u8>>(),
+        );
+        one.flush();
+        assert_eq!(one.held_bytes(), 64);
         // Reads that start or end inside the held prefix, or past it.
         assert_eq!(
             s.read(4096 + 100, 100),
@@ -387,6 +486,117 @@ mod tests {
                     .collect(),
             };
             assert_eq!(t.read(0, 1024), expected, "seed {seed}");
+        }
+    }
+
+    /// The contents by sector, as simply as possible: what the pieces must always read as.
+    #[derive(Default)]
+    struct Model {
+        durable: std::collections::HashMap<u64, Vec<u8>>,
+        unflushed: Vec<(u64, Vec<u8>)>,
+    }
+
+    impl Model {
+        fn put(&mut self, offset: u64, data: &[u8], only: Option<&[u64]>) {
+            for (i, chunk) in data.chunks_exact(512).enumerate() {
+                if only.is_none_or(|keep| keep.contains(&(i as u64))) {
+                    self.durable.insert(offset / 512 + i as u64, chunk.to_vec());
+                }
+            }
+        }
+
+        fn read(&self, offset: u64, len: usize) -> Vec<u8> {
+            let mut image: Vec<u8> = (offset / 512..(offset + len as u64).div_ceil(512))
+                .flat_map(|s| self.durable.get(&s).cloned().unwrap_or(vec![0; 512]))
+                .collect();
+            let base = offset / 512 * 512;
+            for (at, data) in &self.unflushed {
+                for (i, &b) in data.iter().enumerate() {
+                    let p = at + i as u64;
+                    if p >= base && p < base + image.len() as u64 {
+                        image[(p - base) as usize] = b;
+                    }
+                }
+            }
+            image[(offset - base) as usize..][..len].to_vec()
+        }
+    }
+
+    /// Random writes (dense, sparse, zeros; overlapping, inside and across pieces), flushes,
+    /// crashes with every fate, and reads: the pieces read as the model does, byte for byte, and
+    /// both draw the same fates.
+    #[test]
+    fn pieces_read_as_sectors_would_through_writes_flushes_and_crashes() {
+        for seed in 0..300 {
+            let mut rng = SimRng::new(seed, 11);
+            let mut s = SimStorage::new();
+            let mut m = Model::default();
+            for step in 0..60 {
+                match rng.below(10) {
+                    0..=5 => {
+                        let sector = rng.below(48);
+                        let sectors = 1 + rng.below(16);
+                        let mut data = vec![0u8; sectors as usize * 512];
+                        match rng.below(4) {
+                            0 => {}
+                            1 => data.iter_mut().for_each(|b| *b = rng.below(256) as u8),
+                            2 => {
+                                for c in data.chunks_mut(512) {
+                                    let n = rng.below(80) as usize;
+                                    c[..n].fill(1 + rng.below(255) as u8);
+                                }
+                            }
+                            _ => {
+                                let at = rng.below(data.len() as u64) as usize;
+                                data[at] = 1 + rng.below(255) as u8;
+                            }
+                        }
+                        if rng.chance(0.5) {
+                            s.write(sector * 512, &data);
+                        } else {
+                            s.write_vec(sector * 512, data.clone());
+                        }
+                        // Zeros over nothing are not kept (SimStorage::write).
+                        let nothing =
+                            m.unflushed.is_empty() && m.durable.values().all(|d| is_zero(d));
+                        if !(nothing && is_zero(&data)) {
+                            m.unflushed.push((sector * 512, data));
+                        }
+                    }
+                    6 | 7 => {
+                        s.flush();
+                        for (at, data) in std::mem::take(&mut m.unflushed) {
+                            m.put(at, &data, None);
+                        }
+                    }
+                    8 => {
+                        let crash_seed = rng.next_u64();
+                        let fates = s.crash(&mut SimRng::new(crash_seed, 1), CrashModel::default());
+                        let writes = std::mem::take(&mut m.unflushed);
+                        assert_eq!(fates.len(), writes.len(), "seed {seed} step {step}");
+                        for ((at, data), fate) in writes.iter().zip(&fates) {
+                            match fate {
+                                WriteFate::Kept => m.put(*at, data, None),
+                                WriteFate::Torn(kept) => m.put(*at, data, Some(kept)),
+                                WriteFate::Lost => {}
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                let offset = rng.below(64 * 512);
+                let len = 1 + rng.below(12 * 512) as usize;
+                assert_eq!(
+                    s.read(offset, len),
+                    m.read(offset, len),
+                    "seed {seed} step {step}"
+                );
+                assert_eq!(
+                    s.read(0, 70 * 512),
+                    m.read(0, 70 * 512),
+                    "seed {seed} step {step}"
+                );
+            }
         }
     }
 }

@@ -35,7 +35,7 @@ impl<C> Node<C> {
                 data,
             } => {
                 if !self.landed.remove(&id) {
-                    self.storage.write(offset_bytes, &data);
+                    self.storage.write_vec(offset_bytes, data);
                 }
                 IoDone::Written { id: core_id }
             }

@@ -497,7 +497,7 @@ impl<C: Core> World<C> {
             self.hash.add(7);
         }
         for (offset_bytes, data) in writes {
-            n.storage.write(offset_bytes, &data);
+            n.storage.write_vec(offset_bytes, data);
         }
         n.flushes.clear();
         n.held.clear();
