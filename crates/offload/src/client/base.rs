@@ -86,10 +86,9 @@ impl Client {
                 self.vulnerable
                     .extend(std::mem::take(&mut self.vulnerable_after_base));
             }
-            (BaseKind::UpRead { read, start }, BaseDone::Read { data, .. }) => {
+            (BaseKind::UpRead { read, start, keep }, BaseDone::Read { data, .. }) => {
                 self.base_in_flight -= 1;
-                let len = data.len();
-                self.read_piece_done(read, start, data, 0, len);
+                self.base_read_done(read, start, data, &keep);
                 self.read_piece_finished(read);
             }
             (BaseKind::UpRead { read, .. }, BaseDone::Error { no_space, .. }) => {

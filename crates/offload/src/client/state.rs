@@ -75,12 +75,11 @@ pub(super) enum Pending {
     Write {
         op: u64,
     },
+    /// A store read for upward read `read`: the spans wanted of what it answers, each with
+    /// the version the range map named for it when the read was sent (sorted, disjoint).
     Read {
         read: u64,
-        start: u64,
-        end: u64,
-        /// The version the range map named for the range when the read was sent.
-        version: u64,
+        spans: Vec<Span>,
     },
     ReclaimAny {
         writes_acked: u64,
@@ -167,9 +166,12 @@ pub(super) enum BaseKind {
         start: u64,
         end: u64,
     },
+    /// A base read for upward read `read` from `start`: the `keep` spans are the read's, the
+    /// bytes between them pieces read elsewhere (see `read_piece`).
     UpRead {
         read: u64,
         start: u64,
+        keep: Vec<(u64, u64)>,
     },
     Reclaim {
         job: u64,

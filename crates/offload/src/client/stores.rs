@@ -118,12 +118,7 @@ impl Client {
                 };
                 self.write_answered(op, store, outcome);
             }
-            Pending::Read {
-                read,
-                start,
-                end,
-                version,
-            } => self.read_replied(store, read, (start, end, version), reply),
+            Pending::Read { read, spans } => self.read_replied(store, read, &spans, reply),
             Pending::ReclaimAny { writes_acked } => {
                 self.reclaim_any_replied(store, writes_acked, reply)
             }
@@ -207,58 +202,70 @@ impl Client {
         }
     }
 
-    /// A store answered an upward read of `[start, end)` at `version`: the pieces it has go
-    /// up; gaps (the copy was reclaimed meanwhile, or the store lost it) are resolved again.
-    fn read_replied(
+    /// A store answered an upward read for `spans`: the pieces it has in them go up (what it
+    /// holds between them is not the read's: older copies of data now elsewhere); gaps (the
+    /// copy was reclaimed meanwhile, or the store lost it) are resolved again.
+    fn read_replied(&mut self, store: StoreIdx, read: u64, spans: &[Span], reply: Reply) {
+        let mut pieces = match reply {
+            Reply::Read(pieces) => pieces,
+            _ => Vec::new(),
+        };
+        for &span in spans {
+            self.read_span_replied(store, read, span, &mut pieces);
+        }
+        self.read_piece_finished(read);
+    }
+
+    /// One span of a store's answer to an upward read, `[start, end)` at `version`.
+    fn read_span_replied(
         &mut self,
         store: StoreIdx,
         read: u64,
         (start, end, version): Span,
-        reply: Reply,
+        pieces: &mut [Piece],
     ) {
         debug_assert!(start < end, "an empty read piece at {start}");
         let mut covered = start;
         let mut gaps = Vec::new();
         let mut elsewhere = Vec::new();
-        if let Reply::Read(pieces) = reply {
-            for (e, data) in pieces {
-                let lo = e.offset_bytes.max(start);
-                let hi = (e.offset_bytes + e.length_bytes).min(end);
-                if lo >= hi || data.len() as u64 != e.length_bytes {
-                    continue;
-                }
-                if lo > covered {
-                    gaps.push((covered, lo));
-                }
-                covered = hi;
-                if e.version < version {
-                    // Older than the copy acknowledged there: the store lost it.
-                    gaps.push((lo, hi));
-                    continue;
-                }
-                if e.version > version
-                    && !self.writes.values().any(|op| op.version == e.version)
-                    && !self.map_all(lo, hi, |l| l.version == e.version)
-                {
-                    // Newer, from no write in flight nor the map now: a copy that hides the
-                    // current one there (see `copy_hidden`). What the store alone holds is
-                    // answered with it; the rest is read elsewhere (not lost).
-                    self.copy_hidden(store, lo, hi, e.version, true);
-                    for (plo, phi, l) in self.map_pieces(lo, hi) {
-                        if l.is_some_and(|l| !l.on_base && l.stores & bit(store) != 0) {
-                            let skip = (plo - e.offset_bytes) as usize;
-                            let len = (phi - plo) as usize;
-                            self.read_piece_done(read, plo, data.clone(), skip, len);
-                        } else {
-                            elsewhere.push((plo, phi));
-                        }
-                    }
-                    continue;
-                }
-                // The version read, or a newer one being written (concurrent).
-                let skip = (lo - e.offset_bytes) as usize;
-                self.read_piece_done(read, lo, data, skip, (hi - lo) as usize);
+        for (e, data) in pieces.iter_mut() {
+            let e = &*e;
+            let lo = e.offset_bytes.max(start);
+            let hi = (e.offset_bytes + e.length_bytes).min(end);
+            if lo >= hi || data.len() as u64 != e.length_bytes {
+                continue;
             }
+            if lo > covered {
+                gaps.push((covered, lo));
+            }
+            covered = hi;
+            if e.version < version {
+                // Older than the copy acknowledged there: the store lost it.
+                gaps.push((lo, hi));
+                continue;
+            }
+            if e.version > version
+                && !self.writes.values().any(|op| op.version == e.version)
+                && !self.map_all(lo, hi, |l| l.version == e.version)
+            {
+                // Newer, from no write in flight nor the map now: a copy that hides the
+                // current one there (see `copy_hidden`). What the store alone holds is
+                // answered with it; the rest is read elsewhere (not lost).
+                self.copy_hidden(store, lo, hi, e.version, true);
+                for (plo, phi, l) in self.map_pieces(lo, hi) {
+                    if l.is_some_and(|l| !l.on_base && l.stores & bit(store) != 0) {
+                        let skip = (plo - e.offset_bytes) as usize;
+                        let len = (phi - plo) as usize;
+                        self.read_piece_done(read, plo, data, skip, len);
+                    } else {
+                        elsewhere.push((plo, phi));
+                    }
+                }
+                continue;
+            }
+            // The version read, or a newer one being written (concurrent).
+            let skip = (lo - e.offset_bytes) as usize;
+            self.read_piece_done(read, lo, data, skip, (hi - lo) as usize);
         }
         if covered < end {
             gaps.push((covered, end));
@@ -274,7 +281,6 @@ impl Client {
         for (lo, hi) in elsewhere {
             self.read_piece(read, lo, hi);
         }
-        self.read_piece_finished(read);
     }
 
     /// A store answered a reclaim `read_any`: the data goes to the base; the store's window
@@ -388,10 +394,10 @@ impl Client {
                 };
                 self.write_answered(op, store, outcome);
             }
-            Pending::Read {
-                read, start, end, ..
-            } => {
-                self.read_piece(read, start, end);
+            Pending::Read { read, spans } => {
+                for (start, end, _) in spans {
+                    self.read_piece(read, start, end);
+                }
                 self.read_piece_finished(read);
             }
             Pending::ReclaimAny { .. } => self.reclaim_jobs -= 1,

@@ -5,6 +5,7 @@ mod copies;
 mod full;
 mod lives;
 mod local;
+mod reads;
 mod reclaim_base;
 mod reclaim_load;
 mod seal;
