@@ -110,7 +110,12 @@ impl Client {
                 BaseKind::UpRead {
                     read,
                     start: lo,
-                    keep: run.to_vec(),
+                    // A run of one piece keeps it all (no list to allocate).
+                    keep: if run.len() > 1 {
+                        run.to_vec()
+                    } else {
+                        Vec::new()
+                    },
                 },
             );
             self.base_in_flight += 1;
@@ -143,7 +148,7 @@ impl Client {
     }
 
     /// A base read for a read arrived: `data` holds `[start, start + data.len())`, of which the
-    /// `keep` spans are the read's (the rest are pieces read elsewhere).
+    /// `keep` spans are the read's (the rest are pieces read elsewhere; no spans: all of it).
     pub(super) fn base_read_done(
         &mut self,
         read: u64,
@@ -153,7 +158,7 @@ impl Client {
     ) {
         let op = &self.reads[&read];
         let whole = start == op.start && data.len() as u64 == op.len;
-        if keep.len() == 1 || (whole && op.buf.is_empty()) {
+        if keep.is_empty() || (whole && op.buf.is_empty()) {
             // One piece, or the whole read before any other piece came in: the buffer as it
             // is. Bytes of pieces read elsewhere are overwritten when they arrive.
             let len = data.len();

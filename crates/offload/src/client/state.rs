@@ -167,7 +167,7 @@ pub(super) enum BaseKind {
         end: u64,
     },
     /// A base read for upward read `read` from `start`: the `keep` spans are the read's, the
-    /// bytes between them pieces read elsewhere (see `read_piece`).
+    /// bytes between them pieces read elsewhere (see `read_piece`); none: it is one piece.
     UpRead {
         read: u64,
         start: u64,
