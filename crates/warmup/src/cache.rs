@@ -51,12 +51,22 @@ impl std::fmt::Display for Policy {
 
 const NIL: u32 = u32::MAX;
 
+#[inline]
+fn hash(block: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = rustc_hash::FxBuildHasher.build_hasher();
+    h.write_u64(block);
+    h.finish()
+}
+
 /// Least recently used. Entries live in one array, linked into a recency list by index (no
-/// allocation per access; a hit touches one entry and its two neighbours); a hash map finds a
-/// block's entry.
+/// allocation per access; a hit touches one entry and its two neighbours); a hash table of
+/// entry indices (4 bytes a bucket; a block's number is read from its entry) finds a block's
+/// entry: half the memory of a map that holds the numbers too, which matters when nearly every
+/// access misses into a table larger than the caches.
 pub struct Lru {
     capacity: usize,
-    map: FxHashMap<u64, u32>,
+    map: hashbrown::HashTable<u32>,
     entries: Vec<Entry>,
     /// Most and least recently used entries.
     head: u32,
@@ -88,9 +98,7 @@ impl Lru {
             capacity < NIL as usize,
             "capacity {capacity} blocks is too large"
         );
-        let mut map = FxHashMap::default();
-        // One more than the capacity: a miss inserts the new block before removing the victim.
-        map.reserve(reserve + 1);
+        let map = hashbrown::HashTable::with_capacity(reserve);
         Lru {
             capacity,
             map,
@@ -130,11 +138,10 @@ impl Lru {
         }
     }
 
-    /// Bytes the cache's structures hold: the hash table's slots (key, entry index and one
-    /// control byte each, hashbrown's layout) and the entries, by their capacities.
+    /// Bytes the cache's structures hold: the hash table's allocation (its buckets and
+    /// control bytes) and the entries, by their capacity.
     pub fn memory_bytes(&self) -> usize {
-        let slot = std::mem::size_of::<(u64, u32)>() + 1;
-        self.map.capacity() * slot + self.entries.capacity() * std::mem::size_of::<Entry>()
+        self.map.allocation_size() + self.entries.capacity() * std::mem::size_of::<Entry>()
     }
 
     /// Blocks from most to least recently used.
@@ -154,47 +161,51 @@ impl Lru {
     /// (`0..capacity`) and a block keeps its slot while it stays cached, so callers can keep
     /// per-block data in an array indexed by slot.
     pub fn peek_slot(&self, block: u64) -> Option<u32> {
-        self.map.get(&block).copied()
+        let entries = &self.entries;
+        self.map
+            .find(hash(block), |&i| entries[i as usize].block == block)
+            .copied()
     }
 
     /// [`Cache::access`], also returning the block's slot: on a miss the slot is the evicted
     /// block's (or a new one while the cache fills). `capacity` must be positive.
     #[inline]
     pub fn access_slot(&mut self, block: u64) -> (u32, bool) {
-        use std::collections::hash_map::Entry as Slot;
         assert!(self.capacity > 0, "a cache of no blocks has no slots");
-        // One probe of the table for a hit and for the new block's insertion.
-        let full = self.entries.len() == self.capacity;
-        let i = if full {
-            self.tail
-        } else {
-            self.entries.len() as u32
-        };
-        match self.map.entry(block) {
-            Slot::Occupied(o) => {
-                let i = *o.get();
-                if self.head != i {
-                    self.unlink(i);
-                    self.push_front(i);
-                }
-                return (i, true);
+        let h = hash(block);
+        let entries = &self.entries;
+        if let Some(&i) = self.map.find(h, |&i| entries[i as usize].block == block) {
+            if self.head != i {
+                self.unlink(i);
+                self.push_front(i);
             }
-            Slot::Vacant(v) => {
-                v.insert(i);
-            }
+            return (i, true);
         }
-        if full {
-            // Reuse the least recent entry's slot.
+        let i = if self.entries.len() == self.capacity {
+            // Reuse the least recent entry's slot. Its bucket goes first: the table's values
+            // are then distinct slots, so the bucket holding `i` under the old block's hash is
+            // the victim's (found without reading an entry).
+            let i = self.tail;
             self.unlink(i);
             let old = std::mem::replace(&mut self.entries[i as usize].block, block);
-            self.map.remove(&old);
+            let victim = self.map.find_entry(hash(old), |&j| j == i);
+            victim
+                .expect("the least recent block is in the table")
+                .remove();
+            i
         } else {
             self.entries.push(Entry {
                 block,
                 prev: NIL,
                 next: NIL,
             });
-        }
+            self.entries.len() as u32 - 1
+        };
+        // The new block's bucket is in the cache line the lookup above read; growing reads
+        // every entry's block, the new one's included.
+        let entries = &self.entries;
+        self.map
+            .insert_unique(h, i, |&j| hash(entries[j as usize].block));
         self.push_front(i);
         (i, false)
     }
@@ -210,7 +221,7 @@ impl Cache for Lru {
     }
 
     fn contains(&self, block: u64) -> bool {
-        self.map.contains_key(&block)
+        self.peek_slot(block).is_some()
     }
 
     fn len(&self) -> usize {

@@ -147,3 +147,33 @@ fn equal_to_the_reference_on_a_generated_zipf_workload() {
         "{counts:?}"
     );
 }
+
+/// A cache whose table starts small and grows (`Lru::growing`, 4,096 blocks reserved) answers
+/// every access as one reserved whole (`Lru::new`, checked against the reference above), and
+/// keeps the same recency order, through growth and then evictions at full size.
+#[test]
+fn a_growing_cache_answers_as_a_reserved_one() {
+    let capacity = 20_000;
+    let mut grown = Lru::growing(capacity);
+    let mut whole = Lru::new(capacity);
+    let mut x: u64 = 0x9e37_79b9;
+    let (mut hits, mut accesses) = (0u64, 0u64);
+    for _ in 0..300_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Half the accesses over 16,000 blocks (hits once warm), half over 60,000.
+        let block = if x & 1 == 0 { x % 16_000 } else { x % 60_000 };
+        let hit = whole.access(block);
+        assert_eq!(grown.access(block), hit, "access {accesses}: block {block}");
+        hits += hit as u64;
+        accesses += 1;
+    }
+    assert_eq!(grown.len(), capacity);
+    assert_eq!(grown.recency_order(), whole.recency_order());
+    // Both hits and evictions happened.
+    assert!(
+        hits > accesses / 4 && hits < accesses * 3 / 4,
+        "{hits} of {accesses}"
+    );
+}
