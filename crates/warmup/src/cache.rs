@@ -53,10 +53,8 @@ const NIL: u32 = u32::MAX;
 
 #[inline]
 fn hash(block: u64) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = rustc_hash::FxBuildHasher.build_hasher();
-    h.write_u64(block);
-    h.finish()
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(block)
 }
 
 /// Least recently used. Entries live in one array, linked into a recency list by index (no
