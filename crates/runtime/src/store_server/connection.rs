@@ -23,6 +23,81 @@ impl Drop for Outgoing {
     }
 }
 
+/// A connection's reading side. Besides reading into one buffer, it may read into two at
+/// once: the rest of a large write's data into the buffer the store keeps, and what follows
+/// (the next frame's head) into the frame buffer, with one system call where the transport
+/// allows it (plain TCP); otherwise the second buffer is left for the next read.
+pub(crate) trait FrameSource: AsyncRead + Unpin + Send + 'static {
+    /// Reads at most `first_limit` bytes into `first`'s spare capacity and, when the
+    /// transport allows, what follows (at most `second_limit` bytes) into `second`'s; the
+    /// bytes read (0 at the end of the stream).
+    fn read_two<'a>(
+        &'a mut self,
+        first: &'a mut Vec<u8>,
+        first_limit: usize,
+        _second: &'a mut Vec<u8>,
+        _second_limit: usize,
+    ) -> impl std::future::Future<Output = std::io::Result<usize>> + Send + 'a {
+        async move { (&mut *self).take(first_limit as u64).read_buf(first).await }
+    }
+}
+
+impl<T: AsyncRead + Send + 'static> FrameSource for tokio::io::ReadHalf<T> {}
+
+impl FrameSource for tokio::net::tcp::OwnedReadHalf {
+    fn read_two<'a>(
+        &'a mut self,
+        first: &'a mut Vec<u8>,
+        first_limit: usize,
+        second: &'a mut Vec<u8>,
+        second_limit: usize,
+    ) -> impl std::future::Future<Output = std::io::Result<usize>> + Send + 'a {
+        use std::os::fd::AsRawFd;
+        async move {
+            let first_len = (first.capacity() - first.len()).min(first_limit);
+            let second_len = (second.capacity() - second.len()).min(second_limit);
+            let fd = self.as_ref().as_raw_fd();
+            loop {
+                self.readable().await?;
+                let read = self.as_ref().try_io(tokio::io::Interest::READABLE, || {
+                    let iov = [
+                        libc::iovec {
+                            iov_base: first.spare_capacity_mut().as_mut_ptr().cast(),
+                            iov_len: first_len,
+                        },
+                        libc::iovec {
+                            iov_base: second.spare_capacity_mut().as_mut_ptr().cast(),
+                            iov_len: second_len,
+                        },
+                    ];
+                    // SAFETY: each iovec lies in its vector's spare capacity (`*_len` bytes of
+                    // it at most), which nothing else refers to while the call runs.
+                    let n = unsafe { libc::readv(fd, iov.as_ptr(), 2) };
+                    if n < 0 {
+                        Err(std::io::Error::last_os_error())
+                    } else {
+                        Ok(n as usize)
+                    }
+                });
+                match read {
+                    Ok(n) => {
+                        let in_first = n.min(first_len);
+                        // SAFETY: readv initialised the first `n` bytes of the two iovecs,
+                        // filling the first before the second.
+                        unsafe {
+                            first.set_len(first.len() + in_first);
+                            second.set_len(second.len() + (n - in_first));
+                        }
+                        return Ok(n);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+}
+
 /// Bytes a connection reads at once when frames are small or unknown.
 pub(super) const READ_CHUNK: usize = 1 << 20;
 /// Writes with at least this much data have it read straight into a buffer of their own.
@@ -84,7 +159,7 @@ pub(super) async fn connection<R, W>(
     largest_record: Arc<AtomicU64>,
     events: mpsc::Sender<Event>,
 ) where
-    R: AsyncRead + Unpin + Send + 'static,
+    R: FrameSource,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     // Frames waiting to be written: replies (each holds one of the connection's requests) and
@@ -139,9 +214,15 @@ pub(super) async fn connection<R, W>(
                     data.extend_from_slice(&buffer[at + WriteHead::BYTES..]);
                     buffer.clear();
                     at = 0;
+                    // The rest of the data, and with it (one system call on plain TCP) the
+                    // next frame's head and a little of its data into the frame buffer.
+                    buffer.reserve(HEAD_READ);
                     while data.len() < head.data_bytes {
-                        let want = (head.data_bytes - data.len()) as u64;
-                        match (&mut reader).take(want).read_buf(&mut data).await {
+                        let want = head.data_bytes - data.len();
+                        match reader
+                            .read_two(&mut data, want, &mut buffer, HEAD_READ)
+                            .await
+                        {
                             Ok(0) | Err(_) => break 'read Ok(()),
                             Ok(_) => {}
                         }
@@ -150,8 +231,10 @@ pub(super) async fn connection<R, W>(
                     if !dispatch(&events, id, head.id, request, charge).await {
                         break 'read Ok(());
                     }
+                    // Whatever came with the data is decoded before the next read, which
+                    // takes little more than a frame's head.
                     next_read = HEAD_READ;
-                    break;
+                    continue;
                 }
                 _ => {}
             }

@@ -440,6 +440,8 @@ fn take_events(
     busy: &mut DiskBusy,
     now: &dyn Fn() -> u64,
 ) -> Result<(), DiskError> {
+    // One clock reading for the events taken together: they are handled within microseconds.
+    let (arrived, at) = (Instant::now(), now());
     for _ in 0..1024 {
         match event {
             Event::Request {
@@ -450,15 +452,15 @@ fn take_events(
             } => {
                 let internal = *next_request;
                 *next_request += 1;
-                requests.insert(internal, (connection, id, Instant::now(), charge));
+                requests.insert(internal, (connection, id, arrived, charge));
                 match peers.admit(connection, &request) {
-                    Admit::Serve => store.handle_request(now(), internal, request),
+                    Admit::Serve => store.handle_request(at, internal, request),
                     Admit::Deny => answered.push_back((internal, Reply::Error(StoreError::Denied))),
                 }
             }
             Event::Disk(Ok(done)) => {
                 busy.finished(1);
-                store.handle_disk(now(), done);
+                store.handle_disk(at, done);
             }
             Event::Disk(Err(e)) => return Err(e),
             Event::Connected {
@@ -605,12 +607,15 @@ fn send_replies(
     connections: &Connections,
     load: &mut LoadMeter,
 ) {
+    // One clock reading for the replies sent together: they were made ready together.
+    let mut now = None;
     while let Some((internal, reply)) = answered.pop_front().or_else(|| store.poll_reply()) {
         let Some((connection, id, arrived, mut charge)) = requests.remove(&internal) else {
             continue;
         };
-        load.completed(arrived.elapsed());
-        let figures = load.figures(requests.len(), store);
+        let now = *now.get_or_insert_with(Instant::now);
+        load.completed(now, now.saturating_duration_since(arrived));
+        let figures = load.figures_at(now, requests.len(), store);
         let mut frame = Vec::new();
         encode(
             &Frame::Reply {
@@ -668,6 +673,135 @@ mod tests {
         assert!(place.inline(), "and it takes two slow ones again to leave");
         place.took(Duration::from_millis(3));
         assert!(!place.inline());
+    }
+
+    /// A store served on its own thread; its address.
+    fn serve_in_background(path: PathBuf) -> SocketAddr {
+        let options = ServeOptions {
+            path,
+            log_bytes: 64 << 20,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            broadcast: Duration::from_secs(60),
+            io: IoMode::Buffered,
+            sparse: true,
+            stats: None,
+            emulate: None,
+            emulator: None,
+            limits: Default::default(),
+            http: None,
+            rack: None,
+            power: Default::default(),
+            auth: None,
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let _ = runtime.block_on(serve(options, |addr| tx.send(addr).unwrap()));
+        });
+        rx.recv_timeout(Duration::from_secs(30)).unwrap()
+    }
+
+    /// Writes of every size about the one above which data is read into its own buffer, sent
+    /// back to back (several frames, and a large write's data and the next frame's head, in one
+    /// read) and then in pieces of a few bytes (a head, or data, cut anywhere): every write is
+    /// answered once and reads back as written.
+    #[test]
+    fn writes_arriving_together_or_in_pieces_are_each_kept_as_sent() {
+        use std::io::{Read, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let addr = serve_in_background(dir.path().join("s"));
+        let sizes = [
+            512,
+            DIRECT_DATA_MIN - 512,
+            DIRECT_DATA_MIN,
+            DIRECT_DATA_MIN + 512,
+            64 << 10,
+            4096,
+            HEAD_READ + 512,
+            (128 << 10) + 512,
+            1024,
+        ];
+        let mut offset = 0u64;
+        let mut written = Vec::new();
+        for (round, piece) in [None, Some(7usize), Some(4093)].into_iter().enumerate() {
+            let mut frames = Vec::new();
+            for (i, &size) in sizes.iter().enumerate() {
+                let data: Vec<u8> = (0..size).map(|b| (b * 31 + i * 7 + round) as u8).collect();
+                let request = Request::Write {
+                    client: 1,
+                    volume: 1,
+                    offset_bytes: offset,
+                    version: 1 + written.len() as u64,
+                    data: data.clone(),
+                };
+                encode(
+                    &Frame::Request {
+                        id: 1 + written.len() as u64,
+                        request,
+                    },
+                    &mut frames,
+                );
+                written.push((offset, data));
+                offset += (size as u64).div_ceil(512) * 512;
+            }
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            stream.set_nodelay(true).unwrap();
+            // A frame left undecoded in the store's buffer shows as replies that never come.
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            match piece {
+                None => stream.write_all(&frames).unwrap(),
+                Some(piece) => {
+                    for chunk in frames.chunks(piece) {
+                        stream.write_all(chunk).unwrap();
+                        if chunk.len() < 64 {
+                            std::thread::sleep(Duration::from_micros(50));
+                        }
+                    }
+                }
+            }
+            let mut answered = std::collections::BTreeSet::new();
+            let mut buffer = Vec::new();
+            while answered.len() < sizes.len() {
+                match decode(&buffer).unwrap() {
+                    Some((Frame::Reply { id, reply, .. }, used)) => {
+                        buffer.drain(..used);
+                        assert_eq!(reply, Reply::Done, "write {id}");
+                        assert!(answered.insert(id), "write {id} answered twice");
+                    }
+                    Some((_, used)) => {
+                        buffer.drain(..used);
+                    }
+                    None => {
+                        let mut chunk = [0u8; 4096];
+                        let n = stream.read(&mut chunk).unwrap_or_else(|e| {
+                            panic!("{} of {} writes answered: {e}", answered.len(), sizes.len())
+                        });
+                        assert!(n > 0, "the store closed the connection");
+                        buffer.extend_from_slice(&chunk[..n]);
+                    }
+                }
+            }
+        }
+        let mut client = StoreClient::connect(addr).unwrap();
+        for (offset, data) in written {
+            let reply = client
+                .call(Request::Read {
+                    client: 1,
+                    offset_bytes: offset,
+                    length_bytes: data.len() as u64,
+                })
+                .unwrap();
+            let Reply::Read(pieces) = reply else {
+                panic!("read at {offset}: {reply:?}");
+            };
+            let got: Vec<u8> = pieces.into_iter().flat_map(|(_, d)| d).collect();
+            assert!(got == data, "the write at {offset} reads back otherwise");
+        }
     }
 
     #[test]

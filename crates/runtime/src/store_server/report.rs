@@ -180,8 +180,8 @@ impl LoadMeter {
         }
     }
 
-    pub(super) fn completed(&mut self, response: Duration) {
-        let now = Instant::now();
+    /// A request answered at `now` after `response`.
+    pub(super) fn completed(&mut self, now: Instant, response: Duration) {
         self.recent.push_back(now);
         while self
             .recent
@@ -199,7 +199,11 @@ impl LoadMeter {
     }
 
     pub(super) fn figures(&mut self, queue_length: usize, store: &Store) -> Load {
-        let now = Instant::now();
+        self.figures_at(Instant::now(), queue_length, store)
+    }
+
+    /// The figures as of `now` (one clock reading serves a batch of replies).
+    pub(super) fn figures_at(&mut self, now: Instant, queue_length: usize, store: &Store) -> Load {
         while self
             .recent
             .front()
