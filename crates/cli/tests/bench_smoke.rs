@@ -165,10 +165,19 @@ fn volume_bench_prints_every_ratio_against_nbdkit() {
         "partly_offloaded_randread_4k_ratio",
         "partly_offloaded_randrw_70_30_4k_ratio",
         "partly_offloaded_seqread_1m_ratio",
+        "partly_offloaded_randrw_70_30_4k_baseline_policy_ratio",
         "emulated_randwrite_64k_ratio",
     ] {
         positive(&j[key], key);
     }
+    // Under --policy baseline the mix's writes over data on the store are still off-loaded,
+    // and only those: some, not all.
+    let shares = j["partly_offloaded_baseline_policy_mix_offloaded_writes"]
+        .as_array()
+        .expect("the baseline-policy mix's off-loaded share per round");
+    assert_eq!(shares.len(), 1);
+    let share = shares[0].as_f64().unwrap();
+    assert!(share > 0.0 && share < 1.0, "{share}");
 }
 
 #[test]

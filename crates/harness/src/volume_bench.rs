@@ -13,7 +13,10 @@
 //!    `--policy always` (never reclaimed), so that reads are cut between the base volume and
 //!    the store; against the round's nbdkit figures on the same file and loads. The mix runs
 //!    last: its writes are off-loaded too, so the two read-only loads see exactly the fraction
-//!    printed;
+//!    printed. The mix runs again on the same volume restarted with `--policy baseline`, as
+//!    out of a peak: writes over blocks whose latest data is on the store are off-loaded all
+//!    the same (versions decide which copy is the latest), the others go to the base volume;
+//!    the share off-loaded is printed;
 //! 3. base volume and one idle store each emulating `cheetah-15k` (`--emulate`): 64 KiB random
 //!    writes at depth 32, throughput with peak off-load (T_base as `--t-base`) ÷ the same volume
 //!    with `--policy baseline` (Everest §4.3 reports about 3× for OLTP with one idle store).
@@ -84,6 +87,14 @@ struct Figures {
     partly_offloaded_seqread_1m_ratio: f64,
     /// Bytes of the region whose latest data is on the store when the reads start ÷ region.
     partly_offloaded_fraction_of_region: f64,
+    /// The partly off-loaded volume's 70/30 mix after a restart with `--policy baseline`,
+    /// against the same round's nbdkit mix.
+    partly_offloaded_randrw_70_30_4k_baseline_policy_iops: f64,
+    partly_offloaded_randrw_70_30_4k_baseline_policy_ratio: f64,
+    rounds_partly_offloaded_randrw_70_30_4k_baseline_policy_ratio: Vec<f64>,
+    /// Per round, the fraction of that mix's writes off-loaded all the same (over blocks
+    /// whose latest data is on the store).
+    partly_offloaded_baseline_policy_mix_offloaded_writes: Vec<f64>,
     emulated_randwrite_64k_iops_offload: f64,
     emulated_randwrite_64k_iops_baseline: f64,
     emulated_randwrite_64k_ratio: f64,
@@ -249,21 +260,38 @@ impl Setup<'_> {
         emulate: bool,
     ) -> Result<(Vec<Proc>, String, String)> {
         let (store, store_addr) = self.store(&format!("{name}.store"), emulate)?;
-        let mut args: Vec<String> = [
-            "volume",
-            "serve",
-            "--format",
-            "--nbd",
-            "127.0.0.1:0",
-            "--metrics",
-            "127.0.0.1:0",
-            "--store",
-            &store_addr,
-            "--base",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let (v, uri, metrics) = self.volume_server(base, &store_addr, extra, emulate, true)?;
+        Ok((vec![v, store], uri, metrics))
+    }
+
+    /// A volume server on `base` with the store at `store_addr`: formatting `base` first, or
+    /// (`format` false) recovering the volume it holds; returns (process, NBD URI, metrics
+    /// address).
+    fn volume_server(
+        &self,
+        base: &Path,
+        store_addr: &str,
+        extra: &[&str],
+        emulate: bool,
+        format: bool,
+    ) -> Result<(Proc, String, String)> {
+        let mut args: Vec<String> = ["volume", "serve"].iter().map(|s| s.to_string()).collect();
+        if format {
+            args.push("--format".into());
+        }
+        args.extend(
+            [
+                "--nbd",
+                "127.0.0.1:0",
+                "--metrics",
+                "127.0.0.1:0",
+                "--store",
+                store_addr,
+                "--base",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
         args.push(base.to_string_lossy().into());
         args.extend(extra.iter().map(|s| s.to_string()));
         if emulate {
@@ -278,7 +306,7 @@ impl Setup<'_> {
             ],
         )?;
         let metrics = found[1].trim_end_matches("/metrics").to_string();
-        Ok((vec![v, store], found[0].clone(), metrics))
+        Ok((v, found[0].clone(), metrics))
     }
 
     fn nbdkit(&self, name: &str) -> Result<(Proc, String)> {
@@ -424,6 +452,17 @@ struct ReadRounds {
     partly: Vec<f64>,
 }
 
+/// The partly off-loaded volume's figures besides its read loads, per round.
+#[derive(Default)]
+struct Partly {
+    /// Bytes of the region on the store when the read loads start ÷ region.
+    fraction: Vec<f64>,
+    /// The 70/30 mix with the volume restarted under `--policy baseline`.
+    mix_baseline_policy: Vec<f64>,
+    /// The fraction of that mix's writes off-loaded all the same.
+    mix_offloaded_writes: Vec<f64>,
+}
+
 pub fn run(a: VolumeBenchArgs) -> Result<()> {
     let region = cordillera_models::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
     let (dir, _scratch) = work_dir(&a.dir, &std::env::temp_dir(), "cordillera-volume-bench")?;
@@ -454,7 +493,7 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
     let mut v1m = Vec::new();
     let mut k1m = Vec::new();
     let mut reads = vec![ReadRounds::default(); READ_LOADS.len()];
-    let mut partly_fraction = Vec::new();
+    let mut partly = Partly::default();
     let mut e_off = Vec::new();
     let mut e_base = Vec::new();
     let mut fraction = Vec::new();
@@ -495,7 +534,7 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
             (round, rounds, nbdkit_first),
             (s, region),
             &mut reads,
-            &mut partly_fraction,
+            &mut partly,
         )?;
         setup.discard(&["partly.store"]);
         eprintln!(
@@ -527,6 +566,10 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         rounds_partly_offloaded_randread_4k_ratio: ratios(&rr.partly, &rr.nbdkit),
         rounds_partly_offloaded_randrw_70_30_4k_ratio: ratios(&rw.partly, &rw.nbdkit),
         rounds_partly_offloaded_seqread_1m_ratio: ratios(&sr.partly, &sr.nbdkit),
+        rounds_partly_offloaded_randrw_70_30_4k_baseline_policy_ratio: ratios(
+            &partly.mix_baseline_policy,
+            &rw.nbdkit,
+        ),
         randwrite_4k_iops_volume: median(v4k),
         randwrite_4k_iops_nbdkit: median(k4k),
         seqwrite_1m_mb_per_s_volume: median(v1m),
@@ -540,7 +583,11 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         partly_offloaded_randread_4k_iops: median(rr.partly),
         partly_offloaded_randrw_70_30_4k_iops: median(rw.partly),
         partly_offloaded_seqread_1m_mb_per_s: median(sr.partly),
-        partly_offloaded_fraction_of_region: median(partly_fraction),
+        partly_offloaded_fraction_of_region: median(partly.fraction),
+        partly_offloaded_randrw_70_30_4k_baseline_policy_iops: median(
+            partly.mix_baseline_policy.clone(),
+        ),
+        partly_offloaded_baseline_policy_mix_offloaded_writes: partly.mix_offloaded_writes,
         emulated_randwrite_64k_iops_offload: median(e_off),
         emulated_randwrite_64k_iops_baseline: median(e_base),
         emulated_offloaded_write_fraction: median(fraction),
@@ -560,6 +607,10 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         median(f.rounds_partly_offloaded_randrw_70_30_4k_ratio.clone());
     f.partly_offloaded_seqread_1m_ratio =
         median(f.rounds_partly_offloaded_seqread_1m_ratio.clone());
+    f.partly_offloaded_randrw_70_30_4k_baseline_policy_ratio = median(
+        f.rounds_partly_offloaded_randrw_70_30_4k_baseline_policy_ratio
+            .clone(),
+    );
     if a.json {
         println!("{}", serde_json::to_string_pretty(&f)?);
         return Ok(());
@@ -655,6 +706,24 @@ fn print_figures(f: &Figures, s: u64, rounds: usize, region: u64) {
         "",
         &f.rounds_partly_offloaded_seqread_1m_ratio,
     );
+    let offloaded: Vec<String> = f
+        .partly_offloaded_baseline_policy_mix_offloaded_writes
+        .iter()
+        .map(|w| format!("{:.0} %", w * 100.0))
+        .collect();
+    println!(
+        "  the same volume restarted with --policy baseline (writes over data on the store still off-loaded: {} of them):",
+        offloaded.join(", ")
+    );
+    line(
+        "  4 KiB random 70/30 read/write, depth 32:",
+        "IOPS",
+        f.partly_offloaded_randrw_70_30_4k_baseline_policy_iops,
+        f.randrw_70_30_4k_iops_nbdkit,
+        f.partly_offloaded_randrw_70_30_4k_baseline_policy_ratio,
+        "",
+        &f.rounds_partly_offloaded_randrw_70_30_4k_baseline_policy_ratio,
+    );
     println!(
         "  emulated cheetah-15k, 64 KiB random write, depth 32: off-load {:>6.0} IOPS ({:.0} % of writes off-loaded)   no off-load {:>6.0} IOPS   ratio {:.2} (target ≥ 2.5; {})",
         f.emulated_randwrite_64k_iops_offload,
@@ -667,13 +736,14 @@ fn print_figures(f: &Figures, s: u64, rounds: usize, region: u64) {
 
 /// A round's reads: each read load on nbdkit and on a plain volume over the filled base (in
 /// the round's order), then on a volume with a quarter of its region off-loaded to a store
-/// (the fraction off-loaded into `partly_fraction`).
+/// (the fraction off-loaded, and the mix after a restart under `--policy baseline`, into
+/// `partly`).
 fn measure_reads(
     setup: &Setup,
     (round, rounds, nbdkit_first): (usize, usize, bool),
     (s, region): (u64, u64),
     reads: &mut [ReadRounds],
-    partly_fraction: &mut Vec<f64>,
+    partly: &mut Partly,
 ) -> Result<()> {
     for nbdkit in [nbdkit_first, !nbdkit_first] {
         let filled = setup.filled("filled.base")?;
@@ -702,8 +772,10 @@ fn measure_reads(
     }
     {
         let filled = setup.filled("filled.base")?;
-        let (v, uri, metrics) =
-            setup.volume_on("partly", &filled, &["--policy", "always"], false)?;
+        let (store, store_addr) = setup.store("partly.store", false)?;
+        let (volume, uri, metrics) =
+            setup.volume_server(&filled, &store_addr, &["--policy", "always"], false, true)?;
+        let mut v = vec![volume, store];
         eprintln!(
             "volume bench: round {}/{rounds}: off-loading random 4 KiB writes over a quarter of the region",
             round + 1
@@ -719,7 +791,9 @@ fn measure_reads(
             ],
         );
         explained(fill, &v)?;
-        partly_fraction.push(offloaded_bytes(&metrics)? as f64 / region as f64);
+        partly
+            .fraction
+            .push(offloaded_bytes(&metrics)? as f64 / region as f64);
         for (load, r) in READ_LOADS.iter().zip(reads.iter_mut()) {
             eprintln!(
                 "volume bench: round {}/{rounds}: {} (volume partly on a store)",
@@ -728,6 +802,32 @@ fn measure_reads(
             );
             r.partly.push(explained(load.measure(&uri, s, region), &v)?);
         }
+        // The mix again as a volume out of its peak runs it (`--policy baseline`: no write
+        // off-loaded by choice, nothing reclaimed), restarted on the same base and store and
+        // recovering what is off-loaded. A write over a block whose latest data is on the
+        // store still goes to the store (versions, not completion order, decide which copy
+        // is the latest), so it measures what the policy cannot change.
+        drop(v.remove(0));
+        let (volume, uri, metrics) = setup.volume_server(
+            &filled,
+            &store_addr,
+            &["--policy", "baseline"],
+            false,
+            false,
+        )?;
+        v.insert(0, volume);
+        let mix = &READ_LOADS[2];
+        eprintln!(
+            "volume bench: round {}/{rounds}: {} (volume partly on a store, --policy baseline)",
+            round + 1,
+            mix.label
+        );
+        partly
+            .mix_baseline_policy
+            .push(explained(mix.measure(&uri, s, region), &v)?);
+        partly
+            .mix_offloaded_writes
+            .push(offloaded_fraction(&metrics)?);
     }
     Ok(())
 }
