@@ -463,15 +463,14 @@ struct Partly {
     mix_offloaded_writes: Vec<f64>,
 }
 
-pub fn run(a: VolumeBenchArgs) -> Result<()> {
-    let region = cordillera_models::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
-    let (dir, _scratch) = work_dir(&a.dir, &std::env::temp_dir(), "cordillera-volume-bench")?;
-    // At most: the shared filled base, one case's base and its store's written part, each at
-    // most the region, and the store's log overhead. A base write that finds the file system
-    // full stops the volume server (its in-flight requests are answered EIO), so the bench
-    // refuses to start rather than report that as the volume's failure.
+/// Refuses to start without room in `dir` for what the bench writes there at most: the
+/// shared filled base, one case's base and its store's written part, each at most the region,
+/// and the store's log overhead. A base write that finds the file system full stops the volume
+/// server (its in-flight requests are answered EIO): that would be reported as the volume's
+/// failure.
+fn check_room(dir: &Path, region: u64) -> Result<()> {
     let need = 3 * region + (256 << 20);
-    if let Some(free) = free_bytes(&dir) {
+    if let Some(free) = free_bytes(dir) {
         if free < need {
             bail!(
                 "{} has {} MiB free; the volume bench writes up to {} MiB there (a filled base, one case's base and store): free some space or give --dir on a larger file system",
@@ -481,6 +480,13 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+pub fn run(a: VolumeBenchArgs) -> Result<()> {
+    let region = cordillera_models::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
+    let (dir, _scratch) = work_dir(&a.dir, &std::env::temp_dir(), "cordillera-volume-bench")?;
+    check_room(&dir, region)?;
     let setup = Setup {
         me: crate::this_program()?,
         dir: &dir,

@@ -32,23 +32,11 @@ fn start(dir: &Path) -> SocketAddr {
     let keys = dir.join("keys.psk");
     std::fs::write(&keys, format!("alice:{ALICE}\nbob:{BOB}\n")).unwrap();
     let options = ServeOptions {
-        path: dir.join("store"),
-        log_bytes: 16 << 20,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        broadcast: Duration::from_secs(1),
-        io: IoMode::Buffered,
-        sparse: true,
-        stats: None,
-        emulate: None,
-        emulator: None,
-        limits: Default::default(),
-        http: None,
-        rack: None,
-        power: Default::default(),
         auth: Some(StoreAuth {
             tls: cluster_server(&keys).unwrap(),
             peers: PathBuf::from(format!("{}.peers", dir.join("store").display())),
         }),
+        ..ServeOptions::local(dir.join("store"), 16 << 20)
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -492,7 +492,7 @@ mod tests {
     /// The contents by sector, as simply as possible: what the pieces must always read as.
     #[derive(Default)]
     struct Model {
-        durable: std::collections::HashMap<u64, Vec<u8>>,
+        durable: std::collections::BTreeMap<u64, Vec<u8>>,
         unflushed: Vec<(u64, Vec<u8>)>,
     }
 

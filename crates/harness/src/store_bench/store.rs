@@ -27,20 +27,11 @@ pub(super) fn start_store_with(
     std::fs::remove_file(&path).ok();
     let stats = Arc::new(Mutex::new(Stats::default()));
     let options = ServeOptions {
-        path: path.clone(),
-        log_bytes,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        broadcast: Duration::from_secs(1),
         io,
         sparse,
         stats: Some(stats.clone()),
         emulate,
-        emulator: None,
-        limits: Default::default(),
-        http: None,
-        rack: None,
-        power: Default::default(),
-        auth: None,
+        ..ServeOptions::local(path.clone(), log_bytes)
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -71,6 +71,28 @@ pub struct ServeOptions {
 }
 
 impl ServeOptions {
+    /// A store on `path` (created with a sparse log of `log_bytes` when absent) on a free port
+    /// of the loopback, buffered, unemulated, without limits beyond the defaults, metrics or
+    /// authentication: for tests and benchmarks, which set what they need besides.
+    pub fn local(path: PathBuf, log_bytes: u64) -> ServeOptions {
+        ServeOptions {
+            path,
+            log_bytes,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            broadcast: Duration::from_secs(1),
+            io: IoMode::Buffered,
+            sparse: true,
+            stats: None,
+            emulate: None,
+            emulator: None,
+            limits: Default::default(),
+            http: None,
+            rack: None,
+            power: Default::default(),
+            auth: None,
+        }
+    }
+
     /// Whether the log takes a modeled device's time (its own, or a shared one).
     pub fn emulated(&self) -> bool {
         self.emulate.is_some() || self.emulator.is_some()
@@ -677,22 +699,7 @@ mod tests {
 
     /// A store served on its own thread; its address.
     fn serve_in_background(path: PathBuf) -> SocketAddr {
-        let options = ServeOptions {
-            path,
-            log_bytes: 64 << 20,
-            listen: "127.0.0.1:0".parse().unwrap(),
-            broadcast: Duration::from_secs(60),
-            io: IoMode::Buffered,
-            sparse: true,
-            stats: None,
-            emulate: None,
-            emulator: None,
-            limits: Default::default(),
-            http: None,
-            rack: None,
-            power: Default::default(),
-            auth: None,
-        };
+        let options = ServeOptions::local(path, 64 << 20);
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
