@@ -8,8 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cordillera_runtime::disk::IoMode;
-use cordillera_runtime::store_server::{serve, ServeOptions, StoreAuth};
+use cordillera_runtime::store_server::{serve_in_thread, ServeOptions, StoreAuth};
 use cordillera_runtime::tls::{cluster_server, TlsClient};
 use cordillera_vstore::store::{Reply, Request, StoreError};
 use cordillera_wire::store::{decode, encode, Frame};
@@ -38,15 +37,7 @@ fn start(dir: &Path) -> SocketAddr {
         }),
         ..ServeOptions::local(dir.join("store"), 16 << 20)
     };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let _ = runtime.block_on(serve(options, |addr| tx.send(addr).unwrap()));
-    });
-    rx.recv_timeout(Duration::from_secs(30)).unwrap()
+    serve_in_thread(options).unwrap()
 }
 
 /// Sends one request and returns its reply, or `None` when the connection ends first.
