@@ -30,6 +30,8 @@
 //! (the two runs of a round are measured back to back, so a slow spell of a shared machine
 //! weighs on both).
 
+mod figures;
+use figures::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -61,66 +63,11 @@ pub struct VolumeBenchArgs {
     json: bool,
 }
 
-#[derive(Serialize, Default)]
-struct Figures {
-    randwrite_4k_iops_volume: f64,
-    randwrite_4k_iops_nbdkit: f64,
-    randwrite_4k_ratio: f64,
-    seqwrite_1m_mb_per_s_volume: f64,
-    seqwrite_1m_mb_per_s_nbdkit: f64,
-    seqwrite_1m_ratio: f64,
-    randread_4k_iops_volume: f64,
-    randread_4k_iops_nbdkit: f64,
-    randread_4k_ratio: f64,
-    randrw_70_30_4k_iops_volume: f64,
-    randrw_70_30_4k_iops_nbdkit: f64,
-    randrw_70_30_4k_ratio: f64,
-    seqread_1m_mb_per_s_volume: f64,
-    seqread_1m_mb_per_s_nbdkit: f64,
-    seqread_1m_ratio: f64,
-    /// The volume whose data sits partly on a store (ratios against the same round's nbdkit).
-    partly_offloaded_randread_4k_iops: f64,
-    partly_offloaded_randread_4k_ratio: f64,
-    partly_offloaded_randrw_70_30_4k_iops: f64,
-    partly_offloaded_randrw_70_30_4k_ratio: f64,
-    partly_offloaded_seqread_1m_mb_per_s: f64,
-    partly_offloaded_seqread_1m_ratio: f64,
-    /// Bytes of the region whose latest data is on the store when the reads start ÷ region.
-    partly_offloaded_fraction_of_region: f64,
-    /// The partly off-loaded volume's 70/30 mix after a restart with `--policy baseline`,
-    /// against the same round's nbdkit mix.
-    partly_offloaded_randrw_70_30_4k_baseline_policy_iops: f64,
-    partly_offloaded_randrw_70_30_4k_baseline_policy_ratio: f64,
-    rounds_partly_offloaded_randrw_70_30_4k_baseline_policy_ratio: Vec<f64>,
-    /// Per round, the fraction of that mix's writes off-loaded all the same (over blocks
-    /// whose latest data is on the store).
-    partly_offloaded_baseline_policy_mix_offloaded_writes: Vec<f64>,
-    emulated_randwrite_64k_iops_offload: f64,
-    emulated_randwrite_64k_iops_baseline: f64,
-    emulated_randwrite_64k_ratio: f64,
-    emulated_offloaded_write_fraction: f64,
-    /// Each round's ratio (volume ÷ nbdkit, off-load ÷ none), for the spread behind the medians.
-    rounds_4k_ratio: Vec<f64>,
-    rounds_1m_ratio: Vec<f64>,
-    rounds_emulated_ratio: Vec<f64>,
-    rounds_randread_4k_ratio: Vec<f64>,
-    rounds_randrw_70_30_4k_ratio: Vec<f64>,
-    rounds_seqread_1m_ratio: Vec<f64>,
-    rounds_partly_offloaded_randread_4k_ratio: Vec<f64>,
-    rounds_partly_offloaded_randrw_70_30_4k_ratio: Vec<f64>,
-    rounds_partly_offloaded_seqread_1m_ratio: Vec<f64>,
-}
+pub(crate) use cordillera_procs::process::Proc;
 
 fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
     a.iter().zip(b).map(|(x, y)| x / y).collect()
 }
-
-fn spread(ratios: &[f64]) -> String {
-    let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-    format!("rounds {}", each.join(" "))
-}
-
-pub(crate) use cordillera_procs::process::Proc;
 
 /// Runs `program args…` and waits for each line starting with one of `wanted` on its standard
 /// error; returns the rest of each.
@@ -623,121 +570,6 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
     }
     print_figures(&f, s, rounds, region);
     Ok(())
-}
-
-/// The figures as a table: the volume against nbdkit for each load, with each round's ratio.
-fn print_figures(f: &Figures, s: u64, rounds: usize, region: u64) {
-    println!(
-        "volume bench: {s} s per run, {rounds} round(s); figures are medians, ratios the median of the rounds' ratios; region {region} bytes"
-    );
-    let line = |what: &str, unit: &str, v: f64, k: f64, ratio: f64, target: &str, r: &[f64]| {
-        println!(
-            "  {what:<42} volume {v:>9.0} {unit:<4}  nbdkit file {k:>9.0} {unit:<4}  ratio {ratio:.2} ({target}{})",
-            spread(r)
-        );
-    };
-    line(
-        "4 KiB random write, depth 32:",
-        "IOPS",
-        f.randwrite_4k_iops_volume,
-        f.randwrite_4k_iops_nbdkit,
-        f.randwrite_4k_ratio,
-        "target ≥ 1.0; ",
-        &f.rounds_4k_ratio,
-    );
-    line(
-        "1 MiB sequential write, depth 8:",
-        "MB/s",
-        f.seqwrite_1m_mb_per_s_volume,
-        f.seqwrite_1m_mb_per_s_nbdkit,
-        f.seqwrite_1m_ratio,
-        "target ≥ 0.9; ",
-        &f.rounds_1m_ratio,
-    );
-    line(
-        "4 KiB random read, depth 32:",
-        "IOPS",
-        f.randread_4k_iops_volume,
-        f.randread_4k_iops_nbdkit,
-        f.randread_4k_ratio,
-        "target ≥ 1.0; ",
-        &f.rounds_randread_4k_ratio,
-    );
-    line(
-        "4 KiB random 70/30 read/write, depth 32:",
-        "IOPS",
-        f.randrw_70_30_4k_iops_volume,
-        f.randrw_70_30_4k_iops_nbdkit,
-        f.randrw_70_30_4k_ratio,
-        "",
-        &f.rounds_randrw_70_30_4k_ratio,
-    );
-    line(
-        "1 MiB sequential read, depth 8:",
-        "MB/s",
-        f.seqread_1m_mb_per_s_volume,
-        f.seqread_1m_mb_per_s_nbdkit,
-        f.seqread_1m_ratio,
-        "",
-        &f.rounds_seqread_1m_ratio,
-    );
-    println!(
-        "  a volume with {:.1} % of its region's bytes on a store (random 4 KiB writes, --policy always):",
-        f.partly_offloaded_fraction_of_region * 100.0
-    );
-    line(
-        "  4 KiB random read, depth 32:",
-        "IOPS",
-        f.partly_offloaded_randread_4k_iops,
-        f.randread_4k_iops_nbdkit,
-        f.partly_offloaded_randread_4k_ratio,
-        "",
-        &f.rounds_partly_offloaded_randread_4k_ratio,
-    );
-    line(
-        "  4 KiB random 70/30 read/write, depth 32:",
-        "IOPS",
-        f.partly_offloaded_randrw_70_30_4k_iops,
-        f.randrw_70_30_4k_iops_nbdkit,
-        f.partly_offloaded_randrw_70_30_4k_ratio,
-        "",
-        &f.rounds_partly_offloaded_randrw_70_30_4k_ratio,
-    );
-    line(
-        "  1 MiB sequential read, depth 8:",
-        "MB/s",
-        f.partly_offloaded_seqread_1m_mb_per_s,
-        f.seqread_1m_mb_per_s_nbdkit,
-        f.partly_offloaded_seqread_1m_ratio,
-        "",
-        &f.rounds_partly_offloaded_seqread_1m_ratio,
-    );
-    let offloaded: Vec<String> = f
-        .partly_offloaded_baseline_policy_mix_offloaded_writes
-        .iter()
-        .map(|w| format!("{:.0} %", w * 100.0))
-        .collect();
-    println!(
-        "  the same volume restarted with --policy baseline (writes over data on the store still off-loaded: {} of them):",
-        offloaded.join(", ")
-    );
-    line(
-        "  4 KiB random 70/30 read/write, depth 32:",
-        "IOPS",
-        f.partly_offloaded_randrw_70_30_4k_baseline_policy_iops,
-        f.randrw_70_30_4k_iops_nbdkit,
-        f.partly_offloaded_randrw_70_30_4k_baseline_policy_ratio,
-        "",
-        &f.rounds_partly_offloaded_randrw_70_30_4k_baseline_policy_ratio,
-    );
-    println!(
-        "  emulated cheetah-15k, 64 KiB random write, depth 32: off-load {:>6.0} IOPS ({:.0} % of writes off-loaded)   no off-load {:>6.0} IOPS   ratio {:.2} (target ≥ 2.5; {})",
-        f.emulated_randwrite_64k_iops_offload,
-        f.emulated_offloaded_write_fraction * 100.0,
-        f.emulated_randwrite_64k_iops_baseline,
-        f.emulated_randwrite_64k_ratio,
-        spread(&f.rounds_emulated_ratio)
-    );
 }
 
 /// A round's reads: each read load on nbdkit and on a plain volume over the filled base (in
