@@ -8,7 +8,7 @@ mod cluster;
 
 use cordillera_testkit::process::{Bounded, COMMAND_LIMIT};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,12 +27,14 @@ fn fio_verifies_every_block_while_gears_shift_and_the_loggers_end_empty() {
     let dir = tempfile::tempdir().unwrap();
     let c = start_cluster(dir.path());
     let (_vol, url) = start_volume(&c, "fio", "96m");
-    // Gears 3 → 1 → 3 …, every 1.5 s, while fio writes and verifies.
+    // Gears 3 → 1 → 3 …, every 1.5 s, while fio writes and verifies: the three kinds of
+    // run at least once each, and more of them until the gears have shifted four times (a
+    // fast machine finishes the three before the second shift).
     let stop = Arc::new(AtomicBool::new(false));
+    let shifted = Arc::new(AtomicUsize::new(0));
     let shifter = {
-        let (stop, mds) = (stop.clone(), c.mds_addr());
+        let (stop, shifted, mds) = (stop.clone(), shifted.clone(), c.mds_addr());
         std::thread::spawn(move || {
-            let mut shifts = 0;
             while !stop.load(Ordering::SeqCst) {
                 for g in ["1", "3"] {
                     let out = Command::new(binary())
@@ -44,22 +46,25 @@ fn fio_verifies_every_block_while_gears_shift_and_the_loggers_end_empty() {
                         "{}",
                         String::from_utf8_lossy(&out.stderr)
                     );
-                    shifts += 1;
+                    shifted.fetch_add(1, Ordering::SeqCst);
                     std::thread::sleep(Duration::from_millis(1500));
                 }
             }
-            shifts
         })
     };
-    let mut verified = 0;
-    for (round, (rw, bs)) in [
+    let runs = [
         ("randwrite", "4k-64k"),
         ("write", "128k-128k"),
         ("randrw", "16k-16k"),
-    ]
-    .iter()
-    .enumerate()
-    {
+    ];
+    let mut verified = 0;
+    while verified < runs.len() || shifted.load(Ordering::SeqCst) < 4 {
+        assert!(
+            verified < 60,
+            "the gears did not shift four times in 60 fio runs"
+        );
+        let round = verified % runs.len();
+        let (rw, bs) = runs[round];
         let offset = format!("--offset={}m", round * 32);
         let text = fio(
             &url,
@@ -75,7 +80,8 @@ fn fio_verifies_every_block_while_gears_shift_and_the_loggers_end_empty() {
         verified += 1;
     }
     stop.store(true, Ordering::SeqCst);
-    let shifts = shifter.join().unwrap();
+    shifter.join().unwrap();
+    let shifts = shifted.load(Ordering::SeqCst);
     c.gear("3").unwrap();
     let mds = wait_quiet(&c, Duration::from_secs(60));
     let standbys = mds["stats"]["standbys"].as_u64().unwrap();

@@ -33,6 +33,9 @@ pub(super) struct Figures {
     pub(super) partly_offloaded_randrw_70_30_4k_baseline_policy_iops: f64,
     pub(super) partly_offloaded_randrw_70_30_4k_baseline_policy_ratio: f64,
     pub(super) rounds_partly_offloaded_randrw_70_30_4k_baseline_policy_ratio: Vec<f64>,
+    /// Per round, bytes of the region whose latest data is on the store when that mix starts
+    /// ÷ region.
+    pub(super) partly_offloaded_baseline_policy_fraction_of_region: Vec<f64>,
     /// Per round, the fraction of that mix's writes off-loaded all the same (over blocks
     /// whose latest data is on the store).
     pub(super) partly_offloaded_baseline_policy_mix_offloaded_writes: Vec<f64>,
@@ -144,14 +147,17 @@ pub(super) fn print_figures(f: &Figures, s: u64, rounds: usize, region: u64) {
         "",
         &f.rounds_partly_offloaded_seqread_1m_ratio,
     );
-    let offloaded: Vec<String> = f
-        .partly_offloaded_baseline_policy_mix_offloaded_writes
-        .iter()
-        .map(|w| format!("{:.0} %", w * 100.0))
-        .collect();
+    let percents = |shares: &[f64]| {
+        shares
+            .iter()
+            .map(|w| format!("{:.0} %", w * 100.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     println!(
-        "  the same volume restarted with --policy baseline (writes over data on the store still off-loaded: {} of them):",
-        offloaded.join(", ")
+        "  the same volume restarted with --policy baseline ({} of the region on the store; writes over it still off-loaded: {} of them):",
+        percents(&f.partly_offloaded_baseline_policy_fraction_of_region),
+        percents(&f.partly_offloaded_baseline_policy_mix_offloaded_writes)
     );
     line(
         "  4 KiB random 70/30 read/write, depth 32:",

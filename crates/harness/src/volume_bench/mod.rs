@@ -16,7 +16,9 @@
 //!    printed. The mix runs again on the same volume restarted with `--policy baseline`, as
 //!    out of a peak: writes over blocks whose latest data is on the store are off-loaded all
 //!    the same (versions decide which copy is the latest), the others go to the base volume;
-//!    the share off-loaded is printed;
+//!    the share of the region on the store when it starts and the share of its writes
+//!    off-loaded are printed (the two agree: fio's random writes fall on blocks on the store
+//!    as often as the region holds them);
 //! 3. base volume and one idle store each emulating `cheetah-15k` (`--emulate`): 64 KiB random
 //!    writes at depth 32, throughput with peak off-load (T_base as `--t-base`) ÷ the same volume
 //!    with `--policy baseline` (Everest §4.3 reports about 3× for OLTP with one idle store).
@@ -406,6 +408,10 @@ struct Partly {
     fraction: Vec<f64>,
     /// The 70/30 mix with the volume restarted under `--policy baseline`.
     mix_baseline_policy: Vec<f64>,
+    /// Bytes of the region on the store when that mix starts ÷ region (the mix under
+    /// `--policy always` before the restart off-loads more of it: how much depends on its
+    /// rate, up to all of a small region).
+    mix_fraction_at_start: Vec<f64>,
     /// The fraction of that mix's writes off-loaded all the same.
     mix_offloaded_writes: Vec<f64>,
 }
@@ -540,6 +546,7 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         partly_offloaded_randrw_70_30_4k_baseline_policy_iops: median(
             partly.mix_baseline_policy.clone(),
         ),
+        partly_offloaded_baseline_policy_fraction_of_region: partly.mix_fraction_at_start,
         partly_offloaded_baseline_policy_mix_offloaded_writes: partly.mix_offloaded_writes,
         emulated_randwrite_64k_iops_offload: median(e_off),
         emulated_randwrite_64k_iops_baseline: median(e_base),
@@ -654,6 +661,9 @@ fn measure_reads(
             false,
         )?;
         v.insert(0, volume);
+        partly
+            .mix_fraction_at_start
+            .push(offloaded_bytes(&metrics)? as f64 / region as f64);
         let mix = &READ_LOADS[2];
         eprintln!(
             "volume bench: round {}/{rounds}: {} (volume partly on a store, --policy baseline)",
