@@ -183,7 +183,7 @@ fn volume_bench_prints_every_ratio_against_nbdkit() {
     };
     let on_store = per_round("partly_offloaded_baseline_policy_fraction_of_region");
     let share = per_round("partly_offloaded_baseline_policy_mix_offloaded_writes");
-    assert!(on_store >= 0.25 && on_store <= 1.0, "{on_store}");
+    assert!((0.25..=1.0).contains(&on_store), "{on_store}");
     assert!(
         (share - on_store).abs() < 0.1,
         "{share} of the writes off-loaded with {on_store} of the region on the store"
