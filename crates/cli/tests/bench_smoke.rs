@@ -171,9 +171,10 @@ fn volume_bench_prints_every_ratio_against_nbdkit() {
         positive(&j[key], key);
     }
     // Under --policy baseline the mix's writes over data on the store are still off-loaded,
-    // and only those: fio's random writes fall on such blocks as often as the region holds
-    // them (how much of a 64 MiB region the earlier mix under --policy always off-loaded
-    // depends on the machine's rate, up to all of it).
+    // and only those: fio's random writes (on a sequence of their own, not the earlier mix's)
+    // fall on such blocks as often as the region holds them (how much of a 64 MiB region the
+    // earlier mix under --policy always off-loaded depends on the machine's rate, up to all
+    // of it).
     let per_round = |key: &str| -> f64 {
         let v = j[key]
             .as_array()
