@@ -383,8 +383,8 @@ const READ_LOADS: [ReadLoad; 3] = [
 /// fio's offsets for the 70/30 mix after the restart: another sequence than the mix before
 /// it. fio repeats its random sequence from run to run (`randrepeat`), so with the same seed
 /// that mix would write, first, exactly the blocks the mix before the restart off-loaded
-/// (89–100 % of its writes off-loaded with 46–49 % of the region on the store, against 49–50 %
-/// with a seed of its own).
+/// (89–100 % of its writes off-loaded with 46–47 % of the region on the store; with a seed of
+/// its own, 49–51 % with 48–50 %).
 const FRESH_OFFSETS: &str = "--randseed=4242";
 
 impl ReadLoad {
