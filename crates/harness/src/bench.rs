@@ -161,7 +161,7 @@ impl cordillera_warmup::cache::Cache for StdLru {
 type CacheRun = Box<dyn FnMut(&[Record]) -> cordillera_warmup::sim::Counts>;
 
 fn cache(args: CacheBenchArgs) -> Result<()> {
-    use cordillera_warmup::cache::{Clock, Fifo, Lru};
+    use cordillera_warmup::cache::{Clock, Fifo, Lru, Policy, Sieve};
     use cordillera_warmup::sim::{simulate, Counts, BLOCK_BYTES};
     let mut records = Vec::new();
     cordillera_lab::input::TraceInput::file(&args.trace)
@@ -188,18 +188,22 @@ fn cache(args: CacheBenchArgs) -> Result<()> {
         }
         Ok((best, counts.expect("at least one run")))
     };
-    let (lru_s, lru) = measure(&|| {
-        let mut c = Lru::new(blocks);
+    // Each policy through its own type (no dynamic dispatch per access).
+    fn run_of<C: cordillera_warmup::cache::Cache + 'static>(mut c: C) -> CacheRun {
         Box::new(move |r: &[Record]| simulate(&mut c, r.iter().copied()))
-    })?;
-    let (fifo_s, fifo) = measure(&|| {
-        let mut c = Fifo::new(blocks);
-        Box::new(move |r: &[Record]| simulate(&mut c, r.iter().copied()))
-    })?;
-    let (clock_s, clock) = measure(&|| {
-        let mut c = Clock::new(blocks);
-        Box::new(move |r: &[Record]| simulate(&mut c, r.iter().copied()))
-    })?;
+    }
+    let mut ours: Vec<(Policy, f64, Counts)> = Vec::new();
+    for policy in Policy::ALL {
+        let (s, c) = measure(&|| match policy {
+            Policy::Lru => run_of(Lru::new(blocks)),
+            Policy::Fifo => run_of(Fifo::new(blocks)),
+            Policy::Clock => run_of(Clock::new(blocks)),
+            Policy::Sieve => run_of(Sieve::new(blocks)),
+        })?;
+        ours.push((policy, s, c));
+    }
+    let (lru_s, lru) = (ours[0].1, ours[0].2.clone());
+    debug_assert_eq!(ours[0].0, Policy::Lru);
     let (base_s, base) = measure(&|| {
         let mut c = StdLru {
             capacity: blocks,
@@ -218,7 +222,7 @@ fn cache(args: CacheBenchArgs) -> Result<()> {
     let peer = if args.no_peer {
         None
     } else {
-        peer_rounds(&records, bytes, args.repeat, [&lru, &fifo, &clock])?
+        peer_rounds(&records, bytes, args.repeat, &ours)?
     };
     // Memory per cached block, of a full cache.
     let mut full = Lru::new(blocks);
@@ -227,12 +231,14 @@ fn cache(args: CacheBenchArgs) -> Result<()> {
     }
     let per_block = full.memory_bytes() as f64 / blocks.max(1) as f64;
     let accesses = lru.read_block_accesses + lru.write_block_accesses;
-    let rows = [
-        ("lru", lru_s, &lru),
-        ("fifo", fifo_s, &fifo),
-        ("clock", clock_s, &clock),
-        ("baseline: std HashMap + BTreeMap LRU", base_s, &base),
-    ];
+    let names: Vec<String> = ours.iter().map(|(p, _, _)| p.to_string()).collect();
+    let mut rows: Vec<(&str, f64, &Counts)> = ours
+        .iter()
+        .zip(&names)
+        .map(|((_, s, c), name)| (name.as_str(), *s, c))
+        .collect();
+    rows.push(("baseline: std HashMap + BTreeMap LRU", base_s, &base));
+    let seconds: Vec<f64> = ours.iter().map(|(_, s, _)| *s).collect();
     if args.json {
         let policies: Vec<serde_json::Value> = rows
             .iter()
@@ -257,7 +263,7 @@ fn cache(args: CacheBenchArgs) -> Result<()> {
                 "policies": policies,
                 "lru_ratio_to_baseline": base_s / lru_s,
                 "lru_bytes_per_cached_block": per_block,
-                "libcachesim": peer_json(&peer, n, [lru_s, fifo_s, clock_s]),
+                "libcachesim": peer_json(&peer, n, &seconds),
             }))?
         );
         return Ok(());
@@ -280,13 +286,7 @@ fn cache(args: CacheBenchArgs) -> Result<()> {
             c.read_block_hits
         );
     }
-    print_peer(
-        &peer,
-        n,
-        [lru_s, fifo_s, clock_s],
-        args.no_peer,
-        args.repeat,
-    );
+    print_peer(&peer, n, &seconds, args.no_peer, args.repeat);
     println!(
         "LRU {:.2}x the baseline (target: at least 20 M requests/s on one core, libCacheSim's published speed); {:.1} bytes per cached block",
         base_s / lru_s,
@@ -302,8 +302,8 @@ type Peer = Option<(
 )>;
 
 /// libCacheSim's rows for `--json`: each policy's rate and hits, and ours over its time
-/// (`ours`: our seconds for LRU, FIFO, CLOCK).
-fn peer_json(peer: &Peer, n: u64, ours: [f64; 3]) -> Option<serde_json::Value> {
+/// (`ours`: our seconds for each policy, in [`Policy::ALL`]'s order, as libCacheSim ran them).
+fn peer_json(peer: &Peer, n: u64, ours: &[f64]) -> Option<serde_json::Value> {
     peer.as_ref().map(|(python, runs)| {
         serde_json::json!({
             "python": python,
@@ -320,7 +320,7 @@ fn peer_json(peer: &Peer, n: u64, ours: [f64; 3]) -> Option<serde_json::Value> {
 }
 
 /// libCacheSim's rows beside ours, with each ratio and the hits both counted.
-fn print_peer(peer: &Peer, n: u64, ours: [f64; 3], no_peer: bool, repeat: u32) {
+fn print_peer(peer: &Peer, n: u64, ours: &[f64], no_peer: bool, repeat: u32) {
     match peer {
         Some((python, runs)) => {
             for ((name, r), ours) in runs.iter().zip(ours) {
@@ -346,14 +346,19 @@ fn print_peer(peer: &Peer, n: u64, ours: [f64; 3], no_peer: bool, repeat: u32) {
     }
 }
 
-/// libCacheSim's LRU, FIFO and CLOCK on the same block accesses, best of `repeat` rounds, when
-/// a Python here has it; an error when its hit count differs from ours for any policy.
+/// libCacheSim's run of each policy (LRU, FIFO, CLOCK, SIEVE) on the same block accesses, best
+/// of `repeat` rounds, when a Python here has it; an error when its hit count differs from ours
+/// for any policy.
 #[allow(clippy::type_complexity)]
 fn peer_rounds(
     records: &[Record],
     cache_bytes: u64,
     repeat: u32,
-    ours: [&cordillera_warmup::sim::Counts; 3],
+    ours: &[(
+        cordillera_warmup::cache::Policy,
+        f64,
+        cordillera_warmup::sim::Counts,
+    )],
 ) -> Result<
     Option<(
         std::path::PathBuf,
@@ -380,7 +385,14 @@ fn peer_rounds(
                 }
             }
         }
-        for ((name, r), c) in best.iter().zip(ours) {
+        anyhow::ensure!(
+            best.len() == ours.len(),
+            "libCacheSim ran {} policies, ours {}",
+            best.len(),
+            ours.len()
+        );
+        for ((name, r), (policy, _, c)) in best.iter().zip(ours) {
+            anyhow::ensure!(*name == policy.to_string(), "{name} beside our {policy}");
             let hits = c.read_block_hits + c.write_block_hits;
             anyhow::ensure!(
                 r.requests == accesses && r.hits == hits,

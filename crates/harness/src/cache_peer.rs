@@ -1,6 +1,6 @@
 //! libCacheSim, the cache simulator storage researchers already use, as `bench cache`'s peer:
 //! the same block accesses written as its `oracleGeneral` trace (one 4 KiB object per block a
-//! request touches, as our cache sees them), its LRU, FIFO and CLOCK run through its Python
+//! request touches, as our cache sees them), its LRU, FIFO, CLOCK and SIEVE run through its Python
 //! bindings (PyPI `libcachesim`; the C simulator underneath does the work), timed around its
 //! `process_trace` alone — reading the file included, as it streams — and their hit counts
 //! against ours.
@@ -14,9 +14,10 @@ use cordillera_trace::{Record, VolumeId};
 use cordillera_types::Op;
 use cordillera_warmup::sim::{block_range, BLOCK_BYTES};
 
-/// The policies both simulators have, by our names (libCacheSim's classes: `LRU`, `FIFO`,
-/// `Clock` with its default one-bit counter — CLOCK's second chance).
-pub const POLICIES: [&str; 3] = ["lru", "fifo", "clock"];
+/// The policies both simulators have, by our names, in the order of our
+/// `cordillera_warmup::cache::Policy::ALL` (libCacheSim's classes: `LRU`, `FIFO`, `Clock` with
+/// its default one-bit counter — CLOCK's second chance — and `Sieve`).
+pub const POLICIES: [&str; 4] = ["lru", "fifo", "clock", "sieve"];
 
 /// Runs each policy from an empty cache of `size` bytes over the file; prints one JSON object:
 /// policy → seconds, requests, hits (from the miss ratio libCacheSim returns, a double).
@@ -24,7 +25,7 @@ const PEER: &str = r#"
 import json, sys, time
 import libcachesim as lcs
 path, size = sys.argv[1], int(sys.argv[2])
-classes = {"lru": lcs.LRU, "fifo": lcs.FIFO, "clock": lcs.Clock}
+classes = {"lru": lcs.LRU, "fifo": lcs.FIFO, "clock": lcs.Clock, "sieve": lcs.Sieve}
 out = {}
 for name in sys.argv[3].split(","):
     reader = lcs.TraceReader(path, lcs.TraceType.ORACLE_GENERAL_TRACE)
