@@ -56,7 +56,7 @@ fn bench_cache_prints_each_policy_beside_the_baseline() {
         .iter()
         .map(|p| p["policy"].as_str().unwrap())
         .collect();
-    for p in ["lru", "fifo", "clock", "sieve"] {
+    for p in ["lru", "fifo", "clock", "sieve", "s3fifo"] {
         assert!(policies.contains(&p), "{policies:?}");
     }
     assert!(
@@ -74,7 +74,7 @@ fn bench_cache_prints_each_policy_beside_the_baseline() {
     }
     let ours = j["policies"].as_array().unwrap();
     let theirs = peer["policies"].as_array().unwrap();
-    for p in ["lru", "fifo", "clock", "sieve"] {
+    for p in ["lru", "fifo", "clock", "sieve", "s3fifo"] {
         let mine = ours.iter().find(|r| r["policy"] == p).unwrap();
         let peer = theirs
             .iter()

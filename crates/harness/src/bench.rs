@@ -161,7 +161,7 @@ impl cordillera_warmup::cache::Cache for StdLru {
 type CacheRun = Box<dyn FnMut(&[Record]) -> cordillera_warmup::sim::Counts>;
 
 fn cache(args: CacheBenchArgs) -> Result<()> {
-    use cordillera_warmup::cache::{Clock, Fifo, Lru, Policy, Sieve};
+    use cordillera_warmup::cache::{Clock, Fifo, Lru, Policy, S3Fifo, Sieve};
     use cordillera_warmup::sim::{simulate, Counts, BLOCK_BYTES};
     let mut records = Vec::new();
     cordillera_lab::input::TraceInput::file(&args.trace)
@@ -172,57 +172,74 @@ fn cache(args: CacheBenchArgs) -> Result<()> {
     let blocks = (bytes / BLOCK_BYTES) as usize;
     anyhow::ensure!(blocks < u32::MAX as usize, "--cache-size is too large");
     let n = records.len() as u64;
-    // Best of `repeat`, each from an empty cache; the counts of every run must agree.
-    let measure = |make: &dyn Fn() -> CacheRun| -> Result<(f64, Counts)> {
-        let mut best = f64::INFINITY;
-        let mut counts: Option<Counts> = None;
-        for _ in 0..args.repeat.max(1) {
-            let mut run = make();
-            let started = Instant::now();
-            let c = run(&records);
-            best = best.min(started.elapsed().as_secs_f64());
-            if let Some(previous) = &counts {
-                anyhow::ensure!(*previous == c, "two runs disagree");
-            }
-            counts = Some(c);
-        }
-        Ok((best, counts.expect("at least one run")))
-    };
     // Each policy through its own type (no dynamic dispatch per access).
     fn run_of<C: cordillera_warmup::cache::Cache + 'static>(mut c: C) -> CacheRun {
         Box::new(move |r: &[Record]| simulate(&mut c, r.iter().copied()))
     }
-    let mut ours: Vec<(Policy, f64, Counts)> = Vec::new();
-    for policy in Policy::ALL {
-        let (s, c) = measure(&|| match policy {
-            Policy::Lru => run_of(Lru::new(blocks)),
-            Policy::Fifo => run_of(Fifo::new(blocks)),
-            Policy::Clock => run_of(Clock::new(blocks)),
-            Policy::Sieve => run_of(Sieve::new(blocks)),
-        })?;
-        ours.push((policy, s, c));
-    }
-    let (lru_s, lru) = (ours[0].1, ours[0].2.clone());
-    debug_assert_eq!(ours[0].0, Policy::Lru);
-    let (base_s, base) = measure(&|| {
-        let mut c = StdLru {
+    let make = |policy: Option<Policy>| match policy {
+        Some(Policy::Lru) => run_of(Lru::new(blocks)),
+        Some(Policy::Fifo) => run_of(Fifo::new(blocks)),
+        Some(Policy::Clock) => run_of(Clock::new(blocks)),
+        Some(Policy::Sieve) => run_of(Sieve::new(blocks)),
+        Some(Policy::S3Fifo) => run_of(S3Fifo::new(blocks)),
+        None => run_of(StdLru {
             capacity: blocks,
             stamps: Default::default(),
             order: Default::default(),
             clock: 0,
-        };
-        Box::new(move |r: &[Record]| simulate(&mut c, r.iter().copied()))
-    })?;
+        }),
+    };
+    // Rounds of every policy, the baseline, then libCacheSim, each from an empty cache: a slow
+    // phase of a shared machine falls on both sides. Best of `repeat` rounds; the counts of
+    // every run of a policy must agree.
+    let runs: Vec<Option<Policy>> = Policy::ALL
+        .iter()
+        .copied()
+        .map(Some)
+        .chain([None])
+        .collect();
+    let mut best: Vec<(f64, Option<Counts>)> = vec![(f64::INFINITY, None); runs.len()];
+    let mut peer = if args.no_peer {
+        None
+    } else {
+        crate::cache_peer::Rounds::start(&records, bytes)?
+    };
+    for _ in 0..args.repeat.max(1) {
+        for (policy, (seconds, counts)) in runs.iter().zip(&mut best) {
+            let mut run = make(*policy);
+            let started = Instant::now();
+            let c = run(&records);
+            *seconds = seconds.min(started.elapsed().as_secs_f64());
+            if let Some(previous) = counts {
+                anyhow::ensure!(*previous == c, "two runs disagree");
+            }
+            *counts = Some(c);
+        }
+        if let Some(p) = &mut peer {
+            p.round()?;
+        }
+    }
+    let mut best: Vec<(f64, Counts)> = best
+        .into_iter()
+        .map(|(s, c)| (s, c.expect("at least one run")))
+        .collect();
+    let (base_s, base) = best.pop().expect("the baseline's run");
+    let ours: Vec<(Policy, f64, Counts)> = Policy::ALL
+        .iter()
+        .zip(best)
+        .map(|(p, (s, c))| (*p, s, c))
+        .collect();
+    let (lru_s, lru) = (ours[0].1, ours[0].2.clone());
+    debug_assert_eq!(ours[0].0, Policy::Lru);
     anyhow::ensure!(
         base.read_block_hits == lru.read_block_hits,
         "the baseline LRU and ours disagree: {} against {} hits",
         base.read_block_hits,
         lru.read_block_hits
     );
-    let peer = if args.no_peer {
-        None
-    } else {
-        peer_rounds(&records, bytes, args.repeat, &ours)?
+    let peer = match peer {
+        Some(p) => Some(p.finish(&ours)?),
+        None => None,
     };
     // Memory per cached block, of a full cache.
     let mut full = Lru::new(blocks);
@@ -337,74 +354,13 @@ fn print_peer(peer: &Peer, n: u64, ours: &[f64], no_peer: bool, repeat: u32) {
                     r.hits
                 );
             }
-            println!("  (libCacheSim through {}, best of {} rounds, timed around process_trace; hits are reads and writes, every block access being a get there)", python.display(), repeat);
+            println!("  (libCacheSim through {}, best of {} rounds interleaved with ours, timed around process_trace; hits are reads and writes, every block access being a get there)", python.display(), repeat);
         }
         None if no_peer => {}
         None => println!(
             "libCacheSim: no Python here imports libcachesim (pip install libcachesim; scripts/test.sh installs it into target/peers/venv): not compared"
         ),
     }
-}
-
-/// libCacheSim's run of each policy (LRU, FIFO, CLOCK, SIEVE) on the same block accesses, best
-/// of `repeat` rounds, when a Python here has it; an error when its hit count differs from ours
-/// for any policy.
-#[allow(clippy::type_complexity)]
-fn peer_rounds(
-    records: &[Record],
-    cache_bytes: u64,
-    repeat: u32,
-    ours: &[(
-        cordillera_warmup::cache::Policy,
-        f64,
-        cordillera_warmup::sim::Counts,
-    )],
-) -> Result<
-    Option<(
-        std::path::PathBuf,
-        Vec<(String, crate::cache_peer::PeerRun)>,
-    )>,
-> {
-    use crate::cache_peer;
-    let Some(python) = cache_peer::python() else {
-        return Ok(None);
-    };
-    let path = std::env::temp_dir().join(format!(
-        "cordillera-bench-cache-{}.oracleGeneral",
-        std::process::id()
-    ));
-    let written = cache_peer::write_blocks(records, &path);
-    let result = written.and_then(|accesses| {
-        let mut best: Vec<(String, cache_peer::PeerRun)> = Vec::new();
-        for _ in 0..repeat.max(1) {
-            for (name, r) in cache_peer::run(&python, &path, cache_bytes)? {
-                match best.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, b)) if b.seconds <= r.seconds => {}
-                    Some((_, b)) => *b = r,
-                    None => best.push((name, r)),
-                }
-            }
-        }
-        anyhow::ensure!(
-            best.len() == ours.len(),
-            "libCacheSim ran {} policies, ours {}",
-            best.len(),
-            ours.len()
-        );
-        for ((name, r), (policy, _, c)) in best.iter().zip(ours) {
-            anyhow::ensure!(*name == policy.to_string(), "{name} beside our {policy}");
-            let hits = c.read_block_hits + c.write_block_hits;
-            anyhow::ensure!(
-                r.requests == accesses && r.hits == hits,
-                "{name}: libCacheSim counted {} hits in {} block accesses, ours {hits} in {accesses}",
-                r.hits,
-                r.requests
-            );
-        }
-        Ok(best)
-    });
-    let _ = std::fs::remove_file(&path);
-    Ok(Some((python, result?)))
 }
 
 /// A client's range map with `ranges` off-loaded 8 KiB ranges, 16 KiB apart; each operation is
