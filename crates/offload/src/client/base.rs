@@ -96,6 +96,7 @@ impl Client {
                 self.stats.base_errors += 1;
                 let op = self.reads.get_mut(&read).expect("read");
                 op.error.get_or_insert(ClientError::Base { no_space });
+                op.whole_base = false;
                 self.read_piece_finished(read);
             }
             (BaseKind::Reclaim { job, run }, BaseDone::Failed { .. }) => {

@@ -8,6 +8,10 @@ use super::*;
 /// another request (a 15K-RPM disk moves 128 KiB in about 1 ms, a seek takes 3–4).
 pub(super) const READ_GAP_BYTES: u64 = 128 << 10;
 
+/// A base read may extend to an end of a read's range when the bytes it adds are at most
+/// this fraction (1/`EDGE_PARTS`) of the range (see [`Client::read_piece`]).
+const EDGE_PARTS: u64 = 16;
+
 impl Client {
     pub(super) fn start_read(&mut self, up_id: u64, offset_bytes: u64, length_bytes: u64) {
         let key = self.id();
@@ -18,6 +22,8 @@ impl Client {
                 start: offset_bytes,
                 len: length_bytes,
                 buf: Vec::new(),
+                whole_base: false,
+                early: Vec::new(),
                 outstanding: 0,
                 error: None,
             },
@@ -102,16 +108,35 @@ impl Client {
                 }
             }
         }
-        for run in base.chunk_by(|a, b| b.0 - a.1 <= READ_GAP_BYTES) {
-            let (lo, hi) = (run[0].0, run[run.len() - 1].1);
+        // A base run that reaches nearly to an end of the range is read to that end: a base
+        // read of the whole range becomes the read's buffer as it is, where one short of it
+        // would be copied into a zeroed buffer (a copy of the whole read for a few KiB less
+        // to read). At most a sixteenth of the range more at each end.
+        let edge = (end - start) / EDGE_PARTS;
+        let runs = base.chunk_by(|a, b| b.0 - a.1 <= READ_GAP_BYTES).count();
+        for (i, run) in base
+            .chunk_by(|a, b| b.0 - a.1 <= READ_GAP_BYTES)
+            .enumerate()
+        {
+            let (mut lo, mut hi) = (run[0].0, run[run.len() - 1].1);
+            if i == 0 && lo - start <= edge {
+                lo = start;
+            }
+            if i + 1 == runs && end - hi <= edge {
+                hi = end;
+            }
+            let op = self.reads.get_mut(&read).expect("read");
+            if lo == op.start && hi == op.start + op.len {
+                op.whole_base = true;
+            }
             let id = self.id();
             self.base_pending.insert(
                 id,
                 BaseKind::UpRead {
                     read,
                     start: lo,
-                    // A run of one piece keeps it all (no list to allocate).
-                    keep: if run.len() > 1 {
+                    // A run of one piece, not extended, keeps it all (no list to allocate).
+                    keep: if run.len() > 1 || (lo, hi) != (run[0].0, run[0].1) {
                         run.to_vec()
                     } else {
                         Vec::new()
@@ -156,8 +181,11 @@ impl Client {
         mut data: Vec<u8>,
         keep: &[(u64, u64)],
     ) {
-        let op = &self.reads[&read];
+        let op = self.reads.get_mut(&read).expect("read");
         let whole = start == op.start && data.len() as u64 == op.len;
+        if whole {
+            op.whole_base = false;
+        }
         if keep.is_empty() || (whole && op.buf.is_empty()) {
             // One piece, or the whole read before any other piece came in: the buffer as it
             // is. Bytes of pieces read elsewhere are overwritten when they arrive.
@@ -200,10 +228,16 @@ impl Client {
             && data.len() == len
         {
             op.buf = std::mem::take(data);
+            op.place_early();
+            return;
+        }
+        if op.buf.is_empty() && op.whole_base {
+            op.early.push((start, data[skip..skip + len].to_vec()));
             return;
         }
         if op.buf.is_empty() {
             op.buf = vec![0; op.len as usize];
+            op.place_early();
         }
         let at = (start - op.start) as usize;
         op.buf[at..at + len].copy_from_slice(&data[skip..skip + len]);
@@ -224,7 +258,19 @@ impl Client {
                 "every byte of a read is a piece's"
             );
             op.buf.resize(op.len as usize, 0);
+            op.place_early();
             self.upward_out.push_back((op.up_id, UpReply::Read(op.buf)));
+        }
+    }
+}
+
+impl ReadOp {
+    /// Copies the pieces that arrived before the buffer existed into it (they are newer than
+    /// the bytes of the base read the buffer came from).
+    fn place_early(&mut self) {
+        for (start, data) in std::mem::take(&mut self.early) {
+            let at = (start - self.start) as usize;
+            self.buf[at..at + data.len()].copy_from_slice(&data);
         }
     }
 }

@@ -153,6 +153,11 @@ pub(super) struct ReadOp {
     /// Empty until the first piece arrives: a piece covering the whole read becomes the
     /// buffer as it is (no copy); otherwise the pieces are copied into `len` bytes.
     pub(super) buf: Vec<u8>,
+    /// A base read of the whole range is in flight: its buffer becomes `buf`, so pieces that
+    /// arrive before it wait in `early` (their bytes and where they go) rather than in a
+    /// zeroed buffer the base's bytes would then be copied into.
+    pub(super) whole_base: bool,
+    pub(super) early: Vec<(u64, Vec<u8>)>,
     pub(super) outstanding: u32,
     /// A piece failed: the read is answered with this once every piece is in.
     pub(super) error: Option<ClientError>,

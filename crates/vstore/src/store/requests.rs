@@ -203,7 +203,14 @@ impl Store {
                 offset_bytes: LOG_OFFSET + info.position + HEADER_BYTES as u64 + within,
                 length_bytes: r.end - r.start,
             });
-            pieces.push((self.extent_of(*r), None));
+            // The record's volume is at hand (`extent_of` would look the record up again).
+            let extent = Extent {
+                volume: info.header.volume,
+                offset_bytes: r.start,
+                length_bytes: r.end - r.start,
+                version: r.version,
+            };
+            pieces.push((extent, None));
         }
         let outstanding = pieces.len();
         self.reads.insert(
