@@ -229,6 +229,39 @@ pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
     out[start + 6..start + 14].copy_from_slice(&id.to_le_bytes());
 }
 
+/// The encoding of a read reply with its pieces' data left out of `out`: `out` holds the
+/// rest, and each piece's data follows `out[..at]` for its `at` returned (in order). Sent as
+/// `out[..at₀]`, data₀, `out[at₀..at₁]`, data₁, …, `out[atₙ..]`, the bytes are exactly
+/// [`encode`]'s: a store sends what it read without copying it into the frame.
+pub fn encode_read_reply(
+    id: u64,
+    load: &Load,
+    pieces: Vec<(Extent, Vec<u8>)>,
+    out: &mut Vec<u8>,
+) -> Vec<(usize, Vec<u8>)> {
+    let start = out.len();
+    out.reserve(14 + 32 + 5 + pieces.len() * 36);
+    out.extend_from_slice(&[0; 14]);
+    let mut w = Writer(out);
+    w.load(load);
+    w.u8(1);
+    w.u32(pieces.len() as u32);
+    let mut data_bytes = 0;
+    let mut parts = Vec::with_capacity(pieces.len());
+    for (e, data) in pieces {
+        w.extent(&e);
+        w.u32(data.len() as u32);
+        data_bytes += data.len();
+        parts.push((w.0.len(), data));
+    }
+    let length = (out.len() - start - 4 + data_bytes) as u32;
+    out[start..start + 4].copy_from_slice(&length.to_le_bytes());
+    out[start + 4] = VERSION;
+    out[start + 5] = T_REPLY;
+    out[start + 6..start + 14].copy_from_slice(&id.to_le_bytes());
+    parts
+}
+
 /// Decodes one frame from the front of `buf`: `Ok(None)` if more bytes are needed, or the frame
 /// and the bytes it used.
 pub fn decode(buf: &[u8]) -> Result<Option<(Frame, usize)>, WireError> {
@@ -421,6 +454,59 @@ pub fn decode_write_head(buf: &[u8]) -> Result<Option<WriteHead>, WireError> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A read reply encoded with its data apart is, put together, exactly `encode`'s bytes.
+    #[test]
+    fn a_read_reply_split_from_its_data_is_the_same_bytes() {
+        let load = Load {
+            queue_length: 1,
+            requests_per_s: 2,
+            mean_response_us: 3,
+            used_bytes: 4,
+            log_bytes: 5,
+            volume_queue_length: 6,
+        };
+        let pieces: Vec<(Extent, Vec<u8>)> = (0..3u64)
+            .map(|i| {
+                let e = Extent {
+                    volume: 7,
+                    offset_bytes: i * 4096,
+                    length_bytes: 4096 + i,
+                    version: i,
+                };
+                (e, vec![i as u8 + 1; (4096 + i) as usize])
+            })
+            .chain([(
+                Extent {
+                    volume: 7,
+                    offset_bytes: 1 << 20,
+                    length_bytes: 0,
+                    version: 9,
+                },
+                Vec::new(),
+            )])
+            .collect();
+        let mut whole = vec![0xAB];
+        encode(
+            &Frame::Reply {
+                id: 42,
+                load,
+                reply: Reply::Read(pieces.clone()),
+            },
+            &mut whole,
+        );
+        let mut head = vec![0xAB];
+        let parts = encode_read_reply(42, &load, pieces, &mut head);
+        let mut joined = Vec::new();
+        let mut at = 0;
+        for (cut, data) in &parts {
+            joined.extend_from_slice(&head[at..*cut]);
+            joined.extend_from_slice(data);
+            at = *cut;
+        }
+        joined.extend_from_slice(&head[at..]);
+        assert_eq!(joined, whole);
+    }
 
     fn frames() -> Vec<Frame> {
         let e = Extent {

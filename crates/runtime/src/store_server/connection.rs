@@ -6,14 +6,49 @@ use super::*;
 /// A frame on its way to a client, with what its request holds until it is written.
 pub(crate) struct Outgoing {
     pub(super) frame: Vec<u8>,
+    /// Data sent between `frame`'s bytes, each after `frame[..at]` (a read reply's pieces, see
+    /// `encode_read_reply`); empty for other frames.
+    pub(super) data: Vec<(usize, Vec<u8>)>,
     /// Released when the frame is dropped, after it is written.
     pub(super) _charge: Option<Charge>,
     pub(super) unwritten: Arc<AtomicUsize>,
 }
 
-impl AsRef<[u8]> for Outgoing {
-    fn as_ref(&self) -> &[u8] {
-        &self.frame
+impl Segments for Outgoing {
+    fn segments<'a>(&'a self, out: &mut Vec<&'a [u8]>) {
+        let mut at = 0;
+        for (cut, data) in &self.data {
+            out.push(&self.frame[at..*cut]);
+            out.push(data);
+            at = *cut;
+        }
+        out.push(&self.frame[at..]);
+    }
+
+    fn bytes(&self) -> usize {
+        self.frame.len() + self.data.iter().map(|(_, d)| d.len()).sum::<usize>()
+    }
+}
+
+/// A frame to write, as the byte slices it is sent as, in order.
+pub(crate) trait Segments {
+    fn segments<'a>(&'a self, out: &mut Vec<&'a [u8]>);
+
+    /// The frame's length.
+    fn bytes(&self) -> usize {
+        let mut slices = Vec::new();
+        self.segments(&mut slices);
+        slices.iter().map(|s| s.len()).sum()
+    }
+}
+
+impl Segments for Vec<u8> {
+    fn segments<'a>(&'a self, out: &mut Vec<&'a [u8]>) {
+        out.push(self);
+    }
+
+    fn bytes(&self) -> usize {
+        self.len()
     }
 }
 
@@ -272,39 +307,74 @@ pub(super) async fn connection<R, W>(
 }
 
 /// Writes the frames sent on `outbox` to `writer` until either closes. Every frame already
-/// waiting goes out in one write: replies completed together (a group commit acknowledges
-/// many) cost one system call, not one each. A lone frame is written without a copy. Frames
-/// are dropped (releasing what they hold) only once written.
-pub(crate) async fn write_frames<W: AsyncWrite + Unpin, T: AsRef<[u8]>>(
+/// waiting goes out in one vectored write: replies completed together (a group commit
+/// acknowledges many) cost one system call, not one each, and no frame or read data is copied
+/// on the way (the transport may take fewer slices at a time). Frames are dropped (releasing
+/// what they hold) only once written.
+pub(crate) async fn write_frames<W: AsyncWrite + Unpin, T: Segments>(
     mut writer: W,
     mut outbox: mpsc::Receiver<T>,
 ) {
-    let mut gathered: Vec<u8> = Vec::new();
     let mut held: Vec<T> = Vec::new();
     while let Some(first) = outbox.recv().await {
-        let mut bytes = first.as_ref().len();
+        let mut bytes = first.bytes();
         held.push(first);
         while bytes < (1 << 20) {
             match outbox.try_recv() {
                 Ok(more) => {
-                    bytes += more.as_ref().len();
+                    bytes += more.bytes();
                     held.push(more);
                 }
                 Err(_) => break,
             }
         }
-        let written = if held.len() == 1 {
-            writer.write_all(held[0].as_ref()).await
-        } else {
-            gathered.clear();
-            for frame in &held {
-                gathered.extend_from_slice(frame.as_ref());
-            }
-            writer.write_all(&gathered).await
-        };
+        let mut slices = Vec::new();
+        for frame in &held {
+            frame.segments(&mut slices);
+        }
+        let written = write_all_slices(&mut writer, &slices).await;
+        drop(slices);
         held.clear();
         if written.is_err() {
             break;
+        }
+    }
+}
+
+/// Writes every byte of `slices`, in order, with vectored writes of up to 1,024 slices.
+async fn write_all_slices<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    slices: &[&[u8]],
+) -> std::io::Result<()> {
+    let (mut first, mut skip) = (0, 0);
+    loop {
+        while first < slices.len() && slices[first].len() == skip {
+            first += 1;
+            skip = 0;
+        }
+        if first == slices.len() {
+            return Ok(());
+        }
+        let iov: Vec<std::io::IoSlice> = slices[first..]
+            .iter()
+            .take(1024)
+            .enumerate()
+            .map(|(i, s)| std::io::IoSlice::new(if i == 0 { &s[skip..] } else { s }))
+            .collect();
+        let mut n = writer.write_vectored(&iov).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 {
+            let left = slices[first].len() - skip;
+            if n >= left {
+                n -= left;
+                first += 1;
+                skip = 0;
+            } else {
+                skip += n;
+                n = 0;
+            }
         }
     }
 }

@@ -20,7 +20,9 @@ use cordillera_vstore::format::LOG_OFFSET;
 use cordillera_vstore::store::{
     Config, DiskDone, DiskOp, Reply, Request, Store, StoreError, WriteBytes,
 };
-use cordillera_wire::store::{decode, decode_write_head, encode, Frame, Load, WriteHead};
+use cordillera_wire::store::{
+    decode, decode_write_head, encode, encode_read_reply, Frame, Load, WriteHead,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -658,22 +660,31 @@ fn send_replies(
         load.completed(now, now.saturating_duration_since(arrived));
         let figures = load.figures_at(now, requests.len(), store);
         let mut frame = Vec::new();
-        encode(
-            &Frame::Reply {
-                id,
-                load: figures,
-                reply,
-            },
-            &mut frame,
-        );
+        let data = match reply {
+            // Read data goes out from the buffers it was read into (no copy into the frame).
+            Reply::Read(pieces) => encode_read_reply(id, &figures, pieces, &mut frame),
+            reply => {
+                encode(
+                    &Frame::Reply {
+                        id,
+                        load: figures,
+                        reply,
+                    },
+                    &mut frame,
+                );
+                Vec::new()
+            }
+        };
+        let bytes = frame.len() + data.iter().map(|(_, d)| d.len()).sum::<usize>();
         // The reply holds its request's charge until it is written.
-        charge.shrink_to(frame.len() as u64);
+        charge.shrink_to(bytes as u64);
         if let Some((sender, unwritten)) = connections.get(&connection) {
             unwritten.fetch_add(1, Ordering::Relaxed);
             send_frame(
                 sender,
                 Outgoing {
                     frame,
+                    data,
                     _charge: Some(charge),
                     unwritten: unwritten.clone(),
                 },

@@ -113,6 +113,7 @@ pub(super) fn broadcast_load(connections: &Connections, figures: Load) {
                 sender,
                 Outgoing {
                     frame: frame.clone(),
+                    data: Vec::new(),
                     _charge: None,
                     unwritten: unwritten.clone(),
                 },
