@@ -31,8 +31,9 @@ enum BenchCommand {
     Sim(SimBenchArgs),
     /// Cost of an off-loaded write's range-map lookup + update at 10^6 ranges.
     Rangemap(RangemapBenchArgs),
-    /// Requests per second of the cache simulator (LRU, FIFO, CLOCK) on a trace held in
-    /// memory, against a straightforward std-collections LRU; bytes per cached block.
+    /// Requests per second of the cache simulator (LRU, FIFO, CLOCK, SIEVE, S3-FIFO) on a
+    /// trace held in memory, against a straightforward std-collections LRU and libCacheSim's
+    /// same policies (equal hit counts required); bytes per cached block.
     Cache(CacheBenchArgs),
     /// `lab bonfire` streaming a generated 7-day, 8-volume trace at growing sizes (default up
     /// to 100 M records): wall time, records per second and peak memory of each run.
@@ -54,7 +55,8 @@ struct CacheBenchArgs {
     /// Cache size in bytes (k, m, g suffixes).
     #[arg(long, default_value = "1g")]
     cache_size: String,
-    /// Repetitions of each measurement; the fastest is reported.
+    /// Rounds (each policy, the baseline, then libCacheSim, in turn); the fastest of each is
+    /// reported.
     #[arg(long, default_value_t = 3)]
     repeat: u32,
     /// Do not run libCacheSim beside ours (by default it runs when a Python here imports
