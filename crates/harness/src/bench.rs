@@ -162,18 +162,25 @@ impl cordillera_warmup::cache::Cache for StdLru {
 /// One policy's simulation over the records, from a fresh cache.
 type CacheRun = Box<dyn FnMut(&[Record]) -> cordillera_warmup::sim::Counts>;
 
-fn cache(args: CacheBenchArgs) -> Result<()> {
+/// Our policies' counts and best times, the baseline's, and libCacheSim's side when it runs:
+/// rounds of each in turn (see `cache`).
+#[allow(clippy::type_complexity)]
+fn cache_rounds(
+    records: &[Record],
+    blocks: usize,
+    bytes: u64,
+    args: &CacheBenchArgs,
+) -> Result<(
+    Vec<(
+        cordillera_warmup::cache::Policy,
+        f64,
+        cordillera_warmup::sim::Counts,
+    )>,
+    (f64, cordillera_warmup::sim::Counts),
+    Option<crate::cache_peer::Rounds>,
+)> {
     use cordillera_warmup::cache::{Clock, Fifo, Lru, Policy, S3Fifo, Sieve};
-    use cordillera_warmup::sim::{simulate, Counts, BLOCK_BYTES};
-    let mut records = Vec::new();
-    cordillera_lab::input::TraceInput::file(&args.trace)
-        .for_each_record(|_, r| records.push(*r))?;
-    anyhow::ensure!(!records.is_empty(), "the trace has no records");
-    let bytes =
-        cordillera_models::presets::parse_size(&args.cache_size).map_err(anyhow::Error::msg)?;
-    let blocks = (bytes / BLOCK_BYTES) as usize;
-    anyhow::ensure!(blocks < u32::MAX as usize, "--cache-size is too large");
-    let n = records.len() as u64;
+    use cordillera_warmup::sim::{simulate, Counts};
     // Each policy through its own type (no dynamic dispatch per access).
     fn run_of<C: cordillera_warmup::cache::Cache + 'static>(mut c: C) -> CacheRun {
         Box::new(move |r: &[Record]| simulate(&mut c, r.iter().copied()))
@@ -204,13 +211,13 @@ fn cache(args: CacheBenchArgs) -> Result<()> {
     let mut peer = if args.no_peer {
         None
     } else {
-        crate::cache_peer::Rounds::start(&records, bytes)?
+        crate::cache_peer::Rounds::start(records, bytes)?
     };
     for _ in 0..args.repeat.max(1) {
         for (policy, (seconds, counts)) in runs.iter().zip(&mut best) {
             let mut run = make(*policy);
             let started = Instant::now();
-            let c = run(&records);
+            let c = run(records);
             *seconds = seconds.min(started.elapsed().as_secs_f64());
             if let Some(previous) = counts {
                 anyhow::ensure!(*previous == c, "two runs disagree");
@@ -231,6 +238,22 @@ fn cache(args: CacheBenchArgs) -> Result<()> {
         .zip(best)
         .map(|(p, (s, c))| (*p, s, c))
         .collect();
+    Ok((ours, (base_s, base), peer))
+}
+
+fn cache(args: CacheBenchArgs) -> Result<()> {
+    use cordillera_warmup::cache::{Lru, Policy};
+    use cordillera_warmup::sim::{Counts, BLOCK_BYTES};
+    let mut records = Vec::new();
+    cordillera_lab::input::TraceInput::file(&args.trace)
+        .for_each_record(|_, r| records.push(*r))?;
+    anyhow::ensure!(!records.is_empty(), "the trace has no records");
+    let bytes =
+        cordillera_models::presets::parse_size(&args.cache_size).map_err(anyhow::Error::msg)?;
+    let blocks = (bytes / BLOCK_BYTES) as usize;
+    anyhow::ensure!(blocks < u32::MAX as usize, "--cache-size is too large");
+    let n = records.len() as u64;
+    let (ours, (base_s, base), peer) = cache_rounds(&records, blocks, bytes, &args)?;
     let (lru_s, lru) = (ours[0].1, ours[0].2.clone());
     debug_assert_eq!(ours[0].0, Policy::Lru);
     anyhow::ensure!(

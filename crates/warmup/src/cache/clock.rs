@@ -65,6 +65,7 @@ impl Cache for Clock {
         let blocks = &self.blocks;
         self.map
             .insert_unique(h, i as u32, |&j| hash(blocks[j as usize]));
+        debug_assert_eq!(self.map.len(), self.blocks.len(), "one bucket per slot");
         false
     }
 

@@ -54,6 +54,7 @@ impl Cache for Fifo {
         let blocks = &self.blocks;
         self.map
             .insert_unique(h, i as u32, |&j| hash(blocks[j as usize]));
+        debug_assert_eq!(self.map.len(), self.blocks.len(), "one bucket per slot");
         false
     }
 

@@ -154,6 +154,10 @@ impl S3Fifo {
         self.blocks.insert(block, Slot::Ghost(self.ghost_entries));
         self.ghost.push_back((block, self.ghost_entries));
         self.remembered += 1;
+        debug_assert!(
+            Self::bytes(self.remembered) <= self.ghost_bytes,
+            "the ghost over its budget"
+        );
     }
 }
 
@@ -196,6 +200,10 @@ impl Cache for S3Fifo {
             self.small.push_back(block);
         }
         self.blocks.insert(block, Slot::Cached(0));
+        debug_assert!(
+            self.small.len() + self.main.len() <= self.capacity,
+            "S3-FIFO over its capacity"
+        );
         false
     }
 

@@ -132,6 +132,7 @@ impl Cache for Sieve {
             newest => self.entries[newest as usize].newer = i,
         }
         self.newest = i;
+        debug_assert!(self.map.len() < self.capacity, "SIEVE over its capacity");
         let entries = &self.entries;
         self.map
             .insert_unique(hash(block), i, |&j| hash(entries[j as usize].block));
