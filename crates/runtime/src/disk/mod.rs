@@ -623,19 +623,8 @@ fn write_all_vectored_at(file: &File, slices: &[&[u8]], mut offset: u64) -> std:
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
-        let mut n = n as usize;
         offset += n as u64;
-        while n > 0 {
-            let left = slices[first].len() - skip;
-            if n >= left {
-                n -= left;
-                first += 1;
-                skip = 0;
-            } else {
-                skip += n;
-                n = 0;
-            }
-        }
+        (first, skip) = advance_slices(slices, (first, skip), n as usize);
     }
     Ok(())
 }
@@ -697,3 +686,24 @@ pub fn drop_cached_pages(file: &File) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests;
+
+/// Where a vectored transfer of `slices` continues after `n` more bytes went from `(first,
+/// skip)`: the slice and the bytes of it already done.
+pub(crate) fn advance_slices(
+    slices: &[&[u8]],
+    (mut first, mut skip): (usize, usize),
+    mut n: usize,
+) -> (usize, usize) {
+    while n > 0 {
+        let left = slices[first].len() - skip;
+        if n >= left {
+            n -= left;
+            first += 1;
+            skip = 0;
+        } else {
+            skip += n;
+            n = 0;
+        }
+    }
+    (first, skip)
+}

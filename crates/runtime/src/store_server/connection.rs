@@ -361,21 +361,11 @@ async fn write_all_slices<W: AsyncWrite + Unpin>(
             .enumerate()
             .map(|(i, s)| std::io::IoSlice::new(if i == 0 { &s[skip..] } else { s }))
             .collect();
-        let mut n = writer.write_vectored(&iov).await?;
+        let n = writer.write_vectored(&iov).await?;
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
-        while n > 0 {
-            let left = slices[first].len() - skip;
-            if n >= left {
-                n -= left;
-                first += 1;
-                skip = 0;
-            } else {
-                skip += n;
-                n = 0;
-            }
-        }
+        (first, skip) = crate::disk::advance_slices(slices, (first, skip), n);
     }
 }
 
