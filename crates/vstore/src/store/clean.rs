@@ -54,7 +54,7 @@ impl Store {
         if !self.passed.is_empty() {
             self.persist_tail();
         }
-        let Some((&seq, info)) = self.records.iter().next() else {
+        let Some((seq, info)) = self.records.first() else {
             return;
         };
         if seq >= self.ack_cursor {
@@ -103,7 +103,7 @@ impl Store {
     /// them; a copy appended after it would bring them back).
     pub(super) fn finish_clean(&mut self, source: u64, pieces: Vec<(Extent, Vec<u8>)>) {
         self.cleaning = None;
-        let Some(info) = self.records.get(&source).copied() else {
+        let Some(info) = self.records.get(source).copied() else {
             return;
         };
         let h = info.header;
@@ -117,7 +117,7 @@ impl Store {
             .collect();
         let busy: Vec<(u64, u64)> = self
             .records
-            .range(self.ack_cursor..)
+            .from(self.ack_cursor)
             .map(|(_, r)| r.header)
             .filter(|o| o.client == h.client && o.kind != RecordKind::Wrap)
             .map(|o| (o.offset_bytes, o.offset_bytes + o.length_bytes))

@@ -9,7 +9,7 @@ impl Store {
         match done {
             DiskDone::Written { id } => {
                 if let Some((seq, durable)) = self.io_records.remove(&id) {
-                    let r = self.records.get_mut(&seq).expect("record being written");
+                    let r = self.records.get_mut(seq).expect("record being written");
                     if durable {
                         r.state = RecordState::Durable;
                         self.stats.flushes += 1;
@@ -35,7 +35,7 @@ impl Store {
                     let (_, covered) = self.flush_in_flight.take().expect("flush");
                     self.stats.flushes += 1;
                     for seq in covered {
-                        self.records.get_mut(&seq).expect("flushed record").state =
+                        self.records.get_mut(seq).expect("flushed record").state =
                             RecordState::Durable;
                     }
                     self.acknowledge();
@@ -74,7 +74,7 @@ impl Store {
         if self.unrecorded_epoch.is_some() {
             return;
         }
-        while let Some(info) = self.records.get(&self.ack_cursor).copied() {
+        while let Some(info) = self.records.get(self.ack_cursor).copied() {
             if info.state != RecordState::Durable {
                 break;
             }
@@ -114,7 +114,7 @@ impl Store {
         for LiveDelta { record, bytes } in deltas {
             let info = self
                 .records
-                .get_mut(&record)
+                .get_mut(record)
                 .expect("index names a kept record");
             let before = info.live_bytes;
             debug_assert!(
@@ -139,7 +139,7 @@ impl Store {
     }
 
     pub(super) fn advance_tail(&mut self) {
-        while let Some((seq, info)) = self.records.iter().next().map(|(s, i)| (*s, *i)) {
+        while let Some((seq, info)) = self.records.first().map(|(s, i)| (s, *i)) {
             let stale = seq < self.ack_cursor
                 && (info.header.kind != RecordKind::Data || info.live_bytes == 0);
             if !stale {
@@ -147,7 +147,7 @@ impl Store {
             }
             self.passed.push_back((seq, info.total_bytes));
             self.passed_total += info.total_bytes;
-            self.records.remove(&seq);
+            self.records.pop_first();
             if info.header.kind == RecordKind::Data {
                 let count = self
                     .data_sizes

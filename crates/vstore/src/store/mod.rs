@@ -27,6 +27,7 @@
 mod api;
 mod clean;
 mod completions;
+mod records;
 mod recovery;
 mod requests;
 
@@ -39,6 +40,7 @@ use crate::format::{
     PAYLOAD_BYTES_MAX, RECORD_ALIGN, SUPERBLOCK_SLOT_BYTES,
 };
 use crate::index::{ClientIndex, LiveDelta};
+use records::Records;
 
 pub use api::*;
 
@@ -192,7 +194,7 @@ pub struct Store {
     phase: Phase,
     rng: u64,
     /// Records from the in-memory tail to the head, by sequence number.
-    records: BTreeMap<u64, RecordInfo>,
+    records: Records<RecordInfo>,
     /// Records the in-memory tail has passed that the durable tail pointer has not: (seq, bytes).
     passed: VecDeque<(u64, u64)>,
     indexes: FxHashMap<u64, ClientIndex>,
@@ -267,7 +269,7 @@ impl Store {
             store_id,
             phase: Phase::Ready,
             rng: seed ^ 0x9e37_79b9_7f4a_7c15,
-            records: BTreeMap::new(),
+            records: Records::default(),
             passed: VecDeque::new(),
             indexes: FxHashMap::default(),
             live_by_client: FxHashMap::default(),
@@ -418,7 +420,7 @@ impl Store {
             self.io_reads.len(),
             self.superblock_in_flight.is_some(),
             self.unrecorded_epoch.is_some(),
-            self.records.get(&self.ack_cursor).map(|r| r.state),
+            self.records.get(self.ack_cursor).map(|r| r.state),
             self.io_records.len(),
             self.flush_in_flight.as_ref().map(|(id, c)| (*id, c.len())),
             self.written_unflushed.len(),
@@ -539,7 +541,6 @@ impl Store {
         }
     }
 
-    /// The in-memory tail: the oldest record kept, or the head when none is.
     /// Checks the log's bookkeeping (under `debug_assertions`, while the log holds fewer than
     /// 4,096 records; every `handle_*` ends with it): the head never passes the durable tail
     /// (the bytes from the durable tail to the head fit in the log); those bytes are the
@@ -568,36 +569,25 @@ impl Store {
             return;
         }
         self.unchecked_events.set(0);
-        let kept: u64 = self.records.values().map(|r| r.total_bytes).sum();
-        assert_eq!(
-            self.used_bytes,
-            self.passed_bytes() + kept,
-            "bytes in use are not the passed records and the kept ones"
-        );
-        let passed: u64 = self.passed.iter().map(|(_, b)| b).sum();
-        assert_eq!(self.passed_total, passed, "the passed bytes' sum drifted");
-        let unapplied: u64 = self
-            .records
-            .range(self.ack_cursor..)
-            .map(|(_, r)| r.total_bytes)
-            .sum();
-        assert_eq!(
-            self.unapplied_bytes, unapplied,
-            "the unapplied bytes' sum drifted"
-        );
+        let mut passed = 0;
         let mut seq = self.passed.front().map(|(s, _)| *s);
-        for (s, _) in &self.passed {
+        for (s, b) in &self.passed {
             assert_eq!(Some(*s), seq, "passed records out of sequence");
             seq = Some(s + 1);
+            passed += b;
         }
+        assert_eq!(self.passed_total, passed, "the passed bytes' sum drifted");
+        // One walk of the kept records: their sums and their order.
+        let (mut kept, mut unapplied) = (0, 0);
         let mut at = None;
-        for (s, r) in &self.records {
+        for (s, r) in self.records.iter() {
+            kept += r.total_bytes;
             assert!(
-                seq.is_none_or(|q| q == *s),
+                seq.is_none_or(|q| q == s),
                 "kept records out of sequence at {s}"
             );
             assert_eq!(
-                r.header.seq, *s,
+                r.header.seq, s,
                 "a record filed under another sequence number"
             );
             if let Some(at) = at {
@@ -610,15 +600,26 @@ impl Store {
                 r.position + r.total_bytes <= log,
                 "record {s} runs past the log's end"
             );
-            if *s < self.ack_cursor {
+            if s < self.ack_cursor {
                 assert!(
                     r.state == RecordState::Durable,
                     "record {s} acknowledged, not durable"
                 );
+            } else {
+                unapplied += r.total_bytes;
             }
             seq = Some(s + 1);
             at = Some((r.position + r.total_bytes) % log);
         }
+        assert_eq!(
+            self.used_bytes,
+            self.passed_bytes() + kept,
+            "bytes in use are not the passed records and the kept ones"
+        );
+        assert_eq!(
+            self.unapplied_bytes, unapplied,
+            "the unapplied bytes' sum drifted"
+        );
         if let Some(at) = at {
             assert_eq!(at, self.head, "the last record does not end at the head");
         }
@@ -628,6 +629,7 @@ impl Store {
         );
     }
 
+    /// The in-memory tail: the oldest record kept, or the head when none is.
     fn tail_position(&self) -> u64 {
         self.records
             .values()

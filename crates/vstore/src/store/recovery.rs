@@ -165,7 +165,7 @@ impl Store {
             if h.kind == RecordKind::Data {
                 *self.data_sizes.entry(total).or_default() += 1;
             }
-            self.records.insert(
+            self.records.push(
                 h.seq,
                 RecordInfo {
                     position,

@@ -68,7 +68,7 @@ impl Store {
                 }
                 let range = pick.and_then(|&seq| {
                     offered.insert(seq);
-                    let h = self.records.get(&seq)?.header;
+                    let h = self.records.get(seq)?.header;
                     self.indexes
                         .get(&client)?
                         .lookup(h.offset_bytes, h.offset_bytes + h.length_bytes)
@@ -159,7 +159,7 @@ impl Store {
     }
 
     pub(super) fn extent_of(&self, r: crate::index::Range) -> Extent {
-        let volume = self.records.get(&r.record).map_or(0, |i| i.header.volume);
+        let volume = self.records.get(r.record).map_or(0, |i| i.header.volume);
         Extent {
             volume,
             offset_bytes: r.start,
@@ -194,7 +194,7 @@ impl Store {
         self.next_read += 1;
         let mut pieces = Vec::new();
         for (i, r) in ranges.iter().enumerate() {
-            let info = self.records[&r.record];
+            let info = *self.records.get(r.record).expect("a record the index names");
             let within = r.start - info.header.offset_bytes;
             let id = self.io_id();
             self.io_reads.insert(id, (key, i));
@@ -229,7 +229,7 @@ impl Store {
     /// can pass it closer: such deletes may use the last of the reserve, so that reclaim (which
     /// deletes in log order) can always make room.
     pub(super) fn shrinks_tail(&self, client: u64, start: u64, end: u64, version: u64) -> bool {
-        let Some((&seq, info)) = self.records.iter().next() else {
+        let Some((seq, info)) = self.records.first() else {
             return false;
         };
         let h = info.header;
@@ -252,7 +252,7 @@ impl Store {
             .indexes
             .get(&client)
             .is_some_and(|ix| ix.lookup(start, end).iter().any(|r| r.version <= version));
-        let pending = self.records.range(self.ack_cursor..).any(|(_, r)| {
+        let pending = self.records.from(self.ack_cursor).any(|(_, r)| {
             let o = r.header;
             o.kind != RecordKind::Wrap
                 && o.client == client
@@ -444,7 +444,7 @@ impl Store {
             data: bytes,
             durable,
         });
-        self.records.insert(
+        self.records.push(
             header.seq,
             RecordInfo {
                 position: self.head,
