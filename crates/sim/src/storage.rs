@@ -134,6 +134,72 @@ impl SimStorage {
         out
     }
 
+    /// Whether `expected.len()` bytes at `offset_bytes` read as `expected` (what
+    /// [`SimStorage::read`] would return), compared where they lie: no buffer, no copy.
+    pub fn holds(&self, offset_bytes: u64, expected: &[u8]) -> bool {
+        let end = offset_bytes + expected.len() as u64;
+        let at = |byte: u64| (byte - offset_bytes) as usize;
+        // The parts no newer unflushed write covers, newest writes first.
+        let mut open = vec![(offset_bytes, end)];
+        for w in self.unflushed.iter().rev() {
+            let (w_start, w_end) = (w.offset_bytes, w.offset_bytes + w.data.len() as u64);
+            if w_end <= offset_bytes || w_start >= end {
+                continue;
+            }
+            let mut rest = Vec::with_capacity(open.len() + 1);
+            for (a, b) in open {
+                let (from, to) = (a.max(w_start), b.min(w_end));
+                if from >= to {
+                    rest.push((a, b));
+                    continue;
+                }
+                let theirs = &w.data[(from - w_start) as usize..(to - w_start) as usize];
+                if expected[at(from)..at(to)] != *theirs {
+                    return false;
+                }
+                if a < from {
+                    rest.push((a, from));
+                }
+                if to < b {
+                    rest.push((to, b));
+                }
+            }
+            open = rest;
+        }
+        open.into_iter()
+            .all(|(a, b)| self.durable_holds(a, &expected[at(a)..at(b)]))
+    }
+
+    /// [`SimStorage::holds`] of the durable contents alone.
+    fn durable_holds(&self, offset_bytes: u64, expected: &[u8]) -> bool {
+        let end = offset_bytes + expected.len() as u64;
+        let at = |byte: u64| (byte - offset_bytes) as usize;
+        let first = offset_bytes / SECTOR_BYTES;
+        let last = end.div_ceil(SECTOR_BYTES);
+        let before = self.durable.range(..first).next_back();
+        // Bytes before `matched` read as expected.
+        let mut matched = offset_bytes;
+        for (&start, piece) in before.into_iter().chain(self.durable.range(first..last)) {
+            let p_start = start * SECTOR_BYTES;
+            let from = p_start.max(offset_bytes);
+            let to = (p_start + piece.sectors * SECTOR_BYTES).min(end);
+            if from >= to {
+                continue;
+            }
+            let held = (p_start + piece.bytes.len() as u64).clamp(from, to);
+            if !is_zero(&expected[at(matched)..at(from)])
+                || (from < held
+                    && expected[at(from)..at(held)]
+                        != piece.bytes[(from - p_start) as usize..(held - p_start) as usize])
+                || !is_zero(&expected[at(held)..at(to)])
+            {
+                return false;
+            }
+            matched = to;
+        }
+        is_zero(&expected[at(matched)..])
+    }
+
     /// Bytes of durable contents held in memory (each piece up to its last byte that is not
     /// zero).
     pub fn held_bytes(&self) -> u64 {
@@ -403,6 +469,42 @@ mod tests {
         }
         assert_eq!(seen, [true; 3]);
         assert_eq!(SimStorage::new().read(100, 10), vec![0; 10]);
+    }
+
+    /// `holds` answers as comparing `read`'s bytes would: over ranges that start and end
+    /// inside pieces, between them, on sector edges and not, with unflushed writes over some.
+    #[test]
+    fn holds_agrees_with_read() {
+        for seed in 0..300 {
+            let mut rng = SimRng::new(seed, 5);
+            let mut s = SimStorage::new();
+            for _ in 0..1 + rng.below(6) {
+                let sectors = 1 + rng.below(6) as usize;
+                let mut data = vec![0u8; sectors * 512];
+                // Dense, sparse (a header in zeros) or all zeros.
+                match rng.below(3) {
+                    0 => data.fill(1 + rng.below(200) as u8),
+                    1 => data[..1 + rng.below(sectors as u64 * 512 - 1) as usize].fill(7),
+                    _ => {}
+                }
+                s.write(rng.below(24) * 512, &data);
+                if rng.chance(0.6) {
+                    s.flush();
+                }
+            }
+            for _ in 0..40 {
+                let offset = rng.below(16_000);
+                let len = rng.below(5_000) as usize;
+                let actual = s.read(offset, len);
+                assert!(s.holds(offset, &actual), "seed {seed}: {offset}+{len}");
+                if len > 0 {
+                    let mut other = actual.clone();
+                    let i = rng.below(len as u64) as usize;
+                    other[i] ^= 1 << rng.below(8);
+                    assert!(!s.holds(offset, &other), "seed {seed}: {offset}+{len}, byte {i}");
+                }
+            }
+        }
     }
 
     /// A piece is held up to its last byte that is not zero, reads back whole, and an

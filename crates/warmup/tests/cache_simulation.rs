@@ -506,8 +506,7 @@ fn run(seed: u64, safeguards: Safeguards, counts: &Rc<RefCell<Counts>>) -> Resul
                         continue;
                     }
                     checked += 1;
-                    let volume = storage.read(VOLUME_AT + b * BLOCK, BLOCK as usize);
-                    if page != volume.as_slice() {
+                    if !storage.holds(VOLUME_AT + b * BLOCK, page) {
                         if std::env::var("WARM_TRACE").is_ok() {
                             explain(storage, b, page, &world.faults);
                         }
