@@ -501,7 +501,10 @@ mod tests {
                     let mut other = actual.clone();
                     let i = rng.below(len as u64) as usize;
                     other[i] ^= 1 << rng.below(8);
-                    assert!(!s.holds(offset, &other), "seed {seed}: {offset}+{len}, byte {i}");
+                    assert!(
+                        !s.holds(offset, &other),
+                        "seed {seed}: {offset}+{len}, byte {i}"
+                    );
                 }
             }
         }

@@ -8,8 +8,6 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use std::collections::BTreeSet;
-
 use cordillera_models::presets;
 use cordillera_sim::kernel::Nanos;
 use cordillera_sim::network::{Network, NetworkFaults, NetworkParams, NodeId};
@@ -36,7 +34,8 @@ fn record_bytes(server: NodeId, k: u64) -> Vec<u8> {
 enum Role {
     Client {
         servers: Vec<NodeId>,
-        acked: BTreeSet<(NodeId, u64)>,
+        /// Per server (in `servers`' order), bit k: record k acknowledged.
+        acked: Vec<u64>,
         retry_at: Option<Nanos>,
     },
     Server {
@@ -61,9 +60,9 @@ impl Node {
         else {
             return;
         };
-        for &s in servers.iter() {
+        for (&s, &done) in servers.iter().zip(acked.iter()) {
             // A window of 4 outstanding records per server.
-            for k in (0..RECORDS).filter(|k| !acked.contains(&(s, *k))).take(4) {
+            for k in (0..RECORDS).filter(|k| done & (1 << k) == 0).take(4) {
                 self.out.push(Outgoing {
                     to: s,
                     message: Msg::Append { k },
@@ -71,7 +70,7 @@ impl Node {
                 });
             }
         }
-        let all_done = acked.len() as u64 == servers.len() as u64 * RECORDS;
+        let all_done = acked.iter().all(|&done| done == (1 << RECORDS) - 1);
         *retry_at = (!all_done).then_some(now + RETRY_NS);
     }
 }
@@ -94,8 +93,10 @@ impl Core for Node {
                     data: record_bytes(id, k),
                 });
             }
-            (Role::Client { acked, .. }, Msg::Ack { k }) => {
-                if acked.insert((from, k)) {
+            (Role::Client { servers, acked, .. }, Msg::Ack { k }) => {
+                let s = servers.iter().position(|&s| s == from).expect("a server");
+                if acked[s] & (1 << k) == 0 {
+                    acked[s] |= 1 << k;
                     self.send_unacked(now);
                 }
             }
@@ -157,7 +158,7 @@ fn world(seed: u64, faults: bool) -> World<Node> {
             role: if id == 0 {
                 Role::Client {
                     servers: SERVERS.to_vec(),
-                    acked: BTreeSet::new(),
+                    acked: vec![0; SERVERS.len()],
                     retry_at: None,
                 }
             } else {
@@ -206,10 +207,19 @@ fn check(seed: u64) -> (u64, usize) {
     let mut w = world(seed, true);
     // Faults end by 0.3 s; the protocol must finish well within 20 s of quiet.
     w.run_until(20_000_000_000);
-    let Role::Client { acked, .. } = &w.core(0).expect("client never crashes").role else {
+    let Role::Client { servers, acked, .. } = &w.core(0).expect("client never crashes").role else {
         unreachable!()
     };
-    for &(server, k) in acked {
+    let acked: Vec<(NodeId, u64)> = servers
+        .iter()
+        .zip(acked)
+        .flat_map(|(&s, &done)| {
+            (0..RECORDS)
+                .filter(move |k| done & (1 << k) != 0)
+                .map(move |k| (s, k))
+        })
+        .collect();
+    for &(server, k) in &acked {
         let on_disk = w.storage(server).read(k * 512, 512);
         assert_eq!(
             on_disk,

@@ -22,8 +22,9 @@ pub struct SsdParams {
 
 pub struct Ssd {
     params: SsdParams,
-    /// When each channel becomes free.
-    channel_free: Vec<Nanos>,
+    /// When each channel becomes free, and its number: the least is the channel a request
+    /// goes to (the lowest-numbered of those free first).
+    channel_free: BinaryHeap<Reverse<(Nanos, u32)>>,
     /// (completion time, submission order, id).
     done: BinaryHeap<Reverse<(Nanos, u64, u64)>>,
     next_seq: u64,
@@ -34,7 +35,7 @@ impl Ssd {
     pub fn new(params: SsdParams) -> Ssd {
         assert!(params.channels > 0);
         Ssd {
-            channel_free: vec![0; params.channels as usize],
+            channel_free: (0..params.channels).map(|i| Reverse((0, i))).collect(),
             params,
             done: BinaryHeap::new(),
             next_seq: 0,
@@ -61,15 +62,9 @@ impl Device for Ssd {
         };
         let service =
             (ms_to_ns(latency_ms) + request.length_bytes as f64 * 1e3 / mb_per_s).ceil() as u64;
-        let (channel, free) = self
-            .channel_free
-            .iter()
-            .copied()
-            .enumerate()
-            .min_by_key(|(i, t)| (*t, *i))
-            .expect("channels");
+        let Reverse((free, channel)) = self.channel_free.pop().expect("channels");
         let start = free.max(now);
-        self.channel_free[channel] = start + service;
+        self.channel_free.push(Reverse((start + service, channel)));
         self.busy_ns += service;
         self.done
             .push(Reverse((start + service, self.next_seq, request.id)));

@@ -2,8 +2,6 @@
 //! storage changes and the core's `IoDone`s, flushes, and the reordering of overlapping writes
 //! in flight ([`WorldBuilder::reorder`]).
 
-use std::collections::BTreeSet;
-
 use cordillera_types::Op;
 
 use super::{Core, IoCommand, IoDone, Node, World};
@@ -156,16 +154,17 @@ impl<C: Core> World<C> {
                 ) = (command, reorder > 0.0)
                 {
                     let (lo, hi) = (*offset_bytes, offset_bytes + data.len() as u64);
-                    let later: BTreeSet<u64> = n
+                    // In id order (so sorted): later overlapping writes not landed yet.
+                    let later: Vec<u64> = n
                         .in_flight
                         .range(id + 1..)
-                        .filter(|(id, _)| !n.landed.contains(id))
                         .filter(|(_, later)| match later {
                             IoCommand::Write {
                                 offset_bytes, data, ..
                             } => *offset_bytes < hi && offset_bytes + data.len() as u64 > lo,
                             _ => false,
                         })
+                        .filter(|(id, _)| !n.landed.contains(id))
                         .map(|(&id, _)| id)
                         .collect();
                     if !later.is_empty() && self.reorder_rng.chance(reorder) {
@@ -197,7 +196,9 @@ impl<C: Core> World<C> {
                         .held
                         .iter_mut()
                         .filter_map(|(&held, waits)| {
-                            (waits.remove(&id) && waits.is_empty()).then_some(held)
+                            let at = waits.binary_search(&id).ok()?;
+                            waits.remove(at);
+                            waits.is_empty().then_some(held)
                         })
                         .collect();
                     for held in free {

@@ -146,7 +146,8 @@ struct Node<C> {
     /// Writes the device completed that persist after later overlapping writes still in
     /// flight (see [`WorldBuilder::reorder`]): device id → the later writes' ids. They stay in
     /// `in_flight` and `writes_in_flight` (a crash treats them as in flight, a flush waits).
-    held: BTreeMap<u64, BTreeSet<u64>>,
+    /// The later writes' ids are sorted.
+    held: BTreeMap<u64, Vec<u64>>,
     /// Writes in flight whose data already landed beneath an earlier overlapping write that
     /// completed (see [`WorldBuilder::reorder`]); their own completion comes at its time.
     landed: BTreeSet<u64>,
