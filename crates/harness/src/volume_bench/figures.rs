@@ -53,6 +53,20 @@ pub(super) struct Figures {
     pub(super) rounds_partly_offloaded_randread_4k_ratio: Vec<f64>,
     pub(super) rounds_partly_offloaded_randrw_70_30_4k_ratio: Vec<f64>,
     pub(super) rounds_partly_offloaded_seqread_1m_ratio: Vec<f64>,
+    /// Each read load's figures per round (IOPS, or MB/s for 1 MiB reads): nbdkit, the plain
+    /// volume and the partly off-loaded volume, the last always measured after the other two.
+    pub(super) rounds_reads: Vec<LoadRounds>,
+    /// Per round, whether nbdkit ran before the plain volume (they alternate).
+    pub(super) rounds_nbdkit_first: Vec<bool>,
+}
+
+/// One load's figures per round.
+#[derive(Serialize, Default)]
+pub(super) struct LoadRounds {
+    pub(super) load: &'static str,
+    pub(super) nbdkit: Vec<f64>,
+    pub(super) volume: Vec<f64>,
+    pub(super) partly_offloaded: Vec<f64>,
 }
 
 fn spread(ratios: &[f64]) -> String {

@@ -527,6 +527,17 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
     setup.discard(&["filled.base"]);
     let [rr, sr, rw] = [0, 1, 2].map(|i| reads[i].clone());
     let mut f = Figures {
+        rounds_reads: READ_LOADS
+            .iter()
+            .zip(&reads)
+            .map(|(load, r)| figures::LoadRounds {
+                load: load.label,
+                nbdkit: r.nbdkit.clone(),
+                volume: r.volume.clone(),
+                partly_offloaded: r.partly.clone(),
+            })
+            .collect(),
+        rounds_nbdkit_first: (0..rounds).map(|round| round % 2 == 0).collect(),
         rounds_4k_ratio: ratios(&v4k, &k4k),
         rounds_1m_ratio: ratios(&v1m, &k1m),
         rounds_emulated_ratio: ratios(&e_off, &e_base),
