@@ -18,7 +18,12 @@
 //!    the same (versions decide which copy is the latest), the others go to the base volume;
 //!    the share of the region on the store when it starts and the share of its writes
 //!    off-loaded are printed (the two agree: fio's random writes, on a random sequence of
-//!    their own, fall on blocks on the store as often as the region holds them);
+//!    their own, fall on blocks on the store as often as the region holds them). Every write
+//!    of the mix under `--policy always` is off-loaded, and the store acknowledges it only
+//!    once its log is durable, where `nbdkit file` answers a write once it is in the page
+//!    cache: the mix is also measured, right after, on nbdkit with every write durable before
+//!    its reply (the `fua` filter, `fuamode=force`), and the partly off-loaded mix is given
+//!    against both;
 //! 3. base volume and one idle store each emulating `cheetah-15k` (`--emulate`): 64 KiB random
 //!    writes at depth 32, throughput with peak off-load (T_base as `--t-base`) ÷ the same volume
 //!    with `--policy baseline` (Everest §4.3 reports about 3× for OLTP with one idle store).
@@ -265,28 +270,47 @@ impl Setup<'_> {
 
     /// `nbdkit file` serving `base` as it is.
     fn nbdkit_on(&self, base: &Path) -> Result<(Proc, String)> {
-        let port = free_port()?;
-        let child = Command::new("nbdkit")
-            .args([
-                "--foreground",
-                "--exit-with-parent",
-                "--port",
-                &port.to_string(),
-                "file",
-            ])
-            .arg(base)
-            .stderr(Stdio::null())
-            .spawn()
-            .context("cannot run nbdkit (install it: apt-get install nbdkit)")?;
-        let proc = Proc::adopt(child);
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Ok((proc, format!("nbd://127.0.0.1:{port}")));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        bail!("nbdkit did not start listening on {port}")
+        nbdkit_serving(base, false)
     }
+
+    /// `nbdkit file` serving `base` with every write durable before its reply (the `fua`
+    /// filter's `fuamode=force`: each write carries FUA, which the file plugin makes durable
+    /// with a flush), as an off-loaded write is: the store acknowledges an append only once
+    /// its log is durable.
+    fn nbdkit_durable_on(&self, base: &Path) -> Result<(Proc, String)> {
+        nbdkit_serving(base, true)
+    }
+}
+
+/// `nbdkit file` on `base`, with the `fua` filter forcing FUA on every write if `durable`.
+fn nbdkit_serving(base: &Path, durable: bool) -> Result<(Proc, String)> {
+    let port = free_port()?;
+    let mut command = Command::new("nbdkit");
+    command.args([
+        "--foreground",
+        "--exit-with-parent",
+        "--port",
+        &port.to_string(),
+    ]);
+    if durable {
+        command.arg("--filter=fua");
+    }
+    command.arg("file").arg(base);
+    if durable {
+        command.arg("fuamode=force");
+    }
+    let child = command
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot run nbdkit (install it: apt-get install nbdkit)")?;
+    let proc = Proc::adopt(child);
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok((proc, format!("nbd://127.0.0.1:{port}")));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("nbdkit did not start listening on {port}")
 }
 
 /// The benchmark's directory: `given` (created if missing), else a fresh one under `parent`,
@@ -425,6 +449,9 @@ struct Partly {
     mix_fraction_at_start: Vec<f64>,
     /// The fraction of that mix's writes off-loaded all the same.
     mix_offloaded_writes: Vec<f64>,
+    /// The 70/30 mix on `nbdkit file` with every write durable before its reply (as every
+    /// write of the mix under `--policy always` is), right after the partly off-loaded volume.
+    mix_nbdkit_durable: Vec<f64>,
 }
 
 /// Refuses to start without room in `dir` for what the bench writes there at most: the
@@ -538,6 +565,12 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
             })
             .collect(),
         rounds_nbdkit_first: (0..rounds).map(|round| round % 2 == 0).collect(),
+        rounds_partly_offloaded_randrw_70_30_4k_durable_ratio: ratios(
+            &rw.partly,
+            &partly.mix_nbdkit_durable,
+        ),
+        randrw_70_30_4k_iops_nbdkit_durable: median(partly.mix_nbdkit_durable.clone()),
+        rounds_randrw_70_30_4k_iops_nbdkit_durable: partly.mix_nbdkit_durable.clone(),
         rounds_4k_ratio: ratios(&v4k, &k4k),
         rounds_1m_ratio: ratios(&v1m, &k1m),
         rounds_emulated_ratio: ratios(&e_off, &e_base),
@@ -589,6 +622,10 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         median(f.rounds_partly_offloaded_randrw_70_30_4k_ratio.clone());
     f.partly_offloaded_seqread_1m_ratio =
         median(f.rounds_partly_offloaded_seqread_1m_ratio.clone());
+    f.partly_offloaded_randrw_70_30_4k_durable_ratio = median(
+        f.rounds_partly_offloaded_randrw_70_30_4k_durable_ratio
+            .clone(),
+    );
     f.partly_offloaded_randrw_70_30_4k_baseline_policy_ratio = median(
         f.rounds_partly_offloaded_randrw_70_30_4k_baseline_policy_ratio
             .clone(),
@@ -699,6 +736,16 @@ fn measure_reads(
         partly
             .mix_offloaded_writes
             .push(offloaded_fraction(&metrics)?);
+        drop(v);
+        let (_k, uri) = setup.nbdkit_durable_on(&filled)?;
+        eprintln!(
+            "volume bench: round {}/{rounds}: {} (nbdkit, every write durable before its reply)",
+            round + 1,
+            mix.label
+        );
+        partly
+            .mix_nbdkit_durable
+            .push(mix.measure(&uri, s, region)?);
     }
     Ok(())
 }
