@@ -76,6 +76,34 @@ pub(super) struct LoadRounds {
     pub(super) partly_offloaded: Vec<f64>,
 }
 
+impl Figures {
+    /// Each ratio as the median of its rounds' ratios.
+    pub(super) fn take_medians(&mut self) {
+        // The ratio is the median of each round's ratio: the two runs of a round are measured
+        // back to back, so a slow spell of the machine weighs on both.
+        self.randwrite_4k_ratio = median(self.rounds_4k_ratio.clone());
+        self.seqwrite_1m_ratio = median(self.rounds_1m_ratio.clone());
+        self.emulated_randwrite_64k_ratio = median(self.rounds_emulated_ratio.clone());
+        self.randread_4k_ratio = median(self.rounds_randread_4k_ratio.clone());
+        self.randrw_70_30_4k_ratio = median(self.rounds_randrw_70_30_4k_ratio.clone());
+        self.seqread_1m_ratio = median(self.rounds_seqread_1m_ratio.clone());
+        self.partly_offloaded_randread_4k_ratio =
+            median(self.rounds_partly_offloaded_randread_4k_ratio.clone());
+        self.partly_offloaded_randrw_70_30_4k_ratio =
+            median(self.rounds_partly_offloaded_randrw_70_30_4k_ratio.clone());
+        self.partly_offloaded_seqread_1m_ratio =
+            median(self.rounds_partly_offloaded_seqread_1m_ratio.clone());
+        self.partly_offloaded_randrw_70_30_4k_durable_ratio = median(
+            self.rounds_partly_offloaded_randrw_70_30_4k_durable_ratio
+                .clone(),
+        );
+        self.partly_offloaded_randrw_70_30_4k_baseline_policy_ratio = median(
+            self.rounds_partly_offloaded_randrw_70_30_4k_baseline_policy_ratio
+                .clone(),
+        );
+    }
+}
+
 fn spread(ratios: &[f64]) -> String {
     let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
     format!("rounds {}", each.join(" "))

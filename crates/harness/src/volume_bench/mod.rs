@@ -608,28 +608,7 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
         emulated_offloaded_write_fraction: median(fraction),
         ..Figures::default()
     };
-    // The ratio is the median of each round's ratio: the two runs of a round are measured
-    // back to back, so a slow spell of the machine weighs on both.
-    f.randwrite_4k_ratio = median(f.rounds_4k_ratio.clone());
-    f.seqwrite_1m_ratio = median(f.rounds_1m_ratio.clone());
-    f.emulated_randwrite_64k_ratio = median(f.rounds_emulated_ratio.clone());
-    f.randread_4k_ratio = median(f.rounds_randread_4k_ratio.clone());
-    f.randrw_70_30_4k_ratio = median(f.rounds_randrw_70_30_4k_ratio.clone());
-    f.seqread_1m_ratio = median(f.rounds_seqread_1m_ratio.clone());
-    f.partly_offloaded_randread_4k_ratio =
-        median(f.rounds_partly_offloaded_randread_4k_ratio.clone());
-    f.partly_offloaded_randrw_70_30_4k_ratio =
-        median(f.rounds_partly_offloaded_randrw_70_30_4k_ratio.clone());
-    f.partly_offloaded_seqread_1m_ratio =
-        median(f.rounds_partly_offloaded_seqread_1m_ratio.clone());
-    f.partly_offloaded_randrw_70_30_4k_durable_ratio = median(
-        f.rounds_partly_offloaded_randrw_70_30_4k_durable_ratio
-            .clone(),
-    );
-    f.partly_offloaded_randrw_70_30_4k_baseline_policy_ratio = median(
-        f.rounds_partly_offloaded_randrw_70_30_4k_baseline_policy_ratio
-            .clone(),
-    );
+    f.take_medians();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&f)?);
         return Ok(());
