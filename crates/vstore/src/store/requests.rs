@@ -194,7 +194,10 @@ impl Store {
         self.next_read += 1;
         let mut pieces = Vec::new();
         for (i, r) in ranges.iter().enumerate() {
-            let info = *self.records.get(r.record).expect("a record the index names");
+            let info = *self
+                .records
+                .get(r.record)
+                .expect("a record the index names");
             let within = r.start - info.header.offset_bytes;
             let id = self.io_id();
             self.io_reads.insert(id, (key, i));
