@@ -166,9 +166,21 @@ fn volume_bench_prints_every_ratio_against_nbdkit() {
         "partly_offloaded_randrw_70_30_4k_ratio",
         "partly_offloaded_seqread_1m_ratio",
         "partly_offloaded_randrw_70_30_4k_baseline_policy_ratio",
+        "partly_offloaded_randrw_70_30_4k_durable_ratio",
+        "randrw_70_30_4k_iops_nbdkit_durable",
         "emulated_randwrite_64k_ratio",
     ] {
         positive(&j[key], key);
+    }
+    // Each read load's figures, one per round for each server.
+    let loads = j["rounds_reads"].as_array().expect("rounds_reads");
+    assert_eq!(loads.len(), 3, "{loads:?}");
+    for load in loads {
+        for side in ["nbdkit", "volume", "partly_offloaded"] {
+            let figures = load[side].as_array().unwrap_or_else(|| panic!("{side}"));
+            assert_eq!(figures.len(), 1, "{load}");
+            positive(&figures[0], side);
+        }
     }
     // Under --policy baseline the mix's writes over data on the store are still off-loaded,
     // and only those: fio's random writes (on a sequence of their own, not the earlier mix's)
