@@ -50,10 +50,11 @@ pub(crate) fn fio_command(uri: &str) -> Command {
 pub(crate) fn fio_run(uri: &str, args: &[String]) -> Result<Fio> {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
-    let out = fio_command(uri)
-        .args(args)
-        .output()
-        .context("cannot run fio (install it: apt-get install fio)")?;
+    // On the client's CPU when the benchmark keeps client and servers apart (`crate::cpus`).
+    let out = crate::cpus::on_cpu(crate::cpus::CLIENT_CPU, || {
+        fio_command(uri).args(args).output()
+    })
+    .context("cannot run fio (install it: apt-get install fio)")?;
     if !out.status.success() {
         bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
     }

@@ -26,6 +26,7 @@ pub mod cache_peer;
 pub mod chaos;
 pub mod cluster_bench;
 pub mod cluster_pgbench;
+mod cpus;
 mod fio_nbd;
 pub mod lab_bench;
 pub mod live_replay;

@@ -65,6 +65,9 @@ use cordillera_vstore::store::{Reply, Request, Stats};
 use serde::Serialize;
 
 use ceiling::Ceiling;
+// Where the servers' threads and the client's run: apart, as on two machines, and the same for
+// the store and its baselines.
+use crate::cpus::{pin, unpin, CLIENT_CPU, SERVER_CPU};
 use device::*;
 use fio::*;
 use store::*;
@@ -206,7 +209,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         bail!("fio is not installed (apt-get install fio); the benchmark measures against it");
     }
     std::fs::create_dir_all(&args.dir)?;
-    NO_PIN.store(args.no_pin, std::sync::atomic::Ordering::Relaxed);
+    crate::cpus::allow_pinning(!args.no_pin);
     let bytes = cordillera_models::presets::parse_size(&args.bytes).map_err(anyhow::Error::msg)?;
     let dir = &args.dir;
 
@@ -315,7 +318,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
             .iter()
             .map(|r| median_of(r.ceiling.store_64k.over(&r.ceiling.floor_64k)))
             .collect(),
-        pinned: !args.no_pin && pinnable(),
+        pinned: crate::cpus::pinned(),
         device: args.device.clone(),
         device_nominal_transfer_mb_per_s: cordillera_models::presets::hdd_params(&device.preset)
             .filter(|_| device.array.is_none())
@@ -372,46 +375,6 @@ struct Round {
     device_64k: f64,
 }
 
-/// Binds the calling thread (and the threads it starts later) to CPU `cpu`, if the machine
-/// has it; returns the mask it had, for [`unpin`].
-fn pin(cpu: usize) -> Option<libc::cpu_set_t> {
-    if NO_PIN.load(std::sync::atomic::Ordering::Relaxed) {
-        return None;
-    }
-    // SAFETY: sched_{get,set}affinity read and write the cpu_set_t they are given.
-    unsafe {
-        let mut old: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old) != 0
-            || !libc::CPU_ISSET(cpu, &old)
-        {
-            return None;
-        }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        (libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0)
-            .then_some(old)
-    }
-}
-
-/// Whether this machine lets the client and the servers be kept apart (CPUs 0 and 1).
-fn pinnable() -> bool {
-    // SAFETY: as in `pin`.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0
-            && libc::CPU_ISSET(SERVER_CPU, &set)
-            && libc::CPU_ISSET(CLIENT_CPU, &set)
-    }
-}
-
-/// Restores a mask [`pin`] returned.
-fn unpin(old: Option<libc::cpu_set_t>) {
-    if let Some(old) = old {
-        // SAFETY: as in `pin`.
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &old) };
-    }
-}
-
 /// The median of `values` (NaN when there are none).
 fn median_of(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -448,13 +411,6 @@ fn cpu_of<T>(work: impl FnOnce() -> Result<T>) -> Result<(T, f64, f64)> {
     let process = cpu_seconds(libc::RUSAGE_SELF) - process;
     Ok((out, (process - thread).max(0.0), thread))
 }
-
-/// Where the servers' threads and the client's run when the machine has two CPUs or more:
-/// apart, as on two machines, and the same for the store and its baselines.
-const SERVER_CPU: usize = 1;
-const CLIENT_CPU: usize = 0;
-/// `--no-pin`: leave the threads where the scheduler puts them.
-static NO_PIN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// What every round measures with: the places and sizes the flags give.
 struct Setup {

@@ -65,6 +65,8 @@ pub(super) struct Figures {
     pub(super) rounds_reads: Vec<LoadRounds>,
     /// Per round, whether nbdkit ran before the plain volume (they alternate).
     pub(super) rounds_nbdkit_first: Vec<bool>,
+    /// Whether the servers ran on CPU 1 and fio on CPU 0 (not `--no-pin`, two CPUs or more).
+    pub(super) pinned: bool,
 }
 
 /// One load's figures per round.
@@ -112,7 +114,12 @@ fn spread(ratios: &[f64]) -> String {
 /// The figures as a table: the volume against nbdkit for each load, with each round's ratio.
 pub(super) fn print_figures(f: &Figures, s: u64, rounds: usize, region: u64) {
     println!(
-        "volume bench: {s} s per run, {rounds} round(s); figures are medians, ratios the median of the rounds' ratios; region {region} bytes"
+        "volume bench: {s} s per run, {rounds} round(s); figures are medians, ratios the median of the rounds' ratios; region {region} bytes; {}",
+        if f.pinned {
+            "servers on CPU 1, fio on CPU 0"
+        } else {
+            "fio and the servers where the scheduler puts them"
+        }
     );
     let line = |what: &str, unit: &str, v: f64, k: f64, ratio: f64, target: &str, r: &[f64]| {
         println!(

@@ -36,12 +36,19 @@
 //! Figures are medians of `--repeat` rounds; each ratio is the median of the rounds' ratios
 //! (the two runs of a round are measured back to back, so a slow spell of a shared machine
 //! weighs on both).
+//!
+//! On a machine with two CPUs or more the servers (nbdkit, or the volume server and its store)
+//! run on CPU 1 and fio on CPU 0 (`crate::cpus`; `--no-pin` leaves them to the scheduler, which
+//! now and then stacks fio and a server on one CPU and swings a run by up to 2×). nbdkit runs
+//! with glibc's mmap threshold fixed at 4 MiB ([`NBDKIT_MALLOC`]): its own allocator's
+//! warm-up would otherwise count against it in the first run of every load.
 
 mod figures;
 use figures::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::cpus::{on_cpu, SERVER_CPU};
 use crate::fio_nbd::{fio, fio_run};
 use std::time::Duration;
 
@@ -68,6 +75,13 @@ pub struct VolumeBenchArgs {
     t_base: u64,
     #[arg(long)]
     json: bool,
+    /// Leave fio and the servers where the scheduler puts them. By default, on a machine with
+    /// two CPUs or more, the servers (the volume server and its store, or nbdkit) run on CPU 1
+    /// and fio on CPU 0, as on two machines: on two CPUs the scheduler otherwise stacks fio
+    /// and a server now and then, and the same run swings by up to 2× from one measurement to
+    /// the next.
+    #[arg(long)]
+    no_pin: bool,
 }
 
 pub(crate) use cordillera_procs::process::Proc;
@@ -196,7 +210,9 @@ impl Setup<'_> {
         if emulate {
             args.extend(["--emulate".into(), "cheetah-15k".into()]);
         }
-        let (p, found) = spawn_until(&self.me, &args, &["cordillera store: listening on "])?;
+        let (p, found) = on_cpu(SERVER_CPU, || {
+            spawn_until(&self.me, &args, &["cordillera store: listening on "])
+        })?;
         Ok((p, found[0].clone()))
     }
 
@@ -257,14 +273,16 @@ impl Setup<'_> {
         if emulate {
             args.extend(["--emulate".into(), "cheetah-15k".into()]);
         }
-        let (v, found) = spawn_until(
-            &self.me,
-            &args,
-            &[
-                "cordillera volume: NBD export at ",
-                "cordillera volume: metrics at http://",
-            ],
-        )?;
+        let (v, found) = on_cpu(SERVER_CPU, || {
+            spawn_until(
+                &self.me,
+                &args,
+                &[
+                    "cordillera volume: NBD export at ",
+                    "cordillera volume: metrics at http://",
+                ],
+            )
+        })?;
         let metrics = found[1].trim_end_matches("/metrics").to_string();
         Ok((v, found[0].clone(), metrics))
     }
@@ -288,10 +306,18 @@ impl Setup<'_> {
     }
 }
 
+/// glibc's allocator for nbdkit: buffers up to this size come from its heap, not each mapped
+/// and unmapped on its own. Left to itself, glibc maps every buffer over 128 KiB until its
+/// threshold adapts, and a fresh `nbdkit file` serves its first 5 s of 1 MiB reads at about
+/// two thirds of its rate 10 s later (docs/BENCHMARKS.md); with it, at that rate from the
+/// start. Our servers allocate with mimalloc, which has no such phase.
+const NBDKIT_MALLOC: &str = "glibc.malloc.mmap_threshold=4194304";
+
 /// `nbdkit file` on `base`, with the `fua` filter forcing FUA on every write if `durable`.
 fn nbdkit_serving(base: &Path, durable: bool) -> Result<(Proc, String)> {
     let port = free_port()?;
     let mut command = Command::new("nbdkit");
+    command.env("GLIBC_TUNABLES", NBDKIT_MALLOC);
     command.args([
         "--foreground",
         "--exit-with-parent",
@@ -305,9 +331,7 @@ fn nbdkit_serving(base: &Path, durable: bool) -> Result<(Proc, String)> {
     if durable {
         command.arg("fuamode=force");
     }
-    let child = command
-        .stderr(Stdio::null())
-        .spawn()
+    let child = on_cpu(SERVER_CPU, || command.stderr(Stdio::null()).spawn())
         .context("cannot run nbdkit (install it: apt-get install nbdkit)")?;
     let proc = Proc::adopt(child);
     for _ in 0..100 {
@@ -481,6 +505,7 @@ fn check_room(dir: &Path, region: u64) -> Result<()> {
 }
 
 pub fn run(a: VolumeBenchArgs) -> Result<()> {
+    crate::cpus::allow_pinning(!a.no_pin);
     let region = cordillera_models::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
     let (dir, _scratch) = work_dir(&a.dir, &std::env::temp_dir(), "cordillera-volume-bench")?;
     check_room(&dir, region)?;
@@ -571,6 +596,7 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
             })
             .collect(),
         rounds_nbdkit_first: (0..rounds).map(nbdkit_goes_first).collect(),
+        pinned: crate::cpus::pinned(),
         rounds_partly_offloaded_randrw_70_30_4k_durable_ratio: ratios(
             &rw.partly,
             &partly.mix_nbdkit_durable,
