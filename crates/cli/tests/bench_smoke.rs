@@ -172,6 +172,8 @@ fn volume_bench_prints_every_ratio_against_nbdkit() {
     ] {
         positive(&j[key], key);
     }
+    // Servers and fio kept apart wherever the machine has CPUs 0 and 1 (the bench's default).
+    assert_eq!(j["pinned"].as_bool(), Some(two_cpus()), "{}", j["pinned"]);
     // Each read load's figures, one per round for each server.
     let loads = j["rounds_reads"].as_array().expect("rounds_reads");
     assert_eq!(loads.len(), 3, "{loads:?}");
@@ -395,5 +397,24 @@ fn bench_tls_prints_ours_and_nbdkits_with_and_without_tls() {
         ] {
             positive(&r[field], field);
         }
+        assert_eq!(r["pinned"].as_bool(), Some(two_cpus()), "{}", r["pinned"]);
     }
+}
+
+/// Whether this process may run on CPUs 0 and 1, where the benches keep servers and client.
+fn two_cpus() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let allowed = |cpu: u32| {
+        list.split(',').any(|part| match part.split_once('-') {
+            Some((a, b)) => (a.parse::<u32>().unwrap()..=b.parse().unwrap()).contains(&cpu),
+            None => part.parse::<u32>().unwrap() == cpu,
+        })
+    };
+    allowed(0) && allowed(1)
 }

@@ -19,12 +19,17 @@
 //!
 //! Each round runs every load on the four servers, the order of ours and nbdkit's alternating
 //! from round to round; figures are medians of `--repeat` rounds, and each ratio is the median
-//! of the rounds' ratios.
+//! of the rounds' ratios. As in `volume bench`: on a machine with two CPUs or more the servers
+//! run on CPU 1 and nbdcopy on CPU 0 (`crate::cpus`; `--no-pin` leaves them to the scheduler),
+//! and nbdkit runs with glibc's mmap threshold fixed (`volume_bench::NBDKIT_MALLOC`): every
+//! load here starts a fresh nbdkit and lasts a fraction of a second, all of it inside the
+//! allocator's warm-up otherwise.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::cpus::{on_cpu, CLIENT_CPU, SERVER_CPU};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cordillera_procs::process::{free_addr, Bounded, Proc};
@@ -43,6 +48,10 @@ pub struct TlsBenchArgs {
     repeat: usize,
     #[arg(long)]
     json: bool,
+    /// Leave nbdcopy and the servers where the scheduler puts them (by default, on two CPUs or
+    /// more, the servers run on CPU 1 and nbdcopy on CPU 0, as on two machines).
+    #[arg(long)]
+    no_pin: bool,
 }
 
 /// One load: nbdcopy's request size and requests in flight, and its direction.
@@ -97,6 +106,8 @@ struct Row {
     nbdkit_tls_over_plain: f64,
     /// The rounds' TLS ratios, lowest to highest.
     ratio_tls_rounds: Vec<f64>,
+    /// Whether the servers ran on CPU 1 and nbdcopy on CPU 0.
+    pinned: bool,
 }
 
 /// A region of `bytes` filled with data that does not compress, plus 64 KiB (a volume's
@@ -133,8 +144,10 @@ fn volume(me: &Path, base: &Path, keys: Option<&Path>) -> Result<Server> {
         args.extend(["--tls".into(), "require".into(), "--tls-psk".into()]);
         args.push(keys.display().to_string());
     }
-    let (proc, found) = Proc::spawn_until(me, &args, &["cordillera volume: NBD export at nbd://"])
-        .map_err(anyhow::Error::msg)?;
+    let (proc, found) = on_cpu(SERVER_CPU, || {
+        Proc::spawn_until(me, &args, &["cordillera volume: NBD export at nbd://"])
+    })
+    .map_err(anyhow::Error::msg)?;
     Ok(Server {
         _proc: proc,
         url: url(found[0].trim(), keys),
@@ -144,17 +157,15 @@ fn volume(me: &Path, base: &Path, keys: Option<&Path>) -> Result<Server> {
 fn nbdkit(base: &Path, keys: Option<&Path>) -> Result<Server> {
     let addr = free_addr()?;
     let mut cmd = Command::new("nbdkit");
-    cmd.args(["--foreground", "--exit-with-parent", "-i", "127.0.0.1"])
+    cmd.env("GLIBC_TUNABLES", crate::volume_bench::NBDKIT_MALLOC)
+        .args(["--foreground", "--exit-with-parent", "-i", "127.0.0.1"])
         .args(["--port", &addr.port().to_string()]);
     if let Some(keys) = keys {
         cmd.arg("--tls=require")
             .arg(format!("--tls-psk={}", keys.display()));
     }
-    let child = cmd
-        .arg("file")
-        .arg(base)
-        .stderr(Stdio::null())
-        .spawn()
+    cmd.arg("file").arg(base).stderr(Stdio::null());
+    let child = on_cpu(SERVER_CPU, || cmd.spawn())
         .context("cannot run nbdkit (install it: apt-get install nbdkit)")?;
     let proc = Proc::adopt(child);
     for _ in 0..200 {
@@ -189,8 +200,7 @@ fn measure(load: Load, url: &str, source: &Path, region: u64) -> Result<f64> {
         cmd.arg(url).arg("null:");
     }
     let started = Instant::now();
-    let out = cmd
-        .output_within(Duration::from_secs(600))
+    let out = on_cpu(CLIENT_CPU, || cmd.output_within(Duration::from_secs(600)))
         .map_err(anyhow::Error::msg)?;
     let seconds = started.elapsed().as_secs_f64();
     if !out.status.success() {
@@ -214,6 +224,7 @@ fn median(mut xs: Vec<f64>) -> f64 {
 }
 
 pub fn run(a: TlsBenchArgs) -> Result<()> {
+    crate::cpus::allow_pinning(!a.no_pin);
     let region = cordillera_models::presets::parse_size(&a.region).map_err(anyhow::Error::msg)?;
     if region < 16 << 20 || a.repeat == 0 {
         bail!("--region must be at least 16m and --repeat at least 1");
@@ -299,6 +310,7 @@ pub fn run(a: TlsBenchArgs) -> Result<()> {
                 volume_tls_over_plain: median(ratios(&f[0], &f[1])),
                 nbdkit_tls_over_plain: median(ratios(&f[2], &f[3])),
                 ratio_tls_rounds: tls_rounds,
+                pinned: crate::cpus::pinned(),
             }
         })
         .collect();
@@ -307,9 +319,14 @@ pub fn run(a: TlsBenchArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "NBD with TLS (pre-shared key) and without: volume serve against nbdkit file, nbdcopy as the client, {} MiB per load, median of {} round(s)",
+        "NBD with TLS (pre-shared key) and without: volume serve against nbdkit file, nbdcopy as the client, {} MiB per load, median of {} round(s); {}",
         region >> 20,
-        a.repeat
+        a.repeat,
+        if crate::cpus::pinned() {
+            "servers on CPU 1, nbdcopy on CPU 0"
+        } else {
+            "nbdcopy and the servers where the scheduler puts them"
+        }
     );
     println!(
         "{:<9} {:>11} {:>11} {:>7} {:>11} {:>11} {:>7} {:>9} {:>9}  unit",

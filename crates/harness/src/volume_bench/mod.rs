@@ -311,7 +311,7 @@ impl Setup<'_> {
 /// threshold adapts, and a fresh `nbdkit file` serves its first 5 s of 1 MiB reads at about
 /// two thirds of its rate 10 s later (docs/BENCHMARKS.md); with it, at that rate from the
 /// start. Our servers allocate with mimalloc, which has no such phase.
-const NBDKIT_MALLOC: &str = "glibc.malloc.mmap_threshold=4194304";
+pub(crate) const NBDKIT_MALLOC: &str = "glibc.malloc.mmap_threshold=4194304";
 
 /// `nbdkit file` on `base`, with the `fua` filter forcing FUA on every write if `durable`.
 fn nbdkit_serving(base: &Path, durable: bool) -> Result<(Proc, String)> {
