@@ -17,6 +17,7 @@
 //!   `advise_bench`: `bench advise`).
 //!
 //! Each module has its clap arguments and a `run`; the command line only dispatches to them.
+//! Benchmarks against a peer keep the servers on one CPU and the client on another (`cpus`).
 //! The daemons are started from the running executable ([`this_program`]), so the harnesses
 //! run from the `cordillera` binary.
 
