@@ -2,8 +2,8 @@
 //! benchmarks keep them apart, as on two machines: the servers' threads (and processes) on one
 //! CPU, the client's on another. Left to the scheduler, a client and a server are now and then
 //! stacked on one CPU and then spread again, and the same run swings by up to 2× from one
-//! measurement to the next (`nbdkit file` answering 1 MiB reads at 1.7 GB/s in one run and at
-//! 3.9 GB/s in the next, docs/BENCHMARKS.md). `--no-pin` on a benchmark leaves them to the
+//! measurement to the next (`nbdkit file` answering 1 MiB reads at 1.3–2.0 GB/s on fio's CPU
+//! and at 3.5–3.7 GB/s on the other, docs/BENCHMARKS.md). `--no-pin` on a benchmark leaves them to the
 //! scheduler. Pinning is off until a benchmark turns it on ([`allow_pinning`]): the helpers a
 //! benchmark shares with others pin nothing for those.
 
@@ -95,6 +95,7 @@ mod tests {
 
     fn cpus(set: &libc::cpu_set_t) -> Vec<usize> {
         (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: CPU_ISSET reads the set it is given, below CPU_SETSIZE.
             .filter(|&c| unsafe { libc::CPU_ISSET(c, set) })
             .collect()
     }
