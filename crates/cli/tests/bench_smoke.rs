@@ -183,6 +183,24 @@ fn volume_bench_prints_every_ratio_against_nbdkit() {
             assert_eq!(figures.len(), 1, "{load}");
             positive(&figures[0], side);
         }
+        // The CPU each server spent per request, and fio's share of a CPU: every server
+        // measured did work (the store serves the partly off-loaded volume's pieces), and
+        // fio cannot have used more than its one CPU (its JSON rounds; a little over 1 is
+        // the rounding of two percentages).
+        let cpu = &load["cpu_us_per_request"];
+        for side in ["nbdkit", "volume", "partly_volume", "partly_store"] {
+            let figures = cpu[side]
+                .as_array()
+                .unwrap_or_else(|| panic!("{side}: {cpu}"));
+            assert_eq!(figures.len(), 1, "{cpu}");
+            positive(&figures[0], side);
+        }
+        for side in ["nbdkit_fio", "volume_fio", "partly_fio"] {
+            let share = cpu[side][0]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{side}: {cpu}"));
+            assert!(share > 0.0 && share <= 1.05, "{side}: {share}");
+        }
     }
     // Under --policy baseline the mix's writes over data on the store are still off-loaded,
     // and only those: fio's random writes (on a sequence of their own, not the earlier mix's)

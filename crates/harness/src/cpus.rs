@@ -6,6 +6,9 @@
 //! and at 3.5–3.7 GB/s on the other, docs/BENCHMARKS.md). `--no-pin` on a benchmark leaves them to the
 //! scheduler. Pinning is off until a benchmark turns it on ([`allow_pinning`]): the helpers a
 //! benchmark shares with others pin nothing for those.
+//!
+//! [`process_cpu_seconds`] reads what a server process has spent, for the benchmarks that
+//! report CPU per request beside their rates.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -77,6 +80,22 @@ pub(crate) fn on_cpu<T>(cpu: usize, work: impl FnOnce() -> T) -> T {
     out
 }
 
+/// CPU seconds (user and system, all its threads) process `pid` has used, from
+/// `/proc/PID/stat`; `None` if it cannot be read (the process gone). The kernel counts in
+/// clock ticks (10 ms at 100 Hz): over a run of seconds, a share of a CPU to about 1 %.
+pub(crate) fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    // After the name: state (3), …, utime (14), stime (15).
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // SAFETY: sysconf reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (ticks > 0).then(|| (utime + stime) as f64 / ticks as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +117,29 @@ mod tests {
             // SAFETY: CPU_ISSET reads the set it is given, below CPU_SETSIZE.
             .filter(|&c| unsafe { libc::CPU_ISSET(c, set) })
             .collect()
+    }
+
+    /// A process's count grows by the CPU it spends: this one spinning for 0.3 s is counted
+    /// at least 0.25 s more (other tests' threads may add), a sleeping child nothing.
+    #[test]
+    fn process_cpu_seconds_counts_what_a_process_spends() {
+        let mut idle = std::process::Command::new("sleep")
+            .arg("1")
+            .spawn()
+            .expect("sleep");
+        let me = std::process::id();
+        let before = process_cpu_seconds(me).expect("this process's stat");
+        let began = std::time::Instant::now();
+        let mut x = 1u64;
+        while began.elapsed() < std::time::Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let spent = process_cpu_seconds(me).expect("this process's stat") - before;
+        let rested = process_cpu_seconds(idle.id()).expect("the sleeping child's stat");
+        idle.wait().expect("sleep");
+        assert!(spent >= 0.25, "spinning 0.3 s counted {spent} s");
+        assert!(rested < 0.05, "the sleeping child spent {rested} s");
+        assert_eq!(process_cpu_seconds(u32::MAX), None);
     }
 
     /// A thread of its own: the mask is per thread, and tests run side by side.

@@ -8,6 +8,10 @@ use anyhow::{anyhow, bail, Context, Result};
 pub(crate) struct Fio {
     pub(crate) iops: f64,
     pub(crate) bytes_per_s: f64,
+    /// fio's own CPU (user and system) over its run, as a share of one CPU.
+    pub(crate) client_cpu: f64,
+    /// Seconds from fio's start to its exit (its ramp and its connection included).
+    pub(crate) wall_s: f64,
 }
 
 /// A time-based fio run of `rw` (fio's `--rw`: `randread`, `randrw`, `write`, …) over the
@@ -51,10 +55,12 @@ pub(crate) fn fio_run(uri: &str, args: &[String]) -> Result<Fio> {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     // On the client's CPU when the benchmark keeps client and servers apart (`crate::cpus`).
+    let began = std::time::Instant::now();
     let out = crate::cpus::on_cpu(crate::cpus::CLIENT_CPU, || {
         fio_command(uri).args(args).output()
     })
     .context("cannot run fio (install it: apt-get install fio)")?;
+    let wall_s = began.elapsed().as_secs_f64();
     if !out.status.success() {
         bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
     }
@@ -69,8 +75,11 @@ pub(crate) fn fio_run(uri: &str, args: &[String]) -> Result<Fio> {
     let sum = |field: &str| {
         job["read"][field].as_f64().unwrap_or(0.0) + job["write"][field].as_f64().unwrap_or(0.0)
     };
+    let percent = |field: &str| job[field].as_f64().unwrap_or(0.0) / 100.0;
     Ok(Fio {
         iops: sum("iops"),
         bytes_per_s: sum("bw_bytes"),
+        client_cpu: percent("usr_cpu") + percent("sys_cpu"),
+        wall_s,
     })
 }

@@ -76,6 +76,40 @@ pub(super) struct LoadRounds {
     pub(super) nbdkit: Vec<f64>,
     pub(super) volume: Vec<f64>,
     pub(super) partly_offloaded: Vec<f64>,
+    pub(super) cpu_us_per_request: CpuRounds,
+}
+
+/// One read load's CPU per round: each server's µs of CPU per request (user and system, all
+/// its threads, from `/proc/PID/stat`, over fio's run ÷ the requests fio counted), and fio's
+/// own CPU as a share of one CPU (near 1.0: the client, not the server, set the pace).
+#[derive(Serialize, Default, Clone)]
+pub(super) struct CpuRounds {
+    pub(super) nbdkit: Vec<f64>,
+    pub(super) volume: Vec<f64>,
+    /// The partly off-loaded volume's server and its store's.
+    pub(super) partly_volume: Vec<f64>,
+    pub(super) partly_store: Vec<f64>,
+    pub(super) nbdkit_fio: Vec<f64>,
+    pub(super) volume_fio: Vec<f64>,
+    pub(super) partly_fio: Vec<f64>,
+}
+
+impl CpuRounds {
+    /// Per round, nbdkit's CPU per request ÷ the plain volume's, and ÷ the partly off-loaded
+    /// volume's and its store's together: on one CPU shared by the servers, what each could
+    /// serve at most against nbdkit.
+    pub(super) fn ratios(&self) -> (Vec<f64>, Vec<f64>) {
+        let partly: Vec<f64> = self
+            .partly_volume
+            .iter()
+            .zip(&self.partly_store)
+            .map(|(v, s)| v + s)
+            .collect();
+        (
+            ratios(&self.nbdkit, &self.volume),
+            ratios(&self.nbdkit, &partly),
+        )
+    }
 }
 
 impl Figures {
@@ -232,6 +266,28 @@ pub(super) fn print_figures(f: &Figures, s: u64, rounds: usize, region: u64) {
         "",
         &f.rounds_partly_offloaded_randrw_70_30_4k_baseline_policy_ratio,
     );
+    println!(
+        "  server CPU per request (µs, user and system, medians; fio's CPU as a share of one CPU), nbdkit's ÷ ours:"
+    );
+    for r in &f.rounds_reads {
+        let c = &r.cpu_us_per_request;
+        let (plain, partly) = c.ratios();
+        let m = |xs: &Vec<f64>| median(xs.clone());
+        println!(
+            "    {:<40} nbdkit {:>6.1} (fio {:.2})  volume {:>6.1} (fio {:.2}) {:.2}  partly: volume {:>6.1} + store {:>6.1} (fio {:.2}) {:.2} ({})",
+            format!("{}:", r.load),
+            m(&c.nbdkit),
+            m(&c.nbdkit_fio),
+            m(&c.volume),
+            m(&c.volume_fio),
+            median(plain),
+            m(&c.partly_volume),
+            m(&c.partly_store),
+            m(&c.partly_fio),
+            median(partly.clone()),
+            spread(&partly)
+        );
+    }
     println!(
         "  emulated cheetah-15k, 64 KiB random write, depth 32: off-load {:>6.0} IOPS ({:.0} % of writes off-loaded)   no off-load {:>6.0} IOPS   ratio {:.2} (target ≥ 2.5; {})",
         f.emulated_randwrite_64k_iops_offload,

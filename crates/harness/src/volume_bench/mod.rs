@@ -28,6 +28,11 @@
 //!    writes at depth 32, throughput with peak off-load (T_base as `--t-base`) ÷ the same volume
 //!    with `--policy baseline` (Everest §4.3 reports about 3× for OLTP with one idle store).
 //!
+//! For each read load the CPU each server spent per request is measured too (`/proc/PID/stat`
+//! before and after fio's run, user and system time of all its threads, ÷ the requests fio
+//! counted; the partly off-loaded volume and its store apart), with fio's own CPU: with the
+//! servers on one CPU, nbdkit's CPU per request ÷ ours bounds the throughput ratio.
+//!
 //! Each write case starts from fresh files, so that nothing off-loaded by one is reclaimed
 //! during another; the read cases share one filled file (the volume's label is wiped before
 //! each, so each formats afresh with a new store). Before every fio run the page cache's dirty
@@ -147,19 +152,57 @@ const FRESH_OFFSETS: &str = "--randseed=4242";
 
 impl ReadLoad {
     fn measure(&self, uri: &str, seconds: u64, region: u64) -> Result<f64> {
-        self.measure_with(uri, seconds, region, &[])
+        Ok(self.measure_with(uri, seconds, region, &[], &[])?.figure)
     }
 
-    /// The load with `more` of fio's options after its own.
-    fn measure_with(&self, uri: &str, seconds: u64, region: u64, more: &[&str]) -> Result<f64> {
+    /// The load with `more` of fio's options after its own, and the CPU it cost each of the
+    /// `servers` and fio.
+    fn measure_with(
+        &self,
+        uri: &str,
+        seconds: u64,
+        region: u64,
+        more: &[&str],
+        servers: &[&Proc],
+    ) -> Result<Run> {
         let extra: Vec<&str> = self.extra.iter().chain(more).copied().collect();
+        let spent = || -> Vec<Option<f64>> {
+            servers
+                .iter()
+                .map(|p| crate::cpus::process_cpu_seconds(p.id()))
+                .collect()
+        };
+        let before = spent();
         let f = fio(uri, self.rw, self.bs, self.depth, seconds, region, &extra)?;
-        Ok(if self.bandwidth {
-            f.bytes_per_s / 1e6
-        } else {
-            f.iops
+        let after = spent();
+        // A server's share of a CPU over fio's run (its ramp included, at the same load),
+        // over the requests per second fio measured.
+        let server_us = before
+            .iter()
+            .zip(&after)
+            .map(|(b, a)| match (b, a) {
+                (Some(b), Some(a)) if f.iops > 0.0 => (a - b) / f.wall_s / f.iops * 1e6,
+                _ => f64::NAN,
+            })
+            .collect();
+        Ok(Run {
+            figure: if self.bandwidth {
+                f.bytes_per_s / 1e6
+            } else {
+                f.iops
+            },
+            server_us,
+            client_cpu: f.client_cpu,
         })
     }
+}
+
+/// A read load's run: its figure (IOPS, or MB/s), the CPU each server spent per request (µs;
+/// user and system, all threads), and fio's CPU as a share of one CPU.
+struct Run {
+    figure: f64,
+    server_us: Vec<f64>,
+    client_cpu: f64,
 }
 
 /// Per read load: the volume's, nbdkit's and the partly off-loaded volume's figure per round.
@@ -168,6 +211,7 @@ struct ReadRounds {
     volume: Vec<f64>,
     nbdkit: Vec<f64>,
     partly: Vec<f64>,
+    cpu: figures::CpuRounds,
 }
 
 /// The partly off-loaded volume's figures besides its read loads, per round.
@@ -297,6 +341,7 @@ pub fn run(a: VolumeBenchArgs) -> Result<()> {
                 nbdkit: r.nbdkit.clone(),
                 volume: r.volume.clone(),
                 partly_offloaded: r.partly.clone(),
+                cpu_us_per_request: r.cpu.clone(),
             })
             .collect(),
         rounds_nbdkit_first: (0..rounds).map(nbdkit_goes_first).collect(),
@@ -367,14 +412,17 @@ fn measure_reads(
     for nbdkit in [nbdkit_first, !nbdkit_first] {
         let filled = setup.filled("filled.base")?;
         if nbdkit {
-            let (_k, uri) = setup.nbdkit_on(&filled)?;
+            let (k, uri) = setup.nbdkit_on(&filled)?;
             for (load, r) in READ_LOADS.iter().zip(reads.iter_mut()) {
                 eprintln!(
                     "volume bench: round {}/{rounds}: {} (nbdkit)",
                     round + 1,
                     load.label
                 );
-                r.nbdkit.push(load.measure(&uri, s, region)?);
+                let run = load.measure_with(&uri, s, region, &[], &[&k])?;
+                r.nbdkit.push(run.figure);
+                r.cpu.nbdkit.push(run.server_us[0]);
+                r.cpu.nbdkit_fio.push(run.client_cpu);
             }
         } else {
             let (v, uri, _) = setup.volume_on("reads", &filled, &[], false)?;
@@ -384,7 +432,10 @@ fn measure_reads(
                     round + 1,
                     load.label
                 );
-                r.volume.push(explained(load.measure(&uri, s, region), &v)?);
+                let run = explained(load.measure_with(&uri, s, region, &[], &[&v[0]]), &v)?;
+                r.volume.push(run.figure);
+                r.cpu.volume.push(run.server_us[0]);
+                r.cpu.volume_fio.push(run.client_cpu);
             }
         }
         setup.discard(&["reads.store"]);
@@ -419,7 +470,11 @@ fn measure_reads(
                 round + 1,
                 load.label
             );
-            r.partly.push(explained(load.measure(&uri, s, region), &v)?);
+            let run = explained(load.measure_with(&uri, s, region, &[], &[&v[0], &v[1]]), &v)?;
+            r.partly.push(run.figure);
+            r.cpu.partly_volume.push(run.server_us[0]);
+            r.cpu.partly_store.push(run.server_us[1]);
+            r.cpu.partly_fio.push(run.client_cpu);
         }
         // The mix again as a volume out of its peak runs it (`--policy baseline`: no write
         // off-loaded by choice, nothing reclaimed), restarted on the same base and store and
@@ -444,10 +499,9 @@ fn measure_reads(
             round + 1,
             mix.label
         );
-        partly.mix_baseline_policy.push(explained(
-            mix.measure_with(&uri, s, region, &[FRESH_OFFSETS]),
-            &v,
-        )?);
+        partly
+            .mix_baseline_policy
+            .push(explained(mix.measure_with(&uri, s, region, &[FRESH_OFFSETS], &[]), &v)?.figure);
         partly
             .mix_offloaded_writes
             .push(offloaded_fraction(&metrics)?);
