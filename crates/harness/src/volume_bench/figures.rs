@@ -57,6 +57,11 @@ pub(super) struct Figures {
     pub(super) rounds_randread_4k_ratio: Vec<f64>,
     pub(super) rounds_randrw_70_30_4k_ratio: Vec<f64>,
     pub(super) rounds_seqread_1m_ratio: Vec<f64>,
+    /// The write loads' figures per round (IOPS; MB/s), for which server a ratio moved with.
+    pub(super) rounds_randwrite_4k_iops_volume: Vec<f64>,
+    pub(super) rounds_randwrite_4k_iops_nbdkit: Vec<f64>,
+    pub(super) rounds_seqwrite_1m_mb_per_s_volume: Vec<f64>,
+    pub(super) rounds_seqwrite_1m_mb_per_s_nbdkit: Vec<f64>,
     pub(super) rounds_partly_offloaded_randread_4k_ratio: Vec<f64>,
     pub(super) rounds_partly_offloaded_randrw_70_30_4k_ratio: Vec<f64>,
     pub(super) rounds_partly_offloaded_seqread_1m_ratio: Vec<f64>,
@@ -148,7 +153,7 @@ fn spread(ratios: &[f64]) -> String {
 /// The figures as a table: the volume against nbdkit for each load, with each round's ratio.
 pub(super) fn print_figures(f: &Figures, s: u64, rounds: usize, region: u64) {
     println!(
-        "volume bench: {s} s per run, {rounds} round(s); figures are medians, ratios the median of the rounds' ratios; region {region} bytes; {}",
+        "volume bench: {s} s per run, {rounds} round(s); figures are medians, ratios the median of the rounds' ratios (a write load's figure in a round: the mean of two runs, first, second, second, first); region {region} bytes; {}",
         if f.pinned {
             "servers on CPU 1, fio on CPU 0"
         } else {
