@@ -30,6 +30,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::cpus::{on_cpu, CLIENT_CPU, SERVER_CPU};
+use crate::volume_bench::median;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cordillera_procs::process::{free_addr, Bounded, Proc};
@@ -216,11 +217,6 @@ fn measure(load: Load, url: &str, source: &Path, region: u64) -> Result<f64> {
     } else {
         bytes / load.request_bytes as f64 / seconds
     })
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(|a, b| a.total_cmp(b));
-    xs[xs.len() / 2]
 }
 
 pub fn run(a: TlsBenchArgs) -> Result<()> {

@@ -565,3 +565,17 @@ fn measure_reads(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    /// Of an odd count the middle value; of an even count the mean of the two middle ones
+    /// (four rounds alternating which server goes first must not pick one order's ratio).
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(vec![2.0, 0.5, 1.0]), 1.0);
+        assert_eq!(median(vec![1.84, 1.03, 1.88, 1.09]), (1.09 + 1.84) / 2.0);
+        assert_eq!(median(vec![3.0]), 3.0);
+    }
+}
