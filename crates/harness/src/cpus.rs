@@ -119,25 +119,39 @@ mod tests {
             .collect()
     }
 
-    /// A process's count grows by the CPU it spends: this one spinning for 0.3 s is counted
-    /// at least 0.25 s more (other tests' threads may add), a sleeping child nothing.
+    /// A process's count grows by the CPU it spends: this thread spinning until it has used
+    /// 0.3 s of CPU (by its own clock: a loaded machine may hold it off the CPU meanwhile) is
+    /// counted at least 0.27 s more (the kernel's tick; other tests' threads may add), a
+    /// sleeping child nothing.
     #[test]
     fn process_cpu_seconds_counts_what_a_process_spends() {
+        fn thread_cpu() -> f64 {
+            // SAFETY: clock_gettime writes the timespec it is given.
+            let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+            assert_eq!(
+                unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) },
+                0
+            );
+            t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+        }
         let mut idle = std::process::Command::new("sleep")
             .arg("1")
             .spawn()
             .expect("sleep");
         let me = std::process::id();
         let before = process_cpu_seconds(me).expect("this process's stat");
-        let began = std::time::Instant::now();
+        let began = thread_cpu();
         let mut x = 1u64;
-        while began.elapsed() < std::time::Duration::from_millis(300) {
+        while thread_cpu() - began < 0.3 {
             x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
         }
         let spent = process_cpu_seconds(me).expect("this process's stat") - before;
         let rested = process_cpu_seconds(idle.id()).expect("the sleeping child's stat");
         idle.wait().expect("sleep");
-        assert!(spent >= 0.25, "spinning 0.3 s counted {spent} s");
+        assert!(
+            spent >= 0.27,
+            "0.3 s of this thread's CPU counted {spent} s"
+        );
         assert!(rested < 0.05, "the sleeping child spent {rested} s");
         assert_eq!(process_cpu_seconds(u32::MAX), None);
     }

@@ -272,6 +272,20 @@ pub(super) fn print_figures(f: &Figures, s: u64, rounds: usize, region: u64) {
         &f.rounds_partly_offloaded_randrw_70_30_4k_baseline_policy_ratio,
     );
     println!(
+        "  emulated cheetah-15k, 64 KiB random write, depth 32: off-load {:>6.0} IOPS ({:.0} % of writes off-loaded)   no off-load {:>6.0} IOPS   ratio {:.2} (target ≥ 2.5; {})",
+        f.emulated_randwrite_64k_iops_offload,
+        f.emulated_offloaded_write_fraction * 100.0,
+        f.emulated_randwrite_64k_iops_baseline,
+        f.emulated_randwrite_64k_ratio,
+        spread(&f.rounds_emulated_ratio)
+    );
+    print_cpu(f);
+}
+
+/// Each read load's CPU per request: nbdkit's, the plain volume's, the partly off-loaded
+/// volume's and its store's, with fio's own share of a CPU; and nbdkit's ÷ ours.
+fn print_cpu(f: &Figures) {
+    println!(
         "  server CPU per request (µs, user and system, medians; fio's CPU as a share of one CPU), nbdkit's ÷ ours:"
     );
     for r in &f.rounds_reads {
@@ -293,12 +307,4 @@ pub(super) fn print_figures(f: &Figures, s: u64, rounds: usize, region: u64) {
             spread(&partly)
         );
     }
-    println!(
-        "  emulated cheetah-15k, 64 KiB random write, depth 32: off-load {:>6.0} IOPS ({:.0} % of writes off-loaded)   no off-load {:>6.0} IOPS   ratio {:.2} (target ≥ 2.5; {})",
-        f.emulated_randwrite_64k_iops_offload,
-        f.emulated_offloaded_write_fraction * 100.0,
-        f.emulated_randwrite_64k_iops_baseline,
-        f.emulated_randwrite_64k_ratio,
-        spread(&f.rounds_emulated_ratio)
-    );
 }
