@@ -49,3 +49,30 @@ pub fn this_program() -> std::io::Result<std::path::PathBuf> {
     }
     std::env::current_exe()
 }
+
+/// The median of `values`: of an even count the mean of the two middle ones, NaN when there
+/// are none.
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+#[cfg(test)]
+mod median_tests {
+    use super::median;
+
+    /// Of an odd count the middle value; of an even count the mean of the two middle ones
+    /// (four rounds alternating which server goes first must not pick one order's ratio).
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(vec![2.0, 0.5, 1.0]), 1.0);
+        assert_eq!(median(vec![1.84, 1.03, 1.88, 1.09]), (1.09 + 1.84) / 2.0);
+        assert_eq!(median(vec![3.0]), 3.0);
+        assert!(median(Vec::new()).is_nan());
+    }
+}

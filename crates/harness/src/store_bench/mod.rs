@@ -243,12 +243,12 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
     for round in 1..=rounds {
         samples.push(measure_round(&args, &setup, round)?);
     }
-    let median = |field: &dyn Fn(&Round) -> f64| median_of(samples.iter().map(field).collect());
+    let median = |field: &dyn Fn(&Round) -> f64| crate::median(samples.iter().map(field).collect());
     // The transport measurements: the median over every slice of every round of the store's
     // MB/s over a baseline's in the same slice; their 10th and 90th percentiles; and MB/s
     // over all the bytes of all rounds.
     let slices = |ratios: &dyn Fn(&Ceiling) -> Vec<f64>| {
-        median_of(samples.iter().flat_map(|r| ratios(&r.ceiling)).collect())
+        crate::median(samples.iter().flat_map(|r| ratios(&r.ceiling)).collect())
     };
     let spread = |ratios: &dyn Fn(&Ceiling) -> Vec<f64>| {
         let mut all: Vec<f64> = samples.iter().flat_map(|r| ratios(&r.ceiling)).collect();
@@ -316,7 +316,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         slices_ratio_log_floor: spread(&|c| c.store_64k.over(&c.floor_64k)),
         rounds_ratio_log_floor: samples
             .iter()
-            .map(|r| median_of(r.ceiling.store_64k.over(&r.ceiling.floor_64k)))
+            .map(|r| crate::median(r.ceiling.store_64k.over(&r.ceiling.floor_64k)))
             .collect(),
         pinned: crate::cpus::pinned(),
         device: args.device.clone(),
@@ -342,7 +342,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         payload_ceiling_64k: payload_64k,
         rounds_ratio_transport_ceiling: samples
             .iter()
-            .map(|r| median_of(r.ceiling.store_64k.over(&r.ceiling.sink_64k)))
+            .map(|r| crate::median(r.ceiling.store_64k.over(&r.ceiling.sink_64k)))
             .collect(),
         rounds_ratio_device_streaming: samples.iter().map(device_ratio).collect(),
     };
@@ -373,17 +373,6 @@ struct Round {
     device_4k: f64,
     device_4k_deep: f64,
     device_64k: f64,
-}
-
-/// The median of `values` (NaN when there are none).
-fn median_of(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => values[n / 2],
-        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
 
 fn gb(bytes: u64) -> f64 {

@@ -103,16 +103,7 @@ fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
     a.iter().zip(b).map(|(x, y)| x / y).collect()
 }
 
-/// The median; of an even count, the mean of the two middle values.
-pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(|a, b| a.total_cmp(b));
-    let n = xs.len();
-    if n.is_multiple_of(2) && n > 0 {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    } else {
-        xs[n / 2]
-    }
-}
+pub(crate) use crate::median;
 
 /// One read load of the read cases: fio's `--rw`, block size, depth, extra options, and
 /// whether the figure is MB/s (else IOPS).
@@ -564,18 +555,4 @@ fn measure_reads(
             .push(mix.measure(&uri, s, region)?);
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::median;
-
-    /// Of an odd count the middle value; of an even count the mean of the two middle ones
-    /// (four rounds alternating which server goes first must not pick one order's ratio).
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(vec![2.0, 0.5, 1.0]), 1.0);
-        assert_eq!(median(vec![1.84, 1.03, 1.88, 1.09]), (1.09 + 1.84) / 2.0);
-        assert_eq!(median(vec![3.0]), 3.0);
-    }
 }
