@@ -293,11 +293,13 @@ impl Node {
         });
     }
 
-    /// Data no other write has: each 8 bytes a fresh number.
+    /// Data no other write has: each 8 bytes a fresh number, odd (never all zeros); `length`
+    /// is a multiple of 512.
     fn pattern(&mut self, length: usize) -> Vec<u8> {
-        let mut v = Vec::with_capacity(length);
-        while v.len() < length {
-            v.extend_from_slice(&(self.rng.next_u64() | 1).to_le_bytes());
+        let mut v = vec![0u8; length];
+        self.rng.fill_bytes(&mut v);
+        for word in v.chunks_exact_mut(8) {
+            word[0] |= 1;
         }
         v
     }
@@ -496,10 +498,12 @@ fn run(seed: u64, safeguards: Safeguards, counts: &Rc<RefCell<Counts>>) -> Resul
     let mut t = 0;
     while t < RUN_NS {
         t += CHECK_EVERY_NS;
-        world.run_until(t);
+        // With no event since the last check, the cache and the disk are as they were then
+        // (and were checked).
+        let changed = world.run_until(t) > 0;
         let storage = world.storage(0);
         if let Some(node) = world.core(0) {
-            if let Some(core) = node.core.as_ref() {
+            if let Some(core) = node.core.as_ref().filter(|_| changed) {
                 let mut checked = 0;
                 for (b, page) in core.cached_blocks() {
                     if node.writing.contains_key(&b) {
