@@ -4,7 +4,8 @@
 //! crash; reads that may return the contents from before a write that completed first); crashes
 //! mid-burst, clean stops, restarts, and caches replaced while running.
 //!
-//! The property, checked throughout every schedule (every 50 µs of virtual time): every block
+//! The property, checked throughout every schedule (every 50 µs of virtual time in which an
+//! event happened; without one, cache and disk are as the last check found them): every block
 //! the cache holds, and no write to which is in flight, holds the volume's current contents —
 //! in particular, nothing a start pre-loads (from the volume or from the log's data) is stale.
 //!
