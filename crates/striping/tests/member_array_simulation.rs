@@ -771,8 +771,13 @@ impl World {
     }
 }
 
-fn schedule(seed: u64) -> Result<Stats, String> {
-    Ok(run(seed)?.stats)
+/// One schedule's counts and, with `MEMBERS_HASHES` set, its [`fingerprint`] (0 otherwise: it
+/// hashes every member's bytes).
+fn schedule(seed: u64) -> Result<(Stats, u64), String> {
+    let w = run(seed)?;
+    let print = std::env::var_os("MEMBERS_HASHES").is_some();
+    let hash = if print { fingerprint(&w) } else { 0 };
+    Ok((w.stats, hash))
 }
 
 /// One schedule, to its end: the world as it was left.
@@ -852,7 +857,7 @@ fn member_arrays_keep_every_acknowledged_write_through_member_loss_and_crashes()
     let mut failures = Vec::new();
     for (seed, r) in &ran.results {
         match r {
-            Ok(s) => {
+            Ok((s, _)) => {
                 total.crashes += s.crashes;
                 total.faults += s.faults;
                 total.rebuilds += s.rebuilds;
@@ -880,6 +885,7 @@ fn member_arrays_keep_every_acknowledged_write_through_member_loss_and_crashes()
             ("blocks_excused_after_double_faults", total.excused),
         ],
     );
+    schedules.write_hashes(&ran, |o| o.1);
     failures.sort();
     assert!(
         failures.is_empty(),

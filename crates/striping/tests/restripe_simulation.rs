@@ -343,9 +343,16 @@ impl World {
     }
 }
 
-fn schedule(seed: u64) -> Result<(u32, u64), String> {
+/// One schedule's crashes, reads checked and, with `RESTRIPE_HASHES` set, its
+/// [`fingerprint`] (0 otherwise: it hashes every block).
+fn schedule(seed: u64) -> Result<(u32, u64, u64), String> {
     let w = run(seed)?;
-    Ok((w.crashes, w.reads_checked))
+    let print = std::env::var_os("RESTRIPE_HASHES").is_some();
+    Ok((
+        w.crashes,
+        w.reads_checked,
+        if print { fingerprint(&w) } else { 0 },
+    ))
 }
 
 /// One schedule, to its end: the world as it was left.
@@ -520,7 +527,7 @@ fn no_acknowledged_write_is_lost_and_every_restripe_finishes_across_crashes() {
     let (mut crashes, mut reads) = (0u64, 0u64);
     for (seed, r) in results {
         match r {
-            Ok((c, n)) => {
+            Ok((c, n, _)) => {
                 crashes += *c as u64;
                 reads += n;
             }
@@ -528,6 +535,7 @@ fn no_acknowledged_write_is_lost_and_every_restripe_finishes_across_crashes() {
         }
     }
     schedules.summary(&ran, &[("crashes", crashes), ("reads_checked", reads)]);
+    schedules.write_hashes(&ran, |o| o.2);
     println!(
         "{} schedules, {crashes} crashes, {reads} block reads checked, {} failed",
         results.len(),
