@@ -27,7 +27,7 @@
 //! them. When the cursor reaches the end and the old layout has no I/O in flight, the pool
 //! switches the volume to the new layout ([`crate::Pool::finish_restripe`]) and frees the old.
 
-use std::collections::BTreeMap;
+use rustc_hash::FxHashMap;
 
 /// Which layout a piece goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,8 +78,9 @@ pub struct Restripe {
     persisted: u64,
     /// The batch reserved or being copied, and whether its copy has started.
     batch: Option<(u64, u64, Stage)>,
-    /// Requests with pieces on the old layout: ticket → (lo, hi, is a write).
-    old_io: BTreeMap<u64, (u64, u64, bool)>,
+    /// Requests with pieces on the old layout: ticket → (lo, hi, is a write). Only ever asked
+    /// whether any of them overlaps a range, so in no order.
+    old_io: FxHashMap<u64, (u64, u64, bool)>,
     /// Writes and reads admitted before the restripe began and still in flight (their ranges
     /// unknown here): every batch drains until the writes are none; the old layout is in use
     /// until both are.
@@ -110,7 +111,7 @@ impl Restripe {
             batch_bytes,
             persisted,
             batch: None,
-            old_io: BTreeMap::new(),
+            old_io: FxHashMap::default(),
             before_writes: 0,
             before_reads: 0,
             next_ticket: 0,

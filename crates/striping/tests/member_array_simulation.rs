@@ -14,6 +14,10 @@
 //! Environment (`cordillera_testkit::Schedules`): `MEMBERS_SEED`, `MEMBERS_SCHEDULES`,
 //! `MEMBERS_SECONDS`, `MEMBERS_FIXED`, `MEMBERS_BASE_SEED`.
 
+/// The allocator of the seeded schedules (Cargo.toml says why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use rustc_hash::FxHashMap;
 
 use cordillera_models::device::raid::RaidLevel;

@@ -9,6 +9,10 @@
 //! Environment (`cordillera_testkit::Schedules`): `RESTRIPE_SEED`, `RESTRIPE_SCHEDULES`,
 //! `RESTRIPE_SECONDS`, `RESTRIPE_FIXED`, `RESTRIPE_BASE_SEED`.
 
+/// The allocator of the seeded schedules (Cargo.toml says why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use rustc_hash::FxHashMap;
 
 use cordillera_striping::restripe::{Admit, NextBatch, Piece, Restripe, Side, Ticket};
@@ -210,21 +214,13 @@ impl World {
             }
             // A request's I/O happens.
             3..=4 => {
-                let pending: Vec<usize> = (0..self.requests.len())
-                    .filter(|&i| !self.requests[i].applied)
-                    .collect();
-                if !pending.is_empty() {
-                    let i = pending[rng.below(pending.len() as u64) as usize];
+                if let Some(i) = self.pick(rng, false) {
                     self.apply(i);
                 }
             }
             // A request is acknowledged.
             5 => {
-                let done: Vec<usize> = (0..self.requests.len())
-                    .filter(|&i| self.requests[i].applied)
-                    .collect();
-                if !done.is_empty() {
-                    let i = done[rng.below(done.len() as u64) as usize];
+                if let Some(i) = self.pick(rng, true) {
                     self.acknowledge(i)?;
                 }
             }
@@ -238,6 +234,15 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// One of the requests whose I/O is done (`applied`) or not, drawn uniformly; none if there
+    /// is none.
+    fn pick(&self, rng: &mut SimRng, applied: bool) -> Option<usize> {
+        let of = |i: &usize| self.requests[*i].applied == applied;
+        let n = (0..self.requests.len()).filter(of).count();
+        let k = (n > 0).then(|| rng.below(n as u64) as usize)?;
+        (0..self.requests.len()).filter(of).nth(k)
     }
 
     fn retry_waiting(&mut self) {
@@ -424,10 +429,10 @@ fn a_schedule_replays_exactly() {
 impl World {
     /// Carries out request `i`'s I/O: a write lands, a read sees what is there.
     fn apply(&mut self, i: usize) {
-        let pieces = self.requests[i].pieces.clone();
+        let pieces = std::mem::take(&mut self.requests[i].pieces);
         let write = self.requests[i].write;
         let mut seen = Vec::new();
-        for p in pieces {
+        for &p in &pieces {
             for b in p.lo / B..p.hi / B {
                 let b = b as usize;
                 match (write, p.side) {
@@ -441,6 +446,7 @@ impl World {
                 }
             }
         }
+        self.requests[i].pieces = pieces;
         self.requests[i].applied = true;
         self.requests[i].seen = seen;
     }

@@ -276,7 +276,10 @@ pub struct ArrayCore {
     durable: Meta,
     label_wanted: bool,
     label: Option<LabelWrite>,
-    ops: BTreeMap<OpId, Op>,
+    /// The operations in progress, by id; `None` only while `advance` has the op out (it takes
+    /// the op and puts it back in place, where removing and inserting it would shift the map's
+    /// nodes each time; boxed, so that taking it moves a pointer).
+    ops: BTreeMap<OpId, Option<Box<Op>>>,
     next_op: OpId,
     /// I/Os in flight: whose, and the member and the id of the disk they went to.
     ios: FxHashMap<IoId, (Owner, usize, u64)>,
@@ -501,12 +504,12 @@ impl ArrayCore {
         self.next_op += 1;
         self.ops.insert(
             id,
-            Op {
+            Some(Box::new(Op {
                 kind,
                 waiting: 0,
                 results: BTreeMap::new(),
                 failed: Vec::new(),
-            },
+            })),
         );
         id
     }
@@ -612,7 +615,7 @@ impl ArrayCore {
         let member = (0..self.meta.members.len())
             .find(|&m| matches!(self.meta.members[m].state, MemberState::Rebuilding { .. }))
             .ok_or(ArrayError::NothingToRebuild)?;
-        let running = self.ops.values().any(
+        let running = self.ops.values().flatten().any(
             |o| matches!(&o.kind, Kind::Rows(r) if matches!(r.kind, RowsKind::Rebuild { .. })),
         );
         if running {
@@ -675,7 +678,7 @@ impl ArrayCore {
         }
         match owner {
             Owner::Op(op, tag) => {
-                if let Some(o) = self.ops.get_mut(&op) {
+                if let Some(o) = self.ops.get_mut(&op).and_then(|o| o.as_mut()) {
                     debug_assert!(o.waiting > 0, "op {op}: an answer it was not waiting for");
                     o.waiting -= 1;
                     let first = o.results.insert(tag, result).is_none();

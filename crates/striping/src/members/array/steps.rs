@@ -61,7 +61,7 @@ impl ArrayCore {
 
     /// Advances operation `id`; whether anything changed.
     pub(super) fn advance(&mut self, id: OpId) -> bool {
-        let Some(mut op) = self.ops.remove(&id) else {
+        let Some(mut op) = self.ops.get_mut(&id).and_then(Option::take) else {
             return false;
         };
         let step = match &mut op.kind {
@@ -71,15 +71,16 @@ impl ArrayCore {
             Kind::Flush(_) => self.advance_flush(&mut op, id),
         };
         match step {
-            Step::Wait => {
-                self.ops.insert(id, op);
-                false
-            }
-            Step::Progress => {
-                self.ops.insert(id, op);
-                true
+            Step::Wait | Step::Progress => {
+                let progress = matches!(step, Step::Progress);
+                *self
+                    .ops
+                    .get_mut(&id)
+                    .expect("an op's entry stays while it runs") = Some(op);
+                progress
             }
             Step::Finished(result) => {
+                self.ops.remove(&id);
                 debug_assert_eq!(op.waiting, 0, "an op finished with I/Os in flight");
                 self.done.push((id, result));
                 true
