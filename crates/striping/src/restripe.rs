@@ -304,6 +304,8 @@ impl Restripe {
             self.size
         );
         self.checked_persisted = self.persisted;
+        // The batch being copied or persisted, which no write on the old layout may overlap.
+        let mut copying = None;
         if let Some((lo, hi, stage)) = self.batch {
             assert!(
                 lo == self.persisted && lo < hi && hi <= (lo + self.batch_bytes).min(self.size),
@@ -316,23 +318,22 @@ impl Restripe {
                     self.before_writes, 0,
                     "batch {lo}..{hi} {stage:?} with writes from before in flight"
                 );
-                let over = self
-                    .old_io
-                    .values()
-                    .find(|&&(a, b, write)| write && a < hi && lo < b);
-                assert!(
-                    over.is_none(),
-                    "batch {lo}..{hi} {stage:?} under a write on the old layout {over:?}"
-                );
+                copying = Some((lo, hi, stage));
             }
         }
-        for &(lo, hi, write) in self.old_io.values() {
-            assert!(lo < hi && hi <= self.size, "old-layout piece {lo}..{hi}");
+        for &(a, b, write) in self.old_io.values() {
+            assert!(a < b && b <= self.size, "old-layout piece {a}..{b}");
             assert!(
-                !write || lo >= self.persisted,
-                "a write on the old layout at {lo}..{hi}, below the cursor {}",
+                !write || a >= self.persisted,
+                "a write on the old layout at {a}..{b}, below the cursor {}",
                 self.persisted
             );
+            if let Some((lo, hi, stage)) = copying {
+                assert!(
+                    !(write && a < hi && lo < b),
+                    "batch {lo}..{hi} {stage:?} under a write on the old layout {a}..{b}"
+                );
+            }
         }
     }
 }

@@ -240,8 +240,12 @@ impl World {
     /// is none.
     fn pick(&self, rng: &mut SimRng, applied: bool) -> Option<usize> {
         let of = |i: &usize| self.requests[*i].applied == applied;
-        let n = (0..self.requests.len()).filter(of).count();
-        let k = (n > 0).then(|| rng.below(n as u64) as usize)?;
+        let n = self
+            .requests
+            .iter()
+            .map(|r| (r.applied == applied) as u64)
+            .sum::<u64>();
+        let k = (n > 0).then(|| rng.below(n) as usize)?;
         (0..self.requests.len()).filter(of).nth(k)
     }
 
