@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The same schedules, event for event: runs N fresh schedules of each family from a fixed base
-# seed on one core and writes every schedule's seed and world event hash to
+# seed on one core and writes every schedule's seed and world event hash (for the striping
+# families, a fingerprint of every disk's bytes and the counts at the end) to
 # target/schedule-hashes/<commit>/<family>.txt, with the family's schedules per second. Two
 # commits that ran the same schedules event for event write the same files, so a change meant
 # to alter no schedule (a speed-up) is shown not to by diffing the two folders; the rates
@@ -25,7 +26,7 @@ while (($#)); do
     --schedules) count=$2; shift 2 ;;
     --base) base=$2; shift 2 ;;
     --core) core=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) families+=("$1"); shift ;;
   esac
 done
