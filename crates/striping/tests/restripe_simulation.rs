@@ -239,14 +239,11 @@ impl World {
     /// One of the requests whose I/O is done (`applied`) or not, drawn uniformly; none if there
     /// is none.
     fn pick(&self, rng: &mut SimRng, applied: bool) -> Option<usize> {
-        let of = |i: &usize| self.requests[*i].applied == applied;
-        let n = self
-            .requests
-            .iter()
-            .map(|r| (r.applied == applied) as u64)
-            .sum::<u64>();
-        let k = (n > 0).then(|| rng.below(n) as usize)?;
-        (0..self.requests.len()).filter(of).nth(k)
+        let candidates =
+            || (0..self.requests.len()).filter(move |&i| self.requests[i].applied == applied);
+        let n = candidates().count();
+        let k = (n > 0).then(|| rng.below(n as u64) as usize)?;
+        candidates().nth(k)
     }
 
     fn retry_waiting(&mut self) {
