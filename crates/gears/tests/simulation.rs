@@ -9,7 +9,8 @@
 //! the last acknowledged write or one whose outcome is unknown or concurrent. After a quiet
 //! period in the top gear: every group has a primary that serves it, nothing is left logged,
 //! every logger is empty, and every block of every object reads back as the model allows
-//! (reads still going at the end, slowed by lost messages, may go on for `READ_GRACE_NS`).
+//! (reads still going at the end, slowed by lost messages, may go on for `READ_GRACE_NS`, and a
+//! primary whose lease lapsed for lost renewals may take `SETTLE_GRACE_NS` to be renewed).
 //!
 //! Each run: long schedules (ten seconds of faults, a twenty-second quiet period) — the
 //! regression seeds, seeds 0–9 and fresh ones from a base seed drawn anew (printed) for 45 s —
@@ -108,6 +109,9 @@ const SHORT: Shape = Shape {
 const WAKE_NS: Nanos = 300 * MS;
 /// How long past a schedule's end its final reads may go on (twelve request timeouts).
 const READ_GRACE_NS: Nanos = 10 * S;
+/// How long after the final reads the check may wait for a primary whose lease lapsed to be
+/// renewed: five leases (0.4 s), twenty heartbeats.
+const SETTLE_GRACE_NS: Nanos = 2 * S;
 
 const NODES: Nodes = Nodes {
     servers: SERVERS,
@@ -405,6 +409,9 @@ struct Outcome {
     verified_blocks: u64,
     /// How long past the schedule's end its final reads went on (0: done by the end).
     read_late_ns: Nanos,
+    /// How long past the final reads the check waited for every group's named primary to
+    /// serve it (0: at once).
+    settle_late_ns: Nanos,
     orphans_finished: u64,
     /// Reads excused as the paper's limit ([`Checks::diverged_reads`]).
     diverged_reads: u64,
@@ -504,7 +511,62 @@ fn run_shaped(seed: u64, shape: Shape) -> Result<Outcome, String> {
         world.run_until(until);
     }
     let read_late_ns = until - shape.end_ns;
-    conclude(&world, &checks, &shared, g_min, faults, read_late_ns)
+    // Messages are dropped to the end: renewals lost in a row may let a primary's lease lapse
+    // just before the check, while its heartbeats still reach the MDS (the next renewal makes
+    // it primary again). The check waits out such a lapse, up to `SETTLE_GRACE_NS`, so that
+    // only a group whose named primary stays away from it fails.
+    let settle_from = until;
+    while !unserved(&world).is_empty() && until < settle_from + SETTLE_GRACE_NS {
+        until += 10 * MS;
+        world.run_until(until);
+    }
+    let settle_late_ns = until - settle_from;
+    conclude(
+        &world,
+        &checks,
+        &shared,
+        g_min,
+        faults,
+        read_late_ns,
+        settle_late_ns,
+    )
+}
+
+/// Groups whose primary, as the MDS names it, is not up or does not serve them at its epoch.
+fn unserved(world: &World<Node>) -> Vec<String> {
+    let Some(mds) = world.core(Nodes::MDS).and_then(|n| n.mds()) else {
+        return vec!["the MDS is gone".into()];
+    };
+    let mut problems = Vec::new();
+    for g in 0..mds.group_count() {
+        let view = mds.view(GroupId(g as u32));
+        let Some(p) = view.primary else {
+            problems.push(format!("group {g} has no primary at the end: {view:?}"));
+            continue;
+        };
+        if mds.server_state(p) != ServerState::Up {
+            problems.push(format!(
+                "group {g}'s primary {p} is {:?}",
+                mds.server_state(p)
+            ));
+            continue;
+        }
+        match world.core(NODES.server(p)).and_then(|n| n.server()) {
+            Some(s) => {
+                if !s
+                    .primaries()
+                    .any(|(h, e)| h == view.group && e == view.epoch)
+                {
+                    problems.push(format!(
+                        "group {g}: the MDS names {p} primary at epoch {}, which does not serve it",
+                        view.epoch
+                    ));
+                }
+            }
+            _ => problems.push(format!("group {g}'s primary {p} is down")),
+        }
+    }
+    problems
 }
 
 /// Gear shifts through the active period (one every 1–3 s, a gear from `g_min` to 3, the
@@ -660,6 +722,7 @@ fn conclude(
     g_min: usize,
     faults: Faults,
     read_late_ns: Nanos,
+    settle_late_ns: Nanos,
 ) -> Result<Outcome, String> {
     let Faults {
         crashes,
@@ -677,37 +740,10 @@ fn conclude(
     let Some(mds) = world.core(Nodes::MDS).and_then(|n| n.mds()) else {
         return Err("the MDS is gone".into());
     };
+    problems.extend(unserved(world));
     let mut logged_writes = 0;
     let mut reclaimed = 0;
     let (mut local_reads, mut logger_reads, mut reclaim_local_bytes) = (0, 0, 0);
-    for g in 0..mds.group_count() {
-        let view = mds.view(GroupId(g as u32));
-        let Some(p) = view.primary else {
-            problems.push(format!("group {g} has no primary at the end: {view:?}"));
-            continue;
-        };
-        if mds.server_state(p) != ServerState::Up {
-            problems.push(format!(
-                "group {g}'s primary {p} is {:?}",
-                mds.server_state(p)
-            ));
-            continue;
-        }
-        match world.core(NODES.server(p)).and_then(|n| n.server()) {
-            Some(s) => {
-                if !s
-                    .primaries()
-                    .any(|(h, e)| h == view.group && e == view.epoch)
-                {
-                    problems.push(format!(
-                        "group {g}: the MDS names {p} primary at epoch {}, which does not serve it",
-                        view.epoch
-                    ));
-                }
-            }
-            _ => problems.push(format!("group {g}'s primary {p} is down")),
-        }
-    }
     for s in 0..SERVERS {
         if let Some(p) = world.core(1 + s).and_then(|n| n.server()) {
             let stats = p.stats();
@@ -789,6 +825,7 @@ fn conclude(
         lost_to_standby: world.lost_to_standby(),
         verified_blocks: sh.verified_blocks,
         read_late_ns,
+        settle_late_ns,
         orphans_finished: sh.orphans_finished,
         diverged_reads: sh.models.iter().map(|m| m.went_back_excused).sum(),
         dropped: hs.links.dropped,
@@ -894,7 +931,14 @@ fn sierra_keeps_every_acknowledged_write_through_gear_shifts_and_failures() {
 /// retried until it succeeds (unit tests
 /// `a_write_that_may_have_landed_is_retried_until_it_succeeds`,
 /// `a_failed_write_is_answered_once_its_other_pieces_settle`).
-const SHORT_REGRESSIONS: [u64; 16] = [
+/// 70966280237788284 (1 of 71,787 fresh in a campaign of 2026-12-06; no write lost): the MDS's
+/// lease renewals to server 3 sent at 19.7 and 19.8 s were dropped and the one at 19.9 s did
+/// not arrive in time, so the lease granted at 19.6 s lapsed at 20.0 s, the schedule's end,
+/// while the server's heartbeats still reached the MDS: the check found the MDS naming it
+/// primary of eight groups it had just stopped serving. The check now waits, up to
+/// `SETTLE_GRACE_NS`, for the next renewal (this one: 110 ms), and the summary counts the
+/// schedules that needed it.
+const SHORT_REGRESSIONS: [u64; 17] = [
     7200000000000015982,
     7200000000000019506,
     7200000000000019942,
@@ -911,6 +955,7 @@ const SHORT_REGRESSIONS: [u64; 16] = [
     2795779565020151682,
     1572420036324627697,
     5293546357561820347,
+    70966280237788284,
 ];
 
 const SHORT_BUDGET: Budget = Budget {
@@ -970,6 +1015,7 @@ fn check(schedules: &Schedules, name: &str, run: fn(u64) -> Result<Outcome, Stri
             ("reads_checked", total(|o| o.counts.reads_checked)),
             ("blocks_verified", total(|o| o.verified_blocks)),
             ("read_late", total(|o| (o.read_late_ns > 0) as u64)),
+            ("settle_late", total(|o| (o.settle_late_ns > 0) as u64)),
             ("diverged_reads", total(|o| o.diverged_reads)),
             ("local_reads", total(|o| o.local_reads)),
             ("logger_reads", total(|o| o.logger_reads)),
@@ -990,7 +1036,7 @@ fn check(schedules: &Schedules, name: &str, run: fn(u64) -> Result<Outcome, Stri
     );
     let sum = |f: fn(&Outcome) -> u64| outcomes.iter().map(|o| f(o)).sum::<u64>();
     println!(
-        "{name}: {} schedules (g_min 1: {}, 2: {}), {} crashes, {} MDS restarts, {} permanent failures ({} groups rebuilt), {} writes acknowledged ({} failed with an error), {} reads checked ({} failed), {} client retries, {} primary migrations, {} reassignments after failures, {} standbys ({} messages lost to standby), {} logged writes, {} bytes reclaimed, {} blocks read back at the end ({} schedules' final reads went on past the end, by up to {} ms), {} messages dropped and {} delayed, {} writes of crashed clients finished by servers after the crash, {} reads of a write its crashed client abandoned after an older one (the paper's limit, in {} schedules)",
+        "{name}: {} schedules (g_min 1: {}, 2: {}), {} crashes, {} MDS restarts, {} permanent failures ({} groups rebuilt), {} writes acknowledged ({} failed with an error), {} reads checked ({} failed), {} client retries, {} primary migrations, {} reassignments after failures, {} standbys ({} messages lost to standby), {} logged writes, {} bytes reclaimed, {} blocks read back at the end ({} schedules' final reads went on past the end, by up to {} ms; {} waited for a lapsed lease's renewal, by up to {} ms), {} messages dropped and {} delayed, {} writes of crashed clients finished by servers after the crash, {} reads of a write its crashed client abandoned after an older one (the paper's limit, in {} schedules)",
         outcomes.len(),
         outcomes.iter().filter(|o| o.g_min == 1).count(),
         outcomes.iter().filter(|o| o.g_min == 2).count(),
@@ -1012,6 +1058,8 @@ fn check(schedules: &Schedules, name: &str, run: fn(u64) -> Result<Outcome, Stri
         sum(|o| o.verified_blocks),
         sum(|o| (o.read_late_ns > 0) as u64),
         outcomes.iter().map(|o| o.read_late_ns).max().unwrap_or(0) / MS,
+        sum(|o| (o.settle_late_ns > 0) as u64),
+        outcomes.iter().map(|o| o.settle_late_ns).max().unwrap_or(0) / MS,
         sum(|o| o.dropped),
         sum(|o| o.delayed),
         sum(|o| o.orphans_finished),
