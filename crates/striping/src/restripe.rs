@@ -27,8 +27,6 @@
 //! them. When the cursor reaches the end and the old layout has no I/O in flight, the pool
 //! switches the volume to the new layout ([`crate::Pool::finish_restripe`]) and frees the old.
 
-use rustc_hash::FxHashMap;
-
 /// Which layout a piece goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
@@ -44,6 +42,89 @@ pub struct Piece {
     pub side: Side,
 }
 
+/// A request's pieces, in volume order: the part below the durable cursor (on the new layout),
+/// then the rest (on the old one). At most two, kept inline: every request is split, and none
+/// allocates for it.
+#[derive(Clone, Copy)]
+pub struct Pieces {
+    len: usize,
+    pieces: [Piece; 2],
+}
+
+impl Pieces {
+    fn new() -> Pieces {
+        let none = Piece {
+            lo: 0,
+            hi: 0,
+            side: Side::New,
+        };
+        Pieces {
+            len: 0,
+            pieces: [none; 2],
+        }
+    }
+
+    fn push(&mut self, piece: Piece) {
+        self.pieces[self.len] = piece;
+        self.len += 1;
+    }
+}
+
+/// A request wholly on one layout (no restripe running, or the volume switched).
+impl From<Piece> for Pieces {
+    fn from(piece: Piece) -> Pieces {
+        let mut pieces = Pieces::new();
+        pieces.push(piece);
+        pieces
+    }
+}
+
+impl Default for Pieces {
+    fn default() -> Pieces {
+        Pieces::new()
+    }
+}
+
+impl std::ops::Deref for Pieces {
+    type Target = [Piece];
+
+    fn deref(&self) -> &[Piece] {
+        &self.pieces[..self.len]
+    }
+}
+
+impl PartialEq for Pieces {
+    fn eq(&self, other: &Pieces) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Pieces {}
+
+impl std::fmt::Debug for Pieces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl IntoIterator for Pieces {
+    type Item = Piece;
+    type IntoIter = std::iter::Take<std::array::IntoIter<Piece, 2>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.pieces.into_iter().take(self.len)
+    }
+}
+
+impl<'a> IntoIterator for &'a Pieces {
+    type Item = &'a Piece;
+    type IntoIter = std::slice::Iter<'a, Piece>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
 /// An admitted request; give it back with [`Restripe::done`] when it has completed.
 #[derive(Debug, PartialEq, Eq)]
 #[must_use]
@@ -52,7 +133,7 @@ pub struct Ticket(u64);
 /// A write's admission.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Admit {
-    Go(Ticket, Vec<Piece>),
+    Go(Ticket, Pieces),
     /// It touches the batch being copied or a copied range whose cursor is not yet durable:
     /// retry after the next [`Restripe::persisted`].
     Wait,
@@ -78,9 +159,10 @@ pub struct Restripe {
     persisted: u64,
     /// The batch reserved or being copied, and whether its copy has started.
     batch: Option<(u64, u64, Stage)>,
-    /// Requests with pieces on the old layout: ticket → (lo, hi, is a write). Only ever asked
-    /// whether any of them overlaps a range, so in no order.
-    old_io: FxHashMap<u64, (u64, u64, bool)>,
+    /// Requests with pieces on the old layout: (ticket, lo, hi, is a write). Only ever asked
+    /// whether any of them overlaps a range, so in no order; walked whole by every such
+    /// question (a list, not a map: the walk is the common operation).
+    old_io: Vec<(u64, u64, u64, bool)>,
     /// Writes and reads admitted before the restripe began and still in flight (their ranges
     /// unknown here): every batch drains until the writes are none; the old layout is in use
     /// until both are.
@@ -111,7 +193,7 @@ impl Restripe {
             batch_bytes,
             persisted,
             batch: None,
-            old_io: FxHashMap::default(),
+            old_io: Vec::new(),
             before_writes: 0,
             before_reads: 0,
             next_ticket: 0,
@@ -162,8 +244,8 @@ impl Restripe {
         self.check_invariants();
     }
 
-    fn split(&self, lo: u64, hi: u64) -> Vec<Piece> {
-        let mut out = Vec::with_capacity(2);
+    fn split(&self, lo: u64, hi: u64) -> Pieces {
+        let mut out = Pieces::new();
         let cut = self.persisted.clamp(lo, hi);
         if lo < cut {
             out.push(Piece {
@@ -182,18 +264,18 @@ impl Restripe {
         out
     }
 
-    fn admit(&mut self, lo: u64, hi: u64, write: bool) -> (Ticket, Vec<Piece>) {
+    fn admit(&mut self, lo: u64, hi: u64, write: bool) -> (Ticket, Pieces) {
         let pieces = self.split(lo, hi);
         let ticket = self.next_ticket;
         self.next_ticket += 1;
         if let Some(old) = pieces.iter().find(|p| p.side == Side::Old) {
-            self.old_io.insert(ticket, (old.lo, old.hi, write));
+            self.old_io.push((ticket, old.lo, old.hi, write));
         }
         (Ticket(ticket), pieces)
     }
 
     /// A read of volume bytes `[lo, hi)`: never waits.
-    pub fn read(&mut self, lo: u64, hi: u64) -> (Ticket, Vec<Piece>) {
+    pub fn read(&mut self, lo: u64, hi: u64) -> (Ticket, Pieces) {
         assert!(lo < hi && hi <= self.size, "{lo}..{hi} of {}", self.size);
         let admitted = self.admit(lo, hi, false);
         self.check_invariants();
@@ -215,7 +297,9 @@ impl Restripe {
 
     /// A request has completed (its pieces are done, successfully or not).
     pub fn done(&mut self, ticket: Ticket) {
-        self.old_io.remove(&ticket.0);
+        if let Some(at) = self.old_io.iter().position(|&(t, ..)| t == ticket.0) {
+            self.old_io.swap_remove(at);
+        }
         self.check_invariants();
     }
 
@@ -233,8 +317,8 @@ impl Restripe {
                 let busy = self.before_writes > 0
                     || self
                         .old_io
-                        .values()
-                        .any(|&(a, b, write)| write && a < hi && lo < b);
+                        .iter()
+                        .any(|&(_, a, b, write)| write && a < hi && lo < b);
                 if busy {
                     NextBatch::Drain
                 } else {
@@ -321,7 +405,7 @@ impl Restripe {
                 copying = Some((lo, hi, stage));
             }
         }
-        for &(a, b, write) in self.old_io.values() {
+        for &(_, a, b, write) in &self.old_io {
             assert!(a < b && b <= self.size, "old-layout piece {a}..{b}");
             assert!(
                 !write || a >= self.persisted,
@@ -351,8 +435,8 @@ mod tests {
         // Reads go to the old layout, unchanged while writes wait.
         let (t, p) = r.read(0, 4096);
         assert_eq!(
-            p,
-            vec![Piece {
+            p[..],
+            [Piece {
                 lo: 0,
                 hi: 4096,
                 side: Side::Old
@@ -374,8 +458,8 @@ mod tests {
             panic!("after the cursor is durable");
         };
         assert_eq!(
-            p,
-            vec![
+            p[..],
+            [
                 Piece {
                     lo: 4 << 10,
                     hi: 8 << 10,

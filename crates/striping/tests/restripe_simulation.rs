@@ -15,13 +15,33 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use rustc_hash::FxHashMap;
 
-use cordillera_striping::restripe::{Admit, NextBatch, Piece, Restripe, Side, Ticket};
+use cordillera_striping::restripe::{Admit, NextBatch, Piece, Pieces, Restripe, Side, Ticket};
 use cordillera_testkit::{Budget, Schedules};
 use cordillera_types::rng::SimRng;
 
 const B: u64 = 512;
 /// Scribbled over the old layout's blocks once the volume has switched.
 const FREED: u32 = 0xDEAD_BEEF;
+/// The most blocks a request spans.
+const MAX_BLOCKS: usize = 6;
+
+/// One value per block of a request (at most [`MAX_BLOCKS`]), kept inline.
+#[derive(Clone, Copy, Default)]
+struct PerBlock<T> {
+    len: usize,
+    values: [T; MAX_BLOCKS],
+}
+
+impl<T: Copy> PerBlock<T> {
+    fn push(&mut self, value: T) {
+        self.values[self.len] = value;
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[T] {
+        &self.values[..self.len]
+    }
+}
 
 struct Request {
     write: Option<u32>,
@@ -30,14 +50,14 @@ struct Request {
     /// `None` for a request admitted before the restripe began (the pool routes it to the
     /// volume's only layout, with no restripe to ask).
     ticket: Option<Ticket>,
-    pieces: Vec<Piece>,
+    pieces: Pieces,
     /// Pieces applied (a write) or read (a read) — then it waits for its acknowledgement.
     applied: bool,
     /// What a read saw.
-    seen: Vec<u32>,
+    seen: PerBlock<u32>,
     /// Write epochs of its blocks when a read was admitted (it is checked only where no write
     /// touched them meanwhile).
-    epochs: Vec<u64>,
+    epochs: PerBlock<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,6 +83,8 @@ struct World {
     copier: Copier,
     copy_buffer: Vec<u32>,
     requests: Vec<Request>,
+    /// How many of `requests` are not yet `applied`.
+    unapplied: usize,
     waiting: Vec<(u64, u64, u32)>,
     /// Values a block may hold: the last acknowledged, plus those of writes cut by a crash.
     possible: Vec<Vec<u32>>,
@@ -92,6 +114,7 @@ impl World {
             copier: Copier::Idle,
             copy_buffer: Vec::new(),
             requests: Vec::new(),
+            unapplied: 0,
             waiting: Vec::new(),
             writing: vec![false; blocks],
             epoch: vec![0; blocks],
@@ -101,27 +124,29 @@ impl World {
         }
     }
 
-    fn pieces(&mut self, lo: u64, hi: u64, write: bool) -> Option<(Option<Ticket>, Vec<Piece>)> {
+    fn pieces(&mut self, lo: u64, hi: u64, write: bool) -> Option<(Option<Ticket>, Pieces)> {
         if self.switched {
             // After the switch there is no restripe: everything is on the new layout.
             return Some((
                 None,
-                vec![Piece {
+                Piece {
                     lo,
                     hi,
                     side: Side::New,
-                }],
+                }
+                .into(),
             ));
         }
         let Some(core) = self.core.as_mut() else {
             // Before the restripe: the old layout is the volume's only one.
             return Some((
                 None,
-                vec![Piece {
+                Piece {
                     lo,
                     hi,
                     side: Side::Old,
-                }],
+                }
+                .into(),
             ));
         };
         if write {
@@ -165,15 +190,15 @@ impl World {
                     self.writing[b as usize] = true;
                     self.epoch[b as usize] += 1;
                 }
-                self.requests.push(Request {
+                self.push(Request {
                     write: Some(value),
                     lo,
                     hi,
                     ticket,
                     pieces,
                     applied: false,
-                    seen: Vec::new(),
-                    epochs: Vec::new(),
+                    seen: PerBlock::default(),
+                    epochs: PerBlock::default(),
                 });
             }
         }
@@ -184,7 +209,7 @@ impl World {
             // A new request: a write to blocks no other write is using, or a read.
             0..=2 => {
                 let lo = rng.below(self.blocks as u64);
-                let hi = (lo + 1 + rng.below(6)).min(self.blocks as u64);
+                let hi = (lo + 1 + rng.below(MAX_BLOCKS as u64)).min(self.blocks as u64);
                 if rng.chance(0.5) {
                     let busy = (lo..hi).any(|b| self.writing[b as usize])
                         || self
@@ -198,17 +223,22 @@ impl World {
                     }
                 } else if self.requests.len() < 16 {
                     let (ticket, pieces) = self.pieces(lo * B, hi * B, false).expect("reads go");
-                    let epochs = (lo..hi).map(|b| self.epoch[b as usize]).collect();
+                    let mut epochs = PerBlock::default();
                     let clean = (lo..hi).all(|b| !self.writing[b as usize]);
-                    self.requests.push(Request {
+                    if clean {
+                        for b in lo..hi {
+                            epochs.push(self.epoch[b as usize]);
+                        }
+                    }
+                    self.push(Request {
                         write: None,
                         lo: lo * B,
                         hi: hi * B,
                         ticket,
                         pieces,
                         applied: false,
-                        seen: Vec::new(),
-                        epochs: if clean { epochs } else { Vec::new() },
+                        seen: PerBlock::default(),
+                        epochs,
                     });
                 }
             }
@@ -239,11 +269,20 @@ impl World {
     /// One of the requests whose I/O is done (`applied`) or not, drawn uniformly; none if there
     /// is none.
     fn pick(&self, rng: &mut SimRng, applied: bool) -> Option<usize> {
-        let candidates =
-            || (0..self.requests.len()).filter(move |&i| self.requests[i].applied == applied);
-        let n = candidates().count();
+        let n = if applied {
+            self.requests.len() - self.unapplied
+        } else {
+            self.unapplied
+        };
         let k = (n > 0).then(|| rng.below(n as u64) as usize)?;
-        candidates().nth(k)
+        (0..self.requests.len())
+            .filter(|&i| self.requests[i].applied == applied)
+            .nth(k)
+    }
+
+    fn push(&mut self, request: Request) {
+        self.unapplied += 1;
+        self.requests.push(request);
     }
 
     fn retry_waiting(&mut self) {
@@ -304,6 +343,7 @@ impl World {
     fn crash(&mut self) {
         self.crashes += 1;
         // Writes in flight may or may not have landed: either value is acceptable after.
+        self.unapplied = 0;
         for r in self.requests.drain(..) {
             if let Some(v) = r.write {
                 for b in r.lo / B..r.hi / B {
@@ -430,9 +470,9 @@ fn a_schedule_replays_exactly() {
 impl World {
     /// Carries out request `i`'s I/O: a write lands, a read sees what is there.
     fn apply(&mut self, i: usize) {
-        let pieces = std::mem::take(&mut self.requests[i].pieces);
+        let pieces = self.requests[i].pieces;
         let write = self.requests[i].write;
-        let mut seen = Vec::new();
+        let mut seen = PerBlock::default();
         for &p in &pieces {
             for b in p.lo / B..p.hi / B {
                 let b = b as usize;
@@ -447,8 +487,8 @@ impl World {
                 }
             }
         }
-        self.requests[i].pieces = pieces;
         self.requests[i].applied = true;
+        self.unapplied -= 1;
         self.requests[i].seen = seen;
     }
 
@@ -456,19 +496,22 @@ impl World {
     /// values are checked.
     fn acknowledge(&mut self, i: usize) -> Result<(), String> {
         let r = self.requests.swap_remove(i);
+        self.unapplied -= !r.applied as usize;
         let first = (r.lo / B) as usize;
         match r.write {
             Some(v) => {
                 for b in first..(r.hi / B) as usize {
-                    self.possible[b] = vec![v];
+                    let possible = &mut self.possible[b];
+                    possible.clear();
+                    possible.push(v);
                     self.writing[b] = false;
                     self.epoch[b] += 1;
                 }
             }
             None => {
-                for (k, got) in r.seen.iter().enumerate() {
+                for (k, got) in r.seen.as_slice().iter().enumerate() {
                     let b = first + k;
-                    if r.epochs.get(k) == Some(&self.epoch[b]) {
+                    if r.epochs.as_slice().get(k) == Some(&self.epoch[b]) {
                         self.reads_checked += 1;
                         if !self.possible[b].contains(got) {
                             return Err(format!(

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use cordillera_striping::layout::PoolLayout;
 use cordillera_striping::pool::{segments_of, Segment, VolumeId};
-use cordillera_striping::restripe::{Admit, Piece, Restripe, Side, Ticket};
+use cordillera_striping::restripe::{Admit, Pieces, Restripe, Side, Ticket};
 
 use crate::nbd_server::{Backend, Completion, Exports, Op, Outcome};
 
@@ -373,7 +373,7 @@ impl PoolServer {
             }
             return Ok(Some((Admitted::Before { write }, segs)));
         };
-        let (ticket, pieces): (Ticket, Vec<Piece>) = if write {
+        let (ticket, pieces): (Ticket, Pieces) = if write {
             match running.core.write(offset, offset + length) {
                 Admit::Go(t, p) => (t, p),
                 Admit::Wait => return Ok(None),
