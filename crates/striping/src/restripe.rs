@@ -65,6 +65,12 @@ impl Pieces {
     }
 
     fn push(&mut self, piece: Piece) {
+        assert!(self.len < 2, "a third piece {piece:?} after {:?}", self);
+        assert!(
+            piece.lo < piece.hi && self.last().is_none_or(|p| p.hi == piece.lo),
+            "piece {piece:?} is empty or does not follow {:?}",
+            self
+        );
         self.pieces[self.len] = piece;
         self.len += 1;
     }
