@@ -85,12 +85,6 @@ impl From<Piece> for Pieces {
     }
 }
 
-impl Default for Pieces {
-    fn default() -> Pieces {
-        Pieces::new()
-    }
-}
-
 impl std::ops::Deref for Pieces {
     type Target = [Piece];
 
