@@ -220,13 +220,15 @@ fn sink_server(log: Option<(PathBuf, u64)>) -> Result<std::net::SocketAddr> {
         },
         &mut reply,
     );
-    std::thread::spawn(move || {
+    // Named, as the store's thread is, so that a profile of the server CPU tells them apart.
+    let name = if log.is_some() { "bench-floor" } else { "bench-sink" };
+    std::thread::Builder::new().name(name.into()).spawn(move || {
         pin(SERVER_CPU);
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
             let reply = reply.clone();
             let log = log.clone();
-            std::thread::spawn(move || {
+            let connection = std::thread::Builder::new().name(name.into()).spawn(move || {
                 let _ = stream.set_nodelay(true);
                 let mut buffer = vec![0u8; 4 << 20];
                 let (mut filled, mut out) = (0usize, Vec::new());
@@ -282,7 +284,10 @@ fn sink_server(log: Option<(PathBuf, u64)>) -> Result<std::net::SocketAddr> {
                     }
                 }
             });
+            if let Err(e) = connection {
+                eprintln!("store bench: {name}: cannot start a connection's thread: {e}");
+            }
         }
-    });
+    })?;
     Ok(addr)
 }

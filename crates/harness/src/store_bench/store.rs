@@ -34,7 +34,7 @@ pub(super) fn start_store_with(
         ..ServeOptions::local(path.clone(), log_bytes)
     };
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
+    std::thread::Builder::new().name("bench-store".into()).spawn(move || {
         pin(SERVER_CPU);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -46,7 +46,7 @@ pub(super) fn start_store_with(
         if let Err(e) = result {
             eprintln!("store bench: server failed: {e:#}");
         }
-    });
+    })?;
     let addr = rx
         .recv_timeout(Duration::from_secs(30))
         .context("the store server did not start")?;
