@@ -473,6 +473,19 @@ fn store_bench_prints_the_four_ratios() {
             None => assert!(json[figure].is_null(), "{figure} without --memory-dir"),
         }
     }
+    // How many requests each server took per batch in the memory runs: at least one, as
+    // every batch counted carried a request.
+    for figure in [
+        "store_memory_records_per_flush_64k",
+        "store_memory_records_per_flush_4k",
+        "log_floor_frames_per_write_64k",
+        "log_floor_frames_per_write_4k",
+        "sink_frames_per_read_64k",
+        "sink_frames_per_read_4k",
+    ] {
+        let value = json[figure].as_f64().unwrap_or(f64::NAN);
+        assert!(value.is_finite() && value >= 1.0, "{figure}: {value}");
+    }
     eprintln!("{json:#}");
     // `inspect` verifies the log the benchmark wrote: 32 MiB of 64 KiB records.
     let json = cordillera_json(

@@ -10,12 +10,13 @@
 //! slice; throughput and CPU figures are over all the bytes of the round.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use cordillera_runtime::disk::IoMode;
 use cordillera_runtime::store_server::StoreClient;
-use cordillera_vstore::store::Reply;
+use cordillera_vstore::store::{Reply, Stats};
 
 use super::{cpu_of, gb, pin, start_store, unpin, CLIENT_CPU, SERVER_CPU};
 
@@ -34,6 +35,11 @@ pub(super) struct Series {
     pub client_cpu_s: f64,
     /// MB/s of each slice, in order.
     pub slices: Vec<f64>,
+    /// Writes the server made durable, and the durable writes it made of them (the store's
+    /// records and group-commit flushes; the log floor's frames and its `fdatasync`s; the
+    /// sink's frames and its reads with a frame): how many requests one batch carried.
+    pub requests: u64,
+    pub batches: u64,
 }
 
 impl Series {
@@ -75,6 +81,35 @@ struct Target {
     client: StoreClient,
     /// Writes sent so far: each has a new version, at the next block of its size's volume.
     writes: u64,
+    /// The server's requests and batches so far (see [`Series::requests`]).
+    batched: Box<dyn Fn() -> (u64, u64)>,
+}
+
+/// What a sink or a log floor counts as it goes: frames, and the batches they came in.
+#[derive(Default)]
+struct Batched {
+    frames: AtomicU64,
+    batches: AtomicU64,
+}
+
+impl Batched {
+    fn reader(counts: &Arc<Batched>) -> Box<dyn Fn() -> (u64, u64)> {
+        let counts = counts.clone();
+        Box::new(move || {
+            (
+                counts.frames.load(Ordering::Relaxed),
+                counts.batches.load(Ordering::Relaxed),
+            )
+        })
+    }
+}
+
+/// The store's records written and group-commit flushes, from its statistics.
+fn store_batched(stats: Arc<Mutex<Stats>>) -> Box<dyn Fn() -> (u64, u64)> {
+    Box::new(move || {
+        let s = *stats.lock().expect("stats");
+        (s.records_written, s.flushes)
+    })
 }
 
 /// Measures one round (`round` turns the order of the servers): `bytes_64k` of 64 KiB writes
@@ -93,31 +128,34 @@ pub(super) fn measure(
     let floor_path = memory_dir.join("bench-log-floor");
     let sink = sink_server(None)?;
     let floor = sink_server(Some((floor_path.clone(), log.min(FLOOR_FILE_BYTES))))?;
-    let (store, _, store_path) = start_store(
+    let (store, stats, store_path) = start_store(
         memory_dir,
         "bench-memory.store",
         log,
         IoMode::Buffered,
         false,
     )?;
-    let result = measure_on([store, sink, floor], bytes_64k, bytes_4k, round);
+    let servers = [
+        (store, store_batched(stats)),
+        (sink.0, Batched::reader(&sink.1)),
+        (floor.0, Batched::reader(&floor.1)),
+    ];
+    let result = measure_on(servers, bytes_64k, bytes_4k, round);
     std::fs::remove_file(floor_path).ok();
     std::fs::remove_file(store_path).ok();
     result
 }
 
-fn measure_on(
-    addrs: [std::net::SocketAddr; 3],
-    bytes_64k: u64,
-    bytes_4k: u64,
-    round: usize,
-) -> Result<Ceiling> {
-    let mut targets = addrs
-        .iter()
-        .map(|&addr| {
+type Server = (std::net::SocketAddr, Box<dyn Fn() -> (u64, u64)>);
+
+fn measure_on(servers: [Server; 3], bytes_64k: u64, bytes_4k: u64, round: usize) -> Result<Ceiling> {
+    let mut targets = servers
+        .into_iter()
+        .map(|(addr, batched)| {
             Ok(Target {
                 client: StoreClient::connect(addr)?,
                 writes: 0,
+                batched,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -138,6 +176,8 @@ fn measure_on(
                 s.server_cpu_s += driven.server_cpu_s;
                 s.client_cpu_s += driven.client_cpu_s;
                 s.slices.push(per_slice as f64 / 1e6 / driven.seconds);
+                s.requests += driven.requests;
+                s.batches += driven.batches;
             }
         }
         let [store, sink, floor] = series;
@@ -155,12 +195,16 @@ struct Driven {
     seconds: f64,
     server_cpu_s: f64,
     client_cpu_s: f64,
+    /// The server's requests and batches during the slice.
+    requests: u64,
+    batches: u64,
 }
 
 /// Writes `bytes` in `size`-byte writes with `depth` outstanding to consecutive blocks of
 /// `volume`, from this thread on the client's CPU.
 fn drive(target: &mut Target, volume: u64, size: u64, depth: usize, bytes: u64) -> Result<Driven> {
     let old = pin(CLIENT_CPU);
+    let before = (target.batched)();
     let driven = cpu_of(|| {
         super::pipelined_writes(&mut target.client, size, depth, bytes / size, |_| {
             target.writes += 1;
@@ -169,10 +213,14 @@ fn drive(target: &mut Target, volume: u64, size: u64, depth: usize, bytes: u64) 
     });
     unpin(old);
     let (seconds, server_cpu_s, client_cpu_s) = driven?;
+    // Every write is acknowledged when the slice ends, so the server has counted it.
+    let after = (target.batched)();
     Ok(Driven {
         seconds,
         server_cpu_s,
         client_cpu_s,
+        requests: after.0 - before.0,
+        batches: after.1 - before.1,
     })
 }
 
@@ -185,7 +233,7 @@ fn drive(target: &mut Target, volume: u64, size: u64, depth: usize, bytes: u64) 
 /// appended to the file with one write (wrapping at the end) and made durable with
 /// `fdatasync` before the replies go out. No index, no records, no recovery: a floor, not a
 /// store.
-fn sink_server(log: Option<(PathBuf, u64)>) -> Result<std::net::SocketAddr> {
+fn sink_server(log: Option<(PathBuf, u64)>) -> Result<(std::net::SocketAddr, Arc<Batched>)> {
     use std::io::{Read, Write};
     use std::os::unix::fs::FileExt;
     let log = match log {
@@ -211,6 +259,8 @@ fn sink_server(log: Option<(PathBuf, u64)>) -> Result<std::net::SocketAddr> {
     };
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
+    let counts = Arc::new(Batched::default());
+    let counted = counts.clone();
     let mut reply = Vec::new();
     cordillera_wire::store::encode(
         &cordillera_wire::store::Frame::Reply {
@@ -228,6 +278,7 @@ fn sink_server(log: Option<(PathBuf, u64)>) -> Result<std::net::SocketAddr> {
             let Ok(mut stream) = stream else { continue };
             let reply = reply.clone();
             let log = log.clone();
+            let counts = counted.clone();
             let connection = std::thread::Builder::new().name(name.into()).spawn(move || {
                 let _ = stream.set_nodelay(true);
                 let mut buffer = vec![0u8; 4 << 20];
@@ -244,6 +295,7 @@ fn sink_server(log: Option<(PathBuf, u64)>) -> Result<std::net::SocketAddr> {
                     };
                     filled += n;
                     let mut at = 0;
+                    let mut frames = 0;
                     while filled - at >= 14 {
                         let length =
                             u32::from_le_bytes(buffer[at..at + 4].try_into().unwrap()) as usize;
@@ -258,6 +310,11 @@ fn sink_server(log: Option<(PathBuf, u64)>) -> Result<std::net::SocketAddr> {
                             checksums ^= crc32c::crc32c(&buffer[at + 4..at + 4 + length]);
                         }
                         at += 4 + length;
+                        frames += 1;
+                    }
+                    if frames > 0 {
+                        counts.frames.fetch_add(frames, Ordering::Relaxed);
+                        counts.batches.fetch_add(1, Ordering::Relaxed);
                     }
                     if let Some((file, size)) = &log {
                         if at > 0 {
@@ -289,5 +346,5 @@ fn sink_server(log: Option<(PathBuf, u64)>) -> Result<std::net::SocketAddr> {
             }
         }
     })?;
-    Ok(addr)
+    Ok((addr, counts))
 }
