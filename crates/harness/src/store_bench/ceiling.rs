@@ -76,6 +76,51 @@ pub(super) struct Ceiling {
     pub floor_4k: Series,
 }
 
+/// Requests per batch in the memory runs, over all rounds: the store's records per
+/// group-commit flush, the log floor's frames per write and `fdatasync`, the sink's frames per
+/// read (see [`Series::requests`]). Fewer requests per batch is more system calls per request.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub(super) struct Batching {
+    store_memory_records_per_flush_64k: f64,
+    store_memory_records_per_flush_4k: f64,
+    log_floor_frames_per_write_64k: f64,
+    log_floor_frames_per_write_4k: f64,
+    sink_frames_per_read_64k: f64,
+    sink_frames_per_read_4k: f64,
+}
+
+impl Batching {
+    /// Over every round's memory runs.
+    pub fn over<'a>(rounds: impl Iterator<Item = &'a Ceiling> + Clone) -> Batching {
+        let per_batch = |series: fn(&Ceiling) -> &Series| {
+            let (requests, batches) = rounds.clone().fold((0u64, 0u64), |(q, b), c| {
+                (q + series(c).requests, b + series(c).batches)
+            });
+            requests as f64 / batches as f64
+        };
+        Batching {
+            store_memory_records_per_flush_64k: per_batch(|c| &c.store_64k),
+            store_memory_records_per_flush_4k: per_batch(|c| &c.store_4k),
+            log_floor_frames_per_write_64k: per_batch(|c| &c.floor_64k),
+            log_floor_frames_per_write_4k: per_batch(|c| &c.floor_4k),
+            sink_frames_per_read_64k: per_batch(|c| &c.sink_64k),
+            sink_frames_per_read_4k: per_batch(|c| &c.sink_4k),
+        }
+    }
+
+    pub fn print(&self) {
+        println!(
+            "  requests per batch (64 KiB, 4 KiB): store {:.1}, {:.1} records per flush; log floor {:.1}, {:.1} frames per write; sink {:.1}, {:.1} frames per read",
+            self.store_memory_records_per_flush_64k,
+            self.store_memory_records_per_flush_4k,
+            self.log_floor_frames_per_write_64k,
+            self.log_floor_frames_per_write_4k,
+            self.sink_frames_per_read_64k,
+            self.sink_frames_per_read_4k
+        );
+    }
+}
+
 /// A server under test and the client's connection to it.
 struct Target {
     client: StoreClient,
@@ -148,7 +193,12 @@ pub(super) fn measure(
 
 type Server = (std::net::SocketAddr, Box<dyn Fn() -> (u64, u64)>);
 
-fn measure_on(servers: [Server; 3], bytes_64k: u64, bytes_4k: u64, round: usize) -> Result<Ceiling> {
+fn measure_on(
+    servers: [Server; 3],
+    bytes_64k: u64,
+    bytes_4k: u64,
+    round: usize,
+) -> Result<Ceiling> {
     let mut targets = servers
         .into_iter()
         .map(|(addr, batched)| {
@@ -271,80 +321,89 @@ fn sink_server(log: Option<(PathBuf, u64)>) -> Result<(std::net::SocketAddr, Arc
         &mut reply,
     );
     // Named, as the store's thread is, so that a profile of the server CPU tells them apart.
-    let name = if log.is_some() { "bench-floor" } else { "bench-sink" };
-    std::thread::Builder::new().name(name.into()).spawn(move || {
-        pin(SERVER_CPU);
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let reply = reply.clone();
-            let log = log.clone();
-            let counts = counted.clone();
-            let connection = std::thread::Builder::new().name(name.into()).spawn(move || {
-                let _ = stream.set_nodelay(true);
-                let mut buffer = vec![0u8; 4 << 20];
-                let (mut filled, mut out) = (0usize, Vec::new());
-                let mut head = 0u64;
-                let mut checksums = 0u32;
-                loop {
-                    if filled == buffer.len() {
-                        buffer.resize(buffer.len() * 2, 0);
-                    }
-                    let n = match stream.read(&mut buffer[filled..]) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => n,
-                    };
-                    filled += n;
-                    let mut at = 0;
-                    let mut frames = 0;
-                    while filled - at >= 14 {
-                        let length =
-                            u32::from_le_bytes(buffer[at..at + 4].try_into().unwrap()) as usize;
-                        if filled - at < 4 + length {
-                            break;
-                        }
-                        let id = &buffer[at + 6..at + 14];
-                        let start = out.len();
-                        out.extend_from_slice(&reply);
-                        out[start + 6..start + 14].copy_from_slice(id);
-                        if log.is_some() {
-                            checksums ^= crc32c::crc32c(&buffer[at + 4..at + 4 + length]);
-                        }
-                        at += 4 + length;
-                        frames += 1;
-                    }
-                    if frames > 0 {
-                        counts.frames.fetch_add(frames, Ordering::Relaxed);
-                        counts.batches.fetch_add(1, Ordering::Relaxed);
-                    }
-                    if let Some((file, size)) = &log {
-                        if at > 0 {
-                            let bytes = at as u64;
-                            if head + bytes > *size {
-                                head = 0;
+    let name = if log.is_some() {
+        "bench-floor"
+    } else {
+        "bench-sink"
+    };
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            pin(SERVER_CPU);
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let reply = reply.clone();
+                let log = log.clone();
+                let counts = counted.clone();
+                let connection = std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn(move || {
+                        let _ = stream.set_nodelay(true);
+                        let mut buffer = vec![0u8; 4 << 20];
+                        let (mut filled, mut out) = (0usize, Vec::new());
+                        let mut head = 0u64;
+                        let mut checksums = 0u32;
+                        loop {
+                            if filled == buffer.len() {
+                                buffer.resize(buffer.len() * 2, 0);
                             }
-                            if file.write_all_at(&buffer[..at], head).is_err()
-                                || file.sync_data().is_err()
-                            {
-                                return;
+                            let n = match stream.read(&mut buffer[filled..]) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            filled += n;
+                            let mut at = 0;
+                            let mut frames = 0;
+                            while filled - at >= 14 {
+                                let length =
+                                    u32::from_le_bytes(buffer[at..at + 4].try_into().unwrap())
+                                        as usize;
+                                if filled - at < 4 + length {
+                                    break;
+                                }
+                                let id = &buffer[at + 6..at + 14];
+                                let start = out.len();
+                                out.extend_from_slice(&reply);
+                                out[start + 6..start + 14].copy_from_slice(id);
+                                if log.is_some() {
+                                    checksums ^= crc32c::crc32c(&buffer[at + 4..at + 4 + length]);
+                                }
+                                at += 4 + length;
+                                frames += 1;
                             }
-                            head += bytes;
+                            if frames > 0 {
+                                counts.frames.fetch_add(frames, Ordering::Relaxed);
+                                counts.batches.fetch_add(1, Ordering::Relaxed);
+                            }
+                            if let Some((file, size)) = &log {
+                                if at > 0 {
+                                    let bytes = at as u64;
+                                    if head + bytes > *size {
+                                        head = 0;
+                                    }
+                                    if file.write_all_at(&buffer[..at], head).is_err()
+                                        || file.sync_data().is_err()
+                                    {
+                                        return;
+                                    }
+                                    head += bytes;
+                                }
+                            }
+                            std::hint::black_box(checksums);
+                            buffer.copy_within(at..filled, 0);
+                            filled -= at;
+                            if !out.is_empty() {
+                                if stream.write_all(&out).is_err() {
+                                    return;
+                                }
+                                out.clear();
+                            }
                         }
-                    }
-                    std::hint::black_box(checksums);
-                    buffer.copy_within(at..filled, 0);
-                    filled -= at;
-                    if !out.is_empty() {
-                        if stream.write_all(&out).is_err() {
-                            return;
-                        }
-                        out.clear();
-                    }
+                    });
+                if let Err(e) = connection {
+                    eprintln!("store bench: {name}: cannot start a connection's thread: {e}");
                 }
-            });
-            if let Err(e) = connection {
-                eprintln!("store bench: {name}: cannot start a connection's thread: {e}");
             }
-        }
-    })?;
+        })?;
     Ok((addr, counts))
 }

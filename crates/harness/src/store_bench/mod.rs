@@ -171,15 +171,9 @@ struct Figures {
     ratio_log_floor_4k: f64,
     ratio_log_floor_all_bytes: f64,
     slices_ratio_log_floor: [f64; 2],
-    /// Requests per batch in the memory runs, over all rounds: the store's records per
-    /// group-commit flush, the log floor's frames per write and `fdatasync`, the sink's frames
-    /// per read. Fewer requests per batch is more system calls per request.
-    store_memory_records_per_flush_64k: f64,
-    store_memory_records_per_flush_4k: f64,
-    log_floor_frames_per_write_64k: f64,
-    log_floor_frames_per_write_4k: f64,
-    sink_frames_per_read_64k: f64,
-    sink_frames_per_read_4k: f64,
+    /// Requests per batch in the memory runs (see [`ceiling::Batching`]).
+    #[serde(flatten)]
+    batching: ceiling::Batching,
     /// Whether the servers ran on CPU 1 and the client on CPU 0 (see `--no-pin`).
     pinned: bool,
     /// Device streaming: the model, its nominal media rate, its measured streaming rate, and
@@ -272,13 +266,6 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         });
         bytes as f64 / 1e6 / seconds
     };
-    let per_batch = |series: &dyn Fn(&Ceiling) -> &ceiling::Series| {
-        let (requests, batches) = samples.iter().fold((0u64, 0u64), |(q, b), r| {
-            let s = series(&r.ceiling);
-            (q + s.requests, b + s.batches)
-        });
-        requests as f64 / batches as f64
-    };
     let (store_64k, fio_64k) = (median(&|r| r.store_64k), median(&|r| r.fio_64k));
     let (store_4k, fio_4k) = (median(&|r| r.store_4k), median(&|r| r.fio_4k));
     let (scan, fio_read) = (median(&|r| r.scan), median(&|r| r.read));
@@ -330,12 +317,7 @@ pub fn run(args: StoreBenchArgs) -> Result<()> {
         ratio_log_floor_4k: slices(&|c| c.store_4k.over(&c.floor_4k)),
         ratio_log_floor_all_bytes: all_bytes(&|c| &c.store_64k) / all_bytes(&|c| &c.floor_64k),
         slices_ratio_log_floor: spread(&|c| c.store_64k.over(&c.floor_64k)),
-        store_memory_records_per_flush_64k: per_batch(&|c| &c.store_64k),
-        store_memory_records_per_flush_4k: per_batch(&|c| &c.store_4k),
-        log_floor_frames_per_write_64k: per_batch(&|c| &c.floor_64k),
-        log_floor_frames_per_write_4k: per_batch(&|c| &c.floor_4k),
-        sink_frames_per_read_64k: per_batch(&|c| &c.sink_64k),
-        sink_frames_per_read_4k: per_batch(&|c| &c.sink_4k),
+        batching: ceiling::Batching::over(samples.iter().map(|r| &r.ceiling)),
         rounds_ratio_log_floor: samples
             .iter()
             .map(|r| crate::median(r.ceiling.store_64k.over(&r.ceiling.floor_64k)))
@@ -588,15 +570,7 @@ fn print_figures(f: &Figures) {
         f.log_sink_4k_mb_per_s,
         f.ratio_log_floor_4k
     );
-    println!(
-        "  requests per batch (64 KiB, 4 KiB): store {:.1}, {:.1} records per flush; log floor {:.1}, {:.1} frames per write; sink {:.1}, {:.1} frames per read",
-        f.store_memory_records_per_flush_64k,
-        f.store_memory_records_per_flush_4k,
-        f.log_floor_frames_per_write_64k,
-        f.log_floor_frames_per_write_4k,
-        f.sink_frames_per_read_64k,
-        f.sink_frames_per_read_4k
-    );
+    f.batching.print();
     println!(
         "  server CPU per GB written: store {:.2} s (64 KiB), {:.2} s (4 KiB); sink {:.2} s, {:.2} s; log floor {:.2} s, {:.2} s; client {:.2} s, {:.2} s",
         f.store_server_cpu_s_per_gb_64k.unwrap_or(f64::NAN),

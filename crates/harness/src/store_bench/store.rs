@@ -34,19 +34,21 @@ pub(super) fn start_store_with(
         ..ServeOptions::local(path.clone(), log_bytes)
     };
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new().name("bench-store".into()).spawn(move || {
-        pin(SERVER_CPU);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let result = runtime.block_on(serve(options, |addr| {
-            let _ = tx.send(addr);
-        }));
-        if let Err(e) = result {
-            eprintln!("store bench: server failed: {e:#}");
-        }
-    })?;
+    std::thread::Builder::new()
+        .name("bench-store".into())
+        .spawn(move || {
+            pin(SERVER_CPU);
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let result = runtime.block_on(serve(options, |addr| {
+                let _ = tx.send(addr);
+            }));
+            if let Err(e) = result {
+                eprintln!("store bench: server failed: {e:#}");
+            }
+        })?;
     let addr = rx
         .recv_timeout(Duration::from_secs(30))
         .context("the store server did not start")?;
