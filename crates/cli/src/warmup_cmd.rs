@@ -101,7 +101,7 @@ struct SchemesArgs {
 struct SimulateArgs {
     #[command(flatten)]
     input: InputArgs,
-    /// Replacement policy: lru, fifo, clock, sieve or s3fifo.
+    /// Replacement policy: lru, fifo, clock, sieve, s3fifo or arc.
     #[arg(long, default_value = "lru")]
     policy: Policy,
     /// Cache size in bytes (k, m, g suffixes), rounded down to whole 4 KiB blocks.

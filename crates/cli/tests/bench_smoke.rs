@@ -36,15 +36,23 @@ fn positive(value: &serde_json::Value, what: &str) -> f64 {
     v
 }
 
+/// Every policy, at a cache of 16,384 blocks and one of 100 (where ARC's target size moves by
+/// more than one block at a time, and every list is full).
 #[test]
 fn bench_cache_prints_each_policy_beside_the_baseline() {
+    for size in ["64m", "400k"] {
+        bench_cache_at(size);
+    }
+}
+
+fn bench_cache_at(size: &str) {
     let j = bench(&[
         "bench",
         "cache",
         "--trace",
         "gen:zipf:count=200000,span=1g",
         "--cache-size",
-        "64m",
+        size,
         "--repeat",
         "1",
     ]);
@@ -56,7 +64,8 @@ fn bench_cache_prints_each_policy_beside_the_baseline() {
         .iter()
         .map(|p| p["policy"].as_str().unwrap())
         .collect();
-    for p in ["lru", "fifo", "clock", "sieve", "s3fifo"] {
+    const ALL: [&str; 6] = ["lru", "fifo", "clock", "sieve", "s3fifo", "arc"];
+    for p in ALL {
         assert!(policies.contains(&p), "{policies:?}");
     }
     assert!(
@@ -74,13 +83,13 @@ fn bench_cache_prints_each_policy_beside_the_baseline() {
     }
     let ours = j["policies"].as_array().unwrap();
     let theirs = peer["policies"].as_array().unwrap();
-    for p in ["lru", "fifo", "clock", "sieve", "s3fifo"] {
+    for p in ALL {
         let mine = ours.iter().find(|r| r["policy"] == p).unwrap();
         let peer = theirs
             .iter()
             .find(|r| r["policy"] == p)
             .unwrap_or_else(|| panic!("no libCacheSim {p}: {theirs:?}"));
-        assert_eq!(peer["hits"], mine["read_block_hits"], "{p}");
+        assert_eq!(peer["hits"], mine["read_block_hits"], "{p} at {size}");
         positive(&peer["requests_per_s"], "libCacheSim's rate");
         positive(&peer["ours_over_libcachesim"], "ours over libCacheSim");
     }

@@ -31,7 +31,7 @@ enum BenchCommand {
     Sim(SimBenchArgs),
     /// Cost of an off-loaded write's range-map lookup + update at 10^6 ranges.
     Rangemap(RangemapBenchArgs),
-    /// Requests per second of the cache simulator (LRU, FIFO, CLOCK, SIEVE, S3-FIFO) on a
+    /// Requests per second of the cache simulator (LRU, FIFO, CLOCK, SIEVE, S3-FIFO, ARC) on a
     /// trace held in memory, against a straightforward std-collections LRU and libCacheSim's
     /// same policies (equal hit counts required); bytes per cached block.
     Cache(CacheBenchArgs),
@@ -168,7 +168,6 @@ type CacheRun = Box<dyn FnMut(&[Record]) -> cordillera_warmup::sim::Counts>;
 fn cache_rounds(
     records: &[Record],
     blocks: usize,
-    bytes: u64,
     args: &CacheBenchArgs,
 ) -> Result<(
     Vec<(
@@ -179,7 +178,7 @@ fn cache_rounds(
     (f64, cordillera_warmup::sim::Counts),
     Option<crate::cache_peer::Rounds>,
 )> {
-    use cordillera_warmup::cache::{Clock, Fifo, Lru, Policy, S3Fifo, Sieve};
+    use cordillera_warmup::cache::{ArcCache, Clock, Fifo, Lru, Policy, S3Fifo, Sieve};
     use cordillera_warmup::sim::{simulate, Counts};
     // Each policy through its own type (no dynamic dispatch per access).
     fn run_of<C: cordillera_warmup::cache::Cache + 'static>(mut c: C) -> CacheRun {
@@ -191,6 +190,7 @@ fn cache_rounds(
         Some(Policy::Clock) => run_of(Clock::new(blocks)),
         Some(Policy::Sieve) => run_of(Sieve::new(blocks)),
         Some(Policy::S3Fifo) => run_of(S3Fifo::new(blocks)),
+        Some(Policy::Arc) => run_of(ArcCache::new(blocks)),
         None => run_of(StdLru {
             capacity: blocks,
             stamps: Default::default(),
@@ -211,7 +211,7 @@ fn cache_rounds(
     let mut peer = if args.no_peer {
         None
     } else {
-        crate::cache_peer::Rounds::start(records, bytes)?
+        crate::cache_peer::Rounds::start(records, blocks as u64)?
     };
     for _ in 0..args.repeat.max(1) {
         for (policy, (seconds, counts)) in runs.iter().zip(&mut best) {
@@ -253,7 +253,7 @@ fn cache(args: CacheBenchArgs) -> Result<()> {
     let blocks = (bytes / BLOCK_BYTES) as usize;
     anyhow::ensure!(blocks < u32::MAX as usize, "--cache-size is too large");
     let n = records.len() as u64;
-    let (ours, (base_s, base), peer) = cache_rounds(&records, blocks, bytes, &args)?;
+    let (ours, (base_s, base), peer) = cache_rounds(&records, blocks, &args)?;
     let (lru_s, lru) = (ours[0].1, ours[0].2.clone());
     debug_assert_eq!(ours[0].0, Policy::Lru);
     anyhow::ensure!(

@@ -1,9 +1,12 @@
 //! libCacheSim, the cache simulator storage researchers already use, as `bench cache`'s peer:
 //! the same block accesses written as its `oracleGeneral` trace (one 4 KiB object per block a
-//! request touches, as our cache sees them), its LRU, FIFO, CLOCK, SIEVE and S3-FIFO run through its Python
-//! bindings (PyPI `libcachesim`; the C simulator underneath does the work), timed around its
-//! `process_trace` alone — reading the file included, as it streams — and their hit counts
-//! against ours.
+//! request touches, as our cache sees them), its LRU, FIFO, CLOCK, SIEVE, S3-FIFO and ARC run
+//! through its Python bindings (PyPI `libcachesim`; the C simulator underneath does the work),
+//! timed around its `process_trace` alone — reading the file included, as it streams — and
+//! their hit counts against ours. ARC reads a second copy of the trace whose objects are one
+//! byte each, from a cache of as many bytes as we have blocks: libCacheSim's ARC moves its
+//! target size by bytes where the paper moves it by pages, so only with one-byte objects is it
+//! the paper's ARC (and ours).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,19 +19,27 @@ use cordillera_warmup::sim::{block_range, BLOCK_BYTES};
 
 /// The policies both simulators have, by our names, in the order of our
 /// `cordillera_warmup::cache::Policy::ALL` (libCacheSim's classes: `LRU`, `FIFO`, `Clock` with
-/// its default one-bit counter — CLOCK's second chance — `Sieve` and `S3FIFO` with its defaults).
-pub const POLICIES: [&str; 5] = ["lru", "fifo", "clock", "sieve", "s3fifo"];
+/// its default one-bit counter — CLOCK's second chance — `Sieve`, `S3FIFO` with its defaults and
+/// `ARC`), and whether the policy reads the trace of one-byte objects.
+pub const POLICIES: [(&str, bool); 6] = [
+    ("lru", false),
+    ("fifo", false),
+    ("clock", false),
+    ("sieve", false),
+    ("s3fifo", false),
+    ("arc", true),
+];
 
-/// Runs each policy from an empty cache of `size` bytes over the file; prints one JSON object:
-/// policy → seconds, requests, hits (from the miss ratio libCacheSim returns, a double).
+/// Runs each policy (the argument: a JSON list of [policy, trace file, cache size in the
+/// trace's bytes]) from an empty cache over its file; prints one JSON object: policy →
+/// seconds, requests, hits (from the miss ratio libCacheSim returns, a double).
 const PEER: &str = r#"
 import json, sys, time
 import libcachesim as lcs
-path, size = sys.argv[1], int(sys.argv[2])
 classes = {"lru": lcs.LRU, "fifo": lcs.FIFO, "clock": lcs.Clock, "sieve": lcs.Sieve,
-           "s3fifo": lcs.S3FIFO}
+           "s3fifo": lcs.S3FIFO, "arc": lcs.ARC}
 out = {}
-for name in sys.argv[3].split(","):
+for name, path, size in json.loads(sys.argv[1]):
     reader = lcs.TraceReader(path, lcs.TraceType.ORACLE_GENERAL_TRACE)
     n = reader.get_num_of_req()
     cache = classes[name](size)
@@ -72,9 +83,9 @@ pub fn python() -> Option<PathBuf> {
     })
 }
 
-/// Writes every block access of `records` as one 4 KiB `oracleGeneral` request; returns how
-/// many.
-pub fn write_blocks(records: &[Record], path: &Path) -> Result<u64> {
+/// Writes every block access of `records` as one `oracleGeneral` request of an object of
+/// `object_bytes` (4 KiB, or 1 for libCacheSim's ARC); returns how many.
+pub fn write_blocks(records: &[Record], path: &Path, object_bytes: u64) -> Result<u64> {
     let mut w = OracleWriter::create(path)?;
     for r in records {
         for block in block_range(r.offset_bytes, r.length_bytes) {
@@ -83,7 +94,7 @@ pub fn write_blocks(records: &[Record], path: &Path) -> Result<u64> {
                 volume: VolumeId(0),
                 op: Op::Read,
                 offset_bytes: block * BLOCK_BYTES,
-                length_bytes: BLOCK_BYTES,
+                length_bytes: object_bytes,
                 response_ns: None,
             })?;
         }
@@ -91,13 +102,23 @@ pub fn write_blocks(records: &[Record], path: &Path) -> Result<u64> {
     Ok(w.finish()?)
 }
 
-/// One round of every policy in libCacheSim over `path`, a cache of `cache_bytes`.
-pub fn run(python: &Path, path: &Path, cache_bytes: u64) -> Result<Vec<(String, PeerRun)>> {
+/// One round of every policy in libCacheSim, a cache of `cache_blocks`: over `path` (4 KiB
+/// objects), or `unit_path` (one-byte objects) for the policies that read it.
+pub fn run(
+    python: &Path,
+    (path, unit_path): (&Path, &Path),
+    cache_blocks: u64,
+) -> Result<Vec<(String, PeerRun)>> {
+    let runs: Vec<serde_json::Value> = POLICIES
+        .iter()
+        .map(|&(name, unit)| match unit {
+            false => serde_json::json!([name, path, cache_blocks * BLOCK_BYTES]),
+            true => serde_json::json!([name, unit_path, cache_blocks]),
+        })
+        .collect();
     let out = Command::new(python)
         .args(["-c", PEER])
-        .arg(path)
-        .arg(cache_bytes.to_string())
-        .arg(POLICIES.join(","))
+        .arg(serde_json::Value::Array(runs).to_string())
         .output()
         .with_context(|| format!("running {}", python.display()))?;
     if !out.status.success() {
@@ -111,7 +132,7 @@ pub fn run(python: &Path, path: &Path, cache_bytes: u64) -> Result<Vec<(String, 
         serde_json::from_slice(&out.stdout).context("libCacheSim's output is not JSON")?;
     POLICIES
         .iter()
-        .map(|p| {
+        .map(|(p, _)| {
             let r = &json[p];
             let field = |k: &str| {
                 r[k].as_f64()
@@ -133,41 +154,42 @@ pub fn run(python: &Path, path: &Path, cache_bytes: u64) -> Result<Vec<(String, 
 /// the best of each policy kept; its hit counts checked against ours at the end.
 pub struct Rounds {
     python: PathBuf,
-    path: PathBuf,
+    /// The trace of 4 KiB objects, and of one-byte ones.
+    paths: [PathBuf; 2],
     accesses: u64,
-    cache_bytes: u64,
+    cache_blocks: u64,
     best: Vec<(String, PeerRun)>,
 }
 
 impl Rounds {
     /// `None` when no Python here imports libcachesim.
-    pub fn start(records: &[Record], cache_bytes: u64) -> Result<Option<Rounds>> {
+    pub fn start(records: &[Record], cache_blocks: u64) -> Result<Option<Rounds>> {
         let Some(python) = python() else {
             return Ok(None);
         };
-        let path = std::env::temp_dir().join(format!(
-            "cordillera-bench-cache-{}.oracleGeneral",
-            std::process::id()
-        ));
-        let accesses = match write_blocks(records, &path) {
-            Ok(n) => n,
-            Err(e) => {
-                let _ = std::fs::remove_file(&path);
-                return Err(e);
-            }
+        let path = |kind: &str| {
+            std::env::temp_dir().join(format!(
+                "cordillera-bench-cache-{}{kind}.oracleGeneral",
+                std::process::id()
+            ))
         };
-        Ok(Some(Rounds {
+        // Removed on drop, whatever happens from here.
+        let mut rounds = Rounds {
             python,
-            path,
-            accesses,
-            cache_bytes,
+            paths: [path(""), path("-unit")],
+            accesses: 0,
+            cache_blocks,
             best: Vec::new(),
-        }))
+        };
+        rounds.accesses = write_blocks(records, &rounds.paths[0], BLOCK_BYTES)?;
+        write_blocks(records, &rounds.paths[1], 1)?;
+        Ok(Some(rounds))
     }
 
     /// One round of every policy.
     pub fn round(&mut self) -> Result<()> {
-        for (name, r) in run(&self.python, &self.path, self.cache_bytes)? {
+        let paths = (self.paths[0].as_path(), self.paths[1].as_path());
+        for (name, r) in run(&self.python, paths, self.cache_blocks)? {
             match self.best.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, b)) if b.seconds <= r.seconds => {}
                 Some((_, b)) => *b = r,
@@ -212,6 +234,8 @@ impl Rounds {
 
 impl Drop for Rounds {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        for path in &self.paths {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }

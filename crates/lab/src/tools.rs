@@ -12,7 +12,7 @@ use cordillera_models::device::Device;
 use cordillera_sim::replay::{replay, ReplayReport};
 use cordillera_trace::binary::BinaryWriter;
 use cordillera_trace::write::{IologOptions, IologWriter, MsrWriter};
-use cordillera_warmup::cache::{Cache, Clock, Fifo, Lru, Policy, S3Fifo, Sieve};
+use cordillera_warmup::cache::{ArcCache, Cache, Clock, Fifo, Lru, Policy, S3Fifo, Sieve};
 use cordillera_warmup::sim::{apply, Counts, BLOCK_BYTES};
 
 use crate::input::TraceInput;
@@ -147,6 +147,7 @@ pub fn simulate_cache(input: &TraceInput, policy: Policy, cache_bytes: u64) -> R
         Policy::Clock => drive(Clock::new(capacity), input)?,
         Policy::Sieve => drive(Sieve::new(capacity), input)?,
         Policy::S3Fifo => drive(S3Fifo::new(capacity), input)?,
+        Policy::Arc => drive(ArcCache::new(capacity), input)?,
     };
     let seconds = started.elapsed().as_secs_f64();
     Ok(Simulated {

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use cordillera_trace::record::Record;
 use cordillera_warmup::algorithms::{self, Algorithm};
-use cordillera_warmup::cache::{Cache, Clock, Fifo, Lru, Policy, S3Fifo, Sieve};
+use cordillera_warmup::cache::{ArcCache, Cache, Clock, Fifo, Lru, Policy, S3Fifo, Sieve};
 use cordillera_warmup::schemes::{self, Timeline};
 use cordillera_warmup::sim::{block_range, BLOCK_BYTES};
 
@@ -195,6 +195,7 @@ pub fn run(a: &SchemesConfig, input: &TraceInput, seed: u64) -> Result<SchemesRe
         Policy::Clock => three(input, axis, timeline, &preload, || Clock::new(capacity))?,
         Policy::Sieve => three(input, axis, timeline, &preload, || Sieve::new(capacity))?,
         Policy::S3Fifo => three(input, axis, timeline, &preload, || S3Fifo::new(capacity))?,
+        Policy::Arc => three(input, axis, timeline, &preload, || ArcCache::new(capacity))?,
     };
     let [always, cold, warmed] = &series;
     let cold_t = schemes::convergence(cold, always, a.th_v, a.th_n);

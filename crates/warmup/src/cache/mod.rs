@@ -16,7 +16,7 @@ pub trait Cache {
     }
 }
 
-/// The policies, by name (`lru`, `fifo`, `clock`, `sieve`, `s3fifo`).
+/// The policies, by name (`lru`, `fifo`, `clock`, `sieve`, `s3fifo`, `arc`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Policy {
@@ -25,16 +25,18 @@ pub enum Policy {
     Clock,
     Sieve,
     S3Fifo,
+    Arc,
 }
 
 impl Policy {
     /// Every policy, in the order benchmarks print them.
-    pub const ALL: [Policy; 5] = [
+    pub const ALL: [Policy; 6] = [
         Policy::Lru,
         Policy::Fifo,
         Policy::Clock,
         Policy::Sieve,
         Policy::S3Fifo,
+        Policy::Arc,
     ];
 }
 
@@ -47,8 +49,9 @@ impl std::str::FromStr for Policy {
             "clock" => Ok(Policy::Clock),
             "sieve" => Ok(Policy::Sieve),
             "s3fifo" => Ok(Policy::S3Fifo),
+            "arc" => Ok(Policy::Arc),
             other => Err(format!(
-                "unknown cache policy {other:?} (lru, fifo, clock, sieve, s3fifo)"
+                "unknown cache policy {other:?} (lru, fifo, clock, sieve, s3fifo, arc)"
             )),
         }
     }
@@ -62,6 +65,7 @@ impl std::fmt::Display for Policy {
             Policy::Clock => "clock",
             Policy::Sieve => "sieve",
             Policy::S3Fifo => "s3fifo",
+            Policy::Arc => "arc",
         })
     }
 }
@@ -74,12 +78,14 @@ fn hash(block: u64) -> u64 {
     rustc_hash::FxBuildHasher.hash_one(block)
 }
 
+mod arc;
 mod clock;
 mod fifo;
 mod lru;
 mod s3fifo;
 mod sieve;
 
+pub use arc::ArcCache;
 pub use clock::Clock;
 pub use fifo::Fifo;
 pub use lru::Lru;
@@ -94,6 +100,7 @@ pub fn build(policy: Policy, capacity: usize) -> Box<dyn Cache> {
         Policy::Clock => Box::new(Clock::new(capacity)),
         Policy::Sieve => Box::new(Sieve::new(capacity)),
         Policy::S3Fifo => Box::new(S3Fifo::new(capacity)),
+        Policy::Arc => Box::new(ArcCache::new(capacity)),
     }
 }
 
@@ -113,6 +120,7 @@ mod tests {
     #[test]
     fn policies_parse_by_name() {
         assert_eq!("clock".parse::<Policy>().unwrap(), Policy::Clock);
-        assert!("arc".parse::<Policy>().is_err());
+        assert_eq!("arc".parse::<Policy>().unwrap(), Policy::Arc);
+        assert!("lfu".parse::<Policy>().is_err());
     }
 }
