@@ -1817,8 +1817,15 @@ fn a_short_chaos_campaign_kills_and_checks() {
     assert!(out.status.success(), "{stderr}");
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(s["seed"], 11);
-    assert!(s["kills"]["total"].as_u64().unwrap() >= 2, "{s}");
-    assert!(s["stalls"].is_u64(), "stalls are counted: {s}");
+    // The plan is seeded but the campaign runs on the wall clock: how many of its events fit in
+    // 9 s depends on the machine (a CI run fitted a kill, a process stall and a store link stall
+    // where this machine fits a second kill). At least one kill and two events run anywhere.
+    let count = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} is counted: {s}"));
+    let kills = s["kills"]["total"].as_u64().unwrap();
+    let events =
+        kills + count("stalls") + count("store_links_stalled") + count("store_links_dropped");
+    assert!(kills >= 1, "{s}");
+    assert!(events >= 2, "{s}");
     assert!(s["writes_acknowledged"].as_u64().unwrap() > 1000, "{s}");
     assert!(s["blocks_verified"].as_u64().unwrap() >= 4096, "{s}");
     assert!(s["loss"].is_null(), "{s}");

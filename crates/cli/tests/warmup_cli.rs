@@ -41,7 +41,7 @@ fn simulate_prints_the_librarys_lru_counts() {
 #[test]
 fn a_bad_policy_or_size_is_a_clear_error() {
     for (policy, size, expected) in [
-        ("arc", "4m", "unknown cache policy"),
+        ("lirs", "4m", "unknown cache policy"),
         ("lru", "lots", "bad size"),
         ("lru", "20000g", "over the simulator's limit"),
     ] {
