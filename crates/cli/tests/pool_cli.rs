@@ -143,7 +143,12 @@ fn a_sigkill_mid_restripe_loses_nothing_and_the_restripe_completes() {
     // block twice, and at depth 8 both writes of a block can be in flight at once — the volume
     // may then keep one's units on one array and the other's on the other (as any striped
     // device may for overlapping writes in flight together), which the verify took for a loss.
-    let even = ["--rw=write:256k", "--bs=256k", "--size=64m", "--io_size=32m"];
+    let even = [
+        "--rw=write:256k",
+        "--bs=256k",
+        "--size=64m",
+        "--io_size=32m",
+    ];
     let odd = [
         "--rw=write:256k",
         "--bs=256k",

@@ -1820,7 +1820,10 @@ fn a_short_chaos_campaign_kills_and_checks() {
     // The plan is seeded but the campaign runs on the wall clock: how many of its events fit in
     // 9 s depends on the machine (a CI run fitted a kill, a process stall and a store link stall
     // where this machine fits a second kill). At least one kill and two events run anywhere.
-    let count = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} is counted: {s}"));
+    let count = |k: &str| {
+        s[k].as_u64()
+            .unwrap_or_else(|| panic!("{k} is counted: {s}"))
+    };
     let kills = s["kills"]["total"].as_u64().unwrap();
     let events =
         kills + count("stalls") + count("store_links_stalled") + count("store_links_dropped");
