@@ -10,12 +10,16 @@
 # FAMILY: sim vstore offload volume-path sierra sierra-short warm restripe members (default: all).
 # Default: --schedules 100000. Each family's fresh schedules start from a new base seed; a
 # failure names the seed and the command that replays it (and belongs in the family's
-# regression list). The fixed seeds are left out (the test command runs them).
+# regression list). The fixed seeds are left out (the test command runs them). The tests are
+# built as scripts/families.sh says (`campaign_build`: the test profile with link-time
+# optimization, in target/campaign-build), so the test command's build is not touched.
 #
 # Each family's run is appended to docs/campaigns.tsv (commit it): date, commit, the family's
 # code (a hash of what its test compiles: its workspace crates, the packages it resolves, the
 # profiles; "dirty" with uncommitted changes there), family, fresh schedules, failed, seconds,
-# base seed.
+# base seed. The campaign build's link-time settings are not part of the code: they change how
+# the same code is optimized, not what it does or checks (the families' hash files are identical
+# under both builds: scripts/schedule-hashes.sh --build test).
 # Fresh seeds start from a random base each run, so runs of the same code add up: --totals
 # prints, per family, the fresh schedules and failures recorded at commits whose code for that
 # family is the same as now (toward the 10^5 before "correct").
@@ -30,7 +34,7 @@ while (($#)); do
   case $1 in
     --schedules) count=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     --totals) totals=true; shift ;;
     *) families+=("$1"); shift ;;
   esac
@@ -134,8 +138,8 @@ for f in "${families[@]}"; do
   tree=$(family_code HEAD "$f") || tree=unknown
   commit=$(git rev-parse --short HEAD)
   echo "== $(date +%T) $f: $what, code $tree (log: $log)"
-  env "${env[@]}" cargo nextest run --profile campaign -p "$package" --test "$binary" \
-    -E "test(=$test)" --no-capture >"$log" 2>&1
+  env "${campaign_build[@]}" "${env[@]}" cargo nextest run --profile campaign -p "$package" \
+    --test "$binary" -E "test(=$test)" --no-capture >"$log" 2>&1
   rc=$?
   line=$(grep -h '^schedule summary:' "$log" | tail -n 1)
   if [ -z "$line" ]; then
