@@ -17,9 +17,10 @@ order=(sim vstore offload volume-path sierra sierra-short warm restripe members)
 # as it is (opt-level 2, debug assertions on: the same checks as the test command) with
 # whole-program link-time optimization and one codegen unit, which inline the simulator and the
 # cores into the test's loop across crates. The same schedules, event for event (each family's
-# hash file is identical under both builds), up to about 30 % more of them per second (docs/BENCHMARKS.md,
-# "Link-time optimization for the campaigns"). It builds in a target directory of its own, so
-# the test command's build is left as it is; the first build takes about 3 minutes.
+# hash file is identical under both builds), up to about 30 % more of them per second
+# (docs/BENCHMARKS.md, "Link-time optimization for the campaigns"). It builds in a target
+# directory of its own, so the test command's build is left as it is; the first build takes
+# about 3 minutes.
 campaign_build=(
   "CARGO_TARGET_DIR=$PWD/target/campaign-build"
   CARGO_PROFILE_TEST_LTO=fat
