@@ -14,28 +14,28 @@ use cordillera_trace::reuse::Fenwick;
 use cordillera_types::Op;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::cache::Lru;
+use crate::cache::list::{linked_by_field, Links, List};
+use crate::cache::{Lru, NIL};
 use crate::schemes::{Interval, Scheme, Timeline};
 use crate::sim::block_range;
-
-const NIL: u32 = u32::MAX;
 
 #[derive(Clone, Copy)]
 struct Entry {
     block: u64,
-    prev: u32,
-    next: u32,
+    links: Links,
     /// The smallest size index whose cache holds the block.
     segment: u8,
 }
+
+linked_by_field!(Entry);
 
 /// LRU caches of `sizes` blocks (ascending), simulated together.
 pub struct MultiLru {
     sizes: Vec<usize>,
     map: FxHashMap<u64, u32>,
     entries: Vec<Entry>,
-    head: u32,
-    tail: u32,
+    /// Most recent first.
+    recency: List,
     /// The least recent entry of each segment's cache (the `sizes[j]`-th entry), `NIL` while
     /// fewer entries exist.
     last: Vec<u32>,
@@ -56,8 +56,7 @@ impl MultiLru {
             sizes: sizes.to_vec(),
             map: FxHashMap::default(),
             entries: Vec::new(),
-            head: NIL,
-            tail: NIL,
+            recency: List::EMPTY,
             last: vec![NIL; sizes.len()],
         }
     }
@@ -74,33 +73,10 @@ impl MultiLru {
         self.map.is_empty()
     }
 
-    fn unlink(&mut self, i: u32) {
-        let Entry { prev, next, .. } = self.entries[i as usize];
-        if prev == NIL {
-            self.head = next;
-        } else {
-            self.entries[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.entries[next as usize].prev = prev;
-        }
-    }
-
+    /// Puts entry `i` at the most recent end, in the smallest cache.
     fn push_front(&mut self, i: u32) {
-        let head = self.head;
-        let e = &mut self.entries[i as usize];
-        e.prev = NIL;
-        e.next = head;
-        e.segment = 0;
-        if head != NIL {
-            self.entries[head as usize].prev = i;
-        }
-        self.head = i;
-        if self.tail == NIL {
-            self.tail = i;
-        }
+        self.entries[i as usize].segment = 0;
+        self.recency.push_newest(&mut self.entries, i);
     }
 
     /// Touches `block`; returns the smallest size index whose cache held it (a hit for that
@@ -108,19 +84,19 @@ impl MultiLru {
     pub fn access(&mut self, block: u64) -> Option<usize> {
         if let Some(&i) = self.map.get(&block) {
             let s = self.entries[i as usize].segment as usize;
-            if self.head == i {
+            if self.recency.newest == i {
                 return Some(s);
             }
             // The last entry of every smaller cache is pushed out of it by one.
             for j in 0..s {
                 let b = self.last[j];
                 self.entries[b as usize].segment = j as u8 + 1;
-                self.last[j] = self.entries[b as usize].prev;
+                self.last[j] = self.entries[b as usize].links.newer;
             }
             if self.last[s] == i {
-                self.last[s] = self.entries[i as usize].prev;
+                self.last[s] = self.entries[i as usize].links.newer;
             }
-            self.unlink(i);
+            self.recency.unlink(&mut self.entries, i);
             self.push_front(i);
             for j in 0..s {
                 if self.last[j] == NIL {
@@ -133,15 +109,14 @@ impl MultiLru {
         let largest = *self.sizes.last().expect("sizes");
         let entry = Entry {
             block,
-            prev: NIL,
-            next: NIL,
+            links: Links::NONE,
             segment: 0,
         };
         // A full cache drops its least recent entry first and the new block takes its slot;
         // the marker of the largest cache, which pointed at it, is set again below.
         let i = if self.entries.len() == largest {
-            let t = self.tail;
-            self.unlink(t);
+            let t = self.recency.oldest;
+            self.recency.unlink(&mut self.entries, t);
             self.map.remove(&self.entries[t as usize].block);
             self.entries[t as usize] = entry;
             t
@@ -156,9 +131,9 @@ impl MultiLru {
             if len > self.sizes[j] {
                 let b = self.last[j];
                 self.entries[b as usize].segment = j as u8 + 1;
-                self.last[j] = self.entries[b as usize].prev;
+                self.last[j] = self.entries[b as usize].links.newer;
             } else if len == self.sizes[j] {
-                self.last[j] = self.tail;
+                self.last[j] = self.recency.oldest;
             }
         }
         None

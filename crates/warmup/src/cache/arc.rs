@@ -2,6 +2,7 @@
 //! blocks recently evicted from them, with a target size for the first that moves towards
 //! whichever list's ghosts are being hit.
 
+use super::list::{linked_by_field, Links, List};
 use super::{hash, Cache, NIL};
 
 /// ARC (Megiddo and Modha, FAST '03, Figure 4), in blocks: `T1` holds blocks seen once
@@ -40,27 +41,14 @@ const B1: u8 = 2;
 const B2: u8 = 3;
 
 #[derive(Clone, Copy)]
-struct List {
-    /// Most and least recent.
-    head: u32,
-    tail: u32,
-    len: usize,
-}
-
-const EMPTY: List = List {
-    head: NIL,
-    tail: NIL,
-    len: 0,
-};
-
-#[derive(Clone, Copy)]
 struct Entry {
     block: u64,
-    /// Towards the most recent end, and towards the least recent.
-    newer: u32,
-    older: u32,
+    /// Towards the most recent end of its list, and towards the least recent.
+    links: Links,
     list: u8,
 }
+
+linked_by_field!(Entry);
 
 impl ArcCache {
     /// A cache of `capacity` blocks (and a directory of twice as many); more than
@@ -76,7 +64,7 @@ impl ArcCache {
             map: hashbrown::HashTable::with_capacity(reserve),
             entries: Vec::with_capacity(reserve),
             free: Vec::new(),
-            lists: [EMPTY; 4],
+            lists: [List::EMPTY; 4],
             p: 0.0,
         }
     }
@@ -88,40 +76,16 @@ impl ArcCache {
             .copied()
     }
 
+    /// Takes entry `i` off the list it is on.
     fn unlink(&mut self, i: u32) {
-        let Entry {
-            newer, older, list, ..
-        } = self.entries[i as usize];
-        let l = &mut self.lists[list as usize];
-        l.len -= 1;
-        if newer == NIL {
-            l.head = older;
-        } else {
-            self.entries[newer as usize].older = older;
-        }
-        if older == NIL {
-            l.tail = newer;
-        } else {
-            self.entries[older as usize].newer = newer;
-        }
+        let list = self.entries[i as usize].list;
+        self.lists[list as usize].unlink(&mut self.entries, i);
     }
 
     /// Puts entry `i` at the most recent end of `list`.
     fn push_front(&mut self, list: u8, i: u32) {
-        let l = &mut self.lists[list as usize];
-        let head = l.head;
-        l.head = i;
-        if l.tail == NIL {
-            l.tail = i;
-        }
-        l.len += 1;
-        let e = &mut self.entries[i as usize];
-        e.newer = NIL;
-        e.older = head;
-        e.list = list;
-        if head != NIL {
-            self.entries[head as usize].newer = i;
-        }
+        self.entries[i as usize].list = list;
+        self.lists[list as usize].push_newest(&mut self.entries, i);
     }
 
     /// Moves entry `i` to the most recent end of `list`.
@@ -132,7 +96,7 @@ impl ArcCache {
 
     /// Forgets the least recent block of `list`: out of the table, its entry free.
     fn forget_oldest(&mut self, list: u8) {
-        let i = self.lists[list as usize].tail;
+        let i = self.lists[list as usize].oldest;
         debug_assert_ne!(i, NIL, "forgetting from an empty list");
         self.unlink(i);
         let block = self.entries[i as usize].block;
@@ -158,7 +122,7 @@ impl ArcCache {
         } else {
             (T2, B2)
         };
-        let i = self.lists[from as usize].tail;
+        let i = self.lists[from as usize].oldest;
         self.move_to(to, i);
     }
 
@@ -166,8 +130,7 @@ impl ArcCache {
     fn new_entry(&mut self, block: u64) -> u32 {
         let entry = Entry {
             block,
-            newer: NIL,
-            older: NIL,
+            links: Links::NONE,
             list: T1,
         };
         let i = match self.free.pop() {
@@ -193,14 +156,12 @@ impl ArcCache {
 
     /// The blocks of `T1`, `T2`, `B1` and `B2`, each from most to least recent.
     pub fn lists(&self) -> [Vec<u64>; 4] {
+        let entries = &self.entries;
         [T1, T2, B1, B2].map(|list| {
-            let mut out = Vec::with_capacity(self.len_of(list));
-            let mut i = self.lists[list as usize].head;
-            while i != NIL {
-                out.push(self.entries[i as usize].block);
-                i = self.entries[i as usize].older;
-            }
-            out
+            self.lists[list as usize]
+                .slots(entries)
+                .map(|i| entries[i as usize].block)
+                .collect()
         })
     }
 }

@@ -1,5 +1,6 @@
 //! Least recently used.
 
+use super::list::{linked_by_field, Links, List};
 use super::{hash, Cache, NIL};
 
 /// Least recently used. Entries live in one array, linked into a recency list by index (no
@@ -11,17 +12,17 @@ pub struct Lru {
     capacity: usize,
     map: hashbrown::HashTable<u32>,
     entries: Vec<Entry>,
-    /// Most and least recently used entries.
-    head: u32,
-    tail: u32,
+    /// Most recent first.
+    recency: List,
 }
 
 #[derive(Clone, Copy)]
 struct Entry {
     block: u64,
-    prev: u32,
-    next: u32,
+    links: Links,
 }
+
+linked_by_field!(Entry);
 
 impl Lru {
     /// A cache of `capacity` blocks; more than `u32::MAX - 1` is refused.
@@ -46,38 +47,7 @@ impl Lru {
             capacity,
             map,
             entries: Vec::with_capacity(reserve),
-            head: NIL,
-            tail: NIL,
-        }
-    }
-
-    #[inline]
-    fn unlink(&mut self, i: u32) {
-        let Entry { prev, next, .. } = self.entries[i as usize];
-        if prev == NIL {
-            self.head = next;
-        } else {
-            self.entries[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.entries[next as usize].prev = prev;
-        }
-    }
-
-    #[inline]
-    fn push_front(&mut self, i: u32) {
-        let head = self.head;
-        let e = &mut self.entries[i as usize];
-        e.prev = NIL;
-        e.next = head;
-        if head != NIL {
-            self.entries[head as usize].prev = i;
-        }
-        self.head = i;
-        if self.tail == NIL {
-            self.tail = i;
+            recency: List::EMPTY,
         }
     }
 
@@ -89,13 +59,11 @@ impl Lru {
 
     /// Blocks from most to least recently used.
     pub fn recency_order(&self) -> Vec<u64> {
-        let mut out = Vec::with_capacity(self.map.len());
-        let mut i = self.head;
-        while i != NIL {
-            out.push(self.entries[i as usize].block);
-            i = self.entries[i as usize].next;
-        }
-        out
+        let entries = &self.entries;
+        self.recency
+            .slots(entries)
+            .map(|i| entries[i as usize].block)
+            .collect()
     }
 }
 
@@ -118,18 +86,15 @@ impl Lru {
         let h = hash(block);
         let entries = &self.entries;
         if let Some(&i) = self.map.find(h, |&i| entries[i as usize].block == block) {
-            if self.head != i {
-                self.unlink(i);
-                self.push_front(i);
-            }
+            self.recency.touch(&mut self.entries, i);
             return (i, true);
         }
         let i = if self.entries.len() == self.capacity {
             // Reuse the least recent entry's slot. Its bucket goes first: the table's values
             // are then distinct slots, so the bucket holding `i` under the old block's hash is
             // the victim's (found without reading an entry).
-            let i = self.tail;
-            self.unlink(i);
+            let i = self.recency.oldest;
+            self.recency.unlink(&mut self.entries, i);
             let old = std::mem::replace(&mut self.entries[i as usize].block, block);
             let victim = self.map.find_entry(hash(old), |&j| j == i);
             victim
@@ -139,8 +104,7 @@ impl Lru {
         } else {
             self.entries.push(Entry {
                 block,
-                prev: NIL,
-                next: NIL,
+                links: Links::NONE,
             });
             self.entries.len() as u32 - 1
         };
@@ -149,7 +113,7 @@ impl Lru {
         let entries = &self.entries;
         self.map
             .insert_unique(h, i, |&j| hash(entries[j as usize].block));
-        self.push_front(i);
+        self.recency.push_newest(&mut self.entries, i);
         (i, false)
     }
 }

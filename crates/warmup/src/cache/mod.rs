@@ -70,7 +70,7 @@ impl std::fmt::Display for Policy {
     }
 }
 
-const NIL: u32 = u32::MAX;
+pub(crate) const NIL: u32 = u32::MAX;
 
 #[inline]
 fn hash(block: u64) -> u64 {
@@ -81,6 +81,7 @@ fn hash(block: u64) -> u64 {
 mod arc;
 mod clock;
 mod fifo;
+pub(crate) mod list;
 mod lru;
 mod s3fifo;
 mod sieve;

@@ -1,5 +1,6 @@
 //! SIEVE: a FIFO queue with a visited bit and a hand that stays where it stopped.
 
+use super::list::{linked_by_field, Links, List};
 use super::{hash, Cache, NIL};
 
 /// SIEVE (Zhang et al., NSDI '24): blocks in insertion order, each with a visited bit that a
@@ -12,19 +13,20 @@ pub struct Sieve {
     capacity: usize,
     map: hashbrown::HashTable<u32>,
     entries: Vec<SieveEntry>,
-    /// The newest and oldest blocks, and the hand (`NIL`: start at the oldest).
-    newest: u32,
-    oldest: u32,
+    /// Newest insertion first.
+    order: List,
+    /// Where the hand stopped (`NIL`: start at the oldest).
     hand: u32,
 }
 
 #[derive(Clone, Copy)]
 struct SieveEntry {
     block: u64,
-    newer: u32,
-    older: u32,
+    links: Links,
     visited: bool,
 }
+
+linked_by_field!(SieveEntry);
 
 impl Sieve {
     /// A cache of `capacity` blocks; more than `u32::MAX - 1` is refused.
@@ -38,8 +40,7 @@ impl Sieve {
             capacity,
             map: hashbrown::HashTable::with_capacity(reserve),
             entries: Vec::with_capacity(reserve),
-            newest: NIL,
-            oldest: NIL,
+            order: List::EMPTY,
             hand: NIL,
         }
     }
@@ -53,44 +54,31 @@ impl Sieve {
 
     /// Blocks from newest to oldest insertion.
     pub fn insertion_order(&self) -> Vec<u64> {
-        let mut out = Vec::with_capacity(self.map.len());
-        let mut i = self.newest;
-        while i != NIL {
-            out.push(self.entries[i as usize].block);
-            i = self.entries[i as usize].older;
-        }
-        out
+        let entries = &self.entries;
+        self.order
+            .slots(entries)
+            .map(|i| entries[i as usize].block)
+            .collect()
     }
 
     /// The slot of the block the hand evicts, unlinked and out of the table.
     fn evict(&mut self) -> u32 {
         let mut i = if self.hand == NIL {
-            self.oldest
+            self.order.oldest
         } else {
             self.hand
         };
         while self.entries[i as usize].visited {
             let e = &mut self.entries[i as usize];
             e.visited = false;
-            i = if e.newer == NIL { self.oldest } else { e.newer };
+            i = match e.links.newer {
+                NIL => self.order.oldest,
+                newer => newer,
+            };
         }
-        let SieveEntry {
-            block,
-            newer,
-            older,
-            ..
-        } = self.entries[i as usize];
-        self.hand = newer;
-        if newer == NIL {
-            self.newest = older;
-        } else {
-            self.entries[newer as usize].older = older;
-        }
-        if older == NIL {
-            self.oldest = newer;
-        } else {
-            self.entries[older as usize].newer = newer;
-        }
+        let SieveEntry { block, links, .. } = self.entries[i as usize];
+        self.hand = links.newer;
+        self.order.unlink(&mut self.entries, i);
         self.map
             .find_entry(hash(block), |&j| j == i)
             .expect("the evicted block is in the table")
@@ -111,27 +99,18 @@ impl Cache for Sieve {
         }
         let entry = SieveEntry {
             block,
-            newer: NIL,
-            older: self.newest,
+            links: Links::NONE,
             visited: false,
         };
         let i = if self.entries.len() == self.capacity {
             let i = self.evict();
-            // The eviction may have unlinked the newest block.
-            self.entries[i as usize] = SieveEntry {
-                older: self.newest,
-                ..entry
-            };
+            self.entries[i as usize] = entry;
             i
         } else {
             self.entries.push(entry);
             self.entries.len() as u32 - 1
         };
-        match self.newest {
-            NIL => self.oldest = i,
-            newest => self.entries[newest as usize].newer = i,
-        }
-        self.newest = i;
+        self.order.push_newest(&mut self.entries, i);
         debug_assert!(self.map.len() < self.capacity, "SIEVE over its capacity");
         let entries = &self.entries;
         self.map
