@@ -34,7 +34,7 @@ while (($#)); do
   case $1 in
     --schedules) count=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     --totals) totals=true; shift ;;
     *) families+=("$1"); shift ;;
   esac

@@ -32,7 +32,7 @@ while (($#)); do
     --base) base=$2; shift 2 ;;
     --core) core=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) families+=("$1"); shift ;;
   esac
 done
