@@ -4,7 +4,7 @@
 # runs each family for a time budget (about 30–60 s); a campaign runs 10^5 schedules (or as
 # many as fit in --seconds) before anyone calls a change correct (docs/TESTING.md).
 #
-#   scripts/campaign.sh [--schedules N | --seconds S] [FAMILY…]
+#   scripts/campaign.sh [--schedules N | --seconds S] [--pgo] [FAMILY…]
 #   scripts/campaign.sh --totals
 #
 # FAMILY: sim vstore offload volume-path sierra sierra-short warm restripe members (default: all).
@@ -12,14 +12,17 @@
 # failure names the seed and the command that replays it (and belongs in the family's
 # regression list). The fixed seeds are left out (the test command runs them). The tests are
 # built as scripts/families.sh says (`campaign_build`: the test profile with link-time
-# optimization, in target/campaign-build), so the test command's build is not touched.
+# optimization, in target/campaign-build), so the test command's build is not touched. --pgo
+# builds them guided by a profile of the families' own schedules as well (scripts/pgo-profile.sh
+# makes it, or reuses the one of this code; with its own build, 40 minutes more the first time
+# on a busy two-core machine, for about a fifth more schedules per second: for runs of hours).
 #
 # Each family's run is appended to docs/campaigns.tsv (commit it): date, commit, the family's
 # code (a hash of what its test compiles: its workspace crates, the packages it resolves, the
 # profiles; "dirty" with uncommitted changes there), family, fresh schedules, failed, seconds,
-# base seed. The campaign build's link-time settings are not part of the code: they change how
-# the same code is optimized, not what it does or checks (the families' hash files are identical
-# under both builds: scripts/schedule-hashes.sh --build test).
+# base seed. The campaign build's link-time and profile settings are not part of the code: they
+# change how the same code is optimized, not what it does or checks (the families' hash files
+# are identical under the three builds: scripts/schedule-hashes.sh --build test|pgo).
 # Fresh seeds start from a random base each run, so runs of the same code add up: --totals
 # prints, per family, the fresh schedules and failures recorded at commits whose code for that
 # family is the same as now (toward the 10^5 before "correct").
@@ -29,13 +32,15 @@ cd "$(dirname "$0")/.." || exit 1
 count=100000
 seconds=""
 totals=false
+pgo=false
 families=()
 while (($#)); do
   case $1 in
     --schedules) count=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     --totals) totals=true; shift ;;
+    --pgo) pgo=true; shift ;;
     *) families+=("$1"); shift ;;
   esac
 done
@@ -117,6 +122,16 @@ if $totals; then
 fi
 [ -f "$ledger" ] || printf 'date\tcommit\tcode_tree\tfamily\tfresh\tfailed\tseconds\tbase_seed\n' >"$ledger"
 
+build_env=("${campaign_build[@]}")
+build=lto
+if $pgo; then
+  profile=$(scripts/pgo-profile.sh | tail -n 1) && [ -s "$profile" ] ||
+    { echo "no profile for --pgo (scripts/pgo-profile.sh failed)" >&2; exit 1; }
+  pgo_build "$profile"
+  build_env=("${pgo_build_env[@]}")
+  build="lto+pgo, $(basename "$profile")"
+fi
+
 mkdir -p target/campaign
 # `cargo tree --offline` (the family's code) needs every locked package downloaded: on a new
 # machine nothing is yet, and the code came out empty.
@@ -137,8 +152,8 @@ for f in "${families[@]}"; do
   # The code and commit the test binary is built from, read before the build.
   tree=$(family_code HEAD "$f") || tree=unknown
   commit=$(git rev-parse --short HEAD)
-  echo "== $(date +%T) $f: $what, code $tree (log: $log)"
-  env "${campaign_build[@]}" "${env[@]}" cargo nextest run --profile campaign -p "$package" \
+  echo "== $(date +%T) $f: $what, code $tree, build $build (log: $log)"
+  env "${build_env[@]}" "${env[@]}" cargo nextest run --profile campaign -p "$package" \
     --test "$binary" -E "test(=$test)" --no-capture >"$log" 2>&1
   rc=$?
   line=$(grep -h '^schedule summary:' "$log" | tail -n 1)

@@ -1,4 +1,5 @@
-# The seeded simulation families, read by scripts/campaign.sh and scripts/schedule-hashes.sh.
+# The seeded simulation families, read by scripts/campaign.sh, scripts/schedule-hashes.sh and
+# scripts/pgo-profile.sh.
 # family: prefix, package, test binary, test
 declare -A spec=(
   [sim]="SIM cordillera-sim world acknowledged_records_survive_seeded_faults"
@@ -21,9 +22,21 @@ order=(sim vstore offload volume-path sierra sierra-short warm restripe members)
 # (docs/BENCHMARKS.md, "Link-time optimization for the campaigns"). It builds in a target
 # directory of its own, so the test command's build is left as it is; the first build takes
 # about 3 minutes.
-campaign_build=(
-  "CARGO_TARGET_DIR=$PWD/target/campaign-build"
+campaign_flags=(
   CARGO_PROFILE_TEST_LTO=fat
   CARGO_PROFILE_TEST_CODEGEN_UNITS=1
   CARGO_INCREMENTAL=0
 )
+campaign_build=("CARGO_TARGET_DIR=$PWD/target/campaign-build" "${campaign_flags[@]}")
+
+# The same build guided by a profile of the families' own schedules (scripts/pgo-profile.sh;
+# `pgo_build PROFILE` sets `pgo_build_env`), in a target directory of its own: LLVM lays out
+# and inlines the hot paths by the counts. The same schedules event for event, about a tenth
+# to a fifth more of them per second (docs/BENCHMARKS.md, "Profile-guided optimization for
+# the campaigns"). The profile's path names its code, so a new profile rebuilds everything.
+pgo_build() {
+  pgo_build_env=(
+    "CARGO_TARGET_DIR=$PWD/target/campaign-pgo-build" "${campaign_flags[@]}"
+    "RUSTFLAGS=-Cprofile-use=$1"
+  )
+}

@@ -7,7 +7,7 @@
 # to alter no schedule (a speed-up) is shown not to by diffing the two folders; the rates
 # before and after are its measure.
 #
-#   scripts/schedule-hashes.sh [--schedules N] [--base B] [--core C] [--build campaign|test]
+#   scripts/schedule-hashes.sh [--schedules N] [--base B] [--core C] [--build campaign|test|pgo]
 #                              [FAMILY…]
 #
 # FAMILY as for scripts/campaign.sh (default: all). Defaults: 200 schedules from base seed
@@ -17,7 +17,8 @@
 # test that fails still writes its hashes (a failed schedule reads `failed`). --build campaign
 # (the default) builds the tests as scripts/campaign.sh does (scripts/families.sh,
 # `campaign_build`: link-time optimization); --build test as the test command does, into
-# target/schedule-hashes/<commit>+test-build/ (the two folders' hash files are the same).
+# target/schedule-hashes/<commit>+test-build/; --build pgo as scripts/campaign.sh --pgo does
+# (scripts/pgo-profile.sh), into <commit>+pgo-build/. The folders' hash files are the same.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -32,7 +33,7 @@ while (($#)); do
     --base) base=$2; shift 2 ;;
     --core) core=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) families+=("$1"); shift ;;
   esac
 done
@@ -40,7 +41,13 @@ done
 case $build in
   campaign) build_env=("${campaign_build[@]}") ;;
   test) build_env=() ;;
-  *) echo "--build $build: one of campaign, test" >&2; exit 2 ;;
+  pgo)
+    profile=$(scripts/pgo-profile.sh | tail -n 1) && [ -s "$profile" ] ||
+      { echo "no profile for --build pgo (scripts/pgo-profile.sh failed)" >&2; exit 1; }
+    pgo_build "$profile"
+    build_env=("${pgo_build_env[@]}")
+    ;;
+  *) echo "--build $build: one of campaign, test, pgo" >&2; exit 2 ;;
 esac
 ((${#families[@]})) || families=("${order[@]}")
 for f in "${families[@]}"; do
