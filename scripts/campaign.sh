@@ -28,6 +28,10 @@
 # family is the same as now (toward the 10^5 before "correct").
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+# The rest is one block, which bash reads whole before running it: a campaign runs for hours, and
+# bash reads a plain script as it goes, so an edit of this file meanwhile would run from the
+# middle of a line (it did: the ledger row was written, the summary cut by a syntax error).
+{
 
 count=100000
 seconds=""
@@ -177,3 +181,4 @@ echo
 echo "== campaign summary"
 printf '%s\n' "${summaries[@]}"
 exit $status
+}

@@ -19,6 +19,10 @@
 # runs as root.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+# The rest is one block, which bash reads whole before running it: a campaign runs for hours, and
+# bash reads a plain script as it goes, so an edit of this file meanwhile would run from the
+# middle of a line (it did: the ledger row was written, the summary cut by a syntax error).
+{
 
 force=false
 case ${1:-} in
@@ -95,3 +99,4 @@ mv "$profile.tmp" "$profile"
 rm -rf "$raw"
 echo "profile of this code: $profile" >&2
 echo "$profile"
+}
