@@ -129,11 +129,9 @@ fi
 build_env=("${campaign_build[@]}")
 build=lto
 if $pgo; then
-  profile=$(scripts/pgo-profile.sh | tail -n 1) && [ -s "$profile" ] ||
-    { echo "no profile for --pgo (scripts/pgo-profile.sh failed)" >&2; exit 1; }
-  pgo_build "$profile"
+  pgo_build || { echo "no profile for --pgo (scripts/pgo-profile.sh failed)" >&2; exit 1; }
   build_env=("${pgo_build_env[@]}")
-  build="lto+pgo, $(basename "$profile")"
+  build="lto+pgo, $(basename "$pgo_profile")"
 fi
 
 mkdir -p target/campaign

@@ -29,14 +29,16 @@ campaign_flags=(
 )
 campaign_build=("CARGO_TARGET_DIR=$PWD/target/campaign-build" "${campaign_flags[@]}")
 
-# The same build guided by a profile of the families' own schedules (scripts/pgo-profile.sh;
-# `pgo_build PROFILE` sets `pgo_build_env`), in a target directory of its own: LLVM lays out
-# and inlines the hot paths by the counts. The same schedules event for event, about a tenth
-# to a fifth more of them per second (docs/BENCHMARKS.md, "Profile-guided optimization for
-# the campaigns"). The profile's path names its code, so a new profile rebuilds everything.
+# The same build guided by a profile of the families' own schedules, in a target directory of
+# its own: LLVM lays out and inlines the hot paths by the counts. The same schedules event for
+# event, about a fifth more of them per second (docs/BENCHMARKS.md, "Profile-guided optimization
+# for the campaigns"). `pgo_build` makes or reuses the profile of the code as it is
+# (scripts/pgo-profile.sh) and sets `pgo_build_env` and `pgo_profile`; it fails if there is
+# none. The profile's path names its code, so a new profile rebuilds everything.
 pgo_build() {
+  pgo_profile=$(scripts/pgo-profile.sh | tail -n 1) && [ -s "$pgo_profile" ] || return 1
   pgo_build_env=(
     "CARGO_TARGET_DIR=$PWD/target/campaign-pgo-build" "${campaign_flags[@]}"
-    "RUSTFLAGS=-Cprofile-use=$1"
+    "RUSTFLAGS=-Cprofile-use=$pgo_profile"
   )
 }

@@ -5,23 +5,21 @@
 # -Cprofile-generate, in target/pgo-gen), runs a few training schedules of each family from a
 # base seed of their own (TRAIN_BASE below, never a campaign's), and merges what they counted
 # into target/pgo/<key>.profdata. The key names the code: the git trees of crates/ and
-# Cargo.lock, Cargo.toml and rustc's version. A profile of the code as it is committed is made
-# once and reused; with uncommitted changes under crates/ or in Cargo.* it is made again each
-# time (target/pgo/dirty.profdata).
+# Cargo.lock, Cargo.toml and rustc's version, or with uncommitted changes under crates/ or in
+# Cargo.* a hash of those changes (target/pgo/dirty-<hash>.profdata). A profile is made once per
+# key and reused.
 #
 #   scripts/pgo-profile.sh [--force]
 #
 # Prints progress on stderr and the profile's absolute path as the last line of stdout.
-# --force makes the profile again even if one exists. It takes about as long as two campaign
-# builds and a minute of training on two cores. llvm-profdata must be of rustc's LLVM major
+# --force makes the profile again even if one exists. It took 26 minutes on two cores that a
+# campaign and another build shared (docs/BENCHMARKS.md). llvm-profdata must be of rustc's LLVM major
 # version (LLVM's profile formats change between majors): /usr/lib/llvm-N/bin/llvm-profdata or
 # llvm-profdata-N on PATH; Debian's llvm-N package is installed when it is missing and this
 # runs as root.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-# The rest is one block, which bash reads whole before running it: a campaign runs for hours, and
-# bash reads a plain script as it goes, so an edit of this file meanwhile would run from the
-# middle of a line (it did: the ledger row was written, the summary cut by a syntax error).
+# One block, read whole before it runs (scripts/campaign.sh says why).
 {
 
 force=false
@@ -64,12 +62,14 @@ if ! profdata=$(find_profdata); then
 fi
 
 mkdir -p target/pgo
-if [ -n "$(git status --porcelain -- crates Cargo.toml Cargo.lock)" ]; then
-  key=dirty
-  force=true
-else
-  key=$({ git rev-parse HEAD:crates HEAD:Cargo.lock HEAD:Cargo.toml; rustc -vV; } | git hash-object --stdin | cut -c1-12)
-fi
+code() {
+  git rev-parse HEAD:crates HEAD:Cargo.lock HEAD:Cargo.toml
+  rustc -vV
+  git diff HEAD -- crates Cargo.toml Cargo.lock
+  git ls-files --others --exclude-standard -- crates | xargs -r git hash-object
+}
+key=$(code | git hash-object --stdin | cut -c1-12)
+[ -z "$(git status --porcelain -- crates Cargo.toml Cargo.lock)" ] || key=dirty-$key
 profile=$PWD/target/pgo/$key.profdata
 if [ -s "$profile" ] && ! $force; then
   echo "profile of this code: $profile (made earlier)" >&2

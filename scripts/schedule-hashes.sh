@@ -42,9 +42,7 @@ case $build in
   campaign) build_env=("${campaign_build[@]}") ;;
   test) build_env=() ;;
   pgo)
-    profile=$(scripts/pgo-profile.sh | tail -n 1) && [ -s "$profile" ] ||
-      { echo "no profile for --build pgo (scripts/pgo-profile.sh failed)" >&2; exit 1; }
-    pgo_build "$profile"
+    pgo_build || { echo "no profile for --build pgo (scripts/pgo-profile.sh failed)" >&2; exit 1; }
     build_env=("${pgo_build_env[@]}")
     ;;
   *) echo "--build $build: one of campaign, test, pgo" >&2; exit 2 ;;
